@@ -1,0 +1,2 @@
+//! xfskit: a userspace engine for the XFS filesystem.
+#![forbid(unsafe_code)]
