@@ -1,2 +1,20 @@
 //! xfskit: a userspace engine for the XFS filesystem.
+//!
+//! Layers, bottom up: [`dev`] (positional devices), [`buf`] (verified,
+//! cached metadata buffers), [`geometry`] (the validated superblock),
+//! [`inode`] (inodes, fork maps, file contents), [`dir`], [`attr`] and
+//! [`symlink`] (namespace), [`log`] (log state), [`fs`] (an open
+//! filesystem tying them together).
 #![forbid(unsafe_code)]
+
+pub mod buf;
+pub mod dev;
+pub mod error;
+pub mod fs;
+pub mod geometry;
+pub mod inode;
+pub mod log;
+
+pub use error::{Error, Location, Result};
+pub use fs::{Fs, OpenOptions};
+pub use geometry::{Geometry, Ino};

@@ -1,0 +1,227 @@
+//! Verifiers for every kind of metadata block, like libxfs buffer ops:
+//! on read, the CRC first, then the self-describing header (magic, block
+//! number, filesystem UUID, owner), then the structure.
+
+use crate::error::{Error, Location, Result};
+use crate::geometry::{Daddr, Geometry};
+use xfs_format::ag as xag;
+use xfs_format::btree as xbt;
+
+/// Which structure a block must be, with what is known about it before
+/// reading (its AG, owner inode, btree level).
+#[derive(Debug, Clone)]
+pub enum Verifier<'a> {
+    /// AG free space header of AG `agno`.
+    Agf { agno: u32 },
+    /// AG inode header of AG `agno`.
+    Agi { agno: u32 },
+    /// AG free list of AG `agno`.
+    Agfl { agno: u32 },
+    /// A short-pointer btree block (free space, inode, rmap, refcount) in AG `agno`.
+    ShortBtree { magic: u32, agno: u32, level: Option<u16> },
+    /// A bmbt block owned by inode `owner`.
+    Bmbt { owner: u64, level: Option<u16> },
+    /// A v3 directory/attr block with a 32-bit magic at 0 (XDB3, XDD3, XDF3) owned by `owner`.
+    Dir3 { magics: &'a [u32], owner: u64 },
+    /// A da-btree style block (da node, dir leaf, attr leaf): 16-bit magic at 8.
+    Da3 { magics: &'a [u16], owner: u64 },
+    /// A remote attribute value block (XARM) or remote symlink block (XSLM).
+    Remote { magic: u32, owner: u64 },
+}
+
+/// Where the self-describing fields of a block type live.
+struct Ident {
+    crc: usize,
+    blkno: usize,
+    uuid: usize,
+    owner: Option<(usize, u8)>,
+}
+
+fn be16(b: &[u8], o: usize) -> u16 {
+    u16::from_be_bytes([b[o], b[o + 1]])
+}
+fn be32(b: &[u8], o: usize) -> u32 {
+    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+fn be64(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_be_bytes(a)
+}
+
+impl Verifier<'_> {
+    /// Name of the structure, for errors.
+    pub fn what(&self) -> &'static str {
+        match self {
+            Verifier::Agf { .. } => "AGF",
+            Verifier::Agi { .. } => "AGI",
+            Verifier::Agfl { .. } => "AGFL",
+            Verifier::ShortBtree { magic, .. } => match *magic {
+                xbt::XFS_ABTB_CRC_MAGIC => "bnobt block",
+                xbt::XFS_ABTC_CRC_MAGIC => "cntbt block",
+                xbt::XFS_IBT_CRC_MAGIC => "inobt block",
+                xbt::XFS_FIBT_CRC_MAGIC => "finobt block",
+                xbt::XFS_RMAP_CRC_MAGIC => "rmapbt block",
+                xbt::XFS_REFC_CRC_MAGIC => "refcountbt block",
+                _ => "btree block",
+            },
+            Verifier::Bmbt { .. } => "bmbt block",
+            Verifier::Dir3 { .. } => "directory block",
+            Verifier::Da3 { .. } => "dir/attr btree block",
+            Verifier::Remote { magic, .. } => {
+                if *magic == REMOTE_SYMLINK_MAGIC {
+                    "remote symlink block"
+                } else {
+                    "remote attribute value block"
+                }
+            }
+        }
+    }
+
+    fn ident(&self) -> Ident {
+        match self {
+            Verifier::Agf { .. } => Ident { crc: xag::XFS_AGF_CRC_OFF, blkno: usize::MAX, uuid: 64, owner: None },
+            Verifier::Agi { .. } => Ident { crc: xag::XFS_AGI_CRC_OFF, blkno: usize::MAX, uuid: 296, owner: None },
+            Verifier::Agfl { .. } => Ident { crc: xag::XFS_AGFL_CRC_OFF, blkno: usize::MAX, uuid: 8, owner: None },
+            Verifier::ShortBtree { .. } => {
+                Ident { crc: xbt::XFS_BTREE_SBLOCK_CRC_OFF, blkno: 16, uuid: 32, owner: Some((48, 4)) }
+            }
+            Verifier::Bmbt { .. } => Ident { crc: xbt::XFS_BTREE_LBLOCK_CRC_OFF, blkno: 24, uuid: 40, owner: Some((56, 8)) },
+            Verifier::Dir3 { .. } => Ident { crc: 4, blkno: 8, uuid: 24, owner: Some((40, 8)) },
+            Verifier::Da3 { .. } => Ident { crc: 12, blkno: 16, uuid: 32, owner: Some((48, 8)) },
+            Verifier::Remote { .. } => Ident { crc: 12, blkno: 40, uuid: 16, owner: Some((32, 8)) },
+        }
+    }
+
+    fn location(&self, geo: &Geometry, daddr: Daddr) -> Location {
+        match self {
+            Verifier::Agf { agno } | Verifier::Agi { agno } | Verifier::Agfl { agno } => {
+                Location::Other(format!("AG {agno} sector {}", daddr.0 - geo.agb_to_daddr(crate::geometry::AgNumber(*agno), crate::geometry::AgBlock(0)).0))
+            }
+            Verifier::ShortBtree { agno, .. } => {
+                let ag0 = geo.agb_to_daddr(crate::geometry::AgNumber(*agno), crate::geometry::AgBlock(0)).0;
+                let agbno = (daddr.0.saturating_sub(ag0)) >> (geo.block_log - 9);
+                Location::AgBlock { agno: *agno, agbno: agbno as u32 }
+            }
+            _ => Location::Daddr(daddr.0),
+        }
+    }
+
+    /// Full check of a freshly read block: CRC, then structure.
+    pub fn check(&self, geo: &Geometry, daddr: Daddr, buf: &[u8]) -> Result<()> {
+        let id = self.ident();
+        if buf.len() < id.crc + 4 || !xfs_format::crc::verify(buf, id.crc) {
+            // A wrong magic is the more useful diagnosis (wrong block type).
+            self.check_magic(geo, daddr, buf)?;
+            return Err(Error::BadCrc { what: self.what(), location: self.location(geo, daddr) });
+        }
+        self.check_structure(geo, daddr, buf)
+    }
+
+    fn corrupt(&self, geo: &Geometry, daddr: Daddr, detail: String) -> Error {
+        Error::Corrupt { what: self.what(), location: self.location(geo, daddr), detail }
+    }
+
+    fn check_magic(&self, geo: &Geometry, daddr: Daddr, buf: &[u8]) -> Result<()> {
+        if buf.len() < 64 {
+            return Err(self.corrupt(geo, daddr, "block too short".into()));
+        }
+        let ok = match self {
+            Verifier::Agf { .. } => be32(buf, 0) == xag::XFS_AGF_MAGIC,
+            Verifier::Agi { .. } => be32(buf, 0) == xag::XFS_AGI_MAGIC,
+            Verifier::Agfl { .. } => be32(buf, 0) == xag::XFS_AGFL_MAGIC,
+            Verifier::ShortBtree { magic, .. } => be32(buf, 0) == *magic,
+            Verifier::Bmbt { .. } => be32(buf, 0) == xbt::XFS_BMAP_CRC_MAGIC,
+            Verifier::Dir3 { magics, .. } => magics.contains(&be32(buf, 0)),
+            Verifier::Da3 { magics, .. } => magics.contains(&be16(buf, 8)),
+            Verifier::Remote { magic, .. } => be32(buf, 0) == *magic,
+        };
+        if !ok {
+            return Err(self.corrupt(geo, daddr, format!("bad magic {:#010x}", be32(buf, 0))));
+        }
+        Ok(())
+    }
+
+    /// Checks magic, identity (block number, UUID, owner) and header sanity,
+    /// without the CRC.
+    pub fn check_structure(&self, geo: &Geometry, daddr: Daddr, buf: &[u8]) -> Result<()> {
+        self.check_magic(geo, daddr, buf)?;
+        let id = self.ident();
+        if buf[id.uuid..id.uuid + 16] != geo.meta_uuid {
+            return Err(self.corrupt(geo, daddr, "UUID does not match the filesystem".into()));
+        }
+        if id.blkno != usize::MAX && be64(buf, id.blkno) != daddr.0 {
+            return Err(self.corrupt(geo, daddr, format!("block says it is at daddr {}", be64(buf, id.blkno))));
+        }
+        let owner = match id.owner {
+            Some((o, 4)) => Some(u64::from(be32(buf, o))),
+            Some((o, _)) => Some(be64(buf, o)),
+            None => None,
+        };
+        let want_owner = match self {
+            Verifier::ShortBtree { agno, .. } => Some(u64::from(*agno)),
+            Verifier::Bmbt { owner, .. }
+            | Verifier::Dir3 { owner, .. }
+            | Verifier::Da3 { owner, .. }
+            | Verifier::Remote { owner, .. } => Some(*owner),
+            _ => None,
+        };
+        if owner != want_owner {
+            return Err(self.corrupt(geo, daddr, format!("owner {} instead of {}", owner.unwrap_or(0), want_owner.unwrap_or(0))));
+        }
+        match self {
+            Verifier::Agf { agno } | Verifier::Agi { agno } => {
+                if be32(buf, 4) != 1 || be32(buf, 8) != *agno {
+                    return Err(self.corrupt(geo, daddr, format!("version {} / seqno {}", be32(buf, 4), be32(buf, 8))));
+                }
+                let len = be32(buf, 12);
+                if len != geo.ag_len(crate::geometry::AgNumber(*agno)) {
+                    return Err(self.corrupt(geo, daddr, format!("AG length {len}")));
+                }
+            }
+            Verifier::Agfl { agno } => {
+                if be32(buf, 4) != *agno {
+                    return Err(self.corrupt(geo, daddr, format!("seqno {}", be32(buf, 4))));
+                }
+            }
+            Verifier::ShortBtree { level, .. } | Verifier::Bmbt { level, .. } => {
+                let lvl = be16(buf, 4);
+                if level.is_some_and(|l| l != lvl) || lvl > 20 {
+                    return Err(self.corrupt(geo, daddr, format!("level {lvl}, expected {}", level.unwrap_or(0))));
+                }
+                let numrecs = usize::from(be16(buf, 6));
+                let (hdr, rec, key, ptr) = match self {
+                    Verifier::Bmbt { .. } => (72, 16, 8, 8),
+                    Verifier::ShortBtree { magic, .. } => short_btree_sizes(*magic),
+                    _ => unreachable_sizes(),
+                };
+                let per = if lvl == 0 { rec } else { key + ptr };
+                let maxrecs = (buf.len() - hdr) / per;
+                if numrecs > maxrecs || (numrecs == 0 && lvl > 0) {
+                    return Err(self.corrupt(geo, daddr, format!("{numrecs} records (at most {maxrecs})")));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// XSLM: remote symlink block magic.
+pub const REMOTE_SYMLINK_MAGIC: u32 = 0x58534c4d;
+/// XARM: remote attribute value block magic.
+pub const REMOTE_ATTR_MAGIC: u32 = 0x5841524d;
+
+/// Header, record, key and pointer sizes of the short-pointer btrees.
+pub fn short_btree_sizes(magic: u32) -> (usize, usize, usize, usize) {
+    match magic {
+        xbt::XFS_RMAP_CRC_MAGIC => (56, 24, 40, 4),
+        xbt::XFS_IBT_CRC_MAGIC | xbt::XFS_FIBT_CRC_MAGIC => (56, 16, 4, 4),
+        xbt::XFS_REFC_CRC_MAGIC => (56, 12, 4, 4),
+        _ => (56, 8, 8, 4),
+    }
+}
+
+fn unreachable_sizes() -> (usize, usize, usize, usize) {
+    (56, 8, 8, 4)
+}

@@ -1,0 +1,91 @@
+//! A device backed by an image file or a block device.
+
+use super::Device;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// An image file or block device, read and written with pread/pwrite.
+pub struct FileDevice {
+    file: File,
+    len: u64,
+    writable: bool,
+    /// Set after a failed write: further writes are refused.
+    poisoned: AtomicBool,
+}
+
+impl FileDevice {
+    /// Opens `path` read-only.
+    pub fn open_read_only(path: &Path) -> io::Result<FileDevice> {
+        let file = File::open(path)?;
+        Self::from_file(file, false)
+    }
+
+    /// Opens `path` for reading and writing.
+    pub fn open_read_write(path: &Path) -> io::Result<FileDevice> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        Self::from_file(file, true)
+    }
+
+    fn from_file(file: File, writable: bool) -> io::Result<FileDevice> {
+        let meta = file.metadata()?;
+        let len = if meta.file_type().is_block_device() {
+            block_device_len(&file)?
+        } else {
+            meta.len()
+        };
+        Ok(FileDevice { file, len, writable, poisoned: AtomicBool::new(false) })
+    }
+
+    /// The underlying file, for operations such as hole punching.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+fn block_device_len(file: &File) -> io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = file.try_clone()?;
+    f.seek(SeekFrom::End(0))
+}
+
+impl Device for FileDevice {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        if off.checked_add(buf.len() as u64).is_none_or(|end| end > self.len) {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("read of {} bytes at offset {off} is past the end of the device ({} bytes)", buf.len(), self.len),
+            ));
+        }
+        self.file.read_exact_at(buf, off)
+    }
+
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
+        if !self.writable || self.poisoned.load(Ordering::Acquire) {
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, "device is not writable"));
+        }
+        let r = self.file.write_all_at(buf, off);
+        if r.is_err() {
+            self.poisoned.store(true, Ordering::Release);
+        }
+        r
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        if self.writable {
+            self.file.sync_all()?;
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn will_need(&self, off: u64, len: u64) {
+        // Only a hint: its failure changes nothing.
+        let _ = rustix::fs::fadvise(&self.file, off, std::num::NonZeroU64::new(len), rustix::fs::Advice::WillNeed);
+    }
+}

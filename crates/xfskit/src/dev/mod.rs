@@ -1,0 +1,37 @@
+//! Positional block devices: the only way the engine touches storage.
+
+mod file;
+mod mem;
+
+pub use file::FileDevice;
+pub use mem::MemDevice;
+
+use std::io;
+
+/// A device addressed by byte offset. Methods take `&self` so that many
+/// threads (one per AG) can read at once.
+pub trait Device: Send + Sync {
+    /// Fills `buf` from byte offset `off`; reading past the end is an error.
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()>;
+    /// Writes `buf` at byte offset `off`.
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()>;
+    /// Writes several buffers that are contiguous on disk, starting at `off`.
+    fn write_vectored_at(&self, bufs: &[&[u8]], off: u64) -> io::Result<()> {
+        let mut pos = off;
+        for b in bufs {
+            self.write_at(b, pos)?;
+            pos += b.len() as u64;
+        }
+        Ok(())
+    }
+    /// Makes every completed write durable.
+    fn flush(&self) -> io::Result<()>;
+    /// Size in bytes.
+    fn len(&self) -> u64;
+    /// True when the device has no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Hints that the range will be read soon; the default does nothing.
+    fn will_need(&self, _off: u64, _len: u64) {}
+}

@@ -1,0 +1,93 @@
+//! The one error type of the engine.
+//!
+//! Corruption always names the structure (`what`) and where it was found
+//! (`location`: AG, block, inode, byte offset), so a user can find it with
+//! xfs_db. Errors become errnos only at the FUSE boundary.
+
+use std::fmt;
+
+/// Where a problem was found on the device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A disk address in 512-byte units.
+    Daddr(u64),
+    /// A block in an allocation group.
+    AgBlock { agno: u32, agbno: u32 },
+    /// An inode, optionally with a byte offset inside it or its fork.
+    Inode(u64),
+    /// A logical block of an inode's fork (data or attr).
+    InodeBlock { ino: u64, fork: &'static str, offset: u64 },
+    /// The superblock of an AG.
+    Sb(u32),
+    /// A byte range of the log.
+    Log { block: u64 },
+    /// Anything else, described in words.
+    Other(String),
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Daddr(d) => write!(f, "daddr {d}"),
+            Location::AgBlock { agno, agbno } => write!(f, "AG {agno} block {agbno}"),
+            Location::Inode(ino) => write!(f, "inode {ino}"),
+            Location::InodeBlock { ino, fork, offset } => {
+                write!(f, "inode {ino} {fork} fork block {offset}")
+            }
+            Location::Sb(agno) => write!(f, "AG {agno} superblock"),
+            Location::Log { block } => write!(f, "log block {block}"),
+            Location::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Every error the engine returns.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The device failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// A metadata block or inode failed its CRC check.
+    #[error("bad CRC in {what} at {location}")]
+    BadCrc { what: &'static str, location: Location },
+    /// A structure's contents are inconsistent.
+    #[error("corrupt {what} at {location}: {detail}")]
+    Corrupt { what: &'static str, location: Location, detail: String },
+    /// A valid filesystem using something xfskit does not support.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The log holds changes that were never written back.
+    #[error("the log needs replay: {0} (mount it with the kernel once, or read with --norecovery)")]
+    DirtyLog(String),
+    /// No such file or directory.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// A path component is not a directory.
+    #[error("not a directory: {0}")]
+    NotDir(String),
+    /// The operation needs a directory but got something else, or vice versa.
+    #[error("is a directory: {0}")]
+    IsDir(String),
+    /// The attribute does not exist.
+    #[error("no such attribute: {0}")]
+    NoAttr(String),
+    /// Not enough free space.
+    #[error("no space left: {0}")]
+    NoSpace(String),
+    /// A caller passed something invalid.
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    /// The device refuses writes after an earlier failure.
+    #[error("device is read-only or poisoned after an earlier write failure")]
+    ReadOnly,
+}
+
+/// Result with the engine's error.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// Builds a `Corrupt` error.
+    pub fn corrupt(what: &'static str, location: Location, detail: impl Into<String>) -> Error {
+        Error::Corrupt { what, location, detail: detail.into() }
+    }
+}

@@ -1,0 +1,133 @@
+//! An open filesystem: device, geometry and buffer cache.
+//!
+//! `Fs` is the read engine's entry point. It is `Sync`: scans run one
+//! thread per AG over a shared `&Fs`.
+
+use crate::buf::cache::BufCache;
+use crate::buf::verify::Verifier;
+use crate::dev::{Device, FileDevice};
+use crate::error::{Error, Location, Result};
+use crate::geometry::{Daddr, Geometry, Ino};
+use crate::inode::Inode;
+use crate::log::LogState;
+use std::path::Path;
+use std::sync::Arc;
+
+/// How to open a filesystem.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// Read even if the log holds changes that were not written back, as
+    /// the kernel's `norecovery` mount option does.
+    pub norecovery: bool,
+    /// Bytes of verified metadata to keep cached (0: a default).
+    pub cache_bytes: usize,
+}
+
+/// An XFS filesystem opened for reading.
+pub struct Fs {
+    dev: Box<dyn Device>,
+    geo: Geometry,
+    cache: BufCache,
+    log_state: LogState,
+}
+
+impl Fs {
+    /// Opens an image file or block device read-only.
+    pub fn open(path: &Path, opts: &OpenOptions) -> Result<Fs> {
+        let dev = FileDevice::open_read_only(path)?;
+        Fs::from_device(Box::new(dev), opts)
+    }
+
+    /// Opens a filesystem on any device.
+    pub fn from_device(dev: Box<dyn Device>, opts: &OpenOptions) -> Result<Fs> {
+        let mut sector = vec![0u8; 512];
+        dev.read_at(&mut sector, 0).map_err(|e| short_device(e, dev.len()))?;
+        // The sector size is in the first sector; re-read the whole sector for the CRC.
+        let sectsize = u16::from_be_bytes([sector[102], sector[103]]);
+        if sectsize.is_power_of_two() && sectsize > 512 && u64::from(sectsize) <= dev.len() {
+            sector = vec![0u8; usize::from(sectsize)];
+            dev.read_at(&mut sector, 0)?;
+        }
+        let geo = Geometry::from_superblock(&sector)?;
+        let need = geo.data_blocks.saturating_mul(u64::from(geo.block_size));
+        if dev.len() < need {
+            return Err(Error::corrupt(
+                "device",
+                Location::Sb(0),
+                format!("the device has {} bytes but the filesystem needs {need}", dev.len()),
+            ));
+        }
+        let cache_bytes = if opts.cache_bytes == 0 { 256 << 20 } else { opts.cache_bytes };
+        let mut fs = Fs { dev, geo, cache: BufCache::new(cache_bytes), log_state: LogState::Clean };
+        fs.log_state = crate::log::inspect(&fs)?;
+        if let LogState::Dirty(why) = &fs.log_state {
+            if !opts.norecovery {
+                return Err(Error::DirtyLog(why.clone()));
+            }
+        }
+        Ok(fs)
+    }
+
+    /// The validated geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// What the log looked like when the filesystem was opened.
+    pub fn log_state(&self) -> &LogState {
+        &self.log_state
+    }
+
+    /// The device.
+    pub fn device(&self) -> &dyn Device {
+        self.dev.as_ref()
+    }
+
+    /// Reads raw bytes from the device.
+    pub fn read_bytes(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        self.dev.read_at(buf, off).map_err(Error::Io)
+    }
+
+    /// Reads a metadata block of `len` bytes at `daddr`, checks it with
+    /// `verifier` (CRC first, then structure) and caches it.
+    pub fn read_meta(&self, daddr: Daddr, len: u32, verifier: &Verifier<'_>) -> Result<Arc<[u8]>> {
+        let key = (daddr.0, len);
+        if let Some(b) = self.cache.get(key) {
+            // Cached buffers were verified, but the same block may be read
+            // under another identity (a cross-linked block): check again
+            // cheaply without the CRC.
+            verifier.check_structure(&self.geo, daddr, &b)?;
+            return Ok(b);
+        }
+        let mut buf = vec![0u8; len as usize];
+        self.dev.read_at(&mut buf, daddr.bytes()).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                Error::corrupt(verifier.what(), Location::Daddr(daddr.0), "block lies past the end of the device")
+            } else {
+                Error::Io(e)
+            }
+        })?;
+        verifier.check(&self.geo, daddr, &buf)?;
+        let b: Arc<[u8]> = buf.into();
+        self.cache.insert(key, b.clone());
+        Ok(b)
+    }
+
+    /// Reads and decodes inode `ino`.
+    pub fn inode(&self, ino: Ino) -> Result<Inode> {
+        crate::inode::read_inode(self, ino)
+    }
+
+    /// Reads the root directory inode.
+    pub fn root(&self) -> Result<Inode> {
+        self.inode(self.geo.root_ino)
+    }
+}
+
+fn short_device(e: std::io::Error, len: u64) -> Error {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        Error::corrupt("superblock", Location::Sb(0), format!("the device is only {len} bytes long"))
+    } else {
+        Error::Io(e)
+    }
+}

@@ -1,0 +1,283 @@
+//! Decoded inode core: the fields of `xfs_dinode` as native values.
+
+use crate::error::{Error, Location, Result};
+use crate::geometry::{Geometry, Ino};
+use xfs_format::inode::{self as di, Dinode};
+use xfs_format::types::decode_timestamp;
+use zerocopy::FromBytes;
+
+/// A point in time: seconds since the Unix epoch and nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Timestamp {
+    /// Seconds since 1970-01-01 UTC (negative before it).
+    pub sec: i64,
+    /// Nanoseconds, below 1e9.
+    pub nsec: u32,
+}
+
+impl Timestamp {
+    /// Nanoseconds since the epoch.
+    pub fn as_nanos(self) -> i128 {
+        i128::from(self.sec) * 1_000_000_000 + i128::from(self.nsec)
+    }
+}
+
+/// The format of a data or attribute fork.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForkFormat {
+    /// Device number (data fork of device inodes).
+    Dev,
+    /// Contents stored inline in the inode.
+    Local,
+    /// An array of extent records in the inode.
+    Extents,
+    /// A bmbt btree rooted in the inode.
+    Btree,
+}
+
+impl ForkFormat {
+    fn from_raw(v: u8, ino: Ino, which: &str) -> Result<ForkFormat> {
+        Ok(match v {
+            0 => ForkFormat::Dev,
+            1 => ForkFormat::Local,
+            2 => ForkFormat::Extents,
+            3 => ForkFormat::Btree,
+            _ => {
+                return Err(Error::corrupt("inode", Location::Inode(ino.0), format!("unknown {which} fork format {v}")))
+            }
+        })
+    }
+}
+
+/// The type of a file, from its mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileType {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+    /// A character device.
+    CharDev,
+    /// A block device.
+    BlockDev,
+    /// A named pipe.
+    Fifo,
+    /// A Unix socket.
+    Socket,
+}
+
+impl FileType {
+    /// The type encoded in the `S_IFMT` bits of `mode`.
+    pub fn from_mode(mode: u16) -> Option<FileType> {
+        Some(match u32::from(mode) & libc::S_IFMT {
+            libc::S_IFREG => FileType::File,
+            libc::S_IFDIR => FileType::Dir,
+            libc::S_IFLNK => FileType::Symlink,
+            libc::S_IFCHR => FileType::CharDev,
+            libc::S_IFBLK => FileType::BlockDev,
+            libc::S_IFIFO => FileType::Fifo,
+            libc::S_IFSOCK => FileType::Socket,
+            _ => return None,
+        })
+    }
+
+    /// The directory-entry file type code (XFS_DIR3_FT_*).
+    pub fn dirent_code(self) -> u8 {
+        match self {
+            FileType::File => 1,
+            FileType::Dir => 2,
+            FileType::CharDev => 3,
+            FileType::BlockDev => 4,
+            FileType::Fifo => 5,
+            FileType::Socket => 6,
+            FileType::Symlink => 7,
+        }
+    }
+}
+
+/// A decoded, checked inode with its fork bytes.
+#[derive(Debug, Clone)]
+pub struct Inode {
+    /// Inode number.
+    pub ino: Ino,
+    /// Type and permission bits.
+    pub mode: u16,
+    /// File type from `mode`.
+    pub file_type: FileType,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Link count.
+    pub nlink: u32,
+    /// Project id.
+    pub projid: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Blocks used by both forks, btree blocks included.
+    pub nblocks: u64,
+    /// Extent size hint in blocks.
+    pub extsize: u32,
+    /// CoW extent size hint in blocks.
+    pub cowextsize: u32,
+    /// Data fork extent count.
+    pub nextents: u64,
+    /// Attr fork extent count.
+    pub anextents: u32,
+    /// Attr fork offset in 8-byte units from the literal area (0: no attr fork).
+    pub forkoff: u8,
+    /// Data fork format.
+    pub format: ForkFormat,
+    /// Attr fork format (meaningful only when `forkoff` is nonzero).
+    pub aformat: ForkFormat,
+    /// XFS_DIFLAG_* bits.
+    pub flags: u16,
+    /// XFS_DIFLAG2_* bits.
+    pub flags2: u64,
+    /// Generation number.
+    pub gen: u32,
+    /// Next inode on the AGI unlinked list.
+    pub next_unlinked: u32,
+    /// Change counter (statx change cookie).
+    pub changecount: u64,
+    /// Last access.
+    pub atime: Timestamp,
+    /// Last data change.
+    pub mtime: Timestamp,
+    /// Last inode change.
+    pub ctime: Timestamp,
+    /// Creation.
+    pub crtime: Timestamp,
+    /// LSN of the last write.
+    pub lsn: u64,
+    /// Device number for device inodes (Linux encoding from the data fork).
+    pub rdev: u32,
+    /// Data fork bytes (the literal area up to the attr fork).
+    pub data_fork: Vec<u8>,
+    /// Attr fork bytes (empty without an attr fork).
+    pub attr_fork: Vec<u8>,
+}
+
+/// Size of the v3 inode core; the literal area follows it.
+pub const CORE_SIZE: usize = 176;
+
+impl Inode {
+    /// Decodes and checks the on-disk inode `raw` (exactly inode-size bytes),
+    /// which was read for inode number `ino`. The CRC must already be checked.
+    pub fn decode(geo: &Geometry, ino: Ino, raw: &[u8]) -> Result<Inode> {
+        let loc = || Location::Inode(ino.0);
+        let corrupt = |d: String| Error::corrupt("inode", loc(), d);
+        let d = Dinode::ref_from_prefix(raw).map_err(|_| corrupt("short inode buffer".into()))?.0;
+        if d.di_magic.get() != di::XFS_DINODE_MAGIC {
+            return Err(corrupt(format!("bad magic {:#06x}", d.di_magic.get())));
+        }
+        if d.di_version != 3 {
+            return Err(corrupt(format!("inode version {} on a v5 filesystem", d.di_version)));
+        }
+        if d.di_ino.get() != ino.0 {
+            return Err(corrupt(format!("inode records number {}", d.di_ino.get())));
+        }
+        let uuid: [u8; 16] = d.di_uuid.into();
+        if uuid != geo.meta_uuid {
+            return Err(corrupt("uuid does not match the filesystem".into()));
+        }
+        let mode = d.di_mode.get();
+        let file_type = FileType::from_mode(mode).ok_or_else(|| corrupt(format!("mode {mode:#o} has no file type")))?;
+        let flags2 = d.di_flags2.get();
+        let bigtime = flags2 & di::XFS_DIFLAG2_BIGTIME != 0;
+        if bigtime && !geo.features.bigtime {
+            return Err(corrupt("bigtime inode on a filesystem without bigtime".into()));
+        }
+        let nrext64 = flags2 & di::XFS_DIFLAG2_NREXT64 != 0;
+        if nrext64 && !geo.features.nrext64 {
+            return Err(corrupt("large extent counters on a filesystem without nrext64".into()));
+        }
+        let (nextents, anextents) = if nrext64 {
+            (d.di_big_nextents.get(), d.di_nextents.get())
+        } else {
+            (u64::from(d.di_nextents.get()), u32::from(d.di_anextents.get()))
+        };
+        let ts = |raw: u64| {
+            let (sec, nsec) = decode_timestamp(raw, bigtime);
+            Timestamp { sec, nsec }
+        };
+        let format = ForkFormat::from_raw(d.di_format, ino, "data")?;
+        let forkoff = d.di_forkoff;
+        let aformat = if forkoff != 0 {
+            ForkFormat::from_raw(d.di_aformat as u8, ino, "attr")?
+        } else {
+            ForkFormat::Extents
+        };
+        let lit = raw.len() - CORE_SIZE;
+        let data_len = if forkoff != 0 { usize::from(forkoff) * 8 } else { lit };
+        if data_len > lit {
+            return Err(corrupt(format!("attr fork offset {forkoff} is past the end of the inode")));
+        }
+        let data_fork = raw[CORE_SIZE..CORE_SIZE + data_len].to_vec();
+        let attr_fork = if forkoff != 0 { raw[CORE_SIZE + data_len..].to_vec() } else { Vec::new() };
+        let (format_ok, rdev) = match (file_type, format) {
+            (FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket, ForkFormat::Dev) => {
+                let rdev = data_fork.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(0);
+                (true, rdev)
+            }
+            (FileType::File, ForkFormat::Extents | ForkFormat::Btree) => (true, 0),
+            (FileType::Dir | FileType::Symlink, ForkFormat::Local | ForkFormat::Extents | ForkFormat::Btree) => {
+                (true, 0)
+            }
+            _ => (false, 0),
+        };
+        if !format_ok {
+            return Err(corrupt(format!("data fork format {format:?} is invalid for a {file_type:?}")));
+        }
+        let projid = u32::from(d.di_projid_lo.get()) | (u32::from(d.di_projid_hi.get()) << 16);
+        Ok(Inode {
+            ino,
+            mode,
+            file_type,
+            uid: d.di_uid.get(),
+            gid: d.di_gid.get(),
+            nlink: d.di_nlink.get(),
+            projid,
+            size: d.di_size.get(),
+            nblocks: d.di_nblocks.get(),
+            extsize: d.di_extsize.get(),
+            cowextsize: d.di_cowextsize.get(),
+            nextents,
+            anextents,
+            forkoff,
+            format,
+            aformat,
+            flags: d.di_flags.get(),
+            flags2,
+            gen: d.di_gen.get(),
+            next_unlinked: d.di_next_unlinked.get(),
+            changecount: d.di_changecount.get(),
+            atime: ts(d.di_atime.get()),
+            mtime: ts(d.di_mtime.get()),
+            ctime: ts(d.di_ctime.get()),
+            crtime: ts(d.di_crtime.get()),
+            lsn: d.di_lsn.get(),
+            rdev,
+            data_fork,
+            attr_fork,
+        })
+    }
+
+    /// Permission bits (with setuid, setgid and sticky).
+    pub fn perm(&self) -> u16 {
+        self.mode & 0o7777
+    }
+
+    /// Linux major/minor of a device inode, decoded from XFS's 32-bit form
+    /// (major in the top 14 bits, minor in the low 18).
+    pub fn rdev_major_minor(&self) -> (u32, u32) {
+        (self.rdev >> 18, self.rdev & 0x3ffff)
+    }
+
+    /// True when the inode has an attribute fork.
+    pub fn has_attr_fork(&self) -> bool {
+        self.forkoff != 0
+    }
+}

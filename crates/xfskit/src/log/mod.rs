@@ -1,0 +1,144 @@
+//! The internal log, as far as reading needs it: is it clean?
+//!
+//! The log is a circular run of 512-byte basic blocks. Every block written
+//! in pass N of the log carries N in its first word (record headers carry it
+//! in `h_cycle`), so the head is where the cycle number drops. The
+//! filesystem is clean when the last record before the head is an unmount
+//! record. Cost: a binary search (O(log n) reads of 512 bytes) and one
+//! bounded read before the head, never the whole log.
+
+use crate::error::Result;
+use crate::fs::Fs;
+use crate::geometry::Daddr;
+use xfs_format::log as xl;
+use zerocopy::FromBytes;
+
+/// What the log says about the filesystem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogState {
+    /// The last record is an unmount record.
+    Clean,
+    /// The log was never written (all zeros).
+    Empty,
+    /// The log lives on another device; it cannot be checked.
+    External,
+    /// Changes in the log may not be in place; the reason says why we think so.
+    Dirty(String),
+}
+
+const BB: u64 = 512;
+/// How far back from the head we look for the last record header:
+/// the largest record (256 KiB of data plus its headers) and then some.
+const SEARCH_BACK_BBS: u64 = 1024;
+
+struct LogReader<'a> {
+    fs: &'a Fs,
+    start: Daddr,
+    nbb: u64,
+}
+
+impl LogReader<'_> {
+    fn read(&self, blk: u64, n: u64) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; (n * BB) as usize];
+        self.fs.read_bytes((self.start.0 + blk) * BB, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// The cycle number stamped on basic block `blk`.
+    fn cycle(&self, blk: u64) -> Result<u32> {
+        let b = self.read(blk, 1)?;
+        Ok(cycle_of(&b))
+    }
+}
+
+fn be32(b: &[u8], off: usize) -> u32 {
+    u32::from_be_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+fn cycle_of(block: &[u8]) -> u32 {
+    if be32(block, 0) == xl::XLOG_HEADER_MAGIC_NUM {
+        be32(block, 4)
+    } else {
+        be32(block, 0)
+    }
+}
+
+/// Inspects the log of an open filesystem.
+pub fn inspect(fs: &Fs) -> Result<LogState> {
+    let geo = fs.geometry();
+    if geo.log_start.0 == 0 {
+        return Ok(LogState::External);
+    }
+    if !geo.fsb_range_valid(geo.log_start, u64::from(geo.log_blocks)) || geo.log_blocks == 0 {
+        return Ok(LogState::Dirty(format!(
+            "the log ({} blocks at fs block {}) lies outside the data section",
+            geo.log_blocks, geo.log_start.0
+        )));
+    }
+    let r = LogReader {
+        fs,
+        start: geo.fsb_to_daddr(geo.log_start),
+        nbb: u64::from(geo.log_blocks) * u64::from(geo.block_size) / BB,
+    };
+    let first = r.cycle(0)?;
+    let last = r.cycle(r.nbb - 1)?;
+    if first == 0 && last == 0 {
+        return Ok(LogState::Empty);
+    }
+    // Blocks [0, head) carry `first`; [head, end) carry the previous pass.
+    let head = if first == last {
+        0
+    } else {
+        let (mut lo, mut hi) = (0u64, r.nbb - 1);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if r.cycle(mid)? == first {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        hi
+    };
+    find_last_record(&r, head)
+}
+
+fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<LogState> {
+    let back = SEARCH_BACK_BBS.min(r.nbb);
+    // Read the `back` blocks ending at head (wrapping at the log's start).
+    let mut window = Vec::with_capacity((back * BB) as usize);
+    let first_blk = (head + r.nbb - back) % r.nbb;
+    if first_blk + back <= r.nbb {
+        window.extend(r.read(first_blk, back)?);
+    } else {
+        let tail_part = r.nbb - first_blk;
+        window.extend(r.read(first_blk, tail_part)?);
+        window.extend(r.read(0, back - tail_part)?);
+    }
+    for i in (0..back).rev() {
+        let off = (i * BB) as usize;
+        let blk = &window[off..off + BB as usize];
+        if be32(blk, 0) != xl::XLOG_HEADER_MAGIC_NUM {
+            continue;
+        }
+        let Ok((h, _)) = xl::XlogRecHeader::ref_from_prefix(blk) else { continue };
+        let rec_blk = (first_blk + i) % r.nbb;
+        let logops = h.h_num_logops.get();
+        let hsize = h.h_size.get();
+        let hdr_blocks = if h.h_version.get() & 2 != 0 && hsize > xl::XLOG_HEADER_CYCLE_SIZE as u32 {
+            u64::from(hsize.div_ceil(xl::XLOG_HEADER_CYCLE_SIZE as u32))
+        } else {
+            1
+        };
+        let data_blk = (rec_blk + hdr_blocks) % r.nbb;
+        let data = r.read(data_blk, 1)?;
+        let Ok((op, _)) = xl::XlogOpHeader::ref_from_prefix(&data[..]) else { continue };
+        if logops == 1 && op.oh_flags & xl::XLOG_UNMOUNT_TRANS != 0 {
+            return Ok(LogState::Clean);
+        }
+        return Ok(LogState::Dirty(format!(
+            "the last log record (log block {rec_blk}, {logops} operations) is not an unmount record"
+        )));
+    }
+    Ok(LogState::Dirty(format!("no log record header found before the log head at block {head}")))
+}
