@@ -1,1 +1,56 @@
-fn main() {}
+//! The `xfskit` command: one subcommand per file under `cmd/`.
+//!
+//! Exit codes: 0 success; 1 the image has problems (check) or a file was not
+//! found; 2 usage errors; 3 unsupported or dirty filesystem; 4 I/O error.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// A userspace engine for XFS filesystems: make, build, inspect, mount, scan
+/// and check XFS images without root or a kernel driver.
+#[derive(Parser)]
+#[command(name = "xfskit", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print geometry and features, laid out like xfs_info.
+    Info(cmd::info::Args),
+    /// List a directory.
+    Ls(cmd::ls::Args),
+    /// Write a file's contents to standard output.
+    Cat(cmd::cat::Args),
+    /// Print every inode field, the xattrs and the extent map of a file.
+    Stat(cmd::stat::Args),
+    /// Copy the whole tree (or a subtree) out of an image.
+    Extract(cmd::extract::Args),
+    /// Mount an image through FUSE (read-only).
+    Mount(cmd::mount::Args),
+    /// Scan every allocated inode, one thread per AG.
+    Bulkstat(cmd::bulkstat::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Info(a) => cmd::info::run(a),
+        Command::Ls(a) => cmd::ls::run(a),
+        Command::Cat(a) => cmd::cat::run(a),
+        Command::Stat(a) => cmd::stat::run(a),
+        Command::Extract(a) => cmd::extract::run(a),
+        Command::Mount(a) => cmd::mount::run(a),
+        Command::Bulkstat(a) => cmd::bulkstat::run(a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xfskit: {e}");
+            cmd::exit_code(&e)
+        }
+    }
+}

@@ -246,8 +246,8 @@ impl Geometry {
             lazy_sb_counters: features2 & fsb::XFS_SB_VERSION2_LAZYSBCOUNTBIT != 0,
             projid32: features2 & fsb::XFS_SB_VERSION2_PROJID32BIT != 0,
         };
-        let uuid: [u8; 16] = sb.sb_uuid.into();
-        let meta_uuid: [u8; 16] = if features.meta_uuid { sb.sb_meta_uuid.into() } else { uuid };
+        let uuid: [u8; 16] = sb.sb_uuid.0;
+        let meta_uuid: [u8; 16] = if features.meta_uuid { sb.sb_meta_uuid.0 } else { uuid };
         let inoalignmt = sb.sb_inoalignmt.get();
         // Inode clusters: 8 KiB scaled by inode size over 256 bytes, when the
         // chunk alignment allows it (v5 always sets that alignment).

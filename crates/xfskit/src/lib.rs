@@ -7,13 +7,17 @@
 //! filesystem tying them together).
 #![forbid(unsafe_code)]
 
+pub mod attr;
 pub mod buf;
 pub mod dev;
+pub mod dir;
 pub mod error;
 pub mod fs;
 pub mod geometry;
 pub mod inode;
 pub mod log;
+mod namei;
+pub mod symlink;
 
 pub use error::{Error, Location, Result};
 pub use fs::{Fs, OpenOptions};

@@ -179,7 +179,7 @@ impl Inode {
         if d.di_ino.get() != ino.0 {
             return Err(corrupt(format!("inode records number {}", d.di_ino.get())));
         }
-        let uuid: [u8; 16] = d.di_uuid.into();
+        let uuid: [u8; 16] = d.di_uuid.0;
         if uuid != geo.meta_uuid {
             return Err(corrupt("uuid does not match the filesystem".into()));
         }

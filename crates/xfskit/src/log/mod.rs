@@ -10,8 +10,18 @@
 use crate::error::Result;
 use crate::fs::Fs;
 use crate::geometry::Daddr;
-use xfs_format::log as xl;
-use zerocopy::FromBytes;
+
+/// Record header magic (0xFEEDBABE); data blocks carry the cycle instead.
+const XLOG_HEADER_MAGIC_NUM: u32 = 0xFEED_BABE;
+/// Each record header block describes this many bytes of record data.
+const XLOG_HEADER_CYCLE_SIZE: u32 = 32 * 1024;
+/// Operation header flag of the unmount record.
+const XLOG_UNMOUNT_TRANS: u8 = 0x20;
+// Offsets in the record header and the operation header.
+const H_VERSION: usize = 8;
+const H_NUM_LOGOPS: usize = 40;
+const H_SIZE: usize = 320;
+const OH_FLAGS: usize = 9;
 
 /// What the log says about the filesystem.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +66,7 @@ fn be32(b: &[u8], off: usize) -> u32 {
 }
 
 fn cycle_of(block: &[u8]) -> u32 {
-    if be32(block, 0) == xl::XLOG_HEADER_MAGIC_NUM {
+    if be32(block, 0) == XLOG_HEADER_MAGIC_NUM {
         be32(block, 4)
     } else {
         be32(block, 0)
@@ -118,22 +128,21 @@ fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<LogState> {
     for i in (0..back).rev() {
         let off = (i * BB) as usize;
         let blk = &window[off..off + BB as usize];
-        if be32(blk, 0) != xl::XLOG_HEADER_MAGIC_NUM {
+        if be32(blk, 0) != XLOG_HEADER_MAGIC_NUM {
             continue;
         }
-        let Ok((h, _)) = xl::XlogRecHeader::ref_from_prefix(blk) else { continue };
         let rec_blk = (first_blk + i) % r.nbb;
-        let logops = h.h_num_logops.get();
-        let hsize = h.h_size.get();
-        let hdr_blocks = if h.h_version.get() & 2 != 0 && hsize > xl::XLOG_HEADER_CYCLE_SIZE as u32 {
-            u64::from(hsize.div_ceil(xl::XLOG_HEADER_CYCLE_SIZE as u32))
+        let logops = be32(blk, H_NUM_LOGOPS);
+        let hsize = be32(blk, H_SIZE);
+        let hdr_blocks = if be32(blk, H_VERSION) & 2 != 0 && hsize > XLOG_HEADER_CYCLE_SIZE {
+            u64::from(hsize.div_ceil(XLOG_HEADER_CYCLE_SIZE))
         } else {
             1
         };
         let data_blk = (rec_blk + hdr_blocks) % r.nbb;
         let data = r.read(data_blk, 1)?;
-        let Ok((op, _)) = xl::XlogOpHeader::ref_from_prefix(&data[..]) else { continue };
-        if logops == 1 && op.oh_flags & xl::XLOG_UNMOUNT_TRANS != 0 {
+        let flags = data[OH_FLAGS];
+        if logops == 1 && flags & XLOG_UNMOUNT_TRANS != 0 {
             return Ok(LogState::Clean);
         }
         return Ok(LogState::Dirty(format!(
