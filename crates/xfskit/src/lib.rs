@@ -1,2 +1,3 @@
 //! xfskit: a userspace engine for the XFS filesystem.
 #![forbid(unsafe_code)]
+pub mod mkfs;
