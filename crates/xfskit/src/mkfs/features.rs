@@ -44,7 +44,6 @@ pub struct Features {
 
 // sb_versionnum bits.
 const VERSION_5: u16 = 5;
-const VERSION_ATTRBIT: u16 = 0x0010;
 const VERSION_NLINKBIT: u16 = 0x0020;
 const VERSION_ALIGNBIT: u16 = 0x0080;
 const VERSION_DALIGNBIT: u16 = 0x0100;
@@ -163,7 +162,6 @@ fn feature_words(cfg: &Cfg) -> (Features, u32, u32) {
     if f.nrext64 {
         inc |= IN_NREXT64;
     }
-    let _ = VERSION_ATTRBIT;
     let words = Features {
         versionnum: v,
         features2,

@@ -6,6 +6,7 @@ mod geometry;
 mod layout;
 mod log;
 mod options;
+mod stripe;
 mod summary;
 
 pub use features::{FeatureSet, Features};
