@@ -16,6 +16,7 @@ pub mod fs;
 pub mod geometry;
 pub mod inode;
 pub mod log;
+pub mod mkfs;
 mod namei;
 pub mod symlink;
 

@@ -1,0 +1,275 @@
+//! Feature selection (mkfs.xfs 6.1 defaults), the superblock feature words,
+//! fixed per-AG metadata blocks, root inode placement and fresh free counts.
+
+use super::geometry::{Cfg, MkfsGeometry};
+use super::layout::*;
+use super::log::LogPlacement;
+use super::options::{MkfsError, MkfsOptions};
+
+/// On/off features of a V5 filesystem that mkfs lets the user choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeatureSet {
+    /// Free inode btree.
+    pub finobt: bool,
+    /// Sparse inode chunks.
+    pub sparse: bool,
+    /// Reverse-mapping btree.
+    pub rmapbt: bool,
+    /// Reference-count btree (reflink).
+    pub reflink: bool,
+    /// 64-bit nanosecond timestamps.
+    pub bigtime: bool,
+    /// Inode btree block counters in the AGI.
+    pub inobtcount: bool,
+    /// 64-bit extent counters.
+    pub nrext64: bool,
+}
+
+/// The superblock words that hold feature bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Features {
+    /// sb_versionnum.
+    pub versionnum: u16,
+    /// sb_features2 (and sb_bad_features2, always equal).
+    pub features2: u32,
+    /// sb_features_compat.
+    pub compat: u32,
+    /// sb_features_ro_compat.
+    pub ro_compat: u32,
+    /// sb_features_incompat.
+    pub incompat: u32,
+    /// sb_features_log_incompat.
+    pub log_incompat: u32,
+}
+
+// sb_versionnum bits.
+const VERSION_5: u16 = 5;
+const VERSION_NLINKBIT: u16 = 0x0020;
+const VERSION_ALIGNBIT: u16 = 0x0080;
+const VERSION_DALIGNBIT: u16 = 0x0100;
+const VERSION_LOGV2BIT: u16 = 0x0400;
+const VERSION_SECTORBIT: u16 = 0x0800;
+const VERSION_EXTFLGBIT: u16 = 0x1000;
+const VERSION_DIRV2BIT: u16 = 0x2000;
+const VERSION_MOREBITSBIT: u16 = 0x8000;
+// sb_features2 bits.
+const F2_LAZYSBCOUNT: u32 = 0x0002;
+const F2_ATTR2: u32 = 0x0008;
+const F2_PROJID32: u32 = 0x0080;
+const F2_CRC: u32 = 0x0100;
+// V5 feature bits.
+const RO_FINOBT: u32 = 1;
+const RO_RMAPBT: u32 = 2;
+const RO_REFLINK: u32 = 4;
+const RO_INOBTCNT: u32 = 8;
+const IN_FTYPE: u32 = 1;
+const IN_SPINODES: u32 = 2;
+const IN_BIGTIME: u32 = 8;
+const IN_NREXT64: u32 = 0x20;
+
+/// Apply the user's `-m`/`-i` choices to the mkfs.xfs 6.1 defaults.
+pub(crate) fn choose(opts: &MkfsOptions) -> Result<FeatureSet, MkfsError> {
+    let finobt = opts.finobt.unwrap_or(true);
+    let mut inobtcount = opts.inobtcount.unwrap_or(true);
+    if !finobt {
+        if opts.inobtcount == Some(true) {
+            return Err(MkfsError::Geometry(
+                "inode btree counters not supported without finobt support".into(),
+            ));
+        }
+        inobtcount = false;
+    }
+    Ok(FeatureSet {
+        finobt,
+        sparse: opts.sparse.unwrap_or(true),
+        rmapbt: opts.rmapbt.unwrap_or(false),
+        reflink: opts.reflink.unwrap_or(true),
+        bigtime: opts.bigtime.unwrap_or(true),
+        inobtcount,
+        nrext64: opts.nrext64.unwrap_or(false),
+    })
+}
+
+/// AG block of the AGFL (the fourth header sector).
+fn agfl_block(cfg: &Cfg) -> u64 {
+    (3 * u64::from(cfg.sectorsize)) >> cfg.blocklog
+}
+
+/// First AG block after the headers and every btree root block.
+pub(crate) fn prealloc_blocks(cfg: &Cfg) -> u64 {
+    let inobt_root = agfl_block(cfg) + 3; // bnobt, cntbt, then inobt
+    let f = cfg.feat;
+    inobt_root + 1 + u64::from(f.finobt) + u64::from(f.rmapbt) + u64::from(f.reflink)
+}
+
+/// Blocks of an AG that can ever hold data (libxfs "ag max usable").
+pub(crate) fn ag_max_usable(cfg: &Cfg) -> u64 {
+    let header_bb = 4 * u64::from(cfg.sectorsize) / 512;
+    let blkbb_log = cfg.blocklog - 9;
+    let mut used = (header_bb + (1 << blkbb_log) - 1) >> blkbb_log;
+    used += 4 + 3; // AGFL refill reserve, bnobt/cntbt/inobt roots
+    let f = cfg.feat;
+    used += u64::from(f.finobt) + u64::from(f.rmapbt) + u64::from(f.reflink);
+    cfg.agsize.saturating_sub(used)
+}
+
+/// Blocks a fresh AG keeps on its free list (all btrees have one level).
+fn min_freelist(cfg: &Cfg) -> u64 {
+    if cfg.feat.rmapbt {
+        6
+    } else {
+        4
+    }
+}
+
+fn feature_words(cfg: &Cfg) -> (Features, u32, u32) {
+    let f = cfg.feat;
+    let mut v = VERSION_5 | VERSION_NLINKBIT | VERSION_EXTFLGBIT | VERSION_DIRV2BIT;
+    v |= VERSION_ALIGNBIT | VERSION_LOGV2BIT;
+    let cluster = (INODE_CLUSTER_SIZE << cfg.inodelog) / 256;
+    let mut inoalignmt = (cluster >> cfg.blocklog) as u32;
+    if cfg.dsunit != 0 {
+        v |= VERSION_DALIGNBIT;
+    }
+    if cfg.sectorsize > 512 || cfg.lsectorsize > 512 {
+        v |= VERSION_SECTORBIT;
+    }
+    let features2 = F2_LAZYSBCOUNT | F2_PROJID32 | F2_CRC | F2_ATTR2;
+    v |= VERSION_MOREBITSBIT;
+    let mut ro = 0;
+    let mut inc = IN_FTYPE;
+    if f.finobt {
+        ro |= RO_FINOBT;
+    }
+    if f.rmapbt {
+        ro |= RO_RMAPBT;
+    }
+    if f.reflink {
+        ro |= RO_REFLINK;
+    }
+    if f.inobtcount {
+        ro |= RO_INOBTCNT;
+    }
+    if f.bigtime {
+        inc |= IN_BIGTIME;
+    }
+    let mut spino = 0;
+    if f.sparse {
+        spino = inoalignmt;
+        inoalignmt = ((INODES_PER_CHUNK << cfg.inodelog) >> cfg.blocklog) as u32;
+        inc |= IN_SPINODES;
+    }
+    if f.nrext64 {
+        inc |= IN_NREXT64;
+    }
+    let words = Features {
+        versionnum: v,
+        features2,
+        compat: 0,
+        ro_compat: ro,
+        incompat: inc,
+        log_incompat: 0,
+    };
+    (words, inoalignmt, spino)
+}
+
+/// AG block where mkfs allocates the root directory's inode chunk.
+fn root_chunk_block(cfg: &Cfg, log: &LogPlacement, inoalignmt: u64, agblklog: u32) -> u64 {
+    let f = cfg.feat;
+    let bs = u64::from(cfg.blocksize);
+    let mut first = div_ceil(4 * u64::from(cfg.sectorsize), bs) + 3 + min_freelist(cfg);
+    first += u64::from(f.finobt) + u64::from(f.rmapbt) + u64::from(f.reflink);
+    if log.logstart >> agblklog == 0 {
+        first += log.logblocks;
+    }
+    // Inode cluster geometry decides whether the stripe unit aligns inodes.
+    let mut cluster_raw = INODE_CLUSTER_SIZE;
+    let scaled = cluster_raw << cfg.inodelog >> 8;
+    if inoalignmt >= scaled >> cfg.blocklog {
+        cluster_raw = scaled;
+    }
+    let blocks_per_cluster = if cluster_raw > bs { cluster_raw >> cfg.blocklog } else { 1 };
+    let cluster_align = if inoalignmt >= blocks_per_cluster { inoalignmt } else { 1 };
+    let mask = cluster_align - 1;
+    let ialloc_align = cfg.dsunit != 0 && mask != 0 && cfg.dsunit & mask == 0;
+    if cfg.dsunit != 0 && ialloc_align {
+        first = round_up(first, cfg.dsunit);
+    } else if inoalignmt > 1 {
+        first = round_up(first, inoalignmt);
+    }
+    first
+}
+
+/// Fill in the superblock values from the finished configuration.
+pub(crate) fn finish(opts: &MkfsOptions, cfg: Cfg, log: LogPlacement) -> Result<MkfsGeometry, MkfsError> {
+    let (features, inoalignmt, spino_align) = feature_words(&cfg);
+    let agblklog = log2_roundup(cfg.agsize);
+    let inopblog = cfg.blocklog - cfg.inodelog;
+    let inopblock = 1u64 << inopblog;
+    let prealloc = prealloc_blocks(&cfg);
+    let root_bno = root_chunk_block(&cfg, &log, u64::from(inoalignmt), agblklog);
+    let rootino = root_bno << inopblog;
+    let ialloc_inos = INODES_PER_CHUNK.max(inopblock);
+    let ialloc_blocks = ialloc_inos >> inopblog;
+    if cfg.dblocks < mib_blocks(300, cfg.blocklog) {
+        return Err(MkfsError::Geometry("Filesystem must be larger than 300MB.".into()));
+    }
+    if log.logblocks < mib_blocks(64, cfg.blocklog) {
+        return Err(MkfsError::Geometry("Log size must be at least 64MB.".into()));
+    }
+    if cfg.agcount < 2 {
+        return Err(MkfsError::Geometry(
+            "Filesystem must have at least 2 superblocks for redundancy!".into(),
+        ));
+    }
+    let fdblocks = cfg.dblocks - cfg.agcount * prealloc - log.logblocks - ialloc_blocks;
+    let mut label = [0u8; 12];
+    if let Some(l) = &opts.label {
+        let n = l.len().min(12);
+        label[..n].copy_from_slice(&l.as_bytes()[..n]);
+    }
+    let small_sectors = cfg.sectorsize <= 512 && cfg.lsectorsize <= 512;
+    Ok(MkfsGeometry {
+        blocksize: cfg.blocksize,
+        blocklog: cfg.blocklog as u8,
+        sectsize: cfg.sectorsize as u16,
+        sectlog: cfg.sectorlog as u8,
+        logsectsize: if small_sectors { 0 } else { cfg.lsectorsize as u16 },
+        logsectlog: if small_sectors { 0 } else { highbit(u64::from(cfg.lsectorsize)) as u8 },
+        agblocks: cfg.agsize as u32,
+        agblklog: agblklog as u8,
+        agcount: cfg.agcount as u32,
+        dblocks: cfg.dblocks,
+        rblocks: 0,
+        rextents: 0,
+        rextsize: if cfg.blocksize < 4096 { 4096 >> cfg.blocklog } else { 1 },
+        logstart: log.logstart,
+        log_agno: log.agno as u32,
+        logblocks: log.logblocks as u32,
+        logsunit: if cfg.lsunit != 0 { (cfg.lsunit << cfg.blocklog) as u32 } else { 1 },
+        inodesize: 1 << cfg.inodelog,
+        inodelog: cfg.inodelog as u8,
+        inopblock: inopblock as u16,
+        inopblog: inopblog as u8,
+        imax_pct: cfg.imaxpct as u8,
+        inoalignmt,
+        spino_align,
+        unit: cfg.dsunit as u32,
+        width: cfg.dswidth as u32,
+        dirblklog: (cfg.dirblocklog - cfg.blocklog) as u8,
+        features,
+        rootino,
+        rbmino: rootino + 1,
+        rsumino: rootino + 2,
+        icount: ialloc_inos,
+        ifree: ialloc_inos - 3,
+        fdblocks,
+        prealloc_blocks: prealloc as u32,
+        agfl_min: min_freelist(&cfg) as u32,
+        ialloc_blocks: ialloc_blocks as u32,
+        label,
+        uuid: opts.uuid.unwrap_or([0; 16]),
+        data_name: opts.data_name.clone(),
+        warnings: cfg.warnings,
+    })
+}

@@ -1,0 +1,193 @@
+//! Size and place the internal log: default size by filesystem size, the
+//! middle AG, and stripe-unit alignment of its start and length.
+
+use super::geometry::Cfg;
+use super::layout::*;
+use super::options::{MkfsError, MkfsOptions};
+
+/// Where the internal log goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LogPlacement {
+    /// AG-encoded start block (sb_logstart).
+    pub logstart: u64,
+    /// Length in blocks.
+    pub logblocks: u64,
+    /// AG holding the log.
+    pub agno: u64,
+}
+
+fn geom(msg: String) -> MkfsError {
+    MkfsError::Geometry(msg)
+}
+
+/// Lower bound for the log length in blocks.
+///
+/// mkfs.xfs derives the true minimum from the largest transaction
+/// reservation; xfskit does not model reservations yet and uses the fixed
+/// floors only (512 blocks, or 10 MiB on filesystems of 1 GiB and more when
+/// no log size was given).  Default logs are never affected: they are at
+/// least 64 MiB, far above any reservation-based minimum.
+pub(crate) fn min_log_blocks(cfg: &Cfg, user_size: bool) -> u64 {
+    let mut min = MIN_LOG_BLOCKS;
+    if !user_size && cfg.dblocks >= (1u64 << 30) >> cfg.blocklog {
+        min = min.max(MIN_LOG_BYTES >> cfg.blocklog);
+    }
+    min
+}
+
+fn validate_size(logblocks: u64, blog: u32, min: u64) -> Result<(), MkfsError> {
+    if logblocks < min {
+        return Err(geom(format!(
+            "log size {logblocks} blocks too small, minimum size is {min} blocks"
+        )));
+    }
+    if logblocks > MAX_LOG_BLOCKS {
+        return Err(geom(format!(
+            "log size {logblocks} blocks too large, maximum size is {MAX_LOG_BLOCKS} blocks"
+        )));
+    }
+    if logblocks << blog > MAX_LOG_BYTES {
+        return Err(geom(format!(
+            "log size {} bytes too large, maximum size is {MAX_LOG_BYTES} bytes",
+            logblocks << blog
+        )));
+    }
+    Ok(())
+}
+
+/// Geometry view needed to check AG-encoded block numbers.
+struct AgView {
+    agblklog: u32,
+    agblocks: u64,
+    agcount: u64,
+    dblocks: u64,
+    agfl_block: u64,
+}
+
+impl AgView {
+    fn ag_len(&self, agno: u64) -> u64 {
+        if agno + 1 < self.agcount {
+            self.agblocks
+        } else {
+            self.dblocks - (self.agcount - 1) * self.agblocks
+        }
+    }
+
+    /// Is `fsb` a valid block outside the AG headers?
+    fn valid(&self, fsb: u64) -> bool {
+        let agno = fsb >> self.agblklog;
+        let agbno = fsb & ((1u64 << self.agblklog) - 1);
+        agno < self.agcount && agbno < self.ag_len(agno) && agbno > self.agfl_block
+    }
+
+    /// Does the extent lie inside one AG?
+    fn valid_extent(&self, fsb: u64, len: u64) -> bool {
+        len != 0
+            && self.valid(fsb)
+            && self.valid(fsb + len - 1)
+            && fsb >> self.agblklog == (fsb + len - 1) >> self.agblklog
+    }
+}
+
+fn align_size(
+    logblocks: &mut u64,
+    sunit: u64,
+    max_logblocks: u64,
+    user_size: bool,
+    blog: u32,
+) -> Result<(), MkfsError> {
+    if *logblocks % sunit == 0 {
+        return Ok(());
+    }
+    if user_size {
+        return Err(geom(format!(
+            "log size {} is not a multiple of the log stripe unit {sunit}",
+            *logblocks
+        )));
+    }
+    let mut tmp = round_up(*logblocks, sunit);
+    if tmp > MAX_LOG_BLOCKS || tmp << blog > MAX_LOG_BYTES || tmp > max_logblocks {
+        tmp = (*logblocks / sunit) * sunit;
+    }
+    *logblocks = tmp;
+    Ok(())
+}
+
+/// Choose the internal log's size and position, as mkfs.xfs does.
+pub(crate) fn place_log(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<LogPlacement, MkfsError> {
+    let blog = cfg.blocklog;
+    let user_size = opts.log_size.is_some();
+    let min = min_log_blocks(cfg, user_size);
+    let prealloc = super::features::prealloc_blocks(cfg);
+    let mut max_logblocks = super::features::ag_max_usable(cfg).saturating_sub(1);
+    if max_logblocks < min {
+        return Err(geom(format!(
+            "max log size {max_logblocks} smaller than min log size {min}, filesystem is too small"
+        )));
+    }
+    let mut logblocks = cfg.logblocks;
+    if logblocks == 0 {
+        logblocks = ((cfg.dblocks << blog) / 2048) >> blog;
+        logblocks = logblocks.max(mib_blocks(64, blog));
+        if cfg.dblocks < mib_blocks(300, blog) {
+            logblocks = min;
+        }
+        logblocks = logblocks.max(min).min(max_logblocks).min(MAX_LOG_BLOCKS);
+        if logblocks << blog > MAX_LOG_BYTES {
+            logblocks = MAX_LOG_BYTES >> blog;
+        }
+        validate_size(logblocks, blog, min)?;
+    } else if logblocks > max_logblocks {
+        return Err(geom(format!(
+            "internal log size {logblocks} too large, must be less than {max_logblocks}"
+        )));
+    }
+    if logblocks > cfg.agsize - prealloc {
+        return Err(geom(format!(
+            "internal log size {logblocks} too large, must fit in allocation group"
+        )));
+    }
+    let agno = cfg.agcount / 2;
+    if agno == 0 {
+        let ichunk = (INODES_PER_CHUNK << cfg.inodelog) >> blog;
+        let backoff = (ichunk * 4).max(cfg.dsunit * 2);
+        max_logblocks = max_logblocks.saturating_sub(backoff);
+        if user_size && logblocks > max_logblocks {
+            return Err(geom(format!(
+                "internal log size {logblocks} too large, must be less than {max_logblocks}"
+            )));
+        }
+        logblocks = logblocks.min(max_logblocks);
+    }
+    let agblklog = log2_roundup(cfg.agsize);
+    let mut logstart = (agno << agblklog) | prealloc;
+    let sunit = if cfg.lsunit != 0 { cfg.lsunit } else { cfg.dsunit };
+    if sunit != 0 {
+        let view = AgView {
+            agblklog,
+            agblocks: cfg.agsize,
+            agcount: cfg.agcount,
+            dblocks: cfg.dblocks,
+            agfl_block: (3 * u64::from(cfg.sectorsize)) >> blog,
+        };
+        logstart = round_up(logstart, sunit);
+        if !view.valid(logstart) {
+            return Err(geom(format!(
+                "Due to stripe alignment, the internal log start ({logstart}) cannot be aligned\n\
+                 within an allocation group."
+            )));
+        }
+        align_size(&mut logblocks, sunit, max_logblocks, user_size, blog)?;
+        if !view.valid_extent(logstart, logblocks) && logblocks > sunit {
+            logblocks -= sunit;
+        }
+        if !view.valid_extent(logstart, logblocks) {
+            return Err(geom(format!(
+                "Due to stripe alignment, the internal log size ({logblocks}) is too large.\n\
+                 Must fit within an allocation group."
+            )));
+        }
+    }
+    validate_size(logblocks, blog, min)?;
+    Ok(LogPlacement { logstart, logblocks, agno })
+}
