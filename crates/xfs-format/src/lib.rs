@@ -8,6 +8,8 @@
 pub mod ag;
 pub mod btree;
 pub mod crc;
+pub mod da;
+pub mod dir;
 pub mod inode;
 pub mod sb;
 pub mod types;
