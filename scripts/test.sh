@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need, then runs every test.
+# Tests that need root (loop mounts, FUSE) run when this runs as root, as in
+# CI; otherwise they print why they were skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
+command -v fusermount3 >/dev/null || need+=(fuse3)
+command -v zstd >/dev/null || need+=(zstd)
+command -v setfattr >/dev/null || need+=(attr)
+command -v strace >/dev/null || need+=(strace)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing: ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "missing packages (${need[*]}); run as root or install them: tests that need them will fail" >&2
+  fi
+fi
+if ! command -v cargo >/dev/null; then
+  [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+fi
+if [ "$(id -u)" = 0 ] && [ -e /dev/loop-control ]; then
+  modprobe xfs 2>/dev/null || true
+fi
+
+# Tests build in the test profile (optimised, see Cargo.toml): the engine
+# scans real images with thousands of inodes.
+cargo test --workspace --no-fail-fast -- --test-threads=2 2>&1 | tee /tmp/xfskit-test.log
+status=${PIPESTATUS[0]}
+
+# A short fuzz run when cargo-fuzz is usable (see fuzz/README.md).
+if [ -x fuzz/run.sh ]; then
+  fuzz/run.sh short || status=1
+fi
+
+passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' /tmp/xfskit-test.log | awk '{s+=$4} END {print s+0}')
+failed=$(grep -Eo '[0-9]+ failed' /tmp/xfskit-test.log | awk '{s+=$1} END {print s+0}')
+echo "all tests: $passed passed, $failed failed"
+exit "$status"
