@@ -4,6 +4,7 @@
 //! (checksums are little-endian), named after the kernel's C fields, with
 //! compile-time checks of its size and key offsets.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod ag;
 pub mod attr;
