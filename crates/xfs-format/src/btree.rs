@@ -325,10 +325,9 @@ pub const fn maxrecs(
 ) -> usize {
     let space = blocklen.saturating_sub(hdrlen);
     let per = if is_leaf { reclen } else { keylen + ptrlen };
-    if per == 0 {
-        0
-    } else {
-        space / per
+    match space.checked_div(per) {
+        Some(n) => n,
+        None => 0,
     }
 }
 

@@ -273,7 +273,7 @@ mod tests {
         let cases = [
             BmbtIrec { startoff: 0, startblock: 0, blockcount: 1, unwritten: false },
             BmbtIrec { startoff: BMBT_STARTOFF_MASK, startblock: BMBT_STARTBLOCK_MASK, blockcount: BMBT_BLOCKCOUNT_MASK, unwritten: true },
-            BmbtIrec { startoff: 0x1234_5678_9a, startblock: 0xf_edcb_a987_6543, blockcount: 0x15555, unwritten: false },
+            BmbtIrec { startoff: 0x0012_3456_789a, startblock: 0xf_edcb_a987_6543, blockcount: 0x15555, unwritten: false },
             BmbtIrec { startoff: 1, startblock: 1 << 43, blockcount: 0, unwritten: true },
         ];
         for c in cases {
