@@ -125,7 +125,7 @@ build_one() {
 
     {
         echo "# $name: mkfs.xfs $opts (level $level, bsize $bsize, bigtime $bigtime)"
-        echo "$info" | sed 's/^/# /'
+        echo "$info" | sed "s|$img|$name.img|; s/^/# /"
         while read -r ino p; do
             local line extra=""
             line="$(probe_inode "$img" "$ino")"
