@@ -45,7 +45,11 @@ pub fn unpack_fixture(name: &str, dest_dir: &Path) -> PathBuf {
         .arg(&dest)
         .status()
         .unwrap_or_else(|e| panic!("cannot run zstd: {e}"));
-    assert!(status.success(), "zstd -d {} failed: {status}", src.display());
+    assert!(
+        status.success(),
+        "zstd -d {} failed: {status}",
+        src.display()
+    );
     dest
 }
 
@@ -127,7 +131,9 @@ impl LoopMount {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        Ok(LoopMount { mountpoint: mountpoint.to_path_buf() })
+        Ok(LoopMount {
+            mountpoint: mountpoint.to_path_buf(),
+        })
     }
 
     /// Where the filesystem is mounted.

@@ -184,7 +184,11 @@ pub fn read_xattrs(path: &Path) -> io::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
 }
 
 fn describe(root: &Path, rel: &str) -> io::Result<(Entry, u64)> {
-    let full = if rel.is_empty() { root.to_path_buf() } else { root.join(rel) };
+    let full = if rel.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(rel)
+    };
     let md = fs::symlink_metadata(&full)?;
     let ft = md.file_type();
     let kind = if ft.is_file() {
@@ -220,7 +224,11 @@ fn describe(root: &Path, rel: &str) -> io::Result<(Entry, u64)> {
         mode: md.mode() & 0o7777,
         uid: md.uid(),
         gid: md.gid(),
-        size: if matches!(kind, Kind::File | Kind::Symlink) { md.size() } else { 0 },
+        size: if matches!(kind, Kind::File | Kind::Symlink) {
+            md.size()
+        } else {
+            0
+        },
         nlink: md.nlink() as u32,
         mtime_sec: md.mtime(),
         mtime_nsec: md.mtime_nsec() as u32,
@@ -243,7 +251,11 @@ pub fn walk_host(root: &Path) -> Vec<Entry> {
         let (entry, ino) =
             describe(root, &rel).unwrap_or_else(|e| panic!("walk_host: {rel:?}: {e}"));
         if entry.kind == Kind::Dir {
-            let dir = if rel.is_empty() { root.to_path_buf() } else { root.join(&rel) };
+            let dir = if rel.is_empty() {
+                root.to_path_buf()
+            } else {
+                root.join(&rel)
+            };
             let rd = fs::read_dir(&dir).unwrap_or_else(|e| panic!("read_dir {rel:?}: {e}"));
             for child in rd {
                 let child = child.unwrap_or_else(|e| panic!("read_dir {rel:?}: {e}"));
@@ -323,7 +335,12 @@ fn diff_entry(x: &Entry, y: &Entry, out: &mut Vec<String>) {
     macro_rules! field {
         ($f:ident) => {
             if x.$f != y.$f {
-                out.push(format!("{p:?}: {}: a={:?} b={:?}", stringify!($f), x.$f, y.$f));
+                out.push(format!(
+                    "{p:?}: {}: a={:?} b={:?}",
+                    stringify!($f),
+                    x.$f,
+                    y.$f
+                ));
             }
         };
     }
