@@ -11,6 +11,8 @@ use xfskit::inode::{extents, Fork, ForkFormat};
 use xfskit::{Error, Fs, OpenOptions};
 
 type Attrs = BTreeMap<Vec<u8>, Vec<u8>>;
+/// Full names and values to set on one file.
+type AttrList = Vec<(String, Vec<u8>)>;
 
 fn can_run() -> bool {
     let uid = Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
@@ -104,7 +106,7 @@ fn pattern(seed: usize, len: usize) -> Vec<u8> {
 }
 
 /// The test files: name, attributes to set.
-fn plan() -> Vec<(&'static str, Vec<(String, Vec<u8>)>)> {
+fn plan() -> Vec<(&'static str, AttrList)> {
     let small = (0..3).map(|i| (format!("user.s{i}"), format!("v{i}").into_bytes())).collect();
     let leaf = (0..30).map(|i| (format!("user.leaf_attribute_{i:02}"), pattern(i, 40 + i))).collect();
     let mut node: Vec<(String, Vec<u8>)> =
@@ -133,6 +135,19 @@ fn xfskit_attrs(fs: &Fs, ino: u64) -> Attrs {
     let m: Attrs = list.into_iter().map(|x| (x.full_name(), x.value)).collect();
     assert_eq!(m.len(), n, "duplicate names in inode {ino}");
     m
+}
+
+/// Magic and (for nodes) level of attr fork block 0, read raw.
+fn attr_root(fs: &Fs, ino: u64) -> (u16, u16) {
+    let inode = fs.inode(Ino(ino)).unwrap();
+    let map = extents(fs, &inode, Fork::Attr).unwrap();
+    let e = xfskit::inode::lookup(&map, 0).unwrap();
+    let fsb = xfskit::geometry::FsBlock(e.start.0 - e.offset);
+    let mut b = [0u8; 64];
+    fs.read_bytes(fs.geometry().fsb_to_daddr(fsb).bytes(), &mut b).unwrap();
+    let magic = u16::from_be_bytes([b[8], b[9]]);
+    let level = if magic == 0x3ebe { u16::from_be_bytes([b[58], b[59]]) } else { 0 };
+    (magic, level)
 }
 
 fn roundtrip(tag: &str, mkfs_args: &[&str]) {
@@ -174,8 +189,11 @@ fn roundtrip(tag: &str, mkfs_args: &[&str]) {
         }
         assert_eq!(attr::get(&fs, &inode, Namespace::User, b"no-such-attr").unwrap(), None);
         match *name {
+            "leaf" if tag == "default" => assert_eq!(attr_root(&fs, *ino), (0x3bee, 0), "default/leaf: block 0 should be a leaf"),
+            "node" if tag == "b1k" => assert_eq!(attr_root(&fs, *ino), (0x3ebe, 2), "b1k/node: root should be a level-2 node"),
             "shortform" => assert_eq!(inode.aformat, ForkFormat::Local, "{tag}: 3 small attrs should be shortform"),
             "node" => {
+                assert_eq!(attr_root(&fs, *ino).0, 0x3ebe, "{tag}/node: block 0 should be a node");
                 let blocks: u64 = extents(&fs, &inode, Fork::Attr).unwrap().iter().map(|e| e.len).sum();
                 assert!(blocks > 2, "{tag}: 2000 attrs in {blocks} blocks");
             }
