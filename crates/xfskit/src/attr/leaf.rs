@@ -48,6 +48,8 @@ pub(crate) struct Leaf {
     pub entries: Vec<RawEntry>,
     pub forw: u32,
     pub back: u32,
+    /// Hash of the last entry (visible or not), if any.
+    pub last_hash: Option<u32>,
 }
 
 /// Decodes the leaf at attr-fork block `dablk`. `buf` already passed the
@@ -73,6 +75,7 @@ pub(crate) fn parse(ino: u64, dablk: u64, buf: &[u8]) -> Result<Leaf> {
     let mut entries = Vec::with_capacity(count);
     for i in 0..count {
         let e = &buf[LEAF_HDR + i * ENTRY_SIZE..LEAF_HDR + (i + 1) * ENTRY_SIZE];
+        let hash = be32(e, 0);
         let nameidx = usize::from(be16(e, ENT_NAMEIDX));
         let flags = e[ENT_FLAGS];
         let Some(ns) = namespace_of(flags).map_err(|d| bad(format!("entry {i}: {d}")))? else {
@@ -99,6 +102,7 @@ pub(crate) fn parse(ino: u64, dablk: u64, buf: &[u8]) -> Result<Leaf> {
                 name: rest[LOCAL_HDR..LOCAL_HDR + namelen].to_vec(),
                 value: ValueRef::Local(rest[LOCAL_HDR + namelen..end].to_vec()),
                 dablk,
+                hash,
             }
         } else {
             if rest.len() < REMOTE_HDR {
@@ -110,11 +114,12 @@ pub(crate) fn parse(ino: u64, dablk: u64, buf: &[u8]) -> Result<Leaf> {
             if REMOTE_HDR + namelen > rest.len() || namelen == 0 {
                 return Err(bad(format!("entry {i}: remote name of {namelen} bytes at byte {nameidx} does not fit")));
             }
-            RawEntry { ns, name: rest[REMOTE_HDR..REMOTE_HDR + namelen].to_vec(), value: ValueRef::Remote { blk, len }, dablk }
+            RawEntry { ns, name: rest[REMOTE_HDR..REMOTE_HDR + namelen].to_vec(), value: ValueRef::Remote { blk, len }, dablk, hash }
         };
         entries.push(entry);
     }
-    Ok(Leaf { entries, forw: be32(buf, INFO_FORW), back: be32(buf, INFO_BACK) })
+    let last_hash = count.checked_sub(1).map(|i| be32(buf, LEAF_HDR + i * ENTRY_SIZE));
+    Ok(Leaf { entries, forw: be32(buf, INFO_FORW), back: be32(buf, INFO_BACK), last_hash })
 }
 
 #[cfg(test)]

@@ -124,6 +124,8 @@ pub(crate) struct RawEntry {
     pub value: ValueRef,
     /// Attr-fork block holding the entry (0 for shortform), for errors.
     pub dablk: u64,
+    /// Hash of the name as the leaf records it (0 for shortform).
+    pub hash: u32,
 }
 
 impl RawEntry {
@@ -198,10 +200,36 @@ pub fn list_names(fs: &Fs, inode: &Inode) -> Result<Vec<XattrName>> {
         .collect())
 }
 
+/// Hash of an attribute name (without namespace prefix) as XFS computes it
+/// to order leaf entries and index node blocks: each group of four bytes is
+/// folded into the running hash rotated by 28 bits, the 1-3 trailing bytes
+/// with a rotation of 7 bits per byte.
+pub fn name_hash(name: &[u8]) -> u32 {
+    let mut h = 0u32;
+    let mut chunks = name.chunks_exact(4);
+    for c in &mut chunks {
+        h = (u32::from(c[0]) << 21) ^ (u32::from(c[1]) << 14) ^ (u32::from(c[2]) << 7) ^ u32::from(c[3]) ^ h.rotate_left(28);
+    }
+    let rest = chunks.remainder();
+    let mut tail = 0u32;
+    for &b in rest {
+        tail = (tail << 7) ^ u32::from(b);
+    }
+    tail ^ h.rotate_left(7 * rest.len() as u32)
+}
+
 /// The value of one attribute, `None` if absent. Only that attribute's
-/// value is read.
+/// value is read; in block formats only the leaves that can hold the
+/// name's hash are read.
 pub fn get(fs: &Fs, inode: &Inode, ns: Namespace, name: &[u8]) -> Result<Option<Vec<u8>>> {
-    let (entries, map) = raw_entries(fs, inode)?;
+    let (entries, map) = if inode.has_attr_fork() && matches!(inode.aformat, ForkFormat::Extents | ForkFormat::Btree) {
+        let map = node::AttrMap::load(fs, inode)?;
+        let hash = name_hash(name);
+        let entries = node::lookup_hash(fs, inode.ino.0, &map, hash)?;
+        (entries.into_iter().filter(|e| e.hash == hash).collect(), map)
+    } else {
+        raw_entries(fs, inode)?
+    };
     match entries.into_iter().find(|e| e.ns == ns && e.name == name) {
         Some(e) => Ok(Some(resolve(fs, inode.ino.0, &map, e)?.value)),
         None => Ok(None),

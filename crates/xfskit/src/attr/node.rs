@@ -69,14 +69,21 @@ fn read_da(fs: &Fs, ino: u64, map: &AttrMap, dablk: u64, what: &'static str) -> 
     fs.read_meta(daddr, fs.geometry().block_size, &v)
 }
 
-/// Every visible entry of a leaf- or node-format attr fork, leaf by leaf
-/// from the leftmost one.
-pub(crate) fn walk(fs: &Fs, ino: u64, map: &AttrMap) -> Result<Vec<RawEntry>> {
+/// The leaf reached by descending from block 0, choosing at each node
+/// the entry index `choose` returns.
+struct Descent {
+    dablk: u64,
+    blk: Arc<[u8]>,
+    visited: u64,
+    /// False when block 0 itself is the (only) leaf.
+    tree: bool,
+}
+
+fn descend(fs: &Fs, ino: u64, map: &AttrMap, choose: impl Fn(&[u8], usize) -> usize) -> Result<Descent> {
     let node_err = |dablk: u64, d: String| Error::corrupt("attr btree node", loc(ino, dablk), d);
     let mut dablk = 0u64;
     let mut blk = read_da(fs, ino, map, 0, "attr fork")?;
     let mut visited = 1u64;
-    // Descend to the leftmost leaf.
     let mut expect_level: Option<u16> = None;
     while be16(&blk, INFO_MAGIC) == DA3_NODE_MAGIC {
         let count = usize::from(be16(&blk, NODE_COUNT));
@@ -87,9 +94,10 @@ pub(crate) fn walk(fs: &Fs, ino: u64, map: &AttrMap) -> Result<Vec<RawEntry>> {
         if count == 0 || NODE_HDR + count * NODE_ENTRY > blk.len() {
             return Err(node_err(dablk, format!("{count} entries do not fit in a {}-byte block", blk.len())));
         }
-        let child = u64::from(be32(&blk, NODE_HDR + NODE_ENT_BEFORE));
-        if child == 0 || child >= u64::from(u32::MAX) {
-            return Err(node_err(dablk, format!("first child points at attr fork block {child}")));
+        let i = choose(&blk[NODE_HDR..NODE_HDR + count * NODE_ENTRY], count).min(count - 1);
+        let child = u64::from(be32(&blk, NODE_HDR + i * NODE_ENTRY + NODE_ENT_BEFORE));
+        if child == 0 {
+            return Err(node_err(dablk, format!("entry {i} points at attr fork block 0 (the root)")));
         }
         visited += 1;
         if visited > map.mapped {
@@ -102,7 +110,19 @@ pub(crate) fn walk(fs: &Fs, ino: u64, map: &AttrMap) -> Result<Vec<RawEntry>> {
     if expect_level.is_some_and(|l| l != 0) {
         return Err(node_err(dablk, format!("leaf found where a level {} node belongs", expect_level.unwrap_or(0))));
     }
-    // Follow the leaf chain.
+    Ok(Descent { dablk, blk, visited, tree: expect_level.is_some() })
+}
+
+/// Reads leaves from the one `d` reached along the sibling chain while
+/// `more(leaf)` says the next one is needed; returns their visible entries.
+fn follow(
+    fs: &Fs,
+    ino: u64,
+    map: &AttrMap,
+    d: Descent,
+    more: impl Fn(&leaf::Leaf) -> bool,
+) -> Result<Vec<RawEntry>> {
+    let Descent { mut dablk, mut blk, mut visited, tree } = d;
     let mut out = Vec::new();
     let mut prev: Option<u64> = None;
     loop {
@@ -116,9 +136,11 @@ pub(crate) fn walk(fs: &Fs, ino: u64, map: &AttrMap) -> Result<Vec<RawEntry>> {
                 ));
             }
         }
+        let go_on = lf.forw != 0 && tree && more(&lf);
+        let forw = lf.forw;
         out.extend(lf.entries);
         // A single-leaf fork (root is the leaf) has no siblings.
-        if lf.forw == 0 || expect_level.is_none() {
+        if !go_on {
             break;
         }
         visited += 1;
@@ -130,11 +152,29 @@ pub(crate) fn walk(fs: &Fs, ino: u64, map: &AttrMap) -> Result<Vec<RawEntry>> {
             ));
         }
         prev = Some(dablk);
-        dablk = u64::from(lf.forw);
+        dablk = u64::from(forw);
         blk = read_da(fs, ino, map, dablk, "attr leaf block")?;
         if be16(&blk, INFO_MAGIC) != ATTR3_LEAF_MAGIC {
             return Err(Error::corrupt("attr leaf block", loc(ino, dablk), "sibling link points at a node block"));
         }
     }
     Ok(out)
+}
+
+/// Every visible entry of a leaf- or node-format attr fork, leaf by leaf
+/// from the leftmost one.
+pub(crate) fn walk(fs: &Fs, ino: u64, map: &AttrMap) -> Result<Vec<RawEntry>> {
+    let d = descend(fs, ino, map, |_, _| 0)?;
+    follow(fs, ino, map, d, |_| true)
+}
+
+/// The visible entries of the leaves that can hold names hashing to
+/// `hash`: node entries record the highest hash below them, so we descend
+/// into the first child whose hash is not below `hash`, then keep reading
+/// siblings while a leaf ends with that same hash.
+pub(crate) fn lookup_hash(fs: &Fs, ino: u64, map: &AttrMap, hash: u32) -> Result<Vec<RawEntry>> {
+    let d = descend(fs, ino, map, |ents, count| {
+        (0..count).find(|&i| be32(ents, i * NODE_ENTRY) >= hash).unwrap_or(count - 1)
+    })?;
+    follow(fs, ino, map, d, |lf| lf.last_hash == Some(hash))
 }

@@ -53,6 +53,7 @@ pub(crate) fn parse(ino: u64, fork: &[u8]) -> Result<Vec<RawEntry>> {
                 name: body[name_at..name_at + namelen].to_vec(),
                 value: ValueRef::Local(body[name_at + namelen..end].to_vec()),
                 dablk: 0,
+                hash: 0,
             });
         }
         off = end;
