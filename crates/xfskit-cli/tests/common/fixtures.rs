@@ -120,7 +120,7 @@ impl LoopMount {
     /// Mount `image` read-only at `mountpoint` (which must exist).
     pub fn new(image: &Path, mountpoint: &Path) -> io::Result<LoopMount> {
         let out = Command::new("mount")
-            .args(["-t", "xfs", "-o", "loop,ro"])
+            .args(["-t", "xfs", "-o", "loop,ro,nouuid"])
             .arg(image)
             .arg(mountpoint)
             .output()?;

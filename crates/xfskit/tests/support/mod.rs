@@ -65,7 +65,7 @@ pub fn make_image(s: &Scratch, args: &[&str], populate: impl FnOnce(&Path)) -> P
     run("mkfs.xfs", &a);
     let mnt = s.0.join("mnt");
     std::fs::create_dir_all(&mnt).expect("mnt");
-    run("mount", &["-o", "loop", imgs, mnt.to_str().expect("utf8")]);
+    run("mount", &["-o", "loop,nouuid", imgs, mnt.to_str().expect("utf8")]);
     populate(&mnt);
     run("umount", &[mnt.to_str().expect("utf8")]);
     img
