@@ -17,6 +17,7 @@ pub mod geometry;
 pub mod inode;
 pub mod log;
 mod namei;
+pub mod scan;
 pub mod symlink;
 
 pub use error::{Error, Location, Result};
