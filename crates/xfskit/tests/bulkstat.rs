@@ -72,7 +72,7 @@ fn can_run() -> bool {
 fn populate(root: &Path) {
     let w = |p: &Path, len: usize| std::fs::write(p, vec![0x5au8; len]).expect("write");
     let mut xio: Vec<String> = Vec::new();
-    for d in 0..60u32 {
+    for d in 0..80u32 {
         let dir = root.join(format!("d{d}"));
         std::fs::create_dir(&dir).expect("mkdir");
         for i in 0..40u32 {
