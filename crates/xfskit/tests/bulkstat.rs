@@ -132,6 +132,13 @@ fn populate(root: &Path) {
         }
         std::fs::hard_link(dir.join("f1"), dir.join("hardlink")).expect("link");
     }
+    // Enough inodes in one directory (so one AG) for a multi-level inobt
+    // with 1 KiB blocks (60 records per leaf).
+    let many = root.join("many");
+    std::fs::create_dir(&many).expect("mkdir");
+    for i in 0..5000 {
+        std::fs::File::create(many.join(format!("e{i}"))).expect("create");
+    }
     // xfs_io commands are applied file by file.
     assert!(xio.len() > 50);
     for c in xio {
@@ -284,6 +291,9 @@ fn check_variant(tag: &str, mkfs_args: &[&str]) {
     assert!(v.iter().eq(ours.iter().filter(|b| b.ino >= mid)), "{tag}: start_ino differs");
     assert!(scan::for_each_batch(&fs, &BulkstatOptions { ag: Some(geo.ag_count), ..Default::default() }, |_| Ok(()))
         .is_err());
+    if geo.block_size == 1024 {
+        assert!(stats.inobt_blocks > u64::from(geo.ag_count) + 1, "{tag}: expected a multi-level inobt: {stats:?}");
+    }
     println!("{tag}: {} inodes match the kernel; {stats:?}", ours.len());
 }
 

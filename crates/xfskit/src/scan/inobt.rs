@@ -24,6 +24,8 @@ const MAX_LEVELS: u32 = 9;
 const REC_LEN: usize = 16;
 const KEY_LEN: usize = 4;
 const PTR_LEN: usize = 4;
+/// Offset of the right sibling pointer in a short btree block header.
+const RIGHTSIB_OFF: usize = 12;
 
 /// One inode chunk as the inobt describes it, in a form independent of the
 /// sparse-inode feature.
@@ -204,7 +206,7 @@ pub fn walk(fs: &Fs, agno: u32, start_agino: u32, mut f: impl FnMut(&ChunkRec) -
                 return Ok(blocks);
             }
         }
-        let right = be32(&b, 8);
+        let right = be32(&b, RIGHTSIB_OFF);
         if right == NULL_AGBLOCK {
             return Ok(blocks);
         }
