@@ -73,7 +73,7 @@ impl ChunkRec {
             }
             ChunkRec { startino, holemask: 0, count: XFS_INODES_PER_CHUNK as u8, freecount: fc as u8, free }
         };
-        if startino % XFS_INODES_PER_CHUNK != 0 {
+        if !startino.is_multiple_of(XFS_INODES_PER_CHUNK) {
             return Err(format!("chunk start {startino} is not a multiple of 64"));
         }
         let holes = rec.hole_inodes();
