@@ -18,6 +18,7 @@ pub mod inode;
 pub mod log;
 pub mod mkfs;
 mod namei;
+pub mod scan;
 pub mod symlink;
 
 pub use error::{Error, Location, Result};
