@@ -41,8 +41,11 @@ fn db_format(img: &Image, ino: u64) -> String {
     out.split('(').nth(1).and_then(|s| s.split(')').next()).unwrap_or("?").to_string()
 }
 
+/// A directory's path, inode and kernel listing.
+type DirRecord = (String, u64, Vec<(Vec<u8>, u64)>);
+
 struct Recorded {
-    dirs: Vec<(String, u64, Vec<(Vec<u8>, u64)>)>,
+    dirs: Vec<DirRecord>,
     links: Vec<(String, u64, Vec<u8>)>,
 }
 

@@ -205,7 +205,7 @@ pub fn entry_size(namelen: usize, ftype: bool) -> usize {
 pub fn entry_at<'b>(fs: &Fs, dir: u64, db: u64, buf: &'b [u8], off: usize, end: usize) -> Result<RawEntry<'b>> {
     let geo = fs.geometry();
     let bad = |d: String| DirError::Block.at(dir, db, format!("entry at offset {off}: {d}"));
-    if off < DATA_HDR_SIZE || off % DATA_ALIGN != 0 || off + 9 > end {
+    if off < DATA_HDR_SIZE || !off.is_multiple_of(DATA_ALIGN) || off + 9 > end {
         return Err(bad("outside the data area".into()));
     }
     let ino = Ino(be64(buf, off));
@@ -239,7 +239,7 @@ pub fn walk(fs: &Fs, dir: u64, db: u64, buf: &[u8], f: &mut dyn FnMut(RawEntry<'
         }
         if be16(buf, off) == FREE_TAG {
             let len = usize::from(be16(buf, off + 2));
-            if len < DATA_ALIGN || len % DATA_ALIGN != 0 || off + len > end {
+            if len < DATA_ALIGN || !len.is_multiple_of(DATA_ALIGN) || off + len > end {
                 return Err(DirError::Block.at(dir, db, format!("unused region at {off} has length {len}")));
             }
             if usize::from(be16(buf, off + len - 2)) != off {

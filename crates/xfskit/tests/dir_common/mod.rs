@@ -33,7 +33,9 @@ fn euid() -> Option<u32> {
 impl Image {
     /// Makes a 300 MiB image with `mkfs.xfs -f <args>` and mounts it.
     pub fn mkfs_mounted(tag: &str, args: &[&str]) -> Image {
-        let base = std::env::temp_dir().join(format!("xfskit-dir-{}-{tag}", std::process::id()));
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let base = std::env::temp_dir().join(format!("xfskit-dir-{}-{tag}-{n}", std::process::id()));
         let path = base.with_extension("img");
         let mnt = base.with_extension("mnt");
         let f = std::fs::File::create(&path).expect("create image");
