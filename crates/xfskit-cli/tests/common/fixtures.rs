@@ -1,0 +1,162 @@
+//! Golden fixture images (testdata/fixtures/*.img.zst): listing, unpacking,
+//! read-only loop mounts and scratch directories.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Suffix of a compressed fixture image.
+const IMAGE_SUFFIX: &str = ".img.zst";
+
+/// The repository's testdata directory.
+pub fn testdata_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
+}
+
+/// The directory that holds the compressed fixture images.
+pub fn fixtures_dir() -> PathBuf {
+    testdata_dir().join("fixtures")
+}
+
+/// Names of every fixture (file name without `.img.zst`), sorted.
+pub fn fixture_names() -> Vec<String> {
+    let dir = fixtures_dir();
+    let rd = fs::read_dir(&dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display()));
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter_map(|n| n.strip_suffix(IMAGE_SUFFIX).map(str::to_owned))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Decompress fixture `name` into `dest_dir/name.img` and return that path.
+pub fn unpack_fixture(name: &str, dest_dir: &Path) -> PathBuf {
+    let src = fixtures_dir().join(format!("{name}{IMAGE_SUFFIX}"));
+    let dest = dest_dir.join(format!("{name}.img"));
+    let status = Command::new("zstd")
+        .args(["-d", "-q", "-f", "--long=27"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&dest)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run zstd: {e}"));
+    assert!(status.success(), "zstd -d {} failed: {status}", src.display());
+    dest
+}
+
+/// Per-kind counts recorded by the fixture script (`NAME.counts`, lines of
+/// "kind count"), counted by the populating program while the image was mounted.
+pub fn expected_counts(name: &str) -> BTreeMap<String, usize> {
+    let path = fixtures_dir().join(format!("{name}.counts"));
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_owned(), v.trim().parse().expect("count is a number")))
+        .collect()
+}
+
+/// Whether the test process runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// True when running as root; otherwise prints why `test` cannot run.
+pub fn require_root(test: &str) -> bool {
+    if is_root() {
+        true
+    } else {
+        println!("SKIP {test}: needs root for loop mount");
+        false
+    }
+}
+
+/// A scratch directory under the system temp dir, removed on drop.
+#[derive(Debug)]
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    /// Create a fresh, empty directory whose name starts with `prefix`.
+    pub fn new(prefix: &str) -> TempDir {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
+        TempDir { path }
+    }
+
+    /// The directory's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+/// An image loop-mounted read-only by the kernel (`mount -o loop,ro`);
+/// unmounted when dropped.
+#[derive(Debug)]
+pub struct LoopMount {
+    mountpoint: PathBuf,
+}
+
+impl LoopMount {
+    /// Mount `image` read-only at `mountpoint` (which must exist).
+    pub fn new(image: &Path, mountpoint: &Path) -> io::Result<LoopMount> {
+        let out = Command::new("mount")
+            .args(["-t", "xfs", "-o", "loop,ro"])
+            .arg(image)
+            .arg(mountpoint)
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "mount {}: {}",
+                image.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(LoopMount { mountpoint: mountpoint.to_path_buf() })
+    }
+
+    /// Where the filesystem is mounted.
+    pub fn path(&self) -> &Path {
+        &self.mountpoint
+    }
+}
+
+impl Drop for LoopMount {
+    fn drop(&mut self) {
+        let ok = Command::new("umount")
+            .arg(&self.mountpoint)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            eprintln!("warning: umount {} failed", self.mountpoint.display());
+        }
+    }
+}
+
+/// Run `xfs_repair -n` on an image; returns (exit code, combined output).
+pub fn repair_check(image: &Path) -> (i32, String) {
+    let out = Command::new("xfs_repair")
+        .arg("-n")
+        .arg(image)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run xfs_repair: {e}"));
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}

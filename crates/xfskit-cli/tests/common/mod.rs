@@ -1,0 +1,16 @@
+//! Support code shared by the xfskit-cli integration tests.
+//!
+//! Uses std and libc only (never the xfskit library), so that it can serve as
+//! an independent reference: `hostwalk` describes a tree as the Linux kernel
+//! shows it, `fixtures` unpacks and loop-mounts the golden images.
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code, unused_imports)]
+
+pub mod fixtures;
+pub mod hostwalk;
+
+pub use fixtures::{
+    expected_counts, fixture_names, fixtures_dir, is_root, repair_check, require_root,
+    testdata_dir, unpack_fixture, LoopMount, TempDir,
+};
+pub use hostwalk::{count_kinds, diff_walks, digest_bytes, walk_host, Entry, Fnv64, Kind};
