@@ -12,6 +12,7 @@ pub mod buf;
 pub mod dev;
 pub mod dir;
 pub mod error;
+pub mod extract;
 pub mod fs;
 pub mod geometry;
 pub mod inode;
@@ -19,6 +20,7 @@ pub mod log;
 pub mod mkfs;
 mod namei;
 pub mod symlink;
+pub mod walk;
 
 pub use error::{Error, Location, Result};
 pub use fs::{Fs, OpenOptions};
