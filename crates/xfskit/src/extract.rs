@@ -259,7 +259,7 @@ impl Shared<'_> {
 
     /// Applies xattrs, owner, mode and times to an extracted path.
     fn finish(&self, path: &Path, inode: &Inode, is_link: bool) -> Result<()> {
-        if inode.has_attr_fork() {
+        if has_attrs(inode) {
             for x in attr::list(self.fs, inode)? {
                 let name = x.full_name();
                 let r = rustix::fs::lsetxattr(path, OsStr::from_bytes(&name), &x.value, rustix::fs::XattrFlags::empty());
@@ -271,7 +271,10 @@ impl Shared<'_> {
                     Err(rustix::io::Errno::NOTSUP) => {
                         self.warn_once(&format!("the destination does not support {} xattrs", x.ns.prefix()))
                     }
-                    Err(e) => return Err(io(e)),
+                    Err(e) => {
+                        let what = format!("setting xattr {} ({} bytes)", String::from_utf8_lossy(&name), x.value.len());
+                        return Err(Error::Io(std::io::Error::new(std::io::Error::from(e).kind(), format!("{what}: {e}"))));
+                    }
                 }
             }
         }
@@ -290,6 +293,12 @@ impl Shared<'_> {
         rustix::fs::utimensat(CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(io)?;
         Ok(())
     }
+}
+
+/// True when the inode may hold attributes: it has an attr fork that is
+/// not an empty extent list (the kernel treats that as no attributes).
+pub fn has_attrs(inode: &Inode) -> bool {
+    inode.has_attr_fork() && !(inode.aformat == crate::inode::ForkFormat::Extents && inode.anextents == 0)
 }
 
 fn io(e: rustix::io::Errno) -> Error {

@@ -153,7 +153,7 @@ fn fields(i: &Inode) -> Vec<(&'static str, Value)> {
 }
 
 fn xattrs_of(fs: &Fs, i: &Inode) -> Result<Vec<Xattr>, Error> {
-    if i.has_attr_fork() {
+    if xfskit::extract::has_attrs(i) {
         attr::list(fs, i)
     } else {
         Ok(Vec::new())
@@ -212,7 +212,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     s += &format!("xattrs ({}):\n", xattrs.len());
     for x in &xattrs {
-        s += &format!("  {} = {}\n", String::from_utf8_lossy(&x.full_name()), show_value(&x.value));
+        let shown = if x.value.len() > 64 {
+            format!("{}... ({} bytes)", show_value(&x.value[..64]), x.value.len())
+        } else {
+            show_value(&x.value)
+        };
+        s += &format!("  {} = {shown}\n", String::from_utf8_lossy(&x.full_name()));
     }
     for (name, map) in [("data", &data), ("attr", &attr_map)] {
         if map.is_empty() {
