@@ -105,7 +105,7 @@ pub fn extract(fs: &Fs, src: &[u8], dest: &Path, opts: &ExtractOptions, progress
     for (path, ino) in v.dirs.iter().rev() {
         let inode = fs.inode(*ino)?;
         let full = dest.join(os(path));
-        shared.finish(&full, &inode, false)?;
+        shared.finish(&full, None, &inode, false)?;
     }
     report.entries = progress.entries.load(Ordering::Relaxed);
     report.bytes = progress.bytes.load(Ordering::Relaxed);
@@ -199,6 +199,8 @@ impl Shared<'_> {
             FileType::File => {
                 let f = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
                 self.copy_contents(&f, inode)?;
+                self.progress.entries.fetch_add(1, Ordering::Relaxed);
+                return self.finish(path, Some(&f), inode, false);
             }
             FileType::Symlink => {
                 let target = symlink::read_link(self.fs, inode)?;
@@ -218,7 +220,7 @@ impl Shared<'_> {
             FileType::Dir => return Err(Error::Invalid("directories are created by the walk".into())),
         }
         self.progress.entries.fetch_add(1, Ordering::Relaxed);
-        self.finish(path, inode, inode.file_type == FileType::Symlink)
+        self.finish(path, None, inode, inode.file_type == FileType::Symlink)
     }
 
     /// Writes the mapped, written extents of a regular file, then its size.
@@ -257,12 +259,17 @@ impl Shared<'_> {
         Ok(())
     }
 
-    /// Applies xattrs, owner, mode and times to an extracted path.
-    fn finish(&self, path: &Path, inode: &Inode, is_link: bool) -> Result<()> {
+    /// Applies xattrs, owner, mode and times to an extracted path (through
+    /// `file` when it is open: fewer path lookups).
+    fn finish(&self, path: &Path, file: Option<&File>, inode: &Inode, is_link: bool) -> Result<()> {
         if has_attrs(inode) {
             for x in attr::list(self.fs, inode)? {
                 let name = x.full_name();
-                let r = rustix::fs::lsetxattr(path, OsStr::from_bytes(&name), &x.value, rustix::fs::XattrFlags::empty());
+                let flags = rustix::fs::XattrFlags::empty();
+                let r = match file {
+                    Some(f) => rustix::fs::fsetxattr(f, OsStr::from_bytes(&name), &x.value, flags),
+                    None => rustix::fs::lsetxattr(path, OsStr::from_bytes(&name), &x.value, flags),
+                };
                 match r {
                     Ok(()) => {}
                     Err(rustix::io::Errno::PERM | rustix::io::Errno::ACCESS) => {
@@ -281,16 +288,25 @@ impl Shared<'_> {
         if self.chown {
             let uid = rustix::fs::Uid::from_raw(inode.uid);
             let gid = rustix::fs::Gid::from_raw(inode.gid);
-            rustix::fs::chownat(CWD, path, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW).map_err(io)?;
+            match file {
+                Some(f) => rustix::fs::fchown(f, Some(uid), Some(gid)).map_err(io)?,
+                None => rustix::fs::chownat(CWD, path, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW).map_err(io)?,
+            }
         } else {
             self.warn_once("owners were not preserved (not running as root)");
         }
         if !is_link {
             let perm = Mode::from_raw_mode(u32::from(inode.perm()));
-            rustix::fs::chmodat(CWD, path, perm, AtFlags::empty()).map_err(io)?;
+            match file {
+                Some(f) => rustix::fs::fchmod(f, perm).map_err(io)?,
+                None => rustix::fs::chmodat(CWD, path, perm, AtFlags::empty()).map_err(io)?,
+            }
         }
         let times = Timestamps { last_access: timespec(inode.atime), last_modification: timespec(inode.mtime) };
-        rustix::fs::utimensat(CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(io)?;
+        match file {
+            Some(f) => rustix::fs::futimens(f, &times).map_err(io)?,
+            None => rustix::fs::utimensat(CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(io)?,
+        }
         Ok(())
     }
 }
