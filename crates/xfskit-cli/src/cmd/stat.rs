@@ -52,7 +52,9 @@ struct MapRow {
     flags: u32,
 }
 
-fn map_rows(fs: &Fs, map: &[Extent]) -> Vec<MapRow> {
+/// Rows for a fork's mapping; `eof_blocks` (data fork) adds a trailing
+/// hole up to the end of the file, as xfs_bmap shows it.
+fn map_rows(fs: &Fs, map: &[Extent], eof_blocks: u64) -> Vec<MapRow> {
     let g = fs.geometry();
     let bbs = u64::from(g.block_size) / 512;
     let mut rows = Vec::new();
@@ -73,6 +75,9 @@ fn map_rows(fs: &Fs, map: &[Extent]) -> Vec<MapRow> {
             flags: if e.unwritten { FLG_PRE } else { 0 },
         });
         next = e.end();
+    }
+    if eof_blocks > next {
+        rows.push(MapRow { file_start: next * bbs, file_end: eof_blocks * bbs - 1, mapped: None, total: (eof_blocks - next) * bbs, flags: 0 });
     }
     rows
 }
@@ -219,11 +224,13 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         };
         s += &format!("  {} = {shown}\n", String::from_utf8_lossy(&x.full_name()));
     }
-    for (name, map) in [("data", &data), ("attr", &attr_map)] {
+    let bs = u64::from(fs.geometry().block_size);
+    let eof = if i.file_type == FileType::File { i.size.div_ceil(bs) } else { 0 };
+    for (name, map, eof) in [("data", &data, eof), ("attr", &attr_map, 0)] {
         if map.is_empty() {
             s += &format!("{name} fork: no extents\n");
         } else {
-            s += &format!("{name} fork:\n{}", render_map(&map_rows(&fs, map)));
+            s += &format!("{name} fork:\n{}", render_map(&map_rows(&fs, map, eof)));
         }
     }
     print!("{s}");
