@@ -12,6 +12,7 @@ pub mod buf;
 pub mod dev;
 pub mod dir;
 pub mod error;
+pub mod extract;
 pub mod fs;
 pub mod geometry;
 pub mod inode;
@@ -20,6 +21,7 @@ pub mod mkfs;
 mod namei;
 pub mod scan;
 pub mod symlink;
+pub mod walk;
 
 pub use error::{Error, Location, Result};
 pub use fs::{Fs, OpenOptions};

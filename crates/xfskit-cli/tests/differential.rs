@@ -1,0 +1,190 @@
+//! Differential tests: the tree as xfskit reads it must equal the tree as
+//! the Linux kernel reads it, for every golden fixture.
+//!
+//! 1. The library walk (`xfskit::walk`) against a read-only loop mount.
+//! 2. `xfskit extract` into a scratch XFS filesystem, walked by the host,
+//!    against the same loop mount (access times are not compared).
+//!
+//! Both need root for the loop mounts; without root they print SKIP, and
+//! only the check that needs no mount runs: the library walk's per-kind
+//! counts against the counts recorded when the fixture was made.
+
+mod common;
+
+use common::{
+    count_kinds, diff_walks, expected_counts, fixture_names, require_root, unpack_fixture, walk_host, Entry, Fnv64,
+    Kind, LoopMount, TempDir,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use xfskit::inode::{FileReader, FileType};
+use xfskit::walk::{self, Control};
+use xfskit::{Fs, OpenOptions};
+
+fn kind_of(t: FileType) -> Kind {
+    match t {
+        FileType::File => Kind::File,
+        FileType::Dir => Kind::Dir,
+        FileType::Symlink => Kind::Symlink,
+        FileType::CharDev => Kind::CharDev,
+        FileType::BlockDev => Kind::BlockDev,
+        FileType::Fifo => Kind::Fifo,
+        FileType::Socket => Kind::Socket,
+    }
+}
+
+fn digest_file(fs: &Fs, inode: &xfskit::inode::Inode) -> u64 {
+    let r = FileReader::new(fs, inode).expect("file mapping");
+    let mut h = Fnv64::default();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = 0u64;
+    loop {
+        let n = r.read_at(off, &mut buf).expect("file read");
+        if n == 0 {
+            return h.finish();
+        }
+        h.update(&buf[..n]);
+        off += n as u64;
+    }
+}
+
+/// Walks an image with the library and describes it like `walk_host`.
+fn walk_library(image: &Path) -> Vec<Entry> {
+    let fs = Fs::open(image, &OpenOptions::default()).expect("open image");
+    let mut found: Vec<(Entry, u64)> = Vec::new();
+    let mut v = walk::FnVisitor(|e: &walk::Entry<'_>| -> xfskit::Result<Control> {
+        let i = e.inode;
+        let kind = kind_of(i.file_type);
+        let xattrs: BTreeMap<Vec<u8>, Vec<u8>> = if xfskit::extract::has_attrs(i) {
+            xfskit::attr::list(&fs, i)?.into_iter().map(|x| (x.full_name(), x.value)).collect()
+        } else {
+            BTreeMap::new()
+        };
+        let symlink_target =
+            if kind == Kind::Symlink { Some(xfskit::symlink::read_link(&fs, i)?) } else { None };
+        let entry = Entry {
+            path: String::from_utf8_lossy(e.path).into_owned(),
+            kind,
+            mode: u32::from(i.perm()),
+            uid: i.uid,
+            gid: i.gid,
+            size: if matches!(kind, Kind::File | Kind::Symlink) { i.size } else { 0 },
+            nlink: i.nlink,
+            mtime_sec: i.mtime.sec,
+            mtime_nsec: i.mtime.nsec,
+            rdev: if matches!(kind, Kind::CharDev | Kind::BlockDev) { i.rdev_major_minor() } else { (0, 0) },
+            symlink_target,
+            xattrs,
+            content_digest: if kind == Kind::File { Some(digest_file(&fs, i)) } else { None },
+            link_group: None,
+        };
+        found.push((entry, i.ino.0));
+        Ok(Control::Continue)
+    });
+    walk::walk(&fs, &mut v).expect("library walk");
+    drop(v);
+    found.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+    let mut first: HashMap<u64, usize> = HashMap::new();
+    found
+        .into_iter()
+        .enumerate()
+        .map(|(idx, (mut e, ino))| {
+            if e.kind != Kind::Dir && e.nlink > 1 {
+                e.link_group = Some(*first.entry(ino).or_insert(idx));
+            }
+            e
+        })
+        .collect()
+}
+
+/// A scratch XFS filesystem mounted read-write (extract destination that
+/// holds large xattrs of every namespace); unmounted on drop.
+struct ScratchXfs {
+    mnt: PathBuf,
+}
+
+impl ScratchXfs {
+    fn new(dir: &Path) -> ScratchXfs {
+        let img = dir.join("scratch.img");
+        std::fs::File::create(&img).and_then(|f| f.set_len(2 << 30)).expect("scratch image");
+        let ok = Command::new("mkfs.xfs").args(["-q", "-f"]).arg(&img).status().expect("mkfs.xfs").success();
+        assert!(ok, "mkfs.xfs failed");
+        let mnt = dir.join("scratch");
+        std::fs::create_dir_all(&mnt).expect("mkdir");
+        let ok = Command::new("mount").args(["-o", "loop"]).arg(&img).arg(&mnt).status().expect("mount").success();
+        assert!(ok, "mount scratch failed");
+        ScratchXfs { mnt }
+    }
+}
+
+impl Drop for ScratchXfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+    }
+}
+
+fn report(name: &str, what: &str, diffs: &[String], failures: &mut Vec<String>) {
+    if !diffs.is_empty() {
+        failures.push(format!("{name}: {what}:\n  {}", diffs.join("\n  ")));
+    }
+}
+
+#[test]
+fn library_walk_counts_match_fixture_records() {
+    let tmp = TempDir::new("xfskit-diff-counts");
+    let mut failures = Vec::new();
+    for name in fixture_names() {
+        let img = unpack_fixture(&name, tmp.path());
+        let walked = walk_library(&img);
+        let got: BTreeMap<String, usize> =
+            count_kinds(&walked).into_iter().map(|(k, n)| (k.name().to_string(), n)).collect();
+        // The recorded counts include the root directory, as the walk does.
+        let want = expected_counts(&name);
+        if got != want {
+            failures.push(format!("{name}: counts {got:?}, recorded {want:?}"));
+        }
+        std::fs::remove_file(&img).ok();
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn library_walk_and_extract_match_kernel() {
+    if !require_root("library_walk_and_extract_match_kernel") {
+        return;
+    }
+    let tmp = TempDir::new("xfskit-diff");
+    let scratch = ScratchXfs::new(tmp.path());
+    let mut failures = Vec::new();
+    for name in fixture_names() {
+        let img = unpack_fixture(&name, tmp.path());
+        let mnt = tmp.path().join(format!("{name}.mnt"));
+        std::fs::create_dir_all(&mnt).expect("mkdir");
+        let kernel = {
+            let m = LoopMount::new(&img, &mnt).expect("loop mount");
+            walk_host(m.path())
+        };
+        assert!(kernel.len() > 10, "{name}: kernel walk found only {} entries", kernel.len());
+        let lib = walk_library(&img);
+        report(&name, "library walk vs kernel", &diff_walks(&lib, &kernel), &mut failures);
+
+        let dest = scratch.mnt.join(&name);
+        let out = Command::new(env!("CARGO_BIN_EXE_xfskit"))
+            .args(["extract", "-q"])
+            .arg(&img)
+            .arg(&dest)
+            .output()
+            .expect("run xfskit extract");
+        if !out.status.success() {
+            failures.push(format!("{name}: extract failed: {}", String::from_utf8_lossy(&out.stderr)));
+        } else {
+            let extracted = walk_host(&dest);
+            report(&name, "extract vs kernel", &diff_walks(&extracted, &kernel), &mut failures);
+        }
+        let _ = std::fs::remove_dir_all(&dest);
+        std::fs::remove_file(&img).ok();
+        println!("{name}: {} entries compared", kernel.len());
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -1,0 +1,359 @@
+//! Copying a tree out of an image onto the host filesystem.
+//!
+//! The walk runs on the calling thread: it creates directories and hands
+//! every other entry to a small pool of workers, which create the file,
+//! symlink or node, copy the mapped and written extents (holes and
+//! unwritten extents are skipped, then the size is set), and apply
+//! xattrs, owner, mode and nanosecond times. Workers never add entries to a
+//! directory after the walk left it, except through the two final passes:
+//! hard links (linked to the first extracted path once every worker is
+//! done) and directory metadata (applied deepest first, so a directory's
+//! times are set after its contents).
+
+use crate::attr;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::geometry::Ino;
+use crate::inode::{extents, FileType, Fork, Inode, Timestamp};
+use crate::symlink;
+use crate::walk::{self, Control, Entry, Visitor};
+use rustix::fs::{AtFlags, Mode, Timespec, Timestamps, CWD};
+use std::ffi::OsStr;
+use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex};
+
+/// How to extract.
+#[derive(Debug, Clone)]
+pub struct ExtractOptions {
+    /// Worker threads copying files (at least 1).
+    pub threads: usize,
+    /// Set owners: `None` means "when running as root".
+    pub chown: Option<bool>,
+    /// Bytes read from the image per request.
+    pub chunk_bytes: usize,
+}
+
+impl Default for ExtractOptions {
+    fn default() -> Self {
+        ExtractOptions { threads: 3, chown: None, chunk_bytes: 4 << 20 }
+    }
+}
+
+/// Counters updated while extracting, for progress reports.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Entries created.
+    pub entries: AtomicU64,
+    /// File content bytes written.
+    pub bytes: AtomicU64,
+}
+
+/// What an extraction did.
+#[derive(Debug, Clone, Default)]
+pub struct ExtractReport {
+    /// Entries created, the top directory included.
+    pub entries: u64,
+    /// Bytes of file contents written.
+    pub bytes: u64,
+    /// Hard links made.
+    pub hard_links: u64,
+    /// Things that could not be preserved (each kind reported once).
+    pub warnings: Vec<String>,
+}
+
+/// Extracts `src` (a path in the image; "" or "/" for the root) to `dest`.
+///
+/// A directory's contents go into `dest`, which must not exist or be an
+/// empty directory; any other file is written as `dest/NAME`.
+pub fn extract(fs: &Fs, src: &[u8], dest: &Path, opts: &ExtractOptions, progress: &Progress) -> Result<ExtractReport> {
+    let start = fs.lookup_path(src)?;
+    prepare_dest(dest)?;
+    let chown = opts.chown.unwrap_or_else(|| rustix::process::geteuid().is_root());
+    let shared = Shared { fs, chown, chunk: opts.chunk_bytes.max(64 << 10), progress, warn: Mutex::new(Vec::new()), failed: AtomicBool::new(false), error: Mutex::new(None) };
+    let (tx, rx) = mpsc::sync_channel::<Job>(512);
+    let rx = Mutex::new(rx);
+    let mut v = ExtractVisitor { dest: dest.to_path_buf(), tx: Some(tx), shared: &shared, dirs: Vec::new(), links: Vec::new() };
+    // A non-directory start is extracted under its own name.
+    let start_path = if start.file_type == FileType::Dir {
+        Vec::new()
+    } else {
+        src.split(|&b| b == b'/').rfind(|c| !c.is_empty()).unwrap_or(b"file").to_vec()
+    };
+    let walked = std::thread::scope(|s| {
+        for _ in 0..opts.threads.max(1) {
+            s.spawn(|| worker(&shared, &rx));
+        }
+        let r = walk::walk_from(fs, start, &start_path, &mut v);
+        v.tx = None; // workers end when the queue drains
+        r
+    });
+    if let Some(e) = shared.error.lock().map_err(|_| poisoned())?.take() {
+        return Err(e);
+    }
+    walked?;
+    let mut report = ExtractReport::default();
+    for (first, path) in &v.links {
+        std::fs::hard_link(dest.join(os(first)), dest.join(os(path)))?;
+        progress.entries.fetch_add(1, Ordering::Relaxed);
+        report.hard_links += 1;
+    }
+    // Directories were recorded parents first; apply children first.
+    for (path, ino) in v.dirs.iter().rev() {
+        let inode = fs.inode(*ino)?;
+        let full = dest.join(os(path));
+        shared.finish(&full, None, &inode, false)?;
+    }
+    report.entries = progress.entries.load(Ordering::Relaxed);
+    report.bytes = progress.bytes.load(Ordering::Relaxed);
+    report.warnings = shared.warn.into_inner().map_err(|_| poisoned())?;
+    Ok(report)
+}
+
+fn poisoned() -> Error {
+    Error::Invalid("a worker thread panicked".into())
+}
+
+fn os(p: &[u8]) -> &Path {
+    Path::new(OsStr::from_bytes(p))
+}
+
+fn prepare_dest(dest: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(dest) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir(dest)?;
+            Ok(())
+        }
+        Err(e) => Err(Error::Io(e)),
+        Ok(md) if md.is_dir() => {
+            if std::fs::read_dir(dest)?.next().is_some() {
+                return Err(Error::Invalid(format!("{} exists and is not empty", dest.display())));
+            }
+            Ok(())
+        }
+        Ok(_) => Err(Error::Invalid(format!("{} exists and is not a directory", dest.display()))),
+    }
+}
+
+/// A non-directory for a worker to create.
+struct Job {
+    path: PathBuf,
+    inode: Inode,
+}
+
+/// State the walk and the workers share.
+struct Shared<'a> {
+    fs: &'a Fs,
+    chown: bool,
+    chunk: usize,
+    progress: &'a Progress,
+    warn: Mutex<Vec<String>>,
+    failed: AtomicBool,
+    error: Mutex<Option<Error>>,
+}
+
+fn worker(sh: &Shared<'_>, rx: &Mutex<mpsc::Receiver<Job>>) {
+    loop {
+        let job = match rx.lock() {
+            Ok(r) => r.recv(),
+            Err(_) => return,
+        };
+        let Ok(job) = job else { return };
+        if sh.failed.load(Ordering::Relaxed) {
+            continue; // drain the queue so the walk is not blocked
+        }
+        if let Err(e) = sh.create(&job.path, &job.inode) {
+            let e = match e {
+                Error::Io(io) => Error::Io(std::io::Error::new(io.kind(), format!("{}: {io}", job.path.display()))),
+                other => other,
+            };
+            if let Ok(mut slot) = sh.error.lock() {
+                slot.get_or_insert(e);
+            }
+            sh.failed.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+fn timespec(t: Timestamp) -> Timespec {
+    Timespec { tv_sec: t.sec, tv_nsec: i64::from(t.nsec) }
+}
+
+impl Shared<'_> {
+    /// Records a warning once per kind.
+    fn warn_once(&self, what: &str) {
+        if let Ok(mut w) = self.warn.lock() {
+            if !w.iter().any(|x| x == what) {
+                w.push(what.to_string());
+            }
+        }
+    }
+
+    /// Creates one non-directory and applies its metadata.
+    fn create(&self, path: &Path, inode: &Inode) -> Result<()> {
+        let perm = Mode::from_raw_mode(u32::from(inode.perm()));
+        match inode.file_type {
+            FileType::File => {
+                let f = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
+                self.copy_contents(&f, inode)?;
+                self.progress.entries.fetch_add(1, Ordering::Relaxed);
+                return self.finish(path, Some(&f), inode, false);
+            }
+            FileType::Symlink => {
+                let target = symlink::read_link(self.fs, inode)?;
+                rustix::fs::symlinkat(OsStr::from_bytes(&target), CWD, path).map_err(io)?;
+            }
+            FileType::CharDev | FileType::BlockDev => {
+                let (maj, min) = inode.rdev_major_minor();
+                let ft = if inode.file_type == FileType::CharDev {
+                    rustix::fs::FileType::CharacterDevice
+                } else {
+                    rustix::fs::FileType::BlockDevice
+                };
+                rustix::fs::mknodat(CWD, path, ft, perm, rustix::fs::makedev(maj, min)).map_err(io)?;
+            }
+            FileType::Fifo => rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Fifo, perm, 0).map_err(io)?,
+            FileType::Socket => rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Socket, perm, 0).map_err(io)?,
+            FileType::Dir => return Err(Error::Invalid("directories are created by the walk".into())),
+        }
+        self.progress.entries.fetch_add(1, Ordering::Relaxed);
+        self.finish(path, None, inode, inode.file_type == FileType::Symlink)
+    }
+
+    /// Writes the mapped, written extents of a regular file, then its size.
+    fn copy_contents(&self, f: &File, inode: &Inode) -> Result<()> {
+        let geo = self.fs.geometry();
+        let bs = u64::from(geo.block_size);
+        let map = extents(self.fs, inode, Fork::Data)?;
+        let mut buf = Vec::new();
+        for e in map.iter().filter(|e| !e.unwritten) {
+            let file_start = e.offset.saturating_mul(bs);
+            if file_start >= inode.size {
+                break;
+            }
+            let file_end = e.end().saturating_mul(bs).min(inode.size);
+            let dev_start = geo.fsb_to_daddr(e.start).bytes();
+            let total = file_end - file_start;
+            let ahead = (self.chunk as u64) * 4;
+            self.fs.device().will_need(dev_start, total.min(ahead));
+            let mut done = 0u64;
+            while done < total {
+                let n = (total - done).min(self.chunk as u64) as usize;
+                if buf.len() < n {
+                    buf.resize(n, 0);
+                }
+                if done + ahead < total && done % ahead == 0 {
+                    let next = done + ahead;
+                    self.fs.device().will_need(dev_start + next, (total - next).min(ahead));
+                }
+                self.fs.read_bytes(dev_start + done, &mut buf[..n])?;
+                f.write_all_at(&buf[..n], file_start + done)?;
+                done += n as u64;
+                self.progress.bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
+        f.set_len(inode.size)?;
+        Ok(())
+    }
+
+    /// Applies xattrs, owner, mode and times to an extracted path (through
+    /// `file` when it is open: fewer path lookups).
+    fn finish(&self, path: &Path, file: Option<&File>, inode: &Inode, is_link: bool) -> Result<()> {
+        if has_attrs(inode) {
+            for x in attr::list(self.fs, inode)? {
+                let name = x.full_name();
+                let flags = rustix::fs::XattrFlags::empty();
+                let r = match file {
+                    Some(f) => rustix::fs::fsetxattr(f, OsStr::from_bytes(&name), &x.value, flags),
+                    None => rustix::fs::lsetxattr(path, OsStr::from_bytes(&name), &x.value, flags),
+                };
+                match r {
+                    Ok(()) => {}
+                    Err(rustix::io::Errno::PERM | rustix::io::Errno::ACCESS) => {
+                        self.warn_once(&format!("no permission to set {} xattrs (needs root)", x.ns.prefix()))
+                    }
+                    Err(rustix::io::Errno::NOTSUP) => {
+                        self.warn_once(&format!("the destination does not support {} xattrs", x.ns.prefix()))
+                    }
+                    Err(e) => {
+                        let what = format!("setting xattr {} ({} bytes)", String::from_utf8_lossy(&name), x.value.len());
+                        return Err(Error::Io(std::io::Error::new(std::io::Error::from(e).kind(), format!("{what}: {e}"))));
+                    }
+                }
+            }
+        }
+        if self.chown {
+            let uid = rustix::fs::Uid::from_raw(inode.uid);
+            let gid = rustix::fs::Gid::from_raw(inode.gid);
+            match file {
+                Some(f) => rustix::fs::fchown(f, Some(uid), Some(gid)).map_err(io)?,
+                None => rustix::fs::chownat(CWD, path, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW).map_err(io)?,
+            }
+        } else {
+            self.warn_once("owners were not preserved (not running as root)");
+        }
+        if !is_link {
+            let perm = Mode::from_raw_mode(u32::from(inode.perm()));
+            match file {
+                Some(f) => rustix::fs::fchmod(f, perm).map_err(io)?,
+                None => rustix::fs::chmodat(CWD, path, perm, AtFlags::empty()).map_err(io)?,
+            }
+        }
+        let times = Timestamps { last_access: timespec(inode.atime), last_modification: timespec(inode.mtime) };
+        match file {
+            Some(f) => rustix::fs::futimens(f, &times).map_err(io)?,
+            None => rustix::fs::utimensat(CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(io)?,
+        }
+        Ok(())
+    }
+}
+
+/// True when the inode may hold attributes: it has an attr fork that is
+/// not an empty extent list (the kernel treats that as no attributes).
+pub fn has_attrs(inode: &Inode) -> bool {
+    inode.has_attr_fork() && !(inode.aformat == crate::inode::ForkFormat::Extents && inode.anextents == 0)
+}
+
+fn io(e: rustix::io::Errno) -> Error {
+    Error::Io(e.into())
+}
+
+/// The walk side: makes directories, queues everything else.
+struct ExtractVisitor<'s, 'a> {
+    dest: PathBuf,
+    tx: Option<mpsc::SyncSender<Job>>,
+    shared: &'s Shared<'a>,
+    /// Directories to finish at the end (relative path, inode), parents first.
+    dirs: Vec<(Vec<u8>, Ino)>,
+    /// Hard links to make at the end: (first path, this path).
+    links: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Visitor for ExtractVisitor<'_, '_> {
+    fn entry(&mut self, e: &Entry<'_>) -> Result<Control> {
+        if self.shared.failed.load(Ordering::Relaxed) {
+            return Ok(Control::Stop);
+        }
+        let full = self.dest.join(os(e.path));
+        if e.inode.file_type == FileType::Dir {
+            if e.depth > 0 {
+                std::fs::create_dir(&full)?;
+            }
+            self.shared.progress.entries.fetch_add(1, Ordering::Relaxed);
+            self.dirs.push((e.path.to_vec(), e.inode.ino));
+            return Ok(Control::Continue);
+        }
+        if let Some(first) = e.first_link {
+            self.links.push((first.to_vec(), e.path.to_vec()));
+            return Ok(Control::Continue);
+        }
+        let tx = self.tx.as_ref().ok_or_else(|| Error::Invalid("extract queue closed".into()))?;
+        if tx.send(Job { path: full, inode: e.inode.clone() }).is_err() {
+            return Ok(Control::Stop);
+        }
+        Ok(Control::Continue)
+    }
+}
