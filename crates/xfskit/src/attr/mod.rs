@@ -1,9 +1,29 @@
 //! Extended attributes in every format: shortform (in the inode), leaf,
 //! node, with local or remote values.
+//!
+//! Reading goes in two steps. First the attribute fork is walked and every
+//! visible entry is collected as a [`RawEntry`]: namespace, name and either
+//! the value bytes (local values) or where the value lives (remote values).
+//! Then values are resolved only for what the caller asked for, so
+//! [`list_names`] and [`get`] never read remote values they do not need.
+//!
+//! POSIX ACLs: the kernel keeps them as trusted-namespace attributes named
+//! `SGI_ACL_FILE` and `SGI_ACL_DEFAULT`, in XFS's own ACL encoding, and
+//! shows them to userspace as `system.posix_acl_access` / `_default`. xfskit
+//! exposes them as they are stored: `trusted.SGI_ACL_FILE` and
+//! `trusted.SGI_ACL_DEFAULT` with the raw on-disk value.
+//!
+//! Entries being created or removed (INCOMPLETE) and parent pointers (the
+//! PARENT namespace, private to the filesystem) are skipped.
 
-use crate::error::{Error, Result};
+mod leaf;
+mod node;
+mod remote;
+mod shortform;
+
+use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
-use crate::inode::Inode;
+use crate::inode::{ForkFormat, Inode};
 
 /// Attribute namespaces xfskit exposes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -45,6 +65,17 @@ impl Xattr {
     }
 }
 
+/// One attribute's name and value length, without its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XattrName {
+    /// Namespace.
+    pub ns: Namespace,
+    /// Name without the namespace prefix.
+    pub name: Vec<u8>,
+    /// Length of the value in bytes, as the entry records it.
+    pub value_len: u32,
+}
+
 /// "namespace.name" as Linux shows it.
 pub fn full_name(ns: Namespace, name: &[u8]) -> Vec<u8> {
     let mut v = ns.prefix().as_bytes().to_vec();
@@ -62,13 +93,145 @@ pub fn parse_full_name(full: &[u8]) -> Option<(Namespace, &[u8])> {
     None
 }
 
-/// Every attribute of `inode` with its value, in on-disk order.
-pub fn list(fs: &Fs, inode: &Inode) -> Result<Vec<Xattr>> {
-    let _ = (fs, inode);
-    Err(Error::Unsupported("xattrs are not implemented yet".into()))
+/// On-disk entry flag: the value is stored next to the name.
+pub(crate) const FLAG_LOCAL: u8 = 1 << 0;
+/// On-disk entry flag: trusted namespace.
+pub(crate) const FLAG_ROOT: u8 = 1 << 1;
+/// On-disk entry flag: security namespace.
+pub(crate) const FLAG_SECURE: u8 = 1 << 2;
+/// On-disk entry flag: parent pointer (filesystem-private namespace).
+pub(crate) const FLAG_PARENT: u8 = 1 << 3;
+/// On-disk entry flag: the entry is half-created or half-removed.
+pub(crate) const FLAG_INCOMPLETE: u8 = 1 << 7;
+
+/// Largest value Linux lets an attribute have (and XFS accepts).
+pub(crate) const XATTR_SIZE_MAX: u32 = 65536;
+
+/// Where an entry's value is.
+#[derive(Debug, Clone)]
+pub(crate) enum ValueRef {
+    /// Stored with the name.
+    Local(Vec<u8>),
+    /// In remote value blocks starting at attr-fork block `blk`.
+    Remote { blk: u32, len: u32 },
 }
 
-/// The value of one attribute, `None` if absent.
+/// An attribute entry as found in the fork, value not yet read.
+#[derive(Debug, Clone)]
+pub(crate) struct RawEntry {
+    pub ns: Namespace,
+    pub name: Vec<u8>,
+    pub value: ValueRef,
+    /// Attr-fork block holding the entry (0 for shortform), for errors.
+    pub dablk: u64,
+    /// Hash of the name as the leaf records it (0 for shortform).
+    pub hash: u32,
+}
+
+impl RawEntry {
+    fn value_len(&self) -> u32 {
+        match &self.value {
+            ValueRef::Local(v) => v.len() as u32,
+            ValueRef::Remote { len, .. } => *len,
+        }
+    }
+}
+
+/// Decodes the namespace bits of an entry's flags. `Ok(None)` for entries
+/// that must not be shown (incomplete, parent pointers).
+pub(crate) fn namespace_of(flags: u8) -> std::result::Result<Option<Namespace>, String> {
+    if flags & FLAG_INCOMPLETE != 0 || flags & FLAG_PARENT != 0 {
+        return Ok(None);
+    }
+    match (flags & FLAG_ROOT != 0, flags & FLAG_SECURE != 0) {
+        (false, false) => Ok(Some(Namespace::User)),
+        (true, false) => Ok(Some(Namespace::Trusted)),
+        (false, true) => Ok(Some(Namespace::Security)),
+        (true, true) => Err(format!("entry flags {flags:#04x} name two namespaces")),
+    }
+}
+
+/// Location of attr-fork block `dablk` of inode `ino`.
+pub(crate) fn loc(ino: u64, dablk: u64) -> Location {
+    Location::InodeBlock { ino, fork: "attr", offset: dablk }
+}
+
+/// Every visible entry of the inode's attr fork, in on-disk order.
+fn raw_entries(fs: &Fs, inode: &Inode) -> Result<(Vec<RawEntry>, node::AttrMap)> {
+    if !inode.has_attr_fork() {
+        return Ok((Vec::new(), node::AttrMap::empty()));
+    }
+    match inode.aformat {
+        ForkFormat::Local => Ok((shortform::parse(inode.ino.0, &inode.attr_fork)?, node::AttrMap::empty())),
+        ForkFormat::Extents | ForkFormat::Btree => {
+            let map = node::AttrMap::load(fs, inode)?;
+            let entries = node::walk(fs, inode.ino.0, &map)?;
+            Ok((entries, map))
+        }
+        ForkFormat::Dev => Err(Error::corrupt(
+            "attribute fork",
+            loc(inode.ino.0, 0),
+            "device format is not valid for an attribute fork",
+        )),
+    }
+}
+
+fn resolve(fs: &Fs, ino: u64, map: &node::AttrMap, e: RawEntry) -> Result<Xattr> {
+    let value = match e.value {
+        ValueRef::Local(v) => v,
+        ValueRef::Remote { blk, len } => remote::read_value(fs, ino, map, e.dablk, blk, len)?,
+    };
+    Ok(Xattr { ns: e.ns, name: e.name, value })
+}
+
+/// Every attribute of `inode` with its value, in on-disk order.
+pub fn list(fs: &Fs, inode: &Inode) -> Result<Vec<Xattr>> {
+    let (entries, map) = raw_entries(fs, inode)?;
+    entries.into_iter().map(|e| resolve(fs, inode.ino.0, &map, e)).collect()
+}
+
+/// Every attribute's name and value length, in on-disk order, without
+/// reading remote values.
+pub fn list_names(fs: &Fs, inode: &Inode) -> Result<Vec<XattrName>> {
+    let (entries, _) = raw_entries(fs, inode)?;
+    Ok(entries
+        .into_iter()
+        .map(|e| XattrName { ns: e.ns, value_len: e.value_len(), name: e.name })
+        .collect())
+}
+
+/// Hash of an attribute name (without namespace prefix) as XFS computes it
+/// to order leaf entries and index node blocks: each group of four bytes is
+/// folded into the running hash rotated by 28 bits, the 1-3 trailing bytes
+/// with a rotation of 7 bits per byte.
+pub fn name_hash(name: &[u8]) -> u32 {
+    let mut h = 0u32;
+    let mut chunks = name.chunks_exact(4);
+    for c in &mut chunks {
+        h = (u32::from(c[0]) << 21) ^ (u32::from(c[1]) << 14) ^ (u32::from(c[2]) << 7) ^ u32::from(c[3]) ^ h.rotate_left(28);
+    }
+    let rest = chunks.remainder();
+    let mut tail = 0u32;
+    for &b in rest {
+        tail = (tail << 7) ^ u32::from(b);
+    }
+    tail ^ h.rotate_left(7 * rest.len() as u32)
+}
+
+/// The value of one attribute, `None` if absent. Only that attribute's
+/// value is read; in block formats only the leaves that can hold the
+/// name's hash are read.
 pub fn get(fs: &Fs, inode: &Inode, ns: Namespace, name: &[u8]) -> Result<Option<Vec<u8>>> {
-    Ok(list(fs, inode)?.into_iter().find(|x| x.ns == ns && x.name == name).map(|x| x.value))
+    let (entries, map) = if inode.has_attr_fork() && matches!(inode.aformat, ForkFormat::Extents | ForkFormat::Btree) {
+        let map = node::AttrMap::load(fs, inode)?;
+        let hash = name_hash(name);
+        let entries = node::lookup_hash(fs, inode.ino.0, &map, hash)?;
+        (entries.into_iter().filter(|e| e.hash == hash).collect(), map)
+    } else {
+        raw_entries(fs, inode)?
+    };
+    match entries.into_iter().find(|e| e.ns == ns && e.name == name) {
+        Some(e) => Ok(Some(resolve(fs, inode.ino.0, &map, e)?.value)),
+        None => Ok(None),
+    }
 }
