@@ -322,7 +322,7 @@ impl Filesystem for XfsFuse {
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let r = self
             .inode(ino)
-            .and_then(|i| xfskit::attr::list(self.fs, &i).map_err(|e| to_errno(&e)))
+            .and_then(|i| xfskit::attr::list_names(self.fs, &i).map_err(|e| to_errno(&e)))
             .map(|all| name_list(&all, req.uid()));
         answer!(r, reply, |l| reply_sized(reply, size, &l));
     }

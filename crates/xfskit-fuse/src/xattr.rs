@@ -2,7 +2,7 @@
 //! and the list format.
 
 use fuser::{Errno, ReplyXattr};
-use xfskit::attr::{Namespace, Xattr};
+use xfskit::attr::{full_name, Namespace, XattrName};
 
 /// Answers a getxattr/listxattr request for `data` with a caller buffer of
 /// `size` bytes: size 0 asks for the needed length; a buffer that is too
@@ -47,10 +47,10 @@ pub fn visible_to(ns: Namespace, uid: u32) -> bool {
 }
 
 /// The listxattr(2) buffer: every visible full name, each NUL-terminated.
-pub fn name_list(attrs: &[Xattr], uid: u32) -> Vec<u8> {
+pub fn name_list(attrs: &[XattrName], uid: u32) -> Vec<u8> {
     let mut out = Vec::new();
     for a in attrs.iter().filter(|a| visible_to(a.ns, uid)) {
-        out.extend_from_slice(&a.full_name());
+        out.extend_from_slice(&full_name(a.ns, &a.name));
         out.push(0);
     }
     out
@@ -71,16 +71,8 @@ mod tests {
     #[test]
     fn list_hides_trusted_from_users() {
         let a = vec![
-            Xattr {
-                ns: Namespace::User,
-                name: b"a".to_vec(),
-                value: vec![],
-            },
-            Xattr {
-                ns: Namespace::Trusted,
-                name: b"t".to_vec(),
-                value: vec![1],
-            },
+            XattrName { ns: Namespace::User, name: b"a".to_vec(), value_len: 0 },
+            XattrName { ns: Namespace::Trusted, name: b"t".to_vec(), value_len: 1 },
         ];
         assert_eq!(name_list(&a, 0), b"user.a\0trusted.t\0".to_vec());
         assert_eq!(name_list(&a, 1000), b"user.a\0".to_vec());
