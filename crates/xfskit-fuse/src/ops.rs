@@ -181,11 +181,16 @@ impl Filesystem for XfsFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        answer!(self.do_lookup(parent, name), reply, |i| reply.entry(
-            &self.ttl,
-            &file_attr(&i, self.node(i.ino), self.block_size),
-            Generation(u64::from(i.gen))
-        ));
+        match self.do_lookup(parent, name) {
+            Ok(i) => {
+                let attr = file_attr(&i, self.node(i.ino), self.block_size);
+                reply.entry(&self.ttl, &attr, Generation(u64::from(i.gen)))
+            }
+            // Node id 0 is a negative entry: the kernel caches the miss for the TTL
+            // (the image cannot change under us) and the caller still sees ENOENT.
+            Err(Errno::ENOENT) => reply.entry(&self.ttl, &negative_attr(), Generation(0)),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -337,6 +342,28 @@ impl Filesystem for XfsFuse {
             reply,
             |()| reply.ok()
         );
+    }
+}
+
+/// Attributes of a negative lookup reply (only the node id 0 matters).
+fn negative_attr() -> fuser::FileAttr {
+    let t = std::time::UNIX_EPOCH;
+    fuser::FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        crtime: t,
+        kind: fuser::FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
     }
 }
 
