@@ -1,1 +1,152 @@
-//! FUSE adapter for xfskit.
+//! FUSE adapter for xfskit: serves an XFS image read-only through the
+//! kernel's FUSE driver (via `fuser`, which mounts with fusermount3 or
+//! directly when root).
+//!
+//! This crate is the only place engine errors become errnos ([`errno`]).
+
+mod attrs;
+pub mod errno;
+mod handles;
+mod ops;
+mod statfs;
+mod xattr;
+
+pub use ops::XfsFuse;
+
+use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+use xfskit::Fs;
+
+/// How to mount.
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    /// Source name shown in /proc/mounts (after "xfskit:").
+    pub source: String,
+    /// Extra comma-separated mount options given by the user (`-o`).
+    pub extra: Vec<String>,
+    /// How long the kernel may cache attributes and names.
+    pub ttl: Duration,
+    /// Request-serving threads.
+    pub threads: usize,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .clamp(2, 8);
+        MountOptions {
+            source: String::new(),
+            extra: Vec::new(),
+            ttl: Duration::from_secs(3600),
+            threads,
+        }
+    }
+}
+
+/// A mounted filesystem whose requests are not being served yet.
+pub struct Mounted {
+    session: Session<XfsFuse>,
+}
+
+/// Unmounts a [`Mounted`] filesystem from another thread (a signal handler
+/// thread, say); [`Mounted::serve`] then returns.
+pub struct Unmounter(SessionUnmounter);
+
+impl Unmounter {
+    /// Unmounts; harmless if already unmounted.
+    pub fn unmount(&mut self) -> io::Result<()> {
+        self.0.unmount()
+    }
+}
+
+impl Mounted {
+    /// A handle that unmounts this filesystem.
+    pub fn unmounter(&mut self) -> Unmounter {
+        Unmounter(self.session.unmount_callable())
+    }
+
+    /// Serves requests until the filesystem is unmounted.
+    pub fn serve(self) -> io::Result<()> {
+        self.session.run()
+    }
+}
+
+/// The fuser mount options for `opts`, running as user `euid`.
+pub fn fuser_config(opts: &MountOptions, euid: u32) -> Config {
+    let mut o = vec![
+        MountOption::RO,
+        MountOption::FSName(format!("xfskit:{}", opts.source)),
+        MountOption::Subtype("xfskit".into()),
+        MountOption::DefaultPermissions,
+    ];
+    for s in opts
+        .extra
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter(|s| !s.is_empty())
+    {
+        let opt = parse_option(s);
+        if !o.contains(&opt) {
+            o.push(opt);
+        }
+    }
+    let mut c = Config::default();
+    c.mount_options = o;
+    c.acl = if euid == 0 {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    c.n_threads = Some(opts.threads.max(1));
+    c.clone_fd = opts.threads > 1;
+    c
+}
+
+/// One `-o` word as a fuser option.
+fn parse_option(s: &str) -> MountOption {
+    match s {
+        "ro" => MountOption::RO,
+        "dev" => MountOption::Dev,
+        "nodev" => MountOption::NoDev,
+        "suid" => MountOption::Suid,
+        "nosuid" => MountOption::NoSuid,
+        "exec" => MountOption::Exec,
+        "noexec" => MountOption::NoExec,
+        "atime" => MountOption::Atime,
+        "noatime" => MountOption::NoAtime,
+        "default_permissions" => MountOption::DefaultPermissions,
+        "auto_unmount" => MountOption::AutoUnmount,
+        other => MountOption::CUSTOM(other.to_string()),
+    }
+}
+
+/// Mounts `fs` read-only at `mountpoint`. The filesystem is kept for the
+/// rest of the process (open files borrow it from any serving thread).
+pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mounted> {
+    if opts
+        .extra
+        .iter()
+        .flat_map(|s| s.split(','))
+        .any(|s| s == "rw")
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the FUSE mount is read-only; `rw` is not supported",
+        ));
+    }
+    let fs: &'static Fs = Box::leak(Box::new(fs));
+    let config = fuser_config(opts, nix_euid());
+    let session = Session::new(XfsFuse::new(fs, opts.ttl), mountpoint, &config)?;
+    Ok(Mounted { session })
+}
+
+fn nix_euid() -> u32 {
+    // /proc/self belongs to the effective user; this avoids an unsafe libc call.
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap_or(u32::MAX)
+}

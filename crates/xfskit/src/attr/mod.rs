@@ -163,6 +163,9 @@ fn raw_entries(fs: &Fs, inode: &Inode) -> Result<(Vec<RawEntry>, node::AttrMap)>
     }
     match inode.aformat {
         ForkFormat::Local => Ok((shortform::parse(inode.ino.0, &inode.attr_fork)?, node::AttrMap::empty())),
+        // An attr fork in extents format with no extents holds no attributes
+        // (the kernel leaves new directories like this).
+        ForkFormat::Extents if inode.anextents == 0 => Ok((Vec::new(), node::AttrMap::empty())),
         ForkFormat::Extents | ForkFormat::Btree => {
             let map = node::AttrMap::load(fs, inode)?;
             let entries = node::walk(fs, inode.ino.0, &map)?;

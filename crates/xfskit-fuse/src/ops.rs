@@ -1,0 +1,395 @@
+//! The FUSE operations over an open, read-only XFS filesystem.
+//!
+//! Node ids are XFS inode numbers, except that FUSE's root node 1 stands
+//! for the XFS root directory (no XFS inode can be number 1: that spot holds
+//! the superblock). `st_ino` always shows the real XFS number.
+
+use crate::attrs::{file_attr, fuse_type};
+use crate::errno::to_errno;
+use crate::handles::{Handle, Handles};
+use crate::statfs::{counters, Counters};
+use crate::xattr::{name_list, reply_sized, visible_to};
+use fuser::{
+    AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use xfskit::inode::{FileReader, FileType, Inode};
+use xfskit::{Fs, Ino};
+
+/// FUSE's node id of the root directory.
+const ROOT_NODE: u64 = 1;
+/// readdir offset after "." ; entry offsets are the engine cookie plus 2.
+const OFF_DOT: u64 = 1;
+/// readdir offset after "..".
+const OFF_DOTDOT: u64 = 2;
+/// Largest read or readahead we ask the kernel for.
+const MAX_IO: u32 = 1 << 20;
+
+/// A read-only XFS filesystem served through FUSE.
+pub struct XfsFuse {
+    fs: &'static Fs,
+    root: Ino,
+    block_size: u32,
+    ttl: Duration,
+    handles: Handles,
+    statfs: OnceLock<Counters>,
+}
+
+impl XfsFuse {
+    /// Serves `fs`, letting the kernel cache attributes and names for `ttl`.
+    pub fn new(fs: &'static Fs, ttl: Duration) -> XfsFuse {
+        let geo = fs.geometry();
+        XfsFuse {
+            fs,
+            root: geo.root_ino,
+            block_size: geo.block_size,
+            ttl,
+            handles: Handles::default(),
+            statfs: OnceLock::new(),
+        }
+    }
+
+    fn ino(&self, node: INodeNo) -> Ino {
+        if node.0 == ROOT_NODE {
+            self.root
+        } else {
+            Ino(node.0)
+        }
+    }
+
+    fn node(&self, ino: Ino) -> u64 {
+        if ino == self.root {
+            ROOT_NODE
+        } else {
+            ino.0
+        }
+    }
+
+    fn inode(&self, node: INodeNo) -> Result<Inode, Errno> {
+        self.fs.inode(self.ino(node)).map_err(|e| to_errno(&e))
+    }
+
+    fn dir_inode(&self, node: INodeNo) -> Result<Inode, Errno> {
+        let inode = self.inode(node)?;
+        if inode.file_type != FileType::Dir {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(inode)
+    }
+
+    fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> Result<Inode, Errno> {
+        let dir = self.dir_inode(parent)?;
+        let name = name.as_bytes();
+        let ino = match name {
+            b"." => dir.ino,
+            b".." => xfskit::dir::parent(self.fs, &dir).map_err(|e| to_errno(&e))?,
+            _ => xfskit::dir::lookup(self.fs, &dir, name)
+                .map_err(|e| to_errno(&e))?
+                .ok_or(Errno::ENOENT)?,
+        };
+        self.fs.inode(ino).map_err(|e| to_errno(&e))
+    }
+
+    /// Fills `reply` from directory position `offset` until the buffer is full.
+    fn fill_dir(&self, dir: &Inode, offset: u64, reply: &mut ReplyDirectory) -> Result<(), Errno> {
+        if offset < OFF_DOT
+            && reply.add(INodeNo(dir.ino.0), OFF_DOT, fuser::FileType::Directory, ".")
+        {
+            return Ok(());
+        }
+        if offset < OFF_DOTDOT {
+            let parent = if dir.ino == self.root {
+                dir.ino
+            } else {
+                xfskit::dir::parent(self.fs, dir).map_err(|e| to_errno(&e))?
+            };
+            if reply.add(
+                INodeNo(parent.0),
+                OFF_DOTDOT,
+                fuser::FileType::Directory,
+                "..",
+            ) {
+                return Ok(());
+            }
+        }
+        let after = offset.saturating_sub(OFF_DOTDOT);
+        let mut failed: Option<Errno> = None;
+        let walk = xfskit::dir::for_each_entry(self.fs, dir, after, &mut |e| {
+            let kind = match e.file_type {
+                Some(t) => t,
+                None => match self.fs.inode(e.ino) {
+                    Ok(i) => i.file_type,
+                    Err(err) => {
+                        failed = Some(to_errno(&err));
+                        return false;
+                    }
+                },
+            };
+            let off = e.cookie.saturating_add(OFF_DOTDOT);
+            !reply.add(
+                INodeNo(e.ino.0),
+                off,
+                fuse_type(kind),
+                OsStr::from_bytes(&e.name),
+            )
+        });
+        walk.map_err(|e| to_errno(&e))?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn reader(&self, fh: FileHandle, node: INodeNo) -> Result<Arc<FileReader<'static>>, Errno> {
+        if let Some(Handle::File(r)) = self.handles.get(fh.0) {
+            return Ok(r);
+        }
+        let inode = self.inode(node)?;
+        FileReader::new(self.fs, &inode)
+            .map(Arc::new)
+            .map_err(|e| to_errno(&e))
+    }
+}
+
+fn wants_write(flags: OpenFlags) -> bool {
+    flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & (libc::O_TRUNC | libc::O_CREAT) != 0
+}
+
+/// Sends `$ok` built from the success value, or the errno through `$reply`.
+macro_rules! answer {
+    ($r:expr, $reply:ident, |$v:pat_param| $ok:expr) => {
+        match $r {
+            Ok($v) => $ok,
+            Err(e) => $reply.error(e),
+        }
+    };
+}
+
+impl Filesystem for XfsFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config
+            .set_max_readahead(MAX_IO)
+            .or_else(|max| config.set_max_readahead(max));
+        let _ = config
+            .set_max_write(MAX_IO)
+            .or_else(|max| config.set_max_write(max));
+        let wanted = InitFlags::FUSE_CACHE_SYMLINKS | InitFlags::FUSE_PARALLEL_DIROPS;
+        let _ = config.add_capabilities(wanted & config.capabilities());
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.do_lookup(parent, name) {
+            Ok(i) => {
+                let attr = file_attr(&i, self.node(i.ino), self.block_size);
+                reply.entry(&self.ttl, &attr, Generation(u64::from(i.gen)))
+            }
+            // Node id 0 is a negative entry: the kernel caches the miss for the TTL
+            // (the image cannot change under us) and the caller still sees ENOENT.
+            Err(Errno::ENOENT) => reply.entry(&self.ttl, &negative_attr(), Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        answer!(self.inode(ino), reply, |i| reply
+            .attr(&self.ttl, &file_attr(&i, i.ino.0, self.block_size)));
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let r = self.inode(ino).and_then(|i| {
+            if i.file_type != FileType::Symlink {
+                return Err(Errno::EINVAL);
+            }
+            xfskit::symlink::read_link(self.fs, &i).map_err(|e| to_errno(&e))
+        });
+        answer!(r, reply, |t| reply.data(&t));
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if wants_write(flags) {
+            return reply.error(Errno::EROFS);
+        }
+        let r = self.inode(ino).and_then(|i| {
+            if i.file_type == FileType::Dir {
+                return Err(Errno::EISDIR);
+            }
+            FileReader::new(self.fs, &i).map_err(|e| to_errno(&e))
+        });
+        answer!(r, reply, |rd| reply.opened(
+            FileHandle(self.handles.insert(Handle::File(Arc::new(rd)))),
+            FopenFlags::FOPEN_KEEP_CACHE
+        ));
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let r = self.reader(fh, ino).and_then(|rd| {
+            let want = rd.size().saturating_sub(offset).min(u64::from(size)) as usize;
+            let mut buf = vec![0u8; want];
+            let n = rd.read_at(offset, &mut buf).map_err(|e| to_errno(&e))?;
+            buf.truncate(n);
+            Ok(buf)
+        });
+        answer!(r, reply, |b| reply.data(&b));
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.handles.remove(fh.0);
+        reply.ok();
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if wants_write(flags) {
+            return reply.error(Errno::EROFS);
+        }
+        answer!(self.dir_inode(ino), reply, |d| {
+            let fh = self.handles.insert(Handle::Dir(Arc::new(d)));
+            reply.opened(
+                FileHandle(fh),
+                FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
+            )
+        });
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let dir = match self.handles.get(fh.0) {
+            Some(Handle::Dir(d)) => Ok(d),
+            _ => self.dir_inode(ino).map(Arc::new),
+        };
+        match dir.and_then(|d| self.fill_dir(&d, offset, &mut reply)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.handles.remove(fh.0);
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let c = self.statfs.get_or_init(|| counters(self.fs));
+        reply.statfs(
+            c.blocks, c.bfree, c.bfree, c.files, c.ffree, c.bsize, 255, c.bsize,
+        );
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let Some((ns, short)) = xfskit::attr::parse_full_name(name.as_bytes()) else {
+            return reply.error(Errno::ENODATA);
+        };
+        if !visible_to(ns, req.uid()) {
+            return reply.error(Errno::ENODATA);
+        }
+        let r = self.inode(ino).and_then(|i| {
+            xfskit::attr::get(self.fs, &i, ns, short)
+                .map_err(|e| to_errno(&e))?
+                .ok_or(Errno::ENODATA)
+        });
+        answer!(r, reply, |v| reply_sized(reply, size, &v));
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let r = self
+            .inode(ino)
+            .and_then(|i| xfskit::attr::list_names(self.fs, &i).map_err(|e| to_errno(&e)))
+            .map(|all| name_list(&all, req.uid()));
+        answer!(r, reply, |l| reply_sized(reply, size, &l));
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        if mask.contains(AccessFlags::W_OK) {
+            return reply.error(Errno::EROFS);
+        }
+        answer!(
+            self.inode(ino)
+                .and_then(|i| check_access(&i, req.uid(), req.gid(), mask)),
+            reply,
+            |()| reply.ok()
+        );
+    }
+}
+
+/// Attributes of a negative lookup reply (only the node id 0 matters).
+fn negative_attr() -> fuser::FileAttr {
+    let t = std::time::UNIX_EPOCH;
+    fuser::FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        crtime: t,
+        kind: fuser::FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+/// The classic owner/group/other permission check for read and execute.
+fn check_access(i: &Inode, uid: u32, gid: u32, mask: AccessFlags) -> Result<(), Errno> {
+    let mode = u32::from(i.perm());
+    let want = (mask & (AccessFlags::R_OK | AccessFlags::X_OK)).bits() as u32;
+    if uid == 0 {
+        // Root may read anything, and execute what has any execute bit (or is a directory).
+        let exec_ok = mode & 0o111 != 0 || i.file_type == FileType::Dir;
+        return if want & 1 != 0 && !exec_ok {
+            Err(Errno::EACCES)
+        } else {
+            Ok(())
+        };
+    }
+    let bits = if uid == i.uid {
+        mode >> 6
+    } else if gid == i.gid {
+        mode >> 3
+    } else {
+        mode
+    } & 7;
+    if bits & want == want {
+        Ok(())
+    } else {
+        Err(Errno::EACCES)
+    }
+}

@@ -1,0 +1,80 @@
+//! Extended-attribute replies: name translation, the size-probe protocol
+//! and the list format.
+
+use fuser::{Errno, ReplyXattr};
+use xfskit::attr::{full_name, Namespace, XattrName};
+
+/// Answers a getxattr/listxattr request for `data` with a caller buffer of
+/// `size` bytes: size 0 asks for the needed length; a buffer that is too
+/// small gets ERANGE.
+pub fn reply_sized(reply: ReplyXattr, size: u32, data: &[u8]) {
+    match sized_answer(size, data.len()) {
+        Answer::Size(n) => reply.size(n),
+        Answer::Data => reply.data(data),
+        Answer::Err(e) => reply.error(e),
+    }
+}
+
+/// What to send for a request of `size` bytes when the answer is `len` bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Only the needed length.
+    Size(u32),
+    /// The bytes themselves.
+    Data,
+    /// An error.
+    Err(Errno),
+}
+
+/// The size-probe rules of getxattr(2) and listxattr(2).
+pub fn sized_answer(size: u32, len: usize) -> Answer {
+    let Ok(len32) = u32::try_from(len) else {
+        return Answer::Err(Errno::E2BIG);
+    };
+    if size == 0 {
+        Answer::Size(len32)
+    } else if len32 > size {
+        Answer::Err(Errno::ERANGE)
+    } else {
+        Answer::Data
+    }
+}
+
+/// True when a caller with user id `uid` may see names in `ns` (the kernel
+/// shows "trusted." only to privileged callers).
+pub fn visible_to(ns: Namespace, uid: u32) -> bool {
+    ns != Namespace::Trusted || uid == 0
+}
+
+/// The listxattr(2) buffer: every visible full name, each NUL-terminated.
+pub fn name_list(attrs: &[XattrName], uid: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    for a in attrs.iter().filter(|a| visible_to(a.ns, uid)) {
+        out.extend_from_slice(&full_name(a.ns, &a.name));
+        out.push(0);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_probe() {
+        assert_eq!(sized_answer(0, 5), Answer::Size(5));
+        assert_eq!(sized_answer(4, 5), Answer::Err(Errno::ERANGE));
+        assert_eq!(sized_answer(5, 5), Answer::Data);
+        assert_eq!(sized_answer(100, 0), Answer::Data);
+    }
+
+    #[test]
+    fn list_hides_trusted_from_users() {
+        let a = vec![
+            XattrName { ns: Namespace::User, name: b"a".to_vec(), value_len: 0 },
+            XattrName { ns: Namespace::Trusted, name: b"t".to_vec(), value_len: 1 },
+        ];
+        assert_eq!(name_list(&a, 0), b"user.a\0trusted.t\0".to_vec());
+        assert_eq!(name_list(&a, 1000), b"user.a\0".to_vec());
+    }
+}
