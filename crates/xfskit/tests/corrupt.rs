@@ -165,8 +165,10 @@ fn each_structure_reports_its_own_error() {
     }
     let ar = lookup(&clean, "attrremote");
     let map = extents(&clean, &ar, Fork::Attr).unwrap();
-    let remote = map.iter().find(|e| e.offset > 0).expect("remote value extent");
-    let daddr = geo.fsb_to_daddr(remote.start);
+    // The value lives after the leaf block (attr fork block 1 onwards).
+    let remote = xfskit::inode::lookup(&map, 1).expect("remote value block mapped");
+    let fsb = xfskit::geometry::FsBlock(remote.start.0 + (1 - remote.offset));
+    let daddr = geo.fsb_to_daddr(fsb);
     let mut d = PatchedDevice::new(&img.path);
     d.flip(daddr.bytes() + 100, 0x01);
     let fs = open(d).unwrap();
