@@ -32,8 +32,11 @@ printf '\x09\x00\x80\x00\x41' > "$work/corpus/block"
 args=(-rss_limit_mb=3072 -timeout=20)
 [ "$secs" -gt 0 ] && args+=(-max_total_time="$secs")
 echo "fuzz: running target 'image' ${secs:+for ${secs}s}"
-cargo "${toolchain[@]}" fuzz run --release image "$work/corpus" -- "${args[@]}" 2>&1 | tail -n 15
-status=${PIPESTATUS[0]}
+set +e
+cargo "${toolchain[@]}" fuzz run --release image "$work/corpus" -- "${args[@]}" > "$work/fuzz.log" 2>&1
+status=$?
+set -e
+tail -n 15 "$work/fuzz.log"
 if [ "$status" -eq 0 ]; then
   echo "fuzz: 1 passed, 0 failed"
 else
