@@ -254,14 +254,20 @@ fn inobt_recs(g: &MkfsGeometry, start: u32) -> Vec<InobtRec> {
     let first = start << g.inopblog;
     let total = u64::from(g.icount) as u32;
     let mut used_left = (g.icount - g.ifree) as u32;
+    let sparse = g.features.incompat & 2 != 0;
     (0..total / XFS_INODES_PER_CHUNK)
         .map(|i| {
             let used = used_left.min(XFS_INODES_PER_CHUNK);
             used_left -= used;
             let mut r = InobtRec::new_zeroed();
             r.ir_startino.set(first + i * XFS_INODES_PER_CHUNK);
-            r.ir_count = XFS_INODES_PER_CHUNK as u8;
-            r.ir_freecount = (XFS_INODES_PER_CHUNK - used) as u8;
+            if sparse {
+                r.ir_count = XFS_INODES_PER_CHUNK as u8;
+                r.ir_freecount = (XFS_INODES_PER_CHUNK - used) as u8;
+            } else {
+                // Without sparse chunks the count bytes are part of a 32-bit free count.
+                r.set_freecount_full(XFS_INODES_PER_CHUNK - used);
+            }
             let mask = if used == 0 { 0 } else { (1u64 << used) - 1 };
             r.ir_free.set(!mask);
             r
@@ -432,7 +438,7 @@ pub(crate) fn ag_image(g: &MkfsGeometry, primary: &Dsb, fb: &FixedBlocks, agno: 
         recs.len()
     });
     if let Some(f) = fb.fino {
-        let frecs: Vec<InobtRec> = recs.iter().filter(|r| r.ir_freecount > 0).copied().collect();
+        let frecs: Vec<InobtRec> = recs.iter().filter(|r| r.freecount_full() > 0).copied().collect();
         block(f, XFS_FIBT_CRC_MAGIC, &|b| {
             put_recs(b, &frecs);
             frecs.len()
