@@ -33,6 +33,8 @@ enum Command {
     Mount(cmd::mount::Args),
     /// Scan every allocated inode, one thread per AG.
     Bulkstat(cmd::bulkstat::Args),
+    /// Make an XFS filesystem (mkfs.xfs options and output).
+    Mkfs(cmd::mkfs::Args),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
         Command::Extract(a) => cmd::extract::run(a),
         Command::Mount(a) => cmd::mount::run(a),
         Command::Bulkstat(a) => cmd::bulkstat::run(a),
+        Command::Mkfs(a) => cmd::mkfs::run(a),
     };
     match r {
         Ok(code) => code,

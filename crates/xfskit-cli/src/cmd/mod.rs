@@ -5,6 +5,7 @@ pub mod cat;
 pub mod extract;
 pub mod info;
 pub mod ls;
+pub mod mkfs;
 pub mod mount;
 pub mod stat;
 

@@ -113,13 +113,56 @@ pub(crate) fn ag_max_usable(cfg: &Cfg) -> u64 {
     cfg.agsize.saturating_sub(used)
 }
 
-/// Blocks a fresh AG keeps on its free list (all btrees have one level).
-fn min_freelist(cfg: &Cfg) -> u64 {
-    if cfg.feat.rmapbt {
-        6
-    } else {
-        4
+/// Height of the tallest btree that can index `len` records with the given
+/// (minimum) leaf and node fan-outs.
+fn compute_maxlevels(leaf: u64, node: u64, len: u64) -> u64 {
+    let mut level = 1;
+    let mut blocks = div_ceil(len, leaf);
+    while blocks > 1 {
+        blocks = div_ceil(blocks, node);
+        level += 1;
     }
+    level
+}
+
+/// Height a btree reaches when it may fill `leaf_blocks` blocks.
+fn space_to_height(node: u64, leaf_blocks: u64) -> u64 {
+    if leaf_blocks < 1 {
+        return 0;
+    }
+    let mut node_blocks = node;
+    let mut left = leaf_blocks - 1;
+    let mut height = 1;
+    while node_blocks < left {
+        left -= node_blocks;
+        node_blocks = node_blocks.saturating_mul(node);
+        height += 1;
+    }
+    height
+}
+
+/// Blocks a fresh AG keeps on its free list: for each free-space btree (and
+/// the rmap btree) one more than its height of 1, capped by the tallest that
+/// tree can ever be in an AG of this size.
+pub(crate) fn min_freelist(cfg: &Cfg) -> u64 {
+    let bs = u64::from(cfg.blocksize);
+    let hdr = 56;
+    // Minimum records per block are half the maximum.
+    let alloc_leaf = (bs - hdr) / 8 / 2;
+    let alloc_node = (bs - hdr) / 12 / 2;
+    let alloc_max = compute_maxlevels(alloc_leaf, alloc_node, (cfg.agsize + 1) / 2);
+    let mut free = 2u64.min(alloc_max) * 2;
+    if cfg.feat.rmapbt {
+        let rmap_leaf = (bs - hdr) / 24 / 2;
+        let rmap_node = (bs - hdr) / 44 / 2;
+        let rmap_max = if cfg.feat.reflink {
+            space_to_height(rmap_node, cfg.agsize)
+        } else {
+            compute_maxlevels(rmap_leaf, rmap_node, cfg.agsize)
+        };
+        free += 2u64.min(rmap_max);
+    }
+    free
 }
 
 fn feature_words(cfg: &Cfg) -> (Features, u32, u32) {

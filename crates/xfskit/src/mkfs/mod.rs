@@ -1,15 +1,25 @@
 //! `xfskit mkfs`: choose the geometry of a fresh XFS v5 filesystem exactly as
-//! mkfs.xfs (xfsprogs 6.1) does, from mkfs.xfs-style options.
+//! mkfs.xfs (xfsprogs 6.1) does, from mkfs.xfs-style options, and write it.
 
 mod features;
+mod format;
 mod geometry;
+mod io;
 mod layout;
 mod log;
+mod logwriter;
 mod options;
+mod rootdir;
 mod stripe;
 mod summary;
+mod wipe;
+mod writer;
 
 pub use features::{FeatureSet, Features};
+pub use format::{default_timestamp, mkfs, mkfs_device, mkfs_with, plan, MkfsReport, Progress, WriteOptions};
 pub use geometry::{compute_geometry, DeviceTopology, MkfsGeometry, TargetKind};
+pub use io::IoStats;
 pub use options::{convert_size, parse_mkfs_args, MkfsError, MkfsOptions};
+pub use rootdir::Timestamp;
 pub use summary::geometry_summary;
+pub use wipe::Signature;

@@ -21,6 +21,12 @@ pub enum MkfsError {
     /// A valid mkfs.xfs request that xfskit does not implement (V4, external log).
     #[error("unsupported by xfskit: {0}")]
     Unsupported(String),
+    /// The target holds a filesystem or partition table and `-f` was not given.
+    #[error("{0}")]
+    Exists(String),
+    /// The target cannot be opened, read or written.
+    #[error("{0}")]
+    Io(String),
 }
 
 /// Every mkfs.xfs option xfskit understands.  `None` means "not given on the

@@ -1,0 +1,130 @@
+//! `xfskit mkfs [--profile NAME] [--timestamp SECS] [mkfs.xfs options] TARGET`.
+//!
+//! Everything after the xfskit-only options is parsed with mkfs.xfs syntax
+//! (`-b size=4096 -d agcount=8 -m reflink=0 -L label -f -N -K -q ...`).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use xfskit::mkfs::{geometry_summary, mkfs_with, parse_mkfs_args, MkfsOptions, Timestamp, WriteOptions};
+
+/// Arguments of `xfskit mkfs`.
+#[derive(clap::Args)]
+#[command(disable_help_flag = false)]
+pub struct Args {
+    /// Feature profile applied to options not given explicitly:
+    /// `default` (mkfs.xfs 6.1), `conservative` (old kernels and GRUB), or `help`.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Seconds since the epoch for new inode times (else SOURCE_DATE_EPOCH, else now).
+    #[arg(long)]
+    pub timestamp: Option<i64>,
+    /// mkfs.xfs options followed by the target image or device.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub args: Vec<String>,
+}
+
+/// Named sets of feature choices.
+const PROFILES: &[(&str, &str)] = &[
+    ("default", "mkfs.xfs 6.1 defaults: crc, finobt, sparse, reflink, bigtime, inobtcount; no rmapbt, no nrext64"),
+    (
+        "conservative",
+        "readable by Linux >= 4.2 and GRUB 2.02..2.06: finobt, sparse; no reflink, bigtime, inobtcount, rmapbt, nrext64",
+    ),
+];
+
+fn apply_profile(name: &str, o: &mut MkfsOptions) -> Result<(), String> {
+    match name {
+        "default" | "6.1" => Ok(()),
+        "conservative" => {
+            o.reflink.get_or_insert(false);
+            o.bigtime.get_or_insert(false);
+            o.inobtcount.get_or_insert(false);
+            o.rmapbt.get_or_insert(false);
+            o.nrext64.get_or_insert(false);
+            Ok(())
+        }
+        _ => Err(format!("unknown profile {name:?}; try --profile help")),
+    }
+}
+
+/// Pull `--profile X` / `--timestamp N` out of the raw list (they may follow
+/// mkfs.xfs options, where clap hands them over untouched).
+fn take_long(raw: &mut Vec<String>, name: &str) -> Option<String> {
+    let flag = format!("--{name}");
+    let eq = format!("--{name}=");
+    let i = raw.iter().position(|a| a == &flag || a.starts_with(&eq))?;
+    let a = raw.remove(i);
+    if let Some(v) = a.strip_prefix(&eq) {
+        return Some(v.to_string());
+    }
+    (i < raw.len()).then(|| raw.remove(i))
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("xfskit mkfs: {msg}");
+    ExitCode::from(1)
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
+    let mut raw = args.args;
+    let profile = take_long(&mut raw, "profile").or(args.profile);
+    let ts_text = take_long(&mut raw, "timestamp");
+    let timestamp = match ts_text.map(|t| t.parse::<i64>()) {
+        Some(Ok(s)) => Some(s),
+        Some(Err(_)) => return Ok(fail("--timestamp takes whole seconds since the epoch")),
+        None => args.timestamp,
+    };
+    if profile.as_deref() == Some("help") {
+        for (n, d) in PROFILES {
+            println!("{n:<14}{d}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut opts = match parse_mkfs_args(&raw) {
+        Ok(o) => o,
+        Err(e) => return Ok(fail(e)),
+    };
+    if let Some(p) = &profile {
+        if let Err(e) = apply_profile(p, &mut opts) {
+            return Ok(fail(e));
+        }
+    }
+    let Some(target) = opts.data_name.clone().map(PathBuf::from) else {
+        return Ok(fail("no target given: xfskit mkfs [options] IMAGE|DEVICE"));
+    };
+    let bar = std::sync::OnceLock::<indicatif::ProgressBar>::new();
+    let show_bar = !opts.quiet && !opts.dry_run && std::io::stderr().is_terminal();
+    let progress = move |done: u64, total: u64| {
+        if show_bar && total >= 4096 {
+            let b = bar.get_or_init(|| {
+                let b = indicatif::ProgressBar::new(total);
+                b.set_message("AG headers");
+                b
+            });
+            b.set_position(done);
+            if done == total {
+                b.finish_and_clear();
+            }
+        }
+    };
+    let w = WriteOptions {
+        timestamp: timestamp.map(|secs| Timestamp { secs, nsec: 0 }),
+        progress: Some(&progress),
+    };
+    match mkfs_with(&target, &opts, &w) {
+        Ok(r) => {
+            let g = &r.geometry;
+            for warn in &g.warnings {
+                eprintln!("{warn}");
+            }
+            if !opts.quiet || opts.dry_run {
+                print!("{}", geometry_summary(g));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Ok(fail(e)),
+    }
+}

@@ -1,0 +1,270 @@
+//! Writing a fresh filesystem: check the target, clear what must be clear,
+//! then write every AG's headers (computed in parallel, written in address
+//! order), the root inode chunk and the clean log, and sync.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use xfs_format::types::Uuid;
+
+use super::geometry::{compute_geometry, DeviceTopology, MkfsGeometry, TargetKind};
+use super::io::{IoStats, Sink, WriteBatch};
+use super::options::{MkfsError, MkfsOptions};
+use super::rootdir::{root_chunk, Timestamp};
+use super::{logwriter, wipe, writer};
+use crate::dev::Device;
+
+/// Bytes mkfs clears at the start and end of the target to kill old
+/// signatures (as mkfs.xfs does).
+const WHACK_BYTES: u64 = 128 * 1024;
+/// AGs computed per thread before a batch is written.
+const AGS_PER_THREAD: u32 = 256;
+
+/// Callback told how many AGs have been written so far, and of how many.
+pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
+
+/// Choices of `xfskit mkfs` beyond the mkfs.xfs options.
+#[derive(Default, Clone, Copy)]
+pub struct WriteOptions<'a> {
+    /// Time stamped on the new inodes; default `SOURCE_DATE_EPOCH` or now.
+    pub timestamp: Option<Timestamp>,
+    /// Progress reports while AG headers are written.
+    pub progress: Option<Progress<'a>>,
+}
+
+/// What was written, for reports and benchmarks.
+#[derive(Debug, Clone)]
+pub struct MkfsReport {
+    /// The geometry of the new filesystem.
+    pub geometry: MkfsGeometry,
+    /// The UUID it got.
+    pub uuid: [u8; 16],
+    /// Write calls and bytes.
+    pub stats: IoStats,
+}
+
+fn io_err(what: &str, e: std::io::Error) -> MkfsError {
+    MkfsError::Io(format!("{what}: {e}"))
+}
+
+/// The time to put in new inodes: explicit, `SOURCE_DATE_EPOCH`, or now.
+pub fn default_timestamp() -> Timestamp {
+    if let Some(secs) = std::env::var("SOURCE_DATE_EPOCH").ok().and_then(|s| s.trim().parse::<i64>().ok()) {
+        return Timestamp { secs, nsec: 0 };
+    }
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    Timestamp { secs: d.as_secs() as i64, nsec: d.subsec_nanos() }
+}
+
+fn random_uuid() -> [u8; 16] {
+    let mut u = [0u8; 16];
+    let ok = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut u)).is_ok();
+    if !ok {
+        // No randomness source: derive from the clock and pid.
+        let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        u[..8].copy_from_slice(&(d.as_nanos() as u64).to_le_bytes());
+        u[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+    }
+    u[6] = (u[6] & 0x0f) | 0x40;
+    u[8] = (u[8] & 0x3f) | 0x80;
+    u
+}
+
+fn sysfs_u32(dev: &str, name: &str) -> Option<u32> {
+    std::fs::read_to_string(format!("/sys/dev/block/{dev}/queue/{name}")).ok()?.trim().parse().ok()
+}
+
+fn block_topology(meta: &std::fs::Metadata) -> DeviceTopology {
+    use std::os::unix::fs::MetadataExt;
+    let rdev = meta.rdev();
+    let dev = format!("{}:{}", rustix::fs::major(rdev), rustix::fs::minor(rdev));
+    let logical = sysfs_u32(&dev, "logical_block_size").unwrap_or(512);
+    DeviceTopology {
+        logical_sector_size: logical,
+        physical_sector_size: sysfs_u32(&dev, "physical_block_size").unwrap_or(logical),
+        stripe_unit: sysfs_u32(&dev, "minimum_io_size").filter(|&v| v > logical).unwrap_or(0),
+        stripe_width: sysfs_u32(&dev, "optimal_io_size").unwrap_or(0),
+    }
+}
+
+/// Geometry for `target` without touching it (used by `-N` and by [`mkfs`]).
+pub fn plan(target: &Path, opts: &MkfsOptions) -> Result<(MkfsGeometry, Option<std::fs::Metadata>), MkfsError> {
+    let meta = match std::fs::metadata(target) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && opts.data_size.is_some() => None,
+        Err(e) => return Err(io_err(&format!("cannot open {}", target.display()), e)),
+    };
+    let (size, kind) = match &meta {
+        Some(m) if m.file_type().is_block_device() => {
+            let f = File::open(target).map_err(|e| io_err(&format!("cannot open {}", target.display()), e))?;
+            let size = crate::dev::FileDevice::open_read_only(target)
+                .map(|d| d.len())
+                .map_err(|e| io_err(&format!("cannot size {}", target.display()), e))?;
+            drop(f);
+            (size, TargetKind::BlockDevice(block_topology(m)))
+        }
+        Some(m) if m.is_file() => (m.len(), TargetKind::File),
+        Some(_) => return Err(MkfsError::Io(format!("{}: not a regular file or block device", target.display()))),
+        None => (0, TargetKind::File),
+    };
+    let mut o = opts.clone();
+    if o.data_name.is_none() {
+        o.data_name = Some(target.display().to_string());
+    }
+    Ok((compute_geometry(&o, size, kind)?, meta))
+}
+
+/// Make an XFS filesystem on `target` (an image file or block device), as
+/// `mkfs.xfs` would with the same options.  A missing image file is created
+/// when `-d size=` is given.  With `-N` nothing is written.
+pub fn mkfs(target: &Path, opts: &MkfsOptions) -> Result<MkfsGeometry, MkfsError> {
+    mkfs_with(target, opts, &WriteOptions::default()).map(|r| r.geometry)
+}
+
+/// [`mkfs`] with a timestamp and progress reporting; returns what it wrote.
+pub fn mkfs_with(target: &Path, opts: &MkfsOptions, w: &WriteOptions<'_>) -> Result<MkfsReport, MkfsError> {
+    let (g, meta) = plan(target, opts)?;
+    if opts.dry_run {
+        return Ok(MkfsReport { geometry: g, uuid: opts.uuid.unwrap_or([0; 16]), stats: IoStats::default() });
+    }
+    let created = meta.is_none();
+    let block_device = meta.as_ref().is_some_and(|m| m.file_type().is_block_device());
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(created)
+        .truncate(false)
+        .open(target)
+        .map_err(|e| io_err(&format!("cannot open {} for writing", target.display()), e))?;
+    let len = if block_device {
+        crate::dev::FileDevice::open_read_only(target).map(|d| d.len()).unwrap_or(0)
+    } else {
+        meta.as_ref().map_or(0, |m| m.len())
+    };
+    let sink = Sink::File { file: &file, block_device };
+    let r = write_fs(&sink, &g, opts, w, len, |need| {
+        if !block_device && len < need {
+            file.set_len(need).map_err(|e| io_err("cannot grow the image file", e))?;
+        }
+        Ok(())
+    });
+    if r.is_err() && created {
+        let _ = std::fs::remove_file(target);
+    }
+    r
+}
+
+/// Make a filesystem on an engine device of `dev.len()` bytes (treated like
+/// an image file).
+pub fn mkfs_device(dev: &dyn Device, opts: &MkfsOptions, w: &WriteOptions<'_>) -> Result<MkfsReport, MkfsError> {
+    let g = compute_geometry(opts, dev.len(), TargetKind::File)?;
+    if opts.dry_run {
+        return Ok(MkfsReport { geometry: g, uuid: opts.uuid.unwrap_or([0; 16]), stats: IoStats::default() });
+    }
+    let len = dev.len();
+    write_fs(&Sink::Device(dev), &g, opts, w, len, |need| {
+        if need > len {
+            return Err(MkfsError::Io(format!("device has {len} bytes, filesystem needs {need}")));
+        }
+        Ok(())
+    })
+}
+
+fn write_fs(
+    sink: &Sink<'_>,
+    g: &MkfsGeometry,
+    opts: &MkfsOptions,
+    w: &WriteOptions<'_>,
+    len: u64,
+    grow: impl FnOnce(u64) -> Result<(), MkfsError>,
+) -> Result<MkfsReport, MkfsError> {
+    let mut stats = IoStats::default();
+    let (sigs, old) = wipe::detect(sink, len).map_err(|e| io_err("cannot read the target", e))?;
+    if !sigs.is_empty() && !opts.force {
+        let what: Vec<String> = sigs.iter().map(|s| format!("{} (at byte {})", s.kind, s.offset)).collect();
+        return Err(MkfsError::Exists(format!(
+            "the target appears to contain an existing filesystem or partition table: {}\n\
+             (use -f to force overwrite)",
+            what.join(", ")
+        )));
+    }
+    let need = g.dblocks << g.blocklog;
+    grow(need)?;
+    let len = len.max(need);
+    let uuid_bytes = opts.uuid.unwrap_or_else(random_uuid);
+    let uuid = Uuid(uuid_bytes);
+    let now = w.timestamp.unwrap_or_else(default_timestamp);
+
+    // Clear: whole-target discard unless -K, then old signatures and the log.
+    let discarded = !opts.no_discard && sink.discard_all(len);
+    if !discarded {
+        if let Some(old) = &old {
+            wipe::zero_old_secondaries(sink, old, len, &mut stats).map_err(|e| io_err("wipe", e))?;
+        }
+        let whack = WHACK_BYTES.min(len);
+        sink.zero_range(0, whack, &mut stats).map_err(|e| io_err("wipe", e))?;
+        sink.zero_range(len - whack, whack, &mut stats).map_err(|e| io_err("wipe", e))?;
+    }
+    let bs = u64::from(g.blocksize);
+    let log_off = writer::daddr(g, g.log_agno, (g.logstart & ((1u64 << g.agblklog) - 1)) as u32) * 512;
+    let log_len = u64::from(g.logblocks) * bs;
+    if !discarded {
+        sink.zero_range(log_off, log_len, &mut stats).map_err(|e| io_err("zeroing the log", e))?;
+    }
+
+    // Root inode chunk and the log record.
+    let mut batch = WriteBatch::default();
+    let root_bno = (g.rootino >> g.inopblog) as u32;
+    batch.push(writer::daddr(g, 0, root_bno) * 512, root_chunk(g, &uuid, now));
+    let lsunit = if g.logsunit > 1 { g.logsunit } else { u32::from(g.logsectsize) };
+    batch.push(log_off, logwriter::first_record(&uuid, lsunit));
+    batch.flush_to(sink, &mut stats).map_err(|e| io_err("write", e))?;
+
+    // AG headers, in parallel batches.
+    let primary = writer::primary_sb(g, &uuid);
+    let fb = writer::FixedBlocks::new(g);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8) as u32;
+    let per_batch = threads * AGS_PER_THREAD;
+    let mut first = 0u32;
+    while first < g.agcount {
+        let last = (first + per_batch).min(g.agcount);
+        let parts: Vec<Vec<(u64, Vec<u8>)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (primary, fb) = (&primary, &fb);
+                    s.spawn(move || {
+                        let mut out = Vec::new();
+                        let mut agno = first + t * AGS_PER_THREAD;
+                        let end = (agno + AGS_PER_THREAD).min(last);
+                        while agno < end {
+                            out.push((writer::daddr(g, agno, 0) * 512, writer::ag_image(g, primary, fb, agno)));
+                            agno += 1;
+                        }
+                        out
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        });
+        let mut n = 0u32;
+        for part in parts {
+            for (off, img) in part {
+                n += 1;
+                batch.push(off, img);
+            }
+        }
+        if n != last - first {
+            return Err(MkfsError::Io("an AG header worker failed".into()));
+        }
+        batch.flush_to(sink, &mut stats).map_err(|e| io_err("writing AG headers", e))?;
+        first = last;
+        if let Some(p) = w.progress {
+            p(u64::from(first), u64::from(g.agcount));
+        }
+    }
+    sink.flush().map_err(|e| io_err("sync", e))?;
+    Ok(MkfsReport { geometry: g.clone(), uuid: uuid_bytes, stats })
+}

@@ -1,0 +1,105 @@
+//! The clean log of a fresh filesystem: the whole log is zero except its first
+//! record, written in cycle 1 at block 0 with head and tail at (1, 0).  The
+//! record holds one operation, an unmount record, so the kernel finds a
+//! cleanly unmounted log and needs no recovery.
+
+use xfs_format::types::Uuid;
+
+const BBSIZE: usize = 512;
+const RECORD_MAGIC: u32 = 0xFEED_BABE;
+/// Size of the cycle data one record header can hold (32 KiB of payload).
+const HEADER_CYCLE_SIZE: usize = 32 * 1024;
+/// Buffer size recorded in `h_size` when the stripe unit is smaller.
+const BIG_RECORD_BSIZE: u32 = 32 * 1024;
+/// Format word for logs written by Linux ("little-endian Linux" format).
+const FMT_LINUX: u32 = 1;
+/// Log version 2.
+const LOG_VERSION_2: u32 = 2;
+/// Transaction id mkfs uses for the unmount record.
+const UNMOUNT_TID: u32 = 0xb0c0_d0d0;
+/// Operation header client id for log-internal operations.
+const CLIENT_LOG: u8 = 0xaa;
+/// Operation header flag: unmount record.
+const OP_UNMOUNT: u8 = 0x20;
+/// Unmount record payload magic (stored in host, i.e. little-endian, order).
+const UNMOUNT_MAGIC: u16 = 0x556e;
+
+// Offsets inside the record header block.
+const H_CYCLE_DATA: usize = 44;
+const H_FMT: usize = 300;
+const H_FS_UUID: usize = 304;
+const H_SIZE: usize = 320;
+
+fn put32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Build the first log record: `sunit` is the log stripe unit in bytes, or
+/// the log sector size when there is none (0 for 512-byte sectors).  The
+/// returned buffer is what goes at the start of the log; the rest is zero.
+pub(crate) fn first_record(uuid: &Uuid, sunit: u32) -> Vec<u8> {
+    let sunit = sunit as usize;
+    let blocks = (sunit / BBSIZE).max(2);
+    let hdrs = if sunit > HEADER_CYCLE_SIZE { sunit.div_ceil(HEADER_CYCLE_SIZE) } else { 1 };
+    let mut buf = vec![0u8; blocks.max(hdrs + 1) * BBSIZE];
+    let cycle: u32 = 1;
+    let lsn: u64 = u64::from(cycle) << 32;
+    {
+        let h = &mut buf[..BBSIZE];
+        put32(h, 0, RECORD_MAGIC);
+        put32(h, 4, cycle);
+        put32(h, 8, LOG_VERSION_2);
+        put32(h, 12, ((2 * BBSIZE).max(sunit) - hdrs * BBSIZE) as u32);
+        h[16..24].copy_from_slice(&lsn.to_be_bytes());
+        h[24..32].copy_from_slice(&lsn.to_be_bytes());
+        // h_crc stays zero, as mkfs leaves it.
+        put32(h, 36, u32::MAX); // h_prev_block
+        put32(h, 40, 1); // h_num_logops
+        put32(h, H_FMT, FMT_LINUX);
+        h[H_FS_UUID..H_FS_UUID + 16].copy_from_slice(&uuid.0);
+        put32(h, H_SIZE, (sunit as u32).max(BIG_RECORD_BSIZE));
+    }
+    // Extended headers carry only the cycle.
+    for i in 1..hdrs {
+        put32(&mut buf[i * BBSIZE..], 0, cycle);
+    }
+    // The unmount record: operation header then payload; its first word
+    // moves to the header's cycle data and is replaced by the cycle.
+    let u = hdrs * BBSIZE;
+    put32(&mut buf[u..], 4, 8); // oh_len
+    buf[u + 8] = CLIENT_LOG;
+    buf[u + 9] = OP_UNMOUNT;
+    buf[u + 12..u + 14].copy_from_slice(&UNMOUNT_MAGIC.to_le_bytes());
+    put32(&mut buf, H_CYCLE_DATA, UNMOUNT_TID);
+    put32(&mut buf[u..], 0, cycle);
+    // Remaining blocks of the record: zero, stamped with the cycle.
+    let total = buf.len() / BBSIZE;
+    for i in hdrs + 1..total {
+        put32(&mut buf[i * BBSIZE..], 0, cycle);
+    }
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_record() {
+        let b = first_record(&Uuid([7; 16]), 0);
+        assert_eq!(b.len(), 1024);
+        assert_eq!(&b[..4], &[0xfe, 0xed, 0xba, 0xbe]);
+        assert_eq!(&b[12..16], &512u32.to_be_bytes());
+        assert_eq!(&b[512..520], &[0, 0, 0, 1, 0, 0, 0, 8]);
+        assert_eq!(&b[44..48], &[0xb0, 0xc0, 0xd0, 0xd0]);
+    }
+
+    #[test]
+    fn striped_record() {
+        let b = first_record(&Uuid([7; 16]), 256 * 1024);
+        assert_eq!(b.len(), 256 * 1024);
+        // 8 headers, then the unmount record.
+        assert_eq!(&b[8 * 512 + 4..8 * 512 + 8], &8u32.to_be_bytes());
+        assert_eq!(&b[320..324], &(256u32 * 1024).to_be_bytes());
+    }
+}
