@@ -11,7 +11,17 @@ use std::process::ExitCode;
 /// A userspace engine for XFS filesystems: make, build, inspect, mount, scan
 /// and check XFS images without root or a kernel driver.
 #[derive(Parser)]
-#[command(name = "xfskit", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "xfskit",
+    version,
+    about = "Make, inspect, mount, scan and extract XFS filesystems in userspace",
+    long_about = "xfskit reads and writes the XFS v5 on-disk format without the kernel: make \
+filesystems (mkfs), inspect images (info, ls, cat, stat), copy files out (extract), \
+mount them through FUSE (mount) and scan every inode in parallel (bulkstat).\n\n\
+Exit codes: 0 success; 1 not found, or problems found; 2 usage error; \
+3 unsupported filesystem or dirty log; 4 I/O error; 5 corrupt metadata.",
+    propagate_version = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
