@@ -4,6 +4,8 @@
 //! 1. The library walk (`xfskit::walk`) against a read-only loop mount.
 //! 2. `xfskit extract` into a scratch XFS filesystem, walked by the host,
 //!    against the same loop mount (access times are not compared).
+//! 3. `xfskit mount --read-only`, walked by the host, against the same loop
+//!    mount; then SIGTERM must unmount it and exit 0.
 //!
 //! Both need root for the loop mounts; without root they print SKIP, and
 //! only the check that needs no mount runs: the library walk's per-kind
@@ -150,8 +152,8 @@ fn library_walk_counts_match_fixture_records() {
 }
 
 #[test]
-fn library_walk_and_extract_match_kernel() {
-    if !require_root("library_walk_and_extract_match_kernel") {
+fn library_walk_extract_and_fuse_match_kernel() {
+    if !require_root("library_walk_extract_and_fuse_match_kernel") {
         return;
     }
     let tmp = TempDir::new("xfskit-diff");
@@ -183,8 +185,81 @@ fn library_walk_and_extract_match_kernel() {
             report(&name, "extract vs kernel", &diff_walks(&extracted, &kernel), &mut failures);
         }
         let _ = std::fs::remove_dir_all(&dest);
+
+        let fmnt = tmp.path().join(format!("{name}.fuse"));
+        match FuseMount::new(&img, &fmnt) {
+            Ok(f) => {
+                let fused = walk_host(&fmnt);
+                report(&name, "FUSE mount vs kernel", &diff_walks(&fused, &kernel), &mut failures);
+                if let Err(e) = f.stop() {
+                    failures.push(format!("{name}: FUSE unmount: {e}"));
+                }
+            }
+            Err(e) => failures.push(format!("{name}: xfskit mount: {e}")),
+        }
         std::fs::remove_file(&img).ok();
         println!("{name}: {} entries compared", kernel.len());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let want = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    mounts.lines().any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
+}
+
+/// `xfskit mount --read-only` running in the background.
+struct FuseMount {
+    child: Option<std::process::Child>,
+    dir: std::path::PathBuf,
+}
+
+impl FuseMount {
+    fn new(img: &Path, dir: &Path) -> Result<FuseMount, String> {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let child = Command::new(env!("CARGO_BIN_EXE_xfskit"))
+            .args(["mount", "--read-only"])
+            .arg(img)
+            .arg(dir)
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let mut m = FuseMount { child: Some(child), dir: dir.to_path_buf() };
+        let t0 = std::time::Instant::now();
+        while !is_mounted(dir) {
+            if t0.elapsed() > std::time::Duration::from_secs(20) {
+                return Err("the FUSE mount did not appear within 20 s".into());
+            }
+            if let Some(st) = m.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                return Err(format!("xfskit mount exited early: {st}"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Ok(m)
+    }
+
+    /// SIGTERM, then expect a clean exit and the mount gone.
+    fn stop(mut self) -> Result<(), String> {
+        let mut child = self.child.take().ok_or("no child")?;
+        Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().map_err(|e| e.to_string())?;
+        let st = child.wait().map_err(|e| e.to_string())?;
+        if !st.success() {
+            return Err(format!("xfskit mount exited with {st}"));
+        }
+        if is_mounted(&self.dir) {
+            return Err("still mounted after SIGTERM".into());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FuseMount {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
