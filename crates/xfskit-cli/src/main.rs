@@ -33,6 +33,8 @@ enum Command {
     Mount(cmd::mount::Args),
     /// Scan every allocated inode, one thread per AG.
     Bulkstat(cmd::bulkstat::Args),
+    /// Check an unmounted image for consistency, like `xfs_repair -n`.
+    Check(cmd::check::Args),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
         Command::Extract(a) => cmd::extract::run(a),
         Command::Mount(a) => cmd::mount::run(a),
         Command::Bulkstat(a) => cmd::bulkstat::run(a),
+        Command::Check(a) => cmd::check::run(a),
     };
     match r {
         Ok(code) => code,
