@@ -31,12 +31,19 @@ fn populate(mnt: &Path) {
     write_fragmented(&p("frag"), 400, 4096);
     let big = "v".repeat(3000);
     for f in ["a/data", "frag", "blk"] {
-        let st = Command::new("setfattr").args(["-n", "user.big", "-v", &big]).arg(p(f)).status().expect("setfattr");
+        let st = Command::new("setfattr")
+            .args(["-n", "user.big", "-v", &big])
+            .arg(p(f))
+            .status()
+            .expect("setfattr");
         assert!(st.success());
     }
     for i in 0..40 {
-        let st =
-            Command::new("setfattr").args(["-n", &format!("user.k{i}"), "-v", "x"]).arg(p("a/b/c")).status().expect("setfattr");
+        let st = Command::new("setfattr")
+            .args(["-n", &format!("user.k{i}"), "-v", "x"])
+            .arg(p("a/b/c"))
+            .status()
+            .expect("setfattr");
         assert!(st.success());
     }
     // Free some inodes so chunks have free slots after used ones.
@@ -47,12 +54,26 @@ fn populate(mnt: &Path) {
 
 fn run_check(img: &Path) -> CheckReport {
     let fs = Fs::open(img, &OpenOptions::default()).expect("open");
-    check(&fs, &CheckOptions { threads: 4, progress: None }).expect("check runs")
+    check(
+        &fs,
+        &CheckOptions {
+            threads: 4,
+            progress: None,
+        },
+    )
+    .expect("check runs")
 }
 
 fn repair_n(img: &Path) -> (bool, String) {
-    let o = Command::new("xfs_repair").arg("-n").arg(img).output().expect("xfs_repair");
-    (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+    let o = Command::new("xfs_repair")
+        .arg("-n")
+        .arg(img)
+        .output()
+        .expect("xfs_repair");
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+    )
 }
 
 fn show(r: &CheckReport) -> String {
@@ -64,13 +85,21 @@ fn clean_images_have_no_problems() {
     if !can_mount("clean_images_have_no_problems") {
         return;
     }
-    let sets: [&[&str]; 3] = [&[], &["-m", "finobt=0,reflink=0", "-i", "sparse=0"], &["-b", "size=1024", "-m", "rmapbt=1", "-n", "size=8192"]];
+    let sets: [&[&str]; 3] = [
+        &[],
+        &["-m", "finobt=0,reflink=0", "-i", "sparse=0"],
+        &["-b", "size=1024", "-m", "rmapbt=1", "-n", "size=8192"],
+    ];
     for args in sets {
         let s = Scratch::new("check-clean");
         let img = make_image(&s, args, populate);
         let r = run_check(&img);
         assert!(r.is_clean(), "mkfs {args:?}: problems:\n{}", show(&r));
-        assert!(r.stats.inodes > 300 && r.stats.directories >= 6, "{:?}", r.stats);
+        assert!(
+            r.stats.inodes > 300 && r.stats.directories >= 6,
+            "{:?}",
+            r.stats
+        );
         let (ok, out) = repair_n(&img);
         assert!(ok, "xfs_repair -n not clean for {args:?}:\n{out}");
     }
@@ -84,7 +113,10 @@ fn rd(img: &Path, off: u64, len: usize) -> Vec<u8> {
 }
 
 fn wr(img: &Path, off: u64, b: &[u8]) {
-    let f = std::fs::OpenOptions::new().write(true).open(img).expect("open rw");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(img)
+        .expect("open rw");
     f.write_all_at(b, off).expect("write");
 }
 
@@ -120,7 +152,9 @@ fn corrupt(img: &Path, name: &str) {
         let mut ino = geo.root_ino;
         for c in path.split('/') {
             let d = fs.inode(ino).expect("dir");
-            ino = xfskit::dir::lookup(&fs, &d, c.as_bytes()).expect("lookup").expect("exists");
+            ino = xfskit::dir::lookup(&fs, &d, c.as_bytes())
+                .expect("lookup")
+                .expect("exists");
         }
         ino
     };
@@ -150,10 +184,16 @@ fn corrupt(img: &Path, name: &str) {
         }
         "nlink" => {
             let ino = lookup("a/data");
-            patch(img, geo.ino_to_bytes(ino), geo.inode_size as usize, Some(100), |b| {
-                let v = be32(b, 16) + 1;
-                b[16..20].copy_from_slice(&v.to_be_bytes());
-            });
+            patch(
+                img,
+                geo.ino_to_bytes(ino),
+                geo.inode_size as usize,
+                Some(100),
+                |b| {
+                    let v = be32(b, 16) + 1;
+                    b[16..20].copy_from_slice(&v.to_be_bytes());
+                },
+            );
         }
         "dirent_free" => {
             let dir = fs.inode(lookup("blk")).expect("dir");
@@ -173,7 +213,11 @@ fn corrupt(img: &Path, name: &str) {
             patch(img, off, dbs, Some(4), |b| {
                 let pos = (64..dbs - 4)
                     .step_by(8)
-                    .find(|&o| be32(b, o + 4) as u64 == target.0 && b[o + 8] == 2 && &b[o + 9..o + 11] == b"f7")
+                    .find(|&o| {
+                        be32(b, o + 4) as u64 == target.0
+                            && b[o + 8] == 2
+                            && &b[o + 9..o + 11] == b"f7"
+                    })
                     .expect("entry f7 in block 0");
                 b[pos..pos + 8].copy_from_slice(&free.0.to_be_bytes());
             });
@@ -198,16 +242,39 @@ fn corruptions_are_found() {
     let img = make_image(&s, &[], populate);
     assert!(run_check(&img).is_clean());
     let cases = [
-        Case { name: "inobt_crc", expect: "inobt block" },
-        Case { name: "agf_freeblks", expect: "agf_freeblks" },
-        Case { name: "bnobt_crosslink", expect: "cross-linked" },
-        Case { name: "nlink", expect: "nlink" },
-        Case { name: "dirent_free", expect: "free or invalid" },
-        Case { name: "sb_counters", expect: "sb_icount" },
+        Case {
+            name: "inobt_crc",
+            expect: "inobt block",
+        },
+        Case {
+            name: "agf_freeblks",
+            expect: "agf_freeblks",
+        },
+        Case {
+            name: "bnobt_crosslink",
+            expect: "cross-linked",
+        },
+        Case {
+            name: "nlink",
+            expect: "nlink",
+        },
+        Case {
+            name: "dirent_free",
+            expect: "free or invalid",
+        },
+        Case {
+            name: "sb_counters",
+            expect: "sb_icount",
+        },
     ];
     for c in cases {
         let copy: PathBuf = s.0.join(format!("{}.img", c.name));
-        let st = Command::new("cp").arg("--sparse=always").arg(&img).arg(&copy).status().expect("cp");
+        let st = Command::new("cp")
+            .arg("--sparse=always")
+            .arg(&img)
+            .arg(&copy)
+            .status()
+            .expect("cp");
         assert!(st.success());
         corrupt(&copy, c.name);
         let (ok, out) = repair_n(&copy);
@@ -215,13 +282,18 @@ fn corruptions_are_found() {
         let r = run_check(&copy);
         assert!(!r.is_clean(), "{}: check found nothing", c.name);
         assert!(
-            r.problems.iter().any(|p| p.what.contains(c.expect) || p.detail.contains(c.expect)),
+            r.problems
+                .iter()
+                .any(|p| p.what.contains(c.expect) || p.detail.contains(c.expect)),
             "{}: no problem mentions {:?}:\n{}",
             c.name,
             c.expect,
             show(&r)
         );
-        println!("{}: {} problem(s), first: {}", c.name, r.stats.problems_total, r.problems[0]);
+        println!(
+            "{}: {} problem(s), first: {}",
+            c.name, r.stats.problems_total, r.problems[0]
+        );
         let _ = std::fs::remove_file(&copy);
     }
 }

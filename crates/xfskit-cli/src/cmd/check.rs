@@ -29,7 +29,10 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let progress = |pass: &str, done: u32, total: u32| {
         eprint!("\r\x1b[K{pass}: AG {done}/{total}");
     };
-    let opts = CheckOptions { threads: args.threads, progress: if tty { Some(&progress) } else { None } };
+    let opts = CheckOptions {
+        threads: args.threads,
+        progress: if tty { Some(&progress) } else { None },
+    };
     let t0 = Instant::now();
     let report = check(&fs, &opts)?;
     if tty {
@@ -58,7 +61,10 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             println!("{}: {}: {}", p.what, p.location, p.detail);
         }
         if s.problems_total > report.problems.len() as u64 {
-            println!("... and {} more problems", s.problems_total - report.problems.len() as u64);
+            println!(
+                "... and {} more problems",
+                s.problems_total - report.problems.len() as u64
+            );
         }
         println!(
             "checked {} AGs, {} btree blocks, {} inode chunks, {} inodes, {} directories ({} entries) in {:.2}s: {}",

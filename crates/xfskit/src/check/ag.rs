@@ -54,11 +54,19 @@ fn be32(b: &[u8], o: usize) -> u32 {
     u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }
 
-fn read_hdr(ctx: &Ctx<'_>, agno: u32, sector: u64, v: &Verifier<'_>) -> Option<std::sync::Arc<[u8]>> {
+fn read_hdr(
+    ctx: &Ctx<'_>,
+    agno: u32,
+    sector: u64,
+    v: &Verifier<'_>,
+) -> Option<std::sync::Arc<[u8]>> {
     let geo = ctx.fs.geometry();
     let ag0 = geo.agb_to_daddr(AgNumber(agno), crate::geometry::AgBlock(0));
     let spd = u64::from(geo.sect_size >> 9);
-    match ctx.fs.read_meta(Daddr(ag0.0 + sector * spd), geo.sect_size, v) {
+    match ctx
+        .fs
+        .read_meta(Daddr(ag0.0 + sector * spd), geo.sect_size, v)
+    {
         Ok(b) => Some(b),
         Err(e) => {
             ctx.sink.error(e);
@@ -74,11 +82,27 @@ pub(crate) fn check_ag(ctx: &Ctx<'_>, agno: u32) -> AgHeads {
     // AG headers: the sectors of sb, AGF, AGI, AGFL, in whole blocks.
     let hdr_blocks = ((4 * u64::from(geo.sect_size)).div_ceil(u64::from(geo.block_size))) as u32;
     let at = |agbno: u32| move || Location::AgBlock { agno, agbno };
-    ctx.map.claim(&ctx.sink, agno, 0, u64::from(hdr_blocks), Use::Header, "AG headers", &at(0));
+    ctx.map.claim(
+        &ctx.sink,
+        agno,
+        0,
+        u64::from(hdr_blocks),
+        Use::Header,
+        "AG headers",
+        &at(0),
+    );
     if geo.log_start.0 != 0 {
         let (lag, lbno) = geo.fsb_split(geo.log_start);
         if lag.0 == agno {
-            ctx.map.claim(&ctx.sink, agno, lbno.0, u64::from(geo.log_blocks), Use::Log, "log", &at(lbno.0));
+            ctx.map.claim(
+                &ctx.sink,
+                agno,
+                lbno.0,
+                u64::from(geo.log_blocks),
+                Use::Log,
+                "log",
+                &at(lbno.0),
+            );
         }
     }
     if let Some(b) = read_hdr(ctx, agno, xag::XFS_AGF_SECTOR, &Verifier::Agf { agno }) {
@@ -103,35 +127,65 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
     let mut bno: Vec<(u32, u32)> = Vec::new();
     let aglen = geo.ag_len(AgNumber(agno));
     let mut last_end = 0u64;
-    let bno_blocks = walk_short(ctx, agno, xbt::XFS_ABTB_CRC_MAGIC, agf.agf_bno_root.get(), agf.agf_bno_level.get(), &mut |r, blk| {
-        let (s, l) = (be32(r, 0), be32(r, 4));
-        let bad = |d: String| ctx.sink.add("bnobt block", Location::AgBlock { agno, agbno: blk }, d);
-        if l == 0 || u64::from(s) + u64::from(l) > u64::from(aglen) {
-            return bad(format!("free extent {s}+{l} is outside the AG"));
-        }
-        if u64::from(s) < last_end {
-            bad(format!("free extent {s}+{l} is out of order or overlaps the one ending at {last_end}"));
-        }
-        last_end = last_end.max(u64::from(s) + u64::from(l));
-        bno.push((s, l));
-    });
+    let bno_blocks = walk_short(
+        ctx,
+        agno,
+        xbt::XFS_ABTB_CRC_MAGIC,
+        agf.agf_bno_root.get(),
+        agf.agf_bno_level.get(),
+        &mut |r, blk| {
+            let (s, l) = (be32(r, 0), be32(r, 4));
+            let bad = |d: String| {
+                ctx.sink
+                    .add("bnobt block", Location::AgBlock { agno, agbno: blk }, d)
+            };
+            if l == 0 || u64::from(s) + u64::from(l) > u64::from(aglen) {
+                return bad(format!("free extent {s}+{l} is outside the AG"));
+            }
+            if u64::from(s) < last_end {
+                bad(format!(
+                    "free extent {s}+{l} is out of order or overlaps the one ending at {last_end}"
+                ));
+            }
+            last_end = last_end.max(u64::from(s) + u64::from(l));
+            bno.push((s, l));
+        },
+    );
     // cntbt: records by (length, start).
     let mut cnt: Vec<(u32, u32)> = Vec::new();
     let mut last: Option<(u32, u32)> = None;
-    let cnt_blocks = walk_short(ctx, agno, xbt::XFS_ABTC_CRC_MAGIC, agf.agf_cnt_root.get(), agf.agf_cnt_level.get(), &mut |r, blk| {
-        let (s, l) = (be32(r, 0), be32(r, 4));
-        let bad = |d: String| ctx.sink.add("cntbt block", Location::AgBlock { agno, agbno: blk }, d);
-        if l == 0 || u64::from(s) + u64::from(l) > u64::from(aglen) {
-            return bad(format!("free extent {s}+{l} is outside the AG"));
-        }
-        if last.is_some_and(|p| p >= (l, s)) {
-            bad(format!("free extent {s}+{l} is out of order"));
-        }
-        last = Some((l, s));
-        cnt.push((s, l));
-    });
+    let cnt_blocks = walk_short(
+        ctx,
+        agno,
+        xbt::XFS_ABTC_CRC_MAGIC,
+        agf.agf_cnt_root.get(),
+        agf.agf_cnt_level.get(),
+        &mut |r, blk| {
+            let (s, l) = (be32(r, 0), be32(r, 4));
+            let bad = |d: String| {
+                ctx.sink
+                    .add("cntbt block", Location::AgBlock { agno, agbno: blk }, d)
+            };
+            if l == 0 || u64::from(s) + u64::from(l) > u64::from(aglen) {
+                return bad(format!("free extent {s}+{l} is outside the AG"));
+            }
+            if last.is_some_and(|p| p >= (l, s)) {
+                bad(format!("free extent {s}+{l} is out of order"));
+            }
+            last = Some((l, s));
+            cnt.push((s, l));
+        },
+    );
     for &(s, l) in &bno {
-        ctx.map.claim(&ctx.sink, agno, s, u64::from(l), Use::Free, "bnobt record", &|| Location::AgBlock { agno, agbno: s });
+        ctx.map.claim(
+            &ctx.sink,
+            agno,
+            s,
+            u64::from(l),
+            Use::Free,
+            "bnobt record",
+            &|| Location::AgBlock { agno, agbno: s },
+        );
     }
     let free: u64 = cnt.iter().map(|&(_, l)| u64::from(l)).sum();
     let longest = cnt.iter().map(|&(_, l)| l).max().unwrap_or(0);
@@ -147,42 +201,90 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
         );
     }
     if u64::from(agf.agf_freeblks.get()) != free {
-        ctx.sink.add("AGF", loc(), format!("agf_freeblks {}, counted {free}", agf.agf_freeblks.get()));
+        ctx.sink.add(
+            "AGF",
+            loc(),
+            format!("agf_freeblks {}, counted {free}", agf.agf_freeblks.get()),
+        );
     }
     if agf.agf_longest.get() != longest {
-        ctx.sink.add("AGF", loc(), format!("agf_longest {}, counted {longest}", agf.agf_longest.get()));
+        ctx.sink.add(
+            "AGF",
+            loc(),
+            format!("agf_longest {}, counted {longest}", agf.agf_longest.get()),
+        );
     }
     heads.freeblks = free;
     let mut btreeblks = bno_blocks.saturating_sub(1) + cnt_blocks.saturating_sub(1);
 
     if geo.features.rmapbt {
-        let n = walk_short(ctx, agno, xbt::XFS_RMAP_CRC_MAGIC, agf.agf_rmap_root.get(), agf.agf_rmap_level.get(), &mut |_, _| {});
+        let n = walk_short(
+            ctx,
+            agno,
+            xbt::XFS_RMAP_CRC_MAGIC,
+            agf.agf_rmap_root.get(),
+            agf.agf_rmap_level.get(),
+            &mut |_, _| {},
+        );
         btreeblks += n.saturating_sub(1);
         if u64::from(agf.agf_rmap_blocks.get()) != n {
-            ctx.sink.add("AGF", loc(), format!("agf_rmap_blocks {}, counted {n}", agf.agf_rmap_blocks.get()));
+            ctx.sink.add(
+                "AGF",
+                loc(),
+                format!("agf_rmap_blocks {}, counted {n}", agf.agf_rmap_blocks.get()),
+            );
         }
     }
     if geo.features.reflink {
         let mut shared = Vec::new();
         let mut cow = Vec::new();
-        let n = walk_short(ctx, agno, xbt::XFS_REFC_CRC_MAGIC, agf.agf_refcount_root.get(), agf.agf_refcount_level.get(), &mut |r, _| {
-            let (s, l, rc) = (be32(r, 0), be32(r, 4), be32(r, 8));
-            if s & (1 << 31) != 0 {
-                cow.push((s & !(1 << 31), l));
-            } else if rc > 1 {
-                shared.push((s, l));
-            }
-        });
+        let n = walk_short(
+            ctx,
+            agno,
+            xbt::XFS_REFC_CRC_MAGIC,
+            agf.agf_refcount_root.get(),
+            agf.agf_refcount_level.get(),
+            &mut |r, _| {
+                let (s, l, rc) = (be32(r, 0), be32(r, 4), be32(r, 8));
+                if s & (1 << 31) != 0 {
+                    cow.push((s & !(1 << 31), l));
+                } else if rc > 1 {
+                    shared.push((s, l));
+                }
+            },
+        );
         for (s, l) in cow {
-            ctx.map.claim(&ctx.sink, agno, s, u64::from(l), Use::Cow, "refcountbt record", &|| Location::AgBlock { agno, agbno: s });
+            ctx.map.claim(
+                &ctx.sink,
+                agno,
+                s,
+                u64::from(l),
+                Use::Cow,
+                "refcountbt record",
+                &|| Location::AgBlock { agno, agbno: s },
+            );
         }
         ctx.map.set_shared(agno, shared);
         if u64::from(agf.agf_refcount_blocks.get()) != n {
-            ctx.sink.add("AGF", loc(), format!("agf_refcount_blocks {}, counted {n}", agf.agf_refcount_blocks.get()));
+            ctx.sink.add(
+                "AGF",
+                loc(),
+                format!(
+                    "agf_refcount_blocks {}, counted {n}",
+                    agf.agf_refcount_blocks.get()
+                ),
+            );
         }
     }
     if u64::from(agf.agf_btreeblks.get()) != btreeblks {
-        ctx.sink.add("AGF", loc(), format!("agf_btreeblks {}, counted {btreeblks}", agf.agf_btreeblks.get()));
+        ctx.sink.add(
+            "AGF",
+            loc(),
+            format!(
+                "agf_btreeblks {}, counted {btreeblks}",
+                agf.agf_btreeblks.get()
+            ),
+        );
     }
     heads.btreeblks = btreeblks;
 }
@@ -190,26 +292,44 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
 fn check_agfl(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
     let geo = ctx.fs.geometry();
     let size = xag::agfl_size(geo.sect_size as usize) as u32;
-    let (first, last, count) = (agf.agf_flfirst.get(), agf.agf_fllast.get(), agf.agf_flcount.get());
+    let (first, last, count) = (
+        agf.agf_flfirst.get(),
+        agf.agf_fllast.get(),
+        agf.agf_flcount.get(),
+    );
     let loc = || Location::Other(format!("AG {agno} AGF"));
     if first >= size || last >= size || count > size {
-        ctx.sink.add("AGF", loc(), format!("free list first {first}, last {last}, count {count} (list size {size})"));
+        ctx.sink.add(
+            "AGF",
+            loc(),
+            format!("free list first {first}, last {last}, count {count} (list size {size})"),
+        );
         return;
     }
     if count > 0 && (last + size - first) % size + 1 != count {
-        ctx.sink.add("AGF", loc(), format!("free list from {first} to {last} does not hold {count} entries"));
+        ctx.sink.add(
+            "AGF",
+            loc(),
+            format!("free list from {first} to {last} does not hold {count} entries"),
+        );
     }
-    let Some(b) = read_hdr(ctx, agno, xag::XFS_AGFL_SECTOR, &Verifier::Agfl { agno }) else { return };
+    let Some(b) = read_hdr(ctx, agno, xag::XFS_AGFL_SECTOR, &Verifier::Agfl { agno }) else {
+        return;
+    };
     let aglen = geo.ag_len(AgNumber(agno));
     for k in 0..count {
         let idx = ((first + k) % size) as usize;
-        let Some(bno) = xag::agfl_entry(&b, idx) else { break };
+        let Some(bno) = xag::agfl_entry(&b, idx) else {
+            break;
+        };
         let at = move || Location::Other(format!("AG {agno} AGFL entry {idx}"));
         if bno >= aglen {
-            ctx.sink.add("AGFL", at(), format!("block {bno} is outside the AG"));
+            ctx.sink
+                .add("AGFL", at(), format!("block {bno} is outside the AG"));
             continue;
         }
-        ctx.map.claim(&ctx.sink, agno, bno, 1, Use::Agfl, "AGFL", &at);
+        ctx.map
+            .claim(&ctx.sink, agno, bno, 1, Use::Agfl, "AGFL", &at);
     }
     heads.flcount = u64::from(count);
 }
@@ -219,38 +339,74 @@ fn decode_inobt(geo: &Geometry, r: &[u8]) -> Chunk {
     let free = u64::from_be_bytes(r[8..16].try_into().unwrap_or([0; 8]));
     if geo.features.sparse_inodes {
         let holemask = u16::from_be_bytes([r[4], r[5]]);
-        Chunk { startino, holemask, count: u32::from(r[6]), freecount: u32::from(r[7]), free }
+        Chunk {
+            startino,
+            holemask,
+            count: u32::from(r[6]),
+            freecount: u32::from(r[7]),
+            free,
+        }
     } else {
-        Chunk { startino, holemask: 0, count: 64, freecount: be32(r, 4), free }
+        Chunk {
+            startino,
+            holemask: 0,
+            count: 64,
+            freecount: be32(r, 4),
+            free,
+        }
     }
 }
 
 /// Walks an inode btree, checking each record; returns (records, blocks).
 fn walk_inobt(ctx: &Ctx<'_>, agno: u32, magic: u32, root: u32, levels: u32) -> (Vec<Chunk>, u64) {
     let geo = ctx.fs.geometry();
-    let what = if magic == xbt::XFS_FIBT_CRC_MAGIC { "finobt block" } else { "inobt block" };
+    let what = if magic == xbt::XFS_FIBT_CRC_MAGIC {
+        "finobt block"
+    } else {
+        "inobt block"
+    };
     let aglen = u64::from(geo.ag_len(AgNumber(agno)));
     let mut out: Vec<Chunk> = Vec::new();
     let blocks = walk_short(ctx, agno, magic, root, levels, &mut |r, blk| {
         let c = decode_inobt(geo, r);
-        let bad = |d: String| ctx.sink.add(what, Location::AgBlock { agno, agbno: blk }, d);
+        let bad = |d: String| {
+            ctx.sink
+                .add(what, Location::AgBlock { agno, agbno: blk }, d)
+        };
         let first_blk = u64::from(c.startino) >> geo.inopb_log;
         let last_blk = (u64::from(c.startino) + 63) >> geo.inopb_log;
-        if c.startino % geo.inodes_per_block.min(64) != 0 || last_blk >= aglen || first_blk == 0 {
-            return bad(format!("inode chunk at AG inode {} is misaligned or outside the AG", c.startino));
+        if !c.startino.is_multiple_of(geo.inodes_per_block.min(64))
+            || last_blk >= aglen
+            || first_blk == 0
+        {
+            return bad(format!(
+                "inode chunk at AG inode {} is misaligned or outside the AG",
+                c.startino
+            ));
         }
         if let Some(p) = out.last() {
             if c.startino < p.startino + 64 {
-                bad(format!("record for AG inode {} is out of order or overlaps {}", c.startino, p.startino));
+                bad(format!(
+                    "record for AG inode {} is out of order or overlaps {}",
+                    c.startino, p.startino
+                ));
             }
         }
-        let holes: u64 = (0..64u32).filter(|&i| c.is_hole(i)).fold(0, |m, i| m | (1 << i));
+        let holes: u64 = (0..64u32)
+            .filter(|&i| c.is_hole(i))
+            .fold(0, |m, i| m | (1 << i));
         let want_count = 64 - holes.count_ones();
         let want_free = (c.free & !holes).count_ones();
         if c.count != want_count {
-            bad(format!("chunk {} counts {} inodes, its hole mask leaves {want_count}", c.startino, c.count));
+            bad(format!(
+                "chunk {} counts {} inodes, its hole mask leaves {want_count}",
+                c.startino, c.count
+            ));
         } else if c.freecount != want_free {
-            bad(format!("chunk {} free count {}, its free mask has {want_free}", c.startino, c.freecount));
+            bad(format!(
+                "chunk {} free count {}, its free mask has {want_free}",
+                c.startino, c.freecount
+            ));
         } else if c.free & holes != holes {
             bad(format!("chunk {} has holes not marked free", c.startino));
         } else {
@@ -263,19 +419,40 @@ fn walk_inobt(ctx: &Ctx<'_>, agno: u32, magic: u32, root: u32, levels: u32) -> (
 fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
     let geo = ctx.fs.geometry();
     let loc = || Location::Other(format!("AG {agno} AGI"));
-    let (chunks, iblocks) = walk_inobt(ctx, agno, xbt::XFS_IBT_CRC_MAGIC, agi.agi_root.get(), agi.agi_level.get());
+    let (chunks, iblocks) = walk_inobt(
+        ctx,
+        agno,
+        xbt::XFS_IBT_CRC_MAGIC,
+        agi.agi_root.get(),
+        agi.agi_level.get(),
+    );
     let icount: u64 = chunks.iter().map(|c| u64::from(c.count)).sum();
     let ifree: u64 = chunks.iter().map(|c| u64::from(c.freecount)).sum();
-    ctx.counters.inode_chunks.fetch_add(chunks.len() as u64, Ordering::Relaxed);
+    ctx.counters
+        .inode_chunks
+        .fetch_add(chunks.len() as u64, Ordering::Relaxed);
     if u64::from(agi.agi_count.get()) != icount {
-        ctx.sink.add("AGI", loc(), format!("agi_count {}, counted {icount}", agi.agi_count.get()));
+        ctx.sink.add(
+            "AGI",
+            loc(),
+            format!("agi_count {}, counted {icount}", agi.agi_count.get()),
+        );
     }
     if u64::from(agi.agi_freecount.get()) != ifree {
-        ctx.sink.add("AGI", loc(), format!("agi_freecount {}, counted {ifree}", agi.agi_freecount.get()));
+        ctx.sink.add(
+            "AGI",
+            loc(),
+            format!("agi_freecount {}, counted {ifree}", agi.agi_freecount.get()),
+        );
     }
     if geo.features.finobt {
-        let (fchunks, fblocks) =
-            walk_inobt(ctx, agno, xbt::XFS_FIBT_CRC_MAGIC, agi.agi_free_root.get(), agi.agi_free_level.get());
+        let (fchunks, fblocks) = walk_inobt(
+            ctx,
+            agno,
+            xbt::XFS_FIBT_CRC_MAGIC,
+            agi.agi_free_root.get(),
+            agi.agi_free_level.get(),
+        );
         let want: Vec<Chunk> = chunks.iter().copied().filter(|c| c.freecount > 0).collect();
         if fchunks != want {
             let missing = want.iter().filter(|c| !fchunks.contains(c)).count();
@@ -287,15 +464,30 @@ fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
             );
         }
         if geo.features.inobtcnt && u64::from(agi.agi_fblocks.get()) != fblocks {
-            ctx.sink.add("AGI", loc(), format!("agi_fblocks {}, counted {fblocks}", agi.agi_fblocks.get()));
+            ctx.sink.add(
+                "AGI",
+                loc(),
+                format!("agi_fblocks {}, counted {fblocks}", agi.agi_fblocks.get()),
+            );
         }
     }
     if geo.features.inobtcnt && u64::from(agi.agi_iblocks.get()) != iblocks {
-        ctx.sink.add("AGI", loc(), format!("agi_iblocks {}, counted {iblocks}", agi.agi_iblocks.get()));
+        ctx.sink.add(
+            "AGI",
+            loc(),
+            format!("agi_iblocks {}, counted {iblocks}", agi.agi_iblocks.get()),
+        );
     }
     for (i, b) in agi.agi_unlinked.iter().enumerate() {
         if b.get() != u32::MAX {
-            ctx.sink.add("AGI", loc(), format!("unlinked bucket {i} is not empty (inode {}): unlinked inodes remain", b.get()));
+            ctx.sink.add(
+                "AGI",
+                loc(),
+                format!(
+                    "unlinked bucket {i} is not empty (inode {}): unlinked inodes remain",
+                    b.get()
+                ),
+            );
         }
     }
     // Claim the chunks' blocks (only blocks holding non-hole inodes).
@@ -314,7 +506,10 @@ fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
                 // Two chunks share this block; the first one claims it.
                 continue;
             }
-            ctx.map.claim(&ctx.sink, agno, b, 1, Use::Inodes, "inode chunk", &|| Location::AgBlock { agno, agbno: b });
+            ctx.map
+                .claim(&ctx.sink, agno, b, 1, Use::Inodes, "inode chunk", &|| {
+                    Location::AgBlock { agno, agbno: b }
+                });
         }
     }
     heads.icount = icount;

@@ -57,7 +57,11 @@ pub(crate) fn check_inodes(ctx: &Ctx<'_>, agno: u32, chunks: &[Chunk]) -> AgInod
             }
             let ino0 = geo.ino_make(crate::geometry::AgNumber(agno), c.startino + first);
             if let Err(e) = ctx.fs.read_bytes(geo.ino_to_bytes(ino0), &mut buf) {
-                ctx.sink.add("inode cluster", Location::Inode(ino0.0), format!("cannot read: {e}"));
+                ctx.sink.add(
+                    "inode cluster",
+                    Location::Inode(ino0.0),
+                    format!("cannot read: {e}"),
+                );
                 continue;
             }
             for i in first..first + ipc {
@@ -69,7 +73,11 @@ pub(crate) fn check_inodes(ctx: &Ctx<'_>, agno: u32, chunks: &[Chunk]) -> AgInod
                 if c.free & (1 << i) != 0 {
                     let mode = u16::from_be_bytes([raw[2], raw[3]]);
                     if mode != 0 {
-                        ctx.sink.add("inode", Location::Inode(ino.0), format!("free in the inobt but mode is {mode:#o}"));
+                        ctx.sink.add(
+                            "inode",
+                            Location::Inode(ino.0),
+                            format!("free in the inobt but mode is {mode:#o}"),
+                        );
                     }
                     continue;
                 }
@@ -89,9 +97,17 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
     let realtime = ino.flags & xfs_format::inode::XFS_DIFLAG_REALTIME != 0;
     let mut mapped = 0u64;
     let mut ok = true;
-    let forks: &[Fork] = if ino.has_attr_fork() { &[Fork::Data, Fork::Attr] } else { &[Fork::Data] };
+    let forks: &[Fork] = if ino.has_attr_fork() {
+        &[Fork::Data, Fork::Attr]
+    } else {
+        &[Fork::Data]
+    };
     for &fork in forks {
-        let format = if fork == Fork::Data { ino.format } else { ino.aformat };
+        let format = if fork == Fork::Data {
+            ino.format
+        } else {
+            ino.aformat
+        };
         if !matches!(format, ForkFormat::Extents | ForkFormat::Btree) {
             continue;
         }
@@ -115,9 +131,17 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
         }
     }
     if ok && mapped != ino.nblocks {
-        ctx.sink.add("inode", Location::Inode(ino.ino.0), format!("nblocks {}, its forks map {mapped}", ino.nblocks));
+        ctx.sink.add(
+            "inode",
+            Location::Inode(ino.ino.0),
+            format!("nblocks {}, its forks map {mapped}", ino.nblocks),
+        );
     }
-    out.inodes.push(InodeInfo { ino: ino.ino.0, file_type: ino.file_type, nlink: ino.nlink });
+    out.inodes.push(InodeInfo {
+        ino: ino.ino.0,
+        file_type: ino.file_type,
+        nlink: ino.nlink,
+    });
     if ino.file_type == FileType::Dir {
         check_dir(ctx, ino, out);
     }
@@ -133,15 +157,30 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
 
 fn claim_fsb(ctx: &Ctx<'_>, ino: u64, start: FsBlock, len: u64, who: Use, fork: Fork, offset: u64) {
     let (agno, agbno) = ctx.fs.geometry().fsb_split(start);
-    let what = if who == Use::Bmbt { "bmbt block" } else { "extent map" };
-    ctx.map.claim(&ctx.sink, agno.0, agbno.0, len, who, what, &|| Location::InodeBlock { ino, fork: fork.name(), offset });
+    let what = if who == Use::Bmbt {
+        "bmbt block"
+    } else {
+        "extent map"
+    };
+    ctx.map
+        .claim(&ctx.sink, agno.0, agbno.0, len, who, what, &|| {
+            Location::InodeBlock {
+                ino,
+                fork: fork.name(),
+                offset,
+            }
+        });
 }
 
 /// Claims the bmbt blocks of a btree-format fork; returns how many.
 /// The blocks were verified by `extents`; errors there are reported already.
 fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
     let geo = ctx.fs.geometry();
-    let bytes = if fork == Fork::Data { &ino.data_fork } else { &ino.attr_fork };
+    let bytes = if fork == Fork::Data {
+        &ino.data_fork
+    } else {
+        &ino.attr_fork
+    };
     if bytes.len() < 4 {
         return 0;
     }
@@ -154,7 +193,10 @@ fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
     let mut stack: Vec<(u64, u16)> = Vec::new();
     for i in 0..numrecs {
         let o = 4 + maxrecs * 8 + i * 8;
-        stack.push((u64::from_be_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8])), level - 1));
+        stack.push((
+            u64::from_be_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8])),
+            level - 1,
+        ));
     }
     let mut n = 0u64;
     let limit = ino.nblocks.saturating_add(1);
@@ -167,13 +209,24 @@ fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
         if lvl == 0 {
             continue;
         }
-        let v = Verifier::Bmbt { owner: ino.ino.0, level: Some(lvl) };
-        let Ok(blk) = ctx.fs.read_meta(geo.fsb_to_daddr(FsBlock(fsb)), geo.block_size, &v) else { break };
+        let v = Verifier::Bmbt {
+            owner: ino.ino.0,
+            level: Some(lvl),
+        };
+        let Ok(blk) = ctx
+            .fs
+            .read_meta(geo.fsb_to_daddr(FsBlock(fsb)), geo.block_size, &v)
+        else {
+            break;
+        };
         let nr = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
         let max = (blk.len() - 72) / 16;
         for i in 0..nr.min(max) {
             let o = 72 + max * 8 + i * 8;
-            stack.push((u64::from_be_bytes(blk[o..o + 8].try_into().unwrap_or([0; 8])), lvl - 1));
+            stack.push((
+                u64::from_be_bytes(blk[o..o + 8].try_into().unwrap_or([0; 8])),
+                lvl - 1,
+            ));
         }
     }
     n
@@ -192,10 +245,15 @@ fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
             None
         }
     };
-    ctx.counters.dir_entries.fetch_add(entries.len() as u64, Ordering::Relaxed);
+    ctx.counters
+        .dir_entries
+        .fetch_add(entries.len() as u64, Ordering::Relaxed);
     out.dirs.push(DirInfo {
         ino: ino.ino.0,
         parent,
-        entries: entries.into_iter().map(|e| (e.name, e.ino.0, e.file_type)).collect(),
+        entries: entries
+            .into_iter()
+            .map(|e| (e.name, e.ino.0, e.file_type))
+            .collect(),
     });
 }

@@ -70,13 +70,16 @@ pub struct CheckStats {
     pub problems_total: u64,
 }
 
+/// A progress callback: (pass name, AGs done, AGs in total).
+pub type Progress<'a> = &'a (dyn Fn(&str, u32, u32) + Sync);
+
 /// Tuning of the check.
 #[derive(Default)]
 pub struct CheckOptions<'a> {
     /// Worker threads (0: one per AG, up to the available parallelism).
     pub threads: usize,
     /// Called after each AG of each parallel pass with (pass, done, total).
-    pub progress: Option<&'a (dyn Fn(&str, u32, u32) + Sync)>,
+    pub progress: Option<Progress<'a>>,
 }
 
 /// The result of a check.
@@ -109,7 +112,11 @@ impl Sink {
         self.total.fetch_add(1, Ordering::Relaxed);
         let mut v = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         if v.len() < MAX_PROBLEMS {
-            v.push(Problem { what, location, detail: detail.into() });
+            v.push(Problem {
+                what,
+                location,
+                detail: detail.into(),
+            });
         }
     }
 
@@ -118,7 +125,11 @@ impl Sink {
     pub(crate) fn error(&self, e: Error) {
         match e {
             Error::BadCrc { what, location } => self.add(what, location, "bad CRC"),
-            Error::Corrupt { what, location, detail } => self.add(what, location, detail),
+            Error::Corrupt {
+                what,
+                location,
+                detail,
+            } => self.add(what, location, detail),
             other => self.add("read", Location::Other("device".into()), other.to_string()),
         }
     }
@@ -156,7 +167,7 @@ fn per_ag<T: Send>(
     ag_count: u32,
     threads: usize,
     pass: &str,
-    progress: Option<&(dyn Fn(&str, u32, u32) + Sync)>,
+    progress: Option<Progress<'_>>,
     work: &(dyn Fn(u32) -> T + Sync),
 ) -> Vec<T> {
     let next = AtomicU32::new(0);
@@ -170,7 +181,10 @@ fn per_ag<T: Send>(
                     break;
                 }
                 let r = work(agno);
-                results.lock().unwrap_or_else(|p| p.into_inner()).push((agno, r));
+                results
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((agno, r));
                 let d = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if let Some(p) = progress {
                     p(pass, d, ag_count);
@@ -188,17 +202,31 @@ fn per_ag<T: Send>(
 pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     let geo = fs.geometry();
     let threads = if opts.threads == 0 {
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
     } else {
         opts.threads
     };
-    let ctx = Ctx { fs, sink: Sink::default(), map: space::OwnerMap::new(geo), counters: Counters::default() };
+    let ctx = Ctx {
+        fs,
+        sink: Sink::default(),
+        map: space::OwnerMap::new(geo),
+        counters: Counters::default(),
+    };
     // The superblock must be readable; everything else is a problem.
     let sb = links::read_sb_counters(fs)?;
 
-    let heads = per_ag(geo.ag_count, threads, "AG headers and btrees", opts.progress, &|agno| ag::check_ag(&ctx, agno));
-    let found =
-        per_ag(geo.ag_count, threads, "inodes", opts.progress, &|agno| inodes::check_inodes(&ctx, agno, &heads[agno as usize].chunks));
+    let heads = per_ag(
+        geo.ag_count,
+        threads,
+        "AG headers and btrees",
+        opts.progress,
+        &|agno| ag::check_ag(&ctx, agno),
+    );
+    let found = per_ag(geo.ag_count, threads, "inodes", opts.progress, &|agno| {
+        inodes::check_inodes(&ctx, agno, &heads[agno as usize].chunks)
+    });
 
     ctx.map.report_unclaimed(&ctx);
     links::check_namespace(&ctx, &sb, &found);
@@ -215,5 +243,8 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         free_blocks: c.free_blocks.load(Ordering::Relaxed),
         problems_total: ctx.sink.total(),
     };
-    Ok(CheckReport { problems: ctx.sink.into_problems(), stats })
+    Ok(CheckReport {
+        problems: ctx.sink.into_problems(),
+        stats,
+    })
 }

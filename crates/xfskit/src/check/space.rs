@@ -82,7 +82,12 @@ impl OwnerMap {
     /// An empty map for the geometry.
     pub fn new(geo: &Geometry) -> OwnerMap {
         let ags = (0..geo.ag_count)
-            .map(|a| Mutex::new(AgMap { uses: vec![0; geo.ag_len(AgNumber(a)) as usize], shared: Vec::new() }))
+            .map(|a| {
+                Mutex::new(AgMap {
+                    uses: vec![0; geo.ag_len(AgNumber(a)) as usize],
+                    shared: Vec::new(),
+                })
+            })
             .collect();
         OwnerMap { ags }
     }
@@ -98,15 +103,33 @@ impl OwnerMap {
     /// Claims `len` blocks at `agbno` for `who`. Reports a problem naming
     /// `what`/`owner` for blocks outside the AG or already claimed; returns
     /// false then.
-    pub(crate) fn claim(&self, sink: &Sink, agno: u32, agbno: u32, len: u64, who: Use, what: &'static str, owner: &dyn Fn() -> Location) -> bool {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn claim(
+        &self,
+        sink: &Sink,
+        agno: u32,
+        agbno: u32,
+        len: u64,
+        who: Use,
+        what: &'static str,
+        owner: &dyn Fn() -> Location,
+    ) -> bool {
         let Some(m) = self.ags.get(agno as usize) else {
-            sink.add(what, owner(), format!("claims blocks in AG {agno}, which does not exist"));
+            sink.add(
+                what,
+                owner(),
+                format!("claims blocks in AG {agno}, which does not exist"),
+            );
             return false;
         };
         let mut m = m.lock().unwrap_or_else(|p| p.into_inner());
         let end = u64::from(agbno) + len;
         if end > m.uses.len() as u64 || len == 0 {
-            sink.add(what, owner(), format!("claims AG {agno} blocks {agbno}..{end}, outside the AG"));
+            sink.add(
+                what,
+                owner(),
+                format!("claims AG {agno} blocks {agbno}..{end}, outside the AG"),
+            );
             return false;
         }
         let mut clash: Option<(u32, Use, u64)> = None;
@@ -158,8 +181,14 @@ impl OwnerMap {
                 }
                 ctx.sink.add(
                     "block",
-                    Location::AgBlock { agno: agno as u32, agbno: start as u32 },
-                    format!("{} block(s) {start}..{b} are neither free nor in use", b - start),
+                    Location::AgBlock {
+                        agno: agno as u32,
+                        agbno: start as u32,
+                    },
+                    format!(
+                        "{} block(s) {start}..{b} are neither free nor in use",
+                        b - start
+                    ),
                 );
             }
         }
@@ -181,17 +210,44 @@ fn be32(b: &[u8], o: usize) -> u32 {
 /// Walks one short-pointer btree of an AG from its root, claiming and
 /// verifying every block and calling `rec` with each leaf record's bytes
 /// and the block it came from. Returns the number of blocks visited.
-pub(crate) fn walk_short(ctx: &Ctx<'_>, agno: u32, magic: u32, root: u32, levels: u32, rec: &mut dyn FnMut(&[u8], u32)) -> u64 {
+pub(crate) fn walk_short(
+    ctx: &Ctx<'_>,
+    agno: u32,
+    magic: u32,
+    root: u32,
+    levels: u32,
+    rec: &mut dyn FnMut(&[u8], u32),
+) -> u64 {
     let geo = ctx.fs.geometry();
-    let v = Verifier::ShortBtree { magic, agno, level: None };
+    let v = Verifier::ShortBtree {
+        magic,
+        agno,
+        level: None,
+    };
     let what = v.what();
     if levels == 0 || levels > 9 {
-        ctx.sink.add(what, Location::AgBlock { agno, agbno: root }, format!("tree height {levels} from the AG header"));
+        ctx.sink.add(
+            what,
+            Location::AgBlock { agno, agbno: root },
+            format!("tree height {levels} from the AG header"),
+        );
         return 0;
     }
     let mut blocks = 0;
-    visit(ctx, geo, agno, magic, what, root, levels - 1, rec, &mut blocks);
-    ctx.counters.btree_blocks.fetch_add(blocks, std::sync::atomic::Ordering::Relaxed);
+    visit(
+        ctx,
+        geo,
+        agno,
+        magic,
+        what,
+        root,
+        levels - 1,
+        rec,
+        &mut blocks,
+    );
+    ctx.counters
+        .btree_blocks
+        .fetch_add(blocks, std::sync::atomic::Ordering::Relaxed);
     blocks
 }
 
@@ -209,15 +265,26 @@ fn visit(
 ) {
     let loc = || Location::AgBlock { agno, agbno };
     if agbno == 0 || agbno >= geo.ag_len(AgNumber(agno)) {
-        ctx.sink.add(what, loc(), format!("btree pointer to block {agbno} outside the AG"));
+        ctx.sink.add(
+            what,
+            loc(),
+            format!("btree pointer to block {agbno} outside the AG"),
+        );
         return;
     }
     // Claiming first also stops loops: a block seen twice is a clash.
-    if !ctx.map.claim(&ctx.sink, agno, agbno, 1, Use::AgBtree, what, &loc) {
+    if !ctx
+        .map
+        .claim(&ctx.sink, agno, agbno, 1, Use::AgBtree, what, &loc)
+    {
         return;
     }
     *blocks += 1;
-    let v = Verifier::ShortBtree { magic, agno, level: Some(level as u16) };
+    let v = Verifier::ShortBtree {
+        magic,
+        agno,
+        level: Some(level as u16),
+    };
     let daddr = geo.agb_to_daddr(AgNumber(agno), AgBlock(agbno));
     let blk = match ctx.fs.read_meta(daddr, geo.block_size, &v) {
         Ok(b) => b,
@@ -240,6 +307,16 @@ fn visit(
         if o + 4 > blk.len() {
             break;
         }
-        visit(ctx, geo, agno, magic, what, be32(&blk, o), level - 1, rec, blocks);
+        visit(
+            ctx,
+            geo,
+            agno,
+            magic,
+            what,
+            be32(&blk, o),
+            level - 1,
+            rec,
+            blocks,
+        );
     }
 }
