@@ -222,6 +222,18 @@ fn corrupt(img: &Path, name: &str) {
                 b[pos..pos + 8].copy_from_slice(&free.0.to_be_bytes());
             });
         }
+        "free_inode_crc" => {
+            let target = lookup("blk/f7");
+            let chunk0 = target.0 & !63;
+            let free = (chunk0..chunk0 + 64)
+                .map(Ino)
+                .find(|&i| {
+                    let r = rd(img, geo.ino_to_bytes(i), 4);
+                    r[0..2] == [0x49, 0x4e] && r[2..4] == [0, 0]
+                })
+                .expect("a free inode in the chunk");
+            patch(img, geo.ino_to_bytes(free) + 40, 1, None, |b| b[0] ^= 0x10);
+        }
         "sb_counters" => patch(img, 0, ss, Some(224), |b| {
             let ic = u64::from_be_bytes(b[128..136].try_into().expect("8")) + 64;
             b[128..136].copy_from_slice(&ic.to_be_bytes());
@@ -261,6 +273,10 @@ fn corruptions_are_found() {
         Case {
             name: "dirent_free",
             expect: "free or invalid",
+        },
+        Case {
+            name: "free_inode_crc",
+            expect: "free inode",
         },
         Case {
             name: "sb_counters",

@@ -71,14 +71,7 @@ pub(crate) fn check_inodes(ctx: &Ctx<'_>, agno: u32, chunks: &[Chunk]) -> AgInod
                 let ino = Ino(ino0.0 + u64::from(i - first));
                 let raw = &buf[(i - first) as usize * isz..(i - first + 1) as usize * isz];
                 if c.free & (1 << i) != 0 {
-                    let mode = u16::from_be_bytes([raw[2], raw[3]]);
-                    if mode != 0 {
-                        ctx.sink.add(
-                            "inode",
-                            Location::Inode(ino.0),
-                            format!("free in the inobt but mode is {mode:#o}"),
-                        );
-                    }
+                    check_free(ctx, ino, raw);
                     continue;
                 }
                 out.allocated.push(ino.0);
@@ -90,6 +83,25 @@ pub(crate) fn check_inodes(ctx: &Ctx<'_>, agno: u32, chunks: &[Chunk]) -> AgInod
         }
     }
     out
+}
+
+/// A free inode slot must still be a valid, initialised inode (magic and
+/// CRC, as `xfs_repair` expects) with mode 0.
+fn check_free(ctx: &Ctx<'_>, ino: Ino, raw: &[u8]) {
+    let at = || Location::Inode(ino.0);
+    let magic = u16::from_be_bytes([raw[0], raw[1]]);
+    if magic != xfs_format::inode::XFS_DINODE_MAGIC {
+        ctx.sink.add("free inode", at(), format!("bad magic {magic:#06x}"));
+        return;
+    }
+    if !xfs_format::crc::verify(raw, inode::INODE_CRC_OFF) {
+        ctx.sink.add("free inode", at(), "bad CRC");
+        return;
+    }
+    let mode = u16::from_be_bytes([raw[2], raw[3]]);
+    if mode != 0 {
+        ctx.sink.add("free inode", at(), format!("free in the inobt but mode is {mode:#o}"));
+    }
 }
 
 fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
