@@ -1,6 +1,6 @@
 //! `xfskit check`: a read-only consistency check, like `xfs_repair -n`.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -39,6 +39,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         eprint!("\r\x1b[K");
     }
     let s = &report.stats;
+    let mut out = String::new();
     if args.json {
         let problems: Vec<_> = report
             .problems
@@ -55,19 +56,19 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
                 "seconds": t0.elapsed().as_secs_f64(),
             }
         });
-        println!("{v:#}");
+        out.push_str(&format!("{v:#}\n"));
     } else {
         for p in &report.problems {
-            println!("{}: {}: {}", p.what, p.location, p.detail);
+            out.push_str(&format!("{}: {}: {}\n", p.what, p.location, p.detail));
         }
         if s.problems_total > report.problems.len() as u64 {
-            println!(
-                "... and {} more problems",
+            out.push_str(&format!(
+                "... and {} more problems\n",
                 s.problems_total - report.problems.len() as u64
-            );
+            ));
         }
-        println!(
-            "checked {} AGs, {} btree blocks, {} inode chunks, {} inodes, {} directories ({} entries) in {:.2}s: {}",
+        out.push_str(&format!(
+            "checked {} AGs, {} btree blocks, {} inode chunks, {} inodes, {} directories ({} entries) in {:.2}s: {}\n",
             s.ags,
             s.btree_blocks,
             s.inode_chunks,
@@ -76,7 +77,9 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             s.dir_entries,
             t0.elapsed().as_secs_f64(),
             if report.is_clean() { "no problems".to_string() } else { format!("{} problem(s)", s.problems_total) }
-        );
+        ));
     }
+    // A closed pipe (`| head`) is not an error of the check.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
     Ok(ExitCode::from(if report.is_clean() { 0 } else { 1 }))
 }
