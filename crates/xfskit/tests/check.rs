@@ -95,6 +95,7 @@ fn clean_images_have_no_problems() {
         let img = make_image(&s, args, populate);
         let r = run_check(&img);
         assert!(r.is_clean(), "mkfs {args:?}: problems:\n{}", show(&r));
+        println!("mkfs {args:?}: {:?}", r.stats);
         assert!(
             r.stats.inodes > 300 && r.stats.directories >= 6,
             "{:?}",

@@ -157,6 +157,11 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
     if ino.file_type == FileType::Dir {
         check_dir(ctx, ino, out);
     }
+    if ino.file_type == FileType::Symlink {
+        if let Err(e) = crate::symlink::read_link(ctx.fs, ino) {
+            ctx.sink.error(e);
+        }
+    }
     // An extents-format attr fork with no extents is an empty attr fork
     // (the kernel leaves it after the last attribute goes).
     let empty_attr = ino.aformat == ForkFormat::Extents && ino.anextents == 0;

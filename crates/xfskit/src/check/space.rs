@@ -233,22 +233,31 @@ pub(crate) fn walk_short(
         );
         return 0;
     }
-    let mut blocks = 0;
-    visit(
-        ctx,
-        geo,
-        agno,
-        magic,
-        what,
-        root,
-        levels - 1,
-        rec,
-        &mut blocks,
-    );
+    let mut w = Walk { blocks: 0, last: vec![None; levels as usize] };
+    visit(ctx, geo, agno, magic, what, root, levels - 1, rec, &mut w);
+    // The last block of each level has no right sibling.
+    for (lvl, last) in w.last.iter().enumerate() {
+        if let Some((bno, right)) = *last {
+            if right != NULL_AGBLOCK {
+                let at = Location::AgBlock { agno, agbno: bno };
+                ctx.sink.add(what, at, format!("last block of level {lvl} has right sibling {right}"));
+            }
+        }
+    }
+    let blocks = w.blocks;
     ctx.counters
         .btree_blocks
         .fetch_add(blocks, std::sync::atomic::Ordering::Relaxed);
     blocks
+}
+
+/// "No block" in short btree sibling pointers.
+const NULL_AGBLOCK: u32 = u32::MAX;
+
+/// Walk state: blocks visited and, per level, the last block seen and its right sibling.
+struct Walk {
+    blocks: u64,
+    last: Vec<Option<(u32, u32)>>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -261,7 +270,7 @@ fn visit(
     agbno: u32,
     level: u32,
     rec: &mut dyn FnMut(&[u8], u32),
-    blocks: &mut u64,
+    w: &mut Walk,
 ) {
     let loc = || Location::AgBlock { agno, agbno };
     if agbno == 0 || agbno >= geo.ag_len(AgNumber(agno)) {
@@ -279,7 +288,7 @@ fn visit(
     {
         return;
     }
-    *blocks += 1;
+    w.blocks += 1;
     let v = Verifier::ShortBtree {
         magic,
         agno,
@@ -290,6 +299,20 @@ fn visit(
         Ok(b) => b,
         Err(e) => return ctx.sink.error(e),
     };
+    // Sibling pointers chain the blocks of each level left to right.
+    let (left, right) = (be32(&blk, 8), be32(&blk, 12));
+    if let Some(slot) = w.last.get_mut(level as usize) {
+        let want_left = slot.map_or(NULL_AGBLOCK, |(b, _)| b);
+        if left != want_left {
+            ctx.sink.add(what, loc(), format!("left sibling {left}, expected {want_left}"));
+        }
+        if let Some((prev, prev_right)) = *slot {
+            if prev_right != agbno {
+                ctx.sink.add(what, Location::AgBlock { agno, agbno: prev }, format!("right sibling {prev_right}, expected {agbno}"));
+            }
+        }
+        *slot = Some((agbno, right));
+    }
     let (hdr, rsz, ksz, psz) = short_btree_sizes(magic);
     let numrecs = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
     if level == 0 {
@@ -316,7 +339,7 @@ fn visit(
             be32(&blk, o),
             level - 1,
             rec,
-            blocks,
+            w,
         );
     }
 }
