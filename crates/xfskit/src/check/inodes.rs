@@ -262,6 +262,9 @@ fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
             None
         }
     };
+    if matches!(ino.format, ForkFormat::Extents | ForkFormat::Btree) {
+        check_dir_index(ctx, ino);
+    }
     ctx.counters
         .dir_entries
         .fetch_add(entries.len() as u64, Ordering::Relaxed);
@@ -273,4 +276,31 @@ fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
             .map(|e| (e.name, e.ino.0, e.file_type))
             .collect(),
     });
+}
+
+/// XDF3: magic of a directory free-index block.
+const XDF3_MAGIC: u32 = 0x5844_4633;
+
+/// Verifies the leaf, node and free-index blocks of a directory, which
+/// reading the entries does not touch.
+fn check_dir_index(ctx: &Ctx<'_>, ino: &Inode) {
+    use crate::dir::lookup::{DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
+    let map = match crate::dir::data::DirMap::new(ctx.fs, ino) {
+        Ok(m) => m,
+        Err(e) => return ctx.sink.error(e),
+    };
+    let leaf = map.leaf_first_db();
+    let free = leaf.saturating_mul(2);
+    let da = [DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC, DA3_NODE_MAGIC];
+    let fr = [XDF3_MAGIC];
+    for db in map.dbs_below(u64::MAX).filter(|&d| d >= leaf) {
+        let v = if db < free {
+            Verifier::Da3 { magics: &da, owner: ino.ino.0 }
+        } else {
+            Verifier::Dir3 { magics: &fr, owner: ino.ino.0 }
+        };
+        if let Err(e) = map.read(db, &v) {
+            ctx.sink.error(e);
+        }
+    }
 }
