@@ -120,8 +120,8 @@ impl Sink {
         }
     }
 
-    /// Records an engine error met while walking. I/O errors are real
-    /// problems too (a short image), so they are kept with their text.
+    /// Records an engine error met while walking. Errors without a location
+    /// (I/O, unsupported) are kept with their text.
     pub(crate) fn error(&self, e: Error) {
         match e {
             Error::BadCrc { what, location } => self.add(what, location, "bad CRC"),
@@ -130,7 +130,8 @@ impl Sink {
                 location,
                 detail,
             } => self.add(what, location, detail),
-            other => self.add("read", Location::Other("device".into()), other.to_string()),
+            Error::Io(e) => self.add("device", Location::Other("read".into()), e.to_string()),
+            other => self.add("structure", Location::Other("unknown".into()), other.to_string()),
         }
     }
 
