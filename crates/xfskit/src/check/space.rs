@@ -234,7 +234,7 @@ pub(crate) fn walk_short(
         return 0;
     }
     let mut w = Walk { blocks: 0, last: vec![None; levels as usize] };
-    visit(ctx, geo, agno, magic, what, root, levels - 1, rec, &mut w);
+    visit(ctx, geo, agno, magic, what, root, levels - 1, rec, &mut w, None);
     // The last block of each level has no right sibling.
     for (lvl, last) in w.last.iter().enumerate() {
         if let Some((bno, right)) = *last {
@@ -271,6 +271,7 @@ fn visit(
     level: u32,
     rec: &mut dyn FnMut(&[u8], u32),
     w: &mut Walk,
+    want_key: Option<&[u8]>,
 ) {
     let loc = || Location::AgBlock { agno, agbno };
     if agbno == 0 || agbno >= geo.ag_len(AgNumber(agno)) {
@@ -315,6 +316,13 @@ fn visit(
     }
     let (hdr, rsz, ksz, psz) = short_btree_sizes(magic);
     let numrecs = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
+    // The parent's key is the lowest key below it: our first record's or
+    // first key's leading bytes (rmap keys differ from records; skipped).
+    if let (Some(k), true) = (want_key, magic != xfs_format::btree::XFS_RMAP_CRC_MAGIC && numrecs > 0) {
+        if blk.get(hdr..hdr + ksz) != Some(k) {
+            ctx.sink.add(what, loc(), "first key does not match the key in the parent block");
+        }
+    }
     if level == 0 {
         for i in 0..numrecs {
             let o = hdr + i * rsz;
@@ -340,6 +348,7 @@ fn visit(
             level - 1,
             rec,
             w,
+            blk.get(hdr + i * ksz..hdr + (i + 1) * ksz),
         );
     }
 }
