@@ -45,6 +45,8 @@ enum Command {
     Bulkstat(cmd::bulkstat::Args),
     /// Make an XFS filesystem (mkfs.xfs options and output).
     Mkfs(cmd::mkfs::Args),
+    /// Check an unmounted image for consistency, like `xfs_repair -n`.
+    Check(cmd::check::Args),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Mount(a) => cmd::mount::run(a),
         Command::Bulkstat(a) => cmd::bulkstat::run(a),
         Command::Mkfs(a) => cmd::mkfs::run(a),
+        Command::Check(a) => cmd::check::run(a),
     };
     match r {
         Ok(code) => code,

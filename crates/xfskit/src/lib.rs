@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attr;
+pub mod check;
 pub mod buf;
 pub mod dev;
 pub mod dir;

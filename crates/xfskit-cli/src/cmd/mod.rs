@@ -2,6 +2,7 @@
 
 pub mod bulkstat;
 pub mod cat;
+pub mod check;
 pub mod extract;
 pub mod info;
 pub mod ls;

@@ -1,0 +1,518 @@
+//! Pass 1, per AG: headers, free list, free space btrees, refcount and
+//! rmap btrees, inode btrees.
+
+use super::space::{walk_short, Use};
+use super::Ctx;
+use crate::buf::verify::Verifier;
+use crate::error::Location;
+use crate::geometry::{AgNumber, Daddr, Geometry};
+use std::sync::atomic::Ordering;
+use xfs_format::ag::{self as xag, Agf, Agi};
+use xfs_format::btree as xbt;
+use zerocopy::FromBytes;
+
+/// One inode btree record, decoded for either layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Chunk {
+    /// AG inode number of the first inode.
+    pub startino: u32,
+    /// One bit per 4 inodes not backed by disk space.
+    pub holemask: u16,
+    /// Inodes present.
+    pub count: u32,
+    /// Free inodes.
+    pub freecount: u32,
+    /// One bit per free inode.
+    pub free: u64,
+}
+
+impl Chunk {
+    /// True when inode `i` of the chunk lies in a hole.
+    pub fn is_hole(&self, i: u32) -> bool {
+        self.holemask & (1 << (i / xbt::XFS_INODES_PER_HOLEMASK_BIT)) != 0
+    }
+}
+
+/// What pass 1 learned about an AG.
+#[derive(Debug, Default)]
+pub(crate) struct AgHeads {
+    /// Inode chunks from the inobt, in order (only plausible ones).
+    pub chunks: Vec<Chunk>,
+    /// Free blocks counted in the cntbt.
+    pub freeblks: u64,
+    /// Blocks on the free list.
+    pub flcount: u64,
+    /// Non-root free space and rmap btree blocks.
+    pub btreeblks: u64,
+    /// Inodes in the inobt.
+    pub icount: u64,
+    /// Free inodes in the inobt.
+    pub ifree: u64,
+}
+
+fn be32(b: &[u8], o: usize) -> u32 {
+    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+fn read_hdr(
+    ctx: &Ctx<'_>,
+    agno: u32,
+    sector: u64,
+    v: &Verifier<'_>,
+) -> Option<std::sync::Arc<[u8]>> {
+    let geo = ctx.fs.geometry();
+    let ag0 = geo.agb_to_daddr(AgNumber(agno), crate::geometry::AgBlock(0));
+    let spd = u64::from(geo.sect_size >> 9);
+    match ctx
+        .fs
+        .read_meta(Daddr(ag0.0 + sector * spd), geo.sect_size, v)
+    {
+        Ok(b) => Some(b),
+        Err(e) => {
+            ctx.sink.error(e);
+            None
+        }
+    }
+}
+
+/// Pass 1 for AG `agno`. Problems go to the sink.
+pub(crate) fn check_ag(ctx: &Ctx<'_>, agno: u32) -> AgHeads {
+    let geo = ctx.fs.geometry();
+    let mut heads = AgHeads::default();
+    // AG headers: the sectors of sb, AGF, AGI, AGFL, in whole blocks.
+    let hdr_blocks = ((4 * u64::from(geo.sect_size)).div_ceil(u64::from(geo.block_size))) as u32;
+    let at = |agbno: u32| move || Location::AgBlock { agno, agbno };
+    ctx.map.claim(
+        &ctx.sink,
+        agno,
+        0,
+        u64::from(hdr_blocks),
+        Use::Header,
+        "AG headers",
+        &at(0),
+    );
+    if geo.log_start.0 != 0 {
+        let (lag, lbno) = geo.fsb_split(geo.log_start);
+        if lag.0 == agno {
+            ctx.map.claim(
+                &ctx.sink,
+                agno,
+                lbno.0,
+                u64::from(geo.log_blocks),
+                Use::Log,
+                "log",
+                &at(lbno.0),
+            );
+        }
+    }
+    if let Some(b) = read_hdr(ctx, agno, xag::XFS_AGF_SECTOR, &Verifier::Agf { agno }) {
+        if let Ok((agf, _)) = Agf::read_from_prefix(&b) {
+            check_agf(ctx, agno, &agf, &mut heads);
+        }
+    }
+    if let Some(b) = read_hdr(ctx, agno, xag::XFS_AGI_SECTOR, &Verifier::Agi { agno }) {
+        if let Ok((agi, _)) = Agi::read_from_prefix(&b) {
+            check_agi(ctx, agno, &agi, &mut heads);
+        }
+    }
+    heads
+}
+
+fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
+    let geo = ctx.fs.geometry();
+    let loc = || Location::Other(format!("AG {agno} AGF"));
+    check_agfl(ctx, agno, agf, heads);
+
+    // bnobt: records by start block, no overlap.
+    let mut bno: Vec<(u32, u32)> = Vec::new();
+    let aglen = geo.ag_len(AgNumber(agno));
+    let mut last_end = 0u64;
+    let bno_blocks = walk_short(
+        ctx,
+        agno,
+        xbt::XFS_ABTB_CRC_MAGIC,
+        agf.agf_bno_root.get(),
+        agf.agf_bno_level.get(),
+        &mut |r, blk| {
+            let (s, l) = (be32(r, 0), be32(r, 4));
+            let bad = |d: String| {
+                ctx.sink
+                    .add("bnobt block", Location::AgBlock { agno, agbno: blk }, d)
+            };
+            if l == 0 || u64::from(s) + u64::from(l) > u64::from(aglen) {
+                return bad(format!("free extent {s}+{l} is outside the AG"));
+            }
+            if u64::from(s) < last_end {
+                bad(format!(
+                    "free extent {s}+{l} is out of order or overlaps the one ending at {last_end}"
+                ));
+            }
+            last_end = last_end.max(u64::from(s) + u64::from(l));
+            bno.push((s, l));
+        },
+    );
+    // cntbt: records by (length, start).
+    let mut cnt: Vec<(u32, u32)> = Vec::new();
+    let mut last: Option<(u32, u32)> = None;
+    let cnt_blocks = walk_short(
+        ctx,
+        agno,
+        xbt::XFS_ABTC_CRC_MAGIC,
+        agf.agf_cnt_root.get(),
+        agf.agf_cnt_level.get(),
+        &mut |r, blk| {
+            let (s, l) = (be32(r, 0), be32(r, 4));
+            let bad = |d: String| {
+                ctx.sink
+                    .add("cntbt block", Location::AgBlock { agno, agbno: blk }, d)
+            };
+            if l == 0 || u64::from(s) + u64::from(l) > u64::from(aglen) {
+                return bad(format!("free extent {s}+{l} is outside the AG"));
+            }
+            if last.is_some_and(|p| p >= (l, s)) {
+                bad(format!("free extent {s}+{l} is out of order"));
+            }
+            last = Some((l, s));
+            cnt.push((s, l));
+        },
+    );
+    for &(s, l) in &bno {
+        ctx.map.claim(
+            &ctx.sink,
+            agno,
+            s,
+            u64::from(l),
+            Use::Free,
+            "bnobt record",
+            &|| Location::AgBlock { agno, agbno: s },
+        );
+    }
+    let free: u64 = cnt.iter().map(|&(_, l)| u64::from(l)).sum();
+    let longest = cnt.iter().map(|&(_, l)| l).max().unwrap_or(0);
+    ctx.counters.free_blocks.fetch_add(free, Ordering::Relaxed);
+    cnt.sort_unstable();
+    if cnt != bno {
+        let only_bno = bno.iter().filter(|e| cnt.binary_search(e).is_err()).count();
+        let only_cnt = cnt.iter().filter(|e| bno.binary_search(e).is_err()).count();
+        ctx.sink.add(
+            "free space btrees",
+            loc(),
+            format!("bnobt and cntbt disagree: {only_bno} extent(s) only in the bnobt, {only_cnt} only in the cntbt"),
+        );
+    }
+    if u64::from(agf.agf_freeblks.get()) != free {
+        ctx.sink.add(
+            "AGF",
+            loc(),
+            format!("agf_freeblks {}, counted {free}", agf.agf_freeblks.get()),
+        );
+    }
+    if agf.agf_longest.get() != longest {
+        ctx.sink.add(
+            "AGF",
+            loc(),
+            format!("agf_longest {}, counted {longest}", agf.agf_longest.get()),
+        );
+    }
+    heads.freeblks = free;
+    let mut btreeblks = bno_blocks.saturating_sub(1) + cnt_blocks.saturating_sub(1);
+
+    if geo.features.rmapbt {
+        let n = walk_short(
+            ctx,
+            agno,
+            xbt::XFS_RMAP_CRC_MAGIC,
+            agf.agf_rmap_root.get(),
+            agf.agf_rmap_level.get(),
+            &mut |_, _| {},
+        );
+        btreeblks += n.saturating_sub(1);
+        if u64::from(agf.agf_rmap_blocks.get()) != n {
+            ctx.sink.add(
+                "AGF",
+                loc(),
+                format!("agf_rmap_blocks {}, counted {n}", agf.agf_rmap_blocks.get()),
+            );
+        }
+    }
+    if geo.features.reflink {
+        let mut shared = Vec::new();
+        let mut cow = Vec::new();
+        let n = walk_short(
+            ctx,
+            agno,
+            xbt::XFS_REFC_CRC_MAGIC,
+            agf.agf_refcount_root.get(),
+            agf.agf_refcount_level.get(),
+            &mut |r, _| {
+                let (s, l, rc) = (be32(r, 0), be32(r, 4), be32(r, 8));
+                if s & (1 << 31) != 0 {
+                    cow.push((s & !(1 << 31), l));
+                } else if rc > 1 {
+                    shared.push((s, l));
+                }
+            },
+        );
+        for (s, l) in cow {
+            ctx.map.claim(
+                &ctx.sink,
+                agno,
+                s,
+                u64::from(l),
+                Use::Cow,
+                "refcountbt record",
+                &|| Location::AgBlock { agno, agbno: s },
+            );
+        }
+        ctx.map.set_shared(agno, shared);
+        if u64::from(agf.agf_refcount_blocks.get()) != n {
+            ctx.sink.add(
+                "AGF",
+                loc(),
+                format!(
+                    "agf_refcount_blocks {}, counted {n}",
+                    agf.agf_refcount_blocks.get()
+                ),
+            );
+        }
+    }
+    if u64::from(agf.agf_btreeblks.get()) != btreeblks {
+        ctx.sink.add(
+            "AGF",
+            loc(),
+            format!(
+                "agf_btreeblks {}, counted {btreeblks}",
+                agf.agf_btreeblks.get()
+            ),
+        );
+    }
+    heads.btreeblks = btreeblks;
+}
+
+fn check_agfl(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
+    let geo = ctx.fs.geometry();
+    let size = xag::agfl_size(geo.sect_size as usize) as u32;
+    let (first, last, count) = (
+        agf.agf_flfirst.get(),
+        agf.agf_fllast.get(),
+        agf.agf_flcount.get(),
+    );
+    let loc = || Location::Other(format!("AG {agno} AGF"));
+    if first >= size || last >= size || count > size {
+        ctx.sink.add(
+            "AGF",
+            loc(),
+            format!("free list first {first}, last {last}, count {count} (list size {size})"),
+        );
+        return;
+    }
+    if count > 0 && (last + size - first) % size + 1 != count {
+        ctx.sink.add(
+            "AGF",
+            loc(),
+            format!("free list from {first} to {last} does not hold {count} entries"),
+        );
+    }
+    let Some(b) = read_hdr(ctx, agno, xag::XFS_AGFL_SECTOR, &Verifier::Agfl { agno }) else {
+        return;
+    };
+    let aglen = geo.ag_len(AgNumber(agno));
+    for k in 0..count {
+        let idx = ((first + k) % size) as usize;
+        let Some(bno) = xag::agfl_entry(&b, idx) else {
+            break;
+        };
+        let at = move || Location::Other(format!("AG {agno} AGFL entry {idx}"));
+        if bno >= aglen {
+            ctx.sink
+                .add("AGFL", at(), format!("block {bno} is outside the AG"));
+            continue;
+        }
+        ctx.map
+            .claim(&ctx.sink, agno, bno, 1, Use::Agfl, "AGFL", &at);
+    }
+    heads.flcount = u64::from(count);
+}
+
+fn decode_inobt(geo: &Geometry, r: &[u8]) -> Chunk {
+    let startino = be32(r, 0);
+    let free = u64::from_be_bytes(r[8..16].try_into().unwrap_or([0; 8]));
+    if geo.features.sparse_inodes {
+        let holemask = u16::from_be_bytes([r[4], r[5]]);
+        Chunk {
+            startino,
+            holemask,
+            count: u32::from(r[6]),
+            freecount: u32::from(r[7]),
+            free,
+        }
+    } else {
+        Chunk {
+            startino,
+            holemask: 0,
+            count: 64,
+            freecount: be32(r, 4),
+            free,
+        }
+    }
+}
+
+/// Walks an inode btree, checking each record; returns (records, blocks).
+fn walk_inobt(ctx: &Ctx<'_>, agno: u32, magic: u32, root: u32, levels: u32) -> (Vec<Chunk>, u64) {
+    let geo = ctx.fs.geometry();
+    let what = if magic == xbt::XFS_FIBT_CRC_MAGIC {
+        "finobt block"
+    } else {
+        "inobt block"
+    };
+    let aglen = u64::from(geo.ag_len(AgNumber(agno)));
+    let mut out: Vec<Chunk> = Vec::new();
+    let blocks = walk_short(ctx, agno, magic, root, levels, &mut |r, blk| {
+        let c = decode_inobt(geo, r);
+        let bad = |d: String| {
+            ctx.sink
+                .add(what, Location::AgBlock { agno, agbno: blk }, d)
+        };
+        let first_blk = u64::from(c.startino) >> geo.inopb_log;
+        let last_blk = (u64::from(c.startino) + 63) >> geo.inopb_log;
+        if !c.startino.is_multiple_of(geo.inodes_per_block.min(64))
+            || last_blk >= aglen
+            || first_blk == 0
+        {
+            return bad(format!(
+                "inode chunk at AG inode {} is misaligned or outside the AG",
+                c.startino
+            ));
+        }
+        if let Some(p) = out.last() {
+            if c.startino < p.startino + 64 {
+                bad(format!(
+                    "record for AG inode {} is out of order or overlaps {}",
+                    c.startino, p.startino
+                ));
+            }
+        }
+        let holes: u64 = (0..64u32)
+            .filter(|&i| c.is_hole(i))
+            .fold(0, |m, i| m | (1 << i));
+        let want_count = 64 - holes.count_ones();
+        let want_free = (c.free & !holes).count_ones();
+        if c.count != want_count {
+            bad(format!(
+                "chunk {} counts {} inodes, its hole mask leaves {want_count}",
+                c.startino, c.count
+            ));
+        } else if c.freecount != want_free {
+            bad(format!(
+                "chunk {} free count {}, its free mask has {want_free}",
+                c.startino, c.freecount
+            ));
+        } else if c.free & holes != holes {
+            bad(format!("chunk {} has holes not marked free", c.startino));
+        } else {
+            out.push(c);
+        }
+    });
+    (out, blocks)
+}
+
+fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
+    let geo = ctx.fs.geometry();
+    let loc = || Location::Other(format!("AG {agno} AGI"));
+    let (chunks, iblocks) = walk_inobt(
+        ctx,
+        agno,
+        xbt::XFS_IBT_CRC_MAGIC,
+        agi.agi_root.get(),
+        agi.agi_level.get(),
+    );
+    let icount: u64 = chunks.iter().map(|c| u64::from(c.count)).sum();
+    let ifree: u64 = chunks.iter().map(|c| u64::from(c.freecount)).sum();
+    ctx.counters
+        .inode_chunks
+        .fetch_add(chunks.len() as u64, Ordering::Relaxed);
+    if u64::from(agi.agi_count.get()) != icount {
+        ctx.sink.add(
+            "AGI",
+            loc(),
+            format!("agi_count {}, counted {icount}", agi.agi_count.get()),
+        );
+    }
+    if u64::from(agi.agi_freecount.get()) != ifree {
+        ctx.sink.add(
+            "AGI",
+            loc(),
+            format!("agi_freecount {}, counted {ifree}", agi.agi_freecount.get()),
+        );
+    }
+    if geo.features.finobt {
+        let (fchunks, fblocks) = walk_inobt(
+            ctx,
+            agno,
+            xbt::XFS_FIBT_CRC_MAGIC,
+            agi.agi_free_root.get(),
+            agi.agi_free_level.get(),
+        );
+        let want: Vec<Chunk> = chunks.iter().copied().filter(|c| c.freecount > 0).collect();
+        if fchunks != want {
+            let missing = want.iter().filter(|c| !fchunks.contains(c)).count();
+            let extra = fchunks.iter().filter(|c| !want.contains(c)).count();
+            ctx.sink.add(
+                "finobt",
+                loc(),
+                format!("finobt does not match the inobt: {missing} record(s) with free inodes missing, {extra} wrong"),
+            );
+        }
+        if geo.features.inobtcnt && u64::from(agi.agi_fblocks.get()) != fblocks {
+            ctx.sink.add(
+                "AGI",
+                loc(),
+                format!("agi_fblocks {}, counted {fblocks}", agi.agi_fblocks.get()),
+            );
+        }
+    }
+    if geo.features.inobtcnt && u64::from(agi.agi_iblocks.get()) != iblocks {
+        ctx.sink.add(
+            "AGI",
+            loc(),
+            format!("agi_iblocks {}, counted {iblocks}", agi.agi_iblocks.get()),
+        );
+    }
+    for (i, b) in agi.agi_unlinked.iter().enumerate() {
+        if b.get() != u32::MAX {
+            ctx.sink.add(
+                "AGI",
+                loc(),
+                format!(
+                    "unlinked bucket {i} is not empty (inode {}): unlinked inodes remain",
+                    b.get()
+                ),
+            );
+        }
+    }
+    // Claim the chunks' blocks (only blocks holding non-hole inodes).
+    for c in &chunks {
+        let ipb = geo.inodes_per_block;
+        let first = c.startino >> geo.inopb_log;
+        let nblk = (64 / ipb).max(1);
+        for k in 0..nblk {
+            let lo = k * ipb;
+            let hi = ((k + 1) * ipb).min(64);
+            if (lo..hi).all(|i| c.is_hole(i)) {
+                continue;
+            }
+            let b = first + k;
+            if ipb > 64 && c.startino % ipb != 0 {
+                // Two chunks share this block; the first one claims it.
+                continue;
+            }
+            ctx.map
+                .claim(&ctx.sink, agno, b, 1, Use::Inodes, "inode chunk", &|| {
+                    Location::AgBlock { agno, agbno: b }
+                });
+        }
+    }
+    heads.icount = icount;
+    heads.ifree = ifree;
+    heads.chunks = chunks;
+}

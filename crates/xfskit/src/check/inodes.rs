@@ -1,0 +1,306 @@
+//! Pass 2, per AG: read every inode chunk by clusters, decode allocated
+//! inodes, check free slots, walk forks, directories and attributes.
+
+use super::ag::Chunk;
+use super::space::Use;
+use super::Ctx;
+use crate::buf::verify::Verifier;
+use crate::error::Location;
+use crate::geometry::{FsBlock, Ino};
+use crate::inode::{self, FileType, Fork, ForkFormat, Inode};
+use std::sync::atomic::Ordering;
+
+/// An allocated inode, as the namespace pass needs it.
+#[derive(Debug, Clone)]
+pub(crate) struct InodeInfo {
+    /// Inode number.
+    pub ino: u64,
+    /// Type from the mode.
+    pub file_type: FileType,
+    /// Link count.
+    pub nlink: u32,
+}
+
+/// A directory's entries and parent pointer.
+#[derive(Debug, Clone)]
+pub(crate) struct DirInfo {
+    /// The directory.
+    pub ino: u64,
+    /// Its ".." entry, if it could be read.
+    pub parent: Option<u64>,
+    /// (name, inode, type from the entry).
+    pub entries: Vec<(Vec<u8>, u64, Option<FileType>)>,
+}
+
+/// What pass 2 found in one AG.
+#[derive(Debug, Default)]
+pub(crate) struct AgInodes {
+    /// Allocated inodes that decoded.
+    pub inodes: Vec<InodeInfo>,
+    /// Directories that could be read.
+    pub dirs: Vec<DirInfo>,
+    /// Inode numbers the inobt says are allocated (decoded or not).
+    pub allocated: Vec<u64>,
+}
+
+/// Pass 2 for AG `agno` over the chunks found in pass 1.
+pub(crate) fn check_inodes(ctx: &Ctx<'_>, agno: u32, chunks: &[Chunk]) -> AgInodes {
+    let geo = ctx.fs.geometry();
+    let mut out = AgInodes::default();
+    let ipc = geo.inodes_per_cluster().clamp(1, 64);
+    let isz = geo.inode_size as usize;
+    let mut buf = vec![0u8; ipc as usize * isz];
+    for c in chunks {
+        for first in (0..64u32).step_by(ipc as usize) {
+            if (first..first + ipc).all(|i| c.is_hole(i)) {
+                continue;
+            }
+            let ino0 = geo.ino_make(crate::geometry::AgNumber(agno), c.startino + first);
+            if let Err(e) = ctx.fs.read_bytes(geo.ino_to_bytes(ino0), &mut buf) {
+                ctx.sink.add(
+                    "inode cluster",
+                    Location::Inode(ino0.0),
+                    format!("cannot read: {e}"),
+                );
+                continue;
+            }
+            for i in first..first + ipc {
+                if c.is_hole(i) {
+                    continue;
+                }
+                let ino = Ino(ino0.0 + u64::from(i - first));
+                let raw = &buf[(i - first) as usize * isz..(i - first + 1) as usize * isz];
+                if c.free & (1 << i) != 0 {
+                    check_free(ctx, ino, raw);
+                    continue;
+                }
+                out.allocated.push(ino.0);
+                match inode::decode_checked(ctx.fs, ino, raw) {
+                    Ok(inode) => check_one(ctx, &inode, &mut out),
+                    Err(e) => ctx.sink.error(e),
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A free inode slot must still be a valid, initialised inode (magic and
+/// CRC, as `xfs_repair` expects) with mode 0.
+fn check_free(ctx: &Ctx<'_>, ino: Ino, raw: &[u8]) {
+    let at = || Location::Inode(ino.0);
+    let magic = u16::from_be_bytes([raw[0], raw[1]]);
+    if magic != xfs_format::inode::XFS_DINODE_MAGIC {
+        ctx.sink.add("free inode", at(), format!("bad magic {magic:#06x}"));
+        return;
+    }
+    if !xfs_format::crc::verify(raw, inode::INODE_CRC_OFF) {
+        ctx.sink.add("free inode", at(), "bad CRC");
+        return;
+    }
+    let mode = u16::from_be_bytes([raw[2], raw[3]]);
+    if mode != 0 {
+        ctx.sink.add("free inode", at(), format!("free in the inobt but mode is {mode:#o}"));
+    }
+}
+
+fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
+    ctx.counters.inodes.fetch_add(1, Ordering::Relaxed);
+    let realtime = ino.flags & xfs_format::inode::XFS_DIFLAG_REALTIME != 0;
+    let mut mapped = 0u64;
+    let mut ok = true;
+    let forks: &[Fork] = if ino.has_attr_fork() {
+        &[Fork::Data, Fork::Attr]
+    } else {
+        &[Fork::Data]
+    };
+    for &fork in forks {
+        let format = if fork == Fork::Data {
+            ino.format
+        } else {
+            ino.aformat
+        };
+        if !matches!(format, ForkFormat::Extents | ForkFormat::Btree) {
+            continue;
+        }
+        match inode::extents(ctx.fs, ino, fork) {
+            Ok(ext) => {
+                for e in &ext {
+                    mapped += e.len;
+                    if realtime && fork == Fork::Data {
+                        continue;
+                    }
+                    claim_fsb(ctx, ino.ino.0, e.start, e.len, Use::Data, fork, e.offset);
+                }
+            }
+            Err(e) => {
+                ok = false;
+                ctx.sink.error(e);
+            }
+        }
+        if format == ForkFormat::Btree {
+            mapped += bmbt_blocks(ctx, ino, fork);
+        }
+    }
+    if ok && mapped != ino.nblocks {
+        ctx.sink.add(
+            "inode",
+            Location::Inode(ino.ino.0),
+            format!("nblocks {}, its forks map {mapped}", ino.nblocks),
+        );
+    }
+    out.inodes.push(InodeInfo {
+        ino: ino.ino.0,
+        file_type: ino.file_type,
+        nlink: ino.nlink,
+    });
+    if ino.file_type == FileType::Dir {
+        check_dir(ctx, ino, out);
+    }
+    if ino.file_type == FileType::Symlink {
+        if let Err(e) = crate::symlink::read_link(ctx.fs, ino) {
+            ctx.sink.error(e);
+        }
+    }
+    // An extents-format attr fork with no extents is an empty attr fork
+    // (the kernel leaves it after the last attribute goes).
+    let empty_attr = ino.aformat == ForkFormat::Extents && ino.anextents == 0;
+    if ino.has_attr_fork() && !empty_attr {
+        if let Err(e) = crate::attr::list(ctx.fs, ino) {
+            ctx.sink.error(e);
+        }
+    }
+}
+
+fn claim_fsb(ctx: &Ctx<'_>, ino: u64, start: FsBlock, len: u64, who: Use, fork: Fork, offset: u64) {
+    let (agno, agbno) = ctx.fs.geometry().fsb_split(start);
+    let what = if who == Use::Bmbt {
+        "bmbt block"
+    } else {
+        "extent map"
+    };
+    ctx.map
+        .claim(&ctx.sink, agno.0, agbno.0, len, who, what, &|| {
+            Location::InodeBlock {
+                ino,
+                fork: fork.name(),
+                offset,
+            }
+        });
+}
+
+/// Claims the bmbt blocks of a btree-format fork; returns how many.
+/// The blocks were verified by `extents`; errors there are reported already.
+fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
+    let geo = ctx.fs.geometry();
+    let bytes = if fork == Fork::Data {
+        &ino.data_fork
+    } else {
+        &ino.attr_fork
+    };
+    if bytes.len() < 4 {
+        return 0;
+    }
+    let level = u16::from_be_bytes([bytes[0], bytes[1]]);
+    let numrecs = usize::from(u16::from_be_bytes([bytes[2], bytes[3]]));
+    let maxrecs = (bytes.len() - 4) / 16;
+    if level == 0 || level > 9 || numrecs > maxrecs {
+        return 0;
+    }
+    let mut stack: Vec<(u64, u16)> = Vec::new();
+    for i in 0..numrecs {
+        let o = 4 + maxrecs * 8 + i * 8;
+        stack.push((
+            u64::from_be_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8])),
+            level - 1,
+        ));
+    }
+    let mut n = 0u64;
+    let limit = ino.nblocks.saturating_add(1);
+    while let Some((fsb, lvl)) = stack.pop() {
+        if n >= limit || !geo.fsb_valid(FsBlock(fsb)) {
+            break;
+        }
+        n += 1;
+        claim_fsb(ctx, ino.ino.0, FsBlock(fsb), 1, Use::Bmbt, fork, 0);
+        if lvl == 0 {
+            continue;
+        }
+        let v = Verifier::Bmbt {
+            owner: ino.ino.0,
+            level: Some(lvl),
+        };
+        let Ok(blk) = ctx
+            .fs
+            .read_meta(geo.fsb_to_daddr(FsBlock(fsb)), geo.block_size, &v)
+        else {
+            break;
+        };
+        let nr = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
+        let max = (blk.len() - 72) / 16;
+        for i in 0..nr.min(max) {
+            let o = 72 + max * 8 + i * 8;
+            stack.push((
+                u64::from_be_bytes(blk[o..o + 8].try_into().unwrap_or([0; 8])),
+                lvl - 1,
+            ));
+        }
+    }
+    n
+}
+
+fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
+    ctx.counters.directories.fetch_add(1, Ordering::Relaxed);
+    let entries = match crate::dir::read_dir(ctx.fs, ino) {
+        Ok(e) => e,
+        Err(e) => return ctx.sink.error(e),
+    };
+    let parent = match crate::dir::parent(ctx.fs, ino) {
+        Ok(p) => Some(p.0),
+        Err(e) => {
+            ctx.sink.error(e);
+            None
+        }
+    };
+    if matches!(ino.format, ForkFormat::Extents | ForkFormat::Btree) {
+        check_dir_index(ctx, ino);
+    }
+    ctx.counters
+        .dir_entries
+        .fetch_add(entries.len() as u64, Ordering::Relaxed);
+    out.dirs.push(DirInfo {
+        ino: ino.ino.0,
+        parent,
+        entries: entries
+            .into_iter()
+            .map(|e| (e.name, e.ino.0, e.file_type))
+            .collect(),
+    });
+}
+
+/// XDF3: magic of a directory free-index block.
+const XDF3_MAGIC: u32 = 0x5844_4633;
+
+/// Verifies the leaf, node and free-index blocks of a directory, which
+/// reading the entries does not touch.
+fn check_dir_index(ctx: &Ctx<'_>, ino: &Inode) {
+    use crate::dir::lookup::{DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
+    let map = match crate::dir::data::DirMap::new(ctx.fs, ino) {
+        Ok(m) => m,
+        Err(e) => return ctx.sink.error(e),
+    };
+    let leaf = map.leaf_first_db();
+    let free = leaf.saturating_mul(2);
+    let da = [DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC, DA3_NODE_MAGIC];
+    let fr = [XDF3_MAGIC];
+    for db in map.dbs_below(u64::MAX).filter(|&d| d >= leaf) {
+        let v = if db < free {
+            Verifier::Da3 { magics: &da, owner: ino.ino.0 }
+        } else {
+            Verifier::Dir3 { magics: &fr, owner: ino.ino.0 }
+        };
+        if let Err(e) = map.read(db, &v) {
+            ctx.sink.error(e);
+        }
+    }
+}

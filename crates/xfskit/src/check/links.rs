@@ -1,0 +1,202 @@
+//! Pass 3, serial: directory tree shape, link counts, superblock counters.
+
+use super::ag::AgHeads;
+use super::inodes::AgInodes;
+use super::Ctx;
+use crate::error::{Location, Result};
+use crate::fs::Fs;
+use crate::inode::FileType;
+use std::collections::{HashMap, HashSet};
+use xfs_format::sb::Dsb;
+use zerocopy::FromBytes;
+
+/// The superblock fields the counter and namespace checks need.
+pub(crate) struct SbCounters {
+    icount: u64,
+    ifree: u64,
+    fdblocks: u64,
+    /// Inodes that live outside the directory tree (rt bitmap/summary, quota).
+    meta_inodes: Vec<u64>,
+}
+
+/// Reads the primary superblock's counters (as on disk now).
+pub(crate) fn read_sb_counters(fs: &Fs) -> Result<SbCounters> {
+    let geo = fs.geometry();
+    let mut sector = vec![0u8; geo.sect_size as usize];
+    fs.read_bytes(0, &mut sector)?;
+    let (sb, _) = Dsb::read_from_prefix(&sector)
+        .map_err(|_| crate::Error::corrupt("superblock", Location::Sb(0), "sector too short"))?;
+    let meta_inodes = [
+        geo.rbm_ino.0,
+        geo.rsum_ino.0,
+        sb.sb_uquotino.get(),
+        sb.sb_gquotino.get(),
+        sb.sb_pquotino.get(),
+    ]
+    .into_iter()
+    .filter(|&i| i != 0 && i != u64::MAX)
+    .collect();
+    Ok(SbCounters {
+        icount: sb.sb_icount.get(),
+        ifree: sb.sb_ifree.get(),
+        fdblocks: sb.sb_fdblocks.get(),
+        meta_inodes,
+    })
+}
+
+/// Compares the superblock counters with the sums over the AGs, as
+/// `xfs_repair -n` does even with lazy counters: a cleanly unmounted
+/// filesystem has them written back.
+pub(crate) fn check_counters(ctx: &Ctx<'_>, sb: &SbCounters, heads: &[AgHeads]) {
+    let icount: u64 = heads.iter().map(|h| h.icount).sum();
+    let ifree: u64 = heads.iter().map(|h| h.ifree).sum();
+    let fdblocks: u64 = heads
+        .iter()
+        .map(|h| h.freeblks + h.flcount + h.btreeblks)
+        .sum();
+    let loc = || Location::Sb(0);
+    if sb.icount != icount {
+        ctx.sink.add(
+            "superblock",
+            loc(),
+            format!("sb_icount {}, counted {icount}", sb.icount),
+        );
+    }
+    if sb.ifree != ifree {
+        ctx.sink.add(
+            "superblock",
+            loc(),
+            format!("sb_ifree {}, counted {ifree}", sb.ifree),
+        );
+    }
+    if sb.fdblocks != fdblocks {
+        ctx.sink.add(
+            "superblock",
+            loc(),
+            format!("sb_fdblocks {}, counted {fdblocks}", sb.fdblocks),
+        );
+    }
+}
+
+/// Checks directory entries against the allocated inodes, ".." pointers,
+/// and every link count.
+pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters, found: &[AgInodes]) {
+    let root = ctx.fs.geometry().root_ino.0;
+    let allocated: HashSet<u64> = found
+        .iter()
+        .flat_map(|a| a.allocated.iter().copied())
+        .collect();
+    let info: HashMap<u64, (FileType, u32)> = found
+        .iter()
+        .flat_map(|a| a.inodes.iter().map(|i| (i.ino, (i.file_type, i.nlink))))
+        .collect();
+    let mut refs: HashMap<u64, u32> = HashMap::new();
+    let mut subdirs: HashMap<u64, u32> = HashMap::new();
+    // For each directory, the directories holding an entry for it.
+    let mut held_by: HashMap<u64, Vec<u64>> = HashMap::new();
+
+    if !info.get(&root).is_some_and(|(t, _)| *t == FileType::Dir) {
+        ctx.sink.add(
+            "root directory",
+            Location::Inode(root),
+            "is not an allocated directory",
+        );
+    }
+    let dirs = found.iter().flat_map(|a| a.dirs.iter());
+    for d in dirs.clone() {
+        for (name, target, ftype) in &d.entries {
+            let at = || Location::Inode(d.ino);
+            let shown = String::from_utf8_lossy(name);
+            if !allocated.contains(target) {
+                ctx.sink.add(
+                    "directory entry",
+                    at(),
+                    format!("entry '{shown}' points at inode {target}, which is free or invalid"),
+                );
+                continue;
+            }
+            *refs.entry(*target).or_default() += 1;
+            let Some(&(t, _)) = info.get(target) else {
+                continue;
+            };
+            if ftype.is_some_and(|f| f != t) {
+                ctx.sink.add(
+                    "directory entry",
+                    at(),
+                    format!(
+                        "entry '{shown}' says {:?} but inode {target} is {t:?}",
+                        ftype.unwrap_or(t)
+                    ),
+                );
+            }
+            if t == FileType::Dir {
+                *subdirs.entry(d.ino).or_default() += 1;
+                held_by.entry(*target).or_default().push(d.ino);
+            }
+        }
+    }
+    for d in dirs {
+        let at = || Location::Inode(d.ino);
+        let Some(p) = d.parent else { continue };
+        if d.ino == root {
+            if p != root {
+                ctx.sink.add(
+                    "directory",
+                    at(),
+                    format!("root directory's '..' points at {p}, not itself"),
+                );
+            }
+            continue;
+        }
+        if !info.get(&p).is_some_and(|(t, _)| *t == FileType::Dir) {
+            ctx.sink.add(
+                "directory",
+                at(),
+                format!("'..' points at inode {p}, which is not an allocated directory"),
+            );
+        } else if !held_by.get(&d.ino).is_some_and(|v| v.contains(&p)) {
+            ctx.sink.add(
+                "directory",
+                at(),
+                format!("'..' points at directory {p}, which has no entry for it"),
+            );
+        }
+        if let Some(v) = held_by.get(&d.ino) {
+            if v.len() > 1 {
+                ctx.sink.add(
+                    "directory",
+                    at(),
+                    format!("has {} entries pointing at it (directories {v:?})", v.len()),
+                );
+            }
+        }
+    }
+    let mut all: Vec<(&u64, &(FileType, u32))> = info.iter().collect();
+    all.sort_unstable_by_key(|(i, _)| **i);
+    for (&ino, &(t, nlink)) in all {
+        if sb.meta_inodes.contains(&ino) {
+            continue;
+        }
+        let r = refs.get(&ino).copied().unwrap_or(0);
+        let at = || Location::Inode(ino);
+        if r == 0 && ino != root {
+            ctx.sink.add(
+                "inode",
+                at(),
+                format!(
+                    "allocated {t:?} with nlink {nlink} is not in any directory (disconnected)"
+                ),
+            );
+            continue;
+        }
+        let want = if t == FileType::Dir {
+            2 + subdirs.get(&ino).copied().unwrap_or(0)
+        } else {
+            r
+        };
+        if nlink != want {
+            ctx.sink
+                .add("inode", at(), format!("nlink {nlink}, counted {want}"));
+        }
+    }
+}

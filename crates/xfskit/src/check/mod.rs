@@ -1,0 +1,251 @@
+//! Read-only consistency check of an unmounted filesystem, in the spirit of
+//! `xfs_repair -n`.
+//!
+//! The check runs in three passes:
+//! 1. per AG, in parallel: AG headers, free list, free space btrees,
+//!    reference count and reverse mapping btrees, inode btrees;
+//! 2. per AG, in parallel: every inode chunk is read cluster by cluster;
+//!    every allocated inode is decoded and its forks, directory entries and
+//!    attributes walked; every block any structure uses is claimed in a
+//!    per-AG ownership map ([`space::OwnerMap`]);
+//! 3. serially: unclaimed blocks, link counts, directory tree shape and the
+//!    superblock counters.
+//!
+//! Problems never stop the check: each becomes a [`Problem`] and the walk
+//! goes on with what is still trustworthy. Only failures that prevent any
+//! check (the device cannot be read) are returned as errors.
+//!
+//! Memory: the ownership map takes one byte per filesystem block (about
+//! 256 MiB for a 1 TiB filesystem of 4 KiB blocks); directory entries are
+//! kept until the link count pass. This suits images, not huge volumes.
+
+mod ag;
+mod inodes;
+mod links;
+pub mod space;
+
+use crate::error::{Error, Location, Result};
+use crate::fs::Fs;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Problems kept in a report; further ones are only counted.
+pub const MAX_PROBLEMS: usize = 10_000;
+
+/// One inconsistency found by the check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The structure at fault ("AGF", "bnobt block", "inode", ...).
+    pub what: &'static str,
+    /// Where it is.
+    pub location: Location,
+    /// What is wrong, in words.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at {}: {}", self.what, self.location, self.detail)
+    }
+}
+
+/// Counts of what the check looked at.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckStats {
+    /// AGs checked.
+    pub ags: u32,
+    /// Metadata blocks of AG btrees visited.
+    pub btree_blocks: u64,
+    /// Inode records (chunks) in the inode btrees.
+    pub inode_chunks: u64,
+    /// Allocated inodes decoded.
+    pub inodes: u64,
+    /// Directories whose entries were read.
+    pub directories: u64,
+    /// Directory entries checked.
+    pub dir_entries: u64,
+    /// Free blocks counted in the free space btrees.
+    pub free_blocks: u64,
+    /// Problems found (may exceed the number kept).
+    pub problems_total: u64,
+}
+
+/// A progress callback: (pass name, AGs done, AGs in total).
+pub type Progress<'a> = &'a (dyn Fn(&str, u32, u32) + Sync);
+
+/// Tuning of the check.
+#[derive(Default)]
+pub struct CheckOptions<'a> {
+    /// Worker threads (0: one per AG, up to the available parallelism).
+    pub threads: usize,
+    /// Called after each AG of each parallel pass with (pass, done, total).
+    pub progress: Option<Progress<'a>>,
+}
+
+/// The result of a check.
+#[derive(Debug, Clone, Default)]
+pub struct CheckReport {
+    /// Problems found, at most [`MAX_PROBLEMS`], in no particular order
+    /// across AGs.
+    pub problems: Vec<Problem>,
+    /// What was looked at.
+    pub stats: CheckStats,
+}
+
+impl CheckReport {
+    /// True when no problem was found.
+    pub fn is_clean(&self) -> bool {
+        self.stats.problems_total == 0
+    }
+}
+
+/// Collects problems from many threads, keeping at most [`MAX_PROBLEMS`].
+#[derive(Default)]
+pub(crate) struct Sink {
+    kept: Mutex<Vec<Problem>>,
+    total: AtomicU64,
+}
+
+impl Sink {
+    /// Records a problem.
+    pub(crate) fn add(&self, what: &'static str, location: Location, detail: impl Into<String>) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        let mut v = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if v.len() < MAX_PROBLEMS {
+            v.push(Problem {
+                what,
+                location,
+                detail: detail.into(),
+            });
+        }
+    }
+
+    /// Records an engine error met while walking. Errors without a location
+    /// (I/O, unsupported) are kept with their text.
+    pub(crate) fn error(&self, e: Error) {
+        match e {
+            Error::BadCrc { what, location } => self.add(what, location, "bad CRC"),
+            Error::Corrupt {
+                what,
+                location,
+                detail,
+            } => self.add(what, location, detail),
+            Error::Io(e) => self.add("device", Location::Other("read".into()), e.to_string()),
+            other => self.add("structure", Location::Other("unknown".into()), other.to_string()),
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    fn into_problems(self) -> Vec<Problem> {
+        self.kept.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Shared counters for [`CheckStats`].
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) btree_blocks: AtomicU64,
+    pub(crate) inode_chunks: AtomicU64,
+    pub(crate) inodes: AtomicU64,
+    pub(crate) directories: AtomicU64,
+    pub(crate) dir_entries: AtomicU64,
+    pub(crate) free_blocks: AtomicU64,
+}
+
+/// State shared by all workers.
+pub(crate) struct Ctx<'a> {
+    pub(crate) fs: &'a Fs,
+    pub(crate) sink: Sink,
+    pub(crate) map: space::OwnerMap,
+    pub(crate) counters: Counters,
+}
+
+/// Runs `work(agno)` for every AG on at most `threads` threads.
+fn per_ag<T: Send>(
+    ag_count: u32,
+    threads: usize,
+    pass: &str,
+    progress: Option<Progress<'_>>,
+    work: &(dyn Fn(u32) -> T + Sync),
+) -> Vec<T> {
+    let next = AtomicU32::new(0);
+    let done = AtomicU32::new(0);
+    let results: Mutex<Vec<(u32, T)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, ag_count.max(1) as usize) {
+            s.spawn(|| loop {
+                let agno = next.fetch_add(1, Ordering::Relaxed);
+                if agno >= ag_count {
+                    break;
+                }
+                let r = work(agno);
+                results
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((agno, r));
+                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if let Some(p) = progress {
+                    p(pass, d, ag_count);
+                }
+            });
+        }
+    });
+    let mut v = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    v.sort_by_key(|(a, _)| *a);
+    v.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Checks the whole filesystem. Returns an error only when the check
+/// cannot run at all; everything found on the image is in the report.
+pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
+    let geo = fs.geometry();
+    let threads = if opts.threads == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    } else {
+        opts.threads
+    };
+    let ctx = Ctx {
+        fs,
+        sink: Sink::default(),
+        map: space::OwnerMap::new(geo),
+        counters: Counters::default(),
+    };
+    // The superblock must be readable; everything else is a problem.
+    let sb = links::read_sb_counters(fs)?;
+
+    let heads = per_ag(
+        geo.ag_count,
+        threads,
+        "AG headers and btrees",
+        opts.progress,
+        &|agno| ag::check_ag(&ctx, agno),
+    );
+    let found = per_ag(geo.ag_count, threads, "inodes", opts.progress, &|agno| {
+        inodes::check_inodes(&ctx, agno, &heads[agno as usize].chunks)
+    });
+
+    ctx.map.report_unclaimed(&ctx);
+    links::check_namespace(&ctx, &sb, &found);
+    links::check_counters(&ctx, &sb, &heads);
+
+    let c = &ctx.counters;
+    let stats = CheckStats {
+        ags: geo.ag_count,
+        btree_blocks: c.btree_blocks.load(Ordering::Relaxed),
+        inode_chunks: c.inode_chunks.load(Ordering::Relaxed),
+        inodes: c.inodes.load(Ordering::Relaxed),
+        directories: c.directories.load(Ordering::Relaxed),
+        dir_entries: c.dir_entries.load(Ordering::Relaxed),
+        free_blocks: c.free_blocks.load(Ordering::Relaxed),
+        problems_total: ctx.sink.total(),
+    };
+    Ok(CheckReport {
+        problems: ctx.sink.into_problems(),
+        stats,
+    })
+}
