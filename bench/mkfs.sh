@@ -47,7 +47,7 @@ run() {
         rm -f "$img"; truncate -s "${size^^}" "$img"
         strace -f -qq -o "$SCRATCH/trace.txt" -e trace=write,pwrite64,pwritev,pwritev2,io_uring_enter "${cmd[@]}" >/dev/null
         W=$(grep -c -E '(write|pwrite64|pwritev2?|io_uring_enter)\(' "$SCRATCH/trace.txt" || true)
-        B=$(grep -E '(write|pwrite64|pwritev2?)\(' "$SCRATCH/trace.txt" | sed -n 's/.*= \([0-9]\+\)$/\1/p' | awk '{s+=$1} END {print s+0}')
+        B=$(grep -E '(write|pwrite64|pwritev2?)\(' "$SCRATCH/trace.txt" | sed -n 's/.*= \([0-9]\+\)$/\1/p' | awk '{s+=$1} END {printf "%d\n", s}')
         rm -f "$SCRATCH/trace.txt"
     fi
     rm -f "$img"

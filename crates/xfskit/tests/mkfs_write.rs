@@ -395,3 +395,23 @@ fn kernel_mounts_and_writes() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn memory_device_matches_file_target() {
+    use xfskit::dev::MemDevice;
+    let size = 512u64 << 20;
+    let dev = MemDevice::new(size as usize);
+    let args: Vec<String> =
+        ["-m", &format!("uuid={UUID}"), "-L", "mem"].iter().map(|s| s.to_string()).collect();
+    let o = parse_mkfs_args(&args).unwrap();
+    let w = WriteOptions { timestamp: Some(TS), progress: None };
+    let r = xfskit::mkfs::mkfs_device(&dev, &o, &w).unwrap();
+    assert!(r.stats.write_calls > 0);
+    let dir = tmpdir("mem");
+    let (a, b) = (dir.join("mem.img"), dir.join("file.img"));
+    std::fs::write(&a, dev.to_bytes()).unwrap();
+    sparse(&b, size);
+    ours(&b, "-L mem").unwrap();
+    assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "memory and file images differ");
+    let _ = std::fs::remove_dir_all(&dir);
+}
