@@ -201,7 +201,10 @@ pub fn agfl_entry(sector: &[u8], idx: usize) -> Option<u32> {
 
 /// Writes free-list slot `idx` in an AGFL sector; returns false if out of range.
 pub fn set_agfl_entry(sector: &mut [u8], idx: usize, agbno: u32) -> bool {
-    let Some(off) = idx.checked_mul(4).and_then(|o| o.checked_add(XFS_AGFL_HDR_SIZE)) else {
+    let Some(off) = idx
+        .checked_mul(4)
+        .and_then(|o| o.checked_add(XFS_AGFL_HDR_SIZE))
+    else {
         return false;
     };
     match sector.get_mut(off..off + 4) {
@@ -246,7 +249,9 @@ mod tests {
         sector[..224].copy_from_slice(a.as_bytes());
         crate::crc::stamp(&mut sector, XFS_AGF_CRC_OFF);
         assert!(crate::crc::verify(&sector, XFS_AGF_CRC_OFF));
-        let (back, _) = Agf::read_from_prefix(&sector).map_err(|_| ()).unwrap_or((a, &[]));
+        let (back, _) = Agf::read_from_prefix(&sector)
+            .map_err(|_| ())
+            .unwrap_or((a, &[]));
         assert_ne!(back.agf_crc.get(), 0);
         assert_eq!(&sector[..4], b"XAGF");
     }

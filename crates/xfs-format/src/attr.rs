@@ -92,12 +92,23 @@ pub fn parse_attr_sf_entry(fork: &[u8], pos: usize) -> Option<AttrSfEntry<'_>> {
     }
     let size = attr_sf_entsize(nl, vl);
     let e = fork.get(pos..pos.checked_add(size)?)?;
-    Some(AttrSfEntry { flags, name: &e[3..3 + nl], value: &e[3 + nl..], size })
+    Some(AttrSfEntry {
+        flags,
+        name: &e[3..3 + nl],
+        value: &e[3 + nl..],
+        size,
+    })
 }
 
 /// Encodes a shortform entry at `pos`; returns its size, or `None` if it does
 /// not fit, the name is empty, or a length exceeds 255.
-pub fn write_attr_sf_entry(fork: &mut [u8], pos: usize, flags: u8, name: &[u8], value: &[u8]) -> Option<usize> {
+pub fn write_attr_sf_entry(
+    fork: &mut [u8],
+    pos: usize,
+    flags: u8,
+    name: &[u8],
+    value: &[u8],
+) -> Option<usize> {
     if name.is_empty() || name.len() > 255 || value.len() > 255 {
         return None;
     }
@@ -114,7 +125,19 @@ pub fn write_attr_sf_entry(fork: &mut [u8], pos: usize, flags: u8, name: &[u8], 
 // --- leaf blocks -----------------------------------------------------------
 
 /// One free region of a leaf block.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+)]
 #[repr(C)]
 pub struct AttrLeafMap {
     /// Byte offset of the free region.
@@ -159,7 +182,9 @@ const _: () = assert!(offset_of!(Attr3LeafHdr, count) == 56);
 const _: () = assert!(offset_of!(Attr3LeafHdr, freemap) == 64);
 
 /// Index entry of a leaf block, sorted by hash.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct AttrLeafEntry {
     /// Hash of the name.
@@ -284,10 +309,21 @@ mod tests {
         let n = write_attr_sf_entry(&mut fork, 4, XFS_ATTR_SECURE, b"selinux", b"ctx");
         assert_eq!(n, Some(13));
         let e = parse_attr_sf_entry(&fork, 4);
-        assert_eq!(e, Some(AttrSfEntry { flags: XFS_ATTR_SECURE, name: b"selinux", value: b"ctx", size: 13 }));
+        assert_eq!(
+            e,
+            Some(AttrSfEntry {
+                flags: XFS_ATTR_SECURE,
+                name: b"selinux",
+                value: b"ctx",
+                size: 13
+            })
+        );
         assert_eq!(parse_attr_sf_entry(&fork, 30), None);
         fork[20] = 200;
         assert_eq!(parse_attr_sf_entry(&fork, 20), None);
-        assert_eq!(write_attr_sf_entry(&mut fork, 20, 0, b"abcdefghij", b""), None);
+        assert_eq!(
+            write_attr_sf_entry(&mut fork, 20, 0, b"abcdefghij", b""),
+            None
+        );
     }
 }

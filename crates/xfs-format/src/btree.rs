@@ -112,7 +112,9 @@ const _: () = assert!(offset_of!(BtreeBlockLong, bb_uuid) == 40);
 const _: () = assert!(offset_of!(BtreeBlockLong, bb_owner) == 56);
 
 /// Free space record (and key) of the bno and cnt btrees.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct AllocRec {
     /// First free AG block of the extent.
@@ -139,7 +141,9 @@ pub const XFS_INOBT_ALL_FREE: u64 = u64::MAX;
 /// Without the SPINODES feature, bytes 4..8 are instead one big-endian
 /// 32-bit free count; see [`InobtRec::freecount_full`]. The two readings
 /// differ, so callers must choose by the superblock feature bit.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct InobtRec {
     /// AG inode number of the first inode in the chunk.
@@ -172,7 +176,9 @@ impl InobtRec {
 }
 
 /// Inode btree key.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct InobtKey {
     /// AG inode number of the first inode in the chunk.
@@ -181,7 +187,9 @@ pub struct InobtKey {
 const _: () = assert!(size_of::<InobtKey>() == 4);
 
 /// Reverse mapping record: who owns an extent of AG space.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct RmapRec {
     /// First AG block of the extent.
@@ -197,7 +205,9 @@ const _: () = assert!(size_of::<RmapRec>() == 24);
 
 /// Reverse mapping key. The rmap btree allows overlapping intervals, so each
 /// node entry holds a low key and a high key (two of these) per pointer.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct RmapKey {
     /// First AG block of the extent.
@@ -237,7 +247,9 @@ pub const XFS_RMAP_OFF_UNWRITTEN: u64 = 1 << 61;
 pub const XFS_RMAP_OFF_MASK: u64 = (1 << 54) - 1;
 
 /// Reference count record: how many owners share an extent.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct RefcountRec {
     /// First AG block (top bit set for CoW staging extents).
@@ -250,7 +262,9 @@ pub struct RefcountRec {
 const _: () = assert!(size_of::<RefcountRec>() == 12);
 
 /// Reference count key.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct RefcountKey {
     /// First AG block, as in the record.
@@ -262,7 +276,9 @@ const _: () = assert!(size_of::<RefcountKey>() == 4);
 pub const XFS_REFC_COWFLAG: u32 = 1 << 31;
 
 /// Packed extent record of the bmap btree and of extent-format forks.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct BmbtRec {
     /// High word: unwritten flag, file offset, top of the block number.
@@ -281,12 +297,17 @@ impl BmbtRec {
     /// Packs an extent mapping (fields truncated to their widths).
     pub fn pack(irec: &BmbtIrec) -> BmbtRec {
         let (l0, l1) = irec.pack();
-        BmbtRec { l0: U64::new(l0), l1: U64::new(l1) }
+        BmbtRec {
+            l0: U64::new(l0),
+            l1: U64::new(l1),
+        }
     }
 }
 
 /// Key of the bmap btree (and of its in-inode root).
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct BmbtKey {
     /// First file block covered by the subtree.
@@ -295,7 +316,9 @@ pub struct BmbtKey {
 const _: () = assert!(size_of::<BmbtKey>() == 8);
 
 /// Header of a bmap btree root stored inside an inode fork.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct BmdrBlock {
     /// Height of the tree below the root; at least 1.
@@ -338,14 +361,27 @@ pub const fn entry_offset(hdrlen: usize, entlen: usize, idx: usize) -> usize {
 
 /// Byte offset of pointer number `idx` (0-based) in a node: the pointers come
 /// after room for `maxrecs` keys, whatever the number in use.
-pub const fn ptr_offset(hdrlen: usize, keylen: usize, maxrecs: usize, ptrlen: usize, idx: usize) -> usize {
+pub const fn ptr_offset(
+    hdrlen: usize,
+    keylen: usize,
+    maxrecs: usize,
+    ptrlen: usize,
+    idx: usize,
+) -> usize {
     hdrlen + maxrecs * keylen + idx * ptrlen
 }
 
 /// Entries that fit in an in-inode bmap root of `forklen` bytes
 /// (4-byte [`BmdrBlock`] header, then records or 8+8 byte key/pointer pairs).
 pub const fn bmdr_maxrecs(forklen: usize, is_leaf: bool) -> usize {
-    maxrecs(forklen, size_of::<BmdrBlock>(), size_of::<BmbtRec>(), is_leaf, 8, 8)
+    maxrecs(
+        forklen,
+        size_of::<BmdrBlock>(),
+        size_of::<BmbtRec>(),
+        is_leaf,
+        8,
+        8,
+    )
 }
 
 #[cfg(test)]
@@ -403,7 +439,12 @@ mod tests {
 
     #[test]
     fn bmbt_rec_round_trip() {
-        let irec = BmbtIrec { startoff: 12, startblock: 0x1_0000_0042, blockcount: 9, unwritten: true };
+        let irec = BmbtIrec {
+            startoff: 12,
+            startblock: 0x1_0000_0042,
+            blockcount: 9,
+            unwritten: true,
+        };
         assert_eq!(BmbtRec::pack(&irec).unpack(), irec);
     }
 }

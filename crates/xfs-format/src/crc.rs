@@ -42,7 +42,9 @@ pub fn verify(buf: &[u8], crc_off: usize) -> bool {
 /// Does nothing when the field would not fit inside `buf`; callers always pass
 /// a structure's fixed CRC offset into a buffer at least that large.
 pub fn stamp(buf: &mut [u8], crc_off: usize) {
-    let Some(end) = crc_off.checked_add(4) else { return };
+    let Some(end) = crc_off.checked_add(4) else {
+        return;
+    };
     if end > buf.len() {
         return;
     }

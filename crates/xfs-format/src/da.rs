@@ -60,7 +60,8 @@ pub struct Da3Blkinfo {
 const _: () = assert!(size_of::<Da3Blkinfo>() == 56);
 const _: () = assert!(offset_of!(Da3Blkinfo, crc) == XFS_DA3_CRC_OFF);
 const _: () = assert!(offset_of!(Da3Blkinfo, lsn) == XFS_DA3_LSN_OFF);
-const _: () = assert!(offset_of!(Da3Blkinfo, hdr) + offset_of!(DaBlkinfo, magic) == XFS_DA_MAGIC_OFF);
+const _: () =
+    assert!(offset_of!(Da3Blkinfo, hdr) + offset_of!(DaBlkinfo, magic) == XFS_DA_MAGIC_OFF);
 
 /// Header of a v3 dabtree interior node; [`DaNodeEntry`] array follows.
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
@@ -80,7 +81,9 @@ pub const XFS_DA3_NODE_HDR_SIZE: usize = 64;
 const _: () = assert!(size_of::<Da3NodeHdr>() == XFS_DA3_NODE_HDR_SIZE);
 
 /// One entry of a dabtree interior node.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct DaNodeEntry {
     /// Largest hash value found in the child subtree.
@@ -115,7 +118,10 @@ mod tests {
     fn sizes() {
         assert_eq!(size_of::<Da3NodeHdr>(), 64);
         assert_eq!(da3_node_maxentries(4096), 504);
-        assert_eq!(da_magic(&[0, 0, 0, 0, 0, 0, 0, 0, 0x3e, 0xbe]), Some(XFS_DA3_NODE_MAGIC));
+        assert_eq!(
+            da_magic(&[0, 0, 0, 0, 0, 0, 0, 0, 0x3e, 0xbe]),
+            Some(XFS_DA3_NODE_MAGIC)
+        );
         assert_eq!(da_magic(&[0; 9]), None);
     }
 
@@ -139,7 +145,12 @@ mod tests {
             (&[0xff, 0xfe, 0xfd, 0xfc, 0xfb], 0xefff3ef4),
         ];
         for (name, want) in known {
-            assert_eq!(da_hashname(name), *want, "{}", String::from_utf8_lossy(name));
+            assert_eq!(
+                da_hashname(name),
+                *want,
+                "{}",
+                String::from_utf8_lossy(name)
+            );
         }
         assert_eq!(da_hashname(b""), 0);
     }

@@ -25,7 +25,10 @@ pub use btree::{
     RefcountKey, RefcountRec, RmapKey, RmapRec,
 };
 pub use da::{da_hashname, Da3Blkinfo, Da3NodeHdr, DaBlkinfo, DaNodeEntry};
-pub use dir::{Dir2BlockTail, Dir2DataFree, Dir2LeafEntry, Dir2LeafTail, Dir3BlkHdr, Dir3DataHdr, Dir3FreeHdr, Dir3LeafHdr};
+pub use dir::{
+    Dir2BlockTail, Dir2DataFree, Dir2LeafEntry, Dir2LeafTail, Dir3BlkHdr, Dir3DataHdr, Dir3FreeHdr,
+    Dir3LeafHdr,
+};
 pub use inode::Dinode;
 pub use log::{XlogOpHeader, XlogRecHeader};
 pub use sb::Dsb;

@@ -294,8 +294,10 @@ mod tests {
         let mut sector = [0u8; 512];
         let mut sb = Dsb::new_zeroed();
         sb.sb_magicnum.set(XFS_SB_MAGIC);
-        sb.sb_versionnum.set(XFS_SB_VERSION_5 | XFS_SB_VERSION_MOREBITSBIT);
-        sb.sb_features_incompat.set(XFS_SB_FEAT_INCOMPAT_FTYPE | XFS_SB_FEAT_INCOMPAT_META_UUID);
+        sb.sb_versionnum
+            .set(XFS_SB_VERSION_5 | XFS_SB_VERSION_MOREBITSBIT);
+        sb.sb_features_incompat
+            .set(XFS_SB_FEAT_INCOMPAT_FTYPE | XFS_SB_FEAT_INCOMPAT_META_UUID);
         sb.sb_uuid = Uuid([1; 16]);
         sb.sb_meta_uuid = Uuid([2; 16]);
         sector[..264].copy_from_slice(sb.as_bytes());

@@ -5,7 +5,17 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// A 16-byte filesystem UUID, stored as raw bytes in on-disk order.
 #[derive(
-    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, PartialEq, Eq, Hash, Default,
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
 )]
 #[repr(C)]
 pub struct Uuid(pub [u8; 16]);
@@ -236,15 +246,26 @@ mod tests {
 
     #[test]
     fn legacy_timestamps() {
-        for (s, ns) in [(0i64, 0u32), (1_700_000_000, 123_456_789), (-1, 999_999_999), (-86_400 * 365 * 50, 5)] {
+        for (s, ns) in [
+            (0i64, 0u32),
+            (1_700_000_000, 123_456_789),
+            (-1, 999_999_999),
+            (-86_400 * 365 * 50, 5),
+        ] {
             let raw = encode_timestamp(s, ns, false);
             assert_eq!(decode_timestamp(raw, false), (s, ns));
         }
         // -1 seconds is 0xffffffff in the upper word.
         assert_eq!(encode_timestamp(-1, 7, false), 0xffff_ffff_0000_0007);
         // Post-2038 times clamp to the legacy maximum.
-        assert_eq!(decode_timestamp(encode_timestamp(3_000_000_000, 0, false), false).0, XFS_LEGACY_TIME_MAX);
-        assert_eq!(decode_timestamp(encode_timestamp(i64::MIN, 0, false), false).0, XFS_LEGACY_TIME_MIN);
+        assert_eq!(
+            decode_timestamp(encode_timestamp(3_000_000_000, 0, false), false).0,
+            XFS_LEGACY_TIME_MAX
+        );
+        assert_eq!(
+            decode_timestamp(encode_timestamp(i64::MIN, 0, false), false).0,
+            XFS_LEGACY_TIME_MIN
+        );
     }
 
     #[test]
@@ -265,16 +286,39 @@ mod tests {
         assert_eq!(encode_timestamp(XFS_BIGTIME_UNIX_MIN, 0, true), 0);
         // The maximum matches the documented 2486-07-02T20:20:24Z.
         assert_eq!(XFS_BIGTIME_UNIX_MAX, 16_299_260_424);
-        assert_eq!(decode_timestamp(encode_timestamp(i64::MAX, 0, true), true).0, XFS_BIGTIME_UNIX_MAX);
+        assert_eq!(
+            decode_timestamp(encode_timestamp(i64::MAX, 0, true), true).0,
+            XFS_BIGTIME_UNIX_MAX
+        );
     }
 
     #[test]
     fn bmbt_round_trip() {
         let cases = [
-            BmbtIrec { startoff: 0, startblock: 0, blockcount: 1, unwritten: false },
-            BmbtIrec { startoff: BMBT_STARTOFF_MASK, startblock: BMBT_STARTBLOCK_MASK, blockcount: BMBT_BLOCKCOUNT_MASK, unwritten: true },
-            BmbtIrec { startoff: 0x0012_3456_789a, startblock: 0xf_edcb_a987_6543, blockcount: 0x15555, unwritten: false },
-            BmbtIrec { startoff: 1, startblock: 1 << 43, blockcount: 0, unwritten: true },
+            BmbtIrec {
+                startoff: 0,
+                startblock: 0,
+                blockcount: 1,
+                unwritten: false,
+            },
+            BmbtIrec {
+                startoff: BMBT_STARTOFF_MASK,
+                startblock: BMBT_STARTBLOCK_MASK,
+                blockcount: BMBT_BLOCKCOUNT_MASK,
+                unwritten: true,
+            },
+            BmbtIrec {
+                startoff: 0x0012_3456_789a,
+                startblock: 0xf_edcb_a987_6543,
+                blockcount: 0x15555,
+                unwritten: false,
+            },
+            BmbtIrec {
+                startoff: 1,
+                startblock: 1 << 43,
+                blockcount: 0,
+                unwritten: true,
+            },
         ];
         for c in cases {
             assert!(c.fits());
@@ -285,16 +329,32 @@ mod tests {
 
     #[test]
     fn bmbt_bit_positions() {
-        let r = BmbtIrec { startoff: 1, startblock: 1, blockcount: 1, unwritten: true };
+        let r = BmbtIrec {
+            startoff: 1,
+            startblock: 1,
+            blockcount: 1,
+            unwritten: true,
+        };
         assert_eq!(r.pack(), ((1 << 63) | (1 << 9), (1 << 21) | 1));
-        let big = BmbtIrec { startoff: 0, startblock: 1 << 51, blockcount: 0, unwritten: false };
+        let big = BmbtIrec {
+            startoff: 0,
+            startblock: 1 << 51,
+            blockcount: 0,
+            unwritten: false,
+        };
         assert_eq!(big.pack(), (1 << 8, 0));
-        assert!(!BmbtIrec { startoff: 1 << 54, ..r }.fits());
+        assert!(!BmbtIrec {
+            startoff: 1 << 54,
+            ..r
+        }
+        .fits());
     }
 
     #[test]
     fn uuid_display() {
-        let u = Uuid([0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0, 1, 2, 3, 4, 5, 6, 7]);
+        let u = Uuid([
+            0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0, 1, 2, 3, 4, 5, 6, 7,
+        ]);
         assert_eq!(u.to_string(), "01234567-89ab-cdef-0001-020304050607");
         assert!(Uuid::NIL.is_nil() && !u.is_nil());
     }

@@ -12,7 +12,12 @@ fn make_image() -> Option<Vec<u8>> {
     f.set_len(300 << 20).ok()?;
     drop(f);
     let ok = Command::new("mkfs.xfs")
-        .args(["-q", "-f", "-m", "crc=1,finobt=1,rmapbt=1,reflink=1,bigtime=1,inobtcount=1"])
+        .args([
+            "-q",
+            "-f",
+            "-m",
+            "crc=1,finobt=1,rmapbt=1,reflink=1,bigtime=1,inobtcount=1",
+        ])
         .arg(&path)
         .status()
         .map(|s| s.success())
@@ -25,7 +30,9 @@ fn make_image() -> Option<Vec<u8>> {
 #[test]
 fn fresh_mkfs_image_matches_layouts() {
     let Some(img) = make_image() else {
-        println!("SKIP-REASON: mkfs.xfs not found or failed; layout check against a real image not run");
+        println!(
+            "SKIP-REASON: mkfs.xfs not found or failed; layout check against a real image not run"
+        );
         return;
     };
     let sb = Dsb::read_from_prefix(&img).expect("superblock").0;
@@ -54,7 +61,14 @@ fn fresh_mkfs_image_matches_layouts() {
     assert!(agi.agi_unlinked.iter().all(|b| b.get() == types::NULLAGINO));
 
     let agfl_b = &img[3 * sect..4 * sect];
-    assert_eq!(AgflHdr::read_from_prefix(agfl_b).expect("agfl").0.agfl_magicnum.get(), ag::XFS_AGFL_MAGIC);
+    assert_eq!(
+        AgflHdr::read_from_prefix(agfl_b)
+            .expect("agfl")
+            .0
+            .agfl_magicnum
+            .get(),
+        ag::XFS_AGFL_MAGIC
+    );
     assert!(crc::verify(agfl_b, ag::XFS_AGFL_CRC_OFF), "agfl crc");
 
     // Every AG-0 btree root is a valid short-format block.
@@ -70,19 +84,28 @@ fn fresh_mkfs_image_matches_layouts() {
         let b = &img[agbno as usize * bs..(agbno as usize + 1) * bs];
         let h = BtreeBlockShort::read_from_prefix(b).expect("btree hdr").0;
         assert_eq!(h.bb_magic.get(), magic, "magic of block {agbno}");
-        assert!(crc::verify(b, btree::XFS_BTREE_SBLOCK_CRC_OFF), "crc of block {agbno}");
+        assert!(
+            crc::verify(b, btree::XFS_BTREE_SBLOCK_CRC_OFF),
+            "crc of block {agbno}"
+        );
         assert_eq!(h.bb_blkno.get(), agbno as u64 * (bs as u64 / 512));
         assert_eq!(h.bb_uuid, uuid);
     }
 
     // Free space: bnobt leaf records sum to agf_freeblks.
     let bno = agf.agf_bno_root.get() as usize * bs;
-    let h = BtreeBlockShort::read_from_prefix(&img[bno..]).expect("bno").0;
+    let h = BtreeBlockShort::read_from_prefix(&img[bno..])
+        .expect("bno")
+        .0;
     assert_eq!(h.bb_level.get(), 0);
     let mut free = 0u64;
     for i in 0..h.bb_numrecs.get() as usize {
         let off = btree::entry_offset(btree::XFS_BTREE_SBLOCK_CRC_LEN, 8, i);
-        free += AllocRec::read_from_prefix(&img[bno + off..]).expect("rec").0.ar_blockcount.get() as u64;
+        free += AllocRec::read_from_prefix(&img[bno + off..])
+            .expect("rec")
+            .0
+            .ar_blockcount
+            .get() as u64;
     }
     assert_eq!(free, agf.agf_freeblks.get() as u64);
 
@@ -92,7 +115,11 @@ fn fresh_mkfs_image_matches_layouts() {
     let inopblog = sb.sb_inopblog as u32;
     let agbno = (ino >> inopblog) & ((1 << sb.sb_agblklog) - 1);
     let slot = (ino & ((1 << inopblog) - 1)) as usize;
-    assert_eq!(ino >> (sb.sb_agblklog as u32 + inopblog), 0, "root inode in AG 0");
+    assert_eq!(
+        ino >> (sb.sb_agblklog as u32 + inopblog),
+        0,
+        "root inode in AG 0"
+    );
     let off = agbno as usize * bs + slot * isz;
     let ib = &img[off..off + isz];
     let di = Dinode::read_from_prefix(ib).expect("dinode").0;
@@ -115,11 +142,15 @@ fn fresh_mkfs_image_matches_layouts() {
     let agno = logstart >> sb.sb_agblklog;
     let lagbno = logstart & ((1 << sb.sb_agblklog) - 1);
     let loff = (agno * sb.sb_agblocks.get() as u64 + lagbno) as usize * bs;
-    let rh = XlogRecHeader::read_from_prefix(&img[loff..]).expect("log hdr").0;
+    let rh = XlogRecHeader::read_from_prefix(&img[loff..])
+        .expect("log hdr")
+        .0;
     assert_eq!(rh.h_magicno.get(), log::XLOG_HEADER_MAGIC_NUM);
     assert_eq!(rh.h_cycle.get(), 1);
     assert_eq!(rh.h_fs_uuid, sb.sb_uuid);
-    let op = XlogOpHeader::read_from_prefix(&img[loff + 512..]).expect("op").0;
+    let op = XlogOpHeader::read_from_prefix(&img[loff + 512..])
+        .expect("op")
+        .0;
     assert_eq!(op.oh_flags, log::XLOG_UNMOUNT_TRANS);
     assert_eq!(op.oh_clientid, log::XFS_LOG);
     let m = &img[loff + 512 + 12..loff + 512 + 14];

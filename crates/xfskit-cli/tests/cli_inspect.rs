@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn xfskit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xfskit")).args(args).output().expect("run xfskit")
+    Command::new(env!("CARGO_BIN_EXE_xfskit"))
+        .args(args)
+        .output()
+        .expect("run xfskit")
 }
 
 fn s(p: &Path) -> &str {
@@ -23,9 +26,20 @@ fn stdout(o: &Output) -> String {
 /// Makes an empty image of `size` bytes with mkfs.xfs and `opts`.
 fn mkfs(dir: &Path, name: &str, size: u64, opts: &[&str]) -> PathBuf {
     let img = dir.join(name);
-    std::fs::File::create(&img).and_then(|f| f.set_len(size)).expect("create image");
-    let out = Command::new("mkfs.xfs").args(["-q", "-f"]).args(opts).arg(&img).output().expect("run mkfs.xfs");
-    assert!(out.status.success(), "mkfs.xfs {opts:?}: {}", String::from_utf8_lossy(&out.stderr));
+    std::fs::File::create(&img)
+        .and_then(|f| f.set_len(size))
+        .expect("create image");
+    let out = Command::new("mkfs.xfs")
+        .args(["-q", "-f"])
+        .args(opts)
+        .arg(&img)
+        .output()
+        .expect("run mkfs.xfs");
+    assert!(
+        out.status.success(),
+        "mkfs.xfs {opts:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     img
 }
 
@@ -35,26 +49,65 @@ fn info_matches_xfs_db() {
     let variants: &[(&str, u64, &[&str])] = &[
         ("default", 320 << 20, &[]),
         ("b1k", 320 << 20, &["-b", "size=1024"]),
-        ("b64k_noreflink", 600 << 20, &["-b", "size=65536", "-m", "reflink=0"]),
-        ("sect4k_ino2k", 320 << 20, &["-s", "size=4096", "-i", "size=2048"]),
+        (
+            "b64k_noreflink",
+            600 << 20,
+            &["-b", "size=65536", "-m", "reflink=0"],
+        ),
+        (
+            "sect4k_ino2k",
+            320 << 20,
+            &["-s", "size=4096", "-i", "size=2048"],
+        ),
         ("stripe", 1 << 30, &["-d", "su=64k,sw=4"]),
-        ("rmap_nrext64", 400 << 20, &["-m", "rmapbt=1", "-i", "nrext64=1"]),
-        ("plain", 320 << 20, &["-m", "finobt=0,bigtime=0,inobtcount=0", "-i", "sparse=0", "-n", "size=8192,ftype=1"]),
+        (
+            "rmap_nrext64",
+            400 << 20,
+            &["-m", "rmapbt=1", "-i", "nrext64=1"],
+        ),
+        (
+            "plain",
+            320 << 20,
+            &[
+                "-m",
+                "finobt=0,bigtime=0,inobtcount=0",
+                "-i",
+                "sparse=0",
+                "-n",
+                "size=8192,ftype=1",
+            ],
+        ),
         ("logsu", 1 << 30, &["-l", "su=32k", "-d", "agcount=7"]),
     ];
     let mut failures = Vec::new();
     for (name, size, opts) in variants {
         let img = mkfs(tmp.path(), &format!("{name}.img"), *size, opts);
-        let want = Command::new("xfs_db").args(["-r", "-c", "info"]).arg(&img).output().expect("xfs_db");
+        let want = Command::new("xfs_db")
+            .args(["-r", "-c", "info"])
+            .arg(&img)
+            .output()
+            .expect("xfs_db");
         assert!(want.status.success(), "xfs_db info {name}");
         let got = xfskit(&["info", s(&img)]);
-        assert!(got.status.success(), "xfskit info {name}: {}", String::from_utf8_lossy(&got.stderr));
+        assert!(
+            got.status.success(),
+            "xfskit info {name}: {}",
+            String::from_utf8_lossy(&got.stderr)
+        );
         if stdout(&got) != stdout(&want) {
-            failures.push(format!("{name}:\n--- xfs_db\n{}--- xfskit\n{}", stdout(&want), stdout(&got)));
+            failures.push(format!(
+                "{name}:\n--- xfs_db\n{}--- xfskit\n{}",
+                stdout(&want),
+                stdout(&got)
+            ));
         }
         let json = xfskit(&["info", "--json", s(&img)]);
-        let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("info --json is JSON");
-        assert!(v["data"]["blocks"].as_u64().unwrap_or(0) > 0, "{name}: json has data.blocks");
+        let v: serde_json::Value =
+            serde_json::from_slice(&json.stdout).expect("info --json is JSON");
+        assert!(
+            v["data"]["blocks"].as_u64().unwrap_or(0) > 0,
+            "{name}: json has data.blocks"
+        );
         std::fs::remove_file(&img).ok();
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -77,16 +130,35 @@ fn ls_lists_known_names() {
     let o = xfskit(&["ls", s(&f.img), "/links"]);
     assert!(o.status.success());
     let names: Vec<String> = stdout(&o).lines().map(str::to_owned).collect();
-    assert_eq!(names, ["h1", "h2", "h3", "long_symlink", "max_symlink", "short_symlink"]);
+    assert_eq!(
+        names,
+        [
+            "h1",
+            "h2",
+            "h3",
+            "long_symlink",
+            "max_symlink",
+            "short_symlink"
+        ]
+    );
 
     let o = xfskit(&["ls", "-la", s(&f.img), "/links"]);
     let text = stdout(&o);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 8, "{text}");
-    assert!(lines[0].starts_with("drwxr-xr-x") && lines[0].ends_with(" ."), "{text}");
+    assert!(
+        lines[0].starts_with("drwxr-xr-x") && lines[0].ends_with(" ."),
+        "{text}"
+    );
     assert!(lines[1].ends_with(" .."), "{text}");
-    let short = lines.iter().find(|l| l.contains("short_symlink")).expect("short_symlink line");
-    assert!(short.starts_with("lrwxrwxrwx") && short.ends_with("short_symlink -> short"), "{short}");
+    let short = lines
+        .iter()
+        .find(|l| l.contains("short_symlink"))
+        .expect("short_symlink line");
+    assert!(
+        short.starts_with("lrwxrwxrwx") && short.ends_with("short_symlink -> short"),
+        "{short}"
+    );
 
     let o = xfskit(&["ls", "-R", s(&f.img), "/dirs"]);
     let text = stdout(&o);
@@ -95,16 +167,32 @@ fn ls_lists_known_names() {
 
     let o = xfskit(&["ls", "-l", s(&f.img), "/special"]);
     let text = stdout(&o);
-    assert!(text.lines().any(|l| l.starts_with('c') && l.contains("null_chr")), "{text}");
-    assert!(text.lines().any(|l| l.starts_with('p') && l.ends_with("fifo")), "{text}");
-    assert!(text.lines().any(|l| l.starts_with('s') && l.ends_with("socket")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with('c') && l.contains("null_chr")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with('p') && l.ends_with("fifo")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with('s') && l.ends_with("socket")),
+        "{text}"
+    );
 }
 
 #[test]
 fn cat_streams_contents() {
     let f = fixture();
     let o = xfskit(&["cat", s(&f.img), "/links/short_symlink"]);
-    assert_eq!(o.status.code(), Some(2), "cat of a symlink is a usage error");
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "cat of a symlink is a usage error"
+    );
     let one = xfskit(&["cat", s(&f.img), "/files/one_extent"]);
     assert!(one.status.success());
     assert_eq!(one.stdout.len(), 12411);
@@ -118,7 +206,10 @@ fn cat_streams_contents() {
     let mnt = f._tmp.path().join("mnt");
     std::fs::create_dir_all(&mnt).expect("mkdir");
     let m = LoopMount::new(&f.img, &mnt).expect("mount");
-    for (p, got) in [("files/one_extent", &one.stdout), ("files/sparse", &sparse.stdout)] {
+    for (p, got) in [
+        ("files/one_extent", &one.stdout),
+        ("files/sparse", &sparse.stdout),
+    ] {
         let want = std::fs::read(m.path().join(p)).expect("read through kernel");
         assert_eq!(digest_bytes(got), digest_bytes(&want), "{p}");
     }
@@ -140,7 +231,10 @@ fn stat_shows_fields_xattrs_and_extents() {
     let o = xfskit(&["stat", s(&f.img), "/xattrs/remote"]);
     let text = stdout(&o);
     assert!(text.contains("security.small = \"s\""), "{text}");
-    assert!(text.contains("trusted.r64k = 0x") && text.contains("(65536 bytes)"), "{text}");
+    assert!(
+        text.contains("trusted.r64k = 0x") && text.contains("(65536 bytes)"),
+        "{text}"
+    );
     assert!(text.contains("attr fork:\n EXT:"), "{text}");
     let o = xfskit(&["stat", "--json", s(&f.img), "/links/short_symlink"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stat --json is JSON");
@@ -158,28 +252,68 @@ fn exit_codes() {
         vec!["cat", img, "/nope"],
         vec!["stat", img, "/files/nope"],
         vec!["cat", img, "/dirs"],
-        vec!["extract", "--path", "/nope", img, "/tmp/xfskit-never-created"],
+        vec![
+            "extract",
+            "--path",
+            "/nope",
+            img,
+            "/tmp/xfskit-never-created",
+        ],
     ] {
         assert_eq!(xfskit(&args).status.code(), Some(1), "{args:?}");
     }
     let tmp = TempDir::new("xfskit-exit");
     let v4 = mkfs(tmp.path(), "v4.img", 300 << 20, &["-m", "crc=0"]);
-    assert_eq!(xfskit(&["info", s(&v4)]).status.code(), Some(3), "v4 is unsupported");
-    assert_eq!(xfskit(&["ls", s(&v4)]).status.code(), Some(3), "v4 is unsupported");
+    assert_eq!(
+        xfskit(&["info", s(&v4)]).status.code(),
+        Some(3),
+        "v4 is unsupported"
+    );
+    assert_eq!(
+        xfskit(&["ls", s(&v4)]).status.code(),
+        Some(3),
+        "v4 is unsupported"
+    );
     let dest = tmp.path().join("notempty");
     std::fs::create_dir_all(dest.join("x")).expect("mkdir");
-    assert_eq!(xfskit(&["extract", img, s(&dest)]).status.code(), Some(2), "non-empty dest");
+    assert_eq!(
+        xfskit(&["extract", img, s(&dest)]).status.code(),
+        Some(2),
+        "non-empty dest"
+    );
     if !require_root("exit_codes (dirty log)") {
         return;
     }
     let dirty = mkfs(tmp.path(), "dirty.img", 300 << 20, &[]);
     let mnt = tmp.path().join("mnt");
     std::fs::create_dir_all(&mnt).expect("mkdir");
-    assert!(Command::new("mount").args(["-o", "loop"]).arg(&dirty).arg(&mnt).status().expect("mount").success());
+    assert!(Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(&dirty)
+        .arg(&mnt)
+        .status()
+        .expect("mount")
+        .success());
     std::fs::write(mnt.join("f"), b"data").expect("write");
-    let shut = Command::new("xfs_io").args(["-x", "-c", "shutdown -f"]).arg(&mnt).status().expect("xfs_io");
-    assert!(Command::new("umount").arg(&mnt).status().expect("umount").success());
+    let shut = Command::new("xfs_io")
+        .args(["-x", "-c", "shutdown -f"])
+        .arg(&mnt)
+        .status()
+        .expect("xfs_io");
+    assert!(Command::new("umount")
+        .arg(&mnt)
+        .status()
+        .expect("umount")
+        .success());
     assert!(shut.success(), "xfs_io shutdown");
-    assert_eq!(xfskit(&["ls", s(&dirty)]).status.code(), Some(3), "dirty log");
-    assert_eq!(xfskit(&["ls", "--norecovery", s(&dirty)]).status.code(), Some(0), "norecovery reads it");
+    assert_eq!(
+        xfskit(&["ls", s(&dirty)]).status.code(),
+        Some(3),
+        "dirty log"
+    );
+    assert_eq!(
+        xfskit(&["ls", "--norecovery", s(&dirty)]).status.code(),
+        Some(0),
+        "norecovery reads it"
+    );
 }

@@ -14,8 +14,8 @@
 mod common;
 
 use common::{
-    count_kinds, diff_walks, expected_counts, fixture_names, require_root, unpack_fixture, walk_host, Entry, Fnv64,
-    Kind, LoopMount, TempDir,
+    count_kinds, diff_walks, expected_counts, fixture_names, require_root, unpack_fixture,
+    walk_host, Entry, Fnv64, Kind, LoopMount, TempDir,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -59,26 +59,44 @@ fn walk_library(image: &Path) -> Vec<Entry> {
         let i = e.inode;
         let kind = kind_of(i.file_type);
         let xattrs: BTreeMap<Vec<u8>, Vec<u8>> = if xfskit::extract::has_attrs(i) {
-            xfskit::attr::list(&fs, i)?.into_iter().map(|x| (x.full_name(), x.value)).collect()
+            xfskit::attr::list(&fs, i)?
+                .into_iter()
+                .map(|x| (x.full_name(), x.value))
+                .collect()
         } else {
             BTreeMap::new()
         };
-        let symlink_target =
-            if kind == Kind::Symlink { Some(xfskit::symlink::read_link(&fs, i)?) } else { None };
+        let symlink_target = if kind == Kind::Symlink {
+            Some(xfskit::symlink::read_link(&fs, i)?)
+        } else {
+            None
+        };
         let entry = Entry {
             path: String::from_utf8_lossy(e.path).into_owned(),
             kind,
             mode: u32::from(i.perm()),
             uid: i.uid,
             gid: i.gid,
-            size: if matches!(kind, Kind::File | Kind::Symlink) { i.size } else { 0 },
+            size: if matches!(kind, Kind::File | Kind::Symlink) {
+                i.size
+            } else {
+                0
+            },
             nlink: i.nlink,
             mtime_sec: i.mtime.sec,
             mtime_nsec: i.mtime.nsec,
-            rdev: if matches!(kind, Kind::CharDev | Kind::BlockDev) { i.rdev_major_minor() } else { (0, 0) },
+            rdev: if matches!(kind, Kind::CharDev | Kind::BlockDev) {
+                i.rdev_major_minor()
+            } else {
+                (0, 0)
+            },
             symlink_target,
             xattrs,
-            content_digest: if kind == Kind::File { Some(digest_file(&fs, i)) } else { None },
+            content_digest: if kind == Kind::File {
+                Some(digest_file(&fs, i))
+            } else {
+                None
+            },
             link_group: None,
         };
         found.push((entry, i.ino.0));
@@ -109,12 +127,25 @@ struct ScratchXfs {
 impl ScratchXfs {
     fn new(dir: &Path) -> ScratchXfs {
         let img = dir.join("scratch.img");
-        std::fs::File::create(&img).and_then(|f| f.set_len(2 << 30)).expect("scratch image");
-        let ok = Command::new("mkfs.xfs").args(["-q", "-f"]).arg(&img).status().expect("mkfs.xfs").success();
+        std::fs::File::create(&img)
+            .and_then(|f| f.set_len(2 << 30))
+            .expect("scratch image");
+        let ok = Command::new("mkfs.xfs")
+            .args(["-q", "-f"])
+            .arg(&img)
+            .status()
+            .expect("mkfs.xfs")
+            .success();
         assert!(ok, "mkfs.xfs failed");
         let mnt = dir.join("scratch");
         std::fs::create_dir_all(&mnt).expect("mkdir");
-        let ok = Command::new("mount").args(["-o", "loop"]).arg(&img).arg(&mnt).status().expect("mount").success();
+        let ok = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(&mnt)
+            .status()
+            .expect("mount")
+            .success();
         assert!(ok, "mount scratch failed");
         ScratchXfs { mnt }
     }
@@ -139,8 +170,10 @@ fn library_walk_counts_match_fixture_records() {
     for name in fixture_names() {
         let img = unpack_fixture(&name, tmp.path());
         let walked = walk_library(&img);
-        let got: BTreeMap<String, usize> =
-            count_kinds(&walked).into_iter().map(|(k, n)| (k.name().to_string(), n)).collect();
+        let got: BTreeMap<String, usize> = count_kinds(&walked)
+            .into_iter()
+            .map(|(k, n)| (k.name().to_string(), n))
+            .collect();
         // The recorded counts include the root directory, as the walk does.
         let want = expected_counts(&name);
         if got != want {
@@ -167,9 +200,18 @@ fn library_walk_extract_and_fuse_match_kernel() {
             let m = LoopMount::new(&img, &mnt).expect("loop mount");
             walk_host(m.path())
         };
-        assert!(kernel.len() > 10, "{name}: kernel walk found only {} entries", kernel.len());
+        assert!(
+            kernel.len() > 10,
+            "{name}: kernel walk found only {} entries",
+            kernel.len()
+        );
         let lib = walk_library(&img);
-        report(&name, "library walk vs kernel", &diff_walks(&lib, &kernel), &mut failures);
+        report(
+            &name,
+            "library walk vs kernel",
+            &diff_walks(&lib, &kernel),
+            &mut failures,
+        );
 
         let dest = scratch.mnt.join(&name);
         let out = Command::new(env!("CARGO_BIN_EXE_xfskit"))
@@ -179,10 +221,18 @@ fn library_walk_extract_and_fuse_match_kernel() {
             .output()
             .expect("run xfskit extract");
         if !out.status.success() {
-            failures.push(format!("{name}: extract failed: {}", String::from_utf8_lossy(&out.stderr)));
+            failures.push(format!(
+                "{name}: extract failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
         } else {
             let extracted = walk_host(&dest);
-            report(&name, "extract vs kernel", &diff_walks(&extracted, &kernel), &mut failures);
+            report(
+                &name,
+                "extract vs kernel",
+                &diff_walks(&extracted, &kernel),
+                &mut failures,
+            );
         }
         let _ = std::fs::remove_dir_all(&dest);
 
@@ -190,7 +240,12 @@ fn library_walk_extract_and_fuse_match_kernel() {
         match FuseMount::new(&img, &fmnt) {
             Ok(f) => {
                 let fused = walk_host(&fmnt);
-                report(&name, "FUSE mount vs kernel", &diff_walks(&fused, &kernel), &mut failures);
+                report(
+                    &name,
+                    "FUSE mount vs kernel",
+                    &diff_walks(&fused, &kernel),
+                    &mut failures,
+                );
                 if let Err(e) = f.stop() {
                     failures.push(format!("{name}: FUSE unmount: {e}"));
                 }
@@ -206,7 +261,9 @@ fn library_walk_extract_and_fuse_match_kernel() {
 fn is_mounted(dir: &Path) -> bool {
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
     let want = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    mounts.lines().any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
 }
 
 /// `xfskit mount --read-only` running in the background.
@@ -225,7 +282,10 @@ impl FuseMount {
             .stdin(std::process::Stdio::null())
             .spawn()
             .map_err(|e| e.to_string())?;
-        let mut m = FuseMount { child: Some(child), dir: dir.to_path_buf() };
+        let mut m = FuseMount {
+            child: Some(child),
+            dir: dir.to_path_buf(),
+        };
         let t0 = std::time::Instant::now();
         while !is_mounted(dir) {
             if t0.elapsed() > std::time::Duration::from_secs(20) {
@@ -242,7 +302,11 @@ impl FuseMount {
     /// SIGTERM, then expect a clean exit and the mount gone.
     fn stop(mut self) -> Result<(), String> {
         let mut child = self.child.take().ok_or("no child")?;
-        Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().map_err(|e| e.to_string())?;
+        Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .map_err(|e| e.to_string())?;
         let st = child.wait().map_err(|e| e.to_string())?;
         if !st.success() {
             return Err(format!("xfskit mount exited with {st}"));

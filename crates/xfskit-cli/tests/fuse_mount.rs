@@ -14,7 +14,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn skip_reason() -> Option<String> {
-    let uid = fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(u32::MAX);
+    let uid = fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX);
     if uid != 0 {
         return Some("not root".into());
     }
@@ -28,14 +30,19 @@ fn skip_reason() -> Option<String> {
 }
 
 fn run(cmd: &str, args: &[&str]) {
-    let st = Command::new(cmd).args(args).status().unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    let st = Command::new(cmd)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
     assert!(st.success(), "{cmd} {args:?} failed: {st}");
 }
 
 fn is_mounted(dir: &Path) -> bool {
     let want = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let mounts = fs::read_to_string("/proc/mounts").unwrap_or_default();
-    mounts.lines().any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
 }
 
 /// Unmounts whatever is still mounted and removes the scratch directory.
@@ -67,14 +74,34 @@ fn cstr(p: &Path) -> CString {
 fn set_xattr(p: &Path, name: &str, value: &[u8]) {
     let n = CString::new(name).unwrap();
     // SAFETY: valid NUL-terminated strings and a live buffer.
-    let r = unsafe { libc::lsetxattr(cstr(p).as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
-    assert_eq!(r, 0, "setxattr {name} on {}: {}", p.display(), std::io::Error::last_os_error());
+    let r = unsafe {
+        libc::lsetxattr(
+            cstr(p).as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "setxattr {name} on {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
 }
 
 fn mknod(p: &Path, mode: libc::mode_t, dev: libc::dev_t) {
     // SAFETY: valid path string.
     let r = unsafe { libc::mknod(cstr(p).as_ptr(), mode, dev) };
-    assert_eq!(r, 0, "mknod {}: {}", p.display(), std::io::Error::last_os_error());
+    assert_eq!(
+        r,
+        0,
+        "mknod {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
 }
 
 /// getxattr with an explicit buffer size: Ok(len) or Err(errno).
@@ -94,7 +121,12 @@ fn get_xattr_raw(p: &Path, name: &str, size: usize) -> Result<(usize, Vec<u8>), 
 fn xattrs(p: &Path) -> BTreeMap<String, Vec<u8>> {
     // SAFETY: a null buffer with size 0 asks for the needed size.
     let need = unsafe { libc::llistxattr(cstr(p).as_ptr(), std::ptr::null_mut(), 0) };
-    assert!(need >= 0, "listxattr {}: {}", p.display(), std::io::Error::last_os_error());
+    assert!(
+        need >= 0,
+        "listxattr {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
     let mut buf = vec![0u8; need as usize];
     // SAFETY: the buffer holds `need` bytes.
     let got = unsafe { libc::llistxattr(cstr(p).as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
@@ -102,8 +134,10 @@ fn xattrs(p: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     for name in buf.split(|&b| b == 0).filter(|n| !n.is_empty()) {
         let name = String::from_utf8_lossy(name).into_owned();
-        let (len, _) = get_xattr_raw(p, &name, 0).unwrap_or_else(|e| panic!("probe {name}: errno {e}"));
-        let (_, v) = get_xattr_raw(p, &name, len).unwrap_or_else(|e| panic!("get {name}: errno {e}"));
+        let (len, _) =
+            get_xattr_raw(p, &name, 0).unwrap_or_else(|e| panic!("probe {name}: errno {e}"));
+        let (_, v) =
+            get_xattr_raw(p, &name, len).unwrap_or_else(|e| panic!("get {name}: errno {e}"));
         out.insert(name, v);
     }
     out
@@ -127,7 +161,11 @@ fn populate(root: &Path) {
     // A directory large enough for the leaf/node forms and several readdir calls.
     fs::create_dir(root.join("many")).unwrap();
     for i in 0..3000 {
-        fs::write(root.join(format!("many/file-with-a-longish-name-{i:05}")), i.to_string()).unwrap();
+        fs::write(
+            root.join(format!("many/file-with-a-longish-name-{i:05}")),
+            i.to_string(),
+        )
+        .unwrap();
     }
     std::os::unix::fs::symlink("hello", root.join("link-short")).unwrap();
     std::os::unix::fs::symlink("x".repeat(600), root.join("link-long")).unwrap();
@@ -138,10 +176,22 @@ fn populate(root: &Path) {
     set_xattr(&root.join("hello"), "trusted.secret", b"t");
     set_xattr(&root.join("a"), "user.on-dir", b"d");
     for i in 0..60 {
-        set_xattr(&root.join("big"), &format!("user.attr-number-{i}"), format!("value {i}").as_bytes());
+        set_xattr(
+            &root.join("big"),
+            &format!("user.attr-number-{i}"),
+            format!("value {i}").as_bytes(),
+        );
     }
-    mknod(&root.join("chardev"), libc::S_IFCHR | 0o640, libc::makedev(1, 3));
-    mknod(&root.join("blockdev"), libc::S_IFBLK | 0o600, libc::makedev(259, 70000));
+    mknod(
+        &root.join("chardev"),
+        libc::S_IFCHR | 0o640,
+        libc::makedev(1, 3),
+    );
+    mknod(
+        &root.join("blockdev"),
+        libc::S_IFBLK | 0o600,
+        libc::makedev(259, 70000),
+    );
     mknod(&root.join("fifo"), libc::S_IFIFO | 0o644, 0);
 }
 
@@ -149,32 +199,59 @@ fn populate(root: &Path) {
 fn compare(k: &Path, f: &Path, rel: &Path, seen: &mut usize) {
     let (kp, fp) = (k.join(rel), f.join(rel));
     let km = fs::symlink_metadata(&kp).unwrap();
-    let fm = fs::symlink_metadata(&fp).unwrap_or_else(|e| panic!("fuse lstat {}: {e}", fp.display()));
+    let fm =
+        fs::symlink_metadata(&fp).unwrap_or_else(|e| panic!("fuse lstat {}: {e}", fp.display()));
     let what = rel.display();
     // The roots are different inodes' mount points only in st_dev.
     assert_eq!(km.ino(), fm.ino(), "ino of {what}");
     assert_eq!(km.mode(), fm.mode(), "mode of {what}");
     assert_eq!(km.nlink(), fm.nlink(), "nlink of {what}");
-    assert_eq!((km.uid(), km.gid()), (fm.uid(), fm.gid()), "owner of {what}");
+    assert_eq!(
+        (km.uid(), km.gid()),
+        (fm.uid(), fm.gid()),
+        "owner of {what}"
+    );
     assert_eq!(km.size(), fm.size(), "size of {what}");
     assert_eq!(km.blocks(), fm.blocks(), "blocks of {what}");
     assert_eq!(km.blksize(), fm.blksize(), "blksize of {what}");
     assert_eq!(km.rdev(), fm.rdev(), "rdev of {what}");
-    assert_eq!((km.mtime(), km.mtime_nsec()), (fm.mtime(), fm.mtime_nsec()), "mtime of {what}");
-    assert_eq!((km.ctime(), km.ctime_nsec()), (fm.ctime(), fm.ctime_nsec()), "ctime of {what}");
-    assert_eq!((km.atime(), km.atime_nsec()), (fm.atime(), fm.atime_nsec()), "atime of {what}");
+    assert_eq!(
+        (km.mtime(), km.mtime_nsec()),
+        (fm.mtime(), fm.mtime_nsec()),
+        "mtime of {what}"
+    );
+    assert_eq!(
+        (km.ctime(), km.ctime_nsec()),
+        (fm.ctime(), fm.ctime_nsec()),
+        "ctime of {what}"
+    );
+    assert_eq!(
+        (km.atime(), km.atime_nsec()),
+        (fm.atime(), fm.atime_nsec()),
+        "atime of {what}"
+    );
     if !km.file_type().is_symlink() {
         assert_eq!(xattrs(&kp), xattrs(&fp), "xattrs of {what}");
     }
     *seen += 1;
     let t = km.file_type();
     if t.is_file() {
-        assert!(fs::read(&kp).unwrap() == fs::read(&fp).unwrap(), "contents of {what}");
+        assert!(
+            fs::read(&kp).unwrap() == fs::read(&fp).unwrap(),
+            "contents of {what}"
+        );
     } else if t.is_symlink() {
-        assert_eq!(fs::read_link(&kp).unwrap(), fs::read_link(&fp).unwrap(), "target of {what}");
+        assert_eq!(
+            fs::read_link(&kp).unwrap(),
+            fs::read_link(&fp).unwrap(),
+            "target of {what}"
+        );
     } else if t.is_dir() {
         let names = |p: &Path| {
-            let mut v: Vec<_> = fs::read_dir(p).unwrap().map(|e| e.unwrap().file_name()).collect();
+            let mut v: Vec<_> = fs::read_dir(p)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
             v.sort();
             v
         };
@@ -206,18 +283,37 @@ fn fuse_mount_matches_kernel() {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(dir.join("kernel")).unwrap();
     fs::create_dir_all(dir.join("fuse")).unwrap();
-    let mut scratch = Scratch { dir: dir.clone(), child: None };
+    let mut scratch = Scratch {
+        dir: dir.clone(),
+        child: None,
+    };
     let img = dir.join("img");
     let (kdir, fdir) = (dir.join("kernel"), dir.join("fuse"));
     fs::File::create(&img).unwrap().set_len(320 << 20).unwrap();
     run("mkfs.xfs", &["-q", "-f", img.to_str().unwrap()]);
-    run("mount", &["-o", "loop", img.to_str().unwrap(), kdir.to_str().unwrap()]);
+    run(
+        "mount",
+        &["-o", "loop", img.to_str().unwrap(), kdir.to_str().unwrap()],
+    );
     populate(&kdir);
     run("umount", &[kdir.to_str().unwrap()]);
-    run("mount", &["-o", "loop,ro", img.to_str().unwrap(), kdir.to_str().unwrap()]);
+    run(
+        "mount",
+        &[
+            "-o",
+            "loop,ro",
+            img.to_str().unwrap(),
+            kdir.to_str().unwrap(),
+        ],
+    );
 
     // Read-write is refused with exit code 2.
-    let rw = Command::new(env!("CARGO_BIN_EXE_xfskit")).arg("mount").arg(&img).arg(&fdir).output().unwrap();
+    let rw = Command::new(env!("CARGO_BIN_EXE_xfskit"))
+        .arg("mount")
+        .arg(&img)
+        .arg(&fdir)
+        .output()
+        .unwrap();
     assert_eq!(rw.status.code(), Some(2), "mount without --read-only");
     assert!(String::from_utf8_lossy(&rw.stderr).contains("not supported"));
 
@@ -232,27 +328,55 @@ fn fuse_mount_matches_kernel() {
     scratch.child = Some(child);
     let t0 = Instant::now();
     while !is_mounted(&fdir) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "the FUSE mount did not appear");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the FUSE mount did not appear"
+        );
         if let Some(st) = scratch.child.as_mut().unwrap().try_wait().unwrap() {
             panic!("xfskit mount exited early: {st}");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     let mounts = fs::read_to_string("/proc/mounts").unwrap();
-    assert!(mounts.lines().any(|l| l.starts_with("xfskit:") && l.contains(" ro,")), "mount options: {mounts}");
+    assert!(
+        mounts
+            .lines()
+            .any(|l| l.starts_with("xfskit:") && l.contains(" ro,")),
+        "mount options: {mounts}"
+    );
 
     let mut seen = 0;
     compare(&kdir, &fdir, Path::new(""), &mut seen);
     assert!(seen > 3000, "walked only {seen} entries");
 
     // errnos
-    assert_eq!(errno_of(fs::metadata(fdir.join("no-such-file"))), libc::ENOENT);
+    assert_eq!(
+        errno_of(fs::metadata(fdir.join("no-such-file"))),
+        libc::ENOENT
+    );
     assert_eq!(errno_of(fs::metadata(fdir.join("hello/x"))), libc::ENOTDIR);
-    assert_eq!(get_xattr_raw(&fdir.join("hello"), "user.missing", 64).unwrap_err(), libc::ENODATA);
-    assert_eq!(get_xattr_raw(&fdir.join("hello"), "user.small", 0).unwrap().0, 11);
-    assert_eq!(get_xattr_raw(&fdir.join("hello"), "user.small", 4).unwrap_err(), libc::ERANGE);
-    assert_eq!(get_xattr_raw(&fdir.join("hello"), "user.remote", 100).unwrap_err(), libc::ERANGE);
-    assert_eq!(errno_of(fs::OpenOptions::new().write(true).open(fdir.join("hello"))), libc::EROFS);
+    assert_eq!(
+        get_xattr_raw(&fdir.join("hello"), "user.missing", 64).unwrap_err(),
+        libc::ENODATA
+    );
+    assert_eq!(
+        get_xattr_raw(&fdir.join("hello"), "user.small", 0)
+            .unwrap()
+            .0,
+        11
+    );
+    assert_eq!(
+        get_xattr_raw(&fdir.join("hello"), "user.small", 4).unwrap_err(),
+        libc::ERANGE
+    );
+    assert_eq!(
+        get_xattr_raw(&fdir.join("hello"), "user.remote", 100).unwrap_err(),
+        libc::ERANGE
+    );
+    assert_eq!(
+        errno_of(fs::OpenOptions::new().write(true).open(fdir.join("hello"))),
+        libc::EROFS
+    );
     assert_eq!(errno_of(fs::File::create(fdir.join("new"))), libc::EROFS);
     // Reads at odd offsets and sizes, past EOF, and in the sparse hole.
     {

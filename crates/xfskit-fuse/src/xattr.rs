@@ -71,8 +71,16 @@ mod tests {
     #[test]
     fn list_hides_trusted_from_users() {
         let a = vec![
-            XattrName { ns: Namespace::User, name: b"a".to_vec(), value_len: 0 },
-            XattrName { ns: Namespace::Trusted, name: b"t".to_vec(), value_len: 1 },
+            XattrName {
+                ns: Namespace::User,
+                name: b"a".to_vec(),
+                value_len: 0,
+            },
+            XattrName {
+                ns: Namespace::Trusted,
+                name: b"t".to_vec(),
+                value_len: 1,
+            },
         ];
         assert_eq!(name_list(&a, 0), b"user.a\0trusted.t\0".to_vec());
         assert_eq!(name_list(&a, 1000), b"user.a\0".to_vec());

@@ -16,7 +16,11 @@ pub enum Location {
     /// An inode, optionally with a byte offset inside it or its fork.
     Inode(u64),
     /// A logical block of an inode's fork (data or attr).
-    InodeBlock { ino: u64, fork: &'static str, offset: u64 },
+    InodeBlock {
+        ino: u64,
+        fork: &'static str,
+        offset: u64,
+    },
     /// The superblock of an AG.
     Sb(u32),
     /// A byte range of the log.
@@ -49,15 +53,24 @@ pub enum Error {
     Io(#[from] std::io::Error),
     /// A metadata block or inode failed its CRC check.
     #[error("bad CRC in {what} at {location}")]
-    BadCrc { what: &'static str, location: Location },
+    BadCrc {
+        what: &'static str,
+        location: Location,
+    },
     /// A structure's contents are inconsistent.
     #[error("corrupt {what} at {location}: {detail}")]
-    Corrupt { what: &'static str, location: Location, detail: String },
+    Corrupt {
+        what: &'static str,
+        location: Location,
+        detail: String,
+    },
     /// A valid filesystem using something xfskit does not support.
     #[error("unsupported: {0}")]
     Unsupported(String),
     /// The log holds changes that were never written back.
-    #[error("the log needs replay: {0} (mount it with the kernel once, or read with --norecovery)")]
+    #[error(
+        "the log needs replay: {0} (mount it with the kernel once, or read with --norecovery)"
+    )]
     DirtyLog(String),
     /// No such file or directory.
     #[error("not found: {0}")]
@@ -88,6 +101,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// Builds a `Corrupt` error.
     pub fn corrupt(what: &'static str, location: Location, detail: impl Into<String>) -> Error {
-        Error::Corrupt { what, location, detail: detail.into() }
+        Error::Corrupt {
+            what,
+            location,
+            detail: detail.into(),
+        }
     }
 }

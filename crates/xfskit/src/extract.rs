@@ -39,7 +39,11 @@ pub struct ExtractOptions {
 
 impl Default for ExtractOptions {
     fn default() -> Self {
-        ExtractOptions { threads: 3, chown: None, chunk_bytes: 4 << 20 }
+        ExtractOptions {
+            threads: 3,
+            chown: None,
+            chunk_bytes: 4 << 20,
+        }
     }
 }
 
@@ -69,19 +73,44 @@ pub struct ExtractReport {
 ///
 /// A directory's contents go into `dest`, which must not exist or be an
 /// empty directory; any other file is written as `dest/NAME`.
-pub fn extract(fs: &Fs, src: &[u8], dest: &Path, opts: &ExtractOptions, progress: &Progress) -> Result<ExtractReport> {
+pub fn extract(
+    fs: &Fs,
+    src: &[u8],
+    dest: &Path,
+    opts: &ExtractOptions,
+    progress: &Progress,
+) -> Result<ExtractReport> {
     let start = fs.lookup_path(src)?;
     prepare_dest(dest)?;
-    let chown = opts.chown.unwrap_or_else(|| rustix::process::geteuid().is_root());
-    let shared = Shared { fs, chown, chunk: opts.chunk_bytes.max(64 << 10), progress, warn: Mutex::new(Vec::new()), failed: AtomicBool::new(false), error: Mutex::new(None) };
+    let chown = opts
+        .chown
+        .unwrap_or_else(|| rustix::process::geteuid().is_root());
+    let shared = Shared {
+        fs,
+        chown,
+        chunk: opts.chunk_bytes.max(64 << 10),
+        progress,
+        warn: Mutex::new(Vec::new()),
+        failed: AtomicBool::new(false),
+        error: Mutex::new(None),
+    };
     let (tx, rx) = mpsc::sync_channel::<Job>(512);
     let rx = Mutex::new(rx);
-    let mut v = ExtractVisitor { dest: dest.to_path_buf(), tx: Some(tx), shared: &shared, dirs: Vec::new(), links: Vec::new() };
+    let mut v = ExtractVisitor {
+        dest: dest.to_path_buf(),
+        tx: Some(tx),
+        shared: &shared,
+        dirs: Vec::new(),
+        links: Vec::new(),
+    };
     // A non-directory start is extracted under its own name.
     let start_path = if start.file_type == FileType::Dir {
         Vec::new()
     } else {
-        src.split(|&b| b == b'/').rfind(|c| !c.is_empty()).unwrap_or(b"file").to_vec()
+        src.split(|&b| b == b'/')
+            .rfind(|c| !c.is_empty())
+            .unwrap_or(b"file")
+            .to_vec()
     };
     let walked = std::thread::scope(|s| {
         for _ in 0..opts.threads.max(1) {
@@ -130,11 +159,17 @@ fn prepare_dest(dest: &Path) -> Result<()> {
         Err(e) => Err(Error::Io(e)),
         Ok(md) if md.is_dir() => {
             if std::fs::read_dir(dest)?.next().is_some() {
-                return Err(Error::Invalid(format!("{} exists and is not empty", dest.display())));
+                return Err(Error::Invalid(format!(
+                    "{} exists and is not empty",
+                    dest.display()
+                )));
             }
             Ok(())
         }
-        Ok(_) => Err(Error::Invalid(format!("{} exists and is not a directory", dest.display()))),
+        Ok(_) => Err(Error::Invalid(format!(
+            "{} exists and is not a directory",
+            dest.display()
+        ))),
     }
 }
 
@@ -167,7 +202,10 @@ fn worker(sh: &Shared<'_>, rx: &Mutex<mpsc::Receiver<Job>>) {
         }
         if let Err(e) = sh.create(&job.path, &job.inode) {
             let e = match e {
-                Error::Io(io) => Error::Io(std::io::Error::new(io.kind(), format!("{}: {io}", job.path.display()))),
+                Error::Io(io) => Error::Io(std::io::Error::new(
+                    io.kind(),
+                    format!("{}: {io}", job.path.display()),
+                )),
                 other => other,
             };
             if let Ok(mut slot) = sh.error.lock() {
@@ -179,7 +217,10 @@ fn worker(sh: &Shared<'_>, rx: &Mutex<mpsc::Receiver<Job>>) {
 }
 
 fn timespec(t: Timestamp) -> Timespec {
-    Timespec { tv_sec: t.sec, tv_nsec: i64::from(t.nsec) }
+    Timespec {
+        tv_sec: t.sec,
+        tv_nsec: i64::from(t.nsec),
+    }
 }
 
 impl Shared<'_> {
@@ -197,7 +238,10 @@ impl Shared<'_> {
         let perm = Mode::from_raw_mode(u32::from(inode.perm()));
         match inode.file_type {
             FileType::File => {
-                let f = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(path)?;
                 self.copy_contents(&f, inode)?;
                 self.progress.entries.fetch_add(1, Ordering::Relaxed);
                 return self.finish(path, Some(&f), inode, false);
@@ -213,11 +257,18 @@ impl Shared<'_> {
                 } else {
                     rustix::fs::FileType::BlockDevice
                 };
-                rustix::fs::mknodat(CWD, path, ft, perm, rustix::fs::makedev(maj, min)).map_err(io)?;
+                rustix::fs::mknodat(CWD, path, ft, perm, rustix::fs::makedev(maj, min))
+                    .map_err(io)?;
             }
-            FileType::Fifo => rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Fifo, perm, 0).map_err(io)?,
-            FileType::Socket => rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Socket, perm, 0).map_err(io)?,
-            FileType::Dir => return Err(Error::Invalid("directories are created by the walk".into())),
+            FileType::Fifo => {
+                rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Fifo, perm, 0).map_err(io)?
+            }
+            FileType::Socket => {
+                rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Socket, perm, 0).map_err(io)?
+            }
+            FileType::Dir => {
+                return Err(Error::Invalid("directories are created by the walk".into()))
+            }
         }
         self.progress.entries.fetch_add(1, Ordering::Relaxed);
         self.finish(path, None, inode, inode.file_type == FileType::Symlink)
@@ -247,7 +298,9 @@ impl Shared<'_> {
                 }
                 if done + ahead < total && done % ahead == 0 {
                     let next = done + ahead;
-                    self.fs.device().will_need(dev_start + next, (total - next).min(ahead));
+                    self.fs
+                        .device()
+                        .will_need(dev_start + next, (total - next).min(ahead));
                 }
                 self.fs.read_bytes(dev_start + done, &mut buf[..n])?;
                 f.write_all_at(&buf[..n], file_start + done)?;
@@ -272,15 +325,23 @@ impl Shared<'_> {
                 };
                 match r {
                     Ok(()) => {}
-                    Err(rustix::io::Errno::PERM | rustix::io::Errno::ACCESS) => {
-                        self.warn_once(&format!("no permission to set {} xattrs (needs root)", x.ns.prefix()))
-                    }
-                    Err(rustix::io::Errno::NOTSUP) => {
-                        self.warn_once(&format!("the destination does not support {} xattrs", x.ns.prefix()))
-                    }
+                    Err(rustix::io::Errno::PERM | rustix::io::Errno::ACCESS) => self.warn_once(
+                        &format!("no permission to set {} xattrs (needs root)", x.ns.prefix()),
+                    ),
+                    Err(rustix::io::Errno::NOTSUP) => self.warn_once(&format!(
+                        "the destination does not support {} xattrs",
+                        x.ns.prefix()
+                    )),
                     Err(e) => {
-                        let what = format!("setting xattr {} ({} bytes)", String::from_utf8_lossy(&name), x.value.len());
-                        return Err(Error::Io(std::io::Error::new(std::io::Error::from(e).kind(), format!("{what}: {e}"))));
+                        let what = format!(
+                            "setting xattr {} ({} bytes)",
+                            String::from_utf8_lossy(&name),
+                            x.value.len()
+                        );
+                        return Err(Error::Io(std::io::Error::new(
+                            std::io::Error::from(e).kind(),
+                            format!("{what}: {e}"),
+                        )));
                     }
                 }
             }
@@ -290,7 +351,10 @@ impl Shared<'_> {
             let gid = rustix::fs::Gid::from_raw(inode.gid);
             match file {
                 Some(f) => rustix::fs::fchown(f, Some(uid), Some(gid)).map_err(io)?,
-                None => rustix::fs::chownat(CWD, path, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW).map_err(io)?,
+                None => {
+                    rustix::fs::chownat(CWD, path, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)
+                        .map_err(io)?
+                }
             }
         } else {
             self.warn_once("owners were not preserved (not running as root)");
@@ -302,10 +366,15 @@ impl Shared<'_> {
                 None => rustix::fs::chmodat(CWD, path, perm, AtFlags::empty()).map_err(io)?,
             }
         }
-        let times = Timestamps { last_access: timespec(inode.atime), last_modification: timespec(inode.mtime) };
+        let times = Timestamps {
+            last_access: timespec(inode.atime),
+            last_modification: timespec(inode.mtime),
+        };
         match file {
             Some(f) => rustix::fs::futimens(f, &times).map_err(io)?,
-            None => rustix::fs::utimensat(CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(io)?,
+            None => {
+                rustix::fs::utimensat(CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(io)?
+            }
         }
         Ok(())
     }
@@ -314,7 +383,8 @@ impl Shared<'_> {
 /// True when the inode may hold attributes: it has an attr fork that is
 /// not an empty extent list (the kernel treats that as no attributes).
 pub fn has_attrs(inode: &Inode) -> bool {
-    inode.has_attr_fork() && !(inode.aformat == crate::inode::ForkFormat::Extents && inode.anextents == 0)
+    inode.has_attr_fork()
+        && !(inode.aformat == crate::inode::ForkFormat::Extents && inode.anextents == 0)
 }
 
 fn io(e: rustix::io::Errno) -> Error {
@@ -350,8 +420,17 @@ impl Visitor for ExtractVisitor<'_, '_> {
             self.links.push((first.to_vec(), e.path.to_vec()));
             return Ok(Control::Continue);
         }
-        let tx = self.tx.as_ref().ok_or_else(|| Error::Invalid("extract queue closed".into()))?;
-        if tx.send(Job { path: full, inode: e.inode.clone() }).is_err() {
+        let tx = self
+            .tx
+            .as_ref()
+            .ok_or_else(|| Error::Invalid("extract queue closed".into()))?;
+        if tx
+            .send(Job {
+                path: full,
+                inode: e.inode.clone(),
+            })
+            .is_err()
+        {
             return Ok(Control::Stop);
         }
         Ok(Control::Continue)

@@ -41,7 +41,8 @@ impl Fs {
     /// Opens a filesystem on any device.
     pub fn from_device(dev: Box<dyn Device>, opts: &OpenOptions) -> Result<Fs> {
         let mut sector = vec![0u8; 512];
-        dev.read_at(&mut sector, 0).map_err(|e| short_device(e, dev.len()))?;
+        dev.read_at(&mut sector, 0)
+            .map_err(|e| short_device(e, dev.len()))?;
         // The sector size is in the first sector; re-read the whole sector for the CRC.
         let sectsize = u16::from_be_bytes([sector[102], sector[103]]);
         if sectsize.is_power_of_two() && sectsize > 512 && u64::from(sectsize) <= dev.len() {
@@ -54,11 +55,23 @@ impl Fs {
             return Err(Error::corrupt(
                 "device",
                 Location::Sb(0),
-                format!("the device has {} bytes but the filesystem needs {need}", dev.len()),
+                format!(
+                    "the device has {} bytes but the filesystem needs {need}",
+                    dev.len()
+                ),
             ));
         }
-        let cache_bytes = if opts.cache_bytes == 0 { 256 << 20 } else { opts.cache_bytes };
-        let mut fs = Fs { dev, geo, cache: BufCache::new(cache_bytes), log_state: LogState::Clean };
+        let cache_bytes = if opts.cache_bytes == 0 {
+            256 << 20
+        } else {
+            opts.cache_bytes
+        };
+        let mut fs = Fs {
+            dev,
+            geo,
+            cache: BufCache::new(cache_bytes),
+            log_state: LogState::Clean,
+        };
         fs.log_state = crate::log::inspect(&fs)?;
         if let LogState::Dirty(why) = &fs.log_state {
             if !opts.norecovery {
@@ -102,7 +115,11 @@ impl Fs {
         let mut buf = vec![0u8; len as usize];
         self.dev.read_at(&mut buf, daddr.bytes()).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                Error::corrupt(verifier.what(), Location::Daddr(daddr.0), "block lies past the end of the device")
+                Error::corrupt(
+                    verifier.what(),
+                    Location::Daddr(daddr.0),
+                    "block lies past the end of the device",
+                )
             } else {
                 Error::Io(e)
             }
@@ -126,7 +143,11 @@ impl Fs {
 
 fn short_device(e: std::io::Error, len: u64) -> Error {
     if e.kind() == std::io::ErrorKind::UnexpectedEof {
-        Error::corrupt("superblock", Location::Sb(0), format!("the device is only {len} bytes long"))
+        Error::corrupt(
+            "superblock",
+            Location::Sb(0),
+            format!("the device is only {len} bytes long"),
+        )
     } else {
         Error::Io(e)
     }

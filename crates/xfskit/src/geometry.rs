@@ -170,7 +170,10 @@ impl Geometry {
             return Err(Error::corrupt(
                 "superblock",
                 Location::Sb(0),
-                format!("bad magic {:#010x}: not an XFS filesystem", sb.sb_magicnum.get()),
+                format!(
+                    "bad magic {:#010x}: not an XFS filesystem",
+                    sb.sb_magicnum.get()
+                ),
             ));
         }
         let versionnum = sb.sb_versionnum.get();
@@ -186,46 +189,77 @@ impl Geometry {
         }
         let sb_len = (sectsize as usize).min(sector.len());
         if !xfs_format::crc::verify(&sector[..sb_len], fsb::XFS_SB_CRC_OFF) {
-            return Err(Error::BadCrc { what: "superblock", location: Location::Sb(0) });
+            return Err(Error::BadCrc {
+                what: "superblock",
+                location: Location::Sb(0),
+            });
         }
         let incompat = sb.sb_features_incompat.get();
         if incompat & fsb::XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR != 0 {
             return Err(Error::Unsupported(
-                "the filesystem is marked as needing repair (needsrepair): run xfs_repair first".into(),
+                "the filesystem is marked as needing repair (needsrepair): run xfs_repair first"
+                    .into(),
             ));
         }
         let unknown = incompat & !fsb::XFS_SB_FEAT_INCOMPAT_ALL;
         if unknown != 0 {
-            return Err(Error::Unsupported(format!("unknown incompatible features {unknown:#x}")));
+            return Err(Error::Unsupported(format!(
+                "unknown incompatible features {unknown:#x}"
+            )));
         }
         let blocksize = u64::from(sb.sb_blocksize.get());
-        if !is_pow2_in(blocksize, 512, 65536) || u64::from(sb.sb_blocklog) != u64::from(blocksize.trailing_zeros()) {
-            return Err(bad(format!("block size {blocksize} / blocklog {}", sb.sb_blocklog)));
+        if !is_pow2_in(blocksize, 512, 65536)
+            || u64::from(sb.sb_blocklog) != u64::from(blocksize.trailing_zeros())
+        {
+            return Err(bad(format!(
+                "block size {blocksize} / blocklog {}",
+                sb.sb_blocklog
+            )));
         }
         let inodesize = u64::from(sb.sb_inodesize.get());
-        if !is_pow2_in(inodesize, 512, 2048) || u64::from(sb.sb_inodelog) != u64::from(inodesize.trailing_zeros()) {
-            return Err(bad(format!("inode size {inodesize} / inodelog {}", sb.sb_inodelog)));
+        if !is_pow2_in(inodesize, 512, 2048)
+            || u64::from(sb.sb_inodelog) != u64::from(inodesize.trailing_zeros())
+        {
+            return Err(bad(format!(
+                "inode size {inodesize} / inodelog {}",
+                sb.sb_inodelog
+            )));
         }
         if inodesize > blocksize {
-            return Err(bad(format!("inode size {inodesize} is larger than block size {blocksize}")));
+            return Err(bad(format!(
+                "inode size {inodesize} is larger than block size {blocksize}"
+            )));
         }
         let inopb = blocksize / inodesize;
-        if u64::from(sb.sb_inopblock.get()) != inopb || u32::from(sb.sb_inopblog) != inopb.trailing_zeros() {
-            return Err(bad(format!("inodes per block {} / inopblog {}", sb.sb_inopblock.get(), sb.sb_inopblog)));
+        if u64::from(sb.sb_inopblock.get()) != inopb
+            || u32::from(sb.sb_inopblog) != inopb.trailing_zeros()
+        {
+            return Err(bad(format!(
+                "inodes per block {} / inopblog {}",
+                sb.sb_inopblock.get(),
+                sb.sb_inopblog
+            )));
         }
         let agblocks = sb.sb_agblocks.get();
         let agcount = sb.sb_agcount.get();
         let dblocks = sb.sb_dblocks.get();
         if agblocks < 64 || agcount == 0 {
-            return Err(bad(format!("AG size {agblocks} blocks, AG count {agcount}")));
+            return Err(bad(format!(
+                "AG size {agblocks} blocks, AG count {agcount}"
+            )));
         }
         let want_agblklog = 32 - (agblocks - 1).leading_zeros();
         if u32::from(sb.sb_agblklog) != want_agblklog {
-            return Err(bad(format!("agblklog {} for AG size {agblocks}", sb.sb_agblklog)));
+            return Err(bad(format!(
+                "agblklog {} for AG size {agblocks}",
+                sb.sb_agblklog
+            )));
         }
         let full = u64::from(agblocks) * u64::from(agcount);
         if dblocks > full || dblocks <= full - u64::from(agblocks) {
-            return Err(bad(format!("{dblocks} data blocks do not fit {agcount} AGs of {agblocks} blocks")));
+            return Err(bad(format!(
+                "{dblocks} data blocks do not fit {agcount} AGs of {agblocks} blocks"
+            )));
         }
         if u32::from(sb.sb_blocklog) + u32::from(sb.sb_dirblklog) > 16 {
             return Err(bad(format!("directory block log {}", sb.sb_dirblklog)));
@@ -247,7 +281,11 @@ impl Geometry {
             projid32: features2 & fsb::XFS_SB_VERSION2_PROJID32BIT != 0,
         };
         let uuid: [u8; 16] = sb.sb_uuid.0;
-        let meta_uuid: [u8; 16] = if features.meta_uuid { sb.sb_meta_uuid.0 } else { uuid };
+        let meta_uuid: [u8; 16] = if features.meta_uuid {
+            sb.sb_meta_uuid.0
+        } else {
+            uuid
+        };
         let inoalignmt = sb.sb_inoalignmt.get();
         // Inode clusters: 8 KiB scaled by inode size over 256 bytes, when the
         // chunk alignment allows it (v5 always sets that alignment).
@@ -324,7 +362,10 @@ impl Geometry {
     pub fn fsb_split(&self, fsb: FsBlock) -> (AgNumber, AgBlock) {
         let agno = fsb.0 >> self.ag_blk_log;
         let agbno = fsb.0 & ((1u64 << self.ag_blk_log) - 1);
-        (AgNumber(agno.min(u64::from(u32::MAX)) as u32), AgBlock(agbno as u32))
+        (
+            AgNumber(agno.min(u64::from(u32::MAX)) as u32),
+            AgBlock(agbno as u32),
+        )
     }
 
     /// Builds an AG-encoded filesystem block number.

@@ -8,8 +8,9 @@
 #![forbid(unsafe_code)]
 
 pub mod attr;
-pub mod check;
 pub mod buf;
+mod bytes;
+pub mod check;
 pub mod dev;
 pub mod dir;
 pub mod error;

@@ -24,7 +24,11 @@ impl Fs {
             }
             let next = if comp == b".." {
                 // The root is its own parent.
-                if cur.ino == self.geometry().root_ino { cur.ino } else { dir::parent(self, &cur)? }
+                if cur.ino == self.geometry().root_ino {
+                    cur.ino
+                } else {
+                    dir::parent(self, &cur)?
+                }
             } else {
                 match dir::lookup(self, &cur, comp)? {
                     Some(i) => i,

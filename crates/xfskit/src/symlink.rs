@@ -7,6 +7,7 @@
 //! bytes follow the header.
 
 use crate::buf::verify::{Verifier, REMOTE_SYMLINK_MAGIC};
+use crate::bytes::be32;
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
 use crate::inode::{extents, FileType, Fork, ForkFormat, Inode};
@@ -20,18 +21,25 @@ const HDR_OFFSET: usize = 4;
 /// Offset of the chunk's byte count (be32).
 const HDR_BYTES: usize = 8;
 
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
 /// The target of symlink `inode`.
 pub fn read_link(fs: &Fs, inode: &Inode) -> Result<Vec<u8>> {
     if inode.file_type != FileType::Symlink {
-        return Err(Error::Invalid(format!("inode {} is not a symlink", inode.ino.0)));
+        return Err(Error::Invalid(format!(
+            "inode {} is not a symlink",
+            inode.ino.0
+        )));
     }
     let ino = inode.ino.0;
     let bad = |offset: u64, d: String| {
-        Error::corrupt("symlink", Location::InodeBlock { ino, fork: "data", offset }, d)
+        Error::corrupt(
+            "symlink",
+            Location::InodeBlock {
+                ino,
+                fork: "data",
+                offset,
+            },
+            d,
+        )
     };
     if inode.size == 0 || inode.size > SYMLINK_MAXLEN {
         return Err(bad(0, format!("target length {}", inode.size)));
@@ -39,7 +47,10 @@ pub fn read_link(fs: &Fs, inode: &Inode) -> Result<Vec<u8>> {
     let size = inode.size as usize;
     let target = match inode.format {
         ForkFormat::Local => {
-            let b = inode.data_fork.get(..size).ok_or_else(|| bad(0, "target is longer than the data fork".into()))?;
+            let b = inode
+                .data_fork
+                .get(..size)
+                .ok_or_else(|| bad(0, "target is longer than the data fork".into()))?;
             b.to_vec()
         }
         ForkFormat::Extents | ForkFormat::Btree => {
@@ -52,7 +63,10 @@ pub fn read_link(fs: &Fs, inode: &Inode) -> Result<Vec<u8>> {
                     break;
                 }
                 if e.offset != next_fblock || e.unwritten {
-                    return Err(bad(e.offset, "remote target has a hole or unwritten block".into()));
+                    return Err(bad(
+                        e.offset,
+                        "remote target has a hole or unwritten block".into(),
+                    ));
                 }
                 // A target of at most 1 KiB never needs more than two blocks.
                 if e.len > 2 {
@@ -60,18 +74,34 @@ pub fn read_link(fs: &Fs, inode: &Inode) -> Result<Vec<u8>> {
                 }
                 let len = (e.len as u32) << geo.block_log;
                 let daddr = geo.fsb_to_daddr(e.start);
-                let buf = fs.read_meta(daddr, len, &Verifier::Remote { magic: REMOTE_SYMLINK_MAGIC, owner: ino })?;
+                let buf = fs.read_meta(
+                    daddr,
+                    len,
+                    &Verifier::Remote {
+                        magic: REMOTE_SYMLINK_MAGIC,
+                        owner: ino,
+                    },
+                )?;
                 let want = (len as usize - SYMLINK_HDR_SIZE).min(size - out.len());
                 let off = be32(&buf, HDR_OFFSET) as usize;
                 let bytes = be32(&buf, HDR_BYTES) as usize;
                 if off != out.len() || bytes != want {
-                    return Err(bad(e.offset, format!("header says {bytes} bytes at {off}, expected {want} at {}", out.len())));
+                    return Err(bad(
+                        e.offset,
+                        format!(
+                            "header says {bytes} bytes at {off}, expected {want} at {}",
+                            out.len()
+                        ),
+                    ));
                 }
                 out.extend_from_slice(&buf[SYMLINK_HDR_SIZE..SYMLINK_HDR_SIZE + want]);
                 next_fblock = e.end();
             }
             if out.len() != size {
-                return Err(bad(next_fblock, format!("remote blocks hold {} of {size} bytes", out.len())));
+                return Err(bad(
+                    next_fblock,
+                    format!("remote blocks hold {} of {size} bytes", out.len()),
+                ));
             }
             out
         }

@@ -86,7 +86,13 @@ struct Walker<'f, 'v> {
 impl Walker<'_, '_> {
     /// Visits one inode and tells the loop what to do next: descend into
     /// it (a directory), go on with its siblings, or stop.
-    fn visit(&mut self, path: Vec<u8>, name_start: usize, depth: usize, inode: Inode) -> Result<Step> {
+    fn visit(
+        &mut self,
+        path: Vec<u8>,
+        name_start: usize,
+        depth: usize,
+        inode: Inode,
+    ) -> Result<Step> {
         self.stats.entries += 1;
         let mut first_link = None;
         if inode.file_type == FileType::Dir {
@@ -94,7 +100,10 @@ impl Walker<'_, '_> {
                 return Err(Error::corrupt(
                     "directory tree",
                     Location::Inode(inode.ino.0),
-                    format!("directory reached a second time at {:?}", String::from_utf8_lossy(&path)),
+                    format!(
+                        "directory reached a second time at {:?}",
+                        String::from_utf8_lossy(&path)
+                    ),
                 ));
             }
         } else if inode.nlink > 1 {
@@ -129,11 +138,18 @@ impl Walker<'_, '_> {
                 return Err(Error::corrupt(
                     "directory",
                     Location::Inode(inode.ino.0),
-                    format!("name {:?} appears twice", String::from_utf8_lossy(&w[0].name)),
+                    format!(
+                        "name {:?} appears twice",
+                        String::from_utf8_lossy(&w[0].name)
+                    ),
                 ));
             }
         }
-        Ok(Step::Descend(Level { path, inode, pending }))
+        Ok(Step::Descend(Level {
+            path,
+            inode,
+            pending,
+        }))
     }
 }
 
@@ -146,9 +162,24 @@ enum Step {
 /// Walks the tree under `start` (named by `start_path`, which is only used
 /// to build the paths handed to the visitor: pass an empty path to get
 /// paths relative to the start).
-pub fn walk_from(fs: &Fs, start: Inode, start_path: &[u8], visitor: &mut dyn Visitor) -> Result<WalkStats> {
-    let mut w = Walker { fs, visitor, dirs_seen: HashSet::new(), links: HashMap::new(), stats: WalkStats::default() };
-    let name_start = start_path.iter().rposition(|&b| b == b'/').map(|i| i + 1).unwrap_or(0);
+pub fn walk_from(
+    fs: &Fs,
+    start: Inode,
+    start_path: &[u8],
+    visitor: &mut dyn Visitor,
+) -> Result<WalkStats> {
+    let mut w = Walker {
+        fs,
+        visitor,
+        dirs_seen: HashSet::new(),
+        links: HashMap::new(),
+        stats: WalkStats::default(),
+    };
+    let name_start = start_path
+        .iter()
+        .rposition(|&b| b == b'/')
+        .map(|i| i + 1)
+        .unwrap_or(0);
     let mut stack = match w.visit(start_path.to_vec(), name_start, 0, start)? {
         Step::Descend(l) => vec![l],
         Step::Next | Step::Stop => return Ok(w.stats),

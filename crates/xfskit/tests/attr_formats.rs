@@ -15,13 +15,21 @@ type Attrs = BTreeMap<Vec<u8>, Vec<u8>>;
 type AttrList = Vec<(String, Vec<u8>)>;
 
 fn can_run() -> bool {
-    let uid = Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let uid = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
     if uid.as_deref().ok() != Some("0") {
         println!("SKIP: attr_formats needs root for loop mounts");
         return false;
     }
     for tool in ["mkfs.xfs", "getfattr", "mount"] {
-        if Command::new("which").arg(tool).output().map(|o| !o.status.success()).unwrap_or(true) {
+        if Command::new("which")
+            .arg(tool)
+            .output()
+            .map(|o| !o.status.success())
+            .unwrap_or(true)
+        {
             println!("SKIP: {tool} is not installed");
             return false;
         }
@@ -43,16 +51,30 @@ impl Img {
         let mnt = base.with_extension("mnt");
         let f = std::fs::File::create(&path).unwrap();
         f.set_len(300 << 20).unwrap();
-        let st = Command::new("mkfs.xfs").args(["-q", "-f"]).args(mkfs_args).arg(&path).status().unwrap();
+        let st = Command::new("mkfs.xfs")
+            .args(["-q", "-f"])
+            .args(mkfs_args)
+            .arg(&path)
+            .status()
+            .unwrap();
         assert!(st.success(), "mkfs.xfs {mkfs_args:?}");
         std::fs::create_dir_all(&mnt).unwrap();
-        let mut img = Img { path, mnt, mounted: false };
+        let mut img = Img {
+            path,
+            mnt,
+            mounted: false,
+        };
         img.mount();
         img
     }
 
     fn mount(&mut self) {
-        let st = Command::new("mount").args(["-o", "loop"]).arg(&self.path).arg(&self.mnt).status().unwrap();
+        let st = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&self.path)
+            .arg(&self.mnt)
+            .status()
+            .unwrap();
         assert!(st.success(), "mount failed");
         self.mounted = true;
     }
@@ -80,13 +102,23 @@ fn set(path: &Path, name: &str, value: &[u8]) {
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
 }
 
 /// What getfattr shows for `path` (every namespace, hex values).
 fn getfattr(path: &Path) -> Attrs {
-    let out = Command::new("getfattr").args(["-d", "-m", "-", "--absolute-names", "-e", "hex"]).arg(path).output().unwrap();
-    assert!(out.status.success(), "getfattr: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("getfattr")
+        .args(["-d", "-m", "-", "--absolute-names", "-e", "hex"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "getfattr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut m = Attrs::new();
     for line in String::from_utf8(out.stdout).unwrap().lines() {
         if line.is_empty() || line.starts_with('#') {
@@ -102,15 +134,27 @@ fn getfattr(path: &Path) -> Attrs {
 }
 
 fn pattern(seed: usize, len: usize) -> Vec<u8> {
-    (0..len).map(|i| ((i * 31 + seed * 7) % 251) as u8).collect()
+    (0..len)
+        .map(|i| ((i * 31 + seed * 7) % 251) as u8)
+        .collect()
 }
 
 /// The test files: name, attributes to set.
 fn plan() -> Vec<(&'static str, AttrList)> {
-    let small = (0..3).map(|i| (format!("user.s{i}"), format!("v{i}").into_bytes())).collect();
-    let leaf = (0..30).map(|i| (format!("user.leaf_attribute_{i:02}"), pattern(i, 40 + i))).collect();
-    let mut node: Vec<(String, Vec<u8>)> =
-        (0..2000).map(|i| (format!("user.node_attribute_name_{i:04}"), pattern(i, 10 + i % 40))).collect();
+    let small = (0..3)
+        .map(|i| (format!("user.s{i}"), format!("v{i}").into_bytes()))
+        .collect();
+    let leaf = (0..30)
+        .map(|i| (format!("user.leaf_attribute_{i:02}"), pattern(i, 40 + i)))
+        .collect();
+    let mut node: Vec<(String, Vec<u8>)> = (0..2000)
+        .map(|i| {
+            (
+                format!("user.node_attribute_name_{i:04}"),
+                pattern(i, 10 + i % 40),
+            )
+        })
+        .collect();
     node.push(("user.big_in_node".into(), pattern(9, 7000)));
     let remote = vec![
         ("user.r5000".into(), pattern(1, 5000)),
@@ -125,7 +169,13 @@ fn plan() -> Vec<(&'static str, AttrList)> {
         ("trusted.SGI_ACL_FILE".into(), pattern(3, 36)),
         ("trusted.big".into(), pattern(4, 3000)),
     ];
-    vec![("shortform", small), ("leaf", leaf), ("node", node), ("remote", remote), ("namespaces", ns)]
+    vec![
+        ("shortform", small),
+        ("leaf", leaf),
+        ("node", node),
+        ("remote", remote),
+        ("namespaces", ns),
+    ]
 }
 
 fn xfskit_attrs(fs: &Fs, ino: u64) -> Attrs {
@@ -144,9 +194,14 @@ fn attr_root(fs: &Fs, ino: u64) -> (u16, u16) {
     let e = xfskit::inode::lookup(&map, 0).unwrap();
     let fsb = xfskit::geometry::FsBlock(e.start.0 - e.offset);
     let mut b = [0u8; 64];
-    fs.read_bytes(fs.geometry().fsb_to_daddr(fsb).bytes(), &mut b).unwrap();
+    fs.read_bytes(fs.geometry().fsb_to_daddr(fsb).bytes(), &mut b)
+        .unwrap();
     let magic = u16::from_be_bytes([b[8], b[9]]);
-    let level = if magic == 0x3ebe { u16::from_be_bytes([b[58], b[59]]) } else { 0 };
+    let level = if magic == 0x3ebe {
+        u16::from_be_bytes([b[58], b[59]])
+    } else {
+        0
+    };
     (magic, level)
 }
 
@@ -160,7 +215,10 @@ fn roundtrip(tag: &str, mkfs_args: &[&str]) {
             set(&p, n, v);
         }
         let ino = rustix::fs::stat(&p).unwrap().st_ino;
-        let want: Attrs = attrs.iter().map(|(n, v)| (n.as_bytes().to_vec(), v.clone())).collect();
+        let want: Attrs = attrs
+            .iter()
+            .map(|(n, v)| (n.as_bytes().to_vec(), v.clone()))
+            .collect();
         let seen = getfattr(&p);
         files.push((name, ino, want, seen));
     }
@@ -171,33 +229,77 @@ fn roundtrip(tag: &str, mkfs_args: &[&str]) {
         // getfattr may show system-generated attributes (an SELinux label);
         // everything it shows must be on disk too, and what we set must match exactly.
         for (k, v) in seen {
-            assert_eq!(got.get(k), Some(v), "{tag}/{name}: {} as getfattr saw it", String::from_utf8_lossy(k));
+            assert_eq!(
+                got.get(k),
+                Some(v),
+                "{tag}/{name}: {} as getfattr saw it",
+                String::from_utf8_lossy(k)
+            );
         }
         for (k, v) in want {
-            assert_eq!(got.get(k).map(|v| v.len()), Some(v.len()), "{tag}/{name}: {}", String::from_utf8_lossy(k));
-            assert!(got.get(k) == Some(v), "{tag}/{name}: value of {} differs", String::from_utf8_lossy(k));
+            assert_eq!(
+                got.get(k).map(|v| v.len()),
+                Some(v.len()),
+                "{tag}/{name}: {}",
+                String::from_utf8_lossy(k)
+            );
+            assert!(
+                got.get(k) == Some(v),
+                "{tag}/{name}: value of {} differs",
+                String::from_utf8_lossy(k)
+            );
         }
         let inode = fs.inode(Ino(*ino)).unwrap();
         let names = attr::list_names(&fs, &inode).unwrap();
         assert_eq!(names.len(), got.len());
         for n in &names {
-            assert_eq!(n.value_len as usize, got[&attr::full_name(n.ns, &n.name)].len());
+            assert_eq!(
+                n.value_len as usize,
+                got[&attr::full_name(n.ns, &n.name)].len()
+            );
         }
         for (k, v) in want {
             let (ns, short) = attr::parse_full_name(k).unwrap();
             assert_eq!(attr::get(&fs, &inode, ns, short).unwrap().as_ref(), Some(v));
         }
-        assert_eq!(attr::get(&fs, &inode, Namespace::User, b"no-such-attr").unwrap(), None);
+        assert_eq!(
+            attr::get(&fs, &inode, Namespace::User, b"no-such-attr").unwrap(),
+            None
+        );
         match *name {
-            "leaf" if tag == "default" => assert_eq!(attr_root(&fs, *ino), (0x3bee, 0), "default/leaf: block 0 should be a leaf"),
-            "node" if tag == "b1k" => assert_eq!(attr_root(&fs, *ino), (0x3ebe, 2), "b1k/node: root should be a level-2 node"),
-            "shortform" => assert_eq!(inode.aformat, ForkFormat::Local, "{tag}: 3 small attrs should be shortform"),
+            "leaf" if tag == "default" => assert_eq!(
+                attr_root(&fs, *ino),
+                (0x3bee, 0),
+                "default/leaf: block 0 should be a leaf"
+            ),
+            "node" if tag == "b1k" => assert_eq!(
+                attr_root(&fs, *ino),
+                (0x3ebe, 2),
+                "b1k/node: root should be a level-2 node"
+            ),
+            "shortform" => assert_eq!(
+                inode.aformat,
+                ForkFormat::Local,
+                "{tag}: 3 small attrs should be shortform"
+            ),
             "node" => {
-                assert_eq!(attr_root(&fs, *ino).0, 0x3ebe, "{tag}/node: block 0 should be a node");
-                let blocks: u64 = extents(&fs, &inode, Fork::Attr).unwrap().iter().map(|e| e.len).sum();
+                assert_eq!(
+                    attr_root(&fs, *ino).0,
+                    0x3ebe,
+                    "{tag}/node: block 0 should be a node"
+                );
+                let blocks: u64 = extents(&fs, &inode, Fork::Attr)
+                    .unwrap()
+                    .iter()
+                    .map(|e| e.len)
+                    .sum();
                 assert!(blocks > 2, "{tag}: 2000 attrs in {blocks} blocks");
             }
-            _ => assert_ne!(inode.aformat, ForkFormat::Local, "{tag}/{name} should use attr blocks"),
+            _ => assert_ne!(
+                inode.aformat,
+                ForkFormat::Local,
+                "{tag}/{name} should use attr blocks"
+            ),
         }
     }
     println!("{tag}: {} files compared", files.len());
@@ -258,9 +360,16 @@ fn corrupt_leaf_and_remote_blocks_are_reported() {
 
     // Find the remote value's first block before corrupting anything.
     let fs = Fs::open(&img.path, &OpenOptions::default()).unwrap();
-    assert_eq!(xfskit_attrs(&fs, rmt_ino)[&b"user.big"[..]], pattern(5, 9000));
+    assert_eq!(
+        xfskit_attrs(&fs, rmt_ino)[&b"user.big"[..]],
+        pattern(5, 9000)
+    );
     let map = extents(&fs, &fs.inode(Ino(rmt_ino)).unwrap(), Fork::Attr).unwrap();
-    let rmt_blk = map.iter().flat_map(|e| e.offset..e.end()).find(|&b| b != 0).unwrap();
+    let rmt_blk = map
+        .iter()
+        .flat_map(|e| e.offset..e.end())
+        .find(|&b| b != 0)
+        .unwrap();
     drop(fs);
 
     flip_attr_block(&img.path, leaf_ino, 0, 300);

@@ -17,18 +17,34 @@ struct Scratch {
 
 impl Scratch {
     fn new(tag: &str, mkfs_args: &[&str]) -> Scratch {
-        let base = std::env::temp_dir().join(format!("xfskit-bulkstat-{}-{tag}", std::process::id()));
+        let base =
+            std::env::temp_dir().join(format!("xfskit-bulkstat-{}-{tag}", std::process::id()));
         let img = base.with_extension("img");
         let mnt = base.with_extension("mnt");
         std::fs::create_dir_all(&mnt).expect("mountpoint");
         let f = std::fs::File::create(&img).expect("image");
         f.set_len(300 << 20).expect("size");
-        run("mkfs.xfs", &[&["-q", "-f"][..], mkfs_args, &[img.to_str().expect("utf8")]].concat());
-        Scratch { img, mnt, mounted: false }
+        run(
+            "mkfs.xfs",
+            &[&["-q", "-f"][..], mkfs_args, &[img.to_str().expect("utf8")]].concat(),
+        );
+        Scratch {
+            img,
+            mnt,
+            mounted: false,
+        }
     }
 
     fn mount(&mut self, opts: &str) {
-        run("mount", &["-o", opts, self.img.to_str().expect("utf8"), self.mnt.to_str().expect("utf8")]);
+        run(
+            "mount",
+            &[
+                "-o",
+                opts,
+                self.img.to_str().expect("utf8"),
+                self.mnt.to_str().expect("utf8"),
+            ],
+        );
         self.mounted = true;
     }
 
@@ -49,8 +65,15 @@ impl Drop for Scratch {
 }
 
 fn run(cmd: &str, args: &[&str]) -> String {
-    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
-    assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("utf8 output")
 }
 
@@ -87,7 +110,8 @@ fn populate(root: &Path) {
                     // A fragmented file: every other 4 KiB block written.
                     let f = std::fs::File::create(&p).expect("create");
                     for k in 0..(n as u64 % 40) {
-                        std::os::unix::fs::FileExt::write_at(&f, &[1u8; 4096], k * 8192).expect("pwrite");
+                        std::os::unix::fs::FileExt::write_at(&f, &[1u8; 4096], k * 8192)
+                            .expect("pwrite");
                     }
                 }
                 8 => {
@@ -103,8 +127,13 @@ fn populate(root: &Path) {
                 _ => w(&p, 12),
             }
             if n % 10 != 4 && n % 10 != 5 {
-                std::fs::set_permissions(&p, std::fs::Permissions::from_mode([0o644, 0o600, 0o755, 0o4711, 0o1777, 0o2750][(n as usize) % 6]))
-                    .expect("chmod");
+                std::fs::set_permissions(
+                    &p,
+                    std::fs::Permissions::from_mode(
+                        [0o644, 0o600, 0o755, 0o4711, 0o1777, 0o2750][(n as usize) % 6],
+                    ),
+                )
+                .expect("chmod");
             }
             std::os::unix::fs::lchown(&p, Some(n % 7 * 1000), Some(n % 5 * 100)).expect("chown");
             let openable = ![4, 5, 8].contains(&(n % 10));
@@ -117,8 +146,13 @@ fn populate(root: &Path) {
                 _ => {}
             }
             if n % 13 == 0 && ![4, 5, 8].contains(&(n % 10)) {
-                rustix::fs::setxattr(&p, format!("user.k{n}").as_str(), &vec![7u8; (n as usize * 31) % 3000], rustix::fs::XattrFlags::empty())
-                    .expect("setxattr");
+                rustix::fs::setxattr(
+                    &p,
+                    format!("user.k{n}").as_str(),
+                    &vec![7u8; (n as usize * 31) % 3000],
+                    rustix::fs::XattrFlags::empty(),
+                )
+                .expect("setxattr");
             }
         }
         // Free some inodes inside chunks.
@@ -155,7 +189,9 @@ fn parse_kernel(out: &str) -> BTreeMap<u64, BTreeMap<String, String>> {
     let mut all = BTreeMap::new();
     let mut cur: Option<(u64, BTreeMap<String, String>)> = None;
     for line in out.lines() {
-        let Some((k, v)) = line.trim().split_once(" = ") else { continue };
+        let Some((k, v)) = line.trim().split_once(" = ") else {
+            continue;
+        };
         if k == "bs_ino" {
             if let Some((i, m)) = cur.take() {
                 all.insert(i, m);
@@ -191,7 +227,11 @@ fn time(s: &str) -> i128 {
 }
 
 fn compare(ours: &Bstat, k: &BTreeMap<String, String>) -> Vec<String> {
-    let f = |name: &str| k.get(name).map(|v| num(v)).unwrap_or_else(|| panic!("kernel output lacks {name}"));
+    let f = |name: &str| {
+        k.get(name)
+            .map(|v| num(v))
+            .unwrap_or_else(|| panic!("kernel output lacks {name}"))
+    };
     let t = |name: &str| time(&k[name]);
     let pairs: [(&str, i128, i128); 21] = [
         ("mode", ours.mode.into(), f("bs_mode")),
@@ -208,15 +248,27 @@ fn compare(ours: &Bstat, k: &BTreeMap<String, String>) -> Vec<String> {
         ("forkoff", ours.forkoff.into(), f("bs_forkoff")),
         ("gen", ours.gen.into(), f("bs_gen")),
         ("projectid", ours.projectid.into(), f("bs_projectid")),
-        ("extsize_blks", ours.extsize_blks.into(), f("bs_extsize_blks")),
-        ("cowextsize_blks", ours.cowextsize_blks.into(), f("bs_cowextsize_blks")),
+        (
+            "extsize_blks",
+            ours.extsize_blks.into(),
+            f("bs_extsize_blks"),
+        ),
+        (
+            "cowextsize_blks",
+            ours.cowextsize_blks.into(),
+            f("bs_cowextsize_blks"),
+        ),
         ("atime", ours.atime, t("bs_atime")),
         ("mtime", ours.mtime, t("bs_mtime")),
         ("ctime", ours.ctime, t("bs_ctime")),
         ("btime", ours.btime, t("bs_btime")),
         ("ino", ours.ino.into(), ours.ino.into()),
     ];
-    pairs.iter().filter(|(_, a, b)| a != b).map(|(n, a, b)| format!("inode {} {n}: ours {a}, kernel {b}", ours.ino)).collect()
+    pairs
+        .iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(n, a, b)| format!("inode {} {n}: ours {a}, kernel {b}", ours.ino))
+        .collect()
 }
 
 fn check_variant(tag: &str, mkfs_args: &[&str]) {
@@ -227,9 +279,16 @@ fn check_variant(tag: &str, mkfs_args: &[&str]) {
     // A fresh read-only mount: no delayed allocations or cached state,
     // so the kernel reports exactly what is on disk.
     s.mount("loop,ro");
-    let kernel = parse_kernel(&run("xfs_io", &["-c", "bulkstat", s.mnt.to_str().expect("utf8")]));
+    let kernel = parse_kernel(&run(
+        "xfs_io",
+        &["-c", "bulkstat", s.mnt.to_str().expect("utf8")],
+    ));
     s.umount();
-    assert!(kernel.len() > 2000, "{tag}: kernel reported only {} inodes", kernel.len());
+    assert!(
+        kernel.len() > 2000,
+        "{tag}: kernel reported only {} inodes",
+        kernel.len()
+    );
 
     let fs = Fs::open(&s.img, &OpenOptions::default()).expect("open");
     let mut ours: Vec<Bstat> = Vec::new();
@@ -239,7 +298,10 @@ fn check_variant(tag: &str, mkfs_args: &[&str]) {
     })
     .expect("bulkstat");
     assert_eq!(stats.inodes as usize, ours.len());
-    assert!(ours.windows(2).all(|w| w[0].ino < w[1].ino), "{tag}: not in inode order");
+    assert!(
+        ours.windows(2).all(|w| w[0].ino < w[1].ino),
+        "{tag}: not in inode order"
+    );
     let our_inos: Vec<u64> = ours.iter().map(|b| b.ino).collect();
     let kernel_inos: Vec<u64> = kernel.keys().copied().collect();
     assert_eq!(our_inos, kernel_inos, "{tag}: different inode sets");
@@ -247,12 +309,25 @@ fn check_variant(tag: &str, mkfs_args: &[&str]) {
     for b in &ours {
         diffs.extend(compare(b, &kernel[&b.ino]));
     }
-    assert!(diffs.is_empty(), "{tag}: {} differences, first: {:#?}", diffs.len(), &diffs[..diffs.len().min(20)]);
+    assert!(
+        diffs.is_empty(),
+        "{tag}: {} differences, first: {:#?}",
+        diffs.len(),
+        &diffs[..diffs.len().min(20)]
+    );
 
     // Every way of running the scan gives the same answer.
     for opts in [
-        BulkstatOptions { threads: 1, batch: 1, ..Default::default() },
-        BulkstatOptions { threads: 3, batch: 64, ..Default::default() },
+        BulkstatOptions {
+            threads: 1,
+            batch: 1,
+            ..Default::default()
+        },
+        BulkstatOptions {
+            threads: 3,
+            batch: 64,
+            ..Default::default()
+        },
     ] {
         let mut v = Vec::new();
         scan::for_each_batch(&fs, &opts, |b| {
@@ -263,8 +338,10 @@ fn check_variant(tag: &str, mkfs_args: &[&str]) {
         assert!(v == ours, "{tag}: {opts:?} differs");
     }
     let unordered = std::sync::Mutex::new(Vec::new());
-    scan::bulkstat(&fs, &BulkstatOptions::default(), |b| unordered.lock().expect("lock").extend_from_slice(b))
-        .expect("bulkstat");
+    scan::bulkstat(&fs, &BulkstatOptions::default(), |b| {
+        unordered.lock().expect("lock").extend_from_slice(b)
+    })
+    .expect("bulkstat");
     let mut unordered = unordered.into_inner().expect("lock");
     unordered.sort_by_key(|b| b.ino);
     assert!(unordered == ours, "{tag}: unordered scan differs");
@@ -273,26 +350,56 @@ fn check_variant(tag: &str, mkfs_args: &[&str]) {
     let geo = fs.geometry();
     for ag in 0..geo.ag_count {
         let mut v = Vec::new();
-        scan::for_each_batch(&fs, &BulkstatOptions { ag: Some(ag), ..Default::default() }, |b| {
-            v.extend_from_slice(b);
-            Ok(())
-        })
+        scan::for_each_batch(
+            &fs,
+            &BulkstatOptions {
+                ag: Some(ag),
+                ..Default::default()
+            },
+            |b| {
+                v.extend_from_slice(b);
+                Ok(())
+            },
+        )
         .expect("bulkstat ag");
-        let want: Vec<&Bstat> = ours.iter().filter(|b| geo.ino_agno(xfskit::Ino(b.ino)).0 == ag).collect();
+        let want: Vec<&Bstat> = ours
+            .iter()
+            .filter(|b| geo.ino_agno(xfskit::Ino(b.ino)).0 == ag)
+            .collect();
         assert!(v.iter().eq(want.into_iter()), "{tag}: AG {ag} differs");
     }
     let mid = ours[ours.len() / 2].ino + 1;
     let mut v = Vec::new();
-    scan::for_each_batch(&fs, &BulkstatOptions { start_ino: Some(mid), ..Default::default() }, |b| {
-        v.extend_from_slice(b);
-        Ok(())
-    })
+    scan::for_each_batch(
+        &fs,
+        &BulkstatOptions {
+            start_ino: Some(mid),
+            ..Default::default()
+        },
+        |b| {
+            v.extend_from_slice(b);
+            Ok(())
+        },
+    )
     .expect("bulkstat start");
-    assert!(v.iter().eq(ours.iter().filter(|b| b.ino >= mid)), "{tag}: start_ino differs");
-    assert!(scan::for_each_batch(&fs, &BulkstatOptions { ag: Some(geo.ag_count), ..Default::default() }, |_| Ok(()))
-        .is_err());
+    assert!(
+        v.iter().eq(ours.iter().filter(|b| b.ino >= mid)),
+        "{tag}: start_ino differs"
+    );
+    assert!(scan::for_each_batch(
+        &fs,
+        &BulkstatOptions {
+            ag: Some(geo.ag_count),
+            ..Default::default()
+        },
+        |_| Ok(())
+    )
+    .is_err());
     if geo.block_size == 1024 {
-        assert!(stats.inobt_blocks > u64::from(geo.ag_count) + 1, "{tag}: expected a multi-level inobt: {stats:?}");
+        assert!(
+            stats.inobt_blocks > u64::from(geo.ag_count) + 1,
+            "{tag}: expected a multi-level inobt: {stats:?}"
+        );
     }
     println!("{tag}: {} inodes match the kernel; {stats:?}", ours.len());
 }

@@ -19,21 +19,44 @@ fn populate(m: &Path) {
     }
     std::fs::create_dir(m.join("leafdir")).unwrap();
     for i in 0..600 {
-        std::fs::write(m.join(format!("leafdir/a-rather-long-file-name-{i:05}")), b"").unwrap();
+        std::fs::write(
+            m.join(format!("leafdir/a-rather-long-file-name-{i:05}")),
+            b"",
+        )
+        .unwrap();
     }
     write_fragmented(&m.join("multi"), 10, 4096);
     write_fragmented(&m.join("bmbt"), 300, 4096);
     symlink("t".repeat(900), m.join("longlink")).unwrap();
     std::fs::write(m.join("attrleaf"), b"a").unwrap();
     for i in 0..40 {
-        run("setfattr", &["-n", &format!("user.attribute-{i:03}"), "-v", "some value", m.join("attrleaf").to_str().unwrap()]);
+        run(
+            "setfattr",
+            &[
+                "-n",
+                &format!("user.attribute-{i:03}"),
+                "-v",
+                "some value",
+                m.join("attrleaf").to_str().unwrap(),
+            ],
+        );
     }
     std::fs::write(m.join("attrremote"), b"r").unwrap();
-    run("setfattr", &["-n", "user.big", "-v", &"v".repeat(8000), m.join("attrremote").to_str().unwrap()]);
+    run(
+        "setfattr",
+        &[
+            "-n",
+            "user.big",
+            "-v",
+            &"v".repeat(8000),
+            m.join("attrremote").to_str().unwrap(),
+        ],
+    );
 }
 
 fn lookup(fs: &Fs, name: &str) -> xfskit::inode::Inode {
-    fs.lookup_path(format!("/{name}").as_bytes()).unwrap_or_else(|e| panic!("lookup {name}: {e}"))
+    fs.lookup_path(format!("/{name}").as_bytes())
+        .unwrap_or_else(|e| panic!("lookup {name}: {e}"))
 }
 
 struct Img {
@@ -46,7 +69,11 @@ fn image() -> Option<Img> {
         return None;
     }
     let s = Scratch::new("corrupt");
-    let path = make_image(&s, &["-m", "uuid=4f2a0c1e-8d6b-4e0a-9d5e-0123456789ab"], populate);
+    let path = make_image(
+        &s,
+        &["-m", "uuid=4f2a0c1e-8d6b-4e0a-9d5e-0123456789ab"],
+        populate,
+    );
     Some(Img { _s: s, path })
 }
 
@@ -60,11 +87,22 @@ fn expect_badcrc(r: xfskit::Result<impl std::fmt::Debug>, what: &str, loc: Locat
     }
 }
 
-fn expect_corrupt(r: xfskit::Result<impl std::fmt::Debug>, what: &str, detail_has: &str) -> Location {
+fn expect_corrupt(
+    r: xfskit::Result<impl std::fmt::Debug>,
+    what: &str,
+    detail_has: &str,
+) -> Location {
     match r {
-        Err(Error::Corrupt { what: w, location, detail }) => {
+        Err(Error::Corrupt {
+            what: w,
+            location,
+            detail,
+        }) => {
             assert_eq!(w, what, "structure named ({detail})");
-            assert!(detail.contains(detail_has), "detail {detail:?} lacks {detail_has:?}");
+            assert!(
+                detail.contains(detail_has),
+                "detail {detail:?} lacks {detail_has:?}"
+            );
             location
         }
         other => panic!("expected corrupt {what}, got {other:?}"),
@@ -106,8 +144,23 @@ fn each_structure_reports_its_own_error() {
     let mut d = PatchedDevice::new(&img.path);
     d.flip(root_daddr.bytes() + 100, 0x04);
     let fs = open(d).unwrap();
-    let r = fs.read_meta(root_daddr, geo.block_size, &Verifier::ShortBtree { magic: 0x4941_4233, agno: 0, level: None });
-    expect_badcrc(r, "inobt block", Location::AgBlock { agno: 0, agbno: ino_root });
+    let r = fs.read_meta(
+        root_daddr,
+        geo.block_size,
+        &Verifier::ShortBtree {
+            magic: 0x4941_4233,
+            agno: 0,
+            level: None,
+        },
+    );
+    expect_badcrc(
+        r,
+        "inobt block",
+        Location::AgBlock {
+            agno: 0,
+            agbno: ino_root,
+        },
+    );
 
     // Root inode CRC.
     let root = geo.root_ino;
@@ -129,7 +182,11 @@ fn each_structure_reports_its_own_error() {
 
     // Data fork btree block.
     let bm = lookup(&clean, "bmbt");
-    assert_eq!(bm.format, xfskit::inode::ForkFormat::Btree, "bmbt file is in btree format");
+    assert_eq!(
+        bm.format,
+        xfskit::inode::ForkFormat::Btree,
+        "bmbt file is in btree format"
+    );
     let maxrecs = (bm.data_fork.len() - 4) / 16;
     let p = 4 + maxrecs * 8;
     let child = u64::from_be_bytes(bm.data_fork[p..p + 8].try_into().unwrap());
@@ -137,7 +194,11 @@ fn each_structure_reports_its_own_error() {
     let mut d = PatchedDevice::new(&img.path);
     d.flip(child_daddr.bytes() + 200, 0x80);
     let fs = open(d).unwrap();
-    expect_badcrc(extents(&fs, &bm, Fork::Data), "bmbt block", Location::Daddr(child_daddr.0));
+    expect_badcrc(
+        extents(&fs, &bm, Fork::Data),
+        "bmbt block",
+        Location::Daddr(child_daddr.0),
+    );
 
     // Directory data block.
     let bd = lookup(&clean, "blockdir");
@@ -172,7 +233,11 @@ fn each_structure_reports_its_own_error() {
     let mut d = PatchedDevice::new(&img.path);
     d.flip(daddr.bytes() + 100, 0x01);
     let fs = open(d).unwrap();
-    expect_badcrc(xfskit::attr::list(&fs, &ar), "remote attribute value block", Location::Daddr(daddr.0));
+    expect_badcrc(
+        xfskit::attr::list(&fs, &ar),
+        "remote attribute value block",
+        Location::Daddr(daddr.0),
+    );
 
     // Remote symlink block.
     let ll = lookup(&clean, "longlink");
@@ -181,7 +246,11 @@ fn each_structure_reports_its_own_error() {
     let mut d = PatchedDevice::new(&img.path);
     d.flip(daddr.bytes() + 60, 0x01);
     let fs = open(d).unwrap();
-    expect_badcrc(xfskit::symlink::read_link(&fs, &ll), "remote symlink block", Location::Daddr(daddr.0));
+    expect_badcrc(
+        xfskit::symlink::read_link(&fs, &ll),
+        "remote symlink block",
+        Location::Daddr(daddr.0),
+    );
 
     let _ = (bs, Ino(0));
 }
@@ -204,7 +273,8 @@ fn random_metadata_mutations_never_panic() {
     let geo = clean.geometry().clone();
     // Metadata regions: AG 0 headers, every inode of the tree, fork blocks of
     // directories, attr forks and symlinks. (offset, len, crc offset)
-    let mut targets: Vec<(u64, usize, usize)> = vec![(0, 512, 224), (512, 512, 216), (1024, 512, 312)];
+    let mut targets: Vec<(u64, usize, usize)> =
+        vec![(0, 512, 224), (512, 512, 216), (1024, 512, 312)];
     let root = clean.root().unwrap();
     let mut inos = vec![root.ino];
     for e in xfskit::dir::read_dir(&clean, &root).unwrap() {
@@ -216,16 +286,27 @@ fn random_metadata_mutations_never_panic() {
         let meta = inode.file_type != xfskit::inode::FileType::File;
         if meta {
             for e in extents(&clean, &inode, Fork::Data).unwrap().iter().take(8) {
-                targets.push((geo.fsb_to_daddr(e.start).bytes(), geo.block_size as usize, 4));
+                targets.push((
+                    geo.fsb_to_daddr(e.start).bytes(),
+                    geo.block_size as usize,
+                    4,
+                ));
             }
         }
         if inode.has_attr_fork() {
             for e in extents(&clean, &inode, Fork::Attr).unwrap().iter().take(4) {
-                targets.push((geo.fsb_to_daddr(e.start).bytes(), geo.block_size as usize, 12));
+                targets.push((
+                    geo.fsb_to_daddr(e.start).bytes(),
+                    geo.block_size as usize,
+                    12,
+                ));
             }
         }
     }
-    let iterations: u64 = std::env::var("XFSKIT_MUTATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let iterations: u64 = std::env::var("XFSKIT_MUTATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let (mut ok, mut err) = (0, 0);
     for it in 0..iterations {
@@ -239,13 +320,19 @@ fn random_metadata_mutations_never_panic() {
             d.restamp(off, len, crc);
         }
         let start = std::time::Instant::now();
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| open(d).and_then(|fs| walk_all(&fs))));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            open(d).and_then(|fs| walk_all(&fs))
+        }));
         match r {
             Ok(Ok(_)) => ok += 1,
             Ok(Err(_)) => err += 1,
             Err(_) => panic!("iteration {it}: panic on a mutation of {off}+{len}"),
         }
-        assert!(start.elapsed().as_secs() < 20, "iteration {it} took {:?}", start.elapsed());
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "iteration {it} took {:?}",
+            start.elapsed()
+        );
     }
     println!("{iterations} mutations: {ok} still readable, {err} refused with an error");
     assert!(err > 0, "no mutation was detected at all");

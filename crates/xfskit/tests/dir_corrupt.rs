@@ -26,7 +26,10 @@ fn image_with_block_dir() -> Option<(Image, u64, u64, usize)> {
     let map = extents(&fs, &inode, Fork::Data).expect("extents");
     let geo = fs.geometry();
     assert_eq!(map[0].offset, 0);
-    assert!(map[0].len >= u64::from(geo.dir_blk_fsbs()), "first directory block is split");
+    assert!(
+        map[0].len >= u64::from(geo.dir_blk_fsbs()),
+        "first directory block is split"
+    );
     let off = geo.fsb_to_daddr(map[0].start).bytes();
     let len = geo.dir_blk_size as usize;
     Some((img, ino, off, len))
@@ -35,14 +38,20 @@ fn image_with_block_dir() -> Option<(Image, u64, u64, usize)> {
 /// Writes `block` at byte `off` of the image file.
 fn patch(img: &Image, off: u64, block: &[u8]) {
     use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new().write(true).open(&img.path).expect("open image");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&img.path)
+        .expect("open image");
     f.write_all_at(block, off).expect("patch image");
 }
 
 fn read_block(img: &Image, off: u64, len: usize) -> Vec<u8> {
     use std::os::unix::fs::FileExt;
     let mut b = vec![0u8; len];
-    std::fs::File::open(&img.path).expect("open image").read_exact_at(&mut b, off).expect("read block");
+    std::fs::File::open(&img.path)
+        .expect("open image")
+        .read_exact_at(&mut b, off)
+        .expect("read block");
     b
 }
 
@@ -52,7 +61,9 @@ fn open(img: &Image) -> Fs {
 
 #[test]
 fn flipped_byte_is_bad_crc() {
-    let Some((img, ino, off, len)) = image_with_block_dir() else { return };
+    let Some((img, ino, off, len)) = image_with_block_dir() else {
+        return;
+    };
     let fs = open(&img);
     let inode = fs.inode(Ino(ino)).expect("inode");
     assert_eq!(dir::read_dir(&fs, &inode).expect("clean read").len(), 50);
@@ -65,12 +76,17 @@ fn flipped_byte_is_bad_crc() {
         Err(Error::BadCrc { what, .. }) => assert_eq!(what, "directory block"),
         other => panic!("expected a bad CRC, got {other:?}"),
     }
-    assert!(matches!(dir::lookup(&fs, &inode, b"whatever"), Err(Error::BadCrc { .. })));
+    assert!(matches!(
+        dir::lookup(&fs, &inode, b"whatever"),
+        Err(Error::BadCrc { .. })
+    ));
 }
 
 #[test]
 fn mangled_entries_never_panic() {
-    let Some((img, ino, off, len)) = image_with_block_dir() else { return };
+    let Some((img, ino, off, len)) = image_with_block_dir() else {
+        return;
+    };
     let clean = read_block(&img, off, len);
     let mut errors = 0;
     // Overwrite each byte of the first 2 KiB of entries and the block tail

@@ -26,8 +26,20 @@ fn form(fs: &Fs, ino: u64) -> &'static str {
     if !map.is_mapped(leaf) {
         return "block";
     }
-    let magics = [dlookup::DIR3_LEAF1_MAGIC, dlookup::DIR3_LEAFN_MAGIC, dlookup::DA3_NODE_MAGIC];
-    let b = map.read(leaf, &Verifier::Da3 { magics: &magics, owner: ino }).expect("leaf block");
+    let magics = [
+        dlookup::DIR3_LEAF1_MAGIC,
+        dlookup::DIR3_LEAFN_MAGIC,
+        dlookup::DA3_NODE_MAGIC,
+    ];
+    let b = map
+        .read(
+            leaf,
+            &Verifier::Da3 {
+                magics: &magics,
+                owner: ino,
+            },
+        )
+        .expect("leaf block");
     if u16::from_be_bytes([b[8], b[9]]) == dlookup::DIR3_LEAF1_MAGIC {
         "leaf"
     } else {
@@ -38,7 +50,11 @@ fn form(fs: &Fs, ino: u64) -> &'static str {
 /// core.format as xfs_db prints it ("local", "extents", "btree").
 fn db_format(img: &Image, ino: u64) -> String {
     let out = img.xfs_db(&[format!("inode {ino}"), "print core.format".into()]);
-    out.split('(').nth(1).and_then(|s| s.split(')').next()).unwrap_or("?").to_string()
+    out.split('(')
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .unwrap_or("?")
+        .to_string()
 }
 
 /// A directory's path, inode and kernel listing.
@@ -78,8 +94,21 @@ fn build(img: &Image) -> Recorded {
     std::fs::create_dir(sf.join("subdir")).expect("mkdir");
     dirs.push(("sf".into(), ino_of(&sf), kernel_listing(&sf)));
     let mut links = Vec::new();
-    for (name, len) in [("short", 10usize), ("mid", 300), ("long", 1000), ("max", 1023)] {
-        let target: String = (0..len).map(|i| if i % 50 == 49 { '/' } else { (b'a' + (i % 26) as u8) as char }).collect();
+    for (name, len) in [
+        ("short", 10usize),
+        ("mid", 300),
+        ("long", 1000),
+        ("max", 1023),
+    ] {
+        let target: String = (0..len)
+            .map(|i| {
+                if i % 50 == 49 {
+                    '/'
+                } else {
+                    (b'a' + (i % 26) as u8) as char
+                }
+            })
+            .collect();
         let p = img.mnt.join(format!("link-{name}"));
         std::os::unix::fs::symlink(&target, &p).expect("symlink");
         links.push((format!("link-{name}"), ino_of(&p), target.into_bytes()));
@@ -95,15 +124,28 @@ fn check(tag: &str, args: &[&str]) -> BTreeSet<&'static str> {
     let fs = Fs::open(&img.path, &OpenOptions::default()).expect("open");
     let mut forms = BTreeSet::new();
     for (rel, ino, want) in &rec.dirs {
-        let inode = fs.lookup_path(rel.as_bytes()).unwrap_or_else(|e| panic!("{tag}: lookup_path {rel}: {e}"));
-        assert_eq!(inode.ino.0, *ino, "{tag}: {rel} resolved to the wrong inode");
-        let entries = dir::read_dir(&fs, &inode).unwrap_or_else(|e| panic!("{tag}: read_dir {rel}: {e}"));
-        let mut got: Vec<(Vec<u8>, u64)> = entries.iter().map(|e| (e.name.clone(), e.ino.0)).collect();
+        let inode = fs
+            .lookup_path(rel.as_bytes())
+            .unwrap_or_else(|e| panic!("{tag}: lookup_path {rel}: {e}"));
+        assert_eq!(
+            inode.ino.0, *ino,
+            "{tag}: {rel} resolved to the wrong inode"
+        );
+        let entries =
+            dir::read_dir(&fs, &inode).unwrap_or_else(|e| panic!("{tag}: read_dir {rel}: {e}"));
+        let mut got: Vec<(Vec<u8>, u64)> =
+            entries.iter().map(|e| (e.name.clone(), e.ino.0)).collect();
         got.sort();
         assert_eq!(got.len(), want.len(), "{tag}: {rel}: entry count");
-        assert!(got == *want, "{tag}: {rel}: listing differs from the kernel's");
+        assert!(
+            got == *want,
+            "{tag}: {rel}: listing differs from the kernel's"
+        );
         // Cookies strictly increase, and resuming after one continues there.
-        assert!(entries.windows(2).all(|w| w[0].cookie < w[1].cookie), "{tag}: {rel}: cookies not increasing");
+        assert!(
+            entries.windows(2).all(|w| w[0].cookie < w[1].cookie),
+            "{tag}: {rel}: cookies not increasing"
+        );
         if entries.len() > 2 {
             let mid = entries.len() / 2;
             let mut rest = Vec::new();
@@ -112,19 +154,39 @@ fn check(tag: &str, args: &[&str]) -> BTreeSet<&'static str> {
                 true
             })
             .expect("resume");
-            assert_eq!(rest, entries[mid + 1..], "{tag}: {rel}: resume after a cookie");
+            assert_eq!(
+                rest,
+                entries[mid + 1..],
+                "{tag}: {rel}: resume after a cookie"
+            );
         }
         // Hashed lookups agree with the listing.
         let step = (want.len() / 300).max(1);
         for (name, ino) in want.iter().step_by(step) {
-            let got = dir::lookup(&fs, &inode, name).unwrap_or_else(|e| panic!("{tag}: lookup in {rel}: {e}"));
-            assert_eq!(got, Some(Ino(*ino)), "{tag}: {rel}: lookup {}", String::from_utf8_lossy(name));
+            let got = dir::lookup(&fs, &inode, name)
+                .unwrap_or_else(|e| panic!("{tag}: lookup in {rel}: {e}"));
+            assert_eq!(
+                got,
+                Some(Ino(*ino)),
+                "{tag}: {rel}: lookup {}",
+                String::from_utf8_lossy(name)
+            );
         }
-        for missing in [&b"no-such-entry"[..], b"entry-999999-x", long_name(want.len() + 7).as_bytes()] {
-            assert_eq!(dir::lookup(&fs, &inode, missing).expect("lookup missing"), None, "{tag}: {rel}: phantom entry");
+        for missing in [
+            &b"no-such-entry"[..],
+            b"entry-999999-x",
+            long_name(want.len() + 7).as_bytes(),
+        ] {
+            assert_eq!(
+                dir::lookup(&fs, &inode, missing).expect("lookup missing"),
+                None,
+                "{tag}: {rel}: phantom entry"
+            );
         }
         let parent = dir::parent(&fs, &inode).expect("parent");
-        let up = fs.lookup_path(format!("{rel}/..").as_bytes()).expect("dotdot");
+        let up = fs
+            .lookup_path(format!("{rel}/..").as_bytes())
+            .expect("dotdot");
         assert_eq!(parent, up.ino, "{tag}: {rel}: parent");
         let f = form(&fs, *ino);
         let dbf = db_format(&img, *ino);
@@ -138,17 +200,31 @@ fn check(tag: &str, args: &[&str]) -> BTreeSet<&'static str> {
         forms.insert(f);
     }
     for (name, ino, target) in &rec.links {
-        let inode = fs.lookup_path(format!("/{name}").as_bytes()).expect("link lookup");
+        let inode = fs
+            .lookup_path(format!("/{name}").as_bytes())
+            .expect("link lookup");
         assert_eq!(inode.ino.0, *ino);
-        let got = xfskit::symlink::read_link(&fs, &inode).unwrap_or_else(|e| panic!("{tag}: {name}: {e}"));
+        let got = xfskit::symlink::read_link(&fs, &inode)
+            .unwrap_or_else(|e| panic!("{tag}: {name}: {e}"));
         assert!(got == *target, "{tag}: {name}: target differs");
         let remote = inode.format != ForkFormat::Local;
-        assert_eq!(remote, target.len() > 300, "{tag}: {name}: unexpected symlink format {:?}", inode.format);
+        assert_eq!(
+            remote,
+            target.len() > 300,
+            "{tag}: {name}: unexpected symlink format {:?}",
+            inode.format
+        );
     }
     // Errors for bad paths.
-    assert!(matches!(fs.lookup_path(b"/d3/nope"), Err(xfskit::Error::NotFound(_))));
+    assert!(matches!(
+        fs.lookup_path(b"/d3/nope"),
+        Err(xfskit::Error::NotFound(_))
+    ));
     let file = format!("/d3/{}/x", long_name(0));
-    assert!(matches!(fs.lookup_path(file.as_bytes()), Err(xfskit::Error::NotDir(_))));
+    assert!(matches!(
+        fs.lookup_path(file.as_bytes()),
+        Err(xfskit::Error::NotDir(_))
+    ));
     forms
 }
 
@@ -171,6 +247,9 @@ fn all_formats_match_kernel_listing() {
         all.extend(forms);
     }
     for f in ["shortform", "block", "leaf", "node", "btree"] {
-        assert!(all.contains(f), "no directory reached the {f} form: {all:?}");
+        assert!(
+            all.contains(f),
+            "no directory reached the {f} form: {all:?}"
+        );
     }
 }

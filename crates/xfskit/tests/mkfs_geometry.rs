@@ -11,7 +11,10 @@ use std::process::Command;
 use xfskit::mkfs::{compute_geometry, geometry_summary, parse_mkfs_args, MkfsGeometry, TargetKind};
 
 fn tool_present(name: &str) -> bool {
-    Command::new(name).arg("-V").output().is_ok_and(|o| o.status.success())
+    Command::new(name)
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 fn scratch(tag: &str) -> PathBuf {
@@ -79,7 +82,10 @@ struct Outcome {
 }
 
 fn run_mkfs(args: &[String]) -> Outcome {
-    let out = Command::new("mkfs.xfs").args(args).output().expect("run mkfs.xfs");
+    let out = Command::new("mkfs.xfs")
+        .args(args)
+        .output()
+        .expect("run mkfs.xfs");
     Outcome {
         ok: out.status.success(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -102,7 +108,11 @@ fn table_matches_mkfs_xfs_dry_run() {
     for row in ROWS {
         let _ = std::fs::remove_file(&img);
         let mut args = words(row);
-        args.extend(["-N".to_string(), "-d".into(), format!("file=1,name={}", img.display())]);
+        args.extend([
+            "-N".to_string(),
+            "-d".into(),
+            format!("file=1,name={}", img.display()),
+        ]);
         let reference = run_mkfs(&args);
         let mine = ours(&args);
         let verdict = match (&mine, reference.ok) {
@@ -111,7 +121,10 @@ fn table_matches_mkfs_xfs_dry_run() {
                 if text == reference.stdout {
                     "match".to_string()
                 } else {
-                    failures.push(format!("{row}\n--- mkfs.xfs\n{}--- xfskit\n{text}", reference.stdout));
+                    failures.push(format!(
+                        "{row}\n--- mkfs.xfs\n{}--- xfskit\n{text}",
+                        reference.stdout
+                    ));
                     "DIFF".to_string()
                 }
             }
@@ -119,12 +132,17 @@ fn table_matches_mkfs_xfs_dry_run() {
                 let theirs = reference.stderr.lines().next().unwrap_or("").to_string();
                 let ours_first = e.lines().next().unwrap_or("");
                 if ours_first != theirs && !MESSAGE_DIFFERS.contains(row) {
-                    failures.push(format!("{row}: error text differs: mkfs.xfs {theirs:?}, ours {ours_first:?}"));
+                    failures.push(format!(
+                        "{row}: error text differs: mkfs.xfs {theirs:?}, ours {ours_first:?}"
+                    ));
                 }
                 format!("both refuse (mkfs.xfs: {theirs})")
             }
             (Ok(_), false) => {
-                failures.push(format!("{row}: mkfs.xfs refused ({}) but we accepted", reference.stderr.lines().next().unwrap_or("")));
+                failures.push(format!(
+                    "{row}: mkfs.xfs refused ({}) but we accepted",
+                    reference.stderr.lines().next().unwrap_or("")
+                ));
                 "DIFF".to_string()
             }
             (Err(e), true) => {
@@ -135,7 +153,12 @@ fn table_matches_mkfs_xfs_dry_run() {
         println!("{row:<60} {verdict}");
     }
     let _ = std::fs::remove_file(&img);
-    assert!(failures.is_empty(), "{} rows differ:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} rows differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Parse `xfs_db -c 'sb 0' -c print` output into name -> value text.
@@ -145,10 +168,17 @@ fn db_superblock(path: &Path) -> std::collections::HashMap<String, String> {
         .arg(path)
         .output()
         .expect("run xfs_db");
-    assert!(out.status.success(), "xfs_db failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "xfs_db failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| l.split_once(" = ").map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
+        .filter_map(|l| {
+            l.split_once(" = ")
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        })
         .collect()
 }
 
@@ -175,7 +205,10 @@ fn real_superblocks_match() {
     let img = scratch("real.img");
     for (size, extra) in REAL_ROWS {
         let _ = std::fs::remove_file(&img);
-        std::fs::File::create(&img).unwrap().set_len(num_size(size)).unwrap();
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(num_size(size))
+            .unwrap();
         let mut args = words(extra);
         args.extend(["-q".to_string(), "-f".into(), img.display().to_string()]);
         let r = run_mkfs(&args);
@@ -242,7 +275,10 @@ fn real_superblocks_match() {
         if !agf.contains(&format!("flcount = {}", g.agfl_min)) {
             bad.push(format!("agf flcount: {agf} ours {}", g.agfl_min));
         }
-        println!("{size} {extra}: {}", if bad.is_empty() { "match" } else { "DIFF" });
+        println!(
+            "{size} {extra}: {}",
+            if bad.is_empty() { "match" } else { "DIFF" }
+        );
         assert!(bad.is_empty(), "{size} {extra}:\n{}", bad.join("\n"));
     }
     let _ = std::fs::remove_file(&img);
@@ -255,7 +291,10 @@ fn num_size(s: &str) -> u64 {
 #[test]
 fn parser_accepts_mkfs_syntax() {
     let a = |s: &str| words(s);
-    let o = parse_mkfs_args(&a("-m rmapbt=1 -m uuid=0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0 -d agcount=4,size=1g -fNq /dev/x")).unwrap();
+    let o = parse_mkfs_args(&a(
+        "-m rmapbt=1 -m uuid=0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0 -d agcount=4,size=1g -fNq /dev/x",
+    ))
+    .unwrap();
     assert_eq!(o.rmapbt, Some(true));
     assert_eq!(o.agcount, Some(4));
     assert_eq!(o.data_size.as_deref(), Some("1g"));
@@ -266,5 +305,8 @@ fn parser_accepts_mkfs_syntax() {
     assert!(parse_mkfs_args(&a("-d agcount=4,agsize=1g")).is_err());
     assert!(parse_mkfs_args(&a("-i size=1k")).is_err());
     assert!(parse_mkfs_args(&a("-m finobt=2")).is_err());
-    assert_eq!(parse_mkfs_args(&a("-m reflink")).unwrap().reflink, Some(true));
+    assert_eq!(
+        parse_mkfs_args(&a("-m reflink")).unwrap().reflink,
+        Some(true)
+    );
 }

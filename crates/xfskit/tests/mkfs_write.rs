@@ -17,13 +17,20 @@ use std::process::Command;
 use xfskit::mkfs::{mkfs_with, parse_mkfs_args, MkfsError, Timestamp, WriteOptions};
 
 const UUID: &str = "11111111-2222-3333-4444-555555555555";
-const TS: Timestamp = Timestamp { secs: 1_700_000_000, nsec: 0 };
+const TS: Timestamp = Timestamp {
+    secs: 1_700_000_000,
+    nsec: 0,
+};
 
 fn run(cmd: &str, args: &[&str]) -> (bool, String) {
     match Command::new(cmd).args(args).output() {
         Ok(o) => (
             o.status.success(),
-            format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
         ),
         Err(e) => (false, format!("cannot run {cmd}: {e}")),
     }
@@ -31,7 +38,10 @@ fn run(cmd: &str, args: &[&str]) -> (bool, String) {
 
 fn need_tools() {
     for t in ["mkfs.xfs", "xfs_repair", "xfs_db"] {
-        assert!(Command::new(t).arg("-V").output().is_ok(), "{t} (xfsprogs) is required for these tests");
+        assert!(
+            Command::new(t).arg("-V").output().is_ok(),
+            "{t} (xfsprogs) is required for these tests"
+        );
     }
 }
 
@@ -53,9 +63,20 @@ fn sparse(path: &Path, size: u64) {
 
 fn ours(path: &Path, opts: &str) -> Result<xfskit::mkfs::MkfsReport, MkfsError> {
     let mut args: Vec<String> = opts.split_whitespace().map(String::from).collect();
-    args.extend(["-m".into(), format!("uuid={UUID}"), path.display().to_string()]);
+    args.extend([
+        "-m".into(),
+        format!("uuid={UUID}"),
+        path.display().to_string(),
+    ]);
     let o = parse_mkfs_args(&args)?;
-    mkfs_with(path, &o, &WriteOptions { timestamp: Some(TS), progress: None })
+    mkfs_with(
+        path,
+        &o,
+        &WriteOptions {
+            timestamp: Some(TS),
+            progress: None,
+        },
+    )
 }
 
 fn reference(path: &Path, opts: &str) {
@@ -147,10 +168,24 @@ fn compare(r: &Path, o: &Path, whole: bool) -> Vec<String> {
     ags.dedup();
     for ag in ags {
         let n = (16 * s.bs).min(s.agblocks * s.bs);
-        errs.extend(cmp_region(&a, &b, &s, &format!("AG {ag} headers"), ag * s.agblocks * s.bs, n));
+        errs.extend(cmp_region(
+            &a,
+            &b,
+            &s,
+            &format!("AG {ag} headers"),
+            ag * s.agblocks * s.bs,
+            n,
+        ));
     }
     let chunk = (s.rootino >> s.inopblog) * s.bs;
-    errs.extend(cmp_region(&a, &b, &s, "root inode chunk", chunk, 64 * s.isize));
+    errs.extend(cmp_region(
+        &a,
+        &b,
+        &s,
+        "root inode chunk",
+        chunk,
+        64 * s.isize,
+    ));
     let log = (log_ag * s.agblocks + (s.logstart & ((1 << s.agblklog) - 1))) * s.bs;
     errs.extend(cmp_region(&a, &b, &s, "log start", log, 256 * 1024));
     errs
@@ -180,7 +215,9 @@ fn row(dir: &Path, size: u64, opts: &str, whole: bool, repair: bool) -> Vec<Stri
     }
     let _ = std::fs::remove_file(&r);
     let _ = std::fs::remove_file(&o);
-    errs.into_iter().map(|e| format!("size {size} [{opts}]: {e}")).collect()
+    errs.into_iter()
+        .map(|e| format!("size {size} [{opts}]: {e}"))
+        .collect()
 }
 
 const G: u64 = 1 << 30;
@@ -223,7 +260,12 @@ fn headers_match_mkfs_xfs_small() {
         errs.extend(row(&dir, size, opts, whole, repair));
     }
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(errs.is_empty(), "{} rows differ:\n{}", errs.len(), errs.join("\n"));
+    assert!(
+        errs.is_empty(),
+        "{} rows differ:\n{}",
+        errs.len(),
+        errs.join("\n")
+    );
 }
 
 /// A directory on a filesystem that holds sparse files beyond 16 TiB.
@@ -237,13 +279,26 @@ impl BigScratch {
         if let Ok(d) = std::env::var("XFSKIT_SCRATCH") {
             let dir = PathBuf::from(d).join(format!("mkfs-write-{}", std::process::id()));
             std::fs::create_dir_all(&dir).ok()?;
-            return Some(BigScratch { dir, mounted: false });
+            return Some(BigScratch {
+                dir,
+                mounted: false,
+            });
         }
         if !is_root() {
             return None;
         }
         let dir = tmpdir("bigtmpfs");
-        let (ok, out) = run("mount", &["-t", "tmpfs", "-o", "size=12g", "xfskit-test", &dir.display().to_string()]);
+        let (ok, out) = run(
+            "mount",
+            &[
+                "-t",
+                "tmpfs",
+                "-o",
+                "size=12g",
+                "xfskit-test",
+                &dir.display().to_string(),
+            ],
+        );
         if !ok {
             eprintln!("cannot mount tmpfs: {out}");
             return None;
@@ -269,10 +324,20 @@ fn headers_match_mkfs_xfs_huge() {
         return;
     };
     let mut errs = Vec::new();
-    for (size, opts) in [(16 * T, ""), (100 * T, "-m rmapbt=1"), (1 * P, ""), (16 * P, "")] {
+    for (size, opts) in [
+        (16 * T, ""),
+        (100 * T, "-m rmapbt=1"),
+        (1 * P, ""),
+        (16 * P, ""),
+    ] {
         errs.extend(row(&s.dir, size, opts, false, false));
     }
-    assert!(errs.is_empty(), "{} rows differ:\n{}", errs.len(), errs.join("\n"));
+    assert!(
+        errs.is_empty(),
+        "{} rows differ:\n{}",
+        errs.len(),
+        errs.join("\n")
+    );
 }
 
 #[test]
@@ -285,7 +350,17 @@ fn root_inode_prints_like_mkfs_xfs() {
     reference(&r, "");
     ours(&o, "").unwrap();
     let show = |p: &Path, ino: &str| {
-        let (ok, out) = run("xfs_db", &["-r", &p.display().to_string(), "-c", &format!("inode {ino}"), "-c", "print"]);
+        let (ok, out) = run(
+            "xfs_db",
+            &[
+                "-r",
+                &p.display().to_string(),
+                "-c",
+                &format!("inode {ino}"),
+                "-c",
+                "print",
+            ],
+        );
         assert!(ok, "{out}");
         out.lines()
             .filter(|l| !(l.contains("time") || l.contains(".crc") || l.contains("crtime")))
@@ -310,7 +385,10 @@ fn reproducible_with_uuid_and_timestamp() {
     // Byte-identical, inode times and CRCs included.
     let step = 8usize << 20;
     for i in 0..(2 * G) / step as u64 {
-        assert!(read(&fa, i * step as u64, step) == read(&fb, i * step as u64, step), "chunk {i} differs");
+        assert!(
+            read(&fa, i * step as u64, step) == read(&fb, i * step as u64, step),
+            "chunk {i} differs"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -322,19 +400,36 @@ fn refuses_and_leaves_target_unchanged() {
     // Too small.
     sparse(&p, 100 << 20);
     std::fs::write(&p, b"keep me").unwrap();
-    File::options().write(true).open(&p).unwrap().set_len(100 << 20).unwrap();
+    File::options()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(100 << 20)
+        .unwrap();
     assert!(matches!(ours(&p, "-f"), Err(MkfsError::Geometry(_))));
     assert_eq!(read(&File::open(&p).unwrap(), 0, 7), b"keep me");
     // Bad combination.
     sparse(&p, G);
     assert!(ours(&p, "-m finobt=0,inobtcount=1").is_err());
     // Existing signatures without -f, each left in place.
-    let sigs: [(u64, &[u8]); 4] =
-        [(1080, &[0x53, 0xef]), (0x10040, b"_BHRfS_M"), (4086, b"SWAPSPACE2"), (512, b"EFI PART")];
+    let sigs: [(u64, &[u8]); 4] = [
+        (1080, &[0x53, 0xef]),
+        (0x10040, b"_BHRfS_M"),
+        (4086, b"SWAPSPACE2"),
+        (512, b"EFI PART"),
+    ];
     for (off, magic) in sigs {
         sparse(&p, G);
-        File::options().write(true).open(&p).unwrap().write_all_at(magic, off).unwrap();
-        assert!(matches!(ours(&p, ""), Err(MkfsError::Exists(_))), "signature at {off}");
+        File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .write_all_at(magic, off)
+            .unwrap();
+        assert!(
+            matches!(ours(&p, ""), Err(MkfsError::Exists(_))),
+            "signature at {off}"
+        );
         assert_eq!(read(&File::open(&p).unwrap(), off, magic.len()), magic);
     }
     // With -f it is overwritten; then an existing XFS is refused too.
@@ -343,7 +438,10 @@ fn refuses_and_leaves_target_unchanged() {
     ours(&p, "-f -d agcount=8").unwrap();
     repair_clean(&p).unwrap();
     // Unwritable target: a directory.
-    assert!(matches!(ours(&dir, ""), Err(MkfsError::Io(_)) | Err(MkfsError::Geometry(_))));
+    assert!(matches!(
+        ours(&dir, ""),
+        Err(MkfsError::Io(_)) | Err(MkfsError::Geometry(_))
+    ));
     // A missing file is created only with -d size.
     let q = dir.join("new.img");
     assert!(ours(&q, "").is_err());
@@ -360,7 +458,9 @@ fn dry_run_writes_nothing() {
     sparse(&p, G);
     let r = ours(&p, "-N").unwrap();
     assert_eq!(r.stats.write_calls, 0);
-    assert!(read(&File::open(&p).unwrap(), 0, 4096).iter().all(|&b| b == 0));
+    assert!(read(&File::open(&p).unwrap(), 0, 4096)
+        .iter()
+        .all(|&b| b == 0));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -374,11 +474,23 @@ fn kernel_mounts_and_writes() {
     let dir = tmpdir("mount");
     let mnt = dir.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    for (size, opts) in [(G, ""), (2 * G, "-m rmapbt=1 -b size=1024"), (3 * G, "-s size=4096 -d su=64k,sw=2")] {
+    for (size, opts) in [
+        (G, ""),
+        (2 * G, "-m rmapbt=1 -b size=1024"),
+        (3 * G, "-s size=4096 -d su=64k,sw=2"),
+    ] {
         let p = dir.join("k.img");
         sparse(&p, size);
         ours(&p, opts).unwrap();
-        let (ok, out) = run("mount", &["-o", "loop", &p.display().to_string(), &mnt.display().to_string()]);
+        let (ok, out) = run(
+            "mount",
+            &[
+                "-o",
+                "loop",
+                &p.display().to_string(),
+                &mnt.display().to_string(),
+            ],
+        );
         assert!(ok, "mount [{opts}]: {out}");
         let data: Vec<u8> = (0..6u32 << 20).map(|i| (i * 7 + i / 4099) as u8).collect();
         let written = (|| -> std::io::Result<()> {
@@ -401,10 +513,15 @@ fn memory_device_matches_file_target() {
     use xfskit::dev::MemDevice;
     let size = 512u64 << 20;
     let dev = MemDevice::new(size as usize);
-    let args: Vec<String> =
-        ["-m", &format!("uuid={UUID}"), "-L", "mem"].iter().map(|s| s.to_string()).collect();
+    let args: Vec<String> = ["-m", &format!("uuid={UUID}"), "-L", "mem"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     let o = parse_mkfs_args(&args).unwrap();
-    let w = WriteOptions { timestamp: Some(TS), progress: None };
+    let w = WriteOptions {
+        timestamp: Some(TS),
+        progress: None,
+    };
     let r = xfskit::mkfs::mkfs_device(&dev, &o, &w).unwrap();
     assert!(r.stats.write_calls > 0);
     let dir = tmpdir("mem");
@@ -412,6 +529,9 @@ fn memory_device_matches_file_target() {
     std::fs::write(&a, dev.to_bytes()).unwrap();
     sparse(&b, size);
     ours(&b, "-L mem").unwrap();
-    assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "memory and file images differ");
+    assert!(
+        std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+        "memory and file images differ"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

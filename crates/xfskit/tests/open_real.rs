@@ -21,10 +21,16 @@ mod tempfile_path {
             }
             static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
             let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let p = std::env::temp_dir().join(format!("xfskit-open-{}-{n}.img", std::process::id()));
+            let p =
+                std::env::temp_dir().join(format!("xfskit-open-{}-{n}.img", std::process::id()));
             let f = std::fs::File::create(&p).ok()?;
             f.set_len(300 << 20).ok()?;
-            let st = Command::new("mkfs.xfs").args(["-q", "-f"]).args(args).arg(&p).status().ok()?;
+            let st = Command::new("mkfs.xfs")
+                .args(["-q", "-f"])
+                .args(args)
+                .arg(&p)
+                .status()
+                .ok()?;
             assert!(st.success(), "mkfs.xfs {args:?} failed");
             Some(TempImage(p))
         }
@@ -51,16 +57,24 @@ fn opens_fresh_default_fs_and_reads_root() {
 
 #[test]
 fn opens_small_blocks_and_big_inodes() {
-    for args in [&["-b", "size=1024"][..], &["-i", "size=2048"], &["-b", "size=65536"], &["-s", "size=4096"]] {
+    for args in [
+        &["-b", "size=1024"][..],
+        &["-i", "size=2048"],
+        &["-b", "size=65536"],
+        &["-s", "size=4096"],
+    ] {
         let Some(img) = mkfs(args) else { return };
-        let fs = Fs::open(&img.0, &OpenOptions::default()).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let fs =
+            Fs::open(&img.0, &OpenOptions::default()).unwrap_or_else(|e| panic!("{args:?}: {e}"));
         fs.root().unwrap_or_else(|e| panic!("{args:?}: {e}"));
     }
 }
 
 #[test]
 fn refuses_v4() {
-    let Some(img) = mkfs(&["-m", "crc=0"]) else { return };
+    let Some(img) = mkfs(&["-m", "crc=0"]) else {
+        return;
+    };
     match Fs::open(&img.0, &OpenOptions::default()) {
         Err(xfskit::Error::Unsupported(m)) => assert!(m.contains("v5"), "{m}"),
         Err(e) => panic!("wrong error {e}"),

@@ -47,7 +47,19 @@ const _: () = assert!(offset_of!(Dir3BlkHdr, lsn) == XFS_DIR3_DATA_LSN_OFF);
 pub const XFS_DIR2_DATA_FD_COUNT: usize = 3;
 
 /// One best-free slot: a free region of a data block.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(
+    FromBytes,
+    IntoBytes,
+    KnownLayout,
+    Immutable,
+    Unaligned,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Default,
+)]
 #[repr(C)]
 pub struct Dir2DataFree {
     /// Byte offset of the free region in the block (0 if slot unused).
@@ -156,9 +168,19 @@ pub fn parse_data_item(block: &[u8], off: usize, has_ftype: bool) -> Option<Data
     let size = data_entsize(namelen, has_ftype);
     let ent = block.get(off..off.checked_add(size)?)?;
     let name = &ent[9..9 + namelen];
-    let ftype = if has_ftype { Some(ent[9 + namelen]) } else { None };
+    let ftype = if has_ftype {
+        Some(ent[9 + namelen])
+    } else {
+        None
+    };
     let tag = u16::from_be_bytes([ent[size - 2], ent[size - 1]]);
-    Some(DataItem::Entry(DataEntry { inumber, name, ftype, tag, size }))
+    Some(DataItem::Entry(DataEntry {
+        inumber,
+        name,
+        ftype,
+        tag,
+        size,
+    }))
 }
 
 /// Writes a live entry at `off` (tag = `off`); returns its size, or `None`
@@ -190,9 +212,16 @@ pub fn write_data_entry(
 /// Marks `len` bytes at `off` as a free region (freetag, length, tag).
 /// Returns false if the region is misaligned, too small or out of bounds.
 pub fn write_data_unused(block: &mut [u8], off: usize, len: usize) -> bool {
-    let Ok(tag) = u16::try_from(off) else { return false };
-    let Ok(len16) = u16::try_from(len) else { return false };
-    if len < XFS_DIR2_DATA_UNUSED_MIN || len % XFS_DIR2_DATA_ALIGN != 0 || off % XFS_DIR2_DATA_ALIGN != 0 {
+    let Ok(tag) = u16::try_from(off) else {
+        return false;
+    };
+    let Ok(len16) = u16::try_from(len) else {
+        return false;
+    };
+    if len < XFS_DIR2_DATA_UNUSED_MIN
+        || len % XFS_DIR2_DATA_ALIGN != 0
+        || off % XFS_DIR2_DATA_ALIGN != 0
+    {
         return false;
     }
     let Some(r) = off.checked_add(len).and_then(|end| block.get_mut(off..end)) else {
@@ -234,7 +263,9 @@ pub const XFS_DIR3_LEAF_HDR_SIZE: usize = 64;
 const _: () = assert!(size_of::<Dir3LeafHdr>() == XFS_DIR3_LEAF_HDR_SIZE);
 
 /// A leaf entry: hash of a name and where its data entry lives.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug, PartialEq, Eq,
+)]
 #[repr(C)]
 pub struct Dir2LeafEntry {
     /// Hash of the entry's name.
@@ -315,13 +346,19 @@ mod tests {
         assert!(write_data_unused(&mut blk, 88, 4096 - 88 - 8));
         match parse_data_item(&blk, 64, true) {
             Some(DataItem::Entry(e)) => {
-                assert_eq!((e.inumber, e.name, e.ftype, e.tag, e.size), (133, &b"hello"[..], Some(1), 64, 24));
+                assert_eq!(
+                    (e.inumber, e.name, e.ftype, e.tag, e.size),
+                    (133, &b"hello"[..], Some(1), 64, 24)
+                );
             }
             other => panic!("unexpected {other:?}"),
         }
         assert_eq!(
             parse_data_item(&blk, 88, true),
-            Some(DataItem::Unused(DataUnused { length: 4000, tag: 88 }))
+            Some(DataItem::Unused(DataUnused {
+                length: 4000,
+                tag: 88
+            }))
         );
     }
 
@@ -341,7 +378,10 @@ mod tests {
         blk[0..4].copy_from_slice(&[0xff, 0xff, 0x00, 0x04]);
         assert_eq!(parse_data_item(&blk, 0, true), None);
         assert!(!write_data_unused(&mut blk, 0, 4));
-        assert_eq!(write_data_entry(&mut blk, 48, 1, b"toolongforthis", None), None);
+        assert_eq!(
+            write_data_entry(&mut blk, 48, 1, b"toolongforthis", None),
+            None
+        );
         assert_eq!(write_data_entry(&mut blk, 0, 1, b"", None), None);
     }
 }

@@ -11,7 +11,9 @@ pub mod sf;
 pub use block::*;
 pub use sf::*;
 
-pub use crate::da::{da_hashname, DaBlkinfo, Da3Blkinfo, Da3NodeHdr, DaNodeEntry, XFS_DA3_NODE_MAGIC};
+pub use crate::da::{
+    da_hashname, Da3Blkinfo, Da3NodeHdr, DaBlkinfo, DaNodeEntry, XFS_DA3_NODE_MAGIC,
+};
 
 /// Magic of a single-block (data + leaf in one block) v3 directory, "XDB3".
 pub const XFS_DIR3_BLOCK_MAGIC: u32 = 0x5844_4233;

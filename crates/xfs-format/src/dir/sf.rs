@@ -42,7 +42,11 @@ impl SfHdr {
 
 /// Size of the shortform header for a given `i8count` (6 or 10 bytes).
 pub const fn sf_hdr_size(i8count: u8) -> usize {
-    2 + if i8count == 0 { XFS_INO32_SIZE } else { XFS_INO64_SIZE }
+    2 + if i8count == 0 {
+        XFS_INO32_SIZE
+    } else {
+        XFS_INO64_SIZE
+    }
 }
 
 /// Size of one shortform entry.
@@ -67,7 +71,11 @@ pub fn parse_sf_hdr(fork: &[u8]) -> Option<SfHdr> {
     let count = *fork.first()?;
     let i8count = *fork.get(1)?;
     let parent = read_ino(fork.get(2..)?, sf_hdr_size(i8count) - 2)?;
-    Some(SfHdr { count, i8count, parent })
+    Some(SfHdr {
+        count,
+        i8count,
+        parent,
+    })
 }
 
 /// Encodes a header into `fork`; returns its size or `None` if it does not fit.
@@ -119,7 +127,13 @@ pub fn parse_sf_entry(fork: &[u8], pos: usize, i8: bool, has_ftype: bool) -> Opt
         None
     };
     let inumber = read_ino(&e[p..], if i8 { XFS_INO64_SIZE } else { XFS_INO32_SIZE })?;
-    Some(SfEntry { offset, name, ftype, inumber, size })
+    Some(SfEntry {
+        offset,
+        name,
+        ftype,
+        inumber,
+        size,
+    })
 }
 
 /// Encodes an entry at `pos`; returns its size, or `None` if it does not fit,
@@ -149,7 +163,11 @@ pub fn write_sf_entry(
         e[p] = ft;
         p += 1;
     }
-    write_ino(&mut e[p..], inumber, if i8 { XFS_INO64_SIZE } else { XFS_INO32_SIZE })?;
+    write_ino(
+        &mut e[p..],
+        inumber,
+        if i8 { XFS_INO64_SIZE } else { XFS_INO32_SIZE },
+    )?;
     Some(size)
 }
 
@@ -166,7 +184,13 @@ pub struct SfIter<'a> {
 impl<'a> SfIter<'a> {
     /// Starts iterating a fork whose header has already been parsed.
     pub fn new(fork: &'a [u8], hdr: &SfHdr, has_ftype: bool) -> Self {
-        SfIter { fork, pos: hdr.size(), left: hdr.count, i8: hdr.i8count != 0, has_ftype }
+        SfIter {
+            fork,
+            pos: hdr.size(),
+            left: hdr.count,
+            i8: hdr.i8count != 0,
+            has_ftype,
+        }
     }
 }
 
@@ -206,7 +230,11 @@ mod tests {
     #[test]
     fn round_trip_4byte() {
         let mut fork = [0u8; 64];
-        let hdr = SfHdr { count: 2, i8count: 0, parent: 128 };
+        let hdr = SfHdr {
+            count: 2,
+            i8count: 0,
+            parent: 128,
+        };
         let mut pos = write_sf_hdr(&mut fork, &hdr).unwrap_or(0);
         assert_eq!(pos, 6);
         pos += write_sf_entry(&mut fork, pos, false, 96, b"abc", Some(1), 131).unwrap_or(0);
@@ -218,7 +246,13 @@ mod tests {
         assert_eq!(ents.len(), 2);
         assert_eq!(
             ents[0],
-            Ok(SfEntry { offset: 96, name: b"abc", ftype: Some(1), inumber: 131, size: 11 })
+            Ok(SfEntry {
+                offset: 96,
+                name: b"abc",
+                ftype: Some(1),
+                inumber: 131,
+                size: 11
+            })
         );
         assert_eq!(ents[1].map(|e| (e.name, e.inumber)), Ok((&b"d"[..], 132)));
     }
@@ -226,9 +260,16 @@ mod tests {
     #[test]
     fn round_trip_8byte() {
         let mut fork = [0u8; 64];
-        let hdr = SfHdr { count: 1, i8count: 1, parent: 1 << 40 };
+        let hdr = SfHdr {
+            count: 1,
+            i8count: 1,
+            parent: 1 << 40,
+        };
         assert_eq!(write_sf_hdr(&mut fork, &hdr), Some(10));
-        assert_eq!(write_sf_entry(&mut fork, 10, true, 96, b"x", None, (1 << 33) + 5), Some(12));
+        assert_eq!(
+            write_sf_entry(&mut fork, 10, true, 96, b"x", None, (1 << 33) + 5),
+            Some(12)
+        );
         assert_eq!(parse_sf_hdr(&fork), Some(hdr));
         let e = parse_sf_entry(&fork, 10, true, false);
         assert_eq!(e.map(|e| (e.inumber, e.ftype)), Some(((1 << 33) + 5, None)));
@@ -237,14 +278,31 @@ mod tests {
     #[test]
     fn rejects_bad_input() {
         let mut fork = [0u8; 12];
-        assert_eq!(write_sf_hdr(&mut fork, &SfHdr { count: 0, i8count: 0, parent: 1 << 33 }), None);
-        assert_eq!(write_sf_entry(&mut fork, 0, false, 0, b"a", None, 1 << 33), None);
+        assert_eq!(
+            write_sf_hdr(
+                &mut fork,
+                &SfHdr {
+                    count: 0,
+                    i8count: 0,
+                    parent: 1 << 33
+                }
+            ),
+            None
+        );
+        assert_eq!(
+            write_sf_entry(&mut fork, 0, false, 0, b"a", None, 1 << 33),
+            None
+        );
         assert_eq!(parse_sf_hdr(&[1, 1, 0, 0]), None);
         // Entry claims a name longer than the fork.
         let fork = [1, 0, 0, 0, 0, 0, 200, 0, 96, b'a'];
         let hdr = parse_sf_hdr(&fork);
         assert!(hdr.is_some());
-        let hdr = hdr.unwrap_or(SfHdr { count: 0, i8count: 0, parent: 0 });
+        let hdr = hdr.unwrap_or(SfHdr {
+            count: 0,
+            i8count: 0,
+            parent: 0,
+        });
         let mut it = SfIter::new(&fork, &hdr, true);
         assert_eq!(it.next(), Some(Err(6)));
         assert_eq!(it.next(), None);

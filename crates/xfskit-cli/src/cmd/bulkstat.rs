@@ -47,12 +47,21 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let fs = super::open(&args.image, args.norecovery)?;
-    let opts = BulkstatOptions { threads: args.threads, batch: args.batch, ag: args.ag, start_ino: args.start_ino };
+    let opts = BulkstatOptions {
+        threads: args.threads,
+        batch: args.batch,
+        ag: args.ag,
+        start_ino: args.start_ino,
+    };
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
     if !args.json {
-        writeln!(out, "{:>12} {:>7} {:>5} {:>6} {:>6} {:>12} {:>8} {:>10} {:>5}  MTIME", "INO", "MODE", "NLINK", "UID", "GID", "SIZE", "BLOCKS", "XFLAGS", "EXTS")
-            .map_err(xfskit::Error::Io)?;
+        writeln!(
+            out,
+            "{:>12} {:>7} {:>5} {:>6} {:>6} {:>12} {:>8} {:>10} {:>5}  MTIME",
+            "INO", "MODE", "NLINK", "UID", "GID", "SIZE", "BLOCKS", "XFLAGS", "EXTS"
+        )
+        .map_err(xfskit::Error::Io)?;
     }
     let mut line = String::with_capacity(512);
     let r = scan::for_each_batch(&fs, &opts, |batch| {
@@ -71,7 +80,9 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let stats = match r {
         Ok(s) => s,
         // A closed pipe (`| head`) ends the output quietly.
-        Err(xfskit::Error::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+        Err(xfskit::Error::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => {
+            return Ok(ExitCode::SUCCESS)
+        }
         Err(e) => return Err(e),
     };
     match flushed {

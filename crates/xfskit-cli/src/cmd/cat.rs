@@ -11,7 +11,8 @@ const CHUNK: usize = 4 << 20;
 
 /// Arguments of `xfskit cat`.
 #[derive(clap::Args)]
-#[command(long_about = "Write the contents of a regular file in an XFS image to standard output.
+#[command(
+    long_about = "Write the contents of a regular file in an XFS image to standard output.
 
 Holes and unwritten (preallocated) extents read as zeros, as through the
 kernel. The file is streamed in large chunks, so any size works. Symlinks
@@ -23,7 +24,8 @@ log needs replay, 4 on I/O errors, 5 if the image is corrupt.
 
 Examples:
   xfskit cat disk.img /etc/hostname
-  xfskit cat disk.img /var/lib/big.db > big.db")]
+  xfskit cat disk.img /var/lib/big.db > big.db"
+)]
 pub struct Args {
     /// Read even if the log needs replay (like the kernel's norecovery).
     #[arg(long)]
@@ -41,7 +43,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     match inode.file_type {
         FileType::File => {}
         FileType::Dir => return Err(Error::IsDir(args.path)),
-        other => return Err(Error::Invalid(format!("{} is a {other:?}, not a regular file", args.path))),
+        other => {
+            return Err(Error::Invalid(format!(
+                "{} is a {other:?}, not a regular file",
+                args.path
+            )))
+        }
     }
     let reader = FileReader::new(&fs, &inode)?;
     let stdout = std::io::stdout();

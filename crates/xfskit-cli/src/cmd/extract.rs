@@ -11,7 +11,8 @@ use xfskit::Error;
 
 /// Arguments of `xfskit extract`.
 #[derive(clap::Args)]
-#[command(long_about = "Copy the whole tree of an XFS image (or the subtree at --path) to DEST.
+#[command(
+    long_about = "Copy the whole tree of an XFS image (or the subtree at --path) to DEST.
 
 DEST must not exist or be an empty directory. A directory's contents go into
 DEST; a single file is written as DEST/NAME. Preserved: contents (holes and
@@ -31,7 +32,8 @@ errors, 5 if the image is corrupt.
 Examples:
   xfskit extract disk.img /tmp/out
   xfskit extract disk.img /tmp/etc --path /etc
-  xfskit extract --threads 4 disk.img /srv/restore")]
+  xfskit extract --threads 4 disk.img /srv/restore"
+)]
 pub struct Args {
     /// Read even if the log needs replay (like the kernel's norecovery).
     #[arg(long)]
@@ -54,12 +56,18 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let fs = super::open(&args.image, args.norecovery)?;
-    let opts = ExtractOptions { threads: usize::from(args.threads), ..Default::default() };
+    let opts = ExtractOptions {
+        threads: usize::from(args.threads),
+        ..Default::default()
+    };
     let progress = Progress::default();
     let start = std::time::Instant::now();
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = ProgressBar::new_spinner();
-        b.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+        b.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
         b
     });
     let done = std::sync::atomic::AtomicBool::new(false);

@@ -56,11 +56,24 @@ fn b(v: bool) -> u32 {
 pub fn render(g: &Geometry, name: &str) -> String {
     let f = flags(g);
     let ft = &g.features;
-    let log_name = if f.internal_log { "internal log" } else { "external" };
+    let log_name = if f.internal_log {
+        "internal log"
+    } else {
+        "external"
+    };
     let rt_name = if g.rt_blocks == 0 { "none" } else { "external" };
     let mut s = String::new();
-    s += &format!("meta-data={:<22} isize={:<6} agcount={}, agsize={} blks\n", name, g.inode_size, g.ag_count, g.ag_blocks);
-    s += &format!("         ={:<22} sectsz={:<5} attr={}, projid32bit={}\n", "", g.sect_size, 2, b(ft.projid32));
+    s += &format!(
+        "meta-data={:<22} isize={:<6} agcount={}, agsize={} blks\n",
+        name, g.inode_size, g.ag_count, g.ag_blocks
+    );
+    s += &format!(
+        "         ={:<22} sectsz={:<5} attr={}, projid32bit={}\n",
+        "",
+        g.sect_size,
+        2,
+        b(ft.projid32)
+    );
     s += &format!(
         "         ={:<22} crc={:<8} finobt={}, sparse={}, rmapbt={}\n",
         "",
@@ -77,8 +90,14 @@ pub fn render(g: &Geometry, name: &str) -> String {
         b(ft.inobtcnt),
         b(ft.nrext64)
     );
-    s += &format!("data     ={:<22} bsize={:<6} blocks={}, imaxpct={}\n", "", g.block_size, g.data_blocks, g.imax_pct);
-    s += &format!("         ={:<22} sunit={:<6} swidth={} blks\n", "", g.stripe_unit, g.stripe_width);
+    s += &format!(
+        "data     ={:<22} bsize={:<6} blocks={}, imaxpct={}\n",
+        "", g.block_size, g.data_blocks, g.imax_pct
+    );
+    s += &format!(
+        "         ={:<22} sunit={:<6} swidth={} blks\n",
+        "", g.stripe_unit, g.stripe_width
+    );
     s += &format!(
         "naming   =version {:<14} bsize={:<6} ascii-ci={}, ftype={}\n",
         2,
@@ -86,7 +105,10 @@ pub fn render(g: &Geometry, name: &str) -> String {
         b(f.ascii_ci),
         b(ft.ftype)
     );
-    s += &format!("log      ={:<22} bsize={:<6} blocks={}, version={}\n", log_name, g.block_size, g.log_blocks, 2);
+    s += &format!(
+        "log      ={:<22} bsize={:<6} blocks={}, version={}\n",
+        log_name, g.block_size, g.log_blocks, 2
+    );
     s += &format!(
         "         ={:<22} sectsz={:<5} sunit={} blks, lazy-count={}\n",
         "",
@@ -106,7 +128,14 @@ pub fn render(g: &Geometry, name: &str) -> String {
 
 fn uuid_string(u: &[u8; 16]) -> String {
     let h: Vec<String> = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", h[0..4].concat(), h[4..6].concat(), h[6..8].concat(), h[8..10].concat(), h[10..].concat())
+    format!(
+        "{}-{}-{}-{}-{}",
+        h[0..4].concat(),
+        h[4..6].concat(),
+        h[6..8].concat(),
+        h[8..10].concat(),
+        h[10..].concat()
+    )
 }
 
 /// The geometry as a JSON value.
@@ -156,7 +185,10 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     if args.json {
         let state = format!("{:?}", fs.log_state()).to_lowercase();
         let v = to_json(g, &state);
-        println!("{}", serde_json::to_string_pretty(&v).map_err(|e| xfskit::Error::Invalid(e.to_string()))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| xfskit::Error::Invalid(e.to_string()))?
+        );
     } else {
         print!("{}", render(g, &args.image.to_string_lossy()));
     }

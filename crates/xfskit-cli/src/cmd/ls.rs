@@ -61,7 +61,11 @@ pub fn mode_string(mode: u16) -> String {
     let mut s = String::with_capacity(10);
     s.push(t);
     let m = u32::from(mode);
-    for (shift, special, lower, upper) in [(6, 0o4000, 's', 'S'), (3, 0o2000, 's', 'S'), (0, 0o1000, 't', 'T')] {
+    for (shift, special, lower, upper) in [
+        (6, 0o4000, 's', 'S'),
+        (3, 0o2000, 's', 'S'),
+        (0, 0o1000, 't', 'T'),
+    ] {
         let bits = (m >> shift) & 7;
         s.push(if bits & 4 != 0 { 'r' } else { '-' });
         s.push(if bits & 2 != 0 { 'w' } else { '-' });
@@ -95,12 +99,27 @@ pub fn format_time(t: Timestamp) -> String {
     let days = t.sec.div_euclid(86_400);
     let secs = t.sec.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:09}", secs / 3600, secs / 60 % 60, secs % 60, t.nsec)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:09}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        t.nsec
+    )
 }
 
 /// Shows a name with non-printable bytes escaped.
 pub fn show_name(name: &[u8]) -> String {
-    String::from_utf8_lossy(name).chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
+    String::from_utf8_lossy(name)
+        .chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
 }
 
 struct Row {
@@ -125,10 +144,26 @@ fn print_rows(fs: &Fs, rows: &[Row], long: bool, out: &mut dyn Write) -> Result<
         }
         return Ok(());
     }
-    let w_nlink = rows.iter().map(|r| r.inode.nlink.to_string().len()).max().unwrap_or(1);
-    let w_uid = rows.iter().map(|r| r.inode.uid.to_string().len()).max().unwrap_or(1);
-    let w_gid = rows.iter().map(|r| r.inode.gid.to_string().len()).max().unwrap_or(1);
-    let w_size = rows.iter().map(|r| size_field(&r.inode).len()).max().unwrap_or(1);
+    let w_nlink = rows
+        .iter()
+        .map(|r| r.inode.nlink.to_string().len())
+        .max()
+        .unwrap_or(1);
+    let w_uid = rows
+        .iter()
+        .map(|r| r.inode.uid.to_string().len())
+        .max()
+        .unwrap_or(1);
+    let w_gid = rows
+        .iter()
+        .map(|r| r.inode.gid.to_string().len())
+        .max()
+        .unwrap_or(1);
+    let w_size = rows
+        .iter()
+        .map(|r| size_field(&r.inode).len())
+        .max()
+        .unwrap_or(1);
     for r in rows {
         let i = &r.inode;
         let mut line = format!(
@@ -149,15 +184,32 @@ fn print_rows(fs: &Fs, rows: &[Row], long: bool, out: &mut dyn Write) -> Result<
     Ok(())
 }
 
-fn list_dir(fs: &Fs, args: &Args, path: &str, dir_inode: &Inode, seen: &mut HashSet<Ino>, out: &mut dyn Write) -> Result<(), Error> {
+fn list_dir(
+    fs: &Fs,
+    args: &Args,
+    path: &str,
+    dir_inode: &Inode,
+    seen: &mut HashSet<Ino>,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
     if !seen.insert(dir_inode.ino) {
-        return Err(Error::corrupt("directory tree", xfskit::Location::Inode(dir_inode.ino.0), "directory loop"));
+        return Err(Error::corrupt(
+            "directory tree",
+            xfskit::Location::Inode(dir_inode.ino.0),
+            "directory loop",
+        ));
     }
     let mut rows = Vec::new();
     if args.all {
-        rows.push(Row { name: b".".to_vec(), inode: dir_inode.clone() });
+        rows.push(Row {
+            name: b".".to_vec(),
+            inode: dir_inode.clone(),
+        });
         let parent = dir::parent(fs, dir_inode)?;
-        rows.push(Row { name: b"..".to_vec(), inode: fs.inode(parent)? });
+        rows.push(Row {
+            name: b"..".to_vec(),
+            inode: fs.inode(parent)?,
+        });
     }
     let mut entries = dir::read_dir(fs, dir_inode)?;
     entries.sort_by(|a, b| a.name.cmp(&b.name));
@@ -166,12 +218,22 @@ fn list_dir(fs: &Fs, args: &Args, path: &str, dir_inode: &Inode, seen: &mut Hash
             continue;
         }
         let inode = fs.inode(e.ino)?;
-        rows.push(Row { name: e.name, inode });
+        rows.push(Row {
+            name: e.name,
+            inode,
+        });
     }
     print_rows(fs, &rows, args.long, out)?;
     if args.recursive {
-        for r in rows.iter().filter(|r| r.inode.file_type == FileType::Dir && r.name != b"." && r.name != b"..") {
-            let sub = if path.ends_with('/') { format!("{path}{}", show_name(&r.name)) } else { format!("{path}/{}", show_name(&r.name)) };
+        for r in rows
+            .iter()
+            .filter(|r| r.inode.file_type == FileType::Dir && r.name != b"." && r.name != b"..")
+        {
+            let sub = if path.ends_with('/') {
+                format!("{path}{}", show_name(&r.name))
+            } else {
+                format!("{path}/{}", show_name(&r.name))
+            };
             writeln!(out, "\n{sub}:")?;
             list_dir(fs, args, &sub, &r.inode, seen, out)?;
         }
@@ -189,9 +251,19 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         if args.recursive {
             writeln!(out, "{}:", args.path)?;
         }
-        list_dir(&fs, &args, &args.path, &inode, &mut HashSet::new(), &mut out)
+        list_dir(
+            &fs,
+            &args,
+            &args.path,
+            &inode,
+            &mut HashSet::new(),
+            &mut out,
+        )
     } else {
-        let rows = [Row { name: args.path.as_bytes().to_vec(), inode }];
+        let rows = [Row {
+            name: args.path.as_bytes().to_vec(),
+            inode,
+        }];
         print_rows(&fs, &rows, args.long, &mut out)
     };
     match r.and_then(|()| out.flush().map_err(Error::Io)) {

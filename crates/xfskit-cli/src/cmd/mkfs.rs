@@ -7,7 +7,9 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use xfskit::mkfs::{geometry_summary, mkfs_with, parse_mkfs_args, MkfsOptions, Timestamp, WriteOptions};
+use xfskit::mkfs::{
+    geometry_summary, mkfs_with, parse_mkfs_args, MkfsOptions, Timestamp, WriteOptions,
+};
 
 /// Arguments of `xfskit mkfs`.
 #[derive(clap::Args)]

@@ -28,5 +28,11 @@ pub fn exit_code(e: &Error) -> ExitCode {
 
 /// Opens an image read-only with the common options.
 pub fn open(image: &Path, norecovery: bool) -> Result<Fs, Error> {
-    Fs::open(image, &OpenOptions { norecovery, ..Default::default() })
+    Fs::open(
+        image,
+        &OpenOptions {
+            norecovery,
+            ..Default::default()
+        },
+    )
 }

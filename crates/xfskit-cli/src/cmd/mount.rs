@@ -33,7 +33,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         return Ok(ExitCode::from(2));
     }
     if !args.mountpoint.is_dir() {
-        eprintln!("xfskit mount: {} is not a directory", args.mountpoint.display());
+        eprintln!(
+            "xfskit mount: {} is not a directory",
+            args.mountpoint.display()
+        );
         return Ok(ExitCode::from(2));
     }
     let fs = super::open(&args.image, args.norecovery)?;
@@ -47,20 +50,29 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let mut mounted = xfskit_fuse::mount(fs, &args.mountpoint, &opts)?;
     let mut unmounter = mounted.unmounter();
     let where_ = args.mountpoint.display().to_string();
-    std::thread::Builder::new().name("signals".into()).spawn(move || {
-        for sig in signals.forever() {
-            eprintln!("xfskit mount: signal {sig}, unmounting {where_}");
-            if let Err(e) = unmounter.unmount() {
-                // Busy: detach it instead, so the serving loop still ends.
-                eprintln!("xfskit mount: unmount failed: {e}; detaching lazily");
-                let lazy = std::process::Command::new("umount").arg("-l").arg(&where_).status();
-                if !matches!(lazy, Ok(s) if s.success()) {
-                    eprintln!("xfskit mount: lazy unmount of {where_} failed too");
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                eprintln!("xfskit mount: signal {sig}, unmounting {where_}");
+                if let Err(e) = unmounter.unmount() {
+                    // Busy: detach it instead, so the serving loop still ends.
+                    eprintln!("xfskit mount: unmount failed: {e}; detaching lazily");
+                    let lazy = std::process::Command::new("umount")
+                        .arg("-l")
+                        .arg(&where_)
+                        .status();
+                    if !matches!(lazy, Ok(s) if s.success()) {
+                        eprintln!("xfskit mount: lazy unmount of {where_} failed too");
+                    }
                 }
             }
-        }
-    })?;
-    eprintln!("xfskit mount: {} mounted read-only on {}", args.image.display(), args.mountpoint.display());
+        })?;
+    eprintln!(
+        "xfskit mount: {} mounted read-only on {}",
+        args.image.display(),
+        args.mountpoint.display()
+    );
     mounted.serve()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -61,7 +61,13 @@ fn map_rows(fs: &Fs, map: &[Extent], eof_blocks: u64) -> Vec<MapRow> {
     let mut next = 0u64;
     for e in map {
         if e.offset > next {
-            rows.push(MapRow { file_start: next * bbs, file_end: e.offset * bbs - 1, mapped: None, total: (e.offset - next) * bbs, flags: 0 });
+            rows.push(MapRow {
+                file_start: next * bbs,
+                file_end: e.offset * bbs - 1,
+                mapped: None,
+                total: (e.offset - next) * bbs,
+                flags: 0,
+            });
         }
         let d = g.fsb_to_daddr(e.start).0;
         let (agno, agbno) = g.fsb_split(e.start);
@@ -77,7 +83,13 @@ fn map_rows(fs: &Fs, map: &[Extent], eof_blocks: u64) -> Vec<MapRow> {
         next = e.end();
     }
     if eof_blocks > next {
-        rows.push(MapRow { file_start: next * bbs, file_end: eof_blocks * bbs - 1, mapped: None, total: (eof_blocks - next) * bbs, flags: 0 });
+        rows.push(MapRow {
+            file_start: next * bbs,
+            file_end: eof_blocks * bbs - 1,
+            mapped: None,
+            total: (eof_blocks - next) * bbs,
+            flags: 0,
+        });
     }
     rows
 }
@@ -88,25 +100,74 @@ fn render_map(rows: &[MapRow]) -> String {
         .enumerate()
         .map(|(i, r)| {
             let (br, ag, agoff) = match r.mapped {
-                Some((a, b, agno, s, e)) => (format!("{a}..{b}"), agno.to_string(), format!("({s}..{e})")),
+                Some((a, b, agno, s, e)) => {
+                    (format!("{a}..{b}"), agno.to_string(), format!("({s}..{e})"))
+                }
                 None => ("hole".to_string(), String::new(), String::new()),
             };
-            [format!("{i}:"), format!("[{}..{}]:", r.file_start, r.file_end), br, ag, agoff, r.total.to_string()]
+            [
+                format!("{i}:"),
+                format!("[{}..{}]:", r.file_start, r.file_end),
+                br,
+                ag,
+                agoff,
+                r.total.to_string(),
+            ]
         })
         .collect();
-    let heads = ["EXT:", "FILE-OFFSET", "BLOCK-RANGE", "AG", "AG-OFFSET", "TOTAL"];
-    let w: Vec<usize> = (0..6).map(|c| cells.iter().map(|r| r[c].len()).chain([heads[c].len()]).max().unwrap_or(0)).collect();
+    let heads = [
+        "EXT:",
+        "FILE-OFFSET",
+        "BLOCK-RANGE",
+        "AG",
+        "AG-OFFSET",
+        "TOTAL",
+    ];
+    let w: Vec<usize> = (0..6)
+        .map(|c| {
+            cells
+                .iter()
+                .map(|r| r[c].len())
+                .chain([heads[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let mut s = format!(
         " {:>w0$} {:<w1$} {:<w2$} {:>w3$} {:<w4$} {:>w5$} FLAGS\n",
-        heads[0], heads[1], heads[2], heads[3], heads[4], heads[5],
-        w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5]
+        heads[0],
+        heads[1],
+        heads[2],
+        heads[3],
+        heads[4],
+        heads[5],
+        w0 = w[0],
+        w1 = w[1],
+        w2 = w[2],
+        w3 = w[3],
+        w4 = w[4],
+        w5 = w[5]
     );
     for (c, r) in cells.iter().zip(rows) {
-        let flags = if r.mapped.is_some() { format!(" {:06o}", r.flags) } else { String::new() };
+        let flags = if r.mapped.is_some() {
+            format!(" {:06o}", r.flags)
+        } else {
+            String::new()
+        };
         s += &format!(
             " {:>w0$} {:<w1$} {:<w2$} {:>w3$} {:<w4$} {:>w5$}{flags}\n",
-            c[0], c[1], c[2], c[3], c[4], c[5],
-            w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5]
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            c[5],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3],
+            w4 = w[4],
+            w5 = w[5]
         );
     }
     s
@@ -146,7 +207,14 @@ fn fields(i: &Inode) -> Vec<(&'static str, Value)> {
         ("anextents", json!(i.anextents)),
         ("format", json!(format!("{:?}", i.format))),
         ("forkoff", json!(i.forkoff)),
-        ("aformat", json!(if i.has_attr_fork() { format!("{:?}", i.aformat) } else { "none".into() })),
+        (
+            "aformat",
+            json!(if i.has_attr_fork() {
+                format!("{:?}", i.aformat)
+            } else {
+                "none".into()
+            }),
+        ),
         ("flags", json!(format!("{:#x}", i.flags))),
         ("flags2", json!(format!("{:#x}", i.flags2))),
         ("gen", json!(i.gen)),
@@ -170,14 +238,30 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let fs = super::open(&args.image, args.norecovery)?;
     let i = fs.lookup_path(args.path.as_bytes())?;
     let xattrs = xattrs_of(&fs, &i)?;
-    let target = if i.file_type == FileType::Symlink { Some(xfskit::symlink::read_link(&fs, &i)?) } else { None };
-    let data = if matches!(i.format, xfskit::inode::ForkFormat::Extents | xfskit::inode::ForkFormat::Btree) {
+    let target = if i.file_type == FileType::Symlink {
+        Some(xfskit::symlink::read_link(&fs, &i)?)
+    } else {
+        None
+    };
+    let data = if matches!(
+        i.format,
+        xfskit::inode::ForkFormat::Extents | xfskit::inode::ForkFormat::Btree
+    ) {
         extents(&fs, &i, Fork::Data)?
     } else {
         Vec::new()
     };
-    let attr_map = if i.has_attr_fork() { extents(&fs, &i, Fork::Attr)? } else { Vec::new() };
-    let times = [("atime", i.atime), ("mtime", i.mtime), ("ctime", i.ctime), ("crtime", i.crtime)];
+    let attr_map = if i.has_attr_fork() {
+        extents(&fs, &i, Fork::Attr)?
+    } else {
+        Vec::new()
+    };
+    let times = [
+        ("atime", i.atime),
+        ("mtime", i.mtime),
+        ("ctime", i.ctime),
+        ("crtime", i.crtime),
+    ];
     if args.json {
         let mut m = serde_json::Map::new();
         m.insert("path".into(), json!(args.path));
@@ -200,13 +284,23 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 .map(|e| json!({ "offset": e.offset, "start": e.start.0, "len": e.len, "unwritten": e.unwritten }))
                 .collect()
         };
-        m.insert("extents".into(), json!({ "data": ext(&data), "attr": ext(&attr_map) }));
-        println!("{}", serde_json::to_string_pretty(&Value::Object(m)).map_err(|e| Error::Invalid(e.to_string()))?);
+        m.insert(
+            "extents".into(),
+            json!({ "data": ext(&data), "attr": ext(&attr_map) }),
+        );
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&Value::Object(m))
+                .map_err(|e| Error::Invalid(e.to_string()))?
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let mut s = format!("  path: {}\n", args.path);
     for (k, v) in fields(&i) {
-        let v = v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string());
+        let v = v
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| v.to_string());
         s += &format!("{k:>14}: {v}\n");
     }
     for (k, t) in times {
@@ -218,14 +312,22 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     s += &format!("xattrs ({}):\n", xattrs.len());
     for x in &xattrs {
         let shown = if x.value.len() > 64 {
-            format!("{}... ({} bytes)", show_value(&x.value[..64]), x.value.len())
+            format!(
+                "{}... ({} bytes)",
+                show_value(&x.value[..64]),
+                x.value.len()
+            )
         } else {
             show_value(&x.value)
         };
         s += &format!("  {} = {shown}\n", String::from_utf8_lossy(&x.full_name()));
     }
     let bs = u64::from(fs.geometry().block_size);
-    let eof = if i.file_type == FileType::File { i.size.div_ceil(bs) } else { 0 };
+    let eof = if i.file_type == FileType::File {
+        i.size.div_ceil(bs)
+    } else {
+        0
+    };
     for (name, map, eof) in [("data", &data, eof), ("attr", &attr_map, 0)] {
         if map.is_empty() {
             s += &format!("{name} fork: no extents\n");

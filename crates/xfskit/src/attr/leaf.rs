@@ -8,6 +8,7 @@
 //! the block downward.
 
 use super::{loc, namespace_of, RawEntry, ValueRef, FLAG_LOCAL};
+pub(crate) use crate::bytes::{be16, be32};
 use crate::error::{Error, Result};
 
 /// Offset of the forward sibling link (be32 attr-fork block, 0 = none).
@@ -35,14 +36,6 @@ const LOCAL_HDR: usize = 3;
 /// Remote name: value block be32, value length be32, name length u8, name.
 const REMOTE_HDR: usize = 9;
 
-pub(crate) fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
-}
-
-pub(crate) fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
 /// The entries and the forward sibling link of a verified leaf block.
 pub(crate) struct Leaf {
     pub entries: Vec<RawEntry>,
@@ -57,10 +50,16 @@ pub(crate) struct Leaf {
 pub(crate) fn parse(ino: u64, dablk: u64, buf: &[u8]) -> Result<Leaf> {
     let bad = |d: String| Error::corrupt("attr leaf block", loc(ino, dablk), d);
     if buf.len() < LEAF_HDR {
-        return Err(bad(format!("block of {} bytes is shorter than the leaf header", buf.len())));
+        return Err(bad(format!(
+            "block of {} bytes is shorter than the leaf header",
+            buf.len()
+        )));
     }
     if be16(buf, INFO_MAGIC) != ATTR3_LEAF_MAGIC {
-        return Err(bad(format!("magic {:#06x} is not an attr leaf", be16(buf, INFO_MAGIC))));
+        return Err(bad(format!(
+            "magic {:#06x} is not an attr leaf",
+            be16(buf, INFO_MAGIC)
+        )));
     }
     let count = usize::from(be16(buf, HDR_COUNT));
     let firstused = match usize::from(be16(buf, HDR_FIRSTUSED)) {
@@ -69,7 +68,10 @@ pub(crate) fn parse(ino: u64, dablk: u64, buf: &[u8]) -> Result<Leaf> {
     };
     let ents_end = LEAF_HDR + count * ENTRY_SIZE;
     if firstused > buf.len() || (count > 0 && ents_end > firstused) || ents_end > buf.len() {
-        return Err(bad(format!("{count} entries end at byte {ents_end}, names start at {firstused} in a {}-byte block", buf.len())));
+        return Err(bad(format!(
+            "{count} entries end at byte {ents_end}, names start at {firstused} in a {}-byte block",
+            buf.len()
+        )));
     }
     // Bounded by the bytes the entries occupy (checked above).
     let mut entries = Vec::with_capacity(count);
@@ -82,12 +84,17 @@ pub(crate) fn parse(ino: u64, dablk: u64, buf: &[u8]) -> Result<Leaf> {
             continue;
         };
         if nameidx < firstused || nameidx < ents_end || nameidx >= buf.len() {
-            return Err(bad(format!("entry {i} names byte {nameidx}, outside the name area {firstused}..{}", buf.len())));
+            return Err(bad(format!(
+                "entry {i} names byte {nameidx}, outside the name area {firstused}..{}",
+                buf.len()
+            )));
         }
         let rest = &buf[nameidx..];
         let entry = if flags & FLAG_LOCAL != 0 {
             if rest.len() < LOCAL_HDR {
-                return Err(bad(format!("entry {i}: local name header at byte {nameidx} runs past the block")));
+                return Err(bad(format!(
+                    "entry {i}: local name header at byte {nameidx} runs past the block"
+                )));
             }
             let valuelen = usize::from(be16(rest, 0));
             let namelen = usize::from(rest[2]);
@@ -106,20 +113,37 @@ pub(crate) fn parse(ino: u64, dablk: u64, buf: &[u8]) -> Result<Leaf> {
             }
         } else {
             if rest.len() < REMOTE_HDR {
-                return Err(bad(format!("entry {i}: remote name header at byte {nameidx} runs past the block")));
+                return Err(bad(format!(
+                    "entry {i}: remote name header at byte {nameidx} runs past the block"
+                )));
             }
             let blk = be32(rest, 0);
             let len = be32(rest, 4);
             let namelen = usize::from(rest[8]);
             if REMOTE_HDR + namelen > rest.len() || namelen == 0 {
-                return Err(bad(format!("entry {i}: remote name of {namelen} bytes at byte {nameidx} does not fit")));
+                return Err(bad(format!(
+                    "entry {i}: remote name of {namelen} bytes at byte {nameidx} does not fit"
+                )));
             }
-            RawEntry { ns, name: rest[REMOTE_HDR..REMOTE_HDR + namelen].to_vec(), value: ValueRef::Remote { blk, len }, dablk, hash }
+            RawEntry {
+                ns,
+                name: rest[REMOTE_HDR..REMOTE_HDR + namelen].to_vec(),
+                value: ValueRef::Remote { blk, len },
+                dablk,
+                hash,
+            }
         };
         entries.push(entry);
     }
-    let last_hash = count.checked_sub(1).map(|i| be32(buf, LEAF_HDR + i * ENTRY_SIZE));
-    Ok(Leaf { entries, forw: be32(buf, INFO_FORW), back: be32(buf, INFO_BACK), last_hash })
+    let last_hash = count
+        .checked_sub(1)
+        .map(|i| be32(buf, LEAF_HDR + i * ENTRY_SIZE));
+    Ok(Leaf {
+        entries,
+        forw: be32(buf, INFO_FORW),
+        back: be32(buf, INFO_BACK),
+        last_hash,
+    })
 }
 
 #[cfg(test)]
@@ -154,7 +178,10 @@ mod tests {
         assert_eq!(l.entries[0].name, b"ab");
         assert!(matches!(&l.entries[0].value, ValueRef::Local(v) if v == b"xyz"));
         assert_eq!(l.entries[1].ns, super::super::Namespace::Trusted);
-        assert!(matches!(l.entries[1].value, ValueRef::Remote { blk: 7, len: 5000 }));
+        assert!(matches!(
+            l.entries[1].value,
+            ValueRef::Remote { blk: 7, len: 5000 }
+        ));
     }
 
     #[test]
@@ -169,6 +196,12 @@ mod tests {
         }
         let mut b = good.clone();
         b[HDR_COUNT..HDR_COUNT + 2].copy_from_slice(&0xffffu16.to_be_bytes());
-        assert!(matches!(parse(5, 0, &b), Err(Error::Corrupt { what: "attr leaf block", .. })));
+        assert!(matches!(
+            parse(5, 0, &b),
+            Err(Error::Corrupt {
+                what: "attr leaf block",
+                ..
+            })
+        ));
     }
 }

@@ -153,7 +153,11 @@ pub(crate) fn namespace_of(flags: u8) -> std::result::Result<Option<Namespace>, 
 
 /// Location of attr-fork block `dablk` of inode `ino`.
 pub(crate) fn loc(ino: u64, dablk: u64) -> Location {
-    Location::InodeBlock { ino, fork: "attr", offset: dablk }
+    Location::InodeBlock {
+        ino,
+        fork: "attr",
+        offset: dablk,
+    }
 }
 
 /// Every visible entry of the inode's attr fork, in on-disk order.
@@ -162,7 +166,10 @@ fn raw_entries(fs: &Fs, inode: &Inode) -> Result<(Vec<RawEntry>, node::AttrMap)>
         return Ok((Vec::new(), node::AttrMap::empty()));
     }
     match inode.aformat {
-        ForkFormat::Local => Ok((shortform::parse(inode.ino.0, &inode.attr_fork)?, node::AttrMap::empty())),
+        ForkFormat::Local => Ok((
+            shortform::parse(inode.ino.0, &inode.attr_fork)?,
+            node::AttrMap::empty(),
+        )),
         // An attr fork in extents format with no extents holds no attributes
         // (the kernel leaves new directories like this).
         ForkFormat::Extents if inode.anextents == 0 => Ok((Vec::new(), node::AttrMap::empty())),
@@ -184,13 +191,20 @@ fn resolve(fs: &Fs, ino: u64, map: &node::AttrMap, e: RawEntry) -> Result<Xattr>
         ValueRef::Local(v) => v,
         ValueRef::Remote { blk, len } => remote::read_value(fs, ino, map, e.dablk, blk, len)?,
     };
-    Ok(Xattr { ns: e.ns, name: e.name, value })
+    Ok(Xattr {
+        ns: e.ns,
+        name: e.name,
+        value,
+    })
 }
 
 /// Every attribute of `inode` with its value, in on-disk order.
 pub fn list(fs: &Fs, inode: &Inode) -> Result<Vec<Xattr>> {
     let (entries, map) = raw_entries(fs, inode)?;
-    entries.into_iter().map(|e| resolve(fs, inode.ino.0, &map, e)).collect()
+    entries
+        .into_iter()
+        .map(|e| resolve(fs, inode.ino.0, &map, e))
+        .collect()
 }
 
 /// Every attribute's name and value length, in on-disk order, without
@@ -199,7 +213,11 @@ pub fn list_names(fs: &Fs, inode: &Inode) -> Result<Vec<XattrName>> {
     let (entries, _) = raw_entries(fs, inode)?;
     Ok(entries
         .into_iter()
-        .map(|e| XattrName { ns: e.ns, value_len: e.value_len(), name: e.name })
+        .map(|e| XattrName {
+            ns: e.ns,
+            value_len: e.value_len(),
+            name: e.name,
+        })
         .collect())
 }
 
@@ -211,7 +229,11 @@ pub fn name_hash(name: &[u8]) -> u32 {
     let mut h = 0u32;
     let mut chunks = name.chunks_exact(4);
     for c in &mut chunks {
-        h = (u32::from(c[0]) << 21) ^ (u32::from(c[1]) << 14) ^ (u32::from(c[2]) << 7) ^ u32::from(c[3]) ^ h.rotate_left(28);
+        h = (u32::from(c[0]) << 21)
+            ^ (u32::from(c[1]) << 14)
+            ^ (u32::from(c[2]) << 7)
+            ^ u32::from(c[3])
+            ^ h.rotate_left(28);
     }
     let rest = chunks.remainder();
     let mut tail = 0u32;
@@ -225,11 +247,16 @@ pub fn name_hash(name: &[u8]) -> u32 {
 /// value is read; in block formats only the leaves that can hold the
 /// name's hash are read.
 pub fn get(fs: &Fs, inode: &Inode, ns: Namespace, name: &[u8]) -> Result<Option<Vec<u8>>> {
-    let (entries, map) = if inode.has_attr_fork() && matches!(inode.aformat, ForkFormat::Extents | ForkFormat::Btree) {
+    let (entries, map) = if inode.has_attr_fork()
+        && matches!(inode.aformat, ForkFormat::Extents | ForkFormat::Btree)
+    {
         let map = node::AttrMap::load(fs, inode)?;
         let hash = name_hash(name);
         let entries = node::lookup_hash(fs, inode.ino.0, &map, hash)?;
-        (entries.into_iter().filter(|e| e.hash == hash).collect(), map)
+        (
+            entries.into_iter().filter(|e| e.hash == hash).collect(),
+            map,
+        )
     } else {
         raw_entries(fs, inode)?
     };

@@ -12,8 +12,8 @@ use super::{loc, RawEntry};
 use crate::buf::verify::Verifier;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use crate::inode::{extents, lookup, Extent, Fork, Inode};
 use crate::geometry::{Daddr, FsBlock};
+use crate::inode::{extents, lookup, Extent, Fork, Inode};
 use std::sync::Arc;
 
 /// Magic of a v5 da btree node block.
@@ -41,7 +41,10 @@ pub(crate) struct AttrMap {
 impl AttrMap {
     /// A map with nothing in it (shortform or no fork).
     pub fn empty() -> AttrMap {
-        AttrMap { extents: Vec::new(), mapped: 0 }
+        AttrMap {
+            extents: Vec::new(),
+            mapped: 0,
+        }
     }
 
     /// Reads the inode's attr fork map.
@@ -56,7 +59,9 @@ impl AttrMap {
     pub fn daddr(&self, fs: &Fs, dablk: u64) -> std::result::Result<Daddr, String> {
         match lookup(&self.extents, dablk) {
             Ok(e) if e.unwritten => Err(format!("attr fork block {dablk} is unwritten")),
-            Ok(e) => Ok(fs.geometry().fsb_to_daddr(FsBlock(e.start.0 + (dablk - e.offset)))),
+            Ok(e) => Ok(fs
+                .geometry()
+                .fsb_to_daddr(FsBlock(e.start.0 + (dablk - e.offset)))),
             Err(_) => Err(format!("attr fork block {dablk} is not mapped")),
         }
     }
@@ -64,8 +69,13 @@ impl AttrMap {
 
 /// Reads the leaf or node at attr-fork block `dablk`.
 fn read_da(fs: &Fs, ino: u64, map: &AttrMap, dablk: u64, what: &'static str) -> Result<Arc<[u8]>> {
-    let daddr = map.daddr(fs, dablk).map_err(|d| Error::corrupt(what, loc(ino, dablk), d))?;
-    let v = Verifier::Da3 { magics: &[ATTR3_LEAF_MAGIC, DA3_NODE_MAGIC], owner: ino };
+    let daddr = map
+        .daddr(fs, dablk)
+        .map_err(|d| Error::corrupt(what, loc(ino, dablk), d))?;
+    let v = Verifier::Da3 {
+        magics: &[ATTR3_LEAF_MAGIC, DA3_NODE_MAGIC],
+        owner: ino,
+    };
     fs.read_meta(daddr, fs.geometry().block_size, &v)
 }
 
@@ -79,7 +89,12 @@ struct Descent {
     tree: bool,
 }
 
-fn descend(fs: &Fs, ino: u64, map: &AttrMap, choose: impl Fn(&[u8], usize) -> usize) -> Result<Descent> {
+fn descend(
+    fs: &Fs,
+    ino: u64,
+    map: &AttrMap,
+    choose: impl Fn(&[u8], usize) -> usize,
+) -> Result<Descent> {
     let node_err = |dablk: u64, d: String| Error::corrupt("attr btree node", loc(ino, dablk), d);
     let mut dablk = 0u64;
     let mut blk = read_da(fs, ino, map, 0, "attr fork")?;
@@ -89,28 +104,54 @@ fn descend(fs: &Fs, ino: u64, map: &AttrMap, choose: impl Fn(&[u8], usize) -> us
         let count = usize::from(be16(&blk, NODE_COUNT));
         let level = be16(&blk, NODE_LEVEL);
         if level == 0 || level > DA_MAXDEPTH || expect_level.is_some_and(|l| l != level) {
-            return Err(node_err(dablk, format!("node at level {level} (expected {})", expect_level.unwrap_or(level))));
+            return Err(node_err(
+                dablk,
+                format!(
+                    "node at level {level} (expected {})",
+                    expect_level.unwrap_or(level)
+                ),
+            ));
         }
         if count == 0 || NODE_HDR + count * NODE_ENTRY > blk.len() {
-            return Err(node_err(dablk, format!("{count} entries do not fit in a {}-byte block", blk.len())));
+            return Err(node_err(
+                dablk,
+                format!("{count} entries do not fit in a {}-byte block", blk.len()),
+            ));
         }
         let i = choose(&blk[NODE_HDR..NODE_HDR + count * NODE_ENTRY], count).min(count - 1);
         let child = u64::from(be32(&blk, NODE_HDR + i * NODE_ENTRY + NODE_ENT_BEFORE));
         if child == 0 {
-            return Err(node_err(dablk, format!("entry {i} points at attr fork block 0 (the root)")));
+            return Err(node_err(
+                dablk,
+                format!("entry {i} points at attr fork block 0 (the root)"),
+            ));
         }
         visited += 1;
         if visited > map.mapped {
-            return Err(node_err(dablk, "the tree has more blocks than the attr fork maps".into()));
+            return Err(node_err(
+                dablk,
+                "the tree has more blocks than the attr fork maps".into(),
+            ));
         }
         expect_level = Some(level - 1);
         dablk = child;
         blk = read_da(fs, ino, map, dablk, "attr btree node")?;
     }
     if expect_level.is_some_and(|l| l != 0) {
-        return Err(node_err(dablk, format!("leaf found where a level {} node belongs", expect_level.unwrap_or(0))));
+        return Err(node_err(
+            dablk,
+            format!(
+                "leaf found where a level {} node belongs",
+                expect_level.unwrap_or(0)
+            ),
+        ));
     }
-    Ok(Descent { dablk, blk, visited, tree: expect_level.is_some() })
+    Ok(Descent {
+        dablk,
+        blk,
+        visited,
+        tree: expect_level.is_some(),
+    })
 }
 
 /// Reads leaves from the one `d` reached along the sibling chain while
@@ -122,7 +163,12 @@ fn follow(
     d: Descent,
     more: impl Fn(&leaf::Leaf) -> bool,
 ) -> Result<Vec<RawEntry>> {
-    let Descent { mut dablk, mut blk, mut visited, tree } = d;
+    let Descent {
+        mut dablk,
+        mut blk,
+        mut visited,
+        tree,
+    } = d;
     let mut out = Vec::new();
     let mut prev: Option<u64> = None;
     loop {
@@ -155,7 +201,11 @@ fn follow(
         dablk = u64::from(forw);
         blk = read_da(fs, ino, map, dablk, "attr leaf block")?;
         if be16(&blk, INFO_MAGIC) != ATTR3_LEAF_MAGIC {
-            return Err(Error::corrupt("attr leaf block", loc(ino, dablk), "sibling link points at a node block"));
+            return Err(Error::corrupt(
+                "attr leaf block",
+                loc(ino, dablk),
+                "sibling link points at a node block",
+            ));
         }
     }
     Ok(out)
@@ -174,7 +224,9 @@ pub(crate) fn walk(fs: &Fs, ino: u64, map: &AttrMap) -> Result<Vec<RawEntry>> {
 /// siblings while a leaf ends with that same hash.
 pub(crate) fn lookup_hash(fs: &Fs, ino: u64, map: &AttrMap, hash: u32) -> Result<Vec<RawEntry>> {
     let d = descend(fs, ino, map, |ents, count| {
-        (0..count).find(|&i| be32(ents, i * NODE_ENTRY) >= hash).unwrap_or(count - 1)
+        (0..count)
+            .find(|&i| be32(ents, i * NODE_ENTRY) >= hash)
+            .unwrap_or(count - 1)
     })?;
     follow(fs, ino, map, d, |lf| lf.last_hash == Some(hash))
 }

@@ -22,26 +22,48 @@ const RMT_BYTES: usize = 8;
 
 /// Reads the `len`-byte value starting at attr-fork block `blk`, for the
 /// entry found in attr-fork block `entry_dablk`.
-pub(crate) fn read_value(fs: &Fs, ino: u64, map: &AttrMap, entry_dablk: u64, blk: u32, len: u32) -> Result<Vec<u8>> {
+pub(crate) fn read_value(
+    fs: &Fs,
+    ino: u64,
+    map: &AttrMap,
+    entry_dablk: u64,
+    blk: u32,
+    len: u32,
+) -> Result<Vec<u8>> {
     let bad = |at: u64, d: String| Error::corrupt("remote attribute value", loc(ino, at), d);
     if len == 0 {
         return Ok(Vec::new());
     }
     if len > XATTR_SIZE_MAX {
-        return Err(bad(entry_dablk, format!("value of {len} bytes is larger than the {XATTR_SIZE_MAX}-byte limit")));
+        return Err(bad(
+            entry_dablk,
+            format!("value of {len} bytes is larger than the {XATTR_SIZE_MAX}-byte limit"),
+        ));
     }
     if blk == 0 {
-        return Err(bad(entry_dablk, "remote value at attr fork block 0 (the root block)".into()));
+        return Err(bad(
+            entry_dablk,
+            "remote value at attr fork block 0 (the root block)".into(),
+        ));
     }
     let bsize = fs.geometry().block_size as usize;
     let per = bsize.saturating_sub(RMT_HDR);
     if per == 0 {
-        return Err(bad(entry_dablk, format!("block size {bsize} cannot hold remote values")));
+        return Err(bad(
+            entry_dablk,
+            format!("block size {bsize} cannot hold remote values"),
+        ));
     }
     let nblocks = (len as usize).div_ceil(per) as u64;
     // Check the whole run is mapped before allocating anything.
     if nblocks > map.mapped {
-        return Err(bad(entry_dablk, format!("value of {len} bytes needs {nblocks} blocks, the attr fork maps {}", map.mapped)));
+        return Err(bad(
+            entry_dablk,
+            format!(
+                "value of {len} bytes needs {nblocks} blocks, the attr fork maps {}",
+                map.mapped
+            ),
+        ));
     }
     let mut daddrs = Vec::with_capacity(nblocks as usize);
     for i in 0..nblocks {
@@ -49,7 +71,10 @@ pub(crate) fn read_value(fs: &Fs, ino: u64, map: &AttrMap, entry_dablk: u64, blk
         daddrs.push(map.daddr(fs, dablk).map_err(|d| bad(dablk, d))?);
     }
     let mut value = Vec::with_capacity(len as usize);
-    let v = Verifier::Remote { magic: REMOTE_ATTR_MAGIC, owner: ino };
+    let v = Verifier::Remote {
+        magic: REMOTE_ATTR_MAGIC,
+        owner: ino,
+    };
     for (i, daddr) in daddrs.into_iter().enumerate() {
         let dablk = u64::from(blk) + i as u64;
         let b = fs.read_meta(daddr, fs.geometry().block_size, &v)?;

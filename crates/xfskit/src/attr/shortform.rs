@@ -22,12 +22,18 @@ fn corrupt(ino: u64, detail: String) -> Error {
 /// Decodes a shortform attr fork.
 pub(crate) fn parse(ino: u64, fork: &[u8]) -> Result<Vec<RawEntry>> {
     if fork.len() < SF_HDR {
-        return Err(corrupt(ino, format!("fork of {} bytes cannot hold the header", fork.len())));
+        return Err(corrupt(
+            ino,
+            format!("fork of {} bytes cannot hold the header", fork.len()),
+        ));
     }
     let totsize = usize::from(u16::from_be_bytes([fork[SF_TOTSIZE], fork[SF_TOTSIZE + 1]]));
     let count = usize::from(fork[SF_COUNT]);
     if totsize < SF_HDR || totsize > fork.len() {
-        return Err(corrupt(ino, format!("total size {totsize} outside 4..={}", fork.len())));
+        return Err(corrupt(
+            ino,
+            format!("total size {totsize} outside 4..={}", fork.len()),
+        ));
     }
     let body = &fork[..totsize];
     let mut off = SF_HDR;
@@ -35,16 +41,25 @@ pub(crate) fn parse(ino: u64, fork: &[u8]) -> Result<Vec<RawEntry>> {
     let mut out = Vec::with_capacity(count);
     for i in 0..count {
         let Some(h) = body.get(off..off + SF_ENTRY_HDR) else {
-            return Err(corrupt(ino, format!("entry {i} at byte {off} runs past the total size {totsize}")));
+            return Err(corrupt(
+                ino,
+                format!("entry {i} at byte {off} runs past the total size {totsize}"),
+            ));
         };
         let (namelen, valuelen, flags) = (usize::from(h[0]), usize::from(h[1]), h[2]);
         let name_at = off + SF_ENTRY_HDR;
         let end = name_at + namelen + valuelen;
         if end > totsize {
-            return Err(corrupt(ino, format!("entry {i} at byte {off} ends at {end}, past the total size {totsize}")));
+            return Err(corrupt(
+                ino,
+                format!("entry {i} at byte {off} ends at {end}, past the total size {totsize}"),
+            ));
         }
         if namelen == 0 {
-            return Err(corrupt(ino, format!("entry {i} at byte {off} has an empty name")));
+            return Err(corrupt(
+                ino,
+                format!("entry {i} at byte {off} has an empty name"),
+            ));
         }
         let ns = namespace_of(flags).map_err(|d| corrupt(ino, format!("entry {i}: {d}")))?;
         if let Some(ns) = ns {
@@ -59,7 +74,10 @@ pub(crate) fn parse(ino: u64, fork: &[u8]) -> Result<Vec<RawEntry>> {
         off = end;
     }
     if off != totsize {
-        return Err(corrupt(ino, format!("{count} entries end at byte {off}, the header says {totsize}")));
+        return Err(corrupt(
+            ino,
+            format!("{count} entries end at byte {off}, the header says {totsize}"),
+        ));
     }
     Ok(out)
 }
@@ -84,7 +102,12 @@ mod tests {
 
     #[test]
     fn decodes_namespaces_and_skips_incomplete() {
-        let f = fork(&[(b"a", b"1", 0), (b"b", b"22", 2), (b"c", b"", 4), (b"d", b"x", 0x80)]);
+        let f = fork(&[
+            (b"a", b"1", 0),
+            (b"b", b"22", 2),
+            (b"c", b"", 4),
+            (b"d", b"x", 0x80),
+        ]);
         let e = parse(1, &f).unwrap();
         assert_eq!(e.len(), 3);
         assert_eq!((e[0].ns, &e[0].name[..]), (Namespace::User, &b"a"[..]));
@@ -108,6 +131,12 @@ mod tests {
         }
         let mut f = good.clone();
         f[2] = 3;
-        assert!(matches!(parse(1, &f), Err(Error::Corrupt { what: "shortform attributes", .. })));
+        assert!(matches!(
+            parse(1, &f),
+            Err(Error::Corrupt {
+                what: "shortform attributes",
+                ..
+            })
+        ));
     }
 }

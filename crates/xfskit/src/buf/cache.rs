@@ -28,9 +28,18 @@ impl BufCache {
     /// A cache holding at most about `limit_bytes`.
     pub fn new(limit_bytes: usize) -> BufCache {
         let shards = (0..SHARDS)
-            .map(|_| Mutex::new(Shard { map: HashMap::new(), bytes: 0, tick: 0 }))
+            .map(|_| {
+                Mutex::new(Shard {
+                    map: HashMap::new(),
+                    bytes: 0,
+                    tick: 0,
+                })
+            })
             .collect();
-        BufCache { shards, shard_limit: (limit_bytes / SHARDS).max(64 * 1024) }
+        BufCache {
+            shards,
+            shard_limit: (limit_bytes / SHARDS).max(64 * 1024),
+        }
     }
 
     fn shard(&self, key: BufKey) -> &Mutex<Shard> {
@@ -50,7 +59,9 @@ impl BufCache {
 
     /// Inserts a verified buffer.
     pub fn insert(&self, key: BufKey, data: Arc<[u8]>) {
-        let Ok(mut s) = self.shard(key).lock() else { return };
+        let Ok(mut s) = self.shard(key).lock() else {
+            return;
+        };
         s.tick += 1;
         let tick = s.tick;
         s.bytes += data.len();
@@ -89,7 +100,10 @@ mod tests {
             c.insert((i, 4096), vec![i as u8; 4096].into());
         }
         let total: usize = c.shards.iter().map(|s| s.lock().unwrap().bytes).sum();
-        assert!(total <= SHARDS * (64 * 1024 + 4096), "cache grew to {total}");
+        assert!(
+            total <= SHARDS * (64 * 1024 + 4096),
+            "cache grew to {total}"
+        );
         assert_eq!(c.get((9_999, 4096)).unwrap()[0], (9_999u64 as u8));
         c.invalidate((9_999, 4096));
         assert!(c.get((9_999, 4096)).is_none());

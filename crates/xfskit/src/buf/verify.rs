@@ -2,6 +2,7 @@
 //! on read, the CRC first, then the self-describing header (magic, block
 //! number, filesystem UUID, owner), then the structure.
 
+use crate::bytes::{be16, be32, be64};
 use crate::error::{Error, Location, Result};
 use crate::geometry::{Daddr, Geometry};
 use xfs_format::ag as xag;
@@ -18,7 +19,11 @@ pub enum Verifier<'a> {
     /// AG free list of AG `agno`.
     Agfl { agno: u32 },
     /// A short-pointer btree block (free space, inode, rmap, refcount) in AG `agno`.
-    ShortBtree { magic: u32, agno: u32, level: Option<u16> },
+    ShortBtree {
+        magic: u32,
+        agno: u32,
+        level: Option<u16>,
+    },
     /// A bmbt block owned by inode `owner`.
     Bmbt { owner: u64, level: Option<u16> },
     /// A v3 directory/attr block with a 32-bit magic at 0 (XDB3, XDD3, XDF3) owned by `owner`.
@@ -35,18 +40,6 @@ struct Ident {
     blkno: usize,
     uuid: usize,
     owner: Option<(usize, u8)>,
-}
-
-fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
-}
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-fn be64(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_be_bytes(a)
 }
 
 impl Verifier<'_> {
@@ -80,28 +73,83 @@ impl Verifier<'_> {
 
     fn ident(&self) -> Ident {
         match self {
-            Verifier::Agf { .. } => Ident { crc: xag::XFS_AGF_CRC_OFF, blkno: usize::MAX, uuid: 64, owner: None },
-            Verifier::Agi { .. } => Ident { crc: xag::XFS_AGI_CRC_OFF, blkno: usize::MAX, uuid: 296, owner: None },
-            Verifier::Agfl { .. } => Ident { crc: xag::XFS_AGFL_CRC_OFF, blkno: usize::MAX, uuid: 8, owner: None },
-            Verifier::ShortBtree { .. } => {
-                Ident { crc: xbt::XFS_BTREE_SBLOCK_CRC_OFF, blkno: 16, uuid: 32, owner: Some((48, 4)) }
-            }
-            Verifier::Bmbt { .. } => Ident { crc: xbt::XFS_BTREE_LBLOCK_CRC_OFF, blkno: 24, uuid: 40, owner: Some((56, 8)) },
-            Verifier::Dir3 { .. } => Ident { crc: 4, blkno: 8, uuid: 24, owner: Some((40, 8)) },
-            Verifier::Da3 { .. } => Ident { crc: 12, blkno: 16, uuid: 32, owner: Some((48, 8)) },
-            Verifier::Remote { .. } => Ident { crc: 12, blkno: 40, uuid: 16, owner: Some((32, 8)) },
+            Verifier::Agf { .. } => Ident {
+                crc: xag::XFS_AGF_CRC_OFF,
+                blkno: usize::MAX,
+                uuid: 64,
+                owner: None,
+            },
+            Verifier::Agi { .. } => Ident {
+                crc: xag::XFS_AGI_CRC_OFF,
+                blkno: usize::MAX,
+                uuid: 296,
+                owner: None,
+            },
+            Verifier::Agfl { .. } => Ident {
+                crc: xag::XFS_AGFL_CRC_OFF,
+                blkno: usize::MAX,
+                uuid: 8,
+                owner: None,
+            },
+            Verifier::ShortBtree { .. } => Ident {
+                crc: xbt::XFS_BTREE_SBLOCK_CRC_OFF,
+                blkno: 16,
+                uuid: 32,
+                owner: Some((48, 4)),
+            },
+            Verifier::Bmbt { .. } => Ident {
+                crc: xbt::XFS_BTREE_LBLOCK_CRC_OFF,
+                blkno: 24,
+                uuid: 40,
+                owner: Some((56, 8)),
+            },
+            Verifier::Dir3 { .. } => Ident {
+                crc: 4,
+                blkno: 8,
+                uuid: 24,
+                owner: Some((40, 8)),
+            },
+            Verifier::Da3 { .. } => Ident {
+                crc: 12,
+                blkno: 16,
+                uuid: 32,
+                owner: Some((48, 8)),
+            },
+            Verifier::Remote { .. } => Ident {
+                crc: 12,
+                blkno: 40,
+                uuid: 16,
+                owner: Some((32, 8)),
+            },
         }
     }
 
     fn location(&self, geo: &Geometry, daddr: Daddr) -> Location {
         match self {
             Verifier::Agf { agno } | Verifier::Agi { agno } | Verifier::Agfl { agno } => {
-                Location::Other(format!("AG {agno} sector {}", daddr.0 - geo.agb_to_daddr(crate::geometry::AgNumber(*agno), crate::geometry::AgBlock(0)).0))
+                Location::Other(format!(
+                    "AG {agno} sector {}",
+                    daddr.0
+                        - geo
+                            .agb_to_daddr(
+                                crate::geometry::AgNumber(*agno),
+                                crate::geometry::AgBlock(0)
+                            )
+                            .0
+                ))
             }
             Verifier::ShortBtree { agno, .. } => {
-                let ag0 = geo.agb_to_daddr(crate::geometry::AgNumber(*agno), crate::geometry::AgBlock(0)).0;
+                let ag0 = geo
+                    .agb_to_daddr(
+                        crate::geometry::AgNumber(*agno),
+                        crate::geometry::AgBlock(0),
+                    )
+                    .0;
                 let agbno = (daddr.0.saturating_sub(ag0)) >> (geo.block_log - 9);
-                Location::AgBlock { agno: *agno, agbno: agbno as u32 }
+                Location::AgBlock {
+                    agno: *agno,
+                    agbno: agbno as u32,
+                }
             }
             _ => Location::Daddr(daddr.0),
         }
@@ -113,13 +161,20 @@ impl Verifier<'_> {
         if buf.len() < id.crc + 4 || !xfs_format::crc::verify(buf, id.crc) {
             // A wrong magic is the more useful diagnosis (wrong block type).
             self.check_magic(geo, daddr, buf)?;
-            return Err(Error::BadCrc { what: self.what(), location: self.location(geo, daddr) });
+            return Err(Error::BadCrc {
+                what: self.what(),
+                location: self.location(geo, daddr),
+            });
         }
         self.check_structure(geo, daddr, buf)
     }
 
     fn corrupt(&self, geo: &Geometry, daddr: Daddr, detail: String) -> Error {
-        Error::Corrupt { what: self.what(), location: self.location(geo, daddr), detail }
+        Error::Corrupt {
+            what: self.what(),
+            location: self.location(geo, daddr),
+            detail,
+        }
     }
 
     fn check_magic(&self, geo: &Geometry, daddr: Daddr, buf: &[u8]) -> Result<()> {
@@ -151,7 +206,11 @@ impl Verifier<'_> {
             return Err(self.corrupt(geo, daddr, "UUID does not match the filesystem".into()));
         }
         if id.blkno != usize::MAX && be64(buf, id.blkno) != daddr.0 {
-            return Err(self.corrupt(geo, daddr, format!("block says it is at daddr {}", be64(buf, id.blkno))));
+            return Err(self.corrupt(
+                geo,
+                daddr,
+                format!("block says it is at daddr {}", be64(buf, id.blkno)),
+            ));
         }
         let owner = match id.owner {
             Some((o, 4)) => Some(u64::from(be32(buf, o))),
@@ -167,12 +226,24 @@ impl Verifier<'_> {
             _ => None,
         };
         if owner != want_owner {
-            return Err(self.corrupt(geo, daddr, format!("owner {} instead of {}", owner.unwrap_or(0), want_owner.unwrap_or(0))));
+            return Err(self.corrupt(
+                geo,
+                daddr,
+                format!(
+                    "owner {} instead of {}",
+                    owner.unwrap_or(0),
+                    want_owner.unwrap_or(0)
+                ),
+            ));
         }
         match self {
             Verifier::Agf { agno } | Verifier::Agi { agno } => {
                 if be32(buf, 4) != 1 || be32(buf, 8) != *agno {
-                    return Err(self.corrupt(geo, daddr, format!("version {} / seqno {}", be32(buf, 4), be32(buf, 8))));
+                    return Err(self.corrupt(
+                        geo,
+                        daddr,
+                        format!("version {} / seqno {}", be32(buf, 4), be32(buf, 8)),
+                    ));
                 }
                 let len = be32(buf, 12);
                 if len != geo.ag_len(crate::geometry::AgNumber(*agno)) {
@@ -187,7 +258,11 @@ impl Verifier<'_> {
             Verifier::ShortBtree { level, .. } | Verifier::Bmbt { level, .. } => {
                 let lvl = be16(buf, 4);
                 if level.is_some_and(|l| l != lvl) || lvl > 20 {
-                    return Err(self.corrupt(geo, daddr, format!("level {lvl}, expected {}", level.unwrap_or(0))));
+                    return Err(self.corrupt(
+                        geo,
+                        daddr,
+                        format!("level {lvl}, expected {}", level.unwrap_or(0)),
+                    ));
                 }
                 let numrecs = usize::from(be16(buf, 6));
                 let (hdr, rec, key, ptr) = match self {
@@ -198,7 +273,11 @@ impl Verifier<'_> {
                 let per = if lvl == 0 { rec } else { key + ptr };
                 let maxrecs = (buf.len() - hdr) / per;
                 if numrecs > maxrecs || (numrecs == 0 && lvl > 0) {
-                    return Err(self.corrupt(geo, daddr, format!("{numrecs} records (at most {maxrecs})")));
+                    return Err(self.corrupt(
+                        geo,
+                        daddr,
+                        format!("{numrecs} records (at most {maxrecs})"),
+                    ));
                 }
             }
             _ => {}

@@ -4,6 +4,7 @@
 use super::space::{walk_short, Use};
 use super::Ctx;
 use crate::buf::verify::Verifier;
+use crate::bytes::be32;
 use crate::error::Location;
 use crate::geometry::{AgNumber, Daddr, Geometry};
 use std::sync::atomic::Ordering;
@@ -48,10 +49,6 @@ pub(crate) struct AgHeads {
     pub icount: u64,
     /// Free inodes in the inobt.
     pub ifree: u64,
-}
-
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }
 
 fn read_hdr(

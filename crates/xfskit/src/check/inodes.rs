@@ -91,7 +91,8 @@ fn check_free(ctx: &Ctx<'_>, ino: Ino, raw: &[u8]) {
     let at = || Location::Inode(ino.0);
     let magic = u16::from_be_bytes([raw[0], raw[1]]);
     if magic != xfs_format::inode::XFS_DINODE_MAGIC {
-        ctx.sink.add("free inode", at(), format!("bad magic {magic:#06x}"));
+        ctx.sink
+            .add("free inode", at(), format!("bad magic {magic:#06x}"));
         return;
     }
     if !xfs_format::crc::verify(raw, inode::INODE_CRC_OFF) {
@@ -100,7 +101,11 @@ fn check_free(ctx: &Ctx<'_>, ino: Ino, raw: &[u8]) {
     }
     let mode = u16::from_be_bytes([raw[2], raw[3]]);
     if mode != 0 {
-        ctx.sink.add("free inode", at(), format!("free in the inobt but mode is {mode:#o}"));
+        ctx.sink.add(
+            "free inode",
+            at(),
+            format!("free in the inobt but mode is {mode:#o}"),
+        );
     }
 }
 
@@ -295,9 +300,15 @@ fn check_dir_index(ctx: &Ctx<'_>, ino: &Inode) {
     let fr = [XDF3_MAGIC];
     for db in map.dbs_below(u64::MAX).filter(|&d| d >= leaf) {
         let v = if db < free {
-            Verifier::Da3 { magics: &da, owner: ino.ino.0 }
+            Verifier::Da3 {
+                magics: &da,
+                owner: ino.ino.0,
+            }
         } else {
-            Verifier::Dir3 { magics: &fr, owner: ino.ino.0 }
+            Verifier::Dir3 {
+                magics: &fr,
+                owner: ino.ino.0,
+            }
         };
         if let Err(e) = map.read(db, &v) {
             ctx.sink.error(e);

@@ -131,7 +131,11 @@ impl Sink {
                 detail,
             } => self.add(what, location, detail),
             Error::Io(e) => self.add("device", Location::Other("read".into()), e.to_string()),
-            other => self.add("structure", Location::Other("unknown".into()), other.to_string()),
+            other => self.add(
+                "structure",
+                Location::Other("unknown".into()),
+                other.to_string(),
+            ),
         }
     }
 

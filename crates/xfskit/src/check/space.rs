@@ -4,6 +4,7 @@
 
 use super::{Ctx, Sink};
 use crate::buf::verify::{short_btree_sizes, Verifier};
+use crate::bytes::be32;
 use crate::error::Location;
 use crate::geometry::{AgBlock, AgNumber, Geometry};
 use std::sync::Mutex;
@@ -203,10 +204,6 @@ fn is_shared(shared: &[(u32, u32)], b: u32) -> bool {
     }
 }
 
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
 /// Walks one short-pointer btree of an AG from its root, claiming and
 /// verifying every block and calling `rec` with each leaf record's bytes
 /// and the block it came from. Returns the number of blocks visited.
@@ -233,14 +230,32 @@ pub(crate) fn walk_short(
         );
         return 0;
     }
-    let mut w = Walk { blocks: 0, last: vec![None; levels as usize] };
-    visit(ctx, geo, agno, magic, what, root, levels - 1, rec, &mut w, None);
+    let mut w = Walk {
+        blocks: 0,
+        last: vec![None; levels as usize],
+    };
+    visit(
+        ctx,
+        geo,
+        agno,
+        magic,
+        what,
+        root,
+        levels - 1,
+        rec,
+        &mut w,
+        None,
+    );
     // The last block of each level has no right sibling.
     for (lvl, last) in w.last.iter().enumerate() {
         if let Some((bno, right)) = *last {
             if right != NULL_AGBLOCK {
                 let at = Location::AgBlock { agno, agbno: bno };
-                ctx.sink.add(what, at, format!("last block of level {lvl} has right sibling {right}"));
+                ctx.sink.add(
+                    what,
+                    at,
+                    format!("last block of level {lvl} has right sibling {right}"),
+                );
             }
         }
     }
@@ -305,11 +320,19 @@ fn visit(
     if let Some(slot) = w.last.get_mut(level as usize) {
         let want_left = slot.map_or(NULL_AGBLOCK, |(b, _)| b);
         if left != want_left {
-            ctx.sink.add(what, loc(), format!("left sibling {left}, expected {want_left}"));
+            ctx.sink.add(
+                what,
+                loc(),
+                format!("left sibling {left}, expected {want_left}"),
+            );
         }
         if let Some((prev, prev_right)) = *slot {
             if prev_right != agbno {
-                ctx.sink.add(what, Location::AgBlock { agno, agbno: prev }, format!("right sibling {prev_right}, expected {agbno}"));
+                ctx.sink.add(
+                    what,
+                    Location::AgBlock { agno, agbno: prev },
+                    format!("right sibling {prev_right}, expected {agbno}"),
+                );
             }
         }
         *slot = Some((agbno, right));
@@ -318,9 +341,16 @@ fn visit(
     let numrecs = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
     // The parent's key is the lowest key below it: our first record's or
     // first key's leading bytes (rmap keys differ from records; skipped).
-    if let (Some(k), true) = (want_key, magic != xfs_format::btree::XFS_RMAP_CRC_MAGIC && numrecs > 0) {
+    if let (Some(k), true) = (
+        want_key,
+        magic != xfs_format::btree::XFS_RMAP_CRC_MAGIC && numrecs > 0,
+    ) {
         if blk.get(hdr..hdr + ksz) != Some(k) {
-            ctx.sink.add(what, loc(), "first key does not match the key in the parent block");
+            ctx.sink.add(
+                what,
+                loc(),
+                "first key does not match the key in the parent block",
+            );
         }
     }
     if level == 0 {

@@ -36,7 +36,12 @@ impl FileDevice {
         } else {
             meta.len()
         };
-        Ok(FileDevice { file, len, writable, poisoned: AtomicBool::new(false) })
+        Ok(FileDevice {
+            file,
+            len,
+            writable,
+            poisoned: AtomicBool::new(false),
+        })
     }
 
     /// The underlying file, for operations such as hole punching.
@@ -53,10 +58,17 @@ fn block_device_len(file: &File) -> io::Result<u64> {
 
 impl Device for FileDevice {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        if off.checked_add(buf.len() as u64).is_none_or(|end| end > self.len) {
+        if off
+            .checked_add(buf.len() as u64)
+            .is_none_or(|end| end > self.len)
+        {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                format!("read of {} bytes at offset {off} is past the end of the device ({} bytes)", buf.len(), self.len),
+                format!(
+                    "read of {} bytes at offset {off} is past the end of the device ({} bytes)",
+                    buf.len(),
+                    self.len
+                ),
             ));
         }
         self.file.read_exact_at(buf, off)
@@ -64,7 +76,10 @@ impl Device for FileDevice {
 
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
         if !self.writable || self.poisoned.load(Ordering::Acquire) {
-            return Err(io::Error::new(io::ErrorKind::PermissionDenied, "device is not writable"));
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "device is not writable",
+            ));
         }
         let r = self.file.write_all_at(buf, off);
         if r.is_err() {
@@ -86,6 +101,11 @@ impl Device for FileDevice {
 
     fn will_need(&self, off: u64, len: u64) {
         // Only a hint: its failure changes nothing.
-        let _ = rustix::fs::fadvise(&self.file, off, std::num::NonZeroU64::new(len), rustix::fs::Advice::WillNeed);
+        let _ = rustix::fs::fadvise(
+            &self.file,
+            off,
+            std::num::NonZeroU64::new(len),
+            rustix::fs::Advice::WillNeed,
+        );
     }
 }

@@ -12,12 +12,16 @@ pub struct MemDevice {
 impl MemDevice {
     /// A zero-filled device of `len` bytes.
     pub fn new(len: usize) -> MemDevice {
-        MemDevice { data: RwLock::new(vec![0; len]) }
+        MemDevice {
+            data: RwLock::new(vec![0; len]),
+        }
     }
 
     /// A device holding `bytes`.
     pub fn from_bytes(bytes: Vec<u8>) -> MemDevice {
-        MemDevice { data: RwLock::new(bytes) }
+        MemDevice {
+            data: RwLock::new(bytes),
+        }
     }
 
     /// A copy of the contents.
@@ -36,7 +40,10 @@ fn range(off: u64, n: usize, len: usize) -> io::Result<std::ops::Range<usize>> {
 }
 
 fn eof() -> io::Error {
-    io::Error::new(io::ErrorKind::UnexpectedEof, "access past the end of the memory device")
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "access past the end of the memory device",
+    )
 }
 
 fn poisoned() -> io::Error {

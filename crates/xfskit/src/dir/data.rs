@@ -5,6 +5,7 @@
 
 use super::{check_name, decode_ftype, DirError};
 use crate::buf::verify::Verifier;
+use crate::bytes::{be16, be32, be64};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::{Daddr, FsBlock, Ino};
@@ -56,7 +57,11 @@ pub struct DirMap<'a> {
 impl<'a> DirMap<'a> {
     /// Loads the data fork mapping of directory `dir`.
     pub fn new(fs: &'a Fs, dir: &Inode) -> Result<DirMap<'a>> {
-        Ok(DirMap { fs, ino: dir.ino.0, map: extents(fs, dir, Fork::Data)? })
+        Ok(DirMap {
+            fs,
+            ino: dir.ino.0,
+            map: extents(fs, dir, Fork::Data)?,
+        })
     }
 
     /// The file system.
@@ -120,13 +125,19 @@ impl<'a> DirMap<'a> {
     pub fn read(&self, db: u64, verifier: &Verifier<'_>) -> Result<Arc<[u8]>> {
         let geo = self.fs.geometry();
         let fsbs = u64::from(geo.dir_blk_fsbs());
-        let first = db.checked_shl(u32::from(geo.dir_blk_log)).ok_or_else(|| self.corrupt(db, "block number overflows"))?;
+        let first = db
+            .checked_shl(u32::from(geo.dir_blk_log))
+            .ok_or_else(|| self.corrupt(db, "block number overflows"))?;
         let mut pieces: Vec<(FsBlock, u64)> = Vec::new();
         let mut i = 0u64;
         while i < fsbs {
             let fblock = first + i;
-            let e = map_lookup(&self.map, fblock)
-                .map_err(|_| self.corrupt(db, format!("file block {fblock} of the directory block is a hole")))?;
+            let e = map_lookup(&self.map, fblock).map_err(|_| {
+                self.corrupt(
+                    db,
+                    format!("file block {fblock} of the directory block is a hole"),
+                )
+            })?;
             if e.unwritten {
                 return Err(self.corrupt(db, "directory block is unwritten"));
             }
@@ -144,12 +155,14 @@ impl<'a> DirMap<'a> {
         for (fsb, run) in &pieces {
             let n = (*run as usize) << geo.block_log;
             let daddr: Daddr = geo.fsb_to_daddr(*fsb);
-            self.fs.read_bytes(daddr.bytes(), &mut buf[at..at + n]).map_err(|e| match e {
-                Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-                    self.corrupt(db, "directory block lies past the end of the device")
-                }
-                other => other,
-            })?;
+            self.fs
+                .read_bytes(daddr.bytes(), &mut buf[at..at + n])
+                .map_err(|e| match e {
+                    Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+                        self.corrupt(db, "directory block lies past the end of the device")
+                    }
+                    other => other,
+                })?;
             at += n;
         }
         verifier.check(geo, daddr0, &buf)?;
@@ -158,23 +171,19 @@ impl<'a> DirMap<'a> {
 
     /// Reads data block `db` (XDB3 only allowed at block 0).
     pub fn read_data(&self, db: u64) -> Result<Arc<[u8]>> {
-        let magics: &[u32] = if db == 0 { &[XDB3_MAGIC, XDD3_MAGIC] } else { &[XDD3_MAGIC] };
-        self.read(db, &Verifier::Dir3 { magics, owner: self.ino })
+        let magics: &[u32] = if db == 0 {
+            &[XDB3_MAGIC, XDD3_MAGIC]
+        } else {
+            &[XDD3_MAGIC]
+        };
+        self.read(
+            db,
+            &Verifier::Dir3 {
+                magics,
+                owner: self.ino,
+            },
+        )
     }
-}
-
-fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
-}
-
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
-fn be64(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_be_bytes(a)
 }
 
 /// Where the data entries of a verified data block end: the block end for
@@ -202,7 +211,14 @@ pub fn entry_size(namelen: usize, ftype: bool) -> usize {
 
 /// Decodes the live entry at `off` (which must not be an unused region)
 /// of a data block whose entries end at `end`.
-pub fn entry_at<'b>(fs: &Fs, dir: u64, db: u64, buf: &'b [u8], off: usize, end: usize) -> Result<RawEntry<'b>> {
+pub fn entry_at<'b>(
+    fs: &Fs,
+    dir: u64,
+    db: u64,
+    buf: &'b [u8],
+    off: usize,
+    end: usize,
+) -> Result<RawEntry<'b>> {
     let geo = fs.geometry();
     let bad = |d: String| DirError::Block.at(dir, db, format!("entry at offset {off}: {d}"));
     if off < DATA_HDR_SIZE || !off.is_multiple_of(DATA_ALIGN) || off + 9 > end {
@@ -212,11 +228,17 @@ pub fn entry_at<'b>(fs: &Fs, dir: u64, db: u64, buf: &'b [u8], off: usize, end: 
     let namelen = usize::from(buf[off + 8]);
     let size = entry_size(namelen, geo.features.ftype);
     if off + size > end {
-        return Err(bad(format!("name of {namelen} bytes runs past the data area")));
+        return Err(bad(format!(
+            "name of {namelen} bytes runs past the data area"
+        )));
     }
     let name = &buf[off + 9..off + 9 + namelen];
     check_name(name).map_err(|d| bad(d.into()))?;
-    let file_type = if geo.features.ftype { decode_ftype(buf[off + 9 + namelen]).map_err(bad)? } else { None };
+    let file_type = if geo.features.ftype {
+        decode_ftype(buf[off + 9 + namelen]).map_err(bad)?
+    } else {
+        None
+    };
     let tag = usize::from(be16(buf, off + size - 2));
     if tag != off {
         return Err(bad(format!("tag {tag} does not match")));
@@ -224,12 +246,23 @@ pub fn entry_at<'b>(fs: &Fs, dir: u64, db: u64, buf: &'b [u8], off: usize, end: 
     if !geo.ino_valid(ino) {
         return Err(bad(format!("inode {} is outside the filesystem", ino.0)));
     }
-    Ok(RawEntry { off, ino, name, file_type })
+    Ok(RawEntry {
+        off,
+        ino,
+        name,
+        file_type,
+    })
 }
 
 /// Walks every live entry of verified data block `db` in order, calling
 /// `f` until it returns false. Returns false if `f` stopped the walk.
-pub fn walk(fs: &Fs, dir: u64, db: u64, buf: &[u8], f: &mut dyn FnMut(RawEntry<'_>) -> bool) -> Result<bool> {
+pub fn walk(
+    fs: &Fs,
+    dir: u64,
+    db: u64,
+    buf: &[u8],
+    f: &mut dyn FnMut(RawEntry<'_>) -> bool,
+) -> Result<bool> {
     let (end, _) = data_end(dir, db, buf)?;
     let mut off = DATA_HDR_SIZE;
     // Every step advances by at least DATA_ALIGN bytes, so this ends.
@@ -240,10 +273,18 @@ pub fn walk(fs: &Fs, dir: u64, db: u64, buf: &[u8], f: &mut dyn FnMut(RawEntry<'
         if be16(buf, off) == FREE_TAG {
             let len = usize::from(be16(buf, off + 2));
             if len < DATA_ALIGN || !len.is_multiple_of(DATA_ALIGN) || off + len > end {
-                return Err(DirError::Block.at(dir, db, format!("unused region at {off} has length {len}")));
+                return Err(DirError::Block.at(
+                    dir,
+                    db,
+                    format!("unused region at {off} has length {len}"),
+                ));
             }
             if usize::from(be16(buf, off + len - 2)) != off {
-                return Err(DirError::Block.at(dir, db, format!("unused region at {off} has a wrong tag")));
+                return Err(DirError::Block.at(
+                    dir,
+                    db,
+                    format!("unused region at {off} has a wrong tag"),
+                ));
             }
             off += len;
             continue;

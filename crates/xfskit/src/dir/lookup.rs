@@ -9,6 +9,7 @@
 
 use super::data::{self, DirMap, XDB3_MAGIC};
 use crate::buf::verify::Verifier;
+use crate::bytes::{be16, be32};
 use crate::error::Result;
 use crate::fs::Fs;
 use crate::geometry::Ino;
@@ -39,17 +40,10 @@ const MAX_DEPTH: u16 = 5;
 /// Leaf-form tail at the end of the leaf block: count of best-free slots.
 const LEAF1_TAIL_SIZE: usize = 4;
 
-fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
-}
-
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
 /// The XFS directory name hash: rotate left by 7 and xor in each byte.
 pub fn name_hash(name: &[u8]) -> u32 {
-    name.iter().fold(0u32, |h, &b| h.rotate_left(7) ^ u32::from(b))
+    name.iter()
+        .fold(0u32, |h, &b| h.rotate_left(7) ^ u32::from(b))
 }
 
 enum Probe {
@@ -69,7 +63,13 @@ pub fn hashed(fs: &Fs, dir: &Inode, name: &[u8]) -> Result<Option<Ino>> {
         if !map.is_mapped(0) {
             return Err(map.corrupt(0, "directory has neither a first block nor a leaf"));
         }
-        let buf = map.read(0, &Verifier::Dir3 { magics: &[XDB3_MAGIC], owner: map.ino() })?;
+        let buf = map.read(
+            0,
+            &Verifier::Dir3 {
+                magics: &[XDB3_MAGIC],
+                owner: map.ino(),
+            },
+        )?;
         let (_, leaf) = data::data_end(map.ino(), 0, &buf)?;
         let (start, count) = leaf.unwrap_or((0, 0));
         return Ok(match probe(&map, 0, &buf, start, count, hash, name)? {
@@ -80,7 +80,13 @@ pub fn hashed(fs: &Fs, dir: &Inode, name: &[u8]) -> Result<Option<Ino>> {
     let magics = [DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC, DA3_NODE_MAGIC];
     let owner = map.ino();
     let mut db = leaf_db;
-    let mut buf = map.read(db, &Verifier::Da3 { magics: &magics, owner })?;
+    let mut buf = map.read(
+        db,
+        &Verifier::Da3 {
+            magics: &magics,
+            owner,
+        },
+    )?;
     let mut level_above: Option<u16> = None;
     // Descend the da-btree to the leaf that may hold `hash`.
     while be16(&buf, 8) == DA3_NODE_MAGIC {
@@ -100,9 +106,19 @@ pub fn hashed(fs: &Fs, dir: &Inode, name: &[u8]) -> Result<Option<Ino>> {
         if child < leaf_db || child == db {
             return Err(map.corrupt(db, format!("da node points to directory block {child}")));
         }
-        let want: &[u16] = if level == 1 { &[DIR3_LEAFN_MAGIC] } else { &[DA3_NODE_MAGIC] };
+        let want: &[u16] = if level == 1 {
+            &[DIR3_LEAFN_MAGIC]
+        } else {
+            &[DA3_NODE_MAGIC]
+        };
         db = child;
-        buf = map.read(db, &Verifier::Da3 { magics: want, owner })?;
+        buf = map.read(
+            db,
+            &Verifier::Da3 {
+                magics: want,
+                owner,
+            },
+        )?;
     }
     let leaf1 = be16(&buf, 8) == DIR3_LEAF1_MAGIC;
     if leaf1 && level_above.is_some() {
@@ -131,13 +147,27 @@ pub fn hashed(fs: &Fs, dir: &Inode, name: &[u8]) -> Result<Option<Ino>> {
             return Err(map.corrupt(db, format!("leaf sibling pointer {forw} goes backwards")));
         }
         db = next;
-        buf = map.read(db, &Verifier::Da3 { magics: &[DIR3_LEAFN_MAGIC], owner })?;
+        buf = map.read(
+            db,
+            &Verifier::Da3 {
+                magics: &[DIR3_LEAFN_MAGIC],
+                owner,
+            },
+        )?;
     }
 }
 
 /// Searches `count` sorted leaf entries at `start` of `buf` for `hash`,
 /// checking each candidate's name in its data block.
-fn probe(map: &DirMap<'_>, db: u64, buf: &[u8], start: usize, count: usize, hash: u32, name: &[u8]) -> Result<Probe> {
+fn probe(
+    map: &DirMap<'_>,
+    db: u64,
+    buf: &[u8],
+    start: usize,
+    count: usize,
+    hash: u32,
+    name: &[u8],
+) -> Result<Probe> {
     let ents = &buf[start..start + count * data::LEAF_ENTRY_SIZE];
     let hash_at = |i: usize| be32(ents, i * data::LEAF_ENTRY_SIZE);
     let first = partition(count, |i| hash_at(i) < hash);
@@ -162,7 +192,11 @@ fn probe(map: &DirMap<'_>, db: u64, buf: &[u8], start: usize, count: usize, hash
             return Ok(Probe::Found(e.ino));
         }
     }
-    Ok(if i == count { Probe::Continue } else { Probe::Absent })
+    Ok(if i == count {
+        Probe::Continue
+    } else {
+        Probe::Absent
+    })
 }
 
 /// First index in `0..n` where `below` is false (`below` is monotone).
@@ -192,7 +226,11 @@ mod tests {
         let n = b"abcdefgh";
         let mut h = 0u32;
         for c in n.chunks(4) {
-            h = (u32::from(c[0]) << 21) ^ (u32::from(c[1]) << 14) ^ (u32::from(c[2]) << 7) ^ u32::from(c[3]) ^ h.rotate_left(28);
+            h = (u32::from(c[0]) << 21)
+                ^ (u32::from(c[1]) << 14)
+                ^ (u32::from(c[2]) << 7)
+                ^ u32::from(c[3])
+                ^ h.rotate_left(28);
         }
         assert_eq!(name_hash(n), h);
     }

@@ -47,7 +47,15 @@ impl DirError {
             DirError::Shortform => "shortform directory",
             DirError::Block => "directory block",
         };
-        Error::corrupt(what, Location::InodeBlock { ino, fork: "data", offset: db }, detail)
+        Error::corrupt(
+            what,
+            Location::InodeBlock {
+                ino,
+                fork: "data",
+                offset: db,
+            },
+            detail,
+        )
     }
 }
 
@@ -93,7 +101,12 @@ pub(crate) fn cookie(fs: &Fs, db: u64, off: usize) -> u64 {
 
 /// Calls `f` for every entry after position `after` (0: from the start), in
 /// on-disk order, until `f` returns false.
-pub fn for_each_entry(fs: &Fs, dir: &Inode, after: u64, f: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
+pub fn for_each_entry(
+    fs: &Fs,
+    dir: &Inode,
+    after: u64,
+    f: &mut dyn FnMut(DirEntry) -> bool,
+) -> Result<()> {
     require_dir(dir)?;
     match dir.format {
         ForkFormat::Local => {
@@ -103,7 +116,12 @@ pub fn for_each_entry(fs: &Fs, dir: &Inode, after: u64, f: &mut dyn FnMut(DirEnt
                 if c <= after {
                     continue;
                 }
-                if !f(DirEntry { name: e.name.to_vec(), ino: e.ino, file_type: e.file_type, cookie: c }) {
+                if !f(DirEntry {
+                    name: e.name.to_vec(),
+                    ino: e.ino,
+                    file_type: e.file_type,
+                    cookie: c,
+                }) {
                     break;
                 }
             }
@@ -122,7 +140,12 @@ pub fn for_each_entry(fs: &Fs, dir: &Inode, after: u64, f: &mut dyn FnMut(DirEnt
                     if c <= after || e.name == b"." || e.name == b".." {
                         return true;
                     }
-                    f(DirEntry { name: e.name.to_vec(), ino: e.ino, file_type: e.file_type, cookie: c })
+                    f(DirEntry {
+                        name: e.name.to_vec(),
+                        ino: e.ino,
+                        file_type: e.file_type,
+                        cookie: c,
+                    })
                 })?;
                 if !go {
                     break;
@@ -130,7 +153,9 @@ pub fn for_each_entry(fs: &Fs, dir: &Inode, after: u64, f: &mut dyn FnMut(DirEnt
             }
             Ok(())
         }
-        ForkFormat::Dev => Err(DirError::Shortform.at(dir.ino.0, 0, "directory with a device data fork")),
+        ForkFormat::Dev => {
+            Err(DirError::Shortform.at(dir.ino.0, 0, "directory with a device data fork"))
+        }
     }
 }
 

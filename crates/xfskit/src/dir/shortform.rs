@@ -54,7 +54,11 @@ pub fn parse<'b>(fs: &Fs, dir: &'b Inode) -> Result<Shortform<'b>> {
     let bad = |d: String| -> Error { DirError::Shortform.at(ino, 0, d) };
     let size = usize::try_from(dir.size).unwrap_or(usize::MAX);
     if size > dir.data_fork.len() || size < 2 {
-        return Err(bad(format!("size {} does not fit the {}-byte data fork", dir.size, dir.data_fork.len())));
+        return Err(bad(format!(
+            "size {} does not fit the {}-byte data fork",
+            dir.size,
+            dir.data_fork.len()
+        )));
     }
     let fork = &dir.data_fork[..size];
     let count = usize::from(fork[0]);
@@ -66,11 +70,16 @@ pub fn parse<'b>(fs: &Fs, dir: &'b Inode) -> Result<Shortform<'b>> {
         return Err(bad("header does not fit".into()));
     }
     if i8count > count + 1 {
-        return Err(bad(format!("{i8count} wide inode numbers among {count} entries")));
+        return Err(bad(format!(
+            "{i8count} wide inode numbers among {count} entries"
+        )));
     }
     let parent = Ino(read_ino(&fork[2..], wide));
     if !geo.ino_valid(parent) {
-        return Err(bad(format!("parent inode {} is outside the filesystem", parent.0)));
+        return Err(bad(format!(
+            "parent inode {} is outside the filesystem",
+            parent.0
+        )));
     }
     let ftype = geo.features.ftype;
     // `count` is a u8 and each entry takes at least 5 bytes of the fork.
@@ -80,7 +89,9 @@ pub fn parse<'b>(fs: &Fs, dir: &'b Inode) -> Result<Shortform<'b>> {
     let mut wide_seen = 0usize;
     for i in 0..count {
         if off + SF_ENTRY_FIXED > size {
-            return Err(bad(format!("entry {i} starts past the end of the directory")));
+            return Err(bad(format!(
+                "entry {i} starts past the end of the directory"
+            )));
         }
         let namelen = usize::from(fork[off]);
         let offset = u16::from_be_bytes([fork[off + 1], fork[off + 2]]);
@@ -93,25 +104,44 @@ pub fn parse<'b>(fs: &Fs, dir: &'b Inode) -> Result<Shortform<'b>> {
         let name = &fork[name_at..name_at + namelen];
         check_name(name).map_err(|d| bad(format!("entry {i}: {d}")))?;
         if name == b"." || name == b".." {
-            return Err(bad(format!("entry {i} is named {:?}", String::from_utf8_lossy(name))));
+            return Err(bad(format!(
+                "entry {i} is named {:?}",
+                String::from_utf8_lossy(name)
+            )));
         }
-        let file_type = if ftype { decode_ftype(fork[name_at + namelen]).map_err(|d| bad(format!("entry {i}: {d}")))? } else { None };
+        let file_type = if ftype {
+            decode_ftype(fork[name_at + namelen]).map_err(|d| bad(format!("entry {i}: {d}")))?
+        } else {
+            None
+        };
         let e_ino = Ino(read_ino(&fork[ino_at..], wide));
         if !geo.ino_valid(e_ino) {
-            return Err(bad(format!("entry {i} points to inode {} outside the filesystem", e_ino.0)));
+            return Err(bad(format!(
+                "entry {i} points to inode {} outside the filesystem",
+                e_ino.0
+            )));
         }
         if e_ino.0 > u64::from(u32::MAX) {
             wide_seen += 1;
         }
         if i > 0 && offset <= last_offset {
-            return Err(bad(format!("entry {i} offset {offset} is not after the previous one")));
+            return Err(bad(format!(
+                "entry {i} offset {offset} is not after the previous one"
+            )));
         }
         last_offset = offset;
-        entries.push(SfEntry { offset, name, ino: e_ino, file_type });
+        entries.push(SfEntry {
+            offset,
+            name,
+            ino: e_ino,
+            file_type,
+        });
         off = next;
     }
     if wide && wide_seen + usize::from(parent.0 > u64::from(u32::MAX)) != i8count {
-        return Err(bad(format!("header counts {i8count} wide inode numbers, found {wide_seen}")));
+        return Err(bad(format!(
+            "header counts {i8count} wide inode numbers, found {wide_seen}"
+        )));
     }
     Ok(Shortform { parent, entries })
 }

@@ -71,7 +71,15 @@ struct Collector<'a> {
 
 impl Collector<'_> {
     fn corrupt(&self, detail: String) -> Error {
-        Error::corrupt("extent map", Location::InodeBlock { ino: self.ino, fork: self.fork.name(), offset: 0 }, detail)
+        Error::corrupt(
+            "extent map",
+            Location::InodeBlock {
+                ino: self.ino,
+                fork: self.fork.name(),
+                offset: 0,
+            },
+            detail,
+        )
     }
 
     fn push_records(&mut self, recs: &[u8], n: usize) -> Result<()> {
@@ -79,10 +87,15 @@ impl Collector<'_> {
         for i in 0..n {
             let r = decode_rec(&recs[i * REC_SIZE..(i + 1) * REC_SIZE]);
             if self.out.len() as u64 >= self.limit {
-                return Err(self.corrupt(format!("more extent records than the {} the inode counts", self.limit)));
+                return Err(self.corrupt(format!(
+                    "more extent records than the {} the inode counts",
+                    self.limit
+                )));
             }
             if r.blockcount == 0 {
-                return Err(self.corrupt(format!("zero-length extent at file block {}", r.startoff)));
+                return Err(
+                    self.corrupt(format!("zero-length extent at file block {}", r.startoff))
+                );
             }
             if !geo.fsb_range_valid(FsBlock(r.startblock), r.blockcount) {
                 return Err(self.corrupt(format!(
@@ -99,7 +112,12 @@ impl Collector<'_> {
                     )));
                 }
             }
-            self.out.push(Extent { offset: r.startoff, start: FsBlock(r.startblock), len: r.blockcount, unwritten: r.unwritten });
+            self.out.push(Extent {
+                offset: r.startoff,
+                start: FsBlock(r.startblock),
+                len: r.blockcount,
+                unwritten: r.unwritten,
+            });
         }
         Ok(())
     }
@@ -108,14 +126,21 @@ impl Collector<'_> {
     fn visit(&mut self, fsb: u64, level: u16) -> Result<()> {
         let geo = self.fs.geometry();
         if self.blocks_left == 0 {
-            return Err(self.corrupt("the btree has more blocks than the inode accounts for".into()));
+            return Err(
+                self.corrupt("the btree has more blocks than the inode accounts for".into())
+            );
         }
         self.blocks_left -= 1;
         if !geo.fsb_valid(FsBlock(fsb)) {
-            return Err(self.corrupt(format!("btree pointer to fs block {fsb} outside the data section")));
+            return Err(self.corrupt(format!(
+                "btree pointer to fs block {fsb} outside the data section"
+            )));
         }
         let daddr = geo.fsb_to_daddr(FsBlock(fsb));
-        let v = Verifier::Bmbt { owner: self.ino, level: Some(level) };
+        let v = Verifier::Bmbt {
+            owner: self.ino,
+            level: Some(level),
+        };
         let blk = self.fs.read_meta(daddr, geo.block_size, &v)?;
         let numrecs = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
         let body = &blk[BMBT_HDR..];
@@ -151,7 +176,10 @@ pub fn extents(fs: &Fs, inode: &Inode, fork: Fork) -> Result<Vec<Extent>> {
         ForkFormat::Extents => {
             let fit = bytes.len() / REC_SIZE;
             if count > fit as u64 {
-                return Err(c.corrupt(format!("{count} extents do not fit in a {}-byte fork", bytes.len())));
+                return Err(c.corrupt(format!(
+                    "{count} extents do not fit in a {}-byte fork",
+                    bytes.len()
+                )));
             }
             c.out.reserve(count as usize);
             c.push_records(bytes, count as usize)?;
@@ -164,7 +192,9 @@ pub fn extents(fs: &Fs, inode: &Inode, fork: Fork) -> Result<Vec<Extent>> {
             let numrecs = usize::from(u16::from_be_bytes([bytes[2], bytes[3]]));
             let maxrecs = (bytes.len() - BMDR_HDR) / 16;
             if level == 0 || level > 9 || numrecs == 0 || numrecs > maxrecs {
-                return Err(c.corrupt(format!("btree root with level {level} and {numrecs} records")));
+                return Err(c.corrupt(format!(
+                    "btree root with level {level} and {numrecs} records"
+                )));
             }
             let ptrs = &bytes[BMDR_HDR + maxrecs * 8..];
             for i in 0..numrecs {
@@ -172,7 +202,10 @@ pub fn extents(fs: &Fs, inode: &Inode, fork: Fork) -> Result<Vec<Extent>> {
                 c.visit(p, level - 1)?;
             }
             if (c.out.len() as u64) != count {
-                return Err(c.corrupt(format!("btree holds {} extents, the inode counts {count}", c.out.len())));
+                return Err(c.corrupt(format!(
+                    "btree holds {} extents, the inode counts {count}",
+                    c.out.len()
+                )));
             }
         }
         ForkFormat::Local | ForkFormat::Dev => {}

@@ -43,7 +43,11 @@ impl ForkFormat {
             2 => ForkFormat::Extents,
             3 => ForkFormat::Btree,
             _ => {
-                return Err(Error::corrupt("inode", Location::Inode(ino.0), format!("unknown {which} fork format {v}")))
+                return Err(Error::corrupt(
+                    "inode",
+                    Location::Inode(ino.0),
+                    format!("unknown {which} fork format {v}"),
+                ))
             }
         })
     }
@@ -169,12 +173,17 @@ impl Inode {
     pub fn decode(geo: &Geometry, ino: Ino, raw: &[u8]) -> Result<Inode> {
         let loc = || Location::Inode(ino.0);
         let corrupt = |d: String| Error::corrupt("inode", loc(), d);
-        let d = Dinode::ref_from_prefix(raw).map_err(|_| corrupt("short inode buffer".into()))?.0;
+        let d = Dinode::ref_from_prefix(raw)
+            .map_err(|_| corrupt("short inode buffer".into()))?
+            .0;
         if d.di_magic.get() != di::XFS_DINODE_MAGIC {
             return Err(corrupt(format!("bad magic {:#06x}", d.di_magic.get())));
         }
         if d.di_version != 3 {
-            return Err(corrupt(format!("inode version {} on a v5 filesystem", d.di_version)));
+            return Err(corrupt(format!(
+                "inode version {} on a v5 filesystem",
+                d.di_version
+            )));
         }
         if d.di_ino.get() != ino.0 {
             return Err(corrupt(format!("inode records number {}", d.di_ino.get())));
@@ -184,20 +193,28 @@ impl Inode {
             return Err(corrupt("uuid does not match the filesystem".into()));
         }
         let mode = d.di_mode.get();
-        let file_type = FileType::from_mode(mode).ok_or_else(|| corrupt(format!("mode {mode:#o} has no file type")))?;
+        let file_type = FileType::from_mode(mode)
+            .ok_or_else(|| corrupt(format!("mode {mode:#o} has no file type")))?;
         let flags2 = d.di_flags2.get();
         let bigtime = flags2 & di::XFS_DIFLAG2_BIGTIME != 0;
         if bigtime && !geo.features.bigtime {
-            return Err(corrupt("bigtime inode on a filesystem without bigtime".into()));
+            return Err(corrupt(
+                "bigtime inode on a filesystem without bigtime".into(),
+            ));
         }
         let nrext64 = flags2 & di::XFS_DIFLAG2_NREXT64 != 0;
         if nrext64 && !geo.features.nrext64 {
-            return Err(corrupt("large extent counters on a filesystem without nrext64".into()));
+            return Err(corrupt(
+                "large extent counters on a filesystem without nrext64".into(),
+            ));
         }
         let (nextents, anextents) = if nrext64 {
             (d.di_big_nextents.get(), d.di_nextents.get())
         } else {
-            (u64::from(d.di_nextents.get()), u32::from(d.di_anextents.get()))
+            (
+                u64::from(d.di_nextents.get()),
+                u32::from(d.di_anextents.get()),
+            )
         };
         let ts = |raw: u64| {
             let (sec, nsec) = decode_timestamp(raw, bigtime);
@@ -211,25 +228,44 @@ impl Inode {
             ForkFormat::Extents
         };
         let lit = raw.len() - CORE_SIZE;
-        let data_len = if forkoff != 0 { usize::from(forkoff) * 8 } else { lit };
+        let data_len = if forkoff != 0 {
+            usize::from(forkoff) * 8
+        } else {
+            lit
+        };
         if data_len > lit {
-            return Err(corrupt(format!("attr fork offset {forkoff} is past the end of the inode")));
+            return Err(corrupt(format!(
+                "attr fork offset {forkoff} is past the end of the inode"
+            )));
         }
         let data_fork = raw[CORE_SIZE..CORE_SIZE + data_len].to_vec();
-        let attr_fork = if forkoff != 0 { raw[CORE_SIZE + data_len..].to_vec() } else { Vec::new() };
+        let attr_fork = if forkoff != 0 {
+            raw[CORE_SIZE + data_len..].to_vec()
+        } else {
+            Vec::new()
+        };
         let (format_ok, rdev) = match (file_type, format) {
-            (FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket, ForkFormat::Dev) => {
-                let rdev = data_fork.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(0);
+            (
+                FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket,
+                ForkFormat::Dev,
+            ) => {
+                let rdev = data_fork
+                    .get(..4)
+                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+                    .unwrap_or(0);
                 (true, rdev)
             }
             (FileType::File, ForkFormat::Extents | ForkFormat::Btree) => (true, 0),
-            (FileType::Dir | FileType::Symlink, ForkFormat::Local | ForkFormat::Extents | ForkFormat::Btree) => {
-                (true, 0)
-            }
+            (
+                FileType::Dir | FileType::Symlink,
+                ForkFormat::Local | ForkFormat::Extents | ForkFormat::Btree,
+            ) => (true, 0),
             _ => (false, 0),
         };
         if !format_ok {
-            return Err(corrupt(format!("data fork format {format:?} is invalid for a {file_type:?}")));
+            return Err(corrupt(format!(
+                "data fork format {format:?} is invalid for a {file_type:?}"
+            )));
         }
         let projid = u32::from(d.di_projid_lo.get()) | (u32::from(d.di_projid_hi.get()) << 16);
         Ok(Inode {

@@ -15,7 +15,11 @@ impl<'a> FileReader<'a> {
     /// Loads the data fork mapping of `inode`.
     pub fn new(fs: &'a Fs, inode: &Inode) -> Result<FileReader<'a>> {
         let map = bmap::extents(fs, inode, Fork::Data)?;
-        Ok(FileReader { fs, size: inode.size, map })
+        Ok(FileReader {
+            fs,
+            size: inode.size,
+            map,
+        })
     }
 
     /// File size in bytes.
@@ -41,7 +45,13 @@ pub fn read_at(fs: &Fs, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize
 }
 
 /// Reads through a mapping: the core of every file and block read.
-pub(crate) fn read_mapped(fs: &Fs, map: &[Extent], size: u64, off: u64, buf: &mut [u8]) -> Result<usize> {
+pub(crate) fn read_mapped(
+    fs: &Fs,
+    map: &[Extent],
+    size: u64,
+    off: u64,
+    buf: &mut [u8],
+) -> Result<usize> {
     if off >= size {
         return Ok(0);
     }
@@ -60,7 +70,8 @@ pub(crate) fn read_mapped(fs: &Fs, map: &[Extent], size: u64, off: u64, buf: &mu
                 if e.unwritten {
                     buf[done..done + n].fill(0);
                 } else {
-                    let dev_off = geo.fsb_to_daddr(e.start).bytes() + (fblock - e.offset) * bs + within;
+                    let dev_off =
+                        geo.fsb_to_daddr(e.start).bytes() + (fblock - e.offset) * bs + within;
                     fs.read_bytes(dev_off, &mut buf[done..done + n])?;
                 }
                 n

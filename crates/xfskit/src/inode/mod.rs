@@ -19,7 +19,11 @@ pub const INODE_CRC_OFF: usize = 100;
 pub fn read_inode(fs: &Fs, ino: Ino) -> Result<Inode> {
     let geo = fs.geometry();
     if !geo.ino_valid(ino) {
-        return Err(Error::corrupt("inode number", Location::Inode(ino.0), "outside the filesystem"));
+        return Err(Error::corrupt(
+            "inode number",
+            Location::Inode(ino.0),
+            "outside the filesystem",
+        ));
     }
     let mut raw = vec![0u8; geo.inode_size as usize];
     fs.read_bytes(geo.ino_to_bytes(ino), &mut raw)?;
@@ -29,7 +33,10 @@ pub fn read_inode(fs: &Fs, ino: Ino) -> Result<Inode> {
 /// Checks the CRC of a raw inode and decodes it.
 pub fn decode_checked(fs: &Fs, ino: Ino, raw: &[u8]) -> Result<Inode> {
     if !xfs_format::crc::verify(raw, INODE_CRC_OFF) {
-        return Err(Error::BadCrc { what: "inode", location: Location::Inode(ino.0) });
+        return Err(Error::BadCrc {
+            what: "inode",
+            location: Location::Inode(ino.0),
+        });
     }
     Inode::decode(fs.geometry(), ino, raw)
 }

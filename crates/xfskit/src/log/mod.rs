@@ -7,21 +7,15 @@
 //! record. Cost: a binary search (O(log n) reads of 512 bytes) and one
 //! bounded read before the head, never the whole log.
 
+use crate::bytes::be32;
 use crate::error::Result;
 use crate::fs::Fs;
 use crate::geometry::Daddr;
 
-/// Record header magic (0xFEEDBABE); data blocks carry the cycle instead.
-const XLOG_HEADER_MAGIC_NUM: u32 = 0xFEED_BABE;
-/// Each record header block describes this many bytes of record data.
-const XLOG_HEADER_CYCLE_SIZE: u32 = 32 * 1024;
-/// Operation header flag of the unmount record.
-const XLOG_UNMOUNT_TRANS: u8 = 0x20;
-// Offsets in the record header and the operation header.
-const H_VERSION: usize = 8;
-const H_NUM_LOGOPS: usize = 40;
-const H_SIZE: usize = 320;
-const OH_FLAGS: usize = 9;
+use xfs_format::log::{
+    XlogOpHeader, XlogRecHeader, XLOG_HEADER_CYCLE_SIZE, XLOG_HEADER_MAGIC_NUM, XLOG_UNMOUNT_TRANS,
+};
+use zerocopy::FromBytes;
 
 /// What the log says about the filesystem.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,10 +53,6 @@ impl LogReader<'_> {
         let b = self.read(blk, 1)?;
         Ok(cycle_of(&b))
     }
-}
-
-fn be32(b: &[u8], off: usize) -> u32 {
-    u32::from_be_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
 
 fn cycle_of(block: &[u8]) -> u32 {
@@ -132,16 +122,23 @@ fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<LogState> {
             continue;
         }
         let rec_blk = (first_blk + i) % r.nbb;
-        let logops = be32(blk, H_NUM_LOGOPS);
-        let hsize = be32(blk, H_SIZE);
-        let hdr_blocks = if be32(blk, H_VERSION) & 2 != 0 && hsize > XLOG_HEADER_CYCLE_SIZE {
-            u64::from(hsize.div_ceil(XLOG_HEADER_CYCLE_SIZE))
+        let Ok((h, _)) = XlogRecHeader::ref_from_prefix(blk) else {
+            continue;
+        };
+        let logops = h.h_num_logops.get();
+        let hsize = h.h_size.get();
+        let cycle_size = XLOG_HEADER_CYCLE_SIZE as u32;
+        let hdr_blocks = if h.h_version.get() & 2 != 0 && hsize > cycle_size {
+            u64::from(hsize.div_ceil(cycle_size))
         } else {
             1
         };
         let data_blk = (rec_blk + hdr_blocks) % r.nbb;
         let data = r.read(data_blk, 1)?;
-        let flags = data[OH_FLAGS];
+        let Ok((op, _)) = XlogOpHeader::ref_from_prefix(&data[..]) else {
+            continue;
+        };
+        let flags = op.oh_flags;
         if logops == 1 && flags & XLOG_UNMOUNT_TRANS != 0 {
             return Ok(LogState::Clean);
         }
@@ -149,5 +146,7 @@ fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<LogState> {
             "the last log record (log block {rec_blk}, {logops} operations) is not an unmount record"
         )));
     }
-    Ok(LogState::Dirty(format!("no log record header found before the log head at block {head}")))
+    Ok(LogState::Dirty(format!(
+        "no log record header found before the log head at block {head}"
+    )))
 }

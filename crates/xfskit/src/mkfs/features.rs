@@ -231,8 +231,16 @@ fn root_chunk_block(cfg: &Cfg, log: &LogPlacement, inoalignmt: u64, agblklog: u3
     if inoalignmt >= scaled >> cfg.blocklog {
         cluster_raw = scaled;
     }
-    let blocks_per_cluster = if cluster_raw > bs { cluster_raw >> cfg.blocklog } else { 1 };
-    let cluster_align = if inoalignmt >= blocks_per_cluster { inoalignmt } else { 1 };
+    let blocks_per_cluster = if cluster_raw > bs {
+        cluster_raw >> cfg.blocklog
+    } else {
+        1
+    };
+    let cluster_align = if inoalignmt >= blocks_per_cluster {
+        inoalignmt
+    } else {
+        1
+    };
     let mask = cluster_align - 1;
     let ialloc_align = cfg.dsunit != 0 && mask != 0 && cfg.dsunit & mask == 0;
     if cfg.dsunit != 0 && ialloc_align {
@@ -244,7 +252,11 @@ fn root_chunk_block(cfg: &Cfg, log: &LogPlacement, inoalignmt: u64, agblklog: u3
 }
 
 /// Fill in the superblock values from the finished configuration.
-pub(crate) fn finish(opts: &MkfsOptions, cfg: Cfg, log: LogPlacement) -> Result<MkfsGeometry, MkfsError> {
+pub(crate) fn finish(
+    opts: &MkfsOptions,
+    cfg: Cfg,
+    log: LogPlacement,
+) -> Result<MkfsGeometry, MkfsError> {
     let (features, inoalignmt, spino_align) = feature_words(&cfg);
     let agblklog = log2_roundup(cfg.agsize);
     let inopblog = cfg.blocklog - cfg.inodelog;
@@ -255,10 +267,14 @@ pub(crate) fn finish(opts: &MkfsOptions, cfg: Cfg, log: LogPlacement) -> Result<
     let ialloc_inos = INODES_PER_CHUNK.max(inopblock);
     let ialloc_blocks = ialloc_inos >> inopblog;
     if cfg.dblocks < mib_blocks(300, cfg.blocklog) {
-        return Err(MkfsError::Geometry("Filesystem must be larger than 300MB.".into()));
+        return Err(MkfsError::Geometry(
+            "Filesystem must be larger than 300MB.".into(),
+        ));
     }
     if log.logblocks < mib_blocks(64, cfg.blocklog) {
-        return Err(MkfsError::Geometry("Log size must be at least 64MB.".into()));
+        return Err(MkfsError::Geometry(
+            "Log size must be at least 64MB.".into(),
+        ));
     }
     if cfg.agcount < 2 {
         return Err(MkfsError::Geometry(
@@ -277,19 +293,35 @@ pub(crate) fn finish(opts: &MkfsOptions, cfg: Cfg, log: LogPlacement) -> Result<
         blocklog: cfg.blocklog as u8,
         sectsize: cfg.sectorsize as u16,
         sectlog: cfg.sectorlog as u8,
-        logsectsize: if small_sectors { 0 } else { cfg.lsectorsize as u16 },
-        logsectlog: if small_sectors { 0 } else { highbit(u64::from(cfg.lsectorsize)) as u8 },
+        logsectsize: if small_sectors {
+            0
+        } else {
+            cfg.lsectorsize as u16
+        },
+        logsectlog: if small_sectors {
+            0
+        } else {
+            highbit(u64::from(cfg.lsectorsize)) as u8
+        },
         agblocks: cfg.agsize as u32,
         agblklog: agblklog as u8,
         agcount: cfg.agcount as u32,
         dblocks: cfg.dblocks,
         rblocks: 0,
         rextents: 0,
-        rextsize: if cfg.blocksize < 4096 { 4096 >> cfg.blocklog } else { 1 },
+        rextsize: if cfg.blocksize < 4096 {
+            4096 >> cfg.blocklog
+        } else {
+            1
+        },
         logstart: log.logstart,
         log_agno: log.agno as u32,
         logblocks: log.logblocks as u32,
-        logsunit: if cfg.lsunit != 0 { (cfg.lsunit << cfg.blocklog) as u32 } else { 1 },
+        logsunit: if cfg.lsunit != 0 {
+            (cfg.lsunit << cfg.blocklog) as u32
+        } else {
+            1
+        },
         inodesize: 1 << cfg.inodelog,
         inodelog: cfg.inodelog as u8,
         inopblock: inopblock as u16,

@@ -52,19 +52,31 @@ fn io_err(what: &str, e: std::io::Error) -> MkfsError {
 
 /// The time to put in new inodes: explicit, `SOURCE_DATE_EPOCH`, or now.
 pub fn default_timestamp() -> Timestamp {
-    if let Some(secs) = std::env::var("SOURCE_DATE_EPOCH").ok().and_then(|s| s.trim().parse::<i64>().ok()) {
+    if let Some(secs) = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+    {
         return Timestamp { secs, nsec: 0 };
     }
-    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    Timestamp { secs: d.as_secs() as i64, nsec: d.subsec_nanos() }
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp {
+        secs: d.as_secs() as i64,
+        nsec: d.subsec_nanos(),
+    }
 }
 
 fn random_uuid() -> [u8; 16] {
     let mut u = [0u8; 16];
-    let ok = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut u)).is_ok();
+    let ok = File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut u))
+        .is_ok();
     if !ok {
         // No randomness source: derive from the clock and pid.
-        let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let d = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         u[..8].copy_from_slice(&(d.as_nanos() as u64).to_le_bytes());
         u[8..12].copy_from_slice(&std::process::id().to_le_bytes());
     }
@@ -74,7 +86,11 @@ fn random_uuid() -> [u8; 16] {
 }
 
 fn sysfs_u32(dev: &str, name: &str) -> Option<u32> {
-    std::fs::read_to_string(format!("/sys/dev/block/{dev}/queue/{name}")).ok()?.trim().parse().ok()
+    std::fs::read_to_string(format!("/sys/dev/block/{dev}/queue/{name}"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn block_topology(meta: &std::fs::Metadata) -> DeviceTopology {
@@ -85,13 +101,18 @@ fn block_topology(meta: &std::fs::Metadata) -> DeviceTopology {
     DeviceTopology {
         logical_sector_size: logical,
         physical_sector_size: sysfs_u32(&dev, "physical_block_size").unwrap_or(logical),
-        stripe_unit: sysfs_u32(&dev, "minimum_io_size").filter(|&v| v > logical).unwrap_or(0),
+        stripe_unit: sysfs_u32(&dev, "minimum_io_size")
+            .filter(|&v| v > logical)
+            .unwrap_or(0),
         stripe_width: sysfs_u32(&dev, "optimal_io_size").unwrap_or(0),
     }
 }
 
 /// Geometry for `target` without touching it (used by `-N` and by [`mkfs`]).
-pub fn plan(target: &Path, opts: &MkfsOptions) -> Result<(MkfsGeometry, Option<std::fs::Metadata>), MkfsError> {
+pub fn plan(
+    target: &Path,
+    opts: &MkfsOptions,
+) -> Result<(MkfsGeometry, Option<std::fs::Metadata>), MkfsError> {
     let meta = match std::fs::metadata(target) {
         Ok(m) => Some(m),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && opts.data_size.is_some() => None,
@@ -99,7 +120,8 @@ pub fn plan(target: &Path, opts: &MkfsOptions) -> Result<(MkfsGeometry, Option<s
     };
     let (size, kind) = match &meta {
         Some(m) if m.file_type().is_block_device() => {
-            let f = File::open(target).map_err(|e| io_err(&format!("cannot open {}", target.display()), e))?;
+            let f = File::open(target)
+                .map_err(|e| io_err(&format!("cannot open {}", target.display()), e))?;
             let size = crate::dev::FileDevice::open_read_only(target)
                 .map(|d| d.len())
                 .map_err(|e| io_err(&format!("cannot size {}", target.display()), e))?;
@@ -107,7 +129,12 @@ pub fn plan(target: &Path, opts: &MkfsOptions) -> Result<(MkfsGeometry, Option<s
             (size, TargetKind::BlockDevice(block_topology(m)))
         }
         Some(m) if m.is_file() => (m.len(), TargetKind::File),
-        Some(_) => return Err(MkfsError::Io(format!("{}: not a regular file or block device", target.display()))),
+        Some(_) => {
+            return Err(MkfsError::Io(format!(
+                "{}: not a regular file or block device",
+                target.display()
+            )))
+        }
         None => (0, TargetKind::File),
     };
     let mut o = opts.clone();
@@ -125,13 +152,23 @@ pub fn mkfs(target: &Path, opts: &MkfsOptions) -> Result<MkfsGeometry, MkfsError
 }
 
 /// [`mkfs`] with a timestamp and progress reporting; returns what it wrote.
-pub fn mkfs_with(target: &Path, opts: &MkfsOptions, w: &WriteOptions<'_>) -> Result<MkfsReport, MkfsError> {
+pub fn mkfs_with(
+    target: &Path,
+    opts: &MkfsOptions,
+    w: &WriteOptions<'_>,
+) -> Result<MkfsReport, MkfsError> {
     let (g, meta) = plan(target, opts)?;
     if opts.dry_run {
-        return Ok(MkfsReport { geometry: g, uuid: opts.uuid.unwrap_or([0; 16]), stats: IoStats::default() });
+        return Ok(MkfsReport {
+            geometry: g,
+            uuid: opts.uuid.unwrap_or([0; 16]),
+            stats: IoStats::default(),
+        });
     }
     let created = meta.is_none();
-    let block_device = meta.as_ref().is_some_and(|m| m.file_type().is_block_device());
+    let block_device = meta
+        .as_ref()
+        .is_some_and(|m| m.file_type().is_block_device());
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -140,14 +177,20 @@ pub fn mkfs_with(target: &Path, opts: &MkfsOptions, w: &WriteOptions<'_>) -> Res
         .open(target)
         .map_err(|e| io_err(&format!("cannot open {} for writing", target.display()), e))?;
     let len = if block_device {
-        crate::dev::FileDevice::open_read_only(target).map(|d| d.len()).unwrap_or(0)
+        crate::dev::FileDevice::open_read_only(target)
+            .map(|d| d.len())
+            .unwrap_or(0)
     } else {
         meta.as_ref().map_or(0, |m| m.len())
     };
-    let sink = Sink::File { file: &file, block_device };
+    let sink = Sink::File {
+        file: &file,
+        block_device,
+    };
     let r = write_fs(&sink, &g, opts, w, len, |need| {
         if !block_device && len < need {
-            file.set_len(need).map_err(|e| io_err("cannot grow the image file", e))?;
+            file.set_len(need)
+                .map_err(|e| io_err("cannot grow the image file", e))?;
         }
         Ok(())
     });
@@ -159,15 +202,25 @@ pub fn mkfs_with(target: &Path, opts: &MkfsOptions, w: &WriteOptions<'_>) -> Res
 
 /// Make a filesystem on an engine device of `dev.len()` bytes (treated like
 /// an image file).
-pub fn mkfs_device(dev: &dyn Device, opts: &MkfsOptions, w: &WriteOptions<'_>) -> Result<MkfsReport, MkfsError> {
+pub fn mkfs_device(
+    dev: &dyn Device,
+    opts: &MkfsOptions,
+    w: &WriteOptions<'_>,
+) -> Result<MkfsReport, MkfsError> {
     let g = compute_geometry(opts, dev.len(), TargetKind::File)?;
     if opts.dry_run {
-        return Ok(MkfsReport { geometry: g, uuid: opts.uuid.unwrap_or([0; 16]), stats: IoStats::default() });
+        return Ok(MkfsReport {
+            geometry: g,
+            uuid: opts.uuid.unwrap_or([0; 16]),
+            stats: IoStats::default(),
+        });
     }
     let len = dev.len();
     write_fs(&Sink::Device(dev), &g, opts, w, len, |need| {
         if need > len {
-            return Err(MkfsError::Io(format!("device has {len} bytes, filesystem needs {need}")));
+            return Err(MkfsError::Io(format!(
+                "device has {len} bytes, filesystem needs {need}"
+            )));
         }
         Ok(())
     })
@@ -184,7 +237,10 @@ fn write_fs(
     let mut stats = IoStats::default();
     let (sigs, old) = wipe::detect(sink, len).map_err(|e| io_err("cannot read the target", e))?;
     if !sigs.is_empty() && !opts.force {
-        let what: Vec<String> = sigs.iter().map(|s| format!("{} (at byte {})", s.kind, s.offset)).collect();
+        let what: Vec<String> = sigs
+            .iter()
+            .map(|s| format!("{} (at byte {})", s.kind, s.offset))
+            .collect();
         return Err(MkfsError::Exists(format!(
             "the target appears to contain an existing filesystem or partition table: {}\n\
              (use -f to force overwrite)",
@@ -202,31 +258,50 @@ fn write_fs(
     let discarded = !opts.no_discard && sink.discard_all(len);
     if !discarded {
         if let Some(old) = &old {
-            wipe::zero_old_secondaries(sink, old, len, &mut stats).map_err(|e| io_err("wipe", e))?;
+            wipe::zero_old_secondaries(sink, old, len, &mut stats)
+                .map_err(|e| io_err("wipe", e))?;
         }
         let whack = WHACK_BYTES.min(len);
-        sink.zero_range(0, whack, &mut stats).map_err(|e| io_err("wipe", e))?;
-        sink.zero_range(len - whack, whack, &mut stats).map_err(|e| io_err("wipe", e))?;
+        sink.zero_range(0, whack, &mut stats)
+            .map_err(|e| io_err("wipe", e))?;
+        sink.zero_range(len - whack, whack, &mut stats)
+            .map_err(|e| io_err("wipe", e))?;
     }
     let bs = u64::from(g.blocksize);
-    let log_off = writer::daddr(g, g.log_agno, (g.logstart & ((1u64 << g.agblklog) - 1)) as u32) * 512;
+    let log_off = writer::daddr(
+        g,
+        g.log_agno,
+        (g.logstart & ((1u64 << g.agblklog) - 1)) as u32,
+    ) * 512;
     let log_len = u64::from(g.logblocks) * bs;
     if !discarded {
-        sink.zero_range(log_off, log_len, &mut stats).map_err(|e| io_err("zeroing the log", e))?;
+        sink.zero_range(log_off, log_len, &mut stats)
+            .map_err(|e| io_err("zeroing the log", e))?;
     }
 
     // Root inode chunk and the log record.
     let mut batch = WriteBatch::default();
     let root_bno = (g.rootino >> g.inopblog) as u32;
-    batch.push(writer::daddr(g, 0, root_bno) * 512, root_chunk(g, &uuid, now));
-    let lsunit = if g.logsunit > 1 { g.logsunit } else { u32::from(g.logsectsize) };
+    batch.push(
+        writer::daddr(g, 0, root_bno) * 512,
+        root_chunk(g, &uuid, now),
+    );
+    let lsunit = if g.logsunit > 1 {
+        g.logsunit
+    } else {
+        u32::from(g.logsectsize)
+    };
     batch.push(log_off, logwriter::first_record(&uuid, lsunit));
-    batch.flush_to(sink, &mut stats).map_err(|e| io_err("write", e))?;
+    batch
+        .flush_to(sink, &mut stats)
+        .map_err(|e| io_err("write", e))?;
 
     // AG headers, in parallel batches.
     let primary = writer::primary_sb(g, &uuid);
     let fb = writer::FixedBlocks::new(g);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8) as u32;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8) as u32;
     let per_batch = threads * AGS_PER_THREAD;
     let mut first = 0u32;
     while first < g.agcount {
@@ -240,14 +315,20 @@ fn write_fs(
                         let mut agno = first + t * AGS_PER_THREAD;
                         let end = (agno + AGS_PER_THREAD).min(last);
                         while agno < end {
-                            out.push((writer::daddr(g, agno, 0) * 512, writer::ag_image(g, primary, fb, agno)));
+                            out.push((
+                                writer::daddr(g, agno, 0) * 512,
+                                writer::ag_image(g, primary, fb, agno),
+                            ));
                             agno += 1;
                         }
                         out
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
         });
         let mut n = 0u32;
         for part in parts {
@@ -259,12 +340,18 @@ fn write_fs(
         if n != last - first {
             return Err(MkfsError::Io("an AG header worker failed".into()));
         }
-        batch.flush_to(sink, &mut stats).map_err(|e| io_err("writing AG headers", e))?;
+        batch
+            .flush_to(sink, &mut stats)
+            .map_err(|e| io_err("writing AG headers", e))?;
         first = last;
         if let Some(p) = w.progress {
             p(u64::from(first), u64::from(g.agcount));
         }
     }
     sink.flush().map_err(|e| io_err("sync", e))?;
-    Ok(MkfsReport { geometry: g.clone(), uuid: uuid_bytes, stats })
+    Ok(MkfsReport {
+        geometry: g.clone(),
+        uuid: uuid_bytes,
+        stats,
+    })
 }

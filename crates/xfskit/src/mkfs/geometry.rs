@@ -5,8 +5,8 @@
 use super::features::{self, Features};
 use super::layout::*;
 use super::log;
-use super::stripe::stripe_factors;
 use super::options::{MkfsError, MkfsOptions, D_AGSIZE, D_SIZE, L_SIZE, N_SIZE};
+use super::stripe::stripe_factors;
 
 /// What the filesystem is being written onto.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,13 +173,19 @@ pub(crate) struct Cfg {
     pub warnings: Vec<String>,
 }
 
-fn sizes(opts: &MkfsOptions, topo: &DeviceTopology, warnings: &mut Vec<String>) -> Result<(u32, u32), MkfsError> {
+fn sizes(
+    opts: &MkfsOptions,
+    topo: &DeviceTopology,
+    warnings: &mut Vec<String>,
+) -> Result<(u32, u32), MkfsError> {
     let blocksize = opts.block_size.unwrap_or(4096);
     if !(512..=65536).contains(&blocksize) || !blocksize.is_power_of_two() {
         return Err(geom(format!("illegal block size {blocksize}")));
     }
     if blocksize < 1024 {
-        return Err(geom("Minimum block size for CRC enabled filesystems is 1024 bytes.".into()));
+        return Err(geom(
+            "Minimum block size for CRC enabled filesystems is 1024 bytes.".into(),
+        ));
     }
     let sectorsize = match opts.sector_size {
         Some(s) => s,
@@ -239,10 +245,17 @@ fn inode_log(opts: &MkfsOptions, blocklog: u32, blocksize: u32) -> Result<u32, M
 }
 
 /// Convert a `-d size`/`-l size` text into blocks, with mkfs's checks.
-fn dev_blocks(text: &str, rule: &super::options::Rule<'_>, kind: &str, cfg: &mut Cfg) -> Result<u64, MkfsError> {
+fn dev_blocks(
+    text: &str,
+    rule: &super::options::Rule<'_>,
+    kind: &str,
+    cfg: &mut Cfg,
+) -> Result<u64, MkfsError> {
     let bytes = rule.number(text, u64::from(cfg.blocksize), u64::from(cfg.sectorsize))? as u64;
     if bytes % 512 != 0 {
-        return Err(geom(format!("illegal {kind} length {bytes}, not a multiple of 512")));
+        return Err(geom(format!(
+            "illegal {kind} length {bytes}, not a multiple of 512"
+        )));
     }
     let blocks = bytes >> cfg.blocklog;
     if bytes % u64::from(cfg.blocksize) != 0 {
@@ -292,7 +305,10 @@ fn align_ag_geometry(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsError>
                 cfg.agcount = div_ceil(cfg.dblocks, cfg.agsize);
             }
             if opts.agsize.is_some() {
-                cfg.warnings.push(format!("agsize rounded to {}, sunit = {dsunit}", cfg.agsize));
+                cfg.warnings.push(format!(
+                    "agsize rounded to {}, sunit = {dsunit}",
+                    cfg.agsize
+                ));
             }
         }
         if cfg.agsize % cfg.dswidth == 0 && cfg.dswidth != cfg.dsunit && cfg.agcount > 1 {
@@ -319,7 +335,9 @@ fn align_ag_geometry(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsError>
     let min = ag_min_blocks(blog);
     let max = ag_max_blocks(blog);
     if cfg.agsize == 0 {
-        return Err(geom(format!("agsize (0 blocks) too small, need at least {min} blocks")));
+        return Err(geom(format!(
+            "agsize (0 blocks) too small, need at least {min} blocks"
+        )));
     }
     if cfg.dblocks % cfg.agsize != 0 && cfg.dblocks % cfg.agsize < min {
         if opts.agcount.is_some() {
@@ -333,10 +351,16 @@ fn align_ag_geometry(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsError>
         cfg.agcount -= 1;
     }
     if cfg.agsize < min {
-        return Err(geom(format!("agsize ({} blocks) too small, need at least {min} blocks", cfg.agsize)));
+        return Err(geom(format!(
+            "agsize ({} blocks) too small, need at least {min} blocks",
+            cfg.agsize
+        )));
     }
     if cfg.agsize > max {
-        return Err(geom(format!("agsize ({} blocks) too big, maximum is {max} blocks", cfg.agsize)));
+        return Err(geom(format!(
+            "agsize ({} blocks) too big, maximum is {max} blocks",
+            cfg.agsize
+        )));
     }
     if cfg.agsize > cfg.dblocks {
         return Err(geom(format!(

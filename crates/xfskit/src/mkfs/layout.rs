@@ -80,34 +80,33 @@ pub(crate) fn round_up(v: u64, unit: u64) -> u64 {
 /// Striped (or tiny) devices get 2..32 AGs depending on size.  The AG size is
 /// rounded up when the split is uneven so no tail is lost.
 pub(crate) fn default_ag_geometry(blog: u32, dblocks: u64, multidisk: bool) -> (u64, u64) {
-    let agsize = if dblocks >= tib_blocks(32, blog)
-        || (!multidisk && dblocks >= tib_blocks(4, blog))
-    {
-        ag_max_blocks(blog)
-    } else {
-        let shift = if !multidisk && dblocks >= mib_blocks(128, blog) {
-            2
+    let agsize =
+        if dblocks >= tib_blocks(32, blog) || (!multidisk && dblocks >= tib_blocks(4, blog)) {
+            ag_max_blocks(blog)
         } else {
-            let mut shift = 5u32;
-            for (limit, strict) in [
-                (gib_blocks(512, blog), false),
-                (gib_blocks(8, blog), false),
-                (mib_blocks(128, blog), true),
-                (mib_blocks(64, blog), true),
-                (mib_blocks(32, blog), true),
-            ] {
-                if (strict && dblocks < limit) || (!strict && dblocks <= limit) {
-                    shift -= 1;
+            let shift = if !multidisk && dblocks >= mib_blocks(128, blog) {
+                2
+            } else {
+                let mut shift = 5u32;
+                for (limit, strict) in [
+                    (gib_blocks(512, blog), false),
+                    (gib_blocks(8, blog), false),
+                    (mib_blocks(128, blog), true),
+                    (mib_blocks(64, blog), true),
+                    (mib_blocks(32, blog), true),
+                ] {
+                    if (strict && dblocks < limit) || (!strict && dblocks <= limit) {
+                        shift -= 1;
+                    }
                 }
+                shift
+            };
+            let mut blocks = dblocks >> shift;
+            if dblocks & ((1u64 << shift) - 1) != 0 && blocks < ag_max_blocks(blog) {
+                blocks += 1;
             }
-            shift
+            blocks
         };
-        let mut blocks = dblocks >> shift;
-        if dblocks & ((1u64 << shift) - 1) != 0 && blocks < ag_max_blocks(blog) {
-            blocks += 1;
-        }
-        blocks
-    };
     (agsize, div_ceil(dblocks, agsize))
 }
 

@@ -161,7 +161,11 @@ pub(crate) fn place_log(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<LogPlacemen
     }
     let agblklog = log2_roundup(cfg.agsize);
     let mut logstart = (agno << agblklog) | prealloc;
-    let sunit = if cfg.lsunit != 0 { cfg.lsunit } else { cfg.dsunit };
+    let sunit = if cfg.lsunit != 0 {
+        cfg.lsunit
+    } else {
+        cfg.dsunit
+    };
     if sunit != 0 {
         let view = AgView {
             agblklog,
@@ -189,5 +193,9 @@ pub(crate) fn place_log(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<LogPlacemen
         }
     }
     validate_size(logblocks, blog, min)?;
-    Ok(LogPlacement { logstart, logblocks, agno })
+    Ok(LogPlacement {
+        logstart,
+        logblocks,
+        agno,
+    })
 }

@@ -40,7 +40,11 @@ fn put32(b: &mut [u8], off: usize, v: u32) {
 pub(crate) fn first_record(uuid: &Uuid, sunit: u32) -> Vec<u8> {
     let sunit = sunit as usize;
     let blocks = (sunit / BBSIZE).max(2);
-    let hdrs = if sunit > HEADER_CYCLE_SIZE { sunit.div_ceil(HEADER_CYCLE_SIZE) } else { 1 };
+    let hdrs = if sunit > HEADER_CYCLE_SIZE {
+        sunit.div_ceil(HEADER_CYCLE_SIZE)
+    } else {
+        1
+    };
     let mut buf = vec![0u8; blocks.max(hdrs + 1) * BBSIZE];
     let cycle: u32 = 1;
     let lsn: u64 = u64::from(cycle) << 32;

@@ -16,7 +16,9 @@ mod wipe;
 mod writer;
 
 pub use features::{FeatureSet, Features};
-pub use format::{default_timestamp, mkfs, mkfs_device, mkfs_with, plan, MkfsReport, Progress, WriteOptions};
+pub use format::{
+    default_timestamp, mkfs, mkfs_device, mkfs_with, plan, MkfsReport, Progress, WriteOptions,
+};
 pub use geometry::{compute_geometry, DeviceTopology, MkfsGeometry, TargetKind};
 pub use io::IoStats;
 pub use options::{convert_size, parse_mkfs_args, MkfsError, MkfsOptions};

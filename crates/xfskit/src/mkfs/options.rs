@@ -142,7 +142,9 @@ fn strtoll(s: &str) -> Option<(i64, &str)> {
 pub fn convert_size(text: &str, block_size: u64, sector_size: u64) -> Option<i64> {
     let (v, rest) = strtoll(text)?;
     let mut chars = rest.chars();
-    let Some(c) = chars.next() else { return Some(v) };
+    let Some(c) = chars.next() else {
+        return Some(v);
+    };
     if chars.next().is_some() {
         return None;
     }
@@ -184,8 +186,8 @@ impl Rule<'_> {
             convert_size(value, bsize, ssize)
                 .ok_or_else(|| self.reject(value, "Not a valid value or illegal suffix"))?
         } else {
-            let (v, rest) =
-                strtoll(value).ok_or_else(|| self.reject(value, "Value not recognized as number."))?;
+            let (v, rest) = strtoll(value)
+                .ok_or_else(|| self.reject(value, "Value not recognized as number."))?;
             if !rest.is_empty() {
                 return Err(self.reject(value, "Unit suffixes are not allowed."));
             }
@@ -205,7 +207,14 @@ impl Rule<'_> {
 }
 
 const fn rule(group: char, name: &str, min: i64, max: i64, pow2: bool, suffixes: bool) -> Rule<'_> {
-    Rule { group, name, min, max, pow2, suffixes }
+    Rule {
+        group,
+        name,
+        min,
+        max,
+        pow2,
+        suffixes,
+    }
 }
 
 const UINT_MAX: i64 = u32::MAX as i64;
@@ -216,7 +225,8 @@ pub(crate) const D_AGSIZE: Rule<'static> = rule('d', "agsize", 1 << 24, 1 << 40,
 /// Rule for `-d su=`.
 pub(crate) const D_SU: Rule<'static> = rule('d', "su", 0, UINT_MAX, false, true);
 /// Rule for `-l size=`.
-pub(crate) const L_SIZE: Rule<'static> = rule('l', "size", 2 << 20, (2 << 30) - (10 << 20), false, true);
+pub(crate) const L_SIZE: Rule<'static> =
+    rule('l', "size", 2 << 20, (2 << 30) - (10 << 20), false, true);
 /// Rule for `-l su=`.
 pub(crate) const L_SU: Rule<'static> = rule('l', "su", 512, 256 * 1024, false, true);
 /// Rule for `-n size=`.
@@ -232,7 +242,9 @@ fn flag(group: char, name: &str, value: &str) -> Result<bool, MkfsError> {
 fn parse_uuid(value: &str) -> Result<[u8; 16], MkfsError> {
     let hex: String = value.chars().filter(|&c| c != '-').collect();
     let well_formed = value.len() == 36
-        && value.char_indices().all(|(i, c)| matches!(i, 8 | 13 | 18 | 23) == (c == '-'));
+        && value
+            .char_indices()
+            .all(|(i, c)| matches!(i, 8 | 13 | 18 | 23) == (c == '-'));
     if !well_formed || hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(bad(format!("Invalid value {value} for -m uuid option")));
     }
@@ -271,9 +283,17 @@ impl Parser {
             return Err(bad(format!("-{group} {name} option respecified")));
         }
         for &(g, a, b) in CONFLICTS {
-            let other = if name == a { b } else if name == b { a } else { continue };
+            let other = if name == a {
+                b
+            } else if name == b {
+                a
+            } else {
+                continue;
+            };
             if g == group && self.seen.contains(&(group, other.to_string())) {
-                return Err(bad(format!("Cannot specify both -{group} {other} and -{group} {name}")));
+                return Err(bad(format!(
+                    "Cannot specify both -{group} {other} and -{group} {name}"
+                )));
             }
         }
         let need = |v: &str| {
@@ -312,7 +332,9 @@ impl Parser {
             ('i', "nrext64") => o.nrext64 = Some(flag(group, "nrext64", value)?),
             ('i', "align") | ('i', "projid32bit") | ('l', "lazy-count") | ('n', "ftype") => {
                 if !flag(group, "option", value)? {
-                    return Err(MkfsError::Unsupported(format!("-{group} {name}=0 (V5 requires it)")));
+                    return Err(MkfsError::Unsupported(format!(
+                        "-{group} {name}=0 (V5 requires it)"
+                    )));
                 }
             }
             ('i', "attr") => {
@@ -330,7 +352,9 @@ impl Parser {
             }
             ('l', "version") => {
                 if num(1, 2, false, false)? != 2 {
-                    return Err(bad("V2 logs always enabled for CRC enabled filesystems".into()));
+                    return Err(bad(
+                        "V2 logs always enabled for CRC enabled filesystems".into()
+                    ));
                 }
             }
             ('n', "size") => o.dir_block_size = Some(need(value)?),
@@ -367,7 +391,10 @@ impl Parser {
 /// `["-d", "agcount=4,size=1g", "-m", "rmapbt=1", "-N", "/dev/sdb"]`.
 /// Flags may be clustered (`-fN`) and option values attached (`-dsize=1g`).
 pub fn parse_mkfs_args(args: &[String]) -> Result<MkfsOptions, MkfsError> {
-    let mut p = Parser { opts: MkfsOptions::default(), seen: HashSet::new() };
+    let mut p = Parser {
+        opts: MkfsOptions::default(),
+        seen: HashSet::new(),
+    };
     let mut positional = Vec::new();
     let mut i = 0;
     while i < args.len() {

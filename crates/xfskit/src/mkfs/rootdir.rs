@@ -5,7 +5,9 @@
 use xfs_format::crc::stamp;
 use xfs_format::inode::{Dinode, XFS_DINODE_CRC_OFF, XFS_DINODE_MAGIC, XFS_DINODE_VERSION_3};
 use xfs_format::inode::{XFS_DIFLAG2_BIGTIME, XFS_DIFLAG2_NREXT64, XFS_DIFLAG_NEWRTBM};
-use xfs_format::types::{encode_timestamp, Uuid, NULLAGINO, XFS_DINODE_FMT_EXTENTS, XFS_DINODE_FMT_LOCAL};
+use xfs_format::types::{
+    encode_timestamp, Uuid, NULLAGINO, XFS_DINODE_FMT_EXTENTS, XFS_DINODE_FMT_LOCAL,
+};
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::geometry::MkfsGeometry;
@@ -36,7 +38,14 @@ fn free_inode(ino: u64, uuid: &Uuid) -> Dinode {
 
 /// An in-use inode as mkfs creates it: owned by root, changed twice
 /// (creation and the first log), atime at the epoch, other times `now`.
-fn new_inode(g: &MkfsGeometry, ino: u64, mode: u16, nlink: u32, now: Timestamp, uuid: &Uuid) -> Dinode {
+fn new_inode(
+    g: &MkfsGeometry,
+    ino: u64,
+    mode: u16,
+    nlink: u32,
+    now: Timestamp,
+    uuid: &Uuid,
+) -> Dinode {
     let bigtime = g.features.incompat & IN_BIGTIME != 0;
     let mut d = free_inode(ino, uuid);
     d.di_mode.set(mode);

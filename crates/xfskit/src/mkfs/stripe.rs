@@ -16,12 +16,18 @@ fn stripe_ok(sunit: i64, swidth: i64, sectorsize: i64) -> bool {
 }
 
 /// Decide the data and log stripe units (fs blocks) from options and device.
-pub(crate) fn stripe_factors(opts: &MkfsOptions, topo: &DeviceTopology, cfg: &mut Cfg) -> Result<(), MkfsError> {
+pub(crate) fn stripe_factors(
+    opts: &MkfsOptions,
+    topo: &DeviceTopology,
+    cfg: &mut Cfg,
+) -> Result<(), MkfsError> {
     let bs = u64::from(cfg.blocksize);
     let mut dsunit: i64 = opts.data_sunit.map_or(0, i64::from);
     let mut dswidth: i64 = opts.data_swidth.map_or(0, i64::from);
     if opts.data_sunit.is_some() != opts.data_swidth.is_some() {
-        return Err(geom("both data sunit and data swidth options must be specified".into()));
+        return Err(geom(
+            "both data sunit and data swidth options must be specified".into(),
+        ));
     }
     let dsu = match &opts.data_su {
         Some(t) => D_SU.number(t, bs, u64::from(cfg.sectorsize))?,
@@ -30,7 +36,9 @@ pub(crate) fn stripe_factors(opts: &MkfsOptions, topo: &DeviceTopology, cfg: &mu
     let dsw = opts.data_sw.map_or(0, i64::from);
     if dsu != 0 || dsw != 0 {
         if opts.data_su.is_some() != opts.data_sw.is_some() {
-            return Err(geom("both data su and data sw options must be specified".into()));
+            return Err(geom(
+                "both data su and data sw options must be specified".into(),
+            ));
         }
         let width = dsu * dsw;
         if width / 512 > i64::from(i32::MAX) {
@@ -39,12 +47,16 @@ pub(crate) fn stripe_factors(opts: &MkfsOptions, topo: &DeviceTopology, cfg: &mu
             )));
         }
         if !stripe_ok(dsu, width, i64::from(cfg.sectorsize)) {
-            return Err(geom(format!("invalid data stripe unit {dsu} / width {width}")));
+            return Err(geom(format!(
+                "invalid data stripe unit {dsu} / width {width}"
+            )));
         }
         dsunit = dsu / 512;
         dswidth = width / 512;
     } else if !stripe_ok(dsunit * 512, dswidth * 512, i64::from(cfg.sectorsize)) {
-        return Err(geom(format!("invalid data stripe unit {dsunit} / width {dswidth}")));
+        return Err(geom(format!(
+            "invalid data stripe unit {dsunit} / width {dswidth}"
+        )));
     }
     let mut noalign = opts.data_noalign;
     if (opts.data_sunit.is_some() || opts.data_su.is_some()) && dsunit == 0 && dswidth == 0 {
@@ -126,4 +138,3 @@ pub(crate) fn stripe_factors(opts: &MkfsOptions, topo: &DeviceTopology, cfg: &mu
     }
     Ok(())
 }
-

@@ -20,7 +20,10 @@ pub fn geometry_summary(g: &MkfsGeometry) -> String {
         "meta-data={name:<22} isize={:<6} agcount={}, agsize={} blks\n",
         g.inodesize, g.agcount, g.agblocks
     );
-    s += &format!("         ={:<22} sectsz={:<5} attr=2, projid32bit=1\n", "", g.sectsize);
+    s += &format!(
+        "         ={:<22} sectsz={:<5} attr=2, projid32bit=1\n",
+        "", g.sectsize
+    );
     s += &format!(
         "         ={:<22} crc={:<8} finobt={}, sparse={}, rmapbt={}\n",
         "",
@@ -41,7 +44,10 @@ pub fn geometry_summary(g: &MkfsGeometry) -> String {
         "data     ={:<22} bsize={:<6} blocks={}, imaxpct={}\n",
         "", g.blocksize, g.dblocks, g.imax_pct
     );
-    s += &format!("         ={:<22} sunit={:<6} swidth={} blks\n", "", g.unit, g.width);
+    s += &format!(
+        "         ={:<22} sunit={:<6} swidth={} blks\n",
+        "", g.unit, g.width
+    );
     s += &format!(
         "naming   =version {:<14} bsize={:<6} ascii-ci=0, ftype=1\n",
         2,

@@ -3,6 +3,7 @@
 //! `-f`, and the old XFS secondary superblocks that must go when it does.
 
 use super::io::{IoStats, Sink};
+use crate::bytes::{be32, be64};
 use std::io;
 
 /// A signature found on the target.
@@ -20,16 +21,6 @@ pub(crate) struct OldXfs {
     agblocks: u64,
     agcount: u64,
     blocksize: u64,
-}
-
-fn be32(b: &[u8], off: usize) -> u32 {
-    u32::from_be_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
-fn be64(b: &[u8], off: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[off..off + 8]);
-    u64::from_be_bytes(a)
 }
 
 /// Parse an old XFS superblock well enough to find its secondaries.
@@ -52,7 +43,11 @@ fn old_xfs(sb: &[u8]) -> Option<OldXfs> {
     if dblocks > full || dblocks < (agcount - 1) * agblocks {
         return None;
     }
-    Some(OldXfs { agblocks, agcount, blocksize })
+    Some(OldXfs {
+        agblocks,
+        agcount,
+        blocksize,
+    })
 }
 
 /// Look for known signatures in the first 72 KiB of a `len`-byte target.
@@ -68,24 +63,42 @@ pub(crate) fn detect(sink: &Sink<'_>, len: u64) -> io::Result<(Vec<Signature>, O
     if head.len() >= 512 {
         old = old_xfs(&head[..512]);
         if at(0, b"XFSB") {
-            found.push(Signature { kind: "xfs", offset: 0 });
+            found.push(Signature {
+                kind: "xfs",
+                offset: 0,
+            });
         }
     }
     if at(1080, &[0x53, 0xef]) {
-        found.push(Signature { kind: "ext2/3/4", offset: 1080 });
+        found.push(Signature {
+            kind: "ext2/3/4",
+            offset: 1080,
+        });
     }
     if at(0x10040, b"_BHRfS_M") {
-        found.push(Signature { kind: "btrfs", offset: 0x10040 });
+        found.push(Signature {
+            kind: "btrfs",
+            offset: 0x10040,
+        });
     }
     for page in [4096usize, 8192, 16384, 65536] {
         if at(page - 10, b"SWAPSPACE2") || at(page - 10, b"SWAP-SPACE") {
-            found.push(Signature { kind: "swap", offset: page as u64 - 10 });
+            found.push(Signature {
+                kind: "swap",
+                offset: page as u64 - 10,
+            });
         }
     }
     if at(512, b"EFI PART") {
-        found.push(Signature { kind: "gpt", offset: 512 });
+        found.push(Signature {
+            kind: "gpt",
+            offset: 512,
+        });
     } else if at(510, &[0x55, 0xaa]) && !found.iter().any(|s| s.kind == "xfs") {
-        found.push(Signature { kind: "dos", offset: 510 });
+        found.push(Signature {
+            kind: "dos",
+            offset: 510,
+        });
     }
     Ok((found, old))
 }
@@ -121,7 +134,14 @@ mod tests {
         sb[84..88].copy_from_slice(&65536u32.to_be_bytes());
         sb[88..92].copy_from_slice(&4u32.to_be_bytes());
         sb[120] = 12;
-        assert_eq!(old_xfs(&sb), Some(OldXfs { agblocks: 65536, agcount: 4, blocksize: 4096 }));
+        assert_eq!(
+            old_xfs(&sb),
+            Some(OldXfs {
+                agblocks: 65536,
+                agcount: 4,
+                blocksize: 4096
+            })
+        );
         sb[120] = 11;
         assert_eq!(old_xfs(&sb), None);
     }

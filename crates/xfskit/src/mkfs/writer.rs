@@ -8,8 +8,9 @@
 //! inode chunk in AG 0.
 
 use xfs_format::ag::{
-    agfl_size, set_agfl_entry, Agf, Agi, AgflHdr, XFS_AGFL_CRC_OFF, XFS_AGFL_MAGIC, XFS_AGF_CRC_OFF,
-    XFS_AGF_MAGIC, XFS_AGF_VERSION, XFS_AGI_CRC_OFF, XFS_AGI_MAGIC, XFS_AGI_VERSION,
+    agfl_size, set_agfl_entry, Agf, AgflHdr, Agi, XFS_AGFL_CRC_OFF, XFS_AGFL_MAGIC,
+    XFS_AGF_CRC_OFF, XFS_AGF_MAGIC, XFS_AGF_VERSION, XFS_AGI_CRC_OFF, XFS_AGI_MAGIC,
+    XFS_AGI_VERSION,
 };
 use xfs_format::btree::*;
 use xfs_format::crc::stamp;
@@ -56,7 +57,14 @@ impl FixedBlocks {
         let fino = take(finobt);
         let rmap = take(rmapbt);
         let refc = take(reflink);
-        FixedBlocks { bno, cnt: bno + 1, ino, fino, rmap, refc }
+        FixedBlocks {
+            bno,
+            cnt: bno + 1,
+            ino,
+            fino,
+            rmap,
+            refc,
+        }
     }
 }
 
@@ -130,7 +138,13 @@ pub(crate) fn ag_state(g: &MkfsGeometry, agno: u32) -> AgState {
         chunk = Some((start, g.ialloc_blocks));
         carve(&mut free, start, g.ialloc_blocks);
     }
-    AgState { length, free, agfl, log, chunk }
+    AgState {
+        length,
+        free,
+        agfl,
+        log,
+        chunk,
+    }
 }
 
 /// Disk address (512-byte units) of AG block `agbno` of AG `agno`.
@@ -277,10 +291,8 @@ fn inobt_recs(g: &MkfsGeometry, start: u32) -> Vec<InobtRec> {
 
 /// Reverse-mapping records of a fresh AG, merged like the kernel's rmap code.
 fn rmap_recs(fb: &FixedBlocks, st: &AgState) -> Vec<RmapRec> {
-    let mut raw: Vec<(u32, u32, u64)> = vec![
-        (0, fb.bno, XFS_RMAP_OWN_FS),
-        (fb.bno, 2, XFS_RMAP_OWN_AG),
-    ];
+    let mut raw: Vec<(u32, u32, u64)> =
+        vec![(0, fb.bno, XFS_RMAP_OWN_FS), (fb.bno, 2, XFS_RMAP_OWN_AG)];
     let rmap = fb.rmap.unwrap_or(fb.ino + 1);
     raw.push((fb.ino, rmap - fb.ino, XFS_RMAP_OWN_INOBT));
     raw.push((rmap, 1, XFS_RMAP_OWN_AG));
@@ -438,7 +450,11 @@ pub(crate) fn ag_image(g: &MkfsGeometry, primary: &Dsb, fb: &FixedBlocks, agno: 
         recs.len()
     });
     if let Some(f) = fb.fino {
-        let frecs: Vec<InobtRec> = recs.iter().filter(|r| r.freecount_full() > 0).copied().collect();
+        let frecs: Vec<InobtRec> = recs
+            .iter()
+            .filter(|r| r.freecount_full() > 0)
+            .copied()
+            .collect();
         block(f, XFS_FIBT_CRC_MAGIC, &|b| {
             put_recs(b, &frecs);
             frecs.len()

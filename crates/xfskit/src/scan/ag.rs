@@ -51,21 +51,33 @@ pub(crate) struct AgJob<'a> {
 
 /// Scans one AG, calling `emit` with each decoded batch in inode order.
 /// `emit` returns `false` to stop.
-pub(crate) fn scan_ag(fs: &Fs, job: &AgJob<'_>, emit: &mut dyn FnMut(Vec<Bstat>) -> bool) -> Result<ScanStats> {
+pub(crate) fn scan_ag(
+    fs: &Fs,
+    job: &AgJob<'_>,
+    emit: &mut dyn FnMut(Vec<Bstat>) -> bool,
+) -> Result<ScanStats> {
     let geo = fs.geometry();
     let agno = job.agno;
     let ag_len = u64::from(geo.ag_len(AgNumber(agno)));
     let isize = u64::from(geo.inode_size);
     // Inodes per group: one cluster, but never more than a chunk.
     let gsize = geo.inodes_per_cluster().clamp(1, XFS_INODES_PER_CHUNK);
-    let gmask = if gsize == 64 { u64::MAX } else { (1u64 << gsize) - 1 };
-    let mut stats = ScanStats { ags: 1, ..ScanStats::default() };
+    let gmask = if gsize == 64 {
+        u64::MAX
+    } else {
+        (1u64 << gsize) - 1
+    };
+    let mut stats = ScanStats {
+        ags: 1,
+        ..ScanStats::default()
+    };
 
     let mut groups: Vec<Group> = Vec::new();
     stats.inobt_blocks = inobt::walk(fs, agno, job.start_agino, |rec| {
         stats.chunks += 1;
         // The whole chunk must lie inside the AG.
-        let last_agbno = (u64::from(rec.startino) + u64::from(XFS_INODES_PER_CHUNK) - 1) >> geo.inopb_log;
+        let last_agbno =
+            (u64::from(rec.startino) + u64::from(XFS_INODES_PER_CHUNK) - 1) >> geo.inopb_log;
         if last_agbno >= ag_len {
             return Err(Error::corrupt(
                 "inobt record",
@@ -96,8 +108,14 @@ pub(crate) fn scan_ag(fs: &Fs, job: &AgJob<'_>, emit: &mut dyn FnMut(Vec<Bstat>)
     for (i, g) in groups.iter().enumerate() {
         let off = off_of(g.agino);
         match runs.last_mut() {
-            Some(r) if r.groups < job.batch && r.off + r.groups as u64 * glen == off => r.groups += 1,
-            _ => runs.push(Run { off, first: i, groups: 1 }),
+            Some(r) if r.groups < job.batch && r.off + r.groups as u64 * glen == off => {
+                r.groups += 1
+            }
+            _ => runs.push(Run {
+                off,
+                first: i,
+                groups: 1,
+            }),
         }
     }
 

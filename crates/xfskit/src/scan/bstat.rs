@@ -148,7 +148,11 @@ impl Bstat {
             ForkFormat::Local => (0, geo.block_size, 0),
             ForkFormat::Extents | ForkFormat::Btree => (0, geo.block_size, ip.nblocks),
         };
-        let cowextsize_blks = if ip.flags2 & di::XFS_DIFLAG2_COWEXTSIZE != 0 { ip.cowextsize } else { 0 };
+        let cowextsize_blks = if ip.flags2 & di::XFS_DIFLAG2_COWEXTSIZE != 0 {
+            ip.cowextsize
+        } else {
+            0
+        };
         Bstat {
             ino: ip.ino.0,
             mode: ip.mode,
@@ -182,9 +186,22 @@ mod tests {
     #[test]
     fn flags_map_bit_for_bit_except_newrtbm() {
         assert_eq!(xflags(di::XFS_DIFLAG_NEWRTBM, 0, false), 0);
-        assert_eq!(xflags(di::XFS_DIFLAG_IMMUTABLE | di::XFS_DIFLAG_APPEND, 0, false), 0x18);
-        assert_eq!(xflags(0, di::XFS_DIFLAG2_COWEXTSIZE | di::XFS_DIFLAG2_REFLINK, true), 0x8001_0000);
-        assert_eq!(xflags(0, di::XFS_DIFLAG2_BIGTIME | di::XFS_DIFLAG2_NREXT64, false), 0);
+        assert_eq!(
+            xflags(di::XFS_DIFLAG_IMMUTABLE | di::XFS_DIFLAG_APPEND, 0, false),
+            0x18
+        );
+        assert_eq!(
+            xflags(
+                0,
+                di::XFS_DIFLAG2_COWEXTSIZE | di::XFS_DIFLAG2_REFLINK,
+                true
+            ),
+            0x8001_0000
+        );
+        assert_eq!(
+            xflags(0, di::XFS_DIFLAG2_BIGTIME | di::XFS_DIFLAG2_NREXT64, false),
+            0
+        );
     }
 
     #[test]

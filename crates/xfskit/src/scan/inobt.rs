@@ -7,12 +7,14 @@
 //! leaf level; every block is read through the verified buffer cache.
 
 use crate::buf::verify::Verifier;
+use crate::bytes::{be16, be32};
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
 use crate::geometry::{AgBlock, AgNumber, Daddr};
 use xfs_format::ag::{Agi, XFS_AGI_SECTOR};
 use xfs_format::btree::{
-    InobtRec, XFS_BTREE_SBLOCK_CRC_LEN, XFS_IBT_CRC_MAGIC, XFS_INODES_PER_CHUNK, XFS_INODES_PER_HOLEMASK_BIT,
+    InobtRec, XFS_BTREE_SBLOCK_CRC_LEN, XFS_IBT_CRC_MAGIC, XFS_INODES_PER_CHUNK,
+    XFS_INODES_PER_HOLEMASK_BIT,
 };
 use zerocopy::FromBytes;
 
@@ -65,13 +67,25 @@ impl ChunkRec {
         let startino = raw.ir_startino.get();
         let free = raw.ir_free.get();
         let rec = if sparse {
-            ChunkRec { startino, holemask: raw.ir_holemask.get(), count: raw.ir_count, freecount: raw.ir_freecount, free }
+            ChunkRec {
+                startino,
+                holemask: raw.ir_holemask.get(),
+                count: raw.ir_count,
+                freecount: raw.ir_freecount,
+                free,
+            }
         } else {
             let fc = raw.freecount_full();
             if fc > XFS_INODES_PER_CHUNK {
                 return Err(format!("chunk {startino} claims {fc} free inodes"));
             }
-            ChunkRec { startino, holemask: 0, count: XFS_INODES_PER_CHUNK as u8, freecount: fc as u8, free }
+            ChunkRec {
+                startino,
+                holemask: 0,
+                count: XFS_INODES_PER_CHUNK as u8,
+                freecount: fc as u8,
+                free,
+            }
         };
         if !startino.is_multiple_of(XFS_INODES_PER_CHUNK) {
             return Err(format!("chunk start {startino} is not a multiple of 64"));
@@ -79,14 +93,20 @@ impl ChunkRec {
         let holes = rec.hole_inodes();
         let present = XFS_INODES_PER_CHUNK - holes.count_ones();
         if u32::from(rec.count) != present {
-            return Err(format!("chunk {startino} counts {} inodes but its holemask leaves {present}", rec.count));
+            return Err(format!(
+                "chunk {startino} counts {} inodes but its holemask leaves {present}",
+                rec.count
+            ));
         }
         if free & holes != holes {
             return Err(format!("chunk {startino} has holes not marked free"));
         }
         let nfree = (free & !holes).count_ones();
         if u32::from(rec.freecount) != nfree {
-            return Err(format!("chunk {startino} counts {} free inodes but its mask has {nfree}", rec.freecount));
+            return Err(format!(
+                "chunk {startino} counts {} free inodes but its mask has {nfree}",
+                rec.freecount
+            ));
         }
         Ok(rec)
     }
@@ -112,31 +132,48 @@ pub fn read_root(fs: &Fs, agno: u32) -> Result<InobtRoot> {
     let daddr = Daddr(ag0.0 + XFS_AGI_SECTOR * u64::from(geo.sect_size / 512));
     let buf = fs.read_meta(daddr, geo.sect_size, &Verifier::Agi { agno })?;
     let agi = Agi::ref_from_prefix(&buf)
-        .map_err(|_| Error::corrupt("AGI", Location::Daddr(daddr.0), "sector shorter than the AGI"))?
+        .map_err(|_| {
+            Error::corrupt(
+                "AGI",
+                Location::Daddr(daddr.0),
+                "sector shorter than the AGI",
+            )
+        })?
         .0;
     let root = agi.agi_root.get();
     let levels = agi.agi_level.get();
     let loc = || Location::Other(format!("AG {agno} AGI"));
     if levels == 0 || levels > MAX_LEVELS {
-        return Err(Error::corrupt("AGI", loc(), format!("inode btree height {levels}")));
+        return Err(Error::corrupt(
+            "AGI",
+            loc(),
+            format!("inode btree height {levels}"),
+        ));
     }
     if root == 0 || root >= geo.ag_len(AgNumber(agno)) {
-        return Err(Error::corrupt("AGI", loc(), format!("inode btree root {root} is outside the AG")));
+        return Err(Error::corrupt(
+            "AGI",
+            loc(),
+            format!("inode btree root {root} is outside the AG"),
+        ));
     }
-    Ok(InobtRoot { root, levels, count: agi.agi_count.get(), freecount: agi.agi_freecount.get() })
-}
-
-fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
-}
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+    Ok(InobtRoot {
+        root,
+        levels,
+        count: agi.agi_count.get(),
+        freecount: agi.agi_freecount.get(),
+    })
 }
 
 /// Walks the inobt of AG `agno` in key order, calling `f` with every chunk
 /// whose inodes reach `start_agino` or beyond. `f` returns `false` to stop.
 /// Returns the number of btree blocks read.
-pub fn walk(fs: &Fs, agno: u32, start_agino: u32, mut f: impl FnMut(&ChunkRec) -> Result<bool>) -> Result<u64> {
+pub fn walk(
+    fs: &Fs,
+    agno: u32,
+    start_agino: u32,
+    mut f: impl FnMut(&ChunkRec) -> Result<bool>,
+) -> Result<u64> {
     let geo = fs.geometry();
     let root = read_root(fs, agno)?;
     let ag_len = geo.ag_len(AgNumber(agno));
@@ -151,7 +188,11 @@ pub fn walk(fs: &Fs, agno: u32, start_agino: u32, mut f: impl FnMut(&ChunkRec) -
             ));
         }
         let daddr = geo.agb_to_daddr(AgNumber(agno), AgBlock(agbno));
-        let v = Verifier::ShortBtree { magic: XFS_IBT_CRC_MAGIC, agno, level: Some(level as u16) };
+        let v = Verifier::ShortBtree {
+            magic: XFS_IBT_CRC_MAGIC,
+            agno,
+            level: Some(level as u16),
+        };
         fs.read_meta(daddr, bs, &v)
     };
     let mut blocks = 0u64;
@@ -171,7 +212,10 @@ pub fn walk(fs: &Fs, agno: u32, start_agino: u32, mut f: impl FnMut(&ChunkRec) -
                 break;
             }
         }
-        agbno = be32(&b, XFS_BTREE_SBLOCK_CRC_LEN + maxrecs * KEY_LEN + pick * PTR_LEN);
+        agbno = be32(
+            &b,
+            XFS_BTREE_SBLOCK_CRC_LEN + maxrecs * KEY_LEN + pick * PTR_LEN,
+        );
     }
     // Along the leaves. Each leaf is visited once: the walk cannot take more
     // steps than the AG has blocks, and keys must strictly increase.
@@ -180,17 +224,27 @@ pub fn walk(fs: &Fs, agno: u32, start_agino: u32, mut f: impl FnMut(&ChunkRec) -
     loop {
         steps += 1;
         if steps > ag_len {
-            return Err(Error::corrupt("inobt block", Location::AgBlock { agno, agbno }, "sibling chain loops"));
+            return Err(Error::corrupt(
+                "inobt block",
+                Location::AgBlock { agno, agbno },
+                "sibling chain loops",
+            ));
         }
         let b = read(agbno, 0)?;
         blocks += 1;
         let n = usize::from(be16(&b, 6));
         for i in 0..n {
             let off = XFS_BTREE_SBLOCK_CRC_LEN + i * REC_LEN;
-            let raw = InobtRec::ref_from_bytes(&b[off..off + REC_LEN])
-                .map_err(|_| Error::corrupt("inobt block", Location::AgBlock { agno, agbno }, "short record"))?;
-            let rec = ChunkRec::decode(raw, sparse)
-                .map_err(|d| Error::corrupt("inobt record", Location::AgBlock { agno, agbno }, d))?;
+            let raw = InobtRec::ref_from_bytes(&b[off..off + REC_LEN]).map_err(|_| {
+                Error::corrupt(
+                    "inobt block",
+                    Location::AgBlock { agno, agbno },
+                    "short record",
+                )
+            })?;
+            let rec = ChunkRec::decode(raw, sparse).map_err(|d| {
+                Error::corrupt("inobt record", Location::AgBlock { agno, agbno }, d)
+            })?;
             if u64::from(rec.startino) < next_min {
                 return Err(Error::corrupt(
                     "inobt record",
@@ -252,10 +306,25 @@ mod tests {
 
     #[test]
     fn inconsistent_records_are_rejected() {
-        assert!(ChunkRec::decode(&raw(65, 0, 0, 0, 0), false).is_err(), "misaligned start");
-        assert!(ChunkRec::decode(&raw(0, 0, 0, 65, !0), false).is_err(), "too many free");
-        assert!(ChunkRec::decode(&raw(0, 0xff00, 64, 0, 0), true).is_err(), "count vs holemask");
-        assert!(ChunkRec::decode(&raw(0, 0xff00, 32, 0, 0), true).is_err(), "hole not free");
-        assert!(ChunkRec::decode(&raw(0, 0, 64, 3, 0b11), true).is_err(), "freecount vs mask");
+        assert!(
+            ChunkRec::decode(&raw(65, 0, 0, 0, 0), false).is_err(),
+            "misaligned start"
+        );
+        assert!(
+            ChunkRec::decode(&raw(0, 0, 0, 65, !0), false).is_err(),
+            "too many free"
+        );
+        assert!(
+            ChunkRec::decode(&raw(0, 0xff00, 64, 0, 0), true).is_err(),
+            "count vs holemask"
+        );
+        assert!(
+            ChunkRec::decode(&raw(0, 0xff00, 32, 0, 0), true).is_err(),
+            "hole not free"
+        );
+        assert!(
+            ChunkRec::decode(&raw(0, 0, 64, 3, 0b11), true).is_err(),
+            "freecount vs mask"
+        );
     }
 }

@@ -94,7 +94,10 @@ impl Plan {
         let geo = fs.geometry();
         if let Some(a) = opts.ag {
             if a >= geo.ag_count {
-                return Err(Error::Invalid(format!("AG {a} does not exist (the filesystem has {})", geo.ag_count)));
+                return Err(Error::Invalid(format!(
+                    "AG {a} does not exist (the filesystem has {})",
+                    geo.ag_count
+                )));
             }
         }
         let (start_ag, first_agino) = match opts.start_ino {
@@ -114,12 +117,30 @@ impl Plan {
             Some(a) => vec![a],
             None => (start_ag..geo.ag_count).collect(),
         };
-        let first_agino = if ags.first() == Some(&start_ag) { first_agino } else { 0 };
+        let first_agino = if ags.first() == Some(&start_ag) {
+            first_agino
+        } else {
+            0
+        };
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = if opts.threads == 0 { cpus } else { opts.threads };
+        let threads = if opts.threads == 0 {
+            cpus
+        } else {
+            opts.threads
+        };
         let threads = threads.min(ags.len()).max(1);
-        let batch = if opts.batch == 0 { DEFAULT_BATCH } else { opts.batch };
-        Ok(Plan { ags, first_agino, threads, batch, hidden: hidden_inodes(fs)? })
+        let batch = if opts.batch == 0 {
+            DEFAULT_BATCH
+        } else {
+            opts.batch
+        };
+        Ok(Plan {
+            ags,
+            first_agino,
+            threads,
+            batch,
+            hidden: hidden_inodes(fs)?,
+        })
     }
 
     fn job<'a>(&'a self, idx: usize, stop: &'a AtomicBool) -> ag::AgJob<'a> {
@@ -138,15 +159,30 @@ impl Plan {
 fn hidden_inodes(fs: &Fs) -> Result<Vec<u64>> {
     let mut sector = vec![0u8; 512];
     fs.read_bytes(0, &mut sector)?;
-    let Ok((sb, _)) = Dsb::ref_from_prefix(&sector) else { return Ok(Vec::new()) };
+    let Ok((sb, _)) = Dsb::ref_from_prefix(&sector) else {
+        return Ok(Vec::new());
+    };
     let geo = fs.geometry();
-    let all = [geo.rbm_ino.0, geo.rsum_ino.0, sb.sb_uquotino.get(), sb.sb_gquotino.get(), sb.sb_pquotino.get()];
-    Ok(all.into_iter().filter(|&i| i != 0 && i != u64::MAX).collect())
+    let all = [
+        geo.rbm_ino.0,
+        geo.rsum_ino.0,
+        sb.sb_uquotino.get(),
+        sb.sb_gquotino.get(),
+        sb.sb_pquotino.get(),
+    ];
+    Ok(all
+        .into_iter()
+        .filter(|&i| i != 0 && i != u64::MAX)
+        .collect())
 }
 
 /// Runs `work(index into plan.ags)` on up to `plan.threads` scoped threads,
 /// handing out AGs in order. Returns the first error.
-fn run_workers(plan: &Plan, stop: &AtomicBool, work: impl Fn(usize) -> Result<ScanStats> + Sync) -> Result<ScanStats> {
+fn run_workers(
+    plan: &Plan,
+    stop: &AtomicBool,
+    work: impl Fn(usize) -> Result<ScanStats> + Sync,
+) -> Result<ScanStats> {
     let next = AtomicU32::new(0);
     let total = Mutex::new((ScanStats::default(), None::<Error>));
     std::thread::scope(|s| {
@@ -180,7 +216,11 @@ fn run_workers(plan: &Plan, stop: &AtomicBool, work: impl Fn(usize) -> Result<Sc
 /// Scans every allocated inode, calling `sink` from the worker threads with
 /// batches of records. Batches of one AG arrive in inode order; batches of
 /// different AGs interleave.
-pub fn bulkstat(fs: &Fs, opts: &BulkstatOptions, sink: impl Fn(&[Bstat]) + Sync) -> Result<ScanStats> {
+pub fn bulkstat(
+    fs: &Fs,
+    opts: &BulkstatOptions,
+    sink: impl Fn(&[Bstat]) + Sync,
+) -> Result<ScanStats> {
     let plan = Plan::new(fs, opts)?;
     let stop = AtomicBool::new(false);
     run_workers(&plan, &stop, |idx| {
@@ -199,7 +239,11 @@ enum Msg {
 /// Scans every allocated inode and calls `f` on the calling thread with
 /// batches of records in inode number order. An error from `f` stops the
 /// scan and is returned.
-pub fn for_each_batch(fs: &Fs, opts: &BulkstatOptions, mut f: impl FnMut(&[Bstat]) -> Result<()>) -> Result<ScanStats> {
+pub fn for_each_batch(
+    fs: &Fs,
+    opts: &BulkstatOptions,
+    mut f: impl FnMut(&[Bstat]) -> Result<()>,
+) -> Result<ScanStats> {
     let plan = Plan::new(fs, opts)?;
     let stop = AtomicBool::new(false);
     let (tx, rx) = mpsc::sync_channel::<Msg>(plan.threads * 4);
@@ -207,7 +251,9 @@ pub fn for_each_batch(fs: &Fs, opts: &BulkstatOptions, mut f: impl FnMut(&[Bstat
         let workers = s.spawn(|| {
             let r = run_workers(&plan, &stop, |idx| {
                 let tx = tx.clone();
-                let r = ag::scan_ag(fs, &plan.job(idx, &stop), &mut |batch| tx.send(Msg::Batch(idx, batch)).is_ok());
+                let r = ag::scan_ag(fs, &plan.job(idx, &stop), &mut |batch| {
+                    tx.send(Msg::Batch(idx, batch)).is_ok()
+                });
                 let _ = tx.send(Msg::Done(idx));
                 r
             });
@@ -246,7 +292,9 @@ pub fn for_each_batch(fs: &Fs, opts: &BulkstatOptions, mut f: impl FnMut(&[Bstat
                 held.clear(); // keep draining so that the workers can finish
             }
         }
-        let r = workers.join().unwrap_or_else(|_| Err(Error::Invalid("a scan thread panicked".into())));
+        let r = workers
+            .join()
+            .unwrap_or_else(|_| Err(Error::Invalid("a scan thread panicked".into())));
         match failed {
             Some(e) => Err(e),
             None => r,

@@ -18,7 +18,13 @@ pub fn cannot_run() -> Option<String> {
         return Some("not root (loop mounts need root)".into());
     }
     for tool in ["mkfs.xfs", "xfs_db", "mount", "umount"] {
-        if Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().map(|o| !o.status.success()).unwrap_or(true) {
+        if Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {tool}"))
+            .output()
+            .map(|o| !o.status.success())
+            .unwrap_or(true)
+        {
             return Some(format!("{tool} is not installed"));
         }
     }
@@ -35,17 +41,32 @@ impl Image {
     pub fn mkfs_mounted(tag: &str, args: &[&str]) -> Image {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let base = std::env::temp_dir().join(format!("xfskit-dir-{}-{tag}-{n}", std::process::id()));
+        let base =
+            std::env::temp_dir().join(format!("xfskit-dir-{}-{tag}-{n}", std::process::id()));
         let path = base.with_extension("img");
         let mnt = base.with_extension("mnt");
         let f = std::fs::File::create(&path).expect("create image");
         f.set_len(300 << 20).expect("size image");
         drop(f);
-        let st = Command::new("mkfs.xfs").args(["-q", "-f"]).args(args).arg(&path).status().expect("mkfs.xfs");
+        let st = Command::new("mkfs.xfs")
+            .args(["-q", "-f"])
+            .args(args)
+            .arg(&path)
+            .status()
+            .expect("mkfs.xfs");
         assert!(st.success(), "mkfs.xfs {args:?} failed");
         std::fs::create_dir_all(&mnt).expect("mount point");
-        let mut img = Image { path, mnt, mounted: false };
-        let st = Command::new("mount").args(["-o", "loop"]).arg(&img.path).arg(&img.mnt).status().expect("mount");
+        let mut img = Image {
+            path,
+            mnt,
+            mounted: false,
+        };
+        let st = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img.path)
+            .arg(&img.mnt)
+            .status()
+            .expect("mount");
         assert!(st.success(), "mount failed");
         img.mounted = true;
         img
@@ -54,7 +75,10 @@ impl Image {
     /// Unmounts (flushing everything to the image).
     pub fn unmount(&mut self) {
         if self.mounted {
-            let st = Command::new("umount").arg(&self.mnt).status().expect("umount");
+            let st = Command::new("umount")
+                .arg(&self.mnt)
+                .status()
+                .expect("umount");
             assert!(st.success(), "umount failed");
             self.mounted = false;
         }

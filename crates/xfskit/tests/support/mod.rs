@@ -13,7 +13,11 @@ use xfskit::{Fs, Ino, OpenOptions};
 
 /// True when the tests can loop-mount (root with XFS and loop support).
 pub fn can_mount(test: &str) -> bool {
-    let root = Command::new("id").arg("-u").output().map(|o| o.stdout == b"0\n").unwrap_or(false);
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout == b"0\n")
+        .unwrap_or(false);
     if !root {
         println!("SKIP {test}: needs root to loop-mount an XFS image");
         return false;
@@ -47,7 +51,10 @@ impl Drop for Scratch {
 }
 
 pub fn run(cmd: &str, args: &[&str]) {
-    let st = Command::new(cmd).args(args).status().unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    let st = Command::new(cmd)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
     assert!(st.success(), "{cmd} {args:?} failed");
 }
 
@@ -65,7 +72,10 @@ pub fn make_image(s: &Scratch, args: &[&str], populate: impl FnOnce(&Path)) -> P
     run("mkfs.xfs", &a);
     let mnt = s.0.join("mnt");
     std::fs::create_dir_all(&mnt).expect("mnt");
-    run("mount", &["-o", "loop,nouuid", imgs, mnt.to_str().expect("utf8")]);
+    run(
+        "mount",
+        &["-o", "loop,nouuid", imgs, mnt.to_str().expect("utf8")],
+    );
     populate(&mnt);
     run("umount", &[mnt.to_str().expect("utf8")]);
     img
@@ -93,7 +103,11 @@ impl PatchedDevice {
     pub fn new(path: &Path) -> PatchedDevice {
         let inner = FileDevice::open_read_only(path).expect("open image");
         let len = inner.len();
-        PatchedDevice { inner, patches: BTreeMap::new(), len }
+        PatchedDevice {
+            inner,
+            patches: BTreeMap::new(),
+            len,
+        }
     }
 
     /// Pretends the device ends at `len`.
@@ -144,7 +158,10 @@ impl Device for PatchedDevice {
         Ok(())
     }
     fn write_at(&self, _buf: &[u8], _off: u64) -> io::Result<()> {
-        Err(io::Error::new(io::ErrorKind::PermissionDenied, "read-only test device"))
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "read-only test device",
+        ))
     }
     fn flush(&self) -> io::Result<()> {
         Ok(())
