@@ -9,6 +9,7 @@
 
 pub mod attr;
 pub mod buf;
+pub mod build;
 mod bytes;
 pub mod check;
 pub mod dev;

@@ -1,0 +1,88 @@
+//! The interface between a build source (a directory walk, a tar stream)
+//! and the filesystem being built.
+//!
+//! Sources call these methods parent-first: a directory is created before
+//! anything inside it. Times of a directory are applied with
+//! [`BuildTarget::set_meta`] after its last child, so adding children does
+//! not disturb them.
+
+use crate::error::Result;
+use crate::geometry::Ino;
+use crate::inode::Timestamp;
+
+/// Ownership, permissions and times of a new inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    /// Permission bits and set-id/sticky bits (no file type bits).
+    pub mode: u16,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Last access.
+    pub atime: Timestamp,
+    /// Last modification of the contents.
+    pub mtime: Timestamp,
+    /// Last change of the inode.
+    pub ctime: Timestamp,
+    /// Creation (XFS `di_crtime`).
+    pub crtime: Timestamp,
+}
+
+/// What kind of inode to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeKind {
+    /// A directory.
+    Dir,
+    /// A regular file of `size` bytes; its data comes through `write_data`.
+    File {
+        /// Final size in bytes (holes included).
+        size: u64,
+    },
+    /// A symbolic link to `target` (1 to 1024 bytes).
+    Symlink(Vec<u8>),
+    /// A character device.
+    CharDev {
+        /// Major number.
+        major: u32,
+        /// Minor number.
+        minor: u32,
+    },
+    /// A block device.
+    BlockDev {
+        /// Major number.
+        major: u32,
+        /// Minor number.
+        minor: u32,
+    },
+    /// A named pipe.
+    Fifo,
+    /// A socket.
+    Socket,
+}
+
+/// A filesystem that a source populates.
+pub trait BuildTarget {
+    /// The root directory.
+    fn root(&self) -> Ino;
+
+    /// Creates `name` in directory `parent`. Names are 1 to 255 bytes,
+    /// without '/' or NUL, and not "." or "..".
+    fn create(&mut self, parent: Ino, name: &[u8], kind: &NodeKind, meta: &Meta) -> Result<Ino>;
+
+    /// Writes file data at byte `offset`. Calls for one file come in
+    /// increasing offset order; ranges never written are holes.
+    fn write_data(&mut self, ino: Ino, offset: u64, data: &[u8]) -> Result<()>;
+
+    /// Adds a hard link `name` in `parent` to the existing non-directory `target`.
+    fn link(&mut self, parent: Ino, name: &[u8], target: Ino) -> Result<()>;
+
+    /// Sets an extended attribute; `name` carries its namespace prefix
+    /// (`user.`, `trusted.`, `security.`, or `system.posix_acl_access` /
+    /// `system.posix_acl_default` in the Linux VFS format).
+    fn set_xattr(&mut self, ino: Ino, name: &[u8], value: &[u8]) -> Result<()>;
+
+    /// Sets ownership, permissions and times again (used for directories
+    /// after their last child, and for the root directory).
+    fn set_meta(&mut self, ino: Ino, meta: &Meta) -> Result<()>;
+}
