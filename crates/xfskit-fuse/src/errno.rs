@@ -26,6 +26,8 @@ pub fn to_errno(e: &Error) -> Errno {
         Error::NoSpace(_) => Errno::ENOSPC,
         Error::Invalid(_) => Errno::EINVAL,
         Error::ReadOnly => Errno::EROFS,
+        Error::Exists(_) => Errno::EEXIST,
+        Error::NotEmpty(_) => Errno::ENOTEMPTY,
         Error::Corrupt { .. } | Error::BadCrc { .. } | Error::DirtyLog(_) | Error::Io(_) => {
             log_once(e);
             Errno::EIO

@@ -90,6 +90,12 @@ pub enum Error {
     /// A caller passed something invalid.
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// The name already exists.
+    #[error("already exists: {0}")]
+    Exists(String),
+    /// The directory is not empty.
+    #[error("directory not empty: {0}")]
+    NotEmpty(String),
     /// The device refuses writes after an earlier failure.
     #[error("device is read-only or poisoned after an earlier write failure")]
     ReadOnly,

@@ -10,6 +10,7 @@ use crate::error::{Error, Location, Result};
 use crate::geometry::{Daddr, Geometry, Ino};
 use crate::inode::Inode;
 use crate::log::LogState;
+use crate::trans::{Trans, WriteState, WriteStats};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -29,6 +30,17 @@ pub struct Fs {
     geo: Geometry,
     cache: BufCache,
     log_state: LogState,
+    write: Option<WriteState>,
+    base: SbCounters,
+}
+
+/// The superblock's free-space and inode counters when the filesystem was
+/// opened; transactions keep deltas against them.
+#[derive(Debug, Clone, Copy, Default)]
+struct SbCounters {
+    icount: u64,
+    ifree: u64,
+    fdblocks: u64,
 }
 
 impl Fs {
@@ -36,6 +48,98 @@ impl Fs {
     pub fn open(path: &Path, opts: &OpenOptions) -> Result<Fs> {
         let dev = FileDevice::open_read_only(path)?;
         Fs::from_device(Box::new(dev), opts)
+    }
+
+    /// Opens an image file or block device for reading and writing. The
+    /// log must be clean. Changes reach the device at [`Fs::sync`].
+    pub fn open_rw(path: &Path, opts: &OpenOptions) -> Result<Fs> {
+        let dev = FileDevice::open_read_write(path)?;
+        Fs::from_device_rw(Box::new(dev), opts)
+    }
+
+    /// Opens a filesystem on any device for reading and writing.
+    pub fn from_device_rw(dev: Box<dyn Device>, opts: &OpenOptions) -> Result<Fs> {
+        let mut o = opts.clone();
+        o.norecovery = false;
+        let mut fs = Fs::from_device(dev, &o)?;
+        if !matches!(fs.log_state, LogState::Clean | LogState::Empty) {
+            return Err(Error::Unsupported(
+                "writing to a filesystem with an external or unreadable log".into(),
+            ));
+        }
+        let mut sb = vec![0u8; fs.geo.sect_size as usize];
+        fs.dev.read_at(&mut sb, 0)?;
+        fs.base = SbCounters {
+            icount: crate::bytes::be64(&sb, SB_ICOUNT_OFF),
+            ifree: crate::bytes::be64(&sb, SB_IFREE_OFF),
+            fdblocks: crate::bytes::be64(&sb, SB_FDBLOCKS_OFF),
+        };
+        fs.write = Some(WriteState::new());
+        Ok(fs)
+    }
+
+    /// Starts a transaction. Fails on a filesystem opened read-only.
+    pub fn trans(&self) -> Result<Trans<'_>> {
+        let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
+        Ok(Trans::new(self, ws))
+    }
+
+    /// True when opened for writing.
+    pub fn is_writable(&self) -> bool {
+        self.write.is_some()
+    }
+
+    /// Queues file data for writing at byte offset `off` (adjacent
+    /// writes are combined).
+    pub fn write_data(&self, off: u64, data: &[u8]) -> Result<()> {
+        let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
+        ws.write_data(self.dev.as_ref(), off, data)
+    }
+
+    /// Writes every committed change back to the device, sorted and
+    /// merged (but does not flush the device cache).
+    pub fn writeback(&self) -> Result<()> {
+        let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
+        ws.writeback(self.dev.as_ref())
+    }
+
+    /// Writes everything back, updates the superblock counters and makes
+    /// it durable. The filesystem is clean afterwards.
+    pub fn sync(&self) -> Result<()> {
+        let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
+        ws.writeback(self.dev.as_ref())?;
+        let d = ws.counters();
+        let apply = |base: u64, delta: i64| -> Result<u64> {
+            base.checked_add_signed(delta).ok_or_else(|| {
+                Error::corrupt(
+                    "superblock",
+                    Location::Sb(0),
+                    "a counter would go out of range",
+                )
+            })
+        };
+        let mut sb = vec![0u8; self.geo.sect_size as usize];
+        self.dev.read_at(&mut sb, 0)?;
+        sb[SB_ICOUNT_OFF..SB_ICOUNT_OFF + 8]
+            .copy_from_slice(&apply(self.base.icount, d.icount)?.to_be_bytes());
+        sb[SB_IFREE_OFF..SB_IFREE_OFF + 8]
+            .copy_from_slice(&apply(self.base.ifree, d.ifree)?.to_be_bytes());
+        sb[SB_FDBLOCKS_OFF..SB_FDBLOCKS_OFF + 8]
+            .copy_from_slice(&apply(self.base.fdblocks, d.fdblocks)?.to_be_bytes());
+        xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
+        self.dev.write_at(&sb, 0)?;
+        self.dev.flush()?;
+        Ok(())
+    }
+
+    /// Writes issued so far (zero when read-only).
+    pub fn write_stats(&self) -> WriteStats {
+        self.write.as_ref().map(|w| w.stats()).unwrap_or_default()
+    }
+
+    /// Forgets a cached buffer (it was changed or freed).
+    pub(crate) fn invalidate_cached(&self, daddr: Daddr, len: u32) {
+        self.cache.invalidate((daddr.0, len));
     }
 
     /// Opens a filesystem on any device.
@@ -71,6 +175,8 @@ impl Fs {
             geo,
             cache: BufCache::new(cache_bytes),
             log_state: LogState::Clean,
+            write: None,
+            base: SbCounters::default(),
         };
         fs.log_state = crate::log::inspect(&fs)?;
         if let LogState::Dirty(why) = &fs.log_state {
@@ -105,6 +211,11 @@ impl Fs {
     /// `verifier` (CRC first, then structure) and caches it.
     pub fn read_meta(&self, daddr: Daddr, len: u32, verifier: &Verifier<'_>) -> Result<Arc<[u8]>> {
         let key = (daddr.0, len);
+        if let Some(w) = &self.write {
+            if let Some(b) = w.get(daddr.bytes(), len as usize) {
+                return Ok(b);
+            }
+        }
         if let Some(b) = self.cache.get(key) {
             // Cached buffers were verified, but the same block may be read
             // under another identity (a cross-linked block): check again
@@ -139,6 +250,16 @@ impl Fs {
     pub fn root(&self) -> Result<Inode> {
         self.inode(self.geo.root_ino)
     }
+}
+
+/// Byte offsets of the lazily kept counters in the superblock.
+const SB_ICOUNT_OFF: usize = std::mem::offset_of!(xfs_format::sb::Dsb, sb_icount);
+const SB_IFREE_OFF: usize = std::mem::offset_of!(xfs_format::sb::Dsb, sb_ifree);
+const SB_FDBLOCKS_OFF: usize = std::mem::offset_of!(xfs_format::sb::Dsb, sb_fdblocks);
+
+/// Committed but unwritten bytes of an inode, if any (write mode).
+pub(crate) fn pending_inode(fs: &Fs, off: u64, len: usize) -> Option<Arc<[u8]>> {
+    fs.write.as_ref().and_then(|w| w.get(off, len))
 }
 
 fn short_device(e: std::io::Error, len: u64) -> Error {

@@ -7,7 +7,10 @@
 //! filesystem tying them together).
 #![forbid(unsafe_code)]
 
+pub mod alloc;
 pub mod attr;
+pub mod bmap;
+pub mod btree;
 pub mod buf;
 pub mod build;
 mod bytes;
@@ -18,12 +21,14 @@ pub mod error;
 pub mod extract;
 pub mod fs;
 pub mod geometry;
+pub mod ialloc;
 pub mod inode;
 pub mod log;
 pub mod mkfs;
 mod namei;
 pub mod scan;
 pub mod symlink;
+pub mod trans;
 pub mod walk;
 
 pub use error::{Error, Location, Result};

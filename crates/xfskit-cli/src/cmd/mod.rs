@@ -18,6 +18,7 @@ use xfskit::{Error, Fs, OpenOptions};
 pub fn exit_code(e: &Error) -> ExitCode {
     ExitCode::from(match e {
         Error::NotFound(_) | Error::NotDir(_) | Error::IsDir(_) | Error::NoAttr(_) => 1,
+        Error::Exists(_) | Error::NotEmpty(_) => 1,
         Error::Invalid(_) => 2,
         Error::Unsupported(_) | Error::DirtyLog(_) => 3,
         Error::Io(_) => 4,

@@ -20,6 +20,7 @@ mod leaf;
 mod node;
 mod remote;
 mod shortform;
+pub mod write;
 
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;

@@ -71,6 +71,17 @@ impl Verifier<'_> {
         }
     }
 
+    /// Where a block of this kind keeps its CRC (stamped again when a
+    /// transaction changes the block).
+    pub fn crc_offset(&self) -> Option<usize> {
+        match self {
+            // Remote blocks carry one header per filesystem block; their
+            // writers stamp each one.
+            Verifier::Remote { .. } => None,
+            _ => Some(self.ident().crc),
+        }
+    }
+
     fn ident(&self) -> Ident {
         match self {
             Verifier::Agf { .. } => Ident {

@@ -88,6 +88,20 @@ impl Device for FileDevice {
         r
     }
 
+    fn write_vectored_at(&self, bufs: &[&[u8]], off: u64) -> io::Result<()> {
+        if !self.writable || self.poisoned.load(Ordering::Acquire) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "device is not writable",
+            ));
+        }
+        let r = pwritev_all(&self.file, bufs, off);
+        if r.is_err() {
+            self.poisoned.store(true, Ordering::Release);
+        }
+        r
+    }
+
     fn flush(&self) -> io::Result<()> {
         if self.writable {
             self.file.sync_all()?;
@@ -108,4 +122,37 @@ impl Device for FileDevice {
             rustix::fs::Advice::WillNeed,
         );
     }
+}
+
+/// Most buffers handed to one `pwritev` (the kernel's IOV_MAX).
+const MAX_IOVECS: usize = 1024;
+
+/// Writes all of `bufs` (contiguous on disk) from `off`, with as few
+/// `pwritev` calls as the iovec limit and short writes allow.
+fn pwritev_all(file: &File, bufs: &[&[u8]], off: u64) -> io::Result<()> {
+    use std::io::IoSlice;
+    let mut slices: Vec<IoSlice<'_>> = bufs.iter().map(|b| IoSlice::new(b)).collect();
+    let mut pos = off;
+    let mut first = 0;
+    while first < slices.len() {
+        let end = (first + MAX_IOVECS).min(slices.len());
+        let n = rustix::io::pwritev(file, &slices[first..end], pos)?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));
+        }
+        pos += n as u64;
+        let mut left = n;
+        while left > 0 && first < slices.len() {
+            let len = slices[first].len();
+            if left >= len {
+                left -= len;
+                first += 1;
+            } else {
+                let whole = bufs[first];
+                slices[first] = IoSlice::new(&whole[whole.len() - len + left..]);
+                left = 0;
+            }
+        }
+    }
+    Ok(())
 }

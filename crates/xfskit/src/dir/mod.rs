@@ -11,6 +11,7 @@
 pub mod data;
 pub mod lookup;
 pub mod shortform;
+pub mod write;
 
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;

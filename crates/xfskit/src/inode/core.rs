@@ -3,8 +3,8 @@
 use crate::error::{Error, Location, Result};
 use crate::geometry::{Geometry, Ino};
 use xfs_format::inode::{self as di, Dinode};
-use xfs_format::types::decode_timestamp;
-use zerocopy::FromBytes;
+use xfs_format::types::{decode_timestamp, encode_timestamp, Uuid};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// A point in time: seconds since the Unix epoch and nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -301,6 +301,150 @@ impl Inode {
         })
     }
 
+    /// A fresh in-use inode: empty forks in the usual format for its type
+    /// (local for directories and symlinks, extents for files, device for
+    /// the rest), no attr fork, bigtime and large extent counters when the
+    /// filesystem has them.
+    pub fn new(geo: &Geometry, ino: Ino, mode: u16, gen: u32) -> Result<Inode> {
+        let file_type = FileType::from_mode(mode)
+            .ok_or_else(|| Error::Invalid(format!("mode {mode:#o} has no file type")))?;
+        let format = match file_type {
+            FileType::Dir | FileType::Symlink => ForkFormat::Local,
+            FileType::File => ForkFormat::Extents,
+            _ => ForkFormat::Dev,
+        };
+        let mut flags2 = 0;
+        if geo.features.bigtime {
+            flags2 |= di::XFS_DIFLAG2_BIGTIME;
+        }
+        if geo.features.nrext64 {
+            flags2 |= di::XFS_DIFLAG2_NREXT64;
+        }
+        let lit = geo.inode_size as usize - CORE_SIZE;
+        Ok(Inode {
+            ino,
+            mode,
+            file_type,
+            uid: 0,
+            gid: 0,
+            nlink: 1,
+            projid: 0,
+            size: 0,
+            nblocks: 0,
+            extsize: 0,
+            cowextsize: 0,
+            nextents: 0,
+            anextents: 0,
+            forkoff: 0,
+            format,
+            aformat: ForkFormat::Extents,
+            flags: 0,
+            flags2,
+            gen,
+            next_unlinked: xfs_format::types::NULLAGINO,
+            changecount: 1,
+            atime: Timestamp::default(),
+            mtime: Timestamp::default(),
+            ctime: Timestamp::default(),
+            crtime: Timestamp::default(),
+            lsn: 0,
+            rdev: 0,
+            data_fork: vec![0u8; lit],
+            attr_fork: Vec::new(),
+        })
+    }
+
+    /// Bytes of the literal area (both forks) of an inode of this geometry.
+    pub fn literal_size(geo: &Geometry) -> usize {
+        geo.inode_size as usize - CORE_SIZE
+    }
+
+    /// Encodes the inode into `raw` (exactly inode-size bytes) and stamps
+    /// its CRC. Fork byte vectors shorter than their area are zero-padded;
+    /// longer ones are an error.
+    pub fn encode(&self, geo: &Geometry, raw: &mut [u8]) -> Result<()> {
+        let bad = |d: String| Error::Invalid(format!("inode {}: {d}", self.ino.0));
+        if raw.len() != geo.inode_size as usize {
+            return Err(bad(format!("buffer of {} bytes", raw.len())));
+        }
+        let lit = raw.len() - CORE_SIZE;
+        let data_len = if self.forkoff != 0 {
+            usize::from(self.forkoff) * 8
+        } else {
+            lit
+        };
+        if data_len > lit || self.data_fork.len() > data_len {
+            return Err(bad(format!(
+                "data fork of {} bytes does not fit {data_len}",
+                self.data_fork.len()
+            )));
+        }
+        if self.forkoff == 0 && !self.attr_fork.is_empty() {
+            return Err(bad("attr fork bytes without a fork offset".into()));
+        }
+        if self.attr_fork.len() > lit - data_len {
+            return Err(bad(format!(
+                "attr fork of {} bytes does not fit {}",
+                self.attr_fork.len(),
+                lit - data_len
+            )));
+        }
+        let bigtime = self.flags2 & di::XFS_DIFLAG2_BIGTIME != 0;
+        let nrext64 = self.flags2 & di::XFS_DIFLAG2_NREXT64 != 0;
+        let ts = |t: Timestamp| encode_timestamp(t.sec, t.nsec, bigtime);
+        let mut d = Dinode::new_zeroed();
+        d.di_magic.set(di::XFS_DINODE_MAGIC);
+        d.di_mode.set(self.mode);
+        d.di_version = di::XFS_DINODE_VERSION_3;
+        d.di_format = fork_code(self.format);
+        d.di_uid.set(self.uid);
+        d.di_gid.set(self.gid);
+        d.di_nlink.set(self.nlink);
+        d.di_projid_lo.set(self.projid as u16);
+        d.di_projid_hi.set((self.projid >> 16) as u16);
+        d.di_atime.set(ts(self.atime));
+        d.di_mtime.set(ts(self.mtime));
+        d.di_ctime.set(ts(self.ctime));
+        d.di_crtime.set(ts(self.crtime));
+        d.di_size.set(self.size);
+        d.di_nblocks.set(self.nblocks);
+        d.di_extsize.set(self.extsize);
+        d.di_cowextsize.set(self.cowextsize);
+        if nrext64 {
+            d.di_big_nextents.set(self.nextents);
+            d.di_nextents.set(self.anextents);
+        } else {
+            let n = u32::try_from(self.nextents)
+                .map_err(|_| bad("too many extents without nrext64".into()))?;
+            let a = u16::try_from(self.anextents)
+                .map_err(|_| bad("too many attr extents without nrext64".into()))?;
+            d.di_nextents.set(n);
+            d.di_anextents.set(a);
+        }
+        d.di_forkoff = self.forkoff;
+        d.di_aformat = if self.forkoff != 0 {
+            fork_code(self.aformat)
+        } else {
+            // Without an attr fork the kernel records "extents".
+            fork_code(ForkFormat::Extents)
+        };
+        d.di_flags.set(self.flags);
+        d.di_gen.set(self.gen);
+        d.di_next_unlinked.set(self.next_unlinked);
+        d.di_changecount.set(self.changecount);
+        d.di_lsn.set(self.lsn);
+        d.di_flags2.set(self.flags2);
+        d.di_ino.set(self.ino.0);
+        d.di_uuid = Uuid(geo.meta_uuid);
+        raw.fill(0);
+        raw[..CORE_SIZE].copy_from_slice(d.as_bytes());
+        raw[CORE_SIZE..CORE_SIZE + self.data_fork.len()].copy_from_slice(&self.data_fork);
+        let a = CORE_SIZE + data_len;
+        raw[a..a + self.attr_fork.len()].copy_from_slice(&self.attr_fork);
+        xfs_format::crc::stamp(raw, super::INODE_CRC_OFF);
+        Ok(())
+    }
+
     /// Permission bits (with setuid, setgid and sticky).
     pub fn perm(&self) -> u16 {
         self.mode & 0o7777
@@ -312,8 +456,25 @@ impl Inode {
         (self.rdev >> 18, self.rdev & 0x3ffff)
     }
 
+    /// Stores a Linux major/minor in a device inode's data fork.
+    pub fn set_rdev(&mut self, major: u32, minor: u32) {
+        self.rdev = (major << 18) | (minor & 0x3ffff);
+        if self.data_fork.len() >= 4 {
+            self.data_fork[..4].copy_from_slice(&self.rdev.to_be_bytes());
+        }
+    }
+
     /// True when the inode has an attribute fork.
     pub fn has_attr_fork(&self) -> bool {
         self.forkoff != 0
+    }
+}
+
+fn fork_code(f: ForkFormat) -> u8 {
+    match f {
+        ForkFormat::Dev => 0,
+        ForkFormat::Local => 1,
+        ForkFormat::Extents => 2,
+        ForkFormat::Btree => 3,
     }
 }

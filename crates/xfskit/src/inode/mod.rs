@@ -25,8 +25,12 @@ pub fn read_inode(fs: &Fs, ino: Ino) -> Result<Inode> {
             "outside the filesystem",
         ));
     }
+    let off = geo.ino_to_bytes(ino);
+    if let Some(raw) = crate::fs::pending_inode(fs, off, geo.inode_size as usize) {
+        return decode_checked(fs, ino, &raw);
+    }
     let mut raw = vec![0u8; geo.inode_size as usize];
-    fs.read_bytes(geo.ino_to_bytes(ino), &mut raw)?;
+    fs.read_bytes(off, &mut raw)?;
     decode_checked(fs, ino, &raw)
 }
 

@@ -1,0 +1,258 @@
+//! Transactions: every change to metadata is made inside a [`Trans`].
+//!
+//! A transaction reads buffers into private copies ([`Trans::read_buf`],
+//! [`Trans::get_buf`] for new blocks), changes them, records changed
+//! inodes ([`Trans::log_inode`]) and counter deltas, and then either
+//! commits (CRCs stamped, buffers published to the filesystem's pending
+//! set, counters applied) or is dropped (nothing happened). The set of
+//! buffers a commit publishes is exactly what a future log writer must
+//! write to the journal, so each transaction must stay bounded (a few
+//! dozen blocks: one name, one extent, one inode chunk).
+//!
+//! Locks: a transaction takes AG locks (always in increasing AG order)
+//! and inode locks; they are released at commit or drop. Work in
+//! different AGs never serializes.
+
+mod state;
+
+pub use state::{LockSet, SbDelta, WriteState, WriteStats};
+
+use crate::buf::Verifier;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::geometry::{AgNumber, Daddr, Geometry, Ino};
+use crate::inode::Inode;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// A buffer held by a transaction.
+pub type BufId = usize;
+
+struct TBuf {
+    off: u64,
+    data: Vec<u8>,
+    crc_off: Option<usize>,
+    dirty: bool,
+    stale: bool,
+}
+
+/// A set of changes that is committed whole or not at all.
+pub struct Trans<'a> {
+    fs: &'a Fs,
+    ws: &'a WriteState,
+    bufs: Vec<TBuf>,
+    index: HashMap<u64, BufId>,
+    inodes: BTreeMap<u64, Vec<u8>>,
+    delta: SbDelta,
+    ag_locks: Vec<u32>,
+    inode_locks: Vec<u64>,
+}
+
+impl<'a> Trans<'a> {
+    pub(crate) fn new(fs: &'a Fs, ws: &'a WriteState) -> Trans<'a> {
+        Trans {
+            fs,
+            ws,
+            bufs: Vec::new(),
+            index: HashMap::new(),
+            inodes: BTreeMap::new(),
+            delta: SbDelta::default(),
+            ag_locks: Vec::new(),
+            inode_locks: Vec::new(),
+        }
+    }
+
+    /// The filesystem.
+    pub fn fs(&self) -> &'a Fs {
+        self.fs
+    }
+
+    /// The filesystem's geometry.
+    pub fn geo(&self) -> &'a Geometry {
+        self.fs.geometry()
+    }
+
+    /// Locks AG `agno` until commit or drop (no-op if already held).
+    /// Take AG locks in increasing order.
+    pub fn lock_ag(&mut self, agno: AgNumber) {
+        if !self.ag_locks.contains(&agno.0) {
+            self.ws.ags.lock(u64::from(agno.0));
+            self.ag_locks.push(agno.0);
+        }
+    }
+
+    /// True when this transaction holds AG `agno`'s lock.
+    pub fn holds_ag(&self, agno: AgNumber) -> bool {
+        self.ag_locks.contains(&agno.0)
+    }
+
+    /// Locks inode `ino` until commit or drop (no-op if already held).
+    pub fn lock_inode(&mut self, ino: Ino) {
+        if !self.inode_locks.contains(&ino.0) {
+            self.ws.inodes.lock(ino.0);
+            self.inode_locks.push(ino.0);
+        }
+    }
+
+    /// Reads (or finds in this transaction) the metadata block of `len`
+    /// bytes at `daddr`, verified by `verifier`. The CRC is re-stamped at
+    /// commit if the buffer is changed.
+    pub fn read_buf(&mut self, daddr: Daddr, len: u32, verifier: &Verifier<'_>) -> Result<BufId> {
+        let off = daddr.bytes();
+        if let Some(&id) = self.index.get(&off) {
+            let b = &self.bufs[id];
+            if b.data.len() != len as usize {
+                return Err(Error::Invalid(format!(
+                    "buffer at daddr {} joined with {} bytes, asked for {len}",
+                    daddr.0,
+                    b.data.len()
+                )));
+            }
+            if b.stale {
+                return Err(Error::Invalid(format!(
+                    "buffer at daddr {} was freed in this transaction",
+                    daddr.0
+                )));
+            }
+            return Ok(id);
+        }
+        let data = self.fs.read_meta(daddr, len, verifier)?;
+        Ok(self.join(off, data.to_vec(), verifier.crc_offset(), false))
+    }
+
+    /// A new, zeroed buffer for a block that is being initialised (not
+    /// read from disk). `crc_off` is where its CRC goes (None: no CRC).
+    pub fn get_buf(&mut self, daddr: Daddr, len: u32, crc_off: Option<usize>) -> BufId {
+        let off = daddr.bytes();
+        if let Some(&id) = self.index.get(&off) {
+            let b = &mut self.bufs[id];
+            b.data.clear();
+            b.data.resize(len as usize, 0);
+            b.crc_off = crc_off;
+            b.dirty = true;
+            b.stale = false;
+            return id;
+        }
+        self.join(off, vec![0u8; len as usize], crc_off, true)
+    }
+
+    fn join(&mut self, off: u64, data: Vec<u8>, crc_off: Option<usize>, dirty: bool) -> BufId {
+        let id = self.bufs.len();
+        self.bufs.push(TBuf {
+            off,
+            data,
+            crc_off,
+            dirty,
+            stale: false,
+        });
+        self.index.insert(off, id);
+        id
+    }
+
+    /// The contents of a held buffer.
+    pub fn buf(&self, id: BufId) -> &[u8] {
+        &self.bufs[id].data
+    }
+
+    /// The contents of a held buffer, for changing (marks it dirty).
+    pub fn buf_mut(&mut self, id: BufId) -> &mut [u8] {
+        let b = &mut self.bufs[id];
+        b.dirty = true;
+        &mut b.data
+    }
+
+    /// Disk address of a held buffer.
+    pub fn buf_daddr(&self, id: BufId) -> Daddr {
+        Daddr(self.bufs[id].off >> 9)
+    }
+
+    /// Marks a held buffer's block as freed: it is not written, and any
+    /// pending copy is dropped at commit.
+    pub fn stale_buf(&mut self, id: BufId) {
+        let b = &mut self.bufs[id];
+        b.stale = true;
+        b.dirty = false;
+    }
+
+    /// Reads inode `ino` as this transaction sees it.
+    pub fn read_inode(&mut self, ino: Ino) -> Result<Inode> {
+        if let Some(raw) = self.inodes.get(&ino.0) {
+            return Inode::decode(self.geo(), ino, raw);
+        }
+        self.fs.inode(ino)
+    }
+
+    /// Records the new state of an inode; it is written at commit.
+    pub fn log_inode(&mut self, ip: &Inode) -> Result<()> {
+        let geo = self.geo();
+        let mut raw = vec![0u8; geo.inode_size as usize];
+        ip.encode(geo, &mut raw)?;
+        self.inodes.insert(ip.ino.0, raw);
+        Ok(())
+    }
+
+    /// Records raw bytes for an inode slot (free inodes of a new chunk).
+    /// `raw` must be a whole inode with its CRC stamped.
+    pub fn log_inode_raw(&mut self, ino: Ino, raw: Vec<u8>) {
+        self.inodes.insert(ino.0, raw);
+    }
+
+    /// Superblock counter deltas of this transaction.
+    pub fn delta_mut(&mut self) -> &mut SbDelta {
+        &mut self.delta
+    }
+
+    /// Number of buffers changed so far (bounded per transaction).
+    pub fn dirty_count(&self) -> usize {
+        self.bufs.iter().filter(|b| b.dirty).count() + self.inodes.len()
+    }
+
+    /// Makes every change durable in the filesystem's pending state.
+    pub fn commit(mut self) -> Result<()> {
+        let geo = self.geo();
+        let mut out: Vec<(u64, Arc<[u8]>)> =
+            Vec::with_capacity(self.bufs.len() + self.inodes.len());
+        for b in std::mem::take(&mut self.bufs) {
+            if b.stale {
+                self.ws.forget(b.off);
+                self.fs
+                    .invalidate_cached(Daddr(b.off >> 9), b.data.len() as u32);
+                continue;
+            }
+            if !b.dirty {
+                continue;
+            }
+            let mut data = b.data;
+            if let Some(c) = b.crc_off {
+                xfs_format::crc::stamp(&mut data, c);
+            }
+            self.fs
+                .invalidate_cached(Daddr(b.off >> 9), data.len() as u32);
+            out.push((b.off, data.into()));
+        }
+        for (ino, raw) in std::mem::take(&mut self.inodes) {
+            out.push((geo.ino_to_bytes(Ino(ino)), raw.into()));
+        }
+        let full = self.ws.publish(out, &self.delta);
+        self.release();
+        if full {
+            self.fs.writeback()?;
+        }
+        Ok(())
+    }
+
+    fn release(&mut self) {
+        for a in self.ag_locks.drain(..) {
+            self.ws.ags.unlock(u64::from(a));
+        }
+        for i in self.inode_locks.drain(..) {
+            self.ws.inodes.unlock(i);
+        }
+    }
+}
+
+impl Drop for Trans<'_> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}

@@ -1,0 +1,237 @@
+//! What an open-for-writing filesystem keeps between transactions:
+//! committed metadata not yet written back, per-AG and per-inode locks,
+//! superblock counter deltas, and the data write combiner.
+//!
+//! Committed buffers live in `dirty`, keyed by byte offset, until
+//! [`WriteState::writeback`] writes them sorted by address with adjacent
+//! buffers merged into one vectored write. Reads consult `dirty` before the
+//! cache and the device, so committed state is always what the next
+//! transaction sees.
+
+use crate::dev::Device;
+use crate::error::{Error, Result};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Superblock counters changed by transactions (lazy counters: kept in
+/// memory, written to the primary superblock at sync).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SbDelta {
+    /// Allocated inodes.
+    pub icount: i64,
+    /// Free inodes among the allocated ones.
+    pub ifree: i64,
+    /// Free data blocks.
+    pub fdblocks: i64,
+}
+
+impl SbDelta {
+    /// Adds `o` to `self`.
+    pub fn add(&mut self, o: &SbDelta) {
+        self.icount += o.icount;
+        self.ifree += o.ifree;
+        self.fdblocks += o.fdblocks;
+    }
+}
+
+/// Counts of the writes issued, for tests and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Write system calls (a vectored write counts once).
+    pub writes: u64,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+/// A set of held locks on numbered objects (AGs, inodes). Only held
+/// numbers take memory, so 8 million AGs cost nothing until locked.
+#[derive(Default)]
+pub struct LockSet {
+    held: Mutex<HashSet<u64>>,
+    freed: Condvar,
+}
+
+impl LockSet {
+    /// Blocks until `n` is free, then holds it.
+    pub fn lock(&self, n: u64) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        while held.contains(&n) {
+            held = self.freed.wait(held).unwrap_or_else(|e| e.into_inner());
+        }
+        held.insert(n);
+    }
+
+    /// Releases `n`.
+    pub fn unlock(&self, n: u64) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.remove(&n);
+        self.freed.notify_all();
+    }
+}
+
+/// Pending data writes: contiguous runs are combined in memory.
+#[derive(Default)]
+struct DataRun {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+/// Write-side state of an open filesystem.
+pub struct WriteState {
+    dirty: Mutex<BTreeMap<u64, Arc<[u8]>>>,
+    dirty_bytes: Mutex<usize>,
+    counters: Mutex<SbDelta>,
+    data: Mutex<DataRun>,
+    stats: Mutex<WriteStats>,
+    /// Per-AG locks.
+    pub ags: LockSet,
+    /// Per-inode locks.
+    pub inodes: LockSet,
+    /// Writes back once this many committed bytes are pending.
+    pub dirty_limit: usize,
+    /// Largest single write.
+    pub max_write: usize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl WriteState {
+    /// Fresh state.
+    pub fn new() -> WriteState {
+        WriteState {
+            dirty: Mutex::new(BTreeMap::new()),
+            dirty_bytes: Mutex::new(0),
+            counters: Mutex::new(SbDelta::default()),
+            data: Mutex::new(DataRun::default()),
+            stats: Mutex::new(WriteStats::default()),
+            ags: LockSet::default(),
+            inodes: LockSet::default(),
+            dirty_limit: 128 << 20,
+            max_write: 4 << 20,
+        }
+    }
+
+    /// The committed, not yet written, bytes at byte offset `off` with
+    /// exactly `len` bytes, if any.
+    pub fn get(&self, off: u64, len: usize) -> Option<Arc<[u8]>> {
+        let d = lock(&self.dirty);
+        d.get(&off).filter(|b| b.len() == len).cloned()
+    }
+
+    /// Publishes committed buffers and counter deltas. Returns true when
+    /// enough is pending that the caller should write back.
+    pub fn publish(&self, bufs: Vec<(u64, Arc<[u8]>)>, delta: &SbDelta) -> bool {
+        let mut added = 0usize;
+        {
+            let mut d = lock(&self.dirty);
+            for (off, b) in bufs {
+                added += b.len();
+                if let Some(old) = d.insert(off, b) {
+                    added = added.saturating_sub(old.len());
+                }
+            }
+        }
+        lock(&self.counters).add(delta);
+        let mut n = lock(&self.dirty_bytes);
+        *n += added;
+        *n >= self.dirty_limit
+    }
+
+    /// Drops a pending buffer (its block was freed).
+    pub fn forget(&self, off: u64) {
+        let mut d = lock(&self.dirty);
+        if let Some(old) = d.remove(&off) {
+            let mut n = lock(&self.dirty_bytes);
+            *n = n.saturating_sub(old.len());
+        }
+    }
+
+    /// Accumulated counter deltas since open.
+    pub fn counters(&self) -> SbDelta {
+        *lock(&self.counters)
+    }
+
+    /// Write statistics so far.
+    pub fn stats(&self) -> WriteStats {
+        *lock(&self.stats)
+    }
+
+    /// Queues file data at byte offset `off`; contiguous data is combined
+    /// into one write of up to `max_write` bytes.
+    pub fn write_data(&self, dev: &dyn Device, off: u64, bytes: &[u8]) -> Result<()> {
+        let mut run = lock(&self.data);
+        if !run.bytes.is_empty() && run.start + run.bytes.len() as u64 == off {
+            run.bytes.extend_from_slice(bytes);
+        } else {
+            self.flush_run(dev, &mut run)?;
+            run.start = off;
+            run.bytes.extend_from_slice(bytes);
+        }
+        if run.bytes.len() >= self.max_write {
+            self.flush_run(dev, &mut run)?;
+        }
+        Ok(())
+    }
+
+    fn flush_run(&self, dev: &dyn Device, run: &mut DataRun) -> Result<()> {
+        if run.bytes.is_empty() {
+            return Ok(());
+        }
+        dev.write_at(&run.bytes, run.start).map_err(Error::Io)?;
+        let mut s = lock(&self.stats);
+        s.writes += 1;
+        s.bytes += run.bytes.len() as u64;
+        run.bytes.clear();
+        Ok(())
+    }
+
+    /// Writes every pending data run and committed buffer, sorted by
+    /// address, adjacent buffers merged into vectored writes.
+    pub fn writeback(&self, dev: &dyn Device) -> Result<()> {
+        {
+            let mut run = lock(&self.data);
+            self.flush_run(dev, &mut run)?;
+        }
+        let pending = std::mem::take(&mut *lock(&self.dirty));
+        *lock(&self.dirty_bytes) = 0;
+        let mut batch: Vec<Arc<[u8]>> = Vec::new();
+        let mut start = 0u64;
+        let mut end = 0u64;
+        let mut batch_len = 0usize;
+        for (off, b) in pending {
+            if !batch.is_empty() && (off != end || batch_len + b.len() > self.max_write) {
+                self.write_batch(dev, start, &batch)?;
+                batch.clear();
+                batch_len = 0;
+            }
+            if batch.is_empty() {
+                start = off;
+                end = off;
+            }
+            end += b.len() as u64;
+            batch_len += b.len();
+            batch.push(b);
+        }
+        if !batch.is_empty() {
+            self.write_batch(dev, start, &batch)?;
+        }
+        Ok(())
+    }
+
+    fn write_batch(&self, dev: &dyn Device, off: u64, batch: &[Arc<[u8]>]) -> Result<()> {
+        let slices: Vec<&[u8]> = batch.iter().map(|b| &b[..]).collect();
+        dev.write_vectored_at(&slices, off).map_err(Error::Io)?;
+        let mut s = lock(&self.stats);
+        s.writes += 1;
+        s.bytes += slices.iter().map(|b| b.len() as u64).sum::<u64>();
+        Ok(())
+    }
+}
+
+impl Default for WriteState {
+    fn default() -> Self {
+        WriteState::new()
+    }
+}
