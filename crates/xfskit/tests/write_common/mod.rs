@@ -1,0 +1,94 @@
+//! Shared helpers for write-engine tests: fresh images made by the real
+//! mkfs.xfs, xfs_repair -n, and a kernel loop mount.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use xfskit::{Fs, OpenOptions};
+
+/// Runs a command, returning success and its combined output.
+pub fn run(cmd: &str, args: &[&str]) -> (bool, String) {
+    match Command::new(cmd).args(args).output() {
+        Ok(o) => (
+            o.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        ),
+        Err(e) => (false, format!("cannot run {cmd}: {e}")),
+    }
+}
+
+/// True when running as root (loop mounts possible).
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// A scratch directory removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    /// A new scratch directory named after `tag`.
+    pub fn new(tag: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("xfskit-w-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Makes a `size`-byte image at `path` with the installed mkfs.xfs and
+/// extra options (e.g. "-b size=1024 -n size=8192").
+pub fn mkfs_xfs(path: &Path, size: u64, opts: &str) {
+    let _ = std::fs::remove_file(path);
+    std::fs::File::create(path).unwrap().set_len(size).unwrap();
+    let mut args: Vec<&str> = opts.split_whitespace().collect();
+    let p = path.display().to_string();
+    args.extend(["-q", "-f", &p]);
+    let (ok, out) = run("mkfs.xfs", &args);
+    assert!(ok, "mkfs.xfs {opts}: {out}");
+}
+
+/// Opens an image for writing.
+pub fn open_rw(path: &Path) -> Fs {
+    Fs::open_rw(path, &OpenOptions::default()).unwrap()
+}
+
+/// Panics with xfs_repair's findings unless `xfs_repair -n` is clean.
+pub fn assert_repair_clean(path: &Path) {
+    let (ok, out) = run("xfs_repair", &["-n", &path.display().to_string()]);
+    assert!(ok, "xfs_repair -n {} found problems:\n{out}", path.display());
+}
+
+/// Loop-mounts `img` read-only at a fresh directory, runs `f` on the
+/// mount point, unmounts. Returns None (after printing why) when not root.
+pub fn with_kernel_mount<T>(img: &Path, f: impl FnOnce(&Path) -> T) -> Option<T> {
+    if !is_root() {
+        eprintln!("SKIP kernel mount: needs root");
+        return None;
+    }
+    let mnt = img.with_extension("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let (ok, out) = run(
+        "mount",
+        &["-o", "loop,ro,nouuid", &img.display().to_string(), &mnt.display().to_string()],
+    );
+    assert!(ok, "kernel mount of {} failed: {out}", img.display());
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mnt)));
+    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    assert!(ok, "umount: {out}");
+    let _ = std::fs::remove_dir(&mnt);
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => std::panic::resume_unwind(e),
+    }
+}
