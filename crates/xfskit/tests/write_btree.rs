@@ -172,6 +172,150 @@ fn check_model(c: &mut Cursor<TestOps>, tp: &mut Trans<'_>, long: bool, m: &BTre
     assert_eq!(back, want);
 }
 
+/// Entries of a block or in-inode root, header size, maxrecs.
+fn entries(ops: &TestOps, d: &[u8], iroot: bool, level: usize) -> (usize, usize, usize) {
+    let s = ops.shape();
+    let hdr = if iroot { 4 } else { s.hdr_len() };
+    let n = if iroot { be16(d, 2) } else { be16(d, 6) } as usize;
+    let per = if level == 0 {
+        s.rec_len
+    } else {
+        s.key_len + s.ptr_len()
+    };
+    (n, hdr, (d.len() - hdr) / per)
+}
+
+fn be16(d: &[u8], o: usize) -> u16 {
+    u16::from_be_bytes([d[o], d[o + 1]])
+}
+
+/// Checks the tree's structure: levels, entry counts (minrecs for blocks
+/// with siblings), parent keys equal to children's first keys, sibling
+/// chains, and that the blocks reached are exactly the ones allocated.
+fn check_structure(c: &Cursor<TestOps>, tp: &mut Trans<'_>) {
+    let ops = &c.ops;
+    let s = ops.shape();
+    let (top, root): (usize, Vec<u8>) = if s.root_in_inode {
+        (be16(c.inode_root(), 0) as usize, c.inode_root().to_vec())
+    } else {
+        let d = ops.ptr_daddr(tp, ops.root).unwrap();
+        let id = tp
+            .read_buf(
+                d,
+                s.block_size as u32,
+                &ops.verifier((ops.levels - 1) as u16),
+            )
+            .unwrap();
+        (ops.levels - 1, tp.buf(id).to_vec())
+    };
+    // Per level: (ptr, leftsib, rightsib) in key order.
+    let mut by_level: Vec<Vec<(u64, u64, u64)>> = vec![Vec::new(); top + 1];
+    let mut seen = HashSet::new();
+    if !s.root_in_inode {
+        seen.insert(ops.root);
+    }
+    let mut stack = vec![(root, top, s.root_in_inode, None::<Vec<u8>>, true)];
+    while let Some((d, level, iroot, pkey, lone)) = stack.pop() {
+        let (n, hdr, maxrecs) = entries(ops, &d, iroot, level);
+        assert!(n <= maxrecs);
+        if !iroot && level < top && !lone {
+            assert!(
+                n >= maxrecs / 2,
+                "level {level}: {n} entries, min {}",
+                maxrecs / 2
+            );
+        }
+        let first = |i: usize| -> Vec<u8> {
+            let o = hdr + i * if level == 0 { s.rec_len } else { s.key_len };
+            d[o..o + 8].to_vec()
+        };
+        if let Some(k) = pkey {
+            if n == 0 {
+                // Only the lone child of an in-inode root may empty out
+                // (the bmap code turns such a fork back into extents).
+                assert!(lone && level == 0, "empty non-root block at level {level}");
+                continue;
+            }
+            let n_cmp = if s.long_ptrs { 8 } else { 4 };
+            assert_eq!(
+                &k[..n_cmp],
+                &first(0)[..n_cmp],
+                "parent key differs at level {level}"
+            );
+        }
+        for i in 1..n {
+            assert_eq!(
+                ops.cmp_keys(&first(i - 1), &first(i)),
+                Ordering::Less,
+                "order"
+            );
+        }
+        if level == 0 {
+            continue;
+        }
+        let mut kids = Vec::new();
+        for i in 0..n {
+            let o = hdr + maxrecs * s.key_len + i * s.ptr_len();
+            let p = if s.long_ptrs {
+                u64::from_be_bytes(d[o..o + 8].try_into().unwrap())
+            } else {
+                u64::from(u32::from_be_bytes(d[o..o + 4].try_into().unwrap()))
+            };
+            assert!(seen.insert(p), "block {p} reached twice");
+            let daddr = ops.ptr_daddr(tp, p).unwrap();
+            let id = tp
+                .read_buf(
+                    daddr,
+                    s.block_size as u32,
+                    &ops.verifier((level - 1) as u16),
+                )
+                .unwrap();
+            let b = tp.buf(id).to_vec();
+            let (ls, rs) = if s.long_ptrs {
+                (
+                    u64::from_be_bytes(b[8..16].try_into().unwrap()),
+                    u64::from_be_bytes(b[16..24].try_into().unwrap()),
+                )
+            } else {
+                let w = |o: usize| {
+                    let v = u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+                    if v == u32::MAX {
+                        NULL_LONG
+                    } else {
+                        u64::from(v)
+                    }
+                };
+                (w(8), w(12))
+            };
+            kids.push((p, ls, rs));
+            stack.push((b, level - 1, false, Some(first(i)), iroot && n == 1));
+        }
+        by_level[level - 1].extend(kids);
+    }
+    // Siblings: nodes are pushed in key order per parent, but the stack
+    // visits parents right to left; sort each level by the chain instead.
+    for lv in by_level.iter() {
+        if lv.is_empty() {
+            continue;
+        }
+        let heads: Vec<_> = lv.iter().filter(|k| k.1 == NULL_LONG).collect();
+        assert_eq!(heads.len(), 1, "one leftmost block per level");
+        let mut cur = *heads[0];
+        let mut count = 1;
+        while cur.2 != NULL_LONG {
+            let next = lv
+                .iter()
+                .find(|k| k.0 == cur.2)
+                .expect("right sibling in level");
+            assert_eq!(next.1, cur.0, "left sibling back pointer");
+            cur = *next;
+            count += 1;
+        }
+        assert_eq!(count, lv.len(), "sibling chain covers the level");
+    }
+    assert_eq!(seen, ops.blocks, "blocks reached vs allocated");
+}
+
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -254,6 +398,7 @@ fn run_random(long: bool, inode_root: bool, tag: &str) {
             }
             if batch % 8 == 7 {
                 check_model(&mut c, &mut tp, long, &model);
+                check_structure(&c, &mut tp);
             }
             tp.commit().unwrap();
             if phase == 1 && model.is_empty() {
@@ -269,6 +414,7 @@ fn run_random(long: bool, inode_root: bool, tag: &str) {
                 model.remove(&k);
             }
             check_model(&mut c, &mut tp, long, &model);
+            check_structure(&c, &mut tp);
             tp.commit().unwrap();
         }
         eprintln!(
