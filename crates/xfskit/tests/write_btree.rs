@@ -460,3 +460,70 @@ fn short_btree_random_against_model() {
 fn long_btree_inode_root_random_against_model() {
     run_random(true, true, "bt-long");
 }
+
+/// The inobt/finobt ops (root and level in the AGI, inobtcount block
+/// counters, blocks from the allocator): grow AG 1's trees to 3 levels
+/// with placeholder records and shrink them back to one empty leaf.
+#[test]
+fn inode_btrees_grow_and_shrink() {
+    use xfskit::btree::{InoTree, InobtOps};
+    let dir = Scratch::new("bt-inobt");
+    let img = dir.0.join("i.img");
+    mkfs_xfs(&img, 320 << 20, "-b size=1024 -d agcount=4");
+    let fs = open_rw(&img);
+    let ag = AgNumber(1);
+    for tree in [InoTree::Inobt, InoTree::Finobt] {
+        let mut rng = Rng(99);
+        let mut keys: Vec<u32> = (0..12000u32).map(|i| i * 64).collect();
+        for i in (1..keys.len()).rev() {
+            keys.swap(i, rng.next() as usize % (i + 1));
+        }
+        let mut max_levels = 0;
+        for chunk in keys.chunks(500) {
+            let mut tp = fs.trans().unwrap();
+            tp.lock_ag(ag);
+            let mut c = InobtOps::cursor(&tp, ag, tree);
+            for &k in chunk {
+                let mut r = [0u8; 16];
+                r[..4].copy_from_slice(&k.to_be_bytes());
+                r[8..].fill(0xff);
+                c.insert(&mut tp, &r).unwrap();
+            }
+            max_levels = max_levels.max(c.levels());
+            tp.commit().unwrap();
+        }
+        assert!(max_levels >= 3, "{tree:?} reached {max_levels} levels");
+        // Walk: every key in order.
+        {
+            let mut tp = fs.trans().unwrap();
+            let mut c = InobtOps::cursor(&tp, ag, tree);
+            let mut more = c.lookup(&mut tp, &0u32.to_be_bytes(), Dir::Ge).unwrap();
+            let mut n = 0u32;
+            while more {
+                let r = c.get(&tp).unwrap();
+                assert_eq!(u32::from_be_bytes(r[..4].try_into().unwrap()), n * 64);
+                n += 1;
+                more = c.increment(&mut tp).unwrap();
+            }
+            assert_eq!(n, 12000);
+        }
+        for chunk in keys.chunks(500) {
+            let mut tp = fs.trans().unwrap();
+            tp.lock_ag(ag);
+            let mut c = InobtOps::cursor(&tp, ag, tree);
+            for &k in chunk {
+                assert!(c.lookup(&mut tp, &k.to_be_bytes(), Dir::Eq).unwrap());
+                c.delete(&mut tp).unwrap();
+            }
+            tp.commit().unwrap();
+        }
+        let tp = &mut fs.trans().unwrap();
+        let mut c = InobtOps::cursor(tp, ag, tree);
+        assert!(!c.lookup(tp, &0u32.to_be_bytes(), Dir::Ge).unwrap());
+        assert_eq!(c.levels(), 1, "{tree:?} shrank back to a leaf");
+        eprintln!("{tree:?}: up to {max_levels} levels, back to 1");
+    }
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+}

@@ -30,10 +30,12 @@
 
 mod block;
 mod cursor;
+pub mod inobt;
 mod modify;
 
 pub use block::{NULL_LONG, NULL_SHORT};
 pub use cursor::{Cursor, Dir};
+pub use inobt::{InoTree, InobtOps};
 
 use crate::buf::Verifier;
 use crate::error::Result;
