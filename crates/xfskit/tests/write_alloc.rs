@@ -174,6 +174,11 @@ fn random_allocations_4k() {
 }
 
 #[test]
+fn random_allocations_4k_sectors() {
+    random_allocs("-s size=4096 -d agcount=3", 384 << 20, "alloc-4ks");
+}
+
+#[test]
 fn random_allocations_1k() {
     random_allocs("-b size=1024 -d agcount=6", 400 << 20, "alloc-1k");
 }
@@ -223,6 +228,10 @@ fn fill_ag_then_free_everything() {
     fs.sync().unwrap();
     assert_repair_clean(&img);
     // Free in random order.
+    drop(fs);
+    kernel_rw_churn(&img);
+    assert_repair_clean(&img);
+    let fs = open_rw(&img);
     while !got.is_empty() {
         let i = rng.below(got.len() as u64) as usize;
         let (f, l) = got.swap_remove(i);
@@ -289,7 +298,11 @@ fn fragmented_free_space_grows_and_shrinks_btrees() {
     eprintln!("freed {n} single blocks; bno/cnt levels {levels:?}");
     assert!(levels.0 >= 3 && levels.1 >= 3, "levels {levels:?}");
     fs.sync().unwrap();
+    drop(fs);
     assert_repair_clean(&img);
+    kernel_rw_churn(&img);
+    assert_repair_clean(&img);
+    let fs = open_rw(&img);
     // Free the rest: the extents merge back and the trees shrink.
     for (i, b) in kept.iter().enumerate() {
         let mut tp = fs.trans().unwrap();
@@ -306,6 +319,45 @@ fn fragmented_free_space_grows_and_shrinks_btrees() {
     drop(fs);
     assert_repair_clean(&img);
     assert_eq!(sb_fdblocks(&img), before);
+}
+
+/// As root: mounts the image read-write with the kernel, writes and
+/// removes files (the kernel allocates from and frees into our free space
+/// btrees), unmounts. Prints why when it cannot run.
+fn kernel_rw_churn(img: &Path) {
+    if !is_root() {
+        eprintln!("SKIP kernel read-write mount: needs root");
+        return;
+    }
+    let mnt = img.with_extension("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let m = mnt.display().to_string();
+    let (ok, out) = run("mount", &["-o", "loop,nouuid", &img.display().to_string(), &m]);
+    assert!(ok, "kernel mount: {out}");
+    let r = std::panic::catch_unwind(|| {
+        for i in 0..40 {
+            let data = vec![i as u8; 1024 * (1 + 37 * i)];
+            std::fs::write(mnt.join(format!("f{i}")), &data).unwrap();
+        }
+        let (ok, out) = run("sync", &[]);
+        assert!(ok, "{out}");
+        for i in 0..40 {
+            if i % 3 != 0 {
+                std::fs::remove_file(mnt.join(format!("f{i}"))).unwrap();
+            }
+        }
+        for i in (0..40).step_by(3) {
+            let got = std::fs::read(mnt.join(format!("f{i}"))).unwrap();
+            assert_eq!(got.len(), 1024 * (1 + 37 * i));
+            std::fs::remove_file(mnt.join(format!("f{i}"))).unwrap();
+        }
+    });
+    let (ok, out) = run("umount", &[&m]);
+    assert!(ok, "umount: {out}");
+    let _ = std::fs::remove_dir(&mnt);
+    if let Err(e) = r {
+        std::panic::resume_unwind(e);
+    }
 }
 
 /// bnobt and cntbt levels of an AG, read from its AGF.
