@@ -132,6 +132,11 @@ impl Fs {
         Ok(())
     }
 
+    /// Write-side state (None when opened read-only).
+    pub(crate) fn write_state(&self) -> Result<&WriteState> {
+        self.write.as_ref().ok_or(Error::ReadOnly)
+    }
+
     /// Writes issued so far (zero when read-only).
     pub fn write_stats(&self) -> WriteStats {
         self.write.as_ref().map(|w| w.stats()).unwrap_or_default()
