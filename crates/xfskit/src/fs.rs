@@ -209,6 +209,10 @@ impl Fs {
 
     /// Reads raw bytes from the device.
     pub fn read_bytes(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        if let Some(w) = &self.write {
+            // File data may still sit in the write combiner.
+            w.flush_data(self.dev.as_ref())?;
+        }
         self.dev.read_at(buf, off).map_err(Error::Io)
     }
 
