@@ -47,6 +47,12 @@ pub enum Owner {
     Refc,
 }
 
+/// Blocks of each AG that only inode btree, free space and refcount
+/// btree allocations may use: a full AG must still let an unlink grow
+/// its finobt/inobt (the kernel keeps a larger, in-memory per-AG
+/// reservation for the same purpose).
+pub const AG_RESERVE: u32 = 16;
+
 /// What to allocate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AllocReq {
@@ -123,7 +129,11 @@ fn alloc_in_ag(
     if longest - deficit < alloc_len {
         return Ok(None);
     }
-    let available = freeblks + flcount.min(need) - need;
+    let reserve = match req.owner {
+        Owner::Inobt | Owner::Ag | Owner::Refc => 0,
+        Owner::Inode { .. } | Owner::Inodes => i64::from(AG_RESERVE),
+    };
+    let available = freeblks + flcount.min(need) - need - reserve;
     if available < alloc_len {
         return Ok(None);
     }
