@@ -192,11 +192,10 @@ fn fill_ag_then_free_everything() {
     let fs = open_rw(&img);
     let geo = fs.geometry().clone();
     let ag = AgNumber(2);
-    let (fresh_free, fresh_fl) = {
+    let fresh_free = {
         let mut tp = fs.trans().unwrap();
-        (ag_free_blocks(&mut tp, ag).unwrap(), ())
+        ag_free_blocks(&mut tp, ag).unwrap()
     };
-    let _ = fresh_fl;
     let mut got = Vec::new();
     let mut rng = Rng(77);
     loop {

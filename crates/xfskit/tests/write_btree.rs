@@ -372,13 +372,12 @@ fn run_random(long: bool, inode_root: bool, tag: &str) {
                 let k = rng.next() % keyspace;
                 let grow = phase == 0 && rng.next() % 10 < 8;
                 if grow || model.is_empty() && phase == 0 {
-                    if model.contains_key(&k) {
+                    let v = rng.next() % 1000;
+                    if let Some(old) = model.get_mut(&k) {
                         assert!(c.lookup(&mut tp, &key(long, k), Dir::Eq).unwrap());
-                        let v = rng.next() % 1000;
                         c.update(&mut tp, &rec(long, k, v)).unwrap();
-                        model.insert(k, v);
+                        *old = v;
                     } else {
-                        let v = rng.next() % 1000;
                         c.insert(&mut tp, &rec(long, k, v)).unwrap();
                         assert_eq!(unrec(long, c.get(&tp).unwrap()), (k, v));
                         model.insert(k, v);
