@@ -154,6 +154,6 @@ pub(crate) fn alloc_maxlevels(geo: &Geometry) -> u32 {
 /// take its new blocks from it.
 pub(crate) fn min_freelist(geo: &Geometry, bno_level: u32, cnt_level: u32) -> u32 {
     let max = alloc_maxlevels(geo);
-    let per = |lv: u32| (lv + 1).min(max) * 2 - 2;
+    let per = |lv: u32| lv.saturating_add(1).min(max) * 2 - 2;
     per(bno_level.max(1)) + per(cnt_level.max(1))
 }
