@@ -117,22 +117,53 @@ impl<O: BtreeOps> Cursor<O> {
         )
     }
 
-    /// The key of the first entry of the block at path level `level`.
-    pub(crate) fn first_key(&self, tp: &Trans<'_>, level: usize) -> Vec<u8> {
-        let l = self.path[level];
-        let lay = self.lay(level, l.loc);
-        let d = self.data(tp, l.loc);
-        self.entry_key(&lay, d, 0)
-    }
-
+    /// The low key of entry `i` (a record's key, or a node entry's low key).
     pub(crate) fn entry_key(&self, lay: &Lay, d: &[u8], i: usize) -> Vec<u8> {
         if lay.leaf {
-            let mut k = vec![0u8; lay.key_len];
+            let mut k = vec![0u8; lay.low_len];
             self.ops.key_of_rec(lay.rec(d, i), &mut k);
             k
         } else {
-            lay.key(d, i).to_vec()
+            lay.key(d, i)[..lay.low_len].to_vec()
         }
+    }
+
+    /// The key a parent holds for a (non-empty) block: its first low key,
+    /// followed in overlapping trees by the highest high key in it.
+    pub(crate) fn block_key(&self, lay: &Lay, d: &[u8]) -> Vec<u8> {
+        let mut k = self.entry_key(lay, d, 0);
+        if lay.overlapping {
+            let mut high: Option<Vec<u8>> = None;
+            for i in 0..lay.numrecs(d) {
+                let h = if lay.leaf {
+                    let mut h = vec![0u8; lay.low_len];
+                    self.ops.high_key_of_rec(lay.rec(d, i), &mut h);
+                    h
+                } else {
+                    lay.key(d, i)[lay.low_len..].to_vec()
+                };
+                if high
+                    .as_ref()
+                    .is_none_or(|m| self.ops.cmp_keys(&h, m) == Ordering::Greater)
+                {
+                    high = Some(h);
+                }
+            }
+            k.extend_from_slice(&high.unwrap_or_else(|| vec![0u8; lay.low_len]));
+        }
+        k
+    }
+
+    /// [`Self::block_key`] of the block at path level `level`.
+    pub(crate) fn path_key(&self, tp: &Trans<'_>, level: usize) -> Vec<u8> {
+        let l = self.path[level];
+        let lay = self.lay(level, l.loc);
+        self.block_key(&lay, self.data(tp, l.loc))
+    }
+
+    /// True when the tree keeps high keys in its nodes.
+    pub(crate) fn overlapping(&self) -> bool {
+        self.ops.shape().overlapping
     }
 
     /// The key of a record.
@@ -264,26 +295,31 @@ impl<O: BtreeOps> Cursor<O> {
         let l = self.path[0];
         let lay = self.lay(0, l.loc);
         lay.set_ent(self.data_mut(tp, l.loc), l.idx, rec);
-        if l.idx == 0 {
+        if l.idx == 0 || self.overlapping() {
             self.fix_keys(tp, 0);
         }
         Ok(())
     }
 
-    /// Sets parent keys from the first key of the block at `level`,
-    /// going up while the block is its parent's first child.
+    /// Sets parent keys from the block at `level` upwards: while the
+    /// block is its parent's first child (low keys), or, in overlapping
+    /// trees, while the parent's entry changes (high keys).
     pub(crate) fn fix_keys(&mut self, tp: &mut Trans<'_>, mut level: usize) {
+        let overlapping = self.overlapping();
         while level + 1 < self.path.len() {
             let l = self.path[level];
             let lay = self.lay(level, l.loc);
             if lay.numrecs(self.data(tp, l.loc)) == 0 {
                 return;
             }
-            let k = self.first_key(tp, level);
+            let k = self.path_key(tp, level);
             let p = self.path[level + 1];
             let play = self.lay(level + 1, p.loc);
+            if play.key(self.data(tp, p.loc), p.idx) == &k[..] {
+                return;
+            }
             play.set_key(self.data_mut(tp, p.loc), p.idx, &k);
-            if p.idx != 0 {
+            if p.idx != 0 && !overlapping {
                 return;
             }
             level += 1;
