@@ -43,13 +43,34 @@ fn req(target: FsBlock, minlen: u32, maxlen: u32, alignment: u32, ag_only: bool)
     }
 }
 
-/// The free extents of every AG (as (agno, start, len)).
+/// The free extents of every AG (as (agno, start, len)), with the
+/// blocks on the free lists (they may become free space).
 fn all_free(fs: &Fs) -> Vec<(u32, u32, u32)> {
     let mut tp = fs.trans().unwrap();
     let mut out = Vec::new();
-    for a in 0..fs.geometry().ag_count {
+    let geo = fs.geometry();
+    for a in 0..geo.ag_count {
         for (s, l) in ag_free_extents(&mut tp, AgNumber(a)).unwrap() {
             out.push((a, s, l));
+        }
+        let ag0 = geo.agb_to_daddr(AgNumber(a), AgBlock(0)).0;
+        let spd = u64::from(geo.sect_size >> 9);
+        let rd = |sector: u64, v: &xfskit::buf::Verifier<'_>| {
+            fs.read_meta(
+                xfskit::geometry::Daddr(ag0 + sector * spd),
+                geo.sect_size,
+                v,
+            )
+            .unwrap()
+        };
+        let agf = rd(1, &xfskit::buf::Verifier::Agf { agno: a });
+        let agfl = rd(3, &xfskit::buf::Verifier::Agfl { agno: a });
+        let be = |b: &[u8], o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+        let (first, count) = (be(&agf, 40), be(&agf, 48));
+        let size = (geo.sect_size - 36) / 4;
+        for i in 0..count {
+            let slot = ((first + i) % size) as usize;
+            out.push((a, be(&agfl, 36 + 4 * slot), 1));
         }
     }
     out
@@ -87,7 +108,17 @@ fn random_allocs(opts: &str, size: u64, tag: &str) {
     let before = sb_fdblocks(&img);
     let fs = open_rw(&img);
     let geo = fs.geometry().clone();
-    let fresh = all_free(&fs);
+    let mut fresh = all_free(&fs);
+    // Coalesce touching pieces (free list blocks next to free extents).
+    fresh.sort();
+    let mut merged: Vec<(u32, u32, u32)> = Vec::new();
+    for (a, st, l) in fresh {
+        match merged.last_mut() {
+            Some(m) if m.0 == a && m.1 + m.2 == st => m.2 += l,
+            _ => merged.push((a, st, l)),
+        }
+    }
+    let fresh = merged;
     let in_fresh = |fsb: u64, len: u32| {
         let (a, b) = geo.fsb_split(FsBlock(fsb));
         fresh
@@ -95,6 +126,10 @@ fn random_allocs(opts: &str, size: u64, tag: &str) {
             .any(|&(fa, s, l)| fa == a.0 && s <= b.0 && b.0 + len <= s + l)
     };
     let mut m: Model = BTreeMap::new();
+    // Owner of each extent (fake inodes with running file offsets, so
+    // neighbouring allocations of one inode merge in the rmapbt).
+    let mut owners: BTreeMap<u64, Owner> = BTreeMap::new();
+    let mut next_off = [0u64; 7];
     let mut rng = Rng(0x1234_5678_9abc_def1);
     let mut nospace = 0;
     for round in 0..3000 {
@@ -107,13 +142,30 @@ fn random_allocs(opts: &str, size: u64, tag: &str) {
                 .next()
                 .or_else(|| m.iter().next())
                 .unwrap();
-            free_extent(&mut tp, FsBlock(s), l, &OWNER).unwrap();
+            free_extent(&mut tp, FsBlock(s), l, &owners[&s]).unwrap();
             m.remove(&s);
+            owners.remove(&s);
         } else {
             let agno = rng.below(u64::from(geo.ag_count)) as u32;
             let agbno = rng.below(u64::from(geo.ag_len(AgNumber(agno)))) as u32;
             let target = geo.fsb_make(AgNumber(agno), AgBlock(agbno));
-            let r = match rng.below(4) {
+            let i = rng.below(7) as usize;
+            let owner = match i {
+                5 => Owner::Inobt,
+                6 => Owner::Inode {
+                    ino: xfskit::Ino(2000),
+                    attr_fork: false,
+                    offset: 0,
+                    bmbt: true,
+                },
+                _ => Owner::Inode {
+                    ino: xfskit::Ino(1000 + i as u64),
+                    attr_fork: i == 4,
+                    offset: next_off[i],
+                    bmbt: false,
+                },
+            };
+            let mut r = match rng.below(4) {
                 0 => req(target, 1, 1, 1, false),
                 1 => {
                     let max = 1 + rng.below(2000) as u32;
@@ -122,11 +174,14 @@ fn random_allocs(opts: &str, size: u64, tag: &str) {
                 2 => req(target, 4, 16, [2, 4, 8, 16][rng.below(4) as usize], false),
                 _ => req(target, 1, 64, 1, rng.below(2) == 0),
             };
+            r.owner = owner;
             match alloc_extent(&mut tp, &r) {
                 Ok((fsb, len)) => {
                     check_new(&fs, &m, fsb, len, &r);
                     assert!(in_fresh(fsb.0, len), "{fsb:?}+{len} was not free space");
                     m.insert(fsb.0, len);
+                    owners.insert(fsb.0, owner);
+                    next_off[i] += u64::from(len);
                 }
                 Err(Error::NoSpace(_)) => {
                     nospace += 1;
@@ -148,15 +203,23 @@ fn random_allocs(opts: &str, size: u64, tag: &str) {
         "{tag}: {} extents, {used} blocks allocated, {nospace} NoSpace",
         m.len()
     );
+    let rmapbt = geo.features.rmapbt;
+    if rmapbt {
+        check_rmap(&fs, &m, &owners);
+    }
     fs.sync().unwrap();
     drop(fs);
-    assert_repair_clean(&img);
+    if !rmapbt {
+        // With an rmapbt, xfs_repair rightly complains about blocks owned
+        // by inodes that do not exist; it runs once everything is freed.
+        assert_repair_clean(&img);
+    }
     assert_eq!(sb_fdblocks(&img), before - used);
     // Free everything again: free space must be whole again.
     let fs = open_rw(&img);
     for (i, (&s, &l)) in m.iter().enumerate() {
         let mut tp = fs.trans().unwrap();
-        free_extent(&mut tp, FsBlock(s), l, &OWNER).unwrap();
+        free_extent(&mut tp, FsBlock(s), l, &owners[&s]).unwrap();
         tp.commit().unwrap();
         if i % 500 == 0 {
             fs.writeback().unwrap();
@@ -168,6 +231,70 @@ fn random_allocs(opts: &str, size: u64, tag: &str) {
     assert_eq!(sb_fdblocks(&img), before);
 }
 
+/// The rmapbt against the model: records in order without overlaps,
+/// none on free space, every allocated extent inside a record of its
+/// owner at the right file offset, touching records of one owner merged.
+fn check_rmap(fs: &Fs, m: &Model, owners: &BTreeMap<u64, Owner>) {
+    let geo = fs.geometry();
+    let mut tp = fs.trans().unwrap();
+    let mut n = 0;
+    for a in 0..geo.ag_count {
+        let recs = xfskit::alloc::ag_rmap_records(&mut tp, AgNumber(a)).unwrap();
+        let free = ag_free_extents(&mut tp, AgNumber(a)).unwrap();
+        n += recs.len();
+        for w in recs.windows(2) {
+            let (p, q) = (w[0], w[1]);
+            assert!(p.0 + p.1 <= q.0, "AG {a}: {p:?} overlaps {q:?}");
+            let inode_data = p.2 >> 63 == 0 && p.3 & (1 << 62) == 0;
+            let contiguous =
+                !inode_data || (p.3 & ((1 << 54) - 1)) + u64::from(p.1) == (q.3 & ((1 << 54) - 1));
+            let same = p.2 == q.2 && p.3 >> 61 == q.3 >> 61;
+            assert!(
+                !(p.0 + p.1 == q.0 && same && contiguous),
+                "AG {a}: {p:?} and {q:?} not merged"
+            );
+        }
+        for (s, l) in free {
+            let i = recs.partition_point(|r| r.0 + r.1 <= s);
+            if let Some(r) = recs.get(i) {
+                assert!(r.0 >= s + l, "AG {a}: free {s}+{l} is mapped by {r:?}");
+            }
+        }
+        for (&fsb, &len) in m.range(
+            geo.fsb_make(AgNumber(a), AgBlock(0)).0..geo.fsb_make(AgNumber(a + 1), AgBlock(0)).0,
+        ) {
+            let b = geo.fsb_split(FsBlock(fsb)).1 .0;
+            let i = recs.partition_point(|r| r.0 + r.1 <= b);
+            let r = recs
+                .get(i)
+                .copied()
+                .unwrap_or_else(|| panic!("{fsb}+{len} unmapped"));
+            assert!(
+                r.0 <= b && b + len <= r.0 + r.1,
+                "{fsb}+{len} not inside {r:?}"
+            );
+            match owners[&fsb] {
+                Owner::Inode {
+                    ino,
+                    attr_fork,
+                    offset,
+                    bmbt,
+                } => {
+                    assert_eq!(r.2, ino.0);
+                    assert_eq!(r.3 >> 63 == 1, attr_fork);
+                    assert_eq!((r.3 >> 62) & 1 == 1, bmbt);
+                    if !bmbt {
+                        assert_eq!((r.3 & ((1 << 54) - 1)) + u64::from(b - r.0), offset);
+                    }
+                }
+                Owner::Inobt => assert_eq!(r.2, (-6i64) as u64),
+                o => panic!("unexpected owner {o:?}"),
+            }
+        }
+    }
+    eprintln!("rmapbt: {n} records checked");
+}
+
 #[test]
 fn random_allocations_4k() {
     random_allocs("-d agcount=4", 512 << 20, "alloc-4k");
@@ -176,6 +303,20 @@ fn random_allocations_4k() {
 #[test]
 fn random_allocations_4k_sectors() {
     random_allocs("-s size=4096 -d agcount=3", 384 << 20, "alloc-4ks");
+}
+
+#[test]
+fn random_allocations_rmapbt_4k() {
+    random_allocs("-m rmapbt=1 -d agcount=4", 512 << 20, "alloc-rmap4k");
+}
+
+#[test]
+fn random_allocations_rmapbt_1k() {
+    random_allocs(
+        "-m rmapbt=1 -b size=1024 -d agcount=4",
+        320 << 20,
+        "alloc-rmap1k",
+    );
 }
 
 #[test]
@@ -264,9 +405,28 @@ fn fill_ag_then_free_everything() {
 
 #[test]
 fn fragmented_free_space_grows_and_shrinks_btrees() {
-    let dir = Scratch::new("frag");
+    fragment("-b size=1024 -d agcount=4", "frag");
+}
+
+#[test]
+fn fragmented_free_space_rmapbt() {
+    fragment("-m rmapbt=1 -b size=1024 -d agcount=4", "frag-rmap");
+}
+
+/// Owner of block `i` of the fragmentation test's file.
+fn frag_owner(i: u64) -> Owner {
+    Owner::Inode {
+        ino: xfskit::Ino(3000),
+        attr_fork: false,
+        offset: i,
+        bmbt: false,
+    }
+}
+
+fn fragment(opts: &str, tag: &str) {
+    let dir = Scratch::new(tag);
     let img = dir.0.join("g.img");
-    mkfs_xfs(&img, 320 << 20, "-b size=1024 -d agcount=4");
+    mkfs_xfs(&img, 320 << 20, opts);
     let before = sb_fdblocks(&img);
     let fs = open_rw(&img);
     let geo = fs.geometry().clone();
@@ -274,10 +434,14 @@ fn fragmented_free_space_grows_and_shrinks_btrees() {
     // Take 24000 blocks of AG 1 in big pieces.
     let mut pieces = Vec::new();
     let mut want = 24000u32;
+    let mut off = 0u64;
     while want > 0 {
         let mut tp = fs.trans().unwrap();
         let t = geo.fsb_make(ag, AgBlock(0));
-        let (f, l) = alloc_extent(&mut tp, &req(t, 1, want.min(4000), 1, true)).unwrap();
+        let mut r = req(t, 1, want.min(4000), 1, true);
+        r.owner = frag_owner(off);
+        let (f, l) = alloc_extent(&mut tp, &r).unwrap();
+        off += u64::from(l);
         tp.commit().unwrap();
         pieces.push((f, l));
         want -= l;
@@ -285,16 +449,18 @@ fn fragmented_free_space_grows_and_shrinks_btrees() {
     // Free every other block: ~12000 one-block free extents.
     let mut kept = Vec::new();
     let mut n = 0;
+    let mut off = 0u64;
     for &(f, l) in &pieces {
         let mut tp = fs.trans().unwrap();
         for i in 0..l {
             let b = FsBlock(f.0 + u64::from(i));
             if i % 2 == 0 {
-                free_extent(&mut tp, b, 1, &OWNER).unwrap();
+                free_extent(&mut tp, b, 1, &frag_owner(off)).unwrap();
                 n += 1;
             } else {
-                kept.push(b);
+                kept.push((b, off));
             }
+            off += 1;
             if tp.dirty_count() > 40 {
                 tp.commit().unwrap();
                 tp = fs.trans().unwrap();
@@ -303,18 +469,27 @@ fn fragmented_free_space_grows_and_shrinks_btrees() {
         tp.commit().unwrap();
     }
     let levels = agf_levels(&fs, ag);
-    eprintln!("freed {n} single blocks; bno/cnt levels {levels:?}");
+    eprintln!("freed {n} single blocks; bno/cnt/rmap levels {levels:?}");
     assert!(levels.0 >= 3 && levels.1 >= 3, "levels {levels:?}");
+    let rmapbt = geo.features.rmapbt;
+    if rmapbt {
+        assert!(levels.2 >= 3, "rmapbt levels {levels:?}");
+    }
     fs.sync().unwrap();
     drop(fs);
-    assert_repair_clean(&img);
+    if !rmapbt {
+        // (With an rmapbt, repair objects to the made-up owner inode.)
+        assert_repair_clean(&img);
+    }
     kernel_rw_churn(&img);
-    assert_repair_clean(&img);
+    if !rmapbt {
+        assert_repair_clean(&img);
+    }
     let fs = open_rw(&img);
     // Free the rest: the extents merge back and the trees shrink.
-    for (i, b) in kept.iter().enumerate() {
+    for (i, (b, off)) in kept.iter().enumerate() {
         let mut tp = fs.trans().unwrap();
-        free_extent(&mut tp, *b, 1, &OWNER).unwrap();
+        free_extent(&mut tp, *b, 1, &frag_owner(*off)).unwrap();
         tp.commit().unwrap();
         if i % 1000 == 0 {
             fs.writeback().unwrap();
@@ -322,7 +497,7 @@ fn fragmented_free_space_grows_and_shrinks_btrees() {
     }
     let levels = agf_levels(&fs, ag);
     eprintln!("after merging: levels {levels:?}");
-    assert_eq!(levels, (1, 1));
+    assert_eq!((levels.0, levels.1), (1, 1));
     fs.sync().unwrap();
     drop(fs);
     assert_repair_clean(&img);
@@ -371,8 +546,8 @@ fn kernel_rw_churn(img: &Path) {
     }
 }
 
-/// bnobt and cntbt levels of an AG, read from its AGF.
-fn agf_levels(fs: &Fs, ag: AgNumber) -> (u32, u32) {
+/// bnobt, cntbt and rmapbt levels of an AG, read from its AGF.
+fn agf_levels(fs: &Fs, ag: AgNumber) -> (u32, u32, u32) {
     let geo = fs.geometry();
     let d = geo.agb_to_daddr(ag, AgBlock(0)).0 + u64::from(geo.sect_size >> 9);
     let b = fs
@@ -383,7 +558,7 @@ fn agf_levels(fs: &Fs, ag: AgNumber) -> (u32, u32) {
         )
         .unwrap();
     let be = |o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
-    (be(28), be(32))
+    (be(28), be(32), be(36))
 }
 
 /// Corrupted free space metadata (valid CRCs, wrong contents) must give
@@ -492,9 +667,18 @@ fn corrupt_free_space_metadata_never_panics() {
 /// xfs_repair -n clean and free space whole again at the end.
 #[test]
 fn concurrent_allocations() {
-    let dir = Scratch::new("threads");
+    concurrent("-b size=1024 -d agcount=4", "threads");
+}
+
+#[test]
+fn concurrent_allocations_rmapbt() {
+    concurrent("-m rmapbt=1 -b size=1024 -d agcount=4", "threads-rmap");
+}
+
+fn concurrent(opts: &str, tag: &str) {
+    let dir = Scratch::new(tag);
     let img = dir.0.join("t.img");
-    mkfs_xfs(&img, 320 << 20, "-b size=1024 -d agcount=4");
+    mkfs_xfs(&img, 320 << 20, opts);
     let before = sb_fdblocks(&img);
     let fs = open_rw(&img);
     let geo = fs.geometry().clone();
@@ -536,9 +720,12 @@ fn concurrent_allocations() {
         check_new(&fs, &m, *b, *l, &r);
         m.insert(b.0, *l);
     }
+    let rmapbt = geo.features.rmapbt;
     fs.sync().unwrap();
     drop(fs);
-    assert_repair_clean(&img);
+    if !rmapbt {
+        assert_repair_clean(&img);
+    }
     let fs = open_rw(&img);
     for (&b, &l) in &m {
         let mut tp = fs.trans().unwrap();
