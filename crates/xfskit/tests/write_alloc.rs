@@ -737,3 +737,70 @@ fn concurrent(opts: &str, tag: &str) {
     assert_repair_clean(&img);
     assert_eq!(sb_fdblocks(&img), before);
 }
+
+/// rmap_convert splits a record into unwritten and written parts and
+/// merges them back; a free spanning several records unmaps them all.
+#[test]
+fn rmapbt_convert_and_multi_record_free() {
+    let dir = Scratch::new("rmap-conv");
+    let img = dir.0.join("r.img");
+    mkfs_xfs(&img, 320 << 20, "-m rmapbt=1 -b size=1024 -d agcount=4");
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    let ag = AgNumber(1);
+    let owner = |off: u64| Owner::Inode {
+        ino: xfskit::Ino(5000),
+        attr_fork: false,
+        offset: off,
+        bmbt: false,
+    };
+    let recs_of = |fs: &Fs| -> Vec<(u32, u32, u64, u64)> {
+        let mut tp = fs.trans().unwrap();
+        xfskit::alloc::ag_rmap_records(&mut tp, ag)
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.2 == 5000)
+            .collect()
+    };
+    let mut tp = fs.trans().unwrap();
+    let mut r = req(geo.fsb_make(ag, AgBlock(100)), 40, 40, 1, true);
+    r.owner = owner(0);
+    let (b, l) = alloc_extent(&mut tp, &r).unwrap();
+    assert_eq!(l, 40);
+    tp.commit().unwrap();
+    assert_eq!(recs_of(&fs).len(), 1);
+    // Middle 10 blocks unwritten: three records.
+    let mut tp = fs.trans().unwrap();
+    xfskit::alloc::rmap_convert(&mut tp, FsBlock(b.0 + 10), 10, &owner(10), true).unwrap();
+    tp.commit().unwrap();
+    let recs = recs_of(&fs);
+    assert_eq!(recs.len(), 3, "{recs:?}");
+    assert_eq!(recs[1].1, 10);
+    assert_ne!(recs[1].3 & (1 << 61), 0, "middle record unwritten");
+    // Back to written: one record again.
+    let mut tp = fs.trans().unwrap();
+    xfskit::alloc::rmap_convert(&mut tp, FsBlock(b.0 + 10), 10, &owner(10), false).unwrap();
+    tp.commit().unwrap();
+    assert_eq!(recs_of(&fs).len(), 1);
+    // Unwritten again, then free blocks 5..35 across the three records.
+    let mut tp = fs.trans().unwrap();
+    xfskit::alloc::rmap_convert(&mut tp, FsBlock(b.0 + 10), 10, &owner(10), true).unwrap();
+    free_extent(&mut tp, FsBlock(b.0 + 5), 30, &owner(5)).unwrap();
+    tp.commit().unwrap();
+    let recs = recs_of(&fs);
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    assert_eq!((recs[0].1, recs[1].1), (5, 5));
+    assert_eq!(recs[1].3 & ((1 << 54) - 1), 35);
+    // A wrong owner or offset is refused.
+    let mut tp = fs.trans().unwrap();
+    assert!(free_extent(&mut tp, b, 5, &owner(1)).is_err());
+    drop(tp);
+    let mut tp = fs.trans().unwrap();
+    free_extent(&mut tp, b, 5, &owner(0)).unwrap();
+    free_extent(&mut tp, FsBlock(b.0 + 35), 5, &owner(35)).unwrap();
+    tp.commit().unwrap();
+    assert!(recs_of(&fs).is_empty());
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+}

@@ -300,9 +300,25 @@ pub(crate) fn map(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
     }
 }
 
-/// Records that `r` is no longer owned (trimming or splitting the record
-/// holding it). The unwritten flag of `r` is ignored.
+/// Records that `r` is no longer owned (trimming or splitting the
+/// records holding it; it may span several records of its owner, e.g.
+/// written and unwritten parts). The unwritten flag of `r` is ignored.
 pub(crate) fn unmap(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
+    let mut rest = r;
+    while rest.len > 0 {
+        let piece = unmap_one(tp, agno, rest)?;
+        rest.start += piece;
+        rest.len -= piece;
+        if rest.has_offset() {
+            rest.offset += u64::from(piece);
+        }
+    }
+    Ok(())
+}
+
+/// Unmaps the start of `r` from the one record holding its first block;
+/// returns how many blocks that was.
+fn unmap_one(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<u32> {
     let mut c = RmapBt::cursor(tp, agno);
     let found = if c.lookup(tp, &r.key(), Dir::Le)? {
         Some(cur(&c, tp)?)
@@ -314,6 +330,12 @@ pub(crate) fn unmap(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
     };
     let same_owner = l.owner == r.owner
         && (l.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN) == (r.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN);
+    if l.start > r.start || l.end() <= u64::from(r.start) {
+        return Err(bad(agno, format!("no mapping holds {r:?}")));
+    }
+    // The part of `r` inside this record.
+    let mut r = r;
+    r.len = (l.end().min(r.end()) - u64::from(r.start)) as u32;
     let inside = l.start <= r.start && r.end() <= l.end();
     let offset_ok =
         inside && (!l.has_offset() || l.offset + u64::from(r.start - l.start) == r.offset);
@@ -323,7 +345,7 @@ pub(crate) fn unmap(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
     let head = r.start - l.start;
     let tail = (l.end() - r.end()) as u32;
     match (head > 0, tail > 0) {
-        (false, false) => c.delete(tp),
+        (false, false) => c.delete(tp)?,
         (false, true) => {
             let mut m = l;
             m.start = r.start + r.len;
@@ -331,12 +353,12 @@ pub(crate) fn unmap(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
             if l.has_offset() {
                 m.offset = l.offset + u64::from(r.len);
             }
-            c.update(tp, &m.to_rec())
+            c.update(tp, &m.to_rec())?
         }
         (true, false) => {
             let mut m = l;
             m.len = head;
-            c.update(tp, &m.to_rec())
+            c.update(tp, &m.to_rec())?
         }
         (true, true) => {
             let mut m = l;
@@ -348,9 +370,10 @@ pub(crate) fn unmap(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
             if l.has_offset() {
                 t.offset = l.offset + u64::from(head + r.len);
             }
-            c.insert(tp, &t.to_rec())
+            c.insert(tp, &t.to_rec())?
         }
     }
+    Ok(r.len)
 }
 
 /// Most levels the rmapbt of this filesystem can have.
