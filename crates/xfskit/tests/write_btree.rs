@@ -188,6 +188,20 @@ fn check_model(c: &mut Cursor<TestOps>, tp: &mut Trans<'_>, long: bool, m: &BTre
     }
     back.reverse();
     assert_eq!(back, want);
+    // Stepping off either end and back.
+    if let (Some(&(lo, _)), Some(&(hi, _))) = (want.first(), want.last()) {
+        if lo > 0 {
+            assert!(!c.lookup(tp, &key(long, lo - 1), Dir::Le).unwrap());
+            assert!(c.get(tp).is_none());
+            assert!(!c.decrement(tp).unwrap());
+            assert!(c.increment(tp).unwrap());
+            assert_eq!(unrec(long, c.get(tp).unwrap()).0, lo);
+        }
+        assert!(!c.lookup(tp, &key(long, hi + 1), Dir::Ge).unwrap());
+        assert!(c.get(tp).is_none());
+        assert!(c.decrement(tp).unwrap());
+        assert_eq!(unrec(long, c.get(tp).unwrap()).0, hi);
+    }
 }
 
 /// Entries of a block or in-inode root, header size, maxrecs.

@@ -13,9 +13,12 @@ pub enum Dir {
     /// The record with exactly this key. When there is none, the cursor
     /// is left at the place such a record would be inserted.
     Eq,
-    /// The first record whose key is >= the key.
+    /// The first record whose key is >= the key. When there is none,
+    /// the cursor is past the last record.
     Ge,
-    /// The last record whose key is <= the key.
+    /// The last record whose key is <= the key. When there is none,
+    /// the cursor is before the first record ([`Cursor::increment`]
+    /// moves to it).
     Le,
 }
 
@@ -47,6 +50,9 @@ pub struct Cursor<O: BtreeOps> {
     pub(crate) path: Vec<Lvl>,
     /// The in-inode root's bytes (empty for block roots).
     pub(crate) iroot: Vec<u8>,
+    /// Stepped off the front of the tree (a failed decrement or `Le`
+    /// lookup): no record is under the cursor.
+    pub(crate) before_first: bool,
 }
 
 impl<O: BtreeOps> Cursor<O> {
@@ -56,6 +62,7 @@ impl<O: BtreeOps> Cursor<O> {
             ops,
             path: Vec::new(),
             iroot: Vec::new(),
+            before_first: false,
         }
     }
 
@@ -66,6 +73,7 @@ impl<O: BtreeOps> Cursor<O> {
             ops,
             path: Vec::new(),
             iroot: root,
+            before_first: false,
         }
     }
 
@@ -177,6 +185,7 @@ impl<O: BtreeOps> Cursor<O> {
     /// index is the first record whose key is >= `key`.
     pub(crate) fn descend(&mut self, tp: &mut Trans<'_>, key: &[u8]) -> Result<()> {
         self.path.clear();
+        self.before_first = false;
         let (loc, ptr, levels) = if self.ops.shape().root_in_inode {
             if self.iroot.len() < 4 {
                 return Err(self.corrupt("in-inode root too short"));
@@ -275,6 +284,9 @@ impl<O: BtreeOps> Cursor<O> {
 
     /// The record under the cursor, if it is on one.
     pub fn get<'b>(&'b self, tp: &'b Trans<'_>) -> Option<&'b [u8]> {
+        if self.before_first {
+            return None;
+        }
         let l = self.path.first()?;
         let lay = self.lay(0, l.loc);
         let d = self.data(tp, l.loc);
@@ -327,9 +339,14 @@ impl<O: BtreeOps> Cursor<O> {
     }
 
     /// Moves to the next record; false (cursor past the end) when none.
+    /// From before the first record, moves to the first.
     pub fn increment(&mut self, tp: &mut Trans<'_>) -> Result<bool> {
         if self.path.is_empty() {
             return Ok(false);
+        }
+        if self.before_first {
+            self.before_first = false;
+            return Ok(self.get(tp).is_some());
         }
         let mut level = 0;
         loop {
@@ -351,9 +368,10 @@ impl<O: BtreeOps> Cursor<O> {
         Ok(true)
     }
 
-    /// Moves to the previous record; false when none.
+    /// Moves to the previous record; false (cursor before the first
+    /// record: [`Cursor::get`] gives None) when none.
     pub fn decrement(&mut self, tp: &mut Trans<'_>) -> Result<bool> {
-        if self.path.is_empty() {
+        if self.path.is_empty() || self.before_first {
             return Ok(false);
         }
         let mut level = 0;
@@ -363,6 +381,7 @@ impl<O: BtreeOps> Cursor<O> {
                 break;
             }
             if level + 1 == self.path.len() {
+                self.before_first = true;
                 return Ok(false);
             }
             level += 1;
