@@ -140,3 +140,128 @@ fn inodes_from_the_root_chunk() {
     drop(fs);
     assert_repair_clean(&img);
 }
+
+/// As root: loop-mounts `img`, makes directories d0..d{n-1} with
+/// `files` files each, removes every third file, unmounts. Returns the
+/// directories' inode numbers, or None when not root.
+fn kernel_populate(img: &Path, dirs: usize, files: usize) -> Option<Vec<Ino>> {
+    if !is_root() {
+        eprintln!("SKIP: populating an image through the kernel needs root (loop mount)");
+        return None;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let mnt = img.with_extension("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let (ok, out) = run(
+        "mount",
+        &["-o", "loop", &img.display().to_string(), &mnt.display().to_string()],
+    );
+    assert!(ok, "mount: {out}");
+    let mut inos = Vec::new();
+    for d in 0..dirs {
+        let dir = mnt.join(format!("d{d}"));
+        std::fs::create_dir(&dir).unwrap();
+        inos.push(Ino(std::fs::metadata(&dir).unwrap().ino()));
+        for f in 0..files {
+            std::fs::write(dir.join(format!("f{f}")), b"").unwrap();
+        }
+        for f in (0..files).step_by(3) {
+            std::fs::remove_file(dir.join(format!("f{f}"))).unwrap();
+        }
+    }
+    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    assert!(ok, "umount: {out}");
+    let _ = std::fs::remove_dir(&mnt);
+    Some(inos)
+}
+
+/// Fills every free inode of the parent's AG in a kernel-made image,
+/// checks placement and counters, frees them all again.
+fn fill_parent_ag(opts: &str) {
+    let s = Scratch::new(&format!("ialloc-fill{}", opts.replace([' ', '='], "")));
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 320 << 20, opts);
+    let Some(dirs) = kernel_populate(&img, 3, 300) else {
+        return;
+    };
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    let before_chunks = chunks(&fs);
+    let before = agi_counts(&fs);
+    let parent = dirs[1];
+    let pag = geo.ino_agno(parent).0 as usize;
+    let nfree = before[pag].1 as usize;
+    assert!(nfree > 50, "the kernel left {nfree} free inodes in AG {pag}");
+    let mine = alloc_n(&fs, parent, S_IFREG, nfree);
+    assert!(mine.iter().all(|i| geo.ino_agno(*i).0 as usize == pag), "all in the parent's AG");
+    // Near the parent: the first inode comes from the chunk nearest it.
+    let pagino = geo.ino_agino(parent);
+    let nearest = before_chunks
+        .iter()
+        .filter(|((a, _), v)| *a as usize == pag && v.1 > 0)
+        .map(|((_, s), _)| {
+            if pagino < *s {
+                s - pagino
+            } else {
+                pagino.saturating_sub(s + 63)
+            }
+        })
+        .min()
+        .unwrap();
+    let first = geo.ino_agino(mine[0]);
+    let (_, fstart) = *before_chunks
+        .range(..=(pag as u32, first))
+        .next_back()
+        .unwrap()
+        .0;
+    let d = if pagino < fstart {
+        fstart - pagino
+    } else {
+        pagino.saturating_sub(fstart + 63)
+    };
+    assert_eq!(d, nearest, "first inode {} is in a chunk nearest the parent", mine[0].0);
+    let mid = agi_counts(&fs);
+    for (ag, c) in mid.iter().enumerate() {
+        if ag == pag {
+            assert_eq!(*c, (before[ag].0, 0));
+        } else {
+            assert_eq!(*c, before[ag]);
+        }
+    }
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_only_disconnected(&img, &mine);
+    let fs = open_rw(&img);
+    assert_eq!(fs.geometry().ifree, geo.ifree - nfree as u64);
+    // Free in a scattered order.
+    let mut order = mine.clone();
+    order.sort_by_key(|i| (i.0 * 7919) % 1009);
+    free_all(&fs, &order);
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+    let fs = open_rw(&img);
+    assert_eq!(chunks(&fs), before_chunks);
+    assert_eq!(fs.geometry().ifree, geo.ifree);
+    assert_eq!(fs.geometry().icount, geo.icount);
+}
+
+#[test]
+fn fill_parent_ag_finobt() {
+    fill_parent_ag("");
+}
+
+#[test]
+fn fill_parent_ag_without_finobt() {
+    fill_parent_ag("-m finobt=0");
+}
+
+#[test]
+fn fill_parent_ag_small_blocks() {
+    fill_parent_ag("-b size=1024");
+}
+
+#[test]
+fn fill_parent_ag_2k_inodes_no_sparse() {
+    fill_parent_ag("-i size=2048,sparse=0");
+}

@@ -216,7 +216,8 @@ fn pick_inobt(
 ) -> Result<Option<IRec>> {
     let newino = agi::get(tp, agi_id, off::NEWINO);
     let from = near.unwrap_or(if newino == NULLAGINO { 0 } else { newino });
-    let from = from & !(XFS_INODES_PER_CHUNK - 1);
+    let from = tree::lookup_le(tp, agi_id, agno, Tree::Ino, from)?
+        .map_or(0, |r| r.startino);
     for (lo, hi) in [(from, u32::MAX), (0, from)] {
         let mut at = lo;
         while at < hi {
