@@ -265,3 +265,86 @@ fn fill_parent_ag_small_blocks() {
 fn fill_parent_ag_2k_inodes_no_sparse() {
     fill_parent_ag("-i size=2048,sparse=0");
 }
+
+/// Thousands of files in new chunks of the parent's AG, directories
+/// rotating over the AGs, then everything freed in two rounds (half the
+/// inodes of each chunk, then the rest, which frees the chunks).
+fn many_chunks(opts: &str) {
+    let s = Scratch::new(&format!("ialloc-many{}", opts.replace([' ', '='], "")));
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 320 << 20, opts);
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    let root = geo.root_ino;
+    let before_chunks = chunks(&fs);
+    let agcount = geo.ag_count;
+    // Directories: consecutive ones land in consecutive AGs.
+    let dirs = alloc_n(&fs, root, S_IFDIR, 2 * agcount as usize);
+    let ags: Vec<u32> = dirs.iter().map(|d| geo.ino_agno(*d).0).collect();
+    for w in ags.windows(2) {
+        assert_eq!(w[1], (w[0] + 1) % agcount, "directory rotor: {ags:?}");
+    }
+    // Files under the root and under a directory in another AG.
+    let mut files = alloc_n(&fs, root, S_IFREG, 2000);
+    assert!(files.iter().all(|i| geo.ino_agno(*i).0 == 0));
+    let other = *dirs.iter().find(|d| geo.ino_agno(**d).0 == 1).unwrap();
+    files.extend(alloc_n(&fs, other, S_IFREG, 1000));
+    assert!(files[2000..].iter().all(|i| geo.ino_agno(*i).0 == 1));
+    let mut all: Vec<Ino> = dirs.iter().chain(files.iter()).copied().collect();
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "every inode handed out once");
+    let counts = agi_counts(&fs);
+    let icount: u32 = counts.iter().map(|c| c.0).sum();
+    let ifree: u32 = counts.iter().map(|c| c.1).sum();
+    assert_eq!(u64::from(icount - ifree), geo.icount - geo.ifree + n as u64);
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_only_disconnected(&img, &all);
+    let fs = open_rw(&img);
+    assert_eq!(fs.geometry().icount, u64::from(icount));
+    assert_eq!(fs.geometry().ifree, u64::from(ifree));
+    // Half of each chunk: full chunks go back into the finobt.
+    let (a, b): (Vec<Ino>, Vec<Ino>) = all.iter().partition(|i| i.0 % 2 == 0);
+    free_all(&fs, &a);
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_only_disconnected(&img, &b);
+    let fs = open_rw(&img);
+    free_all(&fs, &b);
+    fs.sync().unwrap();
+    let after = fs.geometry().clone();
+    drop(fs);
+    assert_repair_clean(&img);
+    let fs = open_rw(&img);
+    assert_eq!(chunks(&fs), before_chunks, "only the root chunk is left");
+    let g = fs.geometry();
+    assert_eq!((g.icount, g.ifree, g.fdblocks), (geo.icount, geo.ifree, geo.fdblocks));
+    let _ = after;
+}
+
+#[test]
+fn many_chunks_default() {
+    many_chunks("");
+}
+
+#[test]
+fn many_chunks_without_finobt_or_sparse() {
+    many_chunks("-m finobt=0 -i sparse=0");
+}
+
+#[test]
+fn many_chunks_small_blocks() {
+    many_chunks("-b size=1024");
+}
+
+#[test]
+fn many_chunks_2k_inodes() {
+    many_chunks("-i size=2048");
+}
+
+#[test]
+fn many_chunks_stripe_aligned() {
+    many_chunks("-d su=64k,sw=4");
+}
