@@ -210,6 +210,12 @@ impl<'a> Trans<'a> {
         self.inodes.insert(ino.0, raw);
     }
 
+    /// Drops an inode logged in this transaction (its chunk was freed,
+    /// so nothing may be written to its slot).
+    pub fn unlog_inode(&mut self, ino: Ino) {
+        self.inodes.remove(&ino.0);
+    }
+
     /// Superblock counter deltas of this transaction.
     pub fn delta_mut(&mut self) -> &mut SbDelta {
         &mut self.delta
