@@ -10,7 +10,8 @@
 //! each level left to right.
 
 use super::fork::{self, corrupt, pack, unpack};
-use crate::alloc::{self, AllocReq, Owner};
+use super::space as alloc;
+use crate::alloc::{AllocReq, Owner};
 use crate::buf::verify::Verifier;
 use crate::error::{Error, Result};
 use crate::geometry::{FsBlock, Geometry};
@@ -724,4 +725,67 @@ pub(crate) fn shrink(tp: &mut Trans<'_>, ip: &mut Inode, fork: Fork) -> Result<(
         free_node(tp, ip, fork, &mut child)?;
         store(tp, ip, fork, &root)?;
     }
+}
+
+/// Checks the tree's shape (the rules in the module comment); returns
+/// the number of bmbt blocks.
+#[cfg(test)]
+pub(crate) fn check(
+    tp: &mut Trans<'_>,
+    ip: &Inode,
+    fork: Fork,
+) -> std::result::Result<u64, String> {
+    let geo = tp.geo();
+    let max = block_max(geo);
+    let root = load_root(geo, ip, fork).map_err(|e| e.to_string())?;
+    // (node, is child of root, key the parent holds for it)
+    let mut level_nodes: Vec<(u64, u64, u64, usize)> = Vec::new(); // fsb, left, right, level
+    let mut frontier: Vec<(u64, Option<u64>)> = root
+        .ptrs
+        .iter()
+        .zip(&root.keys)
+        .map(|(p, k)| (*p, Some(*k)))
+        .collect();
+    let mut level = root.level;
+    let mut blocks = 0u64;
+    let mut first_child = true;
+    while level > 0 {
+        level -= 1;
+        let mut next = Vec::new();
+        level_nodes.clear();
+        for (fsb, key) in &frontier {
+            let n = load_block(tp, ip, fork, *fsb, level).map_err(|e| e.to_string())?;
+            blocks += 1;
+            if n.len() > max || (!first_child && n.len() < max / 2) {
+                return Err(format!(
+                    "block {fsb} level {level} holds {} entries",
+                    n.len()
+                ));
+            }
+            if n.first_key() != *key {
+                return Err(format!(
+                    "block {fsb}: parent key {key:?}, first key {:?}",
+                    n.first_key()
+                ));
+            }
+            level_nodes.push((*fsb, n.left, n.right, 0));
+            for (p, k) in n.ptrs.iter().zip(&n.keys) {
+                next.push((*p, Some(*k)));
+            }
+        }
+        for (i, (fsb, left, right, _)) in level_nodes.iter().enumerate() {
+            let want_left = if i == 0 {
+                NULLFSBLOCK
+            } else {
+                level_nodes[i - 1].0
+            };
+            let want_right = level_nodes.get(i + 1).map_or(NULLFSBLOCK, |x| x.0);
+            if *left != want_left || *right != want_right {
+                return Err(format!("block {fsb} level {level}: siblings {left}/{right}, want {want_left}/{want_right}"));
+            }
+        }
+        frontier = next;
+        first_child = false;
+    }
+    Ok(blocks)
 }

@@ -13,8 +13,12 @@
 mod bmbt;
 mod edit;
 mod fork;
+mod space;
+#[cfg(test)]
+mod tests;
 
-use crate::alloc::{self, AllocReq, Owner};
+use self::space as alloc;
+use crate::alloc::{AllocReq, Owner};
 use crate::error::{Error, Result};
 use crate::geometry::FsBlock;
 use crate::inode::{Extent, Fork, Inode};
