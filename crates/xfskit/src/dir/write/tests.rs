@@ -161,7 +161,7 @@ fn form_of(st: &mut MemStore, dp: &Inode) -> Form {
     form(st, dp).unwrap()
 }
 
-fn run(args: &str, n: usize, every: usize) {
+fn run(args: &str, n: usize, every: usize, reverse: bool) -> u16 {
     let fs = mem_fs(args);
     let mut st = MemStore::new(fs.geometry().clone());
     let mut dp = new_dir(&fs);
@@ -182,6 +182,8 @@ fn run(args: &str, n: usize, every: usize) {
         }
     }
     assert_eq!(listing(&fs, &mut st, &dp), want);
+    let root = &st.blocks[&leaf_db(fs.geometry())];
+    let level = if da_magic(root) == DA3_NODE_MAGIC { be16(root, 58) } else { 0 };
     assert!(matches!(
         add_in(&mut st, &mut dp, &name(0), Ino(5000), 1),
         Err(Error::Exists(_))
@@ -194,9 +196,13 @@ fn run(args: &str, n: usize, every: usize) {
     // Remove in a scrambled order.
     let mut names: Vec<Vec<u8>> = want.keys().cloned().collect();
     let mut x = 12345u64;
-    for i in (1..names.len()).rev() {
+    for i in (1..names.len()).rev().filter(|_| !reverse) {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         names.swap(i, (x >> 33) as usize % (i + 1));
+    }
+    if reverse {
+        names = want.keys().cloned().collect();
+        names.sort_by_key(|n| std::cmp::Reverse(want[n]));
     }
     let mut down = Vec::new();
     for (i, nm) in names.iter().enumerate() {
@@ -216,24 +222,42 @@ fn run(args: &str, n: usize, every: usize) {
     assert_eq!(dp.format, ForkFormat::Local);
     assert!(st.blocks.is_empty(), "blocks left: {:?}", st.blocks.keys().collect::<Vec<_>>());
     eprintln!("{args}: up {forms:?} down {down:?}");
-    assert_eq!(forms.last(), Some(&Form::Node), "{forms:?}");
-    assert_eq!(forms, [Form::Short, Form::Block, Form::Leaf, Form::Node]);
+    assert_eq!(forms[..], [Form::Short, Form::Block, Form::Leaf, Form::Node][..forms.len()]);
+    // Down the formats in order, ending in short form.
+    let rank = |f: &Form| [Form::Short, Form::Block, Form::Leaf, Form::Node].iter().position(|g| g == f);
+    assert!(down.windows(2).all(|w| rank(&w[0]) > rank(&w[1])), "{down:?}");
+    assert_eq!(down.last(), Some(&Form::Short));
+    if reverse && forms.last() == Some(&Form::Leaf) {
+        assert_eq!(down, [Form::Leaf, Form::Block, Form::Short]);
+    }
+    level
 }
 
 #[test]
 fn all_formats_4k() {
-    run("-n size=4096", 3000, 97);
+    assert_eq!(run("-n size=4096", 3000, 97, false), 1);
 }
 
 #[test]
 fn all_formats_1k_blocks_8k_dirs() {
-    run("-b size=1024 -n size=8192", 5000, 97);
+    assert_eq!(run("-b size=1024 -n size=8192", 5000, 97, true), 1);
 }
 
 #[test]
 fn deep_tree_two_node_levels() {
     // 504 hash entries per 4k leaf or node: two node levels need > 127000.
-    run("-n size=4096", 140_000, 20_000);
+    assert_eq!(run("-n size=4096", 260_000, 40_000, false), 2);
+}
+
+#[test]
+fn all_formats_4k_reverse() {
+    assert_eq!(run("-n size=4096", 3000, 97, true), 1);
+}
+
+#[test]
+fn leaf_form_up_and_down() {
+    assert_eq!(run("-n size=4096", 400, 7, true), 0);
+    assert_eq!(run("-b size=1024 -n size=65536", 3000, 97, true), 0);
 }
 
 #[test]
