@@ -132,6 +132,11 @@ impl Fs {
         Ok(())
     }
 
+    /// Write-side state (None when opened read-only).
+    pub(crate) fn write_state(&self) -> Result<&WriteState> {
+        self.write.as_ref().ok_or(Error::ReadOnly)
+    }
+
     /// Writes issued so far (zero when read-only).
     pub fn write_stats(&self) -> WriteStats {
         self.write.as_ref().map(|w| w.stats()).unwrap_or_default()
@@ -204,6 +209,10 @@ impl Fs {
 
     /// Reads raw bytes from the device.
     pub fn read_bytes(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        if let Some(w) = &self.write {
+            // File data may still sit in the write combiner.
+            w.flush_data(self.dev.as_ref())?;
+        }
         self.dev.read_at(buf, off).map_err(Error::Io)
     }
 
