@@ -290,7 +290,7 @@ fn all_formats(tag: &str, opts: &str, many: usize) {
     }
     // Leaf: dozens of attributes.
     for f in [1usize, 4, 5] {
-        for i in 0..40 {
+        for i in 0..80 {
             let n = rng.below(40) as usize;
             let v = rng.bytes(n);
             img.set(f, NS[i % 3], format!("leaf.attr.{i}").as_bytes(), &v);
@@ -312,6 +312,16 @@ fn all_formats(tag: &str, opts: &str, many: usize) {
         let v = rng.bytes(*len);
         img.set(3, NS[i % 3], format!("remote{i}").as_bytes(), &v);
     }
+    // The node file needs several leaves under a node; the remote file
+    // two 64 KiB values in blocks of their own.
+    let nb = |img: &Img, f: usize| img.fs().inode(img.files[f].1).unwrap().nblocks;
+    assert!(nb(&img, 2) >= 4, "node file has {} blocks", nb(&img, 2));
+    assert!(
+        nb(&img, 3) as usize >= 2 * 65536 / bsize,
+        "remote file has {} blocks",
+        nb(&img, 3)
+    );
+    eprintln!("{tag}: node file {} blocks, remote file {}", nb(&img, 2), nb(&img, 3));
     img.check("grown");
     // Replace: sizes cross local <-> remote.
     for (f, key) in [(3usize, "remote0"), (3, "remote5"), (1, "leaf.attr.3")] {
