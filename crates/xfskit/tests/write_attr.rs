@@ -39,6 +39,8 @@ struct Img {
     path: std::path::PathBuf,
     files: Vec<(String, Ino, Model)>,
     fs: Option<Fs>,
+    /// Compare with the kernel's view too.
+    kernel: bool,
 }
 
 /// Makes an image with `opts`, lets the kernel create `names` (a trailing
@@ -91,6 +93,7 @@ fn image(tag: &str, opts: &str, names: &[&str]) -> Option<Img> {
         path,
         files,
         fs: Some(fs),
+        kernel: true,
     })
 }
 
@@ -165,55 +168,95 @@ impl Img {
         }
         drop(fs);
         let files = &self.files;
+        if !self.kernel {
+            self.fs = Some(open_rw(&self.path));
+            return;
+        }
         with_kernel_mount(&self.path, |mnt| {
             for (name, _, model) in files {
                 let path = mnt.join(name);
                 let link = path.is_symlink();
                 let mut got = kernel_xattrs(&path);
                 // Linux hides user.* attributes of symlinks.
-                if link {
-                    got.retain(|k, _| !k.starts_with(b"user."));
+                if let (true, Some(g)) = (link, got.as_mut()) {
+                    g.retain(|k, _| !k.starts_with(b"user."));
                 }
                 let want: BTreeMap<Vec<u8>, Vec<u8>> = model
                     .iter()
                     .filter(|((ns, _), _)| !(link && *ns == Namespace::User))
                     .map(|((ns, n), v)| (attr::full_name(*ns, n), v.clone()))
                     .collect();
-                assert!(
-                    got == want,
-                    "{what}: kernel sees other attributes on {name}: {:?}",
-                    got.keys()
-                        .map(|k| String::from_utf8_lossy(k))
-                        .collect::<Vec<_>>()
-                );
+                match got {
+                    Some(got) => assert!(
+                        got == want,
+                        "{what}: kernel sees other attributes on {name}: {:?}",
+                        got.keys()
+                            .map(|k| String::from_utf8_lossy(k))
+                            .collect::<Vec<_>>()
+                    ),
+                    // Too many names for one listxattr: ask for each value.
+                    None => {
+                        for (k, v) in &want {
+                            assert_eq!(
+                                kernel_get(&path, k).as_ref(),
+                                Some(v),
+                                "{what}: kernel value of {}",
+                                String::from_utf8_lossy(k)
+                            );
+                        }
+                    }
+                }
             }
         });
         self.fs = Some(open_rw(&self.path));
     }
 }
 
-/// Every attribute of `p` as the kernel shows it.
-fn kernel_xattrs(p: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    // stdout only: getfattr reports user.* of symlinks as missing on stderr.
-    let o = std::process::Command::new("getfattr")
-        .args(["-h", "-d", "-m", "-", "-e", "hex", "--absolute-names"])
-        .arg(p)
-        .output()
-        .expect("run getfattr");
-    let out = String::from_utf8_lossy(&o.stdout);
-    let mut m = BTreeMap::new();
-    for line in out.lines() {
-        if line.starts_with('#') || line.is_empty() {
-            continue;
-        }
-        let (n, v) = line.split_once('=').unwrap_or((line, ""));
-        let v = v.strip_prefix("0x").unwrap_or(v);
-        let bytes = (0..v.len() / 2)
-            .map(|i| u8::from_str_radix(&v[2 * i..2 * i + 2], 16).unwrap())
-            .collect();
-        m.insert(n.as_bytes().to_vec(), bytes);
+/// One attribute's value as the kernel shows it.
+fn kernel_get(p: &Path, name: &[u8]) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let name = std::ffi::CString::new(name).unwrap();
+    let mut buf = vec![0u8; 65536];
+    // SAFETY: both strings are NUL-terminated and buf is writable for its length.
+    let n = unsafe {
+        libc::lgetxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    (n >= 0).then(|| buf[..n as usize].to_vec())
+}
+
+/// Every attribute of `p` as the kernel shows it; None when the names
+/// do not fit one listxattr (64 KiB).
+fn kernel_xattrs(p: &Path) -> Option<BTreeMap<Vec<u8>, Vec<u8>>> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let mut list = vec![0u8; 65536];
+    // SAFETY: path is NUL-terminated and list is writable for its length.
+    let n = unsafe { libc::llistxattr(path.as_ptr(), list.as_mut_ptr().cast(), list.len()) };
+    if n < 0 {
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::E2BIG),
+            "listxattr {}",
+            p.display()
+        );
+        return None;
     }
-    m
+    let mut m = BTreeMap::new();
+    for name in list[..n as usize]
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+    {
+        if let Some(v) = kernel_get(p, name) {
+            m.insert(name.to_vec(), v);
+        }
+    }
+    Some(m)
 }
 
 const NS: [Namespace; 3] = [Namespace::User, Namespace::Trusted, Namespace::Security];
@@ -321,7 +364,11 @@ fn all_formats(tag: &str, opts: &str, many: usize) {
         "remote file has {} blocks",
         nb(&img, 3)
     );
-    eprintln!("{tag}: node file {} blocks, remote file {}", nb(&img, 2), nb(&img, 3));
+    eprintln!(
+        "{tag}: node file {} blocks, remote file {}",
+        nb(&img, 2),
+        nb(&img, 3)
+    );
     img.check("grown");
     // Replace: sizes cross local <-> remote.
     for (f, key) in [(3usize, "remote0"), (3, "remote5"), (1, "leaf.attr.3")] {
@@ -402,4 +449,84 @@ fn remove_missing_is_noattr() {
     let mut ip = tp.read_inode(img.files[0].1).unwrap();
     let r = attr::write::remove(&mut tp, &mut ip, Namespace::Trusted, b"x");
     assert!(matches!(r, Err(xfskit::Error::NoAttr(_))), "{r:?}");
+}
+
+/// A two-level da btree on 1 KiB blocks: thousands of attributes make
+/// nodes split (and the root split again); removing them all in random
+/// order empties leaves and nodes until the root collapses back to one
+/// leaf, short form and no fork.
+#[test]
+fn deep_tree_1k() {
+    let Some(mut img) = image("deep1k", "-b size=1024", &["f"]) else {
+        return;
+    };
+    let mut rng = Rng(42);
+    let n = 6000;
+    for i in 0..n {
+        let len = rng.below(12) as usize;
+        let v = rng.bytes(len);
+        img.set(0, NS[i % 3], format!("k{i}").as_bytes(), &v);
+    }
+    // More leaves than one 1 KiB node can index: the root split.
+    let blocks = img.fs().inode(img.files[0].1).unwrap().nblocks;
+    assert!(blocks > 1 + 121 + 2, "only {blocks} blocks");
+    img.check("deep tree grown");
+    let mut keys: Vec<_> = img.files[0].2.keys().cloned().collect();
+    for i in (1..keys.len()).rev() {
+        keys.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    for (j, (ns, k)) in keys.iter().enumerate() {
+        img.remove(0, *ns, k);
+        if j == n * 3 / 4 {
+            img.check("deep tree three quarters removed");
+        }
+    }
+    assert_eq!(img.fs().inode(img.files[0].1).unwrap().forkoff, 0);
+    img.check("deep tree emptied");
+}
+
+/// Names that all hash alike: 12-byte names where toggling bit 0 of one
+/// byte and bit 7 of the next leaves the hash alone (512 names per
+/// hash), so one hash spans several leaves.
+#[test]
+fn hash_collisions_1k() {
+    let Some(mut img) = image("coll1k", "-b size=1024", &["f"]) else {
+        return;
+    };
+    let base = *b"abcdefghijkl";
+    let mut names = Vec::new();
+    for bits in 0u32..512 {
+        let mut n = base;
+        for t in 0..9 {
+            if bits & (1 << t) != 0 {
+                // pairs (0,1) (1,2) (2,3) in each 4-byte chunk
+                let (chunk, k) = (t / 3, t % 3);
+                let i = chunk * 4 + k;
+                n[i] ^= 1;
+                n[i + 1] ^= 0x80;
+            }
+        }
+        names.push(n);
+    }
+    let h0 = attr::name_hash(&names[0]);
+    assert!(names.iter().all(|n| attr::name_hash(n) == h0));
+    let mut rng = Rng(5);
+    for (i, n) in names.iter().enumerate() {
+        let len = rng.below(30) as usize;
+        let v = rng.bytes(len);
+        img.set(0, NS[i % 3], n, &v);
+        if i % 5 == 0 {
+            img.set(0, Namespace::User, format!("other{i}").as_bytes(), b"x");
+        }
+    }
+    img.check("same-hash names");
+    for (i, n) in names.iter().enumerate().filter(|(i, _)| i % 3 == 0) {
+        let v = rng.bytes(100);
+        img.set(0, NS[i % 3], n, &v);
+    }
+    img.check("same-hash names replaced");
+    for (i, n) in names.iter().enumerate().rev() {
+        img.remove(0, NS[i % 3], n);
+    }
+    img.check("same-hash names removed");
 }
