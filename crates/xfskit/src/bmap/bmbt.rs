@@ -789,3 +789,27 @@ pub(crate) fn check(
     }
     Ok(blocks)
 }
+
+/// The btree root `bytes` (a fork of `bytes.len()` bytes) laid out for
+/// a fork of `new_size` bytes: pointers sit after the fork's maximum
+/// number of keys, so they move when the fork size changes.
+pub(crate) fn relayout_root(bytes: &[u8], new_size: usize) -> Result<Vec<u8>> {
+    if bytes.len() < BMDR_HDR {
+        return Err(Error::Invalid("btree root does not fit its fork".into()));
+    }
+    let n = usize::from(be16(bytes, 2));
+    let (old_max, new_max) = (root_max(bytes.len()), root_max(new_size));
+    if n > old_max {
+        return Err(Error::Invalid(format!("btree root with {n} entries")));
+    }
+    if n > new_max {
+        return Err(Error::Invalid(format!(
+            "btree root of {n} entries does not fit a {new_size}-byte fork"
+        )));
+    }
+    let mut out = vec![0u8; new_size];
+    out[..BMDR_HDR + n * 8].copy_from_slice(&bytes[..BMDR_HDR + n * 8]);
+    let (op, np) = (BMDR_HDR + old_max * 8, BMDR_HDR + new_max * 8);
+    out[np..np + n * 8].copy_from_slice(&bytes[op..op + n * 8]);
+    Ok(out)
+}
