@@ -13,6 +13,7 @@
 mod bmbt;
 mod edit;
 mod fork;
+mod node;
 mod space;
 #[cfg(test)]
 mod tests;
@@ -260,7 +261,7 @@ pub fn set_forkoff(geo: &Geometry, ip: &mut Inode, forkoff: u8) -> Result<()> {
     if ip.format == ForkFormat::Btree {
         let mut cur = ip.data_fork.clone();
         cur.resize(old_size, 0);
-        ip.data_fork = bmbt::relayout_root(&cur, new_data)?;
+        ip.data_fork = node::relayout_root(&cur, new_data)?;
     } else if ip.data_fork.len() > new_data {
         if ip.data_fork[new_data..].iter().any(|b| *b != 0) {
             return Err(Error::Invalid(

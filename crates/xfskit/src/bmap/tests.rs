@@ -3,7 +3,7 @@
 //! compared with a per-block model and the btree's shape is checked.
 
 use super::space::pool::{self, Pool};
-use super::{bmbt, edit, fork};
+use super::{edit, fork, node};
 use crate::geometry::{FsBlock, Ino};
 use crate::inode::{Extent, Fork, ForkFormat, Inode};
 use crate::trans::Trans;
@@ -78,7 +78,7 @@ fn verify(tp: &mut Trans<'_>, ip: &Inode, fork: Fork, model: &Model, ag_log: u8)
                 "{} records in btree format",
                 all.len()
             );
-            bmbt::check(tp, ip, fork).unwrap()
+            node::check(tp, ip, fork).unwrap()
         }
         f => panic!("format {f:?}"),
     };
