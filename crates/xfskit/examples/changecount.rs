@@ -16,19 +16,33 @@ fn main() {
     }
     let n: u64 = args[2].parse().expect("WRITES must be a number");
     let fs = Fs::open_rw(args[1].as_ref(), &OpenOptions::default()).expect("open");
-    let t = Timestamp { sec: 1_700_000_000, nsec: 0 };
-    let meta = Meta { mode: 0o644, uid: 0, gid: 0, atime: t, mtime: t, ctime: t, crtime: t };
+    let t = Timestamp {
+        sec: 1_700_000_000,
+        nsec: 0,
+    };
+    let meta = Meta {
+        mode: 0o644,
+        uid: 0,
+        gid: 0,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        crtime: t,
+    };
     let root = fs.geometry().root_ino;
     let buf = vec![7u8; 512];
     let mut results = Vec::new();
     for (round, query) in [(0, false), (1, true), (2, false), (3, true)] {
         let name = format!("f{round}");
-        let ino = fs.create(root, name.as_bytes(), &NodeKind::File { size: 0 }, &meta).expect("create");
+        let ino = fs
+            .create(root, name.as_bytes(), &NodeKind::File { size: 0 }, &meta)
+            .expect("create");
         fs.write_at(ino, 0, &vec![0u8; 1 << 20]).expect("prefill");
         let start = Instant::now();
         let mut last = 0;
         for i in 0..n {
-            fs.write_at(ino, (i * 512) % (1 << 20), &buf).expect("write");
+            fs.write_at(ino, (i * 512) % (1 << 20), &buf)
+                .expect("write");
             if query {
                 last = fs.change_cookie(ino).expect("query");
             }
@@ -47,10 +61,18 @@ fn main() {
     };
     let plain = best(false);
     let queried = best(true);
-    let last_cookie = results.iter().filter(|r| r.0).map(|r| r.2).max().unwrap_or(0);
+    let last_cookie = results
+        .iter()
+        .filter(|r| r.0)
+        .map(|r| r.2)
+        .max()
+        .unwrap_or(0);
     println!("writes\t{n}");
     println!("no queries\t{plain:.3} s\t{:.0} writes/s", n as f64 / plain);
-    println!("query after each\t{queried:.3} s\t{:.0} writes/s", n as f64 / queried);
+    println!(
+        "query after each\t{queried:.3} s\t{:.0} writes/s",
+        n as f64 / queried
+    );
     println!("overhead\t{:.1} %", (queried / plain - 1.0) * 100.0);
     println!("cookie after queried run\t{last_cookie} (each queried write bumps it)");
 }

@@ -9,8 +9,9 @@ use crate::inode::{FileType, Fork, ForkFormat, Inode};
 use crate::trans::Trans;
 use xfs_format::symlink as xsl;
 
-/// Longest symlink target.
-const SYMLINK_MAX: usize = xsl::XFS_SYMLINK_MAXLEN;
+/// Longest symlink target: XFS_SYMLINK_MAXLEN counts the kernel's
+/// terminating NUL, so targets are shorter (xfs_repair rejects 1024).
+const SYMLINK_MAX: usize = xsl::XFS_SYMLINK_MAXLEN - 1;
 
 fn type_bits(kind: &NodeKind) -> u16 {
     (match kind {
@@ -42,6 +43,14 @@ impl Fs {
                 return Err(Error::Invalid(format!(
                     "symlink target of {} bytes (1 to {SYMLINK_MAX}, no NUL)",
                     t.len()
+                )));
+            }
+        }
+        if let NodeKind::CharDev { major, minor } | NodeKind::BlockDev { major, minor } = kind {
+            // XFS keeps device numbers in 32 bits: 14 for the major, 18 for the minor.
+            if *major >= 1 << 14 || *minor >= 1 << 18 {
+                return Err(Error::Invalid(format!(
+                    "device number {major}:{minor} does not fit XFS's 14-bit major / 18-bit minor"
                 )));
             }
         }
