@@ -94,9 +94,19 @@ struct DataRun {
     bytes: usize,
 }
 
+/// A committed buffer waiting for writeback. Its CRC is stamped at
+/// writeback, once, however many transactions changed it.
+#[derive(Clone)]
+pub struct Pending {
+    /// The bytes (CRC field stale until writeback).
+    pub data: Arc<[u8]>,
+    /// Where the CRC goes, if the block has one.
+    pub crc_off: Option<usize>,
+}
+
 /// Write-side state of an open filesystem.
 pub struct WriteState {
-    dirty: Mutex<BTreeMap<u64, Arc<[u8]>>>,
+    dirty: Mutex<BTreeMap<u64, Pending>>,
     dirty_bytes: Mutex<usize>,
     counters: Mutex<SbDelta>,
     data: Mutex<DataRun>,
@@ -147,19 +157,19 @@ impl WriteState {
     /// exactly `len` bytes, if any.
     pub fn get(&self, off: u64, len: usize) -> Option<Arc<[u8]>> {
         let d = lock(&self.dirty);
-        d.get(&off).filter(|b| b.len() == len).cloned()
+        d.get(&off).filter(|b| b.data.len() == len).map(|b| b.data.clone())
     }
 
     /// Publishes committed buffers and counter deltas. Returns true when
     /// enough is pending that the caller should write back.
-    pub fn publish(&self, bufs: Vec<(u64, Arc<[u8]>)>, delta: &SbDelta) -> bool {
+    pub fn publish(&self, bufs: Vec<(u64, Pending)>, delta: &SbDelta) -> bool {
         let mut added = 0usize;
         {
             let mut d = lock(&self.dirty);
             for (off, b) in bufs {
-                added += b.len();
+                added += b.data.len();
                 if let Some(old) = d.insert(off, b) {
-                    added = added.saturating_sub(old.len());
+                    added = added.saturating_sub(old.data.len());
                 }
             }
         }
@@ -174,7 +184,7 @@ impl WriteState {
         let mut d = lock(&self.dirty);
         if let Some(old) = d.remove(&off) {
             let mut n = lock(&self.dirty_bytes);
-            *n = n.saturating_sub(old.len());
+            *n = n.saturating_sub(old.data.len());
         }
     }
 
@@ -334,9 +344,24 @@ impl WriteState {
             self.flush_runs(dev, &mut d)?;
         }
         let mut pending = lock(&self.dirty);
+        // Stamp each block's CRC once, now.
+        let stamped: Vec<(u64, std::borrow::Cow<'_, [u8]>)> = pending
+            .iter()
+            .map(|(off, p)| {
+                let b = match p.crc_off {
+                    Some(c) => {
+                        let mut v = p.data.to_vec();
+                        xfs_format::crc::stamp(&mut v, c);
+                        std::borrow::Cow::Owned(v)
+                    }
+                    None => std::borrow::Cow::Borrowed(&p.data[..]),
+                };
+                (*off, b)
+            })
+            .collect();
         let mut batch: Vec<&[u8]> = Vec::new();
         let (mut start, mut end, mut len) = (0u64, 0u64, 0usize);
-        for (off, b) in pending.iter() {
+        for (off, b) in stamped.iter() {
             if !batch.is_empty() && (*off != end || len + b.len() > self.max_write) {
                 self.write_slices(dev, start, &batch)?;
                 batch.clear();
@@ -353,6 +378,8 @@ impl WriteState {
         if !batch.is_empty() {
             self.write_slices(dev, start, &batch)?;
         }
+        drop(batch);
+        drop(stamped);
         pending.clear();
         *lock(&self.dirty_bytes) = 0;
         Ok(())
