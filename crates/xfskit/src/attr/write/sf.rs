@@ -159,10 +159,10 @@ pub(crate) fn bytesfit(geo: &Geometry, ip: &Inode, bytes: usize) -> Result<u8> {
     }
     let mut dsize = data_fork_bytes(ip);
     match ip.format {
-        ForkFormat::Extents => {
-            if ip.forkoff == 0 && dsize > default_attroffset(geo, ip) {
-                dsize = bmdr_space(MIN_DATA_PTRS);
-            }
+        // No attr fork yet and more extents than the default data area
+        // holds: the data fork will become a btree, a small root is enough.
+        ForkFormat::Extents if ip.forkoff == 0 && dsize > default_attroffset(geo, ip) => {
+            dsize = bmdr_space(MIN_DATA_PTRS);
         }
         ForkFormat::Btree => {
             if ip.forkoff != 0 {
