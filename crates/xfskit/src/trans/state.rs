@@ -61,6 +61,12 @@ impl LockSet {
         held.insert(n);
     }
 
+    /// Holds `n` if it is free right now; false (nothing held) if not.
+    pub fn try_lock(&self, n: u64) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.insert(n)
+    }
+
     /// Releases `n`.
     pub fn unlock(&self, n: u64) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
