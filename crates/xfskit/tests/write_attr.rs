@@ -586,6 +586,18 @@ fn data_forks(tag: &str, opts: &str) {
         assert_eq!(img.fs().inode(img.files[2].1).unwrap().forkoff, 0);
         assert_eq!(img.aformat(1), Some(ForkFormat::Local));
     }
+    // A first attribute too big for short form on inodes without a fork.
+    for f in [0usize, 2] {
+        let v = rng.bytes(65536);
+        img.set(f, Namespace::Trusted, b"big", &v);
+        assert_eq!(img.aformat(f), Some(ForkFormat::Extents));
+    }
+    img.check("big first attribute");
+    for f in [0usize, 2] {
+        img.remove(f, Namespace::Trusted, b"big");
+        assert_eq!(img.fs().inode(img.files[f].1).unwrap().forkoff, 0);
+    }
+    img.check("big first attribute removed");
 }
 
 #[test]
