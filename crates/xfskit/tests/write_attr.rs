@@ -598,6 +598,22 @@ fn data_forks(tag: &str, opts: &str) {
         assert_eq!(img.fs().inode(img.files[f].1).unwrap().forkoff, 0);
     }
     img.check("big first attribute removed");
+    // 20 data extents fill a fork-less 512-byte inode past where the
+    // attr fork goes: the data extents move to a btree, as the kernel does.
+    assert_eq!(img.fs().geometry().inode_size, 512);
+    let ino = img.files[0].1;
+    for i in 9..20u64 {
+        img.fs().write_at(ino, i * 8192, &[2u8; 4096]).unwrap();
+    }
+    let ip = img.fs().inode(ino).unwrap();
+    assert_eq!(
+        (ip.forkoff, ip.format, ip.nextents),
+        (0, ForkFormat::Extents, 20)
+    );
+    img.set(0, Namespace::User, b"after", b"extents");
+    let ip = img.fs().inode(ino).unwrap();
+    assert_eq!(ip.format, ForkFormat::Btree);
+    img.check("data extents pushed into a btree");
 }
 
 #[test]
