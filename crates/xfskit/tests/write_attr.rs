@@ -625,3 +625,27 @@ fn data_forks_4k() {
 fn data_forks_inode512() {
     data_forks("df512", "-i size=512");
 }
+
+/// The mkfs root directory (no attr fork) with a short-form directory
+/// larger than the default data area gets a first attribute too big for
+/// short form: the fork starts just past the directory entries.
+#[test]
+fn big_local_dir_first_big_attr() {
+    let names: Vec<String> = (0..15).map(|i| format!("entry{i:03}")).collect();
+    let mut all: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+    all.push(".");
+    let Some(mut img) = image("bigdir", "", &all) else {
+        return;
+    };
+    let root = img.files.len() - 1;
+    let ip = img.fs().inode(img.files[root].1).unwrap();
+    assert_eq!((ip.forkoff, ip.format), (0, ForkFormat::Local));
+    assert!(ip.size > 196, "root directory of {} bytes", ip.size);
+    let mut rng = Rng(3);
+    let v = rng.bytes(300);
+    img.set(root, Namespace::Security, b"label", &v);
+    img.check("big local dir, first attribute in a leaf");
+    img.remove(root, Namespace::Security, b"label");
+    assert_eq!(img.fs().inode(img.files[root].1).unwrap().forkoff, 0);
+    img.check("big local dir, attribute removed");
+}

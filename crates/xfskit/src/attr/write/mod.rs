@@ -126,13 +126,18 @@ fn bad_format(ip: &Inode) -> Error {
 /// kernel places it for a first attribute needing `size` bytes.
 fn add_fork(tp: &mut Trans<'_>, ip: &mut Inode, size: usize) -> Result<()> {
     let geo = tp.geo();
-    let forkoff = match ip.format {
+    let mut forkoff = match ip.format {
         ForkFormat::Dev => (sf::default_attroffset(geo, ip) >> 3) as u8,
         _ => match sf::bytesfit(geo, ip, size)? {
             0 => (sf::default_attroffset(geo, ip) >> 3) as u8,
             f => f,
         },
     };
+    if !sf::data_fits(ip, forkoff) {
+        if let Some(f) = sf::past_local_data(geo, ip) {
+            forkoff = f;
+        }
+    }
     if !sf::data_fits(ip, forkoff) {
         if ip.format != ForkFormat::Extents {
             return Err(Error::Unsupported(format!(
