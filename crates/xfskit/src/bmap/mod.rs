@@ -10,7 +10,7 @@
 //! back the difference ([`fork::replace`]), which keeps the fork's
 //! format, record count and bmbt blocks right.
 
-mod bmbt;
+pub(crate) mod bmbt;
 mod edit;
 mod fork;
 mod node;
