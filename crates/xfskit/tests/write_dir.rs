@@ -200,3 +200,101 @@ fn dir_1k_blocks_64k_dirs() {
         &["short", "block", "leaf", "node"],
     );
 }
+
+/// Two directories growing in turn get interleaved blocks, so their
+/// forks outgrow the inode and become bmbt btrees ("btree" form); then
+/// "..", replace and removal of everything.
+#[test]
+fn dir_btree_form_interleaved() {
+    let sc = Scratch::new("btree");
+    let img = sc.0.join("fs.img");
+    mkfs_xfs(&img, 1 << 30, "-b size=4096 -n size=4096");
+    let fs = open_rw(&img);
+    let a = setup(&fs);
+    // A second directory under the root, entries to the same files.
+    let mut tp = fs.trans().unwrap();
+    let root_ino = fs.geometry().root_ino;
+    let mut root = tp.read_inode(root_ino).unwrap();
+    let d2 = xfskit::ialloc::alloc_inode(&mut tp, root_ino, 0o40755).unwrap();
+    let mut dp2 = Inode::new(fs.geometry(), d2, 0o40755, 1).unwrap();
+    dw::init(&mut tp, &mut dp2, root_ino).unwrap();
+    dp2.nlink = 2;
+    dw::add(&mut tp, &mut root, b"e", d2, 2).unwrap();
+    root.nlink += 1;
+    tp.log_inode(&dp2).unwrap();
+    tp.log_inode(&root).unwrap();
+    tp.commit().unwrap();
+    let b = Setup { dir: d2, files: a.files.clone() };
+    let n = 6000;
+    let mut want = BTreeMap::new();
+    for i in 0..n {
+        for s in [&a, &b] {
+            let mut tp = fs.trans().unwrap();
+            let mut dp = tp.read_inode(s.dir).unwrap();
+            dw::add(&mut tp, &mut dp, &entry_name(i), s.files[i % FILES], 1).unwrap();
+            tp.log_inode(&dp).unwrap();
+            tp.commit().unwrap();
+        }
+        want.insert(entry_name(i), i % FILES);
+    }
+    // Both directories point at the files: count their links twice.
+    let both = |w: &BTreeMap<Vec<u8>, usize>| {
+        let mut tp = fs.trans().unwrap();
+        for (k, &f) in a.files.iter().enumerate() {
+            let mut ip = tp.read_inode(f).unwrap();
+            ip.nlink = 1 + 2 * w.values().filter(|&&v| v == k).count() as u32;
+            tp.log_inode(&ip).unwrap();
+        }
+        tp.commit().unwrap();
+    };
+    both(&want);
+    fs.sync().unwrap();
+    assert_repair_clean(&img);
+    let fa = form(&fs, &fs.inode(a.dir).unwrap());
+    let fb = form(&fs, &fs.inode(b.dir).unwrap());
+    eprintln!("interleaved: {fa} {fb}");
+    assert_eq!((fa, fb), ("btree", "btree"));
+    // Replace an entry and "..", check, put them back.
+    let mut tp = fs.trans().unwrap();
+    let mut dp = tp.read_inode(a.dir).unwrap();
+    let nm = entry_name(77);
+    assert_eq!(dw::replace(&mut tp, &mut dp, &nm, a.files[0], 1).unwrap(), a.files[77 % FILES]);
+    assert_eq!(dw::lookup(&mut tp, &dp, &nm).unwrap(), Some((a.files[0], 1)));
+    assert_eq!(dw::replace(&mut tp, &mut dp, b"..", d2, 2).unwrap(), root_ino);
+    assert_eq!(dw::lookup(&mut tp, &dp, b"..").unwrap(), Some((d2, 2)));
+    dw::replace(&mut tp, &mut dp, b"..", root_ino, 2).unwrap();
+    dw::replace(&mut tp, &mut dp, &nm, a.files[77 % FILES], 1).unwrap();
+    assert!(!dw::is_empty(&mut tp, &dp).unwrap());
+    assert!(matches!(dw::add(&mut tp, &mut dp, &nm, a.files[0], 1), Err(xfskit::Error::Exists(_))));
+    tp.log_inode(&dp).unwrap();
+    tp.commit().unwrap();
+    // Remove everything from both, checking at a few points.
+    let keys: Vec<Vec<u8>> = want.keys().cloned().collect();
+    for (k, nm) in keys.iter().enumerate() {
+        for s in [&a, &b] {
+            let mut tp = fs.trans().unwrap();
+            let mut dp = tp.read_inode(s.dir).unwrap();
+            dw::remove(&mut tp, &mut dp, nm).unwrap();
+            tp.log_inode(&dp).unwrap();
+            tp.commit().unwrap();
+        }
+        want.remove(nm);
+        if [3000, 500, 0].contains(&(n - k - 1)) {
+            both(&want);
+            fs.sync().unwrap();
+            assert_repair_clean(&img);
+            for s in [&a, &b] {
+                let dp = fs.inode(s.dir).unwrap();
+                let got: Vec<Vec<u8>> =
+                    xfskit::dir::read_dir(&fs, &dp).unwrap().into_iter().map(|e| e.name).collect();
+                assert_eq!(got.len(), want.len());
+                assert!(got.iter().all(|g| want.contains_key(g)));
+            }
+        }
+    }
+    assert_eq!(form(&fs, &fs.inode(a.dir).unwrap()), "short");
+    with_kernel_mount(&img, |mnt| {
+        assert_eq!(std::fs::read_dir(mnt.join("d")).unwrap().count(), 0);
+        assert_eq!(std::fs::read_dir(mnt.join("e")).unwrap().count(), 0);
+    });
+}
