@@ -64,7 +64,11 @@ fn form(fs: &Fs, dp: &Inode) -> &'static str {
     let leaf_lblk = (32u64 << 30) >> geo.block_log;
     let free_lblk = (64u64 << 30) >> geo.block_log;
     let has = |a: u64| map.iter().any(|e| e.offset <= a && a < e.offset + e.len);
-    let tree = if dp.format == ForkFormat::Btree { "btree" } else { "node" };
+    let tree = if dp.format == ForkFormat::Btree {
+        "btree"
+    } else {
+        "node"
+    };
     if has(free_lblk) {
         tree
     } else if has(leaf_lblk) {
@@ -75,7 +79,12 @@ fn form(fs: &Fs, dp: &Inode) -> &'static str {
 }
 
 /// Syncs and checks the image against `want` (name -> file index).
-fn checkpoint(fs: &Fs, img: &std::path::Path, s: &Setup, want: &BTreeMap<Vec<u8>, usize>) -> &'static str {
+fn checkpoint(
+    fs: &Fs,
+    img: &std::path::Path,
+    s: &Setup,
+    want: &BTreeMap<Vec<u8>, usize>,
+) -> &'static str {
     // Each file: one root link plus its entries in the directory.
     let mut tp = fs.trans().unwrap();
     for (k, &f) in s.files.iter().enumerate() {
@@ -91,7 +100,11 @@ fn checkpoint(fs: &Fs, img: &std::path::Path, s: &Setup, want: &BTreeMap<Vec<u8>
         .unwrap()
         .into_iter()
         .map(|e| {
-            let k = s.files.iter().position(|&f| f == e.ino).expect("entry points to a known file");
+            let k = s
+                .files
+                .iter()
+                .position(|&f| f == e.ino)
+                .expect("entry points to a known file");
             (e.name, k)
         })
         .collect();
@@ -224,7 +237,10 @@ fn dir_btree_form_interleaved() {
     tp.log_inode(&dp2).unwrap();
     tp.log_inode(&root).unwrap();
     tp.commit().unwrap();
-    let b = Setup { dir: d2, files: a.files.clone() };
+    let b = Setup {
+        dir: d2,
+        files: a.files.clone(),
+    };
     let n = 6000;
     let mut want = BTreeMap::new();
     for i in 0..n {
@@ -258,14 +274,26 @@ fn dir_btree_form_interleaved() {
     let mut tp = fs.trans().unwrap();
     let mut dp = tp.read_inode(a.dir).unwrap();
     let nm = entry_name(77);
-    assert_eq!(dw::replace(&mut tp, &mut dp, &nm, a.files[0], 1).unwrap(), a.files[77 % FILES]);
-    assert_eq!(dw::lookup(&mut tp, &dp, &nm).unwrap(), Some((a.files[0], 1)));
-    assert_eq!(dw::replace(&mut tp, &mut dp, b"..", d2, 2).unwrap(), root_ino);
+    assert_eq!(
+        dw::replace(&mut tp, &mut dp, &nm, a.files[0], 1).unwrap(),
+        a.files[77 % FILES]
+    );
+    assert_eq!(
+        dw::lookup(&mut tp, &dp, &nm).unwrap(),
+        Some((a.files[0], 1))
+    );
+    assert_eq!(
+        dw::replace(&mut tp, &mut dp, b"..", d2, 2).unwrap(),
+        root_ino
+    );
     assert_eq!(dw::lookup(&mut tp, &dp, b"..").unwrap(), Some((d2, 2)));
     dw::replace(&mut tp, &mut dp, b"..", root_ino, 2).unwrap();
     dw::replace(&mut tp, &mut dp, &nm, a.files[77 % FILES], 1).unwrap();
     assert!(!dw::is_empty(&mut tp, &dp).unwrap());
-    assert!(matches!(dw::add(&mut tp, &mut dp, &nm, a.files[0], 1), Err(xfskit::Error::Exists(_))));
+    assert!(matches!(
+        dw::add(&mut tp, &mut dp, &nm, a.files[0], 1),
+        Err(xfskit::Error::Exists(_))
+    ));
     tp.log_inode(&dp).unwrap();
     tp.commit().unwrap();
     // Remove everything from both, checking at a few points.
@@ -285,8 +313,11 @@ fn dir_btree_form_interleaved() {
             assert_repair_clean(&img);
             for s in [&a, &b] {
                 let dp = fs.inode(s.dir).unwrap();
-                let got: Vec<Vec<u8>> =
-                    xfskit::dir::read_dir(&fs, &dp).unwrap().into_iter().map(|e| e.name).collect();
+                let got: Vec<Vec<u8>> = xfskit::dir::read_dir(&fs, &dp)
+                    .unwrap()
+                    .into_iter()
+                    .map(|e| e.name)
+                    .collect();
                 assert_eq!(got.len(), want.len());
                 assert!(got.iter().all(|g| want.contains_key(g)));
             }

@@ -5,11 +5,15 @@
 //! down to short form when the entries fit the inode.
 
 use super::dblock;
-use super::layout::{dataptr, init_da3_hdr, leaf_db, put16, put32, put_leaf_ent, leaf_ent, DA_COUNT};
+use super::layout::{
+    dataptr, init_da3_hdr, leaf_db, leaf_ent, put16, put32, put_leaf_ent, DA_COUNT,
+};
 use super::sf::{Sf, SfEnt};
 use super::store::{must_get, Store};
 use crate::bytes::be32;
-use crate::dir::data::{entry_size, BLOCK_TAIL_SIZE, DATA_HDR_SIZE, LEAF_ENTRY_SIZE, XDB3_MAGIC, XDD3_MAGIC};
+use crate::dir::data::{
+    entry_size, BLOCK_TAIL_SIZE, DATA_HDR_SIZE, LEAF_ENTRY_SIZE, XDB3_MAGIC, XDD3_MAGIC,
+};
 use crate::dir::lookup::{name_hash, DA3_HDR_SIZE, DIR3_LEAF1_MAGIC};
 use crate::dir::DirError;
 use crate::error::Result;
@@ -29,7 +33,11 @@ pub(crate) fn write_leaf(b: &mut [u8], ents: &[(u32, u32)]) {
 
 /// The live leaf entries of a single block, stale ones squeezed out (the
 /// freed bytes become unused data space). Returns the leaf start too.
-pub(crate) fn compact(geo: &Geometry, owner: u64, b: &mut [u8]) -> Result<(usize, Vec<(u32, u32)>)> {
+pub(crate) fn compact(
+    geo: &Geometry,
+    owner: u64,
+    b: &mut [u8],
+) -> Result<(usize, Vec<(u32, u32)>)> {
     let bs = b.len();
     let count = be32(b, bs - 8) as usize;
     let stale = be32(b, bs - 4) as usize;
@@ -52,7 +60,10 @@ pub(crate) fn compact(geo: &Geometry, owner: u64, b: &mut [u8]) -> Result<(usize
 }
 
 /// Reads block 0 with its leaf compacted.
-fn load(st: &mut dyn Store, dp: &Inode) -> Result<(Vec<u8>, usize, Vec<(u32, u32)>)> {
+/// A single block, its leaf start and live leaf entries.
+type Loaded = (Vec<u8>, usize, Vec<(u32, u32)>);
+
+fn load(st: &mut dyn Store, dp: &Inode) -> Result<Loaded> {
     let geo = st.geo().clone();
     let mut b = must_get(st, dp, 0)?;
     if be32(&b, 0) != XDB3_MAGIC {
@@ -63,7 +74,13 @@ fn load(st: &mut dyn Store, dp: &Inode) -> Result<(Vec<u8>, usize, Vec<(u32, u32
 }
 
 /// Adds an entry; false when the block has no room (convert to leaf).
-pub(crate) fn add(st: &mut dyn Store, dp: &mut Inode, name: &[u8], ino: u64, ftype: u8) -> Result<bool> {
+pub(crate) fn add(
+    st: &mut dyn Store,
+    dp: &mut Inode,
+    name: &[u8],
+    ino: u64,
+    ftype: u8,
+) -> Result<bool> {
     let geo = st.geo().clone();
     let owner = dp.ino.0;
     let (mut b, start, mut ents) = load(st, dp)?;

@@ -36,7 +36,13 @@ pub(crate) struct Ent {
 }
 
 /// Lists the slots of the data area `DATA_HDR_SIZE..end`.
-pub(crate) fn slots(geo: &Geometry, owner: u64, db: u64, buf: &[u8], end: usize) -> Result<Vec<Slot>> {
+pub(crate) fn slots(
+    geo: &Geometry,
+    owner: u64,
+    db: u64,
+    buf: &[u8],
+    end: usize,
+) -> Result<Vec<Slot>> {
     let bad = |d: String| DirError::Block.at(owner, db, d);
     let mut v = Vec::new();
     let mut off = DATA_HDR_SIZE;
@@ -47,7 +53,10 @@ pub(crate) fn slots(geo: &Geometry, owner: u64, db: u64, buf: &[u8], end: usize)
         let (len, free) = if be16(buf, off) == FREE_TAG {
             (usize::from(be16(buf, off + 2)), true)
         } else {
-            (entry_size(usize::from(buf[off + 8]), geo.features.ftype), false)
+            (
+                entry_size(usize::from(buf[off + 8]), geo.features.ftype),
+                false,
+            )
         };
         if len < DATA_ALIGN || !len.is_multiple_of(DATA_ALIGN) || off + len > end {
             return Err(bad(format!("slot at {off} has length {len}")));
@@ -68,12 +77,22 @@ pub(crate) fn entry(geo: &Geometry, buf: &[u8], off: usize) -> Ent {
         off,
         ino: be64(buf, off),
         name: buf[off + 9..off + 9 + n].to_vec(),
-        ftype: if geo.features.ftype { buf[off + 9 + n] } else { 0 },
+        ftype: if geo.features.ftype {
+            buf[off + 9 + n]
+        } else {
+            0
+        },
     }
 }
 
 /// Every live entry of the block, in order.
-pub(crate) fn entries(geo: &Geometry, owner: u64, db: u64, buf: &[u8], end: usize) -> Result<Vec<Ent>> {
+pub(crate) fn entries(
+    geo: &Geometry,
+    owner: u64,
+    db: u64,
+    buf: &[u8],
+    end: usize,
+) -> Result<Vec<Ent>> {
     Ok(slots(geo, owner, db, buf, end)?
         .into_iter()
         .filter(|s| !s.free)
@@ -90,7 +109,14 @@ pub(crate) fn write_free(buf: &mut [u8], off: usize, len: usize) {
 }
 
 /// Writes an entry at `off`; returns its size.
-pub(crate) fn write_entry(geo: &Geometry, buf: &mut [u8], off: usize, ino: u64, name: &[u8], ftype: u8) -> usize {
+pub(crate) fn write_entry(
+    geo: &Geometry,
+    buf: &mut [u8],
+    off: usize,
+    ino: u64,
+    name: &[u8],
+    ftype: u8,
+) -> usize {
     let size = entry_size(name.len(), geo.features.ftype);
     buf[off..off + size].fill(0);
     put64(buf, off, ino);
@@ -105,7 +131,13 @@ pub(crate) fn write_entry(geo: &Geometry, buf: &mut [u8], off: usize, ino: u64, 
 
 /// Merges adjacent unused regions in `DATA_HDR_SIZE..end` and rebuilds the
 /// best-free table.
-pub(crate) fn normalize(geo: &Geometry, owner: u64, db: u64, buf: &mut [u8], end: usize) -> Result<()> {
+pub(crate) fn normalize(
+    geo: &Geometry,
+    owner: u64,
+    db: u64,
+    buf: &mut [u8],
+    end: usize,
+) -> Result<()> {
     let s = slots(geo, owner, db, buf, end)?;
     let mut merged: Vec<Slot> = Vec::with_capacity(s.len());
     for x in s {
@@ -154,7 +186,11 @@ pub(crate) fn init_area(buf: &mut [u8], end: usize) {
 /// `reserve` bytes at the end of a region ending exactly at `end`.
 pub(crate) fn find_fit(slots: &[Slot], need: usize, end: usize, reserve: usize) -> Option<usize> {
     slots.iter().find_map(|s| {
-        let usable = if s.off + s.len == end { s.len.saturating_sub(reserve) } else { s.len };
+        let usable = if s.off + s.len == end {
+            s.len.saturating_sub(reserve)
+        } else {
+            s.len
+        };
         (s.free && usable >= need).then_some(s.off)
     })
 }
@@ -187,26 +223,53 @@ pub(crate) fn insert(
 }
 
 /// Turns the entry at `off` into unused space (merged with neighbours).
-pub(crate) fn remove(geo: &Geometry, owner: u64, db: u64, buf: &mut [u8], end: usize, off: usize) -> Result<()> {
+pub(crate) fn remove(
+    geo: &Geometry,
+    owner: u64,
+    db: u64,
+    buf: &mut [u8],
+    end: usize,
+    off: usize,
+) -> Result<()> {
     let size = entry_size(usize::from(buf[off + 8]), geo.features.ftype);
     write_free(buf, off, size);
     normalize(geo, owner, db, buf, end)
 }
 
 /// True when the data area holds no entries at all.
-pub(crate) fn is_empty(geo: &Geometry, owner: u64, db: u64, buf: &[u8], end: usize) -> Result<bool> {
+pub(crate) fn is_empty(
+    geo: &Geometry,
+    owner: u64,
+    db: u64,
+    buf: &[u8],
+    end: usize,
+) -> Result<bool> {
     Ok(slots(geo, owner, db, buf, end)?.iter().all(|s| s.free))
 }
 
 /// Finds `name` among the entries; returns the entry.
-pub(crate) fn find(geo: &Geometry, owner: u64, db: u64, buf: &[u8], end: usize, name: &[u8]) -> Result<Option<Ent>> {
+pub(crate) fn find(
+    geo: &Geometry,
+    owner: u64,
+    db: u64,
+    buf: &[u8],
+    end: usize,
+    name: &[u8],
+) -> Result<Option<Ent>> {
     Ok(entries(geo, owner, db, buf, end)?
         .into_iter()
         .find(|e| e.name == name))
 }
 
 /// Decodes and checks the entry a leaf entry points to at `off`.
-pub(crate) fn entry_checked(geo: &Geometry, owner: u64, db: u64, buf: &[u8], end: usize, off: usize) -> Result<Ent> {
+pub(crate) fn entry_checked(
+    geo: &Geometry,
+    owner: u64,
+    db: u64,
+    buf: &[u8],
+    end: usize,
+    off: usize,
+) -> Result<Ent> {
     if off < DATA_HDR_SIZE || off + 12 > end || be16(buf, off) == FREE_TAG {
         return Err(DirError::Block.at(owner, db, format!("leaf points to no entry at {off}")));
     }

@@ -5,8 +5,8 @@
 //! block with no used slot is freed.
 
 use super::layout::{
-    free_db, init_dir3_hdr, leaf_db, put16, put32, FREE_FIRSTDB, FREE_HDR_SIZE, FREE_NUSED, FREE_NVALID,
-    NULL_DATAOFF, XDF3_MAGIC,
+    free_db, init_dir3_hdr, leaf_db, put16, put32, FREE_FIRSTDB, FREE_HDR_SIZE, FREE_NUSED,
+    FREE_NVALID, NULL_DATAOFF, XDF3_MAGIC,
 };
 use super::store::{must_get, Store};
 use crate::bytes::{be16, be32};
@@ -31,13 +31,19 @@ pub(crate) fn bests(owner: u64, fdb: u64, b: &[u8]) -> Result<Vec<u16>> {
     if FREE_HDR_SIZE + nvalid * 2 > b.len() {
         return Err(DirError::Block.at(owner, fdb, format!("free index with {nvalid} slots")));
     }
-    Ok((0..nvalid).map(|i| be16(b, FREE_HDR_SIZE + 2 * i)).collect())
+    Ok((0..nvalid)
+        .map(|i| be16(b, FREE_HDR_SIZE + 2 * i))
+        .collect())
 }
 
 fn encode(b: &mut [u8], v: &[u16]) {
     b[FREE_HDR_SIZE..].fill(0);
     put32(b, FREE_NVALID, v.len() as u32);
-    put32(b, FREE_NUSED, v.iter().filter(|&&x| x != NULL_DATAOFF).count() as u32);
+    put32(
+        b,
+        FREE_NUSED,
+        v.iter().filter(|&&x| x != NULL_DATAOFF).count() as u32,
+    );
     for (i, &x) in v.iter().enumerate() {
         put16(b, FREE_HDR_SIZE + 2 * i, x);
     }
@@ -84,7 +90,10 @@ pub(crate) fn find(st: &mut dyn Store, dp: &Inode, need: usize) -> Result<Option
     for fdb in st.mapped_in(dp, free_db(&geo), free_end(&geo))? {
         let b = must_get(st, dp, fdb)?;
         let v = bests(dp.ino.0, fdb, &b)?;
-        if let Some(i) = v.iter().position(|&x| x != NULL_DATAOFF && usize::from(x) >= need) {
+        if let Some(i) = v
+            .iter()
+            .position(|&x| x != NULL_DATAOFF && usize::from(x) >= need)
+        {
             return Ok(Some((fdb - free_db(&geo)) * per + i as u64));
         }
     }

@@ -6,12 +6,13 @@
 
 use super::dblock::{self, Ent};
 use super::layout::{
-    da_magic, dataptr, free_db, init_dir3_hdr, leaf_db, leaf_ent, put16, put32, put_leaf_ent, split_ptr,
-    DA_COUNT, DA_STALE_LEVEL, FREE_FIRSTDB, FREE_HDR_SIZE, FREE_NUSED, FREE_NVALID, NULL_DATAOFF, XDF3_MAGIC,
+    da_magic, dataptr, free_db, init_dir3_hdr, leaf_db, leaf_ent, put16, put32, put_leaf_ent,
+    split_ptr, DA_COUNT, DA_STALE_LEVEL, FREE_FIRSTDB, FREE_HDR_SIZE, FREE_NUSED, FREE_NVALID,
+    NULL_DATAOFF, XDF3_MAGIC,
 };
 use super::store::{must_get, Store};
 use crate::bytes::{be16, be32};
-use crate::dir::data::{entry_size, BLOCK_TAIL_SIZE, DATA_HDR_SIZE, LEAF_ENTRY_SIZE, XDB3_MAGIC, XDD3_MAGIC};
+use crate::dir::data::{entry_size, BLOCK_TAIL_SIZE, LEAF_ENTRY_SIZE, XDB3_MAGIC, XDD3_MAGIC};
 use crate::dir::lookup::{name_hash, DA3_HDR_SIZE, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
 use crate::dir::DirError;
 use crate::error::Result;
@@ -72,7 +73,12 @@ impl Leaf1 {
 
 /// Finds `name` through sorted hash entries `ents`: the index of its leaf
 /// entry and the entry itself.
-pub(crate) fn probe(st: &mut dyn Store, dp: &Inode, ents: &[(u32, u32)], name: &[u8]) -> Result<Option<(usize, u64, Ent)>> {
+pub(crate) fn probe(
+    st: &mut dyn Store,
+    dp: &Inode,
+    ents: &[(u32, u32)],
+    name: &[u8],
+) -> Result<Option<(usize, u64, Ent)>> {
     let geo = st.geo().clone();
     let h = name_hash(name);
     let mut i = ents.partition_point(|e| e.0 < h);
@@ -128,16 +134,29 @@ pub(crate) fn new_data_block(st: &mut dyn Store, dp: &mut Inode, db: u64) -> Res
 }
 
 /// Adds an entry; false when the leaf is full (convert to node).
-pub(crate) fn add(st: &mut dyn Store, dp: &mut Inode, name: &[u8], ino: u64, ftype: u8) -> Result<bool> {
+pub(crate) fn add(
+    st: &mut dyn Store,
+    dp: &mut Inode,
+    name: &[u8],
+    ino: u64,
+    ftype: u8,
+) -> Result<bool> {
     let geo = st.geo().clone();
     let bs = geo.dir_blk_size as usize;
     let ldb = leaf_db(&geo);
     let (mut lb, mut l) = load(st, dp)?;
     let need = entry_size(name.len(), geo.features.ftype);
-    let found = l.bests.iter().position(|&v| v != NULL_DATAOFF && usize::from(v) >= need);
+    let found = l
+        .bests
+        .iter()
+        .position(|&v| v != NULL_DATAOFF && usize::from(v) >= need);
     let db = match found {
         Some(db) => db,
-        None => l.bests.iter().position(|&v| v == NULL_DATAOFF).unwrap_or(l.bests.len()),
+        None => l
+            .bests
+            .iter()
+            .position(|&v| v == NULL_DATAOFF)
+            .unwrap_or(l.bests.len()),
     };
     l.ents.push((0, 0));
     if db == l.bests.len() {
@@ -153,8 +172,13 @@ pub(crate) fn add(st: &mut dyn Store, dp: &mut Inode, name: &[u8], ino: u64, fty
     };
     let end = data_end(&b);
     let slots = dblock::slots(&geo, dp.ino.0, db as u64, &b, end)?;
-    let at = dblock::find_fit(&slots, need, end, 0)
-        .ok_or_else(|| DirError::Block.at(dp.ino.0, db as u64, "best-free table promises space that is not there"))?;
+    let at = dblock::find_fit(&slots, need, end, 0).ok_or_else(|| {
+        DirError::Block.at(
+            dp.ino.0,
+            db as u64,
+            "best-free table promises space that is not there",
+        )
+    })?;
     let off = dblock::insert(&geo, dp.ino.0, db as u64, &mut b, end, at, ino, name, ftype)?;
     l.bests[db] = dblock::best(&b);
     let h = name_hash(name);
@@ -263,6 +287,5 @@ pub(crate) fn to_node(st: &mut dyn Store, dp: &mut Inode) -> Result<()> {
     }
     st.put(dp, fdb, &f)?;
     st.put(dp, ldb, &lb)?;
-    let _ = DATA_HDR_SIZE;
     Ok(())
 }

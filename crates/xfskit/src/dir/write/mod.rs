@@ -52,7 +52,10 @@ fn form(st: &mut dyn Store, dp: &Inode) -> Result<Form> {
                 Some(_) => Ok(Form::Node),
             }
         }
-        ForkFormat::Dev => Err(Error::NotDir(format!("inode {} has a device fork", dp.ino.0))),
+        ForkFormat::Dev => Err(Error::NotDir(format!(
+            "inode {} has a device fork",
+            dp.ino.0
+        ))),
     }
 }
 
@@ -68,7 +71,12 @@ fn check_new_name(name: &[u8]) -> Result<()> {
 }
 
 /// Where an entry of an extent-form directory is: (data block, entry).
-fn find_ext(st: &mut dyn Store, dp: &Inode, f: Form, name: &[u8]) -> Result<Option<(u64, dblock::Ent)>> {
+fn find_ext(
+    st: &mut dyn Store,
+    dp: &Inode,
+    f: Form,
+    name: &[u8],
+) -> Result<Option<(u64, dblock::Ent)>> {
     if f == Form::Block || name == b"." || name == b".." {
         let geo = st.geo().clone();
         let b = must_get(st, dp, 0)?;
@@ -91,12 +99,22 @@ pub(crate) fn lookup_in(st: &mut dyn Store, dp: &Inode, name: &[u8]) -> Result<O
         if name == b".." {
             return Ok(Some((Ino(sf.parent), FT_DIR)));
         }
-        return Ok(sf.ents.iter().find(|e| e.name == name).map(|e| (Ino(e.ino), e.ftype)));
+        return Ok(sf
+            .ents
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| (Ino(e.ino), e.ftype)));
     }
     Ok(find_ext(st, dp, f, name)?.map(|(_, e)| (Ino(e.ino), e.ftype)))
 }
 
-pub(crate) fn add_in(st: &mut dyn Store, dp: &mut Inode, name: &[u8], ino: Ino, ftype: u8) -> Result<()> {
+pub(crate) fn add_in(
+    st: &mut dyn Store,
+    dp: &mut Inode,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+) -> Result<()> {
     check_new_name(name)?;
     if lookup_in(st, dp, name)?.is_some() {
         return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
@@ -154,7 +172,13 @@ pub(crate) fn remove_in(st: &mut dyn Store, dp: &mut Inode, name: &[u8]) -> Resu
         .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()))
 }
 
-pub(crate) fn replace_in(st: &mut dyn Store, dp: &mut Inode, name: &[u8], ino: Ino, ftype: u8) -> Result<Ino> {
+pub(crate) fn replace_in(
+    st: &mut dyn Store,
+    dp: &mut Inode,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+) -> Result<Ino> {
     if name != b".." {
         check_new_name(name)?;
     }
@@ -167,7 +191,11 @@ pub(crate) fn replace_in(st: &mut dyn Store, dp: &mut Inode, name: &[u8], ino: I
         let old = if name == b".." {
             std::mem::replace(&mut new.parent, ino.0)
         } else {
-            let e = new.ents.iter_mut().find(|e| e.name == name).ok_or_else(not_found)?;
+            let e = new
+                .ents
+                .iter_mut()
+                .find(|e| e.name == name)
+                .ok_or_else(not_found)?;
             e.ftype = ftype;
             std::mem::replace(&mut e.ino, ino.0)
         };
@@ -232,7 +260,13 @@ pub fn remove(tp: &mut Trans<'_>, dp: &mut Inode, name: &[u8]) -> Result<Ino> {
 }
 
 /// Points existing entry `name` (or "..") at `ino`, returning the old target.
-pub fn replace(tp: &mut Trans<'_>, dp: &mut Inode, name: &[u8], ino: Ino, ftype: u8) -> Result<Ino> {
+pub fn replace(
+    tp: &mut Trans<'_>,
+    dp: &mut Inode,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+) -> Result<Ino> {
     replace_in(&mut TransStore::new(tp), dp, name, ino, ftype)
 }
 

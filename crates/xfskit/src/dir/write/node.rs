@@ -9,14 +9,16 @@
 use super::dblock::{self, Ent};
 use super::freeidx;
 use super::layout::{
-    da_magic, da_to_db, dataptr, db_to_da, free_db, init_da3_hdr, leaf_db, leaf_ent, put16, put32, put_leaf_ent,
-    set_da3_blkno, DA_BACK, DA_COUNT, DA_FORW, DA_STALE_LEVEL,
+    da_magic, da_to_db, dataptr, db_to_da, free_db, init_da3_hdr, leaf_db, leaf_ent, put16, put32,
+    put_leaf_ent, set_da3_blkno, DA_BACK, DA_COUNT, DA_FORW, DA_STALE_LEVEL,
 };
 use super::leaf::{self, Leaf1};
 use super::store::{first_hole, must_get, Store};
 use crate::bytes::{be16, be32};
 use crate::dir::data::{entry_size, LEAF_ENTRY_SIZE};
-use crate::dir::lookup::{name_hash, DA3_HDR_SIZE, DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
+use crate::dir::lookup::{
+    name_hash, DA3_HDR_SIZE, DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC,
+};
 use crate::dir::DirError;
 use crate::error::Result;
 use crate::inode::Inode;
@@ -42,7 +44,9 @@ enum Up {
 
 fn ents_of(b: &[u8]) -> Vec<(u32, u32)> {
     let n = usize::from(be16(b, DA_COUNT)).min((b.len() - DA3_HDR_SIZE) / LEAF_ENTRY_SIZE);
-    (0..n).map(|i| leaf_ent(b, DA3_HDR_SIZE + i * LEAF_ENTRY_SIZE)).collect()
+    (0..n)
+        .map(|i| leaf_ent(b, DA3_HDR_SIZE + i * LEAF_ENTRY_SIZE))
+        .collect()
 }
 
 fn live_ents(b: &[u8]) -> Vec<(u32, u32)> {
@@ -77,12 +81,21 @@ fn descend(st: &mut dyn Store, dp: &Inode, hash: u32) -> Result<Path> {
                 if ents.is_empty() || nodes.len() >= MAX_DEPTH {
                     return Err(DirError::Block.at(dp.ino.0, db, "bad da node"));
                 }
-                let idx = ents.iter().position(|e| e.0 >= hash).unwrap_or(ents.len() - 1);
+                let idx = ents
+                    .iter()
+                    .position(|e| e.0 >= hash)
+                    .unwrap_or(ents.len() - 1);
                 nodes.push((db, idx));
                 db = da_to_db(st.geo(), ents[idx].1);
             }
             DIR3_LEAFN_MAGIC => return Ok(Path { nodes, leaf: db }),
-            m => return Err(DirError::Block.at(dp.ino.0, db, format!("magic {m:#x} in the da tree"))),
+            m => {
+                return Err(DirError::Block.at(
+                    dp.ino.0,
+                    db,
+                    format!("magic {m:#x} in the da tree"),
+                ))
+            }
         }
     }
 }
@@ -107,7 +120,10 @@ fn next_leaf(st: &mut dyn Store, dp: &Inode, path: &mut Path) -> Result<bool> {
                 }
                 path.nodes.push((child, 0));
                 let first = ents_of(&cb).first().map(|e| e.1);
-                child = da_to_db(st.geo(), first.ok_or_else(|| DirError::Block.at(dp.ino.0, child, "empty da node"))?);
+                child = da_to_db(
+                    st.geo(),
+                    first.ok_or_else(|| DirError::Block.at(dp.ino.0, child, "empty da node"))?,
+                );
             }
         }
     }
@@ -115,7 +131,11 @@ fn next_leaf(st: &mut dyn Store, dp: &Inode, path: &mut Path) -> Result<bool> {
 }
 
 /// Finds `name`: its path, index among the leaf's live entries, data block and entry.
-fn find_full(st: &mut dyn Store, dp: &Inode, name: &[u8]) -> Result<Option<(Path, usize, u64, Ent)>> {
+fn find_full(
+    st: &mut dyn Store,
+    dp: &Inode,
+    name: &[u8],
+) -> Result<Option<(Path, usize, u64, Ent)>> {
     let h = name_hash(name);
     let mut path = descend(st, dp, h)?;
     for _ in 0..1_000_000 {
@@ -144,7 +164,13 @@ fn alloc_da(st: &mut dyn Store, dp: &mut Inode) -> Result<(u64, crate::geometry:
 
 /// Splits block `db` (contents `b`, too many `ents`) into itself and a new
 /// right sibling.
-fn split(st: &mut dyn Store, dp: &mut Inode, db: u64, mut b: Vec<u8>, ents: &[(u32, u32)]) -> Result<Up> {
+fn split(
+    st: &mut dyn Store,
+    dp: &mut Inode,
+    db: u64,
+    mut b: Vec<u8>,
+    ents: &[(u32, u32)],
+) -> Result<Up> {
     let geo = st.geo().clone();
     let (l, r) = ents.split_at(ents.len() / 2);
     let (ndb, daddr) = alloc_da(st, dp)?;
@@ -174,7 +200,11 @@ fn split_root(st: &mut dyn Store, dp: &mut Inode, b: &[u8], ents: &[(u32, u32)])
     let geo = st.geo().clone();
     let root = leaf_db(&geo);
     let magic = da_magic(b);
-    let level = if magic == DA3_NODE_MAGIC { be16(b, DA_STALE_LEVEL) } else { 0 };
+    let level = if magic == DA3_NODE_MAGIC {
+        be16(b, DA_STALE_LEVEL)
+    } else {
+        0
+    };
     let (l, r) = ents.split_at(ents.len() / 2);
     let (adb, aaddr) = alloc_da(st, dp)?;
     let (bdb, baddr) = alloc_da(st, dp)?;
@@ -195,7 +225,10 @@ fn split_root(st: &mut dyn Store, dp: &mut Inode, b: &[u8], ents: &[(u32, u32)])
     put16(&mut rb, DA_STALE_LEVEL, level + 1);
     write_ents(
         &mut rb,
-        &[(l[l.len() - 1].0, db_to_da(&geo, adb)), (r[r.len() - 1].0, db_to_da(&geo, bdb))],
+        &[
+            (l[l.len() - 1].0, db_to_da(&geo, adb)),
+            (r[r.len() - 1].0, db_to_da(&geo, bdb)),
+        ],
     );
     st.put(dp, root, &rb)
 }
@@ -292,7 +325,13 @@ fn leaf_insert(st: &mut dyn Store, dp: &mut Inode, hash: u32, ptr: u32) -> Resul
 }
 
 /// Adds an entry.
-pub(crate) fn add(st: &mut dyn Store, dp: &mut Inode, name: &[u8], ino: u64, ftype: u8) -> Result<()> {
+pub(crate) fn add(
+    st: &mut dyn Store,
+    dp: &mut Inode,
+    name: &[u8],
+    ino: u64,
+    ftype: u8,
+) -> Result<()> {
     let geo = st.geo().clone();
     let need = entry_size(name.len(), geo.features.ftype);
     let (db, mut b) = match freeidx::find(st, dp, need)? {
@@ -304,8 +343,9 @@ pub(crate) fn add(st: &mut dyn Store, dp: &mut Inode, name: &[u8], ino: u64, fty
     };
     let end = leaf::data_end(&b);
     let slots = dblock::slots(&geo, dp.ino.0, db, &b, end)?;
-    let at = dblock::find_fit(&slots, need, end, 0)
-        .ok_or_else(|| DirError::Block.at(dp.ino.0, db, "free index promises space that is not there"))?;
+    let at = dblock::find_fit(&slots, need, end, 0).ok_or_else(|| {
+        DirError::Block.at(dp.ino.0, db, "free index promises space that is not there")
+    })?;
     let off = dblock::insert(&geo, dp.ino.0, db, &mut b, end, at, ino, name, ftype)?;
     st.put(dp, db, &b)?;
     freeidx::set(st, dp, db, Some(dblock::best(&b)))?;
@@ -367,7 +407,10 @@ fn join(st: &mut dyn Store, dp: &mut Inode, nodes: &[(u64, usize)], child: u64) 
     }
     // Merge the right one of the pair (left, left + 1) into the left.
     let left = if idx > 0 { idx - 1 } else { 0 };
-    let (ldb, rdb) = (da_to_db(&geo, pents[left].1), da_to_db(&geo, pents[left + 1].1));
+    let (ldb, rdb) = (
+        da_to_db(&geo, pents[left].1),
+        da_to_db(&geo, pents[left + 1].1),
+    );
     let mut lb = must_get(st, dp, ldb)?;
     let rb = must_get(st, dp, rdb)?;
     let (mut le, re) = (live_ents(&lb), live_ents(&rb));

@@ -81,7 +81,12 @@ impl Sf {
     pub(crate) fn size(&self, geo: &Geometry) -> usize {
         let inosz = if self.wide() { 8 } else { 4 };
         let ft = usize::from(geo.features.ftype);
-        2 + inosz + self.ents.iter().map(|e| 3 + e.name.len() + ft + inosz).sum::<usize>()
+        2 + inosz
+            + self
+                .ents
+                .iter()
+                .map(|e| 3 + e.name.len() + ft + inosz)
+                .sum::<usize>()
     }
 
     /// Stores the directory in `dp`'s data fork (which must hold it).
@@ -97,7 +102,10 @@ impl Sf {
         let mut v = Vec::with_capacity(self.size(geo));
         v.push(self.ents.len() as u8);
         let i8 = if wide {
-            self.ents.iter().filter(|e| e.ino > u64::from(u32::MAX)).count()
+            self.ents
+                .iter()
+                .filter(|e| e.ino > u64::from(u32::MAX))
+                .count()
                 + usize::from(self.parent > u64::from(u32::MAX))
         } else {
             0

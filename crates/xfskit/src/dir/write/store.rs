@@ -35,9 +35,8 @@ pub(crate) trait Store {
 
 /// Reads a block that must exist.
 pub(crate) fn must_get(st: &mut dyn Store, dp: &Inode, db: u64) -> Result<Vec<u8>> {
-    st.get(dp, db)?.ok_or_else(|| {
-        crate::dir::DirError::Block.at(dp.ino.0, db, "directory block is missing")
-    })
+    st.get(dp, db)?
+        .ok_or_else(|| crate::dir::DirError::Block.at(dp.ino.0, db, "directory block is missing"))
 }
 
 /// The first directory block number in `from..to` that is not mapped.
@@ -146,7 +145,10 @@ impl Store for TransStore<'_, '_> {
 
     fn put(&mut self, dp: &Inode, db: u64, data: &[u8]) -> Result<()> {
         let id = self.buf_id(dp, db)?.ok_or_else(|| {
-            Error::Invalid(format!("directory {} block {db} written unmapped", dp.ino.0))
+            Error::Invalid(format!(
+                "directory {} block {db} written unmapped",
+                dp.ino.0
+            ))
         })?;
         let b = self.tp.buf_mut(id);
         if b.len() != data.len() {

@@ -5,7 +5,9 @@ use super::layout::{da_magic, da_to_db, free_db, leaf_db, leaf_ent, split_ptr, D
 use super::store::MemStore;
 use super::*;
 use crate::bytes::{be16, be32};
-use crate::dir::lookup::{name_hash, DA3_HDR_SIZE, DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
+use crate::dir::lookup::{
+    name_hash, DA3_HDR_SIZE, DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC,
+};
 use crate::fs::Fs;
 use std::collections::BTreeMap;
 
@@ -13,7 +15,10 @@ fn mem_fs(args: &str) -> Fs {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let k = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let p = std::env::temp_dir().join(format!("xfskit-dirw-{}-{k}.img", std::process::id()));
-    std::fs::File::create(&p).unwrap().set_len(512 << 20).unwrap();
+    std::fs::File::create(&p)
+        .unwrap()
+        .set_len(512 << 20)
+        .unwrap();
     let a: Vec<String> = args.split_whitespace().map(String::from).collect();
     let o = crate::mkfs::parse_mkfs_args(&a).unwrap();
     crate::mkfs::mkfs(&p, &o).unwrap();
@@ -103,12 +108,18 @@ fn listing(fs: &Fs, st: &mut MemStore, dp: &Inode) -> BTreeMap<Vec<u8>, u64> {
                     assert_eq!(bests.get(&db).copied().unwrap_or(0xffff), x);
                     seen += usize::from(x != 0xffff);
                 }
-                assert_eq!(be32(b, 56) as usize, v.iter().filter(|&&x| x != 0xffff).count());
+                assert_eq!(
+                    be32(b, 56) as usize,
+                    v.iter().filter(|&&x| x != 0xffff).count()
+                );
             }
             assert_eq!(seen, bests.len());
         }
     }
-    assert!(leaves.windows(2).all(|w| w[0].0 <= w[1].0), "leaf hashes out of order");
+    assert!(
+        leaves.windows(2).all(|w| w[0].0 <= w[1].0),
+        "leaf hashes out of order"
+    );
     let mut a = leaves.clone();
     a.sort();
     ptrs.sort();
@@ -120,7 +131,13 @@ fn listing(fs: &Fs, st: &mut MemStore, dp: &Inode) -> BTreeMap<Vec<u8>, u64> {
 }
 
 /// Collects the leaf entries under `db`, checking hashes; returns the max.
-fn walk_tree(geo: &crate::geometry::Geometry, st: &MemStore, db: u64, level: Option<u16>, out: &mut Vec<(u32, u32)>) -> u32 {
+fn walk_tree(
+    geo: &crate::geometry::Geometry,
+    st: &MemStore,
+    db: u64,
+    level: Option<u16>,
+    out: &mut Vec<(u32, u32)>,
+) -> u32 {
     let b = &st.blocks[&db];
     let n = usize::from(be16(b, DA_COUNT));
     assert!(n > 0, "empty da block {db}");
@@ -137,7 +154,11 @@ fn walk_tree(geo: &crate::geometry::Geometry, st: &MemStore, db: u64, level: Opt
                 assert_eq!(be32(&st.blocks[&p], DA_FORW), c, "sibling chain");
             }
             prev_child = Some(cdb);
-            assert_eq!(walk_tree(geo, st, cdb, Some(lv), out), h, "parent hash of {cdb}");
+            assert_eq!(
+                walk_tree(geo, st, cdb, Some(lv), out),
+                h,
+                "parent hash of {cdb}"
+            );
         }
     } else {
         assert_eq!(da_magic(b), DIR3_LEAFN_MAGIC);
@@ -183,7 +204,11 @@ fn run(args: &str, n: usize, every: usize, reverse: bool) -> u16 {
     }
     assert_eq!(listing(&fs, &mut st, &dp), want);
     let root = &st.blocks[&leaf_db(fs.geometry())];
-    let level = if da_magic(root) == DA3_NODE_MAGIC { be16(root, 58) } else { 0 };
+    let level = if da_magic(root) == DA3_NODE_MAGIC {
+        be16(root, 58)
+    } else {
+        0
+    };
     assert!(matches!(
         add_in(&mut st, &mut dp, &name(0), Ino(5000), 1),
         Err(Error::Exists(_))
@@ -197,7 +222,9 @@ fn run(args: &str, n: usize, every: usize, reverse: bool) -> u16 {
     let mut names: Vec<Vec<u8>> = want.keys().cloned().collect();
     let mut x = 12345u64;
     for i in (1..names.len()).rev().filter(|_| !reverse) {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         names.swap(i, (x >> 33) as usize % (i + 1));
     }
     if reverse {
@@ -220,12 +247,26 @@ fn run(args: &str, n: usize, every: usize, reverse: bool) -> u16 {
     }
     assert!(is_empty_in(&mut st, &dp).unwrap());
     assert_eq!(dp.format, ForkFormat::Local);
-    assert!(st.blocks.is_empty(), "blocks left: {:?}", st.blocks.keys().collect::<Vec<_>>());
+    assert!(
+        st.blocks.is_empty(),
+        "blocks left: {:?}",
+        st.blocks.keys().collect::<Vec<_>>()
+    );
     eprintln!("{args}: up {forms:?} down {down:?}");
-    assert_eq!(forms[..], [Form::Short, Form::Block, Form::Leaf, Form::Node][..forms.len()]);
+    assert_eq!(
+        forms[..],
+        [Form::Short, Form::Block, Form::Leaf, Form::Node][..forms.len()]
+    );
     // Down the formats in order, ending in short form.
-    let rank = |f: &Form| [Form::Short, Form::Block, Form::Leaf, Form::Node].iter().position(|g| g == f);
-    assert!(down.windows(2).all(|w| rank(&w[0]) > rank(&w[1])), "{down:?}");
+    let rank = |f: &Form| {
+        [Form::Short, Form::Block, Form::Leaf, Form::Node]
+            .iter()
+            .position(|g| g == f)
+    };
+    assert!(
+        down.windows(2).all(|w| rank(&w[0]) > rank(&w[1])),
+        "{down:?}"
+    );
     assert_eq!(down.last(), Some(&Form::Short));
     if reverse && forms.last() == Some(&Form::Leaf) {
         assert_eq!(down, [Form::Leaf, Form::Block, Form::Short]);
@@ -266,18 +307,36 @@ fn replace_and_wide_inodes() {
     let mut st = MemStore::new(fs.geometry().clone());
     let mut dp = new_dir(&fs);
     add_in(&mut st, &mut dp, b"a", Ino(200), 1).unwrap();
-    assert_eq!(replace_in(&mut st, &mut dp, b"a", Ino(300), 2).unwrap(), Ino(200));
+    assert_eq!(
+        replace_in(&mut st, &mut dp, b"a", Ino(300), 2).unwrap(),
+        Ino(200)
+    );
     assert_eq!(lookup_in(&mut st, &dp, b"a").unwrap(), Some((Ino(300), 2)));
-    assert_eq!(replace_in(&mut st, &mut dp, b"..", Ino(129), 2).unwrap(), Ino(128));
+    assert_eq!(
+        replace_in(&mut st, &mut dp, b"..", Ino(129), 2).unwrap(),
+        Ino(128)
+    );
     replace_in(&mut st, &mut dp, b"..", Ino(128), 2).unwrap();
-    assert!(matches!(remove_in(&mut st, &mut dp, b"zz"), Err(Error::NotFound(_))));
+    assert!(matches!(
+        remove_in(&mut st, &mut dp, b"zz"),
+        Err(Error::NotFound(_))
+    ));
     assert!(!is_empty_in(&mut st, &dp).unwrap());
     for i in 0..300 {
         add_in(&mut st, &mut dp, &name(i), Ino(400 + i as u64), 1).unwrap();
     }
-    assert_eq!(replace_in(&mut st, &mut dp, b"..", Ino(129), 2).unwrap(), Ino(128));
+    assert_eq!(
+        replace_in(&mut st, &mut dp, b"..", Ino(129), 2).unwrap(),
+        Ino(128)
+    );
     assert_eq!(lookup_in(&mut st, &dp, b"..").unwrap(), Some((Ino(129), 2)));
     replace_in(&mut st, &mut dp, b"..", Ino(128), 2).unwrap();
-    assert_eq!(replace_in(&mut st, &mut dp, &name(7), Ino(999), 1).unwrap(), Ino(407));
-    assert_eq!(lookup_in(&mut st, &dp, &name(7)).unwrap(), Some((Ino(999), 1)));
+    assert_eq!(
+        replace_in(&mut st, &mut dp, &name(7), Ino(999), 1).unwrap(),
+        Ino(407)
+    );
+    assert_eq!(
+        lookup_in(&mut st, &dp, &name(7)).unwrap(),
+        Some((Ino(999), 1))
+    );
 }
