@@ -154,6 +154,11 @@ pub fn free_extent(tp: &mut Trans<'_>, start: FsBlock, len: u32, owner: &Owner) 
         return Err(Error::Invalid("freeing an AG header block".into()));
     }
     tp.lock_ag(agno);
+    // Whatever was pending for these blocks (metadata written earlier in
+    // this or another transaction) must never reach the disk: the blocks
+    // may be reused for anything, file data included.
+    let daddr = geo.fsb_to_daddr(start);
+    tp.forget_range(daddr, u64::from(len) << geo.block_log);
     space::fix_freelist(tp, agno, true)?;
     space::give(tp, agno, agbno.0, len)?;
     space::update_longest(tp, agno)?;
