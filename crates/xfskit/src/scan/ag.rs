@@ -6,7 +6,8 @@
 //! on disk are merged into one large read of at most `batch` clusters, and
 //! reads up to 16 MiB ahead are announced to the device (readahead), so
 //! that the disk works while earlier clusters are decoded. Inodes are
-//! decoded straight from the read buffer into a reused batch. Results come out in inode number order.
+//! decoded straight from the read buffer into a reused batch. Results come
+//! out in inode number order.
 
 use super::decode::decode_bstat;
 use super::inobt;
