@@ -168,6 +168,11 @@ pub fn free_extent(tp: &mut Trans<'_>, start: FsBlock, len: u32, owner: &Owner) 
         return Err(Error::Invalid("freeing an AG header block".into()));
     }
     tp.lock_ag(agno);
+    // Whatever was pending for these blocks (metadata written earlier in
+    // this or another transaction) must never reach the disk: the blocks
+    // may be reused for anything, file data included.
+    let daddr = geo.fsb_to_daddr(start);
+    tp.forget_range(daddr, u64::from(len) << geo.block_log);
     space::fix_freelist(tp, agno, true)?;
     if geo.features.rmapbt {
         rmap::unmap(tp, agno, rmap::Rmap::new(agbno.0, len, owner))?;

@@ -1,11 +1,46 @@
 //! Inode allocation: inode chunks (sparse ones included), the inode btree
 //! and free inode btree, AGI counters, superblock inode counters.
 //!
-//! STUB: the interface is fixed; the bodies are being written.
+//! Placement follows the kernel's inode64 policy: a new directory goes to
+//! the next AG of a per-filesystem rotor, anything else to its parent's
+//! AG; an AG is used when it has a free inode or room for a new chunk,
+//! otherwise the following AGs are tried. Inside an AG the free inode
+//! btree (when present) finds the free inode nearest the parent.
 
-use crate::error::{Error, Result};
-use crate::geometry::Ino;
-use crate::trans::Trans;
+mod agi;
+mod chunk;
+mod rec;
+mod tree;
+
+use crate::buf::Verifier;
+use crate::bytes::be32;
+use crate::error::{Error, Location, Result};
+use crate::geometry::{AgBlock, AgNumber, Daddr, Ino};
+use crate::inode::ForkFormat;
+use crate::trans::{BufId, Trans};
+use agi::off;
+use chunk::ChunkGeo;
+use rec::IRec;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use tree::Tree;
+use xfs_format::ag::{Agf, XFS_AGF_SECTOR};
+use xfs_format::btree::XFS_INODES_PER_CHUNK;
+use xfs_format::types::NULLAGINO;
+
+const S_IFMT: u16 = 0o170000;
+const S_IFDIR: u16 = 0o040000;
+
+/// The directory rotor of each filesystem (keyed by metadata UUID): the
+/// AG the next new directory starts its search in.
+fn next_rotor(uuid: [u8; 16], agcount: u32) -> u32 {
+    static ROTORS: Mutex<Option<HashMap<[u8; 16], u32>>> = Mutex::new(None);
+    let mut g = ROTORS.lock().unwrap_or_else(|e| e.into_inner());
+    let r = g.get_or_insert_with(HashMap::new).entry(uuid).or_insert(0);
+    let ag = *r % agcount;
+    *r = (ag + 1) % agcount;
+    ag
+}
 
 /// Allocates a free inode for a new file of type `mode` created in
 /// directory `parent`. Placement follows the inode64 policy: new
@@ -14,18 +49,294 @@ use crate::trans::Trans;
 /// when no free inode is left. The caller initialises the inode with
 /// `Inode::new` and logs it.
 pub fn alloc_inode(tp: &mut Trans<'_>, parent: Ino, mode: u16) -> Result<Ino> {
-    let _ = (tp, parent, mode);
-    Err(Error::Unsupported(
-        "inode allocation is not written yet".into(),
+    let geo = tp.geo();
+    let cg = ChunkGeo::new(geo)?;
+    let agcount = geo.ag_count;
+    let is_dir = mode & S_IFMT == S_IFDIR;
+    let pagno = if geo.ino_valid(parent) {
+        geo.ino_agno(parent).0
+    } else {
+        0
+    };
+    let start = if is_dir {
+        next_rotor(geo.meta_uuid, agcount)
+    } else {
+        pagno
+    };
+    for i in 0..agcount {
+        let agno = AgNumber((start + i) % agcount);
+        // A cheap look at the committed headers first, so that hopeless
+        // AGs are neither locked nor joined.
+        if !tp.holds_ag(agno) && !worth_trying(tp, agno, &cg)? {
+            continue;
+        }
+        if let Some(ino) = alloc_in_ag(tp, agno, parent, &cg)? {
+            return Ok(ino);
+        }
+    }
+    Err(Error::NoSpace(
+        "no free inode and no room for an inode chunk".into(),
     ))
+}
+
+/// True when AG `agno`'s committed headers show a free inode or a free
+/// extent long enough for the smallest chunk.
+fn worth_trying(tp: &Trans<'_>, agno: AgNumber, cg: &ChunkGeo) -> Result<bool> {
+    let fs = tp.fs();
+    let geo = fs.geometry();
+    let sect = u64::from(geo.sect_size / 512);
+    let ag0 = geo.agb_to_daddr(agno, AgBlock(0));
+    let agi = fs.read_meta(
+        agi::agi_daddr(tp, agno),
+        geo.sect_size,
+        &Verifier::Agi { agno: agno.0 },
+    )?;
+    if be32(&agi, off::FREECOUNT) > 0 {
+        return Ok(true);
+    }
+    let agf = fs.read_meta(
+        Daddr(ag0.0 + XFS_AGF_SECTOR * sect),
+        geo.sect_size,
+        &Verifier::Agf { agno: agno.0 },
+    )?;
+    let longest = be32(&agf, std::mem::offset_of!(Agf, agf_longest));
+    Ok(longest >= cg.min_blocks)
+}
+
+/// Takes a free inode in AG `agno`, allocating a chunk if it has none.
+fn alloc_in_ag(
+    tp: &mut Trans<'_>,
+    agno: AgNumber,
+    parent: Ino,
+    cg: &ChunkGeo,
+) -> Result<Option<Ino>> {
+    let agi_id = agi::read_agi(tp, agno)?;
+    if agi::get(tp, agi_id, off::FREECOUNT) == 0
+        && chunk::alloc_chunk(tp, agi_id, agno, cg)?.is_none()
+    {
+        return Ok(None);
+    }
+    let geo = tp.geo();
+    let near = if geo.ino_agno(parent) == agno && geo.ino_valid(parent) {
+        Some(geo.ino_agino(parent))
+    } else {
+        None
+    };
+    let finobt = geo.features.finobt;
+    let found = if finobt {
+        pick_finobt(tp, agi_id, agno, near)?
+    } else {
+        pick_inobt(tp, agi_id, agno, near)?
+    };
+    let Some(frec) = found else {
+        return Err(agi_corrupt(
+            agno,
+            "the AGI counts free inodes the btrees do not have",
+        ));
+    };
+    let Some(idx) = frec.first_free() else {
+        return Err(agi_corrupt(agno, "a chosen chunk has no free inode"));
+    };
+    // Change the inobt record on its own terms and check that both agree.
+    let mut irec = if finobt {
+        tree::lookup_eq(tp, agi_id, agno, Tree::Ino, frec.startino)?
+            .ok_or_else(|| agi_corrupt(agno, "a finobt chunk is missing from the inobt"))?
+    } else {
+        frec
+    };
+    irec.take(idx)?;
+    tree::update(tp, agi_id, agno, Tree::Ino, &irec)?;
+    if finobt {
+        let mut f = frec;
+        f.take(idx)?;
+        if f != irec {
+            return Err(agi_corrupt(agno, "inobt and finobt records differ"));
+        }
+        if f.freecount == 0 {
+            tree::delete(tp, agi_id, agno, Tree::Fino, f.startino)?;
+        } else {
+            tree::update(tp, agi_id, agno, Tree::Fino, &f)?;
+        }
+    }
+    agi::add(tp, agi_id, off::FREECOUNT, -1)?;
+    tp.delta_mut().ifree -= 1;
+    let ino = geo.ino_make(agno, irec.startino + idx);
+    tp.lock_inode(ino);
+    Ok(Some(ino))
+}
+
+fn agi_corrupt(agno: AgNumber, detail: &str) -> Error {
+    Error::corrupt(
+        "inode btree",
+        Location::Other(format!("AG {}", agno.0)),
+        detail.to_string(),
+    )
+}
+
+/// Distance in inodes from `agino` to a chunk.
+fn distance(r: &IRec, agino: u32) -> u32 {
+    if agino < r.startino {
+        r.startino - agino
+    } else {
+        agino.saturating_sub(r.startino + XFS_INODES_PER_CHUNK - 1)
+    }
+}
+
+/// The finobt record nearest the parent, or the most recent chunk's, or
+/// the first.
+fn pick_finobt(
+    tp: &mut Trans<'_>,
+    agi_id: BufId,
+    agno: AgNumber,
+    near: Option<u32>,
+) -> Result<Option<IRec>> {
+    if let Some(p) = near {
+        let le = tree::lookup_le(tp, agi_id, agno, Tree::Fino, p)?;
+        let ge = tree::lookup_ge(tp, agi_id, agno, Tree::Fino, p)?;
+        return Ok(match (le, ge) {
+            (Some(a), Some(b)) => Some(if distance(&b, p) < distance(&a, p) {
+                b
+            } else {
+                a
+            }),
+            (a, b) => a.or(b),
+        });
+    }
+    let newino = agi::get(tp, agi_id, off::NEWINO);
+    if newino != NULLAGINO {
+        if let Some(r) = tree::lookup_eq(tp, agi_id, agno, Tree::Fino, newino)? {
+            return Ok(Some(r));
+        }
+    }
+    tree::lookup_ge(tp, agi_id, agno, Tree::Fino, 0)
+}
+
+/// Without a finobt: the first chunk with a free inode at or after the
+/// parent's chunk (or the newest chunk), wrapping to the AG's start.
+fn pick_inobt(
+    tp: &mut Trans<'_>,
+    agi_id: BufId,
+    agno: AgNumber,
+    near: Option<u32>,
+) -> Result<Option<IRec>> {
+    let newino = agi::get(tp, agi_id, off::NEWINO);
+    let from = near.unwrap_or(if newino == NULLAGINO { 0 } else { newino });
+    let from = tree::lookup_le(tp, agi_id, agno, Tree::Ino, from)?.map_or(0, |r| r.startino);
+    for (lo, hi) in [(from, u32::MAX), (0, from)] {
+        let mut at = lo;
+        while at < hi {
+            let Some(r) = tree::lookup_ge(tp, agi_id, agno, Tree::Ino, at)? else {
+                break;
+            };
+            if r.startino >= hi {
+                break;
+            }
+            if r.freecount > 0 {
+                return Ok(Some(r));
+            }
+            at = r.startino + XFS_INODES_PER_CHUNK;
+        }
+    }
+    Ok(None)
 }
 
 /// Frees inode `ino` (its forks must already be empty): the on-disk inode
 /// becomes a free inode, the btrees and counters are updated, and the
 /// chunk is freed when none of its inodes is in use.
 pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
-    let _ = (tp, ino);
-    Err(Error::Unsupported(
-        "inode freeing is not written yet".into(),
-    ))
+    let geo = tp.geo();
+    ChunkGeo::new(geo)?;
+    if !geo.ino_valid(ino) {
+        return Err(Error::Invalid(format!("inode {} does not exist", ino.0)));
+    }
+    let agno = geo.ino_agno(ino);
+    let agino = geo.ino_agino(ino);
+    let ip = tp.read_inode(ino)?;
+    if ip.nblocks != 0 || ip.nextents != 0 || ip.anextents != 0 {
+        return Err(Error::Invalid(format!(
+            "inode {} still has blocks; empty its forks before freeing it",
+            ino.0
+        )));
+    }
+    let agi_id = agi::read_agi(tp, agno)?;
+    tp.lock_inode(ino);
+    let mut irec = tree::lookup_le(tp, agi_id, agno, Tree::Ino, agino)?
+        .filter(|r| agino - r.startino < XFS_INODES_PER_CHUNK)
+        .ok_or_else(|| agi_corrupt(agno, &format!("no chunk holds inode {}", ino.0)))?;
+    let idx = agino - irec.startino;
+    irec.give(idx)?;
+    let finobt = geo.features.finobt;
+    let frec = if finobt {
+        tree::lookup_eq(tp, agi_id, agno, Tree::Fino, irec.startino)?
+    } else {
+        None
+    };
+    if irec.all_free() {
+        // The whole chunk goes.
+        let n = i64::from(irec.count);
+        tree::delete(tp, agi_id, agno, Tree::Ino, irec.startino)?;
+        if finobt {
+            match frec {
+                Some(_) => tree::delete(tp, agi_id, agno, Tree::Fino, irec.startino)?,
+                None if irec.freecount == 1 => {}
+                None => {
+                    return Err(agi_corrupt(
+                        agno,
+                        "a chunk with free inodes is not in the finobt",
+                    ))
+                }
+            }
+        }
+        agi::add(tp, agi_id, off::COUNT, -n)?;
+        agi::add(tp, agi_id, off::FREECOUNT, -(n - 1))?;
+        let d = tp.delta_mut();
+        d.icount -= n;
+        d.ifree -= n - 1;
+        chunk::free_chunk(tp, agno, &irec)?;
+        return Ok(());
+    }
+    tree::update(tp, agi_id, agno, Tree::Ino, &irec)?;
+    if finobt {
+        match frec {
+            None if irec.freecount == 1 => tree::insert(tp, agi_id, agno, Tree::Fino, &irec)?,
+            None => {
+                return Err(agi_corrupt(
+                    agno,
+                    "a chunk with free inodes is not in the finobt",
+                ))
+            }
+            Some(mut f) => {
+                f.give(idx)?;
+                if f != irec {
+                    return Err(agi_corrupt(agno, "inobt and finobt records differ"));
+                }
+                tree::update(tp, agi_id, agno, Tree::Fino, &f)?;
+            }
+        }
+    }
+    agi::add(tp, agi_id, off::FREECOUNT, 1)?;
+    tp.delta_mut().ifree += 1;
+    // The inode itself: no type, no forks, next generation.
+    let mut free = ip;
+    free.mode = 0;
+    free.nlink = 0;
+    free.size = 0;
+    free.format = ForkFormat::Extents;
+    free.forkoff = 0;
+    free.aformat = ForkFormat::Extents;
+    free.data_fork.clear();
+    free.attr_fork.clear();
+    free.flags = 0;
+    free.flags2 = 0;
+    if geo.features.bigtime {
+        free.flags2 |= xfs_format::inode::XFS_DIFLAG2_BIGTIME;
+    }
+    if geo.features.nrext64 {
+        free.flags2 |= xfs_format::inode::XFS_DIFLAG2_NREXT64;
+    }
+    free.rdev = 0;
+    free.gen = free.gen.wrapping_add(1);
+    free.next_unlinked = NULLAGINO;
+    tp.log_inode(&free)?;
+    Ok(())
 }

@@ -9,8 +9,9 @@ use crate::inode::{FileType, Fork, ForkFormat, Inode};
 use crate::trans::Trans;
 use xfs_format::symlink as xsl;
 
-/// Longest symlink target.
-const SYMLINK_MAX: usize = xsl::XFS_SYMLINK_MAXLEN;
+/// Longest symlink target: XFS_SYMLINK_MAXLEN counts the kernel's
+/// terminating NUL, so targets are shorter (xfs_repair rejects 1024).
+const SYMLINK_MAX: usize = xsl::XFS_SYMLINK_MAXLEN - 1;
 
 fn type_bits(kind: &NodeKind) -> u16 {
     (match kind {
@@ -42,6 +43,14 @@ impl Fs {
                 return Err(Error::Invalid(format!(
                     "symlink target of {} bytes (1 to {SYMLINK_MAX}, no NUL)",
                     t.len()
+                )));
+            }
+        }
+        if let NodeKind::CharDev { major, minor } | NodeKind::BlockDev { major, minor } = kind {
+            // XFS keeps device numbers in 32 bits: 14 for the major, 18 for the minor.
+            if *major >= 1 << 14 || *minor >= 1 << 18 {
+                return Err(Error::Invalid(format!(
+                    "device number {major}:{minor} does not fit XFS's 14-bit major / 18-bit minor"
                 )));
             }
         }
@@ -119,6 +128,20 @@ impl Fs {
     }
 }
 
+/// Moves an inline symlink target into a remote block.
+pub(crate) fn symlink_to_remote(tp: &mut Trans<'_>, ip: &mut Inode) -> Result<()> {
+    if ip.format != ForkFormat::Local {
+        return Ok(());
+    }
+    let size = usize::try_from(ip.size).unwrap_or(usize::MAX);
+    let target = ip
+        .data_fork
+        .get(..size)
+        .ok_or_else(|| Error::Invalid(format!("inode {}: symlink longer than its fork", ip.ino.0)))?
+        .to_vec();
+    write_remote_symlink(tp, ip, &target)
+}
+
 /// Stores a symlink target inline when it fits the data fork, else in
 /// remote blocks, each extent starting with a self-describing header.
 fn write_symlink(tp: &mut Trans<'_>, ip: &mut Inode, target: &[u8]) -> Result<()> {
@@ -129,6 +152,12 @@ fn write_symlink(tp: &mut Trans<'_>, ip: &mut Inode, target: &[u8]) -> Result<()
         ip.data_fork = target.to_vec();
         return Ok(());
     }
+    write_remote_symlink(tp, ip, target)
+}
+
+fn write_remote_symlink(tp: &mut Trans<'_>, ip: &mut Inode, target: &[u8]) -> Result<()> {
+    let geo = tp.geo();
+    ip.size = target.len() as u64;
     ip.format = ForkFormat::Extents;
     ip.data_fork.clear();
     let bsize = geo.block_size as usize;

@@ -16,6 +16,18 @@ fn destroy(tp: &mut Trans<'_>, mut ip: Inode) -> Result<()> {
     if ip.has_attr_fork() && matches!(ip.aformat, ForkFormat::Extents | ForkFormat::Btree) {
         crate::bmap::unmap_range(tp, &mut ip, Fork::Attr, 0, u64::MAX)?;
     }
+    // The allocator reads the inode back: it must see the empty forks.
+    ip.nlink = 0;
+    ip.size = 0;
+    if ip.has_attr_fork() {
+        ip.forkoff = 0;
+        ip.attr_fork.clear();
+        ip.anextents = 0;
+    }
+    if matches!(ip.format, ForkFormat::Local) {
+        ip.data_fork.clear();
+    }
+    tp.log_inode(&ip)?;
     crate::ialloc::free_inode(tp, ip.ino)
 }
 

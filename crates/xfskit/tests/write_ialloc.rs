@@ -1,0 +1,376 @@
+//! Inode allocation (crate::ialloc) on images made by mkfs.xfs: inodes
+//! taken from existing and new chunks, the directory rotor, freeing
+//! inodes and whole chunks, sparse chunks on fragmented free space.
+//! Checked with xfs_repair -n, our inobt reader and the AGI counters.
+
+mod write_common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use write_common::*;
+use xfskit::geometry::{AgNumber, Ino};
+use xfskit::ialloc::{alloc_inode, free_inode};
+use xfskit::inode::Inode;
+use xfskit::scan::inobt;
+use xfskit::Fs;
+
+const S_IFREG: u16 = 0o100000;
+const S_IFDIR: u16 = 0o040000;
+
+/// Allocates `n` inodes of `mode` under `parent`, one transaction each,
+/// and logs them as in-use (empty) inodes.
+fn alloc_n(fs: &Fs, parent: Ino, mode: u16, n: usize) -> Vec<Ino> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut tp = fs.trans().unwrap();
+        let ino = alloc_inode(&mut tp, parent, mode).unwrap();
+        let mut ip = Inode::new(fs.geometry(), ino, mode | 0o644, 1).unwrap();
+        if mode == S_IFDIR {
+            // An empty short-form directory whose parent is the root.
+            let root = fs.geometry().root_ino.0 as u32;
+            ip.data_fork = vec![0, 0];
+            ip.data_fork.extend_from_slice(&root.to_be_bytes());
+            ip.size = 6;
+            ip.nlink = 2;
+        }
+        tp.log_inode(&ip).unwrap();
+        tp.commit().unwrap();
+        out.push(ino);
+    }
+    out
+}
+
+/// Frees each inode in its own transaction.
+fn free_all(fs: &Fs, inos: &[Ino]) {
+    for &ino in inos {
+        let mut tp = fs.trans().unwrap();
+        free_inode(&mut tp, ino).unwrap();
+        tp.commit().unwrap();
+    }
+}
+
+/// Every inobt record of every AG: (agno, startino) -> (count, freecount, free).
+fn chunks(fs: &Fs) -> BTreeMap<(u32, u32), (u8, u8, u64)> {
+    let mut m = BTreeMap::new();
+    for ag in 0..fs.geometry().ag_count {
+        inobt::walk(fs, ag, 0, |r| {
+            m.insert((ag, r.startino), (r.count, r.freecount, r.free));
+            Ok(true)
+        })
+        .unwrap();
+    }
+    m
+}
+
+/// AGI (count, freecount) per AG, checked against the inobt records.
+fn agi_counts(fs: &Fs) -> Vec<(u32, u32)> {
+    let recs = chunks(fs);
+    (0..fs.geometry().ag_count)
+        .map(|ag| {
+            let r = inobt::read_root(fs, ag).unwrap();
+            let (c, f) = recs
+                .iter()
+                .filter(|((a, _), _)| *a == ag)
+                .fold((0u32, 0u32), |(c, f), (_, v)| {
+                    (c + u32::from(v.0), f + u32::from(v.1))
+                });
+            assert_eq!((r.count, r.freecount), (c, f), "AG {ag}: AGI vs inobt");
+            (r.count, r.freecount)
+        })
+        .collect()
+}
+
+/// xfs_repair -n, accepting only complaints about the given inodes being
+/// disconnected (they are in use but in no directory).
+fn assert_repair_only_disconnected(img: &Path, inos: &[Ino]) {
+    let (_, out) = run("xfs_repair", &["-n", &img.display().to_string()]);
+    for line in out.lines() {
+        let l = line.trim();
+        if l.starts_with("disconnected inode") {
+            let ok = inos.iter().any(|i| l.contains(&format!(" {}", i.0)));
+            assert!(ok, "unexpected disconnected inode: {l}\n{out}");
+            continue;
+        }
+        let suspicious = [
+            "would", "bad", "error", "mismatch", "corrupt", "wrong", "invalid",
+        ];
+        let benign = ["would have", "No modify flag set", "sector size mismatch"];
+        if suspicious.iter().any(|s| l.to_lowercase().contains(s))
+            && !benign.iter().any(|b| l.contains(b))
+        {
+            panic!("xfs_repair -n complains: {l}\n{out}");
+        }
+    }
+}
+
+#[test]
+fn inodes_from_the_root_chunk() {
+    let s = Scratch::new("ialloc-root");
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 320 << 20, "");
+    let fs = open_rw(&img);
+    let root = fs.geometry().root_ino;
+    let before = agi_counts(&fs);
+    let inos = alloc_n(&fs, root, S_IFREG, 61);
+    let mut sorted = inos.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 61, "distinct inodes");
+    for i in &inos {
+        assert_eq!(fs.geometry().ino_agno(*i), AgNumber(0));
+        assert!(
+            i.0 > root.0 && i.0 < root.0 + 64,
+            "inode {} is in the root chunk",
+            i.0
+        );
+    }
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_only_disconnected(&img, &inos);
+    let fs = open_rw(&img);
+    let after = agi_counts(&fs);
+    assert_eq!(after[0], (before[0].0, before[0].1 - 61));
+    assert_eq!(fs.geometry().ifree, u64::from(before[0].1) - 61 + 0);
+    // Free them in a different order than allocated.
+    let (odd, even): (Vec<Ino>, Vec<Ino>) = inos.iter().partition(|i| i.0 % 2 == 1);
+    free_all(&fs, &odd);
+    free_all(&fs, &even);
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+    let fs = open_rw(&img);
+    assert_eq!(agi_counts(&fs), before);
+    // Freed inodes went up one generation and the slot is reused.
+    let again = alloc_n(&fs, root, S_IFREG, 3);
+    assert!(again.iter().all(|i| inos.contains(i)));
+    free_all(&fs, &again);
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+}
+
+/// As root: loop-mounts `img`, makes directories d0..d{n-1} with
+/// `files` files each, removes every third file, unmounts. Returns the
+/// directories' inode numbers, or None when not root.
+fn kernel_populate(img: &Path, dirs: usize, files: usize) -> Option<Vec<Ino>> {
+    if !is_root() {
+        eprintln!("SKIP: populating an image through the kernel needs root (loop mount)");
+        return None;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let mnt = img.with_extension("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let (ok, out) = run(
+        "mount",
+        &[
+            "-o",
+            "loop",
+            &img.display().to_string(),
+            &mnt.display().to_string(),
+        ],
+    );
+    assert!(ok, "mount: {out}");
+    let mut inos = Vec::new();
+    for d in 0..dirs {
+        let dir = mnt.join(format!("d{d}"));
+        std::fs::create_dir(&dir).unwrap();
+        inos.push(Ino(std::fs::metadata(&dir).unwrap().ino()));
+        for f in 0..files {
+            std::fs::write(dir.join(format!("f{f}")), b"").unwrap();
+        }
+        for f in (0..files).step_by(3) {
+            std::fs::remove_file(dir.join(format!("f{f}"))).unwrap();
+        }
+    }
+    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    assert!(ok, "umount: {out}");
+    let _ = std::fs::remove_dir(&mnt);
+    Some(inos)
+}
+
+/// Fills every free inode of the parent's AG in a kernel-made image,
+/// checks placement and counters, frees them all again.
+fn fill_parent_ag(opts: &str) {
+    let s = Scratch::new(&format!("ialloc-fill{}", opts.replace([' ', '='], "")));
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 320 << 20, opts);
+    let Some(dirs) = kernel_populate(&img, 3, 300) else {
+        return;
+    };
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    let before_chunks = chunks(&fs);
+    let before = agi_counts(&fs);
+    let parent = dirs[1];
+    let pag = geo.ino_agno(parent).0 as usize;
+    let nfree = before[pag].1 as usize;
+    assert!(
+        nfree > 50,
+        "the kernel left {nfree} free inodes in AG {pag}"
+    );
+    let mine = alloc_n(&fs, parent, S_IFREG, nfree);
+    assert!(
+        mine.iter().all(|i| geo.ino_agno(*i).0 as usize == pag),
+        "all in the parent's AG"
+    );
+    // Near the parent: the first inode comes from the chunk nearest it.
+    let pagino = geo.ino_agino(parent);
+    let nearest = before_chunks
+        .iter()
+        .filter(|((a, _), v)| *a as usize == pag && v.1 > 0)
+        .map(|((_, s), _)| {
+            if pagino < *s {
+                s - pagino
+            } else {
+                pagino.saturating_sub(s + 63)
+            }
+        })
+        .min()
+        .unwrap();
+    let first = geo.ino_agino(mine[0]);
+    let (_, fstart) = *before_chunks
+        .range(..=(pag as u32, first))
+        .next_back()
+        .unwrap()
+        .0;
+    let d = if pagino < fstart {
+        fstart - pagino
+    } else {
+        pagino.saturating_sub(fstart + 63)
+    };
+    assert_eq!(
+        d, nearest,
+        "first inode {} is in a chunk nearest the parent",
+        mine[0].0
+    );
+    let mid = agi_counts(&fs);
+    for (ag, c) in mid.iter().enumerate() {
+        if ag == pag {
+            assert_eq!(*c, (before[ag].0, 0));
+        } else {
+            assert_eq!(*c, before[ag]);
+        }
+    }
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_only_disconnected(&img, &mine);
+    let fs = open_rw(&img);
+    assert_eq!(fs.geometry().ifree, geo.ifree - nfree as u64);
+    // Free in a scattered order.
+    let mut order = mine.clone();
+    order.sort_by_key(|i| (i.0 * 7919) % 1009);
+    free_all(&fs, &order);
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+    let fs = open_rw(&img);
+    assert_eq!(chunks(&fs), before_chunks);
+    assert_eq!(fs.geometry().ifree, geo.ifree);
+    assert_eq!(fs.geometry().icount, geo.icount);
+}
+
+#[test]
+fn fill_parent_ag_finobt() {
+    fill_parent_ag("");
+}
+
+#[test]
+fn fill_parent_ag_without_finobt() {
+    fill_parent_ag("-m finobt=0");
+}
+
+#[test]
+fn fill_parent_ag_small_blocks() {
+    fill_parent_ag("-b size=1024");
+}
+
+#[test]
+fn fill_parent_ag_2k_inodes_no_sparse() {
+    fill_parent_ag("-i size=2048,sparse=0");
+}
+
+/// Thousands of files in new chunks of the parent's AG, directories
+/// rotating over the AGs, then everything freed in two rounds (half the
+/// inodes of each chunk, then the rest, which frees the chunks).
+fn many_chunks(opts: &str) {
+    let s = Scratch::new(&format!("ialloc-many{}", opts.replace([' ', '='], "")));
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 320 << 20, opts);
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    let root = geo.root_ino;
+    let before_chunks = chunks(&fs);
+    let agcount = geo.ag_count;
+    // Directories: consecutive ones land in consecutive AGs.
+    let dirs = alloc_n(&fs, root, S_IFDIR, 2 * agcount as usize);
+    let ags: Vec<u32> = dirs.iter().map(|d| geo.ino_agno(*d).0).collect();
+    for w in ags.windows(2) {
+        assert_eq!(w[1], (w[0] + 1) % agcount, "directory rotor: {ags:?}");
+    }
+    // Files under the root and under a directory in another AG.
+    let mut files = alloc_n(&fs, root, S_IFREG, 2000);
+    assert!(files.iter().all(|i| geo.ino_agno(*i).0 == 0));
+    let other = *dirs.iter().find(|d| geo.ino_agno(**d).0 == 1).unwrap();
+    files.extend(alloc_n(&fs, other, S_IFREG, 1000));
+    assert!(files[2000..].iter().all(|i| geo.ino_agno(*i).0 == 1));
+    let mut all: Vec<Ino> = dirs.iter().chain(files.iter()).copied().collect();
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "every inode handed out once");
+    let counts = agi_counts(&fs);
+    let icount: u32 = counts.iter().map(|c| c.0).sum();
+    let ifree: u32 = counts.iter().map(|c| c.1).sum();
+    assert_eq!(u64::from(icount - ifree), geo.icount - geo.ifree + n as u64);
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_only_disconnected(&img, &all);
+    let fs = open_rw(&img);
+    assert_eq!(fs.geometry().icount, u64::from(icount));
+    assert_eq!(fs.geometry().ifree, u64::from(ifree));
+    // Half of each chunk: full chunks go back into the finobt.
+    let (a, b): (Vec<Ino>, Vec<Ino>) = all.iter().partition(|i| i.0 % 2 == 0);
+    free_all(&fs, &a);
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_only_disconnected(&img, &b);
+    let fs = open_rw(&img);
+    free_all(&fs, &b);
+    fs.sync().unwrap();
+    let after = fs.geometry().clone();
+    drop(fs);
+    assert_repair_clean(&img);
+    let fs = open_rw(&img);
+    assert_eq!(chunks(&fs), before_chunks, "only the root chunk is left");
+    let g = fs.geometry();
+    assert_eq!(
+        (g.icount, g.ifree, g.fdblocks),
+        (geo.icount, geo.ifree, geo.fdblocks)
+    );
+    let _ = after;
+}
+
+#[test]
+fn many_chunks_default() {
+    many_chunks("");
+}
+
+#[test]
+fn many_chunks_without_finobt_or_sparse() {
+    many_chunks("-m finobt=0 -i sparse=0");
+}
+
+#[test]
+fn many_chunks_small_blocks() {
+    many_chunks("-b size=1024");
+}
+
+#[test]
+fn many_chunks_2k_inodes() {
+    many_chunks("-i size=2048");
+}
+
+#[test]
+fn many_chunks_stripe_aligned() {
+    many_chunks("-d su=64k,sw=4");
+}
