@@ -67,6 +67,12 @@ impl Fs {
                 "writing to a filesystem with an external or unreadable log".into(),
             ));
         }
+        if fs.geo.features.rmapbt {
+            // The allocator does not maintain the reverse mapping btree.
+            return Err(Error::Unsupported(
+                "writing to a filesystem with a reverse mapping btree (rmapbt)".into(),
+            ));
+        }
         let mut sb = vec![0u8; fs.geo.sect_size as usize];
         fs.dev.read_at(&mut sb, 0)?;
         fs.base = SbCounters {
@@ -130,6 +136,11 @@ impl Fs {
         self.dev.write_at(&sb, 0)?;
         self.dev.flush()?;
         Ok(())
+    }
+
+    /// Write-side state (None when opened read-only).
+    pub(crate) fn write_state(&self) -> Result<&WriteState> {
+        self.write.as_ref().ok_or(Error::ReadOnly)
     }
 
     /// Writes issued so far (zero when read-only).
@@ -204,6 +215,10 @@ impl Fs {
 
     /// Reads raw bytes from the device.
     pub fn read_bytes(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        if let Some(w) = &self.write {
+            // File data may still sit in the write combiner.
+            w.flush_data(self.dev.as_ref())?;
+        }
         self.dev.read_at(buf, off).map_err(Error::Io)
     }
 

@@ -26,6 +26,7 @@ pub mod inode;
 pub mod log;
 pub mod mkfs;
 mod namei;
+pub mod namespace;
 pub mod scan;
 pub mod symlink;
 pub mod trans;

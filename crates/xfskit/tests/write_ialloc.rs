@@ -71,7 +71,9 @@ fn agi_counts(fs: &Fs) -> Vec<(u32, u32)> {
             let (c, f) = recs
                 .iter()
                 .filter(|((a, _), _)| *a == ag)
-                .fold((0u32, 0u32), |(c, f), (_, v)| (c + u32::from(v.0), f + u32::from(v.1)));
+                .fold((0u32, 0u32), |(c, f), (_, v)| {
+                    (c + u32::from(v.0), f + u32::from(v.1))
+                });
             assert_eq!((r.count, r.freecount), (c, f), "AG {ag}: AGI vs inobt");
             (r.count, r.freecount)
         })
@@ -89,7 +91,9 @@ fn assert_repair_only_disconnected(img: &Path, inos: &[Ino]) {
             assert!(ok, "unexpected disconnected inode: {l}\n{out}");
             continue;
         }
-        let suspicious = ["would", "bad", "error", "mismatch", "corrupt", "wrong", "invalid"];
+        let suspicious = [
+            "would", "bad", "error", "mismatch", "corrupt", "wrong", "invalid",
+        ];
         let benign = ["would have", "No modify flag set", "sector size mismatch"];
         if suspicious.iter().any(|s| l.to_lowercase().contains(s))
             && !benign.iter().any(|b| l.contains(b))
@@ -114,7 +118,11 @@ fn inodes_from_the_root_chunk() {
     assert_eq!(sorted.len(), 61, "distinct inodes");
     for i in &inos {
         assert_eq!(fs.geometry().ino_agno(*i), AgNumber(0));
-        assert!(i.0 > root.0 && i.0 < root.0 + 64, "inode {} is in the root chunk", i.0);
+        assert!(
+            i.0 > root.0 && i.0 < root.0 + 64,
+            "inode {} is in the root chunk",
+            i.0
+        );
     }
     fs.sync().unwrap();
     drop(fs);
@@ -154,7 +162,12 @@ fn kernel_populate(img: &Path, dirs: usize, files: usize) -> Option<Vec<Ino>> {
     std::fs::create_dir_all(&mnt).unwrap();
     let (ok, out) = run(
         "mount",
-        &["-o", "loop", &img.display().to_string(), &mnt.display().to_string()],
+        &[
+            "-o",
+            "loop",
+            &img.display().to_string(),
+            &mnt.display().to_string(),
+        ],
     );
     assert!(ok, "mount: {out}");
     let mut inos = Vec::new();
@@ -191,9 +204,15 @@ fn fill_parent_ag(opts: &str) {
     let parent = dirs[1];
     let pag = geo.ino_agno(parent).0 as usize;
     let nfree = before[pag].1 as usize;
-    assert!(nfree > 50, "the kernel left {nfree} free inodes in AG {pag}");
+    assert!(
+        nfree > 50,
+        "the kernel left {nfree} free inodes in AG {pag}"
+    );
     let mine = alloc_n(&fs, parent, S_IFREG, nfree);
-    assert!(mine.iter().all(|i| geo.ino_agno(*i).0 as usize == pag), "all in the parent's AG");
+    assert!(
+        mine.iter().all(|i| geo.ino_agno(*i).0 as usize == pag),
+        "all in the parent's AG"
+    );
     // Near the parent: the first inode comes from the chunk nearest it.
     let pagino = geo.ino_agino(parent);
     let nearest = before_chunks
@@ -219,7 +238,11 @@ fn fill_parent_ag(opts: &str) {
     } else {
         pagino.saturating_sub(fstart + 63)
     };
-    assert_eq!(d, nearest, "first inode {} is in a chunk nearest the parent", mine[0].0);
+    assert_eq!(
+        d, nearest,
+        "first inode {} is in a chunk nearest the parent",
+        mine[0].0
+    );
     let mid = agi_counts(&fs);
     for (ag, c) in mid.iter().enumerate() {
         if ag == pag {
@@ -320,7 +343,10 @@ fn many_chunks(opts: &str) {
     let fs = open_rw(&img);
     assert_eq!(chunks(&fs), before_chunks, "only the root chunk is left");
     let g = fs.geometry();
-    assert_eq!((g.icount, g.ifree, g.fdblocks), (geo.icount, geo.ifree, geo.fdblocks));
+    assert_eq!(
+        (g.icount, g.ifree, g.fdblocks),
+        (geo.icount, geo.ifree, geo.fdblocks)
+    );
     let _ = after;
 }
 

@@ -2,10 +2,23 @@
 //! the AG free list (AGFL) and its refills, AGF counters, and the
 //! superblock's free-block counter.
 //!
-//! STUB: the interface is fixed; the bodies are being written.
+//! Counting: a block is "free" for the superblock (`sb_fdblocks`, what
+//! xfs_repair recomputes) when it is in the free space btrees, on the
+//! free list, or a free space btree block other than a root
+//! (`agf_btreeblks`). Moving blocks between those places therefore never
+//! changes `fdblocks`; only [`alloc_extent`] and [`free_extent`] do.
+//!
+//! rmapbt: not maintained; [`crate::Fs::open_rw`] refuses filesystems
+//! with a reverse mapping btree, so [`Owner`] is only checked, not
+//! recorded.
+
+mod abt;
+mod agf;
+mod choose;
+mod space;
 
 use crate::error::{Error, Result};
-use crate::geometry::{AgNumber, FsBlock, Ino};
+use crate::geometry::{AgBlock, AgNumber, FsBlock, Ino};
 use crate::trans::Trans;
 
 /// Who owns allocated blocks (recorded in the rmapbt when the filesystem
@@ -56,25 +69,117 @@ pub struct AllocReq {
 /// (unless `ag_only`). Locks the AGs it touches. Returns the first block
 /// and the length. `Error::NoSpace` when nothing fits anywhere.
 pub fn alloc_extent(tp: &mut Trans<'_>, req: &AllocReq) -> Result<(FsBlock, u32)> {
-    let _ = (tp, req);
-    Err(Error::Unsupported(
-        "block allocation is not written yet".into(),
-    ))
+    let geo = tp.geo();
+    if req.minlen == 0 || req.maxlen < req.minlen || req.alignment == 0 {
+        return Err(Error::Invalid(format!("allocation request {req:?}")));
+    }
+    let (tag, tbno) = if geo.fsb_valid(req.target) {
+        let (a, b) = geo.fsb_split(req.target);
+        (a.0, b.0)
+    } else {
+        (0, 0)
+    };
+    let order: Vec<u32> = if req.ag_only {
+        vec![tag]
+    } else {
+        (tag..geo.ag_count).chain(0..tag).collect()
+    };
+    for agno in order {
+        let ag = AgNumber(agno);
+        if agno < tag {
+            if !tp.try_lock_ag(ag) {
+                continue;
+            }
+        } else {
+            tp.lock_ag(ag);
+        }
+        let target = if agno == tag { tbno } else { 0 };
+        if let Some((s, len)) = alloc_in_ag(tp, ag, target, req)? {
+            tp.delta_mut().fdblocks -= i64::from(len);
+            return Ok((geo.fsb_make(ag, AgBlock(s)), len));
+        }
+    }
+    Err(Error::NoSpace(format!(
+        "no free extent of {} blocks (alignment {})",
+        req.minlen, req.alignment
+    )))
+}
+
+/// One AG's attempt: None when it cannot satisfy the request.
+fn alloc_in_ag(
+    tp: &mut Trans<'_>,
+    agno: AgNumber,
+    target: u32,
+    req: &AllocReq,
+) -> Result<Option<(u32, u32)>> {
+    let id = agf::read_agf(tp, agno)?;
+    let freeblks = i64::from(agf::get(tp, id, agf::off::FREEBLKS));
+    let flcount = i64::from(agf::get(tp, id, agf::off::FLCOUNT));
+    let longest = i64::from(agf::get(tp, id, agf::off::LONGEST));
+    let need = i64::from(space::need(tp, agno)?);
+    let alloc_len = i64::from(req.minlen) + i64::from(req.alignment) - 1;
+    // A refill of the free list may come out of the longest extent.
+    let deficit = (need - flcount).max(0);
+    if longest - deficit < alloc_len {
+        return Ok(None);
+    }
+    let available = freeblks + flcount.min(need) - need;
+    if available < alloc_len {
+        return Ok(None);
+    }
+    let maxlen = i64::from(req.maxlen).min(available) as u32;
+    space::fix_freelist(tp, agno, false)?;
+    let Some((f, s, len)) = choose::choose(tp, agno, target, req.minlen, maxlen, req.alignment)?
+    else {
+        return Ok(None);
+    };
+    space::take(tp, agno, f, s, len)?;
+    space::update_longest(tp, agno)?;
+    Ok(Some((s, len)))
 }
 
 /// Returns `len` blocks from `start` to free space (merging with free
 /// neighbours).
 pub fn free_extent(tp: &mut Trans<'_>, start: FsBlock, len: u32, owner: &Owner) -> Result<()> {
-    let _ = (tp, start, len, owner);
-    Err(Error::Unsupported(
-        "block freeing is not written yet".into(),
-    ))
+    let _ = owner;
+    let geo = tp.geo();
+    if len == 0 || !geo.fsb_range_valid(start, u64::from(len)) {
+        return Err(Error::Invalid(format!(
+            "freeing {len} blocks at {}",
+            start.0
+        )));
+    }
+    let (agno, agbno) = geo.fsb_split(start);
+    if agbno.0 == 0 {
+        return Err(Error::Invalid("freeing an AG header block".into()));
+    }
+    tp.lock_ag(agno);
+    space::fix_freelist(tp, agno, true)?;
+    space::give(tp, agno, agbno.0, len)?;
+    space::update_longest(tp, agno)?;
+    tp.delta_mut().fdblocks += i64::from(len);
+    Ok(())
 }
 
 /// Free blocks of AG `agno` (from its AGF, as this transaction sees it).
 pub fn ag_free_blocks(tp: &mut Trans<'_>, agno: AgNumber) -> Result<u64> {
-    let _ = (tp, agno);
-    Err(Error::Unsupported(
-        "free space query is not written yet".into(),
-    ))
+    if agno.0 >= tp.geo().ag_count {
+        return Err(Error::Invalid(format!("AG {}", agno.0)));
+    }
+    let id = agf::read_agf(tp, agno)?;
+    Ok(u64::from(agf::get(tp, id, agf::off::FREEBLKS)))
+}
+
+/// Free extents of AG `agno` by block number, as this transaction sees
+/// them (for checks and tests).
+pub fn ag_free_extents(tp: &mut Trans<'_>, agno: AgNumber) -> Result<Vec<(u32, u32)>> {
+    let mut c = abt::AllocBt::cursor(tp, agno, abt::Which::Bno);
+    let mut out = Vec::new();
+    let mut more = c.lookup(tp, &[0u8; 8], crate::btree::Dir::Ge)?;
+    while more {
+        let f = abt::cur_free(&c, tp)?;
+        out.push((f.bno, f.len));
+        more = c.increment(tp)?;
+    }
+    Ok(out)
 }

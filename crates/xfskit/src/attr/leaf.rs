@@ -21,20 +21,20 @@ pub(crate) const INFO_MAGIC: usize = 8;
 pub(crate) const ATTR3_LEAF_MAGIC: u16 = 0x3bee;
 
 /// Offset of the entry count (be16).
-const HDR_COUNT: usize = 56;
+pub(crate) const HDR_COUNT: usize = 56;
 /// Offset of the first used byte of the name area (be16, 0 = block size).
-const HDR_FIRSTUSED: usize = 60;
+pub(crate) const HDR_FIRSTUSED: usize = 60;
 /// Size of the v5 leaf header.
-const LEAF_HDR: usize = 80;
+pub(crate) const LEAF_HDR: usize = 80;
 /// Size of one leaf entry.
-const ENTRY_SIZE: usize = 8;
+pub(crate) const ENTRY_SIZE: usize = 8;
 /// Offsets inside an entry.
-const ENT_NAMEIDX: usize = 4;
-const ENT_FLAGS: usize = 6;
+pub(crate) const ENT_NAMEIDX: usize = 4;
+pub(crate) const ENT_FLAGS: usize = 6;
 /// Local name: value length be16, name length u8, then name and value.
-const LOCAL_HDR: usize = 3;
+pub(crate) const LOCAL_HDR: usize = 3;
 /// Remote name: value block be32, value length be32, name length u8, name.
-const REMOTE_HDR: usize = 9;
+pub(crate) const REMOTE_HDR: usize = 9;
 
 /// The entries and the forward sibling link of a verified leaf block.
 pub(crate) struct Leaf {

@@ -16,10 +16,10 @@
 //! Entries being created or removed (INCOMPLETE) and parent pointers (the
 //! PARENT namespace, private to the filesystem) are skipped.
 
-mod leaf;
-mod node;
-mod remote;
-mod shortform;
+pub(crate) mod leaf;
+pub(crate) mod node;
+pub(crate) mod remote;
+pub(crate) mod shortform;
 pub mod write;
 
 use crate::error::{Error, Location, Result};

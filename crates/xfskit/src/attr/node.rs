@@ -17,19 +17,19 @@ use crate::inode::{extents, lookup, Extent, Fork, Inode};
 use std::sync::Arc;
 
 /// Magic of a v5 da btree node block.
-const DA3_NODE_MAGIC: u16 = 0x3ebe;
+pub(crate) const DA3_NODE_MAGIC: u16 = 0x3ebe;
 /// Offset of the entry count in a node.
-const NODE_COUNT: usize = 56;
+pub(crate) const NODE_COUNT: usize = 56;
 /// Offset of the level in a node (leaves are level 0).
-const NODE_LEVEL: usize = 58;
+pub(crate) const NODE_LEVEL: usize = 58;
 /// Size of the v5 node header.
-const NODE_HDR: usize = 64;
+pub(crate) const NODE_HDR: usize = 64;
 /// Size of one node entry (hash, child).
-const NODE_ENTRY: usize = 8;
+pub(crate) const NODE_ENTRY: usize = 8;
 /// Offset of the child block in a node entry.
-const NODE_ENT_BEFORE: usize = 4;
+pub(crate) const NODE_ENT_BEFORE: usize = 4;
 /// Deepest da btree the format allows.
-const DA_MAXDEPTH: u16 = 5;
+pub(crate) const DA_MAXDEPTH: u16 = 5;
 
 /// The attr fork's block map.
 pub(crate) struct AttrMap {

@@ -14,11 +14,11 @@ use crate::error::{Error, Result};
 use crate::fs::Fs;
 
 /// Size of the per-block remote value header.
-const RMT_HDR: usize = 56;
+pub(crate) const RMT_HDR: usize = 56;
 /// Offset of the piece's byte offset in the value (be32).
-const RMT_OFFSET: usize = 4;
+pub(crate) const RMT_OFFSET: usize = 4;
 /// Offset of the piece's length (be32).
-const RMT_BYTES: usize = 8;
+pub(crate) const RMT_BYTES: usize = 8;
 
 /// Reads the `len`-byte value starting at attr-fork block `blk`, for the
 /// entry found in attr-fork block `entry_dablk`.

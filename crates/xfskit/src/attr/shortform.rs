@@ -7,13 +7,13 @@ use super::{loc, namespace_of, RawEntry, ValueRef};
 use crate::error::{Error, Result};
 
 /// Size of the shortform header.
-const SF_HDR: usize = 4;
+pub(crate) const SF_HDR: usize = 4;
 /// Offset of the total size (be16, header included).
 const SF_TOTSIZE: usize = 0;
 /// Offset of the entry count (u8).
-const SF_COUNT: usize = 2;
+pub(crate) const SF_COUNT: usize = 2;
 /// Size of an entry's fixed part (namelen, valuelen, flags).
-const SF_ENTRY_HDR: usize = 3;
+pub(crate) const SF_ENTRY_HDR: usize = 3;
 
 fn corrupt(ino: u64, detail: String) -> Error {
     Error::corrupt("shortform attributes", loc(ino, 0), detail)

@@ -5,8 +5,20 @@
 //! None of these functions logs the inode: they change `ip` (extent
 //! counts, block counts, fork bytes, format) and the caller logs it.
 //!
-//! STUB: the interface is fixed; the bodies are being written.
+//! Every change reads a small window of records around the affected
+//! range ([`fork::window`]), edits it in memory ([`edit`]) and writes
+//! back the difference ([`fork::replace`]), which keeps the fork's
+//! format, record count and bmbt blocks right.
 
+mod bmbt;
+mod edit;
+mod fork;
+mod space;
+#[cfg(test)]
+mod tests;
+
+use self::space as alloc;
+use crate::alloc::{AllocReq, Owner};
 use crate::error::{Error, Result};
 use crate::geometry::FsBlock;
 use crate::inode::{Extent, Fork, Inode};
@@ -14,24 +26,54 @@ use crate::trans::Trans;
 
 /// The whole mapping of a fork, as this transaction sees it.
 pub fn extents(tp: &mut Trans<'_>, ip: &Inode, fork: Fork) -> Result<Vec<Extent>> {
-    let _ = (tp, ip, fork);
-    Err(Error::Unsupported(
-        "fork mapping reads in a transaction are not written yet".into(),
-    ))
+    if fork == Fork::Attr && !ip.has_attr_fork() {
+        return Ok(Vec::new());
+    }
+    fork::all(tp, ip, fork)
 }
 
 /// The extent covering file block `lblk`, if any.
 pub fn lookup(tp: &mut Trans<'_>, ip: &Inode, fork: Fork, lblk: u64) -> Result<Option<Extent>> {
-    let _ = (tp, ip, fork, lblk);
-    Err(Error::Unsupported(
-        "fork mapping reads in a transaction are not written yet".into(),
-    ))
+    if fork == Fork::Attr && !ip.has_attr_fork() {
+        return Ok(None);
+    }
+    Ok(fork::seek(tp, ip, fork, lblk)?.filter(|e| e.offset <= lblk))
+}
+
+/// The end of `range` (`lblk + len`), refusing file offsets no record
+/// can hold.
+fn range_end(lblk: u64, len: u64) -> Result<u64> {
+    let end = lblk.saturating_add(len);
+    if end > xfs_format::types::BMBT_STARTOFF_MASK + 1 && len != u64::MAX {
+        return Err(Error::Invalid(format!(
+            "file blocks {lblk}+{len} beyond the largest file offset"
+        )));
+    }
+    Ok(end)
+}
+
+/// Where to allocate for a hole at `pos`: after the previous extent, else
+/// at `hint`, else near the inode.
+fn target(tp: &Trans<'_>, ip: &Inode, prev: Option<&Extent>, hint: Option<FsBlock>) -> FsBlock {
+    let geo = tp.geo();
+    if let Some(p) = prev {
+        let after = FsBlock(p.start.0 + p.len);
+        if geo.fsb_valid(after) {
+            return after;
+        }
+        return p.start;
+    }
+    if let Some(h) = hint.filter(|h| geo.fsb_valid(*h)) {
+        return h;
+    }
+    geo.fsb_make(geo.ino_agno(ip.ino), geo.ino_agbno(ip.ino))
 }
 
 /// Allocates blocks for every hole in file blocks `lblk..lblk+len` and
 /// maps them (as unwritten extents when `unwritten`). `hint` is where the
 /// data should go when nothing else decides (None: near the inode, after
-/// the fork's last extent). Returns the mapping of the whole range.
+/// the fork's last extent). Returns the mapping of the whole range, each
+/// extent cut to the range.
 pub fn alloc_range(
     tp: &mut Trans<'_>,
     ip: &mut Inode,
@@ -41,10 +83,65 @@ pub fn alloc_range(
     unwritten: bool,
     hint: Option<FsBlock>,
 ) -> Result<Vec<Extent>> {
-    let _ = (tp, ip, fork, lblk, len, unwritten, hint);
-    Err(Error::Unsupported(
-        "block mapping is not written yet".into(),
-    ))
+    fork::check_mapped(tp.geo(), ip, fork)?;
+    if len == u64::MAX {
+        return Err(Error::Invalid(
+            "cannot allocate to the end of file space".into(),
+        ));
+    }
+    let end = range_end(lblk, len)?;
+    let ag_log = tp.geo().ag_blk_log;
+    let mut pos = lblk;
+    while pos < end {
+        let win = fork::window(tp, ip, fork, pos, end)?;
+        if let Some(e) = win.iter().find(|e| e.offset <= pos && e.end() > pos) {
+            pos = e.end();
+            continue;
+        }
+        let hole_end = win
+            .iter()
+            .find(|e| e.offset > pos)
+            .map_or(end, |e| e.offset.min(end));
+        let prev = win.iter().rev().find(|e| e.end() <= pos);
+        let want = (hole_end - pos)
+            .min(edit::MAX_EXTLEN)
+            .min(u64::from(u32::MAX)) as u32;
+        let req = AllocReq {
+            target: target(tp, ip, prev, hint),
+            minlen: 1,
+            maxlen: want,
+            alignment: 1,
+            ag_only: false,
+            owner: Owner::Inode {
+                ino: ip.ino,
+                attr_fork: fork == Fork::Attr,
+                offset: pos,
+                bmbt: false,
+            },
+        };
+        let (start, got) = alloc::alloc_extent(tp, &req)?;
+        if got == 0 || got > want {
+            return Err(Error::Invalid(format!(
+                "allocator returned {got} blocks for a request of 1..={want}"
+            )));
+        }
+        let e = Extent {
+            offset: pos,
+            start,
+            len: u64::from(got),
+            unwritten,
+        };
+        let new = edit::insert(&win, e, ag_log);
+        fork::replace(tp, ip, fork, &win, &new)?;
+        ip.nblocks += u64::from(got);
+        pos += u64::from(got);
+    }
+    let win = fork::window(tp, ip, fork, lblk, end)?;
+    Ok(win
+        .iter()
+        .filter(|e| e.end() > lblk && e.offset < end)
+        .map(|e| edit::clip(e, lblk, end))
+        .collect())
 }
 
 /// Unmaps file blocks `lblk..lblk+len` and frees their blocks (punch a
@@ -56,10 +153,35 @@ pub fn unmap_range(
     lblk: u64,
     len: u64,
 ) -> Result<()> {
-    let _ = (tp, ip, fork, lblk, len);
-    Err(Error::Unsupported(
-        "block unmapping is not written yet".into(),
-    ))
+    if fork == Fork::Attr && !ip.has_attr_fork() {
+        return Ok(());
+    }
+    fork::check_mapped(tp.geo(), ip, fork)?;
+    let end = range_end(lblk, len)?;
+    let mut pos = lblk;
+    while pos < end {
+        let Some(e) = fork::seek(tp, ip, fork, pos)? else {
+            break;
+        };
+        if e.offset >= end {
+            break;
+        }
+        let a = e.offset.max(pos);
+        let b = e.end().min(end);
+        let keep = edit::remove(&e, a, b);
+        fork::replace(tp, ip, fork, &[e], &keep)?;
+        let freed = edit::clip(&e, a, b);
+        let owner = Owner::Inode {
+            ino: ip.ino,
+            attr_fork: fork == Fork::Attr,
+            offset: a,
+            bmbt: false,
+        };
+        alloc::free_extent(tp, freed.start, freed.len as u32, &owner)?;
+        ip.nblocks = ip.nblocks.saturating_sub(freed.len);
+        pos = b;
+    }
+    Ok(())
 }
 
 /// Marks file blocks `lblk..lblk+len` as written (clears the unwritten
@@ -71,8 +193,24 @@ pub fn convert_unwritten(
     lblk: u64,
     len: u64,
 ) -> Result<()> {
-    let _ = (tp, ip, fork, lblk, len);
-    Err(Error::Unsupported(
-        "unwritten conversion is not written yet".into(),
-    ))
+    fork::check_mapped(tp.geo(), ip, fork)?;
+    let end = range_end(lblk, len)?;
+    let ag_log = tp.geo().ag_blk_log;
+    let mut pos = lblk;
+    while pos < end {
+        let Some(e) = fork::seek(tp, ip, fork, pos)? else {
+            break;
+        };
+        if e.offset >= end {
+            break;
+        }
+        let b = e.end().min(end);
+        if e.unwritten {
+            let win = fork::window(tp, ip, fork, e.offset, e.end())?;
+            let new = edit::set_written(&win, pos.max(e.offset), b, ag_log);
+            fork::replace(tp, ip, fork, &win, &new)?;
+        }
+        pos = b;
+    }
+    Ok(())
 }

@@ -1,8 +1,152 @@
 //! One btree engine for every XFS btree: the short-pointer AG btrees
 //! (bnobt, cntbt, inobt, finobt, rmapbt, refcountbt) and the long-pointer
-//! bmbt rooted in an inode fork. A cursor walks root to leaf through
+//! bmbt rooted in an inode fork. A [`Cursor`] walks root to leaf through
 //! transaction buffers; lookups, updates, inserts (splitting blocks and
-//! growing a new root) and deletes (joining or borrowing from siblings,
-//! shrinking the root) keep keys in parent blocks right.
+//! growing a new root) and deletes (borrowing from or joining with a
+//! sibling, shrinking the root) keep the keys in parent blocks right.
 //!
-//! STUB: being written.
+//! A btree type is described by a [`BtreeOps`] value: its [`Shape`]
+//! (magic, record/key sizes, pointer width, owner), how records compare,
+//! where its root lives and how its blocks are allocated and freed. The
+//! cursor owns the ops value but never the transaction: every operation
+//! takes `&mut Trans`, so two cursors (bnobt and cntbt) can be used
+//! in turn inside one transaction.
+//!
+//! # Roots in an inode (bmbt)
+//!
+//! With [`Shape::root_in_inode`], the top level is not a block but the
+//! fork's on-disk `bmdr` area (4-byte header: level, numrecs; then keys
+//! and pointers placed for the area's own maxrecs). The caller gives the
+//! fork bytes to [`Cursor::with_inode_root`] and copies
+//! [`Cursor::inode_root`] back into the inode after changes. When the
+//! in-inode root is full, the engine moves its entries into a new block
+//! and leaves one entry in the inode (the tree grows a level); when a
+//! 1-entry in-inode root's child node fits in the inode, the child is
+//! pulled up (the tree shrinks). [`BtreeOps::set_root`] is called with
+//! the new level count in both cases (the pointer argument is 0), so the
+//! bmap code can adjust the inode's block count. Converting between the
+//! extents format and a btree (a leaf directly below the inode) is the
+//! bmap code's job, as is resizing the fork area.
+
+mod block;
+mod cursor;
+pub mod inobt;
+mod modify;
+
+pub use block::{NULL_LONG, NULL_SHORT};
+pub use cursor::{Cursor, Dir};
+pub use inobt::{InoTree, InobtOps};
+
+use crate::buf::Verifier;
+use crate::error::Result;
+use crate::geometry::Daddr;
+use crate::trans::Trans;
+use std::cmp::Ordering;
+
+/// Most levels any XFS btree may have; deeper trees are corrupt.
+pub const MAX_LEVELS: usize = 12;
+
+/// The fixed layout facts of one btree type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Block magic (v5).
+    pub magic: u32,
+    /// 64-bit (filesystem block) pointers and the 72-byte header, rather
+    /// than 32-bit AG block pointers and the 56-byte header.
+    pub long_ptrs: bool,
+    /// Bytes per leaf record.
+    pub rec_len: usize,
+    /// Bytes per node key.
+    pub key_len: usize,
+    /// Block size in bytes.
+    pub block_size: usize,
+    /// Owner stamped in each block: the AG number (short) or the inode
+    /// number (long).
+    pub owner: u64,
+    /// The root is the inode fork's `bmdr` area, not a block.
+    pub root_in_inode: bool,
+}
+
+impl Shape {
+    /// Header bytes of a block.
+    pub fn hdr_len(&self) -> usize {
+        if self.long_ptrs {
+            xfs_format::btree::XFS_BTREE_LBLOCK_CRC_LEN
+        } else {
+            xfs_format::btree::XFS_BTREE_SBLOCK_CRC_LEN
+        }
+    }
+
+    /// Bytes per pointer.
+    pub fn ptr_len(&self) -> usize {
+        if self.long_ptrs {
+            8
+        } else {
+            4
+        }
+    }
+
+    /// Byte offset of the CRC in a block.
+    pub fn crc_off(&self) -> usize {
+        if self.long_ptrs {
+            xfs_format::btree::XFS_BTREE_LBLOCK_CRC_OFF
+        } else {
+            xfs_format::btree::XFS_BTREE_SBLOCK_CRC_OFF
+        }
+    }
+
+    /// Most entries in a block at `level` (records in a leaf, key/pointer
+    /// pairs in a node).
+    pub fn maxrecs(&self, level: usize) -> usize {
+        xfs_format::btree::maxrecs(
+            self.block_size,
+            self.hdr_len(),
+            self.rec_len,
+            level == 0,
+            self.key_len,
+            self.ptr_len(),
+        )
+    }
+
+    /// Fewest entries a non-root block at `level` may hold.
+    pub fn minrecs(&self, level: usize) -> usize {
+        self.maxrecs(level) / 2
+    }
+}
+
+/// One btree type: layout, ordering, root location and block allocation.
+///
+/// Pointers are passed as `u64` for both widths (an AG block number for
+/// short-pointer trees, an AG-encoded filesystem block for the bmbt).
+pub trait BtreeOps {
+    /// The layout.
+    fn shape(&self) -> Shape;
+
+    /// The root block pointer and the number of levels, as the AGF/AGI
+    /// says in this transaction. Not called for roots in an inode.
+    fn root(&self, tp: &mut Trans<'_>) -> Result<(u64, usize)>;
+
+    /// Records a new root (`ptr`, 0 for a root in an inode) and level
+    /// count.
+    fn set_root(&mut self, tp: &mut Trans<'_>, ptr: u64, levels: usize) -> Result<()>;
+
+    /// Allocates one block for the tree, preferably near `near`.
+    fn alloc_block(&mut self, tp: &mut Trans<'_>, near: u64) -> Result<u64>;
+
+    /// Frees one block of the tree (the engine has already marked its
+    /// buffer stale).
+    fn free_block(&mut self, tp: &mut Trans<'_>, ptr: u64) -> Result<()>;
+
+    /// Disk address of the block `ptr` names; an error when `ptr` cannot
+    /// name a block of this tree.
+    fn ptr_daddr(&self, tp: &Trans<'_>, ptr: u64) -> Result<Daddr>;
+
+    /// How to verify a block of this tree at `level`.
+    fn verifier(&self, level: u16) -> Verifier<'static>;
+
+    /// Writes the key of record `rec` into `key` (`key_len` bytes).
+    fn key_of_rec(&self, rec: &[u8], key: &mut [u8]);
+
+    /// Orders two keys.
+    fn cmp_keys(&self, a: &[u8], b: &[u8]) -> Ordering;
+}

@@ -39,7 +39,7 @@ pub enum NodeKind {
         /// Final size in bytes (holes included).
         size: u64,
     },
-    /// A symbolic link to `target` (1 to 1024 bytes).
+    /// A symbolic link to `target` (1 to 1023 bytes).
     Symlink(Vec<u8>),
     /// A character device.
     CharDev {

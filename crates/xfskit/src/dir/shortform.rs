@@ -10,7 +10,7 @@
 use super::{check_name, decode_ftype, DirError};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use crate::geometry::Ino;
+use crate::geometry::{Geometry, Ino};
 use crate::inode::{FileType, Inode};
 
 /// Size of the fixed part of a shortform entry (namelen + offset).
@@ -49,7 +49,11 @@ fn read_ino(b: &[u8], wide: bool) -> u64 {
 
 /// Parses and checks the shortform directory in `dir`'s data fork.
 pub fn parse<'b>(fs: &Fs, dir: &'b Inode) -> Result<Shortform<'b>> {
-    let geo = fs.geometry();
+    parse_geo(fs.geometry(), dir)
+}
+
+/// [`parse`] with only the geometry (the writers hold no `Fs`).
+pub(crate) fn parse_geo<'b>(geo: &Geometry, dir: &'b Inode) -> Result<Shortform<'b>> {
     let ino = dir.ino.0;
     let bad = |d: String| -> Error { DirError::Shortform.at(ino, 0, d) };
     let size = usize::try_from(dir.size).unwrap_or(usize::MAX);

@@ -111,7 +111,11 @@ fn init_inodes(tp: &mut Trans<'_>, agno: AgNumber, agbno: u32, len: u32, gen: u3
 /// `shift` holemask bits into the chunk.
 pub(crate) fn alloc_mask(ninodes: u32, shift: u32) -> u16 {
     let bits = ninodes / XFS_INODES_PER_HOLEMASK_BIT;
-    let m: u32 = if bits >= 16 { 0xffff } else { (1u32 << bits) - 1 };
+    let m: u32 = if bits >= 16 {
+        0xffff
+    } else {
+        (1u32 << bits) - 1
+    };
     ((m << shift) & 0xffff) as u16
 }
 

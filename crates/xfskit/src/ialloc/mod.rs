@@ -74,7 +74,9 @@ pub fn alloc_inode(tp: &mut Trans<'_>, parent: Ino, mode: u16) -> Result<Ino> {
             return Ok(ino);
         }
     }
-    Err(Error::NoSpace("no free inode and no room for an inode chunk".into()))
+    Err(Error::NoSpace(
+        "no free inode and no room for an inode chunk".into(),
+    ))
 }
 
 /// True when AG `agno`'s committed headers show a free inode or a free
@@ -127,7 +129,10 @@ fn alloc_in_ag(
         pick_inobt(tp, agi_id, agno, near)?
     };
     let Some(frec) = found else {
-        return Err(agi_corrupt(agno, "the AGI counts free inodes the btrees do not have"));
+        return Err(agi_corrupt(
+            agno,
+            "the AGI counts free inodes the btrees do not have",
+        ));
     };
     let Some(idx) = frec.first_free() else {
         return Err(agi_corrupt(agno, "a chosen chunk has no free inode"));
@@ -216,8 +221,7 @@ fn pick_inobt(
 ) -> Result<Option<IRec>> {
     let newino = agi::get(tp, agi_id, off::NEWINO);
     let from = near.unwrap_or(if newino == NULLAGINO { 0 } else { newino });
-    let from = tree::lookup_le(tp, agi_id, agno, Tree::Ino, from)?
-        .map_or(0, |r| r.startino);
+    let from = tree::lookup_le(tp, agi_id, agno, Tree::Ino, from)?.map_or(0, |r| r.startino);
     for (lo, hi) in [(from, u32::MAX), (0, from)] {
         let mut at = lo;
         while at < hi {
@@ -275,7 +279,12 @@ pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
             match frec {
                 Some(_) => tree::delete(tp, agi_id, agno, Tree::Fino, irec.startino)?,
                 None if irec.freecount == 1 => {}
-                None => return Err(agi_corrupt(agno, "a chunk with free inodes is not in the finobt")),
+                None => {
+                    return Err(agi_corrupt(
+                        agno,
+                        "a chunk with free inodes is not in the finobt",
+                    ))
+                }
             }
         }
         agi::add(tp, agi_id, off::COUNT, -n)?;
@@ -290,7 +299,12 @@ pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
     if finobt {
         match frec {
             None if irec.freecount == 1 => tree::insert(tp, agi_id, agno, Tree::Fino, &irec)?,
-            None => return Err(agi_corrupt(agno, "a chunk with free inodes is not in the finobt")),
+            None => {
+                return Err(agi_corrupt(
+                    agno,
+                    "a chunk with free inodes is not in the finobt",
+                ))
+            }
             Some(mut f) => {
                 f.give(idx)?;
                 if f != irec {

@@ -79,7 +79,10 @@ fn read_block(
     if agbno == 0 || agbno >= geo.ag_len(agno) {
         return Err(Error::corrupt(
             "inode btree block",
-            Location::AgBlock { agno: agno.0, agbno },
+            Location::AgBlock {
+                agno: agno.0,
+                agbno,
+            },
             "pointer outside the AG",
         ));
     }
@@ -123,7 +126,10 @@ fn descend(
     target: u32,
 ) -> Result<Path> {
     let (root, levels) = match tree {
-        Tree::Ino => (agi::get(tp, agi_id, off::ROOT), agi::get(tp, agi_id, off::LEVEL)),
+        Tree::Ino => (
+            agi::get(tp, agi_id, off::ROOT),
+            agi::get(tp, agi_id, off::LEVEL),
+        ),
         Tree::Fino => {
             if !tp.geo().features.finobt {
                 return Err(Error::Invalid("the filesystem has no finobt".into()));

@@ -47,13 +47,15 @@ impl Extent {
     }
 }
 
-const REC_SIZE: usize = 16;
+/// Size of one packed extent record.
+pub(crate) const REC_SIZE: usize = 16;
 /// Size of the in-inode btree root header (level, numrecs).
-const BMDR_HDR: usize = 4;
+pub(crate) const BMDR_HDR: usize = 4;
 /// Size of a v5 long-pointer btree block header.
-const BMBT_HDR: usize = 72;
+pub(crate) const BMBT_HDR: usize = 72;
 
-fn decode_rec(b: &[u8]) -> BmbtIrec {
+/// Unpacks one 16-byte extent record.
+pub(crate) fn decode_rec(b: &[u8]) -> BmbtIrec {
     let l0 = u64::from_be_bytes(b[0..8].try_into().unwrap_or([0; 8]));
     let l1 = u64::from_be_bytes(b[8..16].try_into().unwrap_or([0; 8]));
     BmbtIrec::unpack(l0, l1)

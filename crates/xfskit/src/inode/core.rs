@@ -373,7 +373,15 @@ impl Inode {
         } else {
             lit
         };
-        if data_len > lit || self.data_fork.len() > data_len {
+        // Bytes past the data fork's area may only be zero padding.
+        let data_used = if self.data_fork.len() > data_len
+            && self.data_fork[data_len..].iter().all(|&b| b == 0)
+        {
+            data_len
+        } else {
+            self.data_fork.len()
+        };
+        if data_len > lit || data_used > data_len {
             return Err(bad(format!(
                 "data fork of {} bytes does not fit {data_len}",
                 self.data_fork.len()
@@ -438,7 +446,7 @@ impl Inode {
         d.di_uuid = Uuid(geo.meta_uuid);
         raw.fill(0);
         raw[..CORE_SIZE].copy_from_slice(d.as_bytes());
-        raw[CORE_SIZE..CORE_SIZE + self.data_fork.len()].copy_from_slice(&self.data_fork);
+        raw[CORE_SIZE..CORE_SIZE + data_used].copy_from_slice(&self.data_fork[..data_used]);
         let a = CORE_SIZE + data_len;
         raw[a..a + self.attr_fork.len()].copy_from_slice(&self.attr_fork);
         xfs_format::crc::stamp(raw, super::INODE_CRC_OFF);

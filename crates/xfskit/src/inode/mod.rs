@@ -1,6 +1,6 @@
 //! Inodes: reading, decoding, fork mappings and file contents.
 
-mod bmap;
+pub(crate) mod bmap;
 mod core;
 mod file;
 

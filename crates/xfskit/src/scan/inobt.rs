@@ -90,7 +90,9 @@ impl ChunkRec {
             }
         };
         if startino > u32::MAX - XFS_INODES_PER_CHUNK {
-            return Err(format!("chunk start {startino} leaves no room for 64 inodes"));
+            return Err(format!(
+                "chunk start {startino} leaves no room for 64 inodes"
+            ));
         }
         let holes = rec.hole_inodes();
         let present = XFS_INODES_PER_CHUNK - holes.count_ones();

@@ -81,6 +81,19 @@ impl<'a> Trans<'a> {
         }
     }
 
+    /// Locks AG `agno` only if that does not wait (for going back to a
+    /// lower AG than one already held). True when held afterwards.
+    pub fn try_lock_ag(&mut self, agno: AgNumber) -> bool {
+        if self.ag_locks.contains(&agno.0) {
+            return true;
+        }
+        if self.ws.ags.try_lock(u64::from(agno.0)) {
+            self.ag_locks.push(agno.0);
+            return true;
+        }
+        false
+    }
+
     /// True when this transaction holds AG `agno`'s lock.
     pub fn holds_ag(&self, agno: AgNumber) -> bool {
         self.ag_locks.contains(&agno.0)

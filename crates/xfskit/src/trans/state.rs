@@ -61,6 +61,12 @@ impl LockSet {
         held.insert(n);
     }
 
+    /// Holds `n` if it is free right now; false (nothing held) if not.
+    pub fn try_lock(&self, n: u64) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.insert(n)
+    }
+
     /// Releases `n`.
     pub fn unlock(&self, n: u64) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
@@ -83,6 +89,12 @@ pub struct WriteState {
     counters: Mutex<SbDelta>,
     data: Mutex<DataRun>,
     stats: Mutex<WriteStats>,
+    /// Inodes whose change counter was queried since its last increment.
+    queried: Mutex<HashSet<u64>>,
+    /// The time stamped on changes (None: the system clock).
+    fixed_time: Mutex<Option<(i64, u32)>>,
+    /// Source of inode generation numbers.
+    gen: std::sync::atomic::AtomicU64,
     /// Per-AG locks.
     pub ags: LockSet,
     /// Per-inode locks.
@@ -106,6 +118,9 @@ impl WriteState {
             counters: Mutex::new(SbDelta::default()),
             data: Mutex::new(DataRun::default()),
             stats: Mutex::new(WriteStats::default()),
+            queried: Mutex::new(HashSet::new()),
+            fixed_time: Mutex::new(None),
+            gen: std::sync::atomic::AtomicU64::new(0x9e37_79b9),
             ags: LockSet::default(),
             inodes: LockSet::default(),
             dirty_limit: 128 << 20,
@@ -146,6 +161,58 @@ impl WriteState {
             let mut n = lock(&self.dirty_bytes);
             *n = n.saturating_sub(old.len());
         }
+    }
+
+    /// Marks inode `ino`'s change counter as seen by someone.
+    pub fn mark_queried(&self, ino: u64) {
+        lock(&self.queried).insert(ino);
+    }
+
+    /// True (once) when `ino`'s counter was queried since its last
+    /// increment: the next change must increment it.
+    pub fn take_queried(&self, ino: u64) -> bool {
+        lock(&self.queried).remove(&ino)
+    }
+
+    /// Fixes the time stamped on changes (reproducible builds), or
+    /// returns to the system clock with `None`.
+    pub fn set_fixed_time(&self, t: Option<(i64, u32)>) {
+        *lock(&self.fixed_time) = t;
+    }
+
+    /// The time to stamp on a change.
+    pub fn now(&self) -> (i64, u32) {
+        if let Some(t) = *lock(&self.fixed_time) {
+            return t;
+        }
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        (d.as_secs() as i64, d.subsec_nanos())
+    }
+
+    /// Seeds the generation number sequence (reproducible builds).
+    pub fn seed_generations(&self, seed: u64) {
+        self.gen.store(seed, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The next inode generation number: a deterministic sequence that
+    /// looks random (splitmix64 over a counter).
+    pub fn next_gen(&self) -> u32 {
+        let n = self
+            .gen
+            .fetch_add(0x9e37_79b9_7f4a_7c15, std::sync::atomic::Ordering::Relaxed)
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = n;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) as u32
+    }
+
+    /// Writes the pending data run now (before reading file data back).
+    pub fn flush_data(&self, dev: &dyn Device) -> Result<()> {
+        let mut run = lock(&self.data);
+        self.flush_run(dev, &mut run)
     }
 
     /// Accumulated counter deltas since open.

@@ -66,7 +66,11 @@ pub fn open_rw(path: &Path) -> Fs {
 /// Panics with xfs_repair's findings unless `xfs_repair -n` is clean.
 pub fn assert_repair_clean(path: &Path) {
     let (ok, out) = run("xfs_repair", &["-n", &path.display().to_string()]);
-    assert!(ok, "xfs_repair -n {} found problems:\n{out}", path.display());
+    assert!(
+        ok,
+        "xfs_repair -n {} found problems:\n{out}",
+        path.display()
+    );
 }
 
 /// Loop-mounts `img` read-only at a fresh directory, runs `f` on the
@@ -80,7 +84,12 @@ pub fn with_kernel_mount<T>(img: &Path, f: impl FnOnce(&Path) -> T) -> Option<T>
     std::fs::create_dir_all(&mnt).unwrap();
     let (ok, out) = run(
         "mount",
-        &["-o", "loop,ro,nouuid", &img.display().to_string(), &mnt.display().to_string()],
+        &[
+            "-o",
+            "loop,ro,nouuid",
+            &img.display().to_string(),
+            &mnt.display().to_string(),
+        ],
     );
     assert!(ok, "kernel mount of {} failed: {out}", img.display());
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mnt)));

@@ -1,0 +1,174 @@
+//! Creating inodes (files, directories, symlinks, device nodes, fifos,
+//! sockets) and hard links.
+
+use crate::build::{Meta, NodeKind};
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::geometry::{Daddr, Ino};
+use crate::inode::{FileType, Fork, ForkFormat, Inode};
+use crate::trans::Trans;
+use xfs_format::symlink as xsl;
+
+/// Longest symlink target: XFS_SYMLINK_MAXLEN counts the kernel's
+/// terminating NUL, so targets are shorter (xfs_repair rejects 1024).
+const SYMLINK_MAX: usize = xsl::XFS_SYMLINK_MAXLEN - 1;
+
+fn type_bits(kind: &NodeKind) -> u16 {
+    (match kind {
+        NodeKind::Dir => libc::S_IFDIR,
+        NodeKind::File { .. } => libc::S_IFREG,
+        NodeKind::Symlink(_) => libc::S_IFLNK,
+        NodeKind::CharDev { .. } => libc::S_IFCHR,
+        NodeKind::BlockDev { .. } => libc::S_IFBLK,
+        NodeKind::Fifo => libc::S_IFIFO,
+        NodeKind::Socket => libc::S_IFSOCK,
+    }) as u16
+}
+
+/// Reads a directory inode for changing, checking its type.
+pub(crate) fn read_dir_inode(tp: &mut Trans<'_>, dir: Ino) -> Result<Inode> {
+    let dp = tp.read_inode(dir)?;
+    if dp.file_type != FileType::Dir {
+        return Err(Error::NotDir(format!("inode {}", dir.0)));
+    }
+    Ok(dp)
+}
+
+impl Fs {
+    /// Creates `name` in directory `parent` and returns the new inode.
+    pub fn create(&self, parent: Ino, name: &[u8], kind: &NodeKind, meta: &Meta) -> Result<Ino> {
+        super::check_name(name)?;
+        if let NodeKind::Symlink(t) = kind {
+            if t.is_empty() || t.len() > SYMLINK_MAX || t.contains(&0) {
+                return Err(Error::Invalid(format!(
+                    "symlink target of {} bytes (1 to {SYMLINK_MAX}, no NUL)",
+                    t.len()
+                )));
+            }
+        }
+        if let NodeKind::CharDev { major, minor } | NodeKind::BlockDev { major, minor } = kind {
+            // XFS keeps device numbers in 32 bits: 14 for the major, 18 for the minor.
+            if *major >= 1 << 14 || *minor >= 1 << 18 {
+                return Err(Error::Invalid(format!(
+                    "device number {major}:{minor} does not fit XFS's 14-bit major / 18-bit minor"
+                )));
+            }
+        }
+        let now = self.now()?;
+        let gen = self.write_state()?.next_gen();
+        let mut tp = self.trans()?;
+        tp.lock_inode(parent);
+        let mut dp = read_dir_inode(&mut tp, parent)?;
+        if crate::dir::write::lookup(&mut tp, &dp, name)?.is_some() {
+            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
+        }
+        let mode = type_bits(kind) | (meta.mode & 0o7777);
+        let ino = crate::ialloc::alloc_inode(&mut tp, parent, mode)?;
+        tp.lock_inode(ino);
+        let mut ip = Inode::new(self.geometry(), ino, mode, gen)?;
+        ip.uid = meta.uid;
+        ip.gid = meta.gid;
+        ip.atime = meta.atime;
+        ip.mtime = meta.mtime;
+        ip.ctime = meta.ctime;
+        ip.crtime = meta.crtime;
+        match kind {
+            NodeKind::Dir => {
+                ip.nlink = 2;
+                crate::dir::write::init(&mut tp, &mut ip, parent)?;
+                dp.nlink += 1;
+            }
+            NodeKind::File { size } => ip.size = *size,
+            NodeKind::Symlink(t) => write_symlink(&mut tp, &mut ip, t)?,
+            NodeKind::CharDev { major, minor } | NodeKind::BlockDev { major, minor } => {
+                ip.set_rdev(*major, *minor)
+            }
+            NodeKind::Fifo | NodeKind::Socket => {}
+        }
+        crate::dir::write::add(&mut tp, &mut dp, name, ino, ip.file_type.dirent_code())?;
+        self.touch_modify(&mut dp, now)?;
+        tp.log_inode(&ip)?;
+        tp.log_inode(&dp)?;
+        tp.commit()?;
+        Ok(ino)
+    }
+
+    /// Adds hard link `name` in `parent` to the non-directory `target`.
+    pub fn link(&self, parent: Ino, name: &[u8], target: Ino) -> Result<()> {
+        super::check_name(name)?;
+        let now = self.now()?;
+        let mut tp = self.trans()?;
+        let (a, b) = (parent.min(target), parent.max(target));
+        tp.lock_inode(a);
+        tp.lock_inode(b);
+        let mut dp = read_dir_inode(&mut tp, parent)?;
+        let mut ip = tp.read_inode(target)?;
+        if ip.file_type == FileType::Dir {
+            return Err(Error::IsDir(format!(
+                "cannot hard-link directory inode {}",
+                target.0
+            )));
+        }
+        if ip.nlink == u32::MAX {
+            return Err(Error::Invalid(format!(
+                "inode {} has too many links",
+                target.0
+            )));
+        }
+        if crate::dir::write::lookup(&mut tp, &dp, name)?.is_some() {
+            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
+        }
+        crate::dir::write::add(&mut tp, &mut dp, name, target, ip.file_type.dirent_code())?;
+        ip.nlink += 1;
+        self.touch_change(&mut ip, now)?;
+        self.touch_modify(&mut dp, now)?;
+        tp.log_inode(&ip)?;
+        tp.log_inode(&dp)?;
+        tp.commit()
+    }
+}
+
+/// Stores a symlink target inline when it fits the data fork, else in
+/// remote blocks, each extent starting with a self-describing header.
+fn write_symlink(tp: &mut Trans<'_>, ip: &mut Inode, target: &[u8]) -> Result<()> {
+    let geo = tp.geo();
+    ip.size = target.len() as u64;
+    if target.len() <= Inode::literal_size(geo) {
+        ip.format = ForkFormat::Local;
+        ip.data_fork = target.to_vec();
+        return Ok(());
+    }
+    ip.format = ForkFormat::Extents;
+    ip.data_fork.clear();
+    let bsize = geo.block_size as usize;
+    let blocks = xsl::symlink_blocks(target.len(), bsize) as u64;
+    let map = crate::bmap::alloc_range(tp, ip, Fork::Data, 0, blocks, false, None)?;
+    let mut done = 0usize;
+    for e in map {
+        if done >= target.len() {
+            break;
+        }
+        let len = (e.len as usize) * bsize;
+        let daddr: Daddr = geo.fsb_to_daddr(e.start);
+        let id = tp.get_buf(daddr, len as u32, Some(xsl::XFS_SYMLINK_CRC_OFF));
+        let chunk = (len - xsl::XFS_SYMLINK_HDR_SIZE).min(target.len() - done);
+        let b = tp.buf_mut(id);
+        b[0..4].copy_from_slice(&xsl::XFS_SYMLINK_MAGIC.to_be_bytes());
+        b[4..8].copy_from_slice(&(done as u32).to_be_bytes());
+        b[8..12].copy_from_slice(&(chunk as u32).to_be_bytes());
+        b[16..32].copy_from_slice(&geo.meta_uuid);
+        b[32..40].copy_from_slice(&ip.ino.0.to_be_bytes());
+        b[40..48].copy_from_slice(&daddr.0.to_be_bytes());
+        let h = xsl::XFS_SYMLINK_HDR_SIZE;
+        b[h..h + chunk].copy_from_slice(&target[done..done + chunk]);
+        done += chunk;
+    }
+    if done != target.len() {
+        return Err(Error::NoSpace(format!(
+            "symlink inode {}: mapped blocks hold {done} of {} bytes",
+            ip.ino.0,
+            target.len()
+        )));
+    }
+    Ok(())
+}

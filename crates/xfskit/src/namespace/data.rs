@@ -1,0 +1,248 @@
+//! File contents: writes (allocating blocks for holes), truncation, hole
+//! punching and preallocation (unwritten extents).
+
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::geometry::Ino;
+use crate::inode::{Extent, FileType, Fork, Inode};
+use crate::trans::Trans;
+
+/// Bytes of data handled per transaction (bounds each transaction's
+/// allocation work).
+const WRITE_CHUNK: u64 = 16 << 20;
+
+fn read_file_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<Inode> {
+    let ip = tp.read_inode(ino)?;
+    match ip.file_type {
+        FileType::File => Ok(ip),
+        FileType::Dir => Err(Error::IsDir(format!("inode {}", ino.0))),
+        _ => Err(Error::Invalid(format!(
+            "inode {} is not a regular file",
+            ino.0
+        ))),
+    }
+}
+
+impl Fs {
+    /// Writes `data` at byte `offset` of regular file `ino`, allocating
+    /// blocks for holes and growing the size if needed.
+    pub fn write_at(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<()> {
+        self.write_at_opt(ino, offset, data, true)
+    }
+
+    /// [`Fs::write_at`] that leaves the times alone when `touch` is false
+    /// (building an image whose times come from the source).
+    pub fn write_at_opt(&self, ino: Ino, offset: u64, data: &[u8], touch: bool) -> Result<()> {
+        let mut done = 0u64;
+        while done < data.len() as u64 {
+            let n = (data.len() as u64 - done).min(WRITE_CHUNK);
+            let part = &data[done as usize..(done + n) as usize];
+            self.write_chunk(ino, offset + done, part, touch)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn write_chunk(&self, ino: Ino, offset: u64, data: &[u8], touch: bool) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let geo = self.geometry();
+        let bs = u64::from(geo.block_size);
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|&e| e <= i64::MAX as u64)
+            .ok_or_else(|| Error::Invalid("write past the largest file size".into()))?;
+        let now = self.now()?;
+        let mut tp = self.trans()?;
+        tp.lock_inode(ino);
+        let mut ip = read_file_inode(&mut tp, ino)?;
+        let first = offset / bs;
+        let last = (end - 1) / bs;
+        // Partial first/last blocks that already hold data must be read
+        // back and merged; new blocks are zero-filled around the data.
+        let head_partial = offset % bs != 0;
+        let tail_partial = end % bs != 0;
+        let old_first = if head_partial {
+            crate::bmap::lookup(&mut tp, &ip, Fork::Data, first)?
+        } else {
+            None
+        };
+        let old_last = if tail_partial {
+            crate::bmap::lookup(&mut tp, &ip, Fork::Data, last)?
+        } else {
+            None
+        };
+        let map = crate::bmap::alloc_range(
+            &mut tp,
+            &mut ip,
+            Fork::Data,
+            first,
+            last - first + 1,
+            false,
+            None,
+        )?;
+        // Blocks that were unwritten become written.
+        if map.iter().any(|e| e.unwritten) {
+            crate::bmap::convert_unwritten(&mut tp, &mut ip, Fork::Data, first, last - first + 1)?;
+        }
+        let ws = self.write_state()?;
+        for e in &map {
+            let lo = e.offset.max(first);
+            let hi = e.end().min(last + 1);
+            if lo >= hi {
+                continue;
+            }
+            let mut buf_start = lo * bs; // file byte offset of the first block
+            let buf_end = hi * bs;
+            let mut out = Vec::with_capacity((buf_end - buf_start) as usize);
+            while buf_start < buf_end {
+                let blk = buf_start / bs;
+                let blk_lo = buf_start;
+                let blk_hi = buf_start + bs;
+                let d_lo = offset.max(blk_lo);
+                let d_hi = end.min(blk_hi);
+                if d_lo == blk_lo && d_hi == blk_hi {
+                    // Whole blocks: copy as many as are contiguous in the data.
+                    let whole_end = (end / bs * bs).min(buf_end);
+                    let s = (blk_lo - offset) as usize;
+                    let t = (whole_end - offset) as usize;
+                    out.extend_from_slice(&data[s..t]);
+                    buf_start = whole_end;
+                    continue;
+                }
+                let mut block = vec![0u8; bs as usize];
+                let had_data = (blk == first && old_first.is_some_and(|x| !x.unwritten))
+                    || (blk == last && old_last.is_some_and(|x| !x.unwritten));
+                if had_data {
+                    ws.flush_data(self.device())?;
+                    let fsb = e.start.0 + (blk - e.offset);
+                    let daddr = geo.fsb_to_daddr(crate::geometry::FsBlock(fsb));
+                    self.read_bytes(daddr.bytes(), &mut block)?;
+                }
+                block[(d_lo - blk_lo) as usize..(d_hi - blk_lo) as usize]
+                    .copy_from_slice(&data[(d_lo - offset) as usize..(d_hi - offset) as usize]);
+                out.extend_from_slice(&block);
+                buf_start = blk_hi;
+            }
+            let disk = geo.fsb_to_daddr(crate::geometry::FsBlock(e.start.0 + (lo - e.offset)));
+            self.write_data(disk.bytes(), &out)?;
+        }
+        if end > ip.size {
+            ip.size = end;
+        }
+        if touch {
+            self.touch_modify(&mut ip, now)?;
+        }
+        tp.log_inode(&ip)?;
+        tp.commit()
+    }
+
+    /// Sets the size of regular file `ino`, freeing blocks past the new end.
+    pub fn truncate(&self, ino: Ino, size: u64) -> Result<()> {
+        let geo = self.geometry();
+        let bs = u64::from(geo.block_size);
+        let now = self.now()?;
+        let mut tp = self.trans()?;
+        tp.lock_inode(ino);
+        let mut ip = read_file_inode(&mut tp, ino)?;
+        let keep = size.div_ceil(bs);
+        crate::bmap::unmap_range(&mut tp, &mut ip, Fork::Data, keep, u64::MAX)?;
+        if size % bs != 0 && size < ip.size {
+            // Zero the tail of the last kept block so a later extension reads zeros.
+            if let Some(e) = crate::bmap::lookup(&mut tp, &ip, Fork::Data, size / bs)? {
+                if !e.unwritten {
+                    zero_tail(self, &e, size, bs)?;
+                }
+            }
+        }
+        ip.size = size;
+        self.touch_modify(&mut ip, now)?;
+        tp.log_inode(&ip)?;
+        tp.commit()
+    }
+
+    /// Punches a hole: frees the whole blocks inside `offset..offset+len`
+    /// and zeroes the partial blocks at its edges. The size is unchanged.
+    pub fn punch_hole(&self, ino: Ino, offset: u64, len: u64) -> Result<()> {
+        let bs = u64::from(self.geometry().block_size);
+        let end = offset.saturating_add(len);
+        let first_whole = offset.div_ceil(bs);
+        let end_whole = end / bs;
+        // Zero partial edges by writing zeros where data exists.
+        for (lo, hi) in [
+            (offset, (first_whole * bs).min(end)),
+            ((end_whole * bs).max(offset), end),
+        ] {
+            if lo < hi && self.maps_data(ino, lo / bs)? {
+                self.write_at(ino, lo, &vec![0u8; (hi - lo) as usize])?;
+            }
+        }
+        if end_whole > first_whole {
+            let now = self.now()?;
+            let mut tp = self.trans()?;
+            tp.lock_inode(ino);
+            let mut ip = read_file_inode(&mut tp, ino)?;
+            crate::bmap::unmap_range(
+                &mut tp,
+                &mut ip,
+                Fork::Data,
+                first_whole,
+                end_whole - first_whole,
+            )?;
+            self.touch_modify(&mut ip, now)?;
+            tp.log_inode(&ip)?;
+            tp.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Preallocates `offset..offset+len` as unwritten extents (reads as
+    /// zeros); grows the size unless `keep_size`.
+    pub fn fallocate(&self, ino: Ino, offset: u64, len: u64, keep_size: bool) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let bs = u64::from(self.geometry().block_size);
+        let end = offset.saturating_add(len);
+        let now = self.now()?;
+        let mut tp = self.trans()?;
+        tp.lock_inode(ino);
+        let mut ip = read_file_inode(&mut tp, ino)?;
+        let first = offset / bs;
+        let last = end.div_ceil(bs);
+        crate::bmap::alloc_range(
+            &mut tp,
+            &mut ip,
+            Fork::Data,
+            first,
+            last - first,
+            true,
+            None,
+        )?;
+        if !keep_size && end > ip.size {
+            ip.size = end;
+        }
+        self.touch_change(&mut ip, now)?;
+        tp.log_inode(&ip)?;
+        tp.commit()
+    }
+
+    fn maps_data(&self, ino: Ino, lblk: u64) -> Result<bool> {
+        let mut tp = self.trans()?;
+        let ip = read_file_inode(&mut tp, ino)?;
+        Ok(crate::bmap::lookup(&mut tp, &ip, Fork::Data, lblk)?.is_some_and(|e| !e.unwritten))
+    }
+}
+
+fn zero_tail(fs: &Fs, e: &Extent, size: u64, bs: u64) -> Result<()> {
+    let geo = fs.geometry();
+    let blk = size / bs;
+    let fsb = crate::geometry::FsBlock(e.start.0 + (blk - e.offset));
+    let daddr = geo.fsb_to_daddr(fsb);
+    fs.write_state()?.flush_data(fs.device())?;
+    let mut block = vec![0u8; bs as usize];
+    fs.read_bytes(daddr.bytes(), &mut block)?;
+    block[(size % bs) as usize..].fill(0);
+    fs.write_data(daddr.bytes(), &block)
+}

@@ -1,0 +1,93 @@
+//! The namespace layer: what a writer of files sees (create, link,
+//! unlink, rename, write, truncate, xattrs, attributes), each call one
+//! transaction built from the engine's modules: inode allocation
+//! ([`crate::ialloc`]), directories ([`crate::dir::write`]), fork mappings
+//! ([`crate::bmap`]), xattrs ([`crate::attr::write`]).
+//!
+//! Locking: a call locks the inodes it changes (in increasing inode
+//! order) for the length of its transaction; allocation locks AGs.
+//!
+//! The change counter (`di_changecount`, the statx change cookie) is kept
+//! the lazy way: a change increments it only if someone queried it
+//! ([`Fs::change_cookie`]) since the last increment.
+
+mod acl;
+mod create;
+mod data;
+mod remove;
+mod xattr;
+
+pub use acl::{acl_from_vfs, acl_to_vfs};
+
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::geometry::Ino;
+use crate::inode::{Inode, Timestamp};
+
+/// Longest name in a directory.
+pub const NAME_MAX: usize = 255;
+
+/// Checks a directory entry name.
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.len() > NAME_MAX {
+        return Err(Error::Invalid(format!(
+            "name of {} bytes (1 to {NAME_MAX} allowed): {}",
+            name.len(),
+            String::from_utf8_lossy(&name[..name.len().min(64)])
+        )));
+    }
+    if name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
+        return Err(Error::Invalid(format!(
+            "invalid name {:?}",
+            String::from_utf8_lossy(name)
+        )));
+    }
+    Ok(())
+}
+
+impl Fs {
+    /// The time to stamp on a change now.
+    pub(crate) fn now(&self) -> Result<Timestamp> {
+        let (sec, nsec) = self.write_state()?.now();
+        Ok(Timestamp { sec, nsec })
+    }
+
+    /// Stamps every change from now on with `t` instead of the clock
+    /// (reproducible images); `None` returns to the clock.
+    pub fn set_fixed_time(&self, t: Option<Timestamp>) -> Result<()> {
+        self.write_state()?
+            .set_fixed_time(t.map(|t| (t.sec, t.nsec)));
+        Ok(())
+    }
+
+    /// Seeds the inode generation numbers (reproducible images).
+    pub fn seed_generations(&self, seed: u64) -> Result<()> {
+        self.write_state()?.seed_generations(seed);
+        Ok(())
+    }
+
+    /// The change cookie of inode `ino` (what statx and NFS see). Querying
+    /// it makes the next change increment it.
+    pub fn change_cookie(&self, ino: Ino) -> Result<u64> {
+        let ip = self.inode(ino)?;
+        if let Ok(ws) = self.write_state() {
+            ws.mark_queried(ino.0);
+        }
+        Ok(ip.changecount)
+    }
+
+    /// Records a change to `ip` (ctime, and the counter if it was queried).
+    pub(crate) fn touch_change(&self, ip: &mut Inode, now: Timestamp) -> Result<()> {
+        ip.ctime = now;
+        if self.write_state()?.take_queried(ip.ino.0) {
+            ip.changecount = ip.changecount.wrapping_add(1);
+        }
+        Ok(())
+    }
+
+    /// Records a change of contents (mtime too).
+    pub(crate) fn touch_modify(&self, ip: &mut Inode, now: Timestamp) -> Result<()> {
+        ip.mtime = now;
+        self.touch_change(ip, now)
+    }
+}

@@ -1,0 +1,203 @@
+//! Removing names: unlink, rmdir, rename; freeing inodes whose last link
+//! went away.
+
+use super::create::read_dir_inode;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::geometry::Ino;
+use crate::inode::{FileType, Fork, ForkFormat, Inode, Timestamp};
+use crate::trans::Trans;
+
+/// Frees everything `ip` owns and the inode itself.
+fn destroy(tp: &mut Trans<'_>, mut ip: Inode) -> Result<()> {
+    if matches!(ip.format, ForkFormat::Extents | ForkFormat::Btree) {
+        crate::bmap::unmap_range(tp, &mut ip, Fork::Data, 0, u64::MAX)?;
+    }
+    if ip.has_attr_fork() && matches!(ip.aformat, ForkFormat::Extents | ForkFormat::Btree) {
+        crate::bmap::unmap_range(tp, &mut ip, Fork::Attr, 0, u64::MAX)?;
+    }
+    // The allocator reads the inode back: it must see the empty forks.
+    ip.nlink = 0;
+    ip.size = 0;
+    if ip.has_attr_fork() {
+        ip.forkoff = 0;
+        ip.attr_fork.clear();
+        ip.anextents = 0;
+    }
+    if matches!(ip.format, ForkFormat::Local) {
+        ip.data_fork.clear();
+    }
+    tp.log_inode(&ip)?;
+    crate::ialloc::free_inode(tp, ip.ino)
+}
+
+/// Drops one link of `ip`; frees it at zero. `dir` also drops the
+/// directory's own '.' link.
+fn drop_link(fs: &Fs, tp: &mut Trans<'_>, mut ip: Inode, now: Timestamp) -> Result<()> {
+    let links = if ip.file_type == FileType::Dir { 2 } else { 1 };
+    if ip.nlink <= links {
+        return destroy(tp, ip);
+    }
+    ip.nlink -= 1;
+    fs.touch_change(&mut ip, now)?;
+    tp.log_inode(&ip)
+}
+
+impl Fs {
+    /// Removes the non-directory `name` from `parent`.
+    pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.remove_name(parent, name, false)
+    }
+
+    /// Removes the empty directory `name` from `parent`.
+    pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.remove_name(parent, name, true)
+    }
+
+    fn remove_name(&self, parent: Ino, name: &[u8], want_dir: bool) -> Result<()> {
+        super::check_name(name)?;
+        let now = self.now()?;
+        let mut tp = self.trans()?;
+        tp.lock_inode(parent);
+        let mut dp = read_dir_inode(&mut tp, parent)?;
+        let (ino, _) = crate::dir::write::lookup(&mut tp, &dp, name)?
+            .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()))?;
+        tp.lock_inode(ino);
+        let ip = tp.read_inode(ino)?;
+        let is_dir = ip.file_type == FileType::Dir;
+        if want_dir && !is_dir {
+            return Err(Error::NotDir(String::from_utf8_lossy(name).into_owned()));
+        }
+        if !want_dir && is_dir {
+            return Err(Error::IsDir(String::from_utf8_lossy(name).into_owned()));
+        }
+        if is_dir && !crate::dir::write::is_empty(&mut tp, &ip)? {
+            return Err(Error::NotEmpty(String::from_utf8_lossy(name).into_owned()));
+        }
+        crate::dir::write::remove(&mut tp, &mut dp, name)?;
+        if is_dir {
+            dp.nlink -= 1;
+        }
+        self.touch_modify(&mut dp, now)?;
+        tp.log_inode(&dp)?;
+        drop_link(self, &mut tp, ip, now)?;
+        tp.commit()
+    }
+
+    /// Renames `sname` in `sdir` to `dname` in `ddir`, replacing a
+    /// target of the same kind (an empty directory for a directory).
+    pub fn rename(&self, sdir: Ino, sname: &[u8], ddir: Ino, dname: &[u8]) -> Result<()> {
+        super::check_name(sname)?;
+        super::check_name(dname)?;
+        let now = self.now()?;
+        let mut tp = self.trans()?;
+        let mut locks = vec![sdir, ddir];
+        locks.sort();
+        locks.dedup();
+        for &l in &locks {
+            tp.lock_inode(l);
+        }
+        let same = sdir == ddir;
+        let mut sdp = read_dir_inode(&mut tp, sdir)?;
+        let mut ddp = if same {
+            None
+        } else {
+            Some(read_dir_inode(&mut tp, ddir)?)
+        };
+        let (sino, _) = crate::dir::write::lookup(&mut tp, &sdp, sname)?
+            .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(sname).into_owned()))?;
+        if same && sname == dname {
+            return Ok(());
+        }
+        tp.lock_inode(sino);
+        let mut sip = tp.read_inode(sino)?;
+        let s_is_dir = sip.file_type == FileType::Dir;
+        if s_is_dir && !same {
+            // Moving a directory under itself would disconnect it.
+            let mut cur = ddir;
+            let root = self.geometry().root_ino;
+            let mut hops = 0u32;
+            while cur != root {
+                if cur == sino {
+                    return Err(Error::Invalid("cannot move a directory into itself".into()));
+                }
+                let cp = tp.read_inode(cur)?;
+                cur = crate::dir::write::lookup(&mut tp, &cp, b"..")?
+                    .map(|(i, _)| i)
+                    .ok_or_else(|| Error::NotFound("'..'".into()))?;
+                hops += 1;
+                if hops > 1 << 20 {
+                    return Err(Error::corrupt(
+                        "directory",
+                        crate::error::Location::Inode(ddir.0),
+                        "'..' chain does not reach the root",
+                    ));
+                }
+            }
+        }
+        let ftype = sip.file_type.dirent_code();
+        let dpv = ddp.as_mut().unwrap_or(&mut sdp);
+        let existing = crate::dir::write::lookup(&mut tp, dpv, dname)?;
+        let mut nlink_delta_d = 0i32;
+        match existing {
+            Some((tino, _)) if tino == sino => {
+                // Both names are links to the same inode: just drop the source.
+                crate::dir::write::remove(&mut tp, &mut sdp, sname)?;
+                self.touch_modify(&mut sdp, now)?;
+                tp.log_inode(&sdp)?;
+                if let Some(d) = &ddp {
+                    tp.log_inode(d)?;
+                }
+                let mut sip = sip;
+                sip.nlink -= 1;
+                self.touch_change(&mut sip, now)?;
+                tp.log_inode(&sip)?;
+                return tp.commit();
+            }
+            Some((tino, _)) => {
+                tp.lock_inode(tino);
+                let tip = tp.read_inode(tino)?;
+                let t_is_dir = tip.file_type == FileType::Dir;
+                if s_is_dir != t_is_dir {
+                    return Err(if t_is_dir {
+                        Error::IsDir(String::from_utf8_lossy(dname).into_owned())
+                    } else {
+                        Error::NotDir(String::from_utf8_lossy(dname).into_owned())
+                    });
+                }
+                if t_is_dir && !crate::dir::write::is_empty(&mut tp, &tip)? {
+                    return Err(Error::NotEmpty(String::from_utf8_lossy(dname).into_owned()));
+                }
+                let dpv = ddp.as_mut().unwrap_or(&mut sdp);
+                crate::dir::write::replace(&mut tp, dpv, dname, sino, ftype)?;
+                if t_is_dir {
+                    nlink_delta_d -= 1;
+                }
+                drop_link(self, &mut tp, tip, now)?;
+            }
+            None => {
+                let dpv = ddp.as_mut().unwrap_or(&mut sdp);
+                crate::dir::write::add(&mut tp, dpv, dname, sino, ftype)?;
+            }
+        }
+        crate::dir::write::remove(&mut tp, &mut sdp, sname)?;
+        if s_is_dir && !same {
+            crate::dir::write::replace(&mut tp, &mut sip, b"..", ddir, 2)?;
+            sdp.nlink -= 1;
+            nlink_delta_d += 1;
+        }
+        {
+            let dpv = ddp.as_mut().unwrap_or(&mut sdp);
+            dpv.nlink = (dpv.nlink as i64 + i64::from(nlink_delta_d)) as u32;
+        }
+        self.touch_change(&mut sip, now)?;
+        self.touch_modify(&mut sdp, now)?;
+        tp.log_inode(&sip)?;
+        tp.log_inode(&sdp)?;
+        if let Some(mut d) = ddp {
+            self.touch_modify(&mut d, now)?;
+            tp.log_inode(&d)?;
+        }
+        tp.commit()
+    }
+}

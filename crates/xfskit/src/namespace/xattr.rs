@@ -1,0 +1,121 @@
+//! Extended attributes and inode attributes (owner, mode, times).
+
+use super::acl::{acl_from_vfs, xfs_acl_name};
+use crate::attr::{parse_full_name, Namespace};
+use crate::build::Meta;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::geometry::Ino;
+
+/// Longest attribute name XFS stores.
+const XATTR_NAME_MAX: usize = 255;
+/// Largest attribute value XFS stores.
+const XATTR_SIZE_MAX: usize = 65536;
+
+/// Splits a Linux xattr name into the namespace and on-disk name, and
+/// converts ACL values to the on-disk format.
+fn disk_name(full: &[u8], value: Option<&[u8]>) -> Result<(Namespace, Vec<u8>, Option<Vec<u8>>)> {
+    if let Some(n) = xfs_acl_name(full) {
+        let v = value.map(acl_from_vfs).transpose()?;
+        return Ok((Namespace::Trusted, n.to_vec(), v));
+    }
+    let (ns, name) = parse_full_name(full).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "xattr namespace of {:?}",
+            String::from_utf8_lossy(full)
+        ))
+    })?;
+    if name.is_empty() || name.len() > XATTR_NAME_MAX {
+        return Err(Error::Invalid(format!(
+            "xattr name of {} bytes: {:?}",
+            name.len(),
+            String::from_utf8_lossy(&full[..full.len().min(80)])
+        )));
+    }
+    Ok((ns, name.to_vec(), value.map(|v| v.to_vec())))
+}
+
+impl Fs {
+    /// Sets extended attribute `name` ("user.x", "trusted.x",
+    /// "security.x", "system.posix_acl_access"/"_default") on `ino`.
+    pub fn set_xattr(&self, ino: Ino, name: &[u8], value: &[u8]) -> Result<()> {
+        self.set_xattr_opt(ino, name, value, true)
+    }
+
+    /// [`Fs::set_xattr`] that leaves ctime alone when `touch` is false.
+    pub fn set_xattr_opt(&self, ino: Ino, name: &[u8], value: &[u8], touch: bool) -> Result<()> {
+        if value.len() > XATTR_SIZE_MAX {
+            return Err(Error::Invalid(format!(
+                "xattr value of {} bytes (at most {XATTR_SIZE_MAX})",
+                value.len()
+            )));
+        }
+        let (ns, n, v) = disk_name(name, Some(value))?;
+        let v = v.unwrap_or_default();
+        let now = self.now()?;
+        let mut tp = self.trans()?;
+        tp.lock_inode(ino);
+        let mut ip = tp.read_inode(ino)?;
+        crate::attr::write::set(&mut tp, &mut ip, ns, &n, &v)?;
+        if touch {
+            self.touch_change(&mut ip, now)?;
+        }
+        tp.log_inode(&ip)?;
+        tp.commit()
+    }
+
+    /// Removes extended attribute `name` from `ino`.
+    pub fn remove_xattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        let (ns, n, _) = disk_name(name, None)?;
+        let now = self.now()?;
+        let mut tp = self.trans()?;
+        tp.lock_inode(ino);
+        let mut ip = tp.read_inode(ino)?;
+        crate::attr::write::remove(&mut tp, &mut ip, ns, &n)?;
+        self.touch_change(&mut ip, now)?;
+        tp.log_inode(&ip)?;
+        tp.commit()
+    }
+
+    /// Sets permissions, owner and all four times of `ino` exactly (the
+    /// change counter still follows the lazy rule).
+    pub fn set_meta(&self, ino: Ino, meta: &Meta) -> Result<()> {
+        let mut tp = self.trans()?;
+        tp.lock_inode(ino);
+        let mut ip = tp.read_inode(ino)?;
+        ip.mode = (ip.mode & !0o7777) | (meta.mode & 0o7777);
+        ip.uid = meta.uid;
+        ip.gid = meta.gid;
+        ip.atime = meta.atime;
+        ip.mtime = meta.mtime;
+        ip.crtime = meta.crtime;
+        self.touch_change(&mut ip, meta.ctime)?;
+        tp.log_inode(&ip)?;
+        tp.commit()
+    }
+
+    /// Changes the permission bits of `ino`.
+    pub fn chmod(&self, ino: Ino, mode: u16) -> Result<()> {
+        let now = self.now()?;
+        let mut tp = self.trans()?;
+        tp.lock_inode(ino);
+        let mut ip = tp.read_inode(ino)?;
+        ip.mode = (ip.mode & !0o7777) | (mode & 0o7777);
+        self.touch_change(&mut ip, now)?;
+        tp.log_inode(&ip)?;
+        tp.commit()
+    }
+
+    /// Changes the owner and group of `ino`.
+    pub fn chown(&self, ino: Ino, uid: u32, gid: u32) -> Result<()> {
+        let now = self.now()?;
+        let mut tp = self.trans()?;
+        tp.lock_inode(ino);
+        let mut ip = tp.read_inode(ino)?;
+        ip.uid = uid;
+        ip.gid = gid;
+        self.touch_change(&mut ip, now)?;
+        tp.log_inode(&ip)?;
+        tp.commit()
+    }
+}

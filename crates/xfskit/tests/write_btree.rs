@@ -1,0 +1,529 @@
+//! The generic btree engine against a BTreeMap model: thousands of random
+//! inserts, updates and deletes in a scratch tree whose blocks come from
+//! the real allocator of a fresh mkfs.xfs image (1k blocks: small fanout,
+//! so trees reach 3+ levels and shrink back). Short-pointer trees with a
+//! root block, and long-pointer trees rooted in an inode-like area.
+//! After the tree is emptied and its blocks freed, xfs_repair -n must be
+//! clean.
+
+mod write_common;
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashSet};
+use write_common::*;
+use xfskit::alloc::{alloc_extent, free_extent, AllocReq, Owner};
+use xfskit::btree::{BtreeOps, Cursor, Dir, Shape, NULL_LONG};
+use xfskit::buf::Verifier;
+use xfskit::geometry::{AgBlock, AgNumber, Daddr, FsBlock, Ino};
+use xfskit::trans::Trans;
+
+const OWNER_INO: u64 = 1234;
+
+/// A scratch btree: root kept here, blocks from the allocator.
+struct TestOps {
+    long: bool,
+    inode_root: bool,
+    root: u64,
+    levels: usize,
+    blocks: HashSet<u64>,
+    block_size: usize,
+    max_levels_seen: usize,
+}
+
+impl TestOps {
+    fn fsb(&self, tp: &Trans<'_>, ptr: u64) -> FsBlock {
+        if self.long {
+            FsBlock(ptr)
+        } else {
+            tp.geo().fsb_make(AgNumber(0), AgBlock(ptr as u32))
+        }
+    }
+}
+
+impl BtreeOps for TestOps {
+    fn shape(&self) -> Shape {
+        Shape {
+            magic: if self.long { 0x424d_4133 } else { 0x4142_3342 },
+            long_ptrs: self.long,
+            rec_len: if self.long { 16 } else { 8 },
+            key_len: 8,
+            block_size: self.block_size,
+            owner: if self.long { OWNER_INO } else { 0 },
+            root_in_inode: self.inode_root,
+        }
+    }
+    fn root(&self, _tp: &mut Trans<'_>) -> xfskit::Result<(u64, usize)> {
+        Ok((self.root, self.levels))
+    }
+    fn set_root(&mut self, _tp: &mut Trans<'_>, ptr: u64, levels: usize) -> xfskit::Result<()> {
+        self.root = ptr;
+        self.levels = levels;
+        self.max_levels_seen = self.max_levels_seen.max(levels);
+        Ok(())
+    }
+    fn alloc_block(&mut self, tp: &mut Trans<'_>, near: u64) -> xfskit::Result<u64> {
+        let target = if near == 0 || near == NULL_LONG {
+            FsBlock(0)
+        } else {
+            self.fsb(tp, near)
+        };
+        let req = AllocReq {
+            target,
+            minlen: 1,
+            maxlen: 1,
+            alignment: 1,
+            ag_only: true,
+            owner: Owner::Ag,
+        };
+        let (fsb, _) = alloc_extent(tp, &req)?;
+        let ptr = if self.long {
+            fsb.0
+        } else {
+            u64::from(tp.geo().fsb_split(fsb).1 .0)
+        };
+        assert!(self.blocks.insert(ptr), "block {ptr} handed out twice");
+        Ok(ptr)
+    }
+    fn free_block(&mut self, tp: &mut Trans<'_>, ptr: u64) -> xfskit::Result<()> {
+        assert!(self.blocks.remove(&ptr), "freeing unknown block {ptr}");
+        let fsb = self.fsb(tp, ptr);
+        free_extent(tp, fsb, 1, &Owner::Ag)
+    }
+    fn ptr_daddr(&self, tp: &Trans<'_>, ptr: u64) -> xfskit::Result<Daddr> {
+        Ok(tp.geo().fsb_to_daddr(self.fsb(tp, ptr)))
+    }
+    fn verifier(&self, level: u16) -> Verifier<'static> {
+        if self.long {
+            Verifier::Bmbt {
+                owner: OWNER_INO,
+                level: Some(level),
+            }
+        } else {
+            Verifier::ShortBtree {
+                magic: 0x4142_3342,
+                agno: 0,
+                level: Some(level),
+            }
+        }
+    }
+    fn key_of_rec(&self, rec: &[u8], key: &mut [u8]) {
+        key[..8].copy_from_slice(&rec[..8]);
+    }
+    fn cmp_keys(&self, a: &[u8], b: &[u8]) -> Ordering {
+        let n = if self.long { 8 } else { 4 };
+        a[..n].cmp(&b[..n])
+    }
+}
+
+fn rec(long: bool, k: u64, v: u64) -> Vec<u8> {
+    if long {
+        let mut r = k.to_be_bytes().to_vec();
+        r.extend_from_slice(&v.to_be_bytes());
+        r
+    } else {
+        let mut r = (k as u32).to_be_bytes().to_vec();
+        r.extend_from_slice(&(v as u32).to_be_bytes());
+        r
+    }
+}
+
+fn key(long: bool, k: u64) -> Vec<u8> {
+    let mut r = rec(long, k, 0);
+    r.truncate(8);
+    r
+}
+
+/// Keys in the short test tree are u32 (first 4 bytes), values the next 4.
+fn unrec(long: bool, r: &[u8]) -> (u64, u64) {
+    if long {
+        (
+            u64::from_be_bytes(r[..8].try_into().unwrap()),
+            u64::from_be_bytes(r[8..16].try_into().unwrap()),
+        )
+    } else {
+        (
+            u64::from(u32::from_be_bytes(r[..4].try_into().unwrap())),
+            u64::from(u32::from_be_bytes(r[4..8].try_into().unwrap())),
+        )
+    }
+}
+
+/// Walks the whole tree in order and compares with the model.
+fn check_model(c: &mut Cursor<TestOps>, tp: &mut Trans<'_>, long: bool, m: &BTreeMap<u64, u64>) {
+    let mut got = Vec::new();
+    let mut more = c.lookup(tp, &key(long, 0), Dir::Ge).unwrap();
+    while more {
+        got.push(unrec(long, c.get(tp).unwrap()));
+        more = c.increment(tp).unwrap();
+    }
+    let want: Vec<(u64, u64)> = m.iter().map(|(k, v)| (*k, *v)).collect();
+    assert_eq!(got.len(), want.len(), "record count");
+    assert_eq!(got, want);
+    // And backwards.
+    let mut back = Vec::new();
+    let mut more = c
+        .lookup(tp, &key(long, u64::from(u32::MAX)), Dir::Le)
+        .unwrap();
+    while more {
+        back.push(unrec(long, c.get(tp).unwrap()));
+        more = c.decrement(tp).unwrap();
+    }
+    back.reverse();
+    assert_eq!(back, want);
+}
+
+/// Entries of a block or in-inode root, header size, maxrecs.
+fn entries(ops: &TestOps, d: &[u8], iroot: bool, level: usize) -> (usize, usize, usize) {
+    let s = ops.shape();
+    let hdr = if iroot { 4 } else { s.hdr_len() };
+    let n = if iroot { be16(d, 2) } else { be16(d, 6) } as usize;
+    let per = if level == 0 {
+        s.rec_len
+    } else {
+        s.key_len + s.ptr_len()
+    };
+    (n, hdr, (d.len() - hdr) / per)
+}
+
+fn be16(d: &[u8], o: usize) -> u16 {
+    u16::from_be_bytes([d[o], d[o + 1]])
+}
+
+/// Checks the tree's structure: levels, entry counts (minrecs for blocks
+/// with siblings), parent keys equal to children's first keys, sibling
+/// chains, and that the blocks reached are exactly the ones allocated.
+fn check_structure(c: &Cursor<TestOps>, tp: &mut Trans<'_>) {
+    let ops = &c.ops;
+    let s = ops.shape();
+    let (top, root): (usize, Vec<u8>) = if s.root_in_inode {
+        (be16(c.inode_root(), 0) as usize, c.inode_root().to_vec())
+    } else {
+        let d = ops.ptr_daddr(tp, ops.root).unwrap();
+        let id = tp
+            .read_buf(
+                d,
+                s.block_size as u32,
+                &ops.verifier((ops.levels - 1) as u16),
+            )
+            .unwrap();
+        (ops.levels - 1, tp.buf(id).to_vec())
+    };
+    // Per level: (ptr, leftsib, rightsib) in key order.
+    let mut by_level: Vec<Vec<(u64, u64, u64)>> = vec![Vec::new(); top + 1];
+    let mut seen = HashSet::new();
+    if !s.root_in_inode {
+        seen.insert(ops.root);
+    }
+    let mut stack = vec![(root, top, s.root_in_inode, None::<Vec<u8>>, true)];
+    while let Some((d, level, iroot, pkey, lone)) = stack.pop() {
+        let (n, hdr, maxrecs) = entries(ops, &d, iroot, level);
+        assert!(n <= maxrecs);
+        if !iroot && level < top && !lone {
+            assert!(
+                n >= maxrecs / 2,
+                "level {level}: {n} entries, min {}",
+                maxrecs / 2
+            );
+        }
+        let first = |i: usize| -> Vec<u8> {
+            let o = hdr + i * if level == 0 { s.rec_len } else { s.key_len };
+            d[o..o + 8].to_vec()
+        };
+        if let Some(k) = pkey {
+            if n == 0 {
+                // Only the lone child of an in-inode root may empty out
+                // (the bmap code turns such a fork back into extents).
+                assert!(lone && level == 0, "empty non-root block at level {level}");
+                continue;
+            }
+            let n_cmp = if s.long_ptrs { 8 } else { 4 };
+            assert_eq!(
+                &k[..n_cmp],
+                &first(0)[..n_cmp],
+                "parent key differs at level {level}"
+            );
+        }
+        for i in 1..n {
+            assert_eq!(
+                ops.cmp_keys(&first(i - 1), &first(i)),
+                Ordering::Less,
+                "order"
+            );
+        }
+        if level == 0 {
+            continue;
+        }
+        let mut kids = Vec::new();
+        for i in 0..n {
+            let o = hdr + maxrecs * s.key_len + i * s.ptr_len();
+            let p = if s.long_ptrs {
+                u64::from_be_bytes(d[o..o + 8].try_into().unwrap())
+            } else {
+                u64::from(u32::from_be_bytes(d[o..o + 4].try_into().unwrap()))
+            };
+            assert!(seen.insert(p), "block {p} reached twice");
+            let daddr = ops.ptr_daddr(tp, p).unwrap();
+            let id = tp
+                .read_buf(
+                    daddr,
+                    s.block_size as u32,
+                    &ops.verifier((level - 1) as u16),
+                )
+                .unwrap();
+            let b = tp.buf(id).to_vec();
+            let (ls, rs) = if s.long_ptrs {
+                (
+                    u64::from_be_bytes(b[8..16].try_into().unwrap()),
+                    u64::from_be_bytes(b[16..24].try_into().unwrap()),
+                )
+            } else {
+                let w = |o: usize| {
+                    let v = u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+                    if v == u32::MAX {
+                        NULL_LONG
+                    } else {
+                        u64::from(v)
+                    }
+                };
+                (w(8), w(12))
+            };
+            kids.push((p, ls, rs));
+            stack.push((b, level - 1, false, Some(first(i)), iroot && n == 1));
+        }
+        by_level[level - 1].extend(kids);
+    }
+    // Siblings: nodes are pushed in key order per parent, but the stack
+    // visits parents right to left; sort each level by the chain instead.
+    for lv in by_level.iter() {
+        if lv.is_empty() {
+            continue;
+        }
+        let heads: Vec<_> = lv.iter().filter(|k| k.1 == NULL_LONG).collect();
+        assert_eq!(heads.len(), 1, "one leftmost block per level");
+        let mut cur = *heads[0];
+        let mut count = 1;
+        while cur.2 != NULL_LONG {
+            let next = lv
+                .iter()
+                .find(|k| k.0 == cur.2)
+                .expect("right sibling in level");
+            assert_eq!(next.1, cur.0, "left sibling back pointer");
+            cur = *next;
+            count += 1;
+        }
+        assert_eq!(count, lv.len(), "sibling chain covers the level");
+    }
+    assert_eq!(seen, ops.blocks, "blocks reached vs allocated");
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn run_random(long: bool, inode_root: bool, tag: &str) {
+    let dir = Scratch::new(tag);
+    let img = dir.0.join("bt.img");
+    mkfs_xfs(&img, 320 << 20, "-b size=1024 -d agcount=4");
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    let mut ops = TestOps {
+        long,
+        inode_root,
+        root: 0,
+        levels: 1,
+        blocks: HashSet::new(),
+        block_size: geo.block_size as usize,
+        max_levels_seen: 1,
+    };
+    let mut iroot = Vec::new();
+    {
+        let mut tp = fs.trans().unwrap();
+        if inode_root {
+            // A 76-byte fork area: 4 records or 4 key/pointer pairs.
+            iroot = vec![0u8; 4 + 4 * 16];
+        } else {
+            let p = ops.alloc_block(&mut tp, 0).unwrap();
+            let d = ops.ptr_daddr(&tp, p).unwrap();
+            let id = tp.get_buf(d, geo.block_size, Some(ops.shape().crc_off()));
+            let b = tp.buf_mut(id);
+            b[0..4].copy_from_slice(&0x4142_3342u32.to_be_bytes());
+            b[8..16].fill(0xff);
+            b[16..24].copy_from_slice(&d.0.to_be_bytes());
+            b[32..48].copy_from_slice(&geo.meta_uuid);
+            ops.root = p;
+        }
+        tp.commit().unwrap();
+    }
+    let mut model = BTreeMap::new();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (long as u64) ^ ((inode_root as u64) << 1));
+    let keyspace = 40_000u64;
+    let mut c = Cursor::with_inode_root(ops, iroot);
+    // Phase 1: grow; phase 2: shrink to nothing.
+    for phase in 0..2 {
+        for batch in 0..40 {
+            let mut tp = fs.trans().unwrap();
+            for _ in 0..400 {
+                let k = rng.next() % keyspace;
+                let grow = phase == 0 && rng.next() % 10 < 8;
+                if grow || model.is_empty() && phase == 0 {
+                    if model.contains_key(&k) {
+                        assert!(c.lookup(&mut tp, &key(long, k), Dir::Eq).unwrap());
+                        let v = rng.next() % 1000;
+                        c.update(&mut tp, &rec(long, k, v)).unwrap();
+                        model.insert(k, v);
+                    } else {
+                        let v = rng.next() % 1000;
+                        c.insert(&mut tp, &rec(long, k, v)).unwrap();
+                        assert_eq!(unrec(long, c.get(&tp).unwrap()), (k, v));
+                        model.insert(k, v);
+                    }
+                } else {
+                    // Delete the record at or after k, if any.
+                    let found = c.lookup(&mut tp, &key(long, k), Dir::Ge).unwrap();
+                    let want = model.range(k..).next().map(|(a, b)| (*a, *b));
+                    assert_eq!(found.then(|| unrec(long, c.get(&tp).unwrap())), want);
+                    if let Some((dk, _)) = want {
+                        c.delete(&mut tp).unwrap();
+                        model.remove(&dk);
+                        let next = model.range(dk..).next().map(|(a, b)| (*a, *b));
+                        assert_eq!(c.get(&tp).map(|r| unrec(long, r)), next);
+                    }
+                }
+            }
+            if batch % 8 == 7 {
+                check_model(&mut c, &mut tp, long, &model);
+                check_structure(&c, &mut tp);
+            }
+            tp.commit().unwrap();
+            if phase == 1 && model.is_empty() {
+                break;
+            }
+        }
+        if phase == 1 {
+            // Empty what is left.
+            let mut tp = fs.trans().unwrap();
+            while c.lookup(&mut tp, &key(long, 0), Dir::Ge).unwrap() {
+                let (k, _) = unrec(long, c.get(&tp).unwrap());
+                c.delete(&mut tp).unwrap();
+                model.remove(&k);
+            }
+            check_model(&mut c, &mut tp, long, &model);
+            check_structure(&c, &mut tp);
+            tp.commit().unwrap();
+        }
+        eprintln!(
+            "{tag}: phase {phase}: {} records, {} levels, {} blocks",
+            model.len(),
+            c.levels(),
+            c.ops.blocks.len()
+        );
+        if phase == 0 {
+            assert!(c.ops.max_levels_seen >= 3, "tree never reached 3 levels");
+        }
+    }
+    // Free the remaining (root) blocks.
+    let mut tp = fs.trans().unwrap();
+    if inode_root {
+        assert!(
+            c.ops.blocks.is_empty() || c.levels() <= 2,
+            "leftover levels"
+        );
+        let left: Vec<u64> = c.ops.blocks.iter().copied().collect();
+        for p in left {
+            c.ops.free_block(&mut tp, p).unwrap();
+        }
+    } else {
+        assert_eq!(c.levels(), 1, "empty tree should be one leaf");
+        let p = c.ops.root;
+        c.ops.free_block(&mut tp, p).unwrap();
+    }
+    assert!(c.ops.blocks.is_empty());
+    tp.commit().unwrap();
+    fs.sync().unwrap();
+    drop(fs);
+    let _ = Ino(0);
+    assert_repair_clean(&img);
+}
+
+#[test]
+fn short_btree_random_against_model() {
+    run_random(false, false, "bt-short");
+}
+
+#[test]
+fn long_btree_inode_root_random_against_model() {
+    run_random(true, true, "bt-long");
+}
+
+/// The inobt/finobt ops (root and level in the AGI, inobtcount block
+/// counters, blocks from the allocator): grow AG 1's trees to 3 levels
+/// with placeholder records and shrink them back to one empty leaf.
+#[test]
+fn inode_btrees_grow_and_shrink() {
+    use xfskit::btree::{InoTree, InobtOps};
+    let dir = Scratch::new("bt-inobt");
+    let img = dir.0.join("i.img");
+    mkfs_xfs(&img, 320 << 20, "-b size=1024 -d agcount=4");
+    let fs = open_rw(&img);
+    let ag = AgNumber(1);
+    for tree in [InoTree::Inobt, InoTree::Finobt] {
+        let mut rng = Rng(99);
+        let mut keys: Vec<u32> = (0..12000u32).map(|i| i * 64).collect();
+        for i in (1..keys.len()).rev() {
+            keys.swap(i, rng.next() as usize % (i + 1));
+        }
+        let mut max_levels = 0;
+        for chunk in keys.chunks(500) {
+            let mut tp = fs.trans().unwrap();
+            tp.lock_ag(ag);
+            let mut c = InobtOps::cursor(&tp, ag, tree);
+            for &k in chunk {
+                let mut r = [0u8; 16];
+                r[..4].copy_from_slice(&k.to_be_bytes());
+                r[8..].fill(0xff);
+                c.insert(&mut tp, &r).unwrap();
+            }
+            max_levels = max_levels.max(c.levels());
+            tp.commit().unwrap();
+        }
+        assert!(max_levels >= 3, "{tree:?} reached {max_levels} levels");
+        // Walk: every key in order.
+        {
+            let mut tp = fs.trans().unwrap();
+            let mut c = InobtOps::cursor(&tp, ag, tree);
+            let mut more = c.lookup(&mut tp, &0u32.to_be_bytes(), Dir::Ge).unwrap();
+            let mut n = 0u32;
+            while more {
+                let r = c.get(&tp).unwrap();
+                assert_eq!(u32::from_be_bytes(r[..4].try_into().unwrap()), n * 64);
+                n += 1;
+                more = c.increment(&mut tp).unwrap();
+            }
+            assert_eq!(n, 12000);
+        }
+        for chunk in keys.chunks(500) {
+            let mut tp = fs.trans().unwrap();
+            tp.lock_ag(ag);
+            let mut c = InobtOps::cursor(&tp, ag, tree);
+            for &k in chunk {
+                assert!(c.lookup(&mut tp, &k.to_be_bytes(), Dir::Eq).unwrap());
+                c.delete(&mut tp).unwrap();
+            }
+            tp.commit().unwrap();
+        }
+        let tp = &mut fs.trans().unwrap();
+        let mut c = InobtOps::cursor(tp, ag, tree);
+        assert!(!c.lookup(tp, &0u32.to_be_bytes(), Dir::Ge).unwrap());
+        assert_eq!(c.levels(), 1, "{tree:?} shrank back to a leaf");
+        eprintln!("{tree:?}: up to {max_levels} levels, back to 1");
+    }
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+}
