@@ -194,9 +194,9 @@ pub(crate) fn alloc_chunk(
         }
         init_inodes(tp, agno, agbno, len, gen);
         let rec = IRec::full_free(agbno << geo.inopb_log);
-        tree::insert(tp, agi_id, agno, Tree::Ino, &rec)?;
+        tree::insert(tp, agno, Tree::Ino, &rec)?;
         if geo.features.finobt {
-            tree::insert(tp, agi_id, agno, Tree::Fino, &rec)?;
+            tree::insert(tp, agno, Tree::Fino, &rec)?;
         }
         count_new(tp, agi_id, rec.startino, XFS_INODES_PER_CHUNK)?;
         return Ok(Some(rec));
@@ -221,8 +221,8 @@ pub(crate) fn alloc_chunk(
     }
     init_inodes(tp, agno, agbno, len, gen);
     let mut rec = sparse_rec(geo, cg, agbno, len);
-    match tree::lookup_eq(tp, agi_id, agno, Tree::Ino, rec.startino)? {
-        None => tree::insert(tp, agi_id, agno, Tree::Ino, &rec)?,
+    match tree::lookup_eq(tp, agno, Tree::Ino, rec.startino)? {
+        None => tree::insert(tp, agno, Tree::Ino, &rec)?,
         Some(old) => {
             if !rec.can_merge(&old) {
                 return Err(Error::corrupt(
@@ -233,14 +233,14 @@ pub(crate) fn alloc_chunk(
             }
             rec.merge(&old);
             rec.check()?;
-            tree::update(tp, agi_id, agno, Tree::Ino, &rec)?;
+            tree::update(tp, agno, Tree::Ino, &rec)?;
         }
     }
     if geo.features.finobt {
-        if tree::lookup_eq(tp, agi_id, agno, Tree::Fino, rec.startino)?.is_some() {
-            tree::update(tp, agi_id, agno, Tree::Fino, &rec)?;
+        if tree::lookup_eq(tp, agno, Tree::Fino, rec.startino)?.is_some() {
+            tree::update(tp, agno, Tree::Fino, &rec)?;
         } else {
-            tree::insert(tp, agi_id, agno, Tree::Fino, &rec)?;
+            tree::insert(tp, agno, Tree::Fino, &rec)?;
         }
     }
     count_new(tp, agi_id, rec.startino, len << geo.inopb_log)?;
