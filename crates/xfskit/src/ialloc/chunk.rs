@@ -67,17 +67,6 @@ impl ChunkGeo {
     }
 }
 
-/// A generation number for a new chunk's inodes, different from run to
-/// run (the kernel seeds each chunk randomly too).
-pub(crate) fn random_gen() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(SEQ.fetch_add(1, Ordering::Relaxed));
-    h.finish() as u32
-}
-
 /// The bytes of a free inode as a new chunk holds it: magic, version 3,
 /// generation, no unlinked successor, its own number and the metadata
 /// UUID; everything else zero. The CRC is stamped.
@@ -135,6 +124,21 @@ pub(crate) fn sparse_rec(geo: &Geometry, cg: &ChunkGeo, agbno: u32, len: u32) ->
     }
 }
 
+/// True when one more chunk would take inodes past the superblock's
+/// maximum share of space (sb_imax_pct).
+fn over_max_inodes(tp: &mut Trans<'_>, cg: &ChunkGeo) -> Result<bool> {
+    let geo = tp.geo();
+    if geo.imax_pct == 0 {
+        return Ok(false);
+    }
+    let blocks = geo.data_blocks * u64::from(geo.imax_pct) / 100 / u64::from(cg.blocks)
+        * u64::from(cg.blocks);
+    let max = blocks << geo.inopb_log;
+    let committed = tp.fs().write_state()?.counters().icount;
+    let now = geo.icount as i64 + committed + tp.delta_mut().icount;
+    Ok(now.max(0) as u64 + u64::from(XFS_INODES_PER_CHUNK) > max)
+}
+
 fn try_alloc(tp: &mut Trans<'_>, req: &AllocReq) -> Result<Option<(u32, u32)>> {
     match alloc::alloc_extent(tp, req) {
         Ok((fsb, len)) => {
@@ -157,6 +161,9 @@ pub(crate) fn alloc_chunk(
     cg: &ChunkGeo,
 ) -> Result<Option<IRec>> {
     let geo = tp.geo();
+    if over_max_inodes(tp, cg)? {
+        return Ok(None);
+    }
     let agi_len = agi::get(tp, agi_id, off::LENGTH);
     let newino = agi::get(tp, agi_id, off::NEWINO);
     // Next to the previous chunk when there is one, else near the root.
@@ -184,7 +191,9 @@ pub(crate) fn alloc_chunk(
         req.alignment = cg.cluster_align;
         got = try_alloc(tp, &req)?;
     }
-    let gen = random_gen();
+    // Seeded like every generation number of the filesystem (the
+    // kernel seeds each chunk randomly; ours is reproducible).
+    let gen = tp.fs().write_state()?.next_gen();
     if let Some((agbno, len)) = got {
         if len != cg.blocks {
             return Err(Error::Invalid(format!(

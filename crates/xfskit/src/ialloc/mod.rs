@@ -67,8 +67,15 @@ pub fn alloc_inode(tp: &mut Trans<'_>, parent: Ino, mode: u16) -> Result<Ino> {
         let agno = AgNumber((start + i) % agcount);
         // A cheap look at the committed headers first, so that hopeless
         // AGs are neither locked nor joined.
-        if !tp.holds_ag(agno) && !worth_trying(tp, agno, &cg)? {
-            continue;
+        if !tp.holds_ag(agno) {
+            if !worth_trying(tp, agno, &cg)? {
+                continue;
+            }
+            // Wrapped around to a lower AG than the ones this search
+            // locked: only take it if that does not wait (lock order).
+            if agno.0 < start && !tp.try_lock_ag(agno) {
+                continue;
+            }
         }
         if let Some(ino) = alloc_in_ag(tp, agno, parent, &cg)? {
             return Ok(ino);
