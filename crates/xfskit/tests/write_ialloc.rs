@@ -611,3 +611,37 @@ fn concurrent_alloc_and_free() {
     let g = fs.geometry();
     assert_eq!((g.icount, g.ifree, g.fdblocks), (geo.icount, geo.ifree, geo.fdblocks));
 }
+
+/// 64 KiB blocks with 512-byte inodes: one block holds two chunks, which
+/// are allocated together and never freed (as the kernel does).
+#[test]
+fn two_chunks_per_block() {
+    let s = Scratch::new("ialloc-64k");
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 1 << 30, "-b size=65536 -i size=512");
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    assert_eq!(geo.inodes_per_block, 128);
+    let used0 = geo.icount - geo.ifree;
+    let files = alloc_n(&fs, geo.root_ino, S_IFREG, 1000);
+    let dirs = alloc_n(&fs, geo.root_ino, S_IFDIR, 8);
+    let all: Vec<Ino> = files.iter().chain(&dirs).copied().collect();
+    let counts = agi_counts(&fs);
+    assert!(counts.iter().all(|c| c.0 % 128 == 0), "{counts:?}");
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_only_disconnected(&img, &all);
+    assert_kernel_sees(&img, &all, &[]);
+    let fs = open_rw(&img);
+    free_all(&fs, &all);
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+    assert_kernel_sees(&img, &[], &all);
+    let fs = open_rw(&img);
+    let g = fs.geometry();
+    assert_eq!(g.icount - g.ifree, used0);
+    let counts = agi_counts(&fs);
+    let total: u32 = counts.iter().map(|c| c.0).sum();
+    assert_eq!(u64::from(total), g.icount);
+}

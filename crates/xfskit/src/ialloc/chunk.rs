@@ -17,7 +17,8 @@ use zerocopy::{FromZeros, IntoBytes};
 /// Inode chunk geometry derived from the superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ChunkGeo {
-    /// Blocks of a full chunk.
+    /// Blocks of a full allocation (one chunk, or one block holding
+    /// several chunks).
     pub blocks: u32,
     /// Blocks of the smallest sparse allocation (== `blocks` without
     /// sparse inodes).
@@ -31,16 +32,17 @@ pub(crate) struct ChunkGeo {
 }
 
 impl ChunkGeo {
-    /// Derives the chunk rules; filesystems whose blocks hold more than
-    /// one chunk are not supported.
+    /// Derives the chunk rules.
     pub fn new(geo: &Geometry) -> Result<ChunkGeo> {
-        if geo.inodes_per_block > XFS_INODES_PER_CHUNK {
+        if geo.inodes_per_block == 0 || geo.inodes_per_block > 4 * XFS_INODES_PER_CHUNK {
             return Err(Error::Unsupported(format!(
                 "inode allocation with {} inodes per block",
                 geo.inodes_per_block
             )));
         }
-        let blocks = XFS_INODES_PER_CHUNK / geo.inodes_per_block;
+        // A block holding more than 64 inodes is allocated whole, as
+        // several chunk records.
+        let blocks = (XFS_INODES_PER_CHUNK / geo.inodes_per_block).max(1);
         let min_blocks = if geo.features.sparse_inodes && geo.spino_align != 0 {
             geo.spino_align
         } else {
@@ -64,6 +66,12 @@ impl ChunkGeo {
             stripe_align,
             inoalign: geo.inode_align.max(1),
         })
+    }
+
+    /// True when a block holds several chunks: chunks are then never
+    /// freed (as the kernel does), their records stay in both btrees.
+    pub fn multi_chunk_blocks(geo: &Geometry) -> bool {
+        geo.inodes_per_block > XFS_INODES_PER_CHUNK
     }
 }
 
@@ -202,13 +210,17 @@ pub(crate) fn alloc_chunk(
             )));
         }
         init_inodes(tp, agno, agbno, len, gen);
-        let rec = IRec::full_free(agbno << geo.inopb_log);
-        tree::insert(tp, agno, Tree::Ino, &rec)?;
-        if geo.features.finobt {
-            tree::insert(tp, agno, Tree::Fino, &rec)?;
+        let first = agbno << geo.inopb_log;
+        let ninodes = (len << geo.inopb_log).max(XFS_INODES_PER_CHUNK);
+        for k in 0..ninodes / XFS_INODES_PER_CHUNK {
+            let rec = IRec::full_free(first + k * XFS_INODES_PER_CHUNK);
+            tree::insert(tp, agno, Tree::Ino, &rec)?;
+            if geo.features.finobt {
+                tree::insert(tp, agno, Tree::Fino, &rec)?;
+            }
         }
-        count_new(tp, agi_id, rec.startino, XFS_INODES_PER_CHUNK)?;
-        return Ok(Some(rec));
+        count_new(tp, agi_id, first, ninodes)?;
+        return Ok(Some(IRec::full_free(first)));
     }
     if !(geo.features.sparse_inodes && cg.min_blocks < cg.blocks) {
         return Ok(None);

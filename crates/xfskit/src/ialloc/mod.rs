@@ -252,7 +252,6 @@ fn pick_inobt(
 /// chunk is freed when none of its inodes is in use.
 pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
     let geo = tp.geo();
-    ChunkGeo::new(geo)?;
     if !geo.ino_valid(ino) {
         return Err(Error::Invalid(format!("inode {} does not exist", ino.0)));
     }
@@ -278,7 +277,7 @@ pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
     } else {
         None
     };
-    if irec.all_free() {
+    if irec.all_free() && !ChunkGeo::multi_chunk_blocks(geo) {
         // The whole chunk goes.
         let n = i64::from(irec.count);
         tree::delete(tp, agno, Tree::Ino, irec.startino)?;
