@@ -131,7 +131,11 @@ fn assert_kernel_sees(img: &Path, want: &[Ino], gone: &[Ino]) {
             assert!(seen.contains(&i.0), "kernel bulkstat misses inode {}", i.0);
         }
         for i in gone {
-            assert!(!seen.contains(&i.0), "kernel bulkstat still has freed inode {}", i.0);
+            assert!(
+                !seen.contains(&i.0),
+                "kernel bulkstat still has freed inode {}",
+                i.0
+            );
         }
     }
 }
@@ -163,7 +167,7 @@ fn inodes_from_the_root_chunk() {
     let fs = open_rw(&img);
     let after = agi_counts(&fs);
     assert_eq!(after[0], (before[0].0, before[0].1 - 61));
-    assert_eq!(fs.geometry().ifree, u64::from(before[0].1) - 61 + 0);
+    assert_eq!(fs.geometry().ifree, u64::from(before[0].1) - 61);
     // Free them in a different order than allocated.
     let (odd, even): (Vec<Ino>, Vec<Ino>) = inos.iter().partition(|i| i.0 % 2 == 1);
     free_all(&fs, &odd);
@@ -446,7 +450,10 @@ fn deep_inode_btrees() {
     let fs = open_rw(&img);
     assert_eq!(chunks(&fs), before_chunks);
     let g = fs.geometry();
-    assert_eq!((g.icount, g.ifree, g.fdblocks), (geo.icount, geo.ifree, geo.fdblocks));
+    assert_eq!(
+        (g.icount, g.ifree, g.fdblocks),
+        (geo.icount, geo.ifree, geo.fdblocks)
+    );
 }
 
 /// Preallocates `len` bytes of a new file; false on ENOSPC.
@@ -524,7 +531,11 @@ fn sparse_chunks_on_fragmented_space() {
     }
     let fs = open_rw(&img);
     let geo = fs.geometry().clone();
-    assert!(geo.features.sparse_inodes && geo.spino_align == 4, "{:?}", geo.spino_align);
+    assert!(
+        geo.features.sparse_inodes && geo.spino_align == 4,
+        "{:?}",
+        geo.spino_align
+    );
     let before_chunks = chunks(&fs);
     let mut mine = Vec::new();
     let sparse_count = |fs: &Fs| {
@@ -539,7 +550,11 @@ fn sparse_chunks_on_fragmented_space() {
         n
     };
     while sparse_count(&fs) < 10 {
-        assert!(mine.len() < 20000, "no sparse chunk after {} inodes", mine.len());
+        assert!(
+            mine.len() < 20000,
+            "no sparse chunk after {} inodes",
+            mine.len()
+        );
         mine.extend(alloc_n(&fs, geo.root_ino, S_IFREG, 64));
     }
     let c = agi_counts(&fs);
@@ -558,7 +573,10 @@ fn sparse_chunks_on_fragmented_space() {
     let fs = open_rw(&img);
     assert_eq!(chunks(&fs), before_chunks);
     let g = fs.geometry();
-    assert_eq!((g.icount, g.ifree, g.fdblocks), (geo.icount, geo.ifree, geo.fdblocks));
+    assert_eq!(
+        (g.icount, g.ifree, g.fdblocks),
+        (geo.icount, geo.ifree, geo.fdblocks)
+    );
 }
 
 /// Threads allocating and freeing at once, in their own AGs and in a
@@ -609,7 +627,10 @@ fn concurrent_alloc_and_free() {
     let fs = open_rw(&img);
     assert_eq!(chunks(&fs), before_chunks);
     let g = fs.geometry();
-    assert_eq!((g.icount, g.ifree, g.fdblocks), (geo.icount, geo.ifree, geo.fdblocks));
+    assert_eq!(
+        (g.icount, g.ifree, g.fdblocks),
+        (geo.icount, geo.ifree, geo.fdblocks)
+    );
 }
 
 /// 64 KiB blocks with 512-byte inodes: one block holds two chunks, which
