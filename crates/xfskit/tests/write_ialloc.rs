@@ -666,3 +666,120 @@ fn two_chunks_per_block() {
     let total: u32 = counts.iter().map(|c| c.0).sum();
     assert_eq!(u64::from(total), g.icount);
 }
+
+/// Runs of consecutive block numbers.
+fn runs(blocks: &std::collections::BTreeSet<u32>) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for &b in blocks {
+        match out.last_mut() {
+            Some((s, l)) if *s + *l == b => *l += 1,
+            _ => out.push((b, 1)),
+        }
+    }
+    out
+}
+
+/// Sparse pieces of one chunk allocated at different times merge into
+/// one record: AG 1's free space is taken (by our allocator, owner-less
+/// for a while), then space around the low half of a few chunk-aligned
+/// ranges is given back and used by sparse chunks, then the high halves.
+#[test]
+fn sparse_pieces_merge() {
+    use xfskit::alloc::{alloc_extent, free_extent, AllocReq, Owner};
+    use xfskit::geometry::AgBlock;
+    let s = Scratch::new("ialloc-merge");
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 320 << 20, "-i sparse=1");
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    assert_eq!(
+        (geo.spino_align, geo.inode_align, geo.inodes_per_block),
+        (4, 8, 8)
+    );
+    let ag = AgNumber(1);
+    let parent = geo.ino_make(ag, 0);
+    let before_chunks = chunks(&fs);
+    let mut leaked = std::collections::BTreeSet::new();
+    loop {
+        let mut tp = fs.trans().unwrap();
+        let req = AllocReq {
+            target: geo.fsb_make(ag, AgBlock(0)),
+            minlen: 1,
+            maxlen: geo.ag_blocks,
+            alignment: 1,
+            ag_only: true,
+            owner: Owner::Ag,
+        };
+        match alloc_extent(&mut tp, &req) {
+            Ok((fsb, len)) => {
+                tp.commit().unwrap();
+                let (a, b) = geo.fsb_split(fsb);
+                assert_eq!(a, ag);
+                leaked.extend(b.0..b.0 + len);
+            }
+            Err(xfskit::Error::NoSpace(_)) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let give = |fs: &Fs, leaked: &mut std::collections::BTreeSet<u32>, start: u32, len: u32| {
+        let mut tp = fs.trans().unwrap();
+        free_extent(&mut tp, geo.fsb_make(ag, AgBlock(start)), len, &Owner::Ag).unwrap();
+        tp.commit().unwrap();
+        for b in start..start + len {
+            assert!(leaked.remove(&b));
+        }
+    };
+    // Eight chunk-aligned ranges inside one taken run, 16 blocks apart.
+    let (rs, rl) = *runs(&leaked).iter().max_by_key(|r| r.1).unwrap();
+    assert!(rl > 400);
+    let base = (rs + 64) / 8 * 8;
+    let ranges: Vec<u32> = (0..8).map(|k| base + 16 * k).collect();
+    // Like the kernel, the allocator wants alignment - 1 blocks of slack:
+    // 7-block holes, holding the aligned low half of a chunk range only.
+    for &r in &ranges {
+        give(&fs, &mut leaked, r - 3, 7);
+    }
+    // Single free blocks (no aligned 4-block run) for the free list.
+    for k in 0..64 {
+        give(&fs, &mut leaked, base + 200 + 2 * k + 1, 1);
+    }
+    let mut mine = alloc_n(&fs, parent, S_IFREG, 8 * 32);
+    let recs = chunks(&fs);
+    for &r in &ranges {
+        let rec = recs
+            .get(&(ag.0, r * 8))
+            .unwrap_or_else(|| panic!("no record at {r}: {recs:?} {:?}", &mine[..3]));
+        assert_eq!(
+            (rec.0, rec.2 >> 32),
+            (32, u64::from(u32::MAX)),
+            "low half only"
+        );
+    }
+    for &r in &ranges {
+        give(&fs, &mut leaked, r + 4, 7);
+    }
+    mine.extend(alloc_n(&fs, parent, S_IFREG, 8 * 32));
+    let recs = chunks(&fs);
+    for &r in &ranges {
+        assert_eq!(recs[&(ag.0, r * 8)], (64, 0, 0), "merged into a full chunk");
+    }
+    assert!(mine.iter().all(|i| geo.ino_agno(*i) == ag));
+    fs.sync().unwrap();
+    drop(fs);
+    assert_kernel_sees(&img, &mine, &[]);
+    let fs = open_rw(&img);
+    free_all(&fs, &mine);
+    for (s, l) in runs(&leaked.clone()) {
+        give(&fs, &mut leaked, s, l);
+    }
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+    let fs = open_rw(&img);
+    assert_eq!(chunks(&fs), before_chunks);
+    let g = fs.geometry();
+    assert_eq!(
+        (g.icount, g.ifree, g.fdblocks),
+        (geo.icount, geo.ifree, geo.fdblocks)
+    );
+}
