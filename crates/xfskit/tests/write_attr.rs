@@ -64,7 +64,21 @@ fn image(tag: &str, opts: &str, names: &[&str]) -> Option<Img> {
         if *n == "." {
             continue;
         }
-        if let Some(d) = n.strip_suffix('/') {
+        if let Some(f) = n.strip_prefix('%') {
+            // Every other 4 KiB block written: one data extent each.
+            let count: u64 = f
+                .trim_start_matches(|c: char| c.is_alphabetic())
+                .parse()
+                .unwrap();
+            let file = std::fs::File::create(mnt.join(f)).unwrap();
+            for i in 0..count {
+                std::os::unix::fs::FileExt::write_all_at(&file, &[1u8; 4096], i * 8192).unwrap();
+            }
+            file.sync_all().unwrap();
+        } else if let Some(f) = n.strip_prefix('|') {
+            let (ok, out) = run("mkfifo", &[mnt.join(f).to_str().unwrap()]);
+            assert!(ok, "mkfifo: {out}");
+        } else if let Some(d) = n.strip_suffix('/') {
             std::fs::create_dir(mnt.join(d)).unwrap();
         } else if let Some(s) = n.strip_prefix('@') {
             std::os::unix::fs::symlink("some/target/path", mnt.join(s)).unwrap();
@@ -78,7 +92,10 @@ fn image(tag: &str, opts: &str, names: &[&str]) -> Option<Img> {
     let files = names
         .iter()
         .map(|n| {
-            let n = n.trim_end_matches('/').trim_start_matches('@').to_string();
+            let n = n
+                .trim_end_matches('/')
+                .trim_start_matches(['@', '%', '|'])
+                .to_string();
             let ip = fs.lookup_path(n.as_bytes()).unwrap();
             let model = attr::list(&fs, &ip)
                 .unwrap()
@@ -175,9 +192,10 @@ impl Img {
         with_kernel_mount(&self.path, |mnt| {
             for (name, _, model) in files {
                 let path = mnt.join(name);
-                let link = path.is_symlink();
+                let ft = std::fs::symlink_metadata(&path).unwrap().file_type();
+                // Linux hides user.* attributes of everything but files and directories.
+                let link = !ft.is_file() && !ft.is_dir();
                 let mut got = kernel_xattrs(&path);
-                // Linux hides user.* attributes of symlinks.
                 if let (true, Some(g)) = (link, got.as_mut()) {
                     g.retain(|k, _| !k.starts_with(b"user."));
                 }
@@ -529,4 +547,105 @@ fn hash_collisions_1k() {
         img.remove(0, NS[i % 3], n);
     }
     img.check("same-hash names removed");
+}
+
+/// Inodes whose data fork limits the attr fork: data extents in the
+/// inode (the fork offset may not cut them), a data btree root (the
+/// fork offset stays put; the empty short-form list stays when the last
+/// attribute goes, as the kernel leaves it), a fifo (device format).
+fn data_forks(tag: &str, opts: &str) {
+    let Some(mut img) = image(tag, opts, &["%frag9", "%btree300", "|fifo"]) else {
+        return;
+    };
+    assert_eq!(
+        img.fs().inode(img.files[1].1).unwrap().format,
+        ForkFormat::Btree
+    );
+    let mut rng = Rng(99);
+    for round in 0..2 {
+        for f in 0..3 {
+            for i in 0..60 {
+                let len = rng.below(20) as usize;
+                let v = rng.bytes(len);
+                img.set(f, NS[i % 3], format!("r{round}-{i}").as_bytes(), &v);
+                let ip = img.fs().inode(img.files[f].1).unwrap();
+                if ip.format == ForkFormat::Extents {
+                    assert!(ip.nextents * 16 <= u64::from(ip.forkoff) * 8);
+                }
+            }
+        }
+        img.check("data forks grown");
+        for f in 0..3 {
+            let keys: Vec<_> = img.files[f].2.keys().cloned().collect();
+            for (ns, n) in keys {
+                img.remove(f, ns, &n);
+            }
+        }
+        img.check("data forks emptied");
+        assert_eq!(img.fs().inode(img.files[0].1).unwrap().forkoff, 0);
+        assert_eq!(img.fs().inode(img.files[2].1).unwrap().forkoff, 0);
+        assert_eq!(img.aformat(1), Some(ForkFormat::Local));
+    }
+    // A first attribute too big for short form on inodes without a fork.
+    for f in [0usize, 2] {
+        let v = rng.bytes(65536);
+        img.set(f, Namespace::Trusted, b"big", &v);
+        assert_eq!(img.aformat(f), Some(ForkFormat::Extents));
+    }
+    img.check("big first attribute");
+    for f in [0usize, 2] {
+        img.remove(f, Namespace::Trusted, b"big");
+        assert_eq!(img.fs().inode(img.files[f].1).unwrap().forkoff, 0);
+    }
+    img.check("big first attribute removed");
+    // 20 data extents fill a fork-less 512-byte inode past where the
+    // attr fork goes: the data extents move to a btree, as the kernel does.
+    assert_eq!(img.fs().geometry().inode_size, 512);
+    let ino = img.files[0].1;
+    for i in 9..20u64 {
+        img.fs().write_at(ino, i * 8192, &[2u8; 4096]).unwrap();
+    }
+    let ip = img.fs().inode(ino).unwrap();
+    assert_eq!(
+        (ip.forkoff, ip.format, ip.nextents),
+        (0, ForkFormat::Extents, 20)
+    );
+    img.set(0, Namespace::User, b"after", b"extents");
+    let ip = img.fs().inode(ino).unwrap();
+    assert_eq!(ip.format, ForkFormat::Btree);
+    img.check("data extents pushed into a btree");
+}
+
+#[test]
+fn data_forks_4k() {
+    data_forks("df4k", "");
+}
+
+#[test]
+fn data_forks_inode512() {
+    data_forks("df512", "-i size=512");
+}
+
+/// The mkfs root directory (no attr fork) with a short-form directory
+/// larger than the default data area gets a first attribute too big for
+/// short form: the fork starts just past the directory entries.
+#[test]
+fn big_local_dir_first_big_attr() {
+    let names: Vec<String> = (0..15).map(|i| format!("entry{i:03}")).collect();
+    let mut all: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+    all.push(".");
+    let Some(mut img) = image("bigdir", "", &all) else {
+        return;
+    };
+    let root = img.files.len() - 1;
+    let ip = img.fs().inode(img.files[root].1).unwrap();
+    assert_eq!((ip.forkoff, ip.format), (0, ForkFormat::Local));
+    assert!(ip.size > 196, "root directory of {} bytes", ip.size);
+    let mut rng = Rng(3);
+    let v = rng.bytes(300);
+    img.set(root, Namespace::Security, b"label", &v);
+    img.check("big local dir, first attribute in a leaf");
+    img.remove(root, Namespace::Security, b"label");
+    assert_eq!(img.fs().inode(img.files[root].1).unwrap().forkoff, 0);
+    img.check("big local dir, attribute removed");
 }

@@ -5,7 +5,7 @@
 //! leaves under a root in the inode) as the record count crosses what
 //! the fork holds.
 
-use super::{bmbt, edit};
+use super::{bmbt, edit, node};
 use crate::error::{Error, Location, Result};
 use crate::geometry::{FsBlock, Geometry};
 use crate::inode::bmap::{decode_rec, REC_SIZE};
@@ -318,7 +318,7 @@ pub(crate) fn replace(
                         format!("btree holds {} extents, expected {total}", recs.len()),
                     ));
                 }
-                bmbt::free_blocks(tp, ip, fork, &blocks)?;
+                node::free_blocks(tp, ip, fork, &blocks)?;
                 write_inline(geo, ip, fork, &recs)?;
             }
             Ok(())

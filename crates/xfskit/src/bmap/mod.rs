@@ -10,9 +10,10 @@
 //! back the difference ([`fork::replace`]), which keeps the fork's
 //! format, record count and bmbt blocks right.
 
-mod bmbt;
+pub(crate) mod bmbt;
 mod edit;
 mod fork;
+mod node;
 mod space;
 #[cfg(test)]
 mod tests;
@@ -20,8 +21,8 @@ mod tests;
 use self::space as alloc;
 use crate::alloc::{AllocReq, Owner};
 use crate::error::{Error, Result};
-use crate::geometry::FsBlock;
-use crate::inode::{Extent, Fork, Inode};
+use crate::geometry::{FsBlock, Geometry};
+use crate::inode::{Extent, Fork, ForkFormat, Inode};
 use crate::trans::Trans;
 
 /// The whole mapping of a fork, as this transaction sees it.
@@ -211,6 +212,72 @@ pub fn convert_unwritten(
             fork::replace(tp, ip, fork, &win, &new)?;
         }
         pos = b;
+    }
+    Ok(())
+}
+
+/// Bytes the data fork needs at least in its current format (for
+/// choosing an attr fork offset): a btree root's entries, or the extent
+/// records. Local and device forks: their current contents' length is
+/// the caller's business, 0 here.
+pub fn data_fork_min_bytes(ip: &Inode) -> usize {
+    match ip.format {
+        ForkFormat::Btree => {
+            let n = ip
+                .data_fork
+                .get(2..4)
+                .map_or(0, |b| usize::from(u16::from_be_bytes([b[0], b[1]])));
+            4 + n * 16
+        }
+        ForkFormat::Extents => ip.nextents as usize * 16,
+        _ => 0,
+    }
+}
+
+/// Moves the boundary between the forks to `forkoff` (8-byte units from
+/// the literal area; 0: no attr fork), keeping the data fork valid: a
+/// btree root is laid out again for its new size, extent records must
+/// still fit. The attr fork's bytes are only resized (zero-filled at the
+/// end): filling them is the caller's business.
+pub fn set_forkoff(geo: &Geometry, ip: &mut Inode, forkoff: u8) -> Result<()> {
+    let lit = Inode::literal_size(geo);
+    let new_data = if forkoff == 0 {
+        lit
+    } else {
+        usize::from(forkoff) * 8
+    };
+    if new_data > lit {
+        return Err(Error::Invalid(format!(
+            "fork offset {forkoff} past the inode"
+        )));
+    }
+    if data_fork_min_bytes(ip) > new_data {
+        return Err(Error::Invalid(format!(
+            "data fork needs {} bytes, fork offset {forkoff} leaves {new_data}",
+            data_fork_min_bytes(ip)
+        )));
+    }
+    let old_size = fork::size(geo, ip, Fork::Data)?;
+    if ip.format == ForkFormat::Btree {
+        let mut cur = ip.data_fork.clone();
+        cur.resize(old_size, 0);
+        ip.data_fork = node::relayout_root(&cur, new_data)?;
+    } else if ip.data_fork.len() > new_data {
+        if ip.data_fork[new_data..].iter().any(|b| *b != 0) {
+            return Err(Error::Invalid(
+                "data fork contents do not fit the new fork offset".into(),
+            ));
+        }
+        ip.data_fork.truncate(new_data);
+    } else {
+        ip.data_fork.resize(new_data, 0);
+    }
+    ip.forkoff = forkoff;
+    if forkoff == 0 {
+        ip.attr_fork.clear();
+        ip.aformat = ForkFormat::Extents;
+    } else {
+        ip.attr_fork.resize(lit - new_data, 0);
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! compared with a per-block model and the btree's shape is checked.
 
 use super::space::pool::{self, Pool};
-use super::{bmbt, edit, fork};
+use super::{edit, fork, node};
 use crate::geometry::{FsBlock, Ino};
 use crate::inode::{Extent, Fork, ForkFormat, Inode};
 use crate::trans::Trans;
@@ -78,7 +78,7 @@ fn verify(tp: &mut Trans<'_>, ip: &Inode, fork: Fork, model: &Model, ag_log: u8)
                 "{} records in btree format",
                 all.len()
             );
-            bmbt::check(tp, ip, fork).unwrap()
+            node::check(tp, ip, fork).unwrap()
         }
         f => panic!("format {f:?}"),
     };
@@ -124,6 +124,18 @@ fn run(tag: &str, opts: &str, fork: Fork, steps: usize, seed: u64, min_level: u1
         }
     }
     verify(&mut tp, &ip, fork, &model, geo.ag_blk_log);
+    if fork == Fork::Data {
+        // Squeeze the data fork to its root and back: the root moves.
+        let need = super::data_fork_min_bytes(&ip);
+        let off = need.div_ceil(8) as u8;
+        assert!(
+            super::set_forkoff(&geo, &mut ip, off.saturating_sub(1).max(1)).is_err() || need <= 8
+        );
+        super::set_forkoff(&geo, &mut ip, off).unwrap();
+        verify(&mut tp, &ip, fork, &model, geo.ag_blk_log);
+        super::set_forkoff(&geo, &mut ip, 0).unwrap();
+        verify(&mut tp, &ip, fork, &model, geo.ag_blk_log);
+    }
     let mut max_level = 0;
     for step in 0..steps {
         let a = rng.below(span);

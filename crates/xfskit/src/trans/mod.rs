@@ -15,7 +15,7 @@
 
 mod state;
 
-pub use state::{LockSet, SbDelta, WriteState, WriteStats};
+pub use state::{LockSet, Pending, SbDelta, WriteState, WriteStats};
 
 use crate::buf::Verifier;
 use crate::error::{Error, Result};
@@ -28,9 +28,15 @@ use std::sync::Arc;
 /// A buffer held by a transaction.
 pub type BufId = usize;
 
+/// Buffer contents: shared with the pending set or cache until changed.
+enum Data {
+    Shared(Arc<[u8]>),
+    Owned(Vec<u8>),
+}
+
 struct TBuf {
     off: u64,
-    data: Vec<u8>,
+    data: Data,
     crc_off: Option<usize>,
     dirty: bool,
     stale: bool,
@@ -114,11 +120,11 @@ impl<'a> Trans<'a> {
         let off = daddr.bytes();
         if let Some(&id) = self.index.get(&off) {
             let b = &self.bufs[id];
-            if b.data.len() != len as usize {
+            if b.len() != len as usize {
                 return Err(Error::Invalid(format!(
                     "buffer at daddr {} joined with {} bytes, asked for {len}",
                     daddr.0,
-                    b.data.len()
+                    b.len()
                 )));
             }
             if b.stale {
@@ -130,7 +136,7 @@ impl<'a> Trans<'a> {
             return Ok(id);
         }
         let data = self.fs.read_meta(daddr, len, verifier)?;
-        Ok(self.join(off, data.to_vec(), verifier.crc_offset(), false))
+        Ok(self.join(off, Data::Shared(data), verifier.crc_offset(), false))
     }
 
     /// A new, zeroed buffer for a block that is being initialised (not
@@ -139,17 +145,16 @@ impl<'a> Trans<'a> {
         let off = daddr.bytes();
         if let Some(&id) = self.index.get(&off) {
             let b = &mut self.bufs[id];
-            b.data.clear();
-            b.data.resize(len as usize, 0);
+            b.data = Data::Owned(vec![0u8; len as usize]);
             b.crc_off = crc_off;
             b.dirty = true;
             b.stale = false;
             return id;
         }
-        self.join(off, vec![0u8; len as usize], crc_off, true)
+        self.join(off, Data::Owned(vec![0u8; len as usize]), crc_off, true)
     }
 
-    fn join(&mut self, off: u64, data: Vec<u8>, crc_off: Option<usize>, dirty: bool) -> BufId {
+    fn join(&mut self, off: u64, data: Data, crc_off: Option<usize>, dirty: bool) -> BufId {
         let id = self.bufs.len();
         self.bufs.push(TBuf {
             off,
@@ -164,14 +169,20 @@ impl<'a> Trans<'a> {
 
     /// The contents of a held buffer.
     pub fn buf(&self, id: BufId) -> &[u8] {
-        &self.bufs[id].data
+        self.bufs[id].bytes()
     }
 
     /// The contents of a held buffer, for changing (marks it dirty).
     pub fn buf_mut(&mut self, id: BufId) -> &mut [u8] {
         let b = &mut self.bufs[id];
         b.dirty = true;
-        &mut b.data
+        if let Data::Shared(a) = &b.data {
+            b.data = Data::Owned(a.to_vec());
+        }
+        match &mut b.data {
+            Data::Owned(v) => v,
+            Data::Shared(_) => unreachable!("made owned above"),
+        }
     }
 
     /// Disk address of a held buffer.
@@ -229,28 +240,27 @@ impl<'a> Trans<'a> {
     /// Makes every change durable in the filesystem's pending state.
     pub fn commit(mut self) -> Result<()> {
         let geo = self.geo();
-        let mut out: Vec<(u64, Arc<[u8]>)> =
-            Vec::with_capacity(self.bufs.len() + self.inodes.len());
+        let mut out: Vec<(u64, Pending)> = Vec::with_capacity(self.bufs.len() + self.inodes.len());
         for b in std::mem::take(&mut self.bufs) {
+            let len = b.len();
             if b.stale {
                 self.ws.forget(b.off);
-                self.fs
-                    .invalidate_cached(Daddr(b.off >> 9), b.data.len() as u32);
+                self.fs.invalidate_cached(Daddr(b.off >> 9), len as u32);
                 continue;
             }
             if !b.dirty {
                 continue;
             }
-            let mut data = b.data;
-            if let Some(c) = b.crc_off {
-                xfs_format::crc::stamp(&mut data, c);
-            }
-            self.fs
-                .invalidate_cached(Daddr(b.off >> 9), data.len() as u32);
-            out.push((b.off, data.into()));
+            let data: Arc<[u8]> = match b.data {
+                Data::Owned(v) => v.into(),
+                Data::Shared(a) => a,
+            };
+            self.fs.invalidate_cached(Daddr(b.off >> 9), len as u32);
+            out.push((b.off, Pending { data, crc_off: b.crc_off }));
         }
         for (ino, raw) in std::mem::take(&mut self.inodes) {
-            out.push((geo.ino_to_bytes(Ino(ino)), raw.into()));
+            // Inodes were encoded with their CRC.
+            out.push((geo.ino_to_bytes(Ino(ino)), Pending { data: raw.into(), crc_off: None }));
         }
         let full = self.ws.publish(out, &self.delta);
         self.release();
@@ -267,6 +277,19 @@ impl<'a> Trans<'a> {
         for i in self.inode_locks.drain(..) {
             self.ws.inodes.unlock(i);
         }
+    }
+}
+
+impl TBuf {
+    fn bytes(&self) -> &[u8] {
+        match &self.data {
+            Data::Shared(a) => a,
+            Data::Owned(v) => v,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.bytes().len()
     }
 }
 

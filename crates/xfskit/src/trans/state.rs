@@ -47,44 +47,66 @@ pub struct WriteStats {
 /// numbers take memory, so 8 million AGs cost nothing until locked.
 #[derive(Default)]
 pub struct LockSet {
-    held: Mutex<HashSet<u64>>,
+    held: Mutex<Held>,
     freed: Condvar,
+}
+
+#[derive(Default)]
+struct Held {
+    set: HashSet<u64>,
+    waiters: usize,
 }
 
 impl LockSet {
     /// Blocks until `n` is free, then holds it.
     pub fn lock(&self, n: u64) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        while held.contains(&n) {
+        while held.set.contains(&n) {
+            held.waiters += 1;
             held = self.freed.wait(held).unwrap_or_else(|e| e.into_inner());
+            held.waiters -= 1;
         }
-        held.insert(n);
+        held.set.insert(n);
     }
 
     /// Holds `n` if it is free right now; false (nothing held) if not.
     pub fn try_lock(&self, n: u64) -> bool {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.insert(n)
+        held.set.insert(n)
     }
 
     /// Releases `n`.
     pub fn unlock(&self, n: u64) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.remove(&n);
-        self.freed.notify_all();
+        held.set.remove(&n);
+        // Waking is a system call: only when someone waits.
+        if held.waiters > 0 {
+            self.freed.notify_all();
+        }
     }
 }
 
-/// Pending data writes: contiguous runs are combined in memory.
+/// Pending data writes: runs keyed by byte offset, adjacent writes
+/// appended to the run they extend, written back sorted.
 #[derive(Default)]
 struct DataRun {
-    start: u64,
-    bytes: Vec<u8>,
+    runs: BTreeMap<u64, Vec<u8>>,
+    bytes: usize,
+}
+
+/// A committed buffer waiting for writeback. Its CRC is stamped at
+/// writeback, once, however many transactions changed it.
+#[derive(Clone)]
+pub struct Pending {
+    /// The bytes (CRC field stale until writeback).
+    pub data: Arc<[u8]>,
+    /// Where the CRC goes, if the block has one.
+    pub crc_off: Option<usize>,
 }
 
 /// Write-side state of an open filesystem.
 pub struct WriteState {
-    dirty: Mutex<BTreeMap<u64, Arc<[u8]>>>,
+    dirty: Mutex<BTreeMap<u64, Pending>>,
     dirty_bytes: Mutex<usize>,
     counters: Mutex<SbDelta>,
     data: Mutex<DataRun>,
@@ -103,6 +125,8 @@ pub struct WriteState {
     pub dirty_limit: usize,
     /// Largest single write.
     pub max_write: usize,
+    /// Writes pending file data back once this many bytes are pending.
+    pub data_limit: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -125,6 +149,7 @@ impl WriteState {
             inodes: LockSet::default(),
             dirty_limit: 128 << 20,
             max_write: 4 << 20,
+            data_limit: 256 << 20,
         }
     }
 
@@ -132,19 +157,19 @@ impl WriteState {
     /// exactly `len` bytes, if any.
     pub fn get(&self, off: u64, len: usize) -> Option<Arc<[u8]>> {
         let d = lock(&self.dirty);
-        d.get(&off).filter(|b| b.len() == len).cloned()
+        d.get(&off).filter(|b| b.data.len() == len).map(|b| b.data.clone())
     }
 
     /// Publishes committed buffers and counter deltas. Returns true when
     /// enough is pending that the caller should write back.
-    pub fn publish(&self, bufs: Vec<(u64, Arc<[u8]>)>, delta: &SbDelta) -> bool {
+    pub fn publish(&self, bufs: Vec<(u64, Pending)>, delta: &SbDelta) -> bool {
         let mut added = 0usize;
         {
             let mut d = lock(&self.dirty);
             for (off, b) in bufs {
-                added += b.len();
+                added += b.data.len();
                 if let Some(old) = d.insert(off, b) {
-                    added = added.saturating_sub(old.len());
+                    added = added.saturating_sub(old.data.len());
                 }
             }
         }
@@ -159,7 +184,7 @@ impl WriteState {
         let mut d = lock(&self.dirty);
         if let Some(old) = d.remove(&off) {
             let mut n = lock(&self.dirty_bytes);
-            *n = n.saturating_sub(old.len());
+            *n = n.saturating_sub(old.data.len());
         }
     }
 
@@ -209,10 +234,13 @@ impl WriteState {
         (z ^ (z >> 31)) as u32
     }
 
-    /// Writes the pending data run now (before reading file data back).
+    /// Writes pending file data now (before reading file data back).
     pub fn flush_data(&self, dev: &dyn Device) -> Result<()> {
-        let mut run = lock(&self.data);
-        self.flush_run(dev, &mut run)
+        let mut d = lock(&self.data);
+        if d.runs.is_empty() {
+            return Ok(());
+        }
+        self.flush_runs(dev, &mut d)
     }
 
     /// Accumulated counter deltas since open.
@@ -225,76 +253,138 @@ impl WriteState {
         *lock(&self.stats)
     }
 
-    /// Queues file data at byte offset `off`; contiguous data is combined
-    /// into one write of up to `max_write` bytes.
+    /// Queues file data at byte offset `off`. Data that continues a
+    /// pending run is appended to it; everything is written back sorted,
+    /// adjacent runs merged, once `data_limit` bytes are pending or at
+    /// writeback.
     pub fn write_data(&self, dev: &dyn Device, off: u64, bytes: &[u8]) -> Result<()> {
-        let mut run = lock(&self.data);
-        if !run.bytes.is_empty() && run.start + run.bytes.len() as u64 == off {
-            run.bytes.extend_from_slice(bytes);
-        } else {
-            self.flush_run(dev, &mut run)?;
-            run.start = off;
-            run.bytes.extend_from_slice(bytes);
-        }
-        if run.bytes.len() >= self.max_write {
-            self.flush_run(dev, &mut run)?;
-        }
-        Ok(())
-    }
-
-    fn flush_run(&self, dev: &dyn Device, run: &mut DataRun) -> Result<()> {
-        if run.bytes.is_empty() {
+        if bytes.is_empty() {
             return Ok(());
         }
-        dev.write_at(&run.bytes, run.start).map_err(Error::Io)?;
-        let mut s = lock(&self.stats);
-        s.writes += 1;
-        s.bytes += run.bytes.len() as u64;
-        run.bytes.clear();
+        let end = off + bytes.len() as u64;
+        let mut d = lock(&self.data);
+        let pred = d
+            .runs
+            .range(..=off)
+            .next_back()
+            .map(|(&s, v)| (s, s + v.len() as u64));
+        let next = d.runs.range(off + 1..).next().map(|(&s, _)| s);
+        let overlaps = pred.is_some_and(|(_, e)| e > off) || next.is_some_and(|s| s < end);
+        if overlaps {
+            // Rewriting pending data: write what is pending first.
+            self.flush_runs(dev, &mut d)?;
+            d.runs.insert(off, bytes.to_vec());
+        } else if let Some((s, e)) = pred.filter(|&(_, e)| e == off) {
+            let _ = e;
+            if let Some(v) = d.runs.get_mut(&s) {
+                v.extend_from_slice(bytes);
+            }
+            if next == Some(end) {
+                if let Some(tail) = d.runs.remove(&end) {
+                    if let Some(v) = d.runs.get_mut(&s) {
+                        v.extend_from_slice(&tail);
+                    }
+                }
+            }
+        } else if next == Some(end) {
+            let mut v = bytes.to_vec();
+            if let Some(tail) = d.runs.remove(&end) {
+                v.extend_from_slice(&tail);
+            }
+            d.runs.insert(off, v);
+        } else {
+            d.runs.insert(off, bytes.to_vec());
+        }
+        d.bytes += bytes.len();
+        if d.bytes >= self.data_limit {
+            self.flush_runs(dev, &mut d)?;
+        }
         Ok(())
     }
 
-    /// Writes every pending data run and committed buffer, sorted by
-    /// address, adjacent buffers merged into vectored writes.
-    pub fn writeback(&self, dev: &dyn Device) -> Result<()> {
-        {
-            let mut run = lock(&self.data);
-            self.flush_run(dev, &mut run)?;
-        }
-        let pending = std::mem::take(&mut *lock(&self.dirty));
-        *lock(&self.dirty_bytes) = 0;
-        let mut batch: Vec<Arc<[u8]>> = Vec::new();
-        let mut start = 0u64;
-        let mut end = 0u64;
-        let mut batch_len = 0usize;
-        for (off, b) in pending {
-            if !batch.is_empty() && (off != end || batch_len + b.len() > self.max_write) {
-                self.write_batch(dev, start, &batch)?;
+    fn flush_runs(&self, dev: &dyn Device, d: &mut DataRun) -> Result<()> {
+        let runs = std::mem::take(&mut d.runs);
+        d.bytes = 0;
+        let mut batch: Vec<&[u8]> = Vec::new();
+        let (mut start, mut end, mut len) = (0u64, 0u64, 0usize);
+        for (off, v) in &runs {
+            if !batch.is_empty() && (*off != end || len + v.len() > self.max_write) {
+                self.write_slices(dev, start, &batch)?;
                 batch.clear();
-                batch_len = 0;
+                len = 0;
             }
             if batch.is_empty() {
-                start = off;
-                end = off;
+                start = *off;
+                end = *off;
             }
-            end += b.len() as u64;
-            batch_len += b.len();
-            batch.push(b);
+            end += v.len() as u64;
+            len += v.len();
+            batch.push(v);
         }
         if !batch.is_empty() {
-            self.write_batch(dev, start, &batch)?;
+            self.write_slices(dev, start, &batch)?;
         }
         Ok(())
     }
 
-    fn write_batch(&self, dev: &dyn Device, off: u64, batch: &[Arc<[u8]>]) -> Result<()> {
-        let slices: Vec<&[u8]> = batch.iter().map(|b| &b[..]).collect();
-        dev.write_vectored_at(&slices, off).map_err(Error::Io)?;
+    fn write_slices(&self, dev: &dyn Device, off: u64, slices: &[&[u8]]) -> Result<()> {
+        dev.write_vectored_at(slices, off).map_err(Error::Io)?;
         let mut s = lock(&self.stats);
         s.writes += 1;
         s.bytes += slices.iter().map(|b| b.len() as u64).sum::<u64>();
         Ok(())
     }
+
+    /// Writes every pending data run and committed buffer, sorted by
+    /// address, adjacent buffers merged into vectored writes. Readers wait
+    /// while the pending set is being written, so they never miss it.
+    pub fn writeback(&self, dev: &dyn Device) -> Result<()> {
+        {
+            let mut d = lock(&self.data);
+            self.flush_runs(dev, &mut d)?;
+        }
+        let mut pending = lock(&self.dirty);
+        // Stamp each block's CRC once, now.
+        let stamped: Vec<(u64, std::borrow::Cow<'_, [u8]>)> = pending
+            .iter()
+            .map(|(off, p)| {
+                let b = match p.crc_off {
+                    Some(c) => {
+                        let mut v = p.data.to_vec();
+                        xfs_format::crc::stamp(&mut v, c);
+                        std::borrow::Cow::Owned(v)
+                    }
+                    None => std::borrow::Cow::Borrowed(&p.data[..]),
+                };
+                (*off, b)
+            })
+            .collect();
+        let mut batch: Vec<&[u8]> = Vec::new();
+        let (mut start, mut end, mut len) = (0u64, 0u64, 0usize);
+        for (off, b) in stamped.iter() {
+            if !batch.is_empty() && (*off != end || len + b.len() > self.max_write) {
+                self.write_slices(dev, start, &batch)?;
+                batch.clear();
+                len = 0;
+            }
+            if batch.is_empty() {
+                start = *off;
+                end = *off;
+            }
+            end += b.len() as u64;
+            len += b.len();
+            batch.push(b);
+        }
+        if !batch.is_empty() {
+            self.write_slices(dev, start, &batch)?;
+        }
+        drop(batch);
+        drop(stamped);
+        pending.clear();
+        *lock(&self.dirty_bytes) = 0;
+        Ok(())
+    }
+
 }
 
 impl Default for WriteState {

@@ -20,7 +20,7 @@ mod tree;
 
 use super::{name_hash, Namespace, XATTR_SIZE_MAX};
 use crate::error::{Error, Result};
-use crate::inode::{ForkFormat, Inode};
+use crate::inode::{Fork, ForkFormat, Inode};
 use crate::trans::Trans;
 use blocks::{is_local, LEnt, LVal};
 
@@ -126,7 +126,7 @@ fn bad_format(ip: &Inode) -> Error {
 /// kernel places it for a first attribute needing `size` bytes.
 fn add_fork(tp: &mut Trans<'_>, ip: &mut Inode, size: usize) -> Result<()> {
     let geo = tp.geo();
-    let forkoff = match ip.format {
+    let mut forkoff = match ip.format {
         ForkFormat::Dev => (sf::default_attroffset(geo, ip) >> 3) as u8,
         _ => match sf::bytesfit(geo, ip, size)? {
             0 => (sf::default_attroffset(geo, ip) >> 3) as u8,
@@ -134,10 +134,23 @@ fn add_fork(tp: &mut Trans<'_>, ip: &mut Inode, size: usize) -> Result<()> {
         },
     };
     if !sf::data_fits(ip, forkoff) {
-        return Err(Error::Unsupported(format!(
-            "inode {}: the data fork would have to leave the inode to make room for attributes",
-            ip.ino.0
-        )));
+        if let Some(f) = sf::past_local_data(geo, ip) {
+            forkoff = f;
+        }
+    }
+    if !sf::data_fits(ip, forkoff) {
+        if ip.format != ForkFormat::Extents {
+            return Err(Error::Unsupported(format!(
+                "inode {}: the data fork would have to leave the inode to make room for attributes",
+                ip.ino.0
+            )));
+        }
+        // Like the kernel: extents that no longer fit move to a btree.
+        let recs = crate::bmap::extents(tp, ip, Fork::Data)?;
+        sf::set_forkoff(ip, forkoff);
+        ip.aformat = ForkFormat::Local;
+        ip.attr_fork = sf::encode(&[]);
+        crate::bmap::bmbt::create(tp, ip, Fork::Data, &recs)?;
     }
     sf::set_forkoff(ip, forkoff);
     ip.aformat = ForkFormat::Local;

@@ -159,10 +159,10 @@ pub(crate) fn bytesfit(geo: &Geometry, ip: &Inode, bytes: usize) -> Result<u8> {
     }
     let mut dsize = data_fork_bytes(ip);
     match ip.format {
-        ForkFormat::Extents => {
-            if ip.forkoff == 0 && dsize > default_attroffset(geo, ip) {
-                dsize = bmdr_space(MIN_DATA_PTRS);
-            }
+        // No attr fork yet and more extents than the default data area
+        // holds: the data fork will become a btree, a small root is enough.
+        ForkFormat::Extents if ip.forkoff == 0 && dsize > default_attroffset(geo, ip) => {
+            dsize = bmdr_space(MIN_DATA_PTRS);
         }
         ForkFormat::Btree => {
             if ip.forkoff != 0 {
@@ -188,6 +188,21 @@ pub(crate) fn bytesfit(geo: &Geometry, ip: &Inode, bytes: usize) -> Result<u8> {
     } else {
         0
     })
+}
+
+/// A fork offset for an inode whose in-inode (local) data is larger than
+/// the default data area while the attribute will not fit in short form:
+/// just past the data, if that leaves the attr fork room for a small
+/// btree root. (The kernel moves such data out of the inode instead.)
+pub(crate) fn past_local_data(geo: &Geometry, ip: &Inode) -> Option<u8> {
+    if ip.format != ForkFormat::Local {
+        return None;
+    }
+    let minforkoff = data_fork_bytes(ip)
+        .max(bmdr_space(MIN_DATA_PTRS))
+        .div_ceil(8);
+    let maxforkoff = (litino(geo) - bmdr_space(MIN_ATTR_PTRS)) >> 3;
+    (minforkoff <= maxforkoff).then_some(minforkoff as u8)
 }
 
 /// Moves the fork boundary to `forkoff` (8-byte units; nonzero), keeping

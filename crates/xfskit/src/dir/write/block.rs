@@ -60,7 +60,10 @@ pub(crate) fn compact(
 }
 
 /// Reads block 0 with its leaf compacted.
-fn load(st: &mut dyn Store, dp: &Inode) -> Result<(Vec<u8>, usize, Vec<(u32, u32)>)> {
+/// A single block, its leaf start and live leaf entries.
+type Loaded = (Vec<u8>, usize, Vec<(u32, u32)>);
+
+fn load(st: &mut dyn Store, dp: &Inode) -> Result<Loaded> {
     let geo = st.geo().clone();
     let mut b = must_get(st, dp, 0)?;
     if be32(&b, 0) != XDB3_MAGIC {

@@ -12,9 +12,7 @@ use super::layout::{
 };
 use super::store::{must_get, Store};
 use crate::bytes::{be16, be32};
-use crate::dir::data::{
-    entry_size, BLOCK_TAIL_SIZE, DATA_HDR_SIZE, LEAF_ENTRY_SIZE, XDB3_MAGIC, XDD3_MAGIC,
-};
+use crate::dir::data::{entry_size, BLOCK_TAIL_SIZE, LEAF_ENTRY_SIZE, XDB3_MAGIC, XDD3_MAGIC};
 use crate::dir::lookup::{name_hash, DA3_HDR_SIZE, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
 use crate::dir::DirError;
 use crate::error::Result;
@@ -289,6 +287,5 @@ pub(crate) fn to_node(st: &mut dyn Store, dp: &mut Inode) -> Result<()> {
     }
     st.put(dp, fdb, &f)?;
     st.put(dp, ldb, &lb)?;
-    let _ = DATA_HDR_SIZE;
     Ok(())
 }

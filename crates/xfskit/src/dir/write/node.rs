@@ -380,12 +380,52 @@ pub(crate) fn remove(st: &mut dyn Store, dp: &mut Inode, name: &[u8]) -> Result<
         if let Some(last) = ents.last() {
             propagate(st, dp, &path.nodes, Up::Fixed(last.0))?;
         }
+        // Join thin blocks with a sibling, level by level up the path.
+        let (mut depth, mut child) = (path.nodes.len(), path.leaf);
+        while depth > 0 && join(st, dp, &path.nodes[..depth], child)? {
+            depth -= 1;
+            child = path.nodes[depth].0;
+        }
     }
     collapse_root(st, dp)?;
     if try_to_leaf(st, dp)? && leaf::try_to_block(st, dp)? {
         super::block::try_to_sf(st, dp)?;
     }
     Ok(Some(e.ino))
+}
+
+/// Merges `child` (under the last node of `nodes`) with a sibling of the
+/// same parent when both together fill at most half a block. True when
+/// they were merged (the parent lost an entry).
+fn join(st: &mut dyn Store, dp: &mut Inode, nodes: &[(u64, usize)], child: u64) -> Result<bool> {
+    let geo = st.geo().clone();
+    let (pdb, idx) = nodes[nodes.len() - 1];
+    let mut pb = must_get(st, dp, pdb)?;
+    let mut pents = ents_of(&pb);
+    if pents.len() < 2 || pents.get(idx).map(|e| da_to_db(&geo, e.1)) != Some(child) {
+        return Ok(false);
+    }
+    // Merge the right one of the pair (left, left + 1) into the left.
+    let left = if idx > 0 { idx - 1 } else { 0 };
+    let (ldb, rdb) = (
+        da_to_db(&geo, pents[left].1),
+        da_to_db(&geo, pents[left + 1].1),
+    );
+    let mut lb = must_get(st, dp, ldb)?;
+    let rb = must_get(st, dp, rdb)?;
+    let (mut le, re) = (live_ents(&lb), live_ents(&rb));
+    if le.len() + re.len() > max_ents(geo.dir_blk_size as usize) / 2 || re.is_empty() {
+        return Ok(false);
+    }
+    le.extend_from_slice(&re);
+    write_ents(&mut lb, &le);
+    st.put(dp, ldb, &lb)?;
+    unlink(st, dp, rdb, &rb)?;
+    pents[left].0 = pents[left + 1].0;
+    pents.remove(left + 1);
+    write_ents(&mut pb, &pents);
+    st.put(dp, pdb, &pb)?;
+    Ok(true)
 }
 
 /// While the root is a node with one child, pulls the child into the root.
