@@ -172,6 +172,7 @@ fn is_block_device(image: &Path) -> bool {
 /// Scans the source and decides the image size and geometry; writes nothing.
 pub fn plan(source: &Source, image: &Path, opts: &BuildOptions<'_>) -> Result<BuildPlan> {
     let mut mkfs = opts.mkfs.clone();
+    mkfs.data_name.get_or_insert_with(|| image.display().to_string());
     let layout = Layout::for_options(&mkfs)?;
     let t0 = Instant::now();
     let census = source.scan(&layout, opts.one_file_system)?;

@@ -284,7 +284,7 @@ mod tests {
 
     #[test]
     fn records_and_times() {
-        let body = b"30 mtime=1700000000.123456789\n20 path=a/b/c.txt\n";
+        let body = b"30 mtime=1700000000.123456789\n18 path=a/b/c.txt\n";
         let r = pax_records(body).unwrap();
         assert_eq!(r.len(), 2);
         let t = pax_time(&r[0].1).unwrap();
