@@ -8,7 +8,7 @@
 # on (a) generated trees of 4 KiB files (100,000 in 100 directories and
 # 200,000 in 1,000 directories) and (b) this machine's /usr.
 #
-# Usage: bench/build.sh [a] [b]            (default: both)
+# Usage: bench/build.sh [a] [b] [small]    (default: a b; small: a smoke run)
 # Env:   XFSKIT   xfskit binary (default target/release/xfskit, built if missing)
 #        SCRATCH  work directory (default target/bench-build); needs room for
 #                 the trees and one image at a time
@@ -107,7 +107,10 @@ timed() {
 writes() {
     W=-
     [ "${STRACE:-1}" = 0 ] && return
-    strace -f -c -o "$SCRATCH/strace.txt" -e trace=write,pwrite64,pwritev,pwritev2,copy_file_range "$@" >/dev/null 2>&1 || return
+    export -f kit proto kernel
+    export IMG SIZE SCRATCH XFSKIT MNT
+    strace -f -c -o "$SCRATCH/strace.txt" -e trace=write,pwrite64,pwritev,pwritev2,copy_file_range \
+        bash -c '"$@"' _ "$@" >/dev/null 2>&1 || return
     W=$(awk '$NF ~ /^(write|pwrite64|pwritev|pwritev2|copy_file_range)$/ { s += $4 } END { print s + 0 }' "$SCRATCH/strace.txt")
 }
 
@@ -152,6 +155,10 @@ for s in "${SETS[@]}"; do
         bench "200,000 x 4 KiB in 1,000 dirs" "$SCRATCH/t200k"
         ;;
     b) bench "/usr" /usr ;;
+    small)  # a quick smoke run of this script
+        make_tree "$SCRATCH/t2k" 2000 20
+        bench "2,000 x 4 KiB in 20 dirs" "$SCRATCH/t2k"
+        ;;
     *) echo "unknown set $s (a or b)"; exit 2 ;;
     esac
 done

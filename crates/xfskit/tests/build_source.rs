@@ -64,7 +64,9 @@ fn make_tree(root: &Path) -> bool {
          touch -h -d '2001-02-03 04:05:06.123456789' link a/b/big.bin a/b"
     ));
     if Command::new("setfacl").arg("--version").output().is_ok() {
-        sh(&format!("cd {r} && setfacl -m u:1234:r-x,g:99:rw- empty && setfacl -d -m u:1234:r-- empty"));
+        sh(&format!(
+            "cd {r} && setfacl -m u:1234:r-x,g:99:rw- empty && setfacl -d -m u:1234:r-- empty"
+        ));
     }
     if is_root() {
         sh(&format!(
@@ -122,16 +124,31 @@ fn directory_source_records_every_kind() {
     assert_eq!(h.meta.mode, 0o4755);
     assert_eq!(m.lookup("sp ace").unwrap().meta.mode, 0o1777);
     assert_eq!(h.xattrs.get(&b"user.color"[..]).unwrap(), b"blue");
-    assert_eq!(m.lookup("empty.txt").unwrap().xattrs[&b"user.bin"[..]], vec![0, 0xff, 0x10]);
+    assert_eq!(
+        m.lookup("empty.txt").unwrap().xattrs[&b"user.bin"[..]],
+        vec![0, 0xff, 0x10]
+    );
     let link = m.lookup("link").unwrap();
     assert_eq!(link.kind, NodeKind::Symlink(b"a/hello.txt".to_vec()));
-    assert_eq!((link.meta.mtime.sec, link.meta.mtime.nsec), (981_173_106, 123_456_789));
+    assert_eq!(
+        (link.meta.mtime.sec, link.meta.mtime.nsec),
+        (981_173_106, 123_456_789)
+    );
     assert_eq!(m.lookup("a/b").unwrap().meta.mtime.nsec, 123_456_789);
     assert_eq!(m.lookup("fifo").unwrap().kind, NodeKind::Fifo);
     assert_eq!(m.lookup("sock").unwrap().kind, NodeKind::Socket);
     if devices {
-        assert_eq!(m.lookup("chr").unwrap().kind, NodeKind::CharDev { major: 1, minor: 7 });
-        assert_eq!(m.lookup("blk").unwrap().kind, NodeKind::BlockDev { major: 7, minor: 200 });
+        assert_eq!(
+            m.lookup("chr").unwrap().kind,
+            NodeKind::CharDev { major: 1, minor: 7 }
+        );
+        assert_eq!(
+            m.lookup("blk").unwrap().kind,
+            NodeKind::BlockDev {
+                major: 7,
+                minor: 200
+            }
+        );
         assert_eq!(m.lookup("a/b/big.bin").unwrap().meta.uid, 1000);
     }
     let e = m.lookup("empty").unwrap();
@@ -165,7 +182,11 @@ fn gnu_tar_archives_give_the_same_tree() {
         ("pax.tar.xz", "--format=pax", "xz -c"),
     ];
     for (name, fmt, comp) in variants {
-        let meta = if fmt == "--format=gnu" { "" } else { "--xattrs --xattrs-include='*' --acls" };
+        let meta = if fmt == "--format=gnu" {
+            ""
+        } else {
+            "--xattrs --xattrs-include='*' --acls"
+        };
         let tar = format!("tar {meta} --sparse {fmt} -C {r} -cf - .");
         let cmd = if comp.is_empty() {
             format!("{tar} > {d}/{name}")
@@ -204,7 +225,11 @@ fn strip_xattrs(s: &str) -> String {
         .map(|l| {
             let keep: Vec<&str> = l
                 .split(' ')
-                .filter(|w| !w.starts_with("user.") && !w.starts_with("system.") && !w.starts_with("trusted."))
+                .filter(|w| {
+                    !w.starts_with("user.")
+                        && !w.starts_with("system.")
+                        && !w.starts_with("trusted.")
+                })
                 .collect();
             format!("{}\n", keep.join(" "))
         })
@@ -218,24 +243,41 @@ fn truncated_and_malformed_archives_are_errors() {
     std::fs::create_dir(&root).unwrap();
     make_tree(&root);
     let full = dir.path().join("full.tar");
-    sh(&format!("tar --format=pax -C {} -cf {} .", root.display(), full.display()));
+    sh(&format!(
+        "tar --format=pax -C {} -cf {} .",
+        root.display(),
+        full.display()
+    ));
     let bytes = std::fs::read(&full).unwrap();
     // Cut inside the data of the 3 MB file.
     let pos = bytes.windows(7).position(|w| w == b"big.bin").unwrap();
     let cut = dir.path().join("cut.tar");
     std::fs::write(&cut, &bytes[..pos + 1_000_000]).unwrap();
-    let err = feed_tar(&cut, &IdMap::default()).err().expect("truncated tar must fail").to_string();
-    assert!(err.contains("big.bin") && err.contains("truncated"), "{err}");
+    let err = feed_tar(&cut, &IdMap::default())
+        .err()
+        .expect("truncated tar must fail")
+        .to_string();
+    assert!(
+        err.contains("big.bin") && err.contains("truncated"),
+        "{err}"
+    );
     // Cut at a block boundary between members: no end-of-archive marker.
     let mut at = 512 * (pos / 512 - 2);
     while bytes[at..at + 512].iter().all(|&b| b == 0) {
         at -= 512;
     }
     std::fs::write(&cut, &bytes[..at]).unwrap();
-    let err = feed_tar(&cut, &IdMap::default()).err().expect("cut tar must fail").to_string();
+    let err = feed_tar(&cut, &IdMap::default())
+        .err()
+        .expect("cut tar must fail")
+        .to_string();
     assert!(err.contains("truncated"), "{err}");
     // Compressed and cut.
-    sh(&format!("head -c 300000 < /dev/null; gzip -c {} | head -c 200000 > {}/cut.tar.gz", full.display(), dir.path().display()));
+    sh(&format!(
+        "head -c 300000 < /dev/null; gzip -c {} | head -c 200000 > {}/cut.tar.gz",
+        full.display(),
+        dir.path().display()
+    ));
     assert!(feed_tar(&dir.path().join("cut.tar.gz"), &IdMap::default()).is_err());
     // Not a tar at all.
     std::fs::write(&cut, vec![7u8; 2048]).unwrap();
@@ -251,12 +293,19 @@ fn names_and_order_in_hand_made_archives() {
     // A name over 255 bytes is refused with its path.
     std::fs::write(&p, tarw::archive(&[tarw::file(&format!("d/{long}"), b"x")])).unwrap();
     let err = feed_tar(&p, &IdMap::default()).err().unwrap().to_string();
-    assert!(err.contains(&format!("d/{long}")) && err.contains("255"), "{err}");
+    assert!(
+        err.contains(&format!("d/{long}")) && err.contains("255"),
+        "{err}"
+    );
     // '..' is refused.
     std::fs::write(&p, tarw::archive(&[tarw::file("a/../../etc/x", b"x")])).unwrap();
     assert!(feed_tar(&p, &IdMap::default()).is_err());
     // Duplicate files are refused; duplicate directories merge.
-    std::fs::write(&p, tarw::archive(&[tarw::file("f", b"1"), tarw::file("f", b"2")])).unwrap();
+    std::fs::write(
+        &p,
+        tarw::archive(&[tarw::file("f", b"1"), tarw::file("f", b"2")]),
+    )
+    .unwrap();
     let err = feed_tar(&p, &IdMap::default()).err().unwrap().to_string();
     assert!(err.contains("f: appears twice"), "{err}");
     // Children before their directory; the directory's header still applies.
@@ -329,9 +378,16 @@ fn size_estimate_fits_and_is_not_wasteful() {
     assert_eq!(c.hardlinks, fed.hardlinks);
     assert_eq!(c.data_bytes, fed.bytes);
     let tar = dir.path().join("t.tar");
-    sh(&format!("tar --xattrs --sparse --format=pax -C {} -cf {} .", root.display(), tar.display()));
+    sh(&format!(
+        "tar --xattrs --sparse --format=pax -C {} -cf {} .",
+        root.display(),
+        tar.display()
+    ));
     let ct = source_tar::scan(&TarSource::open(&tar).unwrap(), &l).unwrap();
-    assert_eq!((ct.files, ct.dirs, ct.hardlinks, ct.data_bytes), (c.files, c.dirs, c.hardlinks, c.data_bytes));
+    assert_eq!(
+        (ct.files, ct.dirs, ct.hardlinks, ct.data_bytes),
+        (c.files, c.dirs, c.hardlinks, c.data_bytes)
+    );
     let auto = size::auto_size(&c, &Default::default(), &Slack::default()).unwrap();
     assert_eq!(auto, size::MIN_IMAGE_BYTES);
 
@@ -352,9 +408,20 @@ fn size_estimate_fits_and_is_not_wasteful() {
     assert_eq!(c.data_blocks, 20_000);
     assert!(c.dir_blocks >= 40 * 4, "{c:?}");
     let opts = xfskit::mkfs::MkfsOptions::default();
-    let bytes = size::auto_size(&c, &opts, &Slack { percent: 0, bytes: 0 }).unwrap();
+    let bytes = size::auto_size(
+        &c,
+        &opts,
+        &Slack {
+            percent: 0,
+            bytes: 0,
+        },
+    )
+    .unwrap();
     assert_eq!(bytes, size::MIN_IMAGE_BYTES);
-    let none = Slack { percent: 0, bytes: 0 };
+    let none = Slack {
+        percent: 0,
+        bytes: 0,
+    };
     let mut scaled = c.clone();
     for _ in 0..5 {
         scaled.files += c.files;
@@ -364,7 +431,10 @@ fn size_estimate_fits_and_is_not_wasteful() {
     let bytes = size::auto_size(&scaled, &opts, &none).unwrap();
     let payload = (scaled.data_blocks + scaled.dir_blocks) * 4096 + scaled.inodes() * 512;
     assert!(bytes > payload, "{bytes} <= {payload}");
-    assert!(bytes < payload + payload / 4 + (80 << 20), "{bytes} vs {payload}");
+    assert!(
+        bytes < payload + payload / 4 + (80 << 20),
+        "{bytes} vs {payload}"
+    );
 }
 
 #[test]
@@ -398,10 +468,19 @@ fn build_runs_mkfs_then_the_engine() {
     assert_eq!(img.len() as u64, size::MIN_IMAGE_BYTES);
     // Reproducible: a second build gives the same bytes.
     let image2 = dir.path().join("img2");
-    build(&src, &image2, &opts, |_, _, populate| populate(&mut Mock::new()).map(|_| ())).unwrap();
-    assert!(std::fs::read(&image2).unwrap() == img, "reproducible images differ");
+    build(&src, &image2, &opts, |_, _, populate| {
+        populate(&mut Mock::new()).map(|_| ())
+    })
+    .unwrap();
+    assert!(
+        std::fs::read(&image2).unwrap() == img,
+        "reproducible images differ"
+    );
     // An existing image is refused without -f.
-    let err = build(&src, &image, &opts, |_, _, _| Ok(())).err().unwrap().to_string();
+    let err = build(&src, &image, &opts, |_, _, _| Ok(()))
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("-f"), "{err}");
     // The engine hook reports that it is missing, and the new image is removed.
     let image3 = dir.path().join("img3");

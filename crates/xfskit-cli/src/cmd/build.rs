@@ -173,7 +173,12 @@ fn print_plan(p: &BuildPlan) {
     );
     println!(
         "needs: {} data + {} directory + {} xattr + {} symlink + {} extent map blocks, {} inodes",
-        c.data_blocks, c.dir_blocks, c.xattr_blocks, c.symlink_blocks, c.bmbt_blocks, c.inodes()
+        c.data_blocks,
+        c.dir_blocks,
+        c.xattr_blocks,
+        c.symlink_blocks,
+        c.bmbt_blocks,
+        c.inodes()
     );
     if let Some(n) = p.image_bytes {
         println!("image: {n} bytes ({} MiB)", n >> 20);
@@ -183,7 +188,14 @@ fn print_plan(p: &BuildPlan) {
 
 fn hex(u: &[u8; 16]) -> String {
     let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
 }
 
 /// Runs the command.
@@ -193,7 +205,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
     let (pos, mkfs_args) = split_positional(&raw)?;
     let [source, image] = <[String; 2]>::try_from(pos)
         .map_err(|p| usage(format!("expected SOURCE and IMAGE, got {p:?}")))?;
-    let mkfs = parse_mkfs_args(&mkfs_args).map_err(|e| usage(e))?;
+    let mkfs = parse_mkfs_args(&mkfs_args).map_err(usage)?;
     let ids = IdMap {
         owner: args.owner.as_deref().map(parse_owner).transpose()?,
         uids: match &args.uid_map {

@@ -37,9 +37,11 @@ pub struct IdMap {
 }
 
 fn num(text: &str, what: &str) -> Result<u32> {
-    text.trim()
-        .parse::<u32>()
-        .map_err(|_| Error::Invalid(format!("{what}: {text:?} is not a number from 0 to 4294967295")))
+    text.trim().parse::<u32>().map_err(|_| {
+        Error::Invalid(format!(
+            "{what}: {text:?} is not a number from 0 to 4294967295"
+        ))
+    })
 }
 
 /// Parses `UID:GID` (both numeric).

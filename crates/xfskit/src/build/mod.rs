@@ -172,7 +172,8 @@ fn is_block_device(image: &Path) -> bool {
 /// Scans the source and decides the image size and geometry; writes nothing.
 pub fn plan(source: &Source, image: &Path, opts: &BuildOptions<'_>) -> Result<BuildPlan> {
     let mut mkfs = opts.mkfs.clone();
-    mkfs.data_name.get_or_insert_with(|| image.display().to_string());
+    mkfs.data_name
+        .get_or_insert_with(|| image.display().to_string());
     let layout = Layout::for_options(&mkfs)?;
     let t0 = Instant::now();
     let census = source.scan(&layout, opts.one_file_system)?;
@@ -180,7 +181,9 @@ pub fn plan(source: &Source, image: &Path, opts: &BuildOptions<'_>) -> Result<Bu
     let mut spec = opts.size;
     if let Some(d) = mkfs.data_size.take() {
         if spec != SizeSpec::Auto {
-            return Err(Error::Invalid("give the size once: --size or -d size=".into()));
+            return Err(Error::Invalid(
+                "give the size once: --size or -d size=".into(),
+            ));
         }
         let v = crate::mkfs::convert_size(&d, layout.block_size, 512)
             .filter(|&v| v > 0)

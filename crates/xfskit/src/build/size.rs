@@ -94,7 +94,6 @@ pub struct Census {
     pub bmbt_blocks: u64,
 }
 
-
 impl Census {
     /// Inodes the image needs (one per directory, file, symlink, special).
     pub fn inodes(&self) -> u64 {
@@ -201,7 +200,11 @@ impl Census {
 
     /// Blocks everything but the inodes needs.
     pub fn content_blocks(&self) -> u64 {
-        self.data_blocks + self.dir_blocks + self.xattr_blocks + self.symlink_blocks + self.bmbt_blocks
+        self.data_blocks
+            + self.dir_blocks
+            + self.xattr_blocks
+            + self.symlink_blocks
+            + self.bmbt_blocks
     }
 
     /// Blocks of inode chunks and inode btrees for every inode, given
@@ -257,7 +260,11 @@ impl Default for Slack {
 
 /// Parses `PCT%`, `SIZE` or `PCT%+SIZE` (for example `10%+16m`, `0`).
 pub fn parse_slack(text: &str) -> Result<Slack> {
-    let bad = || Error::Invalid(format!("--slack takes PCT%, SIZE or PCT%+SIZE, not {text:?}"));
+    let bad = || {
+        Error::Invalid(format!(
+            "--slack takes PCT%, SIZE or PCT%+SIZE, not {text:?}"
+        ))
+    };
     let mut s = Slack {
         percent: 0,
         bytes: 0,
@@ -370,7 +377,13 @@ mod tests {
                 bytes: 1 << 20
             }
         );
-        assert_eq!(parse_slack("0").unwrap(), Slack { percent: 0, bytes: 0 });
+        assert_eq!(
+            parse_slack("0").unwrap(),
+            Slack {
+                percent: 0,
+                bytes: 0
+            }
+        );
     }
 
     #[test]

@@ -66,8 +66,13 @@ fn stat(path: &Path, follow: bool) -> Result<Statx> {
     } else {
         AtFlags::SYMLINK_NOFOLLOW
     };
-    rustix::fs::statx(CWD, path, flags, StatxFlags::BASIC_STATS | StatxFlags::BTIME)
-        .map_err(|e| io_at(path, e.into()))
+    rustix::fs::statx(
+        CWD,
+        path,
+        flags,
+        StatxFlags::BASIC_STATS | StatxFlags::BTIME,
+    )
+    .map_err(|e| io_at(path, e.into()))
 }
 
 fn sorted_names(path: &Path) -> Result<Vec<OsString>> {

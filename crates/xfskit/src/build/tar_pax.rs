@@ -47,8 +47,11 @@ pub struct Pending {
     pub sparse_map: Option<Vec<(u64, u64)>>,
 }
 
+/// One pax record: key and value bytes.
+pub type Record = (Vec<u8>, Vec<u8>);
+
 /// Splits a pax header body into (key, value) records.
-pub fn pax_records(body: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
+pub fn pax_records(body: &[u8]) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
     let mut rest = body;
     while !rest.is_empty() {
@@ -182,7 +185,11 @@ pub fn acl_from_text(v: &[u8]) -> Result<Vec<u8>, String> {
     let s = text(v)?;
     let bad = |e: &str| format!("cannot read ACL entry {e:?} (names must be numeric ids)");
     let mut entries: Vec<(u16, u32, u16)> = Vec::new();
-    for e in s.split([',', '\n']).map(str::trim).filter(|e| !e.is_empty()) {
+    for e in s
+        .split([',', '\n'])
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+    {
         let e = e.split('#').next().unwrap_or("").trim();
         let f: Vec<&str> = e.split(':').collect();
         if f.len() < 3 {

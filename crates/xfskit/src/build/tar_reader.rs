@@ -227,7 +227,10 @@ impl<R: Read> TarReader<R> {
     /// Reads a whole small member body (pax header, long name).
     fn body(&mut self, size: u64, what: &str) -> Result<Vec<u8>> {
         if size > MAX_META {
-            return Err(corrupt(self.pos, format!("{what} of {size} bytes is too large")));
+            return Err(corrupt(
+                self.pos,
+                format!("{what} of {size} bytes is too large"),
+            ));
         }
         let mut out = vec![0u8; (size as usize).next_multiple_of(BLOCK)];
         let last = self.last.clone();
@@ -256,7 +259,9 @@ impl<R: Read> TarReader<R> {
             if !self.fill(&mut h, &|| format!("the header after {last}"))? {
                 return Err(corrupt(
                     offset,
-                    format!("archive ends after {last} without an end-of-archive marker (truncated?)"),
+                    format!(
+                        "archive ends after {last} without an end-of-archive marker (truncated?)"
+                    ),
                 ));
             }
             if h.iter().all(|&b| b == 0) {
@@ -273,8 +278,7 @@ impl<R: Read> TarReader<R> {
                     format!("bad header checksum after {last} (not a tar archive, or corrupt)"),
                 ));
             }
-            let size = number(&h[124..136])
-                .ok_or_else(|| corrupt(offset, "bad size field"))?;
+            let size = number(&h[124..136]).ok_or_else(|| corrupt(offset, "bad size field"))?;
             let flag = h[156];
             match flag {
                 b'x' | b'g' => {
@@ -368,9 +372,8 @@ impl<R: Read> TarReader<R> {
         let mode = (field(100..108, "mode")? & 0o7777) as u16;
         let uid = p.uid.map_or_else(|| field(108..116, "uid"), Ok)?;
         let gid = p.gid.map_or_else(|| field(116..124, "gid"), Ok)?;
-        let header_time = |r: std::ops::Range<usize>| {
-            time_field(&h[r]).map(|sec| Timestamp { sec, nsec: 0 })
-        };
+        let header_time =
+            |r: std::ops::Range<usize>| time_field(&h[r]).map(|sec| Timestamp { sec, nsec: 0 });
         let mtime = match p.mtime {
             Some(t) => t,
             None => header_time(136..148).ok_or_else(|| corrupt(offset, "bad mtime field"))?,
@@ -427,7 +430,11 @@ impl<R: Read> TarReader<R> {
             if total != self.data_left {
                 return Err(corrupt(
                     offset,
-                    format!("{}: sparse map covers {total} bytes, archive holds {}", e.display(), self.data_left),
+                    format!(
+                        "{}: sparse map covers {total} bytes, archive holds {}",
+                        e.display(),
+                        self.data_left
+                    ),
                 ));
             }
         }
@@ -471,7 +478,10 @@ impl<R: Read> TarReader<R> {
     /// (count, then offset/length pairs), padded to a block.
     fn pax_sparse_map(&mut self, e: &mut TarEntry, p: &Pending) -> Result<()> {
         e.size = p.sparse_size.ok_or_else(|| {
-            corrupt(e.offset, format!("{}: sparse 1.0 entry without a real size", e.display()))
+            corrupt(
+                e.offset,
+                format!("{}: sparse 1.0 entry without a real size", e.display()),
+            )
         })?;
         let mut lines: Vec<u64> = Vec::new();
         let mut want: Option<u64> = None;
@@ -480,13 +490,16 @@ impl<R: Read> TarReader<R> {
         let name = e.display();
         while want.is_none_or(|w| (lines.len() as u64) < 1 + 2 * w) {
             if self.left < BLOCK as u64 {
-                return Err(corrupt(self.pos, format!("{name}: sparse map runs past its data")));
+                return Err(corrupt(
+                    self.pos,
+                    format!("{name}: sparse map runs past its data"),
+                ));
             }
             self.block(&mut blk, &|| format!("the sparse map of {name}"))?;
             self.left -= BLOCK as u64;
             self.data_left = self.data_left.saturating_sub(BLOCK as u64);
             for &b in blk.iter() {
-                if want.is_some_and(|w| lines.len() as u64 >= 1 + 2 * w) {
+                if want.is_some_and(|w| lines.len() as u64 > 2 * w) {
                     break;
                 }
                 if b == b'\n' {
@@ -520,7 +533,10 @@ impl<R: Read> TarReader<R> {
         let total: u64 = map.iter().map(|m| m.1).sum();
         // The stored size counted the map; the real data is the map's total.
         if total > self.data_left {
-            return Err(corrupt(self.pos, format!("{name}: sparse map covers more than the archive holds")));
+            return Err(corrupt(
+                self.pos,
+                format!("{name}: sparse map covers more than the archive holds"),
+            ));
         }
         self.data_left = total;
         e.sparse = Some(map);

@@ -74,10 +74,15 @@ impl Mock {
             return Err(bad("parent is not a directory".into()));
         }
         if p.meta_final {
-            return Err(bad("child created after the directory's final set_meta".into()));
+            return Err(bad(
+                "child created after the directory's final set_meta".into()
+            ));
         }
         if p.children.insert(name.to_vec(), ino).is_some() {
-            return Err(bad(format!("duplicate name {}", String::from_utf8_lossy(name))));
+            return Err(bad(format!(
+                "duplicate name {}",
+                String::from_utf8_lossy(name)
+            )));
         }
         Ok(())
     }
@@ -91,7 +96,11 @@ impl Mock {
             if let Some(n) = self.nodes.get(&ino) {
                 for (name, child) in n.children.iter().rev() {
                     let name = String::from_utf8_lossy(name);
-                    let p = if path.is_empty() { name.to_string() } else { format!("{path}/{name}") };
+                    let p = if path.is_empty() {
+                        name.to_string()
+                    } else {
+                        format!("{path}/{name}")
+                    };
                     stack.push((p, child.0));
                 }
             }
@@ -192,7 +201,10 @@ impl BuildTarget for Mock {
             return Err(bad("data for a non-file".into()));
         };
         if data.is_empty() || offset + data.len() as u64 > size {
-            return Err(bad(format!("write {offset}+{} past size {size}", data.len())));
+            return Err(bad(format!(
+                "write {offset}+{} past size {size}",
+                data.len()
+            )));
         }
         match n.data.last_mut() {
             Some((o, d)) if *o + d.len() as u64 == offset => d.extend_from_slice(data),

@@ -11,15 +11,36 @@ pub struct Entry {
 }
 
 pub fn file(path: &str, data: &[u8]) -> Entry {
-    Entry { path: path.into(), flag: b'0', mode: 0o644, mtime: 1000, link: String::new(), data: data.to_vec() }
+    Entry {
+        path: path.into(),
+        flag: b'0',
+        mode: 0o644,
+        mtime: 1000,
+        link: String::new(),
+        data: data.to_vec(),
+    }
 }
 
 pub fn dir(path: &str, mode: u32, mtime: u64) -> Entry {
-    Entry { path: path.into(), flag: b'5', mode, mtime, link: String::new(), data: Vec::new() }
+    Entry {
+        path: path.into(),
+        flag: b'5',
+        mode,
+        mtime,
+        link: String::new(),
+        data: Vec::new(),
+    }
 }
 
 pub fn hardlink(path: &str, target: &str) -> Entry {
-    Entry { path: path.into(), flag: b'1', mode: 0o644, mtime: 1000, link: target.into(), data: Vec::new() }
+    Entry {
+        path: path.into(),
+        flag: b'1',
+        mode: 0o644,
+        mtime: 1000,
+        link: target.into(),
+        data: Vec::new(),
+    }
 }
 
 fn octal(h: &mut [u8], v: u64) {
@@ -67,8 +88,19 @@ pub fn archive(entries: &[Entry]) -> Vec<u8> {
     let mut out = Vec::new();
     for e in entries {
         let pax = record("path", &e.path);
-        push(&mut out, header("PaxHeader", b'x', 0o644, 0, pax.len() as u64, ""), pax.as_bytes());
-        let h = header(&e.path, e.flag, e.mode, e.mtime, e.data.len() as u64, &e.link);
+        push(
+            &mut out,
+            header("PaxHeader", b'x', 0o644, 0, pax.len() as u64, ""),
+            pax.as_bytes(),
+        );
+        let h = header(
+            &e.path,
+            e.flag,
+            e.mode,
+            e.mtime,
+            e.data.len() as u64,
+            &e.link,
+        );
         push(&mut out, h, &e.data);
     }
     out.extend_from_slice(&[0u8; 1024]);
