@@ -488,3 +488,66 @@ fn build_runs_mkfs_then_the_engine() {
     assert!(matches!(err, xfskit::Error::Unsupported(_)), "{err}");
     assert!(!image3.exists());
 }
+
+/// The census against reality: copy a tree into a kernel-mounted XFS image
+/// and compare the blocks it took with the estimate (root and loop only).
+#[test]
+fn estimate_matches_a_kernel_copy() {
+    if !is_root() || !Path::new("/dev/loop-control").exists() {
+        println!("SKIP: estimate_matches_a_kernel_copy needs root and loop devices");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("tree");
+    std::fs::create_dir(&root).unwrap();
+    make_tree(&root);
+    for i in 0..30 {
+        let sub = root.join(format!("m{i}"));
+        std::fs::create_dir(&sub).unwrap();
+        for j in 0..300u64 {
+            let len = ((j * 7919) % 20000) as usize;
+            std::fs::write(
+                sub.join(format!("file-with-a-longer-name-{j}")),
+                vec![b'x'; len],
+            )
+            .unwrap();
+        }
+    }
+    let d = root.display();
+    let c = source_dir::scan(&root, &layout(), false).unwrap();
+    let est = (c.content_blocks() + c.inode_blocks(&layout(), 4)) * 4096;
+    let img = dir.path().join("img");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let (i, m) = (img.display(), mnt.display());
+    sh(&format!(
+        "truncate -s 1g {i} && mkfs.xfs -q {i} && mount -o loop {i} {m}"
+    ));
+    let free = || {
+        let out = Command::new("stat")
+            .args(["-f", "-c", "%f"])
+            .arg(&mnt)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = free();
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(format!("cp -a {d}/. {m}/ && sync"))
+        .status()
+        .unwrap()
+        .success();
+    let used = (before - free()) * 4096;
+    sh(&format!("umount {m}"));
+    assert!(ok, "cp -a failed");
+    println!("estimate {est} bytes, kernel used {used} bytes");
+    assert!(est >= used, "estimate {est} < used {used}");
+    assert!(
+        est <= used + used / 4 + (2 << 20),
+        "estimate {est} much larger than used {used}"
+    );
+}
