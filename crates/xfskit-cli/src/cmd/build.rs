@@ -246,7 +246,24 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
     let src = Source::open(std::path::Path::new(&source))?;
     if dry_run {
         let p = plan(&src, &image, &opts)?;
-        print_plan(&p);
+        if args.json {
+            let c = &p.census;
+            let g = &p.geometry;
+            let v = serde_json::json!({
+                "image": image.display().to_string(),
+                "image_bytes": g.dblocks * u64::from(g.blocksize),
+                "agcount": g.agcount, "blocksize": g.blocksize, "inodesize": g.inodesize,
+                "dirs": c.dirs, "files": c.files, "symlinks": c.symlinks,
+                "specials": c.specials, "hardlinks": c.hardlinks, "xattrs": c.xattrs,
+                "data_bytes": c.data_bytes, "data_blocks": c.data_blocks,
+                "dir_blocks": c.dir_blocks, "xattr_blocks": c.xattr_blocks,
+                "symlink_blocks": c.symlink_blocks, "bmbt_blocks": c.bmbt_blocks,
+                "inodes": c.inodes(),
+            });
+            println!("{v}");
+        } else {
+            print_plan(&p);
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let r = build(&src, &image, &opts, write_engine);
