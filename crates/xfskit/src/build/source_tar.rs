@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::feed::{
     check_name, check_symlink, meta_at, set_xattr, storable_xattr, FeedOptions, FeedStats,
@@ -355,13 +355,4 @@ pub fn scan(src: &TarSource, l: &Layout) -> Result<Census> {
         c.add_dir(l, *entries, *bytes);
     }
     Ok(c)
-}
-
-/// Where a tar source comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TarInput {
-    /// An archive file.
-    File(PathBuf),
-    /// Standard input.
-    Stdin,
 }
