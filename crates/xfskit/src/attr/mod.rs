@@ -9,13 +9,15 @@
 //!
 //! POSIX ACLs: the kernel keeps them as trusted-namespace attributes named
 //! `SGI_ACL_FILE` and `SGI_ACL_DEFAULT`, in XFS's own ACL encoding, and
-//! shows them to userspace as `system.posix_acl_access` / `_default`. xfskit
-//! exposes them as they are stored: `trusted.SGI_ACL_FILE` and
-//! `trusted.SGI_ACL_DEFAULT` with the raw on-disk value.
+//! shows them to userspace as `system.posix_acl_access` / `_default`. This
+//! module lists them as they are stored: `trusted.SGI_ACL_FILE` and
+//! `trusted.SGI_ACL_DEFAULT` with the raw on-disk value; [`acl`] converts
+//! them to the names and encoding Linux shows.
 //!
 //! Entries being created or removed (INCOMPLETE) and parent pointers (the
 //! PARENT namespace, private to the filesystem) are skipped.
 
+pub mod acl;
 mod leaf;
 mod node;
 mod remote;
