@@ -249,8 +249,10 @@ pub fn name_hash(name: &[u8]) -> u32 {
 /// value is read; in block formats only the leaves that can hold the
 /// name's hash are read.
 pub fn get(fs: &Fs, inode: &Inode, ns: Namespace, name: &[u8]) -> Result<Option<Vec<u8>>> {
+    // An extents-format fork without extents is empty: `raw_entries` says so.
     let (entries, map) = if inode.has_attr_fork()
         && matches!(inode.aformat, ForkFormat::Extents | ForkFormat::Btree)
+        && !(inode.aformat == ForkFormat::Extents && inode.anextents == 0)
     {
         let map = node::AttrMap::load(fs, inode)?;
         let hash = name_hash(name);
