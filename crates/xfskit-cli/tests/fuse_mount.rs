@@ -434,6 +434,25 @@ fn fuse_mount_matches_kernel() {
         _ => println!("setpriv is missing: ACL enforcement not checked"),
     }
 
+    // `xfskit extract` restores ACLs as ACLs (on ext4 or XFS alike).
+    let out = dir.join("extracted");
+    let st = Command::new(env!("CARGO_BIN_EXE_xfskit"))
+        .args(["extract", "-q", "--path", "/acl-dir"])
+        .arg(&img)
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "xfskit extract of acl-dir: {st}");
+    for (rel, name) in [
+        ("", "system.posix_acl_default"),
+        ("inherited", "system.posix_acl_access"),
+    ] {
+        let want = get_xattr_raw(&kdir.join("acl-dir").join(rel), name, 4096);
+        let got = get_xattr_raw(&out.join(rel), name, 4096);
+        assert!(want.is_ok(), "kernel has no {name} on acl-dir/{rel}");
+        assert_eq!(got, want, "{name} of extracted acl-dir/{rel}");
+    }
+
     // errnos
     assert_eq!(
         errno_of(fs::metadata(fdir.join("no-such-file"))),
