@@ -3,6 +3,14 @@
 //! Node ids are XFS inode numbers, except that FUSE's root node 1 stands
 //! for the XFS root directory (no XFS inode can be number 1: that spot holds
 //! the superblock). `st_ino` always shows the real XFS number.
+//!
+//! Speed comes from asking the kernel as little as possible and answering
+//! from memory: long attribute and entry TTLs (the image cannot change),
+//! negative entries, OPEN/OPENDIR declined where the kernel allows it (then
+//! an open costs no request at all and the page cache and directory
+//! listings persist), and bounded caches of decoded inodes and extent maps
+//! by inode number, so a lookup, getattr or read of a known file does no
+//! metadata I/O.
 
 use crate::attrs::{file_attr, fuse_type};
 use crate::cache::InoCache;
