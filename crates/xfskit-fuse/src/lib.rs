@@ -131,19 +131,6 @@ fn parse_option(s: &str) -> MountOption {
     }
 }
 
-/// Opens an image or block device to serve, like [`Fs::open`], and tells
-/// the kernel not to read ahead in it. The kernel already reads ahead in
-/// the mounted files and asks for whole runs at once; on the image itself,
-/// the "sequential" guesses made from scattered metadata and small-file
-/// reads cost megabytes of useless reads (the device's readahead window can
-/// be several MiB).
-pub fn open_image(path: &Path, opts: &xfskit::OpenOptions) -> xfskit::Result<Fs> {
-    let dev = xfskit::dev::FileDevice::open_read_only(path)?;
-    // Only a hint: a failure changes nothing but speed.
-    if std::env::var_os("XFSKIT_NOFADV").is_none() { let _ = rustix::fs::fadvise(dev.file(), 0, None, rustix::fs::Advice::Random); }
-    Fs::from_device(Box::new(dev), opts)
-}
-
 /// Mounts `fs` read-only at `mountpoint`. The filesystem is kept for the
 /// rest of the process (open files borrow it from any serving thread).
 pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mounted> {

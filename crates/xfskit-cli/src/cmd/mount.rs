@@ -39,13 +39,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         );
         return Ok(ExitCode::from(2));
     }
-    let fs = xfskit_fuse::open_image(
-        &args.image,
-        &xfskit::OpenOptions {
-            norecovery: args.norecovery,
-            ..Default::default()
-        },
-    )?;
+    let fs = super::open(&args.image, args.norecovery)?;
     // Catch the signals before mounting so none can kill us with the mount up.
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     let opts = xfskit_fuse::MountOptions {
