@@ -482,11 +482,24 @@ fn build_runs_mkfs_then_the_engine() {
         .unwrap()
         .to_string();
     assert!(err.contains("-f"), "{err}");
-    // The engine hook reports that it is missing, and the new image is removed.
+    // A failing engine removes the image the build created.
     let image3 = dir.path().join("img3");
-    let err = build(&src, &image3, &opts, write_engine).err().unwrap();
-    assert!(matches!(err, xfskit::Error::Unsupported(_)), "{err}");
+    let err = build(&src, &image3, &opts, |_, _, _| {
+        Err(xfskit::Error::NoSpace("test".into()))
+    })
+    .err()
+    .unwrap();
+    assert!(matches!(err, xfskit::Error::NoSpace(_)), "{err}");
     assert!(!image3.exists());
+    // The real engine builds an image xfs_repair accepts.
+    let image4 = dir.path().join("img4");
+    build(&src, &image4, &opts, write_engine).unwrap();
+    let out = std::process::Command::new("xfs_repair")
+        .arg("-n")
+        .arg(&image4)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// The census against reality: copy a tree into a kernel-mounted XFS image
