@@ -804,3 +804,62 @@ fn rmapbt_convert_and_multi_record_free() {
     drop(fs);
     assert_repair_clean(&img);
 }
+
+/// Unwritten extents on an rmapbt filesystem through the namespace layer:
+/// fallocate, writes into the preallocated range (conversion), punches;
+/// the rmapbt must carry the unwritten flags exactly as xfs_repair and
+/// the kernel expect.
+#[test]
+fn rmapbt_unwritten_extents_via_namespace() {
+    use xfskit::build::{Meta, NodeKind};
+    use xfskit::inode::Timestamp;
+    let dir = Scratch::new("rmap-unwritten");
+    let img = dir.0.join("u.img");
+    mkfs_xfs(&img, 320 << 20, "-m rmapbt=1 -b size=1024 -d agcount=4");
+    let fs = open_rw(&img);
+    let t = Timestamp {
+        sec: 1_700_000_000,
+        nsec: 0,
+    };
+    let meta = Meta {
+        mode: 0o644,
+        uid: 0,
+        gid: 0,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        crtime: t,
+    };
+    let root = fs.geometry().root_ino;
+    let mut want: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for f in 0..4u64 {
+        let name = format!("f{f}").into_bytes();
+        let ino = fs
+            .create(root, &name, &NodeKind::File { size: 0 }, &meta)
+            .unwrap();
+        let size = 600_000 + 10_000 * f;
+        fs.fallocate(ino, 0, size, false).unwrap();
+        let mut data = vec![0u8; size as usize];
+        for (k, (off, len)) in [(5_000u64, 3_000u64), (100_000, 50_000), (400_000, 1)]
+            .into_iter()
+            .enumerate()
+        {
+            let bytes = vec![(k as u8 + 1) * (f as u8 + 1); len as usize];
+            fs.write_at(ino, off, &bytes).unwrap();
+            data[off as usize..(off + len) as usize].copy_from_slice(&bytes);
+        }
+        fs.punch_hole(ino, 200_000, 30_000).unwrap();
+        data[200_000..230_000].fill(0);
+        fs.fallocate(ino, size, 20_000, true).unwrap();
+        want.push((name, data));
+    }
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+    with_kernel_mount(&img, |mnt| {
+        for (name, data) in &want {
+            let got = std::fs::read(mnt.join(std::str::from_utf8(name).unwrap())).unwrap();
+            assert!(got == *data, "{} differs", String::from_utf8_lossy(name));
+        }
+    });
+}
