@@ -18,16 +18,10 @@ pub(crate) mod off {
     pub const COUNT: usize = offset_of!(Agi, agi_count);
     /// inobt root.
     pub const ROOT: usize = offset_of!(Agi, agi_root);
-    /// inobt height.
-    pub const LEVEL: usize = offset_of!(Agi, agi_level);
     /// Free inodes.
     pub const FREECOUNT: usize = offset_of!(Agi, agi_freecount);
     /// Start of the most recently allocated chunk.
     pub const NEWINO: usize = offset_of!(Agi, agi_newino);
-    /// finobt root.
-    pub const FREE_ROOT: usize = offset_of!(Agi, agi_free_root);
-    /// finobt height.
-    pub const FREE_LEVEL: usize = offset_of!(Agi, agi_free_level);
 }
 
 /// Disk address of AG `agno`'s AGI.

@@ -17,7 +17,8 @@ use zerocopy::{FromZeros, IntoBytes};
 /// Inode chunk geometry derived from the superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ChunkGeo {
-    /// Blocks of a full chunk.
+    /// Blocks of a full allocation (one chunk, or one block holding
+    /// several chunks).
     pub blocks: u32,
     /// Blocks of the smallest sparse allocation (== `blocks` without
     /// sparse inodes).
@@ -31,16 +32,17 @@ pub(crate) struct ChunkGeo {
 }
 
 impl ChunkGeo {
-    /// Derives the chunk rules; filesystems whose blocks hold more than
-    /// one chunk are not supported.
+    /// Derives the chunk rules.
     pub fn new(geo: &Geometry) -> Result<ChunkGeo> {
-        if geo.inodes_per_block > XFS_INODES_PER_CHUNK {
+        if geo.inodes_per_block == 0 || geo.inodes_per_block > 4 * XFS_INODES_PER_CHUNK {
             return Err(Error::Unsupported(format!(
                 "inode allocation with {} inodes per block",
                 geo.inodes_per_block
             )));
         }
-        let blocks = XFS_INODES_PER_CHUNK / geo.inodes_per_block;
+        // A block holding more than 64 inodes is allocated whole, as
+        // several chunk records.
+        let blocks = (XFS_INODES_PER_CHUNK / geo.inodes_per_block).max(1);
         let min_blocks = if geo.features.sparse_inodes && geo.spino_align != 0 {
             geo.spino_align
         } else {
@@ -65,17 +67,12 @@ impl ChunkGeo {
             inoalign: geo.inode_align.max(1),
         })
     }
-}
 
-/// A generation number for a new chunk's inodes, different from run to
-/// run (the kernel seeds each chunk randomly too).
-pub(crate) fn random_gen() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(SEQ.fetch_add(1, Ordering::Relaxed));
-    h.finish() as u32
+    /// True when a block holds several chunks: chunks are then never
+    /// freed (as the kernel does), their records stay in both btrees.
+    pub fn multi_chunk_blocks(geo: &Geometry) -> bool {
+        geo.inodes_per_block > XFS_INODES_PER_CHUNK
+    }
 }
 
 /// The bytes of a free inode as a new chunk holds it: magic, version 3,
@@ -135,6 +132,21 @@ pub(crate) fn sparse_rec(geo: &Geometry, cg: &ChunkGeo, agbno: u32, len: u32) ->
     }
 }
 
+/// True when one more chunk would take inodes past the superblock's
+/// maximum share of space (sb_imax_pct).
+fn over_max_inodes(tp: &mut Trans<'_>, cg: &ChunkGeo) -> Result<bool> {
+    let geo = tp.geo();
+    if geo.imax_pct == 0 {
+        return Ok(false);
+    }
+    let blocks = geo.data_blocks * u64::from(geo.imax_pct) / 100 / u64::from(cg.blocks)
+        * u64::from(cg.blocks);
+    let max = blocks << geo.inopb_log;
+    let committed = tp.fs().write_state()?.counters().icount;
+    let now = geo.icount as i64 + committed + tp.delta_mut().icount;
+    Ok(now.max(0) as u64 + u64::from(XFS_INODES_PER_CHUNK) > max)
+}
+
 fn try_alloc(tp: &mut Trans<'_>, req: &AllocReq) -> Result<Option<(u32, u32)>> {
     match alloc::alloc_extent(tp, req) {
         Ok((fsb, len)) => {
@@ -157,6 +169,9 @@ pub(crate) fn alloc_chunk(
     cg: &ChunkGeo,
 ) -> Result<Option<IRec>> {
     let geo = tp.geo();
+    if over_max_inodes(tp, cg)? {
+        return Ok(None);
+    }
     let agi_len = agi::get(tp, agi_id, off::LENGTH);
     let newino = agi::get(tp, agi_id, off::NEWINO);
     // Next to the previous chunk when there is one, else near the root.
@@ -184,7 +199,9 @@ pub(crate) fn alloc_chunk(
         req.alignment = cg.cluster_align;
         got = try_alloc(tp, &req)?;
     }
-    let gen = random_gen();
+    // Seeded like every generation number of the filesystem (the
+    // kernel seeds each chunk randomly; ours is reproducible).
+    let gen = tp.fs().write_state()?.next_gen();
     if let Some((agbno, len)) = got {
         if len != cg.blocks {
             return Err(Error::Invalid(format!(
@@ -193,13 +210,17 @@ pub(crate) fn alloc_chunk(
             )));
         }
         init_inodes(tp, agno, agbno, len, gen);
-        let rec = IRec::full_free(agbno << geo.inopb_log);
-        tree::insert(tp, agi_id, agno, Tree::Ino, &rec)?;
-        if geo.features.finobt {
-            tree::insert(tp, agi_id, agno, Tree::Fino, &rec)?;
+        let first = agbno << geo.inopb_log;
+        let ninodes = (len << geo.inopb_log).max(XFS_INODES_PER_CHUNK);
+        for k in 0..ninodes / XFS_INODES_PER_CHUNK {
+            let rec = IRec::full_free(first + k * XFS_INODES_PER_CHUNK);
+            tree::insert(tp, agno, Tree::Ino, &rec)?;
+            if geo.features.finobt {
+                tree::insert(tp, agno, Tree::Fino, &rec)?;
+            }
         }
-        count_new(tp, agi_id, rec.startino, XFS_INODES_PER_CHUNK)?;
-        return Ok(Some(rec));
+        count_new(tp, agi_id, first, ninodes)?;
+        return Ok(Some(IRec::full_free(first)));
     }
     if !(geo.features.sparse_inodes && cg.min_blocks < cg.blocks) {
         return Ok(None);
@@ -221,8 +242,8 @@ pub(crate) fn alloc_chunk(
     }
     init_inodes(tp, agno, agbno, len, gen);
     let mut rec = sparse_rec(geo, cg, agbno, len);
-    match tree::lookup_eq(tp, agi_id, agno, Tree::Ino, rec.startino)? {
-        None => tree::insert(tp, agi_id, agno, Tree::Ino, &rec)?,
+    match tree::lookup_eq(tp, agno, Tree::Ino, rec.startino)? {
+        None => tree::insert(tp, agno, Tree::Ino, &rec)?,
         Some(old) => {
             if !rec.can_merge(&old) {
                 return Err(Error::corrupt(
@@ -233,14 +254,14 @@ pub(crate) fn alloc_chunk(
             }
             rec.merge(&old);
             rec.check()?;
-            tree::update(tp, agi_id, agno, Tree::Ino, &rec)?;
+            tree::update(tp, agno, Tree::Ino, &rec)?;
         }
     }
     if geo.features.finobt {
-        if tree::lookup_eq(tp, agi_id, agno, Tree::Fino, rec.startino)?.is_some() {
-            tree::update(tp, agi_id, agno, Tree::Fino, &rec)?;
+        if tree::lookup_eq(tp, agno, Tree::Fino, rec.startino)?.is_some() {
+            tree::update(tp, agno, Tree::Fino, &rec)?;
         } else {
-            tree::insert(tp, agi_id, agno, Tree::Fino, &rec)?;
+            tree::insert(tp, agno, Tree::Fino, &rec)?;
         }
     }
     count_new(tp, agi_id, rec.startino, len << geo.inopb_log)?;

@@ -67,8 +67,15 @@ pub fn alloc_inode(tp: &mut Trans<'_>, parent: Ino, mode: u16) -> Result<Ino> {
         let agno = AgNumber((start + i) % agcount);
         // A cheap look at the committed headers first, so that hopeless
         // AGs are neither locked nor joined.
-        if !tp.holds_ag(agno) && !worth_trying(tp, agno, &cg)? {
-            continue;
+        if !tp.holds_ag(agno) {
+            if !worth_trying(tp, agno, &cg)? {
+                continue;
+            }
+            // Wrapped around to a lower AG than the ones this search
+            // locked: only take it if that does not wait (lock order).
+            if agno.0 < start && !tp.try_lock_ag(agno) {
+                continue;
+            }
         }
         if let Some(ino) = alloc_in_ag(tp, agno, parent, &cg)? {
             return Ok(ino);
@@ -139,13 +146,13 @@ fn alloc_in_ag(
     };
     // Change the inobt record on its own terms and check that both agree.
     let mut irec = if finobt {
-        tree::lookup_eq(tp, agi_id, agno, Tree::Ino, frec.startino)?
+        tree::lookup_eq(tp, agno, Tree::Ino, frec.startino)?
             .ok_or_else(|| agi_corrupt(agno, "a finobt chunk is missing from the inobt"))?
     } else {
         frec
     };
     irec.take(idx)?;
-    tree::update(tp, agi_id, agno, Tree::Ino, &irec)?;
+    tree::update(tp, agno, Tree::Ino, &irec)?;
     if finobt {
         let mut f = frec;
         f.take(idx)?;
@@ -153,9 +160,9 @@ fn alloc_in_ag(
             return Err(agi_corrupt(agno, "inobt and finobt records differ"));
         }
         if f.freecount == 0 {
-            tree::delete(tp, agi_id, agno, Tree::Fino, f.startino)?;
+            tree::delete(tp, agno, Tree::Fino, f.startino)?;
         } else {
-            tree::update(tp, agi_id, agno, Tree::Fino, &f)?;
+            tree::update(tp, agno, Tree::Fino, &f)?;
         }
     }
     agi::add(tp, agi_id, off::FREECOUNT, -1)?;
@@ -191,8 +198,8 @@ fn pick_finobt(
     near: Option<u32>,
 ) -> Result<Option<IRec>> {
     if let Some(p) = near {
-        let le = tree::lookup_le(tp, agi_id, agno, Tree::Fino, p)?;
-        let ge = tree::lookup_ge(tp, agi_id, agno, Tree::Fino, p)?;
+        let le = tree::lookup_le(tp, agno, Tree::Fino, p)?;
+        let ge = tree::lookup_ge(tp, agno, Tree::Fino, p)?;
         return Ok(match (le, ge) {
             (Some(a), Some(b)) => Some(if distance(&b, p) < distance(&a, p) {
                 b
@@ -204,11 +211,11 @@ fn pick_finobt(
     }
     let newino = agi::get(tp, agi_id, off::NEWINO);
     if newino != NULLAGINO {
-        if let Some(r) = tree::lookup_eq(tp, agi_id, agno, Tree::Fino, newino)? {
+        if let Some(r) = tree::lookup_eq(tp, agno, Tree::Fino, newino)? {
             return Ok(Some(r));
         }
     }
-    tree::lookup_ge(tp, agi_id, agno, Tree::Fino, 0)
+    tree::lookup_ge(tp, agno, Tree::Fino, 0)
 }
 
 /// Without a finobt: the first chunk with a free inode at or after the
@@ -221,11 +228,11 @@ fn pick_inobt(
 ) -> Result<Option<IRec>> {
     let newino = agi::get(tp, agi_id, off::NEWINO);
     let from = near.unwrap_or(if newino == NULLAGINO { 0 } else { newino });
-    let from = tree::lookup_le(tp, agi_id, agno, Tree::Ino, from)?.map_or(0, |r| r.startino);
+    let from = tree::lookup_le(tp, agno, Tree::Ino, from)?.map_or(0, |r| r.startino);
     for (lo, hi) in [(from, u32::MAX), (0, from)] {
         let mut at = lo;
         while at < hi {
-            let Some(r) = tree::lookup_ge(tp, agi_id, agno, Tree::Ino, at)? else {
+            let Some(r) = tree::lookup_ge(tp, agno, Tree::Ino, at)? else {
                 break;
             };
             if r.startino >= hi {
@@ -245,7 +252,6 @@ fn pick_inobt(
 /// chunk is freed when none of its inodes is in use.
 pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
     let geo = tp.geo();
-    ChunkGeo::new(geo)?;
     if !geo.ino_valid(ino) {
         return Err(Error::Invalid(format!("inode {} does not exist", ino.0)));
     }
@@ -260,24 +266,24 @@ pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
     }
     let agi_id = agi::read_agi(tp, agno)?;
     tp.lock_inode(ino);
-    let mut irec = tree::lookup_le(tp, agi_id, agno, Tree::Ino, agino)?
+    let mut irec = tree::lookup_le(tp, agno, Tree::Ino, agino)?
         .filter(|r| agino - r.startino < XFS_INODES_PER_CHUNK)
         .ok_or_else(|| agi_corrupt(agno, &format!("no chunk holds inode {}", ino.0)))?;
     let idx = agino - irec.startino;
     irec.give(idx)?;
     let finobt = geo.features.finobt;
     let frec = if finobt {
-        tree::lookup_eq(tp, agi_id, agno, Tree::Fino, irec.startino)?
+        tree::lookup_eq(tp, agno, Tree::Fino, irec.startino)?
     } else {
         None
     };
-    if irec.all_free() {
+    if irec.all_free() && !ChunkGeo::multi_chunk_blocks(geo) {
         // The whole chunk goes.
         let n = i64::from(irec.count);
-        tree::delete(tp, agi_id, agno, Tree::Ino, irec.startino)?;
+        tree::delete(tp, agno, Tree::Ino, irec.startino)?;
         if finobt {
             match frec {
-                Some(_) => tree::delete(tp, agi_id, agno, Tree::Fino, irec.startino)?,
+                Some(_) => tree::delete(tp, agno, Tree::Fino, irec.startino)?,
                 None if irec.freecount == 1 => {}
                 None => {
                     return Err(agi_corrupt(
@@ -295,10 +301,10 @@ pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
         chunk::free_chunk(tp, agno, &irec)?;
         return Ok(());
     }
-    tree::update(tp, agi_id, agno, Tree::Ino, &irec)?;
+    tree::update(tp, agno, Tree::Ino, &irec)?;
     if finobt {
         match frec {
-            None if irec.freecount == 1 => tree::insert(tp, agi_id, agno, Tree::Fino, &irec)?,
+            None if irec.freecount == 1 => tree::insert(tp, agno, Tree::Fino, &irec)?,
             None => {
                 return Err(agi_corrupt(
                     agno,
@@ -310,7 +316,7 @@ pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
                 if f != irec {
                     return Err(agi_corrupt(agno, "inobt and finobt records differ"));
                 }
-                tree::update(tp, agi_id, agno, Tree::Fino, &f)?;
+                tree::update(tp, agno, Tree::Fino, &f)?;
             }
         }
     }

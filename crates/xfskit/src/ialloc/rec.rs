@@ -199,7 +199,7 @@ impl IRec {
 
     /// The record's raw bytes.
     #[cfg(test)]
-    pub fn to_bytes(&self, sparse: bool) -> [u8; REC_LEN] {
+    pub fn encoded(&self, sparse: bool) -> [u8; REC_LEN] {
         let mut b = [0u8; REC_LEN];
         self.encode(&mut b, sparse);
         b
@@ -283,10 +283,10 @@ mod tests {
         let mut r = IRec::full_free(192);
         r.take(3).unwrap();
         for sparse in [false, true] {
-            let raw = r.to_bytes(sparse);
+            let raw = r.encoded(sparse);
             assert_eq!(IRec::decode(&raw, sparse).unwrap(), r);
         }
-        assert_eq!(&r.to_bytes(false)[4..8], &63u32.to_be_bytes());
+        assert_eq!(&r.encoded(false)[4..8], &63u32.to_be_bytes());
         let s = IRec {
             startino: 0,
             holemask: 0x00ff,
@@ -296,6 +296,6 @@ mod tests {
         };
         assert_eq!(s.present_runs(), vec![(32, 32)]);
         let bad = IRec { count: 30, ..s };
-        assert!(IRec::decode(&bad.to_bytes(true), true).is_err());
+        assert!(IRec::decode(&bad.encoded(true), true).is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! Extended attributes and inode attributes (owner, mode, times).
 
-use super::acl::{acl_from_vfs, xfs_acl_name};
+use crate::attr::acl::{disk_name as xfs_acl_name, from_linux as acl_from_vfs};
 use crate::attr::{parse_full_name, Namespace};
 use crate::build::Meta;
 use crate::error::{Error, Result};
