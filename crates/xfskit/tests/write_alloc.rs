@@ -567,10 +567,19 @@ fn agf_levels(fs: &Fs, ag: AgNumber) -> (u32, u32, u32) {
 /// run allocations and frees.
 #[test]
 fn corrupt_free_space_metadata_never_panics() {
+    corrupt_trials("-b size=1024 -d agcount=4", "corrupt");
+}
+
+#[test]
+fn corrupt_rmapbt_metadata_never_panics() {
+    corrupt_trials("-m rmapbt=1 -b size=1024 -d agcount=4", "corrupt-rmap");
+}
+
+fn corrupt_trials(opts: &str, tag: &str) {
     use std::io::{Read, Seek, SeekFrom, Write};
-    let dir = Scratch::new("corrupt");
+    let dir = Scratch::new(tag);
     let img = dir.0.join("c.img");
-    mkfs_xfs(&img, 320 << 20, "-b size=1024 -d agcount=4");
+    mkfs_xfs(&img, 320 << 20, opts);
     let fs = open_rw(&img);
     let geo = fs.geometry().clone();
     let ag = AgNumber(1);
@@ -578,28 +587,33 @@ fn corrupt_free_space_metadata_never_panics() {
     {
         let mut tp = fs.trans().unwrap();
         let t = geo.fsb_make(ag, AgBlock(0));
-        let (f, l) = alloc_extent(&mut tp, &req(t, 8000, 8000, 1, true)).unwrap();
+        let mut r = req(t, 8000, 8000, 1, true);
+        r.owner = frag_owner(0);
+        let (f, l) = alloc_extent(&mut tp, &r).unwrap();
         tp.commit().unwrap();
         for i in 0..l {
             let mut tp = fs.trans().unwrap();
             let b = FsBlock(f.0 + u64::from(i));
             if i % 2 == 0 {
-                free_extent(&mut tp, b, 1, &OWNER).unwrap();
+                free_extent(&mut tp, b, 1, &frag_owner(u64::from(i))).unwrap();
             } else {
-                kept.push(b);
+                kept.push((b, u64::from(i)));
             }
             tp.commit().unwrap();
         }
     }
+    let rmapbt = geo.features.rmapbt;
     fs.sync().unwrap();
     drop(fs);
-    assert_repair_clean(&img);
+    if !rmapbt {
+        assert_repair_clean(&img);
+    }
     let clean = std::fs::read(&img).unwrap();
     let bs = geo.block_size as usize;
     let ag0 = geo.agb_to_daddr(ag, AgBlock(0)).bytes() as usize;
     let btree_blocks: Vec<usize> = (1..geo.ag_blocks as usize)
         .map(|b| ag0 + b * bs)
-        .filter(|&o| matches!(&clean[o..o + 4], b"AB3B" | b"AB3C"))
+        .filter(|&o| matches!(&clean[o..o + 4], b"AB3B" | b"AB3C" | b"RMB3"))
         .collect();
     assert!(
         btree_blocks.len() > 20,
@@ -629,7 +643,7 @@ fn corrupt_free_space_metadata_never_panics() {
             // Roots, levels, free list indexes and counters.
             [16, 20, 28, 32, 40, 44, 48, 52, 56, 60][rng.below(10) as usize]
         } else {
-            [4, 6, 8, 12, 56 + 4 * rng.below(200) as usize][rng.below(5) as usize]
+            [4, 6, 8, 12, 56 + 4 * rng.below(230) as usize][rng.below(5) as usize]
         };
         let v = rng.next() as u32;
         let v = match rng.below(3) {
@@ -646,8 +660,8 @@ fn corrupt_free_space_metadata_never_panics() {
         for _ in 0..60 {
             let mut tp = fs.trans().unwrap();
             let r = if rng.below(2) == 0 && !kept.is_empty() {
-                let b = kept[rng.below(kept.len() as u64) as usize];
-                free_extent(&mut tp, b, 1, &OWNER).map(|_| ())
+                let (b, i) = kept[rng.below(kept.len() as u64) as usize];
+                free_extent(&mut tp, b, 1, &frag_owner(i)).map(|_| ())
             } else {
                 let t = geo.fsb_make(ag, AgBlock(rng.below(20000) as u32));
                 alloc_extent(&mut tp, &req(t, 1, 1 + rng.below(50) as u32, 1, true)).map(|_| ())
