@@ -567,10 +567,19 @@ fn agf_levels(fs: &Fs, ag: AgNumber) -> (u32, u32, u32) {
 /// run allocations and frees.
 #[test]
 fn corrupt_free_space_metadata_never_panics() {
+    corrupt_trials("-b size=1024 -d agcount=4", "corrupt");
+}
+
+#[test]
+fn corrupt_rmapbt_metadata_never_panics() {
+    corrupt_trials("-m rmapbt=1 -b size=1024 -d agcount=4", "corrupt-rmap");
+}
+
+fn corrupt_trials(opts: &str, tag: &str) {
     use std::io::{Read, Seek, SeekFrom, Write};
-    let dir = Scratch::new("corrupt");
+    let dir = Scratch::new(tag);
     let img = dir.0.join("c.img");
-    mkfs_xfs(&img, 320 << 20, "-b size=1024 -d agcount=4");
+    mkfs_xfs(&img, 320 << 20, opts);
     let fs = open_rw(&img);
     let geo = fs.geometry().clone();
     let ag = AgNumber(1);
@@ -578,28 +587,33 @@ fn corrupt_free_space_metadata_never_panics() {
     {
         let mut tp = fs.trans().unwrap();
         let t = geo.fsb_make(ag, AgBlock(0));
-        let (f, l) = alloc_extent(&mut tp, &req(t, 8000, 8000, 1, true)).unwrap();
+        let mut r = req(t, 8000, 8000, 1, true);
+        r.owner = frag_owner(0);
+        let (f, l) = alloc_extent(&mut tp, &r).unwrap();
         tp.commit().unwrap();
         for i in 0..l {
             let mut tp = fs.trans().unwrap();
             let b = FsBlock(f.0 + u64::from(i));
             if i % 2 == 0 {
-                free_extent(&mut tp, b, 1, &OWNER).unwrap();
+                free_extent(&mut tp, b, 1, &frag_owner(u64::from(i))).unwrap();
             } else {
-                kept.push(b);
+                kept.push((b, u64::from(i)));
             }
             tp.commit().unwrap();
         }
     }
+    let rmapbt = geo.features.rmapbt;
     fs.sync().unwrap();
     drop(fs);
-    assert_repair_clean(&img);
+    if !rmapbt {
+        assert_repair_clean(&img);
+    }
     let clean = std::fs::read(&img).unwrap();
     let bs = geo.block_size as usize;
     let ag0 = geo.agb_to_daddr(ag, AgBlock(0)).bytes() as usize;
     let btree_blocks: Vec<usize> = (1..geo.ag_blocks as usize)
         .map(|b| ag0 + b * bs)
-        .filter(|&o| matches!(&clean[o..o + 4], b"AB3B" | b"AB3C"))
+        .filter(|&o| matches!(&clean[o..o + 4], b"AB3B" | b"AB3C" | b"RMB3"))
         .collect();
     assert!(
         btree_blocks.len() > 20,
@@ -629,7 +643,7 @@ fn corrupt_free_space_metadata_never_panics() {
             // Roots, levels, free list indexes and counters.
             [16, 20, 28, 32, 40, 44, 48, 52, 56, 60][rng.below(10) as usize]
         } else {
-            [4, 6, 8, 12, 56 + 4 * rng.below(200) as usize][rng.below(5) as usize]
+            [4, 6, 8, 12, 56 + 4 * rng.below(230) as usize][rng.below(5) as usize]
         };
         let v = rng.next() as u32;
         let v = match rng.below(3) {
@@ -646,8 +660,8 @@ fn corrupt_free_space_metadata_never_panics() {
         for _ in 0..60 {
             let mut tp = fs.trans().unwrap();
             let r = if rng.below(2) == 0 && !kept.is_empty() {
-                let b = kept[rng.below(kept.len() as u64) as usize];
-                free_extent(&mut tp, b, 1, &OWNER).map(|_| ())
+                let (b, i) = kept[rng.below(kept.len() as u64) as usize];
+                free_extent(&mut tp, b, 1, &frag_owner(i)).map(|_| ())
             } else {
                 let t = geo.fsb_make(ag, AgBlock(rng.below(20000) as u32));
                 alloc_extent(&mut tp, &req(t, 1, 1 + rng.below(50) as u32, 1, true)).map(|_| ())
@@ -803,4 +817,63 @@ fn rmapbt_convert_and_multi_record_free() {
     fs.sync().unwrap();
     drop(fs);
     assert_repair_clean(&img);
+}
+
+/// Unwritten extents on an rmapbt filesystem through the namespace layer:
+/// fallocate, writes into the preallocated range (conversion), punches;
+/// the rmapbt must carry the unwritten flags exactly as xfs_repair and
+/// the kernel expect.
+#[test]
+fn rmapbt_unwritten_extents_via_namespace() {
+    use xfskit::build::{Meta, NodeKind};
+    use xfskit::inode::Timestamp;
+    let dir = Scratch::new("rmap-unwritten");
+    let img = dir.0.join("u.img");
+    mkfs_xfs(&img, 320 << 20, "-m rmapbt=1 -b size=1024 -d agcount=4");
+    let fs = open_rw(&img);
+    let t = Timestamp {
+        sec: 1_700_000_000,
+        nsec: 0,
+    };
+    let meta = Meta {
+        mode: 0o644,
+        uid: 0,
+        gid: 0,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        crtime: t,
+    };
+    let root = fs.geometry().root_ino;
+    let mut want: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for f in 0..4u64 {
+        let name = format!("f{f}").into_bytes();
+        let ino = fs
+            .create(root, &name, &NodeKind::File { size: 0 }, &meta)
+            .unwrap();
+        let size = 600_000 + 10_000 * f;
+        fs.fallocate(ino, 0, size, false).unwrap();
+        let mut data = vec![0u8; size as usize];
+        for (k, (off, len)) in [(5_000u64, 3_000u64), (100_000, 50_000), (400_000, 1)]
+            .into_iter()
+            .enumerate()
+        {
+            let bytes = vec![(k as u8 + 1) * (f as u8 + 1); len as usize];
+            fs.write_at(ino, off, &bytes).unwrap();
+            data[off as usize..(off + len) as usize].copy_from_slice(&bytes);
+        }
+        fs.punch_hole(ino, 200_000, 30_000).unwrap();
+        data[200_000..230_000].fill(0);
+        fs.fallocate(ino, size, 20_000, true).unwrap();
+        want.push((name, data));
+    }
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+    with_kernel_mount(&img, |mnt| {
+        for (name, data) in &want {
+            let got = std::fs::read(mnt.join(std::str::from_utf8(name).unwrap())).unwrap();
+            assert!(got == *data, "{} differs", String::from_utf8_lossy(name));
+        }
+    });
 }

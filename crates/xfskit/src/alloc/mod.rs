@@ -94,7 +94,10 @@ pub fn alloc_extent(tp: &mut Trans<'_>, req: &AllocReq) -> Result<(FsBlock, u32)
     };
     for agno in order {
         let ag = AgNumber(agno);
-        if agno < tag {
+        // AG locks are taken in increasing order; going back below one
+        // already held must not wait (the AG is skipped when busy).
+        let below_held = tp.highest_ag().is_some_and(|h| agno < h.0);
+        if below_held || agno < tag {
             if !tp.try_lock_ag(ag) {
                 continue;
             }

@@ -126,6 +126,10 @@ pub fn alloc_range(
                 "allocator returned {got} blocks for a request of 1..={want}"
             )));
         }
+        if unwritten {
+            // The reverse mapping carries the unwritten flag too.
+            crate::alloc::rmap_convert(tp, start, got, &req.owner, true)?;
+        }
         let e = Extent {
             offset: pos,
             start,
@@ -207,6 +211,15 @@ pub fn convert_unwritten(
         }
         let b = e.end().min(end);
         if e.unwritten {
+            let a = pos.max(e.offset);
+            let owner = Owner::Inode {
+                ino: ip.ino,
+                attr_fork: fork == Fork::Attr,
+                offset: a,
+                bmbt: false,
+            };
+            let start = FsBlock(e.start.0 + (a - e.offset));
+            crate::alloc::rmap_convert(tp, start, (b - a) as u32, &owner, false)?;
             let win = fork::window(tp, ip, fork, e.offset, e.end())?;
             let new = edit::set_written(&win, pos.max(e.offset), b, ag_log);
             fork::replace(tp, ip, fork, &win, &new)?;

@@ -12,6 +12,19 @@
 //! takes `&mut Trans`, so two cursors (bnobt and cntbt) can be used
 //! in turn inside one transaction.
 //!
+//! Overlapping-interval trees (the rmapbt, [`Shape::overlapping`]) keep
+//! a low and a high key per node entry; the engine keeps both right
+//! (the high key of a subtree is the largest
+//! [`BtreeOps::high_key_of_rec`] below it). Lookups use the low keys.
+//!
+//! Cursor positions: after [`Cursor::insert`] the cursor is on the new
+//! record; after [`Cursor::delete`] on the record that followed the
+//! deleted one. Every operation starts from a fresh lookup, so a cursor
+//! stays usable after another cursor changed another tree.
+//!
+//! Ready-made types: [`InobtOps`] (inobt/finobt); the free space and
+//! reverse mapping btrees live in [`crate::alloc`].
+//!
 //! # Roots in an inode (bmbt)
 //!
 //! With [`Shape::root_in_inode`], the top level is not a block but the

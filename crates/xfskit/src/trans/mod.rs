@@ -102,6 +102,11 @@ impl<'a> Trans<'a> {
         false
     }
 
+    /// The highest AG whose lock this transaction holds.
+    pub fn highest_ag(&self) -> Option<AgNumber> {
+        self.ag_locks.iter().max().map(|&a| AgNumber(a))
+    }
+
     /// True when this transaction holds AG `agno`'s lock.
     pub fn holds_ag(&self, agno: AgNumber) -> bool {
         self.ag_locks.contains(&agno.0)
