@@ -783,3 +783,42 @@ fn sparse_pieces_merge() {
         (geo.icount, geo.ifree, geo.fdblocks)
     );
 }
+
+/// Freeing what is not an in-use inode is refused and changes nothing.
+#[test]
+fn bad_frees_are_refused() {
+    let s = Scratch::new("ialloc-badfree");
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 320 << 20, "");
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    let ino = alloc_n(&fs, geo.root_ino, S_IFREG, 1)[0];
+    free_all(&fs, &[ino]);
+    let before = agi_counts(&fs);
+    let try_free = |i: Ino| {
+        let mut tp = fs.trans().unwrap();
+        free_inode(&mut tp, i)
+    };
+    // Already free, in no chunk, outside the filesystem.
+    assert!(matches!(try_free(ino), Err(xfskit::Error::Invalid(_))));
+    let nowhere = geo.ino_make(AgNumber(2), 4096);
+    assert!(matches!(try_free(nowhere), Err(xfskit::Error::Invalid(_))));
+    assert!(try_free(Ino(u64::MAX >> 4)).is_err());
+    // A file with blocks must be emptied first.
+    let f = alloc_n(&fs, geo.root_ino, S_IFREG, 1)[0];
+    {
+        let mut tp = fs.trans().unwrap();
+        let mut ip = tp.read_inode(f).unwrap();
+        ip.nblocks = 1;
+        tp.log_inode(&ip).unwrap();
+        assert!(matches!(
+            free_inode(&mut tp, f),
+            Err(xfskit::Error::Invalid(_))
+        ));
+    }
+    free_all(&fs, &[f]);
+    assert_eq!(agi_counts(&fs), before);
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+}

@@ -257,6 +257,15 @@ pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
     }
     let agno = geo.ino_agno(ino);
     let agino = geo.ino_agino(ino);
+    tp.lock_inode(ino);
+    let agi_id = agi::read_agi(tp, agno)?;
+    let mut irec = tree::lookup_le(tp, agno, Tree::Ino, agino)?
+        .filter(|r| agino - r.startino < XFS_INODES_PER_CHUNK)
+        .ok_or_else(|| Error::Invalid(format!("inode {} is in no inode chunk", ino.0)))?;
+    let idx = agino - irec.startino;
+    if irec.free & (1u64 << idx) != 0 {
+        return Err(Error::Invalid(format!("inode {} is not in use", ino.0)));
+    }
     let ip = tp.read_inode(ino)?;
     if ip.nblocks != 0 || ip.nextents != 0 || ip.anextents != 0 {
         return Err(Error::Invalid(format!(
@@ -264,12 +273,6 @@ pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
             ino.0
         )));
     }
-    let agi_id = agi::read_agi(tp, agno)?;
-    tp.lock_inode(ino);
-    let mut irec = tree::lookup_le(tp, agno, Tree::Ino, agino)?
-        .filter(|r| agino - r.startino < XFS_INODES_PER_CHUNK)
-        .ok_or_else(|| agi_corrupt(agno, &format!("no chunk holds inode {}", ino.0)))?;
-    let idx = agino - irec.startino;
     irec.give(idx)?;
     let finobt = geo.features.finobt;
     let frec = if finobt {
