@@ -679,13 +679,106 @@ fn runs(blocks: &std::collections::BTreeSet<u32>) -> Vec<(u32, u32)> {
     out
 }
 
+/// Takes every free block of AG `agno` with our allocator (owner-less
+/// until given back) and returns the AG blocks taken.
+fn take_all_space(fs: &Fs, agno: AgNumber) -> std::collections::BTreeSet<u32> {
+    use xfskit::alloc::{alloc_extent, AllocReq, Owner};
+    use xfskit::geometry::AgBlock;
+    let geo = fs.geometry();
+    let mut taken = std::collections::BTreeSet::new();
+    loop {
+        let mut tp = fs.trans().unwrap();
+        let req = AllocReq {
+            target: geo.fsb_make(agno, AgBlock(0)),
+            minlen: 1,
+            maxlen: geo.ag_blocks,
+            alignment: 1,
+            ag_only: true,
+            owner: Owner::Ag,
+        };
+        match alloc_extent(&mut tp, &req) {
+            Ok((fsb, len)) => {
+                tp.commit().unwrap();
+                let (a, b) = geo.fsb_split(fsb);
+                assert_eq!(a, agno);
+                taken.extend(b.0..b.0 + len);
+            }
+            Err(xfskit::Error::NoSpace(_)) => return taken,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// Gives back blocks taken by [`take_all_space`].
+fn give_back(fs: &Fs, agno: AgNumber, taken: &std::collections::BTreeSet<u32>) {
+    use xfskit::alloc::{free_extent, Owner};
+    use xfskit::geometry::AgBlock;
+    for (s, l) in runs(taken) {
+        let mut tp = fs.trans().unwrap();
+        free_extent(
+            &mut tp,
+            fs.geometry().fsb_make(agno, AgBlock(s)),
+            l,
+            &Owner::Ag,
+        )
+        .unwrap();
+        tp.commit().unwrap();
+    }
+}
+
+/// A full AG sends new files to the next one; a full filesystem gives
+/// NoSpace once the last free inode is used, and nothing is left half
+/// done.
+#[test]
+fn full_ags_and_full_filesystem() {
+    let s = Scratch::new("ialloc-full");
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 320 << 20, "");
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    let before_chunks = chunks(&fs);
+    let t1 = take_all_space(&fs, AgNumber(1));
+    let over = alloc_n(&fs, geo.ino_make(AgNumber(1), 64), S_IFREG, 100);
+    assert!(
+        over.iter().all(|i| geo.ino_agno(*i) == AgNumber(2)),
+        "AG 1 full: AG 2 next"
+    );
+    let mut taken = vec![(AgNumber(1), t1)];
+    for ag in [0, 2, 3] {
+        taken.push((AgNumber(ag), take_all_space(&fs, AgNumber(ag))));
+    }
+    // AG 2's chunk has 28 free inodes left, AG 0's root chunk 61.
+    let rest = alloc_n(&fs, geo.root_ino, S_IFREG, 61 + 28);
+    let mut tp = fs.trans().unwrap();
+    match alloc_inode(&mut tp, geo.root_ino, S_IFREG) {
+        Err(xfskit::Error::NoSpace(_)) => {}
+        other => panic!("expected NoSpace, got {other:?}"),
+    }
+    drop(tp);
+    free_all(&fs, &over);
+    free_all(&fs, &rest);
+    for (ag, t) in &taken {
+        give_back(&fs, *ag, t);
+    }
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+    let fs = open_rw(&img);
+    assert_eq!(chunks(&fs), before_chunks);
+    let g = fs.geometry();
+    assert_eq!(
+        (g.icount, g.ifree, g.fdblocks),
+        (geo.icount, geo.ifree, geo.fdblocks)
+    );
+}
+
 /// Sparse pieces of one chunk allocated at different times merge into
 /// one record: AG 1's free space is taken (by our allocator, owner-less
 /// for a while), then space around the low half of a few chunk-aligned
 /// ranges is given back and used by sparse chunks, then the high halves.
 #[test]
 fn sparse_pieces_merge() {
-    use xfskit::alloc::{alloc_extent, free_extent, AllocReq, Owner};
+    use xfskit::alloc::{free_extent, Owner};
     use xfskit::geometry::AgBlock;
     let s = Scratch::new("ialloc-merge");
     let img = s.0.join("a.img");
@@ -699,28 +792,7 @@ fn sparse_pieces_merge() {
     let ag = AgNumber(1);
     let parent = geo.ino_make(ag, 0);
     let before_chunks = chunks(&fs);
-    let mut leaked = std::collections::BTreeSet::new();
-    loop {
-        let mut tp = fs.trans().unwrap();
-        let req = AllocReq {
-            target: geo.fsb_make(ag, AgBlock(0)),
-            minlen: 1,
-            maxlen: geo.ag_blocks,
-            alignment: 1,
-            ag_only: true,
-            owner: Owner::Ag,
-        };
-        match alloc_extent(&mut tp, &req) {
-            Ok((fsb, len)) => {
-                tp.commit().unwrap();
-                let (a, b) = geo.fsb_split(fsb);
-                assert_eq!(a, ag);
-                leaked.extend(b.0..b.0 + len);
-            }
-            Err(xfskit::Error::NoSpace(_)) => break,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    let mut leaked = take_all_space(&fs, ag);
     let give = |fs: &Fs, leaked: &mut std::collections::BTreeSet<u32>, start: u32, len: u32| {
         let mut tp = fs.trans().unwrap();
         free_extent(&mut tp, geo.fsb_make(ag, AgBlock(start)), len, &Owner::Ag).unwrap();
