@@ -190,39 +190,44 @@ fn inodes_from_the_root_chunk() {
 /// `files` files each, removes every third file, unmounts. Returns the
 /// directories' inode numbers, or None when not root.
 fn kernel_populate(img: &Path, dirs: usize, files: usize) -> Option<Vec<Ino>> {
+    use std::os::unix::fs::MetadataExt;
+    with_rw_mount(img, "populating", |mnt| {
+        let mut inos = Vec::new();
+        for d in 0..dirs {
+            let dir = mnt.join(format!("d{d}"));
+            std::fs::create_dir(&dir).unwrap();
+            inos.push(Ino(std::fs::metadata(&dir).unwrap().ino()));
+            for f in 0..files {
+                std::fs::write(dir.join(format!("f{f}")), b"").unwrap();
+            }
+            for f in (0..files).step_by(3) {
+                std::fs::remove_file(dir.join(format!("f{f}"))).unwrap();
+            }
+        }
+        inos
+    })
+}
+
+/// As root: loop-mounts `img` read-write, runs `f` on the mount point and
+/// unmounts (also when `f` panics). None (after saying why) when not root.
+fn with_rw_mount<T>(img: &Path, what: &str, f: impl FnOnce(&Path) -> T) -> Option<T> {
     if !is_root() {
-        eprintln!("SKIP: populating an image through the kernel needs root (loop mount)");
+        eprintln!("SKIP: {what} an image through the kernel needs root (loop mount)");
         return None;
     }
-    use std::os::unix::fs::MetadataExt;
     let mnt = img.with_extension("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    let (ok, out) = run(
-        "mount",
-        &[
-            "-o",
-            "loop",
-            &img.display().to_string(),
-            &mnt.display().to_string(),
-        ],
-    );
+    let m = mnt.display().to_string();
+    let (ok, out) = run("mount", &["-o", "loop", &img.display().to_string(), &m]);
     assert!(ok, "mount: {out}");
-    let mut inos = Vec::new();
-    for d in 0..dirs {
-        let dir = mnt.join(format!("d{d}"));
-        std::fs::create_dir(&dir).unwrap();
-        inos.push(Ino(std::fs::metadata(&dir).unwrap().ino()));
-        for f in 0..files {
-            std::fs::write(dir.join(format!("f{f}")), b"").unwrap();
-        }
-        for f in (0..files).step_by(3) {
-            std::fs::remove_file(dir.join(format!("f{f}"))).unwrap();
-        }
-    }
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mnt)));
+    let (ok, out) = run("umount", &[&m]);
     assert!(ok, "umount: {out}");
     let _ = std::fs::remove_dir(&mnt);
-    Some(inos)
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => std::panic::resume_unwind(e),
+    }
 }
 
 /// Fills every free inode of the parent's AG in a kernel-made image,
@@ -483,40 +488,31 @@ fn punch(path: &Path, off: u64, len: u64) {
 /// space is fragments holding an aligned 4-block run but no aligned
 /// 8-block run. False when not root.
 fn kernel_fragment(img: &Path, bs: u64) -> bool {
-    if !is_root() {
-        eprintln!("SKIP: fragmenting an image through the kernel needs root (loop mount)");
-        return false;
-    }
-    let mnt = img.with_extension("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let m = mnt.display().to_string();
-    let (ok, out) = run("mount", &["-o", "loop", &img.display().to_string(), &m]);
-    assert!(ok, "mount: {out}");
-    let (ok, out) = run("xfs_io", &["-x", "-c", "resblks 0", &m]);
-    assert!(ok, "resblks: {out}");
-    let mut big = Vec::new();
-    for (size, n) in [(8u64 << 20, 64), (256 << 10, 512), (bs, 4096)] {
-        for i in 0..n {
-            let p = mnt.join(format!("fill-{size}-{i}"));
-            if !falloc(&p, size) {
-                break;
-            }
-            if size > bs {
-                big.push((p, size));
+    with_rw_mount(img, "fragmenting", |mnt| {
+        let m = mnt.display().to_string();
+        let (ok, out) = run("xfs_io", &["-x", "-c", "resblks 0", &m]);
+        assert!(ok, "resblks: {out}");
+        let mut big = Vec::new();
+        for (size, n) in [(8u64 << 20, 64), (256 << 10, 512), (bs, 4096)] {
+            for i in 0..n {
+                let p = mnt.join(format!("fill-{size}-{i}"));
+                if !falloc(&p, size) {
+                    break;
+                }
+                if size > bs {
+                    big.push((p, size));
+                }
             }
         }
-    }
-    for (p, size) in &big {
-        let mut off = 0;
-        while off + 16 * bs <= *size {
-            punch(p, off + 4 * bs, 7 * bs);
-            off += 16 * bs;
+        for (p, size) in &big {
+            let mut off = 0;
+            while off + 16 * bs <= *size {
+                punch(p, off + 4 * bs, 7 * bs);
+                off += 16 * bs;
+            }
         }
-    }
-    let (ok, out) = run("umount", &[&m]);
-    assert!(ok, "umount: {out}");
-    let _ = std::fs::remove_dir(&mnt);
-    true
+    })
+    .is_some()
 }
 
 /// On fragmented free space, new chunks are sparse (4-block pieces):
