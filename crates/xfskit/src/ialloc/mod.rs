@@ -6,6 +6,14 @@
 //! AG; an AG is used when it has a free inode or room for a new chunk,
 //! otherwise the following AGs are tried. Inside an AG the free inode
 //! btree (when present) finds the free inode nearest the parent.
+//!
+//! The directory rotor lives in a process-wide table keyed by the
+//! filesystem's metadata UUID (no field in `Fs`/`WriteState` needed).
+//! Freeing the last used inode of a chunk frees the chunk (the kernel's
+//! default, no `ikeep`), except when one block holds several chunks.
+//! The inodes of a new chunk are logged whole as free inodes (generation
+//! from the filesystem's seeded sequence), so writeback merges them into
+//! cluster-sized writes; a freed chunk's pending inode writes are dropped.
 
 mod agi;
 mod chunk;
