@@ -6,7 +6,8 @@
 # Workloads: sequential 1 MiB reads of a 1 GiB file (dd), random 4 KiB reads
 # of that file (fio, or python if fio is missing), and reading many random
 # 4 KiB files (open+read+close, python).
-# Needs root. Usage: bench/read.sh [WORKDIR]   (env: XFSKIT, XFSFUSE, RUNTIME, SMALL)
+# Needs root. Usage: bench/read.sh [WORKDIR]
+# (env: XFSKIT, XFSFUSE, RUNTIME, SMALL, READERS="kernel xfskit xfsfuse")
 set -euo pipefail
 WORK=${1:-/tmp/xfskit-bench}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -99,8 +100,10 @@ PY
 }
 
 declare -A SEQ RND SML
-READERS="kernel xfskit"
-if [ -x "$XFSFUSE" ]; then READERS="$READERS xfsfuse"; else echo "xfs-fuse not found at $XFSFUSE; skipping it" >&2; fi
+if [ -z "${READERS:-}" ]; then
+    READERS="kernel xfskit"
+    if [ -x "$XFSFUSE" ]; then READERS="$READERS xfsfuse"; else echo "xfs-fuse not found at $XFSFUSE; skipping it" >&2; fi
+fi
 for r in $READERS; do
     mount_as "$r"
     SEQ[$r]=$(seq_mbs); RND[$r]=$(rand_iops); SML[$r]=$(small_fps)
@@ -112,9 +115,10 @@ ratio() { python3 -c "print('%.2f' % ($1/$2) if $2 else 'n/a')"; }
 printf '\n%-8s %12s %14s %14s\n' reader "seq MB/s" "rand4k IOPS" "small files/s"
 for r in $READERS; do printf '%-8s %12s %14s %14s\n' "$r" "${SEQ[$r]}" "${RND[$r]}" "${SML[$r]}"; done
 echo
+[ -n "${SEQ[kernel]:-}" ] && [ -n "${SEQ[xfskit]:-}" ] &&
 printf 'xfskit/kernel:  seq %s  rand %s  small %s\n' "$(ratio "${SEQ[xfskit]}" "${SEQ[kernel]}")" \
     "$(ratio "${RND[xfskit]}" "${RND[kernel]}")" "$(ratio "${SML[xfskit]}" "${SML[kernel]}")"
-if [ -n "${SEQ[xfsfuse]:-}" ]; then
+if [ -n "${SEQ[xfsfuse]:-}" ] && [ -n "${SEQ[xfskit]:-}" ]; then
     printf 'xfskit/xfsfuse: seq %s  rand %s  small %s\n' "$(ratio "${SEQ[xfskit]}" "${SEQ[xfsfuse]}")" \
         "$(ratio "${RND[xfskit]}" "${RND[xfsfuse]}")" "$(ratio "${SML[xfskit]}" "${SML[xfsfuse]}")"
 fi

@@ -16,7 +16,7 @@ use std::process::ExitCode;
     version,
     about = "Make, inspect, mount, scan and extract XFS filesystems in userspace",
     long_about = "xfskit reads and writes the XFS v5 on-disk format without the kernel: make \
-filesystems (mkfs), inspect images (info, ls, cat, stat), copy files out (extract), \
+filesystems (mkfs), build populated images (build), inspect images (info, ls, cat, stat), copy files out (extract), \
 mount them through FUSE (mount) and scan every inode in parallel (bulkstat).\n\n\
 Exit codes: 0 success; 1 not found, or problems found; 2 usage error; \
 3 unsupported filesystem or dirty log; 4 I/O error; 5 corrupt metadata.",
@@ -47,6 +47,12 @@ enum Command {
     Mkfs(cmd::mkfs::Args),
     /// Check an unmounted image for consistency, like `xfs_repair -n`.
     Check(cmd::check::Args),
+    /// Build a populated image from a directory or a tar archive.
+    #[command(
+        long_about = cmd::build::LONG_ABOUT,
+        override_usage = "xfskit build [OPTIONS] SOURCE IMAGE [MKFS OPTIONS]"
+    )]
+    Build(cmd::build::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +67,7 @@ fn main() -> ExitCode {
         Command::Bulkstat(a) => cmd::bulkstat::run(a),
         Command::Mkfs(a) => cmd::mkfs::run(a),
         Command::Check(a) => cmd::check::run(a),
+        Command::Build(a) => cmd::build::run(a),
     };
     match r {
         Ok(code) => code,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -193,6 +193,70 @@ fn populate(root: &Path) {
         libc::makedev(259, 70000),
     );
     mknod(&root.join("fifo"), libc::S_IFIFO | 0o644, 0);
+    // POSIX ACLs: XFS stores them as trusted.SGI_ACL_*; both mounts must
+    // show system.posix_acl_* with the same values (compared by `compare`).
+    fs::write(root.join("acl-file"), b"acl\n").unwrap();
+    fs::set_permissions(root.join("acl-file"), fs::Permissions::from_mode(0o640)).unwrap();
+    set_xattr(
+        &root.join("acl-file"),
+        "system.posix_acl_access",
+        &linux_acl(&[
+            (ACL_USER_OBJ, 6, None),
+            (ACL_USER, 4, Some(ACL_READER)),
+            (ACL_GROUP_OBJ, 4, None),
+            (ACL_GROUP, 6, Some(55)),
+            (ACL_MASK, 6, None),
+            (ACL_OTHER, 0, None),
+        ]),
+    );
+    fs::create_dir(root.join("acl-dir")).unwrap();
+    set_xattr(
+        &root.join("acl-dir"),
+        "system.posix_acl_default",
+        &linux_acl(&[
+            (ACL_USER_OBJ, 7, None),
+            (ACL_USER, 5, Some(8)),
+            (ACL_GROUP_OBJ, 5, None),
+            (ACL_MASK, 5, None),
+            (ACL_OTHER, 0, None),
+        ]),
+    );
+    // Inherits the default ACL as its access ACL.
+    fs::write(root.join("acl-dir/inherited"), b"x").unwrap();
+}
+
+const ACL_USER_OBJ: u16 = 0x01;
+const ACL_USER: u16 = 0x02;
+const ACL_GROUP_OBJ: u16 = 0x04;
+const ACL_GROUP: u16 = 0x08;
+const ACL_MASK: u16 = 0x10;
+const ACL_OTHER: u16 = 0x20;
+/// A user that may read `acl-file` only through its ACL.
+const ACL_READER: u32 = 4321;
+
+/// A `system.posix_acl_*` value: version 2, then (tag, perm, id) entries.
+fn linux_acl(entries: &[(u16, u16, Option<u32>)]) -> Vec<u8> {
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for &(tag, perm, id) in entries {
+        v.extend_from_slice(&tag.to_le_bytes());
+        v.extend_from_slice(&perm.to_le_bytes());
+        v.extend_from_slice(&id.unwrap_or(u32::MAX).to_le_bytes());
+    }
+    v
+}
+
+/// Whether user and group `uid` can read `p` (through setpriv), or None
+/// when setpriv is missing.
+fn can_read_as(uid: u32, p: &Path) -> Option<bool> {
+    let id = uid.to_string();
+    let out = Command::new("setpriv")
+        .args(["--reuid", &id, "--regid", &id, "--clear-groups", "cat"])
+        .arg(p)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    Some(out.success())
 }
 
 /// Compares the entry at `rel` under both roots, recursing into directories.
@@ -341,13 +405,56 @@ fn fuse_mount_matches_kernel() {
     assert!(
         mounts
             .lines()
-            .any(|l| l.starts_with("xfskit:") && l.contains(" ro,")),
-        "mount options: {mounts}"
+            .any(|l| l.starts_with("xfskit:") && l.contains(" fuse.xfskit ro,")),
+        "mount type and options: {mounts}"
     );
 
     let mut seen = 0;
     compare(&kdir, &fdir, Path::new(""), &mut seen);
     assert!(seen > 3000, "walked only {seen} entries");
+
+    // ACLs are listed under their Linux names and enforced like the kernel's.
+    let acl = xattrs(&fdir.join("acl-file"));
+    assert!(
+        acl.contains_key("system.posix_acl_access") && acl.contains_key("trusted.SGI_ACL_FILE"),
+        "acl-file xattrs: {:?}",
+        acl.keys()
+    );
+    assert!(xattrs(&fdir.join("acl-dir")).contains_key("system.posix_acl_default"));
+    match (
+        can_read_as(ACL_READER, &kdir.join("acl-file")),
+        can_read_as(ACL_READER, &fdir.join("acl-file")),
+    ) {
+        (Some(k), Some(f)) => {
+            assert!(k, "the kernel refused the ACL reader");
+            assert_eq!(k, f, "ACL reader allowed by the kernel, not by FUSE");
+            // A user named in no ACL entry is refused by both.
+            assert_eq!(
+                can_read_as(ACL_READER + 1, &fdir.join("acl-file")),
+                Some(false)
+            );
+        }
+        _ => println!("setpriv is missing: ACL enforcement not checked"),
+    }
+
+    // `xfskit extract` restores ACLs as ACLs (on ext4 or XFS alike).
+    let out = dir.join("extracted");
+    let st = Command::new(env!("CARGO_BIN_EXE_xfskit"))
+        .args(["extract", "-q", "--path", "/acl-dir"])
+        .arg(&img)
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "xfskit extract of acl-dir: {st}");
+    for (rel, name) in [
+        ("", "system.posix_acl_default"),
+        ("inherited", "system.posix_acl_access"),
+    ] {
+        let want = get_xattr_raw(&kdir.join("acl-dir").join(rel), name, 4096);
+        let got = get_xattr_raw(&out.join(rel), name, 4096);
+        assert!(want.is_ok(), "kernel has no {name} on acl-dir/{rel}");
+        assert_eq!(got, want, "{name} of extracted acl-dir/{rel}");
+    }
 
     // errnos
     assert_eq!(

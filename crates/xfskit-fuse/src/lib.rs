@@ -5,6 +5,7 @@
 //! This crate is the only place engine errors become errnos ([`errno`]).
 
 mod attrs;
+mod cache;
 pub mod errno;
 mod handles;
 mod ops;
@@ -83,6 +84,12 @@ pub fn fuser_config(opts: &MountOptions, euid: u32) -> Config {
         MountOption::Subtype("xfskit".into()),
         MountOption::DefaultPermissions,
     ];
+    if euid == 0 {
+        // As root fuser calls mount(2) itself with type "fuse" and keeps
+        // `Subtype` for fusermount3 only; the kernel takes the subtype as a
+        // mount option too, so /proc/mounts shows "fuse.xfskit" either way.
+        o.push(MountOption::CUSTOM("subtype=xfskit".into()));
+    }
     for s in opts
         .extra
         .iter()

@@ -3,8 +3,17 @@
 //! Node ids are XFS inode numbers, except that FUSE's root node 1 stands
 //! for the XFS root directory (no XFS inode can be number 1: that spot holds
 //! the superblock). `st_ino` always shows the real XFS number.
+//!
+//! Speed comes from asking the kernel as little as possible and answering
+//! from memory: long attribute and entry TTLs (the image cannot change),
+//! negative entries, OPEN/OPENDIR declined where the kernel allows it (then
+//! an open costs no request at all and the page cache and directory
+//! listings persist), and bounded caches of decoded inodes and extent maps
+//! by inode number, so a lookup, getattr or read of a known file does no
+//! metadata I/O.
 
 use crate::attrs::{file_attr, fuse_type};
+use crate::cache::InoCache;
 use crate::errno::to_errno;
 use crate::handles::{Handle, Handles};
 use crate::statfs::{counters, Counters};
@@ -18,6 +27,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use xfskit::attr::Namespace;
 use xfskit::inode::{FileReader, FileType, Inode};
 use xfskit::{Fs, Ino};
 
@@ -29,6 +39,10 @@ const OFF_DOT: u64 = 1;
 const OFF_DOTDOT: u64 = 2;
 /// Largest read or readahead we ask the kernel for.
 const MAX_IO: u32 = 1 << 20;
+/// Bytes of decoded inodes to keep (about 50,000 small inodes).
+const INODE_CACHE_BYTES: usize = 48 << 20;
+/// Bytes of file extent maps to keep for files read without an open handle.
+const MAP_CACHE_BYTES: usize = 32 << 20;
 
 /// A read-only XFS filesystem served through FUSE.
 pub struct XfsFuse {
@@ -38,6 +52,16 @@ pub struct XfsFuse {
     ttl: Duration,
     handles: Handles,
     statfs: OnceLock<Counters>,
+    /// Decoded inodes by number: lookups, getattr and opens of a cached
+    /// inode do no I/O and no CRC work.
+    inodes: InoCache<Inode>,
+    /// Extent maps of regular files by inode number, for reads that come
+    /// without a handle (when the kernel skips OPEN) or reopened files.
+    readers: InoCache<FileReader<'static>>,
+    /// The kernel lets us skip OPEN/RELEASE (and OPENDIR/RELEASEDIR): it
+    /// then keeps the page cache and directory cache across opens itself.
+    skip_open: bool,
+    skip_opendir: bool,
 }
 
 impl XfsFuse {
@@ -51,6 +75,10 @@ impl XfsFuse {
             ttl,
             handles: Handles::default(),
             statfs: OnceLock::new(),
+            inodes: InoCache::new(INODE_CACHE_BYTES),
+            readers: InoCache::new(MAP_CACHE_BYTES),
+            skip_open: false,
+            skip_opendir: false,
         }
     }
 
@@ -70,11 +98,39 @@ impl XfsFuse {
         }
     }
 
-    fn inode(&self, node: INodeNo) -> Result<Inode, Errno> {
-        self.fs.inode(self.ino(node)).map_err(|e| to_errno(&e))
+    fn inode(&self, node: INodeNo) -> Result<Arc<Inode>, Errno> {
+        self.inode_by_ino(self.ino(node))
     }
 
-    fn dir_inode(&self, node: INodeNo) -> Result<Inode, Errno> {
+    /// Inode `ino`, from the cache or read, checked and decoded.
+    fn inode_by_ino(&self, ino: Ino) -> Result<Arc<Inode>, Errno> {
+        self.inodes.get_or_load(
+            ino.0,
+            || {
+                self.prefetch_cluster(ino);
+                self.fs.inode(ino).map_err(|e| to_errno(&e))
+            },
+            inode_cost,
+        )
+    }
+
+    /// Asks the device to read the inode cluster around `ino` in one go:
+    /// neighbours (files created together) are likely wanted next, and one
+    /// larger read costs about as much as a single inode's.
+    fn prefetch_cluster(&self, ino: Ino) {
+        let geo = self.fs.geometry();
+        if !geo.ino_valid(ino) {
+            return;
+        }
+        let cluster = u64::from(geo.inode_cluster_size.max(geo.block_size));
+        if !cluster.is_power_of_two() {
+            return;
+        }
+        let off = geo.ino_to_bytes(ino) & !(cluster - 1);
+        self.fs.device().will_need(off, cluster);
+    }
+
+    fn dir_inode(&self, node: INodeNo) -> Result<Arc<Inode>, Errno> {
         let inode = self.inode(node)?;
         if inode.file_type != FileType::Dir {
             return Err(Errno::ENOTDIR);
@@ -82,7 +138,7 @@ impl XfsFuse {
         Ok(inode)
     }
 
-    fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> Result<Inode, Errno> {
+    fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> Result<Arc<Inode>, Errno> {
         let dir = self.dir_inode(parent)?;
         let name = name.as_bytes();
         let ino = match name {
@@ -92,7 +148,7 @@ impl XfsFuse {
                 .map_err(|e| to_errno(&e))?
                 .ok_or(Errno::ENOENT)?,
         };
-        self.fs.inode(ino).map_err(|e| to_errno(&e))
+        self.inode_by_ino(ino)
     }
 
     /// Fills `reply` from directory position `offset` until the buffer is full.
@@ -122,10 +178,10 @@ impl XfsFuse {
         let walk = xfskit::dir::for_each_entry(self.fs, dir, after, &mut |e| {
             let kind = match e.file_type {
                 Some(t) => t,
-                None => match self.fs.inode(e.ino) {
+                None => match self.inode_by_ino(e.ino) {
                     Ok(i) => i.file_type,
                     Err(err) => {
-                        failed = Some(to_errno(&err));
+                        failed = Some(err);
                         return false;
                     }
                 },
@@ -143,13 +199,28 @@ impl XfsFuse {
     }
 
     fn reader(&self, fh: FileHandle, node: INodeNo) -> Result<Arc<FileReader<'static>>, Errno> {
-        if let Some(Handle::File(r)) = self.handles.get(fh.0) {
-            return Ok(r);
+        if fh.0 != 0 {
+            if let Some(Handle::File(r)) = self.handles.get(fh.0) {
+                return Ok(r);
+            }
         }
-        let inode = self.inode(node)?;
-        FileReader::new(self.fs, &inode)
-            .map(Arc::new)
-            .map_err(|e| to_errno(&e))
+        self.reader_by_node(node)
+    }
+
+    /// The cached extent map of a regular file, loaded on first use.
+    fn reader_by_node(&self, node: INodeNo) -> Result<Arc<FileReader<'static>>, Errno> {
+        let ino = self.ino(node);
+        self.readers.get_or_load(
+            ino.0,
+            || {
+                let i = self.inode_by_ino(ino)?;
+                if i.file_type == FileType::Dir {
+                    return Err(Errno::EISDIR);
+                }
+                FileReader::new(self.fs, &i).map_err(|e| to_errno(&e))
+            },
+            |r| std::mem::size_of::<FileReader<'static>>() + std::mem::size_of_val(r.extents()),
+        )
     }
 }
 
@@ -175,8 +246,19 @@ impl Filesystem for XfsFuse {
         let _ = config
             .set_max_write(MAX_IO)
             .or_else(|max| config.set_max_write(max));
-        let wanted = InitFlags::FUSE_CACHE_SYMLINKS | InitFlags::FUSE_PARALLEL_DIROPS;
+        // POSIX_ACL: the kernel checks permissions with the ACLs it reads
+        // through getxattr, as it does on its own XFS mounts.
+        let wanted = InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_POSIX_ACL;
         let _ = config.add_capabilities(wanted & config.capabilities());
+        // Answering OPEN with ENOSYS is only understood where the kernel says so.
+        self.skip_open = config
+            .capabilities()
+            .contains(InitFlags::FUSE_NO_OPEN_SUPPORT);
+        self.skip_opendir = config
+            .capabilities()
+            .contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
         Ok(())
     }
 
@@ -212,14 +294,15 @@ impl Filesystem for XfsFuse {
         if wants_write(flags) {
             return reply.error(Errno::EROFS);
         }
-        let r = self.inode(ino).and_then(|i| {
-            if i.file_type == FileType::Dir {
-                return Err(Errno::EISDIR);
-            }
-            FileReader::new(self.fs, &i).map_err(|e| to_errno(&e))
-        });
+        let r = self.reader_by_node(ino);
+        if self.skip_open && r.is_ok() {
+            // "Not implemented" here means: open succeeds, and the kernel
+            // stops sending OPEN and RELEASE for this mount; it keeps the
+            // page cache across opens, and reads come without a handle.
+            return reply.error(Errno::ENOSYS);
+        }
         answer!(r, reply, |rd| reply.opened(
-            FileHandle(self.handles.insert(Handle::File(Arc::new(rd)))),
+            FileHandle(self.handles.insert(Handle::File(rd))),
             FopenFlags::FOPEN_KEEP_CACHE
         ));
     }
@@ -263,8 +346,13 @@ impl Filesystem for XfsFuse {
         if wants_write(flags) {
             return reply.error(Errno::EROFS);
         }
-        answer!(self.dir_inode(ino), reply, |d| {
-            let fh = self.handles.insert(Handle::Dir(Arc::new(d)));
+        let dir = self.dir_inode(ino);
+        if self.skip_opendir && dir.is_ok() {
+            // As for OPEN: the kernel then caches directory listings itself.
+            return reply.error(Errno::ENOSYS);
+        }
+        answer!(dir, reply, |d| {
+            let fh = self.handles.insert(Handle::Dir(d));
             reply.opened(
                 FileHandle(fh),
                 FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
@@ -282,7 +370,7 @@ impl Filesystem for XfsFuse {
     ) {
         let dir = match self.handles.get(fh.0) {
             Some(Handle::Dir(d)) => Ok(d),
-            _ => self.dir_inode(ino).map(Arc::new),
+            _ => self.dir_inode(ino),
         };
         match dir.and_then(|d| self.fill_dir(&d, offset, &mut reply)) {
             Ok(()) => reply.ok(),
@@ -310,6 +398,15 @@ impl Filesystem for XfsFuse {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if let Some(disk) = xfskit::attr::acl::disk_name(name.as_bytes()) {
+            let r = self.inode(ino).and_then(|i| {
+                let raw = xfskit::attr::get(self.fs, &i, Namespace::Trusted, disk)
+                    .map_err(|e| to_errno(&e))?
+                    .ok_or(Errno::ENODATA)?;
+                xfskit::attr::acl::to_linux(i.ino.0, &raw).map_err(|e| to_errno(&e))
+            });
+            return answer!(r, reply, |v| reply_sized(reply, size, &v));
+        }
         let Some((ns, short)) = xfskit::attr::parse_full_name(name.as_bytes()) else {
             return reply.error(Errno::ENODATA);
         };
@@ -392,4 +489,9 @@ fn check_access(i: &Inode, uid: u32, gid: u32, mask: AccessFlags) -> Result<(), 
     } else {
         Err(Errno::EACCES)
     }
+}
+
+/// Memory held by a cached inode.
+fn inode_cost(i: &Inode) -> usize {
+    std::mem::size_of::<Inode>() + i.data_fork.len() + i.attr_fork.len()
 }

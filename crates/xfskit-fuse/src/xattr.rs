@@ -1,8 +1,14 @@
 //! Extended-attribute replies: name translation, the size-probe protocol
 //! and the list format.
+//!
+//! POSIX ACLs are shown as the kernel's XFS shows them: an on-disk
+//! `trusted.SGI_ACL_FILE` / `trusted.SGI_ACL_DEFAULT` is listed as
+//! `system.posix_acl_access` / `system.posix_acl_default` (to everyone, with
+//! the value converted to the Linux encoding), followed by the trusted name
+//! itself for privileged callers.
 
 use fuser::{Errno, ReplyXattr};
-use xfskit::attr::{full_name, Namespace, XattrName};
+use xfskit::attr::{acl, full_name, Namespace, XattrName};
 
 /// Answers a getxattr/listxattr request for `data` with a caller buffer of
 /// `size` bytes: size 0 asks for the needed length; a buffer that is too
@@ -49,9 +55,15 @@ pub fn visible_to(ns: Namespace, uid: u32) -> bool {
 /// The listxattr(2) buffer: every visible full name, each NUL-terminated.
 pub fn name_list(attrs: &[XattrName], uid: u32) -> Vec<u8> {
     let mut out = Vec::new();
-    for a in attrs.iter().filter(|a| visible_to(a.ns, uid)) {
-        out.extend_from_slice(&full_name(a.ns, &a.name));
-        out.push(0);
+    for a in attrs {
+        if let Some(linux) = acl::linux_name(a.ns, &a.name) {
+            out.extend_from_slice(linux);
+            out.push(0);
+        }
+        if visible_to(a.ns, uid) {
+            out.extend_from_slice(&full_name(a.ns, &a.name));
+            out.push(0);
+        }
     }
     out
 }
@@ -84,5 +96,31 @@ mod tests {
         ];
         assert_eq!(name_list(&a, 0), b"user.a\0trusted.t\0".to_vec());
         assert_eq!(name_list(&a, 1000), b"user.a\0".to_vec());
+    }
+
+    #[test]
+    fn acls_are_listed_under_their_linux_names() {
+        let a = vec![
+            XattrName {
+                ns: Namespace::Trusted,
+                name: b"SGI_ACL_FILE".to_vec(),
+                value_len: 28,
+            },
+            XattrName {
+                ns: Namespace::Trusted,
+                name: b"SGI_ACL_DEFAULT".to_vec(),
+                value_len: 28,
+            },
+        ];
+        assert_eq!(
+            name_list(&a, 0),
+            b"system.posix_acl_access\0trusted.SGI_ACL_FILE\0\
+              system.posix_acl_default\0trusted.SGI_ACL_DEFAULT\0"
+                .to_vec()
+        );
+        assert_eq!(
+            name_list(&a, 1000),
+            b"system.posix_acl_access\0system.posix_acl_default\0".to_vec()
+        );
     }
 }

@@ -19,18 +19,42 @@ fn main() {
     let dirs: u64 = a[4].parse().expect("DIRS");
     let t0 = Instant::now();
     let fs = Fs::open_rw(a[1].as_ref(), &OpenOptions::default()).expect("open");
-    let t = Timestamp { sec: 1_700_000_000, nsec: 0 };
-    let meta = |mode| Meta { mode, uid: 0, gid: 0, atime: t, mtime: t, ctime: t, crtime: t };
+    let t = Timestamp {
+        sec: 1_700_000_000,
+        nsec: 0,
+    };
+    let meta = |mode| Meta {
+        mode,
+        uid: 0,
+        gid: 0,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        crtime: t,
+    };
     let root = fs.geometry().root_ino;
     let data = vec![0x5au8; size];
     let mut d = Vec::new();
     for i in 0..dirs {
-        d.push(fs.create(root, format!("d{i}").as_bytes(), &NodeKind::Dir, &meta(0o755)).expect("mkdir"));
+        d.push(
+            fs.create(
+                root,
+                format!("d{i}").as_bytes(),
+                &NodeKind::Dir,
+                &meta(0o755),
+            )
+            .expect("mkdir"),
+        );
     }
     for i in 0..files {
         let dir = d[(i % dirs) as usize];
         let ino = fs
-            .create(dir, format!("f{i}").as_bytes(), &NodeKind::File { size: size as u64 }, &meta(0o644))
+            .create(
+                dir,
+                format!("f{i}").as_bytes(),
+                &NodeKind::File { size: size as u64 },
+                &meta(0o644),
+            )
             .expect("create");
         if size > 0 {
             fs.write_at_opt(ino, 0, &data, false).expect("write");

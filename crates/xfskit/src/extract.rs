@@ -316,8 +316,16 @@ impl Shared<'_> {
     /// `file` when it is open: fewer path lookups).
     fn finish(&self, path: &Path, file: Option<&File>, inode: &Inode, is_link: bool) -> Result<()> {
         if has_attrs(inode) {
-            for x in attr::list(self.fs, inode)? {
-                let name = x.full_name();
+            for mut x in attr::list(self.fs, inode)? {
+                // ACLs are restored as ACLs (the destination stores them its
+                // own way), not as XFS's private trusted attributes.
+                let name = match attr::acl::linux_name(x.ns, &x.name) {
+                    Some(linux) => {
+                        x.value = attr::acl::to_linux(inode.ino.0, &x.value)?;
+                        linux.to_vec()
+                    }
+                    None => x.full_name(),
+                };
                 let flags = rustix::fs::XattrFlags::empty();
                 let r = match file {
                     Some(f) => rustix::fs::fsetxattr(f, OsStr::from_bytes(&name), &x.value, flags),

@@ -67,12 +67,6 @@ impl Fs {
                 "writing to a filesystem with an external or unreadable log".into(),
             ));
         }
-        if fs.geo.features.rmapbt {
-            // The allocator does not maintain the reverse mapping btree.
-            return Err(Error::Unsupported(
-                "writing to a filesystem with a reverse mapping btree (rmapbt)".into(),
-            ));
-        }
         let mut sb = vec![0u8; fs.geo.sect_size as usize];
         fs.dev.read_at(&mut sb, 0)?;
         fs.base = SbCounters {

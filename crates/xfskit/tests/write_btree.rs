@@ -22,6 +22,8 @@ const OWNER_INO: u64 = 1234;
 /// A scratch btree: root kept here, blocks from the allocator.
 struct TestOps {
     long: bool,
+    /// Records are intervals [k, k + v % 50] with high keys in nodes.
+    overlap: bool,
     inode_root: bool,
     root: u64,
     levels: usize,
@@ -46,10 +48,11 @@ impl BtreeOps for TestOps {
             magic: if self.long { 0x424d_4133 } else { 0x4142_3342 },
             long_ptrs: self.long,
             rec_len: if self.long { 16 } else { 8 },
-            key_len: 8,
+            key_len: if self.overlap { 4 } else { 8 },
             block_size: self.block_size,
             owner: if self.long { OWNER_INO } else { 0 },
             root_in_inode: self.inode_root,
+            overlapping: self.overlap,
         }
     }
     fn root(&self, _tp: &mut Trans<'_>) -> xfskit::Result<(u64, usize)> {
@@ -107,12 +110,27 @@ impl BtreeOps for TestOps {
         }
     }
     fn key_of_rec(&self, rec: &[u8], key: &mut [u8]) {
-        key[..8].copy_from_slice(&rec[..8]);
+        let n = key.len();
+        key.copy_from_slice(&rec[..n]);
+    }
+    fn high_key_of_rec(&self, rec: &[u8], key: &mut [u8]) {
+        if self.overlap {
+            key.copy_from_slice(&high_of(rec).to_be_bytes());
+        } else {
+            self.key_of_rec(rec, key);
+        }
     }
     fn cmp_keys(&self, a: &[u8], b: &[u8]) -> Ordering {
         let n = if self.long { 8 } else { 4 };
         a[..n].cmp(&b[..n])
     }
+}
+
+/// Last block of a test interval record (overlap mode).
+fn high_of(rec: &[u8]) -> u32 {
+    let k = u32::from_be_bytes(rec[..4].try_into().unwrap());
+    let v = u32::from_be_bytes(rec[4..8].try_into().unwrap());
+    k + v % 50
 }
 
 fn rec(long: bool, k: u64, v: u64) -> Vec<u8> {
@@ -170,6 +188,20 @@ fn check_model(c: &mut Cursor<TestOps>, tp: &mut Trans<'_>, long: bool, m: &BTre
     }
     back.reverse();
     assert_eq!(back, want);
+    // Stepping off either end and back.
+    if let (Some(&(lo, _)), Some(&(hi, _))) = (want.first(), want.last()) {
+        if lo > 0 {
+            assert!(!c.lookup(tp, &key(long, lo - 1), Dir::Le).unwrap());
+            assert!(c.get(tp).is_none());
+            assert!(!c.decrement(tp).unwrap());
+            assert!(c.increment(tp).unwrap());
+            assert_eq!(unrec(long, c.get(tp).unwrap()).0, lo);
+        }
+        assert!(!c.lookup(tp, &key(long, hi + 1), Dir::Ge).unwrap());
+        assert!(c.get(tp).is_none());
+        assert!(c.decrement(tp).unwrap());
+        assert_eq!(unrec(long, c.get(tp).unwrap()).0, hi);
+    }
 }
 
 /// Entries of a block or in-inode root, header size, maxrecs.
@@ -180,7 +212,7 @@ fn entries(ops: &TestOps, d: &[u8], iroot: bool, level: usize) -> (usize, usize,
     let per = if level == 0 {
         s.rec_len
     } else {
-        s.key_len + s.ptr_len()
+        s.node_key_len() + s.ptr_len()
     };
     (n, hdr, (d.len() - hdr) / per)
 }
@@ -226,8 +258,13 @@ fn check_structure(c: &Cursor<TestOps>, tp: &mut Trans<'_>) {
             );
         }
         let first = |i: usize| -> Vec<u8> {
-            let o = hdr + i * if level == 0 { s.rec_len } else { s.key_len };
-            d[o..o + 8].to_vec()
+            let w = if level == 0 {
+                s.rec_len
+            } else {
+                s.node_key_len()
+            };
+            let o = hdr + i * w;
+            d[o..o + w].to_vec()
         };
         if let Some(k) = pkey {
             if n == 0 {
@@ -242,6 +279,21 @@ fn check_structure(c: &Cursor<TestOps>, tp: &mut Trans<'_>) {
                 &first(0)[..n_cmp],
                 "parent key differs at level {level}"
             );
+            if s.overlapping {
+                let high = (0..n)
+                    .map(|i| {
+                        let e = first(i);
+                        if level == 0 {
+                            high_of(&e)
+                        } else {
+                            u32::from_be_bytes(e[4..8].try_into().unwrap())
+                        }
+                    })
+                    .max()
+                    .unwrap();
+                let got = u32::from_be_bytes(k[4..8].try_into().unwrap());
+                assert_eq!(got, high, "high key at level {level}");
+            }
         }
         for i in 1..n {
             assert_eq!(
@@ -255,7 +307,7 @@ fn check_structure(c: &Cursor<TestOps>, tp: &mut Trans<'_>) {
         }
         let mut kids = Vec::new();
         for i in 0..n {
-            let o = hdr + maxrecs * s.key_len + i * s.ptr_len();
+            let o = hdr + maxrecs * s.node_key_len() + i * s.ptr_len();
             let p = if s.long_ptrs {
                 u64::from_be_bytes(d[o..o + 8].try_into().unwrap())
             } else {
@@ -327,6 +379,10 @@ impl Rng {
 }
 
 fn run_random(long: bool, inode_root: bool, tag: &str) {
+    run_random_mode(long, inode_root, false, tag)
+}
+
+fn run_random_mode(long: bool, inode_root: bool, overlap: bool, tag: &str) {
     let dir = Scratch::new(tag);
     let img = dir.0.join("bt.img");
     mkfs_xfs(&img, 320 << 20, "-b size=1024 -d agcount=4");
@@ -334,6 +390,7 @@ fn run_random(long: bool, inode_root: bool, tag: &str) {
     let geo = fs.geometry().clone();
     let mut ops = TestOps {
         long,
+        overlap,
         inode_root,
         root: 0,
         levels: 1,
@@ -372,13 +429,12 @@ fn run_random(long: bool, inode_root: bool, tag: &str) {
                 let k = rng.next() % keyspace;
                 let grow = phase == 0 && rng.next() % 10 < 8;
                 if grow || model.is_empty() && phase == 0 {
-                    if model.contains_key(&k) {
+                    let v = rng.next() % 1000;
+                    if let Some(old) = model.get_mut(&k) {
                         assert!(c.lookup(&mut tp, &key(long, k), Dir::Eq).unwrap());
-                        let v = rng.next() % 1000;
                         c.update(&mut tp, &rec(long, k, v)).unwrap();
-                        model.insert(k, v);
+                        *old = v;
                     } else {
-                        let v = rng.next() % 1000;
                         c.insert(&mut tp, &rec(long, k, v)).unwrap();
                         assert_eq!(unrec(long, c.get(&tp).unwrap()), (k, v));
                         model.insert(k, v);
@@ -454,6 +510,11 @@ fn run_random(long: bool, inode_root: bool, tag: &str) {
 #[test]
 fn short_btree_random_against_model() {
     run_random(false, false, "bt-short");
+}
+
+#[test]
+fn overlapping_btree_random_against_model() {
+    run_random_mode(false, false, true, "bt-overlap");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Subcommands. Each module has `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
+pub mod build;
 pub mod bulkstat;
 pub mod cat;
 pub mod check;

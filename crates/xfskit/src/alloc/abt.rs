@@ -86,6 +86,7 @@ impl BtreeOps for AllocBt {
             block_size: self.block_size,
             owner: u64::from(self.agno.0),
             root_in_inode: false,
+            overlapping: false,
         }
     }
 
@@ -150,9 +151,22 @@ impl BtreeOps for AllocBt {
     }
 }
 
-/// The current record of a free space cursor.
+/// The current record of a free space cursor, checked to lie inside
+/// the AG.
 pub(crate) fn cur_free(c: &Cursor<AllocBt>, tp: &Trans<'_>) -> Result<Free> {
-    Ok(Free::from_rec(&c.get_rec(tp)?))
+    let f = Free::from_rec(&c.get_rec(tp)?);
+    let ag_len = u64::from(tp.geo().ag_len(c.ops.agno));
+    if f.len == 0 || f.bno == 0 || u64::from(f.bno) + u64::from(f.len) > ag_len {
+        return Err(Error::corrupt(
+            match c.ops.which {
+                Which::Bno => "bnobt record",
+                Which::Cnt => "cntbt record",
+            },
+            Location::Other(format!("AG {}", c.ops.agno.0)),
+            format!("free extent {}+{}", f.bno, f.len),
+        ));
+    }
+    Ok(f)
 }
 
 /// Looks up `f`'s key in `c`; the free extent found, if any.

@@ -139,7 +139,7 @@ pub(crate) fn alloc_maxlevels(geo: &Geometry) -> u32 {
     let bs = geo.block_size as usize;
     let leaf_min = (xfs_format::btree::maxrecs(bs, 56, 8, true, 8, 4) / 2).max(1) as u64;
     let node_min = (xfs_format::btree::maxrecs(bs, 56, 8, false, 8, 4) / 2).max(2) as u64;
-    let recs = (u64::from(geo.ag_blocks) + 1) / 2;
+    let recs = u64::from(geo.ag_blocks).div_ceil(2);
     let mut blocks = recs.div_ceil(leaf_min);
     let mut levels = 1;
     while blocks > 1 {
@@ -154,6 +154,6 @@ pub(crate) fn alloc_maxlevels(geo: &Geometry) -> u32 {
 /// take its new blocks from it.
 pub(crate) fn min_freelist(geo: &Geometry, bno_level: u32, cnt_level: u32) -> u32 {
     let max = alloc_maxlevels(geo);
-    let per = |lv: u32| (lv + 1).min(max) * 2 - 2;
+    let per = |lv: u32| lv.saturating_add(1).min(max) * 2 - 2;
     per(bno_level.max(1)) + per(cnt_level.max(1))
 }

@@ -8,13 +8,15 @@
 //! (`agf_btreeblks`). Moving blocks between those places therefore never
 //! changes `fdblocks`; only [`alloc_extent`] and [`free_extent`] do.
 //!
-//! rmapbt: not maintained; [`crate::Fs::open_rw`] refuses filesystems
-//! with a reverse mapping btree, so [`Owner`] is only checked, not
-//! recorded.
+//! rmapbt: every allocation and free maps or unmaps its [`Owner`] in the
+//! reverse mapping btree (merging neighbours like the kernel); blocks
+//! moving to and from the free list are owned by the AG. Unwritten
+//! extents need [`rmap_convert`] from the bmap code.
 
 mod abt;
 mod agf;
 mod choose;
+mod rmap;
 mod space;
 
 use crate::error::{Error, Result};
@@ -46,6 +48,12 @@ pub enum Owner {
     /// Reference count btree blocks.
     Refc,
 }
+
+/// Blocks of each AG that only inode btree, free space and refcount
+/// btree allocations may use: a full AG must still let an unlink grow
+/// its finobt/inobt (the kernel keeps a larger, in-memory per-AG
+/// reservation for the same purpose).
+pub const AG_RESERVE: u32 = 16;
 
 /// What to allocate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +131,11 @@ fn alloc_in_ag(
     if longest - deficit < alloc_len {
         return Ok(None);
     }
-    let available = freeblks + flcount.min(need) - need;
+    let reserve = match req.owner {
+        Owner::Inobt | Owner::Ag | Owner::Refc => 0,
+        Owner::Inode { .. } | Owner::Inodes => i64::from(AG_RESERVE),
+    };
+    let available = freeblks + flcount.min(need) - need - reserve;
     if available < alloc_len {
         return Ok(None);
     }
@@ -134,6 +146,9 @@ fn alloc_in_ag(
         return Ok(None);
     };
     space::take(tp, agno, f, s, len)?;
+    if tp.geo().features.rmapbt {
+        rmap::map(tp, agno, rmap::Rmap::new(s, len, &req.owner))?;
+    }
     space::update_longest(tp, agno)?;
     Ok(Some((s, len)))
 }
@@ -141,7 +156,6 @@ fn alloc_in_ag(
 /// Returns `len` blocks from `start` to free space (merging with free
 /// neighbours).
 pub fn free_extent(tp: &mut Trans<'_>, start: FsBlock, len: u32, owner: &Owner) -> Result<()> {
-    let _ = owner;
     let geo = tp.geo();
     if len == 0 || !geo.fsb_range_valid(start, u64::from(len)) {
         return Err(Error::Invalid(format!(
@@ -154,11 +168,53 @@ pub fn free_extent(tp: &mut Trans<'_>, start: FsBlock, len: u32, owner: &Owner) 
         return Err(Error::Invalid("freeing an AG header block".into()));
     }
     tp.lock_ag(agno);
+    // Whatever was pending for these blocks (metadata written earlier in
+    // this or another transaction) must never reach the disk: the blocks
+    // may be reused for anything, file data included.
+    let daddr = geo.fsb_to_daddr(start);
+    tp.forget_range(daddr, u64::from(len) << geo.block_log);
     space::fix_freelist(tp, agno, true)?;
+    if geo.features.rmapbt {
+        rmap::unmap(tp, agno, rmap::Rmap::new(agbno.0, len, owner))?;
+    }
     space::give(tp, agno, agbno.0, len)?;
     space::update_longest(tp, agno)?;
     tp.delta_mut().fdblocks += i64::from(len);
     Ok(())
+}
+
+/// Marks allocated blocks `start..start+len` of `owner` as unwritten or
+/// written in the reverse mapping btree (a no-op without one). Call it
+/// after allocating blocks for an unwritten extent and when converting
+/// an extent, with the same owner (file offset) as the mapping.
+pub fn rmap_convert(
+    tp: &mut Trans<'_>,
+    start: FsBlock,
+    len: u32,
+    owner: &Owner,
+    unwritten: bool,
+) -> Result<()> {
+    let geo = tp.geo();
+    if !geo.features.rmapbt {
+        return Ok(());
+    }
+    if len == 0 || !geo.fsb_range_valid(start, u64::from(len)) {
+        return Err(Error::Invalid(format!(
+            "converting {len} blocks at {}",
+            start.0
+        )));
+    }
+    let (agno, agbno) = geo.fsb_split(start);
+    tp.lock_ag(agno);
+    let mut r = rmap::Rmap::new(agbno.0, len, owner);
+    // Same reservation rules as a free: the free list must be ready for
+    // splits of the rmapbt.
+    space::fix_freelist(tp, agno, true)?;
+    rmap::unmap(tp, agno, r)?;
+    if unwritten {
+        r.flags |= xfs_format::btree::XFS_RMAP_OFF_UNWRITTEN;
+    }
+    rmap::map(tp, agno, r)
 }
 
 /// Free blocks of AG `agno` (from its AGF, as this transaction sees it).
@@ -168,6 +224,15 @@ pub fn ag_free_blocks(tp: &mut Trans<'_>, agno: AgNumber) -> Result<u64> {
     }
     let id = agf::read_agf(tp, agno)?;
     Ok(u64::from(agf::get(tp, id, agf::off::FREEBLKS)))
+}
+
+/// Reverse mappings of AG `agno` as (start, length, owner, offset with
+/// flag bits), by start; empty without an rmapbt (for checks and tests).
+pub fn ag_rmap_records(tp: &mut Trans<'_>, agno: AgNumber) -> Result<Vec<(u32, u32, u64, u64)>> {
+    if !tp.geo().features.rmapbt {
+        return Ok(Vec::new());
+    }
+    rmap::records(tp, agno)
 }
 
 /// Free extents of AG `agno` by block number, as this transaction sees

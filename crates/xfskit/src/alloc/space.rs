@@ -8,6 +8,8 @@
 
 use super::abt::{cur_free, lookup, AllocBt, Free, Which};
 use super::agf::{self, off};
+use super::rmap::{self, Rmap};
+use super::Owner;
 use crate::btree::Dir;
 use crate::error::{Error, Location, Result};
 use crate::geometry::AgNumber;
@@ -138,7 +140,12 @@ pub(crate) fn need(tp: &mut Trans<'_>, agno: AgNumber) -> Result<u32> {
     let id = agf::read_agf(tp, agno)?;
     let bl = agf::get(tp, id, off::BNO_LEVEL);
     let cl = agf::get(tp, id, off::CNT_LEVEL);
-    Ok(agf::min_freelist(tp.geo(), bl, cl))
+    let mut n = agf::min_freelist(tp.geo(), bl, cl);
+    if tp.geo().features.rmapbt {
+        let rl = rmap::levels(tp, agno)?.max(1);
+        n += rl.saturating_add(1).min(rmap::maxlevels(tp)) * 2 - 2;
+    }
+    Ok(n)
 }
 
 /// Trims the free list to what the AG needs and refills it when short.
@@ -149,6 +156,9 @@ pub(crate) fn fix_freelist(tp: &mut Trans<'_>, agno: AgNumber, freeing: bool) ->
         let Some(b) = agf::freelist_pop(tp, agno)? else {
             break;
         };
+        if tp.geo().features.rmapbt {
+            rmap::unmap(tp, agno, Rmap::new(b, 1, &Owner::Ag))?;
+        }
         give(tp, agno, b, 1)?;
     }
     loop {
@@ -184,6 +194,9 @@ pub(crate) fn fix_freelist(tp: &mut Trans<'_>, agno: AgNumber, freeing: bool) ->
         take(tp, agno, f, f.bno, n)?;
         for b in f.bno..f.bno + n {
             agf::freelist_push(tp, agno, b)?;
+        }
+        if tp.geo().features.rmapbt {
+            rmap::map(tp, agno, Rmap::new(f.bno, n, &Owner::Ag))?;
         }
     }
     Ok(())

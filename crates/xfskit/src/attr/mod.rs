@@ -9,13 +9,15 @@
 //!
 //! POSIX ACLs: the kernel keeps them as trusted-namespace attributes named
 //! `SGI_ACL_FILE` and `SGI_ACL_DEFAULT`, in XFS's own ACL encoding, and
-//! shows them to userspace as `system.posix_acl_access` / `_default`. xfskit
-//! exposes them as they are stored: `trusted.SGI_ACL_FILE` and
-//! `trusted.SGI_ACL_DEFAULT` with the raw on-disk value.
+//! shows them to userspace as `system.posix_acl_access` / `_default`. This
+//! module lists them as they are stored: `trusted.SGI_ACL_FILE` and
+//! `trusted.SGI_ACL_DEFAULT` with the raw on-disk value; [`acl`] converts
+//! them to the names and encoding Linux shows.
 //!
 //! Entries being created or removed (INCOMPLETE) and parent pointers (the
 //! PARENT namespace, private to the filesystem) are skipped.
 
+pub mod acl;
 pub(crate) mod leaf;
 pub(crate) mod node;
 pub(crate) mod remote;
@@ -248,8 +250,10 @@ pub fn name_hash(name: &[u8]) -> u32 {
 /// value is read; in block formats only the leaves that can hold the
 /// name's hash are read.
 pub fn get(fs: &Fs, inode: &Inode, ns: Namespace, name: &[u8]) -> Result<Option<Vec<u8>>> {
+    // An extents-format fork without extents is empty: `raw_entries` says so.
     let (entries, map) = if inode.has_attr_fork()
         && matches!(inode.aformat, ForkFormat::Extents | ForkFormat::Btree)
+        && !(inode.aformat == ForkFormat::Extents && inode.anextents == 0)
     {
         let map = node::AttrMap::load(fs, inode)?;
         let hash = name_hash(name);

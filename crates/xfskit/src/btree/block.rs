@@ -19,7 +19,11 @@ pub(crate) struct Lay {
     pub maxrecs: usize,
     pub leaf: bool,
     pub rec_len: usize,
+    /// Bytes of a node entry's key part (low key, or low + high key).
     pub key_len: usize,
+    /// Bytes of one key.
+    pub low_len: usize,
+    pub overlapping: bool,
     pub ptr_len: usize,
     /// The 4-byte `bmdr` header of a root in an inode.
     pub iroot: bool,
@@ -34,7 +38,9 @@ impl Lay {
             maxrecs: s.maxrecs(level),
             leaf: level == 0,
             rec_len: s.rec_len,
-            key_len: s.key_len,
+            key_len: s.node_key_len(),
+            low_len: s.key_len,
+            overlapping: s.overlapping,
             ptr_len: s.ptr_len(),
             iroot: false,
             long: s.long_ptrs,
@@ -46,14 +52,16 @@ impl Lay {
         let per = if level == 0 {
             s.rec_len
         } else {
-            s.key_len + s.ptr_len()
+            s.node_key_len() + s.ptr_len()
         };
         Lay {
             hdr: 4,
             maxrecs: len.saturating_sub(4) / per.max(1),
             leaf: level == 0,
             rec_len: s.rec_len,
-            key_len: s.key_len,
+            key_len: s.node_key_len(),
+            low_len: s.key_len,
+            overlapping: s.overlapping,
             ptr_len: s.ptr_len(),
             iroot: true,
             long: s.long_ptrs,

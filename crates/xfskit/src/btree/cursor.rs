@@ -13,9 +13,12 @@ pub enum Dir {
     /// The record with exactly this key. When there is none, the cursor
     /// is left at the place such a record would be inserted.
     Eq,
-    /// The first record whose key is >= the key.
+    /// The first record whose key is >= the key. When there is none,
+    /// the cursor is past the last record.
     Ge,
-    /// The last record whose key is <= the key.
+    /// The last record whose key is <= the key. When there is none,
+    /// the cursor is before the first record ([`Cursor::increment`]
+    /// moves to it).
     Le,
 }
 
@@ -47,6 +50,9 @@ pub struct Cursor<O: BtreeOps> {
     pub(crate) path: Vec<Lvl>,
     /// The in-inode root's bytes (empty for block roots).
     pub(crate) iroot: Vec<u8>,
+    /// Stepped off the front of the tree (a failed decrement or `Le`
+    /// lookup): no record is under the cursor.
+    pub(crate) before_first: bool,
 }
 
 impl<O: BtreeOps> Cursor<O> {
@@ -56,6 +62,7 @@ impl<O: BtreeOps> Cursor<O> {
             ops,
             path: Vec::new(),
             iroot: Vec::new(),
+            before_first: false,
         }
     }
 
@@ -66,6 +73,7 @@ impl<O: BtreeOps> Cursor<O> {
             ops,
             path: Vec::new(),
             iroot: root,
+            before_first: false,
         }
     }
 
@@ -117,22 +125,53 @@ impl<O: BtreeOps> Cursor<O> {
         )
     }
 
-    /// The key of the first entry of the block at path level `level`.
-    pub(crate) fn first_key(&self, tp: &Trans<'_>, level: usize) -> Vec<u8> {
-        let l = self.path[level];
-        let lay = self.lay(level, l.loc);
-        let d = self.data(tp, l.loc);
-        self.entry_key(&lay, d, 0)
-    }
-
+    /// The low key of entry `i` (a record's key, or a node entry's low key).
     pub(crate) fn entry_key(&self, lay: &Lay, d: &[u8], i: usize) -> Vec<u8> {
         if lay.leaf {
-            let mut k = vec![0u8; lay.key_len];
+            let mut k = vec![0u8; lay.low_len];
             self.ops.key_of_rec(lay.rec(d, i), &mut k);
             k
         } else {
-            lay.key(d, i).to_vec()
+            lay.key(d, i)[..lay.low_len].to_vec()
         }
+    }
+
+    /// The key a parent holds for a (non-empty) block: its first low key,
+    /// followed in overlapping trees by the highest high key in it.
+    pub(crate) fn block_key(&self, lay: &Lay, d: &[u8]) -> Vec<u8> {
+        let mut k = self.entry_key(lay, d, 0);
+        if lay.overlapping {
+            let mut high: Option<Vec<u8>> = None;
+            for i in 0..lay.numrecs(d) {
+                let h = if lay.leaf {
+                    let mut h = vec![0u8; lay.low_len];
+                    self.ops.high_key_of_rec(lay.rec(d, i), &mut h);
+                    h
+                } else {
+                    lay.key(d, i)[lay.low_len..].to_vec()
+                };
+                if high
+                    .as_ref()
+                    .is_none_or(|m| self.ops.cmp_keys(&h, m) == Ordering::Greater)
+                {
+                    high = Some(h);
+                }
+            }
+            k.extend_from_slice(&high.unwrap_or_else(|| vec![0u8; lay.low_len]));
+        }
+        k
+    }
+
+    /// [`Self::block_key`] of the block at path level `level`.
+    pub(crate) fn path_key(&self, tp: &Trans<'_>, level: usize) -> Vec<u8> {
+        let l = self.path[level];
+        let lay = self.lay(level, l.loc);
+        self.block_key(&lay, self.data(tp, l.loc))
+    }
+
+    /// True when the tree keeps high keys in its nodes.
+    pub(crate) fn overlapping(&self) -> bool {
+        self.ops.shape().overlapping
     }
 
     /// The key of a record.
@@ -146,6 +185,7 @@ impl<O: BtreeOps> Cursor<O> {
     /// index is the first record whose key is >= `key`.
     pub(crate) fn descend(&mut self, tp: &mut Trans<'_>, key: &[u8]) -> Result<()> {
         self.path.clear();
+        self.before_first = false;
         let (loc, ptr, levels) = if self.ops.shape().root_in_inode {
             if self.iroot.len() < 4 {
                 return Err(self.corrupt("in-inode root too short"));
@@ -244,6 +284,9 @@ impl<O: BtreeOps> Cursor<O> {
 
     /// The record under the cursor, if it is on one.
     pub fn get<'b>(&'b self, tp: &'b Trans<'_>) -> Option<&'b [u8]> {
+        if self.before_first {
+            return None;
+        }
         let l = self.path.first()?;
         let lay = self.lay(0, l.loc);
         let d = self.data(tp, l.loc);
@@ -264,26 +307,31 @@ impl<O: BtreeOps> Cursor<O> {
         let l = self.path[0];
         let lay = self.lay(0, l.loc);
         lay.set_ent(self.data_mut(tp, l.loc), l.idx, rec);
-        if l.idx == 0 {
+        if l.idx == 0 || self.overlapping() {
             self.fix_keys(tp, 0);
         }
         Ok(())
     }
 
-    /// Sets parent keys from the first key of the block at `level`,
-    /// going up while the block is its parent's first child.
+    /// Sets parent keys from the block at `level` upwards: while the
+    /// block is its parent's first child (low keys), or, in overlapping
+    /// trees, while the parent's entry changes (high keys).
     pub(crate) fn fix_keys(&mut self, tp: &mut Trans<'_>, mut level: usize) {
+        let overlapping = self.overlapping();
         while level + 1 < self.path.len() {
             let l = self.path[level];
             let lay = self.lay(level, l.loc);
             if lay.numrecs(self.data(tp, l.loc)) == 0 {
                 return;
             }
-            let k = self.first_key(tp, level);
+            let k = self.path_key(tp, level);
             let p = self.path[level + 1];
             let play = self.lay(level + 1, p.loc);
+            if play.key(self.data(tp, p.loc), p.idx) == &k[..] {
+                return;
+            }
             play.set_key(self.data_mut(tp, p.loc), p.idx, &k);
-            if p.idx != 0 {
+            if p.idx != 0 && !overlapping {
                 return;
             }
             level += 1;
@@ -291,9 +339,14 @@ impl<O: BtreeOps> Cursor<O> {
     }
 
     /// Moves to the next record; false (cursor past the end) when none.
+    /// From before the first record, moves to the first.
     pub fn increment(&mut self, tp: &mut Trans<'_>) -> Result<bool> {
         if self.path.is_empty() {
             return Ok(false);
+        }
+        if self.before_first {
+            self.before_first = false;
+            return Ok(self.get(tp).is_some());
         }
         let mut level = 0;
         loop {
@@ -315,9 +368,10 @@ impl<O: BtreeOps> Cursor<O> {
         Ok(true)
     }
 
-    /// Moves to the previous record; false when none.
+    /// Moves to the previous record; false (cursor before the first
+    /// record: [`Cursor::get`] gives None) when none.
     pub fn decrement(&mut self, tp: &mut Trans<'_>) -> Result<bool> {
-        if self.path.is_empty() {
+        if self.path.is_empty() || self.before_first {
             return Ok(false);
         }
         let mut level = 0;
@@ -327,6 +381,7 @@ impl<O: BtreeOps> Cursor<O> {
                 break;
             }
             if level + 1 == self.path.len() {
+                self.before_first = true;
                 return Ok(false);
             }
             level += 1;

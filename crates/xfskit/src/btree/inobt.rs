@@ -99,6 +99,7 @@ impl BtreeOps for InobtOps {
             block_size: self.block_size,
             owner: u64::from(self.agno.0),
             root_in_inode: false,
+            overlapping: false,
         }
     }
 

@@ -56,8 +56,11 @@ pub struct Shape {
     pub long_ptrs: bool,
     /// Bytes per leaf record.
     pub rec_len: usize,
-    /// Bytes per node key.
+    /// Bytes per key (a node entry holds one, or two with `overlapping`).
     pub key_len: usize,
+    /// Records are intervals that may overlap (rmapbt): each node entry
+    /// holds the low and the high key of its subtree.
+    pub overlapping: bool,
     /// Block size in bytes.
     pub block_size: usize,
     /// Owner stamped in each block: the AG number (short) or the inode
@@ -95,6 +98,15 @@ impl Shape {
         }
     }
 
+    /// Bytes of the key part of a node entry.
+    pub fn node_key_len(&self) -> usize {
+        if self.overlapping {
+            2 * self.key_len
+        } else {
+            self.key_len
+        }
+    }
+
     /// Most entries in a block at `level` (records in a leaf, key/pointer
     /// pairs in a node).
     pub fn maxrecs(&self, level: usize) -> usize {
@@ -103,7 +115,7 @@ impl Shape {
             self.hdr_len(),
             self.rec_len,
             level == 0,
-            self.key_len,
+            self.node_key_len(),
             self.ptr_len(),
         )
     }
@@ -146,6 +158,12 @@ pub trait BtreeOps {
 
     /// Writes the key of record `rec` into `key` (`key_len` bytes).
     fn key_of_rec(&self, rec: &[u8], key: &mut [u8]);
+
+    /// Writes the high key of record `rec` (its last block, for
+    /// overlapping trees); the low key for the others.
+    fn high_key_of_rec(&self, rec: &[u8], key: &mut [u8]) {
+        self.key_of_rec(rec, key);
+    }
 
     /// Orders two keys.
     fn cmp_keys(&self, a: &[u8], b: &[u8]) -> Ordering;

@@ -29,7 +29,7 @@ impl<O: BtreeOps> Cursor<O> {
             if n < lay.maxrecs {
                 lay.insert(self.data_mut(tp, l.loc), idx, &ent);
                 self.path[level].idx = idx;
-                if idx == 0 {
+                if idx == 0 || self.overlapping() {
                     self.fix_keys(tp, level);
                 }
                 break;
@@ -67,7 +67,7 @@ impl<O: BtreeOps> Cursor<O> {
     fn grow_root(&mut self, tp: &mut Trans<'_>) -> Result<()> {
         let top = self.path.len() - 1;
         let old = self.path[top];
-        let key = self.first_key(tp, top);
+        let key = self.path_key(tp, top);
         let (ptr, id) = self.new_block(tp, top + 1, old.ptr)?;
         let lay = self.lay(top + 1, Loc::Buf(id));
         let mut e = key;
@@ -95,7 +95,7 @@ impl<O: BtreeOps> Cursor<O> {
         let (ptr, id) = self.new_block(tp, top, near)?;
         let blay = self.lay(top, Loc::Buf(id));
         blay.set_ents(tp.buf_mut(id), &ents);
-        let key = self.entry_key(&blay, tp.buf(id), 0);
+        let key = self.block_key(&blay, tp.buf(id));
         let nlay = Lay::iroot(&self.ops.shape(), top + 1, self.iroot.len());
         nlay.set_level(&mut self.iroot, top + 1);
         let mut e = key;
@@ -148,10 +148,10 @@ impl<O: BtreeOps> Cursor<O> {
             let oid = self.read_block(tp, old_right, level)?;
             lay.set_leftsib(tp.buf_mut(oid), rptr);
         }
-        if idx == 0 {
+        if idx == 0 || self.overlapping() {
             self.fix_keys(tp, level);
         }
-        let mut pe = self.entry_key(&lay, tp.buf(rid), 0);
+        let mut pe = self.block_key(&lay, tp.buf(rid));
         pe.extend_from_slice(&lay.ptr_bytes(rptr));
         Ok(pe)
     }
@@ -168,7 +168,7 @@ impl<O: BtreeOps> Cursor<O> {
             let lay = self.lay(level, l.loc);
             lay.remove(self.data_mut(tp, l.loc), idx);
             let n = lay.numrecs(self.data(tp, l.loc));
-            if idx == 0 && n > 0 {
+            if n > 0 && (idx == 0 || self.overlapping()) {
                 self.fix_keys(tp, level);
             }
             let top = self.path.len() - 1;
@@ -217,6 +217,7 @@ impl<O: BtreeOps> Cursor<O> {
             return Ok(None);
         };
         let lay = self.lay(level, l.loc);
+        let ov = self.overlapping();
         let min = lay.maxrecs / 2;
         let p = self.path[level + 1];
         let play = self.lay(level + 1, p.loc);
@@ -229,15 +230,18 @@ impl<O: BtreeOps> Cursor<O> {
                 let e = lay.ent(tp.buf(rid), 0);
                 lay.remove(tp.buf_mut(rid), 0);
                 lay.insert(tp.buf_mut(id), n, &e);
-                let rk = self.entry_key(&lay, tp.buf(rid), 0);
+                let rk = self.block_key(&lay, tp.buf(rid));
                 play.set_key(self.data_mut(tp, p.loc), p.idx + 1, &rk);
-                if n == 0 {
+                if n == 0 || ov {
                     self.fix_keys(tp, level);
+                }
+                if ov {
+                    self.fix_keys(tp, level + 1);
                 }
                 return Ok(None);
             }
             self.join(tp, level, id, l.ptr, rid, rptr)?;
-            if n == 0 {
+            if n == 0 || ov {
                 self.fix_keys(tp, level);
             }
             return Ok(Some(p.idx + 1));
@@ -250,10 +254,17 @@ impl<O: BtreeOps> Cursor<O> {
                 let e = lay.ent(tp.buf(lid), ln - 1);
                 lay.remove(tp.buf_mut(lid), ln - 1);
                 lay.insert(tp.buf_mut(id), 0, &e);
+                let lk = self.block_key(&lay, tp.buf(lid));
+                play.set_key(self.data_mut(tp, p.loc), p.idx - 1, &lk);
                 self.fix_keys(tp, level);
+                if ov {
+                    self.fix_keys(tp, level + 1);
+                }
                 return Ok(None);
             }
             self.join(tp, level, lid, lptr, id, l.ptr)?;
+            let lk = self.block_key(&lay, tp.buf(lid));
+            play.set_key(self.data_mut(tp, p.loc), p.idx - 1, &lk);
             return Ok(Some(p.idx));
         }
         Ok(None)

@@ -43,46 +43,111 @@ pub(crate) struct AgInodes {
     pub allocated: Vec<u64>,
 }
 
-/// Pass 2 for AG `agno` over the chunks found in pass 1.
+/// Largest merged read of inode clusters.
+const MAX_READ: u64 = 1 << 20;
+/// Bytes of inode clusters announced to the device ahead of the read.
+const RA_BYTES: u64 = 16 << 20;
+
+/// Consecutive inode clusters read at once.
+struct Run {
+    /// Byte offset on the device.
+    off: u64,
+    /// Index of its first cluster and number of clusters.
+    first: usize,
+    n: usize,
+}
+
+/// Pass 2 for AG `agno` over the chunks found in pass 1. Clusters that
+/// touch on disk are read together (up to [`MAX_READ`] bytes), with
+/// readahead of the following runs.
 pub(crate) fn check_inodes(ctx: &Ctx<'_>, agno: u32, chunks: &[Chunk]) -> AgInodes {
     let geo = ctx.fs.geometry();
     let mut out = AgInodes::default();
     let ipc = geo.inodes_per_cluster().clamp(1, 64);
     let isz = geo.inode_size as usize;
-    let mut buf = vec![0u8; ipc as usize * isz];
+    let clen = u64::from(ipc) * isz as u64;
+    // Clusters with disk space: (chunk, first inode in the chunk, first inode number).
+    let mut clusters: Vec<(&Chunk, u32, Ino)> = Vec::new();
     for c in chunks {
         for first in (0..64u32).step_by(ipc as usize) {
             if (first..first + ipc).all(|i| c.is_hole(i)) {
                 continue;
             }
             let ino0 = geo.ino_make(crate::geometry::AgNumber(agno), c.startino + first);
-            if let Err(e) = ctx.fs.read_bytes(geo.ino_to_bytes(ino0), &mut buf) {
-                ctx.sink.add(
-                    "inode cluster",
-                    Location::Inode(ino0.0),
-                    format!("cannot read: {e}"),
-                );
-                continue;
-            }
-            for i in first..first + ipc {
-                if c.is_hole(i) {
+            clusters.push((c, first, ino0));
+        }
+    }
+    let per_run = (MAX_READ / clen).max(1) as usize;
+    let mut runs: Vec<Run> = Vec::new();
+    for (i, &(_, _, ino0)) in clusters.iter().enumerate() {
+        let off = geo.ino_to_bytes(ino0);
+        match runs.last_mut() {
+            Some(r) if r.n < per_run && r.off + r.n as u64 * clen == off => r.n += 1,
+            _ => runs.push(Run {
+                off,
+                first: i,
+                n: 1,
+            }),
+        }
+    }
+    let dev = ctx.fs.device();
+    let (mut ra_next, mut ra_end, mut done) = (0usize, 0u64, 0u64);
+    let mut buf: Vec<u8> = Vec::new();
+    for run in &runs {
+        let len = run.n as u64 * clen;
+        while ra_next < runs.len() && ra_end < done + len + RA_BYTES {
+            let r = &runs[ra_next];
+            dev.will_need(r.off, r.n as u64 * clen);
+            ra_end += r.n as u64 * clen;
+            ra_next += 1;
+        }
+        done += len;
+        buf.resize(len as usize, 0);
+        let whole = ctx.fs.read_bytes(run.off, &mut buf).is_ok();
+        for k in 0..run.n {
+            let (c, first, ino0) = clusters[run.first + k];
+            let at = k * clen as usize;
+            let raw = &mut buf[at..at + clen as usize];
+            if !whole {
+                // Read cluster by cluster to report exactly which fail.
+                if let Err(e) = ctx.fs.read_bytes(geo.ino_to_bytes(ino0), raw) {
+                    ctx.sink.add(
+                        "inode cluster",
+                        Location::Inode(ino0.0),
+                        format!("cannot read: {e}"),
+                    );
                     continue;
                 }
-                let ino = Ino(ino0.0 + u64::from(i - first));
-                let raw = &buf[(i - first) as usize * isz..(i - first + 1) as usize * isz];
-                if c.free & (1 << i) != 0 {
-                    check_free(ctx, ino, raw);
-                    continue;
-                }
-                out.allocated.push(ino.0);
-                match inode::decode_checked(ctx.fs, ino, raw) {
-                    Ok(inode) => check_one(ctx, &inode, &mut out),
-                    Err(e) => ctx.sink.error(e),
-                }
             }
+            check_cluster(ctx, c, first, ino0, raw, &mut out);
         }
     }
     out
+}
+
+/// Checks the inodes of one cluster (`raw`), the first being inode
+/// `first` of chunk `c` with number `ino0`.
+fn check_cluster(ctx: &Ctx<'_>, c: &Chunk, first: u32, ino0: Ino, raw: &[u8], out: &mut AgInodes) {
+    let geo = ctx.fs.geometry();
+    let ipc = geo.inodes_per_cluster().clamp(1, 64);
+    let isz = geo.inode_size as usize;
+    for i in first..first + ipc {
+        if c.is_hole(i) {
+            continue;
+        }
+        let ino = Ino(ino0.0 + u64::from(i - first));
+        let at = (i - first) as usize * isz;
+        let raw = &raw[at..at + isz];
+        if c.free & (1 << i) != 0 {
+            check_free(ctx, ino, raw);
+            continue;
+        }
+        out.allocated.push(ino.0);
+        match inode::decode_checked(ctx.fs, ino, raw) {
+            Ok(inode) => check_one(ctx, &inode, out),
+            Err(e) => ctx.sink.error(e),
+        }
+    }
 }
 
 /// A free inode slot must still be a valid, initialised inode (magic and

@@ -128,6 +128,20 @@ impl Fs {
     }
 }
 
+/// Moves an inline symlink target into a remote block.
+pub(crate) fn symlink_to_remote(tp: &mut Trans<'_>, ip: &mut Inode) -> Result<()> {
+    if ip.format != ForkFormat::Local {
+        return Ok(());
+    }
+    let size = usize::try_from(ip.size).unwrap_or(usize::MAX);
+    let target = ip
+        .data_fork
+        .get(..size)
+        .ok_or_else(|| Error::Invalid(format!("inode {}: symlink longer than its fork", ip.ino.0)))?
+        .to_vec();
+    write_remote_symlink(tp, ip, &target)
+}
+
 /// Stores a symlink target inline when it fits the data fork, else in
 /// remote blocks, each extent starting with a self-describing header.
 fn write_symlink(tp: &mut Trans<'_>, ip: &mut Inode, target: &[u8]) -> Result<()> {
@@ -138,6 +152,12 @@ fn write_symlink(tp: &mut Trans<'_>, ip: &mut Inode, target: &[u8]) -> Result<()
         ip.data_fork = target.to_vec();
         return Ok(());
     }
+    write_remote_symlink(tp, ip, target)
+}
+
+fn write_remote_symlink(tp: &mut Trans<'_>, ip: &mut Inode, target: &[u8]) -> Result<()> {
+    let geo = tp.geo();
+    ip.size = target.len() as u64;
     ip.format = ForkFormat::Extents;
     ip.data_fork.clear();
     let bsize = geo.block_size as usize;

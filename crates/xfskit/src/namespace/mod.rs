@@ -11,13 +11,10 @@
 //! the lazy way: a change increments it only if someone queried it
 //! ([`Fs::change_cookie`]) since the last increment.
 
-mod acl;
 mod create;
 mod data;
 mod remove;
 mod xattr;
-
-pub use acl::{acl_from_vfs, acl_to_vfs};
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;

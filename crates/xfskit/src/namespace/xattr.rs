@@ -1,11 +1,12 @@
 //! Extended attributes and inode attributes (owner, mode, times).
 
-use super::acl::{acl_from_vfs, xfs_acl_name};
+use crate::attr::acl::{disk_name as xfs_acl_name, from_linux as acl_from_vfs};
 use crate::attr::{parse_full_name, Namespace};
 use crate::build::Meta;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::Ino;
+use crate::inode::{FileType, ForkFormat};
 
 /// Longest attribute name XFS stores.
 const XATTR_NAME_MAX: usize = 255;
@@ -56,7 +57,19 @@ impl Fs {
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
         let mut ip = tp.read_inode(ino)?;
-        crate::attr::write::set(&mut tp, &mut ip, ns, &n, &v)?;
+        match crate::attr::write::set(&mut tp, &mut ip, ns, &n, &v) {
+            Err(Error::Unsupported(_)) if ip.format == ForkFormat::Local && !ip.has_attr_fork() => {
+                // The inline data leaves the inode to make room, as the
+                // kernel does: directories become a block, symlinks remote.
+                match ip.file_type {
+                    FileType::Dir => crate::dir::write::make_room(&mut tp, &mut ip)?,
+                    FileType::Symlink => super::create::symlink_to_remote(&mut tp, &mut ip)?,
+                    _ => {}
+                }
+                crate::attr::write::set(&mut tp, &mut ip, ns, &n, &v)?;
+            }
+            r => r?,
+        }
         if touch {
             self.touch_change(&mut ip, now)?;
         }

@@ -7,13 +7,15 @@
 //! [`inobt`] and the `ag` module). Within an AG, results are in inode
 //! number order.
 //!
-//! Two entry points: [`bulkstat`] hands batches to a shared sink from the
-//! worker threads as they come (AGs interleave), and [`for_each_batch`]
+//! Entry points: [`bulkstat`] hands batches to a shared sink from the
+//! worker threads as they come (AGs interleave); [`for_each_batch`]
 //! delivers them on the calling thread in inode number order across the
-//! whole filesystem.
+//! whole filesystem, and [`for_each_mapped`] does the same after turning
+//! each batch into something else on the worker threads.
 
 mod ag;
 mod bstat;
+mod decode;
 pub mod inobt;
 
 pub use bstat::{reported_rdev, xflag, xflags, Bstat, DEV_BLKSIZE};
@@ -33,7 +35,7 @@ use zerocopy::FromBytes;
 pub struct BulkstatOptions {
     /// Worker threads (0: one per CPU). Never more than the AGs scanned.
     pub threads: usize,
-    /// Inode clusters per merged read (0: a default of 16).
+    /// Inode clusters per merged read (0: [`DEFAULT_BATCH`]).
     pub batch: usize,
     /// Scan only this AG.
     pub ag: Option<u32>,
@@ -41,8 +43,8 @@ pub struct BulkstatOptions {
     pub start_ino: Option<u64>,
 }
 
-/// Default clusters per merged read.
-pub const DEFAULT_BATCH: usize = 16;
+/// Default clusters per merged read (1 MiB with 16 KiB clusters).
+pub const DEFAULT_BATCH: usize = 64;
 
 /// What a scan did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -225,14 +227,14 @@ pub fn bulkstat(
     let stop = AtomicBool::new(false);
     run_workers(&plan, &stop, |idx| {
         ag::scan_ag(fs, &plan.job(idx, &stop), &mut |batch| {
-            sink(&batch);
+            sink(batch);
             true
         })
     })
 }
 
-enum Msg {
-    Batch(usize, Vec<Bstat>),
+enum Msg<T> {
+    Batch(usize, T),
     Done(usize),
 }
 
@@ -244,15 +246,28 @@ pub fn for_each_batch(
     opts: &BulkstatOptions,
     mut f: impl FnMut(&[Bstat]) -> Result<()>,
 ) -> Result<ScanStats> {
+    for_each_mapped(fs, opts, |b| b.to_vec(), |v| f(&v))
+}
+
+/// Like [`for_each_batch`], but each batch is first turned into a `T` by
+/// `map` on the worker thread that decoded it (for example formatted as
+/// text), and `f` receives the `T`s on the calling thread in inode number
+/// order. This moves per-record work off the single consuming thread.
+pub fn for_each_mapped<T: Send>(
+    fs: &Fs,
+    opts: &BulkstatOptions,
+    map: impl Fn(&[Bstat]) -> T + Sync,
+    mut f: impl FnMut(T) -> Result<()>,
+) -> Result<ScanStats> {
     let plan = Plan::new(fs, opts)?;
     let stop = AtomicBool::new(false);
-    let (tx, rx) = mpsc::sync_channel::<Msg>(plan.threads * 4);
+    let (tx, rx) = mpsc::sync_channel::<Msg<T>>(plan.threads * 4);
     std::thread::scope(|s| {
         let workers = s.spawn(|| {
             let r = run_workers(&plan, &stop, |idx| {
                 let tx = tx.clone();
                 let r = ag::scan_ag(fs, &plan.job(idx, &stop), &mut |batch| {
-                    tx.send(Msg::Batch(idx, batch)).is_ok()
+                    tx.send(Msg::Batch(idx, map(batch))).is_ok()
                 });
                 let _ = tx.send(Msg::Done(idx));
                 r
@@ -263,10 +278,10 @@ pub fn for_each_batch(
         // Deliver AG `cur` as it comes; hold later AGs until their turn.
         // Invariant: nothing of AG `cur` is ever held.
         let mut cur = 0usize;
-        let mut held: BTreeMap<usize, Vec<Vec<Bstat>>> = BTreeMap::new();
+        let mut held: BTreeMap<usize, Vec<T>> = BTreeMap::new();
         let mut done: BTreeSet<usize> = BTreeSet::new();
         let mut failed: Option<Error> = None;
-        let mut deliver = |b: &[Bstat], failed: &mut Option<Error>| {
+        let mut deliver = |b: T, failed: &mut Option<Error>| {
             if failed.is_none() {
                 if let Err(e) = f(b) {
                     stop.store(true, Ordering::Relaxed);
@@ -276,7 +291,7 @@ pub fn for_each_batch(
         };
         for msg in rx.iter() {
             match msg {
-                Msg::Batch(i, b) if i == cur => deliver(&b, &mut failed),
+                Msg::Batch(i, b) if i == cur => deliver(b, &mut failed),
                 Msg::Batch(i, b) => held.entry(i).or_default().push(b),
                 Msg::Done(i) => {
                     done.insert(i);
@@ -285,7 +300,7 @@ pub fn for_each_batch(
             while done.remove(&cur) {
                 cur += 1;
                 for b in held.remove(&cur).unwrap_or_default() {
-                    deliver(&b, &mut failed);
+                    deliver(b, &mut failed);
                 }
             }
             if failed.is_some() {

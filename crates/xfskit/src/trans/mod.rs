@@ -52,6 +52,7 @@ pub struct Trans<'a> {
     delta: SbDelta,
     ag_locks: Vec<u32>,
     inode_locks: Vec<u64>,
+    freed: Vec<(u64, u64)>,
 }
 
 impl<'a> Trans<'a> {
@@ -65,6 +66,7 @@ impl<'a> Trans<'a> {
             delta: SbDelta::default(),
             ag_locks: Vec::new(),
             inode_locks: Vec::new(),
+            freed: Vec::new(),
         }
     }
 
@@ -198,6 +200,28 @@ impl<'a> Trans<'a> {
         b.dirty = false;
     }
 
+    /// Forgets everything pending for the `bytes` bytes from `daddr`
+    /// (freed blocks): buffers this transaction holds there become stale,
+    /// inodes it logged there are dropped, and at commit the filesystem's
+    /// pending copies in the range are dropped before this transaction's
+    /// own new buffers are published.
+    pub fn forget_range(&mut self, daddr: Daddr, bytes: u64) {
+        let lo = daddr.bytes();
+        let hi = lo + bytes;
+        for b in &mut self.bufs {
+            if b.off >= lo && b.off < hi {
+                b.stale = true;
+                b.dirty = false;
+            }
+        }
+        let geo = self.fs.geometry();
+        self.inodes.retain(|&ino, _| {
+            let off = geo.ino_to_bytes(Ino(ino));
+            off < lo || off >= hi
+        });
+        self.freed.push((lo, hi));
+    }
+
     /// Reads inode `ino` as this transaction sees it.
     pub fn read_inode(&mut self, ino: Ino) -> Result<Inode> {
         if let Some(raw) = self.inodes.get(&ino.0) {
@@ -240,6 +264,9 @@ impl<'a> Trans<'a> {
     /// Makes every change durable in the filesystem's pending state.
     pub fn commit(mut self) -> Result<()> {
         let geo = self.geo();
+        for (lo, hi) in std::mem::take(&mut self.freed) {
+            self.ws.forget_range(lo, hi);
+        }
         let mut out: Vec<(u64, Pending)> = Vec::with_capacity(self.bufs.len() + self.inodes.len());
         for b in std::mem::take(&mut self.bufs) {
             let len = b.len();
@@ -256,11 +283,23 @@ impl<'a> Trans<'a> {
                 Data::Shared(a) => a,
             };
             self.fs.invalidate_cached(Daddr(b.off >> 9), len as u32);
-            out.push((b.off, Pending { data, crc_off: b.crc_off }));
+            out.push((
+                b.off,
+                Pending {
+                    data,
+                    crc_off: b.crc_off,
+                },
+            ));
         }
         for (ino, raw) in std::mem::take(&mut self.inodes) {
             // Inodes were encoded with their CRC.
-            out.push((geo.ino_to_bytes(Ino(ino)), Pending { data: raw.into(), crc_off: None }));
+            out.push((
+                geo.ino_to_bytes(Ino(ino)),
+                Pending {
+                    data: raw.into(),
+                    crc_off: None,
+                },
+            ));
         }
         let full = self.ws.publish(out, &self.delta);
         self.release();

@@ -157,7 +157,9 @@ impl WriteState {
     /// exactly `len` bytes, if any.
     pub fn get(&self, off: u64, len: usize) -> Option<Arc<[u8]>> {
         let d = lock(&self.dirty);
-        d.get(&off).filter(|b| b.data.len() == len).map(|b| b.data.clone())
+        d.get(&off)
+            .filter(|b| b.data.len() == len)
+            .map(|b| b.data.clone())
     }
 
     /// Publishes committed buffers and counter deltas. Returns true when
@@ -186,6 +188,20 @@ impl WriteState {
             let mut n = lock(&self.dirty_bytes);
             *n = n.saturating_sub(old.data.len());
         }
+    }
+
+    /// Drops every pending buffer that starts in bytes `lo..hi`.
+    pub fn forget_range(&self, lo: u64, hi: u64) {
+        let mut d = lock(&self.dirty);
+        let keys: Vec<u64> = d.range(lo..hi).map(|(&k, _)| k).collect();
+        let mut freed = 0usize;
+        for k in keys {
+            if let Some(old) = d.remove(&k) {
+                freed += old.data.len();
+            }
+        }
+        let mut n = lock(&self.dirty_bytes);
+        *n = n.saturating_sub(freed);
     }
 
     /// Marks inode `ino`'s change counter as seen by someone.
@@ -384,7 +400,6 @@ impl WriteState {
         *lock(&self.dirty_bytes) = 0;
         Ok(())
     }
-
 }
 
 impl Default for WriteState {

@@ -274,3 +274,15 @@ pub fn replace(
 pub fn is_empty(tp: &mut Trans<'_>, dp: &Inode) -> Result<bool> {
     is_empty_in(&mut TransStore::new(tp), dp)
 }
+
+/// Moves a short-form directory out of the inode into a single directory
+/// block (what the kernel does when an attr fork needs the room). A
+/// directory already in block form or beyond is left alone.
+pub fn make_room(tp: &mut Trans<'_>, dp: &mut Inode) -> Result<()> {
+    if dp.format != ForkFormat::Local {
+        return Ok(());
+    }
+    let sf = Sf::decode(tp.geo(), dp)?;
+    let mut st = TransStore::new(tp);
+    sf.to_block(&mut st, dp)
+}

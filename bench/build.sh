@@ -1,0 +1,164 @@
+#!/bin/bash
+# Issue 4 benchmark: `xfskit build` against the two other ways to get a
+# populated XFS image:
+#   proto  mkfs.xfs -p PROTOFILE (protofile generated from the tree; xfsprogs
+#          6.1 protofiles carry no xattrs, no hard links (copies instead), and
+#          no names with spaces or colons: such entries are left out)
+#   kernel mkfs.xfs, loop mount, cp -a, umount (needs root)
+# on (a) generated trees of 4 KiB files (100,000 in 100 directories and
+# 200,000 in 1,000 directories) and (b) this machine's /usr.
+#
+# Usage: bench/build.sh [a] [b] [small]    (default: a b; small: a smoke run)
+# Env:   XFSKIT   xfskit binary (default target/release/xfskit, built if missing)
+#        SCRATCH  work directory (default target/bench-build); needs room for
+#                 the trees and one image at a time
+#        STRACE=0 skip the write-syscall counts; DROP=0 keep the page cache
+# Columns: wall seconds (cold cache when root), entries per second, write
+# system calls (strace -f: write, pwrite64, pwritev, pwritev2, and
+# copy_file_range, which cp uses instead of write), and time ratio against
+# xfskit. Until the write engine exists xfskit build fails; that is printed
+# and the other tools still run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+XFSKIT=${XFSKIT:-$PWD/target/release/xfskit}
+[ -x "$XFSKIT" ] || cargo build --release -q -p xfskit-cli || exit 1
+SCRATCH=${SCRATCH:-$PWD/target/bench-build}
+mkdir -p "$SCRATCH"
+IMG=$SCRATCH/image.img
+MNT=$SCRATCH/mnt
+ROOT=0; [ "$(id -u)" = 0 ] && ROOT=1
+command -v strace >/dev/null || STRACE=0
+SETS=("$@"); [ ${#SETS[@]} -gt 0 ] || SETS=(a b)
+cleanup() { mountpoint -q "$MNT" 2>/dev/null && umount "$MNT"; rm -f "$IMG"; }
+trap cleanup EXIT
+
+# make_tree DIR FILES DIRS: FILES files of 4 KiB spread over DIRS directories.
+make_tree() {
+    local dir=$1 files=$2 dirs=$3
+    [ -f "$dir/.done" ] && return
+    rm -rf "$dir"; mkdir -p "$dir"
+    python3 - "$dir" "$files" "$dirs" <<'PY'
+import os, sys
+root, files, dirs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+block = os.urandom(4096)
+for d in range(dirs):
+    os.mkdir(f"{root}/d{d:04}")
+for i in range(files):
+    with open(f"{root}/d{i % dirs:04}/f{i:07}", "wb") as f:
+        f.write(block)
+PY
+    touch "$dir/.done"
+}
+
+# protofile SRC > PROTO: the tree in mkfs.xfs -p syntax (see mkfs.xfs(8)).
+protofile() {
+    python3 - "$1" <<'PY'
+import os, stat, sys
+root = sys.argv[1]
+out = sys.stdout
+def mode(st):
+    m = st.st_mode
+    t = {stat.S_IFREG: '-', stat.S_IFDIR: 'd', stat.S_IFLNK: 'l', stat.S_IFBLK: 'b',
+         stat.S_IFCHR: 'c', stat.S_IFIFO: 'p'}.get(stat.S_IFMT(m))
+    if t is None:
+        return None
+    return t + ('u' if m & stat.S_ISUID else '-') + ('g' if m & stat.S_ISGID else '-') + '%03o' % (m & 0o777)
+def walk(path, depth):
+    for name in sorted(os.listdir(path)):
+        if any(c in name for c in ' :\t\n$') or not name.isprintable():
+            continue
+        p = os.path.join(path, name)
+        st = os.lstat(p)
+        m = mode(st)
+        if m is None:
+            continue
+        head = '%s %s %d %d' % (name, m, st.st_uid, st.st_gid)
+        if m[0] == 'd':
+            out.write(head + '\n'); walk(p, depth + 1); out.write('$\n')
+        elif m[0] == '-':
+            out.write('%s %s\n' % (head, p))
+        elif m[0] == 'l':
+            t = os.readlink(p)
+            if ' ' in t or not t:
+                continue
+            out.write('%s %s\n' % (head, t))
+        elif m[0] in 'bc':
+            out.write('%s %d %d\n' % (head, os.major(st.st_rdev), os.minor(st.st_rdev)))
+        else:
+            out.write(head + '\n')
+st = os.lstat(root)
+out.write('/dev/null\n0 0\n%s %d %d\n' % (mode(st), st.st_uid, st.st_gid))
+walk(root, 0)
+out.write('$\n')
+PY
+}
+
+drop() { [ "${DROP:-1}" = 1 ] && [ $ROOT = 1 ] && { sync; echo 3 > /proc/sys/vm/drop_caches; }; true; }
+now() { date +%s.%N; }
+# timed LABEL CMD...: runs CMD, sets T; prints the error and sets T=- on failure.
+timed() {
+    local label=$1; shift
+    drop
+    local t0; t0=$(now)
+    if "$@" > "$SCRATCH/out.txt" 2>&1; then T=$(echo "$(now) - $t0" | bc)
+    else T=-; echo "  $label failed: $(tail -n 3 "$SCRATCH/out.txt" | tr '\n' ' ')"; fi
+}
+# writes CMD...: counts write system calls of CMD (and its children).
+writes() {
+    W=-
+    [ "${STRACE:-1}" = 0 ] && return
+    export -f kit proto kernel
+    export IMG SIZE SCRATCH XFSKIT MNT
+    strace -f -c -o "$SCRATCH/strace.txt" -e trace=write,pwrite64,pwritev,pwritev2,copy_file_range \
+        bash -c '"$@"' _ "$@" >/dev/null 2>&1 || return
+    W=$(awk '$NF ~ /^(write|pwrite64|pwritev|pwritev2|copy_file_range)$/ { s += $4 } END { print s + 0 }' "$SCRATCH/strace.txt")
+}
+
+kit() { rm -f "$IMG"; "$XFSKIT" build -q "$1" "$IMG" --size "$SIZE" -f; }
+proto() { rm -f "$IMG"; truncate -s "$SIZE" "$IMG"; mkfs.xfs -q -f -p "$SCRATCH/proto.txt" "$IMG"; }
+kernel() {
+    rm -f "$IMG"; truncate -s "$SIZE" "$IMG"; mkfs.xfs -q -f "$IMG" || return 1
+    mkdir -p "$MNT"; mount -o loop "$IMG" "$MNT" || return 1
+    cp -a "$1/." "$MNT/"; local rc=$?
+    umount "$MNT"; return $rc
+}
+
+rate() { [ "$1" = - ] && { echo -; return; }; echo "scale=0; $N / $1" | bc; }
+ratio() { { [ "$1" = - ] || [ "$2" = - ]; } && { echo -; return; }; echo "scale=2; $1 / $2" | bc; }
+
+bench() {
+    local name=$1 src=$2
+    N=$(find "$src" | wc -l)
+    SIZE=$("$XFSKIT" build -N "$src" "$SCRATCH/plan.img" 2>/dev/null | sed -n 's/^image: \([0-9]*\) bytes.*/\1/p')
+    [ -n "$SIZE" ] || SIZE=$(( $(du -sb "$src" | cut -f1) * 2 + N * 1024 + (300 << 20) ))
+    echo "== $name: $N entries, $(du -sh "$src" | cut -f1), image $((SIZE >> 20)) MiB"
+    protofile "$src" > "$SCRATCH/proto.txt"
+    timed xfskit kit "$src"; TK=$T
+    [ "$TK" != - ] && { xfs_repair -n "$IMG" >/dev/null 2>&1 && echo "  xfskit image: xfs_repair -n clean" || echo "  xfskit image: xfs_repair -n FOUND PROBLEMS"; }
+    WK=-; [ "$TK" != - ] && { writes kit "$src"; WK=$W; }
+    timed proto proto; TP=$T; writes proto; WP=$W
+    TC=-; WC=-
+    if [ $ROOT = 1 ]; then timed kernel kernel "$src"; TC=$T; writes kernel "$src"; WC=$W
+    else echo "  kernel: skipped (needs root for the loop mount)"; fi
+    printf "  %-8s %9s %10s %12s %10s\n" tool seconds entries/s "write calls" "time/xfskit"
+    printf "  %-8s %9s %10s %12s %10s\n" xfskit "$TK" "$(rate "$TK")" "$WK" 1
+    printf "  %-8s %9s %10s %12s %10s\n" proto "$TP" "$(rate "$TP")" "$WP" "$(ratio "$TP" "$TK")"
+    printf "  %-8s %9s %10s %12s %10s\n" kernel "$TC" "$(rate "$TC")" "$WC" "$(ratio "$TC" "$TK")"
+}
+
+for s in "${SETS[@]}"; do
+    case $s in
+    a)
+        make_tree "$SCRATCH/t100k" 100000 100
+        bench "100,000 x 4 KiB in 100 dirs" "$SCRATCH/t100k"
+        make_tree "$SCRATCH/t200k" 200000 1000
+        bench "200,000 x 4 KiB in 1,000 dirs" "$SCRATCH/t200k"
+        ;;
+    b) bench "/usr" /usr ;;
+    small)  # a quick smoke run of this script
+        make_tree "$SCRATCH/t2k" 2000 20
+        bench "2,000 x 4 KiB in 20 dirs" "$SCRATCH/t2k"
+        ;;
+    *) echo "unknown set $s (a or b)"; exit 2 ;;
+    esac
+done

@@ -1,0 +1,411 @@
+//! The reverse mapping btree (rmapbt): one record per owned extent of an
+//! AG (owner, and for inode owners the file offset and fork/bmbt/
+//! unwritten flags). Records of one owner that touch physically (and,
+//! for file data, logically) are kept merged, as the kernel does, so
+//! xfs_repair finds every mapping it expects inside one record.
+//!
+//! Blocks never shared (no reflink use): records never overlap, so
+//! lookups by the low key find the record holding a block.
+
+use super::agf::{self, off};
+use super::Owner;
+use crate::btree::{BtreeOps, Cursor, Dir, Shape};
+use crate::buf::Verifier;
+use crate::bytes::{be32, be64};
+use crate::error::{Error, Location, Result};
+use crate::geometry::{AgBlock, AgNumber, Daddr};
+use crate::trans::Trans;
+use std::cmp::Ordering;
+use xfs_format::btree as xbt;
+
+const ROOT: usize = std::mem::offset_of!(xfs_format::ag::Agf, agf_rmap_root);
+const LEVEL: usize = std::mem::offset_of!(xfs_format::ag::Agf, agf_rmap_level);
+const BLOCKS: usize = std::mem::offset_of!(xfs_format::ag::Agf, agf_rmap_blocks);
+
+/// Flag bits kept in the high bits of `rm_offset`.
+const FLAGS: u64 =
+    xbt::XFS_RMAP_OFF_ATTR_FORK | xbt::XFS_RMAP_OFF_BMBT_BLOCK | xbt::XFS_RMAP_OFF_UNWRITTEN;
+
+/// One reverse mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rmap {
+    pub start: u32,
+    pub len: u32,
+    pub owner: u64,
+    /// File offset (inode owners, not bmbt), else 0.
+    pub offset: u64,
+    /// `XFS_RMAP_OFF_*` flag bits.
+    pub flags: u64,
+}
+
+fn non_inode(owner: u64) -> bool {
+    owner & (1 << 63) != 0
+}
+
+impl Rmap {
+    /// The mapping of `len` blocks at `start` for `owner`.
+    pub fn new(start: u32, len: u32, owner: &Owner) -> Rmap {
+        let (o, offset, flags) = match *owner {
+            Owner::Inode {
+                ino,
+                attr_fork,
+                offset,
+                bmbt,
+            } => {
+                let mut f = 0;
+                if attr_fork {
+                    f |= xbt::XFS_RMAP_OFF_ATTR_FORK;
+                }
+                if bmbt {
+                    f |= xbt::XFS_RMAP_OFF_BMBT_BLOCK;
+                }
+                (ino.0, if bmbt { 0 } else { offset }, f)
+            }
+            Owner::Inobt => (xbt::XFS_RMAP_OWN_INOBT, 0, 0),
+            Owner::Inodes => (xbt::XFS_RMAP_OWN_INODES, 0, 0),
+            Owner::Ag => (xbt::XFS_RMAP_OWN_AG, 0, 0),
+            Owner::Refc => (xbt::XFS_RMAP_OWN_REFC, 0, 0),
+        };
+        Rmap {
+            start,
+            len,
+            owner: o,
+            offset: offset & xbt::XFS_RMAP_OFF_MASK,
+            flags,
+        }
+    }
+
+    fn end(&self) -> u64 {
+        u64::from(self.start) + u64::from(self.len)
+    }
+
+    /// File offsets matter (inode data, not bmbt blocks).
+    fn has_offset(&self) -> bool {
+        !non_inode(self.owner) && self.flags & xbt::XFS_RMAP_OFF_BMBT_BLOCK == 0
+    }
+
+    fn to_rec(self) -> [u8; 24] {
+        let mut r = [0u8; 24];
+        r[0..4].copy_from_slice(&self.start.to_be_bytes());
+        r[4..8].copy_from_slice(&self.len.to_be_bytes());
+        r[8..16].copy_from_slice(&self.owner.to_be_bytes());
+        r[16..24].copy_from_slice(&(self.offset | self.flags).to_be_bytes());
+        r
+    }
+
+    fn from_rec(r: &[u8]) -> Rmap {
+        let off = be64(r, 16);
+        Rmap {
+            start: be32(r, 0),
+            len: be32(r, 4),
+            owner: be64(r, 8),
+            offset: off & xbt::XFS_RMAP_OFF_MASK,
+            flags: off & FLAGS,
+        }
+    }
+
+    /// The search key of this mapping.
+    fn key(&self) -> [u8; 20] {
+        let mut k = [0u8; 20];
+        key_of(&self.to_rec(), &mut k);
+        k
+    }
+
+    /// True when `self` is directly followed by `next` in one record.
+    fn joins(&self, next: &Rmap) -> bool {
+        self.owner == next.owner
+            && self.flags == next.flags
+            && self.end() == u64::from(next.start)
+            && (!self.has_offset() || self.offset + u64::from(self.len) == next.offset)
+            && u64::from(self.len) + u64::from(next.len) <= u64::from(u32::MAX)
+    }
+}
+
+fn key_of(rec: &[u8], key: &mut [u8]) {
+    key[0..4].copy_from_slice(&rec[0..4]);
+    key[4..12].copy_from_slice(&rec[8..16]);
+    let off = be64(rec, 16) & !xbt::XFS_RMAP_OFF_UNWRITTEN;
+    key[12..20].copy_from_slice(&off.to_be_bytes());
+}
+
+/// The rmapbt of one AG. Blocks come from the free list like the free
+/// space btrees' and are counted in `agf_btreeblks` and
+/// `agf_rmap_blocks`.
+pub(crate) struct RmapBt {
+    agno: AgNumber,
+    block_size: usize,
+}
+
+impl RmapBt {
+    pub fn cursor(tp: &Trans<'_>, agno: AgNumber) -> Cursor<RmapBt> {
+        Cursor::new(RmapBt {
+            agno,
+            block_size: tp.geo().block_size as usize,
+        })
+    }
+
+    fn count(&self, tp: &mut Trans<'_>, delta: i64) -> Result<()> {
+        let id = agf::read_agf(tp, self.agno)?;
+        agf::add(tp, id, off::BTREEBLKS, delta, self.agno)?;
+        agf::add(tp, id, BLOCKS, delta, self.agno)
+    }
+}
+
+impl BtreeOps for RmapBt {
+    fn shape(&self) -> Shape {
+        Shape {
+            magic: xbt::XFS_RMAP_CRC_MAGIC,
+            long_ptrs: false,
+            rec_len: 24,
+            key_len: 20,
+            block_size: self.block_size,
+            owner: u64::from(self.agno.0),
+            root_in_inode: false,
+            overlapping: true,
+        }
+    }
+
+    fn root(&self, tp: &mut Trans<'_>) -> Result<(u64, usize)> {
+        let id = agf::read_agf(tp, self.agno)?;
+        Ok((
+            u64::from(agf::get(tp, id, ROOT)),
+            agf::get(tp, id, LEVEL) as usize,
+        ))
+    }
+
+    fn set_root(&mut self, tp: &mut Trans<'_>, ptr: u64, levels: usize) -> Result<()> {
+        let id = agf::read_agf(tp, self.agno)?;
+        agf::set(tp, id, ROOT, ptr as u32);
+        agf::set(tp, id, LEVEL, levels as u32);
+        Ok(())
+    }
+
+    fn alloc_block(&mut self, tp: &mut Trans<'_>, _near: u64) -> Result<u64> {
+        let bno = agf::freelist_pop(tp, self.agno)?
+            .ok_or_else(|| Error::NoSpace(format!("AG {} free list is empty", self.agno.0)))?;
+        self.count(tp, 1)?;
+        Ok(u64::from(bno))
+    }
+
+    fn free_block(&mut self, tp: &mut Trans<'_>, ptr: u64) -> Result<()> {
+        agf::freelist_push(tp, self.agno, ptr as u32)?;
+        self.count(tp, -1)
+    }
+
+    fn ptr_daddr(&self, tp: &Trans<'_>, ptr: u64) -> Result<Daddr> {
+        let geo = tp.geo();
+        if ptr == 0 || ptr >= u64::from(geo.ag_len(self.agno)) {
+            return Err(bad(self.agno, format!("pointer to block {ptr}")));
+        }
+        Ok(geo.agb_to_daddr(self.agno, AgBlock(ptr as u32)))
+    }
+
+    fn verifier(&self, level: u16) -> Verifier<'static> {
+        Verifier::ShortBtree {
+            magic: xbt::XFS_RMAP_CRC_MAGIC,
+            agno: self.agno.0,
+            level: Some(level),
+        }
+    }
+
+    fn key_of_rec(&self, rec: &[u8], key: &mut [u8]) {
+        key_of(rec, key);
+    }
+
+    fn high_key_of_rec(&self, rec: &[u8], key: &mut [u8]) {
+        let r = Rmap::from_rec(rec);
+        let adj = r.len.saturating_sub(1);
+        let mut h = r;
+        h.start = r.start.saturating_add(adj);
+        if r.has_offset() {
+            h.offset = (r.offset + u64::from(adj)) & xbt::XFS_RMAP_OFF_MASK;
+        }
+        key_of(&h.to_rec(), key);
+    }
+
+    fn cmp_keys(&self, a: &[u8], b: &[u8]) -> Ordering {
+        (be32(a, 0), be64(a, 4), be64(a, 12)).cmp(&(be32(b, 0), be64(b, 4), be64(b, 12)))
+    }
+}
+
+fn bad(agno: AgNumber, detail: String) -> Error {
+    Error::corrupt("rmapbt", Location::Other(format!("AG {}", agno.0)), detail)
+}
+
+fn cur(c: &Cursor<RmapBt>, tp: &Trans<'_>) -> Result<Rmap> {
+    let r = Rmap::from_rec(&c.get_rec(tp)?);
+    if r.len == 0 || r.end() > u64::from(tp.geo().ag_len(c.ops.agno)) {
+        return Err(bad(c.ops.agno, format!("record {r:?}")));
+    }
+    Ok(r)
+}
+
+/// Positions `c` on exactly `r`'s record.
+fn seek(c: &mut Cursor<RmapBt>, tp: &mut Trans<'_>, r: &Rmap) -> Result<()> {
+    if !c.lookup(tp, &r.key(), Dir::Eq)? {
+        return Err(bad(c.ops.agno, format!("record {r:?} vanished")));
+    }
+    Ok(())
+}
+
+/// Records that `r` is now owned (merging with neighbours).
+pub(crate) fn map(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
+    let mut c = RmapBt::cursor(tp, agno);
+    let left = if c.lookup(tp, &r.key(), Dir::Le)? {
+        Some(cur(&c, tp)?)
+    } else {
+        None
+    };
+    if let Some(l) = left {
+        if l.end() > u64::from(r.start) {
+            return Err(bad(agno, format!("mapping {r:?} overlaps {l:?}")));
+        }
+    }
+    let right = if c.lookup(tp, &r.key(), Dir::Ge)? {
+        Some(cur(&c, tp)?)
+    } else {
+        None
+    };
+    if let Some(g) = right {
+        if r.end() > u64::from(g.start) {
+            return Err(bad(agno, format!("mapping {r:?} overlaps {g:?}")));
+        }
+    }
+    let left = left.filter(|l| l.joins(&r));
+    let right = right.filter(|g| r.joins(g));
+    match (left, right) {
+        (Some(l), Some(g))
+            if u64::from(l.len) + u64::from(r.len) + u64::from(g.len) <= u64::from(u32::MAX) =>
+        {
+            seek(&mut c, tp, &g)?;
+            c.delete(tp)?;
+            seek(&mut c, tp, &l)?;
+            let mut m = l;
+            m.len += r.len + g.len;
+            c.update(tp, &m.to_rec())
+        }
+        (Some(l), _) => {
+            seek(&mut c, tp, &l)?;
+            let mut m = l;
+            m.len += r.len;
+            c.update(tp, &m.to_rec())
+        }
+        (None, Some(g)) => {
+            seek(&mut c, tp, &g)?;
+            let mut m = r;
+            m.len += g.len;
+            c.update(tp, &m.to_rec())
+        }
+        (None, None) => c.insert(tp, &r.to_rec()),
+    }
+}
+
+/// Records that `r` is no longer owned (trimming or splitting the
+/// records holding it; it may span several records of its owner, e.g.
+/// written and unwritten parts). The unwritten flag of `r` is ignored.
+pub(crate) fn unmap(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
+    let mut rest = r;
+    while rest.len > 0 {
+        let piece = unmap_one(tp, agno, rest)?;
+        rest.start += piece;
+        rest.len -= piece;
+        if rest.has_offset() {
+            rest.offset += u64::from(piece);
+        }
+    }
+    Ok(())
+}
+
+/// Unmaps the start of `r` from the one record holding its first block;
+/// returns how many blocks that was.
+fn unmap_one(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<u32> {
+    let mut c = RmapBt::cursor(tp, agno);
+    let found = if c.lookup(tp, &r.key(), Dir::Le)? {
+        Some(cur(&c, tp)?)
+    } else {
+        None
+    };
+    let Some(l) = found else {
+        return Err(bad(agno, format!("no mapping holds {r:?}")));
+    };
+    let same_owner = l.owner == r.owner
+        && (l.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN) == (r.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN);
+    if l.start > r.start || l.end() <= u64::from(r.start) {
+        return Err(bad(agno, format!("no mapping holds {r:?}")));
+    }
+    // The part of `r` inside this record.
+    let mut r = r;
+    r.len = (l.end().min(r.end()) - u64::from(r.start)) as u32;
+    let inside = l.start <= r.start && r.end() <= l.end();
+    let offset_ok =
+        inside && (!l.has_offset() || l.offset + u64::from(r.start - l.start) == r.offset);
+    if !same_owner || !offset_ok {
+        return Err(bad(agno, format!("unmapping {r:?} from {l:?}")));
+    }
+    let head = r.start - l.start;
+    let tail = (l.end() - r.end()) as u32;
+    match (head > 0, tail > 0) {
+        (false, false) => c.delete(tp)?,
+        (false, true) => {
+            let mut m = l;
+            m.start = r.start + r.len;
+            m.len = tail;
+            if l.has_offset() {
+                m.offset = l.offset + u64::from(r.len);
+            }
+            c.update(tp, &m.to_rec())?
+        }
+        (true, false) => {
+            let mut m = l;
+            m.len = head;
+            c.update(tp, &m.to_rec())?
+        }
+        (true, true) => {
+            let mut m = l;
+            m.len = head;
+            c.update(tp, &m.to_rec())?;
+            let mut t = l;
+            t.start = r.start + r.len;
+            t.len = tail;
+            if l.has_offset() {
+                t.offset = l.offset + u64::from(head + r.len);
+            }
+            c.insert(tp, &t.to_rec())?
+        }
+    }
+    Ok(r.len)
+}
+
+/// Most levels the rmapbt of this filesystem can have.
+pub(crate) fn maxlevels(tp: &Trans<'_>) -> u32 {
+    let geo = tp.geo();
+    let bs = geo.block_size as usize;
+    let leaf_min = (xfs_format::btree::maxrecs(bs, 56, 24, true, 40, 4) / 2).max(1) as u64;
+    let node_min = (xfs_format::btree::maxrecs(bs, 56, 24, false, 40, 4) / 2).max(2) as u64;
+    let mut blocks = u64::from(geo.ag_blocks).div_ceil(leaf_min);
+    let mut levels = 1;
+    while blocks > 1 {
+        blocks = blocks.div_ceil(node_min);
+        levels += 1;
+    }
+    levels
+}
+
+/// rmapbt levels of AG `agno`.
+pub(crate) fn levels(tp: &mut Trans<'_>, agno: AgNumber) -> Result<u32> {
+    let id = agf::read_agf(tp, agno)?;
+    Ok(agf::get(tp, id, LEVEL))
+}
+
+/// Every record of AG `agno`'s rmapbt, by start.
+pub(crate) fn records(tp: &mut Trans<'_>, agno: AgNumber) -> Result<Vec<(u32, u32, u64, u64)>> {
+    let mut c = RmapBt::cursor(tp, agno);
+    let mut out = Vec::new();
+    let mut more = c.lookup(tp, &[0u8; 20], Dir::Ge)?;
+    while more {
+        let r = cur(&c, tp)?;
+        out.push((r.start, r.len, r.owner, r.offset | r.flags));
+        more = c.increment(tp)?;
+    }
+    Ok(out)
+}

@@ -1,0 +1,358 @@
+//! A tar archive as a build source: plain, gzip, zstd or xz (recognised by
+//! their magic bytes), from a file or from standard input (spooled to an
+//! anonymous temporary file in `$TMPDIR` so it can be read twice: once to
+//! size the image, once to fill it).
+//!
+//! Entries may come in any order. Directories a path implies but the archive
+//! does not list are made with mode 0755, owner 0:0 (through the id map) and
+//! the default time (`SOURCE_DATE_EPOCH`, else 0); a directory's own header
+//! updates it whenever it appears, and every directory's metadata is set at
+//! the end. The only memory kept per entry is a path -> inode map (for hard
+//! links and to refuse duplicates). A name that appears twice is an error,
+//! unless both are directories (their headers then merge, the later one
+//! winning). Paths with `..` are refused; leading `/` and `./` are dropped.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek};
+use std::path::Path;
+
+use super::feed::{
+    check_name, check_symlink, meta_at, set_xattr, storable_xattr, FeedOptions, FeedStats,
+    CHUNK_BYTES,
+};
+use super::size::{Census, Layout};
+use super::tar_reader::{TarEntry, TarKind, TarReader};
+use super::target::{BuildTarget, Meta, NodeKind};
+use crate::error::{Error, Result};
+use crate::geometry::Ino;
+
+/// A tar archive that can be read from the start as often as needed.
+pub struct TarSource {
+    file: File,
+    name: String,
+}
+
+impl TarSource {
+    /// An archive file.
+    pub fn open(path: &Path) -> Result<TarSource> {
+        let file = File::open(path).map_err(|e| super::feed::io_at(path, e))?;
+        Ok(TarSource {
+            file,
+            name: path.display().to_string(),
+        })
+    }
+
+    /// Copies standard input (or any stream) to an anonymous temporary file.
+    pub fn spool(mut input: impl Read) -> Result<TarSource> {
+        let mut file = tempfile::tempfile()?;
+        std::io::copy(&mut input, &mut file)?;
+        Ok(TarSource {
+            file,
+            name: "standard input".into(),
+        })
+    }
+
+    /// Where the archive came from, for messages.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A fresh decompressed stream from the start of the archive.
+    pub fn reader(&self) -> Result<Box<dyn Read>> {
+        let mut f = self.file.try_clone()?;
+        f.seek(std::io::SeekFrom::Start(0))?;
+        decompress(f)
+    }
+}
+
+/// Wraps `r` in the decompressor its first bytes call for.
+pub fn decompress(r: impl Read + 'static) -> Result<Box<dyn Read>> {
+    let mut b = BufReader::with_capacity(1 << 16, r);
+    let head = b.fill_buf()?.to_vec();
+    let starts = |m: &[u8]| head.starts_with(m);
+    Ok(if starts(&[0x1f, 0x8b]) {
+        Box::new(flate2::read::MultiGzDecoder::new(b))
+    } else if starts(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Box::new(zstd::stream::read::Decoder::with_buffer(b)?)
+    } else if starts(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+        Box::new(xz2::read::XzDecoder::new_multi_decoder(b))
+    } else if starts(b"BZh") || starts(&[0x04, 0x22, 0x4d, 0x18]) {
+        return Err(Error::Unsupported(
+            "bzip2/lz4 compressed archives; decompress to standard input instead \
+             (for example: bzip2 -dc A.tar.bz2 | xfskit build - IMAGE)"
+                .into(),
+        ));
+    } else {
+        Box::new(b)
+    })
+}
+
+/// Splits an archive path into its normalised form ("a/b/c", "" for the
+/// root), refusing `..`.
+pub fn normalize(path: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(path.len());
+    for c in path.split(|&b| b == b'/') {
+        match c {
+            b"" | b"." => continue,
+            b".." => {
+                return Err(Error::Invalid(format!(
+                    "{}: tar path with '..' refused",
+                    String::from_utf8_lossy(path)
+                )))
+            }
+            _ => {
+                if !out.is_empty() {
+                    out.push(b'/');
+                }
+                out.extend_from_slice(c);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn split(path: &[u8]) -> (&[u8], &[u8]) {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (&[], path),
+    }
+}
+
+fn show(p: &[u8]) -> String {
+    String::from_utf8_lossy(p).into_owned()
+}
+
+fn entry_meta(e: &TarEntry, opts: &FeedOptions<'_>) -> Meta {
+    let ctime = e.ctime.unwrap_or(e.mtime);
+    Meta {
+        mode: e.mode,
+        uid: opts.ids.uid(e.uid),
+        gid: opts.ids.gid(e.gid),
+        atime: e.atime.unwrap_or(e.mtime),
+        mtime: e.mtime,
+        ctime,
+        crtime: e.crtime.unwrap_or(ctime),
+    }
+}
+
+struct Tree<'t, 'o> {
+    t: &'t mut dyn BuildTarget,
+    opts: &'t FeedOptions<'o>,
+    dirs: BTreeMap<Vec<u8>, (Ino, Meta)>,
+    others: HashMap<Vec<u8>, Ino>,
+    stats: FeedStats,
+}
+
+impl Tree<'_, '_> {
+    fn default_meta(&self) -> Meta {
+        let ids = self.opts.ids;
+        meta_at(0o755, ids.uid(0), ids.gid(0), self.opts.default_time)
+    }
+
+    /// The inode of directory `path`, making it and its missing ancestors.
+    fn dir(&mut self, path: &[u8]) -> Result<Ino> {
+        if let Some(d) = self.dirs.get(path) {
+            return Ok(d.0);
+        }
+        let mut ino = self.t.root();
+        let mut end = 0;
+        while end < path.len() {
+            end = path[end + 1..]
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(path.len(), |i| end + 1 + i);
+            let prefix = &path[..end];
+            if let Some(d) = self.dirs.get(prefix) {
+                ino = d.0;
+                continue;
+            }
+            if self.others.contains_key(prefix) {
+                return Err(Error::Invalid(format!(
+                    "{}: used as a directory but the archive made it a file",
+                    show(prefix)
+                )));
+            }
+            let (_, name) = split(prefix);
+            check_name(name, &show(prefix))?;
+            let meta = self.default_meta();
+            ino = self.t.create(ino, name, &NodeKind::Dir, &meta)?;
+            self.stats.dirs += 1;
+            self.dirs.insert(prefix.to_vec(), (ino, meta));
+        }
+        Ok(ino)
+    }
+
+    fn xattrs(&mut self, ino: Ino, e: &TarEntry) -> Result<()> {
+        for (n, v) in &e.xattrs {
+            if storable_xattr(n) {
+                set_xattr(self.t, self.opts.ids, ino, n, v, &mut self.stats)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn duplicate(&self, path: &[u8], e: &TarEntry) -> Error {
+        Error::Invalid(format!(
+            "{}: appears twice in the archive (again at byte {}); \
+             xfskit build does not replace entries",
+            show(path),
+            e.offset
+        ))
+    }
+
+    fn entry<R: Read>(&mut self, r: &mut TarReader<R>, e: &TarEntry, buf: &mut [u8]) -> Result<()> {
+        let path = normalize(&e.path)?;
+        let meta = entry_meta(e, self.opts);
+        if e.kind == TarKind::Dir {
+            if let Some(d) = self.dirs.get_mut(&path) {
+                d.1 = meta;
+                let ino = d.0;
+                return self.xattrs(ino, e);
+            }
+            if self.others.contains_key(&path) {
+                return Err(self.duplicate(&path, e));
+            }
+        } else if path.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{}: the archive's root is not a directory",
+                e.display()
+            )));
+        } else if self.dirs.contains_key(&path) || self.others.contains_key(&path) {
+            return Err(self.duplicate(&path, e));
+        }
+        let (parent_path, name) = split(&path);
+        check_name(name, &show(&path))?;
+        let parent = self.dir(parent_path)?;
+        let kind = match &e.kind {
+            TarKind::HardLink(target) => {
+                let tp = normalize(target)?;
+                let Some(&ino) = self.others.get(&tp) else {
+                    return Err(Error::Invalid(format!(
+                        "{}: hard link to {}, which is not an earlier file of the archive",
+                        show(&path),
+                        show(&tp)
+                    )));
+                };
+                self.t.link(parent, name, ino)?;
+                self.stats.hardlinks += 1;
+                self.others.insert(path, ino);
+                return Ok(());
+            }
+            TarKind::Dir => NodeKind::Dir,
+            TarKind::File => NodeKind::File { size: e.size },
+            TarKind::Symlink(target) => {
+                check_symlink(target, &show(&path))?;
+                NodeKind::Symlink(target.clone())
+            }
+            &TarKind::CharDev(major, minor) => NodeKind::CharDev { major, minor },
+            &TarKind::BlockDev(major, minor) => NodeKind::BlockDev { major, minor },
+            TarKind::Fifo => NodeKind::Fifo,
+        };
+        let ino = self.t.create(parent, name, &kind, &meta)?;
+        self.xattrs(ino, e)?;
+        match kind {
+            NodeKind::Dir => {
+                self.stats.dirs += 1;
+                self.dirs.insert(path, (ino, meta));
+            }
+            NodeKind::File { .. } => {
+                self.stats.files += 1;
+                let (t, stats) = (&mut *self.t, &mut self.stats);
+                r.data(e, buf, |off, data| {
+                    stats.bytes += data.len() as u64;
+                    t.write_data(ino, off, data)
+                })?;
+                self.others.insert(path, ino);
+            }
+            NodeKind::Symlink(_) => {
+                self.stats.symlinks += 1;
+                self.others.insert(path, ino);
+            }
+            _ => {
+                self.stats.specials += 1;
+                self.others.insert(path, ino);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Feeds the archive into `t`. The archive's root entry (`./`), if any,
+/// gives the root directory its metadata; otherwise it gets the defaults.
+pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) -> Result<FeedStats> {
+    let mut r = TarReader::new(src.reader()?);
+    let root = t.root();
+    let mut tree = Tree {
+        t,
+        opts,
+        dirs: BTreeMap::new(),
+        others: HashMap::new(),
+        stats: FeedStats::default(),
+    };
+    let meta = tree.default_meta();
+    tree.dirs.insert(Vec::new(), (root, meta));
+    tree.stats.dirs = 1;
+    let mut buf = vec![0u8; CHUNK_BYTES];
+    while let Some(e) = r.next_entry()? {
+        tree.entry(&mut r, &e, &mut buf)?;
+        tree.stats.tick(opts);
+    }
+    // Deepest first is not needed: set_meta only touches the directory itself.
+    for (ino, meta) in tree.dirs.values() {
+        tree.t.set_meta(*ino, meta)?;
+    }
+    Ok(tree.stats)
+}
+
+/// Counts what [`feed`] would write, for sizing the image.
+pub fn scan(src: &TarSource, l: &Layout) -> Result<Census> {
+    let mut r = TarReader::new(src.reader()?);
+    let mut c = Census::default();
+    // Directory path -> (entries, name bytes).
+    let mut dirs: HashMap<Vec<u8>, (u64, u64)> = HashMap::new();
+    dirs.insert(Vec::new(), (0, 0));
+    // Counts `path` in its parent, and makes missing parents the same way.
+    fn add_parents(dirs: &mut HashMap<Vec<u8>, (u64, u64)>, path: &[u8]) {
+        let mut p = path.to_vec();
+        loop {
+            let (parent, name) = split(&p);
+            let existed = dirs.contains_key(parent);
+            let d = dirs.entry(parent.to_vec()).or_insert((0, 0));
+            d.0 += 1;
+            d.1 += name.len() as u64;
+            if existed {
+                return;
+            }
+            p = parent.to_vec();
+        }
+    }
+    let mut sizes = Vec::new();
+    while let Some(e) = r.next_entry()? {
+        let path = normalize(&e.path)?;
+        sizes.clear();
+        sizes.extend(e.xattrs.iter().map(|(n, v)| (n.len(), v.len())));
+        c.add_xattrs(l, &sizes);
+        if path.is_empty() {
+            continue;
+        }
+        if e.kind == TarKind::Dir {
+            if !dirs.contains_key(&path) {
+                dirs.insert(path.clone(), (0, 0));
+                add_parents(&mut dirs, &path);
+            }
+            continue;
+        }
+        add_parents(&mut dirs, &path);
+        match &e.kind {
+            TarKind::HardLink(_) => c.add_hardlink(),
+            TarKind::File => c.add_file(l, e.segments()),
+            TarKind::Symlink(t) => c.add_symlink(l, t.len() as u64),
+            _ => c.add_special(),
+        }
+    }
+    for (entries, bytes) in dirs.values() {
+        c.add_dir(l, *entries, *bytes);
+    }
+    Ok(c)
+}
