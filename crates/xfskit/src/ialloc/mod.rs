@@ -7,8 +7,8 @@
 //! otherwise the following AGs are tried. Inside an AG the free inode
 //! btree (when present) finds the free inode nearest the parent.
 //!
-//! The directory rotor lives in a process-wide table keyed by the
-//! filesystem's metadata UUID (no field in `Fs`/`WriteState` needed).
+//! The directory rotor is a counter in the filesystem's write state
+//! (`WriteState::dir_rotor`), so two builds of one image place alike.
 //! Freeing the last used inode of a chunk frees the chunk (the kernel's
 //! default, no `ikeep`), except when one block holds several chunks.
 //! The inodes of a new chunk are logged whole as free inodes (generation
@@ -29,8 +29,6 @@ use crate::trans::{BufId, Trans};
 use agi::off;
 use chunk::ChunkGeo;
 use rec::IRec;
-use std::collections::HashMap;
-use std::sync::Mutex;
 use tree::Tree;
 use xfs_format::ag::{Agf, XFS_AGF_SECTOR};
 use xfs_format::btree::XFS_INODES_PER_CHUNK;
@@ -39,15 +37,17 @@ use xfs_format::types::NULLAGINO;
 const S_IFMT: u16 = 0o170000;
 const S_IFDIR: u16 = 0o040000;
 
-/// The directory rotor of each filesystem (keyed by metadata UUID): the
-/// AG the next new directory starts its search in.
-fn next_rotor(uuid: [u8; 16], agcount: u32) -> u32 {
-    static ROTORS: Mutex<Option<HashMap<[u8; 16], u32>>> = Mutex::new(None);
-    let mut g = ROTORS.lock().unwrap_or_else(|e| e.into_inner());
-    let r = g.get_or_insert_with(HashMap::new).entry(uuid).or_insert(0);
-    let ag = *r % agcount;
-    *r = (ag + 1) % agcount;
-    ag
+/// The AG the next new directory starts its search in: the filesystem's
+/// rotor, advanced by one (atomically, so threads spread too).
+fn next_rotor(tp: &Trans<'_>, agcount: u32) -> Result<u32> {
+    use std::sync::atomic::Ordering;
+    let r = &tp.fs().write_state()?.dir_rotor;
+    let prev = r
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+            Some((v % agcount + 1) % agcount)
+        })
+        .unwrap_or(0);
+    Ok(prev % agcount)
 }
 
 /// Allocates a free inode for a new file of type `mode` created in
@@ -67,7 +67,7 @@ pub fn alloc_inode(tp: &mut Trans<'_>, parent: Ino, mode: u16) -> Result<Ino> {
         0
     };
     let start = if is_dir {
-        next_rotor(geo.meta_uuid, agcount)
+        next_rotor(tp, agcount)?
     } else {
         pagno
     };
