@@ -890,3 +890,14 @@ fn bad_frees_are_refused() {
     drop(fs);
     assert_repair_clean(&img);
 }
+
+#[test]
+fn many_chunks_2k_blocks_1k_inodes() {
+    many_chunks("-b size=2048 -i size=1024");
+}
+
+#[test]
+fn many_chunks_odd_sized_last_ag() {
+    // 5 AGs, the last one (40 MiB) shorter than the others.
+    many_chunks("-d agsize=70m");
+}
