@@ -40,6 +40,11 @@ fn alloc_n(fs: &Fs, parent: Ino, mode: u16, n: usize) -> Vec<Ino> {
     out
 }
 
+/// Inode size in bytes.
+fn geo_isize(fs: &Fs) -> usize {
+    fs.geometry().inode_size as usize
+}
+
 /// Frees each inode in its own transaction.
 fn free_all(fs: &Fs, inos: &[Ino]) {
     for &ino in inos {
@@ -177,7 +182,19 @@ fn inodes_from_the_root_chunk() {
     assert_repair_clean(&img);
     let fs = open_rw(&img);
     assert_eq!(agi_counts(&fs), before);
-    // Freed inodes went up one generation and the slot is reused.
+    // Freed inodes are free on disk (mode 0, core kept) one generation
+    // up (alloc_n logs generation 1), and their slots are reused.
+    for i in &inos {
+        let mut raw = vec![0u8; geo_isize(&fs)];
+        fs.read_bytes(fs.geometry().ino_to_bytes(*i), &mut raw)
+            .unwrap();
+        let be16 = |o: usize| u16::from_be_bytes([raw[o], raw[o + 1]]);
+        let gen_off = std::mem::offset_of!(xfs_format::inode::Dinode, di_gen);
+        let gen = u32::from_be_bytes(raw[gen_off..gen_off + 4].try_into().unwrap());
+        assert_eq!(be16(0), 0x494e, "magic of freed inode {}", i.0);
+        assert_eq!(be16(2), 0, "mode of freed inode {}", i.0);
+        assert_eq!(gen, 2, "generation of freed inode {}", i.0);
+    }
     let again = alloc_n(&fs, root, S_IFREG, 3);
     assert!(again.iter().all(|i| inos.contains(i)));
     free_all(&fs, &again);
