@@ -40,6 +40,11 @@ fn alloc_n(fs: &Fs, parent: Ino, mode: u16, n: usize) -> Vec<Ino> {
     out
 }
 
+/// Inode size in bytes.
+fn geo_isize(fs: &Fs) -> usize {
+    fs.geometry().inode_size as usize
+}
+
 /// Frees each inode in its own transaction.
 fn free_all(fs: &Fs, inos: &[Ino]) {
     for &ino in inos {
@@ -177,7 +182,19 @@ fn inodes_from_the_root_chunk() {
     assert_repair_clean(&img);
     let fs = open_rw(&img);
     assert_eq!(agi_counts(&fs), before);
-    // Freed inodes went up one generation and the slot is reused.
+    // Freed inodes are free on disk (mode 0, core kept) one generation
+    // up (alloc_n logs generation 1), and their slots are reused.
+    for i in &inos {
+        let mut raw = vec![0u8; geo_isize(&fs)];
+        fs.read_bytes(fs.geometry().ino_to_bytes(*i), &mut raw)
+            .unwrap();
+        let be16 = |o: usize| u16::from_be_bytes([raw[o], raw[o + 1]]);
+        let gen_off = std::mem::offset_of!(xfs_format::inode::Dinode, di_gen);
+        let gen = u32::from_be_bytes(raw[gen_off..gen_off + 4].try_into().unwrap());
+        assert_eq!(be16(0), 0x494e, "magic of freed inode {}", i.0);
+        assert_eq!(be16(2), 0, "mode of freed inode {}", i.0);
+        assert_eq!(gen, 2, "generation of freed inode {}", i.0);
+    }
     let again = alloc_n(&fs, root, S_IFREG, 3);
     assert!(again.iter().all(|i| inos.contains(i)));
     free_all(&fs, &again);
@@ -190,39 +207,44 @@ fn inodes_from_the_root_chunk() {
 /// `files` files each, removes every third file, unmounts. Returns the
 /// directories' inode numbers, or None when not root.
 fn kernel_populate(img: &Path, dirs: usize, files: usize) -> Option<Vec<Ino>> {
+    use std::os::unix::fs::MetadataExt;
+    with_rw_mount(img, "populating", |mnt| {
+        let mut inos = Vec::new();
+        for d in 0..dirs {
+            let dir = mnt.join(format!("d{d}"));
+            std::fs::create_dir(&dir).unwrap();
+            inos.push(Ino(std::fs::metadata(&dir).unwrap().ino()));
+            for f in 0..files {
+                std::fs::write(dir.join(format!("f{f}")), b"").unwrap();
+            }
+            for f in (0..files).step_by(3) {
+                std::fs::remove_file(dir.join(format!("f{f}"))).unwrap();
+            }
+        }
+        inos
+    })
+}
+
+/// As root: loop-mounts `img` read-write, runs `f` on the mount point and
+/// unmounts (also when `f` panics). None (after saying why) when not root.
+fn with_rw_mount<T>(img: &Path, what: &str, f: impl FnOnce(&Path) -> T) -> Option<T> {
     if !is_root() {
-        eprintln!("SKIP: populating an image through the kernel needs root (loop mount)");
+        eprintln!("SKIP: {what} an image through the kernel needs root (loop mount)");
         return None;
     }
-    use std::os::unix::fs::MetadataExt;
     let mnt = img.with_extension("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    let (ok, out) = run(
-        "mount",
-        &[
-            "-o",
-            "loop",
-            &img.display().to_string(),
-            &mnt.display().to_string(),
-        ],
-    );
+    let m = mnt.display().to_string();
+    let (ok, out) = run("mount", &["-o", "loop", &img.display().to_string(), &m]);
     assert!(ok, "mount: {out}");
-    let mut inos = Vec::new();
-    for d in 0..dirs {
-        let dir = mnt.join(format!("d{d}"));
-        std::fs::create_dir(&dir).unwrap();
-        inos.push(Ino(std::fs::metadata(&dir).unwrap().ino()));
-        for f in 0..files {
-            std::fs::write(dir.join(format!("f{f}")), b"").unwrap();
-        }
-        for f in (0..files).step_by(3) {
-            std::fs::remove_file(dir.join(format!("f{f}"))).unwrap();
-        }
-    }
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mnt)));
+    let (ok, out) = run("umount", &[&m]);
     assert!(ok, "umount: {out}");
     let _ = std::fs::remove_dir(&mnt);
-    Some(inos)
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => std::panic::resume_unwind(e),
+    }
 }
 
 /// Fills every free inode of the parent's AG in a kernel-made image,
@@ -483,40 +505,31 @@ fn punch(path: &Path, off: u64, len: u64) {
 /// space is fragments holding an aligned 4-block run but no aligned
 /// 8-block run. False when not root.
 fn kernel_fragment(img: &Path, bs: u64) -> bool {
-    if !is_root() {
-        eprintln!("SKIP: fragmenting an image through the kernel needs root (loop mount)");
-        return false;
-    }
-    let mnt = img.with_extension("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let m = mnt.display().to_string();
-    let (ok, out) = run("mount", &["-o", "loop", &img.display().to_string(), &m]);
-    assert!(ok, "mount: {out}");
-    let (ok, out) = run("xfs_io", &["-x", "-c", "resblks 0", &m]);
-    assert!(ok, "resblks: {out}");
-    let mut big = Vec::new();
-    for (size, n) in [(8u64 << 20, 64), (256 << 10, 512), (bs, 4096)] {
-        for i in 0..n {
-            let p = mnt.join(format!("fill-{size}-{i}"));
-            if !falloc(&p, size) {
-                break;
-            }
-            if size > bs {
-                big.push((p, size));
+    with_rw_mount(img, "fragmenting", |mnt| {
+        let m = mnt.display().to_string();
+        let (ok, out) = run("xfs_io", &["-x", "-c", "resblks 0", &m]);
+        assert!(ok, "resblks: {out}");
+        let mut big = Vec::new();
+        for (size, n) in [(8u64 << 20, 64), (256 << 10, 512), (bs, 4096)] {
+            for i in 0..n {
+                let p = mnt.join(format!("fill-{size}-{i}"));
+                if !falloc(&p, size) {
+                    break;
+                }
+                if size > bs {
+                    big.push((p, size));
+                }
             }
         }
-    }
-    for (p, size) in &big {
-        let mut off = 0;
-        while off + 16 * bs <= *size {
-            punch(p, off + 4 * bs, 7 * bs);
-            off += 16 * bs;
+        for (p, size) in &big {
+            let mut off = 0;
+            while off + 16 * bs <= *size {
+                punch(p, off + 4 * bs, 7 * bs);
+                off += 16 * bs;
+            }
         }
-    }
-    let (ok, out) = run("umount", &[&m]);
-    assert!(ok, "umount: {out}");
-    let _ = std::fs::remove_dir(&mnt);
-    true
+    })
+    .is_some()
 }
 
 /// On fragmented free space, new chunks are sparse (4-block pieces):
@@ -679,13 +692,106 @@ fn runs(blocks: &std::collections::BTreeSet<u32>) -> Vec<(u32, u32)> {
     out
 }
 
+/// Takes every free block of AG `agno` with our allocator (owner-less
+/// until given back) and returns the AG blocks taken.
+fn take_all_space(fs: &Fs, agno: AgNumber) -> std::collections::BTreeSet<u32> {
+    use xfskit::alloc::{alloc_extent, AllocReq, Owner};
+    use xfskit::geometry::AgBlock;
+    let geo = fs.geometry();
+    let mut taken = std::collections::BTreeSet::new();
+    loop {
+        let mut tp = fs.trans().unwrap();
+        let req = AllocReq {
+            target: geo.fsb_make(agno, AgBlock(0)),
+            minlen: 1,
+            maxlen: geo.ag_blocks,
+            alignment: 1,
+            ag_only: true,
+            owner: Owner::Ag,
+        };
+        match alloc_extent(&mut tp, &req) {
+            Ok((fsb, len)) => {
+                tp.commit().unwrap();
+                let (a, b) = geo.fsb_split(fsb);
+                assert_eq!(a, agno);
+                taken.extend(b.0..b.0 + len);
+            }
+            Err(xfskit::Error::NoSpace(_)) => return taken,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// Gives back blocks taken by [`take_all_space`].
+fn give_back(fs: &Fs, agno: AgNumber, taken: &std::collections::BTreeSet<u32>) {
+    use xfskit::alloc::{free_extent, Owner};
+    use xfskit::geometry::AgBlock;
+    for (s, l) in runs(taken) {
+        let mut tp = fs.trans().unwrap();
+        free_extent(
+            &mut tp,
+            fs.geometry().fsb_make(agno, AgBlock(s)),
+            l,
+            &Owner::Ag,
+        )
+        .unwrap();
+        tp.commit().unwrap();
+    }
+}
+
+/// A full AG sends new files to the next one; a full filesystem gives
+/// NoSpace once the last free inode is used, and nothing is left half
+/// done.
+#[test]
+fn full_ags_and_full_filesystem() {
+    let s = Scratch::new("ialloc-full");
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 320 << 20, "");
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    let before_chunks = chunks(&fs);
+    let t1 = take_all_space(&fs, AgNumber(1));
+    let over = alloc_n(&fs, geo.ino_make(AgNumber(1), 64), S_IFREG, 100);
+    assert!(
+        over.iter().all(|i| geo.ino_agno(*i) == AgNumber(2)),
+        "AG 1 full: AG 2 next"
+    );
+    let mut taken = vec![(AgNumber(1), t1)];
+    for ag in [0, 2, 3] {
+        taken.push((AgNumber(ag), take_all_space(&fs, AgNumber(ag))));
+    }
+    // AG 2's chunk has 28 free inodes left, AG 0's root chunk 61.
+    let rest = alloc_n(&fs, geo.root_ino, S_IFREG, 61 + 28);
+    let mut tp = fs.trans().unwrap();
+    match alloc_inode(&mut tp, geo.root_ino, S_IFREG) {
+        Err(xfskit::Error::NoSpace(_)) => {}
+        other => panic!("expected NoSpace, got {other:?}"),
+    }
+    drop(tp);
+    free_all(&fs, &over);
+    free_all(&fs, &rest);
+    for (ag, t) in &taken {
+        give_back(&fs, *ag, t);
+    }
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+    let fs = open_rw(&img);
+    assert_eq!(chunks(&fs), before_chunks);
+    let g = fs.geometry();
+    assert_eq!(
+        (g.icount, g.ifree, g.fdblocks),
+        (geo.icount, geo.ifree, geo.fdblocks)
+    );
+}
+
 /// Sparse pieces of one chunk allocated at different times merge into
 /// one record: AG 1's free space is taken (by our allocator, owner-less
 /// for a while), then space around the low half of a few chunk-aligned
 /// ranges is given back and used by sparse chunks, then the high halves.
 #[test]
 fn sparse_pieces_merge() {
-    use xfskit::alloc::{alloc_extent, free_extent, AllocReq, Owner};
+    use xfskit::alloc::{free_extent, Owner};
     use xfskit::geometry::AgBlock;
     let s = Scratch::new("ialloc-merge");
     let img = s.0.join("a.img");
@@ -699,28 +805,7 @@ fn sparse_pieces_merge() {
     let ag = AgNumber(1);
     let parent = geo.ino_make(ag, 0);
     let before_chunks = chunks(&fs);
-    let mut leaked = std::collections::BTreeSet::new();
-    loop {
-        let mut tp = fs.trans().unwrap();
-        let req = AllocReq {
-            target: geo.fsb_make(ag, AgBlock(0)),
-            minlen: 1,
-            maxlen: geo.ag_blocks,
-            alignment: 1,
-            ag_only: true,
-            owner: Owner::Ag,
-        };
-        match alloc_extent(&mut tp, &req) {
-            Ok((fsb, len)) => {
-                tp.commit().unwrap();
-                let (a, b) = geo.fsb_split(fsb);
-                assert_eq!(a, ag);
-                leaked.extend(b.0..b.0 + len);
-            }
-            Err(xfskit::Error::NoSpace(_)) => break,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    let mut leaked = take_all_space(&fs, ag);
     let give = |fs: &Fs, leaked: &mut std::collections::BTreeSet<u32>, start: u32, len: u32| {
         let mut tp = fs.trans().unwrap();
         free_extent(&mut tp, geo.fsb_make(ag, AgBlock(start)), len, &Owner::Ag).unwrap();
@@ -782,4 +867,54 @@ fn sparse_pieces_merge() {
         (g.icount, g.ifree, g.fdblocks),
         (geo.icount, geo.ifree, geo.fdblocks)
     );
+}
+
+/// Freeing what is not an in-use inode is refused and changes nothing.
+#[test]
+fn bad_frees_are_refused() {
+    let s = Scratch::new("ialloc-badfree");
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 320 << 20, "");
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    let ino = alloc_n(&fs, geo.root_ino, S_IFREG, 1)[0];
+    free_all(&fs, &[ino]);
+    let before = agi_counts(&fs);
+    let try_free = |i: Ino| {
+        let mut tp = fs.trans().unwrap();
+        free_inode(&mut tp, i)
+    };
+    // Already free, in no chunk, outside the filesystem.
+    assert!(matches!(try_free(ino), Err(xfskit::Error::Invalid(_))));
+    let nowhere = geo.ino_make(AgNumber(2), 4096);
+    assert!(matches!(try_free(nowhere), Err(xfskit::Error::Invalid(_))));
+    assert!(try_free(Ino(u64::MAX >> 4)).is_err());
+    // A file with blocks must be emptied first.
+    let f = alloc_n(&fs, geo.root_ino, S_IFREG, 1)[0];
+    {
+        let mut tp = fs.trans().unwrap();
+        let mut ip = tp.read_inode(f).unwrap();
+        ip.nblocks = 1;
+        tp.log_inode(&ip).unwrap();
+        assert!(matches!(
+            free_inode(&mut tp, f),
+            Err(xfskit::Error::Invalid(_))
+        ));
+    }
+    free_all(&fs, &[f]);
+    assert_eq!(agi_counts(&fs), before);
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+}
+
+#[test]
+fn many_chunks_2k_blocks_1k_inodes() {
+    many_chunks("-b size=2048 -i size=1024");
+}
+
+#[test]
+fn many_chunks_odd_sized_last_ag() {
+    // 5 AGs, the last one (40 MiB) shorter than the others.
+    many_chunks("-d agsize=70m");
 }

@@ -233,7 +233,8 @@ pub(crate) fn alloc_chunk(
     let Some((agbno, len)) = try_alloc(tp, &req)? else {
         return Ok(None);
     };
-    let max_agbno = (geo.ag_blocks / cg.inoalign * cg.inoalign).saturating_sub(cg.blocks);
+    let ag_len = geo.ag_len(agno);
+    let max_agbno = (ag_len / cg.inoalign * cg.inoalign).saturating_sub(cg.blocks);
     let rec_start = agbno - agbno % cg.inoalign;
     if len != cg.min_blocks || rec_start < cg.inoalign || rec_start > max_agbno {
         // Our allocator cannot be told these bounds: give the blocks back.

@@ -6,6 +6,14 @@
 //! AG; an AG is used when it has a free inode or room for a new chunk,
 //! otherwise the following AGs are tried. Inside an AG the free inode
 //! btree (when present) finds the free inode nearest the parent.
+//!
+//! The directory rotor is a counter in the filesystem's write state
+//! (`WriteState::dir_rotor`), so two builds of one image place alike.
+//! Freeing the last used inode of a chunk frees the chunk (the kernel's
+//! default, no `ikeep`), except when one block holds several chunks.
+//! The inodes of a new chunk are logged whole as free inodes (generation
+//! from the filesystem's seeded sequence), so writeback merges them into
+//! cluster-sized writes; a freed chunk's pending inode writes are dropped.
 
 mod agi;
 mod chunk;
@@ -21,8 +29,6 @@ use crate::trans::{BufId, Trans};
 use agi::off;
 use chunk::ChunkGeo;
 use rec::IRec;
-use std::collections::HashMap;
-use std::sync::Mutex;
 use tree::Tree;
 use xfs_format::ag::{Agf, XFS_AGF_SECTOR};
 use xfs_format::btree::XFS_INODES_PER_CHUNK;
@@ -31,15 +37,17 @@ use xfs_format::types::NULLAGINO;
 const S_IFMT: u16 = 0o170000;
 const S_IFDIR: u16 = 0o040000;
 
-/// The directory rotor of each filesystem (keyed by metadata UUID): the
-/// AG the next new directory starts its search in.
-fn next_rotor(uuid: [u8; 16], agcount: u32) -> u32 {
-    static ROTORS: Mutex<Option<HashMap<[u8; 16], u32>>> = Mutex::new(None);
-    let mut g = ROTORS.lock().unwrap_or_else(|e| e.into_inner());
-    let r = g.get_or_insert_with(HashMap::new).entry(uuid).or_insert(0);
-    let ag = *r % agcount;
-    *r = (ag + 1) % agcount;
-    ag
+/// The AG the next new directory starts its search in: the filesystem's
+/// rotor, advanced by one (atomically, so threads spread too).
+fn next_rotor(tp: &Trans<'_>, agcount: u32) -> Result<u32> {
+    use std::sync::atomic::Ordering;
+    let r = &tp.fs().write_state()?.dir_rotor;
+    let prev = r
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+            Some((v % agcount + 1) % agcount)
+        })
+        .unwrap_or(0);
+    Ok(prev % agcount)
 }
 
 /// Allocates a free inode for a new file of type `mode` created in
@@ -59,7 +67,7 @@ pub fn alloc_inode(tp: &mut Trans<'_>, parent: Ino, mode: u16) -> Result<Ino> {
         0
     };
     let start = if is_dir {
-        next_rotor(geo.meta_uuid, agcount)
+        next_rotor(tp, agcount)?
     } else {
         pagno
     };
@@ -257,6 +265,15 @@ pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
     }
     let agno = geo.ino_agno(ino);
     let agino = geo.ino_agino(ino);
+    tp.lock_inode(ino);
+    let agi_id = agi::read_agi(tp, agno)?;
+    let mut irec = tree::lookup_le(tp, agno, Tree::Ino, agino)?
+        .filter(|r| agino - r.startino < XFS_INODES_PER_CHUNK)
+        .ok_or_else(|| Error::Invalid(format!("inode {} is in no inode chunk", ino.0)))?;
+    let idx = agino - irec.startino;
+    if irec.free & (1u64 << idx) != 0 {
+        return Err(Error::Invalid(format!("inode {} is not in use", ino.0)));
+    }
     let ip = tp.read_inode(ino)?;
     if ip.nblocks != 0 || ip.nextents != 0 || ip.anextents != 0 {
         return Err(Error::Invalid(format!(
@@ -264,12 +281,6 @@ pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
             ino.0
         )));
     }
-    let agi_id = agi::read_agi(tp, agno)?;
-    tp.lock_inode(ino);
-    let mut irec = tree::lookup_le(tp, agno, Tree::Ino, agino)?
-        .filter(|r| agino - r.startino < XFS_INODES_PER_CHUNK)
-        .ok_or_else(|| agi_corrupt(agno, &format!("no chunk holds inode {}", ino.0)))?;
-    let idx = agino - irec.startino;
     irec.give(idx)?;
     let finobt = geo.features.finobt;
     let frec = if finobt {

@@ -117,6 +117,9 @@ pub struct WriteState {
     fixed_time: Mutex<Option<(i64, u32)>>,
     /// Source of inode generation numbers.
     gen: std::sync::atomic::AtomicU64,
+    /// The AG where the next new directory's inode search starts
+    /// (crate::ialloc's rotor).
+    pub dir_rotor: std::sync::atomic::AtomicU32,
     /// Per-AG locks.
     pub ags: LockSet,
     /// Per-inode locks.
@@ -145,6 +148,7 @@ impl WriteState {
             queried: Mutex::new(HashSet::new()),
             fixed_time: Mutex::new(None),
             gen: std::sync::atomic::AtomicU64::new(0x9e37_79b9),
+            dir_rotor: std::sync::atomic::AtomicU32::new(0),
             ags: LockSet::default(),
             inodes: LockSet::default(),
             dirty_limit: 128 << 20,
