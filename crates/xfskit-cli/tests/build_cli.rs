@@ -49,7 +49,11 @@ fn verify(img: &Path, want: &[common::Entry], tmp: &Path, what: &str) {
     let got = walk_host(m.path());
     drop(m);
     let d = diff_walks(want, &got);
-    assert!(d.is_empty(), "{what}: the kernel sees a different tree:\n{}", d.join("\n"));
+    assert!(
+        d.is_empty(),
+        "{what}: the kernel sees a different tree:\n{}",
+        d.join("\n")
+    );
 }
 
 #[test]
@@ -67,7 +71,12 @@ fn build_every_fixture_from_directory_and_tar() {
 
         // From the mounted directory.
         let img = tmp.path().join("dir.img");
-        build_ok(&["build", "-q", &src_mnt.display().to_string(), &img.display().to_string()]);
+        build_ok(&[
+            "build",
+            "-q",
+            &src_mnt.display().to_string(),
+            &img.display().to_string(),
+        ]);
         verify(&img, &want, tmp.path(), &format!("{name}-dir"));
 
         // From a zstd-compressed pax tar of the same tree, on stdin.
@@ -104,10 +113,17 @@ fn build_every_fixture_from_directory_and_tar() {
         let mnt = tmp.path().join("mnt-tar");
         std::fs::create_dir_all(&mnt).unwrap();
         let m = LoopMount::new(&img2, &mnt).unwrap();
-        let got: Vec<common::Entry> = walk_host(m.path()).into_iter().filter(|e| !e.path.is_empty()).collect();
+        let got: Vec<common::Entry> = walk_host(m.path())
+            .into_iter()
+            .filter(|e| !e.path.is_empty())
+            .collect();
         drop(m);
         let d = diff_walks(&want_tar, &got);
-        assert!(d.is_empty(), "{name}-tar: the kernel sees a different tree:\n{}", d.join("\n"));
+        assert!(
+            d.is_empty(),
+            "{name}-tar: the kernel sees a different tree:\n{}",
+            d.join("\n")
+        );
     }
 }
 
@@ -127,18 +143,29 @@ fn reproducible_builds_are_byte_identical() {
     for e in std::fs::read_dir(src.join("d")).unwrap() {
         let f = std::fs::File::options().write(true).open(e.unwrap().path());
         if let Ok(f) = f {
-            f.set_times(std::fs::FileTimes::new().set_accessed(later)).unwrap();
+            f.set_times(std::fs::FileTimes::new().set_accessed(later))
+                .unwrap();
         }
     }
     let a = tmp.path().join("a.img");
     let b = tmp.path().join("b.img");
     for img in [&a, &b] {
         let out = Command::new(env!("CARGO_BIN_EXE_xfskit"))
-            .args(["build", "-q", "--reproducible", &src.display().to_string(), &img.display().to_string()])
+            .args([
+                "build",
+                "-q",
+                "--reproducible",
+                &src.display().to_string(),
+                &img.display().to_string(),
+            ])
             .env("SOURCE_DATE_EPOCH", "1700000000")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let (x, y) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     assert_eq!(x.len(), y.len());
@@ -154,7 +181,9 @@ fn too_small_image_is_a_clear_error() {
     let src = tmp.path().join("src");
     std::fs::create_dir_all(&src).unwrap();
     // 400 MiB of incompressible-looking data cannot fit a 300 MiB image.
-    let chunk: Vec<u8> = (0..1 << 20).map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let chunk: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     for i in 0..4 {
         let mut f = std::fs::File::create(src.join(format!("big{i}"))).unwrap();
         for _ in 0..100 {
@@ -162,8 +191,23 @@ fn too_small_image_is_a_clear_error() {
         }
     }
     let img = tmp.path().join("small.img");
-    let out = xfskit(&["build", "-q", "--size", "300m", &src.display().to_string(), &img.display().to_string()]);
-    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = xfskit(&[
+        "build",
+        "-q",
+        "--size",
+        "300m",
+        &src.display().to_string(),
+        &img.display().to_string(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("space"), "error does not say what ran out: {err}");
+    assert!(
+        err.contains("space"),
+        "error does not say what ran out: {err}"
+    );
 }

@@ -499,7 +499,11 @@ fn build_runs_mkfs_then_the_engine() {
         .arg(&image4)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The census against reality: copy a tree into a kernel-mounted XFS image
