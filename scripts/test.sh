@@ -11,6 +11,9 @@ command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v zstd >/dev/null || need+=(zstd)
 command -v setfattr >/dev/null || need+=(attr)
 command -v strace >/dev/null || need+=(strace)
+command -v setfacl >/dev/null || need+=(acl)
+command -v xz >/dev/null || need+=(xz-utils)
+command -v tar >/dev/null || need+=(tar)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing: ${need[*]}"
