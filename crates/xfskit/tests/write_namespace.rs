@@ -717,3 +717,61 @@ fn change_counter_is_lazy() {
     assert_eq!(fs.inode(f).unwrap().changecount, c);
     assert_repair_clean(&img);
 }
+
+#[test]
+fn full_image_gives_no_space_and_stays_valid() {
+    let s = Scratch::new("full");
+    let img = s.0.join("img");
+    mkfs_xfs(&img, 300 << 20, "");
+    let fs = open_rw(&img);
+    let root = fs.geometry().root_ino;
+    let chunk = vec![0xa5u8; 4 << 20];
+    let mut written: Vec<(Ino, u64)> = Vec::new();
+    let mut err = None;
+    'fill: for i in 0..1000 {
+        let name = format!("f{i}");
+        let ino = match fs.create(
+            root,
+            name.as_bytes(),
+            &NodeKind::File { size: 0 },
+            &meta(0o644, 0),
+        ) {
+            Ok(ino) => ino,
+            Err(e) => {
+                err = Some(e);
+                break;
+            }
+        };
+        let mut size = 0u64;
+        for _ in 0..8 {
+            if let Err(e) = fs.write_at(ino, size, &chunk) {
+                err = Some(e);
+                written.push((ino, size));
+                break 'fill;
+            }
+            size += chunk.len() as u64;
+        }
+        written.push((ino, size));
+    }
+    assert!(
+        matches!(err, Some(xfskit::Error::NoSpace(_))),
+        "expected NoSpace, got {err:?}"
+    );
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+    let fs = Fs::open(&img, &Default::default()).unwrap();
+    for (ino, size) in written {
+        let ip = fs.inode(ino).unwrap();
+        assert_eq!(
+            ip.size, size,
+            "inode {} keeps exactly what was written",
+            ino.0
+        );
+        let mut b = vec![0u8; 4096];
+        if size > 0 {
+            xfskit::inode::read_at(&fs, &ip, size - 4096, &mut b).unwrap();
+            assert!(b.iter().all(|&x| x == 0xa5));
+        }
+    }
+}

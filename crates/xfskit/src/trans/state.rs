@@ -206,6 +206,38 @@ impl WriteState {
         }
         let mut n = lock(&self.dirty_bytes);
         *n = n.saturating_sub(freed);
+        drop(n);
+        drop(d);
+        // File data pending for freed blocks is dropped too, so pending
+        // data and pending metadata never cover the same bytes.
+        let mut dr = lock(&self.data);
+        let first = dr.runs.range(..lo).next_back().map(|(&s, _)| s);
+        let keys: Vec<u64> = first
+            .into_iter()
+            .chain(dr.runs.range(lo..hi).map(|(&s, _)| s))
+            .collect();
+        for s in keys {
+            let Some(v) = dr.runs.remove(&s) else {
+                continue;
+            };
+            let e = s + v.len() as u64;
+            if e <= lo || s >= hi {
+                dr.runs.insert(s, v);
+                continue;
+            }
+            let mut kept = 0usize;
+            if s < lo {
+                let head = v[..(lo - s) as usize].to_vec();
+                kept += head.len();
+                dr.runs.insert(s, head);
+            }
+            if e > hi {
+                let tail = v[(hi - s) as usize..].to_vec();
+                kept += tail.len();
+                dr.runs.insert(hi, tail);
+            }
+            dr.bytes = dr.bytes.saturating_sub(v.len() - kept);
+        }
     }
 
     /// Marks inode `ino`'s change counter as seen by someone.
@@ -348,7 +380,14 @@ impl WriteState {
     }
 
     fn write_slices(&self, dev: &dyn Device, off: u64, slices: &[&[u8]]) -> Result<()> {
-        dev.write_vectored_at(slices, off).map_err(Error::Io)?;
+        if slices.len() > 64 {
+            // Many small pieces (inodes): one copy beats several system
+            // calls under the iovec limit.
+            let joined = slices.concat();
+            dev.write_at(&joined, off).map_err(Error::Io)?;
+        } else {
+            dev.write_vectored_at(slices, off).map_err(Error::Io)?;
+        }
         let mut s = lock(&self.stats);
         s.writes += 1;
         s.bytes += slices.iter().map(|b| b.len() as u64).sum::<u64>();
@@ -359,13 +398,14 @@ impl WriteState {
     /// address, adjacent buffers merged into vectored writes. Readers wait
     /// while the pending set is being written, so they never miss it.
     pub fn writeback(&self, dev: &dyn Device) -> Result<()> {
-        {
-            let mut d = lock(&self.data);
-            self.flush_runs(dev, &mut d)?;
-        }
+        let mut data = lock(&self.data);
+        let runs = std::mem::take(&mut data.runs);
+        data.bytes = 0;
         let mut pending = lock(&self.dirty);
-        // Stamp each block's CRC once, now.
-        let stamped: Vec<(u64, std::borrow::Cow<'_, [u8]>)> = pending
+        // Stamp each block's CRC once, now; merge metadata and file data
+        // (never overlapping: freeing blocks drops both) into one sorted
+        // stream so that interleaved blocks still make long writes.
+        let mut stamped: Vec<(u64, std::borrow::Cow<'_, [u8]>)> = pending
             .iter()
             .map(|(off, p)| {
                 let b = match p.crc_off {
@@ -379,6 +419,11 @@ impl WriteState {
                 (*off, b)
             })
             .collect();
+        stamped.extend(
+            runs.iter()
+                .map(|(off, v)| (*off, std::borrow::Cow::Borrowed(&v[..]))),
+        );
+        stamped.sort_by_key(|(off, _)| *off);
         let mut batch: Vec<&[u8]> = Vec::new();
         let (mut start, mut end, mut len) = (0u64, 0u64, 0usize);
         for (off, b) in stamped.iter() {
