@@ -19,6 +19,7 @@ mod xattr;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::Ino;
+use zerocopy::FromBytes;
 use crate::inode::{Inode, Timestamp};
 
 /// Longest name in a directory.
@@ -66,11 +67,45 @@ impl Fs {
     /// The change cookie of inode `ino` (what statx and NFS see). Querying
     /// it makes the next change increment it.
     pub fn change_cookie(&self, ino: Ino) -> Result<u64> {
-        let ip = self.inode(ino)?;
+        let count = self.read_changecount(ino)?;
         if let Ok(ws) = self.write_state() {
             ws.mark_queried(ino.0);
         }
-        Ok(ip.changecount)
+        Ok(count)
+    }
+
+    /// Reads just the change counter of `ino` (CRC and identity checked,
+    /// nothing decoded or allocated beyond the raw inode).
+    fn read_changecount(&self, ino: Ino) -> Result<u64> {
+        let geo = self.geometry();
+        if !geo.ino_valid(ino) {
+            return Err(Error::corrupt(
+                "inode number",
+                crate::error::Location::Inode(ino.0),
+                "outside the filesystem",
+            ));
+        }
+        let off = geo.ino_to_bytes(ino);
+        let len = geo.inode_size as usize;
+        let raw: std::sync::Arc<[u8]> = match crate::fs::pending_inode(self, off, len) {
+            Some(r) => r,
+            None => {
+                let mut v = vec![0u8; len];
+                self.read_bytes(off, &mut v)?;
+                v.into()
+            }
+        };
+        let d = xfs_format::inode::Dinode::ref_from_prefix(&raw[..])
+            .map_err(|_| Error::corrupt("inode", crate::error::Location::Inode(ino.0), "short"))?
+            .0;
+        if d.di_magic.get() != xfs_format::inode::XFS_DINODE_MAGIC
+            || d.di_ino.get() != ino.0
+            || !xfs_format::crc::verify(&raw, crate::inode::INODE_CRC_OFF)
+        {
+            // The full decode names the exact problem.
+            return self.inode(ino).map(|ip| ip.changecount);
+        }
+        Ok(d.di_changecount.get())
     }
 
     /// Records a change to `ip` (ctime, and the counter if it was queried).
