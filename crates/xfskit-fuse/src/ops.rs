@@ -106,28 +106,9 @@ impl XfsFuse {
     fn inode_by_ino(&self, ino: Ino) -> Result<Arc<Inode>, Errno> {
         self.inodes.get_or_load(
             ino.0,
-            || {
-                self.prefetch_cluster(ino);
-                self.fs.inode(ino).map_err(|e| to_errno(&e))
-            },
+            || self.fs.inode(ino).map_err(|e| to_errno(&e)),
             inode_cost,
         )
-    }
-
-    /// Asks the device to read the inode cluster around `ino` in one go:
-    /// neighbours (files created together) are likely wanted next, and one
-    /// larger read costs about as much as a single inode's.
-    fn prefetch_cluster(&self, ino: Ino) {
-        let geo = self.fs.geometry();
-        if !geo.ino_valid(ino) {
-            return;
-        }
-        let cluster = u64::from(geo.inode_cluster_size.max(geo.block_size));
-        if !cluster.is_power_of_two() {
-            return;
-        }
-        let off = geo.ino_to_bytes(ino) & !(cluster - 1);
-        self.fs.device().will_need(off, cluster);
     }
 
     fn dir_inode(&self, node: INodeNo) -> Result<Arc<Inode>, Errno> {
