@@ -42,7 +42,11 @@ const MAX_IO: u32 = 1 << 20;
 /// Bytes of decoded inodes to keep (about 50,000 small inodes).
 const INODE_CACHE_BYTES: usize = 48 << 20;
 /// Bytes of file extent maps to keep for files read without an open handle.
-const MAP_CACHE_BYTES: usize = 32 << 20;
+const MAP_CACHE_BYTES: usize = 64 << 20;
+/// Shards of the extent-map cache: few, so that one map may hold up to
+/// 16 MiB (half a million extents) and a fragmented file's map is still
+/// decoded once, not on every read.
+const MAP_CACHE_SHARDS: usize = 4;
 
 thread_local! {
     /// The read buffer of the current serving thread.
@@ -81,7 +85,7 @@ impl XfsFuse {
             handles: Handles::default(),
             statfs: OnceLock::new(),
             inodes: InoCache::new(INODE_CACHE_BYTES),
-            readers: InoCache::new(MAP_CACHE_BYTES),
+            readers: InoCache::with_shards(MAP_CACHE_BYTES, MAP_CACHE_SHARDS),
             skip_open: false,
             skip_opendir: false,
         }
