@@ -7,7 +7,10 @@
 # of that file (fio, or python if fio is missing), and reading many random
 # 4 KiB files (open+read+close, python).
 # Needs root. Usage: bench/read.sh [WORKDIR]
-# (env: XFSKIT, XFSFUSE, RUNTIME, SMALL, READERS="kernel xfskit xfsfuse")
+# (env: XFSKIT, XFSFUSE, RUNTIME, SMALL, READERS="kernel xfskit xfsfuse", ROUNDS)
+# With ROUNDS=N every reader is measured N times, the readers taking turns
+# (so a burst of load elsewhere on the machine hits all of them), and the
+# median of each workload is reported.
 set -euo pipefail
 WORK=${1:-/tmp/xfskit-bench}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,6 +18,7 @@ XFSKIT=${XFSKIT:-$ROOT/target/release/xfskit}
 XFSFUSE=${XFSFUSE:-$(command -v xfs-fuse || echo /tmp/xfsfuse/bin/xfs-fuse)}
 RUNTIME=${RUNTIME:-10}
 SMALL=${SMALL:-20000}
+ROUNDS=${ROUNDS:-1}
 IMG=$WORK/img
 MNT=$WORK/mnt
 [ "$(id -u)" = 0 ] || { echo "bench/read.sh: needs root" >&2; exit 2; }
@@ -104,11 +108,20 @@ if [ -z "${READERS:-}" ]; then
     READERS="kernel xfskit"
     if [ -x "$XFSFUSE" ]; then READERS="$READERS xfsfuse"; else echo "xfs-fuse not found at $XFSFUSE; skipping it" >&2; fi
 fi
+median() { python3 -c "import statistics,sys; print('%.0f' % statistics.median(map(float, sys.argv[1:])))" "$@"; }
+declare -A ALLSEQ ALLRND ALLSML
+for round in $(seq "$ROUNDS"); do
+    for r in $READERS; do
+        mount_as "$r"
+        s=$(seq_mbs); n=$(rand_iops); m=$(small_fps)
+        unmount_as "$r"
+        ALLSEQ[$r]="${ALLSEQ[$r]:-} $s"; ALLRND[$r]="${ALLRND[$r]:-} $n"; ALLSML[$r]="${ALLSML[$r]:-} $m"
+        echo "round $round $r: seq $s MB/s, rand4k $n IOPS, small files $m/s" >&2
+    done
+done
 for r in $READERS; do
-    mount_as "$r"
-    SEQ[$r]=$(seq_mbs); RND[$r]=$(rand_iops); SML[$r]=$(small_fps)
-    unmount_as "$r"
-    echo "$r: seq ${SEQ[$r]} MB/s, rand4k ${RND[$r]} IOPS, small files ${SML[$r]}/s" >&2
+    # shellcheck disable=SC2086  # word splitting of the lists is wanted
+    SEQ[$r]=$(median ${ALLSEQ[$r]}); RND[$r]=$(median ${ALLRND[$r]}); SML[$r]=$(median ${ALLSML[$r]})
 done
 
 ratio() { python3 -c "print('%.2f' % ($1/$2) if $2 else 'n/a')"; }

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// Shards of a cache made with [`InoCache::new`].
 const SHARDS: usize = 16;
 
 struct Shard<V> {
@@ -33,8 +34,15 @@ pub struct InoCache<V> {
 impl<V> InoCache<V> {
     /// A cache whose entries cost at most about `limit` in total.
     pub fn new(limit: usize) -> InoCache<V> {
+        Self::with_shards(limit, SHARDS)
+    }
+
+    /// Like [`InoCache::new`] with `shards` shards: fewer shards let single
+    /// entries be larger (no entry may cost more than `limit / shards`).
+    pub fn with_shards(limit: usize, shards: usize) -> InoCache<V> {
+        let shards = shards.max(1);
         InoCache {
-            shards: (0..SHARDS)
+            shards: (0..shards)
                 .map(|_| {
                     Mutex::new(Shard {
                         map: HashMap::new(),
@@ -43,14 +51,14 @@ impl<V> InoCache<V> {
                     })
                 })
                 .collect(),
-            shard_limit: (limit / SHARDS).max(1),
+            shard_limit: (limit / shards).max(1),
         }
     }
 
     fn shard(&self, ino: u64) -> &Mutex<Shard<V>> {
         // Inode numbers of one directory are close together: spread them.
         let h = ino.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40;
-        &self.shards[(h as usize) % SHARDS]
+        &self.shards[(h as usize) % self.shards.len()]
     }
 
     /// The cached value for `ino`, if any.
@@ -151,6 +159,15 @@ mod tests {
         assert!(c.get(7).is_none());
         assert_eq!(*c.insert(7, 2, 10), 2);
         assert_eq!(c.get(7).as_deref(), Some(&2));
+    }
+
+    #[test]
+    fn fewer_shards_take_larger_entries() {
+        let c: InoCache<u32> = InoCache::with_shards(100, 2);
+        c.insert(1, 1, 50);
+        assert!(c.get(1).is_some());
+        c.insert(2, 2, 51);
+        assert!(c.get(2).is_none());
     }
 
     #[test]

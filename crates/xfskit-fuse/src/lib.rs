@@ -35,10 +35,16 @@ pub struct MountOptions {
 
 impl Default for MountOptions {
     fn default() -> Self {
+        // Leave a core to the programs reading the mount: on a two-core
+        // machine one serving thread answered small synchronous requests
+        // (random 4 KiB reads, open+read+close of small files) faster than
+        // two, which only add wake-ups on a busy CPU; bigger machines get
+        // threads for concurrent readers.
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
-            .unwrap_or(2)
-            .clamp(2, 8);
+            .unwrap_or(1)
+            .saturating_sub(1)
+            .clamp(1, 8);
         MountOptions {
             source: String::new(),
             extra: Vec::new(),

@@ -24,6 +24,9 @@ pub struct Args {
     /// Extra mount options, comma-separated (e.g. `-o noexec,nosuid`).
     #[arg(short = 'o', value_name = "OPTS")]
     pub options: Vec<String>,
+    /// Threads serving requests (default: one less than the CPUs, 1 to 8).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: Option<u16>,
 }
 
 /// Runs the command.
@@ -42,11 +45,14 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let fs = super::open(&args.image, args.norecovery)?;
     // Catch the signals before mounting so none can kill us with the mount up.
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
-    let opts = xfskit_fuse::MountOptions {
+    let mut opts = xfskit_fuse::MountOptions {
         source: args.image.display().to_string(),
         extra: args.options,
         ..Default::default()
     };
+    if let Some(n) = args.threads {
+        opts.threads = usize::from(n);
+    }
     let mut mounted = xfskit_fuse::mount(fs, &args.mountpoint, &opts)?;
     let mut unmounter = mounted.unmounter();
     let where_ = args.mountpoint.display().to_string();
