@@ -274,11 +274,14 @@ fn truncated_and_malformed_archives_are_errors() {
     assert!(err.contains("truncated"), "{err}");
     // Compressed and cut.
     sh(&format!(
-        "head -c 300000 < /dev/null; gzip -c {} | head -c 200000 > {}/cut.tar.gz",
+        "gzip -c {} | head -c 200000 > {}/cut.tar.gz",
         full.display(),
         dir.path().display()
     ));
-    assert!(feed_tar(&dir.path().join("cut.tar.gz"), &IdMap::default()).is_err());
+    let err = feed_tar(&dir.path().join("cut.tar.gz"), &IdMap::default())
+        .err()
+        .unwrap();
+    assert!(matches!(err, xfskit::Error::Corrupt { .. }), "{err}");
     // Not a tar at all.
     std::fs::write(&cut, vec![7u8; 2048]).unwrap();
     let err = feed_tar(&cut, &IdMap::default()).err().unwrap().to_string();
