@@ -485,6 +485,9 @@ fn build_runs_mkfs_then_the_engine() {
         .unwrap()
         .to_string();
     assert!(err.contains("-f"), "{err}");
+    // An image inside the source directory is refused.
+    let err = build(&src, &root.join("x.img"), &opts, |_, _, _| Ok(())).err().unwrap();
+    assert!(err.to_string().contains("inside the source"), "{err}");
     // The engine hook reports that it is missing, and the new image is removed.
     let image3 = dir.path().join("img3");
     let err = build(&src, &image3, &opts, write_engine).err().unwrap();
