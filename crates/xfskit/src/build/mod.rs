@@ -261,6 +261,21 @@ pub fn build(
             )));
         }
     }
+    if let Source::Dir(dir) = source {
+        let parent = match image.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        if let (Ok(d), Ok(p)) = (dir.canonicalize(), parent.canonicalize()) {
+            if p.starts_with(&d) {
+                return Err(Error::Invalid(format!(
+                    "{} is inside the source directory {}",
+                    image.display(),
+                    dir.display()
+                )));
+            }
+        }
+    }
     let plan = plan(source, image, opts)?;
     if existing.as_ref().is_some_and(|m| m.is_file()) {
         // Start from an empty file so the image is exactly the planned size.

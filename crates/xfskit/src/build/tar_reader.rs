@@ -190,6 +190,18 @@ impl<R: Read> TarReader<R> {
                 }
                 Ok(n) => got += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+                    ) =>
+                {
+                    // The decompressor found a damaged or cut stream.
+                    return Err(corrupt(
+                        self.pos + got as u64,
+                        format!("{e} inside {} (truncated or damaged?)", what()),
+                    ));
+                }
                 Err(e) => {
                     return Err(Error::Io(std::io::Error::new(
                         e.kind(),

@@ -19,8 +19,8 @@ mod xattr;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::Ino;
-use zerocopy::FromBytes;
 use crate::inode::{Inode, Timestamp};
+use zerocopy::FromBytes;
 
 /// Longest name in a directory.
 pub const NAME_MAX: usize = 255;
