@@ -3,7 +3,7 @@
 //! that holds the whole request, else the largest one).
 
 use super::abt::{cur_free, lookup, AllocBt, Free, Which};
-use crate::btree::Dir;
+use crate::btree::{Cursor, Dir};
 use crate::error::Result;
 use crate::geometry::AgNumber;
 use crate::trans::Trans;
@@ -41,6 +41,42 @@ fn better(a: &Option<Cand>, b: &Cand, target: u32) -> bool {
     }
 }
 
+/// Looks at up to [`NEAR_SCAN`] free extents from the cursor (which sits
+/// on one when `more`), moving right or left, and keeps the best candidate.
+#[allow(clippy::too_many_arguments)]
+fn scan_side(
+    c: &mut Cursor<AllocBt>,
+    tp: &mut Trans<'_>,
+    mut more: bool,
+    rightwards: bool,
+    target: u32,
+    maxlen: u32,
+    align: u32,
+    best: &mut Option<Cand>,
+) -> Result<()> {
+    for _ in 0..NEAR_SCAN {
+        if !more {
+            break;
+        }
+        let f = cur_free(c, tp)?;
+        if let Some((s, l)) = place(f, target, maxlen, align) {
+            let cand = (f, s, l);
+            if better(best, &cand, target) {
+                *best = Some(cand);
+            }
+            if l == maxlen {
+                break;
+            }
+        }
+        more = if rightwards {
+            c.increment(tp)?
+        } else {
+            c.decrement(tp)?
+        };
+    }
+    Ok(())
+}
+
 /// Picks the blocks to allocate in AG `agno`: (free extent, start, len)
 /// with `minlen <= len <= maxlen`, or None.
 pub(crate) fn choose(
@@ -53,55 +89,25 @@ pub(crate) fn choose(
 ) -> Result<Option<Cand>> {
     let mut best: Option<Cand> = None;
     let mut c = AllocBt::cursor(tp, agno, Which::Bno);
-    let probe = Free {
-        bno: target,
-        len: 0,
-    };
-    // Leftwards from the extent at or before the target.
-    let mut more = lookup(&mut c, tp, probe, Dir::Le)?.is_some();
-    for _ in 0..NEAR_SCAN {
-        if !more {
-            break;
-        }
-        let f = cur_free(&c, tp)?;
-        if let Some((s, l)) = place(f, target, maxlen, align) {
-            let cand = (f, s, l);
-            if better(&best, &cand, target) {
-                best = Some(cand);
-            }
-            if l == maxlen {
-                break;
-            }
-        }
-        more = c.decrement(tp)?;
-    }
-    // Rightwards from the first extent after the target.
-    let mut more = lookup(
+    // Leftwards from the extent at or before the target, then rightwards
+    // from the first extent after it.
+    let more = lookup(
         &mut c,
         tp,
         Free {
-            bno: target.saturating_add(1),
+            bno: target,
             len: 0,
         },
-        Dir::Ge,
+        Dir::Le,
     )?
     .is_some();
-    for _ in 0..NEAR_SCAN {
-        if !more {
-            break;
-        }
-        let f = cur_free(&c, tp)?;
-        if let Some((s, l)) = place(f, target, maxlen, align) {
-            let cand = (f, s, l);
-            if better(&best, &cand, target) {
-                best = Some(cand);
-            }
-            if l == maxlen {
-                break;
-            }
-        }
-        more = c.increment(tp)?;
-    }
+    scan_side(&mut c, tp, more, false, target, maxlen, align, &mut best)?;
+    let after = Free {
+        bno: target.saturating_add(1),
+        len: 0,
+    };
+    let more = lookup(&mut c, tp, after, Dir::Ge)?.is_some();
+    scan_side(&mut c, tp, more, true, target, maxlen, align, &mut best)?;
     if best.is_none_or(|b| b.2 < maxlen) {
         // By size: the smallest extent holding everything, else the largest.
         let mut k = AllocBt::cursor(tp, agno, Which::Cnt);

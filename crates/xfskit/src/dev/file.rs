@@ -95,7 +95,7 @@ impl Device for FileDevice {
                 "device is not writable",
             ));
         }
-        let r = pwritev_all(&self.file, bufs, off);
+        let r = pwritev_all(&self.file, bufs, off).map(|_| ());
         if r.is_err() {
             self.poisoned.store(true, Ordering::Release);
         }
@@ -128,14 +128,17 @@ impl Device for FileDevice {
 const MAX_IOVECS: usize = 1024;
 
 /// Writes all of `bufs` (contiguous on disk) from `off`, with as few
-/// `pwritev` calls as the iovec limit and short writes allow.
-fn pwritev_all(file: &File, bufs: &[&[u8]], off: u64) -> io::Result<()> {
+/// `pwritev` calls as the iovec limit and short writes allow. Returns the
+/// number of calls made.
+pub(crate) fn pwritev_all(file: &File, bufs: &[&[u8]], off: u64) -> io::Result<u64> {
     use std::io::IoSlice;
     let mut slices: Vec<IoSlice<'_>> = bufs.iter().map(|b| IoSlice::new(b)).collect();
     let mut pos = off;
     let mut first = 0;
+    let mut calls = 0u64;
     while first < slices.len() {
         let end = (first + MAX_IOVECS).min(slices.len());
+        calls += 1;
         let n = rustix::io::pwritev(file, &slices[first..end], pos)?;
         if n == 0 {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));
@@ -154,5 +157,5 @@ fn pwritev_all(file: &File, bufs: &[&[u8]], off: u64) -> io::Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(calls)
 }

@@ -3,6 +3,7 @@
 mod file;
 mod mem;
 
+pub(crate) use file::pwritev_all;
 pub use file::FileDevice;
 pub use mem::MemDevice;
 

@@ -164,6 +164,77 @@ pub struct Inode {
     pub attr_fork: Vec<u8>,
 }
 
+/// What the checks every inode reader makes establish about a core.
+pub(crate) struct CoreFacts {
+    /// File type from the mode.
+    pub file_type: FileType,
+    /// The mode.
+    pub mode: u16,
+    /// XFS_DIFLAG2_* bits.
+    pub flags2: u64,
+    /// Timestamps are bigtime-encoded.
+    pub bigtime: bool,
+    /// Data fork extent count.
+    pub nextents: u64,
+    /// Attr fork extent count.
+    pub anextents: u32,
+}
+
+/// Checks the identity of inode core `d` read for inode `ino` (magic,
+/// version, number, UUID, file type, feature flags against the
+/// filesystem) and reads its extent counts. Shared by the full decode and
+/// bulkstat's allocation-free decode, so both accept the same inodes.
+pub(crate) fn check_core(geo: &Geometry, ino: u64, d: &Dinode) -> Result<CoreFacts> {
+    let corrupt = |m: String| Error::corrupt("inode", Location::Inode(ino), m);
+    if d.di_magic.get() != di::XFS_DINODE_MAGIC {
+        return Err(corrupt(format!("bad magic {:#06x}", d.di_magic.get())));
+    }
+    if d.di_version != 3 {
+        return Err(corrupt(format!(
+            "inode version {} on a v5 filesystem",
+            d.di_version
+        )));
+    }
+    if d.di_ino.get() != ino {
+        return Err(corrupt(format!("inode records number {}", d.di_ino.get())));
+    }
+    if d.di_uuid.0 != geo.meta_uuid {
+        return Err(corrupt("uuid does not match the filesystem".into()));
+    }
+    let mode = d.di_mode.get();
+    let file_type = FileType::from_mode(mode)
+        .ok_or_else(|| corrupt(format!("mode {mode:#o} has no file type")))?;
+    let flags2 = d.di_flags2.get();
+    let bigtime = flags2 & di::XFS_DIFLAG2_BIGTIME != 0;
+    if bigtime && !geo.features.bigtime {
+        return Err(corrupt(
+            "bigtime inode on a filesystem without bigtime".into(),
+        ));
+    }
+    let nrext64 = flags2 & di::XFS_DIFLAG2_NREXT64 != 0;
+    if nrext64 && !geo.features.nrext64 {
+        return Err(corrupt(
+            "large extent counters on a filesystem without nrext64".into(),
+        ));
+    }
+    let (nextents, anextents) = if nrext64 {
+        (d.di_big_nextents.get(), d.di_nextents.get())
+    } else {
+        (
+            u64::from(d.di_nextents.get()),
+            u32::from(d.di_anextents.get()),
+        )
+    };
+    Ok(CoreFacts {
+        file_type,
+        mode,
+        flags2,
+        bigtime,
+        nextents,
+        anextents,
+    })
+}
+
 /// Size of the v3 inode core; the literal area follows it.
 pub const CORE_SIZE: usize = 176;
 
@@ -176,46 +247,14 @@ impl Inode {
         let d = Dinode::ref_from_prefix(raw)
             .map_err(|_| corrupt("short inode buffer".into()))?
             .0;
-        if d.di_magic.get() != di::XFS_DINODE_MAGIC {
-            return Err(corrupt(format!("bad magic {:#06x}", d.di_magic.get())));
-        }
-        if d.di_version != 3 {
-            return Err(corrupt(format!(
-                "inode version {} on a v5 filesystem",
-                d.di_version
-            )));
-        }
-        if d.di_ino.get() != ino.0 {
-            return Err(corrupt(format!("inode records number {}", d.di_ino.get())));
-        }
-        let uuid: [u8; 16] = d.di_uuid.0;
-        if uuid != geo.meta_uuid {
-            return Err(corrupt("uuid does not match the filesystem".into()));
-        }
-        let mode = d.di_mode.get();
-        let file_type = FileType::from_mode(mode)
-            .ok_or_else(|| corrupt(format!("mode {mode:#o} has no file type")))?;
-        let flags2 = d.di_flags2.get();
-        let bigtime = flags2 & di::XFS_DIFLAG2_BIGTIME != 0;
-        if bigtime && !geo.features.bigtime {
-            return Err(corrupt(
-                "bigtime inode on a filesystem without bigtime".into(),
-            ));
-        }
-        let nrext64 = flags2 & di::XFS_DIFLAG2_NREXT64 != 0;
-        if nrext64 && !geo.features.nrext64 {
-            return Err(corrupt(
-                "large extent counters on a filesystem without nrext64".into(),
-            ));
-        }
-        let (nextents, anextents) = if nrext64 {
-            (d.di_big_nextents.get(), d.di_nextents.get())
-        } else {
-            (
-                u64::from(d.di_nextents.get()),
-                u32::from(d.di_anextents.get()),
-            )
-        };
+        let CoreFacts {
+            file_type,
+            mode,
+            flags2,
+            bigtime,
+            nextents,
+            anextents,
+        } = check_core(geo, ino.0, d)?;
         let ts = |raw: u64| {
             let (sec, nsec) = decode_timestamp(raw, bigtime);
             Timestamp { sec, nsec }

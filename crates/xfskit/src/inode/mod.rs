@@ -4,6 +4,7 @@ pub(crate) mod bmap;
 mod core;
 mod file;
 
+pub(crate) use self::core::{check_core, CoreFacts};
 pub use self::core::{FileType, ForkFormat, Inode, Timestamp, CORE_SIZE};
 pub use bmap::{extents, lookup, Extent, Fork};
 pub use file::{read_at, FileReader};

@@ -8,15 +8,13 @@
 //! kernel's zero-out); both fall back to zero writes for zeroing.
 
 use std::fs::File;
-use std::io::{self, IoSlice};
+use std::io;
 use std::os::unix::fs::FileExt;
 
 use rustix::fs::{fallocate, FallocateFlags};
 
 use crate::dev::Device;
 
-/// Most buffers handed to one `pwritev` (the kernel's IOV_MAX is 1024).
-const MAX_IOVECS: usize = 1024;
 /// Size of the zero buffer used when zeroing has to write.
 const ZERO_CHUNK: usize = 1 << 20;
 
@@ -48,31 +46,7 @@ impl Sink<'_> {
                 d.write_vectored_at(bufs, off)
             }
             Sink::File { file, .. } => {
-                let mut slices: Vec<IoSlice<'_>> = bufs.iter().map(|b| IoSlice::new(b)).collect();
-                let mut pos = off;
-                let mut first = 0;
-                while first < slices.len() {
-                    let end = (first + MAX_IOVECS).min(slices.len());
-                    stats.write_calls += 1;
-                    let n = rustix::io::pwritev(file, &slices[first..end], pos)?;
-                    if n == 0 {
-                        return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));
-                    }
-                    pos += n as u64;
-                    // Drop fully written slices, shorten a partly written one.
-                    let mut left = n;
-                    while left > 0 && first < slices.len() {
-                        let len = slices[first].len();
-                        if left >= len {
-                            left -= len;
-                            first += 1;
-                        } else {
-                            let rest: &[u8] = &bufs[first][bufs[first].len() - len + left..];
-                            slices[first] = IoSlice::new(rest);
-                            left = 0;
-                        }
-                    }
-                }
+                stats.write_calls += crate::dev::pwritev_all(file, bufs, off)?;
                 Ok(())
             }
         }

@@ -31,45 +31,14 @@ pub(crate) fn decode_bstat(geo: &Geometry, ino: u64, raw: &[u8]) -> Result<Bstat
     let d = Dinode::ref_from_prefix(raw)
         .map_err(|_| corrupt("short inode buffer".into()))?
         .0;
-    if d.di_magic.get() != di::XFS_DINODE_MAGIC {
-        return Err(corrupt(format!("bad magic {:#06x}", d.di_magic.get())));
-    }
-    if d.di_version != 3 {
-        return Err(corrupt(format!(
-            "inode version {} on a v5 filesystem",
-            d.di_version
-        )));
-    }
-    if d.di_ino.get() != ino {
-        return Err(corrupt(format!("inode records number {}", d.di_ino.get())));
-    }
-    if d.di_uuid.0 != geo.meta_uuid {
-        return Err(corrupt("uuid does not match the filesystem".into()));
-    }
-    let mode = d.di_mode.get();
-    let ftype = FileType::from_mode(mode)
-        .ok_or_else(|| corrupt(format!("mode {mode:#o} has no file type")))?;
-    let flags2 = d.di_flags2.get();
-    let bigtime = flags2 & di::XFS_DIFLAG2_BIGTIME != 0;
-    if bigtime && !geo.features.bigtime {
-        return Err(corrupt(
-            "bigtime inode on a filesystem without bigtime".into(),
-        ));
-    }
-    let nrext64 = flags2 & di::XFS_DIFLAG2_NREXT64 != 0;
-    if nrext64 && !geo.features.nrext64 {
-        return Err(corrupt(
-            "large extent counters on a filesystem without nrext64".into(),
-        ));
-    }
-    let (extents, aextents) = if nrext64 {
-        (d.di_big_nextents.get(), d.di_nextents.get())
-    } else {
-        (
-            u64::from(d.di_nextents.get()),
-            u32::from(d.di_anextents.get()),
-        )
-    };
+    let crate::inode::CoreFacts {
+        file_type: ftype,
+        mode,
+        flags2,
+        bigtime,
+        nextents: extents,
+        anextents: aextents,
+    } = crate::inode::check_core(geo, ino, d)?;
     let format = d.di_format;
     if format > FMT_BTREE {
         return Err(corrupt(format!("unknown data fork format {format}")));

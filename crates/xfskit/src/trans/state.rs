@@ -326,8 +326,7 @@ impl WriteState {
             // Rewriting pending data: write what is pending first.
             self.flush_runs(dev, &mut d)?;
             d.runs.insert(off, bytes.to_vec());
-        } else if let Some((s, e)) = pred.filter(|&(_, e)| e == off) {
-            let _ = e;
+        } else if let Some((s, _)) = pred.filter(|&(_, e)| e == off) {
             if let Some(v) = d.runs.get_mut(&s) {
                 v.extend_from_slice(bytes);
             }
@@ -357,21 +356,31 @@ impl WriteState {
     fn flush_runs(&self, dev: &dyn Device, d: &mut DataRun) -> Result<()> {
         let runs = std::mem::take(&mut d.runs);
         d.bytes = 0;
+        self.write_sorted(dev, runs.iter().map(|(off, v)| (*off, &v[..])))
+    }
+
+    /// Writes pieces given in increasing offset order, adjacent pieces
+    /// merged into one write of at most `max_write` bytes.
+    fn write_sorted<'b>(
+        &self,
+        dev: &dyn Device,
+        pieces: impl Iterator<Item = (u64, &'b [u8])>,
+    ) -> Result<()> {
         let mut batch: Vec<&[u8]> = Vec::new();
         let (mut start, mut end, mut len) = (0u64, 0u64, 0usize);
-        for (off, v) in &runs {
-            if !batch.is_empty() && (*off != end || len + v.len() > self.max_write) {
+        for (off, b) in pieces {
+            if !batch.is_empty() && (off != end || len + b.len() > self.max_write) {
                 self.write_slices(dev, start, &batch)?;
                 batch.clear();
                 len = 0;
             }
             if batch.is_empty() {
-                start = *off;
-                end = *off;
+                start = off;
+                end = off;
             }
-            end += v.len() as u64;
-            len += v.len();
-            batch.push(v);
+            end += b.len() as u64;
+            len += b.len();
+            batch.push(b);
         }
         if !batch.is_empty() {
             self.write_slices(dev, start, &batch)?;
@@ -424,26 +433,7 @@ impl WriteState {
                 .map(|(off, v)| (*off, std::borrow::Cow::Borrowed(&v[..]))),
         );
         stamped.sort_by_key(|(off, _)| *off);
-        let mut batch: Vec<&[u8]> = Vec::new();
-        let (mut start, mut end, mut len) = (0u64, 0u64, 0usize);
-        for (off, b) in stamped.iter() {
-            if !batch.is_empty() && (*off != end || len + b.len() > self.max_write) {
-                self.write_slices(dev, start, &batch)?;
-                batch.clear();
-                len = 0;
-            }
-            if batch.is_empty() {
-                start = *off;
-                end = *off;
-            }
-            end += b.len() as u64;
-            len += b.len();
-            batch.push(b);
-        }
-        if !batch.is_empty() {
-            self.write_slices(dev, start, &batch)?;
-        }
-        drop(batch);
+        self.write_sorted(dev, stamped.iter().map(|(off, b)| (*off, &b[..])))?;
         drop(stamped);
         pending.clear();
         *lock(&self.dirty_bytes) = 0;
