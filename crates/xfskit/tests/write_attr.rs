@@ -15,23 +15,6 @@ use xfskit::{Fs, Ino};
 
 type Model = BTreeMap<(Namespace, Vec<u8>), Vec<u8>>;
 
-/// A tiny deterministic generator (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
-
 /// One test filesystem: the image, and the files the kernel made in it
 /// with their expected attributes.
 struct Img {

@@ -368,16 +368,6 @@ fn check_structure(c: &Cursor<TestOps>, tp: &mut Trans<'_>) {
     assert_eq!(seen, ops.blocks, "blocks reached vs allocated");
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 fn run_random(long: bool, inode_root: bool, tag: &str) {
     run_random_mode(long, inode_root, false, tag)
 }

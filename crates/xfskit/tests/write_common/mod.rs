@@ -101,3 +101,25 @@ pub fn with_kernel_mount<T>(img: &Path, f: impl FnOnce(&Path) -> T) -> Option<T>
         Err(e) => std::panic::resume_unwind(e),
     }
 }
+
+/// A tiny deterministic generator (xorshift64), so failures reproduce
+/// from the seed a test prints or fixes.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
