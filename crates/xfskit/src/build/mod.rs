@@ -15,6 +15,7 @@ pub mod source_dir;
 pub mod source_tar;
 mod tar_pax;
 pub mod tar_reader;
+mod tar_sparse;
 pub mod target;
 
 pub use engine::FsTarget;
