@@ -224,13 +224,22 @@ impl<R: Read> TarReader<R> {
         Ok(())
     }
 
-    /// Skips whatever is left of the current entry's data.
+    /// Skips whatever is left of the current entry's data, in reads of up
+    /// to 64 KiB (the error names the entry only when one happens).
     fn skip_rest(&mut self) -> Result<()> {
-        let mut buf = [0u8; BLOCK];
+        let mut buf = [0u8; 64 << 10];
         while self.left > 0 {
-            let last = self.last.clone();
-            self.block(&mut buf, &|| format!("the data of {last}"))?;
-            self.left -= BLOCK as u64;
+            let n = self.left.min(buf.len() as u64) as usize;
+            let last = std::mem::take(&mut self.last);
+            let r = self.fill(&mut buf[..n], &|| format!("the data of {last}"));
+            self.last = last;
+            if !r? {
+                return Err(corrupt(
+                    self.pos,
+                    format!("archive ends inside the data of {} (truncated?)", self.last),
+                ));
+            }
+            self.left -= n as u64;
         }
         self.data_left = 0;
         Ok(())
