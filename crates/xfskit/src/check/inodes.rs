@@ -2,6 +2,7 @@
 //! inodes, check free slots, walk forks, directories and attributes.
 
 use super::ag::Chunk;
+use super::dirs::{check_dir, DirTable};
 use super::space::Use;
 use super::Ctx;
 use crate::buf::verify::Verifier;
@@ -21,24 +22,13 @@ pub(crate) struct InodeInfo {
     pub nlink: u32,
 }
 
-/// A directory's entries and parent pointer.
-#[derive(Debug, Clone)]
-pub(crate) struct DirInfo {
-    /// The directory.
-    pub ino: u64,
-    /// Its ".." entry, if it could be read.
-    pub parent: Option<u64>,
-    /// (name, inode, type from the entry).
-    pub entries: Vec<(Vec<u8>, u64, Option<FileType>)>,
-}
-
 /// What pass 2 found in one AG.
 #[derive(Debug, Default)]
 pub(crate) struct AgInodes {
     /// Allocated inodes that decoded.
     pub inodes: Vec<InodeInfo>,
     /// Directories that could be read.
-    pub dirs: Vec<DirInfo>,
+    pub dirs: DirTable,
     /// Inode numbers the inobt says are allocated (decoded or not).
     pub allocated: Vec<u64>,
 }
@@ -254,7 +244,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
         nlink: ino.nlink,
     });
     if ino.file_type == FileType::Dir {
-        check_dir(ctx, ino, out);
+        check_dir(ctx, ino, &mut out.dirs);
     }
     if ino.file_type == FileType::Symlink {
         if let Err(e) = crate::symlink::read_link(ctx.fs, ino) {
@@ -346,66 +336,4 @@ fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
         }
     }
     n
-}
-
-fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
-    ctx.counters.directories.fetch_add(1, Ordering::Relaxed);
-    let entries = match crate::dir::read_dir(ctx.fs, ino) {
-        Ok(e) => e,
-        Err(e) => return ctx.sink.error(e),
-    };
-    let parent = match crate::dir::parent(ctx.fs, ino) {
-        Ok(p) => Some(p.0),
-        Err(e) => {
-            ctx.sink.error(e);
-            None
-        }
-    };
-    if matches!(ino.format, ForkFormat::Extents | ForkFormat::Btree) {
-        check_dir_index(ctx, ino);
-    }
-    ctx.counters
-        .dir_entries
-        .fetch_add(entries.len() as u64, Ordering::Relaxed);
-    out.dirs.push(DirInfo {
-        ino: ino.ino.0,
-        parent,
-        entries: entries
-            .into_iter()
-            .map(|e| (e.name, e.ino.0, e.file_type))
-            .collect(),
-    });
-}
-
-/// XDF3: magic of a directory free-index block.
-const XDF3_MAGIC: u32 = 0x5844_4633;
-
-/// Verifies the leaf, node and free-index blocks of a directory, which
-/// reading the entries does not touch.
-fn check_dir_index(ctx: &Ctx<'_>, ino: &Inode) {
-    use crate::dir::lookup::{DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
-    let map = match crate::dir::data::DirMap::new(ctx.fs, ino) {
-        Ok(m) => m,
-        Err(e) => return ctx.sink.error(e),
-    };
-    let leaf = map.leaf_first_db();
-    let free = leaf.saturating_mul(2);
-    let da = [DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC, DA3_NODE_MAGIC];
-    let fr = [XDF3_MAGIC];
-    for db in map.dbs_below(u64::MAX).filter(|&d| d >= leaf) {
-        let v = if db < free {
-            Verifier::Da3 {
-                magics: &da,
-                owner: ino.ino.0,
-            }
-        } else {
-            Verifier::Dir3 {
-                magics: &fr,
-                owner: ino.ino.0,
-            }
-        };
-        if let Err(e) = map.read(db, &v) {
-            ctx.sink.error(e);
-        }
-    }
 }
