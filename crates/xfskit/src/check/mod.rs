@@ -257,7 +257,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     // disk delivers more to several streams than to one: cut the AGs into
     // pieces so that at least MIN_STREAMS read at once.
     let streams = if opts.threads == 0 {
-        threads.max(std::env::var("XFSKIT_STREAMS").ok().and_then(|v| v.parse().ok()).unwrap_or(MIN_STREAMS))
+        threads.max(MIN_STREAMS)
     } else {
         opts.threads
     };
