@@ -14,7 +14,8 @@ const CACHE_BYTES: usize = 16 << 20;
 pub struct Args {
     /// The image file or block device (unmounted).
     pub image: PathBuf,
-    /// Worker threads (default: one per AG, up to the CPU count).
+    /// Worker threads (default: up to the CPU count, and at least 8
+    /// concurrent readers of inodes).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// Print the report as JSON.

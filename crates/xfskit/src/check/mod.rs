@@ -80,7 +80,9 @@ pub type Progress<'a> = &'a (dyn Fn(&str, u32, u32) + Sync);
 /// Tuning of the check.
 #[derive(Default)]
 pub struct CheckOptions<'a> {
-    /// Worker threads (0: one per AG, up to the available parallelism).
+    /// Worker threads (0: one per AG up to the available parallelism for
+    /// the header pass, and at least 8 concurrent readers for the inode
+    /// pass, which waits on the disk more than it computes).
     pub threads: usize,
     /// Called after each AG of each parallel pass with (pass, done, total).
     pub progress: Option<Progress<'a>>,
