@@ -54,7 +54,9 @@ impl DirTable {
         } else {
             self.entries[k - 1].name_end
         };
-        self.names.get(start..self.entries[k].name_end).unwrap_or(&[])
+        self.names
+            .get(start..self.entries[k].name_end)
+            .unwrap_or(&[])
     }
 
     fn push(&mut self, target: u64, name: &[u8], file_type: Option<FileType>) {

@@ -299,7 +299,10 @@ mod tests {
         assert_eq!(m.runs.len(), 1);
         m.insert(30, 31, Use::Data);
         assert_eq!(m.runs.len(), 2);
-        assert_eq!(m.overlaps(5, 31), vec![(5, 30, Use::Inodes), (30, 31, Use::Data)]);
+        assert_eq!(
+            m.overlaps(5, 31),
+            vec![(5, 30, Use::Inodes), (30, 31, Use::Data)]
+        );
         assert!(m.overlaps(31, 40).is_empty());
     }
 

@@ -74,7 +74,11 @@ mod tests {
                 passed.fetch_add(1, Ordering::SeqCst);
             });
             std::thread::sleep(Duration::from_millis(100));
-            assert_eq!(passed.load(Ordering::SeqCst), 0, "AG 1 went on past the limit");
+            assert_eq!(
+                passed.load(Ordering::SeqCst),
+                0,
+                "AG 1 went on past the limit"
+            );
             // AG 0 is done: AG 1 is delivered now and goes on.
             gate.set(1, MAX_HELD);
         });
