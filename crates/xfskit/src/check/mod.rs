@@ -4,10 +4,14 @@
 //! The check runs in three passes:
 //! 1. per AG, in parallel: AG headers, free list, free space btrees,
 //!    reference count and reverse mapping btrees, inode btrees;
-//! 2. per AG, in parallel: every inode chunk is read cluster by cluster;
-//!    every allocated inode is decoded and its forks, directory entries and
-//!    attributes walked; every block any structure uses is claimed in a
-//!    ownership map of claimed extents ([`space::OwnerMap`]);
+//! 2. per piece of an AG, at least 8 pieces in parallel (the pass waits on
+//!    the disk, which serves several readers faster than one): the inode
+//!    clusters are read in address order in merged reads, with readahead
+//!    that also covers the short gaps between them (where the directory
+//!    blocks of the inodes just read usually are); every allocated inode is
+//!    decoded and its forks, directory entries and attributes walked; every
+//!    block any structure uses is claimed in the ownership map of claimed
+//!    extents ([`space::OwnerMap`]);
 //! 3. serially: unclaimed blocks, link counts, directory tree shape and the
 //!    superblock counters.
 //!
