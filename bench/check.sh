@@ -4,7 +4,8 @@
 # missing), cold cache (page cache dropped before each run) and warm.
 #
 # Usage (as root):  bench/check.sh       N=200000 DIRS=200 bench/check.sh
-#   RUNS  runs of each measurement, the best is shown (default 3)
+#   RUNS  runs of each measurement, the median is shown (default 3)
+#   BASE  another xfskit binary to compare with (optional)
 set -euo pipefail
 
 N=${N:-1000000}
@@ -22,26 +23,44 @@ cargo build --release -q -p xfskit-cli
 XFSKIT=$PWD/target/release/xfskit
 
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
-# best MODE CMD...: prints the best wall time and peak RSS (KiB) of RUNS runs
-best() {
-    local mode=$1; shift
-    local b="" rss="" i s m
-    for ((i = 0; i < RUNS; i++)); do
-        if [ "$mode" = cold ]; then drop; else "$@" > /dev/null 2>&1 || true; fi
-        /usr/bin/time -f '%e %M' -o /tmp/xfskit-bench-check.time "$@" > /dev/null 2>&1 || {
-            echo "bench/check.sh: '$*' found problems or failed" >&2; exit 1; }
-        read -r s m < /tmp/xfskit-bench-check.time
-        if [ -z "$b" ] || [ "$(echo "$s < $b" | bc -l)" = 1 ]; then b=$s; rss=$m; fi
-    done
-    echo "$b $rss"
+# run MODE NAME CMD...: one timed run (cold: page cache dropped first;
+# warm: after an untimed run); appends "NAME MODE seconds rss_kib" to $LOG
+LOG=$(mktemp)
+trap 'rm -f "$LOG"' EXIT
+run() {
+    local mode=$1 name=$2 s m; shift 2
+    if [ "$mode" = cold ]; then drop; else "$@" > /dev/null 2>&1 || true; fi
+    /usr/bin/time -f '%e %M' -o /tmp/xfskit-bench-check.time "$@" > /dev/null 2>&1 || {
+        echo "bench/check.sh: '$*' found problems or failed" >&2; exit 1; }
+    read -r s m < /tmp/xfskit-bench-check.time
+    echo "$name $mode $s $m" >> "$LOG"
+}
+# median NAME MODE: median seconds and the peak RSS (KiB) of that run
+median() {
+    awk -v n="$1" -v m="$2" '$1 == n && $2 == m {print $3, $4}' "$LOG" | sort -n |
+        awk '{s[NR] = $1; r[NR] = $2} END {k = int((NR + 1) / 2); print s[k], r[k]}'
 }
 
+# The runs alternate (xfskit, xfs_repair, [base,] xfskit, ...) so that
+# both see the same load; the median of RUNS runs is shown.
+for mode in cold warm; do
+    for ((i = 0; i < RUNS; i++)); do
+        run $mode xfskit "$XFSKIT" check "$IMG"
+        run $mode repair xfs_repair -n "$IMG"
+        if [ -n "${BASE:-}" ]; then run $mode base "$BASE" check "$IMG"; fi
+    done
+done
 printf '%-22s %6s %9s %10s %9s\n' "method" "cache" "seconds" "peak RSS" "xfskit is"
 for mode in cold warm; do
-    read -r ks km < <(best $mode "$XFSKIT" check "$IMG")
-    read -r rs rm < <(best $mode xfs_repair -n "$IMG")
+    read -r ks km < <(median xfskit $mode)
+    read -r rs rm < <(median repair $mode)
     printf '%-22s %6s %9.2f %8d M %9s\n' "xfskit check" $mode "$ks" $((km / 1024)) ""
+    if [ -n "${BASE:-}" ]; then
+        read -r bs bm < <(median base $mode)
+        printf '%-22s %6s %9.2f %8d M %8.2fx\n' "base ($BASE)" $mode "$bs" $((bm / 1024)) \
+            "$(echo "$bs / $ks" | bc -l)"
+    fi
     printf '%-22s %6s %9.2f %8d M %8.2fx\n' "xfs_repair -n" $mode "$rs" $((rm / 1024)) \
         "$(echo "$rs / $ks" | bc -l)"
 done
-echo "($N files in $DIRS directories, $(nproc) CPUs, best of $RUNS; \"xfskit is\": times faster)"
+echo "($N files in $DIRS directories, $(nproc) CPUs, median of $RUNS alternating runs; \"xfskit is\": times faster)"

@@ -6,12 +6,16 @@ use std::process::ExitCode;
 use std::time::Instant;
 use xfskit::check::{check, CheckOptions};
 
+/// Metadata buffer cache of the check.
+const CACHE_BYTES: usize = 16 << 20;
+
 /// Arguments of `xfskit check`.
 #[derive(clap::Args)]
 pub struct Args {
     /// The image file or block device (unmounted).
     pub image: PathBuf,
-    /// Worker threads (default: one per AG, up to the CPU count).
+    /// Worker threads (default: up to the CPU count, and at least 8
+    /// concurrent readers of inodes).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// Print the report as JSON.
@@ -24,7 +28,15 @@ pub struct Args {
 
 /// Runs the command: exit 0 when clean, 1 when problems were found.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
-    let fs = super::open(&args.image, args.norecovery)?;
+    // Blocks are read about once: a small buffer cache does, and keeps the
+    // memory of the check to what it learns.
+    let fs = xfskit::Fs::open(
+        &args.image,
+        &xfskit::fs::OpenOptions {
+            norecovery: args.norecovery,
+            cache_bytes: CACHE_BYTES,
+        },
+    )?;
     let tty = std::io::stderr().is_terminal() && !args.json;
     let progress = |pass: &str, done: u32, total: u32| {
         eprint!("\r\x1b[K{pass}: AG {done}/{total}");

@@ -487,26 +487,44 @@ fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
             );
         }
     }
-    // Claim the chunks' blocks (only blocks holding non-hole inodes).
+    // Claim the chunks' blocks (only blocks holding non-hole inodes), each
+    // run of touching blocks at once.
+    let claim = |b: u32, n: u32| {
+        ctx.map.claim(
+            &ctx.sink,
+            agno,
+            b,
+            u64::from(n),
+            Use::Inodes,
+            "inode chunk",
+            &|| Location::AgBlock { agno, agbno: b },
+        );
+    };
     for c in &chunks {
         let ipb = geo.inodes_per_block;
+        if ipb > 64 && c.startino % ipb != 0 {
+            // Two chunks share a block; the first one claims it.
+            continue;
+        }
         let first = c.startino >> geo.inopb_log;
         let nblk = (64 / ipb).max(1);
+        let mut run: Option<(u32, u32)> = None;
         for k in 0..nblk {
             let lo = k * ipb;
             let hi = ((k + 1) * ipb).min(64);
             if (lo..hi).all(|i| c.is_hole(i)) {
+                if let Some((b, n)) = run.take() {
+                    claim(b, n);
+                }
                 continue;
             }
-            let b = first + k;
-            if ipb > 64 && c.startino % ipb != 0 {
-                // Two chunks share this block; the first one claims it.
-                continue;
+            match &mut run {
+                Some((_, n)) => *n += 1,
+                None => run = Some((first + k, 1)),
             }
-            ctx.map
-                .claim(&ctx.sink, agno, b, 1, Use::Inodes, "inode chunk", &|| {
-                    Location::AgBlock { agno, agbno: b }
-                });
+        }
+        if let Some((b, n)) = run {
+            claim(b, n);
         }
     }
     heads.icount = icount;

@@ -2,6 +2,7 @@
 //! inodes, check free slots, walk forks, directories and attributes.
 
 use super::ag::Chunk;
+use super::dirs::{check_dir, DirTable};
 use super::space::Use;
 use super::Ctx;
 use crate::buf::verify::Verifier;
@@ -21,24 +22,13 @@ pub(crate) struct InodeInfo {
     pub nlink: u32,
 }
 
-/// A directory's entries and parent pointer.
-#[derive(Debug, Clone)]
-pub(crate) struct DirInfo {
-    /// The directory.
-    pub ino: u64,
-    /// Its ".." entry, if it could be read.
-    pub parent: Option<u64>,
-    /// (name, inode, type from the entry).
-    pub entries: Vec<(Vec<u8>, u64, Option<FileType>)>,
-}
-
 /// What pass 2 found in one AG.
 #[derive(Debug, Default)]
 pub(crate) struct AgInodes {
     /// Allocated inodes that decoded.
     pub inodes: Vec<InodeInfo>,
     /// Directories that could be read.
-    pub dirs: Vec<DirInfo>,
+    pub dirs: DirTable,
     /// Inode numbers the inobt says are allocated (decoded or not).
     pub allocated: Vec<u64>,
 }
@@ -47,6 +37,35 @@ pub(crate) struct AgInodes {
 const MAX_READ: u64 = 1 << 20;
 /// Bytes of inode clusters announced to the device ahead of the read.
 const RA_BYTES: u64 = 16 << 20;
+
+/// Gaps between runs up to this size are read ahead with them: they
+/// usually hold the directory blocks of the inodes just before them, read
+/// moments later, and a short gap costs less than one more request.
+const RA_GAP: u64 = 256 << 10;
+
+/// The device ranges `(start, end)` to read ahead: the runs, joined across
+/// gaps of at most [`RA_GAP`] bytes, cut into pieces of at most
+/// about [`MAX_READ`] bytes so the window advances smoothly.
+fn ra_spans(runs: &[Run], clen: u64) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    for r in runs {
+        let end = r.off + r.n as u64 * clen;
+        match spans.last_mut() {
+            Some(s) if r.off >= s.1 && r.off - s.1 <= RA_GAP => {
+                if end - s.0 <= MAX_READ {
+                    s.1 = end;
+                } else {
+                    // A new piece, starting where the last one ends so the
+                    // gap is read ahead too.
+                    let start = s.1;
+                    spans.push((start, end));
+                }
+            }
+            _ => spans.push((r.off, end)),
+        }
+    }
+    spans
+}
 
 /// Consecutive inode clusters read at once.
 struct Run {
@@ -90,18 +109,18 @@ pub(crate) fn check_inodes(ctx: &Ctx<'_>, agno: u32, chunks: &[Chunk]) -> AgInod
             }),
         }
     }
+    let spans = ra_spans(&runs, clen);
     let dev = ctx.fs.device();
-    let (mut ra_next, mut ra_end, mut done) = (0usize, 0u64, 0u64);
+    let mut ra_next = 0usize;
     let mut buf: Vec<u8> = Vec::new();
     for run in &runs {
         let len = run.n as u64 * clen;
-        while ra_next < runs.len() && ra_end < done + len + RA_BYTES {
-            let r = &runs[ra_next];
-            dev.will_need(r.off, r.n as u64 * clen);
-            ra_end += r.n as u64 * clen;
+        // Keep RA_BYTES of disk beyond this run announced.
+        while ra_next < spans.len() && spans[ra_next].0 < run.off + len + RA_BYTES {
+            let (s, e) = spans[ra_next];
+            dev.will_need(s, e - s);
             ra_next += 1;
         }
-        done += len;
         buf.resize(len as usize, 0);
         let whole = ctx.fs.read_bytes(run.off, &mut buf).is_ok();
         for k in 0..run.n {
@@ -225,7 +244,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
         nlink: ino.nlink,
     });
     if ino.file_type == FileType::Dir {
-        check_dir(ctx, ino, out);
+        check_dir(ctx, ino, &mut out.dirs);
     }
     if ino.file_type == FileType::Symlink {
         if let Err(e) = crate::symlink::read_link(ctx.fs, ino) {
@@ -317,66 +336,4 @@ fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
         }
     }
     n
-}
-
-fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
-    ctx.counters.directories.fetch_add(1, Ordering::Relaxed);
-    let entries = match crate::dir::read_dir(ctx.fs, ino) {
-        Ok(e) => e,
-        Err(e) => return ctx.sink.error(e),
-    };
-    let parent = match crate::dir::parent(ctx.fs, ino) {
-        Ok(p) => Some(p.0),
-        Err(e) => {
-            ctx.sink.error(e);
-            None
-        }
-    };
-    if matches!(ino.format, ForkFormat::Extents | ForkFormat::Btree) {
-        check_dir_index(ctx, ino);
-    }
-    ctx.counters
-        .dir_entries
-        .fetch_add(entries.len() as u64, Ordering::Relaxed);
-    out.dirs.push(DirInfo {
-        ino: ino.ino.0,
-        parent,
-        entries: entries
-            .into_iter()
-            .map(|e| (e.name, e.ino.0, e.file_type))
-            .collect(),
-    });
-}
-
-/// XDF3: magic of a directory free-index block.
-const XDF3_MAGIC: u32 = 0x5844_4633;
-
-/// Verifies the leaf, node and free-index blocks of a directory, which
-/// reading the entries does not touch.
-fn check_dir_index(ctx: &Ctx<'_>, ino: &Inode) {
-    use crate::dir::lookup::{DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
-    let map = match crate::dir::data::DirMap::new(ctx.fs, ino) {
-        Ok(m) => m,
-        Err(e) => return ctx.sink.error(e),
-    };
-    let leaf = map.leaf_first_db();
-    let free = leaf.saturating_mul(2);
-    let da = [DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC, DA3_NODE_MAGIC];
-    let fr = [XDF3_MAGIC];
-    for db in map.dbs_below(u64::MAX).filter(|&d| d >= leaf) {
-        let v = if db < free {
-            Verifier::Da3 {
-                magics: &da,
-                owner: ino.ino.0,
-            }
-        } else {
-            Verifier::Dir3 {
-                magics: &fr,
-                owner: ino.ino.0,
-            }
-        };
-        if let Err(e) = map.read(db, &v) {
-            ctx.sink.error(e);
-        }
-    }
 }

@@ -111,11 +111,15 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters, found: &[AgInodes]
             "is not an allocated directory",
         );
     }
-    let dirs = found.iter().flat_map(|a| a.dirs.iter());
-    for d in dirs.clone() {
-        for (name, target, ftype) in &d.entries {
+    let dirs = found
+        .iter()
+        .flat_map(|a| a.dirs.dirs.iter().map(move |d| (&a.dirs, d)));
+    for (table, d) in dirs.clone() {
+        for k in d.entries.clone() {
+            let e = &table.entries[k];
+            let (target, ftype) = (&e.target, e.file_type);
             let at = || Location::Inode(d.ino);
-            let shown = || String::from_utf8_lossy(name);
+            let shown = || String::from_utf8_lossy(table.name(d, k));
             let Some(k) = find(*target) else {
                 if allocated.binary_search(target).is_err() {
                     ctx.sink.add(
@@ -150,7 +154,7 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters, found: &[AgInodes]
             }
         }
     }
-    for d in dirs {
+    for (_, d) in dirs {
         let at = || Location::Inode(d.ino);
         let Some(p) = d.parent else { continue };
         if d.ino == root {

@@ -16,6 +16,7 @@
 mod ag;
 mod bstat;
 mod decode;
+mod gate;
 pub mod inobt;
 
 pub use bstat::{reported_rdev, xflag, xflags, Bstat, DEV_BLKSIZE};
@@ -253,6 +254,9 @@ pub fn for_each_batch(
 /// `map` on the worker thread that decoded it (for example formatted as
 /// text), and `f` receives the `T`s on the calling thread in inode number
 /// order. This moves per-record work off the single consuming thread.
+///
+/// Memory is bounded: output of later AGs waiting for its turn is held up
+/// to a fixed number of batches, then their workers wait.
 pub fn for_each_mapped<T: Send>(
     fs: &Fs,
     opts: &BulkstatOptions,
@@ -262,12 +266,15 @@ pub fn for_each_mapped<T: Send>(
     let plan = Plan::new(fs, opts)?;
     let stop = AtomicBool::new(false);
     let (tx, rx) = mpsc::sync_channel::<Msg<T>>(plan.threads * 4);
+    let gate = gate::Gate::default();
     std::thread::scope(|s| {
         let workers = s.spawn(|| {
             let r = run_workers(&plan, &stop, |idx| {
                 let tx = tx.clone();
                 let r = ag::scan_ag(fs, &plan.job(idx, &stop), &mut |batch| {
-                    tx.send(Msg::Batch(idx, map(batch))).is_ok()
+                    let b = map(batch);
+                    gate.wait_turn(idx, &stop);
+                    tx.send(Msg::Batch(idx, b)).is_ok()
                 });
                 let _ = tx.send(Msg::Done(idx));
                 r
@@ -305,7 +312,9 @@ pub fn for_each_mapped<T: Send>(
             }
             if failed.is_some() {
                 held.clear(); // keep draining so that the workers can finish
+                gate.release();
             }
+            gate.set(cur, held.values().map(Vec::len).sum());
         }
         let r = workers
             .join()

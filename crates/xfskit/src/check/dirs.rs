@@ -1,0 +1,175 @@
+//! Pass 2, directories: read every entry of a directory once, keep what
+//! the namespace pass needs in flat arrays (no allocation per entry), and
+//! verify the hash index blocks that reading the entries does not touch.
+
+use super::Ctx;
+use crate::buf::verify::Verifier;
+use crate::dir::data::DirMap;
+use crate::error::Result;
+use crate::inode::{FileType, ForkFormat, Inode};
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+
+/// One directory entry, its name in [`DirTable::names`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    /// The inode the entry points at.
+    pub target: u64,
+    /// Where its name ends in the name arena (it starts where the previous
+    /// entry's ends, or at the directory's `names_start`).
+    pub name_end: usize,
+    /// Type recorded in the entry, if any.
+    pub file_type: Option<FileType>,
+}
+
+/// A directory's parent pointer and where its entries are.
+#[derive(Debug, Clone)]
+pub(crate) struct DirInfo {
+    /// The directory.
+    pub ino: u64,
+    /// Its ".." entry, if it could be read.
+    pub parent: Option<u64>,
+    /// Its entries in [`DirTable::entries`].
+    pub entries: Range<usize>,
+    /// Where its first name starts in [`DirTable::names`].
+    pub names_start: usize,
+}
+
+/// The directories read by one piece of work, entries and names packed.
+#[derive(Debug, Default)]
+pub(crate) struct DirTable {
+    /// Directories, in the order read.
+    pub dirs: Vec<DirInfo>,
+    /// Entries of all of them ("." and ".." left out).
+    pub entries: Vec<Entry>,
+    /// Names of all entries, back to back.
+    pub names: Vec<u8>,
+}
+
+impl DirTable {
+    /// The name of entry `k` of directory `d`.
+    pub(crate) fn name(&self, d: &DirInfo, k: usize) -> &[u8] {
+        let start = if k == d.entries.start {
+            d.names_start
+        } else {
+            self.entries[k - 1].name_end
+        };
+        self.names
+            .get(start..self.entries[k].name_end)
+            .unwrap_or(&[])
+    }
+
+    fn push(&mut self, target: u64, name: &[u8], file_type: Option<FileType>) {
+        self.names.extend_from_slice(name);
+        self.entries.push(Entry {
+            target,
+            name_end: self.names.len(),
+            file_type,
+        });
+    }
+}
+
+/// Reads directory `ino`'s entries into `out`; problems go to the sink.
+pub(crate) fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut DirTable) {
+    ctx.counters.directories.fetch_add(1, Ordering::Relaxed);
+    let (e0, n0) = (out.entries.len(), out.names.len());
+    let parent = match read_entries(ctx, ino, out) {
+        Ok(p) => p,
+        Err(e) => {
+            // Keep nothing of a directory that cannot be read whole.
+            out.entries.truncate(e0);
+            out.names.truncate(n0);
+            return ctx.sink.error(e);
+        }
+    };
+    if matches!(ino.format, ForkFormat::Extents | ForkFormat::Btree) {
+        check_dir_index(ctx, ino);
+    }
+    ctx.counters
+        .dir_entries
+        .fetch_add((out.entries.len() - e0) as u64, Ordering::Relaxed);
+    out.dirs.push(DirInfo {
+        ino: ino.ino.0,
+        parent,
+        entries: e0..out.entries.len(),
+        names_start: n0,
+    });
+}
+
+/// Appends the entries of `dir` to `out`; returns its ".." pointer, or
+/// `None` after reporting why it is missing.
+fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option<u64>> {
+    match dir.format {
+        ForkFormat::Extents | ForkFormat::Btree => {
+            let map = DirMap::new(ctx.fs, dir)?;
+            let mut parent = None;
+            for db in map.dbs_below(map.leaf_first_db()) {
+                let buf = map.read_data(db)?;
+                crate::dir::data::walk(ctx.fs, dir.ino.0, db, &buf, &mut |e| {
+                    if e.name == b".." {
+                        if db == 0 {
+                            parent = Some(e.ino.0);
+                        }
+                    } else if e.name != b"." {
+                        out.push(e.ino.0, e.name, e.file_type);
+                    }
+                    true
+                })?;
+            }
+            if parent.is_none() {
+                let why = if map.is_mapped(0) {
+                    "no \"..\" entry in the first block"
+                } else {
+                    "first directory block is missing"
+                };
+                ctx.sink.error(map.corrupt(0, why));
+            }
+            Ok(parent)
+        }
+        ForkFormat::Dev => Err(crate::Error::corrupt(
+            "directory",
+            crate::error::Location::Inode(dir.ino.0),
+            "directory with a device data fork",
+        )),
+        ForkFormat::Local => {
+            let sf = crate::dir::shortform::parse(ctx.fs, dir)?;
+            for e in &sf.entries {
+                out.push(e.ino.0, e.name, e.file_type);
+            }
+            Ok(Some(sf.parent.0))
+        }
+    }
+}
+
+/// XDF3: magic of a directory free-index block.
+const XDF3_MAGIC: u32 = 0x5844_4633;
+
+/// Verifies the leaf, node and free-index blocks of a directory, which
+/// reading the entries does not touch.
+fn check_dir_index(ctx: &Ctx<'_>, ino: &Inode) {
+    use crate::dir::lookup::{DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
+    let map = match DirMap::new(ctx.fs, ino) {
+        Ok(m) => m,
+        Err(e) => return ctx.sink.error(e),
+    };
+    let leaf = map.leaf_first_db();
+    let free = leaf.saturating_mul(2);
+    let da = [DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC, DA3_NODE_MAGIC];
+    let fr = [XDF3_MAGIC];
+    for db in map.dbs_below(u64::MAX).filter(|&d| d >= leaf) {
+        let v = if db < free {
+            Verifier::Da3 {
+                magics: &da,
+                owner: ino.ino.0,
+            }
+        } else {
+            Verifier::Dir3 {
+                magics: &fr,
+                owner: ino.ino.0,
+            }
+        };
+        if let Err(e) = map.read(db, &v) {
+            ctx.sink.error(e);
+        }
+    }
+}
