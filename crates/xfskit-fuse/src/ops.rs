@@ -16,7 +16,7 @@ use crate::attrs::{file_attr, fuse_type};
 use crate::cache::InoCache;
 use crate::errno::to_errno;
 use crate::handles::{Handle, Handles};
-use crate::pool::ReadPool;
+use crate::pool::{Finished, ReadPool};
 use crate::statfs::{counters, Counters};
 use crate::xattr::{name_list, reply_sized, visible_to};
 use fuser::{
@@ -325,9 +325,9 @@ impl Filesystem for XfsFuse {
         };
         if self.pool.should_hand_off() {
             self.pool
-                .hand_off(move || serve_read(&rd, offset, size, reply));
+                .hand_off(move |done| serve_read(&rd, offset, size, reply, done));
         } else {
-            serve_read(&rd, offset, size, reply);
+            serve_read(&rd, offset, size, reply, Finished::default());
         }
     }
 
@@ -445,8 +445,15 @@ impl Filesystem for XfsFuse {
     }
 }
 
-/// Reads `size` bytes at `offset` through `rd` and replies.
-fn serve_read(rd: &FileReader<'static>, offset: u64, size: u32, reply: ReplyData) {
+/// Reads `size` bytes at `offset` through `rd` and replies (marking the
+/// job `done` in between).
+fn serve_read(
+    rd: &FileReader<'static>,
+    offset: u64,
+    size: u32,
+    reply: ReplyData,
+    mut done: Finished<'_>,
+) {
     let want = rd.size().saturating_sub(offset).min(u64::from(size)) as usize;
     // Each thread reads into its own buffer, allocated and zeroed once (not
     // per request: a 1 MiB memset per read is measurable); the kernel asks
@@ -455,7 +462,9 @@ fn serve_read(rd: &FileReader<'static>, offset: u64, size: u32, reply: ReplyData
         if buf.len() < want {
             buf.resize(want, 0);
         }
-        match rd.read_at(offset, &mut buf[..want]) {
+        let r = rd.read_at(offset, &mut buf[..want]);
+        done.now();
+        match r {
             Ok(n) => reply.data(&buf[..n]),
             Err(e) => reply.error(to_errno(&e)),
         }

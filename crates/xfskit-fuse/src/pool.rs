@@ -16,7 +16,36 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
 /// A queued piece of work.
-type Job = Box<dyn FnOnce() + Send + 'static>;
+type Job = Box<dyn FnOnce(Finished<'_>) + Send + 'static>;
+
+/// Handed to a job: call [`Finished::now`] once the work is done but before
+/// answering the kernel. A lone reader's next request can arrive as soon as
+/// it has its answer; if the job still counted as in flight then, that
+/// request would be handed off too, and a lone reader would stay on the
+/// workers for good.
+pub struct Finished<'a>(Option<&'a AtomicUsize>);
+
+impl Default for Finished<'_> {
+    /// A job that was never counted (run on the thread that received it).
+    fn default() -> Self {
+        Finished(None)
+    }
+}
+
+impl Finished<'_> {
+    /// Stops counting the job as in flight (also done on drop).
+    pub fn now(&mut self) {
+        if let Some(n) = self.0.take() {
+            n.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.now();
+    }
+}
 
 /// A lazily started pool of threads for READ requests.
 pub struct ReadPool {
@@ -68,16 +97,16 @@ impl ReadPool {
     }
 
     /// Runs `job` on a worker; runs it here if no worker can be started.
-    pub fn hand_off(&'static self, job: impl FnOnce() + Send + 'static) {
+    pub fn hand_off(&'static self, job: impl FnOnce(Finished<'_>) + Send + 'static) {
         if !self.start() {
-            return job();
+            return job(Finished(None));
         }
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         match self.queue.lock() {
             Ok(mut q) => q.push_back(Box::new(job)),
             Err(_) => {
                 self.in_flight.fetch_sub(1, Ordering::AcqRel);
-                return job();
+                return job(Finished(None));
             }
         }
         self.ready.notify_one();
@@ -113,8 +142,7 @@ impl ReadPool {
                     };
                 }
             };
-            job();
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            job(Finished(Some(&self.in_flight)));
         }
     }
 }
@@ -165,7 +193,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let (go_tx, go_rx) = mpsc::channel::<()>();
         let t = tx.clone();
-        p.hand_off(move || {
+        p.hand_off(move |_| {
             go_rx.recv().unwrap();
             t.send(1).unwrap();
         });
@@ -184,12 +212,28 @@ mod tests {
         );
         for i in 0..10 {
             let t = tx.clone();
-            p.hand_off(move || t.send(i).unwrap());
+            p.hand_off(move |_| t.send(i).unwrap());
         }
         let mut got: Vec<i32> = (0..10).map(|_| rx.recv().unwrap()).collect();
         got.sort();
         assert_eq!(got, (0..10).collect::<Vec<_>>());
         drop(r);
+    }
+
+    #[test]
+    fn finished_jobs_stop_counting_before_they_answer() {
+        let p = leak(ReadPool::new(1));
+        let (_r, w) = rustix::pipe::pipe().unwrap();
+        p.watch(w);
+        let (tx, rx) = mpsc::channel();
+        p.hand_off(move |mut done| {
+            done.now();
+            // The "answer": whoever gets it sees an idle pool.
+            tx.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        });
+        rx.recv().unwrap();
+        assert!(!p.should_hand_off(), "still counted after Finished::now");
     }
 
     #[test]
@@ -209,7 +253,7 @@ mod tests {
         p.watch(r);
         assert!(!p.should_hand_off());
         let (tx, rx) = mpsc::channel();
-        p.hand_off(move || tx.send(7).unwrap());
+        p.hand_off(move |_| tx.send(7).unwrap());
         assert_eq!(rx.try_recv().unwrap(), 7, "ran on the caller");
     }
 }
