@@ -10,7 +10,9 @@
 //! an open costs no request at all and the page cache and directory
 //! listings persist), and bounded caches of decoded inodes and extent maps
 //! by inode number, so a lookup, getattr or read of a known file does no
-//! metadata I/O.
+//! metadata I/O. A READ that overlaps others goes to a worker thread
+//! ([`crate::pool`]), so concurrent readers keep several disk reads in
+//! flight while a lone reader is still answered without a hand-off.
 
 use crate::attrs::{file_attr, fuse_type};
 use crate::cache::InoCache;
