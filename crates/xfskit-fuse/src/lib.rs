@@ -9,6 +9,7 @@ mod cache;
 pub mod errno;
 mod handles;
 mod ops;
+mod pool;
 mod statfs;
 mod xattr;
 
@@ -19,6 +20,10 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 use xfskit::Fs;
+
+/// Default READ workers: enough reads in flight to keep an SSD or a
+/// virtual disk busy; they sleep on I/O, so they cost little CPU.
+pub const DEFAULT_READ_THREADS: usize = 8;
 
 /// How to mount.
 #[derive(Debug, Clone)]
@@ -31,6 +36,8 @@ pub struct MountOptions {
     pub ttl: Duration,
     /// Request-serving threads.
     pub threads: usize,
+    /// Extra threads for READs that overlap other requests (0: none).
+    pub read_threads: usize,
 }
 
 impl Default for MountOptions {
@@ -50,6 +57,7 @@ impl Default for MountOptions {
             extra: Vec::new(),
             ttl: Duration::from_secs(3600),
             threads,
+            read_threads: DEFAULT_READ_THREADS,
         }
     }
 }
@@ -153,7 +161,12 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mount
     }
     let fs: &'static Fs = Box::leak(Box::new(fs));
     let config = fuser_config(opts, nix_euid());
-    let session = Session::new(XfsFuse::new(fs, opts.ttl), mountpoint, &config)?;
+    let xfs = XfsFuse::new(fs, opts.ttl, opts.read_threads);
+    let pool = xfs.read_pool();
+    let session = Session::new(xfs, mountpoint, &config)?;
+    if let Some(fd) = pool::dup_device(&session) {
+        pool.watch(fd);
+    }
     Ok(Mounted { session })
 }
 

@@ -10,12 +10,15 @@
 //! an open costs no request at all and the page cache and directory
 //! listings persist), and bounded caches of decoded inodes and extent maps
 //! by inode number, so a lookup, getattr or read of a known file does no
-//! metadata I/O.
+//! metadata I/O. A READ that overlaps others goes to a worker thread
+//! ([`crate::pool`]), so concurrent readers keep several disk reads in
+//! flight while a lone reader is still answered without a hand-off.
 
 use crate::attrs::{file_attr, fuse_type};
 use crate::cache::InoCache;
 use crate::errno::to_errno;
 use crate::handles::{Handle, Handles};
+use crate::pool::{Finished, ReadPool};
 use crate::statfs::{counters, Counters};
 use crate::xattr::{name_list, reply_sized, visible_to};
 use fuser::{
@@ -49,7 +52,7 @@ const MAP_CACHE_BYTES: usize = 64 << 20;
 const MAP_CACHE_SHARDS: usize = 4;
 
 thread_local! {
-    /// The read buffer of the current serving thread.
+    /// The read buffer of the current serving or worker thread.
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -71,11 +74,15 @@ pub struct XfsFuse {
     /// then keeps the page cache and directory cache across opens itself.
     skip_open: bool,
     skip_opendir: bool,
+    /// Workers for READs that overlap others.
+    pool: &'static ReadPool,
 }
 
 impl XfsFuse {
-    /// Serves `fs`, letting the kernel cache attributes and names for `ttl`.
-    pub fn new(fs: &'static Fs, ttl: Duration) -> XfsFuse {
+    /// Serves `fs`, letting the kernel cache attributes and names for `ttl`;
+    /// up to `read_threads` threads serve READs that overlap (see
+    /// [`crate::pool`]; 0 keeps every READ on the thread that received it).
+    pub fn new(fs: &'static Fs, ttl: Duration, read_threads: usize) -> XfsFuse {
         let geo = fs.geometry();
         XfsFuse {
             fs,
@@ -88,7 +95,13 @@ impl XfsFuse {
             readers: InoCache::with_shards(MAP_CACHE_BYTES, MAP_CACHE_SHARDS),
             skip_open: false,
             skip_opendir: false,
+            pool: Box::leak(Box::new(ReadPool::new(read_threads))),
         }
+    }
+
+    /// The READ worker pool (it needs the FUSE device once mounted).
+    pub(crate) fn read_pool(&self) -> &'static ReadPool {
+        self.pool
     }
 
     fn ino(&self, node: INodeNo) -> Ino {
@@ -312,19 +325,12 @@ impl Filesystem for XfsFuse {
             Ok(rd) => rd,
             Err(e) => return reply.error(e),
         };
-        let want = rd.size().saturating_sub(offset).min(u64::from(size)) as usize;
-        // Each serving thread reads into its own buffer, allocated and zeroed
-        // once (not per request: a 1 MiB memset per read is measurable);
-        // the kernel asks for at most max_read bytes, so it stays small.
-        READ_BUF.with_borrow_mut(|buf| {
-            if buf.len() < want {
-                buf.resize(want, 0);
-            }
-            match rd.read_at(offset, &mut buf[..want]) {
-                Ok(n) => reply.data(&buf[..n]),
-                Err(e) => reply.error(to_errno(&e)),
-            }
-        });
+        if self.pool.should_hand_off() {
+            self.pool
+                .hand_off(move |done| serve_read(&rd, offset, size, reply, done));
+        } else {
+            serve_read(&rd, offset, size, reply, Finished::default());
+        }
     }
 
     fn release(
@@ -439,6 +445,32 @@ impl Filesystem for XfsFuse {
             |()| reply.ok()
         );
     }
+}
+
+/// Reads `size` bytes at `offset` through `rd` and replies (marking the
+/// job `done` in between).
+fn serve_read(
+    rd: &FileReader<'static>,
+    offset: u64,
+    size: u32,
+    reply: ReplyData,
+    mut done: Finished<'_>,
+) {
+    let want = rd.size().saturating_sub(offset).min(u64::from(size)) as usize;
+    // Each thread reads into its own buffer, allocated and zeroed once (not
+    // per request: a 1 MiB memset per read is measurable); the kernel asks
+    // for at most max_read bytes, so it stays small.
+    READ_BUF.with_borrow_mut(|buf| {
+        if buf.len() < want {
+            buf.resize(want, 0);
+        }
+        let r = rd.read_at(offset, &mut buf[..want]);
+        done.now();
+        match r {
+            Ok(n) => reply.data(&buf[..n]),
+            Err(e) => reply.error(to_errno(&e)),
+        }
+    });
 }
 
 /// Attributes of a negative lookup reply (only the node id 0 matters).

@@ -27,6 +27,10 @@ pub struct Args {
     /// Threads serving requests (default: one less than the CPUs, 1 to 8).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: Option<u16>,
+    /// Extra threads for READs that overlap other requests (default 8; 0:
+    /// every READ is answered by the thread that received it).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
+    pub read_threads: Option<u16>,
 }
 
 /// Runs the command.
@@ -52,6 +56,9 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     if let Some(n) = args.threads {
         opts.threads = usize::from(n);
+    }
+    if let Some(n) = args.read_threads {
+        opts.read_threads = usize::from(n);
     }
     let mut mounted = xfskit_fuse::mount(fs, &args.mountpoint, &opts)?;
     let mut unmounter = mounted.unmounter();
