@@ -59,7 +59,12 @@ impl Fs {
         let mut tp = self.trans()?;
         tp.lock_inode(parent);
         let mut dp = read_dir_inode(&mut tp, parent)?;
-        if crate::dir::write::lookup(&mut tp, &dp, name)?.is_some() {
+        // dir::write::add refuses an existing name, and dropping the
+        // transaction undoes the allocation; only a directory looks first,
+        // so that a refused mkdir does not advance the directory rotor.
+        if matches!(kind, NodeKind::Dir)
+            && crate::dir::write::lookup(&mut tp, &dp, name)?.is_some()
+        {
             return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
         }
         let mode = type_bits(kind) | (meta.mode & 0o7777);

@@ -10,7 +10,8 @@
 
 use crate::dev::Device;
 use crate::error::{Error, Result};
-use std::collections::{BTreeMap, HashSet};
+use crate::buf::fasthash::FastSet;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Superblock counters changed by transactions (lazy counters: kept in
@@ -53,7 +54,7 @@ pub struct LockSet {
 
 #[derive(Default)]
 struct Held {
-    set: HashSet<u64>,
+    set: FastSet<u64>,
     waiters: usize,
 }
 
@@ -92,6 +93,19 @@ impl LockSet {
 struct DataRun {
     runs: BTreeMap<u64, Vec<u8>>,
     bytes: usize,
+    /// The buffer of the last run written early, kept for the next run
+    /// (no new memory to fault in for every few MiB of data).
+    spare: Vec<u8>,
+}
+
+impl DataRun {
+    /// A run holding `bytes`, in the spare buffer when there is one.
+    fn new_run(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut v = std::mem::take(&mut self.spare);
+        v.clear();
+        v.extend_from_slice(bytes);
+        v
+    }
 }
 
 /// A committed buffer waiting for writeback. Its CRC is stamped at
@@ -112,7 +126,7 @@ pub struct WriteState {
     data: Mutex<DataRun>,
     stats: Mutex<WriteStats>,
     /// Inodes whose change counter was queried since its last increment.
-    queried: Mutex<HashSet<u64>>,
+    queried: Mutex<FastSet<u64>>,
     /// The time stamped on changes (None: the system clock).
     fixed_time: Mutex<Option<(i64, u32)>>,
     /// Source of inode generation numbers.
@@ -145,7 +159,7 @@ impl WriteState {
             counters: Mutex::new(SbDelta::default()),
             data: Mutex::new(DataRun::default()),
             stats: Mutex::new(WriteStats::default()),
-            queried: Mutex::new(HashSet::new()),
+            queried: Mutex::new(FastSet::default()),
             fixed_time: Mutex::new(None),
             gen: std::sync::atomic::AtomicU64::new(0x9e37_79b9),
             dir_rotor: std::sync::atomic::AtomicU32::new(0),
@@ -325,7 +339,8 @@ impl WriteState {
         if overlaps {
             // Rewriting pending data: write what is pending first.
             self.flush_runs(dev, &mut d)?;
-            d.runs.insert(off, bytes.to_vec());
+            let v = d.new_run(bytes);
+            d.runs.insert(off, v);
         } else if let Some((s, _)) = pred.filter(|&(_, e)| e == off) {
             if let Some(v) = d.runs.get_mut(&s) {
                 v.extend_from_slice(bytes);
@@ -338,17 +353,33 @@ impl WriteState {
                 }
             }
         } else if next == Some(end) {
-            let mut v = bytes.to_vec();
+            let mut v = d.new_run(bytes);
             if let Some(tail) = d.runs.remove(&end) {
                 v.extend_from_slice(&tail);
             }
             d.runs.insert(off, v);
         } else {
-            d.runs.insert(off, bytes.to_vec());
+            let v = d.new_run(bytes);
+            d.runs.insert(off, v);
         }
         d.bytes += bytes.len();
         if d.bytes >= self.data_limit {
-            self.flush_runs(dev, &mut d)?;
+            return self.flush_runs(dev, &mut d);
+        }
+        // A run as long as the largest write gains nothing by waiting:
+        // write it now, while its bytes are still in the CPU cache.
+        let start = d
+            .runs
+            .range(..=off)
+            .next_back()
+            .filter(|(_, v)| v.len() >= self.max_write)
+            .map(|(&s, _)| s);
+        if let Some(s) = start {
+            if let Some(v) = d.runs.remove(&s) {
+                d.bytes -= v.len();
+                self.write_slices(dev, s, &[&v[..]])?;
+                d.spare = v;
+            }
         }
         Ok(())
     }
