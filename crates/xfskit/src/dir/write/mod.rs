@@ -11,6 +11,7 @@
 
 mod block;
 mod dblock;
+mod fast;
 mod freeidx;
 mod layout;
 mod leaf;
@@ -46,9 +47,9 @@ fn form(st: &mut dyn Store, dp: &Inode) -> Result<Form> {
         ForkFormat::Local => Ok(Form::Short),
         ForkFormat::Extents | ForkFormat::Btree => {
             let ldb = leaf_db(st.geo());
-            match st.get(dp, ldb)? {
+            match st.view(dp, ldb)? {
                 None => Ok(Form::Block),
-                Some(b) if da_magic(&b) == crate::dir::lookup::DIR3_LEAF1_MAGIC => Ok(Form::Leaf),
+                Some(b) if da_magic(b) == crate::dir::lookup::DIR3_LEAF1_MAGIC => Ok(Form::Leaf),
                 Some(_) => Ok(Form::Node),
             }
         }
@@ -77,6 +78,17 @@ fn find_ext(
     f: Form,
     name: &[u8],
 ) -> Result<Option<(u64, dblock::Ent)>> {
+    if name != b"." && name != b".." {
+        match f {
+            Form::Block => return fast::find_block(st, dp, name),
+            Form::Leaf => return fast::find_leaf(st, dp, name),
+            _ => {
+                if let Some(r) = fast::find_node(st, dp, name)? {
+                    return Ok(r);
+                }
+            }
+        }
+    }
     if f == Form::Block || name == b"." || name == b".." {
         let geo = st.geo().clone();
         let b = must_get(st, dp, 0)?;
@@ -141,10 +153,12 @@ pub(crate) fn add_in(
         f = Form::Leaf;
     }
     if f == Form::Leaf {
-        if leaf::add(st, dp, name, ino.0, ftype)? {
+        if fast::add_leaf(st, dp, name, ino.0, ftype)? || leaf::add(st, dp, name, ino.0, ftype)? {
             return Ok(());
         }
         leaf::to_node(st, dp)?;
+    } else if fast::add_node(st, dp, name, ino.0, ftype)? {
+        return Ok(());
     }
     node::add(st, dp, name, ino.0, ftype)
 }
