@@ -13,6 +13,7 @@
 //! and inode locks; they are released at commit or drop. Work in
 //! different AGs never serializes.
 
+mod dirty;
 mod state;
 
 pub use state::{LockSet, Pending, SbDelta, WriteState, WriteStats};

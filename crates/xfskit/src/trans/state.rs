@@ -10,6 +10,7 @@
 
 use crate::dev::Device;
 use crate::error::{Error, Result};
+use super::dirty::Dirty;
 use crate::buf::fasthash::FastSet;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -93,18 +94,28 @@ impl LockSet {
 struct DataRun {
     runs: BTreeMap<u64, Vec<u8>>,
     bytes: usize,
-    /// The buffer of the last run written early, kept for the next run
-    /// (no new memory to fault in for every few MiB of data).
-    spare: Vec<u8>,
+    /// Buffers of runs already written, kept for new runs (no new memory
+    /// to fault in for every run).
+    pool: Vec<Vec<u8>>,
 }
 
+/// Most buffers kept in the pool.
+const POOL_MAX: usize = 256;
+
 impl DataRun {
-    /// A run holding `bytes`, in the spare buffer when there is one.
+    /// A run holding `bytes`, in a pooled buffer when there is one.
     fn new_run(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let mut v = std::mem::take(&mut self.spare);
-        v.clear();
+        let mut v = self.pool.pop().unwrap_or_default();
         v.extend_from_slice(bytes);
         v
+    }
+
+    /// Returns a written run's buffer to the pool.
+    fn recycle(&mut self, mut v: Vec<u8>) {
+        if self.pool.len() < POOL_MAX {
+            v.clear();
+            self.pool.push(v);
+        }
     }
 }
 
@@ -120,7 +131,7 @@ pub struct Pending {
 
 /// Write-side state of an open filesystem.
 pub struct WriteState {
-    dirty: Mutex<BTreeMap<u64, Pending>>,
+    dirty: Mutex<Dirty>,
     dirty_bytes: Mutex<usize>,
     counters: Mutex<SbDelta>,
     data: Mutex<DataRun>,
@@ -154,7 +165,7 @@ impl WriteState {
     /// Fresh state.
     pub fn new() -> WriteState {
         WriteState {
-            dirty: Mutex::new(BTreeMap::new()),
+            dirty: Mutex::new(Dirty::default()),
             dirty_bytes: Mutex::new(0),
             counters: Mutex::new(SbDelta::default()),
             data: Mutex::new(DataRun::default()),
@@ -175,7 +186,7 @@ impl WriteState {
     /// exactly `len` bytes, if any.
     pub fn get(&self, off: u64, len: usize) -> Option<Arc<[u8]>> {
         let d = lock(&self.dirty);
-        d.get(&off)
+        d.get(off)
             .filter(|b| b.data.len() == len)
             .map(|b| b.data.clone())
     }
@@ -202,7 +213,7 @@ impl WriteState {
     /// Drops a pending buffer (its block was freed).
     pub fn forget(&self, off: u64) {
         let mut d = lock(&self.dirty);
-        if let Some(old) = d.remove(&off) {
+        if let Some(old) = d.remove(off) {
             let mut n = lock(&self.dirty_bytes);
             *n = n.saturating_sub(old.data.len());
         }
@@ -211,10 +222,10 @@ impl WriteState {
     /// Drops every pending buffer that starts in bytes `lo..hi`.
     pub fn forget_range(&self, lo: u64, hi: u64) {
         let mut d = lock(&self.dirty);
-        let keys: Vec<u64> = d.range(lo..hi).map(|(&k, _)| k).collect();
+        let keys = d.keys_in(lo, hi);
         let mut freed = 0usize;
         for k in keys {
-            if let Some(old) = d.remove(&k) {
+            if let Some(old) = d.remove(k) {
                 freed += old.data.len();
             }
         }
@@ -321,7 +332,7 @@ impl WriteState {
 
     /// Queues file data at byte offset `off`. Data that continues a
     /// pending run is appended to it; everything is written back sorted,
-    /// adjacent runs merged, once `data_limit` bytes are pending or at
+    /// adjacent runs merged, once a few MiB (at most `data_limit`) are pending or at
     /// writeback.
     pub fn write_data(&self, dev: &dyn Device, off: u64, bytes: &[u8]) -> Result<()> {
         if bytes.is_empty() {
@@ -363,23 +374,10 @@ impl WriteState {
             d.runs.insert(off, v);
         }
         d.bytes += bytes.len();
-        if d.bytes >= self.data_limit {
+        // Pending data is written once a few MiB are there: long writes
+        // already, and the buffers are reused while still in the CPU cache.
+        if d.bytes >= self.data_limit.min(self.max_write * 2) {
             return self.flush_runs(dev, &mut d);
-        }
-        // A run as long as the largest write gains nothing by waiting:
-        // write it now, while its bytes are still in the CPU cache.
-        let start = d
-            .runs
-            .range(..=off)
-            .next_back()
-            .filter(|(_, v)| v.len() >= self.max_write)
-            .map(|(&s, _)| s);
-        if let Some(s) = start {
-            if let Some(v) = d.runs.remove(&s) {
-                d.bytes -= v.len();
-                self.write_slices(dev, s, &[&v[..]])?;
-                d.spare = v;
-            }
         }
         Ok(())
     }
@@ -387,7 +385,11 @@ impl WriteState {
     fn flush_runs(&self, dev: &dyn Device, d: &mut DataRun) -> Result<()> {
         let runs = std::mem::take(&mut d.runs);
         d.bytes = 0;
-        self.write_sorted(dev, runs.iter().map(|(off, v)| (*off, &v[..])))
+        let r = self.write_sorted(dev, runs.iter().map(|(off, v)| (*off, &v[..])));
+        for (_, v) in runs {
+            d.recycle(v);
+        }
+        r
     }
 
     /// Writes pieces given in increasing offset order, adjacent pieces
@@ -446,7 +448,7 @@ impl WriteState {
         // (never overlapping: freeing blocks drops both) into one sorted
         // stream so that interleaved blocks still make long writes.
         let mut stamped: Vec<(u64, std::borrow::Cow<'_, [u8]>)> = pending
-            .iter()
+            .sorted()
             .map(|(off, p)| {
                 let b = match p.crc_off {
                     Some(c) => {
@@ -456,7 +458,7 @@ impl WriteState {
                     }
                     None => std::borrow::Cow::Borrowed(&p.data[..]),
                 };
-                (*off, b)
+                (off, b)
             })
             .collect();
         stamped.extend(
