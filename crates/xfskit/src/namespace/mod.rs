@@ -12,6 +12,7 @@
 //! ([`Fs::change_cookie`]) since the last increment.
 
 mod create;
+mod build;
 mod data;
 mod remove;
 mod xattr;
