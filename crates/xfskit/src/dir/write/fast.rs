@@ -84,8 +84,11 @@ fn bound(b: &[u8], base: usize, n: usize, h: u32, upper: bool) -> usize {
 
 /// Live data pointers of hash `h` among `n` entries at `base`, and whether
 /// the run of `h` reaches the last entry (it may go on in the next leaf).
+/// A hash above every entry has no run: the walk down chose this leaf
+/// because no leaf holds larger hashes.
 fn ptrs_of(b: &[u8], base: usize, n: usize, h: u32) -> (Vec<u32>, bool) {
-    let mut i = bound(b, base, n, h, false);
+    let first = bound(b, base, n, h, false);
+    let mut i = first;
     let mut v = Vec::new();
     while i < n && be32(b, base + i * LEAF_ENTRY_SIZE) == h {
         let a = be32(b, base + i * LEAF_ENTRY_SIZE + 4);
@@ -94,7 +97,7 @@ fn ptrs_of(b: &[u8], base: usize, n: usize, h: u32) -> (Vec<u32>, bool) {
         }
         i += 1;
     }
-    (v, i == n)
+    (v, i == n && i > first)
 }
 
 /// Where the entries of data block `b` end, checked.
