@@ -128,12 +128,17 @@ pub(crate) fn add_in(
     ftype: u8,
 ) -> Result<()> {
     check_new_name(name)?;
-    if lookup_in(st, dp, name)?.is_some() {
+    let mut f = form(st, dp)?;
+    let exists = if f == Form::Short {
+        lookup_in(st, dp, name)?.is_some()
+    } else {
+        find_ext(st, dp, f, name)?.is_some()
+    };
+    if exists {
         return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
     }
-    let geo = st.geo().clone();
-    let mut f = form(st, dp)?;
     if f == Form::Short {
+        let geo = st.geo().clone();
         let sf = Sf::decode(&geo, dp)?;
         if let Some((i, off)) = sf.pick(&geo, name.len()) {
             let mut new = sf.clone();
