@@ -64,8 +64,13 @@ fn build(img: &Path, opts: &str, files: usize, dirs: usize, fast: bool) -> Vec<(
     let root = fs.geometry().root_ino;
     let d: Vec<Ino> = (0..dirs)
         .map(|k| {
-            fs.create(root, format!("d{k}").as_bytes(), &NodeKind::Dir, &meta(0o755))
-                .unwrap()
+            fs.create(
+                root,
+                format!("d{k}").as_bytes(),
+                &NodeKind::Dir,
+                &meta(0o755),
+            )
+            .unwrap()
         })
         .collect();
     let mut out = Vec::new();
@@ -113,7 +118,16 @@ fn describe(fs: &Fs, ino: Ino) -> (String, Vec<u8>, BTreeMap<Vec<u8>, Vec<u8>>) 
         .collect();
     let fields = format!(
         "mode {:o} uid {} gid {} nlink {} size {} nblocks {} times {:?} {:?} {:?} {:?}",
-        ip.mode, ip.uid, ip.gid, ip.nlink, ip.size, ip.nblocks, ip.atime, ip.mtime, ip.ctime, ip.crtime
+        ip.mode,
+        ip.uid,
+        ip.gid,
+        ip.nlink,
+        ip.size,
+        ip.nblocks,
+        ip.atime,
+        ip.mtime,
+        ip.ctime,
+        ip.crtime
     );
     (fields, b, x)
 }

@@ -11,8 +11,8 @@
 //! the lazy way: a change increments it only if someone queried it
 //! ([`Fs::change_cookie`]) since the last increment.
 
-mod create;
 mod build;
+mod create;
 mod data;
 mod remove;
 mod xattr;

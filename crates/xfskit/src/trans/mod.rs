@@ -18,12 +18,12 @@ mod state;
 
 pub use state::{LockSet, Pending, SbDelta, WriteState, WriteStats};
 
+use crate::buf::fasthash::FastMap;
 use crate::buf::Verifier;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::{AgNumber, Daddr, Geometry, Ino};
 use crate::inode::Inode;
-use crate::buf::fasthash::FastMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -8,10 +8,10 @@
 //! cache and the device, so committed state is always what the next
 //! transaction sees.
 
-use crate::dev::Device;
-use crate::error::{Error, Result};
 use super::dirty::Dirty;
 use crate::buf::fasthash::FastSet;
+use crate::dev::Device;
+use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 

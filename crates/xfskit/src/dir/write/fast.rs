@@ -10,13 +10,14 @@
 //! table) before changing anything, and the general code in the sibling
 //! modules does the work instead.
 
-use super::dblock::{write_free, Ent};
+use super::dblock::Ent;
+use super::fastblock::{place, spot};
 use super::layout::{
-    da_magic, put16, put32, put64, BESTFREE_OFF, DA_COUNT, DA_STALE_LEVEL, FREE_HDR_SIZE,
-    FREE_NVALID, NULL_DATAOFF, XDF3_MAGIC,
+    da_magic, put16, put32, BESTFREE_OFF, DA_COUNT, DA_STALE_LEVEL, FREE_HDR_SIZE, FREE_NVALID,
+    NULL_DATAOFF, XDF3_MAGIC,
 };
-use super::store::Store;
 use super::node;
+use super::store::Store;
 use crate::bytes::{be16, be32, be64};
 use crate::dir::data::{
     entry_size, BLOCK_TAIL_SIZE, DATA_ALIGN, DATA_HDR_SIZE, FREE_TAG, LEAF_ENTRY_SIZE,
@@ -35,10 +36,10 @@ const MAX_DEPTH: usize = 8;
 /// The few geometry facts the fast paths need (copied: the geometry
 /// cannot be borrowed while a block is).
 #[derive(Clone, Copy)]
-struct Dims {
-    bs: usize,
-    log: u8,
-    ftype: bool,
+pub(crate) struct Dims {
+    pub(crate) bs: usize,
+    pub(crate) log: u8,
+    pub(crate) ftype: bool,
 }
 
 fn dims(st: &dyn Store) -> Dims {
@@ -114,7 +115,13 @@ fn data_end(b: &[u8]) -> Option<usize> {
 }
 
 /// The entry that data pointer `ptr` names, if it is called `name`.
-fn check(st: &mut dyn Store, dp: &Inode, d: Dims, ptr: u32, name: &[u8]) -> Result<Option<(u64, Ent)>> {
+fn check(
+    st: &mut dyn Store,
+    dp: &Inode,
+    d: Dims,
+    ptr: u32,
+    name: &[u8],
+) -> Result<Option<(u64, Ent)>> {
     let (db, off) = d.split_ptr(ptr);
     let owner = dp.ino.0;
     if db >= d.leaf_db() {
@@ -161,7 +168,11 @@ fn first_match(
 }
 
 /// Finds `name` in a single-block directory through its leaf array.
-pub(crate) fn find_block(st: &mut dyn Store, dp: &Inode, name: &[u8]) -> Result<Option<(u64, Ent)>> {
+pub(crate) fn find_block(
+    st: &mut dyn Store,
+    dp: &Inode,
+    name: &[u8],
+) -> Result<Option<(u64, Ent)>> {
     let d = dims(st);
     let owner = dp.ino.0;
     let b = st
@@ -190,7 +201,11 @@ pub(crate) fn find_leaf(st: &mut dyn Store, dp: &Inode, name: &[u8]) -> Result<O
     if da_magic(b) != DIR3_LEAF1_MAGIC
         || n * LEAF_ENTRY_SIZE + nbests.saturating_mul(2) > d.bs - DA3_HDR_SIZE - 4
     {
-        return Err(DirError::Block.at(owner, ldb, format!("leaf with {n} entries and {nbests} bests")));
+        return Err(DirError::Block.at(
+            owner,
+            ldb,
+            format!("leaf with {n} entries and {nbests} bests"),
+        ));
     }
     let (ptrs, _) = ptrs_of(b, DA3_HDR_SIZE, n, name_hash(name));
     first_match(st, dp, d, &ptrs, name)
@@ -199,7 +214,12 @@ pub(crate) fn find_leaf(st: &mut dyn Store, dp: &Inode, name: &[u8]) -> Result<O
 /// Walks the da tree to the leaf that should hold hash `h`: the nodes
 /// (block, index) from the root, and the leaf. None when the tree is not
 /// what the simple walk expects.
-fn descend(st: &mut dyn Store, dp: &Inode, d: Dims, h: u32) -> Result<Option<(Vec<(u64, usize)>, u64)>> {
+fn descend(
+    st: &mut dyn Store,
+    dp: &Inode,
+    d: Dims,
+    h: u32,
+) -> Result<Option<(Vec<(u64, usize)>, u64)>> {
     let mut db = d.leaf_db();
     let mut nodes = Vec::new();
     loop {
@@ -224,7 +244,11 @@ fn descend(st: &mut dyn Store, dp: &Inode, d: Dims, h: u32) -> Result<Option<(Ve
 
 /// Finds `name` in a node-form directory. None: not sure (the hash run
 /// may continue in the next leaf); ask the general code.
-pub(crate) fn find_node(st: &mut dyn Store, dp: &Inode, name: &[u8]) -> Result<Option<Option<(u64, Ent)>>> {
+pub(crate) fn find_node(
+    st: &mut dyn Store,
+    dp: &Inode,
+    name: &[u8],
+) -> Result<Option<Option<(u64, Ent)>>> {
     let d = dims(st);
     let h = name_hash(name);
     let Some((_, leaf)) = descend(st, dp, d, h)? else {
@@ -244,113 +268,6 @@ pub(crate) fn find_node(st: &mut dyn Store, dp: &Inode, name: &[u8]) -> Result<O
     Ok(Some(None))
 }
 
-/// Where a new entry of `need` bytes goes in a data block: the unused
-/// region at `at` of `len` bytes, found from the best-free table.
-struct Spot {
-    at: usize,
-    len: usize,
-}
-
-/// Chooses the lowest-addressed best-free region that holds `need` bytes
-/// (checked against the block); None when no listed region fits.
-fn spot(b: &[u8], end: usize, need: usize) -> Option<Spot> {
-    let mut best: Option<Spot> = None;
-    for k in 0..3 {
-        let off = usize::from(be16(b, BESTFREE_OFF + 4 * k));
-        let len = usize::from(be16(b, BESTFREE_OFF + 4 * k + 2));
-        if len < need || len == 0 {
-            continue;
-        }
-        let ok = off >= DATA_HDR_SIZE
-            && off + len <= end
-            && off % DATA_ALIGN == 0
-            && be16(b, off) == FREE_TAG
-            && usize::from(be16(b, off + 2)) == len
-            && usize::from(be16(b, off + len - 2)) == off;
-        if !ok {
-            return None;
-        }
-        if best.as_ref().is_none_or(|s| off < s.at) {
-            best = Some(Spot { at: off, len });
-        }
-    }
-    best
-}
-
-/// Writes the entry into the region `s` and keeps the best-free table
-/// exact: updated in place when the table still lists the longest three,
-/// otherwise rebuilt by a walk of the block.
-fn place(b: &mut [u8], end: usize, s: &Spot, d: Dims, ino: u64, name: &[u8], ftype: u8) -> Result<()> {
-    let size = entry_size(name.len(), d.ftype);
-    let rest = s.len - size;
-    let mut table: Vec<(usize, usize)> = (0..3)
-        .map(|k| {
-            (
-                usize::from(be16(b, BESTFREE_OFF + 4 * k)),
-                usize::from(be16(b, BESTFREE_OFF + 4 * k + 2)),
-            )
-        })
-        .filter(|e| e.1 != 0)
-        .collect();
-    let full = table.len() == 3;
-    let third = table.last().map_or(0, |e| e.1);
-    b[s.at..s.at + size].fill(0);
-    put64(b, s.at, ino);
-    b[s.at + 8] = name.len() as u8;
-    b[s.at + 9..s.at + 9 + name.len()].copy_from_slice(name);
-    if d.ftype {
-        b[s.at + 9 + name.len()] = ftype;
-    }
-    put16(b, s.at + size - 2, s.at as u16);
-    if rest > 0 {
-        write_free(b, s.at + size, rest);
-    }
-    // A full table guarantees only that unlisted regions are no longer
-    // than its third: the shrunk region must still beat that.
-    let in_place = !full || rest > third;
-    if in_place {
-        table.retain(|e| e.0 != s.at);
-        if rest > 0 {
-            table.push((s.at + size, rest));
-        }
-    } else {
-        table = free_regions(b, end, d).ok_or_else(|| {
-            DirError::Block.at(0, 0, "data block does not tile after an insert")
-        })?;
-    }
-    table.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
-    for k in 0..3 {
-        let (o, l) = table.get(k).copied().unwrap_or((0, 0));
-        put16(b, BESTFREE_OFF + 4 * k, o as u16);
-        put16(b, BESTFREE_OFF + 4 * k + 2, l as u16);
-    }
-    Ok(())
-}
-
-/// Every unused region of the data area `DATA_HDR_SIZE..end`.
-fn free_regions(b: &[u8], end: usize, d: Dims) -> Option<Vec<(usize, usize)>> {
-    let mut v = Vec::new();
-    let mut off = DATA_HDR_SIZE;
-    while off < end {
-        if off + 4 > end {
-            return None;
-        }
-        let (len, free) = if be16(b, off) == FREE_TAG {
-            (usize::from(be16(b, off + 2)), true)
-        } else {
-            (entry_size(usize::from(b[off + 8]), d.ftype), false)
-        };
-        if len < DATA_ALIGN || off + len > end {
-            return None;
-        }
-        if free {
-            v.push((off, len));
-        }
-        off += len;
-    }
-    Some(v)
-}
-
 /// Inserts hash entry (h, ptr) into the `n` sorted entries at `base`
 /// (room for one more checked by the caller); returns its index.
 fn insert_hash(b: &mut [u8], base: usize, n: usize, h: u32, ptr: u32) -> usize {
@@ -364,7 +281,13 @@ fn insert_hash(b: &mut [u8], base: usize, n: usize, h: u32, ptr: u32) -> usize {
 
 /// Adds an entry to a leaf-form directory in place; false (nothing
 /// changed) when the general code must do it.
-pub(crate) fn add_leaf(st: &mut dyn Store, dp: &mut Inode, name: &[u8], ino: u64, ftype: u8) -> Result<bool> {
+pub(crate) fn add_leaf(
+    st: &mut dyn Store,
+    dp: &mut Inode,
+    name: &[u8],
+    ino: u64,
+    ftype: u8,
+) -> Result<bool> {
     let d = dims(st);
     let ldb = d.leaf_db();
     let need = entry_size(name.len(), d.ftype);
@@ -409,7 +332,13 @@ pub(crate) fn add_leaf(st: &mut dyn Store, dp: &mut Inode, name: &[u8], ino: u64
 
 /// Adds an entry to a node-form directory in place when a data block
 /// has room; false (nothing changed) when the general code must do it.
-pub(crate) fn add_node(st: &mut dyn Store, dp: &mut Inode, name: &[u8], ino: u64, ftype: u8) -> Result<bool> {
+pub(crate) fn add_node(
+    st: &mut dyn Store,
+    dp: &mut Inode,
+    name: &[u8],
+    ino: u64,
+    ftype: u8,
+) -> Result<bool> {
     let d = dims(st);
     let bs = d.bs;
     let need = entry_size(name.len(), d.ftype);

@@ -12,6 +12,7 @@
 mod block;
 mod dblock;
 mod fast;
+mod fastblock;
 mod freeidx;
 mod layout;
 mod leaf;

@@ -305,7 +305,12 @@ fn propagate(st: &mut dyn Store, dp: &mut Inode, nodes: &[(u64, usize)], mut up:
 }
 
 /// Tells the parents on `nodes` that their child's largest hash is now `h`.
-pub(crate) fn fix_parents(st: &mut dyn Store, dp: &mut Inode, nodes: &[(u64, usize)], h: u32) -> Result<()> {
+pub(crate) fn fix_parents(
+    st: &mut dyn Store,
+    dp: &mut Inode,
+    nodes: &[(u64, usize)],
+    h: u32,
+) -> Result<()> {
     propagate(st, dp, nodes, Up::Fixed(h))
 }
 

@@ -5,6 +5,7 @@
 //! memory for unit tests of the in-block logic.
 
 use super::layout::{region_of, Region, DA3_CRC_OFF, DIR3_CRC_OFF, XDF3_MAGIC};
+use crate::buf::fasthash::FastMap;
 use crate::buf::verify::Verifier;
 use crate::dir::data::{XDB3_MAGIC, XDD3_MAGIC};
 use crate::dir::lookup::{DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
@@ -12,7 +13,6 @@ use crate::error::{Error, Result};
 use crate::geometry::{Daddr, Geometry};
 use crate::inode::{Fork, Inode};
 use crate::trans::{BufId, Trans};
-use crate::buf::fasthash::FastMap;
 use std::collections::BTreeMap;
 
 /// Access to the blocks of one directory.
