@@ -211,6 +211,9 @@ pub(crate) fn find_leaf(st: &mut dyn Store, dp: &Inode, name: &[u8]) -> Result<O
     first_match(st, dp, d, &ptrs, name)
 }
 
+/// The nodes (block, index) from the root down, and the leaf block.
+type DaPath = (Vec<(u64, usize)>, u64);
+
 /// Walks the da tree to the leaf that should hold hash `h`: the nodes
 /// (block, index) from the root, and the leaf. None when the tree is not
 /// what the simple walk expects.
@@ -219,7 +222,7 @@ fn descend(
     dp: &Inode,
     d: Dims,
     h: u32,
-) -> Result<Option<(Vec<(u64, usize)>, u64)>> {
+) -> Result<Option<DaPath>> {
     let mut db = d.leaf_db();
     let mut nodes = Vec::new();
     loop {
