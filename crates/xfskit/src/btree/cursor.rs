@@ -7,6 +7,9 @@ use crate::error::{Error, Location, Result};
 use crate::trans::{BufId, Trans};
 use std::cmp::Ordering;
 
+/// Longest key compared from a stack buffer.
+const KEY_STACK: usize = 64;
+
 /// Which record a lookup lands on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dir {
@@ -125,6 +128,21 @@ impl<O: BtreeOps> Cursor<O> {
         )
     }
 
+    /// Compares the low key of entry `i` with `key` without allocating
+    /// (a record's key is built on the stack when it fits).
+    pub(crate) fn cmp_entry(&self, lay: &Lay, d: &[u8], i: usize, key: &[u8]) -> Ordering {
+        if lay.leaf {
+            let mut buf = [0u8; KEY_STACK];
+            if lay.low_len <= KEY_STACK {
+                let k = &mut buf[..lay.low_len];
+                self.ops.key_of_rec(lay.rec(d, i), k);
+                return self.ops.cmp_keys(k, key);
+            }
+            return self.ops.cmp_keys(&self.entry_key(lay, d, i), key);
+        }
+        self.ops.cmp_keys(&lay.key(d, i)[..lay.low_len], key)
+    }
+
     /// The low key of entry `i` (a record's key, or a node entry's low key).
     pub(crate) fn entry_key(&self, lay: &Lay, d: &[u8], i: usize) -> Vec<u8> {
         if lay.leaf {
@@ -202,7 +220,7 @@ impl<O: BtreeOps> Cursor<O> {
         if levels > MAX_LEVELS {
             return Err(self.corrupt(format!("{levels} levels")));
         }
-        self.path = vec![Lvl { loc, ptr, idx: 0 }; levels];
+        self.path.resize(levels, Lvl { loc, ptr, idx: 0 });
         let mut cur = Lvl { loc, ptr, idx: 0 };
         for level in (0..levels).rev() {
             let lay = self.lay(level, cur.loc);
@@ -215,8 +233,7 @@ impl<O: BtreeOps> Cursor<O> {
             let (mut lo, mut hi) = (0usize, n);
             while lo < hi {
                 let mid = (lo + hi) / 2;
-                let k = self.entry_key(&lay, d, mid);
-                let c = self.ops.cmp_keys(&k, key);
+                let c = self.cmp_entry(&lay, d, mid, key);
                 let go_right = if level == 0 {
                     c == Ordering::Less
                 } else {
@@ -255,8 +272,7 @@ impl<O: BtreeOps> Cursor<O> {
         let lay = self.lay(0, l.loc);
         let d = self.data(tp, l.loc);
         let n = lay.numrecs(d);
-        let exact =
-            l.idx < n && self.ops.cmp_keys(&self.entry_key(&lay, d, l.idx), key) == Ordering::Equal;
+        let exact = l.idx < n && self.cmp_entry(&lay, d, l.idx, key) == Ordering::Equal;
         match dir {
             Dir::Eq => Ok(exact),
             Dir::Ge => {
@@ -303,7 +319,9 @@ impl<O: BtreeOps> Cursor<O> {
     /// Overwrites the record under the cursor; a changed key must keep
     /// the record's place in the order. Parent keys are updated.
     pub fn update(&mut self, tp: &mut Trans<'_>, rec: &[u8]) -> Result<()> {
-        self.get_rec(tp)?;
+        if self.get(tp).is_none() {
+            return Err(Error::Invalid("btree cursor is not on a record".into()));
+        }
         let l = self.path[0];
         let lay = self.lay(0, l.loc);
         lay.set_ent(self.data_mut(tp, l.loc), l.idx, rec);

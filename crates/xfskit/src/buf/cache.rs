@@ -4,7 +4,7 @@
 //! buffer never needs checking again. Each shard is bounded in bytes; when a
 //! shard is full its oldest half is dropped (a cheap clock approximation).
 
-use std::collections::HashMap;
+use super::fasthash::FastMap;
 use std::sync::{Arc, Mutex};
 
 const SHARDS: usize = 32;
@@ -13,7 +13,7 @@ const SHARDS: usize = 32;
 pub type BufKey = (u64, u32);
 
 struct Shard {
-    map: HashMap<BufKey, (u64, Arc<[u8]>)>,
+    map: FastMap<BufKey, (u64, Arc<[u8]>)>,
     bytes: usize,
     tick: u64,
 }
@@ -30,7 +30,7 @@ impl BufCache {
         let shards = (0..SHARDS)
             .map(|_| {
                 Mutex::new(Shard {
-                    map: HashMap::new(),
+                    map: FastMap::default(),
                     bytes: 0,
                     tick: 0,
                 })

@@ -42,4 +42,15 @@ impl BuildTarget for FsTarget<'_> {
     fn set_meta(&mut self, ino: Ino, meta: &Meta) -> Result<()> {
         self.fs.set_meta(ino, meta)
     }
+
+    fn create_file(
+        &mut self,
+        parent: Ino,
+        name: &[u8],
+        meta: &Meta,
+        data: &[u8],
+        xattrs: &[(&[u8], &[u8])],
+    ) -> Result<Ino> {
+        self.fs.create_file(parent, name, meta, data, xattrs)
+    }
 }

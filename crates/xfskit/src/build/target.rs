@@ -85,4 +85,29 @@ pub trait BuildTarget {
     /// Sets ownership, permissions and times again (used for directories
     /// after their last child, and for the root directory).
     fn set_meta(&mut self, ino: Ino, meta: &Meta) -> Result<()>;
+
+    /// Creates regular file `name` in `parent` holding all of `data`, with
+    /// the extended attributes `xattrs` (names as for `set_xattr`): what
+    /// `create` + `write_data` + `set_xattr` do, which targets may do in
+    /// one step (the write engine: one transaction for a small file).
+    fn create_file(
+        &mut self,
+        parent: Ino,
+        name: &[u8],
+        meta: &Meta,
+        data: &[u8],
+        xattrs: &[(&[u8], &[u8])],
+    ) -> Result<Ino> {
+        let kind = NodeKind::File {
+            size: data.len() as u64,
+        };
+        let ino = self.create(parent, name, &kind, meta)?;
+        if !data.is_empty() {
+            self.write_data(ino, 0, data)?;
+        }
+        for (n, v) in xattrs {
+            self.set_xattr(ino, n, v)?;
+        }
+        Ok(ino)
+    }
 }

@@ -5,7 +5,7 @@ use crate::build::{Meta, NodeKind};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::{Daddr, Ino};
-use crate::inode::{FileType, Fork, ForkFormat, Inode};
+use crate::inode::{FileType, Fork, ForkFormat, Inode, Timestamp};
 use crate::trans::Trans;
 use xfs_format::symlink as xsl;
 
@@ -34,36 +34,66 @@ pub(crate) fn read_dir_inode(tp: &mut Trans<'_>, dir: Ino) -> Result<Inode> {
     Ok(dp)
 }
 
+/// Checks a new entry's name and what the kind carries.
+pub(crate) fn check_kind(name: &[u8], kind: &NodeKind) -> Result<()> {
+    super::check_name(name)?;
+    if let NodeKind::Symlink(t) = kind {
+        if t.is_empty() || t.len() > SYMLINK_MAX || t.contains(&0) {
+            return Err(Error::Invalid(format!(
+                "symlink target of {} bytes (1 to {SYMLINK_MAX}, no NUL)",
+                t.len()
+            )));
+        }
+    }
+    if let NodeKind::CharDev { major, minor } | NodeKind::BlockDev { major, minor } = kind {
+        // XFS keeps device numbers in 32 bits: 14 for the major, 18 for the minor.
+        if *major >= 1 << 14 || *minor >= 1 << 18 {
+            return Err(Error::Invalid(format!(
+                "device number {major}:{minor} does not fit XFS's 14-bit major / 18-bit minor"
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Fs {
     /// Creates `name` in directory `parent` and returns the new inode.
     pub fn create(&self, parent: Ino, name: &[u8], kind: &NodeKind, meta: &Meta) -> Result<Ino> {
-        super::check_name(name)?;
-        if let NodeKind::Symlink(t) = kind {
-            if t.is_empty() || t.len() > SYMLINK_MAX || t.contains(&0) {
-                return Err(Error::Invalid(format!(
-                    "symlink target of {} bytes (1 to {SYMLINK_MAX}, no NUL)",
-                    t.len()
-                )));
-            }
-        }
-        if let NodeKind::CharDev { major, minor } | NodeKind::BlockDev { major, minor } = kind {
-            // XFS keeps device numbers in 32 bits: 14 for the major, 18 for the minor.
-            if *major >= 1 << 14 || *minor >= 1 << 18 {
-                return Err(Error::Invalid(format!(
-                    "device number {major}:{minor} does not fit XFS's 14-bit major / 18-bit minor"
-                )));
-            }
-        }
+        check_kind(name, kind)?;
         let now = self.now()?;
         let gen = self.write_state()?.next_gen();
         let mut tp = self.trans()?;
+        let (ip, dp) = self.create_in(&mut tp, parent, name, kind, meta, now, gen)?;
+        tp.log_inode(&ip)?;
+        tp.log_inode(&dp)?;
+        tp.commit()?;
+        Ok(ip.ino)
+    }
+
+    /// The work of [`Fs::create`] inside `tp`: allocates and fills the new
+    /// inode, adds its entry to `parent`. Returns the new inode and the
+    /// changed parent, neither logged yet.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn create_in(
+        &self,
+        tp: &mut Trans<'_>,
+        parent: Ino,
+        name: &[u8],
+        kind: &NodeKind,
+        meta: &Meta,
+        now: Timestamp,
+        gen: u32,
+    ) -> Result<(Inode, Inode)> {
         tp.lock_inode(parent);
-        let mut dp = read_dir_inode(&mut tp, parent)?;
-        if crate::dir::write::lookup(&mut tp, &dp, name)?.is_some() {
+        let mut dp = read_dir_inode(tp, parent)?;
+        // dir::write::add refuses an existing name, and dropping the
+        // transaction undoes the allocation; only a directory looks first,
+        // so that a refused mkdir does not advance the directory rotor.
+        if matches!(kind, NodeKind::Dir) && crate::dir::write::lookup(tp, &dp, name)?.is_some() {
             return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
         }
         let mode = type_bits(kind) | (meta.mode & 0o7777);
-        let ino = crate::ialloc::alloc_inode(&mut tp, parent, mode)?;
+        let ino = crate::ialloc::alloc_inode(tp, parent, mode)?;
         tp.lock_inode(ino);
         let mut ip = Inode::new(self.geometry(), ino, mode, gen)?;
         ip.uid = meta.uid;
@@ -75,22 +105,19 @@ impl Fs {
         match kind {
             NodeKind::Dir => {
                 ip.nlink = 2;
-                crate::dir::write::init(&mut tp, &mut ip, parent)?;
+                crate::dir::write::init(tp, &mut ip, parent)?;
                 dp.nlink += 1;
             }
             NodeKind::File { size } => ip.size = *size,
-            NodeKind::Symlink(t) => write_symlink(&mut tp, &mut ip, t)?,
+            NodeKind::Symlink(t) => write_symlink(tp, &mut ip, t)?,
             NodeKind::CharDev { major, minor } | NodeKind::BlockDev { major, minor } => {
                 ip.set_rdev(*major, *minor)
             }
             NodeKind::Fifo | NodeKind::Socket => {}
         }
-        crate::dir::write::add(&mut tp, &mut dp, name, ino, ip.file_type.dirent_code())?;
+        crate::dir::write::add(tp, &mut dp, name, ino, ip.file_type.dirent_code())?;
         self.touch_modify(&mut dp, now)?;
-        tp.log_inode(&ip)?;
-        tp.log_inode(&dp)?;
-        tp.commit()?;
-        Ok(ino)
+        Ok((ip, dp))
     }
 
     /// Adds hard link `name` in `parent` to the non-directory `target`.

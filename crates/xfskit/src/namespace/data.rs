@@ -95,6 +95,13 @@ impl Fs {
             }
             let mut buf_start = lo * bs; // file byte offset of the first block
             let buf_end = hi * bs;
+            let disk = geo.fsb_to_daddr(crate::geometry::FsBlock(e.start.0 + (lo - e.offset)));
+            if buf_start >= offset && buf_end <= end {
+                // Whole blocks only: queue straight from the caller's bytes.
+                let s = (buf_start - offset) as usize;
+                self.write_data(disk.bytes(), &data[s..s + (buf_end - buf_start) as usize])?;
+                continue;
+            }
             let mut out = Vec::with_capacity((buf_end - buf_start) as usize);
             while buf_start < buf_end {
                 let blk = buf_start / bs;
@@ -125,7 +132,6 @@ impl Fs {
                 out.extend_from_slice(&block);
                 buf_start = blk_hi;
             }
-            let disk = geo.fsb_to_daddr(crate::geometry::FsBlock(e.start.0 + (lo - e.offset)));
             self.write_data(disk.bytes(), &out)?;
         }
         if end > ip.size {

@@ -11,6 +11,7 @@
 //! the lazy way: a change increments it only if someone queried it
 //! ([`Fs::change_cookie`]) since the last increment.
 
+mod build;
 mod create;
 mod data;
 mod remove;

@@ -45,31 +45,11 @@ impl Fs {
 
     /// [`Fs::set_xattr`] that leaves ctime alone when `touch` is false.
     pub fn set_xattr_opt(&self, ino: Ino, name: &[u8], value: &[u8], touch: bool) -> Result<()> {
-        if value.len() > XATTR_SIZE_MAX {
-            return Err(Error::Invalid(format!(
-                "xattr value of {} bytes (at most {XATTR_SIZE_MAX})",
-                value.len()
-            )));
-        }
-        let (ns, n, v) = disk_name(name, Some(value))?;
-        let v = v.unwrap_or_default();
         let now = self.now()?;
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
         let mut ip = tp.read_inode(ino)?;
-        match crate::attr::write::set(&mut tp, &mut ip, ns, &n, &v) {
-            Err(Error::Unsupported(_)) if ip.format == ForkFormat::Local && !ip.has_attr_fork() => {
-                // The inline data leaves the inode to make room, as the
-                // kernel does: directories become a block, symlinks remote.
-                match ip.file_type {
-                    FileType::Dir => crate::dir::write::make_room(&mut tp, &mut ip)?,
-                    FileType::Symlink => super::create::symlink_to_remote(&mut tp, &mut ip)?,
-                    _ => {}
-                }
-                crate::attr::write::set(&mut tp, &mut ip, ns, &n, &v)?;
-            }
-            r => r?,
-        }
+        set_xattr_in(&mut tp, &mut ip, name, value)?;
         if touch {
             self.touch_change(&mut ip, now)?;
         }
@@ -130,5 +110,35 @@ impl Fs {
         self.touch_change(&mut ip, now)?;
         tp.log_inode(&ip)?;
         tp.commit()
+    }
+}
+
+/// Sets xattr `name` (full Linux name) on `ip` inside `tp` (the caller logs `ip`).
+pub(crate) fn set_xattr_in(
+    tp: &mut crate::trans::Trans<'_>,
+    ip: &mut crate::inode::Inode,
+    name: &[u8],
+    value: &[u8],
+) -> Result<()> {
+    if value.len() > XATTR_SIZE_MAX {
+        return Err(Error::Invalid(format!(
+            "xattr value of {} bytes (at most {XATTR_SIZE_MAX})",
+            value.len()
+        )));
+    }
+    let (ns, n, v) = disk_name(name, Some(value))?;
+    let v = v.unwrap_or_default();
+    match crate::attr::write::set(tp, ip, ns, &n, &v) {
+        Err(Error::Unsupported(_)) if ip.format == ForkFormat::Local && !ip.has_attr_fork() => {
+            // The inline data leaves the inode to make room, as the
+            // kernel does: directories become a block, symlinks remote.
+            match ip.file_type {
+                FileType::Dir => crate::dir::write::make_room(tp, ip)?,
+                FileType::Symlink => super::create::symlink_to_remote(tp, ip)?,
+                _ => {}
+            }
+            crate::attr::write::set(tp, ip, ns, &n, &v)
+        }
+        r => r,
     }
 }

@@ -13,25 +13,34 @@
 //! and inode locks; they are released at commit or drop. Work in
 //! different AGs never serializes.
 
+mod dirty;
 mod state;
 
 pub use state::{LockSet, Pending, SbDelta, WriteState, WriteStats};
 
+use crate::buf::fasthash::FastMap;
 use crate::buf::Verifier;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::{AgNumber, Daddr, Geometry, Ino};
 use crate::inode::Inode;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A buffer held by a transaction.
 pub type BufId = usize;
 
-/// Buffer contents: shared with the pending set or cache until changed.
+/// Buffer contents: shared with the pending set or cache until changed,
+/// then a private copy (an `Arc` nobody else holds, so that commit hands
+/// it to the pending set without copying again).
 enum Data {
     Shared(Arc<[u8]>),
-    Owned(Vec<u8>),
+    Owned(Arc<[u8]>),
+}
+
+/// A zeroed buffer of `len` bytes, allocated once.
+fn zeroed(len: usize) -> Arc<[u8]> {
+    std::iter::repeat_n(0u8, len).collect()
 }
 
 struct TBuf {
@@ -47,8 +56,8 @@ pub struct Trans<'a> {
     fs: &'a Fs,
     ws: &'a WriteState,
     bufs: Vec<TBuf>,
-    index: HashMap<u64, BufId>,
-    inodes: BTreeMap<u64, Vec<u8>>,
+    index: FastMap<u64, BufId>,
+    inodes: BTreeMap<u64, Arc<[u8]>>,
     delta: SbDelta,
     ag_locks: Vec<u32>,
     inode_locks: Vec<u64>,
@@ -61,7 +70,7 @@ impl<'a> Trans<'a> {
             fs,
             ws,
             bufs: Vec::new(),
-            index: HashMap::new(),
+            index: FastMap::default(),
             inodes: BTreeMap::new(),
             delta: SbDelta::default(),
             ag_locks: Vec::new(),
@@ -152,13 +161,13 @@ impl<'a> Trans<'a> {
         let off = daddr.bytes();
         if let Some(&id) = self.index.get(&off) {
             let b = &mut self.bufs[id];
-            b.data = Data::Owned(vec![0u8; len as usize]);
+            b.data = Data::Owned(zeroed(len as usize));
             b.crc_off = crc_off;
             b.dirty = true;
             b.stale = false;
             return id;
         }
-        self.join(off, Data::Owned(vec![0u8; len as usize]), crc_off, true)
+        self.join(off, Data::Owned(zeroed(len as usize)), crc_off, true)
     }
 
     fn join(&mut self, off: u64, data: Data, crc_off: Option<usize>, dirty: bool) -> BufId {
@@ -184,10 +193,12 @@ impl<'a> Trans<'a> {
         let b = &mut self.bufs[id];
         b.dirty = true;
         if let Data::Shared(a) = &b.data {
-            b.data = Data::Owned(a.to_vec());
+            b.data = Data::Owned(Arc::from(&a[..]));
         }
         match &mut b.data {
-            Data::Owned(v) => v,
+            // Owned copies are made here or by get_buf and never shared
+            // before commit.
+            Data::Owned(v) => Arc::get_mut(v).expect("a transaction's own copy is unshared"),
             Data::Shared(_) => unreachable!("made owned above"),
         }
     }
@@ -238,8 +249,11 @@ impl<'a> Trans<'a> {
     /// Records the new state of an inode; it is written at commit.
     pub fn log_inode(&mut self, ip: &Inode) -> Result<()> {
         let geo = self.geo();
-        let mut raw = vec![0u8; geo.inode_size as usize];
-        ip.encode(geo, &mut raw)?;
+        let mut raw = zeroed(geo.inode_size as usize);
+        ip.encode(
+            geo,
+            Arc::get_mut(&mut raw).expect("a new buffer is unshared"),
+        )?;
         self.inodes.insert(ip.ino.0, raw);
         Ok(())
     }
@@ -247,7 +261,7 @@ impl<'a> Trans<'a> {
     /// Records raw bytes for an inode slot (free inodes of a new chunk).
     /// `raw` must be a whole inode with its CRC stamped.
     pub fn log_inode_raw(&mut self, ino: Ino, raw: Vec<u8>) {
-        self.inodes.insert(ino.0, raw);
+        self.inodes.insert(ino.0, raw.into());
     }
 
     /// Drops an inode logged in this transaction (its chunk was freed,
@@ -284,8 +298,7 @@ impl<'a> Trans<'a> {
                 continue;
             }
             let data: Arc<[u8]> = match b.data {
-                Data::Owned(v) => v.into(),
-                Data::Shared(a) => a,
+                Data::Owned(v) | Data::Shared(v) => v,
             };
             self.fs.invalidate_cached(Daddr(b.off >> 9), len as u32);
             out.push((
@@ -301,7 +314,7 @@ impl<'a> Trans<'a> {
             out.push((
                 geo.ino_to_bytes(Ino(ino)),
                 Pending {
-                    data: raw.into(),
+                    data: raw,
                     crc_off: None,
                 },
             ));

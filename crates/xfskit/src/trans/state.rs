@@ -8,9 +8,11 @@
 //! cache and the device, so committed state is always what the next
 //! transaction sees.
 
+use super::dirty::Dirty;
+use crate::buf::fasthash::FastSet;
 use crate::dev::Device;
 use crate::error::{Error, Result};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Superblock counters changed by transactions (lazy counters: kept in
@@ -53,7 +55,7 @@ pub struct LockSet {
 
 #[derive(Default)]
 struct Held {
-    set: HashSet<u64>,
+    set: FastSet<u64>,
     waiters: usize,
 }
 
@@ -92,6 +94,29 @@ impl LockSet {
 struct DataRun {
     runs: BTreeMap<u64, Vec<u8>>,
     bytes: usize,
+    /// Buffers of runs already written, kept for new runs (no new memory
+    /// to fault in for every run).
+    pool: Vec<Vec<u8>>,
+}
+
+/// Most buffers kept in the pool.
+const POOL_MAX: usize = 256;
+
+impl DataRun {
+    /// A run holding `bytes`, in a pooled buffer when there is one.
+    fn new_run(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut v = self.pool.pop().unwrap_or_default();
+        v.extend_from_slice(bytes);
+        v
+    }
+
+    /// Returns a written run's buffer to the pool.
+    fn recycle(&mut self, mut v: Vec<u8>) {
+        if self.pool.len() < POOL_MAX {
+            v.clear();
+            self.pool.push(v);
+        }
+    }
 }
 
 /// A committed buffer waiting for writeback. Its CRC is stamped at
@@ -106,13 +131,13 @@ pub struct Pending {
 
 /// Write-side state of an open filesystem.
 pub struct WriteState {
-    dirty: Mutex<BTreeMap<u64, Pending>>,
+    dirty: Mutex<Dirty>,
     dirty_bytes: Mutex<usize>,
     counters: Mutex<SbDelta>,
     data: Mutex<DataRun>,
     stats: Mutex<WriteStats>,
     /// Inodes whose change counter was queried since its last increment.
-    queried: Mutex<HashSet<u64>>,
+    queried: Mutex<FastSet<u64>>,
     /// The time stamped on changes (None: the system clock).
     fixed_time: Mutex<Option<(i64, u32)>>,
     /// Source of inode generation numbers.
@@ -140,12 +165,12 @@ impl WriteState {
     /// Fresh state.
     pub fn new() -> WriteState {
         WriteState {
-            dirty: Mutex::new(BTreeMap::new()),
+            dirty: Mutex::new(Dirty::default()),
             dirty_bytes: Mutex::new(0),
             counters: Mutex::new(SbDelta::default()),
             data: Mutex::new(DataRun::default()),
             stats: Mutex::new(WriteStats::default()),
-            queried: Mutex::new(HashSet::new()),
+            queried: Mutex::new(FastSet::default()),
             fixed_time: Mutex::new(None),
             gen: std::sync::atomic::AtomicU64::new(0x9e37_79b9),
             dir_rotor: std::sync::atomic::AtomicU32::new(0),
@@ -161,7 +186,7 @@ impl WriteState {
     /// exactly `len` bytes, if any.
     pub fn get(&self, off: u64, len: usize) -> Option<Arc<[u8]>> {
         let d = lock(&self.dirty);
-        d.get(&off)
+        d.get(off)
             .filter(|b| b.data.len() == len)
             .map(|b| b.data.clone())
     }
@@ -188,7 +213,7 @@ impl WriteState {
     /// Drops a pending buffer (its block was freed).
     pub fn forget(&self, off: u64) {
         let mut d = lock(&self.dirty);
-        if let Some(old) = d.remove(&off) {
+        if let Some(old) = d.remove(off) {
             let mut n = lock(&self.dirty_bytes);
             *n = n.saturating_sub(old.data.len());
         }
@@ -197,10 +222,10 @@ impl WriteState {
     /// Drops every pending buffer that starts in bytes `lo..hi`.
     pub fn forget_range(&self, lo: u64, hi: u64) {
         let mut d = lock(&self.dirty);
-        let keys: Vec<u64> = d.range(lo..hi).map(|(&k, _)| k).collect();
+        let keys = d.keys_in(lo, hi);
         let mut freed = 0usize;
         for k in keys {
-            if let Some(old) = d.remove(&k) {
+            if let Some(old) = d.remove(k) {
                 freed += old.data.len();
             }
         }
@@ -307,7 +332,7 @@ impl WriteState {
 
     /// Queues file data at byte offset `off`. Data that continues a
     /// pending run is appended to it; everything is written back sorted,
-    /// adjacent runs merged, once `data_limit` bytes are pending or at
+    /// adjacent runs merged, once a few MiB (at most `data_limit`) are pending or at
     /// writeback.
     pub fn write_data(&self, dev: &dyn Device, off: u64, bytes: &[u8]) -> Result<()> {
         if bytes.is_empty() {
@@ -325,7 +350,8 @@ impl WriteState {
         if overlaps {
             // Rewriting pending data: write what is pending first.
             self.flush_runs(dev, &mut d)?;
-            d.runs.insert(off, bytes.to_vec());
+            let v = d.new_run(bytes);
+            d.runs.insert(off, v);
         } else if let Some((s, _)) = pred.filter(|&(_, e)| e == off) {
             if let Some(v) = d.runs.get_mut(&s) {
                 v.extend_from_slice(bytes);
@@ -338,17 +364,20 @@ impl WriteState {
                 }
             }
         } else if next == Some(end) {
-            let mut v = bytes.to_vec();
+            let mut v = d.new_run(bytes);
             if let Some(tail) = d.runs.remove(&end) {
                 v.extend_from_slice(&tail);
             }
             d.runs.insert(off, v);
         } else {
-            d.runs.insert(off, bytes.to_vec());
+            let v = d.new_run(bytes);
+            d.runs.insert(off, v);
         }
         d.bytes += bytes.len();
-        if d.bytes >= self.data_limit {
-            self.flush_runs(dev, &mut d)?;
+        // Pending data is written once a few MiB are there: long writes
+        // already, and the buffers are reused while still in the CPU cache.
+        if d.bytes >= self.data_limit.min(self.max_write * 2) {
+            return self.flush_runs(dev, &mut d);
         }
         Ok(())
     }
@@ -356,7 +385,11 @@ impl WriteState {
     fn flush_runs(&self, dev: &dyn Device, d: &mut DataRun) -> Result<()> {
         let runs = std::mem::take(&mut d.runs);
         d.bytes = 0;
-        self.write_sorted(dev, runs.iter().map(|(off, v)| (*off, &v[..])))
+        let r = self.write_sorted(dev, runs.iter().map(|(off, v)| (*off, &v[..])));
+        for (_, v) in runs {
+            d.recycle(v);
+        }
+        r
     }
 
     /// Writes pieces given in increasing offset order, adjacent pieces
@@ -415,7 +448,7 @@ impl WriteState {
         // (never overlapping: freeing blocks drops both) into one sorted
         // stream so that interleaved blocks still make long writes.
         let mut stamped: Vec<(u64, std::borrow::Cow<'_, [u8]>)> = pending
-            .iter()
+            .sorted()
             .map(|(off, p)| {
                 let b = match p.crc_off {
                     Some(c) => {
@@ -425,7 +458,7 @@ impl WriteState {
                     }
                     None => std::borrow::Cow::Borrowed(&p.data[..]),
                 };
-                (*off, b)
+                (off, b)
             })
             .collect();
         stamped.extend(

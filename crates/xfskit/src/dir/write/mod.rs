@@ -11,6 +11,8 @@
 
 mod block;
 mod dblock;
+mod fast;
+mod fastblock;
 mod freeidx;
 mod layout;
 mod leaf;
@@ -46,9 +48,9 @@ fn form(st: &mut dyn Store, dp: &Inode) -> Result<Form> {
         ForkFormat::Local => Ok(Form::Short),
         ForkFormat::Extents | ForkFormat::Btree => {
             let ldb = leaf_db(st.geo());
-            match st.get(dp, ldb)? {
+            match st.view(dp, ldb)? {
                 None => Ok(Form::Block),
-                Some(b) if da_magic(&b) == crate::dir::lookup::DIR3_LEAF1_MAGIC => Ok(Form::Leaf),
+                Some(b) if da_magic(b) == crate::dir::lookup::DIR3_LEAF1_MAGIC => Ok(Form::Leaf),
                 Some(_) => Ok(Form::Node),
             }
         }
@@ -77,6 +79,17 @@ fn find_ext(
     f: Form,
     name: &[u8],
 ) -> Result<Option<(u64, dblock::Ent)>> {
+    if name != b"." && name != b".." {
+        match f {
+            Form::Block => return fast::find_block(st, dp, name),
+            Form::Leaf => return fast::find_leaf(st, dp, name),
+            _ => {
+                if let Some(r) = fast::find_node(st, dp, name)? {
+                    return Ok(r);
+                }
+            }
+        }
+    }
     if f == Form::Block || name == b"." || name == b".." {
         let geo = st.geo().clone();
         let b = must_get(st, dp, 0)?;
@@ -116,12 +129,17 @@ pub(crate) fn add_in(
     ftype: u8,
 ) -> Result<()> {
     check_new_name(name)?;
-    if lookup_in(st, dp, name)?.is_some() {
+    let mut f = form(st, dp)?;
+    let exists = if f == Form::Short {
+        lookup_in(st, dp, name)?.is_some()
+    } else {
+        find_ext(st, dp, f, name)?.is_some()
+    };
+    if exists {
         return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
     }
-    let geo = st.geo().clone();
-    let mut f = form(st, dp)?;
     if f == Form::Short {
+        let geo = st.geo().clone();
         let sf = Sf::decode(&geo, dp)?;
         if let Some((i, off)) = sf.pick(&geo, name.len()) {
             let mut new = sf.clone();
@@ -141,10 +159,12 @@ pub(crate) fn add_in(
         f = Form::Leaf;
     }
     if f == Form::Leaf {
-        if leaf::add(st, dp, name, ino.0, ftype)? {
+        if fast::add_leaf(st, dp, name, ino.0, ftype)? || leaf::add(st, dp, name, ino.0, ftype)? {
             return Ok(());
         }
         leaf::to_node(st, dp)?;
+    } else if fast::add_node(st, dp, name, ino.0, ftype)? {
+        return Ok(());
     }
     node::add(st, dp, name, ino.0, ftype)
 }

@@ -304,8 +304,18 @@ fn propagate(st: &mut dyn Store, dp: &mut Inode, nodes: &[(u64, usize)], mut up:
     Ok(())
 }
 
+/// Tells the parents on `nodes` that their child's largest hash is now `h`.
+pub(crate) fn fix_parents(
+    st: &mut dyn Store,
+    dp: &mut Inode,
+    nodes: &[(u64, usize)],
+    h: u32,
+) -> Result<()> {
+    propagate(st, dp, nodes, Up::Fixed(h))
+}
+
 /// Inserts hash entry (hash, ptr) into the tree.
-fn leaf_insert(st: &mut dyn Store, dp: &mut Inode, hash: u32, ptr: u32) -> Result<()> {
+pub(crate) fn leaf_insert(st: &mut dyn Store, dp: &mut Inode, hash: u32, ptr: u32) -> Result<()> {
     let bs = st.geo().dir_blk_size as usize;
     let path = descend(st, dp, hash)?;
     let mut b = must_get(st, dp, path.leaf)?;

@@ -5,6 +5,7 @@
 //! memory for unit tests of the in-block logic.
 
 use super::layout::{region_of, Region, DA3_CRC_OFF, DIR3_CRC_OFF, XDF3_MAGIC};
+use crate::buf::fasthash::FastMap;
 use crate::buf::verify::Verifier;
 use crate::dir::data::{XDB3_MAGIC, XDD3_MAGIC};
 use crate::dir::lookup::{DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
@@ -12,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::geometry::{Daddr, Geometry};
 use crate::inode::{Fork, Inode};
 use crate::trans::{BufId, Trans};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Access to the blocks of one directory.
 pub(crate) trait Store {
@@ -20,6 +21,10 @@ pub(crate) trait Store {
     fn geo(&self) -> &Geometry;
     /// A copy of directory block `db`, or None when it is a hole.
     fn get(&mut self, dp: &Inode, db: u64) -> Result<Option<Vec<u8>>>;
+    /// Block `db` without copying it, or None when it is a hole.
+    fn view(&mut self, dp: &Inode, db: u64) -> Result<Option<&[u8]>>;
+    /// Block `db` (which must be mapped) for changing in place.
+    fn edit(&mut self, dp: &Inode, db: u64) -> Result<&mut [u8]>;
     /// Replaces the contents of block `db` (got or allocated before).
     fn put(&mut self, dp: &Inode, db: u64, data: &[u8]) -> Result<()>;
     /// Allocates directory block `db`; returns its disk address (for the
@@ -60,7 +65,7 @@ pub(crate) fn first_hole(st: &mut dyn Store, dp: &Inode, from: u64, to: u64) -> 
 /// Directory blocks inside a transaction, mapped through the data fork.
 pub(crate) struct TransStore<'t, 'a> {
     tp: &'t mut Trans<'a>,
-    bufs: HashMap<u64, BufId>,
+    bufs: FastMap<u64, BufId>,
 }
 
 impl<'t, 'a> TransStore<'t, 'a> {
@@ -68,7 +73,7 @@ impl<'t, 'a> TransStore<'t, 'a> {
     pub(crate) fn new(tp: &'t mut Trans<'a>) -> Self {
         TransStore {
             tp,
-            bufs: HashMap::new(),
+            bufs: FastMap::default(),
         }
     }
 
@@ -141,6 +146,20 @@ impl Store for TransStore<'_, '_> {
 
     fn get(&mut self, dp: &Inode, db: u64) -> Result<Option<Vec<u8>>> {
         Ok(self.buf_id(dp, db)?.map(|id| self.tp.buf(id).to_vec()))
+    }
+
+    fn view(&mut self, dp: &Inode, db: u64) -> Result<Option<&[u8]>> {
+        Ok(self.buf_id(dp, db)?.map(|id| self.tp.buf(id)))
+    }
+
+    fn edit(&mut self, dp: &Inode, db: u64) -> Result<&mut [u8]> {
+        let id = self.buf_id(dp, db)?.ok_or_else(|| {
+            Error::Invalid(format!(
+                "directory {} block {db} changed unmapped",
+                dp.ino.0
+            ))
+        })?;
+        Ok(self.tp.buf_mut(id))
     }
 
     fn put(&mut self, dp: &Inode, db: u64, data: &[u8]) -> Result<()> {
@@ -242,6 +261,15 @@ impl Store for MemStore {
     }
     fn get(&mut self, _dp: &Inode, db: u64) -> Result<Option<Vec<u8>>> {
         Ok(self.blocks.get(&db).cloned())
+    }
+    fn view(&mut self, _dp: &Inode, db: u64) -> Result<Option<&[u8]>> {
+        Ok(self.blocks.get(&db).map(|b| &b[..]))
+    }
+    fn edit(&mut self, _dp: &Inode, db: u64) -> Result<&mut [u8]> {
+        self.blocks
+            .get_mut(&db)
+            .map(|b| &mut b[..])
+            .ok_or_else(|| Error::Invalid(format!("block {db} changed unmapped")))
     }
     fn put(&mut self, _dp: &Inode, db: u64, data: &[u8]) -> Result<()> {
         let b = self
