@@ -201,6 +201,48 @@ impl Tree<'_, '_> {
         ))
     }
 
+    /// A regular file whose data fits in `buf`: read whole, then created
+    /// with its data and xattrs in one step (`BuildTarget::create_file`).
+    fn small_file<R: Read>(
+        &mut self,
+        r: &mut TarReader<R>,
+        e: &TarEntry,
+        path: Vec<u8>,
+        parent: Ino,
+        meta: &Meta,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        // A file that is not sparse and fits in `buf` arrives in one piece,
+        // read into `buf[..size]`.
+        let size = e.size as usize;
+        let mut got = 0;
+        r.data(e, buf, |_, data| {
+            got += data.len();
+            Ok(())
+        })?;
+        debug_assert_eq!(got, size);
+        let mut mapped: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for (n, v) in &e.xattrs {
+            if storable_xattr(n) {
+                let v = self.opts.ids.map_xattr(n, v).unwrap_or_else(|| v.clone());
+                mapped.push((n.clone(), v));
+            }
+        }
+        let refs: Vec<(&[u8], &[u8])> = mapped
+            .iter()
+            .map(|(n, v)| (n.as_slice(), v.as_slice()))
+            .collect();
+        let (_, name) = split(&path);
+        let ino = self
+            .t
+            .create_file(parent, name, meta, &buf[..size], &refs)?;
+        self.stats.xattrs += mapped.len() as u64;
+        self.stats.files += 1;
+        self.stats.bytes += e.size;
+        self.others.insert(path, ino);
+        Ok(())
+    }
+
     fn entry<R: Read>(&mut self, r: &mut TarReader<R>, e: &TarEntry, buf: &mut [u8]) -> Result<()> {
         let path = normalize(&e.path)?;
         let meta = entry_meta(e, self.opts);
@@ -249,6 +291,9 @@ impl Tree<'_, '_> {
             &TarKind::BlockDev(major, minor) => NodeKind::BlockDev { major, minor },
             TarKind::Fifo => NodeKind::Fifo,
         };
+        if e.kind == TarKind::File && e.sparse.is_none() && e.size <= buf.len() as u64 {
+            return self.small_file(r, e, path, parent, &meta, buf);
+        }
         let ino = self.t.create(parent, name, &kind, &meta)?;
         self.xattrs(ino, e)?;
         match kind {
