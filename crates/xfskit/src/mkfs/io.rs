@@ -52,6 +52,11 @@ impl Sink<'_> {
         }
     }
 
+    /// Write one buffer at byte offset `off`.
+    pub fn write_all_at(&self, buf: &[u8], off: u64, stats: &mut IoStats) -> io::Result<()> {
+        self.write_vectored(&[buf], off, stats)
+    }
+
     /// Make `[off, off+len)` read as zeros, preferably without writing.
     pub fn zero_range(&self, off: u64, len: u64, stats: &mut IoStats) -> io::Result<()> {
         if len == 0 {
