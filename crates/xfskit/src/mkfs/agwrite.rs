@@ -46,8 +46,7 @@ pub(crate) fn write_ag_headers(
     let len = ag_image_len(g);
     // Direct I/O needs aligned offsets and lengths: AG starts and image
     // lengths are whole blocks.
-    let use_direct =
-        sink.direct().is_some() && g.blocksize as usize % DIRECT_ALIGN == 0;
+    let use_direct = sink.direct().is_some() && (g.blocksize as usize).is_multiple_of(DIRECT_ALIGN);
     let want = if use_direct {
         DIRECT_THREADS
     } else {
@@ -97,7 +96,7 @@ pub(crate) fn write_ag_headers(
             }
             let n = done.fetch_add(1, Ordering::Relaxed) + 1;
             if let Some(p) = progress {
-                if n % PROGRESS_STEP == 0 && n < g.agcount {
+                if n.is_multiple_of(PROGRESS_STEP) && n < g.agcount {
                     p(u64::from(n), u64::from(g.agcount));
                 }
             }
@@ -110,7 +109,7 @@ pub(crate) fn write_ag_headers(
             // A worker that cannot be started leaves its share to the others.
             if let Ok(h) = std::thread::Builder::new()
                 .stack_size(WORKER_STACK)
-                .spawn_scoped(s, &worker)
+                .spawn_scoped(s, worker)
             {
                 handles.push(h);
             }
