@@ -1,6 +1,6 @@
-//! Writing every AG's header image: worker threads take the next AG number
-//! from a shared counter, build its image in one buffer they reuse, and
-//! write it at once.
+//! Writing every AG's header image: worker threads take runs of consecutive
+//! AGs from a shared counter, build each AG's image in one buffer they
+//! reuse, and write it at once.
 //!
 //! Reusing the buffer matters at large sizes: a fresh zeroed buffer per AG
 //! costs page faults, page zeroing and returning memory to the kernel, which
@@ -11,10 +11,10 @@
 //! each AG's blocks while the write is in flight, with many writes in flight
 //! at once, instead of converting one delayed allocation after another at
 //! fsync: this halved the time at 16 and 64 PiB on a loop-mounted XFS.
-//! Otherwise a worker per CPU writes through the page cache.  AGs are taken
-//! one at a time in address order, so the writes in flight are close
-//! together and the target appends to the image file's extent list instead
-//! of inserting in many places (about as fast, and fewer extent-map blocks).
+//! Otherwise a worker per CPU writes through the page cache.  Runs are taken
+//! in address order, so the target sees nearly sequential offsets.  (Runs of
+//! one AG, keeping the writes in flight closer together, measured slower at
+//! 16 PiB than runs of 64.)
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -26,8 +26,8 @@ use super::geometry::MkfsGeometry;
 use super::io::{IoStats, Sink, DIRECT_ALIGN};
 use super::writer::{ag_image_into, ag_image_len, daddr, FixedBlocks};
 
-/// Progress is reported each time this many more AGs are written.
-const PROGRESS_STEP: u32 = 1024;
+/// Most AGs a worker takes from the shared counter at a time.
+const MAX_AGS_PER_RUN: u32 = 64;
 /// Most worker threads writing through the page cache.
 const MAX_THREADS: usize = 8;
 /// Worker threads writing with `O_DIRECT` (writes in flight at once).
@@ -54,7 +54,10 @@ pub(crate) fn write_ag_headers(
             .map_or(1, |n| n.get())
             .clamp(1, MAX_THREADS)
     };
-    let threads = want.min(g.agcount.max(1) as usize);
+    // Runs small enough that every worker gets several.
+    let per_run = (g.agcount / (want as u32 * 4)).clamp(1, MAX_AGS_PER_RUN);
+    let runs = g.agcount.div_ceil(per_run) as usize;
+    let threads = want.min(runs.max(1));
     let next = AtomicU32::new(0);
     let done = AtomicU32::new(0);
     let failed = AtomicBool::new(false);
@@ -67,36 +70,39 @@ pub(crate) fn write_ag_headers(
         let skip = mem.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
         let img = &mut mem[skip..skip + len];
         while !failed.load(Ordering::Relaxed) {
-            let agno = next.fetch_add(1, Ordering::Relaxed);
-            if agno >= g.agcount {
+            let first = next.fetch_add(per_run, Ordering::Relaxed);
+            if first >= g.agcount {
                 break;
             }
-            ag_image_into(g, primary, &fb, agno, img);
-            let off = daddr(g, agno, 0) * 512;
-            let r = if direct_ok.load(Ordering::Relaxed) {
-                sink.write_direct(img, off, &mut stats)
-            } else {
-                Ok(false)
-            };
-            let r = match r {
-                Ok(true) => Ok(()),
-                Ok(false) => {
-                    // Refused (or never tried): the page cache from now on.
-                    direct_ok.store(false, Ordering::Relaxed);
-                    sink.write_all_at(img, off, &mut stats)
+            let last = first.saturating_add(per_run).min(g.agcount);
+            for agno in first..last {
+                ag_image_into(g, primary, &fb, agno, img);
+                let off = daddr(g, agno, 0) * 512;
+                let r = if direct_ok.load(Ordering::Relaxed) {
+                    sink.write_direct(img, off, &mut stats)
+                } else {
+                    Ok(false)
+                };
+                let r = match r {
+                    Ok(true) => Ok(()),
+                    Ok(false) => {
+                        // Refused (or never tried): the page cache from now on.
+                        direct_ok.store(false, Ordering::Relaxed);
+                        sink.write_all_at(img, off, &mut stats)
+                    }
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = r {
+                    failed.store(true, Ordering::Relaxed);
+                    if let Ok(mut slot) = first_err.lock() {
+                        slot.get_or_insert(e);
+                    }
+                    return stats;
                 }
-                Err(e) => Err(e),
-            };
-            if let Err(e) = r {
-                failed.store(true, Ordering::Relaxed);
-                if let Ok(mut slot) = first_err.lock() {
-                    slot.get_or_insert(e);
-                }
-                return stats;
             }
-            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+            let n = done.fetch_add(last - first, Ordering::Relaxed) + (last - first);
             if let Some(p) = progress {
-                if n.is_multiple_of(PROGRESS_STEP) && n < g.agcount {
+                if n < g.agcount {
                     p(u64::from(n), u64::from(g.agcount));
                 }
             }
