@@ -7,7 +7,9 @@
 #                    we are root, a sparse 150 GiB XFS image under target/ is
 #                    loop-mounted for the run (ext4 cannot hold files > 16 TiB).
 #        STRACE=0    skip the syscall-counting runs.
-# For each size: wall time (no tracing), write syscalls and bytes written
+#        ROUNDS=N    timed runs per tool and size, alternating mkfs.xfs and
+#                    xfskit; the median is printed (default 3).
+# For each size: median wall time (no tracing), write syscalls and bytes written
 # (one strace run: write, pwrite64, pwritev, pwritev2, io_uring_enter), and
 # space used by the image (du).  Also checks that `-N` at 8 EiB prints the
 # same summary as mkfs.xfs.
@@ -32,22 +34,37 @@ fi
 [ "$(stat -f -c %T "$SCRATCH")" = xfs ] || echo "warning: $SCRATCH is not XFS"
 command -v strace >/dev/null || { echo "strace missing (apt-get install strace)"; STRACE=0; }
 
-# run TOOL IMG SIZE -> sets T (seconds), W (write calls), B (bytes), D (du bytes)
+ROUNDS=${ROUNDS:-3}
+cmd_for() {
+    if [ "$1" = mkfs.xfs ]; then CMD=(mkfs.xfs -q -f -m uuid=$UUID "$2");
+    else CMD=("$XFSKIT" mkfs -q -f -m uuid=$UUID "$2"); fi
+}
+
+# timed TOOL IMG SIZE -> prints the wall time of one untraced run
+timed() {
+    cmd_for "$1" "$2"
+    rm -f "$2"; truncate -s "${3^^}" "$2"; sync
+    local t0 t1; t0=$(date +%s.%N); "${CMD[@]}" >/dev/null; t1=$(date +%s.%N)
+    echo "$t1 - $t0" | bc
+    rm -f "$2"
+}
+
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+
+# run TOOL IMG SIZE -> sets W (write calls), B (bytes), D (du bytes)
 run() {
     local tool=$1 img=$2 size=$3
-    local cmd
-    if [ "$tool" = mkfs.xfs ]; then cmd=(mkfs.xfs -q -f -m uuid=$UUID "$img");
-    else cmd=("$XFSKIT" mkfs -q -f -m uuid=$UUID "$img"); fi
+    cmd_for "$tool" "$img"; local cmd=("${CMD[@]}")
     rm -f "$img"; truncate -s "${size^^}" "$img"; sync
-    local t0 t1; t0=$(date +%s.%N); "${cmd[@]}" >/dev/null; t1=$(date +%s.%N)
-    T=$(echo "$t1 - $t0" | bc)
+    "${cmd[@]}" >/dev/null
     D=$(du -B1 "$img" | cut -f1)
     W=-; B=-
     if [ "${STRACE:-1}" != 0 ]; then
         rm -f "$img"; truncate -s "${size^^}" "$img"
         strace -f -qq -o "$SCRATCH/trace.txt" -e trace=write,pwrite64,pwritev,pwritev2,io_uring_enter "${cmd[@]}" >/dev/null
         W=$(grep -c -E '(write|pwrite64|pwritev2?|io_uring_enter)\(' "$SCRATCH/trace.txt" || true)
-        B=$(grep -E '(write|pwrite64|pwritev2?)\(' "$SCRATCH/trace.txt" | sed -n 's/.*= \([0-9]\+\)$/\1/p' | awk '{s+=$1} END {printf "%d\n", s}')
+        # Calls of other threads interleave: the result is then on a "resumed" line.
+        B=$(grep -E '(write|pwrite64|pwritev2?)(\(| resumed>)' "$SCRATCH/trace.txt" | sed -n 's/.*= \([0-9]\+\)$/\1/p' | awk '{s+=$1} END {printf "%d\n", s}')
         rm -f "$SCRATCH/trace.txt"
     fi
     rm -f "$img"
@@ -59,8 +76,14 @@ hum() { [ "$1" = - ] && { echo -; return; }; numfmt --to=iec "$1"; }
 printf "%-6s | %10s %10s %7s | %9s %9s %7s | %9s %9s %7s | %9s %9s %7s\n" size "mkfs.xfs s" "xfskit s" ratio \
     "xfs calls" "kit calls" ratio "xfs bytes" "kit bytes" ratio "xfs du" "kit du" ratio
 for s in "${SIZES[@]}"; do
-    run mkfs.xfs "$SCRATCH/ref.img" "$s"; rT=$T rW=$W rB=$B rD=$D
-    run xfskit "$SCRATCH/ours.img" "$s"; oT=$T oW=$W oB=$B oD=$D
+    rTs=(); oTs=()
+    for ((i = 0; i < ROUNDS; i++)); do
+        rTs+=("$(timed mkfs.xfs "$SCRATCH/ref.img" "$s")")
+        oTs+=("$(timed xfskit "$SCRATCH/ours.img" "$s")")
+    done
+    rT=$(median "${rTs[@]}"); oT=$(median "${oTs[@]}")
+    run mkfs.xfs "$SCRATCH/ref.img" "$s"; rW=$W rB=$B rD=$D
+    run xfskit "$SCRATCH/ours.img" "$s"; oW=$W oB=$B oD=$D
     printf "%-6s | %10.2f %10.2f %7s | %9s %9s %7s | %9s %9s %7s | %9s %9s %7s\n" "$s" "$rT" "$oT" "$(ratio $oT $rT)" \
         "$rW" "$oW" "$(ratio $oW $rW)" "$(hum $rB)" "$(hum $oB)" "$(ratio $oB $rB)" "$(hum $rD)" "$(hum $oD)" "$(ratio $oD $rD)"
 done

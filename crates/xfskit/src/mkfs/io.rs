@@ -17,11 +17,19 @@ use crate::dev::Device;
 
 /// Size of the zero buffer used when zeroing has to write.
 const ZERO_CHUNK: usize = 1 << 20;
+/// Alignment of memory, offsets and lengths of `O_DIRECT` writes (the
+/// largest logical sector size in use, and the page size).
+pub(crate) const DIRECT_ALIGN: usize = 4096;
 
 /// Where mkfs writes: a file or block device, or any engine [`Device`].
 pub(crate) enum Sink<'a> {
-    /// An open file or block device.
-    File { file: &'a File, block_device: bool },
+    /// An open file or block device, with a second handle opened with
+    /// `O_DIRECT` when the target allows it (see [`Sink::direct`]).
+    File {
+        file: &'a File,
+        block_device: bool,
+        direct: Option<&'a File>,
+    },
     /// An engine device (tests, memory images).
     Device(&'a dyn Device),
 }
@@ -52,12 +60,53 @@ impl Sink<'_> {
         }
     }
 
+    /// Write one buffer at byte offset `off`.
+    pub fn write_all_at(&self, buf: &[u8], off: u64, stats: &mut IoStats) -> io::Result<()> {
+        self.write_vectored(&[buf], off, stats)
+    }
+
+    /// The `O_DIRECT` handle, if the target has one.
+    pub fn direct(&self) -> Option<&File> {
+        match self {
+            Sink::File { direct, .. } => *direct,
+            Sink::Device(_) => None,
+        }
+    }
+
+    /// Write `buf` at `off` through the `O_DIRECT` handle: `buf`, `off` and
+    /// the length must be aligned to [`DIRECT_ALIGN`].  Returns false (and
+    /// writes nothing) when the target refuses direct I/O for this request,
+    /// so the caller can fall back to [`Sink::write_all_at`].
+    pub fn write_direct(&self, buf: &[u8], off: u64, stats: &mut IoStats) -> io::Result<bool> {
+        let Some(f) = self.direct() else {
+            return Ok(false);
+        };
+        let mut done = 0usize;
+        while done < buf.len() {
+            match rustix::io::pwrite(f, &buf[done..], off + done as u64) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "short write")),
+                Ok(n) => {
+                    stats.write_calls += 1;
+                    done += n;
+                }
+                Err(rustix::io::Errno::INVAL) if done == 0 => return Ok(false),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        stats.bytes_written += buf.len() as u64;
+        Ok(true)
+    }
+
     /// Make `[off, off+len)` read as zeros, preferably without writing.
     pub fn zero_range(&self, off: u64, len: u64, stats: &mut IoStats) -> io::Result<()> {
         if len == 0 {
             return Ok(());
         }
-        if let Sink::File { file, block_device } = self {
+        if let Sink::File {
+            file, block_device, ..
+        } = self
+        {
             let modes: &[FallocateFlags] = if *block_device {
                 &[FallocateFlags::ZERO_RANGE]
             } else {

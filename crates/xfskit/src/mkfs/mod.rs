@@ -1,6 +1,7 @@
 //! `xfskit mkfs`: choose the geometry of a fresh XFS v5 filesystem exactly as
 //! mkfs.xfs (xfsprogs 6.1) does, from mkfs.xfs-style options, and write it.
 
+mod agwrite;
 mod features;
 mod format;
 mod geometry;

@@ -328,12 +328,26 @@ fn rmap_recs(fb: &FixedBlocks, st: &AgState) -> Vec<RmapRec> {
         .collect()
 }
 
-/// Build the image of AG `agno`'s first `prealloc_blocks` blocks.
-pub(crate) fn ag_image(g: &MkfsGeometry, primary: &Dsb, fb: &FixedBlocks, agno: u32) -> Vec<u8> {
+/// Bytes of one AG's header image (its first `prealloc_blocks` blocks).
+pub(crate) fn ag_image_len(g: &MkfsGeometry) -> usize {
+    g.prealloc_blocks as usize * g.blocksize as usize
+}
+
+/// Build the image of AG `agno`'s first `prealloc_blocks` blocks into `img`
+/// (exactly [`ag_image_len`] bytes; whatever it held is overwritten), so
+/// that one buffer can be reused for every AG.
+pub(crate) fn ag_image_into(
+    g: &MkfsGeometry,
+    primary: &Dsb,
+    fb: &FixedBlocks,
+    agno: u32,
+    img: &mut [u8],
+) {
     let st = ag_state(g, agno);
     let bs = g.blocksize as usize;
     let ss = usize::from(g.sectsize);
-    let mut img = vec![0u8; g.prealloc_blocks as usize * bs];
+    debug_assert_eq!(img.len(), ag_image_len(g));
+    img.fill(0);
     let uuid = primary.sb_uuid;
 
     // Superblock copy.
@@ -470,7 +484,6 @@ pub(crate) fn ag_image(g: &MkfsGeometry, primary: &Dsb, fb: &FixedBlocks, agno: 
     if let Some(r) = fb.refc {
         block(r, XFS_REFC_CRC_MAGIC, &|_| 0);
     }
-    img
 }
 
 #[cfg(test)]
