@@ -7,9 +7,11 @@
 //! as a [`BuildTarget`], lets the source fill it, and commits. The engine is
 //! a parameter; [`write_engine`] is the one place the real engine plugs in.
 
+mod dir_walk;
 pub mod engine;
 pub mod feed;
 pub mod idmap;
+pub mod prefetch;
 pub mod size;
 pub mod source_dir;
 pub mod source_tar;
