@@ -301,6 +301,20 @@ fn open_file(dir: &OwnedFd, name: &[u8], path: &Path) -> Result<File> {
         .map_err(|e| io_at(path, e.into()))
 }
 
+/// Opens a directory for listing, without touching its access time when
+/// the kernel allows that.
+fn open_dir(at: impl AsFd, name: &OsStr, extra: OFlags, path: &Path) -> Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | extra;
+    if NOATIME.load(Ordering::Relaxed) {
+        match rustix::fs::openat(&at, name, flags | OFlags::NOATIME, Mode::empty()) {
+            Ok(fd) => return Ok(fd),
+            Err(Errno::PERM) => NOATIME.store(false, Ordering::Relaxed),
+            Err(e) => return Err(io_at(path, e.into())),
+        }
+    }
+    rustix::fs::openat(&at, name, flags, Mode::empty()).map_err(|e| io_at(path, e.into()))
+}
+
 fn is_dense(st: &Statx) -> bool {
     st.stx_blocks.saturating_mul(512) >= st.stx_size
 }
@@ -447,8 +461,7 @@ pub(crate) fn produce(
     if st.stx_mode & S_IFMT != S_IFDIR {
         return Err(Error::NotDir(root.display().to_string()));
     }
-    let fd = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| io_at(root, e.into()))?;
+    let fd = open_dir(CWD, root.as_os_str(), OFlags::empty(), root)?;
     let (level, st) = enter(fd, root.to_path_buf(), Vec::new(), |_| true, mode, p)?;
     let root_dev = (st.stx_dev_major, st.stx_dev_minor);
     let mut stack = vec![level];
@@ -470,9 +483,9 @@ pub(crate) fn produce(
             continue;
         }
         check_name(&name, &path.display())?;
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&*top.fd, OsStr::from_bytes(&name), flags, Mode::empty())
-            .map_err(|e| io_at(&path, e.into()))?;
+        // Directory syscalls are slow: let the steps so far go first.
+        p.flush()?;
+        let fd = open_dir(&*top.fd, OsStr::from_bytes(&name), OFlags::NOFOLLOW, &path)?;
         let list_it = |st: &Statx| !one_file_system || (st.stx_dev_major, st.stx_dev_minor) == root_dev;
         let (level, _) = enter(fd, path, name, list_it, mode, p)?;
         stack.push(level);

@@ -67,6 +67,9 @@ enum Slot<T> {
     Done(Result<T>, usize),
 }
 
+/// Steps handed over under one lock.
+const BATCH: usize = 64;
+
 struct State<J, T> {
     jobs: VecDeque<(u64, J)>,
     /// Results from sequence number `base` on.
@@ -75,9 +78,11 @@ struct State<J, T> {
     bytes: usize,
     producer_done: bool,
     stop: bool,
+    /// Workers asleep and not yet woken.
     idle_workers: usize,
     consumer_waiting: bool,
-    space_waiters: usize,
+    producer_waiting: bool,
+    byte_waiters: usize,
 }
 
 struct Shared<J, T> {
@@ -86,6 +91,7 @@ struct Shared<J, T> {
     work_cv: Condvar,
     ready_cv: Condvar,
     space_cv: Condvar,
+    bytes_cv: Condvar,
 }
 
 fn stopped() -> Error {
@@ -97,48 +103,89 @@ impl<J, T> Shared<J, T> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits until another step fits in the entry window; returns its number.
-    fn admit<'a>(&'a self, mut s: MutexGuard<'a, State<J, T>>) -> Result<MutexGuard<'a, State<J, T>>> {
-        while !s.stop && s.slots.len() >= self.win.max_entries.max(1) {
-            s.space_waiters += 1;
-            s = self.space_cv.wait(s).unwrap_or_else(|p| p.into_inner());
-            s.space_waiters -= 1;
+    fn wait<'a>(&self, cv: &Condvar, s: MutexGuard<'a, State<J, T>>) -> MutexGuard<'a, State<J, T>> {
+        cv.wait(s).unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wake_workers(&self, s: &mut State<J, T>, n: usize) {
+        for _ in 0..n.min(s.idle_workers) {
+            s.idle_workers -= 1;
+            self.work_cv.notify_one();
         }
-        if s.stop {
-            return Err(stopped());
-        }
-        Ok(s)
     }
 }
 
-/// The producer's side: hands steps to the pipeline in order.
+enum Pending<J, T> {
+    Ready(T),
+    Job(J),
+}
+
+/// The producer's side: hands steps to the pipeline in order, in batches.
 pub struct Producer<'a, J, T> {
     shared: &'a Shared<J, T>,
+    batch: Vec<Pending<J, T>>,
 }
 
 impl<J, T> Producer<'_, J, T> {
     /// A step whose result is already known.
     pub fn ready(&mut self, item: T) -> Result<()> {
-        let s = self.shared.admit(self.shared.lock())?;
-        self.push_done(s, Ok(item));
-        Ok(())
-    }
-
-    fn push_done(&self, mut s: MutexGuard<'_, State<J, T>>, r: Result<T>) {
-        s.slots.push_back(Slot::Done(r, 0));
-        if s.slots.len() == 1 && s.consumer_waiting {
-            self.shared.ready_cv.notify_one();
+        self.batch.push(Pending::Ready(item));
+        if self.batch.len() >= self.batch_max() {
+            self.flush()?;
         }
+        Ok(())
     }
 
     /// A step a worker completes.
     pub fn job(&mut self, job: J) -> Result<()> {
-        let mut s = self.shared.admit(self.shared.lock())?;
-        let seq = s.base + s.slots.len() as u64;
-        s.slots.push_back(Slot::Pending);
-        s.jobs.push_back((seq, job));
-        if s.idle_workers > 0 {
-            self.shared.work_cv.notify_one();
+        self.batch.push(Pending::Job(job));
+        if self.batch.len() >= self.batch_max() {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn batch_max(&self) -> usize {
+        BATCH.min(self.shared.win.max_entries).max(1)
+    }
+
+    /// Hands over the steps given so far (call before slow work, so the
+    /// workers and the consumer need not wait for them).
+    pub fn flush(&mut self) -> Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let sh = self.shared;
+        let max = sh.win.max_entries.max(1);
+        let mut s = sh.lock();
+        // Wait for room for the batch; once full, until half the window
+        // is free again, so the consumer need not wake us for every step.
+        if s.slots.len() + self.batch.len() > max.max(self.batch.len()) {
+            while !s.stop && s.slots.len() > max / 2 {
+                s.producer_waiting = true;
+                s = sh.wait(&sh.space_cv, s);
+            }
+            s.producer_waiting = false;
+        }
+        if s.stop {
+            return Err(stopped());
+        }
+        let was_empty = s.slots.is_empty();
+        let mut jobs = 0;
+        for p in self.batch.drain(..) {
+            let seq = s.base + s.slots.len() as u64;
+            match p {
+                Pending::Ready(t) => s.slots.push_back(Slot::Done(Ok(t), 0)),
+                Pending::Job(j) => {
+                    s.slots.push_back(Slot::Pending);
+                    s.jobs.push_back((seq, j));
+                    jobs += 1;
+                }
+            }
+        }
+        sh.wake_workers(&mut s, jobs);
+        if was_empty && s.consumer_waiting && matches!(s.slots.front(), Some(Slot::Done(..))) {
+            sh.ready_cv.notify_one();
         }
         Ok(())
     }
@@ -159,9 +206,9 @@ impl<J, T> Budget<'_, J, T> {
         let sh = self.shared;
         let mut s = sh.lock();
         while !s.stop && s.bytes + bytes > sh.win.max_bytes && s.base != self.seq {
-            s.space_waiters += 1;
-            s = sh.space_cv.wait(s).unwrap_or_else(|p| p.into_inner());
-            s.space_waiters -= 1;
+            s.byte_waiters += 1;
+            s = sh.wait(&sh.bytes_cv, s);
+            s.byte_waiters -= 1;
         }
         if s.stop {
             return Err(stopped());
@@ -175,68 +222,74 @@ impl<J, T> Budget<'_, J, T> {
 /// The consumer's side: takes results in order.
 pub struct Consumer<'a, J, T> {
     shared: &'a Shared<J, T>,
+    /// Results taken but not yet handed out, with their bytes.
+    taken: VecDeque<Result<T>>,
     held: usize,
 }
 
 impl<J, T> Consumer<'_, J, T> {
-    /// The next result in order; `None` after the last. Taking a result
-    /// releases the bytes of the one taken before.
+    /// The next result in order; `None` after the last. Results are taken
+    /// in batches; their bytes are released when the next batch is taken.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<T>> {
+        if let Some(r) = self.taken.pop_front() {
+            return r.map(Some);
+        }
         let sh = self.shared;
         let mut s = sh.lock();
         s.bytes -= std::mem::take(&mut self.held);
         loop {
-            if matches!(s.slots.front(), Some(Slot::Done(..))) {
+            while self.taken.len() < BATCH && matches!(s.slots.front(), Some(Slot::Done(..))) {
                 let Some(Slot::Done(r, cost)) = s.slots.pop_front() else {
                     unreachable!("front slot checked above");
                 };
                 s.base += 1;
-                self.held = cost;
-                if s.space_waiters > 0 {
-                    sh.space_cv.notify_all();
-                }
+                self.held += cost;
+                self.taken.push_back(r);
+            }
+            if s.producer_waiting && s.slots.len() <= sh.win.max_entries / 2 {
+                sh.space_cv.notify_one();
+            }
+            if s.byte_waiters > 0 {
+                sh.bytes_cv.notify_all();
+            }
+            if let Some(r) = self.taken.pop_front() {
                 return r.map(Some);
             }
             if s.slots.is_empty() && s.producer_done {
                 return Ok(None);
             }
-            if s.space_waiters > 0 {
-                sh.space_cv.notify_all();
-            }
             s.consumer_waiting = true;
-            s = sh.ready_cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            s = sh.wait(&sh.ready_cv, s);
             s.consumer_waiting = false;
         }
     }
 }
 
 fn worker<J, T>(sh: &Shared<J, T>, work: &(dyn Fn(J, &mut Budget<'_, J, T>) -> Result<T> + Sync)) {
+    let mut s = sh.lock();
     loop {
-        let (seq, job) = {
-            let mut s = sh.lock();
-            loop {
-                if s.stop {
-                    return;
-                }
-                if let Some(j) = s.jobs.pop_front() {
-                    break j;
-                }
-                if s.producer_done {
-                    return;
-                }
-                s.idle_workers += 1;
-                s = sh.work_cv.wait(s).unwrap_or_else(|p| p.into_inner());
-                s.idle_workers -= 1;
+        let (seq, job) = loop {
+            if s.stop {
+                return;
             }
+            if let Some(j) = s.jobs.pop_front() {
+                break j;
+            }
+            if s.producer_done {
+                return;
+            }
+            s.idle_workers += 1;
+            s = sh.wait(&sh.work_cv, s);
         };
+        drop(s);
         let mut budget = Budget {
             shared: sh,
             seq,
             reserved: 0,
         };
         let r = work(job, &mut budget);
-        let mut s = sh.lock();
+        s = sh.lock();
         let Some(i) = seq.checked_sub(s.base).map(|i| i as usize) else {
             return;
         };
@@ -275,18 +328,27 @@ where
             stop: false,
             idle_workers: 0,
             consumer_waiting: false,
-            space_waiters: 0,
+            producer_waiting: false,
+            byte_waiters: 0,
         }),
         work_cv: Condvar::new(),
         ready_cv: Condvar::new(),
         space_cv: Condvar::new(),
+        bytes_cv: Condvar::new(),
     };
     let sh = &shared;
     let work = &work;
     std::thread::scope(|scope| {
         scope.spawn(move || {
-            let mut p = Producer { shared: sh };
-            let r = produce(&mut p);
+            let mut p = Producer {
+                shared: sh,
+                batch: Vec::with_capacity(BATCH),
+            };
+            let r = produce(&mut p).and_then(|()| p.flush());
+            if r.is_err() {
+                // Steps before the failure still come first.
+                let _ = p.flush();
+            }
             let mut s = sh.lock();
             if let Err(e) = r {
                 if !s.stop {
@@ -302,6 +364,7 @@ where
         }
         let mut c = Consumer {
             shared: sh,
+            taken: VecDeque::new(),
             held: 0,
         };
         let r = consume(&mut c);
@@ -310,6 +373,7 @@ where
         s.jobs.clear();
         sh.work_cv.notify_all();
         sh.space_cv.notify_all();
+        sh.bytes_cv.notify_all();
         sh.ready_cv.notify_all();
         drop(s);
         r
