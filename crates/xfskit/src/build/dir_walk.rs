@@ -327,7 +327,7 @@ fn changed(path: &Path) -> Error {
 }
 
 /// A regular file through its open descriptor.
-fn regular(job: Job, file: File, st: Statx, mode: Mode2, b: &mut Budget<'_, Job, Step>) -> Result<Step> {
+fn regular(job: Job, file: File, st: Statx, mode: Mode2, b: &mut Budget<'_, '_, Job, Step>) -> Result<Step> {
     let mut e = entry(job.path, job.name, st);
     let fd = OwnedFd::from(file);
     read_xattrs(&mut e, On::Fd(&fd), mode)?;
@@ -370,7 +370,7 @@ fn regular(job: Job, file: File, st: Statx, mode: Mode2, b: &mut Budget<'_, Job,
 }
 
 /// Does one non-directory entry (on a worker thread).
-pub(crate) fn work(job: Job, mode: Mode2, b: &mut Budget<'_, Job, Step>) -> Result<Step> {
+pub(crate) fn work(job: Job, mode: Mode2, b: &mut Budget<'_, '_, Job, Step>) -> Result<Step> {
     check_name(&job.name, &job.path.display())?;
     let feeding = matches!(mode, Mode2::Feed { .. });
     if feeding && job.ftype == FileType::RegularFile {
@@ -394,7 +394,10 @@ pub(crate) fn work(job: Job, mode: Mode2, b: &mut Budget<'_, Job, Step>) -> Resu
         _ => {}
     }
     let mut e = entry(job.path, job.name, st);
-    if e.st.stx_mode & S_IFMT == S_IFLNK && feeding {
+    // Scanning reads the target too: besides its length, the read sets the
+    // link's access time (relatime) before the feed records it, so two
+    // builds of the same tree agree.
+    if e.st.stx_mode & S_IFMT == S_IFLNK {
         let t = rustix::fs::readlinkat(&*job.dir, OsStr::from_bytes(&e.name), Vec::new())
             .map_err(|err| io_at(&e.path, err.into()))?;
         e.target = Some(t.into_bytes());

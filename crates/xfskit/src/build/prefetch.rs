@@ -191,20 +191,29 @@ impl<J, T> Producer<'_, J, T> {
     }
 }
 
+/// Results a worker finished but has not published yet.
+type Finished<T> = Vec<(u64, Result<T>, usize)>;
+
 /// A worker's handle on the byte window for the step it works on.
-pub struct Budget<'a, J, T> {
+pub struct Budget<'a, 'b, J, T> {
     shared: &'a Shared<J, T>,
     seq: u64,
     reserved: usize,
+    finished: &'b mut Finished<T>,
 }
 
-impl<J, T> Budget<'_, J, T> {
+impl<J, T> Budget<'_, '_, J, T> {
     /// Waits until `bytes` more fit in the byte window (or this step is the
     /// one the consumer waits for), then counts them as held until the
     /// consumer has taken the step.
     pub fn reserve(&mut self, bytes: usize) -> Result<()> {
         let sh = self.shared;
         let mut s = sh.lock();
+        if s.bytes + bytes > sh.win.max_bytes && s.base != self.seq {
+            // Earlier steps of this worker's batch may be what the
+            // consumer needs before it frees anything.
+            publish(sh, &mut s, self.finished);
+        }
         while !s.stop && s.bytes + bytes > sh.win.max_bytes && s.base != self.seq {
             s.byte_waiters += 1;
             s = sh.wait(&sh.bytes_cv, s);
@@ -266,39 +275,60 @@ impl<J, T> Consumer<'_, J, T> {
     }
 }
 
-fn worker<J, T>(sh: &Shared<J, T>, work: &(dyn Fn(J, &mut Budget<'_, J, T>) -> Result<T> + Sync)) {
+/// Puts finished results into their slots.
+fn publish<J, T>(sh: &Shared<J, T>, s: &mut State<J, T>, finished: &mut Finished<T>) {
+    for (seq, r, cost) in finished.drain(..) {
+        let Some(i) = seq.checked_sub(s.base).map(|i| i as usize) else {
+            continue;
+        };
+        if let Some(slot) = s.slots.get_mut(i) {
+            *slot = Slot::Done(r, cost);
+            if i == 0 && s.consumer_waiting {
+                sh.ready_cv.notify_one();
+            }
+        }
+    }
+}
+
+/// Most steps a worker takes at once (fewer when the queue is short).
+const WORKER_BATCH: usize = 8;
+
+#[allow(clippy::type_complexity)]
+fn worker<J, T>(sh: &Shared<J, T>, work: &(dyn Fn(J, &mut Budget<'_, '_, J, T>) -> Result<T> + Sync)) {
+    let mut mine: VecDeque<(u64, J)> = VecDeque::new();
+    let mut finished: Finished<T> = Vec::new();
     let mut s = sh.lock();
     loop {
-        let (seq, job) = loop {
+        publish(sh, &mut s, &mut finished);
+        loop {
             if s.stop {
                 return;
             }
-            if let Some(j) = s.jobs.pop_front() {
-                break j;
+            if !s.jobs.is_empty() {
+                let k = (s.jobs.len() / (2 * sh.win.readers.max(1))).clamp(1, WORKER_BATCH);
+                let take = k.min(s.jobs.len());
+                mine.extend(s.jobs.drain(..take));
+                break;
             }
             if s.producer_done {
                 return;
             }
             s.idle_workers += 1;
             s = sh.wait(&sh.work_cv, s);
-        };
-        drop(s);
-        let mut budget = Budget {
-            shared: sh,
-            seq,
-            reserved: 0,
-        };
-        let r = work(job, &mut budget);
-        s = sh.lock();
-        let Some(i) = seq.checked_sub(s.base).map(|i| i as usize) else {
-            return;
-        };
-        if let Some(slot) = s.slots.get_mut(i) {
-            *slot = Slot::Done(r, budget.reserved);
-            if i == 0 && s.consumer_waiting {
-                sh.ready_cv.notify_one();
-            }
         }
+        drop(s);
+        while let Some((seq, job)) = mine.pop_front() {
+            let mut budget = Budget {
+                shared: sh,
+                seq,
+                reserved: 0,
+                finished: &mut finished,
+            };
+            let r = work(job, &mut budget);
+            let cost = budget.reserved;
+            finished.push((seq, r, cost));
+        }
+        s = sh.lock();
     }
 }
 
@@ -310,7 +340,7 @@ fn worker<J, T>(sh: &Shared<J, T>, work: &(dyn Fn(J, &mut Budget<'_, J, T>) -> R
 pub fn run<J, T, R>(
     win: Window,
     produce: impl FnOnce(&mut Producer<'_, J, T>) -> Result<()> + Send,
-    work: impl Fn(J, &mut Budget<'_, J, T>) -> Result<T> + Sync,
+    work: impl Fn(J, &mut Budget<'_, '_, J, T>) -> Result<T> + Sync,
     consume: impl FnOnce(&mut Consumer<'_, J, T>) -> Result<R>,
 ) -> Result<R>
 where

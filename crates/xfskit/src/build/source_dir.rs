@@ -306,8 +306,10 @@ pub fn scan_with(root: &Path, l: &Layout, one_file_system: bool, win: Window) ->
                         Some(segs) => census.add_file(l, segs.iter().copied()),
                         None => census.add_file(l, [(0, st.stx_size)]),
                     },
-                    // Linux reports a symlink's target length as its size.
-                    S_IFLNK => census.add_symlink(l, st.stx_size),
+                    S_IFLNK => {
+                        let len = e.target.as_ref().map_or(st.stx_size, |t| t.len() as u64);
+                        census.add_symlink(l, len);
+                    }
                     _ => census.add_special(),
                 }
             }
