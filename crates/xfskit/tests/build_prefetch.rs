@@ -39,8 +39,9 @@ fn sh(cmd: &str) {
 }
 
 fn fnv(data: &[u8]) -> u64 {
-    data.iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// A target that logs every call (data as length and hash) and can run a
@@ -69,7 +70,13 @@ impl BuildTarget for Log {
         Ino(1)
     }
 
-    fn create(&mut self, parent: Ino, name: &[u8], kind: &NodeKind, meta: &Meta) -> xfskit::Result<Ino> {
+    fn create(
+        &mut self,
+        parent: Ino,
+        name: &[u8],
+        kind: &NodeKind,
+        meta: &Meta,
+    ) -> xfskit::Result<Ino> {
         if let Some((n, f)) = &mut self.hook {
             if n.as_slice() == name {
                 f();
@@ -77,7 +84,8 @@ impl BuildTarget for Log {
         }
         self.next += 1;
         let n = String::from_utf8_lossy(name).into_owned();
-        self.calls.push(format!("create {parent:?} {n} {kind:?} {meta:?}"));
+        self.calls
+            .push(format!("create {parent:?} {n} {kind:?} {meta:?}"));
         self.names.insert(self.next, n);
         Ok(Ino(self.next))
     }
@@ -85,14 +93,19 @@ impl BuildTarget for Log {
     fn write_data(&mut self, ino: Ino, offset: u64, data: &[u8]) -> xfskit::Result<()> {
         self.max_write = self.max_write.max(data.len());
         self.data_bytes += data.len() as u64;
-        self.calls
-            .push(format!("write {ino:?} {offset} {} {:x}", data.len(), fnv(data)));
+        self.calls.push(format!(
+            "write {ino:?} {offset} {} {:x}",
+            data.len(),
+            fnv(data)
+        ));
         Ok(())
     }
 
     fn link(&mut self, parent: Ino, name: &[u8], target: Ino) -> xfskit::Result<()> {
-        self.calls
-            .push(format!("link {parent:?} {} {target:?}", String::from_utf8_lossy(name)));
+        self.calls.push(format!(
+            "link {parent:?} {} {target:?}",
+            String::from_utf8_lossy(name)
+        ));
         Ok(())
     }
 
@@ -153,7 +166,9 @@ fn order_is_the_same_for_any_window() {
     let (base, stats) = trace(&root, one);
     assert_eq!(stats.files, 8 * 64 + 2);
     assert_eq!(stats.hardlinks, 8);
-    assert!(base.iter().any(|c| c.starts_with("xattr") && c.contains("user.big")));
+    assert!(base
+        .iter()
+        .any(|c| c.starts_with("xattr") && c.contains("user.big")));
     for win in [
         Window {
             readers: 16,
@@ -191,7 +206,10 @@ fn order_is_the_same_for_any_window() {
     assert_eq!(c1, c2);
     assert_eq!(c1.files, stats.files);
     // The sparse file wrote its data segment only.
-    let sparse: Vec<&String> = base.iter().filter(|c| c.contains(" 2097152 4096 ")).collect();
+    let sparse: Vec<&String> = base
+        .iter()
+        .filter(|c| c.contains(" 2097152 4096 "))
+        .collect();
     assert_eq!(sparse.len(), 1, "{sparse:?}");
 }
 
@@ -208,7 +226,10 @@ fn file_vanishing_mid_build_is_an_error_naming_it() {
     let ids = IdMap::default();
     let mut log = Log::new();
     let v = victim.clone();
-    log.hook = Some((b"f01".to_vec(), Box::new(move || std::fs::remove_file(&v).unwrap())));
+    log.hook = Some((
+        b"f01".to_vec(),
+        Box::new(move || std::fs::remove_file(&v).unwrap()),
+    ));
     // One entry in flight: f30 is listed but not yet opened when f01 is
     // created.
     let win = Window {
@@ -255,7 +276,10 @@ fn failing_source_leaves_no_image() {
         let r = build(&src, &image, &opts, |_, _, populate| {
             let mut log = Log::new();
             let v = victim.clone();
-            log.hook = Some((b"f1".to_vec(), Box::new(move || std::fs::remove_file(&v).unwrap())));
+            log.hook = Some((
+                b"f1".to_vec(),
+                Box::new(move || std::fs::remove_file(&v).unwrap()),
+            ));
             populate(&mut log).map(|_| ())
         });
         std::env::remove_var("XFSKIT_BUILD_WINDOW_ENTRIES");
@@ -273,7 +297,9 @@ fn failing_source_leaves_no_image() {
 fn unreadable_file_is_named() {
     let _g = serial();
     if rustix::process::geteuid().is_root() {
-        println!("SKIP: root reads files whatever their mode; the vanished-file test covers errors");
+        println!(
+            "SKIP: root reads files whatever their mode; the vanished-file test covers errors"
+        );
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -322,7 +348,11 @@ fn huge_file_is_streamed_with_bounded_memory() {
     assert_eq!(s.bytes, size + 5000);
     assert_eq!(log.data_bytes, size + 5000);
     assert!(log.max_write <= 1 << 20, "write of {} bytes", log.max_write);
-    let writes: Vec<&String> = log.calls.iter().filter(|c| c.starts_with("write")).collect();
+    let writes: Vec<&String> = log
+        .calls
+        .iter()
+        .filter(|c| c.starts_with("write"))
+        .collect();
     // In order and contiguous.
     let mut off = 0u64;
     for w in &writes[..writes.len() - 1] {
@@ -332,7 +362,10 @@ fn huge_file_is_streamed_with_bounded_memory() {
     }
     assert_eq!(off, size);
     let grown = peak_rss_kib().saturating_sub(before);
-    assert!(grown < 48 << 10, "peak memory grew by {grown} KiB for a {size}-byte file");
+    assert!(
+        grown < 48 << 10,
+        "peak memory grew by {grown} KiB for a {size}-byte file"
+    );
 }
 
 #[test]

@@ -22,7 +22,8 @@ use std::sync::Arc;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, SeekFrom, Statx, StatxFlags, CWD};
 use rustix::io::Errno;
 
-use super::feed::{check_name, io_at, storable_xattr, CHUNK_BYTES};
+use super::dir_xattr::On;
+use super::feed::{check_name, io_at, CHUNK_BYTES};
 use super::prefetch::{Budget, Producer};
 use crate::error::{Error, Result};
 
@@ -115,110 +116,13 @@ fn fstatx(fd: impl AsFd, path: &Path) -> Result<Statx> {
 }
 
 fn statx_at(dir: &OwnedFd, name: &[u8], path: &Path) -> Result<Statx> {
-    rustix::fs::statx(dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW, STATX_MASK)
-        .map_err(|e| io_at(path, e.into()))
-}
-
-/// Where xattrs are read from: an open file or directory, or a path whose
-/// last component is not followed.
-#[derive(Clone, Copy)]
-enum On<'a> {
-    Fd(&'a OwnedFd),
-    Path(&'a Path),
-}
-
-fn not_supported(e: Errno) -> bool {
-    e == Errno::NOTSUP || e == Errno::NOSYS
-}
-
-impl On<'_> {
-    fn list(self, buf: &mut [u8]) -> rustix::io::Result<usize> {
-        match self {
-            On::Fd(fd) => rustix::fs::flistxattr(fd, buf),
-            On::Path(p) => rustix::fs::llistxattr(p, buf),
-        }
-    }
-
-    fn get(self, name: &OsStr, buf: &mut [u8]) -> rustix::io::Result<usize> {
-        match self {
-            On::Fd(fd) => rustix::fs::fgetxattr(fd, name, buf),
-            On::Path(p) => rustix::fs::lgetxattr(p, name, buf),
-        }
-    }
-
-    fn size(self, name: &OsStr) -> rustix::io::Result<usize> {
-        match self {
-            On::Fd(fd) => rustix::fs::fgetxattr_query(fd, name),
-            On::Path(p) => rustix::fs::lgetxattr_query(p, name),
-        }
-    }
-
-    /// Storable xattr names, sorted. One call when the list is short.
-    fn names(self, path: &Path) -> Result<Vec<Vec<u8>>> {
-        let mut buf = vec![0u8; 1024];
-        let n = loop {
-            match self.list(&mut buf) {
-                Ok(n) => break n,
-                Err(Errno::RANGE) => {
-                    let need = match self.list(&mut []) {
-                        Ok(n) => n,
-                        Err(e) if not_supported(e) => return Ok(Vec::new()),
-                        Err(e) => return Err(io_at(path, e.into())),
-                    };
-                    buf.resize(need.max(buf.len() * 2), 0);
-                }
-                Err(e) if not_supported(e) => return Ok(Vec::new()),
-                Err(e) => return Err(io_at(path, e.into())),
-            }
-        };
-        let mut names: Vec<Vec<u8>> = buf[..n]
-            .split(|&b| b == 0)
-            .filter(|n| !n.is_empty() && storable_xattr(n))
-            .map(<[u8]>::to_vec)
-            .collect();
-        names.sort_unstable();
-        Ok(names)
-    }
-
-    /// Storable xattrs with their values, sorted by name.
-    fn values(self, path: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        for name in self.names(path)? {
-            let cname = OsStr::from_bytes(&name);
-            let mut buf = vec![0u8; 256];
-            loop {
-                match self.get(cname, &mut buf) {
-                    Ok(n) => {
-                        buf.truncate(n);
-                        out.push((name, buf));
-                        break;
-                    }
-                    Err(Errno::RANGE) => {
-                        let need = match self.size(cname) {
-                            Ok(n) => n,
-                            Err(Errno::NODATA) => break,
-                            Err(e) => return Err(io_at(path, e.into())),
-                        };
-                        buf.resize(need.max(buf.len() * 2), 0);
-                    }
-                    Err(Errno::NODATA) => break,
-                    Err(e) => return Err(io_at(path, e.into())),
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// (name length, value length) of the storable xattrs.
-    fn sizes(self, path: &Path) -> Result<Vec<(usize, usize)>> {
-        let mut out = Vec::new();
-        for name in self.names(path)? {
-            if let Ok(len) = self.size(OsStr::from_bytes(&name)) {
-                out.push((name.len(), len));
-            }
-        }
-        Ok(out)
-    }
+    rustix::fs::statx(
+        dir,
+        OsStr::from_bytes(name),
+        AtFlags::SYMLINK_NOFOLLOW,
+        STATX_MASK,
+    )
+    .map_err(|e| io_at(path, e.into()))
 }
 
 fn read_xattrs(e: &mut Entry, on: On<'_>, mode: Mode2) -> Result<()> {
@@ -327,7 +231,13 @@ fn changed(path: &Path) -> Error {
 }
 
 /// A regular file through its open descriptor.
-fn regular(job: Job, file: File, st: Statx, mode: Mode2, b: &mut Budget<'_, '_, Job, Step>) -> Result<Step> {
+fn regular(
+    job: Job,
+    file: File,
+    st: Statx,
+    mode: Mode2,
+    b: &mut Budget<'_, '_, Job, Step>,
+) -> Result<Step> {
     let mut e = entry(job.path, job.name, st);
     let fd = OwnedFd::from(file);
     read_xattrs(&mut e, On::Fd(&fd), mode)?;
@@ -439,7 +349,11 @@ fn enter(
     p: &mut Producer<'_, Job, Step>,
 ) -> Result<(Level, Statx)> {
     let st = fstatx(&fd, &path)?;
-    let names = if list_it(&st) { list(&fd, &path)? } else { Vec::new() };
+    let names = if list_it(&st) {
+        list(&fd, &path)?
+    } else {
+        Vec::new()
+    };
     let mut e = entry(path.clone(), name, st);
     read_xattrs(&mut e, On::Fd(&fd), mode)?;
     p.ready(Step::Enter(e))?;
@@ -482,14 +396,20 @@ pub(crate) fn produce(
         };
         if !is_dir {
             let dir = Arc::clone(&top.fd);
-            p.job(Job { dir, path, name, ftype })?;
+            p.job(Job {
+                dir,
+                path,
+                name,
+                ftype,
+            })?;
             continue;
         }
         check_name(&name, &path.display())?;
         // Directory syscalls are slow: let the steps so far go first.
         p.flush()?;
         let fd = open_dir(&*top.fd, OsStr::from_bytes(&name), OFlags::NOFOLLOW, &path)?;
-        let list_it = |st: &Statx| !one_file_system || (st.stx_dev_major, st.stx_dev_minor) == root_dev;
+        let list_it =
+            |st: &Statx| !one_file_system || (st.stx_dev_major, st.stx_dev_minor) == root_dev;
         let (level, _) = enter(fd, path, name, list_it, mode, p)?;
         stack.push(level);
     }

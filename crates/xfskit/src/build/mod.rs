@@ -8,6 +8,7 @@
 //! a parameter; [`write_engine`] is the one place the real engine plugs in.
 
 mod dir_walk;
+mod dir_xattr;
 pub mod engine;
 pub mod feed;
 pub mod idmap;

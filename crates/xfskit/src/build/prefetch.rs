@@ -103,7 +103,11 @@ impl<J, T> Shared<J, T> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn wait<'a>(&self, cv: &Condvar, s: MutexGuard<'a, State<J, T>>) -> MutexGuard<'a, State<J, T>> {
+    fn wait<'a>(
+        &self,
+        cv: &Condvar,
+        s: MutexGuard<'a, State<J, T>>,
+    ) -> MutexGuard<'a, State<J, T>> {
         cv.wait(s).unwrap_or_else(|p| p.into_inner())
     }
 
@@ -294,7 +298,10 @@ fn publish<J, T>(sh: &Shared<J, T>, s: &mut State<J, T>, finished: &mut Finished
 const WORKER_BATCH: usize = 8;
 
 #[allow(clippy::type_complexity)]
-fn worker<J, T>(sh: &Shared<J, T>, work: &(dyn Fn(J, &mut Budget<'_, '_, J, T>) -> Result<T> + Sync)) {
+fn worker<J, T>(
+    sh: &Shared<J, T>,
+    work: &(dyn Fn(J, &mut Budget<'_, '_, J, T>) -> Result<T> + Sync),
+) {
     let mut mine: VecDeque<(u64, J)> = VecDeque::new();
     let mut finished: Finished<T> = Vec::new();
     let mut s = sh.lock();

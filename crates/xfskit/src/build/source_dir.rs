@@ -17,8 +17,8 @@ use std::path::Path;
 use rustix::fs::{Statx, StatxFlags};
 
 use super::dir_walk::{
-    for_each_segment, produce, read_full, work, Data, Entry, Mode2, Step, S_IFDIR, S_IFLNK,
-    S_IFMT, S_IFREG,
+    for_each_segment, produce, read_full, work, Data, Entry, Mode2, Step, S_IFDIR, S_IFLNK, S_IFMT,
+    S_IFREG,
 };
 use super::feed::{check_name, check_symlink, set_xattr, FeedOptions, FeedStats, CHUNK_BYTES};
 use super::prefetch::{self, Window};
