@@ -13,6 +13,11 @@
 #        SCRATCH  work directory (default target/bench-build); needs room for
 #                 the trees and one image at a time
 #        STRACE=0 skip the write-syscall counts; DROP=0 keep the page cache
+#                 (warm runs: the source is read once before timing)
+#        BASE     a second xfskit binary (e.g. a baseline build) timed on the
+#                 same source right after xfskit, as the row "base"
+#        TAR=1    also time xfskit building from a tar of the source (row
+#                 "kit-tar"; the tar is made untimed in SCRATCH)
 # Columns: wall seconds (cold cache when root), entries per second, write
 # system calls (strace -f: write, pwrite64, pwritev, pwritev2, and
 # copy_file_range, which cp uses instead of write), and time ratio against
@@ -115,6 +120,7 @@ writes() {
 }
 
 kit() { rm -f "$IMG"; "$XFSKIT" build -q "$1" "$IMG" --size "$SIZE" -f; }
+base() { rm -f "$IMG"; "$BASE" build -q "$1" "$IMG" --size "$SIZE" -f; }
 # mkfs.xfs -p needs more room than the kernel for the same tree (it ran out
 # of space on /usr in the image the kernel fills fine): give it half again.
 proto() { rm -f "$IMG"; truncate -s $((SIZE * 3 / 2)) "$IMG"; mkfs.xfs -q -f -p "$SCRATCH/proto.txt" "$IMG"; }
@@ -136,9 +142,16 @@ bench() {
     [ -n "$SIZE" ] || SIZE=$(( $(du -sb "$src" | cut -f1) * 2 + N * 1024 + (300 << 20) ))
     echo "== $name: $N entries, $(du -sh "$src" | cut -f1), image $((SIZE >> 20)) MiB"
     protofile "$src" > "$SCRATCH/proto.txt"
+    [ "${DROP:-1}" = 1 ] || tar -cf - -C "$src" . | cat > /dev/null  # warm the cache
     timed xfskit kit "$src"; TK=$T
     [ "$TK" != - ] && { xfs_repair -n "$IMG" >/dev/null 2>&1 && echo "  xfskit image: xfs_repair -n clean" || echo "  xfskit image: xfs_repair -n FOUND PROBLEMS"; }
     WK=-; [ "$TK" != - ] && { writes kit "$src"; WK=$W; }
+    TB=-; [ -n "${BASE:-}" ] && { timed base base "$src"; TB=$T; }
+    TT=-
+    if [ "${TAR:-0}" = 1 ]; then
+        tar -cf "$SCRATCH/src.tar" -C "$src" . && { timed kit-tar kit "$SCRATCH/src.tar"; TT=$T; }
+        rm -f "$SCRATCH/src.tar"
+    fi
     timed proto proto; TP=$T; writes proto; WP=$W
     TC=-; WC=-
     if [ $ROOT = 1 ]; then
@@ -148,6 +161,8 @@ bench() {
     else echo "  kernel: skipped (needs root for the loop mount)"; fi
     printf "  %-8s %9s %10s %12s %10s\n" tool seconds entries/s "write calls" "time/xfskit"
     printf "  %-8s %9s %10s %12s %10s\n" xfskit "$TK" "$(rate "$TK")" "$WK" 1
+    [ -n "${BASE:-}" ] && printf "  %-8s %9s %10s %12s %10s\n" base "$TB" "$(rate "$TB")" - "$(ratio "$TB" "$TK")"
+    [ "${TAR:-0}" = 1 ] && printf "  %-8s %9s %10s %12s %10s\n" kit-tar "$TT" "$(rate "$TT")" - "$(ratio "$TT" "$TK")"
     printf "  %-8s %9s %10s %12s %10s\n" proto "$TP" "$(rate "$TP")" "$WP" "$(ratio "$TP" "$TK")"
     printf "  %-8s %9s %10s %12s %10s\n" kernel "$TC" "$(rate "$TC")" "$WC" "$(ratio "$TC" "$TK")"
 }

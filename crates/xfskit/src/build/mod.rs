@@ -7,9 +7,12 @@
 //! as a [`BuildTarget`], lets the source fill it, and commits. The engine is
 //! a parameter; [`write_engine`] is the one place the real engine plugs in.
 
+mod dir_walk;
+mod dir_xattr;
 pub mod engine;
 pub mod feed;
 pub mod idmap;
+pub mod prefetch;
 pub mod size;
 pub mod source_dir;
 pub mod source_tar;
@@ -244,7 +247,8 @@ pub fn plan(source: &Source, image: &Path, opts: &BuildOptions<'_>) -> Result<Bu
 
 /// Builds `image` from `source`: plan, mkfs, then `engine` opens the image
 /// and runs the populate callback it is given. An image file this call
-/// created is removed again when a later step fails. An existing non-empty
+/// created is removed again when a later step fails (an existing one is left
+/// empty). An existing non-empty
 /// image file is refused unless `-f` is among the mkfs options.
 pub fn build(
     source: &Source,
@@ -325,8 +329,16 @@ pub fn build(
             elapsed: start.elapsed(),
         }),
         Err(e) => {
+            // A source that fails part way leaves no half-filled image: a
+            // file this call created is removed, an existing one (emptied
+            // above) is emptied again.
             if created {
                 let _ = std::fs::remove_file(image);
+            } else if existing.as_ref().is_some_and(|m| m.is_file()) {
+                let _ = std::fs::File::options()
+                    .write(true)
+                    .open(image)
+                    .and_then(|f| f.set_len(0));
             }
             Err(e)
         }

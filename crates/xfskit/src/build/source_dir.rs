@@ -1,140 +1,37 @@
 //! A host directory as a build source.
 //!
-//! The walk is depth-first and holds one sorted list of names per open
-//! directory level, so memory follows the depth and width of the tree, not
-//! its size. Names are sorted by their bytes, so the same tree always feeds
-//! the target in the same order. Symlinks are never followed (only the
-//! source root itself may be one). File data is read from the segments
-//! `SEEK_DATA`/`SEEK_HOLE` report, in chunks of [`CHUNK_BYTES`], so holes
-//! stay holes and no file is ever held whole in memory.
+//! The walk ([`super::dir_walk`]) is depth-first and holds one sorted list
+//! of names per open directory level, so memory follows the depth and width
+//! of the tree, not its size. Names are sorted by their bytes, so the same
+//! tree always feeds the target in the same order. A pool of reader threads
+//! ([`super::prefetch`]) opens, stats and reads the next entries ahead of
+//! the target, within a bounded window; the target still sees every call
+//! in walk order. Files with holes are copied from the segments
+//! `SEEK_DATA`/`SEEK_HOLE` report and large files are streamed in chunks of
+//! [`CHUNK_BYTES`], so holes stay holes and no large file is held whole.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::fs::File;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use rustix::fs::{AtFlags, SeekFrom, Statx, StatxFlags, CWD};
+use rustix::fs::{Statx, StatxFlags};
 
-use super::feed::{
-    check_name, check_symlink, io_at, set_xattr, storable_xattr, FeedOptions, FeedStats,
-    CHUNK_BYTES,
+use super::dir_walk::{
+    for_each_segment, produce, read_full, work, Data, Entry, Mode2, Step, S_IFDIR, S_IFLNK, S_IFMT,
+    S_IFREG,
 };
+use super::feed::{check_name, check_symlink, set_xattr, FeedOptions, FeedStats, CHUNK_BYTES};
+use super::prefetch::{self, Window};
 use super::size::{Census, Layout};
 use super::target::{BuildTarget, Meta, NodeKind};
 use crate::error::{Error, Result};
 use crate::geometry::Ino;
 use crate::inode::Timestamp;
 
-const S_IFMT: u16 = 0o170000;
-const S_IFDIR: u16 = 0o040000;
-const S_IFREG: u16 = 0o100000;
-const S_IFLNK: u16 = 0o120000;
 const S_IFCHR: u16 = 0o020000;
 const S_IFBLK: u16 = 0o060000;
 const S_IFIFO: u16 = 0o010000;
 const S_IFSOCK: u16 = 0o140000;
-
-/// One step of the walk.
-enum Event {
-    /// A directory (the root first, with an empty name); its children follow.
-    Enter(PathBuf, OsString, Statx),
-    /// Anything but a directory.
-    Leaf(PathBuf, OsString, Statx),
-    /// The end of the most recently entered directory.
-    Leave,
-}
-
-struct Level {
-    path: PathBuf,
-    /// Remaining names, largest first (popped from the end).
-    names: Vec<OsString>,
-}
-
-struct Walk {
-    root: PathBuf,
-    stack: Vec<Level>,
-    started: bool,
-    root_dev: (u32, u32),
-    one_file_system: bool,
-}
-
-fn stat(path: &Path, follow: bool) -> Result<Statx> {
-    let flags = if follow {
-        AtFlags::empty()
-    } else {
-        AtFlags::SYMLINK_NOFOLLOW
-    };
-    rustix::fs::statx(
-        CWD,
-        path,
-        flags,
-        StatxFlags::BASIC_STATS | StatxFlags::BTIME,
-    )
-    .map_err(|e| io_at(path, e.into()))
-}
-
-fn sorted_names(path: &Path) -> Result<Vec<OsString>> {
-    let mut names = Vec::new();
-    for e in std::fs::read_dir(path).map_err(|e| io_at(path, e))? {
-        names.push(e.map_err(|e| io_at(path, e))?.file_name());
-    }
-    // Largest first: popping from the end yields byte order.
-    names.sort_unstable_by(|a, b| b.as_bytes().cmp(a.as_bytes()));
-    Ok(names)
-}
-
-impl Walk {
-    fn new(root: &Path, one_file_system: bool) -> Walk {
-        Walk {
-            root: root.to_path_buf(),
-            stack: Vec::new(),
-            started: false,
-            root_dev: (0, 0),
-            one_file_system,
-        }
-    }
-
-    fn next(&mut self) -> Result<Option<Event>> {
-        if !self.started {
-            self.started = true;
-            let st = stat(&self.root, true)?;
-            if st.stx_mode & S_IFMT != S_IFDIR {
-                return Err(Error::NotDir(self.root.display().to_string()));
-            }
-            self.root_dev = (st.stx_dev_major, st.stx_dev_minor);
-            self.stack.push(Level {
-                path: self.root.clone(),
-                names: sorted_names(&self.root)?,
-            });
-            return Ok(Some(Event::Enter(self.root.clone(), OsString::new(), st)));
-        }
-        let Some(top) = self.stack.last_mut() else {
-            return Ok(None);
-        };
-        let Some(name) = top.names.pop() else {
-            self.stack.pop();
-            return Ok(Some(Event::Leave));
-        };
-        let path = top.path.join(&name);
-        let st = stat(&path, false)?;
-        if st.stx_mode & S_IFMT != S_IFDIR {
-            return Ok(Some(Event::Leaf(path, name, st)));
-        }
-        let same_fs = (st.stx_dev_major, st.stx_dev_minor) == self.root_dev;
-        let names = if same_fs || !self.one_file_system {
-            sorted_names(&path)?
-        } else {
-            Vec::new()
-        };
-        self.stack.push(Level {
-            path: path.clone(),
-            names,
-        });
-        Ok(Some(Event::Enter(path, name, st)))
-    }
-}
 
 fn ts(t: &rustix::fs::StatxTimestamp) -> Timestamp {
     Timestamp {
@@ -157,165 +54,14 @@ fn meta_of(st: &Statx, opts: &FeedOptions<'_>) -> Meta {
     }
 }
 
-fn not_supported(e: rustix::io::Errno) -> bool {
-    e == rustix::io::Errno::NOTSUP || e == rustix::io::Errno::NOSYS
-}
-
-/// The storable xattrs of `path` (not following symlinks), sorted by name.
-fn xattr_names(path: &Path) -> Result<Vec<Vec<u8>>> {
-    let mut buf = Vec::new();
-    loop {
-        let need = match rustix::fs::llistxattr_query(path) {
-            Ok(n) => n,
-            Err(e) if not_supported(e) => return Ok(Vec::new()),
-            Err(e) => return Err(io_at(path, e.into())),
-        };
-        if need == 0 {
-            return Ok(Vec::new());
-        }
-        buf.resize(need, 0);
-        match rustix::fs::llistxattr(path, &mut buf[..]) {
-            Ok(n) => {
-                buf.truncate(n);
-                break;
-            }
-            Err(rustix::io::Errno::RANGE) => continue,
-            Err(e) => return Err(io_at(path, e.into())),
-        }
-    }
-    let mut names: Vec<Vec<u8>> = buf
-        .split(|&b| b == 0)
-        .filter(|n| !n.is_empty() && storable_xattr(n))
-        .map(<[u8]>::to_vec)
-        .collect();
-    names.sort_unstable();
-    Ok(names)
-}
-
-fn xattr_value(path: &Path, name: &[u8]) -> Result<Option<Vec<u8>>> {
-    let cname = std::ffi::OsStr::from_bytes(name);
-    let mut buf = Vec::new();
-    loop {
-        let need = match rustix::fs::lgetxattr_query(path, cname) {
-            Ok(n) => n,
-            Err(rustix::io::Errno::NODATA) => return Ok(None),
-            Err(e) => return Err(io_at(path, e.into())),
-        };
-        buf.resize(need, 0);
-        match rustix::fs::lgetxattr(path, cname, &mut buf[..]) {
-            Ok(n) => {
-                buf.truncate(n);
-                return Ok(Some(buf));
-            }
-            Err(rustix::io::Errno::RANGE) => continue,
-            Err(rustix::io::Errno::NODATA) => return Ok(None),
-            Err(e) => return Err(io_at(path, e.into())),
-        }
-    }
-}
-
-fn feed_xattrs(
-    t: &mut dyn BuildTarget,
-    opts: &FeedOptions<'_>,
-    path: &Path,
-    ino: Ino,
-    stats: &mut FeedStats,
-) -> Result<()> {
-    for name in xattr_names(path)? {
-        if let Some(v) = xattr_value(path, &name)? {
-            set_xattr(t, opts.ids, ino, &name, &v, stats)?;
-        }
-    }
-    Ok(())
-}
-
-/// Calls `each(offset, length)` for every data segment of the first `size`
-/// bytes of `file`, in order. Filesystems without `SEEK_DATA` give one
-/// segment for the whole file.
-fn for_each_segment(
-    file: &File,
-    path: &Path,
-    size: u64,
-    mut each: impl FnMut(u64, u64) -> Result<()>,
-) -> Result<()> {
-    let mut pos = 0u64;
-    while pos < size {
-        let start = match rustix::fs::seek(file, SeekFrom::Data(pos)) {
-            Ok(s) => s,
-            Err(rustix::io::Errno::NXIO) => return Ok(()),
-            Err(rustix::io::Errno::INVAL) if pos == 0 => return each(0, size),
-            Err(e) => return Err(io_at(path, e.into())),
-        };
-        if start >= size {
-            return Ok(());
-        }
-        let end = rustix::fs::seek(file, SeekFrom::Hole(start))
-            .map_err(|e| io_at(path, e.into()))?
-            .min(size);
-        each(start, end - start)?;
-        pos = end;
-    }
-    Ok(())
-}
-
-fn open_file(path: &Path) -> Result<File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| io_at(path, e))
-}
-
-fn copy_data(
-    t: &mut dyn BuildTarget,
-    path: &Path,
-    ino: Ino,
-    size: u64,
-    dense: bool,
-    buf: &mut [u8],
-    stats: &mut FeedStats,
-) -> Result<()> {
-    if size == 0 {
-        return Ok(());
-    }
-    let file = open_file(path)?;
-    let segments = |each: &mut dyn FnMut(u64, u64) -> Result<()>| {
-        if dense {
-            each(0, size)
-        } else {
-            for_each_segment(&file, path, size, each)
-        }
-    };
-    segments(&mut |start, len| {
-        let mut off = start;
-        let end = start + len;
-        while off < end {
-            let want = (end - off).min(buf.len() as u64) as usize;
-            let n = file
-                .read_at(&mut buf[..want], off)
-                .map_err(|e| io_at(path, e))?;
-            if n == 0 {
-                return Err(Error::Io(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!("{}: file shrank while being read", path.display()),
-                )));
-            }
-            t.write_data(ino, off, &buf[..n])?;
-            stats.bytes += n as u64;
-            off += n as u64;
-        }
-        Ok(())
-    })
-}
-
-fn kind_of(st: &Statx, path: &Path) -> Result<NodeKind> {
+fn kind_of(e: &mut Entry) -> Result<NodeKind> {
+    let st = &e.st;
     let (major, minor) = (st.stx_rdev_major, st.stx_rdev_minor);
     Ok(match st.stx_mode & S_IFMT {
         S_IFREG => NodeKind::File { size: st.stx_size },
         S_IFLNK => {
-            let target = std::fs::read_link(path).map_err(|e| io_at(path, e))?;
-            let target = target.as_os_str().as_bytes().to_vec();
-            check_symlink(&target, &path.display())?;
+            let target = e.target.take().unwrap_or_default();
+            check_symlink(&target, &e.path.display())?;
             NodeKind::Symlink(target)
         }
         S_IFCHR => NodeKind::CharDev { major, minor },
@@ -325,142 +71,249 @@ fn kind_of(st: &Statx, path: &Path) -> Result<NodeKind> {
         other => {
             return Err(Error::Unsupported(format!(
                 "{}: unknown file type {other:o}",
-                path.display()
+                e.path.display()
             )))
         }
     })
 }
 
+/// Writes `data` (file bytes from `off`) in chunks of [`CHUNK_BYTES`].
+fn write_chunks(
+    t: &mut dyn BuildTarget,
+    ino: Ino,
+    mut off: u64,
+    data: &[u8],
+    stats: &mut FeedStats,
+) -> Result<()> {
+    for c in data.chunks(CHUNK_BYTES) {
+        t.write_data(ino, off, c)?;
+        stats.bytes += c.len() as u64;
+        off += c.len() as u64;
+    }
+    Ok(())
+}
+
+/// Reads `[start, end)` of `file` chunk by chunk and writes it.
+#[allow(clippy::too_many_arguments)]
+fn stream(
+    t: &mut dyn BuildTarget,
+    file: &File,
+    path: &Path,
+    ino: Ino,
+    start: u64,
+    end: u64,
+    buf: &mut Vec<u8>,
+    stats: &mut FeedStats,
+) -> Result<()> {
+    buf.resize(CHUNK_BYTES, 0);
+    let mut off = start;
+    while off < end {
+        let want = (end - off).min(CHUNK_BYTES as u64) as usize;
+        read_full(file, path, &mut buf[..want], off)?;
+        t.write_data(ino, off, &buf[..want])?;
+        stats.bytes += want as u64;
+        off += want as u64;
+    }
+    Ok(())
+}
+
+fn copy_data(
+    t: &mut dyn BuildTarget,
+    e: &Entry,
+    data: Data,
+    ino: Ino,
+    buf: &mut Vec<u8>,
+    stats: &mut FeedStats,
+) -> Result<()> {
+    let size = e.st.stx_size;
+    match data {
+        Data::None => Ok(()),
+        Data::Whole(d) => write_chunks(t, ino, 0, &d, stats),
+        Data::Head(d, file) => {
+            write_chunks(t, ino, 0, &d, stats)?;
+            stream(t, &file, &e.path, ino, d.len() as u64, size, buf, stats)
+        }
+        Data::Sparse(file) => for_each_segment(&file, &e.path, size, |start, len| {
+            stream(t, &file, &e.path, ino, start, start + len, buf, stats)
+        }),
+    }
+}
+
+/// Raises the soft limit on open files towards the hard one (directories
+/// and large files stay open while they are in the read-ahead window) and
+/// keeps the window within it.
+fn fit_window(mut w: Window) -> Window {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let lim = getrlimit(Resource::Nofile);
+    let mut soft = lim.current.unwrap_or(1 << 20);
+    let want = lim.maximum.unwrap_or(1 << 20).min(1 << 16);
+    if soft < want {
+        let new = rustix::process::Rlimit {
+            current: Some(want),
+            maximum: lim.maximum,
+        };
+        if setrlimit(Resource::Nofile, new).is_ok() {
+            soft = want;
+        }
+    }
+    let room = (soft.saturating_sub(64) / 2).max(16) as usize;
+    w.max_entries = w.max_entries.min(room);
+    w.max_bytes = w.max_bytes.min(room * CHUNK_BYTES);
+    w
+}
+
 /// Feeds the tree under `root` into `t`, parent first; a directory's times
 /// are set after its last child. The root's own metadata and xattrs go to
-/// the target's root directory.
+/// the target's root directory. Reader threads run ahead as
+/// [`Window::from_env`] allows.
 pub fn feed(root: &Path, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) -> Result<FeedStats> {
-    let mut stats = FeedStats::default();
-    let mut walk = Walk::new(root, opts.one_file_system);
-    let mut dirs: Vec<(Ino, Meta)> = Vec::new();
-    let mut links: HashMap<(u32, u32, u64), Ino> = HashMap::new();
-    let mut buf = vec![0u8; CHUNK_BYTES];
-    while let Some(ev) = walk.next()? {
-        match ev {
-            Event::Enter(path, name, st) => {
-                let meta = meta_of(&st, opts);
-                let ino = match dirs.last() {
-                    None => t.root(),
-                    Some(&(parent, _)) => {
-                        check_name(name.as_bytes(), &path.display())?;
-                        t.create(parent, name.as_bytes(), &NodeKind::Dir, &meta)?
+    feed_with(root, t, opts, Window::from_env())
+}
+
+/// [`feed`] with an explicit read-ahead window. The target sees the same
+/// calls in the same order whatever the window.
+pub fn feed_with(
+    root: &Path,
+    t: &mut dyn BuildTarget,
+    opts: &FeedOptions<'_>,
+    win: Window,
+) -> Result<FeedStats> {
+    let win = fit_window(win);
+    let mode = Mode2::Feed {
+        read_ahead: (win.max_bytes / 8).max(CHUNK_BYTES),
+    };
+    let ofs = opts.one_file_system;
+    prefetch::run(
+        win,
+        |p| produce(root, ofs, mode, p),
+        |job, b| work(job, mode, b),
+        |c| {
+            let mut stats = FeedStats::default();
+            let mut dirs: Vec<(Ino, Meta)> = Vec::new();
+            let mut links: HashMap<(u32, u32, u64), Ino> = HashMap::new();
+            let mut buf = Vec::new();
+            while let Some(step) = c.next()? {
+                match step {
+                    Step::Enter(e) => {
+                        let meta = meta_of(&e.st, opts);
+                        let ino = match dirs.last() {
+                            None => t.root(),
+                            Some(&(parent, _)) => {
+                                check_name(&e.name, &e.path.display())?;
+                                t.create(parent, &e.name, &NodeKind::Dir, &meta)?
+                            }
+                        };
+                        for (name, value) in &e.xattrs {
+                            set_xattr(t, opts.ids, ino, name, value, &mut stats)?;
+                        }
+                        stats.dirs += 1;
+                        dirs.push((ino, meta));
                     }
-                };
-                feed_xattrs(t, opts, &path, ino, &mut stats)?;
-                stats.dirs += 1;
-                dirs.push((ino, meta));
-            }
-            Event::Leave => {
-                if let Some((ino, meta)) = dirs.pop() {
-                    t.set_meta(ino, &meta)?;
-                }
-            }
-            Event::Leaf(path, name, st) => {
-                let parent = dirs.last().map_or_else(|| t.root(), |d| d.0);
-                check_name(name.as_bytes(), &path.display())?;
-                let key = (st.stx_dev_major, st.stx_dev_minor, st.stx_ino);
-                if st.stx_nlink > 1 {
-                    if let Some(&target) = links.get(&key) {
-                        t.link(parent, name.as_bytes(), target)?;
-                        stats.hardlinks += 1;
-                        stats.tick(opts);
-                        continue;
+                    Step::Leave => {
+                        if let Some((ino, meta)) = dirs.pop() {
+                            t.set_meta(ino, &meta)?;
+                        }
+                    }
+                    Step::Leaf(mut e) => {
+                        let parent = dirs.last().map_or_else(|| t.root(), |d| d.0);
+                        let st = e.st;
+                        let key = (st.stx_dev_major, st.stx_dev_minor, st.stx_ino);
+                        if st.stx_nlink > 1 {
+                            if let Some(&target) = links.get(&key) {
+                                t.link(parent, &e.name, target)?;
+                                stats.hardlinks += 1;
+                                stats.tick(opts);
+                                continue;
+                            }
+                        }
+                        let kind = kind_of(&mut e)?;
+                        let ino = t.create(parent, &e.name, &kind, &meta_of(&st, opts))?;
+                        for (name, value) in &e.xattrs {
+                            set_xattr(t, opts.ids, ino, name, value, &mut stats)?;
+                        }
+                        match kind {
+                            NodeKind::File { .. } => {
+                                stats.files += 1;
+                                let data = std::mem::replace(&mut e.data, Data::None);
+                                copy_data(t, &e, data, ino, &mut buf, &mut stats)?;
+                            }
+                            NodeKind::Symlink(_) => stats.symlinks += 1,
+                            _ => stats.specials += 1,
+                        }
+                        if st.stx_nlink > 1 {
+                            links.insert(key, ino);
+                        }
                     }
                 }
-                let kind = kind_of(&st, &path)?;
-                let ino = t.create(parent, name.as_bytes(), &kind, &meta_of(&st, opts))?;
-                feed_xattrs(t, opts, &path, ino, &mut stats)?;
-                match kind {
-                    NodeKind::File { size } => {
-                        stats.files += 1;
-                        // Files with as many allocated bytes as their size have
-                        // no holes: no need to ask for the data segments.
-                        let dense = st.stx_blocks.saturating_mul(512) >= size;
-                        copy_data(t, &path, ino, size, dense, &mut buf, &mut stats)?;
-                    }
-                    NodeKind::Symlink(_) => stats.symlinks += 1,
-                    _ => stats.specials += 1,
-                }
-                if st.stx_nlink > 1 {
-                    links.insert(key, ino);
-                }
+                stats.tick(opts);
             }
-        }
-        stats.tick(opts);
-    }
-    Ok(stats)
+            Ok(stats)
+        },
+    )
 }
 
 /// Counts what [`feed`] would write, for sizing the image. Reads no file
 /// data: fully allocated files count as one segment, others are asked for
-/// their data segments.
+/// their data segments. Reader threads stat ahead as [`Window::from_env`]
+/// allows.
 pub fn scan(root: &Path, l: &Layout, one_file_system: bool) -> Result<Census> {
-    let mut c = Census::default();
-    let mut walk = Walk::new(root, one_file_system);
-    // Per open directory: entries and name bytes.
-    let mut dirs: Vec<(u64, u64)> = Vec::new();
-    let mut seen: HashMap<(u32, u32, u64), ()> = HashMap::new();
-    let mut sizes = Vec::new();
-    while let Some(ev) = walk.next()? {
-        let (path, name, st) = match ev {
-            Event::Leave => {
-                if let Some((n, bytes)) = dirs.pop() {
-                    c.add_dir(l, n, bytes);
+    scan_with(root, l, one_file_system, Window::from_env())
+}
+
+/// [`scan`] with an explicit read-ahead window.
+pub fn scan_with(root: &Path, l: &Layout, one_file_system: bool, win: Window) -> Result<Census> {
+    let win = fit_window(win);
+    prefetch::run(
+        win,
+        |p| produce(root, one_file_system, Mode2::Scan, p),
+        |job, b| work(job, Mode2::Scan, b),
+        |c| {
+            let mut census = Census::default();
+            // Per open directory: entries and name bytes.
+            let mut dirs: Vec<(u64, u64)> = Vec::new();
+            let mut seen: HashMap<(u32, u32, u64), ()> = HashMap::new();
+            while let Some(step) = c.next()? {
+                let e = match step {
+                    Step::Leave => {
+                        if let Some((n, bytes)) = dirs.pop() {
+                            census.add_dir(l, n, bytes);
+                        }
+                        continue;
+                    }
+                    Step::Enter(e) | Step::Leaf(e) => e,
+                };
+                if let Some(d) = dirs.last_mut() {
+                    d.0 += 1;
+                    d.1 += e.name.len() as u64;
                 }
-                continue;
-            }
-            Event::Enter(path, name, st) | Event::Leaf(path, name, st) => (path, name, st),
-        };
-        if let Some(d) = dirs.last_mut() {
-            d.0 += 1;
-            d.1 += name.len() as u64;
-        }
-        sizes.clear();
-        for n in xattr_names(&path)? {
-            if let Ok(len) = rustix::fs::lgetxattr_query(&path, std::ffi::OsStr::from_bytes(&n)) {
-                sizes.push((n.len(), len));
-            }
-        }
-        let fmt = st.stx_mode & S_IFMT;
-        if fmt == S_IFDIR {
-            c.add_xattrs(l, &sizes);
-            dirs.push((0, 0));
-            continue;
-        }
-        if st.stx_nlink > 1 {
-            let key = (st.stx_dev_major, st.stx_dev_minor, st.stx_ino);
-            if seen.insert(key, ()).is_some() {
-                c.add_hardlink();
-                continue;
-            }
-        }
-        c.add_xattrs(l, &sizes);
-        match fmt {
-            S_IFREG => {
-                let size = st.stx_size;
-                if st.stx_blocks.saturating_mul(512) >= size {
-                    c.add_file(l, [(0, size)]);
-                } else {
-                    let mut segs = Vec::new();
-                    let f = open_file(&path)?;
-                    for_each_segment(&f, &path, size, |o, n| {
-                        segs.push((o, n));
-                        Ok(())
-                    })?;
-                    c.add_file(l, segs);
+                let st = &e.st;
+                let fmt = st.stx_mode & S_IFMT;
+                if fmt == S_IFDIR {
+                    census.add_xattrs(l, &e.xattr_sizes);
+                    dirs.push((0, 0));
+                    continue;
+                }
+                if st.stx_nlink > 1 {
+                    let key = (st.stx_dev_major, st.stx_dev_minor, st.stx_ino);
+                    if seen.insert(key, ()).is_some() {
+                        census.add_hardlink();
+                        continue;
+                    }
+                }
+                census.add_xattrs(l, &e.xattr_sizes);
+                match fmt {
+                    S_IFREG => match &e.segments {
+                        Some(segs) => census.add_file(l, segs.iter().copied()),
+                        None => census.add_file(l, [(0, st.stx_size)]),
+                    },
+                    S_IFLNK => {
+                        let len = e.target.as_ref().map_or(st.stx_size, |t| t.len() as u64);
+                        census.add_symlink(l, len);
+                    }
+                    _ => census.add_special(),
                 }
             }
-            S_IFLNK => {
-                let target = std::fs::read_link(&path).map_err(|e| io_at(&path, e))?;
-                c.add_symlink(l, target.as_os_str().len() as u64);
-            }
-            _ => c.add_special(),
-        }
-    }
-    Ok(c)
+            Ok(census)
+        },
+    )
 }
