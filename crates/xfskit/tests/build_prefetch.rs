@@ -297,8 +297,21 @@ fn failing_source_leaves_no_image() {
 fn unreadable_file_is_named() {
     let _g = serial();
     if rustix::process::geteuid().is_root() {
-        println!(
-            "SKIP: root reads files whatever their mode; the vanished-file test covers errors"
+        // Root reads files whatever their mode: run this test again in a
+        // child process as user and group nobody, and require it to pass.
+        use std::os::unix::process::CommandExt;
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["unreadable_file_is_named", "--exact", "--test-threads=1"])
+            .uid(65534)
+            .gid(65534)
+            .env("TMPDIR", "/tmp")
+            .output()
+            .expect("run the test as nobody");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "as nobody: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
         );
         return;
     }

@@ -129,6 +129,33 @@ pub fn set_xattr(
     Ok(())
 }
 
+/// Creates a regular file holding all of `data` with its xattrs (ids inside
+/// ACLs mapped) in one target call, [`BuildTarget::create_file`], and
+/// counts it. For files a source has read whole.
+#[allow(clippy::too_many_arguments)]
+pub fn create_small_file(
+    t: &mut dyn BuildTarget,
+    ids: &IdMap,
+    parent: Ino,
+    name: &[u8],
+    meta: &Meta,
+    data: &[u8],
+    xattrs: &[(Vec<u8>, Vec<u8>)],
+    stats: &mut FeedStats,
+) -> Result<Ino> {
+    let mapped: Vec<Option<Vec<u8>>> = xattrs.iter().map(|(n, v)| ids.map_xattr(n, v)).collect();
+    let refs: Vec<(&[u8], &[u8])> = xattrs
+        .iter()
+        .zip(&mapped)
+        .map(|((n, v), m)| (n.as_slice(), m.as_deref().unwrap_or(v)))
+        .collect();
+    let ino = t.create_file(parent, name, meta, data, &refs)?;
+    stats.files += 1;
+    stats.bytes += data.len() as u64;
+    stats.xattrs += xattrs.len() as u64;
+    Ok(ino)
+}
+
 /// Meta with every time set to `t`.
 pub fn meta_at(mode: u16, uid: u32, gid: u32, t: Timestamp) -> Meta {
     Meta {

@@ -20,7 +20,9 @@ use super::dir_walk::{
     for_each_segment, produce, read_full, work, Data, Entry, Mode2, Step, S_IFDIR, S_IFLNK, S_IFMT,
     S_IFREG,
 };
-use super::feed::{check_name, check_symlink, set_xattr, FeedOptions, FeedStats, CHUNK_BYTES};
+use super::feed::{
+    check_name, check_symlink, create_small_file, set_xattr, FeedOptions, FeedStats, CHUNK_BYTES,
+};
 use super::prefetch::{self, Window};
 use super::size::{Census, Layout};
 use super::target::{BuildTarget, Meta, NodeKind};
@@ -227,6 +229,24 @@ pub fn feed_with(
                             }
                         }
                         let kind = kind_of(&mut e)?;
+                        let small = match &e.data {
+                            Data::Whole(d) if d.len() <= CHUNK_BYTES => Some(d.as_slice()),
+                            Data::None if matches!(kind, NodeKind::File { size: 0 }) => {
+                                Some(&[][..])
+                            }
+                            _ => None,
+                        };
+                        if let Some(data) = small {
+                            let meta = meta_of(&st, opts);
+                            let ino = create_small_file(
+                                t, opts.ids, parent, &e.name, &meta, data, &e.xattrs, &mut stats,
+                            )?;
+                            if st.stx_nlink > 1 {
+                                links.insert(key, ino);
+                            }
+                            stats.tick(opts);
+                            continue;
+                        }
                         let ino = t.create(parent, &e.name, &kind, &meta_of(&st, opts))?;
                         for (name, value) in &e.xattrs {
                             set_xattr(t, opts.ids, ino, name, value, &mut stats)?;

@@ -18,8 +18,8 @@ use std::io::{BufRead, BufReader, Read, Seek};
 use std::path::Path;
 
 use super::feed::{
-    check_name, check_symlink, meta_at, set_xattr, storable_xattr, FeedOptions, FeedStats,
-    CHUNK_BYTES,
+    check_name, check_symlink, create_small_file, meta_at, set_xattr, storable_xattr, FeedOptions,
+    FeedStats, CHUNK_BYTES,
 };
 use super::size::{Census, Layout};
 use super::tar_reader::{TarEntry, TarKind, TarReader};
@@ -221,24 +221,23 @@ impl Tree<'_, '_> {
             Ok(())
         })?;
         debug_assert_eq!(got, size);
-        let mut mapped: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        for (n, v) in &e.xattrs {
-            if storable_xattr(n) {
-                let v = self.opts.ids.map_xattr(n, v).unwrap_or_else(|| v.clone());
-                mapped.push((n.clone(), v));
-            }
-        }
-        let refs: Vec<(&[u8], &[u8])> = mapped
+        let xattrs: Vec<(Vec<u8>, Vec<u8>)> = e
+            .xattrs
             .iter()
-            .map(|(n, v)| (n.as_slice(), v.as_slice()))
+            .filter(|(n, _)| storable_xattr(n))
+            .cloned()
             .collect();
         let (_, name) = split(&path);
-        let ino = self
-            .t
-            .create_file(parent, name, meta, &buf[..size], &refs)?;
-        self.stats.xattrs += mapped.len() as u64;
-        self.stats.files += 1;
-        self.stats.bytes += e.size;
+        let ino = create_small_file(
+            self.t,
+            self.opts.ids,
+            parent,
+            name,
+            meta,
+            &buf[..size],
+            &xattrs,
+            &mut self.stats,
+        )?;
         self.others.insert(path, ino);
         Ok(())
     }
