@@ -217,12 +217,7 @@ type DaPath = (Vec<(u64, usize)>, u64);
 /// Walks the da tree to the leaf that should hold hash `h`: the nodes
 /// (block, index) from the root, and the leaf. None when the tree is not
 /// what the simple walk expects.
-fn descend(
-    st: &mut dyn Store,
-    dp: &Inode,
-    d: Dims,
-    h: u32,
-) -> Result<Option<DaPath>> {
+fn descend(st: &mut dyn Store, dp: &Inode, d: Dims, h: u32) -> Result<Option<DaPath>> {
     let mut db = d.leaf_db();
     let mut nodes = Vec::new();
     loop {
@@ -314,23 +309,44 @@ pub(crate) fn add_leaf(
         return Ok(false);
     };
     let db = db as u64;
-    let Some(b) = st.view(dp, db)? else {
+    let Some((best, ptr)) = place_in(st, dp, d, db, need, ino, name, ftype)? else {
         return Ok(false);
     };
-    if be32(b, 0) != XDD3_MAGIC {
-        return Ok(false);
-    }
-    let Some(s) = spot(b, bs, need) else {
-        return Ok(false);
-    };
-    let b = st.edit(dp, db)?;
-    place(b, bs, &s, d, ino, name, ftype)?;
-    let best = be16(b, BESTFREE_OFF + 2);
     let lb = st.edit(dp, ldb)?;
     put16(lb, bests_at + 2 * db as usize, best);
-    insert_hash(lb, DA3_HDR_SIZE, n, name_hash(name), d.ptr(db, s.at));
+    insert_hash(lb, DA3_HDR_SIZE, n, name_hash(name), ptr);
     put16(lb, DA_COUNT, (n + 1) as u16);
     Ok(true)
+}
+
+/// Writes the entry into data block `db` of a leaf- or node-form
+/// directory when it has a free region of `need` bytes: returns the
+/// block's new largest free region and the entry's address for the hash
+/// entry; None (nothing changed) when the block is not a data block or
+/// has no room.
+#[allow(clippy::too_many_arguments)]
+fn place_in(
+    st: &mut dyn Store,
+    dp: &mut Inode,
+    d: Dims,
+    db: u64,
+    need: usize,
+    ino: u64,
+    name: &[u8],
+    ftype: u8,
+) -> Result<Option<(u16, u32)>> {
+    let Some(b) = st.view(dp, db)? else {
+        return Ok(None);
+    };
+    if be32(b, 0) != XDD3_MAGIC {
+        return Ok(None);
+    }
+    let Some(s) = spot(b, d.bs, need) else {
+        return Ok(None);
+    };
+    let b = st.edit(dp, db)?;
+    place(b, d.bs, &s, d, ino, name, ftype)?;
+    Ok(Some((be16(b, BESTFREE_OFF + 2), d.ptr(db, s.at))))
 }
 
 /// Adds an entry to a node-form directory in place when a data block
@@ -368,21 +384,11 @@ pub(crate) fn add_node(
     let Some((fdb, slot, db)) = found else {
         return Ok(false);
     };
-    let Some(b) = st.view(dp, db)? else {
+    let Some((best, ptr)) = place_in(st, dp, d, db, need, ino, name, ftype)? else {
         return Ok(false);
     };
-    if be32(b, 0) != XDD3_MAGIC {
-        return Ok(false);
-    }
-    let Some(s) = spot(b, bs, need) else {
-        return Ok(false);
-    };
-    let b = st.edit(dp, db)?;
-    place(b, bs, &s, d, ino, name, ftype)?;
-    let best = be16(b, BESTFREE_OFF + 2);
     put16(st.edit(dp, fdb)?, FREE_HDR_SIZE + 2 * slot, best);
     let h = name_hash(name);
-    let ptr = d.ptr(db, s.at);
     // The hash entry: in place when its leaf has room and no stale entries.
     if let Some((nodes, leaf)) = descend(st, dp, d, h)? {
         if let Some(lb) = st.view(dp, leaf)? {
