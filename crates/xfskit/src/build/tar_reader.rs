@@ -227,7 +227,16 @@ impl<R: Read> TarReader<R> {
     /// Skips whatever is left of the current entry's data, in reads of up
     /// to 64 KiB (the error names the entry only when one happens).
     fn skip_rest(&mut self) -> Result<()> {
-        let mut buf = [0u8; 64 << 10];
+        // Usually only the padding (under one block) is left: a small stack
+        // buffer for that, a larger heap one only for skipped data.
+        let mut small = [0u8; BLOCK];
+        let mut big = Vec::new();
+        let buf: &mut [u8] = if self.left <= BLOCK as u64 {
+            &mut small
+        } else {
+            big.resize(64 << 10, 0);
+            &mut big
+        };
         while self.left > 0 {
             let n = self.left.min(buf.len() as u64) as usize;
             let last = std::mem::take(&mut self.last);
