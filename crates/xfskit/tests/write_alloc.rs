@@ -7,8 +7,8 @@ mod alloc_common;
 mod write_common;
 
 use alloc_common::*;
-use write_common::*;
 use std::collections::BTreeMap;
+use write_common::*;
 use xfskit::alloc::{ag_free_blocks, ag_free_extents, alloc_extent, free_extent, Owner};
 use xfskit::geometry::{AgBlock, AgNumber, FsBlock};
 use xfskit::Error;

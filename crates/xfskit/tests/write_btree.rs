@@ -10,11 +10,10 @@ mod btree_common;
 mod write_common;
 
 use btree_common::*;
-use write_common::*;
 use std::collections::{BTreeMap, HashSet};
+use write_common::*;
 use xfskit::btree::{BtreeOps, Cursor, Dir};
 use xfskit::geometry::{AgNumber, Ino};
-
 
 fn run_random(long: bool, inode_root: bool, tag: &str) {
     run_random_mode(long, inode_root, false, tag)

@@ -7,8 +7,8 @@ mod namespace_common;
 mod write_common;
 
 use namespace_common::*;
-use write_common::*;
 use std::collections::BTreeMap;
+use write_common::*;
 use xfskit::build::NodeKind;
 use xfskit::{Fs, Ino};
 

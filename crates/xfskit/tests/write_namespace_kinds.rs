@@ -6,8 +6,8 @@ mod namespace_common;
 mod write_common;
 
 use namespace_common::*;
-use write_common::*;
 use std::os::unix::fs::MetadataExt;
+use write_common::*;
 use xfskit::build::NodeKind;
 use xfskit::{Fs, Ino};
 

@@ -11,7 +11,6 @@ use xfskit::buf::Verifier;
 use xfskit::geometry::{AgBlock, AgNumber, Daddr, FsBlock};
 use xfskit::trans::Trans;
 
-
 pub const OWNER_INO: u64 = 1234;
 
 /// A scratch btree: root kept here, blocks from the allocator.
@@ -162,7 +161,12 @@ pub fn unrec(long: bool, r: &[u8]) -> (u64, u64) {
 }
 
 /// Walks the whole tree in order and compares with the model.
-pub fn check_model(c: &mut Cursor<TestOps>, tp: &mut Trans<'_>, long: bool, m: &BTreeMap<u64, u64>) {
+pub fn check_model(
+    c: &mut Cursor<TestOps>,
+    tp: &mut Trans<'_>,
+    long: bool,
+    m: &BTreeMap<u64, u64>,
+) {
     let mut got = Vec::new();
     let mut more = c.lookup(tp, &key(long, 0), Dir::Ge).unwrap();
     while more {
