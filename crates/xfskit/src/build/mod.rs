@@ -13,6 +13,7 @@ pub mod engine;
 pub mod feed;
 pub mod idmap;
 pub mod prefetch;
+mod readahead;
 pub mod size;
 pub mod source_dir;
 pub mod source_tar;

@@ -30,8 +30,12 @@ pub struct Window {
 
 impl Default for Window {
     fn default() -> Window {
+        // 32 readers: a cold source of small files is bound by the disk's
+        // random reads, which it serves faster the more are queued (200,000
+        // files of 4 KiB, cold: 9.0 s with 8 readers, 6.5 s with 32, 6.4 s
+        // with 64); a warm one costs a few idle threads.
         Window {
-            readers: 8,
+            readers: 32,
             max_bytes: 64 << 20,
             max_entries: 4096,
         }

@@ -58,16 +58,17 @@ impl TarSource {
         &self.name
     }
 
-    /// A fresh decompressed stream from the start of the archive.
+    /// A fresh decompressed stream from the start of the archive, read
+    /// and decompressed ahead on a thread of its own.
     pub fn reader(&self) -> Result<Box<dyn Read>> {
         let mut f = self.file.try_clone()?;
         f.seek(std::io::SeekFrom::Start(0))?;
-        decompress(f)
+        Ok(Box::new(super::readahead::ReadAhead::new(decompress(f)?)))
     }
 }
 
 /// Wraps `r` in the decompressor its first bytes call for.
-pub fn decompress(r: impl Read + 'static) -> Result<Box<dyn Read>> {
+pub fn decompress(r: impl Read + Send + 'static) -> Result<Box<dyn Read + Send>> {
     let mut b = BufReader::with_capacity(1 << 16, r);
     let head = b.fill_buf()?.to_vec();
     let starts = |m: &[u8]| head.starts_with(m);
