@@ -117,17 +117,23 @@ pub fn number(field: &[u8]) -> Option<u64> {
             return Some(v as u64);
         }
     }
-    let text: Vec<u8> = field
-        .iter()
-        .copied()
-        .skip_while(|&b| b == b' ' || b == 0)
-        .take_while(|&b| b != b' ' && b != 0)
-        .collect();
-    if text.is_empty() {
+    // Octal digits, optionally surrounded by spaces and NULs; parsed in
+    // place (this runs several times per header).
+    let start = field.iter().position(|&b| b != b' ' && b != 0);
+    let Some(start) = start else {
         return Some(0);
+    };
+    let mut v: u64 = 0;
+    for &b in &field[start..] {
+        if b == b' ' || b == 0 {
+            break;
+        }
+        if !(b'0'..=b'7').contains(&b) {
+            return None;
+        }
+        v = v.checked_mul(8)?.checked_add(u64::from(b - b'0'))?;
     }
-    let s = std::str::from_utf8(&text).ok()?;
-    u64::from_str_radix(s, 8).ok()
+    Some(v)
 }
 
 /// A numeric time field (octal or base-256, possibly negative).
@@ -151,13 +157,13 @@ fn checksum_ok(h: &[u8; BLOCK]) -> bool {
     let Some(want) = number(&h[148..156]) else {
         return false;
     };
-    let mut unsigned: u64 = 0;
-    let mut signed: i64 = 0;
-    for (i, &b) in h.iter().enumerate() {
-        let b = if (148..156).contains(&i) { b' ' } else { b };
-        unsigned += u64::from(b);
-        signed += i64::from(b as i8);
-    }
+    // The checksum field itself counts as eight spaces. Branch-free sums
+    // over the whole block, then the field swapped for the spaces.
+    let unsigned_all: u64 = h.iter().map(|&b| u64::from(b)).sum();
+    let signed_all: i64 = h.iter().map(|&b| i64::from(b as i8)).sum();
+    let field = &h[148..156];
+    let unsigned = unsigned_all - field.iter().map(|&b| u64::from(b)).sum::<u64>() + 8 * 32;
+    let signed = signed_all - field.iter().map(|&b| i64::from(b as i8)).sum::<i64>() + 8 * 32;
     want == unsigned || i64::try_from(want).is_ok_and(|w| w == signed)
 }
 
