@@ -18,6 +18,7 @@
 #                 same source right after xfskit, as the row "base"
 #        TAR=1    also time xfskit building from a tar of the source (row
 #                 "kit-tar"; the tar is made untimed in SCRATCH)
+#        ROUNDS   rounds of timed runs (default 1); each figure is the median
 # Columns: wall seconds (cold cache when root), entries per second, write
 # system calls (strace -f: write, pwrite64, pwritev, pwritev2, and
 # copy_file_range, which cp uses instead of write), and time ratio against
@@ -132,6 +133,11 @@ kernel() {
     umount "$MNT"; return $rc
 }
 
+# med LABEL: the median time of LABEL's runs in times.txt (- if none or any failed).
+med() {
+    awk -v l="$1" '$1 == l {print $2}' "$SCRATCH/times.txt" | sort -n |
+        awk '/^-$/ {bad = 1} {v[NR] = $1} END {if (NR == 0 || bad) print "-"; else print v[int((NR + 1) / 2)]}'
+}
 rate() { [ "$1" = - ] && { echo -; return; }; echo "scale=0; $N / $1" | bc; }
 ratio() { { [ "$1" = - ] || [ "$2" = - ]; } && { echo -; return; }; echo "scale=2; $1 / $2" | bc; }
 
@@ -143,22 +149,28 @@ bench() {
     echo "== $name: $N entries, $(du -sh "$src" | cut -f1), image $((SIZE >> 20)) MiB"
     protofile "$src" > "$SCRATCH/proto.txt"
     [ "${DROP:-1}" = 1 ] || tar -cf - -C "$src" . | cat > /dev/null  # warm the cache
-    timed xfskit kit "$src"; TK=$T
-    [ "$TK" != - ] && { xfs_repair -n "$IMG" >/dev/null 2>&1 && echo "  xfskit image: xfs_repair -n clean" || echo "  xfskit image: xfs_repair -n FOUND PROBLEMS"; }
+    [ "${TAR:-0}" = 1 ] && tar -cf "$SCRATCH/src.tar" -C "$src" .
+    # ROUNDS rounds; in each, every tool runs once (same order), and each
+    # figure is the median over the rounds.
+    local r; : > "$SCRATCH/times.txt"
+    for ((r = 0; r < ${ROUNDS:-1}; r++)); do
+        timed xfskit kit "$src"; echo "xfskit $T" >> "$SCRATCH/times.txt"
+        [ -n "${BASE:-}" ] && { timed base base "$src"; echo "base $T" >> "$SCRATCH/times.txt"; }
+        [ "${TAR:-0}" = 1 ] && { timed kit-tar kit "$SCRATCH/src.tar"; echo "kit-tar $T" >> "$SCRATCH/times.txt"; }
+        timed proto proto; echo "proto $T" >> "$SCRATCH/times.txt"
+        if [ $ROOT = 1 ]; then timed kernel kernel "$src"; echo "kernel $T" >> "$SCRATCH/times.txt"; fi
+    done
+    rm -f "$SCRATCH/src.tar"
+    TK=$(med xfskit); TB=$(med base); TT=$(med kit-tar); TP=$(med proto); TC=$(med kernel)
+    [ "$TK" != - ] && { kit "$src" >/dev/null 2>&1; xfs_repair -n "$IMG" >/dev/null 2>&1 && echo "  xfskit image: xfs_repair -n clean" || echo "  xfskit image: xfs_repair -n FOUND PROBLEMS"; }
     WK=-; [ "$TK" != - ] && { writes kit "$src"; WK=$W; }
-    TB=-; [ -n "${BASE:-}" ] && { timed base base "$src"; TB=$T; }
-    TT=-
-    if [ "${TAR:-0}" = 1 ]; then
-        tar -cf "$SCRATCH/src.tar" -C "$src" . && { timed kit-tar kit "$SCRATCH/src.tar"; TT=$T; }
-        rm -f "$SCRATCH/src.tar"
-    fi
-    timed proto proto; TP=$T; writes proto; WP=$W
-    TC=-; WC=-
+    writes proto; WP=$W
+    WC=-
     if [ $ROOT = 1 ]; then
-        timed kernel kernel "$src"; TC=$T
-        [ "$TC" != - ] && echo "  kernel copy left $(tr -d ' ' < "$SCRATCH/free.txt") MiB free in the auto-sized image"
+        [ "$TC" != - ] && { kernel "$src" >/dev/null 2>&1; echo "  kernel copy left $(tr -d ' ' < "$SCRATCH/free.txt") MiB free in the auto-sized image"; }
         writes kernel "$src"; WC=$W
     else echo "  kernel: skipped (needs root for the loop mount)"; fi
+    [ "${ROUNDS:-1}" -gt 1 ] && echo "  (median of ${ROUNDS} rounds; all runs: $(tr '\n' ' ' < "$SCRATCH/times.txt"))"
     printf "  %-8s %9s %10s %12s %10s\n" tool seconds entries/s "write calls" "time/xfskit"
     printf "  %-8s %9s %10s %12s %10s\n" xfskit "$TK" "$(rate "$TK")" "$WK" 1
     [ -n "${BASE:-}" ] && printf "  %-8s %9s %10s %12s %10s\n" base "$TB" "$(rate "$TB")" - "$(ratio "$TB" "$TK")"
