@@ -99,8 +99,9 @@ struct DataRun {
     pool: Vec<Vec<u8>>,
 }
 
-/// Most buffers kept in the pool.
-const POOL_MAX: usize = 256;
+/// Most buffers kept in the pool (they only ever held pending data, so
+/// the pool never holds much more than `data_limit`).
+const POOL_MAX: usize = 4096;
 
 impl DataRun {
     /// A run holding `bytes`, in a pooled buffer when there is one.
@@ -215,7 +216,7 @@ impl WriteState {
             inodes: LockSet::default(),
             dirty_limit: 128 << 20,
             max_write: 4 << 20,
-            data_limit: 256 << 20,
+            data_limit: 32 << 20,
         }
     }
 
@@ -417,7 +418,10 @@ impl WriteState {
         // the data alone would cut the stream at every metadata block, to be
         // written separately later (bench/build.sh, 100,000 small files:
         // 4,983 writes with data written as it came, 3,280 with data alone at
-        // the limit, 179 with everything at the limit).
+        // a 256 MiB limit, 179 with everything at that limit). The limit is
+        // 32 MiB: the run buffers are recycled, so a build touches 32 MiB of
+        // fresh memory instead of 256 (page faults 88,000 -> 19,000, a
+        // quarter less CPU), for 903 writes of 517 KiB on average.
         if d.bytes >= self.data_limit {
             drop(d);
             return self.writeback(dev);
@@ -525,6 +529,9 @@ impl WriteState {
         stamped.sort_by_key(|(off, _)| *off);
         self.write_sorted(dev, stamped.iter().map(|(off, b)| (*off, &b[..])))?;
         drop(stamped);
+        for (_, v) in runs {
+            data.recycle(v);
+        }
         pending.clear();
         *lock(&self.dirty_bytes) = 0;
         Ok(())
