@@ -1,6 +1,6 @@
 //! Pass 3, serial: directory tree shape, link counts, superblock counters.
 
-use super::ag::AgHeads;
+use super::ag::AgTotals;
 use super::inodes::AgInodes;
 use super::Ctx;
 use crate::error::{Location, Result};
@@ -47,13 +47,8 @@ pub(crate) fn read_sb_counters(fs: &Fs) -> Result<SbCounters> {
 /// Compares the superblock counters with the sums over the AGs, as
 /// `xfs_repair -n` does even with lazy counters: a cleanly unmounted
 /// filesystem has them written back.
-pub(crate) fn check_counters(ctx: &Ctx<'_>, sb: &SbCounters, heads: &[AgHeads]) {
-    let icount: u64 = heads.iter().map(|h| h.icount).sum();
-    let ifree: u64 = heads.iter().map(|h| h.ifree).sum();
-    let fdblocks: u64 = heads
-        .iter()
-        .map(|h| h.freeblks + h.flcount + h.btreeblks)
-        .sum();
+pub(crate) fn check_counters(ctx: &Ctx<'_>, sb: &SbCounters, totals: &AgTotals) {
+    let (icount, ifree, fdblocks) = (totals.icount, totals.ifree, totals.fdblocks);
     let loc = || Location::Sb(0);
     if sb.icount != icount {
         ctx.sink.add(
