@@ -66,7 +66,10 @@ pub(crate) struct AgTotals {
 impl AgTotals {
     /// Adds one AG's counters.
     pub fn add(&mut self, h: &AgHeads) {
-        let blocks = h.freeblks.saturating_add(h.flcount).saturating_add(h.btreeblks);
+        let blocks = h
+            .freeblks
+            .saturating_add(h.flcount)
+            .saturating_add(h.btreeblks);
         self.icount = self.icount.saturating_add(h.icount);
         self.ifree = self.ifree.saturating_add(h.ifree);
         self.fdblocks = self.fdblocks.saturating_add(blocks);

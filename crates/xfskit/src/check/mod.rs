@@ -219,7 +219,10 @@ const MIN_STREAMS: usize = 8;
 /// Pieces of work of the inode pass: (index into `chunks`, range of that
 /// AG's chunks). Only AGs with chunks are listed in `chunks`; each is cut
 /// into equal pieces, enough of them for `streams` readers.
-fn split_units(chunks: &[(u32, Vec<ag::Chunk>)], streams: usize) -> Vec<(usize, std::ops::Range<usize>)> {
+fn split_units(
+    chunks: &[(u32, Vec<ag::Chunk>)],
+    streams: usize,
+) -> Vec<(usize, std::ops::Range<usize>)> {
     let per_ag = streams.div_ceil(chunks.len().max(1)).max(1);
     let mut units = Vec::new();
     for (i, (_, c)) in chunks.iter().enumerate() {
