@@ -19,11 +19,16 @@
 //! goes on with what is still trustworthy. Only failures that prevent any
 //! check (the device cannot be read) are returned as errors.
 //!
-//! Memory follows the metadata, not the size of the filesystem: the
-//! ownership map holds claimed extents (joined when they touch), and the
+//! Memory follows the metadata, not the size of the filesystem nor its
+//! number of AGs (an 8 EiB filesystem has millions, mostly empty): the
+//! ownership map holds claimed extents (joined when they touch), all AGs
+//! of a lock in one map; pass 1 folds each AG's counters into totals as
+//! the AG finishes and keeps inode chunks only for AGs that have any;
+//! pass 2 runs only on those and keeps only non-empty results; the
 //! namespace pass keeps 16 bytes per allocated inode and, per directory
 //! entry, its target, type and name bytes (packed, no allocation per
-//! entry). Per-AG results are made as each AG is checked.
+//! entry). An empty AG costs only the claimed runs of its own metadata
+//! (headers, btree roots, free list, free space: a few runs).
 
 mod ag;
 mod dirs;
