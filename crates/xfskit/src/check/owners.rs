@@ -6,7 +6,8 @@
 //! per AG, each tagged with its [`Use`], and runs of one use that touch
 //! are joined. AGs are spread over a fixed number of locks, each holding
 //! one sorted map keyed by (AG, start) for all its AGs, so an AG costs its
-//! runs and nothing more (an untouched AG nothing at all). Its size
+//! runs and nothing more (an untouched AG nothing at all); a map that has
+//! grown by half is rebuilt with full nodes. Its size
 //! follows the metadata (extents and btree blocks), never the size of the
 //! filesystem; nothing is allocated per AG or per block up front.
 
@@ -76,9 +77,29 @@ struct Shard {
     /// Per AG that has any, the extents the refcount btree says are
     /// shared (refcount > 1), sorted.
     shared: HashMap<u32, Vec<(u32, u32)>>,
+    /// Runs in the map when it was last rebuilt (see [`Shard::compact`]).
+    packed: usize,
 }
 
+/// Fewest runs in a shard before it is ever rebuilt.
+const COMPACT_MIN: usize = 1024;
+
 impl Shard {
+    /// Rebuilds the map with full nodes once it has grown by half since
+    /// the last rebuild. Runs mostly arrive in ascending order (AG by AG),
+    /// which leaves the nodes of an ordered map about half full; a map
+    /// built from sorted runs packs them full. The rebuilds cost O(n)
+    /// each and happen after every 50% of growth: O(1) per run overall.
+    fn compact(&mut self) {
+        let n = self.runs.len();
+        if n < COMPACT_MIN || n < self.packed + self.packed / 2 {
+            return;
+        }
+        let sorted: Vec<(u64, (u32, Use))> = std::mem::take(&mut self.runs).into_iter().collect();
+        self.runs = sorted.into_iter().collect();
+        self.packed = self.runs.len();
+    }
+
     /// Records `[s, e)` of AG `agno` as used by `who`, joining touching
     /// runs of the same use. The range must be unclaimed.
     fn insert(&mut self, agno: u32, mut s: u32, mut e: u32, who: Use) {
@@ -263,6 +284,7 @@ impl OwnerMap {
             for (fs, fe) in free {
                 m.insert(agno, fs, fe, who);
             }
+            m.compact();
             clash
         });
         if let Some((b, old, n)) = clash {
@@ -333,6 +355,28 @@ mod tests {
         assert_eq!(m.overlaps(3, 0, 50).len(), 2);
         assert_eq!(m.ag_runs(3).collect::<Vec<_>>(), vec![(0, 30), (30, 31)]);
         assert_eq!(m.ag_runs(4).collect::<Vec<_>>(), vec![(0, 5)]);
+    }
+
+    #[test]
+    fn rebuilt_map_keeps_every_run() {
+        let mut m = Shard::default();
+        for agno in 0..3000u32 {
+            m.insert(agno, 0, 1, Use::Header);
+            m.insert(agno, 1, 7, Use::AgBtree);
+            m.insert(agno, 10, 100, Use::Free);
+            m.compact();
+        }
+        assert!(m.packed >= COMPACT_MIN, "rebuilt at least once");
+        assert_eq!(m.runs.len(), 9000);
+        assert_eq!(
+            m.ag_runs(1234).collect::<Vec<_>>(),
+            vec![(0, 1), (1, 7), (10, 100)]
+        );
+        m.insert(1234, 7, 10, Use::AgBtree);
+        assert_eq!(
+            m.ag_runs(1234).collect::<Vec<_>>(),
+            vec![(0, 1), (1, 10), (10, 100)]
+        );
     }
 
     #[test]
