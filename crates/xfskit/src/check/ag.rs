@@ -51,31 +51,6 @@ pub(crate) struct AgHeads {
     pub ifree: u64,
 }
 
-/// Sums of the AG counters over all AGs, folded as each AG finishes pass 1.
-#[derive(Debug, Default)]
-pub(crate) struct AgTotals {
-    /// Inodes in the inobts.
-    pub icount: u64,
-    /// Free inodes in the inobts.
-    pub ifree: u64,
-    /// Free blocks as the superblock counts them: free space, free list
-    /// and non-root btree blocks.
-    pub fdblocks: u64,
-}
-
-impl AgTotals {
-    /// Adds one AG's counters.
-    pub fn add(&mut self, h: &AgHeads) {
-        let blocks = h
-            .freeblks
-            .saturating_add(h.flcount)
-            .saturating_add(h.btreeblks);
-        self.icount = self.icount.saturating_add(h.icount);
-        self.ifree = self.ifree.saturating_add(h.ifree);
-        self.fdblocks = self.fdblocks.saturating_add(blocks);
-    }
-}
-
 fn read_hdr(
     ctx: &Ctx<'_>,
     agno: u32,

@@ -267,7 +267,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         threads,
         "AG headers and btrees",
         opts.progress,
-        (ag::AgTotals::default(), Vec::new()),
+        (links::AgTotals::default(), Vec::new()),
         &|agno| ag::check_ag(&ctx, agno),
         &|(t, chunks), agno, h| {
             t.add(&h);
