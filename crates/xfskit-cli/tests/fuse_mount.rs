@@ -9,63 +9,14 @@ use std::ffi::CString;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn skip_reason() -> Option<String> {
-    let uid = fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(u32::MAX);
-    if uid != 0 {
-        return Some("not root".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse is missing".into());
-    }
-    if Command::new("mkfs.xfs").arg("-V").output().is_err() {
-        return Some("mkfs.xfs is not installed".into());
-    }
-    None
-}
+#[path = "../../xfskit-fuse/tests/support/mounts.rs"]
+mod mounts;
 
-fn run(cmd: &str, args: &[&str]) {
-    let st = Command::new(cmd)
-        .args(args)
-        .status()
-        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
-    assert!(st.success(), "{cmd} {args:?} failed: {st}");
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    let want = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let mounts = fs::read_to_string("/proc/mounts").unwrap_or_default();
-    mounts
-        .lines()
-        .any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
-}
-
-/// Unmounts whatever is still mounted and removes the scratch directory.
-struct Scratch {
-    dir: PathBuf,
-    child: Option<Child>,
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        for m in ["fuse", "kernel"] {
-            let p = self.dir.join(m);
-            if is_mounted(&p) {
-                let _ = Command::new("umount").arg("-l").arg(&p).status();
-            }
-        }
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
+use mounts::{is_mounted, run, skip_reason, Scratch};
 
 fn cstr(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()
@@ -343,14 +294,8 @@ fn fuse_mount_matches_kernel() {
         println!("SKIP fuse_mount_matches_kernel: {why}");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("xfskit-fuse-test-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(dir.join("kernel")).unwrap();
-    fs::create_dir_all(dir.join("fuse")).unwrap();
-    let mut scratch = Scratch {
-        dir: dir.clone(),
-        child: None,
-    };
+    let mut scratch = Scratch::new("fuse-test");
+    let dir = scratch.dir.clone();
     let img = dir.join("img");
     let (kdir, fdir) = (dir.join("kernel"), dir.join("fuse"));
     fs::File::create(&img).unwrap().set_len(320 << 20).unwrap();

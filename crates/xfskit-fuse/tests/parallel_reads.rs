@@ -6,60 +6,20 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::time::{Duration, Instant};
 
+#[path = "support/mounts.rs"]
+mod mounts;
+
+use mounts::{is_mounted, run, skip_reason, Scratch};
+
 const FILE_LEN: u64 = 16 << 20;
-
-fn skip_reason() -> Option<String> {
-    let uid = fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(u32::MAX);
-    if uid != 0 {
-        return Some("not root".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse is missing".into());
-    }
-    if Command::new("mkfs.xfs").arg("-V").output().is_err() {
-        return Some("mkfs.xfs is not installed".into());
-    }
-    None
-}
-
-fn run(cmd: &str, args: &[&str]) {
-    let st = Command::new(cmd).args(args).status().expect(cmd);
-    assert!(st.success(), "{cmd} {args:?} failed: {st}");
-}
 
 /// The byte at `off` of the test file.
 fn pattern(off: u64) -> u8 {
     let x = (off / 8).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     (x >> ((off % 8) * 8)) as u8
-}
-
-fn mounted(dir: &Path) -> bool {
-    let want = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    fs::read_to_string("/proc/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
-}
-
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        for m in ["kernel", "fuse"] {
-            let p = self.0.join(m);
-            if mounted(&p) {
-                let _ = Command::new("umount").arg("-l").arg(&p).status();
-            }
-        }
-        let _ = fs::remove_dir_all(&self.0);
-    }
 }
 
 /// A 4 KiB-aligned buffer inside `v` (O_DIRECT needs aligned memory).
@@ -74,11 +34,8 @@ fn overlapping_reads_return_the_right_bytes() {
         eprintln!("SKIP overlapping_reads_return_the_right_bytes: {why}");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("xfskit-fuse-par-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(dir.join("kernel")).unwrap();
-    fs::create_dir_all(dir.join("fuse")).unwrap();
-    let scratch = Scratch(dir.clone());
+    let scratch = Scratch::new("fuse-par");
+    let dir = scratch.dir.clone();
     let img = dir.join("img");
     fs::File::create(&img).unwrap().set_len(512 << 20).unwrap();
     run("mkfs.xfs", &["-q", "-f", img.to_str().unwrap()]);
@@ -110,7 +67,7 @@ fn overlapping_reads_return_the_right_bytes() {
     let mut unmounter = m.unmounter();
     let server = std::thread::spawn(move || m.serve());
     let t0 = Instant::now();
-    while !mounted(&fmnt) {
+    while !is_mounted(&fmnt) {
         assert!(
             t0.elapsed() < Duration::from_secs(10),
             "mount did not appear"
