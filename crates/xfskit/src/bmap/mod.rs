@@ -84,6 +84,24 @@ pub fn alloc_range(
     unwritten: bool,
     hint: Option<FsBlock>,
 ) -> Result<Vec<Extent>> {
+    alloc_range_min(tp, ip, fork, lblk, len, unwritten, hint, 1)
+}
+
+/// Like [`alloc_range`], but every extent allocated is at least `minlen`
+/// blocks long (or the whole hole, when shorter): a directory block of
+/// several filesystem blocks must be one extent, and the allocator must
+/// look past free pieces too short for it rather than return one.
+#[allow(clippy::too_many_arguments)]
+pub fn alloc_range_min(
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    fork: Fork,
+    lblk: u64,
+    len: u64,
+    unwritten: bool,
+    hint: Option<FsBlock>,
+    minlen: u32,
+) -> Result<Vec<Extent>> {
     fork::check_mapped(tp.geo(), ip, fork)?;
     if len == u64::MAX {
         return Err(Error::Invalid(
@@ -109,7 +127,7 @@ pub fn alloc_range(
             .min(u64::from(u32::MAX)) as u32;
         let req = AllocReq {
             target: target(tp, ip, prev, hint),
-            minlen: 1,
+            minlen: minlen.clamp(1, want),
             maxlen: want,
             alignment: 1,
             ag_only: false,
@@ -121,9 +139,10 @@ pub fn alloc_range(
             },
         };
         let (start, got) = alloc::alloc_extent(tp, &req)?;
-        if got == 0 || got > want {
+        if got == 0 || got < req.minlen || got > want {
             return Err(Error::Invalid(format!(
-                "allocator returned {got} blocks for a request of 1..={want}"
+                "allocator returned {got} blocks for a request of {}..={want}",
+                req.minlen
             )));
         }
         if unwritten {

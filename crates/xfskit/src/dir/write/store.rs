@@ -181,7 +181,18 @@ impl Store for TransStore<'_, '_> {
         let geo = self.tp.geo();
         let fsbs = u64::from(geo.dir_blk_fsbs());
         let lblk = db << geo.dir_blk_log;
-        let map = crate::bmap::alloc_range(self.tp, dp, Fork::Data, lblk, fsbs, false, None)?;
+        // One extent of `fsbs` blocks: the allocator must skip shorter
+        // free pieces (for example the end of the previous block's run).
+        let map = crate::bmap::alloc_range_min(
+            self.tp,
+            dp,
+            Fork::Data,
+            lblk,
+            fsbs,
+            false,
+            None,
+            fsbs as u32,
+        )?;
         let e = map
             .iter()
             .find(|e| e.offset <= lblk && lblk < e.end())
