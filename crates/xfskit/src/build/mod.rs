@@ -21,6 +21,7 @@ mod tar_pax;
 pub mod tar_reader;
 mod tar_sparse;
 pub mod target;
+pub mod workers;
 
 pub use engine::FsTarget;
 pub use target::{BuildTarget, Meta, NodeKind};
@@ -97,6 +98,9 @@ pub struct BuildOptions<'a> {
     pub one_file_system: bool,
     /// Running counts while the image is filled.
     pub progress: Option<ProgressFn<'a>>,
+    /// Threads writing into the image (0 or 1: one). Reproducible builds
+    /// use one: with more, allocation order depends on timing.
+    pub jobs: usize,
 }
 
 /// The size decision, before anything is written.
@@ -309,6 +313,7 @@ pub fn build(
             },
             one_file_system: opts.one_file_system,
             progress: opts.progress,
+            jobs: if opts.reproducible { 1 } else { opts.jobs },
         };
         let mut fed = None;
         let mut populate = |t: &mut dyn BuildTarget| {

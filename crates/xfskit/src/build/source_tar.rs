@@ -24,6 +24,8 @@ use super::feed::{
 use super::size::{Census, Layout};
 use super::tar_reader::{TarEntry, TarKind, TarReader};
 use super::target::{BuildTarget, Meta, NodeKind};
+use super::workers::{with_pool, Job, Pool, Xattrs};
+use super::FsTarget;
 use crate::error::{Error, Result};
 use crate::geometry::Ino;
 
@@ -141,8 +143,11 @@ struct Tree<'t, 'o> {
     t: &'t mut dyn BuildTarget,
     opts: &'t FeedOptions<'o>,
     dirs: BTreeMap<Vec<u8>, (Ino, Meta)>,
-    others: HashMap<Vec<u8>, Ino>,
+    /// Non-directories; `None` while a worker has yet to create it.
+    others: HashMap<Vec<u8>, Option<Ino>>,
     stats: FeedStats,
+    /// Workers for everything but directories (parallel feed only).
+    pool: Option<&'t Pool<'t>>,
 }
 
 impl Tree<'_, '_> {
@@ -193,6 +198,91 @@ impl Tree<'_, '_> {
         Ok(())
     }
 
+    /// The entry's storable xattrs, ids inside ACLs mapped.
+    fn mapped_xattrs(&self, e: &TarEntry) -> Xattrs {
+        e.xattrs
+            .iter()
+            .filter(|(n, _)| storable_xattr(n))
+            .map(|(n, v)| {
+                let v = self.opts.ids.map_xattr(n, v).unwrap_or_else(|| v.clone());
+                (n.clone(), v)
+            })
+            .collect()
+    }
+
+    /// The inode of earlier non-directory `path`, waiting for the workers
+    /// when one of them has yet to create it.
+    fn other(&mut self, path: &[u8]) -> Result<Option<Ino>> {
+        match (self.others.get(path), self.pool) {
+            (Some(None), Some(pool)) => {
+                for (p, ino) in pool.drain()? {
+                    self.others.insert(p, Some(ino));
+                }
+                Ok(self.others.get(path).copied().flatten())
+            }
+            (o, _) => Ok(o.copied().flatten()),
+        }
+    }
+
+    /// Parallel feed: hands a non-directory to the worker of its parent's
+    /// AG; file data (read here) follows in chunks.
+    fn dispatch<R: Read>(
+        &mut self,
+        pool: &Pool<'_>,
+        r: &mut TarReader<R>,
+        e: &TarEntry,
+        path: Vec<u8>,
+        parent: Ino,
+        kind: NodeKind,
+        meta: Meta,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        let w = pool.worker_for(parent);
+        let name_at = path.len() - split(&path).1.len();
+        let xattrs = self.mapped_xattrs(e);
+        self.stats.xattrs += xattrs.len() as u64;
+        self.others.insert(path.clone(), None);
+        match kind {
+            NodeKind::File { .. } if e.sparse.is_none() && e.size <= buf.len() as u64 => {
+                let mut data = vec![0u8; e.size as usize];
+                r.data(e, &mut data, |_, _| Ok(()))?;
+                self.stats.files += 1;
+                self.stats.bytes += e.size;
+                let job = Job::File {
+                    parent,
+                    path,
+                    name_at,
+                    meta,
+                    data,
+                    xattrs,
+                };
+                return pool.push(w, job);
+            }
+            NodeKind::File { .. } => self.stats.files += 1,
+            NodeKind::Symlink(_) => self.stats.symlinks += 1,
+            _ => self.stats.specials += 1,
+        }
+        let is_file = matches!(kind, NodeKind::File { .. });
+        let job = Job::Create {
+            parent,
+            path,
+            name_at,
+            kind,
+            meta,
+            xattrs,
+        };
+        pool.push(w, job)?;
+        if is_file {
+            let stats = &mut self.stats;
+            r.data(e, buf, |offset, data| {
+                stats.bytes += data.len() as u64;
+                let data = data.to_vec();
+                pool.push(w, Job::Data { offset, data })
+            })?;
+        }
+        Ok(())
+    }
+
     fn duplicate(&self, path: &[u8], e: &TarEntry) -> Error {
         Error::Invalid(format!(
             "{}: appears twice in the archive (again at byte {}); \
@@ -239,7 +329,7 @@ impl Tree<'_, '_> {
             &xattrs,
             &mut self.stats,
         )?;
-        self.others.insert(path, ino);
+        self.others.insert(path, Some(ino));
         Ok(())
     }
 
@@ -269,16 +359,26 @@ impl Tree<'_, '_> {
         let kind = match &e.kind {
             TarKind::HardLink(target) => {
                 let tp = normalize(target)?;
-                let Some(&ino) = self.others.get(&tp) else {
+                let Some(ino) = self.other(&tp)? else {
                     return Err(Error::Invalid(format!(
                         "{}: hard link to {}, which is not an earlier file of the archive",
                         show(&path),
                         show(&tp)
                     )));
                 };
-                self.t.link(parent, name, ino)?;
+                match self.pool {
+                    Some(pool) => {
+                        let job = Job::Link {
+                            parent,
+                            name: name.to_vec(),
+                            target: ino,
+                        };
+                        pool.push(pool.worker_for(parent), job)?;
+                    }
+                    None => self.t.link(parent, name, ino)?,
+                }
                 self.stats.hardlinks += 1;
-                self.others.insert(path, ino);
+                self.others.insert(path, Some(ino));
                 return Ok(());
             }
             TarKind::Dir => NodeKind::Dir,
@@ -291,6 +391,9 @@ impl Tree<'_, '_> {
             &TarKind::BlockDev(major, minor) => NodeKind::BlockDev { major, minor },
             TarKind::Fifo => NodeKind::Fifo,
         };
+        if let (Some(pool), false) = (self.pool, kind == NodeKind::Dir) {
+            return self.dispatch(pool, r, e, path, parent, kind, meta, buf);
+        }
         if e.kind == TarKind::File && e.sparse.is_none() && e.size <= buf.len() as u64 {
             return self.small_file(r, e, path, parent, &meta, buf);
         }
@@ -308,15 +411,15 @@ impl Tree<'_, '_> {
                     stats.bytes += data.len() as u64;
                     t.write_data(ino, off, data)
                 })?;
-                self.others.insert(path, ino);
+                self.others.insert(path, Some(ino));
             }
             NodeKind::Symlink(_) => {
                 self.stats.symlinks += 1;
-                self.others.insert(path, ino);
+                self.others.insert(path, Some(ino));
             }
             _ => {
                 self.stats.specials += 1;
-                self.others.insert(path, ino);
+                self.others.insert(path, Some(ino));
             }
         }
         Ok(())
@@ -325,7 +428,45 @@ impl Tree<'_, '_> {
 
 /// Feeds the archive into `t`. The archive's root entry (`./`), if any,
 /// gives the root directory its metadata; otherwise it gets the defaults.
+///
+/// With `opts.jobs` above 1 and a target that can be written from several
+/// threads ([`BuildTarget::fs`]), this thread reads the archive and makes
+/// the directories while workers, one per group of AGs, create everything
+/// else ([`super::workers`]).
 pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) -> Result<FeedStats> {
+    if opts.jobs > 1 {
+        if let Some(fs) = t.fs() {
+            let mut main = FsTarget::new(fs);
+            let (stats, dirs) =
+                with_pool(fs, opts.jobs, |pool| walk(src, &mut main, opts, Some(pool)))?;
+            set_dir_meta(&mut main, &dirs)?;
+            return Ok(stats);
+        }
+    }
+    let (stats, dirs) = walk(src, t, opts, None)?;
+    set_dir_meta(t, &dirs)?;
+    Ok(stats)
+}
+
+type Dirs = BTreeMap<Vec<u8>, (Ino, Meta)>;
+
+/// Every directory's metadata, once nothing more is added to any of them.
+fn set_dir_meta(t: &mut dyn BuildTarget, dirs: &Dirs) -> Result<()> {
+    // Deepest first is not needed: set_meta only touches the directory itself.
+    for (ino, meta) in dirs.values() {
+        t.set_meta(*ino, meta)?;
+    }
+    Ok(())
+}
+
+/// Reads the whole archive into `t` (and `pool`, when given); returns the
+/// counts and the directories.
+fn walk<'a>(
+    src: &TarSource,
+    t: &'a mut dyn BuildTarget,
+    opts: &'a FeedOptions<'_>,
+    pool: Option<&'a Pool<'a>>,
+) -> Result<(FeedStats, Dirs)> {
     let mut r = TarReader::new(src.reader()?);
     let root = t.root();
     let mut tree = Tree {
@@ -334,6 +475,7 @@ pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) ->
         dirs: BTreeMap::new(),
         others: HashMap::new(),
         stats: FeedStats::default(),
+        pool,
     };
     let meta = tree.default_meta();
     tree.dirs.insert(Vec::new(), (root, meta));
@@ -343,11 +485,7 @@ pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) ->
         tree.entry(&mut r, &e, &mut buf)?;
         tree.stats.tick(opts);
     }
-    // Deepest first is not needed: set_meta only touches the directory itself.
-    for (ino, meta) in tree.dirs.values() {
-        tree.t.set_meta(*ino, meta)?;
-    }
-    Ok(tree.stats)
+    Ok((tree.stats, tree.dirs))
 }
 
 /// Counts what [`feed`] would write, for sizing the image.
