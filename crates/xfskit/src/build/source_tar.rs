@@ -244,8 +244,13 @@ impl Tree<'_, '_> {
         self.others.insert(path.clone(), None);
         match kind {
             NodeKind::File { .. } if e.sparse.is_none() && e.size <= buf.len() as u64 => {
-                let mut data = vec![0u8; e.size as usize];
-                r.data(e, &mut data, |_, _| Ok(()))?;
+                // Read into the reused buffer, then copied: cheaper than
+                // zeroing a fresh one to read into.
+                let mut data = Vec::new();
+                r.data(e, buf, |_, d| {
+                    data = d.to_vec();
+                    Ok(())
+                })?;
                 self.stats.files += 1;
                 self.stats.bytes += e.size;
                 let job = Job::File {

@@ -99,8 +99,13 @@ impl Job {
 struct QState {
     jobs: VecDeque<(Job, usize)>,
     bytes: usize,
-    /// The worker is running a job taken from the queue.
+    /// The worker is running jobs taken from the queue.
     busy: bool,
+    /// The worker sleeps, waiting for jobs.
+    idle: bool,
+    /// The feeding thread sleeps, waiting for room or for the worker to
+    /// finish.
+    feeder_waiting: bool,
     /// No more jobs will come.
     closed: bool,
     /// The worker has exited (normally or by panic).
@@ -109,15 +114,43 @@ struct QState {
     done: Vec<(Vec<u8>, Ino)>,
 }
 
+/// One worker's queue. Condition variables are only signalled when
+/// someone sleeps on them, and an idle worker is woken only once a batch
+/// has gathered (or when the feeder needs it done): a wake-up costs a
+/// system call, a job only a few microseconds.
 #[derive(Default)]
 struct Queue {
     st: Mutex<QState>,
-    cv: Condvar,
+    /// The worker waits here for jobs.
+    work: Condvar,
+    /// The feeding thread waits here for room or for an empty queue.
+    room: Condvar,
 }
+
+/// Jobs gathered before an idle worker is woken.
+const WAKE_JOBS: usize = 64;
+/// Bytes gathered before an idle worker is woken.
+const WAKE_BYTES: usize = 1 << 20;
 
 impl Queue {
     fn lock(&self) -> MutexGuard<'_, QState> {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait_room<'a>(&self, mut st: MutexGuard<'a, QState>) -> MutexGuard<'a, QState> {
+        if st.idle && !st.jobs.is_empty() {
+            self.work.notify_one();
+        }
+        st.feeder_waiting = true;
+        st = self.room.wait(st).unwrap_or_else(|p| p.into_inner());
+        st.feeder_waiting = false;
+        st
+    }
+
+    fn wake_all(&self) {
+        let _st = self.lock();
+        self.work.notify_all();
+        self.room.notify_all();
     }
 }
 
@@ -130,7 +163,7 @@ pub struct Pool<'f> {
     error: Mutex<Option<Error>>,
 }
 
-/// Marks a worker's queue as gone however the worker ends, so the reader
+/// Marks a worker's queue as gone however the worker ends, so the feeder
 /// never waits on a worker that will not come back.
 struct Gone<'a>(&'a Pool<'a>, usize);
 
@@ -143,7 +176,7 @@ impl Drop for Gone<'_> {
         let mut st = q.lock();
         st.gone = true;
         st.busy = false;
-        q.cv.notify_all();
+        q.room.notify_all();
     }
 }
 
@@ -163,10 +196,10 @@ impl<'f> Pool<'f> {
         if slot.is_none() {
             *slot = Some(e);
         }
+        drop(slot);
         self.stop.store(true, Ordering::SeqCst);
         for q in &self.queues {
-            let _g = q.lock();
-            q.cv.notify_all();
+            q.wake_all();
         }
     }
 
@@ -184,14 +217,16 @@ impl<'f> Pool<'f> {
             && !st.gone
             && !self.stopped()
         {
-            st = q.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = q.wait_room(st);
         }
         if st.gone || self.stopped() {
             return Err(Self::stopped_error());
         }
         st.jobs.push_back((job, n));
         st.bytes += n;
-        q.cv.notify_all();
+        if st.idle && (st.jobs.len() >= WAKE_JOBS || st.bytes >= WAKE_BYTES) {
+            q.work.notify_one();
+        }
         Ok(())
     }
 
@@ -202,7 +237,7 @@ impl<'f> Pool<'f> {
         for q in &self.queues {
             let mut st = q.lock();
             while (!st.jobs.is_empty() || st.busy) && !st.gone && !self.stopped() {
-                st = q.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+                st = q.wait_room(st);
             }
             if self.stopped() || (st.gone && !st.jobs.is_empty()) {
                 return Err(Self::stopped_error());
@@ -216,42 +251,50 @@ impl<'f> Pool<'f> {
         for q in &self.queues {
             let mut st = q.lock();
             st.closed = true;
-            q.cv.notify_all();
+            q.work.notify_all();
         }
     }
 
-    /// Worker `w`'s loop: runs its jobs in order until the queue is closed
-    /// and empty.
+    /// Worker `w`'s loop: takes everything queued at once and runs it in
+    /// order, until the queue is closed and empty.
     fn work(&self, w: usize) {
         let _gone = Gone(self, w);
         let q = &self.queues[w];
         let mut cur: Option<Ino> = None;
-        let mut made: Option<(Vec<u8>, Ino)> = None;
+        let mut made = Vec::new();
+        let mut batch = VecDeque::new();
         loop {
-            let job = {
+            {
                 let mut st = q.lock();
-                if let Some(m) = made.take() {
-                    st.done.push(m);
-                }
-                st.busy = false;
+                st.done.append(&mut made);
                 while st.jobs.is_empty() && !st.closed {
-                    q.cv.notify_all();
-                    st = q.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+                    st.busy = false;
+                    if st.feeder_waiting {
+                        q.room.notify_all();
+                    }
+                    st.idle = true;
+                    st = q.work.wait(st).unwrap_or_else(|p| p.into_inner());
+                    st.idle = false;
                 }
-                let Some((job, n)) = st.jobs.pop_front() else {
+                if st.jobs.is_empty() {
                     return;
-                };
-                st.bytes -= n;
+                }
+                std::mem::swap(&mut batch, &mut st.jobs);
+                st.bytes = 0;
                 st.busy = true;
-                q.cv.notify_all();
-                job
-            };
-            if self.stopped() {
-                continue;
+                if st.feeder_waiting {
+                    q.room.notify_all();
+                }
             }
-            match self.run(job, &mut cur) {
-                Ok(m) => made = m,
-                Err(e) => self.fail(e),
+            for (job, _) in batch.drain(..) {
+                if self.stopped() {
+                    continue;
+                }
+                match self.run(job, &mut cur) {
+                    Ok(Some(m)) => made.push(m),
+                    Ok(None) => {}
+                    Err(e) => self.fail(e),
+                }
             }
         }
     }
@@ -319,7 +362,8 @@ pub fn with_pool<R>(
     let pool = Pool {
         fs,
         queues: (0..jobs).map(|_| Queue::default()).collect(),
-        max_bytes: (QUEUE_BYTES / jobs).max(super::feed::CHUNK_BYTES),
+        // A worker's batch in hand and its queue each hold up to this.
+        max_bytes: (QUEUE_BYTES / jobs / 2).max(super::feed::CHUNK_BYTES),
         stop: AtomicBool::new(false),
         error: Mutex::new(None),
     };
