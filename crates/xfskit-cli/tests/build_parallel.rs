@@ -1,4 +1,5 @@
-//! `xfskit build --jobs N` from a tar archive: the tree (a dozen
+//! `xfskit build --jobs N` from a tar archive and from a directory: the
+//! tree (a dozen
 //! directories over several AGs, thousands of small files, large and
 //! sparse files, hard links within and across directories, symlinks,
 //! xattrs, a fifo, other owners) is built with one and with several
@@ -218,5 +219,43 @@ fn worker_error_fails_the_build_and_leaves_no_image() {
         assert!(!out.status.success(), "--jobs {jobs}: the build succeeded");
         assert!(err.contains("xattr name of 300 bytes"), "--jobs {jobs}: {err}");
         assert!(!img.exists(), "--jobs {jobs}: a failed build left {i}");
+    }
+}
+
+#[test]
+fn directory_build_with_several_jobs_matches_the_source() {
+    let tmp = TempDir::new("build-par-dir");
+    let src = tmp.path().join("src");
+    make_tree(&src);
+    let want = walk_host(&src);
+    let s = src.display().to_string();
+    for jobs in ["4", "1"] {
+        let img = tmp.path().join(format!("dir{jobs}.img"));
+        let i = img.display().to_string();
+        let out = xfskit(&["build", "-q", "--jobs", jobs, &s, &i]);
+        assert!(
+            out.status.success(),
+            "--jobs {jobs}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (code, text) = repair_check(&img);
+        assert_eq!(code, 0, "dir --jobs {jobs}: xfs_repair -n:\n{text}");
+        let out = xfskit(&["check", &i]);
+        assert!(out.status.success(), "dir --jobs {jobs}: xfskit check");
+        if !require_root("build_parallel directory read-back") {
+            continue;
+        }
+        let mnt = img.with_extension("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let m = LoopMount::new(&img, &mnt).unwrap();
+        let got = walk_host(m.path());
+        drop(m);
+        let d = diff_walks(&want, &got);
+        assert!(
+            d.is_empty(),
+            "dir --jobs {jobs}: the kernel sees a different tree:\n{}",
+            d.join("\n")
+        );
+        std::fs::remove_file(&img).unwrap();
     }
 }

@@ -72,8 +72,8 @@ pub struct Args {
     /// Do not descend into directories on other filesystems (they stay empty).
     #[arg(long)]
     pub one_file_system: bool,
-    /// Threads writing into the image (tar sources; default: the number of CPUs).
-    /// Work is split by allocation group. --reproducible uses one.
+    /// Threads writing into the image (default: the number of CPUs). Work is
+    /// split by allocation group. --reproducible uses one.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
     /// Print a JSON summary on standard output.

@@ -31,7 +31,7 @@ pub struct FeedOptions<'a> {
     /// Running counts after each entry.
     pub progress: Option<ProgressFn<'a>>,
     /// Threads writing into the image (0 or 1: the feeding thread alone);
-    /// used by tar sources when the target allows it ([`BuildTarget::fs`]).
+    /// used when the target allows it ([`BuildTarget::fs`]).
     pub jobs: usize,
 }
 

@@ -7,6 +7,7 @@
 //! as a [`BuildTarget`], lets the source fill it, and commits. The engine is
 //! a parameter; [`write_engine`] is the one place the real engine plugs in.
 
+mod dir_parallel;
 mod dir_walk;
 mod dir_xattr;
 pub mod engine;

@@ -238,7 +238,7 @@ impl Tree<'_, '_> {
         buf: &mut [u8],
     ) -> Result<()> {
         let w = pool.worker_for(parent);
-        let name_at = path.len() - split(&path).1.len();
+        let name = split(&path).1.to_vec();
         let xattrs = self.mapped_xattrs(e);
         self.stats.xattrs += xattrs.len() as u64;
         self.others.insert(path.clone(), None);
@@ -255,8 +255,8 @@ impl Tree<'_, '_> {
                 self.stats.bytes += e.size;
                 let job = Job::File {
                     parent,
-                    path,
-                    name_at,
+                    name,
+                    key: Some(path),
                     meta,
                     data,
                     xattrs,
@@ -270,8 +270,8 @@ impl Tree<'_, '_> {
         let is_file = matches!(kind, NodeKind::File { .. });
         let job = Job::Create {
             parent,
-            path,
-            name_at,
+            name,
+            key: Some(path),
             kind,
             meta,
             xattrs,

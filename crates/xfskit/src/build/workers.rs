@@ -6,9 +6,10 @@
 //! so work in different AGs proceeds side by side while the entries of one
 //! directory are still added in the order the source gave them (one queue,
 //! run in order, per worker). Queues are bounded in jobs and bytes, so the
-//! reader never runs far ahead. A worker records the inode of every path
-//! it creates; [`Pool::drain`] waits until every queue is empty and hands
-//! those back (for hard links, which need the inode of an earlier file).
+//! reader never runs far ahead. A worker records the inode it creates for
+//! every job given a key; [`Pool::drain`] waits until every queue is empty
+//! and hands those back (for hard links, which need the inode of an
+//! earlier file).
 //! The first error stops everything: later jobs are dropped unrun and
 //! [`with_pool`] returns that error.
 
@@ -35,10 +36,10 @@ pub enum Job {
     File {
         /// Parent directory.
         parent: Ino,
-        /// Path in the source; the name is its part after `name_at`.
-        path: Vec<u8>,
-        /// Where the name starts in `path`.
-        name_at: usize,
+        /// The new name.
+        name: Vec<u8>,
+        /// Reported with the new inode by [`Pool::drain`], when given.
+        key: Option<Vec<u8>>,
         /// Owner, mode and times.
         meta: Meta,
         /// The whole contents.
@@ -51,10 +52,10 @@ pub enum Job {
     Create {
         /// Parent directory.
         parent: Ino,
-        /// Path in the source; the name is its part after `name_at`.
-        path: Vec<u8>,
-        /// Where the name starts in `path`.
-        name_at: usize,
+        /// The new name.
+        name: Vec<u8>,
+        /// Reported with the new inode by [`Pool::drain`], when given.
+        key: Option<Vec<u8>>,
         /// What to create.
         kind: NodeKind,
         /// Owner, mode and times.
@@ -86,9 +87,9 @@ impl Job {
         let x = |xs: &Xattrs| xs.iter().map(|(n, v)| n.len() + v.len()).sum::<usize>();
         match self {
             Job::File {
-                path, data, xattrs, ..
-            } => path.len() + data.len() + x(xattrs),
-            Job::Create { path, xattrs, .. } => path.len() + x(xattrs),
+                name, data, xattrs, ..
+            } => name.len() + data.len() + x(xattrs),
+            Job::Create { name, xattrs, .. } => name.len() + x(xattrs),
             Job::Data { data, .. } => data.len(),
             Job::Link { name, .. } => name.len(),
         }
@@ -110,7 +111,7 @@ struct QState {
     closed: bool,
     /// The worker has exited (normally or by panic).
     gone: bool,
-    /// Paths created since the last drain, with their inodes.
+    /// Keys of the inodes created since the last drain.
     done: Vec<(Vec<u8>, Ino)>,
 }
 
@@ -231,7 +232,7 @@ impl<'f> Pool<'f> {
     }
 
     /// Waits until every worker has run every queued job, and returns the
-    /// paths created since the last drain with their inodes.
+    /// keys of the inodes created since the last drain, with the inodes.
     pub fn drain(&self) -> Result<Vec<(Vec<u8>, Ino)>> {
         let mut out = Vec::new();
         for q in &self.queues {
@@ -304,31 +305,31 @@ impl<'f> Pool<'f> {
         Ok(match job {
             Job::File {
                 parent,
-                path,
-                name_at,
+                name,
+                key,
                 meta,
                 data,
                 xattrs,
             } => {
                 let refs: Vec<(&[u8], &[u8])> =
                     xattrs.iter().map(|(n, v)| (&n[..], &v[..])).collect();
-                let ino = fs.create_file(parent, &path[name_at..], &meta, &data, &refs)?;
-                Some((path, ino))
+                let ino = fs.create_file(parent, &name, &meta, &data, &refs)?;
+                key.map(|k| (k, ino))
             }
             Job::Create {
                 parent,
-                path,
-                name_at,
+                name,
+                key,
                 kind,
                 meta,
                 xattrs,
             } => {
-                let ino = fs.create(parent, &path[name_at..], &kind, &meta)?;
+                let ino = fs.create(parent, &name, &kind, &meta)?;
                 for (n, v) in &xattrs {
                     fs.set_xattr_opt(ino, n, v, false)?;
                 }
                 *cur = Some(ino);
-                Some((path, ino))
+                key.map(|k| (k, ino))
             }
             Job::Data { offset, data } => {
                 let ino = cur.ok_or_else(|| {
