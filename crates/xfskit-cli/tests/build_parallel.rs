@@ -106,7 +106,10 @@ fn build_and_verify(tar: &Path, img: &Path, jobs: &str, mkfs: &[&str], want: &[c
         String::from_utf8_lossy(&out.stderr)
     );
     let (code, text) = repair_check(img);
-    assert_eq!(code, 0, "--jobs {jobs}: xfs_repair -n found problems:\n{text}");
+    assert_eq!(
+        code, 0,
+        "--jobs {jobs}: xfs_repair -n found problems:\n{text}"
+    );
     let out = xfskit(&["check", &i]);
     assert!(
         out.status.success(),
@@ -199,7 +202,12 @@ fn worker_error_fails_the_build_and_leaves_no_image() {
     member(&mut tar, "a/", b'5', b"");
     member(&mut tar, "b/", b'5', b"");
     for i in 0..400 {
-        member(&mut tar, &format!("{}/f{i}", ["a", "b"][i % 2]), b'0', b"data");
+        member(
+            &mut tar,
+            &format!("{}/f{i}", ["a", "b"][i % 2]),
+            b'0',
+            b"data",
+        );
     }
     // An xattr name of 300 bytes: XFS stores at most 255.
     let long = format!("SCHILY.xattr.user.{}", "n".repeat(300));
@@ -217,7 +225,10 @@ fn worker_error_fails_the_build_and_leaves_no_image() {
         let out = xfskit(&["build", "-q", "--jobs", jobs, &t, &i]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "--jobs {jobs}: the build succeeded");
-        assert!(err.contains("xattr name of 300 bytes"), "--jobs {jobs}: {err}");
+        assert!(
+            err.contains("xattr name of 300 bytes"),
+            "--jobs {jobs}: {err}"
+        );
         assert!(!img.exists(), "--jobs {jobs}: a failed build left {i}");
     }
 }

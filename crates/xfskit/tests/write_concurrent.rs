@@ -84,7 +84,9 @@ fn work(fs: &Fs, t: usize, dir: Ino, dir_name: &str, n: usize) -> Made {
             let kind = NodeKind::File {
                 size: body.len() as u64,
             };
-            let ino = fs.create(pdir, name.as_bytes(), &kind, &meta(0o644)).unwrap();
+            let ino = fs
+                .create(pdir, name.as_bytes(), &kind, &meta(0o644))
+                .unwrap();
             if !body.is_empty() {
                 fs.write_at_opt(ino, 0, &body, false).unwrap();
             }
@@ -143,8 +145,10 @@ fn run_threads(tag: &str, opts: &str, threads: usize, shared: usize, n: usize) {
     let common = fs
         .create(root, b"common", &NodeKind::Dir, &meta(0o755))
         .unwrap();
-    let ags: std::collections::BTreeSet<u32> =
-        dirs.iter().map(|(d, _)| fs.geometry().ino_agno(*d).0).collect();
+    let ags: std::collections::BTreeSet<u32> = dirs
+        .iter()
+        .map(|(d, _)| fs.geometry().ino_agno(*d).0)
+        .collect();
     assert!(ags.len() >= 2, "own directories all in one AG: {ags:?}");
     let made: Vec<Made> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..threads)

@@ -130,9 +130,7 @@ fn take_long(raw: &mut Vec<String>, a: &mut Args) -> Result<(), Error> {
                 "slack" => a.slack = v,
                 "owner" => a.owner = Some(v),
                 "uid-map" => a.uid_map = Some(v),
-                "jobs" => {
-                    a.jobs = Some(v.parse().map_err(|_| usage(format!("bad --jobs {v}")))?)
-                }
+                "jobs" => a.jobs = Some(v.parse().map_err(|_| usage(format!("bad --jobs {v}")))?),
                 _ => a.gid_map = Some(v),
             }
         } else if body.is_empty() {

@@ -77,7 +77,14 @@ pub(super) fn consume(
                     };
                     if let Some(target) = known {
                         let name = std::mem::take(&mut e.name);
-                        pool.push(w, Job::Link { parent, name, target })?;
+                        pool.push(
+                            w,
+                            Job::Link {
+                                parent,
+                                name,
+                                target,
+                            },
+                        )?;
                         stats.hardlinks += 1;
                         stats.tick(opts);
                         continue;

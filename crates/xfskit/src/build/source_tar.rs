@@ -226,6 +226,7 @@ impl Tree<'_, '_> {
 
     /// Parallel feed: hands a non-directory to the worker of its parent's
     /// AG; file data (read here) follows in chunks.
+    #[allow(clippy::too_many_arguments)]
     fn dispatch<R: Read>(
         &mut self,
         pool: &Pool<'_>,

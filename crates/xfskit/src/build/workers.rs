@@ -332,9 +332,8 @@ impl<'f> Pool<'f> {
                 key.map(|k| (k, ino))
             }
             Job::Data { offset, data } => {
-                let ino = cur.ok_or_else(|| {
-                    Error::Invalid("file data queued without its file".into())
-                })?;
+                let ino =
+                    cur.ok_or_else(|| Error::Invalid("file data queued without its file".into()))?;
                 fs.write_at_opt(ino, offset, &data, false)?;
                 None
             }
@@ -354,11 +353,7 @@ impl<'f> Pool<'f> {
 /// `fs`, then lets the workers finish what is queued. Returns the first
 /// error of a worker (ahead of the error `body` saw because of it), else
 /// `body`'s result.
-pub fn with_pool<R>(
-    fs: &Fs,
-    jobs: usize,
-    body: impl FnOnce(&Pool<'_>) -> Result<R>,
-) -> Result<R> {
+pub fn with_pool<R>(fs: &Fs, jobs: usize, body: impl FnOnce(&Pool<'_>) -> Result<R>) -> Result<R> {
     let jobs = jobs.max(1);
     let pool = Pool {
         fs,
