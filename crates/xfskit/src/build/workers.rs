@@ -349,12 +349,13 @@ impl<'f> Pool<'f> {
     }
 }
 
-/// Runs `body` on this thread with a pool of `jobs` workers writing into
-/// `fs`, then lets the workers finish what is queued. Returns the first
+/// Runs `body` on this thread with a pool of `jobs` workers (at most one
+/// per AG) writing into `fs`, then lets the workers finish what is queued. Returns the first
 /// error of a worker (ahead of the error `body` saw because of it), else
 /// `body`'s result.
 pub fn with_pool<R>(fs: &Fs, jobs: usize, body: impl FnOnce(&Pool<'_>) -> Result<R>) -> Result<R> {
-    let jobs = jobs.max(1);
+    // Entries go to workers by AG: more workers than AGs would idle.
+    let jobs = jobs.clamp(1, (fs.geometry().ag_count as usize).max(1));
     let pool = Pool {
         fs,
         queues: (0..jobs).map(|_| Queue::default()).collect(),
