@@ -270,3 +270,29 @@ fn directory_build_with_several_jobs_matches_the_source() {
         std::fs::remove_file(&img).unwrap();
     }
 }
+
+#[test]
+fn reproducible_ignores_jobs() {
+    let tmp = TempDir::new("build-par-repro");
+    let src = tmp.path().join("src");
+    make_tree(&src);
+    let tar = tmp.path().join("src.tar");
+    tar_of(&src, &tar);
+    let t = tar.display().to_string();
+    let mut images = Vec::new();
+    for jobs in ["4", "1"] {
+        let img = tmp.path().join(format!("r{jobs}.img"));
+        let i = img.display().to_string();
+        let out = xfskit(&["build", "-q", "--reproducible", "--jobs", jobs, &t, &i]);
+        assert!(
+            out.status.success(),
+            "--reproducible --jobs {jobs}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        images.push(std::fs::read(&img).unwrap());
+    }
+    assert!(
+        images[0] == images[1],
+        "--reproducible with --jobs 4 and 1 gave different images"
+    );
+}
