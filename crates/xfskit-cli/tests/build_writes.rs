@@ -10,12 +10,12 @@ use common::{repair_check, TempDir};
 use std::path::Path;
 use std::process::Command;
 
-/// Files and directories of the source tree: 295 MB of 4 KiB files (more
-/// than the 256 MiB of file data the engine holds before writing back, so
-/// the count covers a writeback in the middle of the build) spread over
+/// Files and directories of the source tree: 98 MB of 4 KiB files (three
+/// times the 32 MiB of file data the engine holds before writing back, so
+/// the count covers writebacks in the middle of the build) spread over
 /// directories the way bench/build.sh spreads them (round robin), so that
 /// inode chunks and directory blocks fall between the data runs.
-const FILES: usize = 72_000;
+const FILES: usize = 24_000;
 const DIRS: usize = 100;
 
 fn make_tree(root: &Path) {

@@ -26,7 +26,7 @@ pub struct OpenOptions {
 
 /// An XFS filesystem opened for reading.
 pub struct Fs {
-    dev: Box<dyn Device>,
+    dev: Arc<dyn Device>,
     geo: Geometry,
     cache: BufCache,
     log_state: LogState,
@@ -93,7 +93,7 @@ impl Fs {
     /// writes are combined).
     pub fn write_data(&self, off: u64, data: &[u8]) -> Result<()> {
         let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
-        ws.write_data(self.dev.as_ref(), off, data)
+        ws.write_data(&self.dev, off, data)
     }
 
     /// Writes every committed change back to the device, sorted and
@@ -101,6 +101,14 @@ impl Fs {
     pub fn writeback(&self) -> Result<()> {
         let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
         ws.writeback(self.dev.as_ref())
+    }
+
+    /// Starts writing every committed change back on a writer thread; the
+    /// changes stay readable meanwhile. The next writeback or sync waits
+    /// for it.
+    pub(crate) fn writeback_background(&self) -> Result<()> {
+        let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
+        ws.writeback_background(&self.dev)
     }
 
     /// Writes everything back, updates the superblock counters and makes
@@ -176,7 +184,7 @@ impl Fs {
             opts.cache_bytes
         };
         let mut fs = Fs {
-            dev,
+            dev: dev.into(),
             geo,
             cache: BufCache::new(cache_bytes),
             log_state: LogState::Clean,

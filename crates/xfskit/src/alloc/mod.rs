@@ -87,12 +87,15 @@ pub fn alloc_extent(tp: &mut Trans<'_>, req: &AllocReq) -> Result<(FsBlock, u32)
     } else {
         (0, 0)
     };
-    let order: Vec<u32> = if req.ag_only {
-        vec![tag]
+    // The AGs to try, in order, without listing them (8 million AGs are a
+    // normal filesystem): the target's AG, then the ones after it, then
+    // the ones before.
+    let (after, before) = if req.ag_only {
+        (tag..tag + 1, 0..0)
     } else {
-        (tag..geo.ag_count).chain(0..tag).collect()
+        (tag..geo.ag_count, 0..tag)
     };
-    for agno in order {
+    for agno in after.chain(before) {
         let ag = AgNumber(agno);
         // AG locks are taken in increasing order; going back below one
         // already held must not wait (the AG is skipped when busy).

@@ -51,9 +51,14 @@ impl On<'_> {
 
     /// Storable xattr names, sorted. One call when the list is short.
     pub(crate) fn names(self, path: &Path) -> Result<Vec<Vec<u8>>> {
-        let mut buf = vec![0u8; 1024];
+        // Most files have no xattrs or a short list: a stack buffer first,
+        // the heap only for a long list.
+        let mut small = [0u8; 512];
+        let mut big = Vec::new();
+        let mut in_big = false;
         let n = loop {
-            match self.list(&mut buf) {
+            let buf: &mut [u8] = if in_big { &mut big } else { &mut small };
+            match self.list(buf) {
                 Ok(n) => break n,
                 Err(Errno::RANGE) => {
                     let need = match self.list(&mut []) {
@@ -61,13 +66,19 @@ impl On<'_> {
                         Err(e) if not_supported(e) => return Ok(Vec::new()),
                         Err(e) => return Err(io_at(path, e.into())),
                     };
-                    buf.resize(need.max(buf.len() * 2), 0);
+                    let len = need.max(buf.len() * 2);
+                    big.resize(len, 0);
+                    in_big = true;
                 }
                 Err(e) if not_supported(e) => return Ok(Vec::new()),
                 Err(e) => return Err(io_at(path, e.into())),
             }
         };
-        let mut names: Vec<Vec<u8>> = buf[..n]
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let list = if in_big { &big[..n] } else { &small[..n] };
+        let mut names: Vec<Vec<u8>> = list
             .split(|&b| b == 0)
             .filter(|n| !n.is_empty() && storable_xattr(n))
             .map(<[u8]>::to_vec)

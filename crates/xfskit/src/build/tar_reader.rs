@@ -94,6 +94,8 @@ pub struct TarReader<R: Read> {
     globals: Vec<(Vec<u8>, Vec<u8>)>,
     last: String,
     done: bool,
+    /// Kept for skipping data (allocated once).
+    skip_buf: Vec<u8>,
 }
 
 pub(super) fn corrupt(at: u64, what: impl Into<String>) -> Error {
@@ -178,6 +180,7 @@ impl<R: Read> TarReader<R> {
             globals: Vec::new(),
             last: "the start of the archive".into(),
             done: false,
+            skip_buf: Vec::new(),
         }
     }
 
@@ -234,9 +237,9 @@ impl<R: Read> TarReader<R> {
     /// to 64 KiB (the error names the entry only when one happens).
     fn skip_rest(&mut self) -> Result<()> {
         // Usually only the padding (under one block) is left: a small stack
-        // buffer for that, a larger heap one only for skipped data.
+        // buffer for that; skipped data goes through one kept heap buffer.
         let mut small = [0u8; BLOCK];
-        let mut big = Vec::new();
+        let mut big = std::mem::take(&mut self.skip_buf);
         let buf: &mut [u8] = if self.left <= BLOCK as u64 {
             &mut small
         } else {
@@ -256,6 +259,7 @@ impl<R: Read> TarReader<R> {
             }
             self.left -= n as u64;
         }
+        self.skip_buf = big;
         self.data_left = 0;
         Ok(())
     }

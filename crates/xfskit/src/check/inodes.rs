@@ -33,6 +33,13 @@ pub(crate) struct AgInodes {
     pub allocated: Vec<u64>,
 }
 
+impl AgInodes {
+    /// True when the piece found nothing to keep for the namespace pass.
+    pub fn is_empty(&self) -> bool {
+        self.inodes.is_empty() && self.allocated.is_empty() && self.dirs.dirs.is_empty()
+    }
+}
+
 /// Largest merged read of inode clusters.
 const MAX_READ: u64 = 1 << 20;
 /// Bytes of inode clusters announced to the device ahead of the read.

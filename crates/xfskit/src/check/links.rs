@@ -44,16 +44,36 @@ pub(crate) fn read_sb_counters(fs: &Fs) -> Result<SbCounters> {
     })
 }
 
+/// Sums of the AG counters over all AGs, folded as each AG finishes pass 1.
+#[derive(Debug, Default)]
+pub(crate) struct AgTotals {
+    /// Inodes in the inobts.
+    pub icount: u64,
+    /// Free inodes in the inobts.
+    pub ifree: u64,
+    /// Free blocks as the superblock counts them: free space, free list
+    /// and non-root btree blocks.
+    pub fdblocks: u64,
+}
+
+impl AgTotals {
+    /// Adds one AG's counters.
+    pub fn add(&mut self, h: &AgHeads) {
+        let blocks = h
+            .freeblks
+            .saturating_add(h.flcount)
+            .saturating_add(h.btreeblks);
+        self.icount = self.icount.saturating_add(h.icount);
+        self.ifree = self.ifree.saturating_add(h.ifree);
+        self.fdblocks = self.fdblocks.saturating_add(blocks);
+    }
+}
+
 /// Compares the superblock counters with the sums over the AGs, as
 /// `xfs_repair -n` does even with lazy counters: a cleanly unmounted
 /// filesystem has them written back.
-pub(crate) fn check_counters(ctx: &Ctx<'_>, sb: &SbCounters, heads: &[AgHeads]) {
-    let icount: u64 = heads.iter().map(|h| h.icount).sum();
-    let ifree: u64 = heads.iter().map(|h| h.ifree).sum();
-    let fdblocks: u64 = heads
-        .iter()
-        .map(|h| h.freeblks + h.flcount + h.btreeblks)
-        .sum();
+pub(crate) fn check_counters(ctx: &Ctx<'_>, sb: &SbCounters, totals: &AgTotals) {
+    let (icount, ifree, fdblocks) = (totals.icount, totals.ifree, totals.fdblocks);
     let loc = || Location::Sb(0);
     if sb.icount != icount {
         ctx.sink.add(

@@ -19,11 +19,16 @@
 //! goes on with what is still trustworthy. Only failures that prevent any
 //! check (the device cannot be read) are returned as errors.
 //!
-//! Memory follows the metadata, not the size of the filesystem: the
-//! ownership map holds claimed extents (joined when they touch), and the
+//! Memory follows the metadata, not the size of the filesystem nor its
+//! number of AGs (an 8 EiB filesystem has millions, mostly empty): the
+//! ownership map holds claimed extents (joined when they touch), all AGs
+//! of a lock in one map; pass 1 folds each AG's counters into totals as
+//! the AG finishes and keeps inode chunks only for AGs that have any;
+//! pass 2 runs only on those and keeps only non-empty results; the
 //! namespace pass keeps 16 bytes per allocated inode and, per directory
 //! entry, its target, type and name bytes (packed, no allocation per
-//! entry). Per-AG results are made as each AG is checked.
+//! entry). An empty AG costs only the claimed runs of its own metadata
+//! (headers, btree roots, free list, free space: a few runs).
 
 mod ag;
 mod dirs;
@@ -177,56 +182,59 @@ pub(crate) struct Ctx<'a> {
     pub(crate) counters: Counters,
 }
 
-/// Runs `work(agno)` for every AG on at most `threads` threads.
-fn per_ag<T: Send>(
-    ag_count: u32,
+/// Runs `work(i)` for every `i` in `0..count` on at most `threads`
+/// threads and folds each result into `acc` with `fold` as soon as it is
+/// made (under a lock, in no particular order), so nothing is kept per
+/// item unless `fold` keeps it. Reports progress as (pass, done, count).
+fn per_ag<T, A: Send>(
+    count: u32,
     threads: usize,
     pass: &str,
     progress: Option<Progress<'_>>,
+    acc: A,
     work: &(dyn Fn(u32) -> T + Sync),
-) -> Vec<T> {
+    fold: &(dyn Fn(&mut A, u32, T) + Sync),
+) -> A {
     let next = AtomicU32::new(0);
     let done = AtomicU32::new(0);
-    let results: Mutex<Vec<(u32, T)>> = Mutex::new(Vec::new());
+    let acc = Mutex::new(acc);
     std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, ag_count.max(1) as usize) {
+        for _ in 0..threads.clamp(1, count.max(1) as usize) {
             s.spawn(|| loop {
-                let agno = next.fetch_add(1, Ordering::Relaxed);
-                if agno >= ag_count {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count {
                     break;
                 }
-                let r = work(agno);
-                results
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push((agno, r));
+                let r = work(i);
+                fold(&mut acc.lock().unwrap_or_else(|p| p.into_inner()), i, r);
                 let d = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if let Some(p) = progress {
-                    p(pass, d, ag_count);
+                    p(pass, d, count);
                 }
             });
         }
     });
-    let mut v = results.into_inner().unwrap_or_else(|p| p.into_inner());
-    v.sort_by_key(|(a, _)| *a);
-    v.into_iter().map(|(_, r)| r).collect()
+    acc.into_inner().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Fewest concurrent readers of the inode pass (when not set by
 /// [`CheckOptions::threads`]).
 const MIN_STREAMS: usize = 8;
 
-/// Pieces of work of the inode pass: (AG, range of its chunks). Each AG is
-/// cut into equal pieces, enough of them for `streams` readers; an AG
-/// without chunks still gets one (empty) piece.
-fn split_units(heads: &[ag::AgHeads], streams: usize) -> Vec<(u32, std::ops::Range<usize>)> {
-    let per_ag = streams.div_ceil(heads.len().max(1)).max(1);
+/// Pieces of work of the inode pass: (index into `chunks`, range of that
+/// AG's chunks). Only AGs with chunks are listed in `chunks`; each is cut
+/// into equal pieces, enough of them for `streams` readers.
+fn split_units(
+    chunks: &[(u32, Vec<ag::Chunk>)],
+    streams: usize,
+) -> Vec<(usize, std::ops::Range<usize>)> {
+    let per_ag = streams.div_ceil(chunks.len().max(1)).max(1);
     let mut units = Vec::new();
-    for (agno, h) in heads.iter().enumerate() {
-        let n = h.chunks.len();
+    for (i, (_, c)) in chunks.iter().enumerate() {
+        let n = c.len();
         let pieces = per_ag.min(n).max(1);
         for k in 0..pieces {
-            units.push((agno as u32, n * k / pieces..n * (k + 1) / pieces));
+            units.push((i, n * k / pieces..n * (k + 1) / pieces));
         }
     }
     units
@@ -252,13 +260,23 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     // The superblock must be readable; everything else is a problem.
     let sb = links::read_sb_counters(fs)?;
 
-    let heads = per_ag(
+    // Pass 1 folds each AG's counters into running totals and keeps the
+    // inode chunks only of AGs that have any.
+    let (totals, mut chunks) = per_ag(
         geo.ag_count,
         threads,
         "AG headers and btrees",
         opts.progress,
+        (links::AgTotals::default(), Vec::new()),
         &|agno| ag::check_ag(&ctx, agno),
+        &|(t, chunks), agno, h| {
+            t.add(&h);
+            if !h.chunks.is_empty() {
+                chunks.push((agno, h.chunks));
+            }
+        },
     );
+    chunks.sort_unstable_by_key(|(agno, _)| *agno);
     // The inode pass waits on the disk far more than it computes, and the
     // disk delivers more to several streams than to one: cut the AGs into
     // pieces so that at least MIN_STREAMS read at once.
@@ -267,15 +285,33 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     } else {
         opts.threads
     };
-    let units = split_units(&heads, streams);
-    let found = per_ag(units.len() as u32, streams, "inodes", opts.progress, &|u| {
-        let (agno, range) = &units[u as usize];
-        inodes::check_inodes(&ctx, *agno, &heads[*agno as usize].chunks[range.clone()])
-    });
+    let units = split_units(&chunks, streams);
+    let mut found = per_ag(
+        units.len() as u32,
+        streams,
+        "inodes",
+        opts.progress,
+        Vec::new(),
+        &|u| {
+            let (i, range) = &units[u as usize];
+            let (agno, c) = &chunks[*i];
+            inodes::check_inodes(&ctx, *agno, &c[range.clone()])
+        },
+        &|found, u, r| {
+            if !r.is_empty() {
+                found.push((u, r));
+            }
+        },
+    );
+    drop(units);
+    drop(chunks);
+    // In unit order (AG order), so that reports do not depend on timing.
+    found.sort_unstable_by_key(|(u, _)| *u);
+    let found: Vec<inodes::AgInodes> = found.into_iter().map(|(_, r)| r).collect();
 
     ctx.map.report_unclaimed(&ctx);
     links::check_namespace(&ctx, &sb, &found);
-    links::check_counters(&ctx, &sb, &heads);
+    links::check_counters(&ctx, &sb, &totals);
 
     let c = &ctx.counters;
     let stats = CheckStats {

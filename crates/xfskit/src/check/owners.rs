@@ -2,12 +2,14 @@
 //! by a header, the log, the free list, a btree, free space, an inode
 //! chunk or a file fork.
 //!
-//! The map holds claimed extents, not blocks: per AG, a sorted map of
-//! disjoint `[start, end)` runs, each tagged with its [`Use`], and runs of
-//! one use that touch are joined. Its size follows the metadata (extents
-//! and btree blocks), never the size of the filesystem, and an AG's map is
-//! only made when something in it is claimed; nothing is allocated per AG
-//! or per block up front. AGs are spread over a fixed number of locks.
+//! The map holds claimed extents, not blocks: disjoint `[start, end)` runs
+//! per AG, each tagged with its [`Use`], and runs of one use that touch
+//! are joined. AGs are spread over a fixed number of locks, each holding
+//! one sorted map keyed by (AG, start) for all its AGs, so an AG costs its
+//! runs and nothing more (an untouched AG nothing at all); a map that has
+//! grown by half is rebuilt with full nodes. Its size
+//! follows the metadata (extents and btree blocks), never the size of the
+//! filesystem; nothing is allocated per AG or per block up front.
 
 use super::{Ctx, Sink};
 use crate::error::Location;
@@ -59,58 +61,97 @@ impl Use {
     }
 }
 
-/// The claims of one AG.
-#[derive(Default)]
-struct AgMap {
-    /// Claimed runs: start -> (end, use); disjoint.
-    runs: BTreeMap<u32, (u32, Use)>,
-    /// Extents the refcount btree says are shared (refcount > 1), sorted.
-    shared: Vec<(u32, u32)>,
+/// The key of block `agbno` of AG `agno` in a [`Shard`]: AG first, so the
+/// runs of one AG are one contiguous key range.
+fn key(agno: u32, agbno: u32) -> u64 {
+    (u64::from(agno) << 32) | u64::from(agbno)
 }
 
-impl AgMap {
-    /// Records `[s, e)` as used by `who`, joining touching runs of the
-    /// same use. The range must be unclaimed.
-    fn insert(&mut self, mut s: u32, mut e: u32, who: Use) {
-        if let Some((&ps, &(pe, pu))) = self.runs.range(..s).next_back() {
+/// The claims of the AGs of one lock. One ordered map for all of them
+/// (not one per AG): an AG costs only its runs, with no map, node or
+/// table entry of its own, which matters with millions of mostly empty AGs.
+#[derive(Default)]
+struct Shard {
+    /// Claimed runs: key(agno, start) -> (end, use); disjoint within an AG.
+    runs: BTreeMap<u64, (u32, Use)>,
+    /// Per AG that has any, the extents the refcount btree says are
+    /// shared (refcount > 1), sorted.
+    shared: HashMap<u32, Vec<(u32, u32)>>,
+    /// Runs in the map when it was last rebuilt (see [`Shard::compact`]).
+    packed: usize,
+}
+
+/// Fewest runs in a shard before it is ever rebuilt.
+const COMPACT_MIN: usize = 1024;
+
+impl Shard {
+    /// Rebuilds the map with full nodes once it has grown by half since
+    /// the last rebuild. Runs mostly arrive in ascending order (AG by AG),
+    /// which leaves the nodes of an ordered map about half full; a map
+    /// built from sorted runs packs them full. The rebuilds cost O(n)
+    /// each and happen after every 50% of growth: O(1) per run overall.
+    fn compact(&mut self) {
+        let n = self.runs.len();
+        if n < COMPACT_MIN || n < self.packed + self.packed / 2 {
+            return;
+        }
+        let sorted: Vec<(u64, (u32, Use))> = std::mem::take(&mut self.runs).into_iter().collect();
+        self.runs = sorted.into_iter().collect();
+        self.packed = self.runs.len();
+    }
+
+    /// Records `[s, e)` of AG `agno` as used by `who`, joining touching
+    /// runs of the same use. The range must be unclaimed.
+    fn insert(&mut self, agno: u32, mut s: u32, mut e: u32, who: Use) {
+        let prev = self.runs.range(key(agno, 0)..key(agno, s)).next_back();
+        if let Some((&pk, &(pe, pu))) = prev {
             if pe == s && pu == who {
-                self.runs.remove(&ps);
-                s = ps;
+                self.runs.remove(&pk);
+                s = pk as u32;
             }
         }
-        if let Some(&(ne, nu)) = self.runs.get(&e) {
+        if let Some(&(ne, nu)) = self.runs.get(&key(agno, e)) {
             if nu == who {
-                self.runs.remove(&e);
+                self.runs.remove(&key(agno, e));
                 e = ne;
             }
         }
-        self.runs.insert(s, (e, who));
+        self.runs.insert(key(agno, s), (e, who));
     }
 
-    /// The claimed runs that overlap `[s, e)`, clipped to it, in order.
-    fn overlaps(&self, s: u32, e: u32) -> Vec<(u32, u32, Use)> {
+    /// The claimed runs of AG `agno` that overlap `[s, e)`, clipped to it,
+    /// in order.
+    fn overlaps(&self, agno: u32, s: u32, e: u32) -> Vec<(u32, u32, Use)> {
         let mut v = Vec::new();
-        if let Some((_, &(pe, pu))) = self.runs.range(..s).next_back() {
+        let prev = self.runs.range(key(agno, 0)..key(agno, s)).next_back();
+        if let Some((_, &(pe, pu))) = prev {
             if pe > s {
                 v.push((s, pe.min(e), pu));
             }
         }
-        for (&rs, &(re, ru)) in self.runs.range(s..e) {
-            v.push((rs, re.min(e), ru));
+        for (&rk, &(re, ru)) in self.runs.range(key(agno, s)..key(agno, e)) {
+            v.push((rk as u32, re.min(e), ru));
         }
         v
     }
 
-    /// The first block of `[s, e)` outside every shared extent, and how
-    /// many such blocks there are.
-    fn unshared(&self, s: u32, e: u32) -> Option<(u32, u64)> {
+    /// The claimed runs of AG `agno`, in order, as (start, end).
+    fn ag_runs(&self, agno: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let end = (u64::from(agno) + 1) << 32;
+        self.runs
+            .range(key(agno, 0)..end)
+            .map(|(&k, &(e, _))| (k as u32, e))
+    }
+
+    /// The first block of `[s, e)` of AG `agno` outside every shared
+    /// extent, and how many such blocks there are.
+    fn unshared(&self, agno: u32, s: u32, e: u32) -> Option<(u32, u64)> {
+        let shared = self.shared.get(&agno).map_or(&[][..], |v| &v[..]);
         let mut first = None;
         let mut n = 0u64;
         let mut at = s;
-        let i = self
-            .shared
-            .partition_point(|&(ss, sl)| u64::from(ss) + u64::from(sl) <= u64::from(s));
-        for &(ss, sl) in &self.shared[i..] {
+        let i = shared.partition_point(|&(ss, sl)| u64::from(ss) + u64::from(sl) <= u64::from(s));
+        for &(ss, sl) in &shared[i..] {
             if ss >= e {
                 break;
             }
@@ -138,7 +179,7 @@ pub struct OwnerMap {
     /// Length of each AG (the last may be shorter).
     ag_len: u32,
     last_len: u32,
-    shards: Vec<Mutex<HashMap<u32, AgMap>>>,
+    shards: Vec<Mutex<Shard>>,
 }
 
 impl OwnerMap {
@@ -149,7 +190,7 @@ impl OwnerMap {
             ag_count: geo.ag_count,
             ag_len: geo.ag_len(AgNumber(0)),
             last_len: geo.ag_len(AgNumber(last)),
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
         }
     }
 
@@ -161,11 +202,11 @@ impl OwnerMap {
         }
     }
 
-    fn with_ag<T>(&self, agno: u32, f: impl FnOnce(&mut AgMap) -> T) -> T {
+    fn with_shard<T>(&self, agno: u32, f: impl FnOnce(&mut Shard) -> T) -> T {
         let mut s = self.shards[(agno % SHARDS) as usize]
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        f(s.entry(agno).or_default())
+        f(&mut s)
     }
 
     /// Records shared (reflinked) extents of an AG, which file data may claim more than once.
@@ -174,7 +215,13 @@ impl OwnerMap {
             return;
         }
         shared.sort_unstable();
-        self.with_ag(agno, |m| m.shared = shared);
+        self.with_shard(agno, |m| {
+            if shared.is_empty() {
+                m.shared.remove(&agno);
+            } else {
+                m.shared.insert(agno, shared);
+            }
+        });
     }
 
     /// Claims `len` blocks at `agbno` for `who`. Reports a problem naming
@@ -209,7 +256,7 @@ impl OwnerMap {
             return false;
         }
         let (s, e) = (agbno, end as u32);
-        let clash = self.with_ag(agno, |m| {
+        let clash = self.with_shard(agno, |m| {
             let mut clash: Option<(u32, Use, u64)> = None;
             let mut note = |b: u32, u: Use, n: u64| match &mut clash {
                 Some((_, _, c)) => *c += n,
@@ -217,13 +264,13 @@ impl OwnerMap {
             };
             let mut free: Vec<(u32, u32)> = Vec::new();
             let mut at = s;
-            for (os, oe, ou) in m.overlaps(s, e) {
+            for (os, oe, ou) in m.overlaps(agno, s, e) {
                 if os > at {
                     free.push((at, os));
                 }
                 if ou == Use::Data && who == Use::Data {
                     // Reflinked data may be claimed by several files.
-                    if let Some((b, n)) = m.unshared(os, oe) {
+                    if let Some((b, n)) = m.unshared(agno, os, oe) {
                         note(b, ou, n);
                     }
                 } else {
@@ -235,8 +282,9 @@ impl OwnerMap {
                 free.push((at, e));
             }
             for (fs, fe) in free {
-                m.insert(fs, fe, who);
+                m.insert(agno, fs, fe, who);
             }
+            m.compact();
             clash
         });
         if let Some((b, old, n)) = clash {
@@ -259,19 +307,15 @@ impl OwnerMap {
         for agno in 0..self.ag_count {
             let len = self.len_of(agno);
             let mut gaps: Vec<(u32, u32)> = Vec::new();
-            let shard = self.shards[(agno % SHARDS) as usize]
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
             let mut at = 0u32;
-            if let Some(m) = shard.get(&agno) {
-                for (&s, &(e, _)) in &m.runs {
+            self.with_shard(agno, |m| {
+                for (s, e) in m.ag_runs(agno) {
                     if s > at {
                         gaps.push((at, s));
                     }
                     at = at.max(e);
                 }
-            }
-            drop(shard);
+            });
             if at < len {
                 gaps.push((at, len));
             }
@@ -292,27 +336,57 @@ mod tests {
 
     #[test]
     fn runs_join_and_stay_disjoint() {
-        let mut m = AgMap::default();
-        m.insert(10, 20, Use::Inodes);
-        m.insert(20, 30, Use::Inodes);
-        m.insert(0, 10, Use::Inodes);
+        let mut m = Shard::default();
+        m.insert(3, 10, 20, Use::Inodes);
+        m.insert(3, 20, 30, Use::Inodes);
+        m.insert(3, 0, 10, Use::Inodes);
         assert_eq!(m.runs.len(), 1);
-        m.insert(30, 31, Use::Data);
+        m.insert(3, 30, 31, Use::Data);
         assert_eq!(m.runs.len(), 2);
         assert_eq!(
-            m.overlaps(5, 31),
+            m.overlaps(3, 5, 31),
             vec![(5, 30, Use::Inodes), (30, 31, Use::Data)]
         );
-        assert!(m.overlaps(31, 40).is_empty());
+        assert!(m.overlaps(3, 31, 40).is_empty());
+        // Runs of neighbouring AGs neither join nor overlap.
+        m.insert(2, 100, u32::MAX, Use::Data);
+        m.insert(4, 0, 5, Use::Data);
+        assert_eq!(m.runs.len(), 4);
+        assert_eq!(m.overlaps(3, 0, 50).len(), 2);
+        assert_eq!(m.ag_runs(3).collect::<Vec<_>>(), vec![(0, 30), (30, 31)]);
+        assert_eq!(m.ag_runs(4).collect::<Vec<_>>(), vec![(0, 5)]);
+    }
+
+    #[test]
+    fn rebuilt_map_keeps_every_run() {
+        let mut m = Shard::default();
+        for agno in 0..3000u32 {
+            m.insert(agno, 0, 1, Use::Header);
+            m.insert(agno, 1, 7, Use::AgBtree);
+            m.insert(agno, 10, 100, Use::Free);
+            m.compact();
+        }
+        assert!(m.packed >= COMPACT_MIN, "rebuilt at least once");
+        assert_eq!(m.runs.len(), 9000);
+        assert_eq!(
+            m.ag_runs(1234).collect::<Vec<_>>(),
+            vec![(0, 1), (1, 7), (10, 100)]
+        );
+        m.insert(1234, 7, 10, Use::AgBtree);
+        assert_eq!(
+            m.ag_runs(1234).collect::<Vec<_>>(),
+            vec![(0, 1), (1, 10), (10, 100)]
+        );
     }
 
     #[test]
     fn unshared_blocks_are_counted() {
-        let mut m = AgMap::default();
-        m.shared = vec![(10, 5), (20, 5)];
-        assert_eq!(m.unshared(10, 15), None);
-        assert_eq!(m.unshared(8, 12), Some((8, 2)));
-        assert_eq!(m.unshared(12, 22), Some((15, 5)));
-        assert_eq!(m.unshared(22, 30), Some((25, 5)));
+        let mut m = Shard::default();
+        m.shared.insert(1, vec![(10, 5), (20, 5)]);
+        assert_eq!(m.unshared(1, 10, 15), None);
+        assert_eq!(m.unshared(1, 8, 12), Some((8, 2)));
+        assert_eq!(m.unshared(1, 12, 22), Some((15, 5)));
+        assert_eq!(m.unshared(1, 22, 30), Some((25, 5)));
+        assert_eq!(m.unshared(0, 10, 15), Some((10, 5)));
     }
 }

@@ -14,7 +14,26 @@ pub struct FileDevice {
     writable: bool,
     /// Set after a failed write: further writes are refused.
     poisoned: AtomicBool,
+    /// A second handle with `O_DIRECT`, for large aligned writes (see
+    /// [`FileDevice::write_direct`]); None when the file refuses it.
+    direct: Option<Direct>,
 }
+
+/// Large aligned writes bypass the page cache: the bytes are copied once
+/// into an aligned buffer and go to the disk from there, instead of being
+/// copied into the page cache and written again by the kernel's flusher.
+struct Direct {
+    file: File,
+    /// Aligned staging memory (allocated with room to align).
+    stage: std::sync::Mutex<Vec<u8>>,
+    /// False once the kernel refused a direct write: back to buffered.
+    on: AtomicBool,
+}
+
+/// Alignment of offsets, lengths and memory of direct writes.
+const DIRECT_ALIGN: usize = 4096;
+/// Writes shorter than this stay buffered.
+const DIRECT_MIN: usize = 64 << 10;
 
 impl FileDevice {
     /// Opens `path` read-only.
@@ -26,7 +45,21 @@ impl FileDevice {
     /// Opens `path` for reading and writing.
     pub fn open_read_write(path: &Path) -> io::Result<FileDevice> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
-        Self::from_file(file, true)
+        let mut dev = Self::from_file(file, true)?;
+        if std::env::var_os("XFSKIT_NO_DIRECT").is_none() {
+            use std::os::unix::fs::OpenOptionsExt;
+            dev.direct = OpenOptions::new()
+                .write(true)
+                .custom_flags(libc_o_direct())
+                .open(path)
+                .ok()
+                .map(|file| Direct {
+                    file,
+                    stage: std::sync::Mutex::new(Vec::new()),
+                    on: AtomicBool::new(true),
+                });
+        }
+        Ok(dev)
     }
 
     fn from_file(file: File, writable: bool) -> io::Result<FileDevice> {
@@ -41,12 +74,53 @@ impl FileDevice {
             len,
             writable,
             poisoned: AtomicBool::new(false),
+            direct: None,
         })
     }
 
     /// The underlying file, for operations such as hole punching.
     pub fn file(&self) -> &File {
         &self.file
+    }
+}
+
+/// The `O_DIRECT` open flag.
+fn libc_o_direct() -> i32 {
+    rustix::fs::OFlags::DIRECT.bits() as i32
+}
+
+impl FileDevice {
+    /// Writes `bufs` at `off` through the direct handle when the write is
+    /// large and aligned; None when it must go through the page cache.
+    fn write_direct(&self, bufs: &[&[u8]], off: u64) -> Option<io::Result<()>> {
+        let d = self.direct.as_ref()?;
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if !d.on.load(Ordering::Relaxed)
+            || total < DIRECT_MIN
+            || !total.is_multiple_of(DIRECT_ALIGN)
+            || !off.is_multiple_of(DIRECT_ALIGN as u64)
+        {
+            return None;
+        }
+        let mut stage = d.stage.lock().unwrap_or_else(|p| p.into_inner());
+        if stage.len() < total + DIRECT_ALIGN {
+            stage.resize(total + DIRECT_ALIGN, 0);
+        }
+        let skip = stage.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
+        let area = &mut stage[skip..skip + total];
+        let mut at = 0;
+        for b in bufs {
+            area[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        }
+        match d.file.write_all_at(area, off) {
+            Err(e) if e.raw_os_error() == Some(22) => {
+                // EINVAL: this file takes no direct writes after all.
+                d.on.store(false, Ordering::Relaxed);
+                None
+            }
+            r => Some(r),
+        }
     }
 }
 
@@ -95,7 +169,10 @@ impl Device for FileDevice {
                 "device is not writable",
             ));
         }
-        let r = pwritev_all(&self.file, bufs, off).map(|_| ());
+        let r = match self.write_direct(bufs, off) {
+            Some(r) => r,
+            None => pwritev_all(&self.file, bufs, off).map(|_| ()),
+        };
         if r.is_err() {
             self.poisoned.store(true, Ordering::Release);
         }

@@ -83,8 +83,9 @@ impl ScanStats {
 
 /// The resolved plan of a scan.
 struct Plan {
-    /// AGs to scan, in order.
-    ags: Vec<u32>,
+    /// AGs to scan, in order (a range, not a list: a filesystem may have
+    /// millions of AGs).
+    ags: std::ops::Range<u32>,
     /// First AG inode number to report in the first AG.
     first_agino: u32,
     threads: usize,
@@ -115,12 +116,12 @@ impl Plan {
             }
             None => (0, 0),
         };
-        let ags: Vec<u32> = match opts.ag {
-            Some(a) if a < start_ag => Vec::new(),
-            Some(a) => vec![a],
-            None => (start_ag..geo.ag_count).collect(),
+        let ags = match opts.ag {
+            Some(a) if a < start_ag => 0..0,
+            Some(a) => a..a + 1,
+            None => start_ag..geo.ag_count,
         };
-        let first_agino = if ags.first() == Some(&start_ag) {
+        let first_agino = if !ags.is_empty() && ags.start == start_ag {
             first_agino
         } else {
             0
@@ -148,7 +149,7 @@ impl Plan {
 
     fn job<'a>(&'a self, idx: usize, stop: &'a AtomicBool) -> ag::AgJob<'a> {
         ag::AgJob {
-            agno: self.ags[idx],
+            agno: self.ags.start + idx as u32,
             start_agino: if idx == 0 { self.first_agino } else { 0 },
             batch: self.batch,
             hidden: &self.hidden,

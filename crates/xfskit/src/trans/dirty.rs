@@ -51,10 +51,4 @@ impl Dirty {
             .iter()
             .filter_map(|k| self.map.get(k).map(|p| (*k, p)))
     }
-
-    /// Drops everything.
-    pub(crate) fn clear(&mut self) {
-        self.map.clear();
-        self.keys.clear();
-    }
 }

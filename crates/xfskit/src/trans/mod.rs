@@ -14,6 +14,7 @@
 //! different AGs never serializes.
 
 mod dirty;
+mod flight;
 mod state;
 
 pub use state::{LockSet, Pending, SbDelta, WriteState, WriteStats};
@@ -322,7 +323,7 @@ impl<'a> Trans<'a> {
         let full = self.ws.publish(out, &self.delta);
         self.release();
         if full {
-            self.fs.writeback()?;
+            self.fs.writeback_background()?;
         }
         Ok(())
     }
