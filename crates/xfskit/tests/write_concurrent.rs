@@ -32,15 +32,18 @@ fn meta(mode: u16) -> Meta {
     }
 }
 
-/// Contents of file `i` of thread `t`: mostly small, a few spanning many
+/// Contents of file `i` of thread `t`: mostly small, some spanning many
 /// blocks.
 fn data(t: usize, i: usize) -> Vec<u8> {
+    // Every 15th file is large: the threads together pass the engine's
+    // pending-data limit (32 MiB) several times, so background writebacks
+    // run while they keep creating.
     let n = match i % 11 {
+        _ if i % 15 == 7 => 300_000,
         0 => 0,
         1 => 1,
         2 => 4096,
         3 => 9000,
-        7 if i % 77 == 7 => 300_000,
         _ => 100 + (i * 37) % 3000,
     };
     (0..n).map(|k| (k * 31 + i * 7 + t * 101) as u8).collect()
