@@ -72,8 +72,8 @@ pub struct Args {
     /// Do not descend into directories on other filesystems (they stay empty).
     #[arg(long)]
     pub one_file_system: bool,
-    /// Threads writing into the image (default 1; 0: the number of CPUs). Work
-    /// is split by allocation group. --reproducible uses one.
+    /// Threads writing into the image (default: the number of CPUs). Work is
+    /// split by allocation group. --reproducible uses one.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
     /// Print a JSON summary on standard output.
@@ -246,14 +246,10 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
         source_date_epoch: None,
         one_file_system: args.one_file_system,
         progress: Some(&progress),
-        // One writing thread unless asked: with background writeback and
-        // direct writes, several threads interleave data and inode chunks in
-        // each AG and the build makes 2-3 times the write calls
-        // (tests/build_writes.rs bound); see docs/ARCHITECTURE.md.
         jobs: match args.jobs {
-            Some(0) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            Some(0) => return Err(usage("--jobs must be at least 1")),
             Some(n) => n,
-            None => 1,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         },
     };
     let image = PathBuf::from(image);

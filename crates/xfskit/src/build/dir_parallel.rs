@@ -3,8 +3,9 @@
 //! itself and hands every other entry to the worker of its parent
 //! directory's AG. Hard links are keyed by the source's (device, inode);
 //! a link to a file a worker has yet to create waits for the workers to
-//! drain. Directory metadata is returned, to be set once the workers are
-//! done.
+//! drain. Directories are created, and their metadata set after their
+//! last child, only while the workers are idle (drained), so the layout
+//! matches the sequential feed's.
 
 use std::collections::HashMap;
 
@@ -28,17 +29,16 @@ fn link_key(st: &rustix::fs::Statx) -> Vec<u8> {
 }
 
 /// Runs the walk's steps from `next` into `fs` through `pool`; returns the
-/// counts and every directory with the metadata it is to get.
+/// counts.
 pub(super) fn consume(
     next: &mut dyn FnMut() -> Result<Option<Step>>,
     fs: &Fs,
     pool: &Pool<'_>,
     opts: &FeedOptions<'_>,
-) -> Result<(FeedStats, Vec<(Ino, Meta)>)> {
+) -> Result<FeedStats> {
     let mut t = FsTarget::new(fs);
     let mut stats = FeedStats::default();
     let mut open: Vec<(Ino, Meta)> = Vec::new();
-    let mut closed: Vec<(Ino, Meta)> = Vec::new();
     // Hard-linked files: `None` while a worker has yet to create it.
     let mut links: HashMap<Vec<u8>, Option<Ino>> = HashMap::new();
     let mut buf = Vec::new();
@@ -50,6 +50,11 @@ pub(super) fn consume(
                     None => t.root(),
                     Some(&(parent, _)) => {
                         check_name(&e.name, &e.path.display())?;
+                        // Only once the workers are idle: see
+                        // source_tar's `settle`.
+                        for (k, ino) in pool.drain()? {
+                            links.insert(k, Some(ino));
+                        }
                         t.create(parent, &e.name, &NodeKind::Dir, &meta)?
                     }
                 };
@@ -59,7 +64,18 @@ pub(super) fn consume(
                 stats.dirs += 1;
                 open.push((ino, meta));
             }
-            Step::Leave => closed.extend(open.pop()),
+            Step::Leave => {
+                // A directory's times are set after its last child, as in
+                // the sequential feed, while its inode is still pending
+                // with its neighbours (set at the very end instead, every
+                // directory inode would be written back on its own).
+                if let Some((ino, meta)) = open.pop() {
+                    for (k, ino) in pool.drain()? {
+                        links.insert(k, Some(ino));
+                    }
+                    t.set_meta(ino, &meta)?;
+                }
+            }
             Step::Leaf(mut e) => {
                 let parent = open.last().map_or_else(|| t.root(), |d| d.0);
                 let w = pool.worker_for(parent);
@@ -149,5 +165,5 @@ pub(super) fn consume(
         }
         stats.tick(opts);
     }
-    Ok((stats, closed))
+    Ok(stats)
 }

@@ -28,7 +28,6 @@ use super::prefetch::{self, Window};
 use super::size::{Census, Layout};
 use super::target::{BuildTarget, Meta, NodeKind};
 use super::workers::with_pool;
-use super::FsTarget;
 use crate::error::{Error, Result};
 use crate::geometry::Ino;
 use crate::inode::Timestamp;
@@ -193,14 +192,9 @@ pub fn feed_with(
             if opts.jobs > 1 {
                 if let Some(fs) = t.fs() {
                     let mut next = || c.next();
-                    let (stats, dirs) = with_pool(fs, opts.jobs, |pool| {
+                    return with_pool(fs, opts.jobs, |pool| {
                         super::dir_parallel::consume(&mut next, fs, pool, opts)
-                    })?;
-                    let mut main = FsTarget::new(fs);
-                    for (ino, meta) in &dirs {
-                        main.set_meta(*ino, meta)?;
-                    }
-                    return Ok(stats);
+                    });
                 }
             }
             let mut stats = FeedStats::default();

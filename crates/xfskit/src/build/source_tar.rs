@@ -182,6 +182,7 @@ impl Tree<'_, '_> {
             let (_, name) = split(prefix);
             check_name(name, &show(prefix))?;
             let meta = self.default_meta();
+            self.settle()?;
             ino = self.t.create(ino, name, &NodeKind::Dir, &meta)?;
             self.stats.dirs += 1;
             self.dirs.insert(prefix.to_vec(), (ino, meta));
@@ -193,6 +194,20 @@ impl Tree<'_, '_> {
         for (n, v) in &e.xattrs {
             if storable_xattr(n) {
                 set_xattr(self.t, self.opts.ids, ino, n, v, &mut self.stats)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Parallel feed: waits until the workers have run everything queued
+    /// (and records what they made). Directories are created only then:
+    /// made ahead of the files still queued for their AG, their inodes
+    /// and blocks would land among those files' data, and writeback would
+    /// need 2-3 times the write calls (tests/build_writes.rs).
+    fn settle(&mut self) -> Result<()> {
+        if let Some(pool) = self.pool {
+            for (p, ino) in pool.drain()? {
+                self.others.insert(p, Some(ino));
             }
         }
         Ok(())
@@ -402,6 +417,9 @@ impl Tree<'_, '_> {
         }
         if e.kind == TarKind::File && e.sparse.is_none() && e.size <= buf.len() as u64 {
             return self.small_file(r, e, path, parent, &meta, buf);
+        }
+        if kind == NodeKind::Dir {
+            self.settle()?;
         }
         let ino = self.t.create(parent, name, &kind, &meta)?;
         self.xattrs(ino, e)?;
