@@ -18,6 +18,7 @@ mod readahead;
 pub mod size;
 pub mod source_dir;
 pub mod source_tar;
+mod tar_dispatch;
 mod tar_pax;
 pub mod tar_reader;
 mod tar_sparse;

@@ -24,7 +24,7 @@ use super::feed::{
 use super::size::{Census, Layout};
 use super::tar_reader::{TarEntry, TarKind, TarReader};
 use super::target::{BuildTarget, Meta, NodeKind};
-use super::workers::{with_pool, Job, Pool, Xattrs};
+use super::workers::{with_pool, Job, Pool};
 use super::FsTarget;
 use crate::error::{Error, Result};
 use crate::geometry::Ino;
@@ -115,7 +115,7 @@ pub fn normalize(path: &[u8]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-fn split(path: &[u8]) -> (&[u8], &[u8]) {
+pub(super) fn split(path: &[u8]) -> (&[u8], &[u8]) {
     match path.iter().rposition(|&b| b == b'/') {
         Some(i) => (&path[..i], &path[i + 1..]),
         None => (&[], path),
@@ -139,15 +139,16 @@ fn entry_meta(e: &TarEntry, opts: &FeedOptions<'_>) -> Meta {
     }
 }
 
-struct Tree<'t, 'o> {
-    t: &'t mut dyn BuildTarget,
-    opts: &'t FeedOptions<'o>,
-    dirs: BTreeMap<Vec<u8>, (Ino, Meta)>,
+/// The feed's state: what has been made so far.
+pub(super) struct Tree<'t, 'o> {
+    pub(super) t: &'t mut dyn BuildTarget,
+    pub(super) opts: &'t FeedOptions<'o>,
+    pub(super) dirs: BTreeMap<Vec<u8>, (Ino, Meta)>,
     /// Non-directories; `None` while a worker has yet to create it.
-    others: HashMap<Vec<u8>, Option<Ino>>,
-    stats: FeedStats,
+    pub(super) others: HashMap<Vec<u8>, Option<Ino>>,
+    pub(super) stats: FeedStats,
     /// Workers for everything but directories (parallel feed only).
-    pool: Option<&'t Pool<'t>>,
+    pub(super) pool: Option<&'t Pool<'t>>,
 }
 
 impl Tree<'_, '_> {
@@ -195,111 +196,6 @@ impl Tree<'_, '_> {
             if storable_xattr(n) {
                 set_xattr(self.t, self.opts.ids, ino, n, v, &mut self.stats)?;
             }
-        }
-        Ok(())
-    }
-
-    /// Parallel feed: waits until the workers have run everything queued
-    /// (and records what they made). Directories are created only then:
-    /// made ahead of the files still queued for their AG, their inodes
-    /// and blocks would land among those files' data, and writeback would
-    /// need 2-3 times the write calls (tests/build_writes.rs).
-    fn settle(&mut self) -> Result<()> {
-        if let Some(pool) = self.pool {
-            for (p, ino) in pool.drain()? {
-                self.others.insert(p, Some(ino));
-            }
-        }
-        Ok(())
-    }
-
-    /// The entry's storable xattrs, ids inside ACLs mapped.
-    fn mapped_xattrs(&self, e: &TarEntry) -> Xattrs {
-        e.xattrs
-            .iter()
-            .filter(|(n, _)| storable_xattr(n))
-            .map(|(n, v)| {
-                let v = self.opts.ids.map_xattr(n, v).unwrap_or_else(|| v.clone());
-                (n.clone(), v)
-            })
-            .collect()
-    }
-
-    /// The inode of earlier non-directory `path`, waiting for the workers
-    /// when one of them has yet to create it.
-    fn other(&mut self, path: &[u8]) -> Result<Option<Ino>> {
-        match (self.others.get(path), self.pool) {
-            (Some(None), Some(pool)) => {
-                for (p, ino) in pool.drain()? {
-                    self.others.insert(p, Some(ino));
-                }
-                Ok(self.others.get(path).copied().flatten())
-            }
-            (o, _) => Ok(o.copied().flatten()),
-        }
-    }
-
-    /// Parallel feed: hands a non-directory to the worker of its parent's
-    /// AG; file data (read here) follows in chunks.
-    #[allow(clippy::too_many_arguments)]
-    fn dispatch<R: Read>(
-        &mut self,
-        pool: &Pool<'_>,
-        r: &mut TarReader<R>,
-        e: &TarEntry,
-        path: Vec<u8>,
-        parent: Ino,
-        kind: NodeKind,
-        meta: Meta,
-        buf: &mut [u8],
-    ) -> Result<()> {
-        let w = pool.worker_for(parent);
-        let name = split(&path).1.to_vec();
-        let xattrs = self.mapped_xattrs(e);
-        self.stats.xattrs += xattrs.len() as u64;
-        self.others.insert(path.clone(), None);
-        match kind {
-            NodeKind::File { .. } if e.sparse.is_none() && e.size <= buf.len() as u64 => {
-                // Read into the reused buffer, then copied: cheaper than
-                // zeroing a fresh one to read into.
-                let mut data = Vec::new();
-                r.data(e, buf, |_, d| {
-                    data = d.to_vec();
-                    Ok(())
-                })?;
-                self.stats.files += 1;
-                self.stats.bytes += e.size;
-                let job = Job::File {
-                    parent,
-                    name,
-                    key: Some(path),
-                    meta,
-                    data,
-                    xattrs,
-                };
-                return pool.push(w, job);
-            }
-            NodeKind::File { .. } => self.stats.files += 1,
-            NodeKind::Symlink(_) => self.stats.symlinks += 1,
-            _ => self.stats.specials += 1,
-        }
-        let is_file = matches!(kind, NodeKind::File { .. });
-        let job = Job::Create {
-            parent,
-            name,
-            key: Some(path),
-            kind,
-            meta,
-            xattrs,
-        };
-        pool.push(w, job)?;
-        if is_file {
-            let stats = &mut self.stats;
-            r.data(e, buf, |offset, data| {
-                stats.bytes += data.len() as u64;
-                let data = data.to_vec();
-                pool.push(w, Job::Data { offset, data })
-            })?;
         }
         Ok(())
     }
