@@ -30,6 +30,7 @@ fn opts(ids: &IdMap) -> FeedOptions<'_> {
         default_time: Timestamp { sec: 0, nsec: 0 },
         one_file_system: false,
         progress: None,
+        jobs: 1,
     }
 }
 

@@ -72,6 +72,10 @@ pub struct Args {
     /// Do not descend into directories on other filesystems (they stay empty).
     #[arg(long)]
     pub one_file_system: bool,
+    /// Threads writing into the image (default: the number of CPUs). Work is
+    /// split by allocation group. --reproducible uses one.
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
     /// Print a JSON summary on standard output.
     #[arg(long)]
     pub json: bool,
@@ -86,7 +90,7 @@ pub struct Args {
 }
 
 /// Long options that may also appear among the trailing arguments.
-const LONG_VALUES: &[&str] = &["size", "slack", "owner", "uid-map", "gid-map"];
+const LONG_VALUES: &[&str] = &["size", "slack", "owner", "uid-map", "gid-map", "jobs"];
 const LONG_FLAGS: &[&str] = &["reproducible", "one-file-system", "json"];
 
 fn usage(msg: impl std::fmt::Display) -> Error {
@@ -126,6 +130,7 @@ fn take_long(raw: &mut Vec<String>, a: &mut Args) -> Result<(), Error> {
                 "slack" => a.slack = v,
                 "owner" => a.owner = Some(v),
                 "uid-map" => a.uid_map = Some(v),
+                "jobs" => a.jobs = Some(v.parse().map_err(|_| usage(format!("bad --jobs {v}")))?),
                 _ => a.gid_map = Some(v),
             }
         } else if body.is_empty() {
@@ -241,6 +246,11 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
         source_date_epoch: None,
         one_file_system: args.one_file_system,
         progress: Some(&progress),
+        jobs: match args.jobs {
+            Some(0) => return Err(usage("--jobs must be at least 1")),
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        },
     };
     let image = PathBuf::from(image);
     let src = Source::open(std::path::Path::new(&source))?;

@@ -23,6 +23,10 @@ impl BuildTarget for FsTarget<'_> {
         self.fs.geometry().root_ino
     }
 
+    fn fs(&self) -> Option<&Fs> {
+        Some(self.fs)
+    }
+
     fn create(&mut self, parent: Ino, name: &[u8], kind: &NodeKind, meta: &Meta) -> Result<Ino> {
         self.fs.create(parent, name, kind, meta)
     }

@@ -30,6 +30,9 @@ pub struct FeedOptions<'a> {
     pub one_file_system: bool,
     /// Running counts after each entry.
     pub progress: Option<ProgressFn<'a>>,
+    /// Threads writing into the image (0 or 1: the feeding thread alone);
+    /// used when the target allows it ([`BuildTarget::fs`]).
+    pub jobs: usize,
 }
 
 /// What a source fed into the target.

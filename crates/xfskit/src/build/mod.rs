@@ -7,6 +7,7 @@
 //! as a [`BuildTarget`], lets the source fill it, and commits. The engine is
 //! a parameter; [`write_engine`] is the one place the real engine plugs in.
 
+mod dir_parallel;
 mod dir_walk;
 mod dir_xattr;
 pub mod engine;
@@ -17,10 +18,12 @@ mod readahead;
 pub mod size;
 pub mod source_dir;
 pub mod source_tar;
+mod tar_dispatch;
 mod tar_pax;
 pub mod tar_reader;
 mod tar_sparse;
 pub mod target;
+pub mod workers;
 
 pub use engine::FsTarget;
 pub use target::{BuildTarget, Meta, NodeKind};
@@ -97,6 +100,9 @@ pub struct BuildOptions<'a> {
     pub one_file_system: bool,
     /// Running counts while the image is filled.
     pub progress: Option<ProgressFn<'a>>,
+    /// Threads writing into the image (0 or 1: one). Reproducible builds
+    /// use one: with more, allocation order depends on timing.
+    pub jobs: usize,
 }
 
 /// The size decision, before anything is written.
@@ -309,6 +315,7 @@ pub fn build(
             },
             one_file_system: opts.one_file_system,
             progress: opts.progress,
+            jobs: if opts.reproducible { 1 } else { opts.jobs },
         };
         let mut fed = None;
         let mut populate = |t: &mut dyn BuildTarget| {

@@ -6,7 +6,8 @@
 //! tree always feeds the target in the same order. A pool of reader threads
 //! ([`super::prefetch`]) opens, stats and reads the next entries ahead of
 //! the target, within a bounded window; the target still sees every call
-//! in walk order. Files with holes are copied from the segments
+//! in walk order (with `jobs` above 1, [`super::dir_parallel`] spreads the
+//! calls over worker threads by AG instead). Files with holes are copied from the segments
 //! `SEEK_DATA`/`SEEK_HOLE` report and large files are streamed in chunks of
 //! [`CHUNK_BYTES`], so holes stay holes and no large file is held whole.
 
@@ -26,6 +27,7 @@ use super::feed::{
 use super::prefetch::{self, Window};
 use super::size::{Census, Layout};
 use super::target::{BuildTarget, Meta, NodeKind};
+use super::workers::with_pool;
 use crate::error::{Error, Result};
 use crate::geometry::Ino;
 use crate::inode::Timestamp;
@@ -42,7 +44,7 @@ fn ts(t: &rustix::fs::StatxTimestamp) -> Timestamp {
     }
 }
 
-fn meta_of(st: &Statx, opts: &FeedOptions<'_>) -> Meta {
+pub(super) fn meta_of(st: &Statx, opts: &FeedOptions<'_>) -> Meta {
     let ctime = ts(&st.stx_ctime);
     let has_btime = st.stx_mask & StatxFlags::BTIME.bits() != 0;
     Meta {
@@ -56,7 +58,7 @@ fn meta_of(st: &Statx, opts: &FeedOptions<'_>) -> Meta {
     }
 }
 
-fn kind_of(e: &mut Entry) -> Result<NodeKind> {
+pub(super) fn kind_of(e: &mut Entry) -> Result<NodeKind> {
     let st = &e.st;
     let (major, minor) = (st.stx_rdev_major, st.stx_rdev_minor);
     Ok(match st.stx_mode & S_IFMT {
@@ -79,16 +81,13 @@ fn kind_of(e: &mut Entry) -> Result<NodeKind> {
     })
 }
 
+/// Where file data goes: `(file offset, bytes)`.
+pub(super) type Sink<'s> = &'s mut dyn FnMut(u64, &[u8]) -> Result<()>;
+
 /// Writes `data` (file bytes from `off`) in chunks of [`CHUNK_BYTES`].
-fn write_chunks(
-    t: &mut dyn BuildTarget,
-    ino: Ino,
-    mut off: u64,
-    data: &[u8],
-    stats: &mut FeedStats,
-) -> Result<()> {
+fn write_chunks(out: Sink<'_>, mut off: u64, data: &[u8], stats: &mut FeedStats) -> Result<()> {
     for c in data.chunks(CHUNK_BYTES) {
-        t.write_data(ino, off, c)?;
+        out(off, c)?;
         stats.bytes += c.len() as u64;
         off += c.len() as u64;
     }
@@ -98,10 +97,9 @@ fn write_chunks(
 /// Reads `[start, end)` of `file` chunk by chunk and writes it.
 #[allow(clippy::too_many_arguments)]
 fn stream(
-    t: &mut dyn BuildTarget,
+    out: Sink<'_>,
     file: &File,
     path: &Path,
-    ino: Ino,
     start: u64,
     end: u64,
     buf: &mut Vec<u8>,
@@ -112,31 +110,32 @@ fn stream(
     while off < end {
         let want = (end - off).min(CHUNK_BYTES as u64) as usize;
         read_full(file, path, &mut buf[..want], off)?;
-        t.write_data(ino, off, &buf[..want])?;
+        out(off, &buf[..want])?;
         stats.bytes += want as u64;
         off += want as u64;
     }
     Ok(())
 }
 
-fn copy_data(
-    t: &mut dyn BuildTarget,
+/// Copies a file's data (what the readers prepared, then the rest from the
+/// file) to `out`.
+pub(super) fn copy_data(
+    out: Sink<'_>,
     e: &Entry,
     data: Data,
-    ino: Ino,
     buf: &mut Vec<u8>,
     stats: &mut FeedStats,
 ) -> Result<()> {
     let size = e.st.stx_size;
     match data {
         Data::None => Ok(()),
-        Data::Whole(d) => write_chunks(t, ino, 0, &d, stats),
+        Data::Whole(d) => write_chunks(out, 0, &d, stats),
         Data::Head(d, file) => {
-            write_chunks(t, ino, 0, &d, stats)?;
-            stream(t, &file, &e.path, ino, d.len() as u64, size, buf, stats)
+            write_chunks(out, 0, &d, stats)?;
+            stream(out, &file, &e.path, d.len() as u64, size, buf, stats)
         }
         Data::Sparse(file) => for_each_segment(&file, &e.path, size, |start, len| {
-            stream(t, &file, &e.path, ino, start, start + len, buf, stats)
+            stream(out, &file, &e.path, start, start + len, buf, stats)
         }),
     }
 }
@@ -190,6 +189,14 @@ pub fn feed_with(
         |p| produce(root, ofs, mode, p),
         |job, b| work(job, mode, b),
         |c| {
+            if opts.jobs > 1 {
+                if let Some(fs) = t.fs() {
+                    let mut next = || c.next();
+                    return with_pool(fs, opts.jobs, |pool| {
+                        super::dir_parallel::consume(&mut next, fs, pool, opts)
+                    });
+                }
+            }
             let mut stats = FeedStats::default();
             let mut dirs: Vec<(Ino, Meta)> = Vec::new();
             let mut links: HashMap<(u32, u32, u64), Ino> = HashMap::new();
@@ -255,7 +262,8 @@ pub fn feed_with(
                             NodeKind::File { .. } => {
                                 stats.files += 1;
                                 let data = std::mem::replace(&mut e.data, Data::None);
-                                copy_data(t, &e, data, ino, &mut buf, &mut stats)?;
+                                let mut out = |off: u64, d: &[u8]| t.write_data(ino, off, d);
+                                copy_data(&mut out, &e, data, &mut buf, &mut stats)?;
                             }
                             NodeKind::Symlink(_) => stats.symlinks += 1,
                             _ => stats.specials += 1,

@@ -24,6 +24,8 @@ use super::feed::{
 use super::size::{Census, Layout};
 use super::tar_reader::{TarEntry, TarKind, TarReader};
 use super::target::{BuildTarget, Meta, NodeKind};
+use super::workers::{with_pool, Job, Pool};
+use super::FsTarget;
 use crate::error::{Error, Result};
 use crate::geometry::Ino;
 
@@ -113,7 +115,7 @@ pub fn normalize(path: &[u8]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-fn split(path: &[u8]) -> (&[u8], &[u8]) {
+pub(super) fn split(path: &[u8]) -> (&[u8], &[u8]) {
     match path.iter().rposition(|&b| b == b'/') {
         Some(i) => (&path[..i], &path[i + 1..]),
         None => (&[], path),
@@ -137,12 +139,16 @@ fn entry_meta(e: &TarEntry, opts: &FeedOptions<'_>) -> Meta {
     }
 }
 
-struct Tree<'t, 'o> {
-    t: &'t mut dyn BuildTarget,
-    opts: &'t FeedOptions<'o>,
-    dirs: BTreeMap<Vec<u8>, (Ino, Meta)>,
-    others: HashMap<Vec<u8>, Ino>,
-    stats: FeedStats,
+/// The feed's state: what has been made so far.
+pub(super) struct Tree<'t, 'o> {
+    pub(super) t: &'t mut dyn BuildTarget,
+    pub(super) opts: &'t FeedOptions<'o>,
+    pub(super) dirs: BTreeMap<Vec<u8>, (Ino, Meta)>,
+    /// Non-directories; `None` while a worker has yet to create it.
+    pub(super) others: HashMap<Vec<u8>, Option<Ino>>,
+    pub(super) stats: FeedStats,
+    /// Workers for everything but directories (parallel feed only).
+    pub(super) pool: Option<&'t Pool<'t>>,
 }
 
 impl Tree<'_, '_> {
@@ -177,6 +183,7 @@ impl Tree<'_, '_> {
             let (_, name) = split(prefix);
             check_name(name, &show(prefix))?;
             let meta = self.default_meta();
+            self.settle()?;
             ino = self.t.create(ino, name, &NodeKind::Dir, &meta)?;
             self.stats.dirs += 1;
             self.dirs.insert(prefix.to_vec(), (ino, meta));
@@ -239,7 +246,7 @@ impl Tree<'_, '_> {
             &xattrs,
             &mut self.stats,
         )?;
-        self.others.insert(path, ino);
+        self.others.insert(path, Some(ino));
         Ok(())
     }
 
@@ -269,16 +276,26 @@ impl Tree<'_, '_> {
         let kind = match &e.kind {
             TarKind::HardLink(target) => {
                 let tp = normalize(target)?;
-                let Some(&ino) = self.others.get(&tp) else {
+                let Some(ino) = self.other(&tp)? else {
                     return Err(Error::Invalid(format!(
                         "{}: hard link to {}, which is not an earlier file of the archive",
                         show(&path),
                         show(&tp)
                     )));
                 };
-                self.t.link(parent, name, ino)?;
+                match self.pool {
+                    Some(pool) => {
+                        let job = Job::Link {
+                            parent,
+                            name: name.to_vec(),
+                            target: ino,
+                        };
+                        pool.push(pool.worker_for(parent), job)?;
+                    }
+                    None => self.t.link(parent, name, ino)?,
+                }
                 self.stats.hardlinks += 1;
-                self.others.insert(path, ino);
+                self.others.insert(path, Some(ino));
                 return Ok(());
             }
             TarKind::Dir => NodeKind::Dir,
@@ -291,8 +308,14 @@ impl Tree<'_, '_> {
             &TarKind::BlockDev(major, minor) => NodeKind::BlockDev { major, minor },
             TarKind::Fifo => NodeKind::Fifo,
         };
+        if let (Some(pool), false) = (self.pool, kind == NodeKind::Dir) {
+            return self.dispatch(pool, r, e, path, parent, kind, meta, buf);
+        }
         if e.kind == TarKind::File && e.sparse.is_none() && e.size <= buf.len() as u64 {
             return self.small_file(r, e, path, parent, &meta, buf);
+        }
+        if kind == NodeKind::Dir {
+            self.settle()?;
         }
         let ino = self.t.create(parent, name, &kind, &meta)?;
         self.xattrs(ino, e)?;
@@ -308,15 +331,15 @@ impl Tree<'_, '_> {
                     stats.bytes += data.len() as u64;
                     t.write_data(ino, off, data)
                 })?;
-                self.others.insert(path, ino);
+                self.others.insert(path, Some(ino));
             }
             NodeKind::Symlink(_) => {
                 self.stats.symlinks += 1;
-                self.others.insert(path, ino);
+                self.others.insert(path, Some(ino));
             }
             _ => {
                 self.stats.specials += 1;
-                self.others.insert(path, ino);
+                self.others.insert(path, Some(ino));
             }
         }
         Ok(())
@@ -325,7 +348,45 @@ impl Tree<'_, '_> {
 
 /// Feeds the archive into `t`. The archive's root entry (`./`), if any,
 /// gives the root directory its metadata; otherwise it gets the defaults.
+///
+/// With `opts.jobs` above 1 and a target that can be written from several
+/// threads ([`BuildTarget::fs`]), this thread reads the archive and makes
+/// the directories while workers, one per group of AGs, create everything
+/// else ([`super::workers`]).
 pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) -> Result<FeedStats> {
+    if opts.jobs > 1 {
+        if let Some(fs) = t.fs() {
+            let mut main = FsTarget::new(fs);
+            let (stats, dirs) =
+                with_pool(fs, opts.jobs, |pool| walk(src, &mut main, opts, Some(pool)))?;
+            set_dir_meta(&mut main, &dirs)?;
+            return Ok(stats);
+        }
+    }
+    let (stats, dirs) = walk(src, t, opts, None)?;
+    set_dir_meta(t, &dirs)?;
+    Ok(stats)
+}
+
+type Dirs = BTreeMap<Vec<u8>, (Ino, Meta)>;
+
+/// Every directory's metadata, once nothing more is added to any of them.
+fn set_dir_meta(t: &mut dyn BuildTarget, dirs: &Dirs) -> Result<()> {
+    // Deepest first is not needed: set_meta only touches the directory itself.
+    for (ino, meta) in dirs.values() {
+        t.set_meta(*ino, meta)?;
+    }
+    Ok(())
+}
+
+/// Reads the whole archive into `t` (and `pool`, when given); returns the
+/// counts and the directories.
+fn walk<'a>(
+    src: &TarSource,
+    t: &'a mut dyn BuildTarget,
+    opts: &'a FeedOptions<'_>,
+    pool: Option<&'a Pool<'a>>,
+) -> Result<(FeedStats, Dirs)> {
     let mut r = TarReader::new(src.reader()?);
     let root = t.root();
     let mut tree = Tree {
@@ -334,6 +395,7 @@ pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) ->
         dirs: BTreeMap::new(),
         others: HashMap::new(),
         stats: FeedStats::default(),
+        pool,
     };
     let meta = tree.default_meta();
     tree.dirs.insert(Vec::new(), (root, meta));
@@ -343,11 +405,7 @@ pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) ->
         tree.entry(&mut r, &e, &mut buf)?;
         tree.stats.tick(opts);
     }
-    // Deepest first is not needed: set_meta only touches the directory itself.
-    for (ino, meta) in tree.dirs.values() {
-        tree.t.set_meta(*ino, meta)?;
-    }
-    Ok(tree.stats)
+    Ok((tree.stats, tree.dirs))
 }
 
 /// Counts what [`feed`] would write, for sizing the image.

@@ -7,6 +7,7 @@
 //! not disturb them.
 
 use crate::error::Result;
+use crate::fs::Fs;
 use crate::geometry::Ino;
 use crate::inode::Timestamp;
 
@@ -85,6 +86,13 @@ pub trait BuildTarget {
     /// Sets ownership, permissions and times again (used for directories
     /// after their last child, and for the root directory).
     fn set_meta(&mut self, ino: Ino, meta: &Meta) -> Result<()>;
+
+    /// The writable filesystem behind the target, when a source may write
+    /// into it directly from several threads at once (the write engine);
+    /// `None` (the default): call the target from one thread only.
+    fn fs(&self) -> Option<&Fs> {
+        None
+    }
 
     /// Creates regular file `name` in `parent` holding all of `data`, with
     /// the extended attributes `xattrs` (names as for `set_xattr`): what

@@ -1,0 +1,120 @@
+//! The parallel side of the tar feed ([`super::source_tar`]): what the
+//! reading thread hands to the workers ([`super::workers`]), and the
+//! waits that keep the result the sequential feed's.
+
+use std::io::Read;
+
+use super::feed::storable_xattr;
+use super::source_tar::{split, Tree};
+use super::tar_reader::{TarEntry, TarReader};
+use super::target::{Meta, NodeKind};
+use super::workers::{Job, Pool, Xattrs};
+use crate::error::Result;
+use crate::geometry::Ino;
+
+impl Tree<'_, '_> {
+    /// Parallel feed: waits until the workers have run everything queued
+    /// (and records what they made). Directories are created only then:
+    /// made ahead of the files still queued for their AG, their inodes
+    /// and blocks would land among those files' data, and writeback would
+    /// need 2-3 times the write calls (tests/build_writes.rs).
+    pub(super) fn settle(&mut self) -> Result<()> {
+        if let Some(pool) = self.pool {
+            for (p, ino) in pool.drain()? {
+                self.others.insert(p, Some(ino));
+            }
+        }
+        Ok(())
+    }
+
+    /// The entry's storable xattrs, ids inside ACLs mapped.
+    fn mapped_xattrs(&self, e: &TarEntry) -> Xattrs {
+        e.xattrs
+            .iter()
+            .filter(|(n, _)| storable_xattr(n))
+            .map(|(n, v)| {
+                let v = self.opts.ids.map_xattr(n, v).unwrap_or_else(|| v.clone());
+                (n.clone(), v)
+            })
+            .collect()
+    }
+
+    /// The inode of earlier non-directory `path`, waiting for the workers
+    /// when one of them has yet to create it.
+    pub(super) fn other(&mut self, path: &[u8]) -> Result<Option<Ino>> {
+        match (self.others.get(path), self.pool) {
+            (Some(None), Some(pool)) => {
+                for (p, ino) in pool.drain()? {
+                    self.others.insert(p, Some(ino));
+                }
+                Ok(self.others.get(path).copied().flatten())
+            }
+            (o, _) => Ok(o.copied().flatten()),
+        }
+    }
+
+    /// Parallel feed: hands a non-directory to the worker of its parent's
+    /// AG; file data (read here) follows in chunks.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dispatch<R: Read>(
+        &mut self,
+        pool: &Pool<'_>,
+        r: &mut TarReader<R>,
+        e: &TarEntry,
+        path: Vec<u8>,
+        parent: Ino,
+        kind: NodeKind,
+        meta: Meta,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        let w = pool.worker_for(parent);
+        let name = split(&path).1.to_vec();
+        let xattrs = self.mapped_xattrs(e);
+        self.stats.xattrs += xattrs.len() as u64;
+        self.others.insert(path.clone(), None);
+        match kind {
+            NodeKind::File { .. } if e.sparse.is_none() && e.size <= buf.len() as u64 => {
+                // Read into the reused buffer, then copied: cheaper than
+                // zeroing a fresh one to read into.
+                let mut data = Vec::new();
+                r.data(e, buf, |_, d| {
+                    data = d.to_vec();
+                    Ok(())
+                })?;
+                self.stats.files += 1;
+                self.stats.bytes += e.size;
+                let job = Job::File {
+                    parent,
+                    name,
+                    key: Some(path),
+                    meta,
+                    data,
+                    xattrs,
+                };
+                return pool.push(w, job);
+            }
+            NodeKind::File { .. } => self.stats.files += 1,
+            NodeKind::Symlink(_) => self.stats.symlinks += 1,
+            _ => self.stats.specials += 1,
+        }
+        let is_file = matches!(kind, NodeKind::File { .. });
+        let job = Job::Create {
+            parent,
+            name,
+            key: Some(path),
+            kind,
+            meta,
+            xattrs,
+        };
+        pool.push(w, job)?;
+        if is_file {
+            let stats = &mut self.stats;
+            r.data(e, buf, |offset, data| {
+                stats.bytes += data.len() as u64;
+                let data = data.to_vec();
+                pool.push(w, Job::Data { offset, data })
+            })?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,391 @@
+//! Parallel population: a source's reading thread hands namespace work to
+//! worker threads, one per group of AGs, all writing into one shared
+//! [`Fs`].
+//!
+//! An entry goes to the worker of its parent directory's AG (`AG % jobs`),
+//! so work in different AGs proceeds side by side while the entries of one
+//! directory are still added in the order the source gave them (one queue,
+//! run in order, per worker). Queues are bounded in jobs and bytes, so the
+//! reader never runs far ahead. A worker records the inode it creates for
+//! every job given a key; [`Pool::drain`] waits until every queue is empty
+//! and hands those back (for hard links, which need the inode of an
+//! earlier file).
+//! The first error stops everything: later jobs are dropped unrun and
+//! [`with_pool`] returns that error.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use super::target::{Meta, NodeKind};
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::geometry::Ino;
+
+/// Bytes of queued file data allowed across all workers.
+pub const QUEUE_BYTES: usize = 64 << 20;
+/// Jobs allowed in one worker's queue.
+const QUEUE_JOBS: usize = 4096;
+
+/// Extended attributes, full names, values with ids already mapped.
+pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// One piece of work for a worker.
+pub enum Job {
+    /// A regular file with all its data and xattrs (`Fs::create_file`).
+    File {
+        /// Parent directory.
+        parent: Ino,
+        /// The new name.
+        name: Vec<u8>,
+        /// Reported with the new inode by [`Pool::drain`], when given.
+        key: Option<Vec<u8>>,
+        /// Owner, mode and times.
+        meta: Meta,
+        /// The whole contents.
+        data: Vec<u8>,
+        /// Extended attributes.
+        xattrs: Xattrs,
+    },
+    /// Any other non-directory (a large or sparse file, whose data follows
+    /// in [`Job::Data`] jobs, a symlink, a device node), then its xattrs.
+    Create {
+        /// Parent directory.
+        parent: Ino,
+        /// The new name.
+        name: Vec<u8>,
+        /// Reported with the new inode by [`Pool::drain`], when given.
+        key: Option<Vec<u8>>,
+        /// What to create.
+        kind: NodeKind,
+        /// Owner, mode and times.
+        meta: Meta,
+        /// Extended attributes.
+        xattrs: Xattrs,
+    },
+    /// Data for the inode of the last [`Job::Create`] of the same worker.
+    Data {
+        /// File byte offset.
+        offset: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// A hard link `name` in `parent` to `target`.
+    Link {
+        /// Parent directory.
+        parent: Ino,
+        /// The new name.
+        name: Vec<u8>,
+        /// The existing inode.
+        target: Ino,
+    },
+}
+
+impl Job {
+    /// Bytes the job holds, for the queue budget.
+    fn bytes(&self) -> usize {
+        let x = |xs: &Xattrs| xs.iter().map(|(n, v)| n.len() + v.len()).sum::<usize>();
+        match self {
+            Job::File {
+                name, data, xattrs, ..
+            } => name.len() + data.len() + x(xattrs),
+            Job::Create { name, xattrs, .. } => name.len() + x(xattrs),
+            Job::Data { data, .. } => data.len(),
+            Job::Link { name, .. } => name.len(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct QState {
+    jobs: VecDeque<(Job, usize)>,
+    bytes: usize,
+    /// The worker is running jobs taken from the queue.
+    busy: bool,
+    /// The worker sleeps, waiting for jobs.
+    idle: bool,
+    /// The feeding thread sleeps, waiting for room or for the worker to
+    /// finish.
+    feeder_waiting: bool,
+    /// No more jobs will come.
+    closed: bool,
+    /// The worker has exited (normally or by panic).
+    gone: bool,
+    /// Keys of the inodes created since the last drain.
+    done: Vec<(Vec<u8>, Ino)>,
+}
+
+/// One worker's queue. Condition variables are only signalled when
+/// someone sleeps on them, and an idle worker is woken only once a batch
+/// has gathered (or when the feeder needs it done): a wake-up costs a
+/// system call, a job only a few microseconds.
+#[derive(Default)]
+struct Queue {
+    st: Mutex<QState>,
+    /// The worker waits here for jobs.
+    work: Condvar,
+    /// The feeding thread waits here for room or for an empty queue.
+    room: Condvar,
+}
+
+/// Jobs gathered before an idle worker is woken.
+const WAKE_JOBS: usize = 64;
+/// Bytes gathered before an idle worker is woken.
+const WAKE_BYTES: usize = 1 << 20;
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, QState> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait_room<'a>(&self, mut st: MutexGuard<'a, QState>) -> MutexGuard<'a, QState> {
+        if st.idle && !st.jobs.is_empty() {
+            self.work.notify_one();
+        }
+        st.feeder_waiting = true;
+        st = self.room.wait(st).unwrap_or_else(|p| p.into_inner());
+        st.feeder_waiting = false;
+        st
+    }
+
+    fn wake_all(&self) {
+        let _st = self.lock();
+        self.work.notify_all();
+        self.room.notify_all();
+    }
+}
+
+/// Worker threads sharing one filesystem; see the module comment.
+pub struct Pool<'f> {
+    fs: &'f Fs,
+    queues: Vec<Queue>,
+    max_bytes: usize,
+    stop: AtomicBool,
+    error: Mutex<Option<Error>>,
+}
+
+/// Marks a worker's queue as gone however the worker ends, so the feeder
+/// never waits on a worker that will not come back.
+struct Gone<'a>(&'a Pool<'a>, usize);
+
+impl Drop for Gone<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop.store(true, Ordering::SeqCst);
+        }
+        let q = &self.0.queues[self.1];
+        let mut st = q.lock();
+        st.gone = true;
+        st.busy = false;
+        q.room.notify_all();
+    }
+}
+
+impl<'f> Pool<'f> {
+    /// The worker for entries of directory `parent`.
+    pub fn worker_for(&self, parent: Ino) -> usize {
+        self.fs.geometry().ino_agno(parent).0 as usize % self.queues.len()
+    }
+
+    /// True once an error has stopped the pool.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    fn fail(&self, e: Error) {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        drop(slot);
+        self.stop.store(true, Ordering::SeqCst);
+        for q in &self.queues {
+            q.wake_all();
+        }
+    }
+
+    fn stopped_error() -> Error {
+        Error::Invalid("build stopped by an error on another thread".into())
+    }
+
+    /// Queues `job` for worker `w`, waiting while its queue is full.
+    pub fn push(&self, w: usize, job: Job) -> Result<()> {
+        let n = job.bytes();
+        let q = &self.queues[w];
+        let mut st = q.lock();
+        while !st.jobs.is_empty()
+            && (st.jobs.len() >= QUEUE_JOBS || st.bytes + n > self.max_bytes)
+            && !st.gone
+            && !self.stopped()
+        {
+            st = q.wait_room(st);
+        }
+        if st.gone || self.stopped() {
+            return Err(Self::stopped_error());
+        }
+        st.jobs.push_back((job, n));
+        st.bytes += n;
+        if st.idle && (st.jobs.len() >= WAKE_JOBS || st.bytes >= WAKE_BYTES) {
+            q.work.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Waits until every worker has run every queued job, and returns the
+    /// keys of the inodes created since the last drain, with the inodes.
+    pub fn drain(&self) -> Result<Vec<(Vec<u8>, Ino)>> {
+        let mut out = Vec::new();
+        for q in &self.queues {
+            let mut st = q.lock();
+            while (!st.jobs.is_empty() || st.busy) && !st.gone && !self.stopped() {
+                st = q.wait_room(st);
+            }
+            if self.stopped() || (st.gone && !st.jobs.is_empty()) {
+                return Err(Self::stopped_error());
+            }
+            out.append(&mut st.done);
+        }
+        Ok(out)
+    }
+
+    fn close(&self) {
+        for q in &self.queues {
+            let mut st = q.lock();
+            st.closed = true;
+            q.work.notify_all();
+        }
+    }
+
+    /// Worker `w`'s loop: takes everything queued at once and runs it in
+    /// order, until the queue is closed and empty.
+    fn work(&self, w: usize) {
+        let _gone = Gone(self, w);
+        let q = &self.queues[w];
+        let mut cur: Option<Ino> = None;
+        let mut made = Vec::new();
+        let mut batch = VecDeque::new();
+        loop {
+            {
+                let mut st = q.lock();
+                st.done.append(&mut made);
+                while st.jobs.is_empty() && !st.closed {
+                    st.busy = false;
+                    if st.feeder_waiting {
+                        q.room.notify_all();
+                    }
+                    st.idle = true;
+                    st = q.work.wait(st).unwrap_or_else(|p| p.into_inner());
+                    st.idle = false;
+                }
+                if st.jobs.is_empty() {
+                    return;
+                }
+                std::mem::swap(&mut batch, &mut st.jobs);
+                st.bytes = 0;
+                st.busy = true;
+                if st.feeder_waiting {
+                    q.room.notify_all();
+                }
+            }
+            for (job, _) in batch.drain(..) {
+                if self.stopped() {
+                    continue;
+                }
+                match self.run(job, &mut cur) {
+                    Ok(Some(m)) => made.push(m),
+                    Ok(None) => {}
+                    Err(e) => self.fail(e),
+                }
+            }
+        }
+    }
+
+    fn run(&self, job: Job, cur: &mut Option<Ino>) -> Result<Option<(Vec<u8>, Ino)>> {
+        let fs = self.fs;
+        Ok(match job {
+            Job::File {
+                parent,
+                name,
+                key,
+                meta,
+                data,
+                xattrs,
+            } => {
+                let refs: Vec<(&[u8], &[u8])> =
+                    xattrs.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+                let ino = fs.create_file(parent, &name, &meta, &data, &refs)?;
+                key.map(|k| (k, ino))
+            }
+            Job::Create {
+                parent,
+                name,
+                key,
+                kind,
+                meta,
+                xattrs,
+            } => {
+                let ino = fs.create(parent, &name, &kind, &meta)?;
+                for (n, v) in &xattrs {
+                    fs.set_xattr_opt(ino, n, v, false)?;
+                }
+                *cur = Some(ino);
+                key.map(|k| (k, ino))
+            }
+            Job::Data { offset, data } => {
+                let ino =
+                    cur.ok_or_else(|| Error::Invalid("file data queued without its file".into()))?;
+                fs.write_at_opt(ino, offset, &data, false)?;
+                None
+            }
+            Job::Link {
+                parent,
+                name,
+                target,
+            } => {
+                fs.link(parent, &name, target)?;
+                None
+            }
+        })
+    }
+}
+
+/// Runs `body` on this thread with a pool of `jobs` workers (at most one
+/// per AG) writing into `fs`, then lets the workers finish what is queued. Returns the first
+/// error of a worker (ahead of the error `body` saw because of it), else
+/// `body`'s result.
+pub fn with_pool<R>(fs: &Fs, jobs: usize, body: impl FnOnce(&Pool<'_>) -> Result<R>) -> Result<R> {
+    // Entries go to workers by AG: more workers than AGs would idle.
+    let jobs = jobs.clamp(1, (fs.geometry().ag_count as usize).max(1));
+    let pool = Pool {
+        fs,
+        queues: (0..jobs).map(|_| Queue::default()).collect(),
+        // A worker's batch in hand and its queue each hold up to this.
+        max_bytes: (QUEUE_BYTES / jobs / 2).max(super::feed::CHUNK_BYTES),
+        stop: AtomicBool::new(false),
+        error: Mutex::new(None),
+    };
+    let r = std::thread::scope(|sc| {
+        let mut r = Ok(());
+        for w in 0..jobs {
+            let p = &pool;
+            if let Err(e) = std::thread::Builder::new()
+                .name(format!("xfskit-build-{w}"))
+                .spawn_scoped(sc, move || p.work(w))
+            {
+                r = Err(Error::Io(e));
+                break;
+            }
+        }
+        let r = r.and_then(|()| body(&pool));
+        if r.is_err() {
+            pool.stop.store(true, Ordering::SeqCst);
+        }
+        pool.close();
+        r
+    });
+    let first = pool.error.into_inner().unwrap_or_else(|p| p.into_inner());
+    match first {
+        Some(e) => Err(e),
+        None => r,
+    }
+}
