@@ -15,9 +15,11 @@
 
 mod dirty;
 mod flight;
+mod locks;
 mod state;
 
-pub use state::{LockSet, Pending, SbDelta, WriteState, WriteStats};
+pub use locks::LockSet;
+pub use state::{Pending, SbDelta, WriteState, WriteStats};
 
 use crate::buf::fasthash::FastMap;
 use crate::buf::Verifier;

@@ -10,11 +10,12 @@
 
 use super::dirty::Dirty;
 use super::flight::{join, Flight, Stream, Writer};
+use super::locks::LockSet;
 use crate::buf::fasthash::FastSet;
 use crate::dev::Device;
 use crate::error::Result;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Superblock counters changed by transactions (lazy counters: kept in
 /// memory, written to the primary superblock at sync).
@@ -44,49 +45,6 @@ pub struct WriteStats {
     pub writes: u64,
     /// Bytes written.
     pub bytes: u64,
-}
-
-/// A set of held locks on numbered objects (AGs, inodes). Only held
-/// numbers take memory, so 8 million AGs cost nothing until locked.
-#[derive(Default)]
-pub struct LockSet {
-    held: Mutex<Held>,
-    freed: Condvar,
-}
-
-#[derive(Default)]
-struct Held {
-    set: FastSet<u64>,
-    waiters: usize,
-}
-
-impl LockSet {
-    /// Blocks until `n` is free, then holds it.
-    pub fn lock(&self, n: u64) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        while held.set.contains(&n) {
-            held.waiters += 1;
-            held = self.freed.wait(held).unwrap_or_else(|e| e.into_inner());
-            held.waiters -= 1;
-        }
-        held.set.insert(n);
-    }
-
-    /// Holds `n` if it is free right now; false (nothing held) if not.
-    pub fn try_lock(&self, n: u64) -> bool {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.set.insert(n)
-    }
-
-    /// Releases `n`.
-    pub fn unlock(&self, n: u64) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.set.remove(&n);
-        // Waking is a system call: only when someone waits.
-        if held.waiters > 0 {
-            self.freed.notify_all();
-        }
-    }
 }
 
 /// Pending data writes: runs keyed by byte offset, adjacent writes
