@@ -4,6 +4,8 @@
 //! wrong counter is reported with the sum this test computes from all the
 //! AGFs and AGIs), and a bad counter in the last AG's AGF or AGI is found.
 
+mod write_common;
+
 use std::mem::offset_of;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -11,7 +13,6 @@ use xfs_format::ag::{Agf, Agi, XFS_AGF_CRC_OFF, XFS_AGI_CRC_OFF};
 use xfs_format::sb::{Dsb, XFS_SB_CRC_OFF};
 use xfskit::check::{check, CheckOptions, CheckReport};
 use xfskit::geometry::{AgBlock, AgNumber};
-use xfskit::mkfs::{mkfs_with, parse_mkfs_args, WriteOptions};
 use xfskit::{Fs, OpenOptions};
 
 const AGS: u32 = 2048;
@@ -25,36 +26,10 @@ impl Drop for Scratch {
     }
 }
 
-/// Makes a sparse image of [`AGS`] AGs of 128 MiB (small AGs, yet room
-/// for the smallest log in one of them).
+/// Makes the sparse image of [`AGS`] AGs.
 fn make(s: &Scratch) -> PathBuf {
     let img = s.0.join("many.img");
-    let f = std::fs::File::create(&img).expect("create");
-    f.set_len(u64::from(AGS) * (128 << 20)).expect("set_len");
-    drop(f);
-    let args: Vec<String> = [
-        "-d",
-        &format!("agcount={AGS}"),
-        img.to_str().expect("utf-8 path"),
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    let o = parse_mkfs_args(&args).expect("mkfs args");
-    let g = mkfs_with(
-        &img,
-        &o,
-        &WriteOptions {
-            timestamp: None,
-            progress: None,
-        },
-    )
-    .expect("mkfs");
-    assert_eq!(
-        g.geometry.agcount, AGS,
-        "mkfs made {} AGs",
-        g.geometry.agcount
-    );
+    write_common::mkfs_many_ags(&img, AGS);
     img
 }
 

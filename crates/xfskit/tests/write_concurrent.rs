@@ -7,30 +7,15 @@
 //! xfskit's reader (and, as root, the kernel) must find every name with
 //! the contents it was given.
 
+mod namespace_common;
 mod write_common;
 
+use namespace_common::meta;
 use std::collections::BTreeMap;
 use std::path::Path;
 use write_common::*;
-use xfskit::build::{Meta, NodeKind};
-use xfskit::inode::Timestamp;
+use xfskit::build::NodeKind;
 use xfskit::{Fs, Ino};
-
-fn meta(mode: u16) -> Meta {
-    let t = Timestamp {
-        sec: 1_700_000_000,
-        nsec: 0,
-    };
-    Meta {
-        mode,
-        uid: 0,
-        gid: 0,
-        atime: t,
-        mtime: t,
-        ctime: t,
-        crtime: t,
-    }
-}
 
 /// Contents of file `i` of thread `t`: mostly small, some spanning many
 /// blocks.
@@ -88,7 +73,7 @@ fn work(fs: &Fs, t: usize, dir: Ino, dir_name: &str, n: usize) -> Made {
                 size: body.len() as u64,
             };
             let ino = fs
-                .create(pdir, name.as_bytes(), &kind, &meta(0o644))
+                .create(pdir, name.as_bytes(), &kind, &meta(0o644, 0))
                 .unwrap();
             if !body.is_empty() {
                 fs.write_at_opt(ino, 0, &body, false).unwrap();
@@ -99,7 +84,7 @@ fn work(fs: &Fs, t: usize, dir: Ino, dir_name: &str, n: usize) -> Made {
             ino
         } else {
             let xr: Vec<(&[u8], &[u8])> = xs.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-            fs.create_file(pdir, name.as_bytes(), &meta(0o644), &body, &xr)
+            fs.create_file(pdir, name.as_bytes(), &meta(0o644, 0), &body, &xr)
                 .unwrap()
         };
         let path = format!("{pname}/{name}");
@@ -119,7 +104,7 @@ fn work(fs: &Fs, t: usize, dir: Ino, dir_name: &str, n: usize) -> Made {
         if i % 150 == 149 {
             let dname = format!("t{t}-sub-{i}");
             let d = fs
-                .create(dir, dname.as_bytes(), &NodeKind::Dir, &meta(0o755))
+                .create(dir, dname.as_bytes(), &NodeKind::Dir, &meta(0o755, 0))
                 .unwrap();
             let p = format!("{dir_name}/{dname}");
             m.dirs.push(p.clone());
@@ -141,12 +126,12 @@ fn run_threads(tag: &str, opts: &str, threads: usize, shared: usize, n: usize) {
     for t in 0..threads {
         let name = format!("own{t}");
         let d = fs
-            .create(root, name.as_bytes(), &NodeKind::Dir, &meta(0o755))
+            .create(root, name.as_bytes(), &NodeKind::Dir, &meta(0o755, 0))
             .unwrap();
         dirs.push((d, name));
     }
     let common = fs
-        .create(root, b"common", &NodeKind::Dir, &meta(0o755))
+        .create(root, b"common", &NodeKind::Dir, &meta(0o755, 0))
         .unwrap();
     let ags: std::collections::BTreeSet<u32> = dirs
         .iter()

@@ -6,16 +6,16 @@
 //! `xfskit check` (xfs_repair 6.1 takes 38 s on 2,048 empty AGs and ten
 //! minutes on 8,192 here, too long for a test).
 
+mod namespace_common;
 mod write_common;
 
+use namespace_common::meta;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use write_common::*;
-use xfskit::build::{Meta, NodeKind};
+use xfskit::build::NodeKind;
 use xfskit::dev::{Device, FileDevice};
-use xfskit::inode::Timestamp;
-use xfskit::mkfs::{mkfs_with, parse_mkfs_args, WriteOptions};
 use xfskit::{Fs, OpenOptions};
 
 /// Reads and bytes seen by a [`Counting`] device.
@@ -59,46 +59,11 @@ impl Device for Counting {
     }
 }
 
-/// A sparse image of `ags` AGs of 128 MiB (room for the log in one) made
-/// by the library's mkfs.
+/// A sparse image of `ags` AGs made by the library's mkfs.
 fn make(dir: &Path, ags: u32) -> PathBuf {
     let img = dir.join(format!("ags{ags}.img"));
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(u64::from(ags) * (128 << 20))
-        .unwrap();
-    let args: Vec<String> = ["-d", &format!("agcount={ags}"), img.to_str().unwrap()]
-        .iter()
-        .map(|a| a.to_string())
-        .collect();
-    let o = parse_mkfs_args(&args).unwrap();
-    let g = mkfs_with(
-        &img,
-        &o,
-        &WriteOptions {
-            timestamp: None,
-            progress: None,
-        },
-    )
-    .unwrap();
-    assert_eq!(g.geometry.agcount, ags);
+    mkfs_many_ags(&img, ags);
     img
-}
-
-fn meta(mode: u16) -> Meta {
-    let t = Timestamp {
-        sec: 1_700_000_000,
-        nsec: 0,
-    };
-    Meta {
-        mode,
-        uid: 0,
-        gid: 0,
-        atime: t,
-        mtime: t,
-        ctime: t,
-        crtime: t,
-    }
 }
 
 /// Runs the workload; returns (reads, bytes read, bytes written).
@@ -118,12 +83,18 @@ fn workload(img: &Path) -> (u64, u64, u64) {
                 root,
                 format!("d{d}").as_bytes(),
                 &NodeKind::Dir,
-                &meta(0o40755),
+                &meta(0o40755, 0),
             )
             .unwrap();
         for f in 0..10 {
-            fs.create_file(dir, format!("f{f}").as_bytes(), &meta(0o100644), &data, &[])
-                .unwrap();
+            fs.create_file(
+                dir,
+                format!("f{f}").as_bytes(),
+                &meta(0o100644, 0),
+                &data,
+                &[],
+            )
+            .unwrap();
         }
     }
     fs.sync().unwrap();
