@@ -96,6 +96,12 @@ impl Fs {
         ws.write_data(&self.dev, off, data)
     }
 
+    /// [`Fs::write_data`] for bytes in an aligned buffer, queued as they are.
+    pub fn write_data_owned(&self, off: u64, buf: crate::dev::AlignedBuf) -> Result<()> {
+        let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
+        ws.write_data_owned(&self.dev, off, buf)
+    }
+
     /// Writes every committed change back to the device, sorted and
     /// merged (but does not flush the device cache).
     pub fn writeback(&self) -> Result<()> {

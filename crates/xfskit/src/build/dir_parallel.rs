@@ -15,6 +15,7 @@ use super::source_dir::{copy_data, kind_of, meta_of};
 use super::target::{BuildTarget, Meta, NodeKind};
 use super::workers::{Job, Pool, Xattrs};
 use super::FsTarget;
+use crate::dev::AlignedBuf;
 use crate::error::Result;
 use crate::fs::Fs;
 use crate::geometry::Ino;
@@ -41,7 +42,6 @@ pub(super) fn consume(
     let mut open: Vec<(Ino, Meta)> = Vec::new();
     // Hard-linked files: `None` while a worker has yet to create it.
     let mut links: HashMap<Vec<u8>, Option<Ino>> = HashMap::new();
-    let mut buf = Vec::new();
     while let Some(step) = next()? {
         match step {
             Step::Enter(e) => {
@@ -154,11 +154,10 @@ pub(super) fn consume(
                             xattrs,
                         };
                         pool.push(w, job)?;
-                        let mut out = |offset: u64, d: &[u8]| {
-                            let data = d.to_vec();
+                        let mut out = |offset: u64, data: AlignedBuf| {
                             pool.push(w, Job::Data { offset, data })
                         };
-                        copy_data(&mut out, &e, data, &mut buf, &mut stats)?;
+                        copy_data(&mut out, &e, data, &mut stats)?;
                     }
                 }
             }

@@ -25,6 +25,8 @@ use rustix::io::Errno;
 use super::dir_xattr::On;
 use super::feed::{check_name, io_at, CHUNK_BYTES};
 use super::prefetch::{Budget, Producer};
+use super::read_data::{read_chunks, ALIGNED_MIN};
+use crate::dev::AlignedBuf;
 use crate::error::{Error, Result};
 
 pub(crate) const S_IFMT: u16 = 0o170000;
@@ -57,11 +59,13 @@ pub(crate) struct Job {
 pub(crate) enum Data {
     /// Nothing to copy (not a regular file, empty, or scanning).
     None,
-    /// The whole contents of a file without holes.
+    /// The whole contents of a small file without holes (at most
+    /// [`ALIGNED_MIN`] bytes).
     Whole(Vec<u8>),
-    /// The first bytes of a file without holes; the rest is read from the
-    /// file by the consumer.
-    Head(Vec<u8>, File),
+    /// The first bytes of a larger file without holes, in aligned buffers
+    /// the engine writes as they are; the file when the rest is still to
+    /// be read from it by the consumer.
+    Head(Vec<AlignedBuf>, Option<File>),
     /// A file with holes, copied segment by segment by the consumer.
     Sparse(File),
 }
@@ -266,12 +270,14 @@ fn regular(
                 let n = size.min(ahead as u64) as usize;
                 let whole = n as u64 == size;
                 b.reserve(n + if whole { 0 } else { OPEN_FILE_COST })?;
-                let mut buf = vec![0u8; n];
-                read_full(&file, &e.path, &mut buf, 0)?;
-                e.data = if whole {
+                e.data = if size <= ALIGNED_MIN {
+                    let mut buf = vec![0u8; n];
+                    read_full(&file, &e.path, &mut buf, 0)?;
                     Data::Whole(buf)
                 } else {
-                    Data::Head(buf, file)
+                    let mut chunks = Vec::new();
+                    read_chunks(&file, &e.path, 0, n as u64, &mut chunks)?;
+                    Data::Head(chunks, (!whole).then_some(file))
                 };
             }
         }

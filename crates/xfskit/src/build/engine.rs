@@ -2,6 +2,7 @@
 //! operation on an open, writable [`Fs`].
 
 use super::target::{BuildTarget, Meta, NodeKind};
+use crate::dev::AlignedBuf;
 use crate::error::Result;
 use crate::fs::Fs;
 use crate::geometry::Ino;
@@ -33,6 +34,10 @@ impl BuildTarget for FsTarget<'_> {
 
     fn write_data(&mut self, ino: Ino, offset: u64, data: &[u8]) -> Result<()> {
         self.fs.write_at_opt(ino, offset, data, false)
+    }
+
+    fn write_owned(&mut self, ino: Ino, offset: u64, data: AlignedBuf) -> Result<()> {
+        self.fs.write_owned(ino, offset, data, false)
     }
 
     fn link(&mut self, parent: Ino, name: &[u8], target: Ino) -> Result<()> {

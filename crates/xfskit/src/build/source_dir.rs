@@ -18,16 +18,17 @@ use std::path::Path;
 use rustix::fs::{Statx, StatxFlags};
 
 use super::dir_walk::{
-    for_each_segment, produce, read_full, work, Data, Entry, Mode2, Step, S_IFDIR, S_IFLNK, S_IFMT,
-    S_IFREG,
+    for_each_segment, produce, work, Data, Entry, Mode2, Step, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG,
 };
 use super::feed::{
     check_name, check_symlink, create_small_file, set_xattr, FeedOptions, FeedStats, CHUNK_BYTES,
 };
 use super::prefetch::{self, Window};
+use super::read_data::{read_chunks, Ahead};
 use super::size::{Census, Layout};
 use super::target::{BuildTarget, Meta, NodeKind};
 use super::workers::with_pool;
+use crate::dev::AlignedBuf;
 use crate::error::{Error, Result};
 use crate::geometry::Ino;
 use crate::inode::Timestamp;
@@ -81,61 +82,79 @@ pub(super) fn kind_of(e: &mut Entry) -> Result<NodeKind> {
     })
 }
 
-/// Where file data goes: `(file offset, bytes)`.
-pub(super) type Sink<'s> = &'s mut dyn FnMut(u64, &[u8]) -> Result<()>;
+/// Where file data goes: `(file offset, bytes)`, in aligned buffers the
+/// target may keep.
+pub(super) type Sink<'s> = &'s mut dyn FnMut(u64, AlignedBuf) -> Result<()>;
 
-/// Writes `data` (file bytes from `off`) in chunks of [`CHUNK_BYTES`].
-fn write_chunks(out: Sink<'_>, mut off: u64, data: &[u8], stats: &mut FeedStats) -> Result<()> {
-    for c in data.chunks(CHUNK_BYTES) {
-        out(off, c)?;
-        stats.bytes += c.len() as u64;
-        off += c.len() as u64;
-    }
-    Ok(())
-}
+/// Ranges at least this long are read by a thread of their own
+/// ([`Ahead`]) while the target writes; shorter ones right away.
+const AHEAD_MIN: u64 = 4 << 20;
 
-/// Reads `[start, end)` of `file` chunk by chunk and writes it.
-#[allow(clippy::too_many_arguments)]
+/// Reads `[start, end)` of `file` and writes it, chunk by chunk.
 fn stream(
     out: Sink<'_>,
     file: &File,
     path: &Path,
     start: u64,
     end: u64,
-    buf: &mut Vec<u8>,
     stats: &mut FeedStats,
 ) -> Result<()> {
-    buf.resize(CHUNK_BYTES, 0);
     let mut off = start;
-    while off < end {
-        let want = (end - off).min(CHUNK_BYTES as u64) as usize;
-        read_full(file, path, &mut buf[..want], off)?;
-        out(off, &buf[..want])?;
-        stats.bytes += want as u64;
-        off += want as u64;
+    let mut put = |b: AlignedBuf, off: &mut u64| {
+        let n = b.len() as u64;
+        out(*off, b)?;
+        stats.bytes += n;
+        *off += n;
+        Ok::<_, crate::error::Error>(())
+    };
+    if end - start >= AHEAD_MIN {
+        let mut ahead = Ahead::start(file, path, start, end - start)?;
+        while off < end {
+            match ahead.next() {
+                Some(b) => put(b?, &mut off)?,
+                None => return Err(super::dir_walk::shrank(path)),
+            }
+        }
+        return Ok(());
+    }
+    let mut got = Vec::new();
+    read_chunks(file, path, start, end - start, &mut got)?;
+    for b in got {
+        put(b, &mut off)?;
     }
     Ok(())
 }
 
 /// Copies a file's data (what the readers prepared, then the rest from the
 /// file) to `out`.
-pub(super) fn copy_data(
-    out: Sink<'_>,
-    e: &Entry,
-    data: Data,
-    buf: &mut Vec<u8>,
-    stats: &mut FeedStats,
-) -> Result<()> {
+pub(super) fn copy_data(out: Sink<'_>, e: &Entry, data: Data, stats: &mut FeedStats) -> Result<()> {
     let size = e.st.stx_size;
     match data {
         Data::None => Ok(()),
-        Data::Whole(d) => write_chunks(out, 0, &d, stats),
-        Data::Head(d, file) => {
-            write_chunks(out, 0, &d, stats)?;
-            stream(out, &file, &e.path, d.len() as u64, size, buf, stats)
+        Data::Whole(d) => {
+            let mut off = 0u64;
+            for c in d.chunks(CHUNK_BYTES) {
+                out(off, AlignedBuf::copy_of(c))?;
+                stats.bytes += c.len() as u64;
+                off += c.len() as u64;
+            }
+            Ok(())
+        }
+        Data::Head(chunks, file) => {
+            let mut off = 0u64;
+            for c in chunks {
+                let n = c.len() as u64;
+                out(off, c)?;
+                stats.bytes += n;
+                off += n;
+            }
+            match file {
+                Some(file) if off < size => stream(out, &file, &e.path, off, size, stats),
+                _ => Ok(()),
+            }
         }
         Data::Sparse(file) => for_each_segment(&file, &e.path, size, |start, len| {
-            stream(out, &file, &e.path, start, start + len, buf, stats)
+            stream(out, &file, &e.path, start, start + len, stats)
         }),
     }
 }
@@ -200,7 +219,6 @@ pub fn feed_with(
             let mut stats = FeedStats::default();
             let mut dirs: Vec<(Ino, Meta)> = Vec::new();
             let mut links: HashMap<(u32, u32, u64), Ino> = HashMap::new();
-            let mut buf = Vec::new();
             while let Some(step) = c.next()? {
                 match step {
                     Step::Enter(e) => {
@@ -262,8 +280,8 @@ pub fn feed_with(
                             NodeKind::File { .. } => {
                                 stats.files += 1;
                                 let data = std::mem::replace(&mut e.data, Data::None);
-                                let mut out = |off: u64, d: &[u8]| t.write_data(ino, off, d);
-                                copy_data(&mut out, &e, data, &mut buf, &mut stats)?;
+                                let mut out = |off: u64, d: AlignedBuf| t.write_owned(ino, off, d);
+                                copy_data(&mut out, &e, data, &mut stats)?;
                             }
                             NodeKind::Symlink(_) => stats.symlinks += 1,
                             _ => stats.specials += 1,

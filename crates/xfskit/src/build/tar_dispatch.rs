@@ -9,6 +9,7 @@ use super::source_tar::{split, Tree};
 use super::tar_reader::{TarEntry, TarReader};
 use super::target::{Meta, NodeKind};
 use super::workers::{Job, Pool, Xattrs};
+use crate::dev::AlignedBuf;
 use crate::error::Result;
 use crate::geometry::Ino;
 
@@ -111,8 +112,11 @@ impl Tree<'_, '_> {
             let stats = &mut self.stats;
             r.data(e, buf, |offset, data| {
                 stats.bytes += data.len() as u64;
-                let data = data.to_vec();
-                pool.push(w, Job::Data { offset, data })
+                let mut buf = crate::dev::aligned::take(data.len());
+                if !buf.extend_from_slice(data) {
+                    buf = AlignedBuf::copy_of(data);
+                }
+                pool.push(w, Job::Data { offset, data: buf })
             })?;
         }
         Ok(())

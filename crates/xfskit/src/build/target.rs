@@ -6,6 +6,7 @@
 //! [`BuildTarget::set_meta`] after its last child, so adding children does
 //! not disturb them.
 
+use crate::dev::AlignedBuf;
 use crate::error::Result;
 use crate::fs::Fs;
 use crate::geometry::Ino;
@@ -74,6 +75,15 @@ pub trait BuildTarget {
     /// Writes file data at byte `offset`. Calls for one file come in
     /// increasing offset order; ranges never written are holes.
     fn write_data(&mut self, ino: Ino, offset: u64, data: &[u8]) -> Result<()>;
+
+    /// [`BuildTarget::write_data`] for data in an aligned buffer, which a
+    /// target may keep and write as it is (the write engine does). The
+    /// default writes its bytes and returns it to the pool.
+    fn write_owned(&mut self, ino: Ino, offset: u64, data: AlignedBuf) -> Result<()> {
+        let r = self.write_data(ino, offset, data.as_slice());
+        crate::dev::aligned::give(data);
+        r
+    }
 
     /// Adds a hard link `name` in `parent` to the existing non-directory `target`.
     fn link(&mut self, parent: Ino, name: &[u8], target: Ino) -> Result<()>;

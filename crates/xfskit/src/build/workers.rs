@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use super::target::{Meta, NodeKind};
+use crate::dev::AlignedBuf;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::Ino;
@@ -67,8 +68,8 @@ pub enum Job {
     Data {
         /// File byte offset.
         offset: u64,
-        /// The bytes.
-        data: Vec<u8>,
+        /// The bytes (queued for the device as they are).
+        data: AlignedBuf,
     },
     /// A hard link `name` in `parent` to `target`.
     Link {
@@ -334,7 +335,7 @@ impl<'f> Pool<'f> {
             Job::Data { offset, data } => {
                 let ino =
                     cur.ok_or_else(|| Error::Invalid("file data queued without its file".into()))?;
-                fs.write_at_opt(ino, offset, &data, false)?;
+                fs.write_owned(ino, offset, data, false)?;
                 None
             }
             Job::Link {

@@ -92,6 +92,10 @@ fn libc_o_direct() -> i32 {
 impl FileDevice {
     /// Writes `bufs` at `off` through the direct handle when the write is
     /// large and aligned; None when it must go through the page cache.
+    /// Pieces already aligned in memory and length (file data in
+    /// [`crate::dev::AlignedBuf`]s) go to the disk from where they are; the
+    /// others (metadata) are copied into aligned staging memory first,
+    /// runs of them next to each other.
     fn write_direct(&self, bufs: &[&[u8]], off: u64) -> Option<io::Result<()>> {
         let d = self.direct.as_ref()?;
         let total: usize = bufs.iter().map(|b| b.len()).sum();
@@ -102,24 +106,47 @@ impl FileDevice {
         {
             return None;
         }
+        let in_place = |b: &[u8]| {
+            b.as_ptr().addr().is_multiple_of(DIRECT_ALIGN) && b.len().is_multiple_of(DIRECT_ALIGN)
+        };
+        // Copied runs sit between in-place pieces, whose lengths are whole
+        // alignment units, and the write's start and length are aligned:
+        // so every copied run is a whole number of units too.
+        let copied: usize = bufs.iter().filter(|b| !in_place(b)).map(|b| b.len()).sum();
         let mut stage = d.stage.lock().unwrap_or_else(|p| p.into_inner());
-        if stage.len() < total + DIRECT_ALIGN {
-            stage.resize(total + DIRECT_ALIGN, 0);
+        if stage.len() < copied + DIRECT_ALIGN {
+            stage.resize(copied + DIRECT_ALIGN, 0);
         }
         let skip = stage.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
-        let area = &mut stage[skip..skip + total];
-        let mut at = 0;
-        for b in bufs {
-            area[at..at + b.len()].copy_from_slice(b);
+        // Each piece: Ok(in-place index) or Err(staged byte range).
+        let mut plan: Vec<std::result::Result<usize, (usize, usize)>> = Vec::new();
+        let mut at = skip;
+        for (i, b) in bufs.iter().enumerate() {
+            if in_place(b) {
+                plan.push(Ok(i));
+                continue;
+            }
+            stage[at..at + b.len()].copy_from_slice(b);
+            match plan.last_mut() {
+                Some(Err((_, end))) if *end == at => *end = at + b.len(),
+                _ => plan.push(Err((at, at + b.len()))),
+            }
             at += b.len();
         }
-        match d.file.write_all_at(area, off) {
+        let parts: Vec<&[u8]> = plan
+            .iter()
+            .map(|p| match *p {
+                Ok(i) => bufs[i],
+                Err((a, b)) => &stage[a..b],
+            })
+            .collect();
+        match pwritev_all(&d.file, &parts, off) {
             Err(e) if e.raw_os_error() == Some(22) => {
                 // EINVAL: this file takes no direct writes after all.
                 d.on.store(false, Ordering::Relaxed);
                 None
             }
-            r => Some(r),
+            r => Some(r.map(|_| ())),
         }
     }
 }

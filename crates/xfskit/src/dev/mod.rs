@@ -1,8 +1,10 @@
 //! Positional block devices: the only way the engine touches storage.
 
+pub mod aligned;
 mod file;
 mod mem;
 
+pub use aligned::AlignedBuf;
 pub(crate) use file::pwritev_all;
 pub use file::FileDevice;
 pub use mem::MemDevice;

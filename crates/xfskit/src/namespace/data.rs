@@ -1,6 +1,7 @@
 //! File contents: writes (allocating blocks for holes), truncation, hole
 //! punching and preallocation (unwritten extents).
 
+use crate::dev::aligned::{self, AlignedBuf};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::Ino;
@@ -23,6 +24,34 @@ fn read_file_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<Inode> {
     }
 }
 
+/// The bytes of one write: borrowed from the caller, or in an aligned
+/// buffer the write may queue as it is.
+enum Src<'a> {
+    Slice(&'a [u8]),
+    Owned(AlignedBuf),
+}
+
+impl Src<'_> {
+    fn len(&self) -> usize {
+        self.bytes().len()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Src::Slice(s) => s,
+            Src::Owned(b) => b.as_slice(),
+        }
+    }
+}
+
+/// The disk block of file block `lo` when `map` maps all of `lo..hi`
+/// with one extent.
+fn one_extent(map: &[Extent], lo: u64, hi: u64) -> Option<u64> {
+    map.iter()
+        .find(|e| e.offset <= lo && e.end() >= hi)
+        .map(|e| e.start.0 + (lo - e.offset))
+}
+
 impl Fs {
     /// Writes `data` at byte `offset` of regular file `ino`, allocating
     /// blocks for holes and growing the size if needed.
@@ -37,20 +66,35 @@ impl Fs {
         while done < data.len() as u64 {
             let n = (data.len() as u64 - done).min(WRITE_CHUNK);
             let part = &data[done as usize..(done + n) as usize];
-            self.write_chunk(ino, offset + done, part, touch)?;
+            self.write_chunk(ino, offset + done, Src::Slice(part), touch)?;
             done += n;
         }
         Ok(())
     }
 
-    fn write_chunk(&self, ino: Ino, offset: u64, data: &[u8], touch: bool) -> Result<()> {
-        if data.is_empty() {
+    /// [`Fs::write_at_opt`] for data in an aligned buffer, which is
+    /// queued for the device as it is (no copy) when the write starts on
+    /// a block boundary, lands in new or unwritten blocks of one extent
+    /// and the buffer has room to zero-fill its last block; otherwise its
+    /// bytes are copied like any write. Either way the buffer ends up back
+    /// in the pool.
+    pub fn write_owned(&self, ino: Ino, offset: u64, buf: AlignedBuf, touch: bool) -> Result<()> {
+        if buf.len() as u64 > WRITE_CHUNK {
+            let r = self.write_at_opt(ino, offset, buf.as_slice(), touch);
+            aligned::give(buf);
+            return r;
+        }
+        self.write_chunk(ino, offset, Src::Owned(buf), touch)
+    }
+
+    fn write_chunk(&self, ino: Ino, offset: u64, src: Src<'_>, touch: bool) -> Result<()> {
+        if src.len() == 0 {
             return Ok(());
         }
         let geo = self.geometry();
         let bs = u64::from(geo.block_size);
         let end = offset
-            .checked_add(data.len() as u64)
+            .checked_add(src.len() as u64)
             .filter(|&e| e <= i64::MAX as u64)
             .ok_or_else(|| Error::Invalid("write past the largest file size".into()))?;
         let now = self.now()?;
@@ -87,7 +131,28 @@ impl Fs {
             crate::bmap::convert_unwritten(&mut tp, &mut ip, Fork::Data, first, last - first + 1)?;
         }
         let ws = self.write_state()?;
-        for e in &map {
+        let src = match src {
+            Src::Owned(mut buf)
+                if !head_partial
+                    && !old_last.is_some_and(|x| !x.unwritten)
+                    && (last + 1 - first) * bs <= buf.capacity() as u64 =>
+            {
+                match one_extent(&map, first, last + 1) {
+                    Some(fsb) => {
+                        let n = buf.len();
+                        buf.set_len(((last + 1 - first) * bs) as usize);
+                        buf.zero_from(n);
+                        let disk = geo.fsb_to_daddr(crate::geometry::FsBlock(fsb));
+                        self.write_data_owned(disk.bytes(), buf)?;
+                        Src::Slice(&[])
+                    }
+                    None => Src::Owned(buf),
+                }
+            }
+            other => other,
+        };
+        let data = src.bytes();
+        for e in map.iter().filter(|_| !data.is_empty()) {
             let lo = e.offset.max(first);
             let hi = e.end().min(last + 1);
             if lo >= hi {
@@ -133,6 +198,9 @@ impl Fs {
                 buf_start = blk_hi;
             }
             self.write_data(disk.bytes(), &out)?;
+        }
+        if let Src::Owned(buf) = src {
+            aligned::give(buf);
         }
         if end > ip.size {
             ip.size = end;

@@ -12,7 +12,7 @@
 
 use super::dirty::Dirty;
 use super::state::{Pending, WriteStats};
-use crate::dev::Device;
+use crate::dev::{AlignedBuf, Device};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ const OWN_PIECE: usize = 4096;
 #[derive(Default)]
 pub(crate) struct Stream {
     pub(crate) meta: Dirty,
-    pub(crate) runs: BTreeMap<u64, Vec<u8>>,
+    pub(crate) runs: BTreeMap<u64, AlignedBuf>,
 }
 
 impl Stream {
@@ -51,7 +51,7 @@ impl Stream {
         stamped.extend(
             self.runs
                 .iter()
-                .map(|(off, v)| (*off, std::borrow::Cow::Borrowed(&v[..]))),
+                .map(|(off, v)| (*off, std::borrow::Cow::Borrowed(v.as_slice()))),
         );
         stamped.sort_by_key(|(off, _)| *off);
         w.sorted(stamped.iter().map(|(off, b)| (*off, &b[..])))

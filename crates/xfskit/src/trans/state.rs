@@ -12,6 +12,7 @@ use super::dirty::Dirty;
 use super::flight::{join, Flight, Stream, Writer};
 use super::locks::LockSet;
 use crate::buf::fasthash::FastSet;
+use crate::dev::aligned::{self, AlignedBuf};
 use crate::dev::Device;
 use crate::error::Result;
 use std::collections::BTreeMap;
@@ -47,35 +48,88 @@ pub struct WriteStats {
     pub bytes: u64,
 }
 
-/// Pending data writes: runs keyed by byte offset, adjacent writes
-/// appended to the run they extend, written back sorted.
+/// Pending data writes: runs keyed by byte offset, in aligned buffers
+/// (written from where they are with direct I/O). Adjacent small writes
+/// are appended to the run they extend; buffers handed over by value are
+/// queued as they are. Everything is written back sorted, adjacent runs
+/// merged into one write.
 #[derive(Default)]
 struct DataRun {
-    runs: BTreeMap<u64, Vec<u8>>,
+    runs: BTreeMap<u64, AlignedBuf>,
     bytes: usize,
-    /// Buffers of runs already written, kept for new runs (no new memory
-    /// to fault in for every run).
-    pool: Vec<Vec<u8>>,
 }
 
-/// Most buffers kept in the pool (they only ever held pending data, so
-/// the pool never holds much more than `data_limit`).
-const POOL_MAX: usize = 4096;
+/// Capacity of the first run buffer after an isolated one; each next
+/// adjacent run doubles it, up to the pool's buffer size.
+const RUN_GROW_MIN: usize = 64 << 10;
+
+/// Bytes queued by [`WriteState::write_data`] (copied) or
+/// [`WriteState::write_data_owned`] (moved).
+enum Piece<'a> {
+    Copied(&'a [u8]),
+    Moved(AlignedBuf),
+}
+
+impl Piece<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Piece::Copied(b) => b.len(),
+            Piece::Moved(b) => b.len(),
+        }
+    }
+}
 
 impl DataRun {
-    /// A run holding `bytes`, in a pooled buffer when there is one.
-    fn new_run(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let mut v = self.pool.pop().unwrap_or_default();
-        v.extend_from_slice(bytes);
-        v
+    /// True when a pending run covers any of bytes `off..end`.
+    fn overlaps(&self, off: u64, end: u64) -> bool {
+        let pred_end = self
+            .runs
+            .range(..=off)
+            .next_back()
+            .map(|(&s, v)| s + v.len() as u64);
+        let next = self.runs.range(off + 1..).next().map(|(&s, _)| s);
+        pred_end.is_some_and(|e| e > off) || next.is_some_and(|s| s < end)
     }
 
-    /// Returns a written run's buffer to the pool.
-    fn recycle(&mut self, mut v: Vec<u8>) {
-        if self.pool.len() < POOL_MAX {
-            v.clear();
-            self.pool.push(v);
+    /// Queues `piece` at `off` (no pending run overlaps it).
+    fn insert(&mut self, off: u64, piece: Piece<'_>) {
+        self.bytes += piece.len();
+        let bytes = match piece {
+            Piece::Moved(b) => {
+                self.runs.insert(off, b);
+                return;
+            }
+            Piece::Copied(b) => b,
+        };
+        let pred = self
+            .runs
+            .range_mut(..off)
+            .next_back()
+            .filter(|(&s, v)| s + v.len() as u64 == off);
+        let grow = match pred {
+            Some((_, v)) => {
+                if v.extend_from_slice(bytes) {
+                    return;
+                }
+                Some(v.len())
+            }
+            None => None,
+        };
+        // A run that continues a full one gets twice its room (up to a
+        // pooled buffer), so a stream of small writes soon fills large
+        // buffers; an isolated write gets only the room it needs.
+        let cap = match grow {
+            Some(l) => (2 * l).clamp(RUN_GROW_MIN, aligned::POOL_BUF),
+            None => 0,
         }
+        .max(bytes.len());
+        let mut v = if cap == aligned::POOL_BUF {
+            aligned::take(cap)
+        } else {
+            AlignedBuf::with_capacity(cap)
+        };
+        v.extend_from_slice(bytes);
+        self.runs.insert(off, v);
     }
 }
 
@@ -226,16 +280,17 @@ impl WriteState {
             }
             let mut kept = 0usize;
             if s < lo {
-                let head = v[..(lo - s) as usize].to_vec();
+                let head = AlignedBuf::copy_of(&v.as_slice()[..(lo - s) as usize]);
                 kept += head.len();
                 dr.runs.insert(s, head);
             }
             if e > hi {
-                let tail = v[(hi - s) as usize..].to_vec();
+                let tail = AlignedBuf::copy_of(&v.as_slice()[(hi - s) as usize..]);
                 kept += tail.len();
                 dr.runs.insert(hi, tail);
             }
             dr.bytes = dr.bytes.saturating_sub(v.len() - kept);
+            aligned::give(v);
         }
     }
 
@@ -296,11 +351,9 @@ impl WriteState {
         let runs = std::mem::take(&mut d.runs);
         d.bytes = 0;
         let r = self.writer_for(dev, |w| {
-            w.sorted(runs.iter().map(|(off, v)| (*off, &v[..])))
+            w.sorted(runs.iter().map(|(off, v)| (*off, v.as_slice())))
         });
-        for (_, v) in runs {
-            d.recycle(v);
-        }
+        runs.into_values().for_each(aligned::give);
         r
     }
 
@@ -344,10 +397,7 @@ impl WriteState {
         }
         let done = lock(&self.inflight).take();
         if let Some(stream) = done.and_then(|f| Arc::try_unwrap(f.stream).ok()) {
-            let mut d = lock(&self.data);
-            for (_, v) in stream.runs {
-                d.recycle(v);
-            }
+            stream.runs.into_values().for_each(aligned::give);
         }
         r
     }
@@ -362,66 +412,39 @@ impl WriteState {
         *lock(&self.stats)
     }
 
-    /// Queues file data at byte offset `off`. Data that continues a
-    /// pending run is appended to it; everything is written back sorted,
-    /// adjacent runs merged, once `data_limit` bytes are pending or at
-    /// writeback.
+    /// Queues file data at byte offset `off` (copied). Data that
+    /// continues a pending run is appended to it; everything is written
+    /// back sorted, adjacent runs merged, once `data_limit` bytes are
+    /// pending or at writeback.
     pub fn write_data(&self, dev: &Arc<dyn Device>, off: u64, bytes: &[u8]) -> Result<()> {
         if bytes.is_empty() {
             return Ok(());
         }
-        let end = off + bytes.len() as u64;
-        let overlaps = |d: &DataRun| {
-            let pred_end = d
-                .runs
-                .range(..=off)
-                .next_back()
-                .map(|(&s, v)| s + v.len() as u64);
-            let next = d.runs.range(off + 1..).next().map(|(&s, _)| s);
-            pred_end.is_some_and(|e| e > off) || next.is_some_and(|s| s < end)
-        };
-        if overlaps(&lock(&self.data)) {
-            // Rewriting pending data: write what is pending first.
-            self.flush_data(dev.as_ref())?;
+        self.queue(dev, off, Piece::Copied(bytes))
+    }
+
+    /// Like [`WriteState::write_data`] for data already in an aligned
+    /// buffer: the buffer itself is queued and written from where it is.
+    pub fn write_data_owned(&self, dev: &Arc<dyn Device>, off: u64, buf: AlignedBuf) -> Result<()> {
+        if buf.is_empty() {
+            aligned::give(buf);
+            return Ok(());
         }
+        self.queue(dev, off, Piece::Moved(buf))
+    }
+
+    fn queue(&self, dev: &Arc<dyn Device>, off: u64, piece: Piece<'_>) -> Result<()> {
+        let end = off + piece.len() as u64;
         let mut d = lock(&self.data);
-        let pred = d
-            .runs
-            .range(..=off)
-            .next_back()
-            .map(|(&s, v)| (s, s + v.len() as u64));
-        let next = d.runs.range(off + 1..).next().map(|(&s, _)| s);
-        if overlaps(&d) {
-            // Another thread queued overlapping data meanwhile: the
-            // same inode's blocks are only written under its lock, so
-            // this is a freed and reused block; write the old bytes first.
+        while d.overlaps(off, end) {
+            // Rewriting pending data (a freed and reused block: the same
+            // inode's blocks are only written under its lock): what is
+            // pending goes first.
             drop(d);
             self.flush_data(dev.as_ref())?;
             d = lock(&self.data);
-            let v = d.new_run(bytes);
-            d.runs.insert(off, v);
-        } else if let Some((s, _)) = pred.filter(|&(_, e)| e == off) {
-            if let Some(v) = d.runs.get_mut(&s) {
-                v.extend_from_slice(bytes);
-            }
-            if next == Some(end) {
-                if let Some(tail) = d.runs.remove(&end) {
-                    if let Some(v) = d.runs.get_mut(&s) {
-                        v.extend_from_slice(&tail);
-                    }
-                }
-            }
-        } else if next == Some(end) {
-            let mut v = d.new_run(bytes);
-            if let Some(tail) = d.runs.remove(&end) {
-                v.extend_from_slice(&tail);
-            }
-            d.runs.insert(off, v);
-        } else {
-            let v = d.new_run(bytes);
-            d.runs.insert(off, v);
         }
-        d.bytes += bytes.len();
+        d.insert(off, piece);
         // Pending data waits until `data_limit`, then goes out in one sorted
         // stream together with the pending metadata, which lies between its
         // runs (inode chunks, directory blocks): long merged writes. Writing
@@ -442,14 +465,17 @@ impl WriteState {
     /// Takes the whole pending set (metadata and data) as one stream.
     /// Callers hold `writer`; `data` and `dirty` are locked here, in that
     /// order, and stay locked while `then` runs (readers wait for it).
-    fn take_stream<T>(&self, then: impl FnOnce(&mut DataRun, Stream) -> T) -> T {
+    fn take_stream<T>(&self, then: impl FnOnce(Stream) -> T) -> T {
         let mut data = lock(&self.data);
         let runs = std::mem::take(&mut data.runs);
         data.bytes = 0;
         let mut pending = lock(&self.dirty);
         let meta = std::mem::take(&mut *pending);
         *lock(&self.dirty_bytes) = 0;
-        then(&mut data, Stream { meta, runs })
+        let r = then(Stream { meta, runs });
+        drop(pending);
+        drop(data);
+        r
     }
 
     /// Writes every pending data run and committed buffer, sorted by
@@ -459,11 +485,9 @@ impl WriteState {
     pub fn writeback(&self, dev: &dyn Device) -> Result<()> {
         let _w = lock(&self.writer);
         self.finish_flight()?;
-        self.take_stream(|data, stream| {
+        self.take_stream(|stream| {
             let r = self.writer_for(dev, |w| stream.write_with(w));
-            for (_, v) in stream.runs {
-                data.recycle(v);
-            }
+            stream.runs.into_values().for_each(aligned::give);
             r
         })
     }
@@ -476,7 +500,7 @@ impl WriteState {
         let _w = lock(&self.writer);
         self.finish_flight()?;
         let scratch = std::mem::take(&mut *lock(&self.scratch));
-        self.take_stream(|_, stream| {
+        self.take_stream(|stream| {
             let f = Flight::start(stream, dev.clone(), self.max_write, scratch);
             *lock(&self.inflight) = Some(f);
         });
