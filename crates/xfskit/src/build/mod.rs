@@ -20,6 +20,7 @@ pub mod size;
 pub mod source_dir;
 pub mod source_tar;
 mod tar_dispatch;
+mod tar_parsed;
 mod tar_pax;
 pub mod tar_reader;
 mod tar_sparse;

@@ -22,6 +22,7 @@ use super::feed::{
     FeedStats, CHUNK_BYTES,
 };
 use super::size::{Census, Layout};
+use super::tar_parsed::{Entries, Parsed};
 use super::tar_reader::{TarEntry, TarKind, TarReader};
 use super::target::{BuildTarget, Meta, NodeKind};
 use super::workers::{with_pool, Job, Pool};
@@ -62,7 +63,7 @@ impl TarSource {
 
     /// A fresh decompressed stream from the start of the archive, read
     /// and decompressed ahead on a thread of its own.
-    pub fn reader(&self) -> Result<Box<dyn Read>> {
+    pub fn reader(&self) -> Result<Box<dyn Read + Send>> {
         let mut f = self.file.try_clone()?;
         f.seek(std::io::SeekFrom::Start(0))?;
         Ok(Box::new(super::readahead::ReadAhead::new(decompress(f)?)))
@@ -211,24 +212,15 @@ impl Tree<'_, '_> {
 
     /// A regular file whose data fits in `buf`: read whole, then created
     /// with its data and xattrs in one step (`BuildTarget::create_file`).
-    fn small_file<R: Read>(
+    fn small_file(
         &mut self,
-        r: &mut TarReader<R>,
+        r: &mut dyn Entries,
         e: &TarEntry,
         path: Vec<u8>,
         parent: Ino,
         meta: &Meta,
         buf: &mut [u8],
     ) -> Result<()> {
-        // A file that is not sparse and fits in `buf` arrives in one piece,
-        // read into `buf[..size]`.
-        let size = e.size as usize;
-        let mut got = 0;
-        r.data(e, buf, |_, data| {
-            got += data.len();
-            Ok(())
-        })?;
-        debug_assert_eq!(got, size);
         let xattrs: Vec<(Vec<u8>, Vec<u8>)> = e
             .xattrs
             .iter()
@@ -236,21 +228,25 @@ impl Tree<'_, '_> {
             .cloned()
             .collect();
         let (_, name) = split(&path);
-        let ino = create_small_file(
-            self.t,
-            self.opts.ids,
-            parent,
-            name,
-            meta,
-            &buf[..size],
-            &xattrs,
-            &mut self.stats,
-        )?;
+        let (t, ids, stats) = (&mut *self.t, self.opts.ids, &mut self.stats);
+        // A file that is not sparse and fits in `buf` arrives in one piece
+        // (an empty one in none), created as it comes.
+        let mut made = None;
+        r.data(e, buf, &mut |_, data| {
+            made = Some(create_small_file(
+                t, ids, parent, name, meta, data, &xattrs, stats,
+            )?);
+            Ok(())
+        })?;
+        let ino = match made {
+            Some(ino) => ino,
+            None => create_small_file(t, ids, parent, name, meta, &[], &xattrs, stats)?,
+        };
         self.others.insert(path, Some(ino));
         Ok(())
     }
 
-    fn entry<R: Read>(&mut self, r: &mut TarReader<R>, e: &TarEntry, buf: &mut [u8]) -> Result<()> {
+    fn entry(&mut self, r: &mut dyn Entries, e: &TarEntry, buf: &mut [u8]) -> Result<()> {
         let path = normalize(&e.path)?;
         let meta = entry_meta(e, self.opts);
         if e.kind == TarKind::Dir {
@@ -327,7 +323,7 @@ impl Tree<'_, '_> {
             NodeKind::File { .. } => {
                 self.stats.files += 1;
                 let (t, stats) = (&mut *self.t, &mut self.stats);
-                r.data(e, buf, |off, data| {
+                r.data(e, buf, &mut |off, data| {
                     stats.bytes += data.len() as u64;
                     t.write_data(ino, off, data)
                 })?;
@@ -387,7 +383,7 @@ fn walk<'a>(
     opts: &'a FeedOptions<'_>,
     pool: Option<&'a Pool<'a>>,
 ) -> Result<(FeedStats, Dirs)> {
-    let mut r = TarReader::new(src.reader()?);
+    let mut r = Parsed::start(src.reader()?)?;
     let root = t.root();
     let mut tree = Tree {
         t,

@@ -2,11 +2,10 @@
 //! reading thread hands to the workers ([`super::workers`]), and the
 //! waits that keep the result the sequential feed's.
 
-use std::io::Read;
-
 use super::feed::storable_xattr;
 use super::source_tar::{split, Tree};
-use super::tar_reader::{TarEntry, TarReader};
+use super::tar_parsed::Entries;
+use super::tar_reader::TarEntry;
 use super::target::{Meta, NodeKind};
 use super::workers::{Job, Pool, Xattrs};
 use crate::dev::AlignedBuf;
@@ -57,10 +56,10 @@ impl Tree<'_, '_> {
     /// Parallel feed: hands a non-directory to the worker of its parent's
     /// AG; file data (read here) follows in chunks.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn dispatch<R: Read>(
+    pub(super) fn dispatch(
         &mut self,
         pool: &Pool<'_>,
-        r: &mut TarReader<R>,
+        r: &mut dyn Entries,
         e: &TarEntry,
         path: Vec<u8>,
         parent: Ino,
@@ -78,7 +77,7 @@ impl Tree<'_, '_> {
                 // Read into the reused buffer, then copied: cheaper than
                 // zeroing a fresh one to read into.
                 let mut data = Vec::new();
-                r.data(e, buf, |_, d| {
+                r.data(e, buf, &mut |_, d| {
                     data = d.to_vec();
                     Ok(())
                 })?;
@@ -110,7 +109,7 @@ impl Tree<'_, '_> {
         pool.push(w, job)?;
         if is_file {
             let stats = &mut self.stats;
-            r.data(e, buf, |offset, data| {
+            r.data(e, buf, &mut |offset, data| {
                 stats.bytes += data.len() as u64;
                 let mut buf = crate::dev::aligned::take(data.len());
                 if !buf.extend_from_slice(data) {

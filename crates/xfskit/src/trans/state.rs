@@ -59,10 +59,6 @@ struct DataRun {
     bytes: usize,
 }
 
-/// Capacity of the first run buffer after an isolated one; each next
-/// adjacent run doubles it, up to the pool's buffer size.
-const RUN_GROW_MIN: usize = 64 << 10;
-
 /// Bytes queued by [`WriteState::write_data`] (copied) or
 /// [`WriteState::write_data_owned`] (moved).
 enum Piece<'a> {
@@ -115,18 +111,13 @@ impl DataRun {
             }
             None => None,
         };
-        // A run that continues a full one gets twice its room (up to a
-        // pooled buffer), so a stream of small writes soon fills large
-        // buffers; an isolated write gets only the room it needs.
-        let cap = match grow {
-            Some(l) => (2 * l).clamp(RUN_GROW_MIN, aligned::POOL_BUF),
-            None => 0,
-        }
-        .max(bytes.len());
-        let mut v = if cap == aligned::POOL_BUF {
-            aligned::take(cap)
+        // A run that continues a full one gets a pooled buffer (recycled
+        // memory, room for many more small writes); an isolated write gets
+        // only the room it needs.
+        let mut v = if grow.is_some() && bytes.len() <= aligned::POOL_BUF {
+            aligned::take(bytes.len())
         } else {
-            AlignedBuf::with_capacity(cap)
+            AlignedBuf::with_capacity(bytes.len())
         };
         v.extend_from_slice(bytes);
         self.runs.insert(off, v);
