@@ -108,23 +108,46 @@ fn build_every_fixture_from_directory_and_tar() {
             .filter(|e| !e.path.is_empty() && e.kind != common::Kind::Socket)
             .cloned()
             .collect();
-        let (code, text) = repair_check(&img2);
-        assert_eq!(code, 0, "{name}-tar: xfs_repair -n:\n{text}");
-        let mnt = tmp.path().join("mnt-tar");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let m = LoopMount::new(&img2, &mnt).unwrap();
-        let got: Vec<common::Entry> = walk_host(m.path())
-            .into_iter()
-            .filter(|e| !e.path.is_empty())
-            .collect();
-        drop(m);
-        let d = diff_walks(&want_tar, &got);
-        assert!(
-            d.is_empty(),
-            "{name}-tar: the kernel sees a different tree:\n{}",
-            d.join("\n")
+        verify_below_root(&img2, &want_tar, tmp.path(), &format!("{name}-tar"));
+
+        // The same archive through a pipe with the size given: read once,
+        // as it comes (nothing spooled, nothing scanned ahead).
+        let img3 = tmp.path().join("pipe.img");
+        let sh = format!(
+            "cat {} | {} build -q --size 512m - {}",
+            tar.display(),
+            env!("CARGO_BIN_EXE_xfskit"),
+            img3.display()
         );
+        let out = Command::new("sh").args(["-c", &sh]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: build from a pipe: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        verify_below_root(&img3, &want_tar, tmp.path(), &format!("{name}-pipe"));
     }
+}
+
+/// `xfs_repair -n` finds nothing in `img`, and the kernel sees `want`
+/// below the root.
+fn verify_below_root(img: &Path, want: &[common::Entry], tmp: &Path, what: &str) {
+    let (code, text) = repair_check(img);
+    assert_eq!(code, 0, "{what}: xfs_repair -n:\n{text}");
+    let mnt = tmp.join(format!("mnt-{what}"));
+    std::fs::create_dir_all(&mnt).unwrap();
+    let m = LoopMount::new(img, &mnt).unwrap();
+    let got: Vec<common::Entry> = walk_host(m.path())
+        .into_iter()
+        .filter(|e| !e.path.is_empty())
+        .collect();
+    drop(m);
+    let d = diff_walks(want, &got);
+    assert!(
+        d.is_empty(),
+        "{what}: the kernel sees a different tree:\n{}",
+        d.join("\n")
+    );
 }
 
 #[test]

@@ -50,11 +50,13 @@ pub enum Source {
 }
 
 impl Source {
-    /// `-` is a tar archive on standard input (spooled to `$TMPDIR`), a
+    /// `-` is a tar archive on standard input (read as it comes when the
+    /// size is given; spooled to `$TMPDIR` for sizing otherwise), a
     /// directory is walked, anything else is read as a tar archive.
     pub fn open(arg: &Path) -> Result<Source> {
         if arg.as_os_str() == "-" {
-            return Ok(Source::Tar(TarSource::spool(std::io::stdin().lock())?));
+            let stdin: Box<dyn std::io::Read + Send> = Box::new(std::io::stdin());
+            return Ok(Source::Tar(TarSource::stream(stdin, "standard input")));
         }
         let m = std::fs::metadata(arg).map_err(|e| feed::io_at(arg, e))?;
         if m.is_dir() {

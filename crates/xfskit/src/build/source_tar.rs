@@ -30,10 +30,18 @@ use super::FsTarget;
 use crate::error::{Error, Result};
 use crate::geometry::Ino;
 
-/// A tar archive that can be read from the start as often as needed.
+/// A tar archive: a file, read from the start as often as needed, or a
+/// stream (standard input), read once as it comes, or copied to a
+/// temporary file first when it must be read twice (sizing scans it).
 pub struct TarSource {
-    file: File,
+    backing: std::sync::Mutex<Backing>,
     name: String,
+}
+
+enum Backing {
+    File(File),
+    /// Not read yet (`None` once handed out).
+    Stream(Option<Box<dyn Read + Send>>),
 }
 
 impl TarSource {
@@ -41,7 +49,7 @@ impl TarSource {
     pub fn open(path: &Path) -> Result<TarSource> {
         let file = File::open(path).map_err(|e| super::feed::io_at(path, e))?;
         Ok(TarSource {
-            file,
+            backing: std::sync::Mutex::new(Backing::File(file)),
             name: path.display().to_string(),
         })
     }
@@ -51,9 +59,19 @@ impl TarSource {
         let mut file = tempfile::tempfile()?;
         std::io::copy(&mut input, &mut file)?;
         Ok(TarSource {
-            file,
+            backing: std::sync::Mutex::new(Backing::File(file)),
             name: "standard input".into(),
         })
+    }
+
+    /// A stream (standard input) read as it comes: a build with the size
+    /// given reads it once, straight into the image; a scan (sizing) first
+    /// copies it to an anonymous temporary file.
+    pub fn stream(input: Box<dyn Read + Send>, name: &str) -> TarSource {
+        TarSource {
+            backing: std::sync::Mutex::new(Backing::Stream(Some(input))),
+            name: name.into(),
+        }
     }
 
     /// Where the archive came from, for messages.
@@ -61,12 +79,44 @@ impl TarSource {
         &self.name
     }
 
+    fn backing(&self) -> std::sync::MutexGuard<'_, Backing> {
+        self.backing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes a stream readable twice: copies it to a temporary file.
+    fn rewindable(&self) -> Result<()> {
+        let mut b = self.backing();
+        if let Backing::Stream(s) = &mut *b {
+            let Some(mut input) = s.take() else {
+                return Err(self.consumed());
+            };
+            let mut file = tempfile::tempfile()?;
+            std::io::copy(&mut input, &mut file)?;
+            *b = Backing::File(file);
+        }
+        Ok(())
+    }
+
+    fn consumed(&self) -> Error {
+        Error::Invalid(format!(
+            "{}: already read (a stream is read once)",
+            self.name
+        ))
+    }
+
     /// A fresh decompressed stream from the start of the archive, read
     /// and decompressed ahead on a thread of its own.
     pub fn reader(&self) -> Result<Box<dyn Read + Send>> {
-        let mut f = self.file.try_clone()?;
-        f.seek(std::io::SeekFrom::Start(0))?;
-        Ok(Box::new(super::readahead::ReadAhead::new(decompress(f)?)))
+        let mut b = self.backing();
+        let raw: Box<dyn Read + Send> = match &mut *b {
+            Backing::File(file) => {
+                let mut f = file.try_clone()?;
+                f.seek(std::io::SeekFrom::Start(0))?;
+                Box::new(f)
+            }
+            Backing::Stream(s) => s.take().ok_or_else(|| self.consumed())?,
+        };
+        Ok(Box::new(super::readahead::ReadAhead::new(decompress(raw)?)))
     }
 }
 
@@ -406,6 +456,7 @@ fn walk<'a>(
 
 /// Counts what [`feed`] would write, for sizing the image.
 pub fn scan(src: &TarSource, l: &Layout) -> Result<Census> {
+    src.rewindable()?;
     let mut r = TarReader::new(src.reader()?);
     let mut c = Census::default();
     // Directory path -> (entries, name bytes).
