@@ -19,7 +19,8 @@ a kernel mount.
 
 SOURCE is a directory (walked without following symlinks, entries in byte order of \
 their names), a tar archive (plain, gzip, zstd or xz, recognised by content), or '-' \
-for a tar archive on standard input (spooled to $TMPDIR first, as it is read twice).
+for a tar archive on standard input (read once as it comes when --size is given; \
+spooled to $TMPDIR first with --size auto, which reads it twice).
 
 Copied: file data (holes stay holes), directories, symlinks, hard links, device \
 nodes, fifos, sockets (directories only), permissions with set-id and sticky bits, \
@@ -29,8 +30,10 @@ in any order; directories they imply get mode 0755, owner 0:0 and the time \
 SOURCE_DATE_EPOCH (else 0). A name listed twice is an error unless both are directories.
 
 IMAGE is an image file (created, or emptied with -f) or a block device. With --size \
-auto (the default) the image is the smallest that holds the source plus --slack, and \
-at least 300 MiB, the smallest filesystem mkfs.xfs 6.1 makes.
+auto (the default) the source is scanned first and the image is the smallest that \
+holds it plus --slack, and at least 300 MiB, the smallest filesystem mkfs.xfs 6.1 \
+makes. With a size given, nothing is scanned ahead: a source that does not fit \
+fails with exit code 4 when the image fills, and the image is removed.
 
 mkfs.xfs options may follow SOURCE and IMAGE (or come before them): -b size=, \
 -i size=, -n size=, -m crc=1,reflink=,bigtime=,uuid=..., -d agcount=, -l size=, \
