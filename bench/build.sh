@@ -18,6 +18,9 @@
 #                 same source right after xfskit, as the row "base"
 #        TAR=1    also time xfskit building from a tar of the source (row
 #                 "kit-tar"; the tar is made untimed in SCRATCH)
+#        AUTO=1   also time xfskit with --size auto (row "auto": the source is
+#                 scanned first to size the image; the other xfskit rows get
+#                 the size, as mkfs.xfs -p and the kernel do, and scan nothing)
 #        ROUNDS   rounds of timed runs (default 1); each figure is the median
 # Columns: wall seconds (cold cache when root), entries per second, write
 # system calls (strace -f: write, pwrite64, pwritev, pwritev2, and
@@ -122,6 +125,7 @@ writes() {
 
 kit() { rm -f "$IMG"; "$XFSKIT" build -q "$1" "$IMG" --size "$SIZE" -f; }
 base() { rm -f "$IMG"; "$BASE" build -q "$1" "$IMG" --size "$SIZE" -f; }
+kitauto() { rm -f "$IMG"; "$XFSKIT" build -q "$1" "$IMG" -f; }
 # mkfs.xfs -p needs more room than the kernel for the same tree (it ran out
 # of space on /usr in the image the kernel fills fine): give it half again.
 proto() { rm -f "$IMG"; truncate -s $((SIZE * 3 / 2)) "$IMG"; mkfs.xfs -q -f -p "$SCRATCH/proto.txt" "$IMG"; }
@@ -156,12 +160,13 @@ bench() {
     for ((r = 0; r < ${ROUNDS:-1}; r++)); do
         timed xfskit kit "$src"; echo "xfskit $T" >> "$SCRATCH/times.txt"
         [ -n "${BASE:-}" ] && { timed base base "$src"; echo "base $T" >> "$SCRATCH/times.txt"; }
+        [ "${AUTO:-0}" = 1 ] && { timed auto kitauto "$src"; echo "auto $T" >> "$SCRATCH/times.txt"; }
         [ "${TAR:-0}" = 1 ] && { timed kit-tar kit "$SCRATCH/src.tar"; echo "kit-tar $T" >> "$SCRATCH/times.txt"; }
         timed proto proto; echo "proto $T" >> "$SCRATCH/times.txt"
         if [ $ROOT = 1 ]; then timed kernel kernel "$src"; echo "kernel $T" >> "$SCRATCH/times.txt"; fi
     done
     rm -f "$SCRATCH/src.tar"
-    TK=$(med xfskit); TB=$(med base); TT=$(med kit-tar); TP=$(med proto); TC=$(med kernel)
+    TK=$(med xfskit); TB=$(med base); TA=$(med auto); TT=$(med kit-tar); TP=$(med proto); TC=$(med kernel)
     [ "$TK" != - ] && { kit "$src" >/dev/null 2>&1; xfs_repair -n "$IMG" >/dev/null 2>&1 && echo "  xfskit image: xfs_repair -n clean" || echo "  xfskit image: xfs_repair -n FOUND PROBLEMS"; }
     WK=-; [ "$TK" != - ] && { writes kit "$src"; WK=$W; }
     writes proto; WP=$W
@@ -174,6 +179,7 @@ bench() {
     printf "  %-8s %9s %10s %12s %10s\n" tool seconds entries/s "write calls" "time/xfskit"
     printf "  %-8s %9s %10s %12s %10s\n" xfskit "$TK" "$(rate "$TK")" "$WK" 1
     [ -n "${BASE:-}" ] && printf "  %-8s %9s %10s %12s %10s\n" base "$TB" "$(rate "$TB")" - "$(ratio "$TB" "$TK")"
+    [ "${AUTO:-0}" = 1 ] && printf "  %-8s %9s %10s %12s %10s\n" auto "$TA" "$(rate "$TA")" - "$(ratio "$TA" "$TK")"
     [ "${TAR:-0}" = 1 ] && printf "  %-8s %9s %10s %12s %10s\n" kit-tar "$TT" "$(rate "$TT")" - "$(ratio "$TT" "$TK")"
     printf "  %-8s %9s %10s %12s %10s\n" proto "$TP" "$(rate "$TP")" "$WP" "$(ratio "$TP" "$TK")"
     printf "  %-8s %9s %10s %12s %10s\n" kernel "$TC" "$(rate "$TC")" "$WC" "$(ratio "$TC" "$TK")"
