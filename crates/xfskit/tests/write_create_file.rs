@@ -1,6 +1,7 @@
 //! `Fs::create_file` (a file created with its data and xattrs in one
+//! transaction) and `Fs::create_files` (several of one directory in one
 //! transaction) must give what `create` + `write_at_opt` + `set_xattr_opt`
-//! give: the same image is built both ways (fixed time, seeded
+//! give: the same image is built each way (fixed time, seeded
 //! generations) and compared inode by inode through xfskit's reader; the
 //! one-transaction image must pass `xfs_repair -n`, and (as root) the
 //! kernel must read back every file's data. Directories grow through the
@@ -13,6 +14,7 @@ use std::path::Path;
 use write_common::*;
 use xfskit::build::{Meta, NodeKind};
 use xfskit::inode::Timestamp;
+use xfskit::namespace::NewFile;
 use xfskit::{Error, Fs, Ino};
 
 const SIZES: [usize; 9] = [0, 1, 100, 4095, 4096, 4097, 12_293, 70_000, 1_500_000];
@@ -51,8 +53,19 @@ fn xattrs(i: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
     }
 }
 
-/// Builds `files` files over `dirs` directories, one way or the other.
-fn build(img: &Path, opts: &str, files: usize, dirs: usize, fast: bool) -> Vec<(Vec<u8>, Ino)> {
+/// How the files are made.
+#[derive(Clone, Copy, PartialEq)]
+enum Way {
+    /// create + write_at_opt + set_xattr_opt.
+    Separate,
+    /// create_file, one file per call.
+    One,
+    /// create_files, runs of up to 7 files of one directory per call.
+    Batch,
+}
+
+/// Builds `files` files over `dirs` directories, one way or another.
+fn build(img: &Path, opts: &str, files: usize, dirs: usize, way: Way) -> Vec<(Vec<u8>, Ino)> {
     mkfs_xfs(img, 512 << 20, opts);
     let fs = open_rw(img);
     fs.set_fixed_time(Some(Timestamp {
@@ -74,10 +87,82 @@ fn build(img: &Path, opts: &str, files: usize, dirs: usize, fast: bool) -> Vec<(
         })
         .collect();
     let mut out = Vec::new();
+    if way == Way::Batch {
+        // File i goes to directory i % dirs, as in the other ways; each
+        // directory's files are made in runs.
+        for k in 0..dirs {
+            let mine: Vec<usize> = (0..files).filter(|i| i % dirs == k).collect();
+            for run in mine.chunks(7) {
+                let names: Vec<Vec<u8>> = run
+                    .iter()
+                    .map(|i| format!("file-number-{i}").into_bytes())
+                    .collect();
+                let bodies: Vec<Vec<u8>> = run.iter().map(|&i| data(i)).collect();
+                let xs: Vec<Vec<(Vec<u8>, Vec<u8>)>> = run.iter().map(|&i| xattrs(i)).collect();
+                let xr: Vec<Vec<(&[u8], &[u8])>> = xs
+                    .iter()
+                    .map(|x| x.iter().map(|(n, v)| (&n[..], &v[..])).collect())
+                    .collect();
+                let m = meta(0o640);
+                let batch: Vec<NewFile<'_>> = (0..run.len())
+                    .map(|j| NewFile {
+                        name: &names[j],
+                        meta: &m,
+                        data: &bodies[j],
+                        xattrs: &xr[j],
+                    })
+                    .collect();
+                let inos = fs.create_files(d[k], &batch).unwrap();
+                assert_eq!(inos.len(), run.len());
+                for (j, ino) in inos.into_iter().enumerate() {
+                    let mut path = format!("/d{k}/").into_bytes();
+                    path.extend_from_slice(&names[j]);
+                    out.push((run[j], path, ino));
+                }
+            }
+        }
+        out.sort();
+        let mut out: Vec<(Vec<u8>, Ino)> = out.into_iter().map(|(_, p, i)| (p, i)).collect();
+        // A batch with a name that exists fails whole: none of its files
+        // is made, and the image stays valid.
+        let m = meta(0o600);
+        let batch = [
+            NewFile {
+                name: b"batch-new-1",
+                meta: &m,
+                data: b"one",
+                xattrs: &[],
+            },
+            NewFile {
+                name: b"file-number-0",
+                meta: &m,
+                data: b"x",
+                xattrs: &[],
+            },
+            NewFile {
+                name: b"batch-new-2",
+                meta: &m,
+                data: b"two",
+                xattrs: &[],
+            },
+        ];
+        let r = fs.create_files(d[0], &batch);
+        assert!(matches!(r, Err(Error::Exists(_))), "{r:?}");
+        for n in ["/d0/batch-new-1", "/d0/batch-new-2"] {
+            assert!(
+                fs.lookup_path(n.as_bytes()).is_err(),
+                "{n} exists after a failed batch"
+            );
+        }
+        fs.sync().unwrap();
+        out.shrink_to_fit();
+        return out;
+    }
+    let mut out = Vec::new();
     for i in 0..files {
         let name = format!("file-number-{i}").into_bytes();
         let (body, xs) = (data(i), xattrs(i));
-        let ino = if fast {
+        let ino = if way == Way::One {
             let xr: Vec<(&[u8], &[u8])> = xs.iter().map(|(n, v)| (&n[..], &v[..])).collect();
             fs.create_file(d[i % dirs], &name, &meta(0o640), &body, &xr)
                 .unwrap()
@@ -96,7 +181,7 @@ fn build(img: &Path, opts: &str, files: usize, dirs: usize, fast: bool) -> Vec<(
         path.extend_from_slice(&name);
         out.push((path, ino));
     }
-    if fast {
+    if way == Way::One {
         // An existing name is refused and changes nothing.
         let r = fs.create_file(d[0], b"file-number-0", &meta(0o600), b"x", &[]);
         assert!(matches!(r, Err(Error::Exists(_))), "{r:?}");
@@ -133,10 +218,14 @@ fn describe(fs: &Fs, ino: Ino) -> (String, Vec<u8>, BTreeMap<Vec<u8>, Vec<u8>>) 
 }
 
 fn check(tag: &str, opts: &str, files: usize, dirs: usize) {
+    check_way(tag, opts, files, dirs, Way::One);
+}
+
+fn check_way(tag: &str, opts: &str, files: usize, dirs: usize, way: Way) {
     let s = Scratch::new(tag);
     let (a, b) = (s.0.join("fast.img"), s.0.join("slow.img"));
-    let fast = build(&a, opts, files, dirs, true);
-    let slow = build(&b, opts, files, dirs, false);
+    let fast = build(&a, opts, files, dirs, way);
+    let slow = build(&b, opts, files, dirs, Way::Separate);
     assert_repair_clean(&a);
     assert_repair_clean(&b);
     let o = xfskit::OpenOptions::default();
@@ -145,6 +234,10 @@ fn check(tag: &str, opts: &str, files: usize, dirs: usize) {
         assert_eq!(pa, pb);
         let found = fa.lookup_path(pa).unwrap();
         assert_eq!(found.ino, *ia, "{}", String::from_utf8_lossy(pa));
+        if way == Way::One {
+            // Made in the same order: the same inodes.
+            assert_eq!(ia, ib, "{}", String::from_utf8_lossy(pa));
+        }
         let (da, db) = (describe(&fa, *ia), describe(&fb, *ib));
         assert_eq!(da, db, "{} differs", String::from_utf8_lossy(pa));
         let i: usize = String::from_utf8_lossy(pa)
@@ -178,4 +271,20 @@ fn create_file_matches_separate_calls_small_blocks() {
 #[test]
 fn create_file_large_inodes() {
     check("cf2k", "-i size=2048", 300, 1);
+}
+
+#[test]
+fn create_files_matches_separate_calls_4k() {
+    check_way("cb4k", "", 1500, 2, Way::Batch);
+}
+
+#[test]
+fn create_files_matches_separate_calls_small_blocks_rmapbt() {
+    check_way(
+        "cb1k",
+        "-b size=1024 -n size=8192 -m rmapbt=1",
+        900,
+        3,
+        Way::Batch,
+    );
 }

@@ -208,7 +208,7 @@ pub fn feed_with(
         |p| produce(root, ofs, mode, p),
         |job, b| work(job, mode, b),
         |c| {
-            if opts.jobs > 1 {
+            if opts.jobs >= 1 {
                 if let Some(fs) = t.fs() {
                     let mut next = || c.next();
                     return with_pool(fs, opts.jobs, |pool| {

@@ -400,7 +400,7 @@ impl Tree<'_, '_> {
 /// the directories while workers, one per group of AGs, create everything
 /// else ([`super::workers`]).
 pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) -> Result<FeedStats> {
-    if opts.jobs > 1 {
+    if opts.jobs >= 1 {
         if let Some(fs) = t.fs() {
             let mut main = FsTarget::new(fs);
             let (stats, dirs) =

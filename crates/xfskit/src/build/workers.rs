@@ -288,17 +288,85 @@ impl<'f> Pool<'f> {
                     q.room.notify_all();
                 }
             }
-            for (job, _) in batch.drain(..) {
+            let mut jobs = batch.drain(..).map(|(j, _)| j).peekable();
+            while let Some(job) = jobs.next() {
                 if self.stopped() {
                     continue;
                 }
-                match self.run(job, &mut cur) {
-                    Ok(Some(m)) => made.push(m),
-                    Ok(None) => {}
-                    Err(e) => self.fail(e),
+                // Small files of one directory in a row: one transaction.
+                let mut group = Vec::new();
+                if let Job::File { parent, data, .. } = &job {
+                    let (parent, mut bytes) = (*parent, data.len());
+                    while group.len() + 1 < crate::namespace::BATCH_FILES {
+                        match jobs.peek() {
+                            Some(Job::File {
+                                parent: p, data, ..
+                            }) if *p == parent
+                                && bytes + data.len() <= crate::namespace::BATCH_BYTES =>
+                            {
+                                bytes += data.len();
+                                group.extend(jobs.next());
+                            }
+                            _ => break,
+                        }
+                    }
+                }
+                let r = if group.is_empty() {
+                    self.run(job, &mut cur).map(|m| made.extend(m))
+                } else {
+                    group.insert(0, job);
+                    self.run_files(group).map(|m| made.extend(m))
+                };
+                if let Err(e) = r {
+                    self.fail(e);
                 }
             }
         }
+    }
+
+    /// Runs [`Job::File`]s of one parent as one batch
+    /// ([`Fs::create_files`]); returns the keyed inodes made.
+    fn run_files(&self, group: Vec<Job>) -> Result<Vec<(Vec<u8>, Ino)>> {
+        let mut parent = None;
+        let mut parts = Vec::with_capacity(group.len());
+        for job in group {
+            if let Job::File {
+                parent: p,
+                name,
+                key,
+                meta,
+                data,
+                xattrs,
+            } = job
+            {
+                parent = Some(p);
+                parts.push((name, key, meta, data, xattrs));
+            }
+        }
+        let Some(parent) = parent else {
+            return Ok(Vec::new());
+        };
+        let refs: Vec<Vec<(&[u8], &[u8])>> = parts
+            .iter()
+            .map(|p| p.4.iter().map(|(n, v)| (&n[..], &v[..])).collect())
+            .collect();
+        let files: Vec<crate::namespace::NewFile<'_>> = parts
+            .iter()
+            .zip(&refs)
+            .map(|(p, x)| crate::namespace::NewFile {
+                name: &p.0,
+                meta: &p.2,
+                data: &p.3,
+                xattrs: x,
+            })
+            .collect();
+        let inos = self.fs.create_files(parent, &files)?;
+        drop(files);
+        Ok(parts
+            .into_iter()
+            .zip(inos)
+            .filter_map(|(p, ino)| p.1.map(|k| (k, ino)))
+            .collect())
     }
 
     fn run(&self, job: Job, cur: &mut Option<Ino>) -> Result<Option<(Vec<u8>, Ino)>> {

@@ -66,7 +66,7 @@ impl Fs {
     /// Queues `data` (from file offset 0) for the runs (file byte offset,
     /// disk byte offset, bytes) it was mapped to; the tail of the last
     /// block is zero-filled.
-    fn queue_data(&self, runs: &[(u64, u64, u64)], data: &[u8]) -> Result<()> {
+    pub(super) fn queue_data(&self, runs: &[(u64, u64, u64)], data: &[u8]) -> Result<()> {
         let bs = u64::from(self.geometry().block_size);
         for &(foff, disk, len) in runs {
             let lo = foff as usize;
@@ -85,7 +85,11 @@ impl Fs {
 
 /// Allocates the blocks for `len` bytes from offset 0 of a new file;
 /// returns (file byte offset, disk byte offset, bytes) per extent.
-fn map_data(tp: &mut Trans<'_>, ip: &mut Inode, len: usize) -> Result<Vec<(u64, u64, u64)>> {
+pub(super) fn map_data(
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    len: usize,
+) -> Result<Vec<(u64, u64, u64)>> {
     let geo = tp.geo();
     let bs = u64::from(geo.block_size);
     let blocks = (len as u64).div_ceil(bs);

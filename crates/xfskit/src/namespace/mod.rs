@@ -11,11 +11,14 @@
 //! the lazy way: a change increments it only if someone queried it
 //! ([`Fs::change_cookie`]) since the last increment.
 
+mod batch;
 mod build;
 mod create;
 mod data;
 mod remove;
 mod xattr;
+
+pub use batch::{NewFile, BATCH_BYTES, BATCH_FILES};
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;

@@ -1,0 +1,95 @@
+//! Several small regular files of one directory created in one
+//! transaction: what [`Fs::create_file`] does for each, with the
+//! transaction's cost (locks, commit, publishing the changed buffers, the
+//! lookups of the directory's and the allocation btrees' blocks) paid once
+//! for the batch instead of once per file.
+
+use super::build::{map_data, CREATE_DATA_MAX, CREATE_XATTRS_MAX};
+use crate::build::{Meta, NodeKind};
+use crate::error::Result;
+use crate::fs::Fs;
+use crate::geometry::Ino;
+
+/// One file for [`Fs::create_files`].
+#[derive(Clone, Copy)]
+pub struct NewFile<'a> {
+    /// Its name in the directory.
+    pub name: &'a [u8],
+    /// Owner, mode and times.
+    pub meta: &'a Meta,
+    /// All of its contents.
+    pub data: &'a [u8],
+    /// Extended attributes (full Linux names).
+    pub xattrs: &'a [(&'a [u8], &'a [u8])],
+}
+
+/// Most files created in one transaction (bounds the transaction, as a
+/// journal will need).
+pub const BATCH_FILES: usize = 32;
+
+/// Most bytes of data created in one transaction.
+pub const BATCH_BYTES: usize = 1 << 20;
+
+impl Fs {
+    /// Creates `files` in directory `parent`, in this order, and returns
+    /// their inodes. A batch of at most [`BATCH_FILES`] files and
+    /// [`BATCH_BYTES`] of data (each file within [`Fs::create_file`]'s
+    /// one-transaction limits) is one transaction: all of the files are
+    /// created, or none (the error of the first that failed). Larger
+    /// batches are created file by file. The result is the same as
+    /// [`Fs::create_file`] for each file in turn.
+    pub fn create_files(&self, parent: Ino, files: &[NewFile<'_>]) -> Result<Vec<Ino>> {
+        let bytes: usize = files.iter().map(|f| f.data.len()).sum();
+        let one_trans = files.len() > 1
+            && files.len() <= BATCH_FILES
+            && bytes <= BATCH_BYTES
+            && files
+                .iter()
+                .all(|f| f.data.len() <= CREATE_DATA_MAX && f.xattrs.len() <= CREATE_XATTRS_MAX);
+        if !one_trans {
+            return files
+                .iter()
+                .map(|f| self.create_file(parent, f.name, f.meta, f.data, f.xattrs))
+                .collect();
+        }
+        for f in files {
+            let kind = NodeKind::File {
+                size: f.data.len() as u64,
+            };
+            super::create::check_kind(f.name, &kind)?;
+        }
+        let now = self.now()?;
+        let ws = self.write_state()?;
+        let mut tp = self.trans()?;
+        let mut inos = Vec::with_capacity(files.len());
+        let mut runs = Vec::with_capacity(files.len());
+        for f in files {
+            let kind = NodeKind::File {
+                size: f.data.len() as u64,
+            };
+            let gen = ws.next_gen();
+            let (mut ip, dp) = self.create_in(&mut tp, parent, f.name, &kind, f.meta, now, gen)?;
+            let r = if f.data.is_empty() {
+                Vec::new()
+            } else {
+                map_data(&mut tp, &mut ip, f.data.len())?
+            };
+            for (n, v) in f.xattrs {
+                super::xattr::set_xattr_in(&mut tp, &mut ip, n, v)?;
+            }
+            tp.log_inode(&ip)?;
+            // The next file's create reads the directory inode back from
+            // the transaction.
+            tp.log_inode(&dp)?;
+            inos.push(ip.ino);
+            runs.push(r);
+        }
+        // Data goes to the allocated blocks only once nothing can fail
+        // before the commit.
+        for (f, r) in files.iter().zip(&runs) {
+            self.queue_data(r, f.data)?;
+        }
+        tp.commit()?;
+        Ok(inos)
+    }
+}
