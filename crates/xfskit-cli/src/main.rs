@@ -5,6 +5,16 @@
 
 mod cmd;
 
+/// mimalloc instead of glibc's allocator: the build hands memory allocated
+/// on one thread (the source reader) to be freed on another (the engine's
+/// workers), where glibc's arena locks make the workers sleep (a 100,000-file
+/// build: 165 such sleeps of the worker in one run; user time 0.85 s with
+/// glibc, 0.65-0.72 s with mimalloc). Without transparent huge pages
+/// (`no_thp`): with them the same build's peak RSS is 590 MB instead of
+/// 220 MB, and their page faults cost up to 1.8 s of system time.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
