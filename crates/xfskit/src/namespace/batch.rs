@@ -63,12 +63,16 @@ impl Fs {
         let mut tp = self.trans()?;
         let mut inos = Vec::with_capacity(files.len());
         let mut runs = Vec::with_capacity(files.len());
+        tp.lock_inode(parent);
+        // The directory inode is read once and logged once, after its last
+        // new entry.
+        let mut dp = super::create::read_dir_inode(&mut tp, parent)?;
         for f in files {
             let kind = NodeKind::File {
                 size: f.data.len() as u64,
             };
             let gen = ws.next_gen();
-            let (mut ip, dp) = self.create_in(&mut tp, parent, f.name, &kind, f.meta, now, gen)?;
+            let mut ip = self.create_in_dir(&mut tp, &mut dp, f.name, &kind, f.meta, now, gen)?;
             let r = if f.data.is_empty() {
                 Vec::new()
             } else {
@@ -78,12 +82,10 @@ impl Fs {
                 super::xattr::set_xattr_in(&mut tp, &mut ip, n, v)?;
             }
             tp.log_inode(&ip)?;
-            // The next file's create reads the directory inode back from
-            // the transaction.
-            tp.log_inode(&dp)?;
             inos.push(ip.ino);
             runs.push(r);
         }
+        tp.log_inode(&dp)?;
         // Data goes to the allocated blocks only once nothing can fail
         // before the commit.
         for (f, r) in files.iter().zip(&runs) {

@@ -86,10 +86,28 @@ impl Fs {
     ) -> Result<(Inode, Inode)> {
         tp.lock_inode(parent);
         let mut dp = read_dir_inode(tp, parent)?;
+        let ip = self.create_in_dir(tp, &mut dp, name, kind, meta, now, gen)?;
+        Ok((ip, dp))
+    }
+
+    /// [`Fs::create_in`] with the parent directory's inode already read
+    /// (and locked) by the caller, who logs it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn create_in_dir(
+        &self,
+        tp: &mut Trans<'_>,
+        dp: &mut Inode,
+        name: &[u8],
+        kind: &NodeKind,
+        meta: &Meta,
+        now: Timestamp,
+        gen: u32,
+    ) -> Result<Inode> {
+        let parent = dp.ino;
         // dir::write::add refuses an existing name, and dropping the
         // transaction undoes the allocation; only a directory looks first,
         // so that a refused mkdir does not advance the directory rotor.
-        if matches!(kind, NodeKind::Dir) && crate::dir::write::lookup(tp, &dp, name)?.is_some() {
+        if matches!(kind, NodeKind::Dir) && crate::dir::write::lookup(tp, dp, name)?.is_some() {
             return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
         }
         let mode = type_bits(kind) | (meta.mode & 0o7777);
@@ -115,9 +133,9 @@ impl Fs {
             }
             NodeKind::Fifo | NodeKind::Socket => {}
         }
-        crate::dir::write::add(tp, &mut dp, name, ino, ip.file_type.dirent_code())?;
-        self.touch_modify(&mut dp, now)?;
-        Ok((ip, dp))
+        crate::dir::write::add(tp, dp, name, ino, ip.file_type.dirent_code())?;
+        self.touch_modify(dp, now)?;
+        Ok(ip)
     }
 
     /// Adds hard link `name` in `parent` to the non-directory `target`.
