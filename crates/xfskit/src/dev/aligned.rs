@@ -13,8 +13,13 @@ use std::sync::Mutex;
 /// lengths): the largest logical block size devices use.
 pub const ALIGN: usize = 4096;
 
-/// Capacity of the buffers the pool keeps.
+/// Capacity of the large buffers the pool keeps (source reads).
 pub const POOL_BUF: usize = 1 << 20;
+
+/// Capacity of the small buffers the pool keeps: runs of small writes,
+/// which metadata blocks (inode chunks, directory blocks) cut every few
+/// hundred KiB, so a 1 MiB buffer per run would sit mostly empty.
+pub const RUN_BUF: usize = 256 << 10;
 
 /// Most bytes of buffers kept in the pool; more are freed.
 const POOL_BYTES: usize = 256 << 20;
@@ -105,12 +110,16 @@ impl std::fmt::Debug for AlignedBuf {
 }
 
 struct Pool {
-    free: Vec<AlignedBuf>,
+    /// Free buffers of [`POOL_BUF`] bytes.
+    large: Vec<AlignedBuf>,
+    /// Free buffers of [`RUN_BUF`] bytes.
+    small: Vec<AlignedBuf>,
     bytes: usize,
 }
 
 static POOL: Mutex<Pool> = Mutex::new(Pool {
-    free: Vec::new(),
+    large: Vec::new(),
+    small: Vec::new(),
     bytes: 0,
 });
 
@@ -123,7 +132,7 @@ fn pool() -> std::sync::MutexGuard<'static, Pool> {
 pub fn take(cap: usize) -> AlignedBuf {
     if cap <= POOL_BUF {
         let mut p = pool();
-        if let Some(mut b) = p.free.pop() {
+        if let Some(mut b) = p.large.pop() {
             p.bytes -= b.capacity();
             b.len = 0;
             return b;
@@ -134,16 +143,33 @@ pub fn take(cap: usize) -> AlignedBuf {
     AlignedBuf::with_capacity(cap)
 }
 
-/// Returns a buffer to the pool (pool-sized buffers only, up to the
-/// pool's limit; others are freed).
+/// An empty buffer of [`RUN_BUF`] bytes (pooled when the pool has one).
+pub fn take_small() -> AlignedBuf {
+    let mut p = pool();
+    if let Some(mut b) = p.small.pop() {
+        p.bytes -= b.capacity();
+        b.len = 0;
+        return b;
+    }
+    drop(p);
+    AlignedBuf::with_capacity(RUN_BUF)
+}
+
+/// Returns a buffer to the pool (buffers of the pool's two sizes only, up
+/// to the pool's limit; others are freed).
 pub fn give(b: AlignedBuf) {
-    if b.capacity() != POOL_BUF {
+    let cap = b.capacity();
+    if cap != POOL_BUF && cap != RUN_BUF {
         return;
     }
     let mut p = pool();
-    if p.bytes + POOL_BUF <= POOL_BYTES {
-        p.bytes += POOL_BUF;
-        p.free.push(b);
+    if p.bytes + cap <= POOL_BYTES {
+        p.bytes += cap;
+        if cap == POOL_BUF {
+            p.large.push(b);
+        } else {
+            p.small.push(b);
+        }
     }
 }
 
@@ -170,6 +196,10 @@ mod tests {
         give(big);
         let again = take(1);
         assert!(again.is_empty());
+        let s = take_small();
+        assert_eq!(s.capacity(), RUN_BUF);
+        assert_eq!(s.as_slice().as_ptr() as usize % ALIGN, 0);
+        give(s);
         assert_eq!(again.as_slice().as_ptr() as usize % ALIGN, 0);
         let c = AlignedBuf::copy_of(b"abc");
         assert_eq!(c.as_slice(), b"abc");

@@ -114,8 +114,8 @@ impl DataRun {
         // A run that continues a full one gets a pooled buffer (recycled
         // memory, room for many more small writes); an isolated write gets
         // only the room it needs.
-        let mut v = if grow.is_some() && bytes.len() <= aligned::POOL_BUF {
-            aligned::take(bytes.len())
+        let mut v = if grow.is_some() && bytes.len() <= aligned::RUN_BUF {
+            aligned::take_small()
         } else {
             AlignedBuf::with_capacity(bytes.len())
         };
