@@ -313,3 +313,43 @@ pub fn set_forkoff(geo: &Geometry, ip: &mut Inode, forkoff: u8) -> Result<()> {
     }
     Ok(())
 }
+
+/// Maps file blocks `lblk..lblk+len` of a fork, a hole, to the blocks from
+/// `start`, which the caller allocated (for several files at once) and
+/// now hands to this one. Like the mapping half of [`alloc_range`].
+pub fn map_given(
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    fork: Fork,
+    lblk: u64,
+    start: FsBlock,
+    len: u64,
+) -> Result<()> {
+    fork::check_mapped(tp.geo(), ip, fork)?;
+    let end = range_end(lblk, len)?;
+    if len == 0 || len > edit::MAX_EXTLEN {
+        return Err(Error::Invalid(format!("mapping of {len} blocks")));
+    }
+    let win = fork::window(tp, ip, fork, lblk, end)?;
+    if win.iter().any(|e| e.offset < end && e.end() > lblk) {
+        return Err(Error::Invalid(format!(
+            "inode {}: file blocks {lblk}+{len} are mapped already",
+            ip.ino.0
+        )));
+    }
+    let e = Extent {
+        offset: lblk,
+        start,
+        len,
+        unwritten: false,
+    };
+    let new = edit::insert(&win, e, tp.geo().ag_blk_log);
+    fork::replace(tp, ip, fork, &win, &new)?;
+    ip.nblocks += len;
+    Ok(())
+}
+
+/// Where a new file's data would go: near its inode.
+pub fn new_file_target(tp: &Trans<'_>, ip: &Inode) -> FsBlock {
+    target(tp, ip, None, None)
+}

@@ -71,6 +71,10 @@ pub enum Job {
         /// The bytes (queued for the device as they are).
         data: AlignedBuf,
     },
+    /// Consecutive [`Job::File`]s of one parent, made in one transaction
+    /// ([`Fs::create_files`]). The pool groups them as they are pushed, so
+    /// the groups depend only on the order of the jobs.
+    Files(Vec<Job>),
     /// A hard link `name` in `parent` to `target`.
     Link {
         /// Parent directory.
@@ -93,8 +97,17 @@ impl Job {
             Job::Create { name, xattrs, .. } => name.len() + x(xattrs),
             Job::Data { data, .. } => data.len(),
             Job::Link { name, .. } => name.len(),
+            Job::Files(g) => g.iter().map(Job::bytes).sum(),
         }
     }
+}
+
+/// [`Job::File`]s being gathered into one [`Job::Files`] for a worker.
+#[derive(Default)]
+struct Open {
+    jobs: Vec<Job>,
+    parent: Option<Ino>,
+    data: usize,
 }
 
 #[derive(Default)]
@@ -160,6 +173,8 @@ impl Queue {
 pub struct Pool<'f> {
     fs: &'f Fs,
     queues: Vec<Queue>,
+    /// Per worker, the small files gathered but not yet queued.
+    open: Vec<Mutex<Open>>,
     max_bytes: usize,
     stop: AtomicBool,
     error: Mutex<Option<Error>>,
@@ -210,7 +225,50 @@ impl<'f> Pool<'f> {
     }
 
     /// Queues `job` for worker `w`, waiting while its queue is full.
+    /// Consecutive small files of one parent are gathered and queued as
+    /// one [`Job::Files`].
     pub fn push(&self, w: usize, job: Job) -> Result<()> {
+        let mut open = self.open[w].lock().unwrap_or_else(|p| p.into_inner());
+        if let Job::File { parent, data, .. } = &job {
+            let (parent, n) = (*parent, data.len());
+            let fits = open.parent == Some(parent)
+                && open.jobs.len() < crate::namespace::BATCH_FILES
+                && open.data + n <= crate::namespace::BATCH_BYTES;
+            if !fits {
+                self.flush_open(w, &mut open)?;
+            }
+            open.parent = Some(parent);
+            open.data += n;
+            open.jobs.push(job);
+            return Ok(());
+        }
+        self.flush_open(w, &mut open)?;
+        drop(open);
+        self.enqueue(w, job)
+    }
+
+    /// Queues what `open` gathered for worker `w`.
+    fn flush_open(&self, w: usize, open: &mut Open) -> Result<()> {
+        let mut jobs = std::mem::take(&mut open.jobs);
+        open.parent = None;
+        open.data = 0;
+        match jobs.len() {
+            0 => Ok(()),
+            1 => self.enqueue(w, jobs.remove(0)),
+            _ => self.enqueue(w, Job::Files(jobs)),
+        }
+    }
+
+    /// Queues every worker's gathered small files.
+    fn flush_all(&self) -> Result<()> {
+        for w in 0..self.open.len() {
+            let mut open = self.open[w].lock().unwrap_or_else(|p| p.into_inner());
+            self.flush_open(w, &mut open)?;
+        }
+        Ok(())
+    }
+
+    fn enqueue(&self, w: usize, job: Job) -> Result<()> {
         let n = job.bytes();
         let q = &self.queues[w];
         let mut st = q.lock();
@@ -235,6 +293,7 @@ impl<'f> Pool<'f> {
     /// Waits until every worker has run every queued job, and returns the
     /// keys of the inodes created since the last drain, with the inodes.
     pub fn drain(&self) -> Result<Vec<(Vec<u8>, Ino)>> {
+        self.flush_all()?;
         let mut out = Vec::new();
         for q in &self.queues {
             let mut st = q.lock();
@@ -288,36 +347,11 @@ impl<'f> Pool<'f> {
                     q.room.notify_all();
                 }
             }
-            let mut jobs = batch.drain(..).map(|(j, _)| j).peekable();
-            while let Some(job) = jobs.next() {
+            for (job, _) in batch.drain(..) {
                 if self.stopped() {
                     continue;
                 }
-                // Small files of one directory in a row: one transaction.
-                let mut group = Vec::new();
-                if let Job::File { parent, data, .. } = &job {
-                    let (parent, mut bytes) = (*parent, data.len());
-                    while group.len() + 1 < crate::namespace::BATCH_FILES {
-                        match jobs.peek() {
-                            Some(Job::File {
-                                parent: p, data, ..
-                            }) if *p == parent
-                                && bytes + data.len() <= crate::namespace::BATCH_BYTES =>
-                            {
-                                bytes += data.len();
-                                group.extend(jobs.next());
-                            }
-                            _ => break,
-                        }
-                    }
-                }
-                let r = if group.is_empty() {
-                    self.run(job, &mut cur).map(|m| made.extend(m))
-                } else {
-                    group.insert(0, job);
-                    self.run_files(group).map(|m| made.extend(m))
-                };
-                if let Err(e) = r {
+                if let Err(e) = self.run(job, &mut cur, &mut made) {
                     self.fail(e);
                 }
             }
@@ -369,9 +403,10 @@ impl<'f> Pool<'f> {
             .collect())
     }
 
-    fn run(&self, job: Job, cur: &mut Option<Ino>) -> Result<Option<(Vec<u8>, Ino)>> {
+    /// Runs one job; the keyed inodes it makes go to `made`.
+    fn run(&self, job: Job, cur: &mut Option<Ino>, made: &mut Vec<(Vec<u8>, Ino)>) -> Result<()> {
         let fs = self.fs;
-        Ok(match job {
+        let m = match job {
             Job::File {
                 parent,
                 name,
@@ -414,7 +449,13 @@ impl<'f> Pool<'f> {
                 fs.link(parent, &name, target)?;
                 None
             }
-        })
+            Job::Files(group) => {
+                made.extend(self.run_files(group)?);
+                None
+            }
+        };
+        made.extend(m);
+        Ok(())
     }
 }
 
@@ -428,6 +469,7 @@ pub fn with_pool<R>(fs: &Fs, jobs: usize, body: impl FnOnce(&Pool<'_>) -> Result
     let pool = Pool {
         fs,
         queues: (0..jobs).map(|_| Queue::default()).collect(),
+        open: (0..jobs).map(|_| Mutex::new(Open::default())).collect(),
         // A worker's batch in hand and its queue each hold up to this.
         max_bytes: (QUEUE_BYTES / jobs / 2).max(super::feed::CHUNK_BYTES),
         stop: AtomicBool::new(false),
@@ -445,7 +487,9 @@ pub fn with_pool<R>(fs: &Fs, jobs: usize, body: impl FnOnce(&Pool<'_>) -> Result
                 break;
             }
         }
-        let r = r.and_then(|()| body(&pool));
+        let r = r
+            .and_then(|()| body(&pool))
+            .and_then(|v| pool.flush_all().map(|()| v));
         if r.is_err() {
             pool.stop.store(true, Ordering::SeqCst);
         }

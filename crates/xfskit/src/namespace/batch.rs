@@ -61,8 +61,7 @@ impl Fs {
         let now = self.now()?;
         let ws = self.write_state()?;
         let mut tp = self.trans()?;
-        let mut inos = Vec::with_capacity(files.len());
-        let mut runs = Vec::with_capacity(files.len());
+        let mut ips = Vec::with_capacity(files.len());
         tp.lock_inode(parent);
         // The directory inode is read once and logged once, after its last
         // new entry.
@@ -72,20 +71,60 @@ impl Fs {
                 size: f.data.len() as u64,
             };
             let gen = ws.next_gen();
-            let mut ip = self.create_in_dir(&mut tp, &mut dp, f.name, &kind, f.meta, now, gen)?;
-            let r = if f.data.is_empty() {
-                Vec::new()
-            } else {
-                map_data(&mut tp, &mut ip, f.data.len())?
-            };
-            for (n, v) in f.xattrs {
-                super::xattr::set_xattr_in(&mut tp, &mut ip, n, v)?;
-            }
-            tp.log_inode(&ip)?;
-            inos.push(ip.ino);
-            runs.push(r);
+            ips.push(self.create_in_dir(&mut tp, &mut dp, f.name, &kind, f.meta, now, gen)?);
         }
         tp.log_inode(&dp)?;
+        // The data of all the files: one extent when the allocator has
+        // one, handed out file by file; what it could not give, and every
+        // file when reverse mappings are kept (each file needs its own
+        // rmap record), is allocated per file.
+        let bs = u64::from(self.geometry().block_size);
+        let blocks: Vec<u64> = files
+            .iter()
+            .map(|f| (f.data.len() as u64).div_ceil(bs))
+            .collect();
+        let total: u64 = blocks.iter().sum();
+        let mut given = None;
+        if !self.geometry().features.rmapbt && blocks.iter().filter(|&&b| b > 0).count() > 1 {
+            let first = files.iter().position(|f| !f.data.is_empty()).unwrap_or(0);
+            let req = crate::alloc::AllocReq {
+                target: crate::bmap::new_file_target(&tp, &ips[first]),
+                minlen: 1,
+                maxlen: total.min(u64::from(u32::MAX)) as u32,
+                alignment: 1,
+                ag_only: false,
+                owner: crate::alloc::Owner::Inode {
+                    ino: ips[first].ino,
+                    attr_fork: false,
+                    offset: 0,
+                    bmbt: false,
+                },
+            };
+            given = Some(crate::alloc::alloc_extent(&mut tp, &req)?);
+        }
+        let mut runs = Vec::with_capacity(files.len());
+        for (i, f) in files.iter().enumerate() {
+            let ip = &mut ips[i];
+            if let Some((start, left)) = given.as_mut().filter(|g| g.1 > 0 && blocks[i] > 0) {
+                let n = blocks[i].min(u64::from(*left));
+                crate::bmap::map_given(&mut tp, ip, crate::inode::Fork::Data, 0, *start, n)?;
+                start.0 += n;
+                *left -= n as u32;
+            }
+            runs.push(if f.data.is_empty() {
+                Vec::new()
+            } else {
+                map_data(&mut tp, ip, f.data.len())?
+            });
+        }
+        let mut inos = Vec::with_capacity(files.len());
+        for (f, ip) in files.iter().zip(&mut ips) {
+            for (n, v) in f.xattrs {
+                super::xattr::set_xattr_in(&mut tp, ip, n, v)?;
+            }
+            tp.log_inode(ip)?;
+            inos.push(ip.ino);
+        }
         // Data goes to the allocated blocks only once nothing can fail
         // before the commit.
         for (f, r) in files.iter().zip(&runs) {
