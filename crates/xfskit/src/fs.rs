@@ -96,6 +96,13 @@ impl Fs {
         ws.write_data(&self.dev, off, data)
     }
 
+    /// [`Fs::write_data`] for bytes in a vector handed over (whole blocks),
+    /// queued as they are.
+    pub fn write_data_vec(&self, off: u64, v: Vec<u8>) -> Result<()> {
+        let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
+        ws.write_data_vec(&self.dev, off, v)
+    }
+
     /// [`Fs::write_data`] for bytes in an aligned buffer, queued as they are.
     pub fn write_data_owned(&self, off: u64, buf: crate::dev::AlignedBuf) -> Result<()> {
         let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;

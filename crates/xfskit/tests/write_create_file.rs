@@ -1,6 +1,6 @@
 //! `Fs::create_file` (a file created with its data and xattrs in one
-//! transaction) and `Fs::create_files` (several of one directory in one
-//! transaction) must give what `create` + `write_at_opt` + `set_xattr_opt`
+//! transaction) and `Fs::create_files` / `create_files_owned` (several of
+//! one directory in one transaction) must give what `create` + `write_at_opt` + `set_xattr_opt`
 //! give: the same image is built each way (fixed time, seeded
 //! generations) and compared inode by inode through xfskit's reader; the
 //! one-transaction image must pass `xfs_repair -n`, and (as root) the
@@ -14,7 +14,7 @@ use std::path::Path;
 use write_common::*;
 use xfskit::build::{Meta, NodeKind};
 use xfskit::inode::Timestamp;
-use xfskit::namespace::NewFile;
+use xfskit::namespace::{NewFile, NewFileOwned};
 use xfskit::{Error, Fs, Ino};
 
 const SIZES: [usize; 9] = [0, 1, 100, 4095, 4096, 4097, 12_293, 70_000, 1_500_000];
@@ -92,7 +92,7 @@ fn build(img: &Path, opts: &str, files: usize, dirs: usize, way: Way) -> Vec<(Ve
         // directory's files are made in runs.
         for k in 0..dirs {
             let mine: Vec<usize> = (0..files).filter(|i| i % dirs == k).collect();
-            for run in mine.chunks(7) {
+            for (r, run) in mine.chunks(7).enumerate() {
                 let names: Vec<Vec<u8>> = run
                     .iter()
                     .map(|i| format!("file-number-{i}").into_bytes())
@@ -112,7 +112,20 @@ fn build(img: &Path, opts: &str, files: usize, dirs: usize, way: Way) -> Vec<(Ve
                         xattrs: &xr[j],
                     })
                     .collect();
-                let inos = fs.create_files(d[k], &batch).unwrap();
+                // Every other run hands its data over (create_files_owned).
+                let inos = if r % 2 == 1 {
+                    let owned: Vec<NewFileOwned> = (0..run.len())
+                        .map(|j| NewFileOwned {
+                            name: names[j].clone(),
+                            meta: m.clone(),
+                            data: bodies[j].clone(),
+                            xattrs: xs[j].clone(),
+                        })
+                        .collect();
+                    fs.create_files_owned(d[k], owned).unwrap()
+                } else {
+                    fs.create_files(d[k], &batch).unwrap()
+                };
                 assert_eq!(inos.len(), run.len());
                 for (j, ino) in inos.into_iter().enumerate() {
                     let mut path = format!("/d{k}/").into_bytes();

@@ -271,7 +271,10 @@ fn regular(
                 let whole = n as u64 == size;
                 b.reserve(n + if whole { 0 } else { OPEN_FILE_COST })?;
                 e.data = if size <= ALIGNED_MIN {
-                    let mut buf = vec![0u8; n];
+                    // Room for the zeros to the block's end: the engine
+                    // queues the vector itself.
+                    let mut buf = Vec::with_capacity(n.next_multiple_of(4096));
+                    buf.resize(n, 0);
                     read_full(&file, &e.path, &mut buf, 0)?;
                     Data::Whole(buf)
                 } else {

@@ -78,7 +78,10 @@ impl Tree<'_, '_> {
                 // zeroing a fresh one to read into.
                 let mut data = Vec::new();
                 r.data(e, buf, &mut |_, d| {
-                    data = d.to_vec();
+                    // Room for the zeros to the block's end: the engine
+                    // queues the vector itself.
+                    data = Vec::with_capacity(d.len().next_multiple_of(4096));
+                    data.extend_from_slice(d);
                     Ok(())
                 })?;
                 self.stats.files += 1;

@@ -362,7 +362,8 @@ impl<'f> Pool<'f> {
     /// ([`Fs::create_files`]); returns the keyed inodes made.
     fn run_files(&self, group: Vec<Job>) -> Result<Vec<(Vec<u8>, Ino)>> {
         let mut parent = None;
-        let mut parts = Vec::with_capacity(group.len());
+        let mut keys = Vec::with_capacity(group.len());
+        let mut files = Vec::with_capacity(group.len());
         for job in group {
             if let Job::File {
                 parent: p,
@@ -374,32 +375,23 @@ impl<'f> Pool<'f> {
             } = job
             {
                 parent = Some(p);
-                parts.push((name, key, meta, data, xattrs));
+                keys.push(key);
+                files.push(crate::namespace::NewFileOwned {
+                    name,
+                    meta,
+                    data,
+                    xattrs,
+                });
             }
         }
         let Some(parent) = parent else {
             return Ok(Vec::new());
         };
-        let refs: Vec<Vec<(&[u8], &[u8])>> = parts
-            .iter()
-            .map(|p| p.4.iter().map(|(n, v)| (&n[..], &v[..])).collect())
-            .collect();
-        let files: Vec<crate::namespace::NewFile<'_>> = parts
-            .iter()
-            .zip(&refs)
-            .map(|(p, x)| crate::namespace::NewFile {
-                name: &p.0,
-                meta: &p.2,
-                data: &p.3,
-                xattrs: x,
-            })
-            .collect();
-        let inos = self.fs.create_files(parent, &files)?;
-        drop(files);
-        Ok(parts
+        let inos = self.fs.create_files_owned(parent, files)?;
+        Ok(keys
             .into_iter()
             .zip(inos)
-            .filter_map(|(p, ino)| p.1.map(|k| (k, ino)))
+            .filter_map(|(k, ino)| k.map(|k| (k, ino)))
             .collect())
     }
 

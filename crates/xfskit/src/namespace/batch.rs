@@ -9,6 +9,7 @@ use crate::build::{Meta, NodeKind};
 use crate::error::Result;
 use crate::fs::Fs;
 use crate::geometry::Ino;
+use crate::trans::Trans;
 
 /// One file for [`Fs::create_files`].
 #[derive(Clone, Copy)]
@@ -21,6 +22,19 @@ pub struct NewFile<'a> {
     pub data: &'a [u8],
     /// Extended attributes (full Linux names).
     pub xattrs: &'a [(&'a [u8], &'a [u8])],
+}
+
+/// One file for [`Fs::create_files_owned`]: [`NewFile`] with its parts
+/// handed over.
+pub struct NewFileOwned {
+    /// Its name in the directory.
+    pub name: Vec<u8>,
+    /// Owner, mode and times.
+    pub meta: Meta,
+    /// All of its contents.
+    pub data: Vec<u8>,
+    /// Extended attributes (full Linux names).
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// Most files created in one transaction (bounds the transaction, as a
@@ -39,19 +53,72 @@ impl Fs {
     /// batches are created file by file. The result is the same as
     /// [`Fs::create_file`] for each file in turn.
     pub fn create_files(&self, parent: Ino, files: &[NewFile<'_>]) -> Result<Vec<Ino>> {
-        let bytes: usize = files.iter().map(|f| f.data.len()).sum();
-        let one_trans = files.len() > 1
-            && files.len() <= BATCH_FILES
-            && bytes <= BATCH_BYTES
-            && files
-                .iter()
-                .all(|f| f.data.len() <= CREATE_DATA_MAX && f.xattrs.len() <= CREATE_XATTRS_MAX);
-        if !one_trans {
+        if !one_transaction(files) {
             return files
                 .iter()
                 .map(|f| self.create_file(parent, f.name, f.meta, f.data, f.xattrs))
                 .collect();
         }
+        let mut tp = self.trans()?;
+        let (inos, runs) = self.create_mapped(&mut tp, parent, files)?;
+        // Data goes to the allocated blocks only once nothing can fail
+        // before the commit.
+        for (f, r) in files.iter().zip(&runs) {
+            self.queue_data(r, f.data)?;
+        }
+        tp.commit()?;
+        Ok(inos)
+    }
+
+    /// [`Fs::create_files`] for files whose data the caller hands over:
+    /// a file whose blocks are one extent has its vector queued as it is
+    /// (padded to whole blocks), not copied.
+    pub fn create_files_owned(&self, parent: Ino, files: Vec<NewFileOwned>) -> Result<Vec<Ino>> {
+        let mut tp = self.trans()?;
+        let (inos, runs) = {
+            let x: Vec<Vec<(&[u8], &[u8])>> = files
+                .iter()
+                .map(|f| f.xattrs.iter().map(|(n, v)| (&n[..], &v[..])).collect())
+                .collect();
+            let refs: Vec<NewFile<'_>> = files
+                .iter()
+                .zip(&x)
+                .map(|(f, x)| NewFile {
+                    name: &f.name,
+                    meta: &f.meta,
+                    data: &f.data,
+                    xattrs: x,
+                })
+                .collect();
+            if !one_transaction(&refs) {
+                drop(tp);
+                return self.create_files(parent, &refs);
+            }
+            self.create_mapped(&mut tp, parent, &refs)?
+        };
+        for (f, r) in files.into_iter().zip(&runs) {
+            match r.as_slice() {
+                [(0, disk, len)] if f.data.len() as u64 <= *len => {
+                    let mut v = f.data;
+                    v.resize(*len as usize, 0);
+                    self.write_data_vec(*disk, v)?;
+                }
+                _ => self.queue_data(r, &f.data)?,
+            }
+        }
+        tp.commit()?;
+        Ok(inos)
+    }
+
+    /// Everything [`Fs::create_files`] does but queueing the data and
+    /// committing: returns the inodes and where each file's data goes.
+    #[allow(clippy::type_complexity)]
+    fn create_mapped(
+        &self,
+        tp: &mut Trans<'_>,
+        parent: Ino,
+        files: &[NewFile<'_>],
+    ) -> Result<(Vec<Ino>, Vec<Vec<(u64, u64, u64)>>)> {
         for f in files {
             let kind = NodeKind::File {
                 size: f.data.len() as u64,
@@ -60,18 +127,17 @@ impl Fs {
         }
         let now = self.now()?;
         let ws = self.write_state()?;
-        let mut tp = self.trans()?;
         let mut ips = Vec::with_capacity(files.len());
         tp.lock_inode(parent);
         // The directory inode is read once and logged once, after its last
         // new entry.
-        let mut dp = super::create::read_dir_inode(&mut tp, parent)?;
+        let mut dp = super::create::read_dir_inode(tp, parent)?;
         for f in files {
             let kind = NodeKind::File {
                 size: f.data.len() as u64,
             };
             let gen = ws.next_gen();
-            ips.push(self.create_in_dir(&mut tp, &mut dp, f.name, &kind, f.meta, now, gen)?);
+            ips.push(self.create_in_dir(tp, &mut dp, f.name, &kind, f.meta, now, gen)?);
         }
         tp.log_inode(&dp)?;
         // The data of all the files: one extent when the allocator has
@@ -88,7 +154,7 @@ impl Fs {
         if !self.geometry().features.rmapbt && blocks.iter().filter(|&&b| b > 0).count() > 1 {
             let first = files.iter().position(|f| !f.data.is_empty()).unwrap_or(0);
             let req = crate::alloc::AllocReq {
-                target: crate::bmap::new_file_target(&tp, &ips[first]),
+                target: crate::bmap::new_file_target(tp, &ips[first]),
                 minlen: 1,
                 maxlen: total.min(u64::from(u32::MAX)) as u32,
                 alignment: 1,
@@ -100,37 +166,42 @@ impl Fs {
                     bmbt: false,
                 },
             };
-            given = Some(crate::alloc::alloc_extent(&mut tp, &req)?);
+            given = Some(crate::alloc::alloc_extent(tp, &req)?);
         }
         let mut runs = Vec::with_capacity(files.len());
         for (i, f) in files.iter().enumerate() {
             let ip = &mut ips[i];
             if let Some((start, left)) = given.as_mut().filter(|g| g.1 > 0 && blocks[i] > 0) {
                 let n = blocks[i].min(u64::from(*left));
-                crate::bmap::map_given(&mut tp, ip, crate::inode::Fork::Data, 0, *start, n)?;
+                crate::bmap::map_given(tp, ip, crate::inode::Fork::Data, 0, *start, n)?;
                 start.0 += n;
                 *left -= n as u32;
             }
             runs.push(if f.data.is_empty() {
                 Vec::new()
             } else {
-                map_data(&mut tp, ip, f.data.len())?
+                map_data(tp, ip, f.data.len())?
             });
         }
         let mut inos = Vec::with_capacity(files.len());
         for (f, ip) in files.iter().zip(&mut ips) {
             for (n, v) in f.xattrs {
-                super::xattr::set_xattr_in(&mut tp, ip, n, v)?;
+                super::xattr::set_xattr_in(tp, ip, n, v)?;
             }
             tp.log_inode(ip)?;
             inos.push(ip.ino);
         }
-        // Data goes to the allocated blocks only once nothing can fail
-        // before the commit.
-        for (f, r) in files.iter().zip(&runs) {
-            self.queue_data(r, f.data)?;
-        }
-        tp.commit()?;
-        Ok(inos)
+        Ok((inos, runs))
     }
+}
+
+/// True when `files` are made in one transaction (else one by one).
+fn one_transaction(files: &[NewFile<'_>]) -> bool {
+    let bytes: usize = files.iter().map(|f| f.data.len()).sum();
+    files.len() > 1
+        && files.len() <= BATCH_FILES
+        && bytes <= BATCH_BYTES
+        && files
+            .iter()
+            .all(|f| f.data.len() <= CREATE_DATA_MAX && f.xattrs.len() <= CREATE_XATTRS_MAX)
 }

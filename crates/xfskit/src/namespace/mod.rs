@@ -18,7 +18,7 @@ mod data;
 mod remove;
 mod xattr;
 
-pub use batch::{NewFile, BATCH_BYTES, BATCH_FILES};
+pub use batch::{NewFile, NewFileOwned, BATCH_BYTES, BATCH_FILES};
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;

@@ -11,8 +11,9 @@
 //! reach the device in the order they were committed.
 
 use super::dirty::Dirty;
+use super::state::Run;
 use super::state::{Pending, WriteStats};
-use crate::dev::{AlignedBuf, Device};
+use crate::dev::Device;
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ const OWN_PIECE: usize = 4096;
 #[derive(Default)]
 pub(crate) struct Stream {
     pub(crate) meta: Dirty,
-    pub(crate) runs: BTreeMap<u64, AlignedBuf>,
+    pub(crate) runs: BTreeMap<u64, Run>,
 }
 
 impl Stream {
@@ -88,7 +89,9 @@ impl Writer<'_> {
         let mut batch: Vec<&[u8]> = Vec::new();
         let (mut start, mut end, mut len) = (0u64, 0u64, 0usize);
         for (off, b) in pieces {
-            if !batch.is_empty() && (off != end || len + b.len() > self.max_write) {
+            if !batch.is_empty()
+                && (off != end || len + b.len() > self.max_write || batch.len() == MAX_IOV)
+            {
                 self.slices(start, &batch)?;
                 batch.clear();
                 len = 0;

@@ -48,6 +48,37 @@ pub struct WriteStats {
     pub bytes: u64,
 }
 
+/// One run of pending file data.
+pub(crate) enum Run {
+    /// In an aligned buffer (written from where it is with direct I/O;
+    /// back to the pool after).
+    Aligned(AlignedBuf),
+    /// In a plain vector handed over by value (a small file's data, moved
+    /// rather than copied: the writer copies it if it must).
+    Plain(Vec<u8>),
+}
+
+impl Run {
+    /// The bytes.
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Run::Aligned(b) => b.as_slice(),
+            Run::Plain(v) => v,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    /// Returns the run's memory (pooled buffers to the pool).
+    pub(crate) fn recycle(self) {
+        if let Run::Aligned(b) = self {
+            aligned::give(b);
+        }
+    }
+}
+
 /// Pending data writes: runs keyed by byte offset, in aligned buffers
 /// (written from where they are with direct I/O). Adjacent small writes
 /// are appended to the run they extend; buffers handed over by value are
@@ -55,7 +86,7 @@ pub struct WriteStats {
 /// merged into one write.
 #[derive(Default)]
 struct DataRun {
-    runs: BTreeMap<u64, AlignedBuf>,
+    runs: BTreeMap<u64, Run>,
     bytes: usize,
 }
 
@@ -64,6 +95,7 @@ struct DataRun {
 enum Piece<'a> {
     Copied(&'a [u8]),
     Moved(AlignedBuf),
+    Vec(Vec<u8>),
 }
 
 impl Piece<'_> {
@@ -71,6 +103,7 @@ impl Piece<'_> {
         match self {
             Piece::Copied(b) => b.len(),
             Piece::Moved(b) => b.len(),
+            Piece::Vec(v) => v.len(),
         }
     }
 }
@@ -92,7 +125,11 @@ impl DataRun {
         self.bytes += piece.len();
         let bytes = match piece {
             Piece::Moved(b) => {
-                self.runs.insert(off, b);
+                self.runs.insert(off, Run::Aligned(b));
+                return;
+            }
+            Piece::Vec(v) => {
+                self.runs.insert(off, Run::Plain(v));
                 return;
             }
             Piece::Copied(b) => b,
@@ -103,12 +140,13 @@ impl DataRun {
             .next_back()
             .filter(|(&s, v)| s + v.len() as u64 == off);
         let grow = match pred {
-            Some((_, v)) => {
+            Some((_, Run::Aligned(v))) => {
                 if v.extend_from_slice(bytes) {
                     return;
                 }
                 Some(v.len())
             }
+            Some((_, Run::Plain(v))) => Some(v.len()),
             None => None,
         };
         // A run that continues a full one gets a pooled buffer (recycled
@@ -120,7 +158,7 @@ impl DataRun {
             AlignedBuf::with_capacity(bytes.len())
         };
         v.extend_from_slice(bytes);
-        self.runs.insert(off, v);
+        self.runs.insert(off, Run::Aligned(v));
     }
 }
 
@@ -273,15 +311,15 @@ impl WriteState {
             if s < lo {
                 let head = AlignedBuf::copy_of(&v.as_slice()[..(lo - s) as usize]);
                 kept += head.len();
-                dr.runs.insert(s, head);
+                dr.runs.insert(s, Run::Aligned(head));
             }
             if e > hi {
                 let tail = AlignedBuf::copy_of(&v.as_slice()[(hi - s) as usize..]);
                 kept += tail.len();
-                dr.runs.insert(hi, tail);
+                dr.runs.insert(hi, Run::Aligned(tail));
             }
             dr.bytes = dr.bytes.saturating_sub(v.len() - kept);
-            aligned::give(v);
+            v.recycle();
         }
     }
 
@@ -344,7 +382,7 @@ impl WriteState {
         let r = self.writer_for(dev, |w| {
             w.sorted(runs.iter().map(|(off, v)| (*off, v.as_slice())))
         });
-        runs.into_values().for_each(aligned::give);
+        runs.into_values().for_each(Run::recycle);
         r
     }
 
@@ -388,7 +426,7 @@ impl WriteState {
         }
         let done = lock(&self.inflight).take();
         if let Some(stream) = done.and_then(|f| Arc::try_unwrap(f.stream).ok()) {
-            stream.runs.into_values().for_each(aligned::give);
+            stream.runs.into_values().for_each(Run::recycle);
         }
         r
     }
@@ -422,6 +460,15 @@ impl WriteState {
             return Ok(());
         }
         self.queue(dev, off, Piece::Moved(buf))
+    }
+
+    /// Like [`WriteState::write_data`] for data in a vector handed over:
+    /// queued as it is (whole blocks: the caller pads it).
+    pub fn write_data_vec(&self, dev: &Arc<dyn Device>, off: u64, v: Vec<u8>) -> Result<()> {
+        if v.is_empty() {
+            return Ok(());
+        }
+        self.queue(dev, off, Piece::Vec(v))
     }
 
     fn queue(&self, dev: &Arc<dyn Device>, off: u64, piece: Piece<'_>) -> Result<()> {
@@ -478,7 +525,7 @@ impl WriteState {
         self.finish_flight()?;
         self.take_stream(|stream| {
             let r = self.writer_for(dev, |w| stream.write_with(w));
-            stream.runs.into_values().for_each(aligned::give);
+            stream.runs.into_values().for_each(Run::recycle);
             r
         })
     }
