@@ -57,6 +57,39 @@ fn next_rotor(tp: &Trans<'_>, agcount: u32) -> Result<u32> {
 /// when no free inode is left. The caller initialises the inode with
 /// `Inode::new` and logs it.
 pub fn alloc_inode(tp: &mut Trans<'_>, parent: Ino, mode: u16) -> Result<Ino> {
+    let mut got = alloc_inodes(tp, parent, mode, 1)?;
+    got.pop()
+        .ok_or_else(|| Error::NoSpace("no free inode and no room for an inode chunk".into()))
+}
+
+/// Allocates `n` free inodes for new files of type `mode` in directory
+/// `parent`: what `n` calls of [`alloc_inode`] give, in the same order,
+/// with each btree record changed once for all the inodes taken from its
+/// chunk instead of once per inode.
+pub fn alloc_inodes(tp: &mut Trans<'_>, parent: Ino, mode: u16, n: u32) -> Result<Vec<Ino>> {
+    let mut out = Vec::with_capacity(n as usize);
+    while out.len() < n as usize {
+        let want = n - out.len() as u32;
+        let before = out.len();
+        alloc_some(tp, parent, mode, want, &mut out)?;
+        if out.len() == before {
+            return Err(Error::NoSpace(
+                "no free inode and no room for an inode chunk".into(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Takes up to `want` inodes from one chunk (see [`alloc_inode`] for the
+/// placement), appended to `out`; none when nothing is left anywhere.
+fn alloc_some(
+    tp: &mut Trans<'_>,
+    parent: Ino,
+    mode: u16,
+    want: u32,
+    out: &mut Vec<Ino>,
+) -> Result<()> {
     let geo = tp.geo();
     let cg = ChunkGeo::new(geo)?;
     let agcount = geo.ag_count;
@@ -85,13 +118,11 @@ pub fn alloc_inode(tp: &mut Trans<'_>, parent: Ino, mode: u16) -> Result<Ino> {
                 continue;
             }
         }
-        if let Some(ino) = alloc_in_ag(tp, agno, parent, &cg)? {
-            return Ok(ino);
+        if alloc_in_ag(tp, agno, parent, &cg, want, out)? {
+            return Ok(());
         }
     }
-    Err(Error::NoSpace(
-        "no free inode and no room for an inode chunk".into(),
-    ))
+    Ok(())
 }
 
 /// True when AG `agno`'s committed headers show a free inode or a free
@@ -118,18 +149,22 @@ fn worth_trying(tp: &Trans<'_>, agno: AgNumber, cg: &ChunkGeo) -> Result<bool> {
     Ok(longest >= cg.min_blocks)
 }
 
-/// Takes a free inode in AG `agno`, allocating a chunk if it has none.
+/// Takes up to `want` free inodes of one chunk in AG `agno` (the one the
+/// next single allocation would use, lowest inodes first), allocating a
+/// chunk if the AG has none; false when the AG has no room.
 fn alloc_in_ag(
     tp: &mut Trans<'_>,
     agno: AgNumber,
     parent: Ino,
     cg: &ChunkGeo,
-) -> Result<Option<Ino>> {
+    want: u32,
+    out: &mut Vec<Ino>,
+) -> Result<bool> {
     let agi_id = agi::read_agi(tp, agno)?;
     if agi::get(tp, agi_id, off::FREECOUNT) == 0
         && chunk::alloc_chunk(tp, agi_id, agno, cg)?.is_none()
     {
-        return Ok(None);
+        return Ok(false);
     }
     let geo = tp.geo();
     let near = if geo.ino_agno(parent) == agno && geo.ino_valid(parent) {
@@ -149,9 +184,9 @@ fn alloc_in_ag(
             "the AGI counts free inodes the btrees do not have",
         ));
     };
-    let Some(idx) = frec.first_free() else {
+    if frec.first_free().is_none() {
         return Err(agi_corrupt(agno, "a chosen chunk has no free inode"));
-    };
+    }
     // Change the inobt record on its own terms and check that both agree.
     let mut irec = if finobt {
         tree::lookup_eq(tp, agno, Tree::Ino, frec.startino)?
@@ -159,11 +194,21 @@ fn alloc_in_ag(
     } else {
         frec
     };
-    irec.take(idx)?;
+    let mut f = frec;
+    let mut taken = 0u32;
+    while taken < want {
+        let Some(idx) = f.first_free() else {
+            break;
+        };
+        irec.take(idx)?;
+        f.take(idx)?;
+        let ino = geo.ino_make(agno, irec.startino + idx);
+        tp.lock_inode(ino);
+        out.push(ino);
+        taken += 1;
+    }
     tree::update(tp, agno, Tree::Ino, &irec)?;
     if finobt {
-        let mut f = frec;
-        f.take(idx)?;
         if f != irec {
             return Err(agi_corrupt(agno, "inobt and finobt records differ"));
         }
@@ -173,11 +218,9 @@ fn alloc_in_ag(
             tree::update(tp, agno, Tree::Fino, &f)?;
         }
     }
-    agi::add(tp, agi_id, off::FREECOUNT, -1)?;
-    tp.delta_mut().ifree -= 1;
-    let ino = geo.ino_make(agno, irec.startino + idx);
-    tp.lock_inode(ino);
-    Ok(Some(ino))
+    agi::add(tp, agi_id, off::FREECOUNT, -i64::from(taken))?;
+    tp.delta_mut().ifree -= i64::from(taken);
+    Ok(true)
 }
 
 fn agi_corrupt(agno: AgNumber, detail: &str) -> Error {

@@ -132,12 +132,24 @@ impl Fs {
         // The directory inode is read once and logged once, after its last
         // new entry.
         let mut dp = super::create::read_dir_inode(tp, parent)?;
-        for f in files {
+        // The inodes first, all at once (each inode btree record changed
+        // once per chunk).
+        let inos = crate::ialloc::alloc_inodes(tp, parent, 0o100000, files.len() as u32)?;
+        for (f, &ino) in files.iter().zip(&inos) {
             let kind = NodeKind::File {
                 size: f.data.len() as u64,
             };
             let gen = ws.next_gen();
-            ips.push(self.create_in_dir(tp, &mut dp, f.name, &kind, f.meta, now, gen)?);
+            ips.push(self.create_in_dir(
+                tp,
+                &mut dp,
+                f.name,
+                &kind,
+                f.meta,
+                now,
+                gen,
+                Some(ino),
+            )?);
         }
         tp.log_inode(&dp)?;
         // The data of all the files: one extent when the allocator has

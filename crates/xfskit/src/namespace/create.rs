@@ -86,12 +86,13 @@ impl Fs {
     ) -> Result<(Inode, Inode)> {
         tp.lock_inode(parent);
         let mut dp = read_dir_inode(tp, parent)?;
-        let ip = self.create_in_dir(tp, &mut dp, name, kind, meta, now, gen)?;
+        let ip = self.create_in_dir(tp, &mut dp, name, kind, meta, now, gen, None)?;
         Ok((ip, dp))
     }
 
     /// [`Fs::create_in`] with the parent directory's inode already read
-    /// (and locked) by the caller, who logs it.
+    /// (and locked) by the caller, who logs it; `ino`, when given, is a
+    /// free inode the caller allocated for it (locked).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn create_in_dir(
         &self,
@@ -102,6 +103,7 @@ impl Fs {
         meta: &Meta,
         now: Timestamp,
         gen: u32,
+        ino: Option<Ino>,
     ) -> Result<Inode> {
         let parent = dp.ino;
         // dir::write::add refuses an existing name, and dropping the
@@ -111,7 +113,10 @@ impl Fs {
             return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
         }
         let mode = type_bits(kind) | (meta.mode & 0o7777);
-        let ino = crate::ialloc::alloc_inode(tp, parent, mode)?;
+        let ino = match ino {
+            Some(i) => i,
+            None => crate::ialloc::alloc_inode(tp, parent, mode)?,
+        };
         tp.lock_inode(ino);
         let mut ip = Inode::new(self.geometry(), ino, mode, gen)?;
         ip.uid = meta.uid;
