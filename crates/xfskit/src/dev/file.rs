@@ -151,6 +151,47 @@ impl FileDevice {
     }
 }
 
+impl FileDevice {
+    /// Writes `bufs` at `off`: the part between the first and the last
+    /// piece boundary on an alignment boundary directly (when it is large
+    /// enough), the pieces before and after it (inodes of a cluster
+    /// written from its middle) through the page cache.
+    fn write_split(&self, bufs: &[&[u8]], off: u64) -> io::Result<()> {
+        let a = DIRECT_ALIGN as u64;
+        let mut first = None;
+        let mut last = 0;
+        let mut pos = off;
+        for (i, b) in bufs.iter().enumerate() {
+            if pos.is_multiple_of(a) {
+                first.get_or_insert(i);
+                last = i;
+            }
+            pos += b.len() as u64;
+        }
+        if pos.is_multiple_of(a) {
+            first.get_or_insert(bufs.len());
+            last = bufs.len();
+        }
+        let Some(i0) = first.filter(|&i| i < last && self.direct.is_some()) else {
+            return pwritev_all(&self.file, bufs, off).map(|_| ());
+        };
+        let head: u64 = bufs[..i0].iter().map(|b| b.len() as u64).sum();
+        let mid = &bufs[i0..last];
+        let mid_len: u64 = mid.iter().map(|b| b.len() as u64).sum();
+        match self.write_direct(mid, off + head) {
+            Some(r) => r?,
+            None => return pwritev_all(&self.file, bufs, off).map(|_| ()),
+        }
+        if i0 > 0 {
+            pwritev_all(&self.file, &bufs[..i0], off)?;
+        }
+        if last < bufs.len() {
+            pwritev_all(&self.file, &bufs[last..], off + head + mid_len)?;
+        }
+        Ok(())
+    }
+}
+
 fn block_device_len(file: &File) -> io::Result<u64> {
     use std::io::{Seek, SeekFrom};
     let mut f = file.try_clone()?;
@@ -196,10 +237,7 @@ impl Device for FileDevice {
                 "device is not writable",
             ));
         }
-        let r = match self.write_direct(bufs, off) {
-            Some(r) => r,
-            None => pwritev_all(&self.file, bufs, off).map(|_| ()),
-        };
+        let r = self.write_split(bufs, off);
         if r.is_err() {
             self.poisoned.store(true, Ordering::Release);
         }

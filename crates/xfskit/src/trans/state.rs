@@ -230,7 +230,7 @@ impl WriteState {
             ags: LockSet::default(),
             inodes: LockSet::default(),
             dirty_limit: 128 << 20,
-            max_write: 4 << 20,
+            max_write: 8 << 20,
             data_limit: 32 << 20,
         }
     }
