@@ -75,7 +75,8 @@ pub struct Args {
     /// Do not descend into directories on other filesystems (they stay empty).
     #[arg(long)]
     pub one_file_system: bool,
-    /// Threads writing into the image (default: the number of CPUs). Work is
+    /// Threads writing into the image (default: half the CPUs, at least one:
+    /// each writer needs a thread reading the source beside it). Work is
     /// split by allocation group. --reproducible uses one.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
@@ -252,7 +253,10 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
         jobs: match args.jobs {
             Some(0) => return Err(usage("--jobs must be at least 1")),
             Some(n) => n,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            // On 2 CPUs one writer is faster than two (100,000 files from a
+            // tar: 0.46-0.53 s against 0.51-0.57 s): the source's reading
+            // and parsing threads need the other CPU.
+            None => std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
         },
     };
     let image = PathBuf::from(image);
