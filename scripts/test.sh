@@ -14,6 +14,8 @@ command -v strace >/dev/null || need+=(strace)
 command -v setfacl >/dev/null || need+=(acl)
 command -v xz >/dev/null || need+=(xz-utils)
 command -v tar >/dev/null || need+=(tar)
+command -v cc >/dev/null || need+=(gcc)  # mimalloc is C, built by cargo
+command -v fincore >/dev/null || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing: ${need[*]}"
