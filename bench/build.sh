@@ -102,11 +102,14 @@ out.write('$\n')
 PY
 }
 
-drop() { [ "${DROP:-1}" = 1 ] && [ $ROOT = 1 ] && { sync; echo 3 > /proc/sys/vm/drop_caches; }; true; }
+# Every timed run starts with nothing dirty (sync, untimed); cold runs also
+# start with an empty page cache.
+drop() { sync; [ "${DROP:-1}" = 1 ] && [ $ROOT = 1 ] && echo 3 > /proc/sys/vm/drop_caches; true; }
 now() { date +%s.%N; }
 # timed LABEL CMD...: runs CMD, sets T; prints the error and sets T=- on failure.
 timed() {
     local label=$1; shift
+    rm -f "$IMG"  # deleting the last run's image is not part of the work
     drop
     local t0; t0=$(now)
     if "$@" > "$SCRATCH/out.txt" 2>&1; then T=$(echo "$(now) - $t0" | bc)
