@@ -9,8 +9,8 @@
 mod common;
 
 use common::{
-    diff_walks, fixture_names, repair_check, require_root, unpack_fixture, walk_host, LoopMount,
-    TempDir,
+    assert_kernel_sees, fixture_names, repair_check, require_root, unpack_fixture, walk_host,
+    LoopMount, TempDir,
 };
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -43,17 +43,7 @@ fn verify(img: &Path, want: &[common::Entry], tmp: &Path, what: &str) {
         "{what}: xfskit check: {}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let mnt = tmp.join(format!("mnt-{what}"));
-    std::fs::create_dir_all(&mnt).unwrap();
-    let m = LoopMount::new(img, &mnt).unwrap();
-    let got = walk_host(m.path());
-    drop(m);
-    let d = diff_walks(want, &got);
-    assert!(
-        d.is_empty(),
-        "{what}: the kernel sees a different tree:\n{}",
-        d.join("\n")
-    );
+    assert_kernel_sees(img, &tmp.join(format!("mnt-{what}")), want, true, what);
 }
 
 #[test]
@@ -134,20 +124,7 @@ fn build_every_fixture_from_directory_and_tar() {
 fn verify_below_root(img: &Path, want: &[common::Entry], tmp: &Path, what: &str) {
     let (code, text) = repair_check(img);
     assert_eq!(code, 0, "{what}: xfs_repair -n:\n{text}");
-    let mnt = tmp.join(format!("mnt-{what}"));
-    std::fs::create_dir_all(&mnt).unwrap();
-    let m = LoopMount::new(img, &mnt).unwrap();
-    let got: Vec<common::Entry> = walk_host(m.path())
-        .into_iter()
-        .filter(|e| !e.path.is_empty())
-        .collect();
-    drop(m);
-    let d = diff_walks(want, &got);
-    assert!(
-        d.is_empty(),
-        "{what}: the kernel sees a different tree:\n{}",
-        d.join("\n")
-    );
+    assert_kernel_sees(img, &tmp.join(format!("mnt-{what}")), want, false, what);
 }
 
 #[test]

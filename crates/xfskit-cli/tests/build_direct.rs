@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{diff_walks, repair_check, require_root, walk_host, LoopMount, TempDir};
+use common::{assert_kernel_sees, repair_check, require_root, walk_host, TempDir};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 use std::process::Command;
@@ -186,21 +186,11 @@ fn cold_large_files_are_read_direct_and_land_exactly() {
             );
         }
         if require_root("build_direct kernel read-back") {
-            let mnt = tmp.path().join("mnt");
-            std::fs::create_dir_all(&mnt).unwrap();
-            let m = LoopMount::new(&img, &mnt).expect("mount the built image");
-            let below_root = |w: Vec<common::Entry>| -> Vec<common::Entry> {
-                w.into_iter().filter(|e| !e.path.is_empty()).collect()
-            };
-            let diffs = diff_walks(
-                &below_root(walk_host(&src)),
-                &below_root(walk_host(m.path())),
-            );
-            drop(m);
-            assert!(
-                diffs.is_empty(),
-                "{label}: the kernel sees a different tree: {diffs:#?}"
-            );
+            let want: Vec<common::Entry> = walk_host(&src)
+                .into_iter()
+                .filter(|e| !e.path.is_empty())
+                .collect();
+            assert_kernel_sees(&img, &tmp.path().join("mnt"), &want, false, label);
         }
         std::fs::remove_file(&img).unwrap();
     }

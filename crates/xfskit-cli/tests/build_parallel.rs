@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{diff_walks, repair_check, require_root, walk_host, LoopMount, TempDir};
+use common::{assert_kernel_sees, repair_check, require_root, walk_host, TempDir};
 use std::path::Path;
 use std::process::Command;
 
@@ -119,20 +119,8 @@ fn build_and_verify(tar: &Path, img: &Path, jobs: &str, mkfs: &[&str], want: &[c
     if !require_root("build_parallel kernel read-back") {
         return;
     }
-    let mnt = img.with_extension("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let m = LoopMount::new(img, &mnt).unwrap();
-    let got: Vec<common::Entry> = walk_host(m.path())
-        .into_iter()
-        .filter(|e| !e.path.is_empty())
-        .collect();
-    drop(m);
-    let d = diff_walks(want, &got);
-    assert!(
-        d.is_empty(),
-        "--jobs {jobs}: the kernel sees a different tree:\n{}",
-        d.join("\n")
-    );
+    let what = format!("--jobs {jobs}");
+    assert_kernel_sees(img, &img.with_extension("mnt"), want, false, &what);
 }
 
 #[test]
@@ -259,17 +247,8 @@ fn directory_build_with_several_jobs_matches_the_source() {
         if !require_root("build_parallel directory read-back") {
             continue;
         }
-        let mnt = img.with_extension("mnt");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let m = LoopMount::new(&img, &mnt).unwrap();
-        let got = walk_host(m.path());
-        drop(m);
-        let d = diff_walks(&want, &got);
-        assert!(
-            d.is_empty(),
-            "dir --jobs {jobs}: the kernel sees a different tree:\n{}",
-            d.join("\n")
-        );
+        let what = format!("dir --jobs {jobs}");
+        assert_kernel_sees(&img, &img.with_extension("mnt"), &want, true, &what);
         std::fs::remove_file(&img).unwrap();
     }
 }

@@ -166,3 +166,29 @@ pub fn repair_check(image: &Path) -> (i32, String) {
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     (out.status.code().unwrap_or(-1), text)
 }
+
+/// Mounts `image` read-only at `mountpoint` (created), walks it as the
+/// kernel shows it (without the root entry unless `root`), unmounts, and
+/// panics with the differences when the walk is not `want`.
+pub fn assert_kernel_sees(
+    image: &Path,
+    mountpoint: &Path,
+    want: &[crate::common::Entry],
+    root: bool,
+    what: &str,
+) {
+    fs::create_dir_all(mountpoint)
+        .unwrap_or_else(|e| panic!("mkdir {}: {e}", mountpoint.display()));
+    let m = LoopMount::new(image, mountpoint).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let got: Vec<crate::common::Entry> = crate::common::walk_host(m.path())
+        .into_iter()
+        .filter(|e| root || !e.path.is_empty())
+        .collect();
+    drop(m);
+    let d = crate::common::diff_walks(want, &got);
+    assert!(
+        d.is_empty(),
+        "{what}: the kernel sees a different tree:\n{}",
+        d.join("\n")
+    );
+}

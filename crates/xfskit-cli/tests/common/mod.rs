@@ -10,7 +10,7 @@ pub mod fixtures;
 pub mod hostwalk;
 
 pub use fixtures::{
-    expected_counts, fixture_names, fixtures_dir, is_root, repair_check, require_root,
-    testdata_dir, unpack_fixture, LoopMount, TempDir,
+    assert_kernel_sees, expected_counts, fixture_names, fixtures_dir, is_root, repair_check,
+    require_root, testdata_dir, unpack_fixture, LoopMount, TempDir,
 };
 pub use hostwalk::{count_kinds, diff_walks, digest_bytes, walk_host, Entry, Fnv64, Kind};
