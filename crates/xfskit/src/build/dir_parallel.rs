@@ -3,18 +3,17 @@
 //! itself and hands every other entry to the worker of its parent
 //! directory's AG. Hard links are keyed by the source's (device, inode);
 //! a link to a file a worker has yet to create waits for the workers to
-//! drain. Directories are created, and their metadata set after their
-//! last child, only while the workers are idle (drained), so the layout
-//! matches the sequential feed's.
+//! drain. Directories are made, and their metadata set after their last
+//! child, by jobs too ([`Pool::mkdir`], [`Job::SetMeta`]), so this thread
+//! never waits for a directory.
 
 use std::collections::HashMap;
 
 use super::dir_walk::{Data, Step};
-use super::feed::{check_name, set_xattr, FeedOptions, FeedStats, CHUNK_BYTES};
+use super::feed::{check_name, FeedOptions, FeedStats, CHUNK_BYTES};
 use super::source_dir::{copy_data, kind_of, meta_of};
-use super::target::{BuildTarget, Meta, NodeKind};
-use super::workers::{Job, Pool, Xattrs};
-use super::FsTarget;
+use super::target::{Meta, NodeKind};
+use super::workers::{Dir, Job, Pool, Xattrs};
 use crate::dev::AlignedBuf;
 use crate::error::Result;
 use crate::fs::Fs;
@@ -37,47 +36,45 @@ pub(super) fn consume(
     pool: &Pool<'_>,
     opts: &FeedOptions<'_>,
 ) -> Result<FeedStats> {
-    let mut t = FsTarget::new(fs);
+    let root = Dir::Made(fs.geometry().root_ino);
     let mut stats = FeedStats::default();
-    let mut open: Vec<(Ino, Meta)> = Vec::new();
+    let mut open: Vec<(Dir, Meta)> = Vec::new();
     // Hard-linked files: `None` while a worker has yet to create it.
     let mut links: HashMap<Vec<u8>, Option<Ino>> = HashMap::new();
     while let Some(step) = next()? {
         match step {
-            Step::Enter(e) => {
+            Step::Enter(mut e) => {
                 let meta = meta_of(&e.st, opts);
-                let ino = match open.last() {
-                    None => t.root(),
+                let xattrs = mapped(opts, &e.xattrs);
+                stats.xattrs += xattrs.len() as u64;
+                let dir = match open.last() {
+                    None => {
+                        if !xattrs.is_empty() {
+                            let job = Job::SetXattrs { dir: root, xattrs };
+                            pool.push(pool.worker_for(root), job)?;
+                        }
+                        root
+                    }
                     Some(&(parent, _)) => {
                         check_name(&e.name, &e.path.display())?;
-                        // Only once the workers are idle: see
-                        // source_tar's `settle`.
-                        for (k, ino) in pool.drain()? {
-                            links.insert(k, Some(ino));
-                        }
-                        t.create(parent, &e.name, &NodeKind::Dir, &meta)?
+                        let name = std::mem::take(&mut e.name);
+                        pool.mkdir(parent, name, meta.clone(), xattrs)?
                     }
                 };
-                for (name, value) in &e.xattrs {
-                    set_xattr(&mut t, opts.ids, ino, name, value, &mut stats)?;
-                }
                 stats.dirs += 1;
-                open.push((ino, meta));
+                open.push((dir, meta));
             }
             Step::Leave => {
                 // A directory's times are set after its last child, as in
                 // the sequential feed, while its inode is still pending
                 // with its neighbours (set at the very end instead, every
                 // directory inode would be written back on its own).
-                if let Some((ino, meta)) = open.pop() {
-                    for (k, ino) in pool.drain()? {
-                        links.insert(k, Some(ino));
-                    }
-                    t.set_meta(ino, &meta)?;
+                if let Some((dir, meta)) = open.pop() {
+                    pool.push(pool.worker_for(dir), Job::SetMeta { dir, meta })?;
                 }
             }
             Step::Leaf(mut e) => {
-                let parent = open.last().map_or_else(|| t.root(), |d| d.0);
+                let parent = open.last().map_or(root, |d| d.0);
                 let w = pool.worker_for(parent);
                 let st = e.st;
                 let key = (st.stx_nlink > 1).then(|| link_key(&st));
@@ -109,14 +106,7 @@ pub(super) fn consume(
                 }
                 let kind = kind_of(&mut e)?;
                 let meta = meta_of(&st, opts);
-                let xattrs: Xattrs = e
-                    .xattrs
-                    .iter()
-                    .map(|(n, v)| {
-                        let v = opts.ids.map_xattr(n, v).unwrap_or_else(|| v.clone());
-                        (n.clone(), v)
-                    })
-                    .collect();
+                let xattrs = mapped(opts, &e.xattrs);
                 stats.xattrs += xattrs.len() as u64;
                 let name = std::mem::take(&mut e.name);
                 let data = std::mem::replace(&mut e.data, Data::None);
@@ -165,4 +155,15 @@ pub(super) fn consume(
         stats.tick(opts);
     }
     Ok(stats)
+}
+
+/// Xattrs with the ids inside ACLs mapped.
+fn mapped(opts: &FeedOptions<'_>, xattrs: &[(Vec<u8>, Vec<u8>)]) -> Xattrs {
+    xattrs
+        .iter()
+        .map(|(n, v)| {
+            let v = opts.ids.map_xattr(n, v).unwrap_or_else(|| v.clone());
+            (n.clone(), v)
+        })
+        .collect()
 }

@@ -31,7 +31,7 @@ use super::size::{Census, Layout};
 use super::tar_parsed::{Entries, Parsed};
 use super::tar_reader::{TarEntry, TarKind, TarReader};
 use super::target::{BuildTarget, Meta, NodeKind};
-use super::workers::{with_pool, Job, Pool};
+use super::workers::{with_pool, Dir, Job, Pool, Xattrs};
 use super::FsTarget;
 use crate::error::{Error, Result};
 use crate::geometry::Ino;
@@ -200,7 +200,7 @@ fn entry_meta(e: &TarEntry, opts: &FeedOptions<'_>) -> Meta {
 pub(super) struct Tree<'t, 'o> {
     pub(super) t: &'t mut dyn BuildTarget,
     pub(super) opts: &'t FeedOptions<'o>,
-    pub(super) dirs: BTreeMap<Vec<u8>, (Ino, Meta)>,
+    pub(super) dirs: BTreeMap<Vec<u8>, (Dir, Meta)>,
     /// Non-directories; `None` while a worker has yet to create it.
     pub(super) others: PathMap<Option<Ino>>,
     pub(super) stats: FeedStats,
@@ -214,12 +214,12 @@ impl Tree<'_, '_> {
         meta_at(0o755, ids.uid(0), ids.gid(0), self.opts.default_time)
     }
 
-    /// The inode of directory `path`, making it and its missing ancestors.
-    fn dir(&mut self, path: &[u8]) -> Result<Ino> {
+    /// Directory `path`, making it and its missing ancestors.
+    fn dir(&mut self, path: &[u8]) -> Result<Dir> {
         if let Some(d) = self.dirs.get(path) {
             return Ok(d.0);
         }
-        let mut ino = self.t.root();
+        let mut dir = Dir::Made(self.t.root());
         let mut end = 0;
         while end < path.len() {
             end = path[end + 1..]
@@ -228,7 +228,7 @@ impl Tree<'_, '_> {
                 .map_or(path.len(), |i| end + 1 + i);
             let prefix = &path[..end];
             if let Some(d) = self.dirs.get(prefix) {
-                ino = d.0;
+                dir = d.0;
                 continue;
             }
             if self.others.contains_key(prefix) {
@@ -240,12 +240,34 @@ impl Tree<'_, '_> {
             let (_, name) = split(prefix);
             check_name(name, &show(prefix))?;
             let meta = self.default_meta();
-            self.settle()?;
-            ino = self.t.create(ino, name, &NodeKind::Dir, &meta)?;
-            self.stats.dirs += 1;
-            self.dirs.insert(prefix.to_vec(), (ino, meta));
+            dir = self.make_dir(dir, name, meta.clone(), Vec::new())?;
+            self.dirs.insert(prefix.to_vec(), (dir, meta));
         }
-        Ok(ino)
+        Ok(dir)
+    }
+
+    /// Makes directory `name` in `parent` with its xattrs (ids mapped),
+    /// through the workers when there are some.
+    fn make_dir(&mut self, parent: Dir, name: &[u8], meta: Meta, xattrs: Xattrs) -> Result<Dir> {
+        self.stats.dirs += 1;
+        self.stats.xattrs += xattrs.len() as u64;
+        if let Some(pool) = self.pool {
+            return pool.mkdir(parent, name.to_vec(), meta, xattrs);
+        }
+        let ino = self.t.create(self.ino(parent)?, name, &NodeKind::Dir, &meta)?;
+        for (n, v) in &xattrs {
+            self.t.set_xattr(ino, n, v)?;
+        }
+        Ok(Dir::Made(ino))
+    }
+
+    /// The inode of `d` (waiting for the workers when one has yet to make it).
+    fn ino(&self, d: Dir) -> Result<Ino> {
+        match (d, self.pool) {
+            (Dir::Made(ino), _) => Ok(ino),
+            (d, Some(pool)) => pool.resolve(d),
+            (_, None) => Err(Error::Invalid("a directory made without workers is pending".into())),
+        }
     }
 
     fn xattrs(&mut self, ino: Ino, e: &TarEntry) -> Result<()> {
@@ -308,8 +330,16 @@ impl Tree<'_, '_> {
         if e.kind == TarKind::Dir {
             if let Some(d) = self.dirs.get_mut(&path) {
                 d.1 = meta;
-                let ino = d.0;
-                return self.xattrs(ino, e);
+                let dir = d.0;
+                if let Some(pool) = self.pool {
+                    let xattrs = self.mapped_xattrs(e);
+                    if !xattrs.is_empty() {
+                        self.stats.xattrs += xattrs.len() as u64;
+                        pool.push(pool.worker_for(dir), Job::SetXattrs { dir, xattrs })?;
+                    }
+                    return Ok(());
+                }
+                return self.xattrs(self.ino(dir)?, e);
             }
             if self.others.contains_key(&path) {
                 return Err(self.duplicate(&path, e));
@@ -344,7 +374,7 @@ impl Tree<'_, '_> {
                         };
                         pool.push(pool.worker_for(parent), job)?;
                     }
-                    None => self.t.link(parent, name, ino)?,
+                    None => self.t.link(self.ino(parent)?, name, ino)?,
                 }
                 self.stats.hardlinks += 1;
                 self.others.insert(path, Some(ino));
@@ -360,22 +390,23 @@ impl Tree<'_, '_> {
             &TarKind::BlockDev(major, minor) => NodeKind::BlockDev { major, minor },
             TarKind::Fifo => NodeKind::Fifo,
         };
-        if let (Some(pool), false) = (self.pool, kind == NodeKind::Dir) {
+        if kind == NodeKind::Dir {
+            let xattrs = self.mapped_xattrs(e);
+            let dir = self.make_dir(parent, name, meta.clone(), xattrs)?;
+            self.dirs.insert(path, (dir, meta));
+            return Ok(());
+        }
+        if let Some(pool) = self.pool {
             return self.dispatch(pool, r, e, path, parent, kind, meta, buf);
         }
+        let parent = self.ino(parent)?;
         if e.kind == TarKind::File && e.sparse.is_none() && e.size <= buf.len() as u64 {
             return self.small_file(r, e, path, parent, &meta, buf);
-        }
-        if kind == NodeKind::Dir {
-            self.settle()?;
         }
         let ino = self.t.create(parent, name, &kind, &meta)?;
         self.xattrs(ino, e)?;
         match kind {
-            NodeKind::Dir => {
-                self.stats.dirs += 1;
-                self.dirs.insert(path, (ino, meta));
-            }
+            NodeKind::Dir => {}
             NodeKind::File { .. } => {
                 self.stats.files += 1;
                 let (t, stats) = (&mut *self.t, &mut self.stats);
@@ -409,10 +440,15 @@ pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) ->
     if opts.jobs >= 1 {
         if let Some(fs) = t.fs() {
             let mut main = FsTarget::new(fs);
-            let (stats, dirs) =
-                with_pool(fs, opts.jobs, |pool| walk(src, &mut main, opts, Some(pool)))?;
-            set_dir_meta(&mut main, &dirs)?;
-            return Ok(stats);
+            return with_pool(fs, opts.jobs, |pool| {
+                let (stats, dirs) = walk(src, &mut main, opts, Some(pool))?;
+                // Queued after every entry of each directory (all made by
+                // the directory's worker).
+                for (dir, meta) in dirs.into_values() {
+                    pool.push(pool.worker_for(dir), Job::SetMeta { dir, meta })?;
+                }
+                Ok(stats)
+            });
         }
     }
     let (stats, dirs) = walk(src, t, opts, None)?;
@@ -420,13 +456,18 @@ pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) ->
     Ok(stats)
 }
 
-type Dirs = BTreeMap<Vec<u8>, (Ino, Meta)>;
+type Dirs = BTreeMap<Vec<u8>, (Dir, Meta)>;
 
 /// Every directory's metadata, once nothing more is added to any of them.
 fn set_dir_meta(t: &mut dyn BuildTarget, dirs: &Dirs) -> Result<()> {
     // Deepest first is not needed: set_meta only touches the directory itself.
-    for (ino, meta) in dirs.values() {
-        t.set_meta(*ino, meta)?;
+    for (dir, meta) in dirs.values() {
+        match dir {
+            Dir::Made(ino) => t.set_meta(*ino, meta)?,
+            Dir::Pending { .. } => {
+                return Err(Error::Invalid("a directory made without workers is pending".into()))
+            }
+        }
     }
     Ok(())
 }
@@ -450,7 +491,7 @@ fn walk<'a>(
         pool,
     };
     let meta = tree.default_meta();
-    tree.dirs.insert(Vec::new(), (root, meta));
+    tree.dirs.insert(Vec::new(), (Dir::Made(root), meta));
     tree.stats.dirs = 1;
     let mut buf = vec![0u8; CHUNK_BYTES];
     while let Some(e) = r.next_entry()? {

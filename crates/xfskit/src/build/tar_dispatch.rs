@@ -7,28 +7,14 @@ use super::source_tar::{split, Tree};
 use super::tar_parsed::Entries;
 use super::tar_reader::TarEntry;
 use super::target::{Meta, NodeKind};
-use super::workers::{Job, Pool, Xattrs};
+use super::workers::{Dir, Job, Pool, Xattrs};
 use crate::dev::AlignedBuf;
 use crate::error::Result;
 use crate::geometry::Ino;
 
 impl Tree<'_, '_> {
-    /// Parallel feed: waits until the workers have run everything queued
-    /// (and records what they made). Directories are created only then:
-    /// made ahead of the files still queued for their AG, their inodes
-    /// and blocks would land among those files' data, and writeback would
-    /// need 2-3 times the write calls (tests/build_writes.rs).
-    pub(super) fn settle(&mut self) -> Result<()> {
-        if let Some(pool) = self.pool {
-            for (p, ino) in pool.drain()? {
-                self.others.insert(p, Some(ino));
-            }
-        }
-        Ok(())
-    }
-
     /// The entry's storable xattrs, ids inside ACLs mapped.
-    fn mapped_xattrs(&self, e: &TarEntry) -> Xattrs {
+    pub(super) fn mapped_xattrs(&self, e: &TarEntry) -> Xattrs {
         e.xattrs
             .iter()
             .filter(|(n, _)| storable_xattr(n))
@@ -62,7 +48,7 @@ impl Tree<'_, '_> {
         r: &mut dyn Entries,
         e: &TarEntry,
         path: Vec<u8>,
-        parent: Ino,
+        parent: Dir,
         kind: NodeKind,
         meta: Meta,
         buf: &mut [u8],

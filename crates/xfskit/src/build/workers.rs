@@ -10,6 +10,18 @@
 //! every job given a key; [`Pool::drain`] waits until every queue is empty
 //! and hands those back (for hard links, which need the inode of an
 //! earlier file).
+//!
+//! Directories are jobs too ([`Pool::mkdir`]): the feeding thread names a
+//! new directory by a [`Dir::Pending`] slot at once and goes on; the
+//! worker that runs the [`Job::Mkdir`] fills the slot in, and a job naming
+//! a slot not filled yet waits for it. A directory is made by the worker
+//! of its parent, in order with the parent's other entries, and its inode
+//! search starts in the AG the feeding thread took from the rotor when it
+//! queued it, so its children are routed before it exists. Every change
+//! to a directory (its entries, its xattrs, its final metadata) thus runs
+//! on one worker in the source's order, and with one worker the result is
+//! the sequential feed's. A job only ever waits for a job queued before
+//! it, so the oldest job can always run.
 //! The first error stops everything: later jobs are dropped unrun and
 //! [`with_pool`] returns that error.
 
@@ -31,12 +43,27 @@ const QUEUE_JOBS: usize = 4096;
 /// Extended attributes, full names, values with ids already mapped.
 pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// A directory as jobs name it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Dir {
+    /// Made already.
+    Made(Ino),
+    /// Made by a queued [`Job::Mkdir`], which fills in slot `slot`; its
+    /// entries go to worker `worker`.
+    Pending {
+        /// Index in the pool's table of directories.
+        slot: u32,
+        /// The worker of the directory's (intended) AG.
+        worker: u32,
+    },
+}
+
 /// One piece of work for a worker.
 pub enum Job {
     /// A regular file with all its data and xattrs (`Fs::create_file`).
     File {
         /// Parent directory.
-        parent: Ino,
+        parent: Dir,
         /// The new name.
         name: Vec<u8>,
         /// Reported with the new inode by [`Pool::drain`], when given.
@@ -52,7 +79,7 @@ pub enum Job {
     /// in [`Job::Data`] jobs, a symlink, a device node), then its xattrs.
     Create {
         /// Parent directory.
-        parent: Ino,
+        parent: Dir,
         /// The new name.
         name: Vec<u8>,
         /// Reported with the new inode by [`Pool::drain`], when given.
@@ -75,10 +102,39 @@ pub enum Job {
     /// ([`Fs::create_files`]). The pool groups them as they are pushed, so
     /// the groups depend only on the order of the jobs.
     Files(Vec<Job>),
+    /// A new directory, with its xattrs; fills in its slot.
+    Mkdir {
+        /// Parent directory.
+        parent: Dir,
+        /// The new name.
+        name: Vec<u8>,
+        /// Owner, mode and times.
+        meta: Meta,
+        /// Extended attributes.
+        xattrs: Xattrs,
+        /// The AG its inode search starts in ([`Fs::next_dir_ag`]).
+        ag: u32,
+        /// Its slot in the pool's table of directories.
+        slot: u32,
+    },
+    /// Sets a directory's metadata again, after its last entry.
+    SetMeta {
+        /// The directory.
+        dir: Dir,
+        /// Owner, mode and times.
+        meta: Meta,
+    },
+    /// Sets xattrs of an existing directory.
+    SetXattrs {
+        /// The directory.
+        dir: Dir,
+        /// Extended attributes.
+        xattrs: Xattrs,
+    },
     /// A hard link `name` in `parent` to `target`.
     Link {
         /// Parent directory.
-        parent: Ino,
+        parent: Dir,
         /// The new name.
         name: Vec<u8>,
         /// The existing inode.
@@ -97,6 +153,9 @@ impl Job {
             Job::Create { name, xattrs, .. } => name.len() + x(xattrs),
             Job::Data { data, .. } => data.len(),
             Job::Link { name, .. } => name.len(),
+            Job::Mkdir { name, xattrs, .. } => name.len() + x(xattrs),
+            Job::SetMeta { .. } => 0,
+            Job::SetXattrs { xattrs, .. } => x(xattrs),
             Job::Files(g) => g.iter().map(Job::bytes).sum(),
         }
     }
@@ -106,7 +165,7 @@ impl Job {
 #[derive(Default)]
 struct Open {
     jobs: Vec<Job>,
-    parent: Option<Ino>,
+    parent: Option<Dir>,
     data: usize,
 }
 
@@ -178,6 +237,10 @@ pub struct Pool<'f> {
     max_bytes: usize,
     stop: AtomicBool,
     error: Mutex<Option<Error>>,
+    /// Directories made by [`Job::Mkdir`]s, by slot; `None` until made.
+    dirs: Mutex<Vec<Option<Ino>>>,
+    /// Signalled when a slot is filled in (or the pool stops).
+    dir_made: Condvar,
 }
 
 /// Marks a worker's queue as gone however the worker ends, so the feeder
@@ -199,8 +262,86 @@ impl Drop for Gone<'_> {
 
 impl<'f> Pool<'f> {
     /// The worker for entries of directory `parent`.
-    pub fn worker_for(&self, parent: Ino) -> usize {
-        self.fs.geometry().ino_agno(parent).0 as usize % self.queues.len()
+    pub fn worker_for(&self, parent: Dir) -> usize {
+        match parent {
+            Dir::Made(ino) => self.fs.geometry().ino_agno(ino).0 as usize % self.queues.len(),
+            Dir::Pending { worker, .. } => worker as usize,
+        }
+    }
+
+    /// Queues the making of directory `name` in `parent` (with its xattrs,
+    /// ids already mapped) and returns how later jobs name it.
+    pub fn mkdir(&self, parent: Dir, name: Vec<u8>, meta: Meta, xattrs: Xattrs) -> Result<Dir> {
+        let ag = self.fs.next_dir_ag()?;
+        let slot = {
+            let mut dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+            dirs.push(None);
+            u32::try_from(dirs.len() - 1)
+                .map_err(|_| Error::Invalid("more than 2^32 directories".into()))?
+        };
+        let job = Job::Mkdir {
+            parent,
+            name,
+            meta,
+            xattrs,
+            ag,
+            slot,
+        };
+        self.push(self.worker_for(parent), job)?;
+        Ok(Dir::Pending {
+            slot,
+            worker: (ag as usize % self.queues.len()) as u32,
+        })
+    }
+
+    /// The inode of `d`, waiting until a worker has made it.
+    pub fn resolve(&self, d: Dir) -> Result<Ino> {
+        let slot = match d {
+            Dir::Made(ino) => return Ok(ino),
+            Dir::Pending { slot, .. } => slot as usize,
+        };
+        let mut dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            match dirs.get(slot) {
+                Some(Some(ino)) => return Ok(*ino),
+                Some(None) => {}
+                None => return Err(Error::Invalid(format!("no directory slot {slot}"))),
+            }
+            if self.stopped() {
+                return Err(Self::stopped_error());
+            }
+            // The job that makes it was queued earlier, maybe to a worker
+            // still waiting for more jobs before it starts.
+            drop(dirs);
+            self.kick();
+            dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+            if matches!(dirs.get(slot), Some(None)) && !self.stopped() {
+                dirs = self
+                    .dir_made
+                    .wait_timeout(dirs, std::time::Duration::from_millis(50))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+    }
+
+    /// Wakes every idle worker that has jobs queued.
+    fn kick(&self) {
+        for q in &self.queues {
+            let st = q.lock();
+            if st.idle && !st.jobs.is_empty() {
+                q.work.notify_one();
+            }
+        }
+    }
+
+    fn made_dir(&self, slot: u32, ino: Ino) {
+        let mut dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = dirs.get_mut(slot as usize) {
+            *s = Some(ino);
+        }
+        drop(dirs);
+        self.dir_made.notify_all();
     }
 
     /// True once an error has stopped the pool.
@@ -218,6 +359,8 @@ impl<'f> Pool<'f> {
         for q in &self.queues {
             q.wake_all();
         }
+        let _dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        self.dir_made.notify_all();
     }
 
     fn stopped_error() -> Error {
@@ -387,7 +530,7 @@ impl<'f> Pool<'f> {
         let Some(parent) = parent else {
             return Ok(Vec::new());
         };
-        let inos = self.fs.create_files_owned(parent, files)?;
+        let inos = self.fs.create_files_owned(self.resolve(parent)?, files)?;
         Ok(keys
             .into_iter()
             .zip(inos)
@@ -409,6 +552,7 @@ impl<'f> Pool<'f> {
             } => {
                 let refs: Vec<(&[u8], &[u8])> =
                     xattrs.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+                let parent = self.resolve(parent)?;
                 let ino = fs.create_file(parent, &name, &meta, &data, &refs)?;
                 key.map(|k| (k, ino))
             }
@@ -420,7 +564,7 @@ impl<'f> Pool<'f> {
                 meta,
                 xattrs,
             } => {
-                let ino = fs.create(parent, &name, &kind, &meta)?;
+                let ino = fs.create(self.resolve(parent)?, &name, &kind, &meta)?;
                 for (n, v) in &xattrs {
                     fs.set_xattr_opt(ino, n, v, false)?;
                 }
@@ -438,7 +582,33 @@ impl<'f> Pool<'f> {
                 name,
                 target,
             } => {
-                fs.link(parent, &name, target)?;
+                fs.link(self.resolve(parent)?, &name, target)?;
+                None
+            }
+            Job::Mkdir {
+                parent,
+                name,
+                meta,
+                xattrs,
+                ag,
+                slot,
+            } => {
+                let ino = fs.mkdir_from(self.resolve(parent)?, &name, &meta, ag)?;
+                for (n, v) in &xattrs {
+                    fs.set_xattr_opt(ino, n, v, false)?;
+                }
+                self.made_dir(slot, ino);
+                None
+            }
+            Job::SetMeta { dir, meta } => {
+                fs.set_meta(self.resolve(dir)?, &meta)?;
+                None
+            }
+            Job::SetXattrs { dir, xattrs } => {
+                let ino = self.resolve(dir)?;
+                for (n, v) in &xattrs {
+                    fs.set_xattr_opt(ino, n, v, false)?;
+                }
                 None
             }
             Job::Files(group) => {
@@ -466,6 +636,8 @@ pub fn with_pool<R>(fs: &Fs, jobs: usize, body: impl FnOnce(&Pool<'_>) -> Result
         max_bytes: (QUEUE_BYTES / jobs / 2).max(super::feed::CHUNK_BYTES),
         stop: AtomicBool::new(false),
         error: Mutex::new(None),
+        dirs: Mutex::new(Vec::new()),
+        dir_made: Condvar::new(),
     };
     let r = std::thread::scope(|sc| {
         let mut r = Ok(());

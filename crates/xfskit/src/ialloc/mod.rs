@@ -37,17 +37,14 @@ use xfs_format::types::NULLAGINO;
 const S_IFMT: u16 = 0o170000;
 const S_IFDIR: u16 = 0o040000;
 
-/// The AG the next new directory starts its search in: the filesystem's
-/// rotor, advanced by one (atomically, so threads spread too).
-fn next_rotor(tp: &Trans<'_>, agcount: u32) -> Result<u32> {
-    use std::sync::atomic::Ordering;
-    let r = &tp.fs().write_state()?.dir_rotor;
-    let prev = r
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-            Some((v % agcount + 1) % agcount)
-        })
-        .unwrap_or(0);
-    Ok(prev % agcount)
+/// The AG the next new directory starts its search in: the one the
+/// transaction was given ([`Trans::start_dirs_at`]), else the filesystem's
+/// rotor, advanced by one.
+fn next_rotor(tp: &mut Trans<'_>, agcount: u32) -> Result<u32> {
+    if let Some(ag) = tp.take_dir_start() {
+        return Ok(ag % agcount);
+    }
+    Ok(tp.fs().write_state()?.next_dir_ag(agcount))
 }
 
 /// Allocates a free inode for a new file of type `mode` created in

@@ -59,10 +59,38 @@ pub(crate) fn check_kind(name: &[u8], kind: &NodeKind) -> Result<()> {
 impl Fs {
     /// Creates `name` in directory `parent` and returns the new inode.
     pub fn create(&self, parent: Ino, name: &[u8], kind: &NodeKind, meta: &Meta) -> Result<Ino> {
+        self.create_from(parent, name, kind, meta, None)
+    }
+
+    /// The AG where the next new directory's inode search starts; advances
+    /// the directory rotor. For callers that decide where a directory goes
+    /// before they make it ([`Fs::mkdir_from`]).
+    pub fn next_dir_ag(&self) -> Result<u32> {
+        Ok(self.write_state()?.next_dir_ag(self.geometry().ag_count))
+    }
+
+    /// Creates directory `name` in `parent` as [`Fs::create`] does, but its
+    /// inode is searched for from AG `agno` (from [`Fs::next_dir_ag`])
+    /// and the rotor is left alone.
+    pub fn mkdir_from(&self, parent: Ino, name: &[u8], meta: &Meta, agno: u32) -> Result<Ino> {
+        self.create_from(parent, name, &NodeKind::Dir, meta, Some(agno))
+    }
+
+    fn create_from(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        kind: &NodeKind,
+        meta: &Meta,
+        dir_ag: Option<u32>,
+    ) -> Result<Ino> {
         check_kind(name, kind)?;
         let now = self.now()?;
         let gen = self.write_state()?.next_gen();
         let mut tp = self.trans()?;
+        if let Some(ag) = dir_ag {
+            tp.start_dirs_at(ag);
+        }
         let (ip, dp) = self.create_in(&mut tp, parent, name, kind, meta, now, gen)?;
         tp.log_inode(&ip)?;
         tp.log_inode(&dp)?;

@@ -65,6 +65,9 @@ pub struct Trans<'a> {
     ag_locks: Vec<u32>,
     inode_locks: Vec<u64>,
     freed: Vec<(u64, u64)>,
+    /// Where a new directory's inode search starts, instead of the next
+    /// AG of the rotor (see [`Trans::start_dirs_at`]).
+    dir_start: Option<u32>,
 }
 
 impl<'a> Trans<'a> {
@@ -79,7 +82,20 @@ impl<'a> Trans<'a> {
             ag_locks: Vec::new(),
             inode_locks: Vec::new(),
             freed: Vec::new(),
+            dir_start: None,
         }
+    }
+
+    /// Makes the next directory inode this transaction allocates start
+    /// its search in AG `agno` (taken earlier with [`Fs::next_dir_ag`])
+    /// instead of advancing the directory rotor.
+    pub fn start_dirs_at(&mut self, agno: u32) {
+        self.dir_start = Some(agno);
+    }
+
+    /// The AG set by [`Trans::start_dirs_at`], once.
+    pub(crate) fn take_dir_start(&mut self) -> Option<u32> {
+        self.dir_start.take()
     }
 
     /// The filesystem.

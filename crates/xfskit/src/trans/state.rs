@@ -235,6 +235,19 @@ impl WriteState {
         }
     }
 
+    /// The AG where the next new directory's inode search starts, the
+    /// rotor advanced by one (atomically, so threads spread too).
+    pub fn next_dir_ag(&self, agcount: u32) -> u32 {
+        use std::sync::atomic::Ordering;
+        let prev = self
+            .dir_rotor
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some((v % agcount + 1) % agcount)
+            })
+            .unwrap_or(0);
+        prev % agcount
+    }
+
     /// The committed, not yet written, bytes at byte offset `off` with
     /// exactly `len` bytes, if any.
     pub fn get(&self, off: u64, len: usize) -> Option<Arc<[u8]>> {
