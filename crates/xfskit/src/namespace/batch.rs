@@ -140,17 +140,17 @@ impl Fs {
                 size: f.data.len() as u64,
             };
             let gen = ws.next_gen();
-            ips.push(self.create_in_dir(
-                tp,
-                &mut dp,
-                f.name,
-                &kind,
-                f.meta,
-                now,
-                gen,
-                Some(ino),
-            )?);
+            ips.push(self.new_inode_in(tp, &mut dp, f.name, &kind, f.meta, gen, Some(ino))?);
         }
+        // The entries all at once: the directory's blocks are looked up
+        // once for the batch.
+        let ents: Vec<(&[u8], Ino, u8)> = files
+            .iter()
+            .zip(&ips)
+            .map(|(f, ip)| (f.name, ip.ino, ip.file_type.dirent_code()))
+            .collect();
+        crate::dir::write::add_all(tp, &mut dp, &ents)?;
+        self.touch_modify(&mut dp, now)?;
         tp.log_inode(&dp)?;
         // The data of all the files: one extent when the allocator has
         // one, handed out file by file; what it could not give, and every

@@ -133,6 +133,26 @@ impl Fs {
         gen: u32,
         ino: Option<Ino>,
     ) -> Result<Inode> {
+        let ip = self.new_inode_in(tp, dp, name, kind, meta, gen, ino)?;
+        crate::dir::write::add(tp, dp, name, ip.ino, ip.file_type.dirent_code())?;
+        self.touch_modify(dp, now)?;
+        Ok(ip)
+    }
+
+    /// [`Fs::create_in_dir`] but for the entry in `dp` and its times: the
+    /// new inode (allocated unless `ino` is given), filled in and locked,
+    /// not logged. A new directory's link to `dp` is counted.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new_inode_in(
+        &self,
+        tp: &mut Trans<'_>,
+        dp: &mut Inode,
+        name: &[u8],
+        kind: &NodeKind,
+        meta: &Meta,
+        gen: u32,
+        ino: Option<Ino>,
+    ) -> Result<Inode> {
         let parent = dp.ino;
         // dir::write::add refuses an existing name, and dropping the
         // transaction undoes the allocation; only a directory looks first,
@@ -166,8 +186,6 @@ impl Fs {
             }
             NodeKind::Fifo | NodeKind::Socket => {}
         }
-        crate::dir::write::add(tp, dp, name, ino, ip.file_type.dirent_code())?;
-        self.touch_modify(dp, now)?;
         Ok(ip)
     }
 

@@ -11,7 +11,7 @@
 //! modules does the work instead.
 
 use super::dblock::Ent;
-use super::fastblock::{place, spot};
+use super::fastblock::{place, read_table, shrink_tail, spot};
 use super::layout::{
     da_magic, put16, put32, BESTFREE_OFF, DA_COUNT, DA_STALE_LEVEL, FREE_HDR_SIZE, FREE_NVALID,
     NULL_DATAOFF, XDF3_MAGIC,
@@ -275,6 +275,73 @@ fn insert_hash(b: &mut [u8], base: usize, n: usize, h: u32, ptr: u32) -> usize {
     put32(b, at, h);
     put32(b, at + 4, ptr);
     pos
+}
+
+/// Adds an entry to a single-block directory in place: the leaf array
+/// grows down by one entry into the unused region before it, the entry
+/// goes into the lowest-addressed best-free region that holds it. False
+/// (nothing changed) when the general code must do it: stale leaf
+/// entries, no unused region before the leaf, no room (convert to leaf
+/// form), or a table that does not match the block.
+pub(crate) fn add_block(
+    st: &mut dyn Store,
+    dp: &mut Inode,
+    name: &[u8],
+    ino: u64,
+    ftype: u8,
+) -> Result<bool> {
+    let d = dims(st);
+    let bs = d.bs;
+    let need = entry_size(name.len(), d.ftype);
+    let Some(b) = st.view(dp, 0)? else {
+        return Ok(false);
+    };
+    if b.len() != bs || be32(b, 0) != XDB3_MAGIC || be32(b, bs - 4) != 0 {
+        return Ok(false);
+    }
+    let n = be32(b, bs - 8) as usize;
+    let Some(start) = (bs - BLOCK_TAIL_SIZE)
+        .checked_sub(n.saturating_mul(LEAF_ENTRY_SIZE))
+        .filter(|&s| s >= DATA_HDR_SIZE + LEAF_ENTRY_SIZE)
+    else {
+        return Ok(false);
+    };
+    // The unused region that ends at the leaf.
+    let tail = usize::from(be16(b, start - 2));
+    if tail < DATA_HDR_SIZE
+        || tail % DATA_ALIGN != 0
+        || tail + LEAF_ENTRY_SIZE > start
+        || be16(b, tail) != FREE_TAG
+        || usize::from(be16(b, tail + 2)) != start - tail
+    {
+        return Ok(false);
+    }
+    let tlen = start - tail;
+    // Some listed region must hold the entry once the leaf has taken its
+    // bytes of the tail (the table lists the longest three, so an
+    // unlisted region is no longer than any listed one).
+    let fits = read_table(b).iter().any(|&(off, len)| {
+        let usable = if off == tail { len - len.min(LEAF_ENTRY_SIZE) } else { len };
+        usable >= need
+    });
+    if !fits || spot(b, start, 1).is_none() {
+        return Ok(false);
+    }
+    let h = name_hash(name);
+    let pos = bound(b, start, n, h, true);
+    let b = st.edit(dp, 0)?;
+    let new_start = start - LEAF_ENTRY_SIZE;
+    shrink_tail(b, start, tail, tlen, LEAF_ENTRY_SIZE, d)?;
+    let s = spot(b, new_start, need)
+        .ok_or_else(|| DirError::Block.at(dp.ino.0, 0, "no room after the leaf grew"))?;
+    place(b, new_start, &s, d, ino, name, ftype)?;
+    // The leaf entries before the new one move down by one entry.
+    b.copy_within(start..start + pos * LEAF_ENTRY_SIZE, new_start);
+    let at = new_start + pos * LEAF_ENTRY_SIZE;
+    put32(b, at, h);
+    put32(b, at + 4, d.ptr(0, s.at));
+    put32(b, bs - 8, (n + 1) as u32);
+    Ok(true)
 }
 
 /// Adds an entry to a leaf-form directory in place; false (nothing

@@ -58,15 +58,7 @@ pub(crate) fn place(
 ) -> Result<()> {
     let size = entry_size(name.len(), d.ftype);
     let rest = s.len - size;
-    let mut table: Vec<(usize, usize)> = (0..3)
-        .map(|k| {
-            (
-                usize::from(be16(b, BESTFREE_OFF + 4 * k)),
-                usize::from(be16(b, BESTFREE_OFF + 4 * k + 2)),
-            )
-        })
-        .filter(|e| e.1 != 0)
-        .collect();
+    let mut table = read_table(b);
     let full = table.len() == 3;
     let third = table.last().map_or(0, |e| e.1);
     b[s.at..s.at + size].fill(0);
@@ -92,12 +84,63 @@ pub(crate) fn place(
         table = free_regions(b, end, d)
             .ok_or_else(|| DirError::Block.at(0, 0, "data block does not tile after an insert"))?;
     }
+    write_table(b, table);
+    Ok(())
+}
+
+/// The best-free table's listed regions (offset, length).
+pub(crate) fn read_table(b: &[u8]) -> Vec<(usize, usize)> {
+    (0..3)
+        .map(|k| {
+            (
+                usize::from(be16(b, BESTFREE_OFF + 4 * k)),
+                usize::from(be16(b, BESTFREE_OFF + 4 * k + 2)),
+            )
+        })
+        .filter(|e| e.1 != 0)
+        .collect()
+}
+
+/// Writes the longest three of `table` as the best-free table (longest
+/// first, the earlier region first among equals).
+fn write_table(b: &mut [u8], mut table: Vec<(usize, usize)>) {
     table.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
     for k in 0..3 {
         let (o, l) = table.get(k).copied().unwrap_or((0, 0));
         put16(b, BESTFREE_OFF + 4 * k, o as u16);
         put16(b, BESTFREE_OFF + 4 * k + 2, l as u16);
     }
+}
+
+/// Shortens the unused region at `at` (of `len` bytes, ending at `end`)
+/// by its last `by` bytes, which leave the data area (a single block's
+/// leaf array grows into them), and keeps the best-free table exact.
+/// `len - by` is zero (the region goes) or at least [`DATA_ALIGN`].
+pub(crate) fn shrink_tail(b: &mut [u8], end: usize, at: usize, len: usize, by: usize, d: Dims) -> Result<()> {
+    let rest = len - by;
+    if rest > 0 {
+        write_free(b, at, rest);
+    }
+    let mut table = read_table(b);
+    let listed = table.iter().position(|e| e.0 == at);
+    match listed {
+        // Unlisted: it was no longer than any listed region, and is shorter now.
+        None => return Ok(()),
+        // A full table may leave out a region longer than the shrunk one.
+        Some(_) if table.len() == 3 => {
+            table = free_regions(b, end - by, d).ok_or_else(|| {
+                DirError::Block.at(0, 0, "data block does not tile after the leaf grew")
+            })?;
+        }
+        Some(i) => {
+            if rest > 0 {
+                table[i].1 = rest;
+            } else {
+                table.remove(i);
+            }
+        }
+    }
+    write_table(b, table);
     Ok(())
 }
 

@@ -152,7 +152,7 @@ pub(crate) fn add_in(
         f = Form::Block;
     }
     if f == Form::Block {
-        if block::add(st, dp, name, ino.0, ftype)? {
+        if fast::add_block(st, dp, name, ino.0, ftype)? || block::add(st, dp, name, ino.0, ftype)? {
             return Ok(());
         }
         block::to_leaf(st, dp)?;
@@ -272,6 +272,16 @@ pub fn lookup(tp: &mut Trans<'_>, dp: &Inode, name: &[u8]) -> Result<Option<(Ino
 /// `Error::Exists` if the name is there.
 pub fn add(tp: &mut Trans<'_>, dp: &mut Inode, name: &[u8], ino: Ino, ftype: u8) -> Result<()> {
     add_in(&mut TransStore::new(tp), dp, name, ino, ftype)
+}
+
+/// Adds the entries `(name, ino, ftype)` in this order, as [`add`] does
+/// each, with the directory's blocks looked up once for all of them.
+pub fn add_all(tp: &mut Trans<'_>, dp: &mut Inode, ents: &[(&[u8], Ino, u8)]) -> Result<()> {
+    let mut st = TransStore::new(tp);
+    for &(name, ino, ftype) in ents {
+        add_in(&mut st, dp, name, ino, ftype)?;
+    }
+    Ok(())
 }
 
 /// Removes entry `name`, returning the inode it named. `Error::NotFound` if absent.

@@ -65,7 +65,9 @@ pub(crate) fn first_hole(st: &mut dyn Store, dp: &Inode, from: u64, to: u64) -> 
 /// Directory blocks inside a transaction, mapped through the data fork.
 pub(crate) struct TransStore<'t, 'a> {
     tp: &'t mut Trans<'a>,
-    bufs: FastMap<u64, BufId>,
+    /// Blocks looked up so far: their buffers, `None` for holes. Every
+    /// change to the directory's mapping goes through this store.
+    bufs: FastMap<u64, Option<BufId>>,
 }
 
 impl<'t, 'a> TransStore<'t, 'a> {
@@ -100,9 +102,10 @@ impl<'t, 'a> TransStore<'t, 'a> {
 
     fn buf_id(&mut self, dp: &Inode, db: u64) -> Result<Option<BufId>> {
         if let Some(&id) = self.bufs.get(&db) {
-            return Ok(Some(id));
+            return Ok(id);
         }
         let Some(daddr) = self.map(dp, db)? else {
+            self.bufs.insert(db, None);
             return Ok(None);
         };
         let geo = self.tp.geo();
@@ -134,7 +137,7 @@ impl<'t, 'a> TransStore<'t, 'a> {
                 },
             )?,
         };
-        self.bufs.insert(db, id);
+        self.bufs.insert(db, Some(id));
         Ok(Some(id))
     }
 }
@@ -209,7 +212,7 @@ impl Store for TransStore<'_, '_> {
             _ => DIR3_CRC_OFF,
         };
         let id = self.tp.get_buf(daddr, geo.dir_blk_size, Some(crc));
-        self.bufs.insert(db, id);
+        self.bufs.insert(db, Some(id));
         Ok(daddr)
     }
 
@@ -240,7 +243,7 @@ impl Store for TransStore<'_, '_> {
     }
 
     fn daddr(&mut self, dp: &Inode, db: u64) -> Result<Daddr> {
-        if let Some(&id) = self.bufs.get(&db) {
+        if let Some(&Some(id)) = self.bufs.get(&db) {
             return Ok(self.tp.buf_daddr(id));
         }
         self.map(dp, db)?
