@@ -60,16 +60,20 @@ impl Tree<'_, '_> {
         self.others.insert(path.clone(), None);
         match kind {
             NodeKind::File { .. } if e.sparse.is_none() && e.size <= buf.len() as u64 => {
-                // Read into the reused buffer, then copied: cheaper than
-                // zeroing a fresh one to read into.
+                // Read ahead into a vector of its own by the parsing
+                // thread; else read into the reused buffer, then copied.
                 let mut data = Vec::new();
-                r.data(e, buf, &mut |_, d| {
+                if let Some(v) = r.take_whole()? {
+                    data = v;
+                } else {
+                    r.data(e, buf, &mut |_, d| {
                     // Room for the zeros to the block's end: the engine
                     // queues the vector itself.
-                    data = Vec::with_capacity(d.len().next_multiple_of(4096));
-                    data.extend_from_slice(d);
-                    Ok(())
-                })?;
+                        data = Vec::with_capacity(d.len().next_multiple_of(4096));
+                        data.extend_from_slice(d);
+                        Ok(())
+                    })?;
+                }
                 self.stats.files += 1;
                 self.stats.bytes += e.size;
                 let job = Job::File {

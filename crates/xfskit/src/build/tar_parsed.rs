@@ -41,6 +41,13 @@ pub(crate) trait Entries {
         buf: &mut [u8],
         each: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()>;
+
+    /// The whole data of the current entry, when it was read ahead into a
+    /// vector of its own (a small file, not sparse): handed over, with
+    /// room to pad it to whole 4 KiB blocks. None: use [`Entries::data`].
+    fn take_whole(&mut self) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
 }
 
 impl<R: Read> Entries for TarReader<R> {
@@ -62,6 +69,8 @@ enum Item {
     Entry(Box<TarEntry>),
     /// Data of the entry before: file offset and its range in `bytes`.
     Chunk(u64, usize, usize),
+    /// All the data of the (small) entry before, in a vector of its own.
+    Whole(Vec<u8>),
     /// An entry already handed out.
     Taken,
 }
@@ -72,11 +81,13 @@ struct Batch {
     /// Data area (its length is its capacity: zeroed once, reused).
     bytes: Vec<u8>,
     used: usize,
+    /// Bytes in `Whole` items.
+    owned: usize,
 }
 
 impl Batch {
     fn full(&self) -> bool {
-        self.items.len() >= BATCH_ITEMS || self.used >= BATCH_BYTES
+        self.items.len() >= BATCH_ITEMS || self.used + self.owned >= BATCH_BYTES
     }
 }
 
@@ -102,6 +113,7 @@ impl Sender {
         let mut b = self.spare.try_recv().unwrap_or_default();
         b.items.clear();
         b.used = 0;
+        b.owned = 0;
         if b.bytes.len() < BATCH_BYTES + CHUNK_BYTES {
             b.bytes.resize(BATCH_BYTES + CHUNK_BYTES, 0);
         }
@@ -118,26 +130,22 @@ impl Sender {
     /// Parses the whole archive; false when the consumer went away.
     fn run<R: Read>(&mut self, r: &mut TarReader<R>, buf: &mut [u8]) -> Result<bool> {
         while let Some(e) = r.next_entry()? {
-            let small =
-                e.kind == TarKind::File && e.sparse.is_none() && e.size <= CHUNK_BYTES as u64;
-            if small && self.b.used + e.size as usize > self.b.bytes.len() && !self.flush() {
-                return Ok(false);
-            }
+            let small = e.kind == TarKind::File
+                && e.sparse.is_none()
+                && e.size > 0
+                && e.size <= CHUNK_BYTES as u64;
             let entry = Box::new(e);
             if small {
-                // Read straight into the batch (one piece: not sparse and
-                // no larger than the area left).
-                let s = self.b.used;
+                // Read straight into a vector the engine queues as it is
+                // (one piece: not sparse and no larger than a chunk), with
+                // room for the zeros to the block's end.
                 let n = entry.size as usize;
-                let at = self.b.items.len();
-                self.b.items.push(Item::Taken);
-                let b = &mut self.b;
-                r.data(&entry, &mut b.bytes[s..s + n], |off, d| {
-                    b.items.push(Item::Chunk(off, s, s + d.len()));
-                    Ok(())
-                })?;
-                self.b.used += n;
-                self.b.items[at] = Item::Entry(entry);
+                let mut v = Vec::with_capacity(n.next_multiple_of(4096));
+                v.resize(n, 0);
+                r.data(&entry, &mut v, |_, _| Ok(()))?;
+                self.b.owned += n;
+                self.b.items.push(Item::Entry(entry));
+                self.b.items.push(Item::Whole(v));
             } else if entry.kind != TarKind::File {
                 self.b.items.push(Item::Entry(entry));
             } else {
@@ -256,13 +264,32 @@ impl Entries for Parsed {
         each: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()> {
         while self.advance()? {
-            let Item::Chunk(off, s, t) = self.cur.items[self.pos] else {
-                break;
-            };
-            self.pos += 1;
-            each(off, &self.cur.bytes[s..t])?;
+            match &self.cur.items[self.pos] {
+                Item::Chunk(off, s, t) => {
+                    let (off, s, t) = (*off, *s, *t);
+                    self.pos += 1;
+                    each(off, &self.cur.bytes[s..t])?;
+                }
+                Item::Whole(v) => {
+                    self.pos += 1;
+                    each(0, v)?;
+                }
+                _ => break,
+            }
         }
         Ok(())
+    }
+
+    fn take_whole(&mut self) -> Result<Option<Vec<u8>>> {
+        if !self.advance()? || !matches!(self.cur.items[self.pos], Item::Whole(_)) {
+            return Ok(None);
+        }
+        let it = std::mem::replace(&mut self.cur.items[self.pos], Item::Taken);
+        self.pos += 1;
+        match it {
+            Item::Whole(v) => Ok(Some(v)),
+            _ => Ok(None),
+        }
     }
 }
 

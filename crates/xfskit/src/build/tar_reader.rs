@@ -161,12 +161,13 @@ fn checksum_ok(h: &[u8; BLOCK]) -> bool {
     };
     // The checksum field itself counts as eight spaces. Branch-free sums
     // over the whole block, then the field swapped for the spaces.
-    let unsigned_all: u64 = h.iter().map(|&b| u64::from(b)).sum();
-    let signed_all: i64 = h.iter().map(|&b| i64::from(b as i8)).sum();
+    // 512 bytes never overflow 32-bit sums, which vectorise well.
+    let unsigned_all: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    let signed_all: i32 = h.iter().map(|&b| i32::from(b as i8)).sum();
     let field = &h[148..156];
-    let unsigned = unsigned_all - field.iter().map(|&b| u64::from(b)).sum::<u64>() + 8 * 32;
-    let signed = signed_all - field.iter().map(|&b| i64::from(b as i8)).sum::<i64>() + 8 * 32;
-    want == unsigned || i64::try_from(want).is_ok_and(|w| w == signed)
+    let unsigned = unsigned_all - field.iter().map(|&b| u32::from(b)).sum::<u32>() + 8 * 32;
+    let signed = signed_all - field.iter().map(|&b| i32::from(b as i8)).sum::<i32>() + 8 * 32;
+    want == u64::from(unsigned) || i64::try_from(want).is_ok_and(|w| w == i64::from(signed))
 }
 
 impl<R: Read> TarReader<R> {
@@ -489,15 +490,17 @@ impl<R: Read> TarReader<R> {
         buf: &mut [u8],
         mut each: impl FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        let name = e.display();
         for (start, len) in e.segments() {
             let mut off = start;
             while off < start + len {
                 let n = ((start + len - off) as usize).min(buf.len());
-                if !self.fill(&mut buf[..n], &|| format!("the data of {name}"))? {
+                if !self.fill(&mut buf[..n], &|| format!("the data of {}", e.display()))? {
                     return Err(corrupt(
                         self.pos,
-                        format!("archive ends inside the data of {name} (truncated?)"),
+                        format!(
+                            "archive ends inside the data of {} (truncated?)",
+                            e.display()
+                        ),
                     ));
                 }
                 self.left -= n as u64;
@@ -510,7 +513,7 @@ impl<R: Read> TarReader<R> {
         let pad = (self.left % BLOCK as u64) as usize;
         if pad > 0 {
             let mut z = [0u8; BLOCK];
-            let _ = self.fill(&mut z[..pad], &|| format!("the padding of {name}"))?;
+            let _ = self.fill(&mut z[..pad], &|| format!("the padding of {}", e.display()))?;
             self.left -= pad as u64;
         }
         Ok(())
