@@ -50,7 +50,7 @@ impl Device for Patched {
 }
 
 fn open(image: Arc<Vec<u8>>, patches: BTreeMap<u64, u8>) -> xfskit::Result<Fs> {
-    Fs::from_device(Box::new(Patched { image, patches }), &OpenOptions { norecovery: true, cache_bytes: 8 << 20 })
+    Fs::from_device(Box::new(Patched { image, patches }), &OpenOptions { norecovery: true, cache_bytes: 8 << 20, ..Default::default() })
 }
 
 /// Reads everything reachable from the root, up to MAX_INODES inodes;

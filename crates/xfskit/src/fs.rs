@@ -22,6 +22,10 @@ pub struct OpenOptions {
     pub norecovery: bool,
     /// Bytes of verified metadata to keep cached (0: a default).
     pub cache_bytes: usize,
+    /// Writing: bytes of changed metadata and of file data that may wait
+    /// before a writeback (None: 128 MiB and 32 MiB). Small limits make
+    /// writebacks frequent (tests of what is read back after them).
+    pub pending_limits: Option<(usize, usize)>,
 }
 
 /// An XFS filesystem opened for reading.
@@ -74,7 +78,12 @@ impl Fs {
             ifree: crate::bytes::be64(&sb, SB_IFREE_OFF),
             fdblocks: crate::bytes::be64(&sb, SB_FDBLOCKS_OFF),
         };
-        fs.write = Some(WriteState::new());
+        let mut ws = WriteState::new();
+        if let Some((meta, data)) = opts.pending_limits {
+            ws.dirty_limit = meta.max(1);
+            ws.data_limit = data.max(1);
+        }
+        fs.write = Some(ws);
         Ok(fs)
     }
 

@@ -301,3 +301,51 @@ fn create_files_matches_separate_calls_small_blocks_rmapbt() {
         Way::Batch,
     );
 }
+
+/// With `keep_dir_times` on, adding entries (create, a batch, a link, a
+/// subdirectory) leaves the directory's times as it was made; off, each
+/// addition stamps the change time.
+#[test]
+fn keep_dir_times_leaves_directories_alone() {
+    let s = Scratch::new("keeptimes");
+    let img = s.0.join("img");
+    mkfs_xfs(&img, 300 << 20, "");
+    let fs = open_rw(&img);
+    let now = Timestamp {
+        sec: 1_800_000_000,
+        nsec: 0,
+    };
+    fs.set_fixed_time(Some(now)).unwrap();
+    let root = fs.geometry().root_ino;
+    for keep in [true, false] {
+        fs.keep_dir_times(keep).unwrap();
+        assert_eq!(fs.keeps_dir_times(), keep);
+        let name = format!("d{keep}");
+        let d = fs
+            .create(root, name.as_bytes(), &NodeKind::Dir, &meta(0o40755))
+            .unwrap();
+        let f = fs
+            .create(d, b"a", &NodeKind::File { size: 0 }, &meta(0o100644))
+            .unwrap();
+        let m = meta(0o100644);
+        let batch: Vec<NewFile<'_>> = (0..3)
+            .map(|i| NewFile {
+                name: [b"b", b"c", b"e"][i],
+                meta: &m,
+                data: b"xyz",
+                xattrs: &[],
+            })
+            .collect();
+        fs.create_files(d, &batch).unwrap();
+        fs.link(d, b"l", f).unwrap();
+        fs.create(d, b"sub", &NodeKind::Dir, &meta(0o40755))
+            .unwrap();
+        let ip = fs.inode(d).unwrap();
+        let want = if keep { meta(0).mtime } else { now };
+        assert_eq!((ip.mtime, ip.ctime), (want, want), "keep_dir_times {keep}");
+        assert_eq!(ip.nlink, 3);
+    }
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&img);
+}

@@ -302,6 +302,16 @@ fn trace(s: String) {
 }
 
 fn run_sequence(tag: &str, mkfs_opts: &str, seed: u64, ops: usize) {
+    run_sequence_with(tag, mkfs_opts, seed, ops, None)
+}
+
+fn run_sequence_with(
+    tag: &str,
+    mkfs_opts: &str,
+    seed: u64,
+    ops: usize,
+    pending_limits: Option<(usize, usize)>,
+) {
     let s = Scratch::new(tag);
     let img = s.0.join("img");
     mkfs_xfs(&img, 512 << 20, mkfs_opts);
@@ -310,7 +320,11 @@ fn run_sequence(tag: &str, mkfs_opts: &str, seed: u64, ops: usize) {
         ino: BTreeMap::new(),
     };
     {
-        let fs = open_rw(&img);
+        let opts = xfskit::fs::OpenOptions {
+            pending_limits,
+            ..Default::default()
+        };
+        let fs = Fs::open_rw(&img, &opts).unwrap();
         let mut rng = Rng(seed);
         for n in 0..ops {
             step(&fs, &mut m, &mut rng, n);
@@ -350,4 +364,16 @@ fn random_ops_1k_blocks_small_dirs() {
 #[test]
 fn random_ops_big_inodes_64k_dirs() {
     run_sequence("r64k", "-i size=2048 -n size=65536", 7, 400);
+}
+
+/// Writebacks after every few transactions, in the background: blocks
+/// are read back from the pending set, the stream in flight and the one
+/// written last while others are freed and reused (frees during a
+/// flight must not leave the written copy readable).
+#[test]
+fn random_ops_frequent_writebacks() {
+    for seed in [4u64, 5] {
+        let limits = Some((48 << 10, 16 << 10));
+        run_sequence_with(&format!("rwb{seed}"), "", 0x9e37_0000 + seed, 500, limits);
+    }
 }

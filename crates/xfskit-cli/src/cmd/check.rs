@@ -35,6 +35,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         &xfskit::fs::OpenOptions {
             norecovery: args.norecovery,
             cache_bytes: CACHE_BYTES,
+            ..Default::default()
         },
     )?;
     let tty = std::io::stderr().is_terminal() && !args.json;

@@ -69,8 +69,13 @@ pub(super) fn consume(
                 // the sequential feed, while its inode is still pending
                 // with its neighbours (set at the very end instead, every
                 // directory inode would be written back on its own).
+                // A directory made with these times keeps them when the
+                // engine keeps directory times: only the root (made by
+                // mkfs) needs them set.
                 if let Some((dir, meta)) = open.pop() {
-                    pool.push(pool.worker_for(dir), Job::SetMeta { dir, meta })?;
+                    if dir == root || !fs.keeps_dir_times() {
+                        pool.push(pool.worker_for(dir), Job::SetMeta { dir, meta })?;
+                    }
                 }
             }
             Step::Leaf(mut e) => {

@@ -388,6 +388,9 @@ pub fn write_engine(image: &Path, mkfs: &MkfsReport, populate: Populate<'_>) -> 
         .iter()
         .fold(0u64, |h, &b| h.rotate_left(8) ^ u64::from(b));
     fs.seed_generations(seed)?;
+    // Every feed gives a directory its times when it makes it, or sets
+    // them once nothing more is added to it.
+    fs.keep_dir_times(true)?;
     let mut target = FsTarget::new(&fs);
     populate(&mut target)?;
     fs.sync()

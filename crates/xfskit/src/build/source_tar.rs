@@ -12,7 +12,7 @@
 //! unless both are directories (their headers then merge, the later one
 //! winning). Paths with `..` are refused; leading `/` and `./` are dropped.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A map keyed by archive paths. The keys come from the archive, so the
 /// hash is seeded at random (no crafted set of names collides on every
@@ -201,6 +201,11 @@ pub(super) struct Tree<'t, 'o> {
     pub(super) t: &'t mut dyn BuildTarget,
     pub(super) opts: &'t FeedOptions<'o>,
     pub(super) dirs: BTreeMap<Vec<u8>, (Dir, Meta)>,
+    /// Directories whose metadata changed after they were made (the root,
+    /// a directory's own entry after entries inside it): with the
+    /// engine's [`crate::Fs::keep_dir_times`] on, only these need their
+    /// metadata set at the end.
+    pub(super) retime: BTreeSet<Vec<u8>>,
     /// Non-directories; `None` while a worker has yet to create it.
     pub(super) others: PathMap<Option<Ino>>,
     pub(super) stats: FeedStats,
@@ -254,7 +259,9 @@ impl Tree<'_, '_> {
         if let Some(pool) = self.pool {
             return pool.mkdir(parent, name.to_vec(), meta, xattrs);
         }
-        let ino = self.t.create(self.ino(parent)?, name, &NodeKind::Dir, &meta)?;
+        let ino = self
+            .t
+            .create(self.ino(parent)?, name, &NodeKind::Dir, &meta)?;
         for (n, v) in &xattrs {
             self.t.set_xattr(ino, n, v)?;
         }
@@ -266,7 +273,9 @@ impl Tree<'_, '_> {
         match (d, self.pool) {
             (Dir::Made(ino), _) => Ok(ino),
             (d, Some(pool)) => pool.resolve(d),
-            (_, None) => Err(Error::Invalid("a directory made without workers is pending".into())),
+            (_, None) => Err(Error::Invalid(
+                "a directory made without workers is pending".into(),
+            )),
         }
     }
 
@@ -330,6 +339,7 @@ impl Tree<'_, '_> {
         if e.kind == TarKind::Dir {
             if let Some(d) = self.dirs.get_mut(&path) {
                 d.1 = meta;
+                self.retime.insert(path.clone());
                 let dir = d.0;
                 if let Some(pool) = self.pool {
                     let xattrs = self.mapped_xattrs(e);
@@ -441,17 +451,23 @@ pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) ->
         if let Some(fs) = t.fs() {
             let mut main = FsTarget::new(fs);
             return with_pool(fs, opts.jobs, |pool| {
-                let (stats, dirs) = walk(src, &mut main, opts, Some(pool))?;
+                let (stats, dirs, retime) = walk(src, &mut main, opts, Some(pool))?;
                 // Queued after every entry of each directory (all made by
-                // the directory's worker).
-                for (dir, meta) in dirs.into_values() {
-                    pool.push(pool.worker_for(dir), Job::SetMeta { dir, meta })?;
+                // the directory's worker). Directories made with their
+                // final metadata keep it when the engine keeps their times
+                // (re-reading each inode at the end cost one synchronous
+                // read per directory).
+                let all = !fs.keeps_dir_times();
+                for (path, (dir, meta)) in dirs {
+                    if all || retime.contains(&path) {
+                        pool.push(pool.worker_for(dir), Job::SetMeta { dir, meta })?;
+                    }
                 }
                 Ok(stats)
             });
         }
     }
-    let (stats, dirs) = walk(src, t, opts, None)?;
+    let (stats, dirs, _) = walk(src, t, opts, None)?;
     set_dir_meta(t, &dirs)?;
     Ok(stats)
 }
@@ -465,7 +481,9 @@ fn set_dir_meta(t: &mut dyn BuildTarget, dirs: &Dirs) -> Result<()> {
         match dir {
             Dir::Made(ino) => t.set_meta(*ino, meta)?,
             Dir::Pending { .. } => {
-                return Err(Error::Invalid("a directory made without workers is pending".into()))
+                return Err(Error::Invalid(
+                    "a directory made without workers is pending".into(),
+                ))
             }
         }
     }
@@ -479,13 +497,15 @@ fn walk<'a>(
     t: &'a mut dyn BuildTarget,
     opts: &'a FeedOptions<'_>,
     pool: Option<&'a Pool<'a>>,
-) -> Result<(FeedStats, Dirs)> {
+) -> Result<(FeedStats, Dirs, BTreeSet<Vec<u8>>)> {
     let mut r = Parsed::start(src.reader()?)?;
     let root = t.root();
     let mut tree = Tree {
         t,
         opts,
         dirs: BTreeMap::new(),
+        // The root was made by mkfs, not with the archive's metadata.
+        retime: BTreeSet::from([Vec::new()]),
         others: PathMap::default(),
         stats: FeedStats::default(),
         pool,
@@ -498,7 +518,7 @@ fn walk<'a>(
         tree.entry(&mut r, &e, &mut buf)?;
         tree.stats.tick(opts);
     }
-    Ok((tree.stats, tree.dirs))
+    Ok((tree.stats, tree.dirs, tree.retime))
 }
 
 /// Counts what [`feed`] would write, for sizing the image.

@@ -67,8 +67,8 @@ impl Tree<'_, '_> {
                     data = v;
                 } else {
                     r.data(e, buf, &mut |_, d| {
-                    // Room for the zeros to the block's end: the engine
-                    // queues the vector itself.
+                        // Room for the zeros to the block's end: the engine
+                        // queues the vector itself.
                         data = Vec::with_capacity(d.len().next_multiple_of(4096));
                         data.extend_from_slice(d);
                         Ok(())

@@ -150,7 +150,7 @@ impl Fs {
             .map(|(f, ip)| (f.name, ip.ino, ip.file_type.dirent_code()))
             .collect();
         crate::dir::write::add_all(tp, &mut dp, &ents)?;
-        self.touch_modify(&mut dp, now)?;
+        self.touch_dir(&mut dp, now)?;
         tp.log_inode(&dp)?;
         // The data of all the files: one extent when the allocator has
         // one, handed out file by file; what it could not give, and every

@@ -135,7 +135,7 @@ impl Fs {
     ) -> Result<Inode> {
         let ip = self.new_inode_in(tp, dp, name, kind, meta, gen, ino)?;
         crate::dir::write::add(tp, dp, name, ip.ino, ip.file_type.dirent_code())?;
-        self.touch_modify(dp, now)?;
+        self.touch_dir(dp, now)?;
         Ok(ip)
     }
 
@@ -217,7 +217,7 @@ impl Fs {
         crate::dir::write::add(&mut tp, &mut dp, name, target, ip.file_type.dirent_code())?;
         ip.nlink += 1;
         self.touch_change(&mut ip, now)?;
-        self.touch_modify(&mut dp, now)?;
+        self.touch_dir(&mut dp, now)?;
         tp.log_inode(&ip)?;
         tp.log_inode(&dp)?;
         tp.commit()
@@ -236,6 +236,38 @@ pub(crate) fn symlink_to_remote(tp: &mut Trans<'_>, ip: &mut Inode) -> Result<()
         .ok_or_else(|| Error::Invalid(format!("inode {}: symlink longer than its fork", ip.ino.0)))?
         .to_vec();
     write_remote_symlink(tp, ip, &target)
+}
+
+/// Moves a remote symlink target back into the inode when it fits the
+/// data fork (after its xattrs gave the room back): xfs_repair 6.1 calls a
+/// remote target that would fit inline a format mismatch.
+pub(crate) fn symlink_to_local(tp: &mut Trans<'_>, ip: &mut Inode) -> Result<()> {
+    if ip.file_type != FileType::Symlink || ip.format != ForkFormat::Extents {
+        return Ok(());
+    }
+    let room = if ip.forkoff != 0 {
+        usize::from(ip.forkoff) * 8
+    } else {
+        Inode::literal_size(tp.geo())
+    };
+    let size = usize::try_from(ip.size).unwrap_or(usize::MAX);
+    if size > room {
+        return Ok(());
+    }
+    let target = crate::symlink::read_link(tp.fs(), ip)?;
+    if target.len() != size {
+        return Err(Error::corrupt(
+            "symlink",
+            crate::error::Location::Inode(ip.ino.0),
+            format!("target of {} bytes, size {size}", target.len()),
+        ));
+    }
+    let blocks = xsl::symlink_blocks(size, tp.geo().block_size as usize) as u64;
+    crate::bmap::unmap_range(tp, ip, Fork::Data, 0, blocks)?;
+    ip.format = ForkFormat::Local;
+    ip.nextents = 0;
+    ip.data_fork = target;
+    Ok(())
 }
 
 /// Stores a symlink target inline when it fits the data fork, else in

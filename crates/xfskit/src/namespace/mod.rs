@@ -62,6 +62,23 @@ impl Fs {
         Ok(())
     }
 
+    /// From now on, adding entries to a directory (create, mkdir, link)
+    /// leaves the directory's times as they are: a build that gives every
+    /// directory its final times when it makes it need not set them again
+    /// after its last entry. Removing and renaming still stamp them.
+    pub fn keep_dir_times(&self, on: bool) -> Result<()> {
+        self.write_state()?
+            .keep_dir_times
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// True when [`Fs::keep_dir_times`] is on.
+    pub fn keeps_dir_times(&self) -> bool {
+        self.write_state()
+            .is_ok_and(|w| w.keep_dir_times.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// Seeds the inode generation numbers (reproducible images).
     pub fn seed_generations(&self, seed: u64) -> Result<()> {
         self.write_state()?.seed_generations(seed);
@@ -119,6 +136,15 @@ impl Fs {
             ip.changecount = ip.changecount.wrapping_add(1);
         }
         Ok(())
+    }
+
+    /// Records a new entry in directory `dp` (as [`Fs::touch_modify`],
+    /// unless [`Fs::keep_dir_times`] is on).
+    pub(crate) fn touch_dir(&self, dp: &mut Inode, now: Timestamp) -> Result<()> {
+        if self.keeps_dir_times() {
+            return Ok(());
+        }
+        self.touch_modify(dp, now)
     }
 
     /// Records a change of contents (mtime too).

@@ -65,6 +65,7 @@ impl Fs {
         tp.lock_inode(ino);
         let mut ip = tp.read_inode(ino)?;
         crate::attr::write::remove(&mut tp, &mut ip, ns, &n)?;
+        super::create::symlink_to_local(&mut tp, &mut ip)?;
         self.touch_change(&mut ip, now)?;
         tp.log_inode(&ip)?;
         tp.commit()

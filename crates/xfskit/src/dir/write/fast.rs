@@ -321,7 +321,11 @@ pub(crate) fn add_block(
     // bytes of the tail (the table lists the longest three, so an
     // unlisted region is no longer than any listed one).
     let fits = read_table(b).iter().any(|&(off, len)| {
-        let usable = if off == tail { len - len.min(LEAF_ENTRY_SIZE) } else { len };
+        let usable = if off == tail {
+            len - len.min(LEAF_ENTRY_SIZE)
+        } else {
+            len
+        };
         usable >= need
     });
     if !fits || spot(b, start, 1).is_none() {

@@ -116,7 +116,14 @@ fn write_table(b: &mut [u8], mut table: Vec<(usize, usize)>) {
 /// by its last `by` bytes, which leave the data area (a single block's
 /// leaf array grows into them), and keeps the best-free table exact.
 /// `len - by` is zero (the region goes) or at least [`DATA_ALIGN`].
-pub(crate) fn shrink_tail(b: &mut [u8], end: usize, at: usize, len: usize, by: usize, d: Dims) -> Result<()> {
+pub(crate) fn shrink_tail(
+    b: &mut [u8],
+    end: usize,
+    at: usize,
+    len: usize,
+    by: usize,
+    d: Dims,
+) -> Result<()> {
     let rest = len - by;
     if rest > 0 {
         write_free(b, at, rest);
