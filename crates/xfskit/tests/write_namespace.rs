@@ -367,9 +367,8 @@ fn random_ops_big_inodes_64k_dirs() {
 }
 
 /// Writebacks after every few transactions, in the background: blocks
-/// are read back from the pending set, the stream in flight and the one
-/// written last while others are freed and reused (frees during a
-/// flight must not leave the written copy readable).
+/// are read back from the pending set, the stream in flight and the
+/// device while others are freed and reused.
 #[test]
 fn random_ops_frequent_writebacks() {
     for seed in [4u64, 5] {

@@ -146,7 +146,7 @@ impl Sender {
                 self.b.owned += n;
                 self.b.items.push(Item::Entry(entry));
                 self.b.items.push(Item::Whole(v));
-            } else if entry.kind != TarKind::File {
+            } else if entry.kind != TarKind::File || entry.size == 0 {
                 self.b.items.push(Item::Entry(entry));
             } else {
                 self.b.items.push(Item::Entry(entry.clone()));

@@ -17,11 +17,6 @@ pub(crate) struct Dirty {
 }
 
 impl Dirty {
-    /// True when no buffer is pending.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-
     /// The pending buffer at `off`.
     pub(crate) fn get(&self, off: u64) -> Option<&Pending> {
         self.map.get(&off)

@@ -186,15 +186,6 @@ pub struct WriteState {
     writer: Mutex<()>,
     /// The pending set being written by a writer thread, if any.
     inflight: Mutex<Option<Flight>>,
-    /// The metadata of the last stream written, as written (CRC fields
-    /// as pending buffers have them): the next transactions mostly read
-    /// the blocks the last ones changed (directory blocks and inodes,
-    /// btree blocks), which would otherwise come back from the device one
-    /// synchronous read at a time. Blocks freed since are dropped from it.
-    recent: Mutex<Dirty>,
-    /// Byte ranges freed since the stream in flight was taken: dropped
-    /// from its metadata when it becomes `recent`.
-    freed: Mutex<Vec<(u64, u64)>>,
     /// Inodes whose change counter was queried since its last increment.
     queried: Mutex<FastSet<u64>>,
     /// The time stamped on changes (None: the system clock).
@@ -219,9 +210,6 @@ pub struct WriteState {
     pub data_limit: usize,
 }
 
-/// Most bytes of written metadata kept readable after a writeback.
-const RECENT_MAX: usize = 64 << 20;
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -238,8 +226,6 @@ impl WriteState {
             scratch: Mutex::new(Vec::new()),
             writer: Mutex::new(()),
             inflight: Mutex::new(None),
-            recent: Mutex::new(Dirty::default()),
-            freed: Mutex::new(Vec::new()),
             queried: Mutex::new(FastSet::default()),
             fixed_time: Mutex::new(None),
             keep_dir_times: std::sync::atomic::AtomicBool::new(false),
@@ -276,13 +262,7 @@ impl WriteState {
         // Still held while looking: a buffer moves from `dirty` to the
         // flight under this lock, so it is always in one of them.
         let f = lock(&self.inflight);
-        if let Some(b) = f.as_ref().and_then(|f| f.stream.get(off, len)) {
-            return Some(b);
-        }
-        let r = lock(&self.recent);
-        r.get(off)
-            .filter(|b| b.data.len() == len)
-            .map(|b| b.data.clone())
+        f.as_ref().and_then(|f| f.stream.get(off, len))
     }
 
     /// Publishes committed buffers and counter deltas. Returns true when
@@ -311,22 +291,6 @@ impl WriteState {
             let mut n = lock(&self.dirty_bytes);
             *n = n.saturating_sub(old.data.len());
         }
-        self.forget_recent(off, off + 1);
-    }
-
-    /// Drops what `recent` holds at offsets `lo..hi`, and remembers the
-    /// range for the stream in flight.
-    fn forget_recent(&self, lo: u64, hi: u64) {
-        // Under the flight's lock: the flight cannot end (and its stream
-        // become `recent`) in between.
-        let f = lock(&self.inflight);
-        if f.is_some() {
-            lock(&self.freed).push((lo, hi));
-        }
-        let mut r = lock(&self.recent);
-        for k in r.keys_in(lo, hi) {
-            r.remove(k);
-        }
     }
 
     /// Drops every pending buffer that starts in bytes `lo..hi`.
@@ -343,7 +307,6 @@ impl WriteState {
         *n = n.saturating_sub(freed);
         drop(n);
         drop(d);
-        self.forget_recent(lo, hi);
         // File data pending for freed blocks is dropped too, so pending
         // data and pending metadata never cover the same bytes.
         let mut dr = lock(&self.data);
@@ -478,17 +441,10 @@ impl WriteState {
         if !scratch.is_empty() {
             *lock(&self.scratch) = scratch;
         }
-        // The stream leaves the flight and its metadata becomes `recent`
-        // under the flight's lock, so readers find it in one of them.
-        let mut f = lock(&self.inflight);
-        let done = f.take();
+        let done = lock(&self.inflight).take();
         if let Some(stream) = done.and_then(|f| Arc::try_unwrap(f.stream).ok()) {
             stream.runs.into_values().for_each(Run::recycle);
-            if r.is_ok() {
-                self.keep_recent(stream.meta);
-            }
         }
-        drop(f);
         r
     }
 
@@ -570,7 +526,6 @@ impl WriteState {
         data.bytes = 0;
         let mut pending = lock(&self.dirty);
         let meta = std::mem::take(&mut *pending);
-        lock(&self.freed).clear();
         *lock(&self.dirty_bytes) = 0;
         let r = then(Stream { meta, runs });
         drop(pending);
@@ -588,32 +543,8 @@ impl WriteState {
         self.take_stream(|stream| {
             let r = self.writer_for(dev, |w| stream.write_with(w));
             stream.runs.into_values().for_each(Run::recycle);
-            if r.is_ok() {
-                self.keep_recent(stream.meta);
-            }
             r
         })
-    }
-
-    /// Keeps the metadata of the stream just written as `recent` (in
-    /// place of the last one), unless it is larger than [`RECENT_MAX`].
-    fn keep_recent(&self, mut meta: Dirty) {
-        if meta.is_empty() {
-            // Nothing new written: what `recent` holds is still on disk.
-            lock(&self.freed).clear();
-            return;
-        }
-        for (lo, hi) in std::mem::take(&mut *lock(&self.freed)) {
-            for k in meta.keys_in(lo, hi) {
-                meta.remove(k);
-            }
-        }
-        let bytes: usize = meta.sorted().map(|(_, p)| p.data.len()).sum();
-        *lock(&self.recent) = if bytes <= RECENT_MAX {
-            meta
-        } else {
-            Dirty::default()
-        };
     }
 
     /// Like [`WriteState::writeback`], but the writing is done by a writer
@@ -646,51 +577,5 @@ impl Drop for WriteState {
 impl Default for WriteState {
     fn default() -> Self {
         WriteState::new()
-    }
-}
-
-#[cfg(test)]
-mod recent_tests {
-    use super::*;
-    use crate::dev::MemDevice;
-
-    fn pending(b: u8) -> Pending {
-        Pending {
-            data: Arc::from(vec![b; 512]),
-            crc_off: None,
-        }
-    }
-
-    /// Metadata written by a background writeback stays readable from
-    /// memory afterwards, except blocks freed meanwhile (during the
-    /// flight or after it), and the next stream replaces it.
-    #[test]
-    fn written_metadata_stays_readable_until_freed() {
-        let dev: Arc<dyn Device> = Arc::new(MemDevice::new(1 << 20));
-        let ws = WriteState::new();
-        let none = SbDelta::default();
-        ws.publish(
-            vec![(4096, pending(1)), (8192, pending(2)), (12288, pending(3))],
-            &none,
-        );
-        ws.writeback_background(&dev).unwrap();
-        ws.forget(8192);
-        // Waits for the flight; nothing new to write.
-        ws.writeback(dev.as_ref()).unwrap();
-        assert_eq!(ws.get(4096, 512).as_deref(), Some(&[1u8; 512][..]));
-        assert!(
-            ws.get(8192, 512).is_none(),
-            "freed during or after the flight"
-        );
-        ws.forget_range(12288, 12800);
-        assert!(ws.get(12288, 512).is_none(), "freed after the flight");
-        let mut back = [0u8; 512];
-        dev.read_at(&mut back, 4096).unwrap();
-        assert_eq!(back, [1u8; 512]);
-        // A later stream takes its place.
-        ws.publish(vec![(16384, pending(4))], &none);
-        ws.writeback(dev.as_ref()).unwrap();
-        assert!(ws.get(4096, 512).is_none());
-        assert_eq!(ws.get(16384, 512).as_deref(), Some(&[4u8; 512][..]));
     }
 }
