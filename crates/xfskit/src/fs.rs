@@ -112,6 +112,18 @@ impl Fs {
         ws.write_data_vec(&self.dev, off, v)
     }
 
+    /// [`Fs::write_data`] for bytes shared in a source chunk, queued where
+    /// they lie with their zero padding, then `zeros` more zero bytes.
+    pub fn write_data_shared(
+        &self,
+        off: u64,
+        b: crate::dev::SharedBytes,
+        zeros: usize,
+    ) -> Result<()> {
+        let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
+        ws.write_data_shared(&self.dev, off, b, zeros)
+    }
+
     /// [`Fs::write_data`] for bytes in an aligned buffer, queued as they are.
     pub fn write_data_owned(&self, off: u64, buf: crate::dev::AlignedBuf) -> Result<()> {
         let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;

@@ -1,7 +1,7 @@
 //! `Fs::create_file` (a file created with its data and xattrs in one
 //! transaction) and `Fs::create_files` / `create_files_owned` (several of
 //! one directory in one transaction) must give what `create` + `write_at_opt` + `set_xattr_opt`
-//! give: the same image is built each way (fixed time, seeded
+//! give (with data in vectors of their own or in one shared buffer): the same image is built each way (fixed time, seeded
 //! generations) and compared inode by inode through xfskit's reader; the
 //! one-transaction image must pass `xfs_repair -n`, and (as root) the
 //! kernel must read back every file's data. Directories grow through the
@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use write_common::*;
 use xfskit::build::{Meta, NodeKind};
+use xfskit::dev::aligned::{SharedBuf, SharedBytes};
+use xfskit::dev::FileData;
 use xfskit::inode::Timestamp;
 use xfskit::namespace::{NewFile, NewFileOwned};
 use xfskit::{Error, Fs, Ino};
@@ -112,13 +114,45 @@ fn build(img: &Path, opts: &str, files: usize, dirs: usize, way: Way) -> Vec<(Ve
                         xattrs: &xr[j],
                     })
                     .collect();
-                // Every other run hands its data over (create_files_owned).
-                let inos = if r % 2 == 1 {
+                // Every other run hands its data over (create_files_owned);
+                // every fourth, as pieces of one shared buffer, each at a
+                // 4 KiB boundary with zeros to the next (as a tar build
+                // does).
+                let inos = if r % 4 == 3 {
+                    let slots: Vec<usize> = bodies
+                        .iter()
+                        .map(|b| b.len().next_multiple_of(4096))
+                        .collect();
+                    let mut area =
+                        xfskit::dev::AlignedBuf::with_capacity(slots.iter().sum::<usize>().max(1));
+                    let mut at = Vec::new();
+                    for (b, slot) in bodies.iter().zip(&slots) {
+                        at.push(area.len());
+                        assert!(area.extend_from_slice(b));
+                        assert!(area.extend_from_slice(&vec![0; slot - b.len()]));
+                    }
+                    let shared = SharedBuf::new(area);
+                    let owned: Vec<NewFileOwned> = (0..run.len())
+                        .map(|j| {
+                            let n = bodies[j].len();
+                            let piece = SharedBytes::new(shared.clone(), at[j], n, slots[j] - n)
+                                .expect("a piece inside the buffer, zeros after it");
+                            NewFileOwned {
+                                name: names[j].clone(),
+                                meta: m.clone(),
+                                data: FileData::Shared(piece),
+                                xattrs: xs[j].clone(),
+                            }
+                        })
+                        .collect();
+                    drop(shared);
+                    fs.create_files_owned(d[k], owned).unwrap()
+                } else if r % 2 == 1 {
                     let owned: Vec<NewFileOwned> = (0..run.len())
                         .map(|j| NewFileOwned {
                             name: names[j].clone(),
                             meta: m.clone(),
-                            data: bodies[j].clone(),
+                            data: bodies[j].clone().into(),
                             xattrs: xs[j].clone(),
                         })
                         .collect();

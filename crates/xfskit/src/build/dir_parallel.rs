@@ -129,7 +129,7 @@ pub(super) fn consume(
                             name,
                             key,
                             meta,
-                            data,
+                            data: data.into(),
                             xattrs,
                         };
                         pool.push(w, job)?;

@@ -8,7 +8,7 @@ use super::tar_parsed::Entries;
 use super::tar_reader::TarEntry;
 use super::target::{Meta, NodeKind};
 use super::workers::{Dir, Job, Pool, Xattrs};
-use crate::dev::AlignedBuf;
+use crate::dev::{AlignedBuf, FileData};
 use crate::error::Result;
 use crate::geometry::Ino;
 
@@ -62,15 +62,16 @@ impl Tree<'_, '_> {
             NodeKind::File { .. } if e.sparse.is_none() && e.size <= buf.len() as u64 => {
                 // Read ahead into a vector of its own by the parsing
                 // thread; else read into the reused buffer, then copied.
-                let mut data = Vec::new();
+                let mut data = FileData::default();
                 if let Some(v) = r.take_whole()? {
                     data = v;
                 } else {
                     r.data(e, buf, &mut |_, d| {
                         // Room for the zeros to the block's end: the engine
                         // queues the vector itself.
-                        data = Vec::with_capacity(d.len().next_multiple_of(4096));
-                        data.extend_from_slice(d);
+                        let mut v = Vec::with_capacity(d.len().next_multiple_of(4096));
+                        v.extend_from_slice(d);
+                        data = FileData::Owned(v);
                         Ok(())
                     })?;
                 }

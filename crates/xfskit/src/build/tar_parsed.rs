@@ -1,13 +1,17 @@
 //! Tar parsing on a thread of its own: headers are parsed and file data
 //! is gathered there, in batches, while the engine thread only creates.
 //!
-//! A batch holds entries and the data of their files back to back in one
-//! buffer (a small file's data is read straight into it), up to
-//! [`BATCH_BYTES`] of data or [`BATCH_ITEMS`] entries. At most [`DEPTH`]
-//! batches wait in the channel, and emptied ones go back to the thread for
-//! reuse, so memory is bounded whatever the archive. An error on the
-//! thread reaches the consumer in order, after the entries parsed before
-//! it.
+//! A batch holds entries and the data of their files in one pooled buffer
+//! aligned for direct I/O, up to [`BATCH_ITEMS`] entries or the buffer's
+//! size. A small file's data is read straight into it at a 4 KiB boundary,
+//! zero-padded to the next one, and is written to the image from there:
+//! the engine queues the piece where it lies ([`FileData::Shared`]), so
+//! the bytes are copied once, from the archive stream into the buffer.
+//! The buffer goes back to the pool when the last of its pieces has been
+//! written. At most [`DEPTH`] batches wait in the channel, and emptied ones
+//! go back to the thread for reuse, so memory is bounded whatever the
+//! archive. An error on the thread reaches the consumer in order, after
+//! the entries parsed before it.
 //!
 //! Both this and the plain [`TarReader`] are [`Entries`]: the feed takes
 //! either.
@@ -18,10 +22,11 @@ use std::thread::JoinHandle;
 
 use super::feed::CHUNK_BYTES;
 use super::tar_reader::{TarEntry, TarKind, TarReader};
+use crate::dev::aligned::{self, AlignedBuf, SharedBuf, SharedBytes};
+use crate::dev::FileData;
 use crate::error::{Error, Result};
+use std::sync::Arc;
 
-/// Data bytes per batch.
-const BATCH_BYTES: usize = 2 << 20;
 /// Entries per batch.
 const BATCH_ITEMS: usize = 1024;
 /// Batches waiting in the channel.
@@ -45,7 +50,7 @@ pub(crate) trait Entries {
     /// The whole data of the current entry, when it was read ahead into a
     /// vector of its own (a small file, not sparse): handed over, with
     /// room to pad it to whole 4 KiB blocks. None: use [`Entries::data`].
-    fn take_whole(&mut self) -> Result<Option<Vec<u8>>> {
+    fn take_whole(&mut self) -> Result<Option<FileData>> {
         Ok(None)
     }
 }
@@ -67,27 +72,46 @@ impl<R: Read> Entries for TarReader<R> {
 
 enum Item {
     Entry(Box<TarEntry>),
-    /// Data of the entry before: file offset and its range in `bytes`.
+    /// Data of the entry before: file offset and its range in the data.
     Chunk(u64, usize, usize),
+    /// All the data of the (small) entry before: its start in the data (a
+    /// 4 KiB boundary) and length; zeros follow to the next boundary.
+    Slot(usize, usize),
     /// All the data of the (small) entry before, in a vector of its own.
     Whole(Vec<u8>),
     /// An entry already handed out.
     Taken,
 }
 
+/// Size of a batch's data buffer (and so the most data in a batch).
+const BATCH_DATA: usize = aligned::POOL_BUF;
+
+/// Alignment (and padding) of small files in a batch's data.
+const SLOT: usize = aligned::ALIGN;
+
 #[derive(Default)]
 struct Batch {
     items: Vec<Item>,
-    /// Data area (its length is its capacity: zeroed once, reused).
-    bytes: Vec<u8>,
+    /// The data while the batch is filled (its length is its capacity).
+    filling: Option<AlignedBuf>,
+    /// The data once the batch is sent, shared with the pieces cut from it.
+    data: Option<Arc<SharedBuf>>,
     used: usize,
-    /// Bytes in `Whole` items.
-    owned: usize,
 }
 
 impl Batch {
     fn full(&self) -> bool {
-        self.items.len() >= BATCH_ITEMS || self.used + self.owned >= BATCH_BYTES
+        self.items.len() >= BATCH_ITEMS || self.used >= BATCH_DATA
+    }
+
+    /// The bytes being filled.
+    fn area(&mut self) -> &mut [u8] {
+        self.filling.as_mut().map_or(&mut [], |b| b.as_mut_slice())
+    }
+
+    /// The data as sent.
+    fn bytes(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.as_slice())
     }
 }
 
@@ -112,18 +136,22 @@ impl Sender {
     fn fresh(&self) -> Batch {
         let mut b = self.spare.try_recv().unwrap_or_default();
         b.items.clear();
+        b.data = None;
         b.used = 0;
-        b.owned = 0;
-        if b.bytes.len() < BATCH_BYTES + CHUNK_BYTES {
-            b.bytes.resize(BATCH_BYTES + CHUNK_BYTES, 0);
-        }
+        let mut area = aligned::take(BATCH_DATA);
+        area.set_len(BATCH_DATA);
+        b.filling = Some(area);
         b
     }
 
     /// Sends the batch so far; false when the consumer is gone.
     fn flush(&mut self) -> bool {
         let next = self.fresh();
-        let b = std::mem::replace(&mut self.b, next);
+        let mut b = std::mem::replace(&mut self.b, next);
+        if let Some(mut area) = b.filling.take() {
+            area.set_len(b.used);
+            b.data = Some(SharedBuf::new(area));
+        }
         self.tx.send(Ok(b)).is_ok()
     }
 
@@ -135,15 +163,31 @@ impl Sender {
                 && e.size > 0
                 && e.size <= CHUNK_BYTES as u64;
             let entry = Box::new(e);
-            if small {
-                // Read straight into a vector the engine queues as it is
-                // (one piece: not sparse and no larger than a chunk), with
-                // room for the zeros to the block's end.
+            if small && SharedBuf::may_share() {
+                // Read straight into the batch's data, at a block boundary
+                // (one piece: not sparse and no larger than a chunk).
                 let n = entry.size as usize;
-                let mut v = Vec::with_capacity(n.next_multiple_of(4096));
+                // (A large file's chunk before may have left `used` at
+                // any byte.)
+                let slot = n.next_multiple_of(SLOT);
+                if self.b.used.next_multiple_of(SLOT) + slot > BATCH_DATA && !self.flush() {
+                    return Ok(false);
+                }
+                let s = self.b.used.next_multiple_of(SLOT);
+                let area = &mut self.b.area()[s..s + slot];
+                r.data(&entry, &mut area[..n], |_, _| Ok(()))?;
+                area[n..].fill(0);
+                self.b.used = s + slot;
+                self.b.items.push(Item::Entry(entry));
+                self.b.items.push(Item::Slot(s, n));
+            } else if small {
+                // Too many batches' data still waits to be written: a
+                // vector of its own, with room for the zeros to the
+                // block's end.
+                let n = entry.size as usize;
+                let mut v = Vec::with_capacity(n.next_multiple_of(SLOT));
                 v.resize(n, 0);
                 r.data(&entry, &mut v, |_, _| Ok(()))?;
-                self.b.owned += n;
                 self.b.items.push(Item::Entry(entry));
                 self.b.items.push(Item::Whole(v));
             } else if entry.kind != TarKind::File || entry.size == 0 {
@@ -152,12 +196,12 @@ impl Sender {
                 self.b.items.push(Item::Entry(entry.clone()));
                 let mut err = None;
                 r.data(&entry, buf, |off, d| {
-                    if self.b.used + d.len() > self.b.bytes.len() && !self.flush() {
+                    if self.b.used + d.len() > BATCH_DATA && !self.flush() {
                         err = Some(());
                         return Err(Error::Invalid("consumer gone".into()));
                     }
                     let s = self.b.used;
-                    self.b.bytes[s..s + d.len()].copy_from_slice(d);
+                    self.b.area()[s..s + d.len()].copy_from_slice(d);
                     self.b.used += d.len();
                     self.b.items.push(Item::Chunk(off, s, s + d.len()));
                     Ok(())
@@ -192,15 +236,13 @@ impl Parsed {
                 let mut r = TarReader::new(inner);
                 let mut buf = vec![0u8; CHUNK_BYTES];
                 match s.run(&mut r, &mut buf) {
+                    // The channel closing after this batch is the end.
                     Ok(true) => {
-                        // The channel closing after this batch is the end.
-                        let b = std::mem::take(&mut s.b);
-                        let _ = s.tx.send(Ok(b));
+                        let _ = s.flush();
                     }
                     Ok(false) => {}
                     Err(e) => {
-                        let b = std::mem::take(&mut s.b);
-                        if s.tx.send(Ok(b)).is_ok() {
+                        if s.flush() {
                             let _ = s.tx.send(Err(e));
                         }
                     }
@@ -226,7 +268,10 @@ impl Parsed {
             }
             match self.rx.recv() {
                 Ok(Ok(b)) => {
-                    let old = std::mem::replace(&mut self.cur, b);
+                    let mut old = std::mem::replace(&mut self.cur, b);
+                    // Its data stays alive as long as pieces of it do.
+                    old.data = None;
+                    old.items.clear();
                     let _ = self.back.try_send(old);
                     self.pos = 0;
                 }
@@ -268,7 +313,12 @@ impl Entries for Parsed {
                 Item::Chunk(off, s, t) => {
                     let (off, s, t) = (*off, *s, *t);
                     self.pos += 1;
-                    each(off, &self.cur.bytes[s..t])?;
+                    each(off, &self.cur.bytes()[s..t])?;
+                }
+                Item::Slot(s, n) => {
+                    let (s, n) = (*s, *n);
+                    self.pos += 1;
+                    each(0, &self.cur.bytes()[s..s + n])?;
                 }
                 Item::Whole(v) => {
                     self.pos += 1;
@@ -280,16 +330,33 @@ impl Entries for Parsed {
         Ok(())
     }
 
-    fn take_whole(&mut self) -> Result<Option<Vec<u8>>> {
-        if !self.advance()? || !matches!(self.cur.items[self.pos], Item::Whole(_)) {
+    fn take_whole(&mut self) -> Result<Option<FileData>> {
+        if !self.advance()? {
             return Ok(None);
         }
-        let it = std::mem::replace(&mut self.cur.items[self.pos], Item::Taken);
+        let data = match &self.cur.items[self.pos] {
+            Item::Slot(s, n) => {
+                let (s, n) = (*s, *n);
+                let pad = n.next_multiple_of(SLOT) - n;
+                let shared = self
+                    .cur
+                    .data
+                    .clone()
+                    .and_then(|d| SharedBytes::new(d, s, n, pad));
+                FileData::Shared(
+                    shared
+                        .ok_or_else(|| Error::Invalid(format!("tar batch: no data at {s}+{n}")))?,
+                )
+            }
+            Item::Whole(_) => match std::mem::replace(&mut self.cur.items[self.pos], Item::Taken) {
+                Item::Whole(v) => FileData::Owned(v),
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        self.cur.items[self.pos] = Item::Taken;
         self.pos += 1;
-        match it {
-            Item::Whole(v) => Ok(Some(v)),
-            _ => Ok(None),
-        }
+        Ok(Some(data))
     }
 }
 
@@ -300,6 +367,116 @@ impl Drop for Parsed {
         drop(std::mem::replace(&mut self.rx, rx));
         if let Some(h) = self.handle.take() {
             let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ustar header for regular file `name` of `size` bytes.
+    fn header(name: &str, size: usize) -> [u8; 512] {
+        let mut h = [0u8; 512];
+        h[..name.len()].copy_from_slice(name.as_bytes());
+        let mut octal = |at: usize, len: usize, v: u64| {
+            let s = format!("{v:0w$o}\0", w = len - 1);
+            h[at..at + len].copy_from_slice(s.as_bytes());
+        };
+        octal(100, 8, 0o644);
+        octal(108, 8, 0);
+        octal(116, 8, 0);
+        octal(124, 12, size as u64);
+        octal(136, 12, 0);
+        h[156] = b'0';
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[263..265].copy_from_slice(b"00");
+        h[148..156].fill(b' ');
+        let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        h
+    }
+
+    fn contents(i: usize, size: usize) -> Vec<u8> {
+        (0..size)
+            .map(|j| (i * 31 + j * 7 % 253 + 1) as u8)
+            .collect()
+    }
+
+    /// Small files come out shared, each at a block boundary of the batch
+    /// data with zeros to the next one; the others come as chunks; the
+    /// bytes are the archive's either way, across several batches.
+    #[test]
+    fn small_files_shared_in_place() {
+        let mut sizes = vec![
+            1,
+            511,
+            512,
+            4095,
+            4096,
+            4097,
+            70_000,
+            CHUNK_BYTES,
+            CHUNK_BYTES + 1,
+            0,
+        ];
+        sizes.extend(std::iter::repeat_n(4096, 600));
+        sizes.extend([3, CHUNK_BYTES - 1, 9000]);
+        let mut tar = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            tar.extend_from_slice(&header(&format!("f{i}"), n));
+            tar.extend_from_slice(&contents(i, n));
+            tar.resize(tar.len().next_multiple_of(512), 0);
+        }
+        tar.resize(tar.len() + 1024, 0);
+        let mut p = Parsed::start(Box::new(std::io::Cursor::new(tar))).unwrap();
+        let mut kept = Vec::new();
+        let mut buf = vec![0u8; CHUNK_BYTES];
+        for (i, &n) in sizes.iter().enumerate() {
+            let e = p.next_entry().unwrap().expect("an entry");
+            assert_eq!(e.path, format!("f{i}").into_bytes());
+            let want = contents(i, n);
+            match p.take_whole().unwrap() {
+                Some(FileData::Shared(b)) => {
+                    assert!(n > 0 && n <= CHUNK_BYTES, "file {i} of {n} bytes shared");
+                    assert!(b.as_slice() == want.as_slice(), "file {i}: bytes differ");
+                    let padded = b.padded();
+                    assert_eq!(padded.len(), n.next_multiple_of(SLOT), "file {i}");
+                    assert_eq!(padded.as_ptr().addr() % SLOT, 0, "file {i} unaligned");
+                    assert!(padded[n..].iter().all(|&x| x == 0), "file {i}: padding");
+                    kept.push(b);
+                }
+                Some(FileData::Owned(_)) => {
+                    panic!("file {i}: copied though shared buffers were free")
+                }
+                None => {
+                    assert!(n == 0 || n > CHUNK_BYTES, "file {i} of {n} bytes not whole");
+                    let mut got = Vec::new();
+                    p.data(&e, &mut buf, &mut |off, d| {
+                        assert_eq!(off as usize, got.len());
+                        got.extend_from_slice(d);
+                        Ok(())
+                    })
+                    .unwrap();
+                    assert!(got == want, "file {i}: bytes differ");
+                }
+            }
+        }
+        assert!(p.next_entry().unwrap().is_none());
+        // Several batches, each one shared buffer, kept alive by its pieces.
+        let mut bufs: Vec<*const u8> = kept
+            .iter()
+            .map(|b| {
+                b.padded()
+                    .as_ptr()
+                    .wrapping_sub(b.padded().as_ptr().addr() % BATCH_DATA)
+            })
+            .collect();
+        bufs.dedup();
+        assert!(bufs.len() >= 3, "{} batches", bufs.len());
+        // Every piece still reads right after all the batches were made.
+        for b in &kept {
+            assert!(b.padded()[b.len()..].iter().all(|&x| x == 0));
         }
     }
 }

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use super::target::{Meta, NodeKind};
-use crate::dev::AlignedBuf;
+use crate::dev::{AlignedBuf, FileData};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::Ino;
@@ -71,7 +71,7 @@ pub enum Job {
         /// Owner, mode and times.
         meta: Meta,
         /// The whole contents.
-        data: Vec<u8>,
+        data: FileData,
         /// Extended attributes.
         xattrs: Xattrs,
     },
@@ -553,7 +553,7 @@ impl<'f> Pool<'f> {
                 let refs: Vec<(&[u8], &[u8])> =
                     xattrs.iter().map(|(n, v)| (&n[..], &v[..])).collect();
                 let parent = self.resolve(parent)?;
-                let ino = fs.create_file(parent, &name, &meta, &data, &refs)?;
+                let ino = fs.create_file(parent, &name, &meta, data.as_slice(), &refs)?;
                 key.map(|k| (k, ino))
             }
             Job::Create {

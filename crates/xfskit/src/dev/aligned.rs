@@ -7,7 +7,8 @@
 //! and returned to the pool. No copy on the way, and no fresh memory to
 //! fault in for every file.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Alignment of the start of every buffer (and of direct I/O offsets and
 /// lengths): the largest logical block size devices use.
@@ -171,6 +172,158 @@ pub fn give(b: AlignedBuf) {
             p.small.push(b);
         }
     }
+}
+
+/// A pooled buffer whose bytes are shared by pieces cut from it (the data
+/// of a batch of tar members, whose small files are queued for writing
+/// where they lie): back to the pool when the last piece is dropped.
+pub struct SharedBuf(Option<AlignedBuf>);
+
+/// [`SharedBuf`]s alive in the process.
+static SHARED_LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Most [`SharedBuf`]s that may be alive before their makers use buffers
+/// of each piece's own instead: a shared buffer stays alive while any
+/// piece of it waits to be written, so pieces scattered over many buffers
+/// would otherwise pin memory out of proportion to the data pending.
+pub const SHARED_LIMIT: usize = 160;
+
+impl SharedBuf {
+    /// Shares `b`'s bytes in use.
+    pub fn new(b: AlignedBuf) -> Arc<SharedBuf> {
+        SHARED_LIVE.fetch_add(1, Ordering::Relaxed);
+        Arc::new(SharedBuf(Some(b)))
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        self.0.as_ref().map_or(&[], |b| b.as_slice())
+    }
+
+    /// True while fewer than [`SHARED_LIMIT`] shared buffers are alive.
+    pub fn may_share() -> bool {
+        SHARED_LIVE.load(Ordering::Relaxed) < SHARED_LIMIT
+    }
+}
+
+impl Drop for SharedBuf {
+    fn drop(&mut self) {
+        SHARED_LIVE.fetch_sub(1, Ordering::Relaxed);
+        if let Some(b) = self.0.take() {
+            give(b);
+        }
+    }
+}
+
+/// Bytes inside a [`SharedBuf`], followed there by `zeros` zero bytes, so
+/// that the piece can be written as whole blocks from where it is.
+#[derive(Clone)]
+pub struct SharedBytes {
+    buf: Arc<SharedBuf>,
+    start: usize,
+    len: usize,
+    zeros: usize,
+}
+
+impl SharedBytes {
+    /// Bytes `start..start + len` of `buf`; None unless they lie inside it
+    /// and the `zeros` bytes after them do too and are all zero.
+    pub fn new(buf: Arc<SharedBuf>, start: usize, len: usize, zeros: usize) -> Option<SharedBytes> {
+        let end = start.checked_add(len)?.checked_add(zeros)?;
+        let b = buf.as_slice().get(start..end)?;
+        if !b[len..].iter().all(|&x| x == 0) {
+            return None;
+        }
+        Some(SharedBytes {
+            buf,
+            start,
+            len,
+            zeros,
+        })
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buf.as_slice()[self.start..self.start + self.len]
+    }
+
+    /// The bytes and the zeros after them.
+    pub fn padded(&self) -> &[u8] {
+        &self.buf.as_slice()[self.start..self.start + self.len + self.zeros]
+    }
+
+    /// Number of bytes (the zeros after them not counted).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// A file's contents handed over to the engine: a vector of its own, or
+/// bytes shared with others in a source chunk.
+#[derive(Clone)]
+pub enum FileData {
+    /// In a vector of its own (queued as it is, padded in place).
+    Owned(Vec<u8>),
+    /// In a shared source chunk (queued where it lies).
+    Shared(SharedBytes),
+}
+
+impl FileData {
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            FileData::Owned(v) => v,
+            FileData::Shared(s) => s.as_slice(),
+        }
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    /// True when there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Default for FileData {
+    fn default() -> FileData {
+        FileData::Owned(Vec::new())
+    }
+}
+
+impl From<Vec<u8>> for FileData {
+    fn from(v: Vec<u8>) -> FileData {
+        FileData::Owned(v)
+    }
+}
+
+impl std::fmt::Debug for FileData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileData::Owned(v) => write!(f, "FileData::Owned({} bytes)", v.len()),
+            FileData::Shared(s) => write!(f, "FileData::Shared({} bytes)", s.len()),
+        }
+    }
+}
+
+/// Zeros to pad shared pieces to whole blocks with (as large as the
+/// largest block size), aligned for direct I/O.
+#[repr(C, align(4096))]
+struct Zeros([u8; 65536]);
+
+static ZEROS: Zeros = Zeros([0; 65536]);
+
+/// `n` zero bytes (at most 64 KiB), aligned for direct I/O.
+pub fn zeros(n: usize) -> &'static [u8] {
+    &ZEROS.0[..n.min(ZEROS.0.len())]
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ pub mod aligned;
 mod file;
 mod mem;
 
-pub use aligned::AlignedBuf;
+pub use aligned::{AlignedBuf, FileData, SharedBytes};
 pub(crate) use file::pwritev_all;
 pub use file::FileDevice;
 pub use mem::MemDevice;

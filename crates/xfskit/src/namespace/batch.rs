@@ -6,6 +6,7 @@
 
 use super::build::{map_data, CREATE_DATA_MAX, CREATE_XATTRS_MAX};
 use crate::build::{Meta, NodeKind};
+use crate::dev::FileData;
 use crate::error::Result;
 use crate::fs::Fs;
 use crate::geometry::Ino;
@@ -32,7 +33,7 @@ pub struct NewFileOwned {
     /// Owner, mode and times.
     pub meta: Meta,
     /// All of its contents.
-    pub data: Vec<u8>,
+    pub data: FileData,
     /// Extended attributes (full Linux names).
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
@@ -86,7 +87,7 @@ impl Fs {
                 .map(|(f, x)| NewFile {
                     name: &f.name,
                     meta: &f.meta,
-                    data: &f.data,
+                    data: f.data.as_slice(),
                     xattrs: x,
                 })
                 .collect();
@@ -97,13 +98,16 @@ impl Fs {
             self.create_mapped(&mut tp, parent, &refs)?
         };
         for (f, r) in files.into_iter().zip(&runs) {
-            match r.as_slice() {
-                [(0, disk, len)] if f.data.len() as u64 <= *len => {
-                    let mut v = f.data;
+            match (r.as_slice(), f.data) {
+                ([(0, disk, len)], FileData::Owned(mut v)) if v.len() as u64 <= *len => {
                     v.resize(*len as usize, 0);
                     self.write_data_vec(*disk, v)?;
                 }
-                _ => self.queue_data(r, &f.data)?,
+                ([(0, disk, len)], FileData::Shared(b)) if b.padded().len() as u64 <= *len => {
+                    let zeros = *len as usize - b.padded().len();
+                    self.write_data_shared(*disk, b, zeros)?;
+                }
+                (_, data) => self.queue_data(r, data.as_slice())?,
             }
         }
         tp.commit()?;

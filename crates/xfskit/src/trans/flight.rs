@@ -11,7 +11,7 @@
 //! reach the device in the order they were committed.
 
 use super::dirty::Dirty;
-use super::state::Run;
+use super::state::{pieces_at, Run};
 use super::state::{Pending, WriteStats};
 use crate::dev::Device;
 use crate::error::{Error, Result};
@@ -52,7 +52,8 @@ impl Stream {
         stamped.extend(
             self.runs
                 .iter()
-                .map(|(off, v)| (*off, std::borrow::Cow::Borrowed(v.as_slice()))),
+                .flat_map(|(off, v)| pieces_at(*off, v))
+                .map(|(off, b)| (off, std::borrow::Cow::Borrowed(b))),
         );
         stamped.sort_by_key(|(off, _)| *off);
         w.sorted(stamped.iter().map(|(off, b)| (*off, &b[..])))
