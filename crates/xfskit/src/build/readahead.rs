@@ -34,32 +34,35 @@ impl ReadAhead {
     pub fn new(mut inner: Box<dyn Read + Send>) -> ReadAhead {
         let (tx, rx) = sync_channel::<Msg>(DEPTH);
         let (back, spare) = sync_channel::<Vec<u8>>(DEPTH + 2);
-        std::thread::spawn(move || loop {
-            let mut buf = spare.try_recv().unwrap_or_default();
-            buf.resize(CHUNK, 0);
-            let mut n = 0;
-            let res = loop {
-                if n == buf.len() {
-                    break Ok(());
+        std::thread::spawn(move || {
+            yield_cpu();
+            loop {
+                let mut buf = spare.try_recv().unwrap_or_default();
+                buf.resize(CHUNK, 0);
+                let mut n = 0;
+                let res = loop {
+                    if n == buf.len() {
+                        break Ok(());
+                    }
+                    match inner.read(&mut buf[n..]) {
+                        Ok(0) => break Ok(()),
+                        Ok(k) => n += k,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => break Err(e),
+                    }
+                };
+                buf.truncate(n);
+                let end = n < CHUNK;
+                if n > 0 && tx.send(Ok(buf)).is_err() {
+                    return;
                 }
-                match inner.read(&mut buf[n..]) {
-                    Ok(0) => break Ok(()),
-                    Ok(k) => n += k,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => break Err(e),
+                if let Err(e) = res {
+                    let _ = tx.send(Err(e));
+                    return;
                 }
-            };
-            buf.truncate(n);
-            let end = n < CHUNK;
-            if n > 0 && tx.send(Ok(buf)).is_err() {
-                return;
-            }
-            if let Err(e) = res {
-                let _ = tx.send(Err(e));
-                return;
-            }
-            if end {
-                return;
+                if end {
+                    return;
+                }
             }
         });
         ReadAhead {
@@ -70,6 +73,16 @@ impl ReadAhead {
             done: false,
         }
     }
+}
+
+/// Lowers the calling thread's priority (nice +5; Linux keeps it per
+/// thread): a thread that reads or parses a source ahead of the engine has
+/// slack (bounded queues wait on both sides), while the engine's worker and
+/// the device's writer are the critical path; on a machine with fewer CPUs
+/// than busy threads they get the CPU first. Best effort: nothing changes
+/// if the call fails.
+pub(crate) fn yield_cpu() {
+    let _ = rustix::process::setpriority_process(None, 5);
 }
 
 impl Read for ReadAhead {

@@ -227,6 +227,7 @@ impl Parsed {
         let handle = std::thread::Builder::new()
             .name("xfskit-tar".into())
             .spawn(move || {
+                super::readahead::yield_cpu();
                 let mut s = Sender {
                     tx,
                     spare,
