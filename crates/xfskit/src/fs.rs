@@ -112,8 +112,9 @@ impl Fs {
         ws.write_data_vec(&self.dev, off, v)
     }
 
-    /// [`Fs::write_data`] for bytes shared in a source chunk, queued where
-    /// they lie with their zero padding, then `zeros` more zero bytes.
+    /// [`Fs::write_data`] for a piece of a shared buffer, queued where it
+    /// lies with its zero padding, then `zeros` more zero bytes (at most
+    /// [`crate::dev::aligned::ZEROS_MAX`]).
     pub fn write_data_shared(
         &self,
         off: u64,

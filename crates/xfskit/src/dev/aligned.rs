@@ -264,12 +264,12 @@ impl SharedBytes {
 }
 
 /// A file's contents handed over to the engine: a vector of its own, or
-/// bytes shared with others in a source chunk.
+/// a piece of a buffer shared with other files (a tar batch's data).
 #[derive(Clone)]
 pub enum FileData {
     /// In a vector of its own (queued as it is, padded in place).
     Owned(Vec<u8>),
-    /// In a shared source chunk (queued where it lies).
+    /// In a shared buffer (queued where it lies).
     Shared(SharedBytes),
 }
 
@@ -314,16 +314,18 @@ impl std::fmt::Debug for FileData {
     }
 }
 
-/// Zeros to pad shared pieces to whole blocks with (as large as the
-/// largest block size), aligned for direct I/O.
+/// Most zero bytes [`zeros`] gives: the largest block size.
+pub const ZEROS_MAX: usize = 65536;
+
+/// Zeros to pad shared pieces to whole blocks with, aligned for direct I/O.
 #[repr(C, align(4096))]
-struct Zeros([u8; 65536]);
+struct Zeros([u8; ZEROS_MAX]);
 
-static ZEROS: Zeros = Zeros([0; 65536]);
+static ZEROS: Zeros = Zeros([0; ZEROS_MAX]);
 
-/// `n` zero bytes (at most 64 KiB), aligned for direct I/O.
+/// `n` zero bytes (at most [`ZEROS_MAX`]), aligned for direct I/O.
 pub fn zeros(n: usize) -> &'static [u8] {
-    &ZEROS.0[..n.min(ZEROS.0.len())]
+    &ZEROS.0[..n.min(ZEROS_MAX)]
 }
 
 #[cfg(test)]

@@ -103,7 +103,10 @@ impl Fs {
                     v.resize(*len as usize, 0);
                     self.write_data_vec(*disk, v)?;
                 }
-                ([(0, disk, len)], FileData::Shared(b)) if b.padded().len() as u64 <= *len => {
+                ([(0, disk, len)], FileData::Shared(b))
+                    if b.padded().len() as u64 <= *len
+                        && *len as usize - b.padded().len() <= crate::dev::aligned::ZEROS_MAX =>
+                {
                     let zeros = *len as usize - b.padded().len();
                     self.write_data_shared(*disk, b, zeros)?;
                 }

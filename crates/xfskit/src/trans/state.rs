@@ -56,8 +56,8 @@ pub(crate) enum Run {
     /// In a plain vector handed over by value (a small file's data, moved
     /// rather than copied: the writer copies it if it must).
     Plain(Vec<u8>),
-    /// Shared bytes (with their zero padding) where they lie in a source
-    /// chunk, then this many more zeros to the block's end.
+    /// A piece of a shared buffer (a tar batch's data), with its zero
+    /// padding, where it lies; then this many more zeros to the block's end.
     Shared(SharedBytes, usize),
 }
 
@@ -510,9 +510,9 @@ impl WriteState {
         self.queue(dev, off, Piece::Vec(v))
     }
 
-    /// Like [`WriteState::write_data_vec`] for bytes shared in a source
-    /// chunk: queued where they lie (with their zero padding), followed by
-    /// `zeros` more zero bytes.
+    /// Like [`WriteState::write_data_vec`] for a piece of a shared buffer:
+    /// queued where it lies (with its zero padding), followed by `zeros`
+    /// more zero bytes.
     pub fn write_data_shared(
         &self,
         dev: &Arc<dyn Device>,
