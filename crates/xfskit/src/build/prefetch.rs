@@ -381,6 +381,7 @@ where
     let work = &work;
     std::thread::scope(|scope| {
         scope.spawn(move || {
+            super::readahead::yield_cpu();
             let mut p = Producer {
                 shared: sh,
                 batch: Vec::with_capacity(BATCH),
@@ -401,7 +402,10 @@ where
             sh.ready_cv.notify_all();
         });
         for _ in 0..win.readers.max(1) {
-            scope.spawn(move || worker(sh, work));
+            scope.spawn(move || {
+                super::readahead::yield_cpu();
+                worker(sh, work)
+            });
         }
         let mut c = Consumer {
             shared: sh,
