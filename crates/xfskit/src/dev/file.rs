@@ -106,6 +106,10 @@ impl FileDevice {
         {
             return None;
         }
+        // Only 4 KiB-aligned pieces are written in place. Most disks would
+        // take 512-byte-aligned memory, but each 4 KiB piece then spans two
+        // pages: 400 MiB in such pieces took 0.70-0.85 s here against
+        // 0.36-0.47 s page-aligned.
         let in_place = |b: &[u8]| {
             b.as_ptr().addr().is_multiple_of(DIRECT_ALIGN) && b.len().is_multiple_of(DIRECT_ALIGN)
         };
