@@ -97,11 +97,13 @@ struct Batch {
     /// The data once the batch is sent, shared with the pieces cut from it.
     data: Option<Arc<SharedBuf>>,
     used: usize,
+    /// Bytes in `Whole` items (counted against the batch's size too).
+    owned: usize,
 }
 
 impl Batch {
     fn full(&self) -> bool {
-        self.items.len() >= BATCH_ITEMS || self.used >= BATCH_DATA
+        self.items.len() >= BATCH_ITEMS || self.used + self.owned >= BATCH_DATA
     }
 
     /// The bytes being filled.
@@ -138,6 +140,7 @@ impl Sender {
         b.items.clear();
         b.data = None;
         b.used = 0;
+        b.owned = 0;
         let mut area = aligned::take(BATCH_DATA);
         area.set_len(BATCH_DATA);
         b.filling = Some(area);
@@ -188,6 +191,7 @@ impl Sender {
                 let mut v = Vec::with_capacity(n.next_multiple_of(SLOT));
                 v.resize(n, 0);
                 r.data(&entry, &mut v, |_, _| Ok(()))?;
+                self.b.owned += n;
                 self.b.items.push(Item::Entry(entry));
                 self.b.items.push(Item::Whole(v));
             } else if entry.kind != TarKind::File || entry.size == 0 {
@@ -404,11 +408,54 @@ mod tests {
             .collect()
     }
 
+    /// The shared-buffer count is process-wide: these tests take turns.
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// An archive of files `sizes` long, and its end.
+    fn archive(sizes: &[usize]) -> Vec<u8> {
+        let mut tar = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            tar.extend_from_slice(&header(&format!("f{i}"), n));
+            tar.extend_from_slice(&contents(i, n));
+            tar.resize(tar.len().next_multiple_of(512), 0);
+        }
+        tar.resize(tar.len() + 1024, 0);
+        tar
+    }
+
+    /// With the shared buffers all taken, small files come in vectors of
+    /// their own, whole and right, and batches stay bounded.
+    #[test]
+    fn small_files_copied_past_the_shared_limit() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let held: Vec<_> = (0..aligned::SHARED_LIMIT)
+            .map(|_| SharedBuf::new(AlignedBuf::with_capacity(1)))
+            .collect();
+        let sizes: Vec<usize> = (0..300).map(|i| [1, 4096, 70_000, 9000][i % 4]).collect();
+        let mut p = Parsed::start(Box::new(std::io::Cursor::new(archive(&sizes)))).unwrap();
+        for (i, &n) in sizes.iter().enumerate() {
+            let e = p.next_entry().unwrap().expect("an entry");
+            assert_eq!(e.path, format!("f{i}").into_bytes());
+            // The batch in hand holds about a buffer's worth of data.
+            let held: usize = (p.cur.items.iter())
+                .map(|it| if let Item::Whole(v) = it { v.len() } else { 0 })
+                .sum();
+            assert!(held <= BATCH_DATA + CHUNK_BYTES, "a batch of {held} bytes");
+            match p.take_whole().unwrap() {
+                Some(FileData::Owned(v)) => assert!(v == contents(i, n), "file {i}"),
+                other => panic!("file {i}: {other:?}"),
+            }
+        }
+        assert!(p.next_entry().unwrap().is_none());
+        drop(held);
+    }
+
     /// Small files come out shared, each at a block boundary of the batch
     /// data with zeros to the next one; the others come as chunks; the
     /// bytes are the archive's either way, across several batches.
     #[test]
     fn small_files_shared_in_place() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let mut sizes = vec![
             1,
             511,
@@ -423,14 +470,7 @@ mod tests {
         ];
         sizes.extend(std::iter::repeat_n(4096, 600));
         sizes.extend([3, CHUNK_BYTES - 1, 9000]);
-        let mut tar = Vec::new();
-        for (i, &n) in sizes.iter().enumerate() {
-            tar.extend_from_slice(&header(&format!("f{i}"), n));
-            tar.extend_from_slice(&contents(i, n));
-            tar.resize(tar.len().next_multiple_of(512), 0);
-        }
-        tar.resize(tar.len() + 1024, 0);
-        let mut p = Parsed::start(Box::new(std::io::Cursor::new(tar))).unwrap();
+        let mut p = Parsed::start(Box::new(std::io::Cursor::new(archive(&sizes)))).unwrap();
         let mut kept = Vec::new();
         let mut buf = vec![0u8; CHUNK_BYTES];
         for (i, &n) in sizes.iter().enumerate() {
