@@ -339,9 +339,8 @@ impl Entries for Parsed {
         if !self.advance()? {
             return Ok(None);
         }
-        let data = match &self.cur.items[self.pos] {
+        let data = match std::mem::replace(&mut self.cur.items[self.pos], Item::Taken) {
             Item::Slot(s, n) => {
-                let (s, n) = (*s, *n);
                 let pad = n.next_multiple_of(SLOT) - n;
                 let shared = self
                     .cur
@@ -353,13 +352,13 @@ impl Entries for Parsed {
                         .ok_or_else(|| Error::Invalid(format!("tar batch: no data at {s}+{n}")))?,
                 )
             }
-            Item::Whole(_) => match std::mem::replace(&mut self.cur.items[self.pos], Item::Taken) {
-                Item::Whole(v) => FileData::Owned(v),
-                _ => return Ok(None),
-            },
-            _ => return Ok(None),
+            Item::Whole(v) => FileData::Owned(v),
+            other => {
+                // Not whole data: left for `data` or `next_entry`.
+                self.cur.items[self.pos] = other;
+                return Ok(None);
+            }
         };
-        self.cur.items[self.pos] = Item::Taken;
         self.pos += 1;
         Ok(Some(data))
     }
