@@ -34,6 +34,8 @@ const BB: u64 = 512;
 /// How far back from the head we look for the last record header:
 /// the largest record (256 KiB of data plus its headers) and then some.
 const SEARCH_BACK_BBS: u64 = 1024;
+/// Blocks read at a time while looking back.
+const BACK_CHUNK_BBS: u64 = 16;
 
 struct LogReader<'a> {
     fs: &'a Fs,
@@ -105,19 +107,26 @@ pub fn inspect(fs: &Fs) -> Result<LogState> {
 
 fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<LogState> {
     let back = SEARCH_BACK_BBS.min(r.nbb);
-    // Read the `back` blocks ending at head (wrapping at the log's start).
-    let mut window = Vec::with_capacity((back * BB) as usize);
+    // Look back from head over `back` blocks (wrapping at the log's start),
+    // read a few at a time: the last record is usually just before head.
     let first_blk = (head + r.nbb - back) % r.nbb;
-    if first_blk + back <= r.nbb {
-        window.extend(r.read(first_blk, back)?);
-    } else {
-        let tail_part = r.nbb - first_blk;
-        window.extend(r.read(first_blk, tail_part)?);
-        window.extend(r.read(0, back - tail_part)?);
-    }
+    let mut chunk: (u64, Vec<u8>) = (u64::MAX, Vec::new());
     for i in (0..back).rev() {
-        let off = (i * BB) as usize;
-        let blk = &window[off..off + BB as usize];
+        let lo = i - i % BACK_CHUNK_BBS;
+        if chunk.0 != lo {
+            let n = BACK_CHUNK_BBS.min(back - lo);
+            let mut window = Vec::with_capacity((n * BB) as usize);
+            // The chunk's blocks, in two reads if it wraps.
+            let start = (first_blk + lo) % r.nbb;
+            let tail_part = (r.nbb - start).min(n);
+            window.extend(r.read(start, tail_part)?);
+            if tail_part < n {
+                window.extend(r.read(0, n - tail_part)?);
+            }
+            chunk = (lo, window);
+        }
+        let off = ((i - lo) * BB) as usize;
+        let blk = &chunk.1[off..off + BB as usize];
         if be32(blk, 0) != XLOG_HEADER_MAGIC_NUM {
             continue;
         }
