@@ -15,8 +15,8 @@
 //! first waits until the pipeline is empty.
 
 use super::dirty::Dirty;
-use super::state::{pieces_at, Run};
 use super::state::WriteStats;
+use super::state::{pieces_at, Run};
 use crate::dev::Device;
 use crate::error::{Error, Result};
 use std::collections::{BTreeMap, VecDeque};
@@ -288,12 +288,17 @@ impl Pipeline {
             let r = if failed {
                 Ok(())
             } else {
-                stream.write_with(&mut Writer {
-                    dev,
-                    max_write,
-                    scratch: &mut scratch,
-                    stats: &mut stats,
-                })
+                // A panic must not leave the stream queued forever (whoever
+                // waits for the pipeline would hang): it becomes the error.
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    stream.write_with(&mut Writer {
+                        dev,
+                        max_write,
+                        scratch: &mut scratch,
+                        stats: &mut stats,
+                    })
+                }))
+                .unwrap_or_else(|_| Err(Error::Invalid("the writeback thread panicked".into())))
             };
             drop(stream);
             let done = {
@@ -385,7 +390,13 @@ mod tests {
     fn stream(meta_off: u64, data_off: u64, fill: u8) -> Stream {
         let mut s = Stream::default();
         let data: Arc<[u8]> = vec![fill; 512].into();
-        s.meta.insert(meta_off, Pending { data, crc_off: None });
+        s.meta.insert(
+            meta_off,
+            Pending {
+                data,
+                crc_off: None,
+            },
+        );
         s.runs.insert(data_off, Run::Plain(vec![fill; 4096]));
         s
     }
@@ -426,8 +437,44 @@ mod tests {
         p.push(stream(4096, 16384, 2));
         g.open();
         assert!(p.wait_empty().is_err());
-        assert_eq!(*lock(&g.order), vec![0, 8192], "nothing written after the failure");
+        assert_eq!(
+            *lock(&g.order),
+            vec![0, 8192],
+            "nothing written after the failure"
+        );
         assert!(p.wait_empty().is_ok(), "the error is reported once");
+        p.close();
+    }
+
+    /// A device whose writes panic.
+    struct Panicky;
+
+    impl Device for Panicky {
+        fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+            panic!("injected panic in a write");
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn len(&self) -> u64 {
+            1 << 20
+        }
+    }
+
+    #[test]
+    fn a_panicking_write_becomes_an_error_not_a_hang() {
+        let dev: Arc<dyn Device> = Arc::new(Panicky);
+        let p = Pipeline::new();
+        p.start(&dev, 1 << 20).unwrap();
+        p.push(stream(0, 8192, 1));
+        let e = p.wait_empty().unwrap_err();
+        assert!(e.to_string().contains("panicked"), "{e}");
+        // The thread goes on: a later stream is taken (and fails too).
+        p.push(stream(0, 8192, 2));
+        assert!(p.wait_empty().is_err());
         p.close();
     }
 
