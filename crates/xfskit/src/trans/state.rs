@@ -9,7 +9,7 @@
 //! transaction sees.
 
 use super::dirty::Dirty;
-use super::flight::{Pipeline, Stream, Writer};
+use super::flight::{join, Flight, Stream, Writer};
 use super::locks::LockSet;
 use crate::buf::fasthash::FastSet;
 use crate::dev::aligned::{self, AlignedBuf, SharedBytes};
@@ -200,11 +200,11 @@ pub struct WriteState {
     stats: Mutex<WriteStats>,
     /// Reused buffer for gathering short pieces of one write.
     scratch: Mutex<Vec<u8>>,
-    /// Held by whoever writes back (synchronously or by handing the
-    /// pending set to the writer thread), so writebacks never overlap.
+    /// Held by whoever writes back (synchronously or by starting or
+    /// waiting for a writer thread), so writebacks never overlap.
     writer: Mutex<()>,
-    /// Pending sets handed to the writer thread, not yet written.
-    pipeline: Arc<Pipeline>,
+    /// The pending set being written by a writer thread, if any.
+    inflight: Mutex<Option<Flight>>,
     /// Streams started by [`WriteState::queue`] (the first are smaller).
     streams: std::sync::atomic::AtomicU32,
     /// Inodes whose change counter was queried since its last increment.
@@ -246,7 +246,7 @@ impl WriteState {
             stats: Mutex::new(WriteStats::default()),
             scratch: Mutex::new(Vec::new()),
             writer: Mutex::new(()),
-            pipeline: Pipeline::new(),
+            inflight: Mutex::new(None),
             streams: std::sync::atomic::AtomicU32::new(0),
             queried: Mutex::new(FastSet::default()),
             fixed_time: Mutex::new(None),
@@ -282,8 +282,9 @@ impl WriteState {
             return (b.data.len() == len).then(|| b.data.clone());
         }
         // Still held while looking: a buffer moves from `dirty` to the
-        // pipeline under this lock, so it is always in one of them.
-        self.pipeline.get(off, len)
+        // flight under this lock, so it is always in one of them.
+        let f = lock(&self.inflight);
+        f.as_ref().and_then(|f| f.stream.get(off, len))
     }
 
     /// Publishes committed buffers and counter deltas. Returns true when
@@ -445,10 +446,28 @@ impl WriteState {
         r
     }
 
-    /// Waits until the writer thread has written everything handed to it,
-    /// and returns the error it met, if any. Callers hold `writer`.
+    /// Waits for the writer thread, if one is running, and returns what it
+    /// met. Its stream stays readable until its writes have returned.
+    /// Callers hold `writer`.
     fn finish_flight(&self) -> Result<()> {
-        self.pipeline.wait_empty()
+        let h = lock(&self.inflight).as_mut().and_then(|f| f.handle.take());
+        let Some(h) = h else {
+            return Ok(());
+        };
+        let (r, st, scratch) = join(h);
+        {
+            let mut s = lock(&self.stats);
+            s.writes += st.writes;
+            s.bytes += st.bytes;
+        }
+        if !scratch.is_empty() {
+            *lock(&self.scratch) = scratch;
+        }
+        let done = lock(&self.inflight).take();
+        if let Some(stream) = done.and_then(|f| Arc::try_unwrap(f.stream).ok()) {
+            stream.runs.into_values().for_each(Run::recycle);
+        }
+        r
     }
 
     /// Accumulated counter deltas since open.
@@ -458,11 +477,7 @@ impl WriteState {
 
     /// Write statistics so far.
     pub fn stats(&self) -> WriteStats {
-        let (a, b) = (*lock(&self.stats), self.pipeline.stats());
-        WriteStats {
-            writes: a.writes + b.writes,
-            bytes: a.bytes + b.bytes,
-        }
+        *lock(&self.stats)
     }
 
     /// Queues file data at byte offset `off` (copied). Data that
@@ -579,25 +594,30 @@ impl WriteState {
         })
     }
 
-    /// Like [`WriteState::writeback`], but the writing is done by the
-    /// writer thread while the caller goes on; the pending set stays
-    /// readable until it is written. Waits first while a stream is already
-    /// waiting behind the one being written (and returns the error a write
-    /// met, if any).
+    /// Like [`WriteState::writeback`], but the writing is done by a writer
+    /// thread while the caller goes on; the pending set stays readable
+    /// until it is written. Waits for the previous writer thread first
+    /// (and returns its error, if it met one).
     pub fn writeback_background(&self, dev: &Arc<dyn Device>) -> Result<()> {
         let _w = lock(&self.writer);
-        self.pipeline.start(dev, self.max_write)?;
-        self.pipeline.wait_room()?;
-        self.take_stream(|stream| self.pipeline.push(stream));
+        self.finish_flight()?;
+        let scratch = std::mem::take(&mut *lock(&self.scratch));
+        self.take_stream(|stream| {
+            let f = Flight::start(stream, dev.clone(), self.max_write, scratch);
+            *lock(&self.inflight) = Some(f);
+        });
         Ok(())
     }
 }
 
 impl Drop for WriteState {
     fn drop(&mut self) {
-        // Never leave the writer thread behind: its writes end before the
+        // Never leave a writer thread behind: its writes end before the
         // device is closed.
-        self.pipeline.close();
+        let h = lock(&self.inflight).as_mut().and_then(|f| f.handle.take());
+        if let Some(h) = h {
+            let _ = join(h);
+        }
     }
 }
 
