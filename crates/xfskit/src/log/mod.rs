@@ -17,6 +17,13 @@ use xfs_format::log::{
 };
 use zerocopy::FromBytes;
 
+pub(crate) mod buftype;
+pub(crate) mod cil;
+pub(crate) mod journal;
+mod record;
+
+pub use journal::LogStats;
+
 /// What the log says about the filesystem.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogState {
@@ -67,15 +74,32 @@ fn cycle_of(block: &[u8]) -> u32 {
 
 /// Inspects the log of an open filesystem.
 pub fn inspect(fs: &Fs) -> Result<LogState> {
+    Ok(locate(fs)?.0)
+}
+
+/// Where the next record of a clean or empty log goes: the cycle to
+/// write, the head block and the last record's block.
+pub(crate) fn head_pos(fs: &Fs) -> Result<Option<journal::HeadPos>> {
+    let (state, pos) = locate(fs)?;
+    Ok(match state {
+        LogState::Clean | LogState::Empty => pos,
+        _ => None,
+    })
+}
+
+fn locate(fs: &Fs) -> Result<(LogState, Option<journal::HeadPos>)> {
     let geo = fs.geometry();
     if geo.log_start.0 == 0 {
-        return Ok(LogState::External);
+        return Ok((LogState::External, None));
     }
     if !geo.fsb_range_valid(geo.log_start, u64::from(geo.log_blocks)) || geo.log_blocks == 0 {
-        return Ok(LogState::Dirty(format!(
-            "the log ({} blocks at fs block {}) lies outside the data section",
-            geo.log_blocks, geo.log_start.0
-        )));
+        return Ok((
+            LogState::Dirty(format!(
+                "the log ({} blocks at fs block {}) lies outside the data section",
+                geo.log_blocks, geo.log_start.0
+            )),
+            None,
+        ));
     }
     let r = LogReader {
         fs,
@@ -85,7 +109,12 @@ pub fn inspect(fs: &Fs) -> Result<LogState> {
     let first = r.cycle(0)?;
     let last = r.cycle(r.nbb - 1)?;
     if first == 0 && last == 0 {
-        return Ok(LogState::Empty);
+        let pos = journal::HeadPos {
+            cycle: 1,
+            head: 0,
+            last_record: None,
+        };
+        return Ok((LogState::Empty, Some(pos)));
     }
     // Blocks [0, head) carry `first`; [head, end) carry the previous pass.
     let head = if first == last {
@@ -102,10 +131,18 @@ pub fn inspect(fs: &Fs) -> Result<LogState> {
         }
         hi
     };
-    find_last_record(&r, head)
+    // A log written whole in one pass continues at block 0 in the next.
+    let cycle = if head == 0 { first + 1 } else { first };
+    let (state, last) = find_last_record(&r, head)?;
+    let pos = journal::HeadPos {
+        cycle,
+        head,
+        last_record: last,
+    };
+    Ok((state, Some(pos)))
 }
 
-fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<LogState> {
+fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<(LogState, Option<u64>)> {
     let back = SEARCH_BACK_BBS.min(r.nbb);
     // Look back from head over `back` blocks (wrapping at the log's start),
     // read a few at a time: the last record is usually just before head.
@@ -149,13 +186,19 @@ fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<LogState> {
         };
         let flags = op.oh_flags;
         if logops == 1 && flags & XLOG_UNMOUNT_TRANS != 0 {
-            return Ok(LogState::Clean);
+            return Ok((LogState::Clean, Some(rec_blk)));
         }
-        return Ok(LogState::Dirty(format!(
-            "the last log record (log block {rec_blk}, {logops} operations) is not an unmount record"
-        )));
+        return Ok((
+            LogState::Dirty(format!(
+                "the last log record (log block {rec_blk}, {logops} operations) is not an unmount record"
+            )),
+            Some(rec_blk),
+        ));
     }
-    Ok(LogState::Dirty(format!(
-        "no log record header found before the log head at block {head}"
-    )))
+    Ok((
+        LogState::Dirty(format!(
+            "no log record header found before the log head at block {head}"
+        )),
+        None,
+    ))
 }
