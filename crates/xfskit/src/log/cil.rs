@@ -170,8 +170,15 @@ pub(crate) struct Cil {
     pub inodes: BTreeMap<u64, (Ino, Arc<[u8]>)>,
     /// Cancel items to log: (byte offset, bytes).
     pub cancels: BTreeMap<u64, u32>,
-    /// Some block was freed since the last checkpoint.
-    pub frees: bool,
+    /// Blocks freed since the last checkpoint (byte ranges), the kernel's
+    /// busy extents: until the checkpoint that frees them is on disk, the
+    /// disk still gives them to their old owner, so file data must not be
+    /// written there.
+    pub freed: Vec<(u64, u64)>,
+    /// Blocks allocated to file data since the last checkpoint (byte
+    /// ranges): their data goes to disk before the checkpoint, so it never
+    /// makes reachable blocks that do not hold their data.
+    pub allocated: Vec<(u64, u64)>,
     /// Bytes the checkpoint will log, roughly.
     pub bytes: usize,
 }

@@ -152,7 +152,6 @@ impl Journal {
     /// items.
     pub(crate) fn freed(&mut self, lo: u64, hi: u64) {
         self.clean = false;
-        self.cil.frees = true;
         let from = lo.saturating_sub(MAX_BUF);
         let bufs: Vec<u64> = self
             .cil
@@ -180,9 +179,44 @@ impl Journal {
             .filter(|(&o, (len, _))| o + u64::from(*len) > lo)
             .map(|(&o, &(len, _))| (o, len))
             .collect();
+        self.cil.freed.push((lo, hi));
         for (o, len) in live {
             self.cil.cancels.insert(o, len);
         }
+    }
+
+    /// Bytes `lo..hi` were allocated to file data.
+    pub(crate) fn allocated(&mut self, lo: u64, hi: u64) {
+        self.cil.allocated.push((lo, hi));
+    }
+
+    /// True when file data at bytes `lo..hi` goes to disk before the next
+    /// checkpoint: it lies in blocks that checkpoint allocates (and that
+    /// were not freed by it from another owner).
+    pub(crate) fn data_first(&self, lo: u64, hi: u64) -> bool {
+        if self.overlaps_freed(lo, hi) {
+            return false;
+        }
+        // Runs of adjacent writes span several allocations.
+        let mut pos = lo;
+        while pos < hi {
+            match self
+                .cil
+                .allocated
+                .iter()
+                .find(|&&(a, b)| a <= pos && pos < b)
+            {
+                Some(&(_, b)) => pos = b,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// True when bytes `lo..hi` overlap blocks freed since the last
+    /// checkpoint (file data there must wait for that checkpoint).
+    pub(crate) fn overlaps_freed(&self, lo: u64, hi: u64) -> bool {
+        self.cil.freed.iter().any(|&(a, b)| a < hi && lo < b)
     }
 
     /// A writeback took every buffer logged so far; once its writes have
@@ -212,7 +246,8 @@ impl Journal {
     ) -> Result<Option<u64>> {
         self.move_tail(dev)?;
         if self.cil.is_empty() {
-            self.cil.frees = false;
+            self.cil.freed.clear();
+            self.cil.allocated.clear();
             return Ok(None);
         }
         self.tid = self.tid.wrapping_add(1);
@@ -275,12 +310,6 @@ impl Journal {
     /// time to write it (the kernel's background push).
     pub(crate) fn cil_full(&self) -> bool {
         self.cil.bytes as u64 * 8 > self.size_bytes()
-    }
-
-    /// True when blocks were freed since the last checkpoint: in-place
-    /// writes of file data must wait for the checkpoint that frees them.
-    pub(crate) fn has_frees(&self) -> bool {
-        self.cil.frees
     }
 
     /// Writes the records of `p`, in at most two writes per record run

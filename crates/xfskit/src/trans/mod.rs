@@ -70,6 +70,7 @@ pub struct Trans<'a> {
     ag_locks: Vec<u32>,
     inode_locks: Vec<u64>,
     freed: Vec<(u64, u64)>,
+    allocated: Vec<(u64, u64)>,
     /// Where a new directory's inode search starts, instead of the next
     /// AG of the rotor (see [`Trans::start_dirs_at`]).
     dir_start: Option<u32>,
@@ -87,6 +88,7 @@ impl<'a> Trans<'a> {
             ag_locks: Vec::new(),
             inode_locks: Vec::new(),
             freed: Vec::new(),
+            allocated: Vec::new(),
             dir_start: None,
         }
     }
@@ -268,6 +270,12 @@ impl<'a> Trans<'a> {
         self.freed.push((lo, hi));
     }
 
+    /// Records that bytes `lo..hi` were allocated to file data (their data
+    /// reaches the disk ahead of the checkpoint that allocates them).
+    pub(crate) fn note_data_alloc(&mut self, lo: u64, hi: u64) {
+        self.allocated.push((lo, hi));
+    }
+
     /// Reads inode `ino` as this transaction sees it.
     pub fn read_inode(&mut self, ino: Ino) -> Result<Inode> {
         if let Some(raw) = self.inodes.get(&ino.0) {
@@ -317,6 +325,7 @@ impl<'a> Trans<'a> {
         let journaled = self.ws.journaled();
         let mut c = Commit {
             freed: std::mem::take(&mut self.freed),
+            allocated: std::mem::take(&mut self.allocated),
             ..Commit::default()
         };
         c.bufs.reserve(self.bufs.len());

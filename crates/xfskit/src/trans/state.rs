@@ -211,6 +211,8 @@ pub(crate) struct Commit {
     pub freed: Vec<(u64, u64)>,
     /// Freed buffers: byte offset and length.
     pub stale: Vec<(u64, usize)>,
+    /// Byte ranges allocated to file data.
+    pub allocated: Vec<(u64, u64)>,
 }
 
 /// What the committer should do after publishing.
@@ -377,6 +379,11 @@ impl WriteState {
                     j.freed(off, off + len as u64);
                 }
             }
+            if let Some(j) = j.as_mut() {
+                for &(lo, hi) in &c.allocated {
+                    j.allocated(lo, hi);
+                }
+            }
             for (off, b, log) in c.bufs {
                 if let (Some(j), Some((map, kind))) = (j.as_mut(), log) {
                     j.add_buf(off, b.data.clone(), map, kind);
@@ -434,20 +441,35 @@ impl WriteState {
             return Ok(());
         };
         let _w = lock(&self.writer);
+        // A stream still being written may hold data this checkpoint makes
+        // reachable (it was queued before its transaction committed).
+        self.finish_flight()?;
         for attempt in 0..2 {
+            let mut data = lock(&self.data);
             let mut d = lock(&self.dirty);
             let mut j = lock(jm);
-            match j.force(dev, |off, lo, lsn| d.set_lsn(off, lo, lsn)) {
+            match self.checkpoint(dev, &mut data, &mut d, &mut j) {
                 Err(crate::error::Error::NoSpace(_)) if attempt == 0 => {
                     // The writer thread's writes move the tail.
                     drop(j);
                     drop(d);
+                    drop(data);
                     self.finish_flight()?;
                 }
                 r => return r.map(|_| ()),
             }
         }
         Ok(())
+    }
+
+    /// True when bytes `lo..hi` were freed since the last checkpoint (the
+    /// kernel's busy extents): an allocation for file data there must
+    /// force the log first, or a crash could show the old owner with the
+    /// new owner's data.
+    pub fn busy(&self, lo: u64, hi: u64) -> bool {
+        self.journal
+            .as_ref()
+            .is_some_and(|j| lock(j).overlaps_freed(lo, hi))
     }
 
     /// Writes an unmount record: everything must be in place (after a
@@ -578,13 +600,11 @@ impl WriteState {
             return Ok(());
         }
         if let Some(jm) = &self.journal {
-            // Blocks freed since the last checkpoint may be what this data
-            // overwrites: the checkpoint that frees them goes first.
+            // Data of newly allocated blocks first, then the checkpoint,
+            // then overwrites of blocks the disk already gives their file.
             let mut pending = lock(&self.dirty);
             let mut j = lock(jm);
-            if j.has_frees() {
-                j.force(dev, |off, lo, lsn| pending.set_lsn(off, lo, lsn))?;
-            }
+            self.checkpoint(dev, &mut d, &mut pending, &mut j)?;
         }
         let runs = std::mem::take(&mut d.runs);
         d.bytes = 0;
@@ -738,6 +758,44 @@ impl WriteState {
         Ok(())
     }
 
+    /// Writes the committed list to the log, file data first: a checkpoint
+    /// never makes reachable blocks that do not hold their data yet. Only
+    /// data landing where metadata was freed since the last checkpoint
+    /// waits for the checkpoint that frees it (it stays in `data`).
+    fn checkpoint(
+        &self,
+        dev: &dyn Device,
+        data: &mut DataRun,
+        pending: &mut Dirty,
+        j: &mut Journal,
+    ) -> Result<Option<u64>> {
+        let early: Vec<u64> = if j.cil.is_empty() {
+            Vec::new()
+        } else {
+            data.runs
+                .iter()
+                .filter(|(&o, r)| j.data_first(o, o + r.len() as u64))
+                .map(|(&o, _)| o)
+                .collect()
+        };
+        if !early.is_empty() {
+            let mut runs = BTreeMap::new();
+            for o in early {
+                if let Some(r) = data.runs.remove(&o) {
+                    data.bytes = data.bytes.saturating_sub(r.len());
+                    runs.insert(o, r);
+                }
+            }
+            let r = self.writer_for(dev, |w| {
+                w.sorted(runs.iter().flat_map(|(off, v)| pieces_at(*off, v)))
+            });
+            runs.into_values().for_each(Run::recycle);
+            r?;
+            dev.flush()?;
+        }
+        j.force(dev, |off, lo, lsn| pending.set_lsn(off, lo, lsn))
+    }
+
     /// Takes the whole pending set (metadata and data) as one stream,
     /// after writing everything it holds to the log. Callers hold
     /// `writer`; `data` and `dirty` are locked here, in that order, and
@@ -753,7 +811,7 @@ impl WriteState {
         let mut tail = None;
         if let Some(jm) = &self.journal {
             let mut j = lock(jm);
-            j.force(dev, |off, lo, lsn| pending.set_lsn(off, lo, lsn))?;
+            self.checkpoint(dev, &mut data, &mut pending, &mut j)?;
             tail = Some(j.head_lsn());
         }
         let runs = std::mem::take(&mut data.runs);
