@@ -7,6 +7,8 @@
 //! record. Cost: a binary search (O(log n) reads of 512 bytes) and one
 //! bounded read before the head, never the whole log.
 
+pub mod dinode;
+
 use crate::bytes::be32;
 use crate::error::Result;
 use crate::fs::Fs;
