@@ -1,0 +1,251 @@
+//! Recovery in place: replay the log into an overlay, and only when the
+//! whole log was read and replayed without error, write the replayed
+//! blocks, make them durable, bring the superblock counters up to date
+//! from the AG headers, and leave the log clean: an unmount record at the
+//! head, in the head's cycle, after clearing the blocks a torn write may
+//! have left ahead of it.
+
+use super::record::{LogDev, BB};
+use super::{Recovery, ReplayStats};
+use crate::dev::Device;
+use crate::error::{Error, Location, Result};
+use crate::geometry::{AgBlock, AgNumber, Geometry};
+use xfs_format::log::{
+    xlog_assign_lsn, xlog_rec_crc, XFS_LOG, XLOG_HEADER_MAGIC_NUM, XLOG_UNMOUNT_TRANS,
+    XLOG_UNMOUNT_TYPE, XLOG_VERSION_2,
+};
+
+/// What `recover` did.
+#[derive(Debug, Clone, Default)]
+pub struct RecoverReport {
+    /// The log was clean (or never written): nothing was written.
+    pub was_clean: bool,
+    /// Head and tail found (log blocks).
+    pub head_blk: u64,
+    /// Tail block.
+    pub tail_blk: u64,
+    /// Records read between tail and head.
+    pub records: usize,
+    /// Torn records dropped at the head (log blocks).
+    pub torn: Vec<u64>,
+    /// Replay counters.
+    pub stats: ReplayStats,
+    /// Sectors written back.
+    pub sectors_written: usize,
+}
+
+/// Options of [`recover_device`].
+#[derive(Debug, Clone, Default)]
+pub struct RecoverOptions {
+    /// Write the replayed changes even when intents (deferred frees,
+    /// mapping updates) were left unfinished, which recovery cannot yet
+    /// finish: the space they name stays allocated.
+    pub allow_unfinished_intents: bool,
+}
+
+/// Recovers the filesystem on `dev` in place.
+pub fn recover_device(dev: &dyn Device, opts: &RecoverOptions) -> Result<RecoverReport> {
+    let geo = read_geometry(dev)?;
+    let rec: Recovery = super::replay(dev, &geo)?;
+    let ends = rec.contents.ends.clone();
+    let mut report = RecoverReport {
+        was_clean: ends.clean || ends.empty,
+        head_blk: ends.head_blk,
+        tail_blk: ends.tail_blk,
+        records: rec.contents.records.len(),
+        torn: ends.torn.clone(),
+        stats: rec.stats.clone(),
+        sectors_written: 0,
+    };
+    if report.was_clean {
+        return Ok(report);
+    }
+    if !rec.stats.unfinished_intents.is_empty() && !opts.allow_unfinished_intents {
+        let list: Vec<String> = rec
+            .stats
+            .unfinished_intents
+            .iter()
+            .map(|(t, id, lsn)| format!("{t} {id:#x} (lsn {lsn:#x})"))
+            .collect();
+        return Err(Error::Unsupported(format!(
+            "the log holds {} unfinished intent(s) that recovery cannot finish yet: {}; nothing was written",
+            list.len(),
+            list.join(", ")
+        )));
+    }
+    for (daddr, bytes) in rec.overlay.runs() {
+        dev.write_at(&bytes, daddr * BB).map_err(Error::Io)?;
+        report.sectors_written += bytes.len() / BB as usize;
+    }
+    dev.flush().map_err(Error::Io)?;
+    // Geometry may have changed with a replayed superblock.
+    let geo = read_geometry(dev)?;
+    update_sb_counters(dev, &geo)?;
+    dev.flush().map_err(Error::Io)?;
+    let log = super::log_dev(dev, &geo)?;
+    let prev = ends.last.as_ref().map(|h| h.blk).unwrap_or(0);
+    clear_stale(
+        &log,
+        ends.head_blk,
+        ends.head_cycle,
+        ends.tail_lsn,
+        &geo.uuid,
+    )?;
+    write_unmount(&log, ends.head_blk, ends.head_cycle, prev, &geo.uuid)?;
+    dev.flush().map_err(Error::Io)?;
+    Ok(report)
+}
+
+fn read_geometry(dev: &dyn Device) -> Result<Geometry> {
+    let mut s = vec![0u8; 512];
+    dev.read_at(&mut s, 0).map_err(Error::Io)?;
+    let ss = u16::from_be_bytes([s[102], s[103]]);
+    if ss.is_power_of_two() && ss > 512 {
+        s = vec![0u8; usize::from(ss)];
+        dev.read_at(&mut s, 0).map_err(Error::Io)?;
+    }
+    Geometry::from_superblock(&s)
+}
+
+/// Recomputes `sb_icount`, `sb_ifree` and `sb_fdblocks` from the AG
+/// headers, as the kernel does when it mounts a filesystem whose log was
+/// dirty (the superblock's copies are only kept lazily).
+fn update_sb_counters(dev: &dyn Device, geo: &Geometry) -> Result<()> {
+    let ss = geo.sect_size as usize;
+    let (mut icount, mut ifree, mut fdblocks) = (0u64, 0u64, 0u64);
+    for ag in 0..geo.ag_count {
+        let base = geo.agb_to_daddr(AgNumber(ag), AgBlock(0)).bytes();
+        let mut agf = vec![0u8; ss];
+        dev.read_at(&mut agf, base + ss as u64).map_err(Error::Io)?;
+        let mut agi = vec![0u8; ss];
+        dev.read_at(&mut agi, base + 2 * ss as u64)
+            .map_err(Error::Io)?;
+        if be32(&agf, 0) != 0x5841_4746 || be32(&agi, 0) != 0x5841_4749 {
+            return Err(Error::corrupt(
+                "AG headers",
+                Location::Sb(ag),
+                "bad AGF or AGI magic after recovery",
+            ));
+        }
+        use std::mem::offset_of;
+        use xfs_format::ag::{Agf, Agi};
+        fdblocks += u64::from(be32(&agf, offset_of!(Agf, agf_freeblks)))
+            + u64::from(be32(&agf, offset_of!(Agf, agf_flcount)))
+            + u64::from(be32(&agf, offset_of!(Agf, agf_btreeblks)));
+        icount += u64::from(be32(&agi, offset_of!(Agi, agi_count)));
+        ifree += u64::from(be32(&agi, offset_of!(Agi, agi_freecount)));
+    }
+    let mut sb = vec![0u8; ss];
+    dev.read_at(&mut sb, 0).map_err(Error::Io)?;
+    use xfs_format::sb::Dsb;
+    let o = std::mem::offset_of!(Dsb, sb_icount);
+    sb[o..o + 8].copy_from_slice(&icount.to_be_bytes());
+    let o = std::mem::offset_of!(Dsb, sb_ifree);
+    sb[o..o + 8].copy_from_slice(&ifree.to_be_bytes());
+    let o = std::mem::offset_of!(Dsb, sb_fdblocks);
+    sb[o..o + 8].copy_from_slice(&fdblocks.to_be_bytes());
+    xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
+    dev.write_at(&sb, 0).map_err(Error::Io)
+}
+
+fn be32(b: &[u8], o: usize) -> u32 {
+    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+/// Blocks that in-flight log writes could have reached past the head.
+const STALE_BBS: u64 = 8 * 256 * 1024 / 512;
+
+/// Overwrites the blocks after the head that a torn write may have stamped
+/// with the head's cycle: empty record headers of the previous cycle (of
+/// the head's cycle once they wrap), as far as the old tail allows.
+fn clear_stale(
+    log: &LogDev<'_>,
+    head: u64,
+    cycle: u32,
+    tail_lsn: u64,
+    uuid: &[u8; 16],
+) -> Result<()> {
+    let (tc, tb) = ((tail_lsn >> 32) as u32, u64::from(tail_lsn as u32));
+    let dist = if tc == cycle {
+        tb + log.nbb - head
+    } else {
+        tb.saturating_sub(head)
+    };
+    let n = dist.min(STALE_BBS);
+    let mut buf = vec![0u8; (n * BB) as usize];
+    for i in 0..n {
+        let blk = head + i;
+        let (c, b) = if blk >= log.nbb {
+            (cycle, blk - log.nbb)
+        } else {
+            (cycle.wrapping_sub(1), blk)
+        };
+        let h = &mut buf[(i * BB) as usize..((i + 1) * BB) as usize];
+        h[0..4].copy_from_slice(&XLOG_HEADER_MAGIC_NUM.to_be_bytes());
+        h[4..8].copy_from_slice(&c.to_be_bytes());
+        h[8..12].copy_from_slice(&XLOG_VERSION_2.to_be_bytes());
+        h[16..24].copy_from_slice(&xlog_assign_lsn(c, b as u32).to_be_bytes());
+        h[24..32].copy_from_slice(&tail_lsn.to_be_bytes());
+        h[300..304].copy_from_slice(&1u32.to_be_bytes());
+        h[304..320].copy_from_slice(uuid);
+    }
+    write_log(log, head, &buf)
+}
+
+fn write_log(log: &LogDev<'_>, blk: u64, buf: &[u8]) -> Result<()> {
+    let n = buf.len() as u64 / BB;
+    let blk = blk % log.nbb;
+    let first = (log.nbb - blk).min(n);
+    let (a, b) = buf.split_at((first * BB) as usize);
+    log.dev
+        .write_at(a, log.start + blk * BB)
+        .map_err(Error::Io)?;
+    if !b.is_empty() {
+        log.dev.write_at(b, log.start).map_err(Error::Io)?;
+    }
+    Ok(())
+}
+
+/// Writes an unmount record at `head`: a header and one data block with
+/// the single unmount operation. Its tail is itself.
+pub fn write_unmount(
+    log: &LogDev<'_>,
+    head: u64,
+    cycle: u32,
+    prev: u64,
+    uuid: &[u8; 16],
+) -> Result<()> {
+    let lsn = xlog_assign_lsn(cycle, head as u32);
+    let mut rec = vec![0u8; 2 * BB as usize];
+    let (h, d) = rec.split_at_mut(BB as usize);
+    // The operation: tid, length 8, client "log", flag "unmount"; then the
+    // payload, its magic in host order.
+    d[0..4].copy_from_slice(&0x5853_4b52u32.to_be_bytes());
+    d[4..8].copy_from_slice(&8u32.to_be_bytes());
+    d[8] = XFS_LOG;
+    d[9] = XLOG_UNMOUNT_TRANS;
+    d[12..14].copy_from_slice(&XLOG_UNMOUNT_TYPE.to_le_bytes());
+    h[0..4].copy_from_slice(&XLOG_HEADER_MAGIC_NUM.to_be_bytes());
+    h[4..8].copy_from_slice(&cycle.to_be_bytes());
+    h[8..12].copy_from_slice(&XLOG_VERSION_2.to_be_bytes());
+    h[12..16].copy_from_slice(&(BB as u32).to_be_bytes());
+    h[16..24].copy_from_slice(&lsn.to_be_bytes());
+    h[24..32].copy_from_slice(&lsn.to_be_bytes());
+    h[36..40].copy_from_slice(&(prev as u32).to_be_bytes());
+    h[40..44].copy_from_slice(&1u32.to_be_bytes());
+    // The data block's first word moves to the cycle data; the block
+    // carries the cycle (one more if it wraps to the log's start).
+    h[44..48].copy_from_slice(&d[0..4]);
+    let dcycle = if head + 1 >= log.nbb {
+        cycle.wrapping_add(1)
+    } else {
+        cycle
+    };
+    d[0..4].copy_from_slice(&dcycle.to_be_bytes());
+    h[300..304].copy_from_slice(&1u32.to_be_bytes());
+    h[304..320].copy_from_slice(uuid);
+    h[320..324].copy_from_slice(&(32768u32).to_be_bytes());
+    let crc = xlog_rec_crc(h, &[], d);
+    h[32..36].copy_from_slice(&crc.to_le_bytes());
+    write_log(log, head, &rec)
+}
