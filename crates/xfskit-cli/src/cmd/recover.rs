@@ -53,7 +53,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let opts = RecoverOptions {
         allow_unfinished_intents: args.allow_unfinished_intents,
     };
-    let r = recover_device(&dev, &opts)?;
+    let r = recover_device(std::sync::Arc::new(dev), &opts)?;
     let s = &r.stats;
     if args.json {
         let v = serde_json::json!({
@@ -72,6 +72,8 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             "icreates": s.icreates,
             "unfinished_intents": s.unfinished_intents.len(),
             "sectors_written": r.sectors_written,
+            "unlinked_freed": r.unlinked.freed,
+            "unlinked_kept": r.unlinked.kept,
             "warnings": s.warnings,
         });
         println!(
@@ -94,6 +96,12 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             println!("torn records dropped at the head: blocks {:?}", r.torn);
         }
         println!("{} sectors written; the log is clean", r.sectors_written);
+        if r.unlinked.freed + r.unlinked.kept > 0 {
+            println!(
+                "unlinked lists: {} inodes freed, {} still linked taken off",
+                r.unlinked.freed, r.unlinked.kept
+            );
+        }
     }
     for w in &s.warnings {
         eprintln!("xfskit: warning: {w}");

@@ -13,8 +13,10 @@ pub mod record;
 pub mod recover;
 pub mod replay;
 mod replay_inode;
+mod sbcount;
 pub mod stamp;
 pub mod trans;
+pub mod unlinked;
 
 pub use find::LogEnds;
 pub use replay::ReplayStats;
@@ -128,6 +130,9 @@ pub fn replay(dev: &dyn Device, geo: &Geometry) -> Result<Recovery> {
     let contents = read_log(dev, geo)?;
     let mut rp = replay::Replayer::new(dev, geo);
     rp.run(&contents.transactions)?;
+    if !contents.transactions.is_empty() {
+        sbcount::update_sb_counters(&mut rp)?;
+    }
     Ok(Recovery {
         contents,
         overlay: rp.overlay,

@@ -8,8 +8,9 @@
 use super::record::{LogDev, BB};
 use super::{Recovery, ReplayStats};
 use crate::dev::Device;
-use crate::error::{Error, Location, Result};
-use crate::geometry::{AgBlock, AgNumber, Geometry};
+use crate::error::{Error, Result};
+use crate::geometry::Geometry;
+use std::sync::Arc;
 use xfs_format::log::{
     xlog_assign_lsn, xlog_rec_crc, XFS_LOG, XLOG_HEADER_MAGIC_NUM, XLOG_UNMOUNT_TRANS,
     XLOG_UNMOUNT_TYPE, XLOG_VERSION_2,
@@ -32,6 +33,8 @@ pub struct RecoverReport {
     pub stats: ReplayStats,
     /// Sectors written back.
     pub sectors_written: usize,
+    /// Inodes freed or taken off the AGI unlinked lists afterwards.
+    pub unlinked: super::unlinked::UnlinkedReport,
 }
 
 /// Options of [`recover_device`].
@@ -44,7 +47,8 @@ pub struct RecoverOptions {
 }
 
 /// Recovers the filesystem on `dev` in place.
-pub fn recover_device(dev: &dyn Device, opts: &RecoverOptions) -> Result<RecoverReport> {
+pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<RecoverReport> {
+    let dev = shared.as_ref();
     let geo = read_geometry(dev)?;
     let rec: Recovery = super::replay(dev, &geo)?;
     let ends = rec.contents.ends.clone();
@@ -56,6 +60,7 @@ pub fn recover_device(dev: &dyn Device, opts: &RecoverOptions) -> Result<Recover
         torn: ends.torn.clone(),
         stats: rec.stats.clone(),
         sectors_written: 0,
+        unlinked: Default::default(),
     };
     if report.was_clean {
         return Ok(report);
@@ -78,10 +83,20 @@ pub fn recover_device(dev: &dyn Device, opts: &RecoverOptions) -> Result<Recover
         report.sectors_written += bytes.len() / BB as usize;
     }
     dev.flush().map_err(Error::Io)?;
+    report.unlinked = finish(shared, &ends)?;
+    Ok(report)
+}
+
+/// After the replayed blocks are on `shared`: leaves the log clean (stale
+/// blocks past the head cleared, an unmount record at the head), then
+/// frees the inodes left on the unlinked lists through the write engine.
+pub fn finish(
+    shared: Arc<dyn Device>,
+    ends: &super::LogEnds,
+) -> Result<super::unlinked::UnlinkedReport> {
+    let dev = shared.as_ref();
     // Geometry may have changed with a replayed superblock.
     let geo = read_geometry(dev)?;
-    update_sb_counters(dev, &geo)?;
-    dev.flush().map_err(Error::Io)?;
     let log = super::log_dev(dev, &geo)?;
     let prev = ends.last.as_ref().map(|h| h.blk).unwrap_or(0);
     clear_stale(
@@ -93,7 +108,29 @@ pub fn recover_device(dev: &dyn Device, opts: &RecoverOptions) -> Result<Recover
     )?;
     write_unmount(&log, ends.head_blk, ends.head_cycle, prev, &geo.uuid)?;
     dev.flush().map_err(Error::Io)?;
-    Ok(report)
+    let fs = crate::fs::Fs::from_device_rw(Box::new(Shared(shared.clone())), &Default::default())?;
+    super::unlinked::process_unlinked(&fs)
+}
+
+/// A shared device handed to an `Fs` that wants to own one.
+pub(crate) struct Shared(pub(crate) Arc<dyn Device>);
+
+impl Device for Shared {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.0.read_at(buf, off)
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        self.0.write_at(buf, off)
+    }
+    fn write_vectored_at(&self, bufs: &[&[u8]], off: u64) -> std::io::Result<()> {
+        self.0.write_vectored_at(bufs, off)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
 }
 
 fn read_geometry(dev: &dyn Device) -> Result<Geometry> {
@@ -105,51 +142,6 @@ fn read_geometry(dev: &dyn Device) -> Result<Geometry> {
         dev.read_at(&mut s, 0).map_err(Error::Io)?;
     }
     Geometry::from_superblock(&s)
-}
-
-/// Recomputes `sb_icount`, `sb_ifree` and `sb_fdblocks` from the AG
-/// headers, as the kernel does when it mounts a filesystem whose log was
-/// dirty (the superblock's copies are only kept lazily).
-fn update_sb_counters(dev: &dyn Device, geo: &Geometry) -> Result<()> {
-    let ss = geo.sect_size as usize;
-    let (mut icount, mut ifree, mut fdblocks) = (0u64, 0u64, 0u64);
-    for ag in 0..geo.ag_count {
-        let base = geo.agb_to_daddr(AgNumber(ag), AgBlock(0)).bytes();
-        let mut agf = vec![0u8; ss];
-        dev.read_at(&mut agf, base + ss as u64).map_err(Error::Io)?;
-        let mut agi = vec![0u8; ss];
-        dev.read_at(&mut agi, base + 2 * ss as u64)
-            .map_err(Error::Io)?;
-        if be32(&agf, 0) != 0x5841_4746 || be32(&agi, 0) != 0x5841_4749 {
-            return Err(Error::corrupt(
-                "AG headers",
-                Location::Sb(ag),
-                "bad AGF or AGI magic after recovery",
-            ));
-        }
-        use std::mem::offset_of;
-        use xfs_format::ag::{Agf, Agi};
-        fdblocks += u64::from(be32(&agf, offset_of!(Agf, agf_freeblks)))
-            + u64::from(be32(&agf, offset_of!(Agf, agf_flcount)))
-            + u64::from(be32(&agf, offset_of!(Agf, agf_btreeblks)));
-        icount += u64::from(be32(&agi, offset_of!(Agi, agi_count)));
-        ifree += u64::from(be32(&agi, offset_of!(Agi, agi_freecount)));
-    }
-    let mut sb = vec![0u8; ss];
-    dev.read_at(&mut sb, 0).map_err(Error::Io)?;
-    use xfs_format::sb::Dsb;
-    let o = std::mem::offset_of!(Dsb, sb_icount);
-    sb[o..o + 8].copy_from_slice(&icount.to_be_bytes());
-    let o = std::mem::offset_of!(Dsb, sb_ifree);
-    sb[o..o + 8].copy_from_slice(&ifree.to_be_bytes());
-    let o = std::mem::offset_of!(Dsb, sb_fdblocks);
-    sb[o..o + 8].copy_from_slice(&fdblocks.to_be_bytes());
-    xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
-    dev.write_at(&sb, 0).map_err(Error::Io)
-}
-
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }
 
 /// Blocks that in-flight log writes could have reached past the head.
