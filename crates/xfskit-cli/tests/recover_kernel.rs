@@ -81,11 +81,19 @@ if [ -n "$REFLINK" ]; then cp --reflink=always d/text d/clone2; fi
 sync
 mv d/newdir d/small/moved
 rm d/small/f9
+if [ -n "$CHURN" ]; then
+  mkdir -p d/churn
+  for r in $(seq 1 26); do
+    for i in $(seq 1 1500); do : > d/churn/c$i; done
+    rm -f d/churn/c*
+  done
+  for i in $(seq 1 300); do echo $i > d/churn/keep$i; done
+fi
 "#;
 
 /// Makes `name` (300 MiB) with `mkfs_args`, runs the workload on a loop
 /// mount, shuts the filesystem down and unmounts it: the log is dirty.
-fn dirty_image(dir: &Path, name: &str, mkfs_args: &[&str], reflink: bool) -> PathBuf {
+fn dirty_image(dir: &Path, name: &str, mkfs_args: &[&str], reflink: bool, churn: bool) -> PathBuf {
     let img = dir.join(name);
     std::fs::File::create(&img)
         .and_then(|f| f.set_len(300 << 20))
@@ -93,13 +101,26 @@ fn dirty_image(dir: &Path, name: &str, mkfs_args: &[&str], reflink: bool) -> Pat
     let mut args = vec!["-q", "-f"];
     args.extend_from_slice(mkfs_args);
     args.push(s(&img));
-    run("mkfs.xfs", &args);
+    // fstests' variables let mkfs make a log smaller than 64 MiB.
+    let out = Command::new("mkfs.xfs")
+        .args(&args)
+        .env("TEST_DIR", "/tmp")
+        .env("TEST_DEV", "/dev/null")
+        .env("QA_CHECK_FS", "1")
+        .output()
+        .expect("mkfs.xfs");
+    assert!(
+        out.status.success(),
+        "mkfs.xfs {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mnt = dir.join(format!("{name}.mnt"));
     std::fs::create_dir_all(&mnt).expect("mkdir");
     run("mount", &["-o", "loop", s(&img), s(&mnt)]);
     let w = Command::new("bash")
         .args(["-c", WORKLOAD, "workload", s(&mnt)])
         .env("REFLINK", if reflink { "1" } else { "" })
+        .env("CHURN", if churn { "1" } else { "" })
         .output()
         .expect("bash");
     let shut = Command::new("xfs_io")
@@ -178,12 +199,16 @@ impl Drop for Scratch {
 }
 
 fn check_config(test: &str, mkfs_args: &[&str], reflink: bool) {
+    check_sized(test, mkfs_args, reflink, false)
+}
+
+fn check_sized(test: &str, mkfs_args: &[&str], reflink: bool, churn: bool) {
     if !require_root(test) {
         return;
     }
     let tmp = TempDir::new(test);
     let dir = tmp.path();
-    let dirty = dirty_image(dir, "dirty.img", mkfs_args, reflink);
+    let dirty = dirty_image(dir, "dirty.img", mkfs_args, reflink, churn);
     let log = xfskit(&["log", "--json", s(&dirty)]);
     assert!(
         log.status.success(),
@@ -195,6 +220,12 @@ fn check_config(test: &str, mkfs_args: &[&str], reflink: bool) {
         v["state"], "dirty",
         "{test}: the workload must leave the log dirty"
     );
+    if churn {
+        assert!(
+            v["head"]["cycle"].as_u64() >= Some(2),
+            "{test}: the log did not wrap: {v}"
+        );
+    }
     let before = sha(&dirty);
 
     // The kernel's recovery.
@@ -304,6 +335,7 @@ fn recover_4k_sectors() {
 
 #[test]
 fn recover_small_log_wraps() {
-    // A log small enough for the workload to wrap it several times.
-    check_config("recover_small_log_wraps", &["-l", "size=6m"], false);
+    // A 6 MiB log that the workload's churn wraps: the live part runs
+    // from the end of the log in one cycle to its start in the next.
+    check_sized("recover_small_log_wraps", &["-l", "size=6m"], false, true);
 }

@@ -74,6 +74,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             "sectors_written": r.sectors_written,
             "unlinked_freed": r.unlinked.freed,
             "unlinked_kept": r.unlinked.kept,
+            "cow_staging_freed": r.cow.freed,
             "warnings": s.warnings,
         });
         println!(
@@ -102,6 +103,12 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
                 r.unlinked.freed, r.unlinked.kept
             );
         }
+    }
+    if !args.json && r.cow.freed > 0 {
+        println!("copy-on-write staging extents freed: {}", r.cow.freed);
+    }
+    for ag in &r.cow.left_in_ags {
+        eprintln!("xfskit: warning: AG {ag}: copy-on-write staging extents in a multi-level refcount btree were left (the kernel frees them at mount)");
     }
     for w in &s.warnings {
         eprintln!("xfskit: warning: {w}");

@@ -35,6 +35,8 @@ pub struct RecoverReport {
     pub sectors_written: usize,
     /// Inodes freed or taken off the AGI unlinked lists afterwards.
     pub unlinked: super::unlinked::UnlinkedReport,
+    /// Copy-on-write staging extents freed afterwards.
+    pub cow: super::cow::CowReport,
 }
 
 /// Options of [`recover_device`].
@@ -61,6 +63,7 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
         stats: rec.stats.clone(),
         sectors_written: 0,
         unlinked: Default::default(),
+        cow: Default::default(),
     };
     if report.was_clean {
         return Ok(report);
@@ -83,17 +86,18 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
         report.sectors_written += bytes.len() / BB as usize;
     }
     dev.flush().map_err(Error::Io)?;
-    report.unlinked = finish(shared, &ends)?;
+    (report.unlinked, report.cow) = finish(shared, &ends)?;
     Ok(report)
 }
 
 /// After the replayed blocks are on `shared`: leaves the log clean (stale
 /// blocks past the head cleared, an unmount record at the head), then
-/// frees the inodes left on the unlinked lists through the write engine.
+/// frees the inodes left on the unlinked lists and the copy-on-write
+/// staging extents through the write engine.
 pub fn finish(
     shared: Arc<dyn Device>,
     ends: &super::LogEnds,
-) -> Result<super::unlinked::UnlinkedReport> {
+) -> Result<(super::unlinked::UnlinkedReport, super::cow::CowReport)> {
     let dev = shared.as_ref();
     // Geometry may have changed with a replayed superblock.
     let geo = read_geometry(dev)?;
@@ -109,7 +113,9 @@ pub fn finish(
     write_unmount(&log, ends.head_blk, ends.head_cycle, prev, &geo.uuid)?;
     dev.flush().map_err(Error::Io)?;
     let fs = crate::fs::Fs::from_device_rw(Box::new(Shared(shared.clone())), &Default::default())?;
-    super::unlinked::process_unlinked(&fs)
+    let unlinked = super::unlinked::process_unlinked(&fs)?;
+    let cow = super::cow::clear_cow_staging(&fs)?;
+    Ok((unlinked, cow))
 }
 
 /// A shared device handed to an `Fs` that wants to own one.
