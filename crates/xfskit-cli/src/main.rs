@@ -63,6 +63,10 @@ enum Command {
         override_usage = "xfskit build [OPTIONS] SOURCE IMAGE [MKFS OPTIONS]"
     )]
     Build(cmd::build::Args),
+    /// Show what the log holds: head, tail, records, transactions, items.
+    Log(cmd::log::Args),
+    /// Replay the log in place, as a kernel mount would, and leave it clean.
+    Recover(cmd::recover::Args),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +82,8 @@ fn main() -> ExitCode {
         Command::Mkfs(a) => cmd::mkfs::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Build(a) => cmd::build::run(a),
+        Command::Log(a) => cmd::log::run(a),
+        Command::Recover(a) => cmd::recover::run(a),
     };
     match r {
         Ok(code) => code,

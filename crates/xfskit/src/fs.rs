@@ -40,6 +40,8 @@ pub struct Fs {
     log_state: LogState,
     write: Option<WriteState>,
     base: SbCounters,
+    /// Set when a dirty log was replayed in memory at open.
+    recovery: Option<crate::log::ReplayStats>,
 }
 
 /// The superblock's free-space and inode counters when the filesystem was
@@ -66,10 +68,23 @@ impl Fs {
     }
 
     /// Opens a filesystem on any device for reading and writing.
+    /// A dirty log is recovered in place first, as the kernel's mount does.
     pub fn from_device_rw(dev: Box<dyn Device>, opts: &OpenOptions) -> Result<Fs> {
+        let dev: Arc<dyn Device> = dev.into();
+        let probe = Fs::from_device(
+            Box::new(crate::log::recover::Shared(dev.clone())),
+            &OpenOptions {
+                norecovery: true,
+                ..opts.clone()
+            },
+        )?;
+        if matches!(probe.log_state, LogState::Dirty(_)) {
+            drop(probe);
+            crate::log::recover::recover_device(dev.clone(), &Default::default())?;
+        }
         let mut o = opts.clone();
         o.norecovery = false;
-        let mut fs = Fs::from_device(dev, &o)?;
+        let mut fs = Fs::from_device(Box::new(crate::log::recover::Shared(dev)), &o)?;
         if !matches!(fs.log_state, LogState::Clean | LogState::Empty) {
             return Err(Error::Unsupported(
                 "writing to a filesystem with an external or unreadable log".into(),
@@ -271,14 +286,43 @@ impl Fs {
             log_state: LogState::Clean,
             write: None,
             base: SbCounters::default(),
+            recovery: None,
         };
         fs.log_state = crate::log::inspect(&fs)?;
-        if let LogState::Dirty(why) = &fs.log_state {
-            if !opts.norecovery {
-                return Err(Error::DirtyLog(why.clone()));
-            }
+        if matches!(fs.log_state, LogState::Dirty(_)) && !opts.norecovery {
+            return fs.replayed_in_memory(opts);
         }
         Ok(fs)
+    }
+
+    /// The filesystem as the log's replay leaves it, seen through an
+    /// overlay of the replayed blocks: the device is not written.
+    fn replayed_in_memory(self, opts: &OpenOptions) -> Result<Fs> {
+        let rec = crate::log::replay(self.dev.as_ref(), &self.geo)?;
+        let ends = &rec.contents.ends;
+        if ends.clean || ends.empty {
+            return Ok(self);
+        }
+        let dev: Arc<dyn Device> = Arc::new(crate::dev::OverlayDevice::new(
+            self.dev.clone(),
+            rec.overlay,
+        ));
+        // What the kernel does after replay (a clean log, the unlinked
+        // inodes freed) also goes to the overlay.
+        crate::log::recover::finish(dev.clone(), &rec.contents.ends)?;
+        let o = OpenOptions {
+            norecovery: true,
+            ..opts.clone()
+        };
+        let mut fs = Fs::from_device(Box::new(crate::log::recover::Shared(dev)), &o)?;
+        fs.log_state = self.log_state;
+        fs.recovery = Some(rec.stats);
+        Ok(fs)
+    }
+
+    /// What the in-memory replay of a dirty log did, when there was one.
+    pub fn recovery(&self) -> Option<&crate::log::ReplayStats> {
+        self.recovery.as_ref()
     }
 
     /// The validated geometry.

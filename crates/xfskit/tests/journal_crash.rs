@@ -4,7 +4,9 @@
 //! mounts the image (replaying our log), `xfs_repair -n` is clean after
 //! unmount, and the tree is exactly the model's tree after some operation
 //! no earlier than the last that was made durable (`force_log`, `fsync`
-//! or `sync` returned).
+//! or `sync` returned). xfskit's own recovery (`Fs::open_rw` of the
+//! crashed image) gives the same tree, and `xfs_repair -n` is clean after
+//! it too.
 
 mod namespace_common;
 mod write_common;
@@ -483,6 +485,28 @@ fn crash_everywhere(tag: &str, tear: bool, stride: u64) {
         }
         runs += 1;
         dev.save(&base, &img);
+        // xfskit's own recovery of the same crashed image, on a copy.
+        let ours = s.0.join("ours");
+        let (ok, o) = run(
+            "cp",
+            &[
+                "--sparse=always",
+                &img.display().to_string(),
+                &ours.display().to_string(),
+            ],
+        );
+        assert!(ok, "cp: {o}");
+        let ours_tree = {
+            let fs = Fs::open_rw(&ours, &OpenOptions::default())
+                .unwrap_or_else(|e| panic!("crash at write {n}: xfskit recovery failed: {e}"));
+            fs.sync().unwrap();
+            walk_lib(&fs)
+        };
+        let (ok, out) = run("xfs_repair", &["-n", &ours.display().to_string()]);
+        assert!(
+            ok,
+            "crash at write {n}: xfs_repair -n after xfskit's recovery:\n{out}"
+        );
         if let Err(e) = kernel_recover(&img) {
             panic!("crash at write {n} (tear {tear}): the kernel cannot replay our log: {e}");
         }
@@ -499,6 +523,11 @@ fn crash_everywhere(tag: &str, tear: bool, stride: u64) {
                 &format!("crash at write {n}"),
             );
         }
+        assert_tree_eq(
+            &tree,
+            &ours_tree,
+            &format!("crash at write {n}: xfskit recover vs the kernel"),
+        );
         n += stride;
     }
     assert!(runs > 10, "only {runs} crash points");

@@ -6,9 +6,11 @@ pub mod cat;
 pub mod check;
 pub mod extract;
 pub mod info;
+pub mod log;
 pub mod ls;
 pub mod mkfs;
 pub mod mount;
+pub mod recover;
 pub mod stat;
 
 use std::path::Path;

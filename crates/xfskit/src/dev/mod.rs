@@ -3,11 +3,13 @@
 pub mod aligned;
 mod file;
 mod mem;
+pub mod overlay;
 
 pub use aligned::{AlignedBuf, FileData, SharedBytes};
 pub(crate) use file::pwritev_all;
 pub use file::FileDevice;
 pub use mem::MemDevice;
+pub use overlay::{Overlay, OverlayDevice};
 
 use std::io;
 

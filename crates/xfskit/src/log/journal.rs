@@ -12,7 +12,7 @@
 
 use super::buftype::BufKind;
 use super::cil::{self, Cil, ClusterGeo, DirtyMap};
-use super::record::{self, Cursor, LogGeo, Op};
+use super::pack::{self as record, Cursor, LogGeo, Op};
 use crate::dev::Device;
 use crate::error::{Error, Result};
 use crate::geometry::{Geometry, Ino};

@@ -7,10 +7,31 @@
 //! record. Cost: a binary search (O(log n) reads of 512 bytes) and one
 //! bounded read before the head, never the whole log.
 
+pub mod cow;
+pub mod dinode;
+pub mod find;
+pub mod record;
+pub mod recover;
+pub mod replay;
+mod replay_inode;
+mod sbcount;
+pub mod stamp;
+pub mod trans;
+pub mod unlinked;
+
+pub use find::LogEnds;
+pub use replay::ReplayStats;
+pub use trans::LogContents;
+pub use xfs_format::log_item::item_type_name;
+
 use crate::bytes::be32;
+use crate::dev::overlay::Overlay;
+use crate::dev::Device;
 use crate::error::Result;
+use crate::error::{Error, Location};
 use crate::fs::Fs;
 use crate::geometry::Daddr;
+use crate::geometry::Geometry;
 
 use xfs_format::log::{
     XlogOpHeader, XlogRecHeader, XLOG_HEADER_CYCLE_SIZE, XLOG_HEADER_MAGIC_NUM, XLOG_UNMOUNT_TRANS,
@@ -20,7 +41,7 @@ use zerocopy::FromBytes;
 pub(crate) mod buftype;
 pub(crate) mod cil;
 pub(crate) mod journal;
-mod record;
+mod pack;
 
 pub use journal::LogStats;
 
@@ -70,6 +91,61 @@ fn cycle_of(block: &[u8]) -> u32 {
     } else {
         be32(block, 0)
     }
+}
+
+/// The internal log of the filesystem `geo` on `dev`.
+pub fn log_dev<'a>(dev: &'a dyn Device, geo: &Geometry) -> Result<record::LogDev<'a>> {
+    if geo.log_start.0 == 0 {
+        return Err(Error::Unsupported("an external log".into()));
+    }
+    if geo.log_blocks == 0 || !geo.fsb_range_valid(geo.log_start, u64::from(geo.log_blocks)) {
+        return Err(Error::corrupt(
+            "superblock",
+            Location::Sb(0),
+            format!(
+                "the log ({} blocks at fs block {}) lies outside the data section",
+                geo.log_blocks, geo.log_start.0
+            ),
+        ));
+    }
+    Ok(record::LogDev {
+        dev,
+        start: geo.fsb_to_daddr(geo.log_start).bytes(),
+        nbb: u64::from(geo.log_blocks) * u64::from(geo.block_size) / BB,
+    })
+}
+
+/// Finds the log's head and tail and reads every committed transaction
+/// between them.
+pub fn read_log(dev: &dyn Device, geo: &Geometry) -> Result<LogContents> {
+    let log = log_dev(dev, geo)?;
+    let ends = find::find_ends(&log)?;
+    trans::read_log(&log, ends, &geo.uuid)
+}
+
+/// The result of replaying a log in memory.
+pub struct Recovery {
+    /// What was read.
+    pub contents: LogContents,
+    /// The replayed blocks.
+    pub overlay: Overlay,
+    /// What replay did.
+    pub stats: ReplayStats,
+}
+
+/// Reads the log and replays it into an overlay; the device is only read.
+pub fn replay(dev: &dyn Device, geo: &Geometry) -> Result<Recovery> {
+    let contents = read_log(dev, geo)?;
+    let mut rp = replay::Replayer::new(dev, geo);
+    rp.run(&contents.transactions)?;
+    if !contents.transactions.is_empty() {
+        sbcount::update_sb_counters(&mut rp)?;
+    }
+    Ok(Recovery {
+        contents,
+        overlay: rp.overlay,
+        stats: rp.stats,
+    })
 }
 
 /// Inspects the log of an open filesystem.

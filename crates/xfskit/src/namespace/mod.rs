@@ -15,7 +15,7 @@ mod batch;
 mod build;
 mod create;
 mod data;
-mod remove;
+pub(crate) mod remove;
 mod xattr;
 
 pub use batch::{NewFile, NewFileOwned, BATCH_BYTES, BATCH_FILES};

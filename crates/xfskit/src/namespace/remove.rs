@@ -9,7 +9,7 @@ use crate::inode::{FileType, Fork, ForkFormat, Inode, Timestamp};
 use crate::trans::Trans;
 
 /// Frees everything `ip` owns and the inode itself.
-fn destroy(tp: &mut Trans<'_>, mut ip: Inode) -> Result<()> {
+pub(crate) fn destroy(tp: &mut Trans<'_>, mut ip: Inode) -> Result<()> {
     if matches!(ip.format, ForkFormat::Extents | ForkFormat::Btree) {
         crate::bmap::unmap_range(tp, &mut ip, Fork::Data, 0, u64::MAX)?;
     }
