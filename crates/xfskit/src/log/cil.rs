@@ -4,13 +4,13 @@
 //!
 //! A buffer changed by many transactions of one checkpoint is logged once,
 //! with the union of their dirty 128-byte chunks and its newest bytes.
-//! Inodes are logged as the dirty chunks of their inode cluster buffer
-//! (type DINO, replayed as a regular buffer), so that several inodes of one
-//! cluster make one item. Freed blocks that the live log holds get cancel
-//! items, so that recovery does not replay old contents over a block that
-//! was freed and reused.
+//! Inodes are logged as inode items (core and forks, `item_inode.rs`), a
+//! new full inode chunk as one icreate item. Freed blocks that the live
+//! log holds get cancel items, so that recovery does not replay old
+//! contents over a block that was freed and reused.
 
 use super::buftype::{self, BufKind, BLFT_SHIFT};
+use super::item_inode::{icreate_region, inode_regions, Icreate};
 use crate::error::{Error, Result};
 use crate::geometry::{AgBlock, Geometry, Ino};
 use std::collections::BTreeMap;
@@ -168,6 +168,8 @@ pub(crate) struct Cil {
     pub bufs: BTreeMap<u64, CilBuf>,
     /// Inodes by byte offset, newest bytes.
     pub inodes: BTreeMap<u64, (Ino, Arc<[u8]>)>,
+    /// New inode chunks recovery initialises itself.
+    pub icreates: Vec<Icreate>,
     /// Cancel items to log: (byte offset, bytes).
     pub cancels: BTreeMap<u64, u32>,
     /// Blocks freed since the last checkpoint (byte ranges), the kernel's
@@ -185,29 +187,77 @@ pub(crate) struct Cil {
 
 impl Cil {
     pub(crate) fn is_empty(&self) -> bool {
-        self.bufs.is_empty() && self.inodes.is_empty() && self.cancels.is_empty()
+        self.bufs.is_empty()
+            && self.inodes.is_empty()
+            && self.cancels.is_empty()
+            && self.icreates.is_empty()
+    }
+
+    /// A block freed earlier in this checkpoint is logged again: its cancel
+    /// item goes (recovery processes a checkpoint's cancels after its
+    /// buffers, so both in one checkpoint would drop the new contents).
+    /// The new item covers the whole block, so replaying the older items
+    /// first does no harm.
+    fn reused(&mut self, off: u64, len: u32) -> bool {
+        self.cancels.get(&off) == Some(&len) && self.cancels.remove(&off).is_some()
     }
 
     /// Adds a changed buffer of kind `kind` (see [`classify`]).
     pub(crate) fn add_buf(&mut self, off: u64, data: Arc<[u8]>, map: DirtyMap, kind: BufKind) {
-        self.bytes += map.0.iter().map(|w| w.count_ones() as usize).sum::<usize>() * CHUNK;
+        let map = if self.reused(off, data.len() as u32) {
+            DirtyMap::full(data.len())
+        } else {
+            map
+        };
+        let chunks = |m: &DirtyMap| m.0.iter().map(|w| w.count_ones() as usize).sum::<usize>();
         match self.bufs.get_mut(&off) {
             Some(b) if b.data.len() == data.len() => {
+                let before = chunks(&b.map);
                 b.map.or(&map);
+                self.bytes += (chunks(&b.map) - before) * CHUNK;
                 b.data = data;
                 b.kind = kind;
             }
             _ => {
+                self.bytes += chunks(&map) * CHUNK + 64;
                 self.bufs.insert(off, CilBuf { data, map, kind });
             }
         }
     }
 
-    /// Adds a changed inode.
-    pub(crate) fn add_inode(&mut self, off: u64, ino: Ino, data: Arc<[u8]>) {
-        self.bytes += data.len();
-        self.inodes.insert(off, (ino, data));
+    /// Adds a changed inode (in the cluster buffer at `cluster`).
+    pub(crate) fn add_inode(&mut self, off: u64, ino: Ino, data: Arc<[u8]>, cluster: (u64, u32)) {
+        self.reused(cluster.0, cluster.1);
+        if self.inodes.insert(off, (ino, data)).is_none() {
+            self.bytes += 300;
+        }
     }
+
+    /// Adds a new inode chunk (whose cluster buffers are `clusters`).
+    pub(crate) fn add_icreate(&mut self, c: Icreate, clusters: &[(u64, u32)]) {
+        for &(o, l) in clusters {
+            self.reused(o, l);
+        }
+        self.bytes += 64;
+        self.icreates.push(c);
+    }
+}
+
+/// The cluster buffers of a new inode chunk: (byte offset, bytes).
+pub(crate) fn chunk_clusters(
+    geo: &Geometry,
+    cg: &ClusterGeo,
+    c: &Icreate,
+) -> Result<Vec<(u64, u32)>> {
+    let bpc = geo.blocks_per_cluster().max(1);
+    let mut out = Vec::new();
+    let mut b = c.agbno;
+    while b < c.agbno + c.length {
+        let ino = geo.ino_make(crate::geometry::AgNumber(c.agno), b << geo.inopb_log);
+        out.push(cg.cluster_of(geo, ino)?);
+        b += bpc;
+    }
+    Ok(out)
 }
 
 /// A checkpoint's items as log regions: one op per region.
@@ -274,38 +324,15 @@ pub(crate) fn format(cil: &Cil, geo: &Geometry, cg: &ClusterGeo, tid: u32) -> Re
         }
         items += 1;
     }
-    // Inodes grouped by cluster buffer.
-    let mut clusters: BTreeMap<u64, (u32, Vec<(usize, &[u8])>)> = BTreeMap::new();
-    for (&off, (ino, data)) in &cil.inodes {
-        let (coff, clen) = cg.cluster_of(geo, *ino)?;
-        let rel = (off - coff) as usize;
-        if rel + data.len() > clen as usize {
-            return Err(Error::Invalid(format!(
-                "inode {} lies outside its cluster buffer",
-                ino.0
-            )));
-        }
-        clusters
-            .entry(coff)
-            .or_insert((clen, Vec::new()))
-            .1
-            .push((rel, data));
+    for c in &cil.icreates {
+        regions.push(icreate_region(geo, c));
+        logged.extend(chunk_clusters(geo, cg, c)?);
+        items += 1;
     }
-    let dino = buftype::blft::DINO << BLFT_SHIFT;
-    for (coff, (clen, inodes)) in clusters {
-        let mut map = DirtyMap::new(clen as usize);
-        // Adjacent inodes make one region.
-        let mut merged: Vec<(usize, Vec<u8>)> = Vec::new();
-        for (rel, data) in inodes {
-            map.set_range(rel, data.len());
-            match merged.last_mut() {
-                Some((s, v)) if *s + v.len() == rel => v.extend_from_slice(data),
-                _ => merged.push((rel, data.to_vec())),
-            }
-        }
-        regions.push(blf(coff, clen, dino, merged.len(), &map));
-        regions.extend(merged.into_iter().map(|(_, v)| v));
-        logged.push((coff, clen));
+    for (ino, data) in cil.inodes.values() {
+        let (r, cluster) = inode_regions(geo, cg, *ino, data)?;
+        regions.extend(r);
+        logged.push(cluster);
         items += 1;
     }
     let mut th = Vec::with_capacity(16);

@@ -12,6 +12,7 @@
 
 use super::buftype::BufKind;
 use super::cil::{self, Cil, ClusterGeo, DirtyMap};
+use super::item_inode::Icreate;
 use super::pack::{self as record, Cursor, LogGeo, Op};
 use crate::dev::Device;
 use crate::error::{Error, Result};
@@ -81,6 +82,12 @@ impl Journal {
                 pos.head
             )));
         }
+        let bpc = geo.blocks_per_cluster();
+        if bpc > 1 && geo.inode_align < bpc {
+            return Err(Error::Unsupported(format!(
+                "journaling inodes whose clusters ({bpc} blocks) are not chunk-aligned"
+            )));
+        }
         let lg = LogGeo {
             start_bytes: geo.fsb_to_daddr(geo.log_start).bytes(),
             nbb,
@@ -136,9 +143,19 @@ impl Journal {
     }
 
     /// Adds an inode to the next checkpoint.
-    pub(crate) fn add_inode(&mut self, off: u64, ino: Ino, data: Arc<[u8]>) {
+    pub(crate) fn add_inode(&mut self, off: u64, ino: Ino, data: Arc<[u8]>) -> Result<()> {
         self.clean = false;
-        self.cil.add_inode(off, ino, data);
+        let cluster = self.cg.cluster_of(&self.geometry, ino)?;
+        self.cil.add_inode(off, ino, data, cluster);
+        Ok(())
+    }
+
+    /// Adds a new inode chunk to the next checkpoint.
+    pub(crate) fn add_icreate(&mut self, c: Icreate) -> Result<()> {
+        self.clean = false;
+        let clusters = cil::chunk_clusters(&self.geometry, &self.cg, &c)?;
+        self.cil.add_icreate(c, &clusters);
+        Ok(())
     }
 
     /// Adds a changed buffer to the next checkpoint.
@@ -173,6 +190,17 @@ impl Journal {
         for o in inodes {
             self.cil.inodes.remove(&o);
         }
+        let geo = &self.geometry;
+        self.cil.icreates.retain(|c| {
+            let a = geo
+                .agb_to_daddr(
+                    crate::geometry::AgNumber(c.agno),
+                    crate::geometry::AgBlock(c.agbno),
+                )
+                .bytes();
+            let b = a + (u64::from(c.length) << geo.block_log);
+            !(a < hi && lo < b)
+        });
         let live: Vec<(u64, u32)> = self
             .logged
             .range(from..hi)

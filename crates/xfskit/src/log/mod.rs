@@ -40,6 +40,7 @@ use zerocopy::FromBytes;
 
 pub(crate) mod buftype;
 pub(crate) mod cil;
+pub(crate) mod item_inode;
 pub(crate) mod journal;
 mod pack;
 

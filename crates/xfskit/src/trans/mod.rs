@@ -71,6 +71,10 @@ pub struct Trans<'a> {
     inode_locks: Vec<u64>,
     freed: Vec<(u64, u64)>,
     allocated: Vec<(u64, u64)>,
+    /// New full inode chunks (icreate items) and the inodes they cover
+    /// while those stay as the chunk made them.
+    icreates: Vec<crate::log::item_inode::Icreate>,
+    covered: crate::buf::fasthash::FastSet<u64>,
     /// Where a new directory's inode search starts, instead of the next
     /// AG of the rotor (see [`Trans::start_dirs_at`]).
     dir_start: Option<u32>,
@@ -89,6 +93,8 @@ impl<'a> Trans<'a> {
             inode_locks: Vec::new(),
             freed: Vec::new(),
             allocated: Vec::new(),
+            icreates: Vec::new(),
+            covered: Default::default(),
             dir_start: None,
         }
     }
@@ -293,7 +299,17 @@ impl<'a> Trans<'a> {
             Arc::get_mut(&mut raw).expect("a new buffer is unshared"),
         )?;
         self.inodes.insert(ip.ino.0, raw);
+        self.covered.remove(&ip.ino.0);
         Ok(())
+    }
+
+    /// Records a new full inode chunk whose `n` inodes from `first` were
+    /// logged raw as free inodes: the log gets one icreate item instead.
+    pub(crate) fn log_icreate(&mut self, c: crate::log::item_inode::Icreate, first: Ino, n: u64) {
+        self.icreates.push(c);
+        for i in 0..n {
+            self.covered.insert(first.0 + i);
+        }
     }
 
     /// Records raw bytes for an inode slot (free inodes of a new chunk).
@@ -306,6 +322,7 @@ impl<'a> Trans<'a> {
     /// so nothing may be written to its slot).
     pub fn unlog_inode(&mut self, ino: Ino) {
         self.inodes.remove(&ino.0);
+        self.covered.remove(&ino.0);
     }
 
     /// Superblock counter deltas of this transaction.
@@ -326,6 +343,7 @@ impl<'a> Trans<'a> {
         let mut c = Commit {
             freed: std::mem::take(&mut self.freed),
             allocated: std::mem::take(&mut self.allocated),
+            icreates: std::mem::take(&mut self.icreates),
             ..Commit::default()
         };
         c.bufs.reserve(self.bufs.len());
@@ -365,7 +383,9 @@ impl<'a> Trans<'a> {
         }
         for (ino, raw) in std::mem::take(&mut self.inodes) {
             // Inodes were encoded with their CRC.
-            c.inodes.push((geo.ino_to_bytes(Ino(ino)), Ino(ino), raw));
+            let logged = !self.covered.contains(&ino);
+            c.inodes
+                .push((geo.ino_to_bytes(Ino(ino)), Ino(ino), raw, logged));
         }
         let next = self.ws.publish(c, &self.delta);
         self.release();

@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::geometry::Ino;
 use crate::log::buftype::BufKind;
 use crate::log::cil::DirtyMap;
+use crate::log::item_inode::Icreate;
 use crate::log::journal::{Journal, LogStats};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -205,8 +206,11 @@ pub struct Pending {
 pub(crate) struct Commit {
     /// Changed buffers with their dirty chunks and kind (None: not logged).
     pub bufs: Vec<(u64, Pending, Option<(DirtyMap, BufKind)>)>,
-    /// Changed inodes: byte offset, number, bytes (CRC stamped).
-    pub inodes: Vec<(u64, Ino, Arc<[u8]>)>,
+    /// Changed inodes: byte offset, number, bytes (CRC stamped), and
+    /// whether the log needs them (not when an icreate covers them).
+    pub inodes: Vec<(u64, Ino, Arc<[u8]>, bool)>,
+    /// New inode chunks, logged as icreate items.
+    pub icreates: Vec<Icreate>,
     /// Freed byte ranges.
     pub freed: Vec<(u64, u64)>,
     /// Freed buffers: byte offset and length.
@@ -393,9 +397,19 @@ impl WriteState {
                     removed += old.data.len();
                 }
             }
-            for (off, ino, data) in c.inodes {
-                if let Some(j) = j.as_mut() {
-                    j.add_inode(off, ino, data.clone());
+            if let Some(j) = j.as_mut() {
+                for ic in c.icreates {
+                    // Checked at open: the geometry maps every cluster.
+                    if let Err(e) = j.add_icreate(ic) {
+                        debug_assert!(false, "{e}");
+                    }
+                }
+            }
+            for (off, ino, data, logged) in c.inodes {
+                if let (Some(j), true) = (j.as_mut(), logged) {
+                    if let Err(e) = j.add_inode(off, ino, data.clone()) {
+                        debug_assert!(false, "{e}");
+                    }
                 }
                 added += data.len();
                 let p = Pending {
@@ -753,6 +767,9 @@ impl WriteState {
             drop(d);
             self.streams
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if self.journal.is_some() {
+                return self.data_background(dev);
+            }
             return self.writeback_background(dev);
         }
         Ok(())
@@ -845,6 +862,51 @@ impl WriteState {
         })?;
         r?;
         self.written_back(tail);
+        Ok(())
+    }
+
+    /// With the journal, pending file data past its limit: the data of
+    /// blocks the next checkpoint allocates goes to a writer thread alone,
+    /// without a checkpoint (the kernel writes data without forcing its
+    /// log either), so checkpoints stay large and buffers are logged once
+    /// per checkpoint. When no such data is pending, a full writeback.
+    fn data_background(&self, dev: &Arc<dyn Device>) -> Result<()> {
+        let Some(jm) = &self.journal else {
+            return self.writeback_background(dev);
+        };
+        let _w = lock(&self.writer);
+        self.finish_flight()?;
+        let runs = {
+            let mut data = lock(&self.data);
+            let _pending = lock(&self.dirty);
+            let j = lock(jm);
+            let early: Vec<u64> = data
+                .runs
+                .iter()
+                .filter(|(&o, r)| j.data_first(o, o + r.len() as u64))
+                .map(|(&o, _)| o)
+                .collect();
+            let mut runs = BTreeMap::new();
+            for o in early {
+                if let Some(r) = data.runs.remove(&o) {
+                    data.bytes = data.bytes.saturating_sub(r.len());
+                    runs.insert(o, r);
+                }
+            }
+            runs
+        };
+        if runs.is_empty() {
+            drop(_w);
+            return self.writeback_background(dev);
+        }
+        let scratch = std::mem::take(&mut *lock(&self.scratch));
+        let stream = Stream {
+            meta: Dirty::default(),
+            runs,
+        };
+        let f = Flight::start(stream, dev.clone(), self.max_write, scratch);
+        *lock(&self.inflight) = Some(f);
+        *lock(&self.flight_tail) = None;
         Ok(())
     }
 
