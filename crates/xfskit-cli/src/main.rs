@@ -28,6 +28,9 @@ use std::process::ExitCode;
     long_about = "xfskit reads and writes the XFS v5 on-disk format without the kernel: make \
 filesystems (mkfs), build populated images (build), inspect images (info, ls, cat, stat), copy files out (extract), \
 mount them through FUSE (mount) and scan every inode in parallel (bulkstat).\n\n\
+IMAGE may be a bare XFS filesystem, a partitioned disk (MBR or GPT) or a qcow2 file (v2 or v3, \
+compressed clusters and backing files included, read-only) holding either: the XFS partition \
+is found by its superblock, or named with --partition N (see `xfskit parts`).\n\n\
 Exit codes: 0 success; 1 not found, or problems found; 2 usage error; \
 3 unsupported filesystem or dirty log; 4 I/O error; 5 corrupt metadata.",
     propagate_version = true
@@ -41,6 +44,8 @@ struct Cli {
 enum Command {
     /// Print geometry and features, laid out like xfs_info.
     Info(cmd::info::Args),
+    /// List the partitions of a disk image (raw or qcow2) and what each holds.
+    Parts(cmd::parts::Args),
     /// List a directory.
     Ls(cmd::ls::Args),
     /// Write a file's contents to standard output.
@@ -69,6 +74,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Info(a) => cmd::info::run(a),
+        Command::Parts(a) => cmd::parts::run(a),
         Command::Ls(a) => cmd::ls::run(a),
         Command::Cat(a) => cmd::cat::run(a),
         Command::Stat(a) => cmd::stat::run(a),

@@ -3,11 +3,13 @@
 pub mod aligned;
 mod file;
 mod mem;
+mod window;
 
 pub use aligned::{AlignedBuf, FileData, SharedBytes};
 pub(crate) use file::pwritev_all;
 pub use file::FileDevice;
 pub use mem::MemDevice;
+pub use window::Window;
 
 use std::io;
 
