@@ -203,6 +203,14 @@ pub fn list(path: &Path) -> Result<Listing> {
 }
 
 fn list_device(disk: &dyn Device, format: Format) -> Result<Listing> {
+    // A damaged qcow2 mapping of the first sector is reported as it is, not
+    // as a disk without a partition table.
+    let mut s0 = [0u8; 512];
+    if let Err(e) = disk.read_at(&mut s0, 0) {
+        if is_corruption(&e) {
+            return Err(e.into());
+        }
+    }
     let bare = probe_at(disk, 0, disk.len());
     let table = if bare == Some("xfs") {
         None
