@@ -32,7 +32,9 @@ IMAGE may be a bare XFS filesystem, a partitioned disk (MBR or GPT) or a qcow2 f
 compressed clusters and backing files included, read-only) holding either: the XFS partition \
 is found by its superblock, or named with --partition N (see `xfskit parts`).\n\n\
 Exit codes: 0 success; 1 not found, or problems found; 2 usage error; \
-3 unsupported filesystem or dirty log; 4 I/O error; 5 corrupt metadata.",
+3 unsupported filesystem or dirty log, or no XFS on the disk; 4 I/O error; \
+5 corrupt metadata, partition table or qcow2 structure. Several XFS partitions without \
+--partition, or a --partition the disk lacks, are usage errors (2).",
     propagate_version = true
 )]
 struct Cli {
@@ -88,7 +90,7 @@ fn main() -> ExitCode {
     match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("xfskit: {e}");
+            eprintln!("xfskit: {}", cmd::message(&e));
             cmd::exit_code(&e)
         }
     }

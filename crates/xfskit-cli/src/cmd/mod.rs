@@ -30,6 +30,15 @@ pub fn exit_code(e: &Error) -> ExitCode {
     })
 }
 
+/// The message printed for `e`: a damaged disk image found while reading
+/// (a bad qcow2 cluster pointer) is said to be corrupt, not an I/O error.
+pub fn message(e: &Error) -> String {
+    match e {
+        Error::Io(io) if xfskit::disk::is_corruption(io) => io.to_string(),
+        _ => e.to_string(),
+    }
+}
+
 /// Opens an image read-only with the common options (no `--partition`:
 /// a disk's one XFS partition is found alone).
 #[allow(dead_code)] // for subcommands that take no DiskArgs

@@ -278,7 +278,7 @@ pub fn open(path: &Path, opts: &ImageOptions) -> Result<Image> {
             if f.content != Some("xfs") && f.fits {
                 return Err(Error::Unsupported(format!(
                     "partition {n} of {name} holds {}, not XFS",
-                    f.content.unwrap_or("no filesystem xfskit knows")
+                    f.content.unwrap_or("no filesystem xfskit recognises")
                 )));
             }
             f
@@ -347,7 +347,7 @@ fn describe(found: &[Found]) -> String {
                 "{} ({}, {})",
                 f.partition.number,
                 f.partition.type_name,
-                f.content.unwrap_or("unknown content")
+                f.content.unwrap_or("no known filesystem")
             )
         })
         .collect::<Vec<_>>()

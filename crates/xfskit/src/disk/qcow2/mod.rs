@@ -186,7 +186,9 @@ impl Qcow2 {
             return Ok(Map::Unallocated);
         }
         let l2 = self.l2_table(l2_off)?;
-        let entry = l2[(gc & ((1 << l2_bits) - 1)) as usize];
+        let index = (gc & ((1 << l2_bits) - 1)) as usize;
+        let entry = l2[index];
+        let at = (l2_off, index);
         let cb = self.header.cluster_bits;
         if entry & L2_COMPRESSED != 0 {
             let x = 62 - (cb - 8);
@@ -196,6 +198,7 @@ impl Qcow2 {
             if host >= self.file.len() {
                 return Err(self.bad_cluster(
                     gc,
+                    at,
                     entry,
                     "a compressed cluster past the end of the file",
                 ));
@@ -212,6 +215,7 @@ impl Qcow2 {
         if host % self.cluster() != 0 || host >= self.file.len() {
             return Err(self.bad_cluster(
                 gc,
+                at,
                 entry,
                 &format!(
                     "host offset {host} is unaligned or past the end of the {}-byte file",
@@ -222,10 +226,12 @@ impl Qcow2 {
         Ok(Map::Plain(host))
     }
 
-    fn bad_cluster(&self, gc: u64, entry: u64, why: &str) -> io::Error {
+    fn bad_cluster(&self, gc: u64, at: (u64, usize), entry: u64, why: &str) -> io::Error {
         corrupt_io(format!(
-            "qcow2 {}: L2 entry {entry:#018x} of guest cluster {gc} (guest offset {}): {why}",
+            "qcow2 {}: entry {} ({entry:#018x}) of the L2 table at offset {}, for guest cluster {gc} (guest offset {}): {why}",
             self.path.display(),
+            at.1,
+            at.0,
             gc << self.header.cluster_bits
         ))
     }
