@@ -159,7 +159,7 @@ pub fn open_disk(path: &Path, writable: bool) -> Result<(Arc<dyn Device>, Format
                 path.display()
             )));
         }
-        let q = qcow2::Qcow2::open_file(path, file)?;
+        let q = qcow2::Qcow2::open(path, Box::new(file))?;
         return Ok((Arc::new(q), Format::Qcow2));
     }
     Ok((Arc::new(file), Format::Raw))
@@ -202,7 +202,8 @@ pub fn list(path: &Path) -> Result<Listing> {
     list_device(disk.as_ref(), format)
 }
 
-fn list_device(disk: &dyn Device, format: Format) -> Result<Listing> {
+/// Describes what `disk` holds.
+pub fn list_device(disk: &dyn Device, format: Format) -> Result<Listing> {
     // A damaged qcow2 mapping of the first sector is reported as it is, not
     // as a disk without a partition table.
     let mut s0 = [0u8; 512];
@@ -246,8 +247,18 @@ fn list_device(disk: &dyn Device, format: Format) -> Result<Listing> {
 /// Opens the XFS filesystem in the image at `path`: see the module doc.
 pub fn open(path: &Path, opts: &ImageOptions) -> Result<Image> {
     let (disk, format) = open_disk(path, opts.writable)?;
+    open_device(disk, format, opts, &path.display().to_string())
+}
+
+/// Finds the XFS filesystem on `disk` (a whole disk, qcow2 already
+/// decoded); `name` names it in errors.
+pub fn open_device(
+    disk: Arc<dyn Device>,
+    format: Format,
+    opts: &ImageOptions,
+    name: &str,
+) -> Result<Image> {
     let listing = list_device(disk.as_ref(), format)?;
-    let name = path.display();
     let Some(table) = &listing.table else {
         if let Some(n) = opts.partition {
             return Err(Error::Invalid(format!(

@@ -41,7 +41,7 @@ pub fn is_qcow2(magic: &[u8]) -> bool {
 
 /// A qcow2 file seen as the disk it holds.
 pub struct Qcow2 {
-    file: FileDevice,
+    file: Box<dyn Device>,
     path: PathBuf,
     header: Header,
     l1: Vec<u64>,
@@ -63,9 +63,10 @@ enum Map {
 }
 
 impl Qcow2 {
-    /// Opens the qcow2 file at `path`, already opened as `file`, and its
-    /// backing chain.
-    pub fn open_file(path: &Path, file: FileDevice) -> Result<Qcow2> {
+    /// Opens the qcow2 file at `path`, already opened as `file` (any
+    /// device: tests use memory), and its backing chain; backing file names
+    /// are taken relative to `path`'s directory.
+    pub fn open(path: &Path, file: Box<dyn Device>) -> Result<Qcow2> {
         let mut seen = Vec::new();
         Qcow2::open_chain(path, file, &mut seen)
     }
@@ -75,8 +76,8 @@ impl Qcow2 {
         &self.header
     }
 
-    fn open_chain(path: &Path, file: FileDevice, seen: &mut Vec<PathBuf>) -> Result<Qcow2> {
-        let canon = path.canonicalize()?;
+    fn open_chain(path: &Path, file: Box<dyn Device>, seen: &mut Vec<PathBuf>) -> Result<Qcow2> {
+        let canon = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         if seen.contains(&canon) {
             return Err(crate::disk::corrupt(
                 "qcow2 backing chain",
@@ -149,7 +150,7 @@ impl Qcow2 {
                 let is_q = bfile.read_at(&mut magic, 0).is_ok() && is_qcow2(&magic);
                 let dev: Box<dyn Device> = match header.backing_format.as_deref() {
                     Some("qcow2") | None if is_q => {
-                        Box::new(Qcow2::open_chain(&bpath, bfile, seen)?)
+                        Box::new(Qcow2::open_chain(&bpath, Box::new(bfile), seen)?)
                     }
                     Some("raw") | None => Box::new(bfile),
                     Some(f) => {
