@@ -195,7 +195,7 @@ fn partition_tables_damaged_or_ambiguous() {
     expect(
         &run(&["ls", s(&two), "/"]),
         2,
-        &["2, 3", "--partition N"],
+        &["partition 2, partition 3", "--partition N"],
         "two XFS",
     );
     expect(

@@ -25,7 +25,11 @@ fn skip(test: &str, why: &str) {
     println!("SKIP {test}: {why}");
     if let Some(p) = std::env::var_os("XFSKIT_SKIP_LOG") {
         use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+        {
             let _ = writeln!(f, "SKIP {test}: {why}");
         }
     }
@@ -85,7 +89,10 @@ fn every_byte_of_a_gpt_changed_alone_still_opens_partition_2() {
         }
     }
     // The header (92 bytes) and the 16 KiB entry array of the primary.
-    assert!(via_backup >= 92 + 16384 - 32, "{via_backup} opens went to the backup");
+    assert!(
+        via_backup >= 92 + 16384 - 32,
+        "{via_backup} opens went to the backup"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -107,8 +114,11 @@ fn try_qcow2(bytes: &Arc<MemDevice>) -> Result<(), String> {
             self.0.len()
         }
     }
-    let q = Qcow2::open(Path::new("/nonexistent/mem.qcow2"), Box::new(Shared(bytes.clone())))
-        .map_err(|e| e.to_string())?;
+    let q = Qcow2::open(
+        Path::new("/nonexistent/mem.qcow2"),
+        Box::new(Shared(bytes.clone())),
+    )
+    .map_err(|e| e.to_string())?;
     let mut buf = vec![0u8; 256 << 10];
     for off in [0, P2, q.len() - buf.len() as u64] {
         q.read_at(&mut buf, off).map_err(|e| e.to_string())?;
@@ -119,7 +129,10 @@ fn try_qcow2(bytes: &Arc<MemDevice>) -> Result<(), String> {
 #[test]
 fn every_byte_of_qcow2_metadata_changed_alone_reads_or_fails_cleanly() {
     if !have("sgdisk") || !have("qemu-img") {
-        return skip("every_byte_of_qcow2_metadata", "sgdisk or qemu-img is not installed");
+        return skip(
+            "every_byte_of_qcow2_metadata",
+            "sgdisk or qemu-img is not installed",
+        );
     }
     let dir = tempdir("qcow2-flip");
     std::fs::write(dir.join("gpt.img"), gpt_disk(&dir)).expect("write disk");
@@ -153,7 +166,8 @@ fn every_byte_of_qcow2_metadata_changed_alone_reads_or_fails_cleanly() {
                 Ok(()) => ok += 1,
                 Err(_) => failed += 1,
             }
-            dev.write_at(&bytes[off..off + 1], off as u64).expect("write");
+            dev.write_at(&bytes[off..off + 1], off as u64)
+                .expect("write");
         }
         println!("{name}: {ok} changes read, {failed} refused");
         assert!(failed > 0);

@@ -55,6 +55,10 @@ pub struct DiskArgs {
     /// it. With one XFS partition it is found without this.
     #[arg(long, value_name = "N")]
     pub partition: Option<u32>,
+    /// When the disk holds LVM2 logical volumes with more than one XFS: the
+    /// one to use, as VG/LV (`xfskit parts` lists them). Linear volumes only.
+    #[arg(long, value_name = "VG/LV")]
+    pub lv: Option<String>,
 }
 
 /// Opens the filesystem in an image (bare, partitioned disk or qcow2)
@@ -73,6 +77,7 @@ pub fn open_with(image: &Path, disk: &DiskArgs, opts: &OpenOptions) -> Result<Fs
         image,
         &xfskit::disk::ImageOptions {
             partition: disk.partition,
+            lv: disk.lv.clone(),
             writable: false,
         },
     )?;

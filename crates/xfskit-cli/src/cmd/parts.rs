@@ -13,7 +13,8 @@ use xfskit::Error;
 
 The image may be a raw disk or a qcow2 file (with its backing files). MBR
 (with logical partitions) and GPT tables are read; a damaged primary GPT is
-replaced by its backup, with a warning. Each partition's content is named by
+replaced by its backup, with a warning. The logical volumes of LVM2 physical
+volumes (on a partition or the whole disk) follow, with their content. Each partition's content is named by
 its magic numbers: xfs, ext2/3/4, btrfs, vfat, ntfs, swap, LVM2 member,
 crypto_LUKS, iso9660, squashfs. Numbers are those Linux gives (sdaN) and
 those --partition takes.
@@ -54,6 +55,7 @@ fn text(name: &str, l: &Listing) -> String {
             "no partition table; the whole disk holds {}",
             l.whole_disk.unwrap_or("no filesystem xfskit knows")
         );
+        volumes(&mut s, l);
         return s;
     };
     let _ = writeln!(
@@ -82,7 +84,38 @@ fn text(name: &str, l: &Listing) -> String {
             p.number, p.start_bytes, p.size_bytes, p.type_name, content, p.label
         );
     }
+    volumes(&mut s, l);
     s
+}
+
+/// The LVM2 logical volumes, after the partitions.
+fn volumes(s: &mut String, l: &Listing) {
+    for n in &l.notes {
+        let _ = writeln!(s, "warning: {n}");
+    }
+    if l.volumes.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "LVM2 logical volumes:");
+    let _ = writeln!(
+        s,
+        "{:<24} {:>9} {:>14}  CONTENT",
+        "VG/LV", "PARTITION", "SIZE"
+    );
+    for v in &l.volumes {
+        let part = v.partition.map_or("disk".into(), |n| n.to_string());
+        let content = match (&v.lv.unsupported, v.content) {
+            (Some(why), _) => format!("not readable: {why}"),
+            (None, c) => c.unwrap_or("-").to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "{:<24} {:>9} {:>14}  {content}",
+            v.path(),
+            part,
+            v.lv.size_bytes
+        );
+    }
 }
 
 fn json(l: &Listing) -> serde_json::Value {
@@ -103,12 +136,33 @@ fn json(l: &Listing) -> serde_json::Value {
             })
         })
         .collect();
+    let volumes: Vec<_> = l
+        .volumes
+        .iter()
+        .map(|v| {
+            serde_json::json!({
+                "vg": v.lv.vg,
+                "lv": v.lv.name,
+                "partition": v.partition,
+                "size_bytes": v.lv.size_bytes,
+                "content": v.content,
+                "unsupported": v.lv.unsupported,
+            })
+        })
+        .collect();
+    let mut warnings = l
+        .table
+        .as_ref()
+        .map(|t| t.notes.clone())
+        .unwrap_or_default();
+    warnings.extend(l.notes.iter().cloned());
     serde_json::json!({
         "format": l.format.to_string(),
         "disk_bytes": l.disk_bytes,
         "table": l.table.as_ref().map(|t| t.scheme.to_string()),
         "sector_size": l.table.as_ref().map(|t| t.sector_size),
-        "warnings": l.table.as_ref().map(|t| t.notes.clone()).unwrap_or_default(),
+        "warnings": warnings,
+        "volumes": volumes,
         "whole_disk": l.whole_disk,
         "partitions": parts,
     })

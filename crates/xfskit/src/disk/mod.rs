@@ -1,22 +1,28 @@
 //! Disk images: the filesystem inside a partitioned disk or a qcow2 file.
 //!
 //! [`open`] takes any image a user has, a bare XFS filesystem, a raw disk
-//! with an MBR or GPT partition table, or a qcow2 file holding either, and
-//! returns the [`Device`] of the XFS filesystem in it: the file itself, a
-//! [`Window`] over one partition, or a window over a [`qcow2::Qcow2`]
-//! device. When no partition is named, the one partition whose superblock
-//! says XFS is taken. [`list`] describes what a disk holds (`xfskit parts`).
+//! with an MBR or GPT partition table, LVM2 physical volumes on it, or a
+//! qcow2 file holding any of these, and returns the [`Device`] of the XFS
+//! filesystem in it: the file itself, a `Window` over one partition, a
+//! window (or a `Concat` of windows) over a linear logical volume, on a
+//! [`qcow2::Qcow2`] device when the file is qcow2. When none is named, the
+//! one partition or logical volume whose superblock says XFS is taken.
+//! [`list`] describes what a disk holds (`xfskit parts`).
 //!
 //! The partition tables are read by our own code (`mbr`, `gpt`): the crates
 //! made for them (gptman, mbrman) can panic or allocate without bound on a
 //! damaged table, and a table is a few hundred lines to read.
 
 mod gpt;
+pub mod lvm;
 mod mbr;
 mod probe;
 pub mod qcow2;
+mod select;
 
-use crate::dev::{Device, FileDevice, Window};
+pub use select::{list, list_device, open, open_device};
+
+use crate::dev::{Device, FileDevice};
 use crate::error::{Error, Location, Result};
 use std::fmt;
 use std::path::Path;
@@ -104,6 +110,8 @@ impl fmt::Display for Format {
 pub struct ImageOptions {
     /// The partition that holds the filesystem (None: the only XFS one).
     pub partition: Option<u32>,
+    /// The LVM2 logical volume that holds it, as "VG/LV".
+    pub lv: Option<String>,
     /// Open for writing (raw images only for now).
     pub writable: bool,
 }
@@ -116,6 +124,8 @@ pub struct Image {
     pub format: Format,
     /// The partition it lies in (None: the whole disk is the filesystem).
     pub partition: Option<Partition>,
+    /// The logical volume it is, as "VG/LV".
+    pub volume: Option<String>,
     /// Warnings about the image worth telling the user.
     pub notes: Vec<String>,
 }
@@ -132,6 +142,29 @@ pub struct Listing {
     pub partitions: Vec<Found>,
     /// What the whole disk holds when there is no partition table.
     pub whole_disk: Option<&'static str>,
+    /// The LVM2 logical volumes on the disk's PVs.
+    pub volumes: Vec<FoundLv>,
+    /// Problems worth a warning (a damaged LVM label on one partition).
+    pub notes: Vec<String>,
+}
+
+/// A logical volume and what it holds.
+pub struct FoundLv {
+    /// The partition of its PV (None: the whole disk is the PV).
+    pub partition: Option<u32>,
+    /// The volume as LVM describes it, mapped onto the disk.
+    pub lv: lvm::Lv,
+    /// Where the PV starts on the disk.
+    pub pv_start_bytes: u64,
+    /// Its filesystem, None when unknown or unreadable.
+    pub content: Option<&'static str>,
+}
+
+impl FoundLv {
+    /// "VG/LV".
+    pub fn path(&self) -> String {
+        format!("{}/{}", self.lv.vg, self.lv.name)
+    }
 }
 
 /// One partition and what it holds.
@@ -181,188 +214,6 @@ pub fn read_table(disk: &dyn Device) -> Result<Option<Table>> {
         ));
     }
     mbr::read(disk, &s0).map(Some)
-}
-
-/// What the `len` bytes at `start` of `disk` hold (reads stay inside them).
-fn probe_at(disk: &dyn Device, start: u64, len: u64) -> Option<&'static str> {
-    probe::probe(|off, n| {
-        let end = off.checked_add(n as u64)?;
-        if end > len {
-            return None;
-        }
-        let mut b = vec![0u8; n];
-        disk.read_at(&mut b, start.checked_add(off)?).ok()?;
-        Some(b)
-    })
-}
-
-/// Describes what the disk in `path` holds.
-pub fn list(path: &Path) -> Result<Listing> {
-    let (disk, format) = open_disk(path, false)?;
-    list_device(disk.as_ref(), format)
-}
-
-/// Describes what `disk` holds.
-pub fn list_device(disk: &dyn Device, format: Format) -> Result<Listing> {
-    // A damaged qcow2 mapping of the first sector is reported as it is, not
-    // as a disk without a partition table.
-    let mut s0 = [0u8; 512];
-    if let Err(e) = disk.read_at(&mut s0, 0) {
-        if is_corruption(&e) {
-            return Err(e.into());
-        }
-    }
-    let bare = probe_at(disk, 0, disk.len());
-    let table = if bare == Some("xfs") {
-        None
-    } else {
-        read_table(disk)?
-    };
-    let partitions = table
-        .iter()
-        .flat_map(|t| &t.partitions)
-        .map(|p| {
-            let fits = p.end_bytes().is_some_and(|e| e <= disk.len());
-            let content = if p.is_extended_container() {
-                None
-            } else {
-                probe_at(disk, p.start_bytes, p.size_bytes)
-            };
-            Found {
-                partition: p.clone(),
-                content,
-                fits,
-            }
-        })
-        .collect();
-    Ok(Listing {
-        format,
-        disk_bytes: disk.len(),
-        whole_disk: if table.is_none() { bare } else { None },
-        table,
-        partitions,
-    })
-}
-
-/// Opens the XFS filesystem in the image at `path`: see the module doc.
-pub fn open(path: &Path, opts: &ImageOptions) -> Result<Image> {
-    let (disk, format) = open_disk(path, opts.writable)?;
-    open_device(disk, format, opts, &path.display().to_string())
-}
-
-/// Finds the XFS filesystem on `disk` (a whole disk, qcow2 already
-/// decoded); `name` names it in errors.
-pub fn open_device(
-    disk: Arc<dyn Device>,
-    format: Format,
-    opts: &ImageOptions,
-    name: &str,
-) -> Result<Image> {
-    let listing = list_device(disk.as_ref(), format)?;
-    let Some(table) = &listing.table else {
-        if let Some(n) = opts.partition {
-            return Err(Error::Invalid(format!(
-                "{name} has no partition table, so no partition {n}{}",
-                match listing.whole_disk {
-                    Some(c) => format!(" (the whole image is {c})"),
-                    None => String::new(),
-                }
-            )));
-        }
-        // A bare filesystem, or something the superblock check will name.
-        return Ok(Image {
-            device: Box::new(Window::new(disk.clone(), 0, disk.len())?),
-            format,
-            partition: None,
-            notes: Vec::new(),
-        });
-    };
-    let found = match opts.partition {
-        Some(n) => {
-            let f = listing.partitions.iter().find(|f| f.partition.number == n);
-            let Some(f) = f else {
-                return Err(Error::Invalid(format!(
-                    "{name} has no partition {n}; it has: {}",
-                    describe(&listing.partitions)
-                )));
-            };
-            if f.content != Some("xfs") && f.fits {
-                return Err(Error::Unsupported(format!(
-                    "partition {n} of {name} holds {}, not XFS",
-                    f.content.unwrap_or("no filesystem xfskit recognises")
-                )));
-            }
-            f
-        }
-        None => {
-            let xfs: Vec<&Found> = listing
-                .partitions
-                .iter()
-                .filter(|f| f.content == Some("xfs"))
-                .collect();
-            match xfs.as_slice() {
-                [one] => *one,
-                [] => {
-                    return Err(Error::Unsupported(format!(
-                        "no XFS filesystem on the {} disk {name}; partitions: {}",
-                        table.scheme,
-                        describe(&listing.partitions)
-                    )))
-                }
-                many => {
-                    return Err(Error::Invalid(format!(
-                        "partitions {} of {name} all hold XFS: choose one with --partition N",
-                        many.iter()
-                            .map(|f| f.partition.number.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )))
-                }
-            }
-        }
-    };
-    let p = &found.partition;
-    if !found.fits {
-        return Err(corrupt(
-            "partition table entry",
-            format!(
-                "partition {} ({} entry {})",
-                p.number, table.scheme, p.number
-            ),
-            format!(
-                "the partition runs from byte {} for {} bytes, past the end of the {}-byte disk",
-                p.start_bytes,
-                p.size_bytes,
-                disk.len()
-            ),
-        ));
-    }
-    let device = Window::new(disk.clone(), p.start_bytes, p.size_bytes)?;
-    Ok(Image {
-        device: Box::new(device),
-        format,
-        partition: Some(p.clone()),
-        notes: table.notes.clone(),
-    })
-}
-
-/// "1 (EFI System, vfat), 2 (Linux filesystem, xfs)".
-fn describe(found: &[Found]) -> String {
-    if found.is_empty() {
-        return "none".into();
-    }
-    found
-        .iter()
-        .map(|f| {
-            format!(
-                "{} ({}, {})",
-                f.partition.number,
-                f.partition.type_name,
-                f.content.unwrap_or("no known filesystem")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// A corruption error of a disk structure, located in words.
