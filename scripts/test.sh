@@ -16,10 +16,11 @@ command -v xz >/dev/null || need+=(xz-utils)
 command -v tar >/dev/null || need+=(tar)
 command -v cc >/dev/null || need+=(gcc)  # mimalloc is C, built by cargo
 command -v fincore >/dev/null || need+=(util-linux)
-# Disk image tests: GPT (sgdisk), MBR (sfdisk), qcow2 (qemu-img).
+# Disk image tests: GPT (sgdisk), MBR (sfdisk), qcow2 (qemu-img), LVM2.
 command -v sgdisk >/dev/null || need+=(gdisk)
 command -v sfdisk >/dev/null || need+=(fdisk)
 command -v qemu-img >/dev/null || need+=(qemu-utils)
+command -v lvcreate >/dev/null || need+=(lvm2)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing: ${need[*]}"

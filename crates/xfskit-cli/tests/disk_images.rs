@@ -232,3 +232,155 @@ qemu-img rebase -b '{b}' -F raw '{over_raw}'
     let r = xfskit(&["cat", &q("zstd.qcow2"), "/etc/a"], LIMIT);
     assert_eq!((r.code, r.stdout.as_str()), (0, "second version\n"));
 }
+
+/// LVM commands without device-mapper (this kernel has none): metadata
+/// only, no activation, no udev.
+const LVM: &str = "LVM_SUPPRESS_FD_WARNINGS=1 DM_DISABLE_UDEV=1";
+const LVM_CONF: &str = "--driverloaded n --config 'activation{udev_sync=0 udev_rules=0} devices{obtain_device_list_from_udev=0} backup{backup=0 archive=0}'";
+
+/// Linear LVs made by the lvm2 tools (one of two segments), XFS placed at
+/// the extents LVM reports (`lvs --segments`, `pvs`), compared with the
+/// kernel's walk of the same filesystem; then damaged metadata.
+#[test]
+fn lvm_volumes_match_the_kernel() {
+    let name = "lvm_volumes_match_the_kernel";
+    if !is_root() {
+        return skip(name, "needs root for loop devices and mounts");
+    }
+    let tools = [
+        "sgdisk", "partx", "losetup", "pvcreate", "lvcreate", "mkfs.xfs", "setfattr",
+    ];
+    if let Some(t) = missing_tool(&tools) {
+        return skip(
+            name,
+            &format!("{t} is not installed (scripts/test.sh installs it)"),
+        );
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let tmp = TempDir::new("xfskit-lvm");
+    let t = tmp.path();
+    let disk = t.join("lvm.img");
+    let vg = format!("xfskit_test_{}", std::process::id());
+    sparse_file(&disk, 800 * MIB);
+    sh(&format!(
+        "sgdisk -n1:2048:+8M -t1:ef00 -n2:0:0 -t2:8e00 '{}' >/dev/null",
+        disk.display()
+    ));
+    let (s2, n2) = partx_range(&disk, 2);
+    // root: 80 extents, then swap: 16, then root grows by 25 more.
+    let (pe_start, ext, segs) = {
+        let l = LoopRange::new(&disk, s2, n2);
+        let d = &l.dev;
+        sh(&format!(
+            "export {LVM}
+pvcreate -q {LVM_CONF} {d}
+vgcreate -q {LVM_CONF} -s 4M {vg} {d}
+lvcreate -q {LVM_CONF} -an -Zn -y -n root -L 320M {vg}
+lvcreate -q {LVM_CONF} -an -Zn -y -n swap -L 64M {vg}
+lvextend -q {LVM_CONF} -L +100M {vg}/root 2>/dev/null"
+        ));
+        let q = |what: &str| sh(&format!("export {LVM}; {what} 2>/dev/null"));
+        let pe_start: u64 = q(&format!(
+            "pvs {LVM_CONF} --noheadings --units b --nosuffix -o pe_start {d}"
+        ))
+        .trim()
+        .parse()
+        .expect("pe_start");
+        let ext: u64 = q(&format!(
+            "vgs {LVM_CONF} --noheadings --units b --nosuffix -o vg_extent_size {vg}"
+        ))
+        .trim()
+        .parse()
+        .expect("extent size");
+        // "start size first-last" per segment of root, in PEs.
+        let segs: Vec<(u64, u64, u64)> = q(&format!(
+            "lvs {LVM_CONF} --segments --noheadings -o seg_start_pe,seg_size_pe,seg_pe_ranges {vg}/root"
+        ))
+        .lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let first = w[2].rsplit(':').next().and_then(|r| r.split('-').next()).expect("range");
+            (w[0].parse().expect("start"), w[1].parse().expect("size"), first.parse().expect("pe"))
+        })
+        .collect();
+        (pe_start, ext, segs)
+    };
+    assert_eq!(segs.len(), 2, "root should have two segments: {segs:?}");
+    let lv_bytes: u64 = segs.iter().map(|s| s.1 * ext).sum();
+
+    // The filesystem, made and filled in a file, then laid onto the extents.
+    let fs = t.join("root.img");
+    sparse_file(&fs, lv_bytes);
+    sh(&format!("mkfs.xfs -q '{}'", fs.display()));
+    let mnt = t.join("mnt");
+    {
+        let l = LoopRange::new(&fs, 0, lv_bytes);
+        let m = DevMount::new(&l.dev, &mnt, false);
+        populate(&m.dir, &repo);
+    }
+    let kernel = kernel_walk(&fs, 0, lv_bytes, &mnt);
+    for (start, size, pe) in &segs {
+        sh(&format!(
+            "dd if='{}' of='{}' bs=1M iflag=skip_bytes,count_bytes oflag=seek_bytes skip={} count={} seek={} conv=notrunc,sparse status=none",
+            fs.display(),
+            disk.display(),
+            start * ext,
+            size * ext,
+            s2 + pe_start + pe * ext
+        ));
+    }
+    let r = xfskit(&["parts", "--json", disk.to_str().expect("utf-8")], LIMIT);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("parts prints JSON");
+    let root = v["volumes"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["lv"] == "root"))
+        .unwrap_or_else(|| panic!("no root volume: {}", r.stdout));
+    assert_eq!(
+        (root["size_bytes"].as_u64(), root["content"].as_str()),
+        (Some(lv_bytes), Some("xfs"))
+    );
+    extract_matches(t, &disk, &[], &kernel, "lvm-found");
+    let lv = format!("{vg}/root");
+    extract_matches(t, &disk, &["--lv", &lv], &kernel, "lvm-named");
+    let q = t.join("lvm.qcow2");
+    sh(&format!(
+        "qemu-img convert -c -O qcow2 -o compression_type=zstd '{}' '{}'",
+        disk.display(),
+        q.display()
+    ));
+    extract_matches(t, &q, &[], &kernel, "lvm-zstd.qcow2");
+    let r = xfskit(
+        &[
+            "ls",
+            "--lv",
+            &format!("{vg}/swap"),
+            disk.to_str().expect("utf-8"),
+        ],
+        LIMIT,
+    );
+    assert!(
+        r.code == 3 && r.stderr.contains("not XFS"),
+        "swap: {}",
+        r.stderr
+    );
+
+    // One byte of the metadata text changed: its CRC fails, and the disk
+    // holds no other XFS: corrupt (5), naming the metadata area.
+    let text = sh(&format!(
+        "grep -abo 'contents = \"Text Format Volume Group\"' '{}' | tail -1 | cut -d: -f1",
+        disk.display()
+    ));
+    let at: u64 = text.trim().parse().expect("metadata text offset");
+    sh(&format!(
+        "printf X | dd of='{}' bs=1 seek={} conv=notrunc status=none",
+        disk.display(),
+        at + 12
+    ));
+    let r = xfskit(&["ls", disk.to_str().expect("utf-8"), "/"], LIMIT);
+    assert!(
+        r.code == 5 && r.stderr.contains("LVM metadata") && r.stderr.contains("bad text CRC"),
+        "damaged metadata: exit {}: {}",
+        r.code,
+        r.stderr
+    );
+}
