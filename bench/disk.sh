@@ -31,7 +31,7 @@ if [ -z "${XFSKIT:-}" ]; then
     XFSKIT=$PWD/target/release/xfskit
 fi
 if [ -z "${FILE:-}" ]; then
-    FILE=$(cd "$SRC" && find . -type f -printf '%s %P\n' 2>/dev/null | head -500 | sort -n | tail -1 | cut -d' ' -f2-)
+    FILE=$(cd "$SRC" && find . -type f -printf '%s %P\n' 2>/dev/null | awk 'NR <= 500' | sort -n | tail -1 | cut -d' ' -f2-)
 fi
 mkdir -p "$WORK"
 FS=$WORK/fs.img RAW=$WORK/disk.raw QCOW=$WORK/disk.qcow2
