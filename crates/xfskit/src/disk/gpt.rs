@@ -166,7 +166,7 @@ fn read_copy(
     if h.my_lba != lba {
         return Err(format!("the header says it lies at LBA {}", h.my_lba));
     }
-    if h.entry_size < 128 || h.entry_size % 8 != 0 {
+    if h.entry_size < 128 || !h.entry_size.is_multiple_of(8) {
         return Err(format!("entry size {}", h.entry_size));
     }
     let array_bytes = u64::from(h.entries) * u64::from(h.entry_size);

@@ -157,7 +157,9 @@ pub fn parse(
             "{l1_entries} L1 entries for a {size}-byte disk (it needs {needed})"
         )));
     }
-    if l1_offset % cluster != 0 || l1_offset.checked_add(l1_bytes).is_none_or(|e| e > file_len) {
+    if !l1_offset.is_multiple_of(cluster)
+        || l1_offset.checked_add(l1_bytes).is_none_or(|e| e > file_len)
+    {
         return Err(corrupt(
             "qcow2 L1 table",
             format!("offset {l1_offset}"),

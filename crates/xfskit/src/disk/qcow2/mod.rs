@@ -117,7 +117,7 @@ impl Qcow2 {
         for (i, e) in l1.iter().enumerate() {
             let off = e & OFFSET_MASK;
             if off != 0
-                && (off % cluster != 0
+                && (!off.is_multiple_of(cluster)
                     || off.checked_add(cluster).is_none_or(|end| end > file.len()))
             {
                 return Err(crate::disk::corrupt(
@@ -213,7 +213,7 @@ impl Qcow2 {
         if host == 0 {
             return Ok(Map::Unallocated);
         }
-        if host % self.cluster() != 0 || host >= self.file.len() {
+        if !host.is_multiple_of(self.cluster()) || host >= self.file.len() {
             return Err(self.bad_cluster(
                 gc,
                 at,
