@@ -112,7 +112,7 @@ pub struct ImageOptions {
     pub partition: Option<u32>,
     /// The LVM2 logical volume that holds it, as "VG/LV".
     pub lv: Option<String>,
-    /// Open for writing (raw images only for now).
+    /// Open for writing.
     pub writable: bool,
 }
 
@@ -187,10 +187,9 @@ pub fn open_disk(path: &Path, writable: bool) -> Result<(Arc<dyn Device>, Format
     let mut magic = [0u8; 4];
     if file.read_at(&mut magic, 0).is_ok() && qcow2::is_qcow2(&magic) {
         if writable {
-            return Err(Error::Unsupported(format!(
-                "{}: writing to qcow2 images (read-only for now)",
-                path.display()
-            )));
+            drop(file);
+            let q = qcow2::Qcow2::open_rw(path)?;
+            return Ok((Arc::new(q), Format::Qcow2));
         }
         let q = qcow2::Qcow2::open(path, Box::new(file))?;
         return Ok((Arc::new(q), Format::Qcow2));

@@ -66,6 +66,15 @@ pub struct Header {
     /// The image was not closed cleanly (refcounts may be stale; the
     /// mappings read here are still valid).
     pub dirty: bool,
+    /// The refcount table: where, and how many clusters long.
+    pub refcount_table_offset: u64,
+    pub refcount_table_clusters: u32,
+    /// Internal snapshots.
+    pub snapshots: u32,
+    /// log2 of the bits of one refcount (4 in v2).
+    pub refcount_order: u32,
+    /// Autoclear feature bits (v3), cleared by writers that do not know them.
+    pub autoclear: u64,
 }
 
 fn be32(b: &[u8], at: usize) -> u32 {
@@ -106,11 +115,14 @@ pub fn parse(
     let l1_entries = be32(first, 36);
     let l1_offset = be64(first, 40);
     let (mut incompat, mut header_len, mut compression) = (0, 72usize, Compression::Zlib);
+    let (mut refcount_order, mut autoclear) = (4, 0);
     if version == 3 {
         if first.len() < 104 {
             return Err(bad("a v3 header shorter than 104 bytes".into()));
         }
         incompat = be64(first, 72);
+        autoclear = be64(first, 88);
+        refcount_order = be32(first, 96);
         header_len = be32(first, 100) as usize;
         if header_len < 104 || header_len > first.len() || header_len % 8 != 0 {
             return Err(bad(format!("header length {header_len}")));
@@ -199,6 +211,11 @@ pub fn parse(
         backing_format,
         compression,
         dirty: incompat & INCOMPAT_DIRTY != 0,
+        refcount_table_offset: be64(first, 48),
+        refcount_table_clusters: be32(first, 56),
+        snapshots: be32(first, 60),
+        refcount_order,
+        autoclear,
     })
 }
 

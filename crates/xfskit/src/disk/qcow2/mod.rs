@@ -1,7 +1,8 @@
-//! qcow2 images (v2 and v3), read-only: the guest disk is found through
-//! the two-level cluster map (L1 table, L2 tables); clusters may be
-//! unallocated (read from the backing file, or as zeros), zero, plain, or
-//! compressed with deflate or zstd.
+//! qcow2 images (v2 and v3): the guest disk is found through the two-level
+//! cluster map (L1 table, L2 tables); clusters may be unallocated (read
+//! from the backing file, or as zeros), zero, plain, or compressed with
+//! deflate or zstd. Writing (`write`) allocates clusters at the end of the
+//! file and keeps the refcounts exact.
 //!
 //! No crate served: imago (the most complete) reads only deflate-compressed
 //! clusters and brings an async runtime's dependencies; the `qcow2` crate is
@@ -10,6 +11,7 @@
 //! small, so we keep our own, with a bounds check on every pointer.
 
 mod header;
+mod write;
 
 pub use header::{Compression, Header};
 
@@ -19,7 +21,7 @@ use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Longest backing chain followed (QEMU's own limit is far higher, but real
 /// chains are short and a long one is more likely a mistake).
@@ -44,8 +46,10 @@ pub struct Qcow2 {
     file: Box<dyn Device>,
     path: PathBuf,
     header: Header,
-    l1: Vec<u64>,
+    l1: RwLock<Vec<u64>>,
     backing: Option<Box<dyn Device>>,
+    /// Allocation state when opened for writing.
+    writer: Option<Mutex<write::Writer>>,
     l2_cache: Mutex<HashMap<u64, Arc<[u64]>>>,
     inflated: Mutex<Vec<(u64, Arc<[u8]>)>>,
 }
@@ -167,8 +171,9 @@ impl Qcow2 {
             file,
             path: path.to_path_buf(),
             header,
-            l1,
+            l1: RwLock::new(l1),
             backing,
+            writer: None,
             l2_cache: Mutex::new(HashMap::new()),
             inflated: Mutex::new(Vec::new()),
         })
@@ -182,7 +187,14 @@ impl Qcow2 {
     fn map(&self, gc: u64) -> io::Result<Map> {
         let l2_bits = self.header.cluster_bits - 3;
         let l1_index = (gc >> l2_bits) as usize;
-        let l2_off = self.l1.get(l1_index).copied().unwrap_or(0) & OFFSET_MASK;
+        let l2_off = self
+            .l1
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(l1_index)
+            .copied()
+            .unwrap_or(0)
+            & OFFSET_MASK;
         if l2_off == 0 {
             return Ok(Map::Unallocated);
         }
@@ -349,15 +361,12 @@ impl Device for Qcow2 {
         Ok(())
     }
 
-    fn write_at(&self, _buf: &[u8], _off: u64) -> io::Result<()> {
-        Err(io::Error::new(
-            io::ErrorKind::ReadOnlyFilesystem,
-            "qcow2 images are read-only in xfskit for now",
-        ))
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
+        self.write_guest(buf, off)
     }
 
     fn flush(&self) -> io::Result<()> {
-        Ok(())
+        self.file.flush()
     }
 
     fn len(&self) -> u64 {
