@@ -1,7 +1,7 @@
 //! Writing a filesystem inside qcow2 images: a GPT disk holding XFS (made
 //! by sgdisk and mkfs.xfs) converted by qemu-img to a plain qcow2, a
 //! zstd-compressed one, one of 4 KiB clusters, a v2 one and an overlay on
-//! the raw disk; files written
+//! the raw disk, and the raw disk itself; files written
 //! through `disk::open` (writable) and `Fs::from_device_rw`. Then
 //! `qemu-img check` must find no errors and no leaks, the backing file must
 //! be unchanged, xfs_repair -n must find the filesystem clean, and xfskit
@@ -196,5 +196,18 @@ rm -f '{r}' '{x}'",
         must(&format!("md5sum < '{}'", p("disk.raw"))),
         "the backing file changed"
     );
+    // The raw disk itself, written through a window over its partition.
+    let raw = d.join("disk.raw");
+    write_files(&raw);
+    read_back(&raw);
+    let out = must(&format!(
+        "dd if='{r}' of='{x}' bs=1M iflag=skip_bytes,count_bytes skip={P1} count={FS_BYTES} status=none
+xfs_repair -n '{x}' 2>&1 && echo REPAIR-CLEAN",
+        r = raw.display(),
+        x = p("out.fs"),
+    ));
+    assert!(out.contains("REPAIR-CLEAN"), "raw: xfs_repair -n:\n{out}");
+    let v = must(&format!("sgdisk -v '{}'", raw.display()));
+    assert!(v.contains("No problems found"), "sgdisk -v:\n{v}");
     std::fs::remove_dir_all(&d).ok();
 }
