@@ -102,7 +102,14 @@ impl Qcow2 {
             )));
         }
         seen.push(canon);
-        let first_len = (file.len().min(1 << 21)) as usize;
+        // The header and its extensions fill at most the first cluster:
+        // read that much (the cluster size is at byte 20; the parser checks
+        // it again).
+        let mut head = [0u8; 24];
+        let n = file.len().min(24) as usize;
+        file.read_at(&mut head[..n], 0)?;
+        let bits = u32::from_be_bytes([head[20], head[21], head[22], head[23]]).clamp(9, 21);
+        let first_len = file.len().min(1 << bits) as usize;
         let mut first = vec![0u8; first_len];
         file.read_at(&mut first, 0)?;
         let read = |off: u64, n: usize| {
@@ -110,7 +117,6 @@ impl Qcow2 {
             file.read_at(&mut b, off).map(|_| b)
         };
         let mut header = header::parse(&first, file.len(), read)?;
-        first.truncate(1 << header.cluster_bits);
         let mut raw = vec![0u8; header.l1_entries as usize * 8];
         file.read_at(&mut raw, header.l1_offset)?;
         let l1: Vec<u64> = raw
