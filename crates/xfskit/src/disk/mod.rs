@@ -20,7 +20,7 @@ mod probe;
 pub mod qcow2;
 mod select;
 
-pub use select::{list, list_device, open, open_device};
+pub use select::{list, list_device, open, open_device, open_partition};
 
 use crate::dev::{Device, FileDevice};
 use crate::error::{Error, Location, Result};

@@ -371,3 +371,46 @@ fn describe(l: &Listing) -> String {
     }
     items.join(", ")
 }
+
+/// Partition `n` of the disk in `path` as a device, whatever it holds (for
+/// making a filesystem in it); the disk may be raw or qcow2.
+pub fn open_partition(
+    path: &Path,
+    n: u32,
+    writable: bool,
+) -> Result<(Box<dyn Device>, super::Partition)> {
+    let (disk, format) = open_disk(path, writable)?;
+    let l = list_device(&disk, format)?;
+    let name = path.display();
+    if l.table.is_none() {
+        return Err(Error::Invalid(format!(
+            "{name} has no partition table, so no partition {n}"
+        )));
+    }
+    let Some(f) = l.partitions.iter().find(|f| f.partition.number == n) else {
+        return Err(Error::Invalid(format!(
+            "{name} has no partition {n}; it has: {}",
+            describe(&l)
+        )));
+    };
+    let p = &f.partition;
+    if p.is_extended_container() {
+        return Err(Error::Invalid(format!(
+            "partition {n} of {name} is an extended partition: it holds the logical ones"
+        )));
+    }
+    if !f.fits {
+        return Err(corrupt(
+            "partition table entry",
+            format!("partition {n}"),
+            format!(
+                "the partition runs from byte {} for {} bytes, past the end of the {}-byte disk",
+                p.start_bytes,
+                p.size_bytes,
+                disk.len()
+            ),
+        ));
+    }
+    let w = Window::new(disk, p.start_bytes, p.size_bytes)?;
+    Ok((Box::new(w), p.clone()))
+}
