@@ -363,6 +363,15 @@ lvextend -q {LVM_CONF} -L +100M {vg}/root 2>/dev/null"
         "swap: {}",
         r.stderr
     );
+    let r = xfskit(
+        &["ls", "--partition", "2", disk.to_str().expect("utf-8"), "/"],
+        LIMIT,
+    );
+    assert!(
+        r.code == 2 && r.stderr.contains("--lv VG/LV") && r.stderr.contains(&lv),
+        "--partition on the PV: {}",
+        r.stderr
+    );
 
     // One byte of the metadata text changed: its CRC fails, and the disk
     // holds no other XFS: corrupt (5), naming the metadata area.

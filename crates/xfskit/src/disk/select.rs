@@ -218,6 +218,18 @@ pub fn open_device(
                 describe(&l)
             )));
         };
+        if f.content == Some("LVM2 member") {
+            let lvs: Vec<String> = l
+                .volumes
+                .iter()
+                .filter(|v| v.partition == Some(n))
+                .map(|v| v.path())
+                .collect();
+            return Err(Error::Invalid(format!(
+                "partition {n} of {name} is an LVM2 physical volume: name one of its logical volumes with --lv VG/LV ({})",
+                if lvs.is_empty() { "none readable".into() } else { lvs.join(", ") }
+            )));
+        }
         if f.content != Some("xfs") && f.fits {
             return Err(Error::Unsupported(format!(
                 "partition {n} of {name} holds {}, not XFS",
