@@ -28,9 +28,10 @@ use std::process::ExitCode;
     long_about = "xfskit reads and writes the XFS v5 on-disk format without the kernel: make \
 filesystems (mkfs), build populated images (build), inspect images (info, ls, cat, stat), copy files out (extract), \
 mount them through FUSE (mount) and scan every inode in parallel (bulkstat).\n\n\
-IMAGE may be a bare XFS filesystem, a partitioned disk (MBR or GPT) or a qcow2 file (v2 or v3, \
-compressed clusters and backing files included, read-only) holding either: the XFS partition \
-is found by its superblock, or named with --partition N (see `xfskit parts`).\n\n\
+IMAGE may be a bare XFS filesystem, a partitioned disk (MBR or GPT, LVM2 linear volumes) or a \
+qcow2 file (v2 or v3, compressed clusters and backing files included) holding either: the XFS \
+partition or volume is found by its superblock, or named with --partition N or --lv VG/LV \
+(see `xfskit parts`).\n\n\
 Exit codes: 0 success; 1 not found, or problems found; 2 usage error; \
 3 unsupported filesystem or dirty log, or no XFS on the disk; 4 I/O error; \
 5 corrupt metadata, partition table or qcow2 structure. Several XFS partitions without \
