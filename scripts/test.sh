@@ -37,12 +37,12 @@ if [ "$(id -u)" = 0 ] && [ -e /dev/loop-control ]; then
   modprobe xfs 2>/dev/null || true
 fi
 
-# Tests build in the test profile (optimised, see Cargo.toml): the engine
-# scans real images with thousands of inodes.
 # Tests that cannot run here (no root, a tool missing) add a line to this
 # file; they are reported as skipped, not as passed.
-export XFSKIT_SKIP_LOG=/tmp/xfskit-skips.log
-: > "$XFSKIT_SKIP_LOG"
+XFSKIT_SKIP_LOG=$(mktemp /tmp/xfskit-skips.XXXXXX)
+export XFSKIT_SKIP_LOG
+# Tests build in the test profile (optimised, see Cargo.toml): the engine
+# scans real images with thousands of inodes.
 cargo test --workspace --no-fail-fast -- --test-threads=2 2>&1 | tee /tmp/xfskit-test.log
 status=${PIPESTATUS[0]}
 
@@ -58,5 +58,6 @@ if [ "$skipped" -gt 0 ]; then
   sed 's/^/  /' "$XFSKIT_SKIP_LOG"
 fi
 passed=$((passed - skipped))
+rm -f "$XFSKIT_SKIP_LOG"
 echo "all tests: $passed passed, $failed failed, $skipped skipped"
 exit "$status"
