@@ -13,6 +13,8 @@ use xfskit::Error;
 pub struct Args {
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
     /// The directory to mount on.
     pub mountpoint: PathBuf,
     /// Mount read-only (required: read-write is not supported yet).
@@ -46,7 +48,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         );
         return Ok(ExitCode::from(2));
     }
-    let fs = super::open(&args.image, args.norecovery)?;
+    let fs = super::open_in(&args.image, &args.disk, args.norecovery)?;
     // Catch the signals before mounting so none can kill us with the mount up.
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     let mut opts = xfskit_fuse::MountOptions {
