@@ -10,8 +10,8 @@ pub mod log;
 pub mod ls;
 pub mod mkfs;
 pub mod mount;
-pub mod recover;
 pub mod parts;
+pub mod recover;
 pub mod stat;
 
 use std::path::Path;
