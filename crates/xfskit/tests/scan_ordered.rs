@@ -72,9 +72,11 @@ fn slow_consumer_gets_everything_in_order_with_bounded_holding() {
     // Without waiting, the other AGs' batches would all pile up behind the
     // slow first AG (hundreds). With it: the held limit (64), what the
     // channel (4 per thread) held when the limit was reached and what it
-    // holds now, one batch per worker waiting at the gate, one delivered.
+    // holds now, one batch per worker waiting at the gate, one delivered;
+    // and one per worker counted by `mapped` (in the map closure) but not
+    // yet handed over (seen once under load: 102 against 101).
     assert!(batches > 300, "too few batches ({batches}) to test holding");
-    let bound = 64 + 2 * 4 * 4 + 4 + 1;
+    let bound = 64 + 2 * 4 * 4 + 4 + 1 + 4;
     assert!(
         most_pending <= bound,
         "{most_pending} batches were waiting at once (bound {bound})"
