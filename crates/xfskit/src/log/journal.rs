@@ -331,7 +331,7 @@ impl Journal {
     /// log already holds, so the caller must move the tail first.
     pub(crate) fn needs_tail_move(&self) -> bool {
         let est = (self.cil.bytes as u64 * 5 / 4) / BB + 64;
-        self.used_blocks() + est > self.geo.nbb / 2
+        self.used_blocks() + est > self.geo.nbb / 4 * 3
     }
 
     /// True when the next checkpoint has grown to an eighth of the log:
