@@ -312,10 +312,15 @@ fn exit_codes() {
     let out = xfskit(&["ls", s(&dirty)]);
     assert_eq!(out.status.code(), Some(0), "dirty log replayed in memory");
     assert!(
-        String::from_utf8_lossy(&out.stdout).lines().any(|l| l == "f"),
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l == "f"),
         "the file written before the shutdown"
     );
-    assert!(std::fs::read(&dirty).expect("read image") == before, "image unchanged");
+    assert!(
+        std::fs::read(&dirty).expect("read image") == before,
+        "image unchanged"
+    );
     assert_eq!(
         xfskit(&["ls", "--norecovery", s(&dirty)]).status.code(),
         Some(0),

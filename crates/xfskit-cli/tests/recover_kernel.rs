@@ -93,7 +93,7 @@ fi
 
 /// Makes `name` (300 MiB) with `mkfs_args`, runs the workload on a loop
 /// mount, shuts the filesystem down and unmounts it: the log is dirty.
-fn dirty_image(dir: &Path, name: &str, mkfs_args: &[&str], reflink: bool, churn: bool) -> PathBuf {
+fn dirty_image(dir: &Path, name: &str, mkfs_args: &[&str], opts: &Opts) -> PathBuf {
     let img = dir.join(name);
     std::fs::File::create(&img)
         .and_then(|f| f.set_len(300 << 20))
@@ -116,11 +116,11 @@ fn dirty_image(dir: &Path, name: &str, mkfs_args: &[&str], reflink: bool, churn:
     );
     let mnt = dir.join(format!("{name}.mnt"));
     std::fs::create_dir_all(&mnt).expect("mkdir");
-    run("mount", &["-o", "loop", s(&img), s(&mnt)]);
+    run("mount", &["-o", opts.mount, s(&img), s(&mnt)]);
     let w = Command::new("bash")
         .args(["-c", WORKLOAD, "workload", s(&mnt)])
-        .env("REFLINK", if reflink { "1" } else { "" })
-        .env("CHURN", if churn { "1" } else { "" })
+        .env("REFLINK", if opts.reflink { "1" } else { "" })
+        .env("CHURN", if opts.churn { "1" } else { "" })
         .output()
         .expect("bash");
     let shut = Command::new("xfs_io")
@@ -198,17 +198,32 @@ impl Drop for Scratch {
     }
 }
 
-fn check_config(test: &str, mkfs_args: &[&str], reflink: bool) {
-    check_sized(test, mkfs_args, reflink, false)
+/// How the workload runs.
+struct Opts {
+    /// Also clone files with `cp --reflink`.
+    reflink: bool,
+    /// Also create and remove files until a small log wraps.
+    churn: bool,
+    /// Mount options of the workload's mount.
+    mount: &'static str,
 }
 
-fn check_sized(test: &str, mkfs_args: &[&str], reflink: bool, churn: bool) {
+fn check_config(test: &str, mkfs_args: &[&str], reflink: bool) {
+    let opts = Opts {
+        reflink,
+        churn: false,
+        mount: "loop",
+    };
+    check_with(test, mkfs_args, &opts)
+}
+
+fn check_with(test: &str, mkfs_args: &[&str], opts: &Opts) {
     if !require_root(test) {
         return;
     }
     let tmp = TempDir::new(test);
     let dir = tmp.path();
-    let dirty = dirty_image(dir, "dirty.img", mkfs_args, reflink, churn);
+    let dirty = dirty_image(dir, "dirty.img", mkfs_args, opts);
     let log = xfskit(&["log", "--json", s(&dirty)]);
     assert!(
         log.status.success(),
@@ -220,7 +235,7 @@ fn check_sized(test: &str, mkfs_args: &[&str], reflink: bool, churn: bool) {
         v["state"], "dirty",
         "{test}: the workload must leave the log dirty"
     );
-    if churn {
+    if opts.churn {
         assert!(
             v["head"]["cycle"].as_u64() >= Some(2),
             "{test}: the log did not wrap: {v}"
@@ -337,5 +352,21 @@ fn recover_4k_sectors() {
 fn recover_small_log_wraps() {
     // A 6 MiB log that the workload's churn wraps: the live part runs
     // from the end of the log in one cycle to its start in the next.
-    check_sized("recover_small_log_wraps", &["-l", "size=6m"], false, true);
+    let opts = Opts {
+        reflink: false,
+        churn: true,
+        mount: "loop",
+    };
+    check_with("recover_small_log_wraps", &["-l", "size=6m"], &opts);
+}
+
+#[test]
+fn recover_256k_log_buffers() {
+    // Records up to 256 KiB: seven extended headers carry their cycle data.
+    let opts = Opts {
+        reflink: false,
+        churn: false,
+        mount: "loop,logbsize=256k",
+    };
+    check_with("recover_256k_log_buffers", &[], &opts);
 }

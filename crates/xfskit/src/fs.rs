@@ -66,8 +66,15 @@ impl Fs {
     /// Opens a filesystem on any device for reading and writing.
     pub fn from_device_rw(dev: Box<dyn Device>, opts: &OpenOptions) -> Result<Fs> {
         let mut o = opts.clone();
-        o.norecovery = false;
+        // No replay: a dirty log is refused below.
+        o.norecovery = true;
         let mut fs = Fs::from_device(dev, &o)?;
+        if matches!(fs.log_state, LogState::Dirty(_)) {
+            return Err(Error::Unsupported(
+                "writing to a filesystem whose log needs recovery (run `xfskit recover` first)"
+                    .into(),
+            ));
+        }
         if !matches!(fs.log_state, LogState::Clean | LogState::Empty) {
             return Err(Error::Unsupported(
                 "writing to a filesystem with an external or unreadable log".into(),

@@ -193,6 +193,9 @@ impl<'a> Replayer<'a> {
 
     /// Reads `len_bb` sectors at `daddr` as replay sees them.
     pub(crate) fn read(&self, daddr: u64, len_bb: u64) -> Result<Vec<u8>> {
+        if let Some(b) = self.overlay.get_all(daddr, len_bb) {
+            return Ok(b);
+        }
         let mut b = vec![0u8; (len_bb * 512) as usize];
         self.dev.read_at(&mut b, daddr * 512).map_err(Error::Io)?;
         self.overlay.patch(&mut b, daddr * 512);
