@@ -125,7 +125,7 @@ impl Device for OverlayDevice {
     }
 
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        if off % SECTOR != 0 || buf.len() as u64 % SECTOR != 0 {
+        if !off.is_multiple_of(SECTOR) || !(buf.len() as u64).is_multiple_of(SECTOR) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "overlay writes must be whole 512-byte sectors",

@@ -245,8 +245,7 @@ impl<'a> Replayer<'a> {
         if f.flags & XFS_BLF_INODE_BUF != 0 {
             self.replay_inode_buf(&f, it, &mut b, at)?;
         } else {
-            let mut region = 1;
-            for (bit, mut nbits) in f.runs() {
+            for (region, (bit, mut nbits)) in (1..).zip(f.runs()) {
                 let src = it.regions.get(region).ok_or_else(|| {
                     at.err(
                         "buffer log item",
@@ -268,7 +267,6 @@ impl<'a> Replayer<'a> {
                     ));
                 }
                 b[off..off + n].copy_from_slice(&src[..n]);
-                region += 1;
             }
             stamp_buf(&mut b, blft, lsn, self.geo.block_size as usize);
         }
