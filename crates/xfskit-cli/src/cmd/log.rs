@@ -89,6 +89,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         let v = serde_json::json!({
             "state": state,
             "log_blocks": fs.geometry().log_blocks,
+            "log_start_daddr": fs.geometry().fsb_to_daddr(fs.geometry().log_start).0,
             "head": { "block": e.head_blk, "cycle": e.head_cycle },
             "tail": { "block": e.tail_blk, "lsn": lsn(e.tail_lsn) },
             "torn_records": e.torn,
