@@ -63,6 +63,18 @@ impl Fs {
         Fs::from_device_rw(Box::new(dev), opts)
     }
 
+    /// Replays the log of the image or device at `path` in place, as a
+    /// kernel mount does, and leaves it clean (see
+    /// [`crate::log::recover::recover_device`]). Nothing is written unless
+    /// the whole log reads and replays without error.
+    pub fn recover(
+        path: &Path,
+        opts: &crate::log::recover::RecoverOptions,
+    ) -> Result<crate::log::recover::RecoverReport> {
+        let dev = FileDevice::open_read_write(path)?;
+        crate::log::recover::recover_device(Arc::new(dev), opts)
+    }
+
     /// Opens a filesystem on any device for reading and writing.
     pub fn from_device_rw(dev: Box<dyn Device>, opts: &OpenOptions) -> Result<Fs> {
         let mut o = opts.clone();

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use xfskit::log::recover::{recover_device, RecoverOptions};
+use xfskit::log::recover::RecoverOptions;
 
 /// Arguments of `xfskit recover`.
 #[derive(clap::Args)]
@@ -49,11 +49,10 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
-    let dev = xfskit::dev::FileDevice::open_read_write(&args.image)?;
     let opts = RecoverOptions {
         allow_unfinished_intents: args.allow_unfinished_intents,
     };
-    let r = recover_device(std::sync::Arc::new(dev), &opts)?;
+    let r = xfskit::Fs::recover(&args.image, &opts)?;
     let s = &r.stats;
     if args.json {
         let v = serde_json::json!({
