@@ -27,9 +27,12 @@ use std::process::ExitCode;
     about = "Make, inspect, mount, scan and extract XFS filesystems in userspace",
     long_about = "xfskit reads and writes the XFS v5 on-disk format without the kernel: make \
 filesystems (mkfs), build populated images (build), inspect images (info, ls, cat, stat), copy files out (extract), \
-mount them through FUSE (mount) and scan every inode in parallel (bulkstat).\n\n\
+mount them through FUSE (mount), scan every inode in parallel (bulkstat), and show or \
+replay the log (log, recover). A log left dirty by a crash is replayed in memory when an \
+image is opened: the image is only read.\n\n\
 Exit codes: 0 success; 1 not found, or problems found; 2 usage error; \
-3 unsupported filesystem or dirty log; 4 I/O error; 5 corrupt metadata.",
+3 unsupported filesystem (or intents recover cannot finish); 4 I/O error; \
+5 corrupt metadata or log.",
     propagate_version = true
 )]
 struct Cli {
@@ -64,8 +67,10 @@ enum Command {
     )]
     Build(cmd::build::Args),
     /// Show what the log holds: head, tail, records, transactions, items.
+    #[command(long_about = cmd::log::LONG_ABOUT)]
     Log(cmd::log::Args),
     /// Replay the log in place, as a kernel mount would, and leave it clean.
+    #[command(long_about = cmd::recover::LONG_ABOUT)]
     Recover(cmd::recover::Args),
 }
 

@@ -4,10 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use xfskit::log::recover::RecoverOptions;
 
-/// Arguments of `xfskit recover`.
-#[derive(clap::Args)]
-#[command(
-    long_about = "Replay the log of an XFS image in place, as the kernel does when it
+/// The long help of `xfskit recover`.
+pub const LONG_ABOUT: &str = "Replay the log of an XFS image in place, as the kernel does when it
 mounts a filesystem that was not cleanly unmounted.
 
 The whole live log is read and checked first (head and tail found as the
@@ -18,7 +16,10 @@ inodes and new inode chunks. Only then is anything written: the replayed
 blocks, the superblock's free space and inode counters recomputed from the
 AG headers, and an unmount record at the head, so the log is clean
 afterwards and the kernel, xfs_repair and xfskit open the image without
-replaying anything.
+replaying anything. Then, as the kernel does at the end of recovery, the
+inodes left on the AGI unlinked lists (unlinked while still open) are freed,
+and so are the copy-on-write staging extents (when the refcount btree is a
+single leaf; a warning names the AGs where they were left).
 
 Deferred work the log promises but does not show finished (intents such as
 extent frees) cannot be finished yet: recover then refuses and writes
@@ -34,8 +35,10 @@ external log; 4 I/O error; 5 the log or the metadata it names is corrupt
 
 Examples:
   xfskit recover disk.img
-  xfskit recover --json disk.img"
-)]
+  xfskit recover --json disk.img";
+
+/// Arguments of `xfskit recover`.
+#[derive(clap::Args)]
 pub struct Args {
     /// The image file or block device (opened read-write).
     pub image: PathBuf,
