@@ -408,3 +408,42 @@ fn recover_256k_log_buffers() {
     };
     check_with("recover_256k_log_buffers", &[], &opts);
 }
+
+#[test]
+fn fresh_logs_are_clean() {
+    // mkfs.xfs and xfskit mkfs leave an unmount record whose CRC is zero:
+    // the log is clean, and recover changes nothing.
+    let tmp = TempDir::new("fresh_logs_are_clean");
+    for tool in ["mkfs.xfs", "xfskit"] {
+        let img = tmp.path().join(format!("{tool}.img"));
+        std::fs::File::create(&img)
+            .and_then(|f| f.set_len(300 << 20))
+            .expect("image");
+        if tool == "xfskit" {
+            let o = xfskit(&["mkfs", s(&img)]);
+            assert!(o.status.success(), "xfskit mkfs");
+        } else if !Command::new("mkfs.xfs")
+            .args(["-q", "-f", s(&img)])
+            .status()
+            .is_ok_and(|st| st.success())
+        {
+            println!("SKIP fresh_logs_are_clean (mkfs.xfs): mkfs.xfs failed or is missing");
+            continue;
+        }
+        let l = xfskit(&["log", "--json", s(&img)]);
+        assert!(
+            l.status.success(),
+            "{tool}: xfskit log: {}",
+            String::from_utf8_lossy(&l.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&l.stdout).expect("json");
+        assert_eq!(v["state"], "clean", "{tool}: {v}");
+        let before = sha(&img);
+        let r = xfskit(&["recover", s(&img)]);
+        assert!(
+            r.status.success() && String::from_utf8_lossy(&r.stdout).contains("clean"),
+            "{tool}"
+        );
+        assert_eq!(before, sha(&img), "{tool}: recover of a clean log wrote");
+    }
+}
