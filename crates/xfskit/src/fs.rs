@@ -81,6 +81,9 @@ impl Fs {
         // No replay: a dirty log is refused below.
         o.norecovery = true;
         let mut fs = Fs::from_device(dev, &o)?;
+        if matches!(fs.log_state, LogState::Dirty(_)) && fs.log_is_clean_by_kernel_rules() {
+            fs.log_state = LogState::Clean;
+        }
         if matches!(fs.log_state, LogState::Dirty(_)) {
             return Err(Error::Unsupported(
                 "writing to a filesystem whose log needs recovery (run `xfskit recover` first)"
@@ -261,7 +264,11 @@ impl Fs {
         let rec = crate::log::replay(self.dev.as_ref(), &self.geo)?;
         let ends = &rec.contents.ends;
         if ends.clean || ends.empty {
-            return Ok(self);
+            // The quick look at open and the kernel's head and tail search
+            // disagree: the latter decides.
+            let mut fs = self;
+            fs.log_state = LogState::Clean;
+            return Ok(fs);
         }
         let dev: Arc<dyn Device> = Arc::new(crate::dev::OverlayDevice::new(
             self.dev.clone(),
@@ -278,6 +285,14 @@ impl Fs {
         fs.log_state = self.log_state;
         fs.recovery = Some(rec.stats);
         Ok(fs)
+    }
+
+    /// True when the kernel's head and tail search finds the log clean
+    /// (or never written).
+    fn log_is_clean_by_kernel_rules(&self) -> bool {
+        crate::log::log_dev(self.dev.as_ref(), &self.geo)
+            .and_then(|l| crate::log::find::find_ends(&l))
+            .is_ok_and(|e| e.clean || e.empty)
     }
 
     /// What the in-memory replay of a dirty log did, when there was one.
