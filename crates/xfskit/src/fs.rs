@@ -276,7 +276,8 @@ impl Fs {
         ));
         // What the kernel does after replay (a clean log, the unlinked
         // inodes freed) also goes to the overlay.
-        crate::log::recover::finish(dev.clone(), &rec.contents.ends)?;
+        let efis = crate::log::intents::unfinished_efis(&rec.contents.transactions)?;
+        crate::log::recover::finish(dev.clone(), &rec.contents.ends, &efis)?;
         let o = OpenOptions {
             norecovery: true,
             ..opts.clone()

@@ -77,6 +77,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             "unlinked_freed": r.unlinked.freed,
             "unlinked_kept": r.unlinked.kept,
             "cow_staging_freed": r.cow.freed,
+            "efi_extents_freed": r.efi_extents_freed,
             "warnings": s.warnings,
         });
         println!(
@@ -106,6 +107,12 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             );
         }
     }
+    if !args.json && r.efi_extents_freed > 0 {
+        println!(
+            "unfinished extent frees finished: {} extents",
+            r.efi_extents_freed
+        );
+    }
     if !args.json && r.cow.freed > 0 {
         println!("copy-on-write staging extents freed: {}", r.cow.freed);
     }
@@ -115,7 +122,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     for w in &s.warnings {
         eprintln!("xfskit: warning: {w}");
     }
-    for (t, id, l) in &s.unfinished_intents {
+    for (t, id, l) in s.unfinished_intents.iter().filter(|(t, _, _)| *t != "EFI") {
         eprintln!(
             "xfskit: warning: unfinished intent {t} {id:#x} (lsn {}/{}) left as is",
             l >> 32,

@@ -10,6 +10,7 @@
 pub mod cow;
 pub mod dinode;
 pub mod find;
+pub mod intents;
 pub mod record;
 pub mod recover;
 pub mod replay;
