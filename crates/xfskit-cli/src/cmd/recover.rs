@@ -21,15 +21,17 @@ inodes left on the AGI unlinked lists (unlinked while still open) are freed,
 and so are the copy-on-write staging extents (when the refcount btree is a
 single leaf; a warning names the AGs where they were left).
 
-Deferred work the log promises but does not show finished (intents such as
-extent frees) cannot be finished yet: recover then refuses and writes
-nothing, unless --allow-unfinished-intents is given (the space they name
-then stays allocated; xfs_repair reclaims it).
+Deferred work the log promises but does not show finished is finished as
+the kernel finishes it for extent frees (EFI without EFD). Other intents
+(reverse-mapping, reference count, block mapping, attribute and mapping
+exchange updates) cannot be finished yet: recover then refuses and writes
+nothing, unless --allow-unfinished-intents is given (their work is then
+left undone; xfs_repair finds what is left).
 
 A clean log is left untouched. To read a dirty image without changing it,
 use the other commands directly: they replay the log in memory.
 
-Exit codes: 0 recovered (or already clean); 3 unfinished intents or an
+Exit codes: 0 recovered (or already clean); 3 unfinished intents of another kind or an
 external log; 4 I/O error; 5 the log or the metadata it names is corrupt
 (nothing was written).
 
