@@ -173,7 +173,12 @@ pub fn free_extent_no_rmap(tp: &mut Trans<'_>, start: FsBlock, len: u32) -> Resu
     free_extent_inner(tp, start, len, None)
 }
 
-fn free_extent_inner(tp: &mut Trans<'_>, start: FsBlock, len: u32, owner: Option<&Owner>) -> Result<()> {
+fn free_extent_inner(
+    tp: &mut Trans<'_>,
+    start: FsBlock,
+    len: u32,
+    owner: Option<&Owner>,
+) -> Result<()> {
     let geo = tp.geo();
     if len == 0 || !geo.fsb_range_valid(start, u64::from(len)) {
         return Err(Error::Invalid(format!(

@@ -371,7 +371,11 @@ mod tests {
     #[test]
     fn mkfs_record_without_crc_is_clean() {
         let dev = MemDevice::new((NBB * 512) as usize);
-        let log = LogDev { dev: &dev, start: 0, nbb: NBB };
+        let log = LogDev {
+            dev: &dev,
+            start: 0,
+            nbb: NBB,
+        };
         write_unmount(&log, 0, 1, 0, &[7; 16]).unwrap();
         dev.write_at(&[0; 4], 32).unwrap();
         let e = find_ends(&log).unwrap();

@@ -50,7 +50,9 @@ pub fn unfinished_efis(transactions: &[LogTrans]) -> Result<Vec<Efi>> {
             let bad = |d: String| {
                 Error::corrupt(
                     "extent-free intent",
-                    Location::Log { block: t.commit_blk },
+                    Location::Log {
+                        block: t.commit_blk,
+                    },
                     d,
                 )
             };
@@ -95,7 +97,10 @@ pub fn unfinished_efis(transactions: &[LogTrans]) -> Result<Vec<Efi>> {
             }
         }
     }
-    Ok(order.into_iter().filter_map(|id| open.remove(&id)).collect())
+    Ok(order
+        .into_iter()
+        .filter_map(|id| open.remove(&id))
+        .collect())
 }
 
 /// Frees the extents of `efis` on a filesystem opened for writing; then
