@@ -27,15 +27,17 @@ use std::process::ExitCode;
     about = "Make, inspect, mount, scan and extract XFS filesystems in userspace",
     long_about = "xfskit reads and writes the XFS v5 on-disk format without the kernel: make \
 filesystems (mkfs), build populated images (build), inspect images (info, ls, cat, stat), copy files out (extract), \
-mount them through FUSE (mount) and scan every inode in parallel (bulkstat).\n\n\
+mount them through FUSE (mount), scan every inode in parallel (bulkstat), and show or \
+replay the log (log, recover). A log left dirty by a crash is replayed in memory when an \
+image is opened: the image is only read.\n\n\
 IMAGE may be a bare XFS filesystem, a partitioned disk (MBR or GPT, LVM2 linear volumes) or a \
 qcow2 file (v2 or v3, compressed clusters and backing files included) holding either: the XFS \
 partition or volume is found by its superblock, or named with --partition N or --lv VG/LV \
 (see `xfskit parts`).\n\n\
 Exit codes: 0 success; 1 not found, or problems found; 2 usage error; \
-3 unsupported filesystem or dirty log, or no XFS on the disk; 4 I/O error; \
-5 corrupt metadata, partition table or qcow2 structure. Several XFS partitions without \
---partition, or a --partition the disk lacks, are usage errors (2).",
+3 unsupported filesystem, no XFS on the disk, or intents recover cannot finish; \
+4 I/O error; 5 corrupt metadata, log, partition table or qcow2 structure. Several XFS \
+partitions without --partition, or a --partition the disk lacks, are usage errors (2).",
     propagate_version = true
 )]
 struct Cli {
@@ -72,8 +74,10 @@ enum Command {
     )]
     Build(cmd::build::Args),
     /// Show what the log holds: head, tail, records, transactions, items.
+    #[command(long_about = cmd::log::LONG_ABOUT)]
     Log(cmd::log::Args),
     /// Replay the log in place, as a kernel mount would, and leave it clean.
+    #[command(long_about = cmd::recover::LONG_ABOUT)]
     Recover(cmd::recover::Args),
 }
 

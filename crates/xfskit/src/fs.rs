@@ -67,6 +67,18 @@ impl Fs {
         Fs::from_device_rw(Box::new(dev), opts)
     }
 
+    /// Replays the log of the image or device at `path` in place, as a
+    /// kernel mount does, and leaves it clean (see
+    /// [`crate::log::recover::recover_device`]). Nothing is written unless
+    /// the whole log reads and replays without error.
+    pub fn recover(
+        path: &Path,
+        opts: &crate::log::recover::RecoverOptions,
+    ) -> Result<crate::log::recover::RecoverReport> {
+        let dev = FileDevice::open_read_write(path)?;
+        crate::log::recover::recover_device(Arc::new(dev), opts)
+    }
+
     /// Opens a filesystem on any device for reading and writing.
     /// A dirty log is recovered in place first, as the kernel's mount does.
     pub fn from_device_rw(dev: Box<dyn Device>, opts: &OpenOptions) -> Result<Fs> {
@@ -83,8 +95,17 @@ impl Fs {
             crate::log::recover::recover_device(dev.clone(), &Default::default())?;
         }
         let mut o = opts.clone();
-        o.norecovery = false;
+        // Recovered above: no replay here; a log still dirty is refused.
+        o.norecovery = true;
         let mut fs = Fs::from_device(Box::new(crate::log::recover::Shared(dev)), &o)?;
+        if matches!(fs.log_state, LogState::Dirty(_)) && fs.log_is_clean_by_kernel_rules() {
+            fs.log_state = LogState::Clean;
+        }
+        if matches!(fs.log_state, LogState::Dirty(_)) {
+            return Err(Error::Unsupported(
+                "writing to a filesystem whose log still needs recovery".into(),
+            ));
+        }
         if !matches!(fs.log_state, LogState::Clean | LogState::Empty) {
             return Err(Error::Unsupported(
                 "writing to a filesystem with an external or unreadable log".into(),
@@ -301,7 +322,11 @@ impl Fs {
         let rec = crate::log::replay(self.dev.as_ref(), &self.geo)?;
         let ends = &rec.contents.ends;
         if ends.clean || ends.empty {
-            return Ok(self);
+            // The quick look at open and the kernel's head and tail search
+            // disagree: the latter decides.
+            let mut fs = self;
+            fs.log_state = LogState::Clean;
+            return Ok(fs);
         }
         let dev: Arc<dyn Device> = Arc::new(crate::dev::OverlayDevice::new(
             self.dev.clone(),
@@ -309,7 +334,8 @@ impl Fs {
         ));
         // What the kernel does after replay (a clean log, the unlinked
         // inodes freed) also goes to the overlay.
-        crate::log::recover::finish(dev.clone(), &rec.contents.ends)?;
+        let efis = crate::log::intents::unfinished_efis(&rec.contents.transactions)?;
+        crate::log::recover::finish(dev.clone(), &rec.contents.ends, &efis)?;
         let o = OpenOptions {
             norecovery: true,
             ..opts.clone()
@@ -318,6 +344,14 @@ impl Fs {
         fs.log_state = self.log_state;
         fs.recovery = Some(rec.stats);
         Ok(fs)
+    }
+
+    /// True when the kernel's head and tail search finds the log clean
+    /// (or never written).
+    fn log_is_clean_by_kernel_rules(&self) -> bool {
+        crate::log::log_dev(self.dev.as_ref(), &self.geo)
+            .and_then(|l| crate::log::find::find_ends(&l))
+            .is_ok_and(|e| e.clean || e.empty)
     }
 
     /// What the in-memory replay of a dirty log did, when there was one.

@@ -6,9 +6,8 @@ use std::process::ExitCode;
 use xfskit::log::item_type_name;
 use xfskit::log::LogContents;
 
-/// Arguments of `xfskit log`.
-#[derive(clap::Args)]
-#[command(long_about = "Print what the internal log of an XFS image holds.
+/// The long help of `xfskit log`.
+pub const LONG_ABOUT: &str = "Print what the internal log of an XFS image holds.
 
 The log is read the way the kernel reads it at mount: the head is found
 where the cycle number stamped on every 512-byte log block drops, records
@@ -34,7 +33,10 @@ corrupt.
 Examples:
   xfskit log disk.img
   xfskit log --json disk.img | jq .items
-  xfskit log --transactions disk.img")]
+  xfskit log --transactions disk.img";
+
+/// Arguments of `xfskit log`.
+#[derive(clap::Args)]
 pub struct Args {
     /// The image file or block device.
     pub image: PathBuf,
@@ -89,6 +91,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         let v = serde_json::json!({
             "state": state,
             "log_blocks": fs.geometry().log_blocks,
+            "log_start_daddr": fs.geometry().fsb_to_daddr(fs.geometry().log_start).0,
             "head": { "block": e.head_blk, "cycle": e.head_cycle },
             "tail": { "block": e.tail_blk, "lsn": lsn(e.tail_lsn) },
             "torn_records": e.torn,

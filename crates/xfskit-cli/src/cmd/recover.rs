@@ -2,12 +2,10 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use xfskit::log::recover::{recover_device, RecoverOptions};
+use xfskit::log::recover::RecoverOptions;
 
-/// Arguments of `xfskit recover`.
-#[derive(clap::Args)]
-#[command(
-    long_about = "Replay the log of an XFS image in place, as the kernel does when it
+/// The long help of `xfskit recover`.
+pub const LONG_ABOUT: &str = "Replay the log of an XFS image in place, as the kernel does when it
 mounts a filesystem that was not cleanly unmounted.
 
 The whole live log is read and checked first (head and tail found as the
@@ -18,24 +16,31 @@ inodes and new inode chunks. Only then is anything written: the replayed
 blocks, the superblock's free space and inode counters recomputed from the
 AG headers, and an unmount record at the head, so the log is clean
 afterwards and the kernel, xfs_repair and xfskit open the image without
-replaying anything.
+replaying anything. Then, as the kernel does at the end of recovery, the
+inodes left on the AGI unlinked lists (unlinked while still open) are freed,
+and so are the copy-on-write staging extents (when the refcount btree is a
+single leaf; a warning names the AGs where they were left).
 
-Deferred work the log promises but does not show finished (intents such as
-extent frees) cannot be finished yet: recover then refuses and writes
-nothing, unless --allow-unfinished-intents is given (the space they name
-then stays allocated; xfs_repair reclaims it).
+Deferred work the log promises but does not show finished is finished as
+the kernel finishes it for extent frees (EFI without EFD). Other intents
+(reverse-mapping, reference count, block mapping, attribute and mapping
+exchange updates) cannot be finished yet: recover then refuses and writes
+nothing, unless --allow-unfinished-intents is given (their work is then
+left undone; xfs_repair finds what is left).
 
 A clean log is left untouched. To read a dirty image without changing it,
 use the other commands directly: they replay the log in memory.
 
-Exit codes: 0 recovered (or already clean); 3 unfinished intents or an
+Exit codes: 0 recovered (or already clean); 3 unfinished intents of another kind or an
 external log; 4 I/O error; 5 the log or the metadata it names is corrupt
 (nothing was written).
 
 Examples:
   xfskit recover disk.img
-  xfskit recover --json disk.img"
-)]
+  xfskit recover --json disk.img";
+
+/// Arguments of `xfskit recover`.
+#[derive(clap::Args)]
 pub struct Args {
     /// The image file or block device (opened read-write).
     pub image: PathBuf,
@@ -49,11 +54,10 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
-    let dev = xfskit::dev::FileDevice::open_read_write(&args.image)?;
     let opts = RecoverOptions {
         allow_unfinished_intents: args.allow_unfinished_intents,
     };
-    let r = recover_device(std::sync::Arc::new(dev), &opts)?;
+    let r = xfskit::Fs::recover(&args.image, &opts)?;
     let s = &r.stats;
     if args.json {
         let v = serde_json::json!({
@@ -75,6 +79,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             "unlinked_freed": r.unlinked.freed,
             "unlinked_kept": r.unlinked.kept,
             "cow_staging_freed": r.cow.freed,
+            "efi_extents_freed": r.efi_extents_freed,
             "warnings": s.warnings,
         });
         println!(
@@ -104,6 +109,12 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             );
         }
     }
+    if !args.json && r.efi_extents_freed > 0 {
+        println!(
+            "unfinished extent frees finished: {} extents",
+            r.efi_extents_freed
+        );
+    }
     if !args.json && r.cow.freed > 0 {
         println!("copy-on-write staging extents freed: {}", r.cow.freed);
     }
@@ -113,7 +124,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     for w in &s.warnings {
         eprintln!("xfskit: warning: {w}");
     }
-    for (t, id, l) in &s.unfinished_intents {
+    for (t, id, l) in s.unfinished_intents.iter().filter(|(t, _, _)| *t != "EFI") {
         eprintln!(
             "xfskit: warning: unfinished intent {t} {id:#x} (lsn {}/{}) left as is",
             l >> 32,

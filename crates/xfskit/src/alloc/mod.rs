@@ -164,6 +164,21 @@ fn alloc_in_ag(
 /// Returns `len` blocks from `start` to free space (merging with free
 /// neighbours).
 pub fn free_extent(tp: &mut Trans<'_>, start: FsBlock, len: u32, owner: &Owner) -> Result<()> {
+    free_extent_inner(tp, start, len, Some(owner))
+}
+
+/// [`free_extent`] leaving the rmapbt alone: log recovery finishing an
+/// extent-free intent whose reverse mapping is already gone.
+pub fn free_extent_no_rmap(tp: &mut Trans<'_>, start: FsBlock, len: u32) -> Result<()> {
+    free_extent_inner(tp, start, len, None)
+}
+
+fn free_extent_inner(
+    tp: &mut Trans<'_>,
+    start: FsBlock,
+    len: u32,
+    owner: Option<&Owner>,
+) -> Result<()> {
     let geo = tp.geo();
     if len == 0 || !geo.fsb_range_valid(start, u64::from(len)) {
         return Err(Error::Invalid(format!(
@@ -182,7 +197,7 @@ pub fn free_extent(tp: &mut Trans<'_>, start: FsBlock, len: u32, owner: &Owner) 
     let daddr = geo.fsb_to_daddr(start);
     tp.forget_range(daddr, u64::from(len) << geo.block_log);
     space::fix_freelist(tp, agno, true)?;
-    if geo.features.rmapbt {
+    if let (true, Some(owner)) = (geo.features.rmapbt, owner) {
         rmap::unmap(tp, agno, rmap::Rmap::new(agbno.0, len, owner))?;
     }
     space::give(tp, agno, agbno.0, len)?;

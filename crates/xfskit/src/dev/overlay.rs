@@ -38,10 +38,30 @@ impl Overlay {
     /// multiple of 512 bytes; a partial last sector is ignored).
     pub fn put(&mut self, daddr: u64, bytes: &[u8]) {
         for (i, c) in bytes.chunks_exact(SECTOR as usize).enumerate() {
-            let mut s = Box::new([0u8; SECTOR as usize]);
-            s.copy_from_slice(c);
-            self.sectors.insert(daddr + i as u64, s);
+            match self.sectors.get_mut(&(daddr + i as u64)) {
+                Some(s) => s.copy_from_slice(c),
+                None => {
+                    let mut s = Box::new([0u8; SECTOR as usize]);
+                    s.copy_from_slice(c);
+                    self.sectors.insert(daddr + i as u64, s);
+                }
+            }
         }
+    }
+
+    /// The bytes of `n` sectors from `daddr` when the overlay holds all of
+    /// them.
+    pub fn get_all(&self, daddr: u64, n: u64) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity((n * SECTOR) as usize);
+        let mut want = daddr;
+        for (&d, s) in self.sectors.range(daddr..daddr + n) {
+            if d != want {
+                return None;
+            }
+            out.extend_from_slice(&s[..]);
+            want += 1;
+        }
+        (want == daddr + n).then_some(out)
     }
 
     /// Copies the overlay's sectors that intersect byte range
@@ -105,7 +125,7 @@ impl Device for OverlayDevice {
     }
 
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        if off % SECTOR != 0 || buf.len() as u64 % SECTOR != 0 {
+        if !off.is_multiple_of(SECTOR) || !(buf.len() as u64).is_multiple_of(SECTOR) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "overlay writes must be whole 512-byte sectors",

@@ -66,6 +66,13 @@ pub fn clear_cow_staging(fs: &Fs) -> Result<CowReport> {
         let leaf = tp.read_buf(daddr, geo.block_size, &v)?;
         let b = tp.buf(leaf);
         let n = usize::from(u16::from_be_bytes([b[6], b[7]]));
+        if HDR + n * REC > b.len() {
+            return Err(crate::error::Error::corrupt(
+                "refcountbt block",
+                crate::error::Location::AgBlock { agno, agbno: root },
+                format!("{n} records do not fit in the block"),
+            ));
+        }
         let mut keep = Vec::with_capacity(n * REC);
         let mut staging = Vec::new();
         for i in 0..n {

@@ -213,8 +213,8 @@ pub fn find_ends(log: &LogDev<'_>) -> Result<LogEnds> {
     }
     for &blk in chain.iter().rev() {
         let rec = read_record(log, blk)?;
-        // mkfs.xfs writes its record with a zero CRC: the kernel's torn
-        // write check takes a zero CRC as valid, so do we.
+        // mkfs leaves h_crc zero in the record it writes: the kernel takes
+        // a zero CRC as no CRC when it looks for a torn write.
         if !rec.crc_ok && rec.hdr.crc != 0 {
             torn.push(blk);
             head = blk;
@@ -277,4 +277,132 @@ fn check_tail(e: &LogEnds, nbb: u64) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dev::{Device, MemDevice};
+    use crate::log::recover::write_unmount;
+
+    const NBB: u64 = 64;
+
+    fn stamp_cycle(dev: &MemDevice, from: u64, to: u64, cycle: u32) {
+        for b in from..to {
+            dev.write_at(&cycle.to_be_bytes(), b * 512).unwrap();
+        }
+    }
+
+    #[test]
+    fn zeroed_log_is_empty() {
+        let dev = MemDevice::new((NBB * 512) as usize);
+        let log = LogDev {
+            dev: &dev,
+            start: 0,
+            nbb: NBB,
+        };
+        let e = find_ends(&log).unwrap();
+        assert!(e.empty);
+    }
+
+    #[test]
+    fn unmount_record_in_the_middle() {
+        let dev = MemDevice::new((NBB * 512) as usize);
+        // Pass 1 wrote everything, pass 2 up to block 10, then an unmount
+        // record at 10..12.
+        stamp_cycle(&dev, 0, NBB, 1);
+        stamp_cycle(&dev, 0, 10, 2);
+        let log = LogDev {
+            dev: &dev,
+            start: 0,
+            nbb: NBB,
+        };
+        write_unmount(&log, 10, 2, 0, &[7; 16]).unwrap();
+        let e = find_ends(&log).unwrap();
+        assert!(e.clean && !e.empty);
+        assert_eq!((e.head_blk, e.head_cycle), (12, 2));
+        assert_eq!(e.tail_blk, 12);
+    }
+
+    #[test]
+    fn unmount_record_wrapping_the_end() {
+        let dev = MemDevice::new((NBB * 512) as usize);
+        // The record's header is the last block (cycle 3); its data block
+        // wraps to block 0 and carries cycle 4.
+        stamp_cycle(&dev, 0, NBB, 3);
+        let log = LogDev {
+            dev: &dev,
+            start: 0,
+            nbb: NBB,
+        };
+        write_unmount(&log, NBB - 1, 3, 0, &[7; 16]).unwrap();
+        let e = find_ends(&log).unwrap();
+        assert!(e.clean);
+        assert_eq!((e.head_blk, e.head_cycle), (1, 4));
+        let rec = read_record(&log, NBB - 1).unwrap();
+        assert!(rec.crc_ok);
+        // The data block's first word came back from the cycle data.
+        assert_eq!(&rec.data[8..10], &[0xaa, 0x20]);
+    }
+
+    #[test]
+    fn torn_record_moves_the_head_back() {
+        let dev = MemDevice::new((NBB * 512) as usize);
+        stamp_cycle(&dev, 0, NBB, 1);
+        stamp_cycle(&dev, 0, 4, 2);
+        let log = LogDev {
+            dev: &dev,
+            start: 0,
+            nbb: NBB,
+        };
+        write_unmount(&log, 4, 2, 0, &[7; 16]).unwrap();
+        write_unmount(&log, 6, 2, 4, &[7; 16]).unwrap();
+        // Damage the second record's data: its CRC no longer matches.
+        dev.write_at(&[0x55], 7 * 512 + 100).unwrap();
+        let e = find_ends(&log).unwrap();
+        assert_eq!(e.torn, vec![6]);
+        assert_eq!(e.head_blk, 6);
+        assert!(
+            e.clean,
+            "the record before the torn one is an unmount record"
+        );
+    }
+
+    #[test]
+    fn mkfs_record_without_crc_is_clean() {
+        let dev = MemDevice::new((NBB * 512) as usize);
+        let log = LogDev {
+            dev: &dev,
+            start: 0,
+            nbb: NBB,
+        };
+        write_unmount(&log, 0, 1, 0, &[7; 16]).unwrap();
+        dev.write_at(&[0; 4], 32).unwrap();
+        let e = find_ends(&log).unwrap();
+        assert!(e.clean && e.torn.is_empty());
+        assert_eq!((e.head_blk, e.head_cycle), (2, 1));
+    }
+
+    #[test]
+    fn tail_ahead_of_head_is_an_error() {
+        let dev = MemDevice::new((NBB * 512) as usize);
+        stamp_cycle(&dev, 0, NBB, 1);
+        stamp_cycle(&dev, 0, 4, 2);
+        let log = LogDev {
+            dev: &dev,
+            start: 0,
+            nbb: NBB,
+        };
+        write_unmount(&log, 4, 2, 0, &[7; 16]).unwrap();
+        // Tail (2, 30): in the head's cycle but past the head.
+        let mut h = log.read(4, 2).unwrap();
+        h[24..32].copy_from_slice(&xfs_format::log::xlog_assign_lsn(2, 30).to_be_bytes());
+        let (a, d) = h.split_at_mut(512);
+        a[32..36].fill(0);
+        let crc = xfs_format::log::xlog_rec_crc(a, &[], &d[..512]);
+        a[32..36].copy_from_slice(&crc.to_le_bytes());
+        dev.write_at(&h, 4 * 512).unwrap();
+        let err = find_ends(&log).unwrap_err().to_string();
+        assert!(err.contains("log block 4") && err.contains("tail"), "{err}");
+    }
 }

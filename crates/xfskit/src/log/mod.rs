@@ -10,6 +10,7 @@
 pub mod cow;
 pub mod dinode;
 pub mod find;
+pub mod intents;
 pub mod record;
 pub mod recover;
 pub mod replay;
@@ -156,12 +157,29 @@ pub fn inspect(fs: &Fs) -> Result<LogState> {
 
 /// Where the next record of a clean or empty log goes: the cycle to
 /// write, the head block and the last record's block.
+/// Found by the same head and tail search recovery uses (the kernel's).
 pub(crate) fn head_pos(fs: &Fs) -> Result<Option<journal::HeadPos>> {
-    let (state, pos) = locate(fs)?;
-    Ok(match state {
-        LogState::Clean | LogState::Empty => pos,
-        _ => None,
-    })
+    let geo = fs.geometry();
+    if geo.log_start.0 == 0 {
+        return Ok(None);
+    }
+    let log = log_dev(fs.device(), geo)?;
+    let ends = find::find_ends(&log)?;
+    if ends.empty {
+        return Ok(Some(journal::HeadPos {
+            cycle: 1,
+            head: 0,
+            last_record: None,
+        }));
+    }
+    if !ends.clean {
+        return Ok(None);
+    }
+    Ok(Some(journal::HeadPos {
+        cycle: ends.head_cycle,
+        head: ends.head_blk,
+        last_record: ends.last.as_ref().map(|h| h.blk),
+    }))
 }
 
 fn locate(fs: &Fs) -> Result<(LogState, Option<journal::HeadPos>)> {

@@ -195,7 +195,10 @@ pub fn read_record(log: &LogDev<'_>, blk: u64) -> Result<Record> {
     let nbbs = hdr.data_bbs();
     let mut data = log.read(blk + hdr.hblks, nbbs)?;
     data.truncate(hdr.len as usize);
-    let ext: Vec<&[u8]> = (1..hdr.hblks as usize)
+    // The CRC covers the extended headers the data needs (one per 32 KiB
+    // of h_len after the first), not every one the buffer size reserves.
+    let used = (hdr.len as usize).div_ceil(XLOG_HEADER_CYCLE_SIZE).max(1);
+    let ext: Vec<&[u8]> = (1..used.min(hdr.hblks as usize))
         .map(|i| &heads[i * BB as usize..i * BB as usize + XLOG_REC_EXT_HEADER_SIZE])
         .collect();
     let crc_ok = xlog_rec_crc(&heads[..BB as usize], &ext, &data) == hdr.crc;

@@ -37,6 +37,8 @@ pub struct RecoverReport {
     pub unlinked: super::unlinked::UnlinkedReport,
     /// Copy-on-write staging extents freed afterwards.
     pub cow: super::cow::CowReport,
+    /// Extents of unfinished extent-free intents freed afterwards.
+    pub efi_extents_freed: usize,
 }
 
 /// Options of [`recover_device`].
@@ -64,6 +66,7 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
         sectors_written: 0,
         unlinked: Default::default(),
         cow: Default::default(),
+        efi_extents_freed: 0,
     };
     // A clean log with a torn record past its unmount record still gets
     // its stale blocks cleared and a new unmount record, as the kernel
@@ -75,15 +78,20 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
     if report.was_clean && !stale {
         return Ok(report);
     }
-    if !rec.stats.unfinished_intents.is_empty() && !opts.allow_unfinished_intents {
-        let list: Vec<String> = rec
-            .stats
-            .unfinished_intents
+    // Extent-free intents are finished below; other kinds are not yet.
+    let others: Vec<_> = rec
+        .stats
+        .unfinished_intents
+        .iter()
+        .filter(|(t, _, _)| *t != "EFI")
+        .collect();
+    if !others.is_empty() && !opts.allow_unfinished_intents {
+        let list: Vec<String> = others
             .iter()
             .map(|(t, id, lsn)| format!("{t} {id:#x} (lsn {lsn:#x})"))
             .collect();
         return Err(Error::Unsupported(format!(
-            "the log holds {} unfinished intent(s) that recovery cannot finish yet: {}; nothing was written",
+            "the log holds {} unfinished intent(s) of a kind recovery cannot finish yet: {}; nothing was written",
             list.len(),
             list.join(", ")
         )));
@@ -93,7 +101,11 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
         report.sectors_written += bytes.len() / BB as usize;
     }
     dev.flush().map_err(Error::Io)?;
-    (report.unlinked, report.cow) = finish(shared, &ends)?;
+    let efis = super::intents::unfinished_efis(&rec.contents.transactions)?;
+    let after = finish(shared, &ends, &efis)?;
+    report.efi_extents_freed = after.efi_extents_freed;
+    report.unlinked = after.unlinked;
+    report.cow = after.cow;
     Ok(report)
 }
 
@@ -104,7 +116,8 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
 pub fn finish(
     shared: Arc<dyn Device>,
     ends: &super::LogEnds,
-) -> Result<(super::unlinked::UnlinkedReport, super::cow::CowReport)> {
+    efis: &[super::intents::Efi],
+) -> Result<AfterReplay> {
     let dev = shared.as_ref();
     // Geometry may have changed with a replayed superblock.
     let geo = read_geometry(dev)?;
@@ -120,9 +133,31 @@ pub fn finish(
     write_unmount(&log, ends.head_blk, ends.head_cycle, prev, &geo.uuid)?;
     dev.flush().map_err(Error::Io)?;
     let fs = crate::fs::Fs::from_device_rw(Box::new(Shared(shared.clone())), &Default::default())?;
+    // The kernel's order: intents, then the unlinked lists; staging
+    // extents are freed at mount.
+    let efi_extents_freed = if efis.is_empty() {
+        0
+    } else {
+        super::intents::finish_efis(&fs, efis)?
+    };
     let unlinked = super::unlinked::process_unlinked(&fs)?;
     let cow = super::cow::clear_cow_staging(&fs)?;
-    Ok((unlinked, cow))
+    Ok(AfterReplay {
+        efi_extents_freed,
+        unlinked,
+        cow,
+    })
+}
+
+/// What [`finish`] did through the write engine.
+#[derive(Debug, Clone, Default)]
+pub struct AfterReplay {
+    /// Extents of unfinished extent-free intents freed.
+    pub efi_extents_freed: usize,
+    /// Inodes freed or taken off the unlinked lists.
+    pub unlinked: super::unlinked::UnlinkedReport,
+    /// Copy-on-write staging extents freed.
+    pub cow: super::cow::CowReport,
 }
 
 /// A shared device handed to an `Fs` that wants to own one.

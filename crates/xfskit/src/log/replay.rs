@@ -193,6 +193,9 @@ impl<'a> Replayer<'a> {
 
     /// Reads `len_bb` sectors at `daddr` as replay sees them.
     pub(crate) fn read(&self, daddr: u64, len_bb: u64) -> Result<Vec<u8>> {
+        if let Some(b) = self.overlay.get_all(daddr, len_bb) {
+            return Ok(b);
+        }
         let mut b = vec![0u8; (len_bb * 512) as usize];
         self.dev.read_at(&mut b, daddr * 512).map_err(Error::Io)?;
         self.overlay.patch(&mut b, daddr * 512);
@@ -242,8 +245,7 @@ impl<'a> Replayer<'a> {
         if f.flags & XFS_BLF_INODE_BUF != 0 {
             self.replay_inode_buf(&f, it, &mut b, at)?;
         } else {
-            let mut region = 1;
-            for (bit, mut nbits) in f.runs() {
+            for (region, (bit, mut nbits)) in (1..).zip(f.runs()) {
                 let src = it.regions.get(region).ok_or_else(|| {
                     at.err(
                         "buffer log item",
@@ -265,7 +267,6 @@ impl<'a> Replayer<'a> {
                     ));
                 }
                 b[off..off + n].copy_from_slice(&src[..n]);
-                region += 1;
             }
             stamp_buf(&mut b, blft, lsn, self.geo.block_size as usize);
         }
