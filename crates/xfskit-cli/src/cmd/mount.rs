@@ -1,12 +1,15 @@
-//! `xfskit mount`: serve an image read-only through FUSE in the foreground
-//! until it is unmounted (`fusermount3 -u`, `umount`) or the process gets
-//! SIGINT, SIGTERM or SIGHUP, which unmount it cleanly.
+//! `xfskit mount`: serve an image through FUSE in the foreground until it
+//! is unmounted (`fusermount3 -u`, `umount`) or the process gets SIGINT,
+//! SIGTERM or SIGHUP, which unmount it cleanly. Read-write when the image
+//! can be opened for writing (the image is written back and flushed at
+//! unmount, and at every fsync), read-only with `--read-only`, with
+//! `--norecovery`, or when the image cannot be written.
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use xfskit::Error;
+use xfskit::{Error, Fs, OpenOptions};
 
 /// Arguments of `xfskit mount`.
 #[derive(clap::Args)]
@@ -15,7 +18,7 @@ pub struct Args {
     pub image: PathBuf,
     /// The directory to mount on.
     pub mountpoint: PathBuf,
-    /// Mount read-only (required: read-write is not supported yet).
+    /// Mount read-only (the default is read-write when the image is writable).
     #[arg(long)]
     pub read_only: bool,
     /// Read even if the log needs replay (like the kernel's norecovery).
@@ -35,10 +38,6 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    if !args.read_only {
-        eprintln!("xfskit mount: read-write mounts are not supported yet; pass --read-only");
-        return Ok(ExitCode::from(2));
-    }
     if !args.mountpoint.is_dir() {
         eprintln!(
             "xfskit mount: {} is not a directory",
@@ -46,7 +45,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         );
         return Ok(ExitCode::from(2));
     }
-    let fs = super::open(&args.image, args.norecovery)?;
+    let fs = open(&args)?;
+    let mode = if fs.is_writable() {
+        "read-write"
+    } else {
+        "read-only"
+    };
     // Catch the signals before mounting so none can kill us with the mount up.
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     let mut opts = xfskit_fuse::MountOptions {
@@ -59,6 +63,9 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     if let Some(n) = args.read_threads {
         opts.read_threads = usize::from(n);
+    }
+    if fs.is_writable() {
+        opts.ttl = xfskit_fuse::RW_TTL;
     }
     let mut mounted = xfskit_fuse::mount(fs, &args.mountpoint, &opts)?;
     let mut unmounter = mounted.unmounter();
@@ -82,10 +89,33 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             }
         })?;
     eprintln!(
-        "xfskit mount: {} mounted read-only on {}",
+        "xfskit mount: {} mounted {mode} on {}",
         args.image.display(),
         args.mountpoint.display()
     );
     mounted.serve()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Opens the image for writing unless told otherwise or it cannot be
+/// written (a read-only file or device), then read-only.
+fn open(args: &Args) -> Result<Fs, Error> {
+    if args.read_only || args.norecovery {
+        return super::open(&args.image, args.norecovery);
+    }
+    match Fs::open_rw(&args.image, &OpenOptions::default()) {
+        Err(Error::Io(e))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            eprintln!(
+                "xfskit mount: {} cannot be written ({e}); mounting read-only",
+                args.image.display()
+            );
+            super::open(&args.image, false)
+        }
+        r => r,
+    }
 }

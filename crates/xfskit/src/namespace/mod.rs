@@ -16,9 +16,11 @@ mod build;
 mod create;
 mod data;
 mod remove;
+mod setattr;
 mod xattr;
 
 pub use batch::{NewFile, NewFileOwned, BATCH_BYTES, BATCH_FILES};
+pub use setattr::{AgCounters, AttrChange, SetTime};
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;
