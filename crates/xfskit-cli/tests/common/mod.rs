@@ -14,3 +14,4 @@ pub use fixtures::{
     require_root, testdata_dir, unpack_fixture, LoopMount, TempDir,
 };
 pub use hostwalk::{count_kinds, diff_walks, digest_bytes, walk_host, Entry, Fnv64, Kind};
+pub mod rwmount;
