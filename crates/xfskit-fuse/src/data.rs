@@ -33,7 +33,10 @@ pub(crate) struct SetAttr {
     pub ctime: Option<SystemTime>,
 }
 
-/// A `SystemTime` as an XFS timestamp (times before 1970 included).
+/// A time from a setattr request as an XFS timestamp. fuser 0.18 turns
+/// the kernel's (seconds, nanoseconds) before 1970 into the epoch minus
+/// (-seconds, nanoseconds), which is off by the nanoseconds; this undoes
+/// exactly that mapping, so the kernel's own numbers come back.
 pub(crate) fn timestamp(t: SystemTime) -> Timestamp {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => Timestamp {
@@ -42,12 +45,10 @@ pub(crate) fn timestamp(t: SystemTime) -> Timestamp {
         },
         Err(e) => {
             let d = e.duration();
-            let (mut sec, mut nsec) = (-(d.as_secs() as i64), d.subsec_nanos());
-            if nsec != 0 {
-                sec -= 1;
-                nsec = 1_000_000_000 - nsec;
+            Timestamp {
+                sec: -(d.as_secs() as i64),
+                nsec: d.subsec_nanos(),
             }
-            Timestamp { sec, nsec }
         }
     }
 }
@@ -287,8 +288,9 @@ mod tests {
     }
 
     #[test]
-    fn times_before_the_epoch() {
-        let t = UNIX_EPOCH - std::time::Duration::new(1, 250_000_000);
+    fn times_before_the_epoch_as_fuser_delivers_them() {
+        // The kernel's (-2 s, 750,000,000 ns) arrives as the epoch minus 2.75 s.
+        let t = UNIX_EPOCH - std::time::Duration::new(2, 750_000_000);
         assert_eq!(
             timestamp(t),
             Timestamp {
