@@ -286,3 +286,78 @@ fn permissions_as_the_kernel_checks_them() {
     assert_eq!((md.uid(), md.mode() & 0o7777), (1001, 0o755));
     m.finish();
 }
+
+#[test]
+fn open_files_outlive_their_names() {
+    if skip("open_files_outlive_their_names") {
+        return;
+    }
+    use std::os::unix::fs::FileExt;
+    let m = RwMount::new("orphans", 320, &[]);
+    let p = |s: &str| m.p(s);
+    // Unlinked while open: reads, writes, fstat and ftruncate still work.
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .write(true)
+        .open(p("a"))
+        .unwrap();
+    f.write_all_at(&vec![5u8; 300_000], 0).unwrap();
+    fs::remove_file(p("a")).unwrap();
+    assert!(!p("a").exists());
+    assert_eq!(f.metadata().unwrap().nlink(), 0);
+    f.write_all_at(b"after", 300_000).unwrap();
+    let mut b = vec![0u8; 5];
+    f.read_exact_at(&mut b, 300_000).unwrap();
+    assert_eq!(&b, b"after");
+    f.set_len(10).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), 10);
+    // Replaced by a rename while open: the old contents stay readable.
+    fs::write(p("b"), b"old contents").unwrap();
+    let g = fs::File::open(p("b")).unwrap();
+    fs::write(p("c"), b"new").unwrap();
+    fs::rename(p("c"), p("b")).unwrap();
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut &g, &mut s).unwrap();
+    assert_eq!(s, "old contents");
+    assert_eq!(fs::read(p("b")).unwrap(), b"new");
+    // Many at once, closed in another order than they were unlinked.
+    let mut held = Vec::new();
+    for i in 0..20 {
+        let path = p(&format!("many{i}"));
+        fs::write(&path, vec![i as u8; 5000]).unwrap();
+        held.push(fs::File::open(&path).unwrap());
+        fs::remove_file(&path).unwrap();
+    }
+    for i in (0..20).step_by(2).chain((1..20).step_by(2)) {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut &held[i], &mut v).unwrap();
+        assert_eq!(v, vec![i as u8; 5000]);
+    }
+    let used_open = inodes_used(&m.mnt);
+    for i in (0..20).rev().step_by(3) {
+        held.remove(i);
+    }
+    drop(held);
+    drop((f, g));
+    // The kernel forgets them once closed: the inodes are freed then.
+    let t0 = std::time::Instant::now();
+    while inodes_used(&m.mnt) > used_open - 22 {
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "unlinked inodes not freed after close: {} in use, {used_open} before",
+            inodes_used(&m.mnt)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    m.finish();
+}
+
+/// Inodes in use on the filesystem of `p` (f_files - f_ffree).
+fn inodes_used(p: &Path) -> u64 {
+    // SAFETY: a plain struct filled by statvfs.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid path and a live struct.
+    assert_eq!(unsafe { libc::statvfs(c(p).as_ptr(), &mut s) }, 0);
+    s.f_files - s.f_ffree
+}

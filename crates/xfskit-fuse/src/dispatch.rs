@@ -65,6 +65,7 @@ impl Filesystem for XfsFuse {
     }
 
     fn destroy(&mut self) {
+        self.free_all_orphans();
         if let Err(e) = self.do_sync() {
             eprintln!("xfskit-fuse: writing the image back at unmount failed: {e:?}");
         }
@@ -76,6 +77,7 @@ impl Filesystem for XfsFuse {
         }
         match self.do_lookup(parent, name) {
             Ok(i) => {
+                self.count_lookup(i.ino);
                 let attr = file_attr(&i, self.node(i.ino), self.block_size);
                 reply.entry(&self.ttl, &attr, Generation(u64::from(i.gen)))
             }
@@ -85,6 +87,10 @@ impl Filesystem for XfsFuse {
             Err(Errno::ENOENT) => reply.entry(&self.ttl, &negative_attr(), Generation(0)),
             Err(e) => reply.error(e),
         }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.forget_lookups(self.ino(ino), nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -360,6 +366,7 @@ impl Filesystem for XfsFuse {
     ) {
         match self.make_node(req, parent, name, mode, NodeKind::File { size: 0 }) {
             Ok(i) => {
+                self.count_lookup(i.ino);
                 let attr = file_attr(&i, self.node(i.ino), self.block_size);
                 reply.created(
                     &self.ttl,
@@ -509,6 +516,7 @@ impl XfsFuse {
     fn reply_entry(&self, r: Result<Arc<Inode>, Errno>, reply: ReplyEntry) {
         match r {
             Ok(i) => {
+                self.count_lookup(i.ino);
                 let attr = file_attr(&i, self.node(i.ino), self.block_size);
                 reply.entry(&self.ttl, &attr, Generation(u64::from(i.gen)))
             }

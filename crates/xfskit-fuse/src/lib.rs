@@ -12,6 +12,7 @@ pub mod errno;
 mod handles;
 mod names;
 mod ops;
+mod orphans;
 mod pool;
 mod statfs;
 mod xattr;

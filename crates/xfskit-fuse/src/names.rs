@@ -156,12 +156,17 @@ impl XfsFuse {
         self.check_writable()?;
         let name = entry_name(name)?;
         let p = self.ino(parent);
-        let r = if dir {
-            self.fs.rmdir(p, name)
-        } else {
-            self.fs.unlink(p, name)
-        };
-        r.map_err(|e| to_errno(&e))
+        if dir {
+            return self.fs.rmdir(p, name).map_err(|e| to_errno(&e));
+        }
+        let orphan = self
+            .fs
+            .unlink_keeping(p, name, &|i| self.in_use(i))
+            .map_err(|e| to_errno(&e))?;
+        if let Some(o) = orphan {
+            self.keep_orphan(o);
+        }
+        Ok(())
     }
 
     /// Renames `name` in `parent` to `newname` in `newparent`.
@@ -189,9 +194,14 @@ impl XfsFuse {
                 return Err(Errno::EEXIST);
             }
         }
-        self.fs
-            .rename(sdir, sname, ddir, dname)
-            .map_err(|e| to_errno(&e))
+        let orphan = self
+            .fs
+            .rename_keeping(sdir, sname, ddir, dname, &|i| self.in_use(i))
+            .map_err(|e| to_errno(&e))?;
+        if let Some(o) = orphan {
+            self.keep_orphan(o);
+        }
+        Ok(())
     }
 }
 

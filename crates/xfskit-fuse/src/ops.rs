@@ -63,6 +63,8 @@ pub struct XfsFuse {
     /// Served read-write: nothing decoded is cached (the image changes),
     /// and the write operations are answered.
     pub(crate) writable: bool,
+    /// Kernel lookup counts and files open after their last unlink.
+    pub(crate) orphans: crate::orphans::Orphans,
     /// Decoded inodes by number: lookups, getattr and opens of a cached
     /// inode do no I/O and no CRC work.
     pub(crate) inodes: InoCache<Inode>,
@@ -91,6 +93,7 @@ impl XfsFuse {
             handles: Handles::default(),
             statfs: OnceLock::new(),
             writable: fs.is_writable(),
+            orphans: Default::default(),
             inodes: InoCache::new(INODE_CACHE_BYTES),
             readers: InoCache::with_shards(MAP_CACHE_BYTES, MAP_CACHE_SHARDS),
             skip_open: false,
