@@ -237,8 +237,29 @@ fn random_operations_match_a_model() {
                 };
                 assert_eq!(got, want, "{ctx}: unlink {path}");
             }
+            // exchange two files
+            69..=71 => {
+                let (Some((a, ia)), Some((b, ib))) = (md.pick_file(&mut r), md.pick_file(&mut r))
+                else {
+                    continue;
+                };
+                let (ca, cb) = (common::rwmount::c(&m.p(&a)), common::rwmount::c(&m.p(&b)));
+                // SAFETY: valid path strings.
+                let got = errno(unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        ca.as_ptr(),
+                        libc::AT_FDCWD,
+                        cb.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                } as i64);
+                assert_eq!(got, 0, "{ctx}: exchange {a} {b}");
+                md.files.insert(a, ib);
+                md.files.insert(b, ia);
+            }
             // rename a file
-            69..=78 => {
+            72..=78 => {
                 let Some((from, id)) = md.pick_file(&mut r) else {
                     continue;
                 };

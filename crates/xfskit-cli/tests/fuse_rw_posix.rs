@@ -144,9 +144,31 @@ fn names_and_their_errnos() {
         libc::EEXIST
     );
     assert_eq!(rename2(&p("g"), &p("g4"), libc::RENAME_NOREPLACE), 0);
-    // The engine cannot swap two names yet: EXCHANGE is refused.
+    // EXCHANGE swaps two names: files, and a file with a directory
+    // across parents (link counts and '..' follow the directory).
+    assert_eq!(rename2(&p("g4"), &p("g2"), libc::RENAME_EXCHANGE), 0);
+    assert_eq!(fs::read(p("g4")).unwrap(), b"g");
+    assert_eq!(fs::read(p("g2")).unwrap(), b"h");
     assert_eq!(
-        rename2(&p("g4"), &p("g2"), libc::RENAME_EXCHANGE),
+        rename2(&p("g4"), &p("nothere"), libc::RENAME_EXCHANGE),
+        libc::ENOENT
+    );
+    fs::create_dir(p("xa")).unwrap();
+    fs::create_dir(p("xb")).unwrap();
+    fs::create_dir(p("xa/dir")).unwrap();
+    fs::write(p("xb/file"), b"xf").unwrap();
+    assert_eq!(
+        rename2(&p("xa/dir"), &p("xb/file"), libc::RENAME_EXCHANGE),
+        0
+    );
+    assert!(p("xb/file").is_dir() && p("xa/dir").is_file());
+    assert_eq!((nlink(&p("xa")), nlink(&p("xb"))), (2, 3));
+    assert_eq!(
+        fs::canonicalize(p("xb/file/..")).unwrap(),
+        fs::canonicalize(p("xb")).unwrap()
+    );
+    assert_eq!(
+        rename2(&p("xb"), &p("xb/file"), libc::RENAME_EXCHANGE),
         libc::EINVAL
     );
     // Directory link counts follow mkdir, rmdir and moves between parents.

@@ -1,5 +1,6 @@
 //! The namespace operations of a read-write mount: create, mknod, mkdir,
-//! symlink, link, unlink, rmdir, rename.
+//! symlink, link, unlink, rmdir, rename (with RENAME_NOREPLACE and
+//! RENAME_EXCHANGE).
 //!
 //! Permissions are the kernel's: the mount uses `default_permissions`, so
 //! the kernel checks search, write and sticky-bit rules on the attributes
@@ -181,9 +182,16 @@ impl XfsFuse {
         self.check_writable()?;
         let (sname, dname) = (entry_name(name)?, entry_name(newname)?);
         let (sdir, ddir) = (self.ino(parent), self.ino(newparent));
-        if flags.intersects(RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT) {
-            // The engine cannot swap two names in one transaction yet.
+        if flags.contains(RenameFlags::RENAME_WHITEOUT)
+            || flags.contains(RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_NOREPLACE)
+        {
             return Err(Errno::EINVAL);
+        }
+        if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+            return self
+                .fs
+                .exchange(sdir, sname, ddir, dname)
+                .map_err(|e| to_errno(&e));
         }
         if flags.contains(RenameFlags::RENAME_NOREPLACE) {
             // The kernel holds both directories locked for the rename, so

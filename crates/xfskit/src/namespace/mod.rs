@@ -15,6 +15,7 @@ mod batch;
 mod build;
 mod create;
 mod data;
+mod exchange;
 mod orphan;
 mod remove;
 mod setattr;
