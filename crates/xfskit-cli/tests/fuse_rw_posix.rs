@@ -356,6 +356,17 @@ fn open_files_outlive_their_names() {
         std::io::Read::read_to_end(&mut &held[i], &mut v).unwrap();
         assert_eq!(v, vec![i as u8; 5000]);
     }
+    // A directory removed while open: its number is gone, not corrupt.
+    fs::create_dir(p("gone")).unwrap();
+    let d = fs::File::open(p("gone")).unwrap();
+    fs::remove_dir(p("gone")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let e = err_of(d.metadata());
+    assert!(
+        e == 0 || e == libc::ENOENT,
+        "fstat of a removed directory: errno {e}"
+    );
+    drop(d);
     let used_open = inodes_used(&m.mnt);
     for i in (0..20).rev().step_by(3) {
         held.remove(i);

@@ -117,10 +117,15 @@ impl XfsFuse {
                 self.fs.truncate(ino, size).map_err(|e| to_errno(&e))?;
             }
         }
-        self.fs
+        let ip = self
+            .fs
             .change_attrs(ino, &change)
-            .map(Arc::new)
-            .map_err(|e| to_errno(&e))
+            .map_err(|e| to_errno(&e))?;
+        if let Some(m) = change.mode {
+            // chmod keeps an access ACL in step (posix_acl_chmod).
+            self.chmod_acl(ino, m)?;
+        }
+        Ok(Arc::new(ip))
     }
 
     /// Writes `data` at `offset`; returns the bytes written.
@@ -240,6 +245,9 @@ impl XfsFuse {
             if flags & XATTR_REPLACE != 0 && !exists {
                 return Err(Errno::ENODATA);
             }
+        }
+        if name == xfskit::attr::acl::POSIX_ACL_ACCESS {
+            return self.set_access_acl(self.ino(node), value);
         }
         self.fs
             .set_xattr(self.ino(node), name, value)

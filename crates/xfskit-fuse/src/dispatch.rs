@@ -46,12 +46,14 @@ impl Filesystem for XfsFuse {
             .set_max_write(MAX_IO)
             .or_else(|max| config.set_max_write(max));
         // POSIX_ACL: the kernel checks permissions with the ACLs it reads
-        // through getxattr, as it does on its own XFS mounts. Not on a
-        // read-write mount yet: there the filesystem would have to apply
-        // default ACLs and the umask to new inodes itself.
-        let mut wanted = InitFlags::FUSE_CACHE_SYMLINKS | InitFlags::FUSE_PARALLEL_DIROPS;
-        if !self.writable {
-            wanted |= InitFlags::FUSE_POSIX_ACL;
+        // through getxattr, as it does on its own XFS mounts. DONT_MASK:
+        // on a read-write mount the umask is ours to apply, since a
+        // parent's default ACL replaces it (crate::acl_ops).
+        let mut wanted = InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_POSIX_ACL;
+        if self.writable {
+            wanted |= InitFlags::FUSE_DONT_MASK;
         }
         let _ = config.add_capabilities(wanted & config.capabilities());
         // Answering OPEN with ENOSYS is only understood where the kernel says so.
@@ -319,12 +321,12 @@ impl Filesystem for XfsFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
         let r = XfsFuse::mknod_kind(mode, rdev)
-            .and_then(|k| self.make_node(req, parent, name, mode, k));
+            .and_then(|k| self.make_node(req, parent, name, mode, umask, k));
         self.reply_entry(r, reply);
     }
 
@@ -334,10 +336,10 @@ impl Filesystem for XfsFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
-        let r = self.make_node(req, parent, name, mode, NodeKind::Dir);
+        let r = self.make_node(req, parent, name, mode, umask, NodeKind::Dir);
         self.reply_entry(r, reply);
     }
 
@@ -350,7 +352,7 @@ impl Filesystem for XfsFuse {
         reply: ReplyEntry,
     ) {
         let kind = NodeKind::Symlink(target.as_os_str().as_bytes().to_vec());
-        let r = self.make_node(req, parent, link_name, 0o777, kind);
+        let r = self.make_node(req, parent, link_name, 0o777, 0, kind);
         self.reply_entry(r, reply);
     }
 
@@ -360,11 +362,11 @@ impl Filesystem for XfsFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        match self.make_node(req, parent, name, mode, NodeKind::File { size: 0 }) {
+        match self.make_node(req, parent, name, mode, umask, NodeKind::File { size: 0 }) {
             Ok(i) => {
                 self.count_lookup(i.ino);
                 let attr = file_attr(&i, self.node(i.ino), self.block_size);

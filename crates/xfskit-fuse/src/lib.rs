@@ -4,6 +4,8 @@
 //!
 //! This crate is the only place engine errors become errnos ([`errno`]).
 
+mod acl;
+mod acl_ops;
 mod attrs;
 mod cache;
 mod data;

@@ -4,7 +4,7 @@
 //!
 //! Permissions are the kernel's: the mount uses `default_permissions`, so
 //! the kernel checks search, write and sticky-bit rules on the attributes
-//! we report before a request reaches us, applies the umask, and strips a
+//! we report before a request reaches us, and strips a
 //! set-group-id bit the caller may not set. What the filesystem itself
 //! decides is done here, as XFS does it (`inode_init_owner`): a new inode
 //! belongs to the caller's fsuid, and to the caller's fsgid unless the
@@ -12,6 +12,8 @@
 //! group and a new directory inherits the set-group-id bit. Names longer
 //! than 255 bytes get ENAMETOOLONG, symlink targets of 1,024 bytes or more
 //! too (XFS keeps at most 1,023), a link count at XFS's limit EMLINK.
+//! The mount asks FUSE_DONT_MASK: the umask is applied here, unless the
+//! parent's default ACL applies instead ([`crate::acl_ops`]).
 
 use crate::errno::to_errno;
 use crate::ops::XfsFuse;
@@ -90,13 +92,16 @@ impl XfsFuse {
         }
     }
 
-    /// Creates `name` of `kind` in `parent`; returns the new inode.
+    /// Creates `name` of `kind` in `parent` with permission bits `mode`
+    /// (the umask `umask` applies unless the parent has a default ACL,
+    /// which applies instead); returns the new inode.
     pub(crate) fn make_node(
         &self,
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
+        umask: u32,
         kind: NodeKind,
     ) -> Result<Arc<Inode>, Errno> {
         self.check_writable()?;
@@ -107,11 +112,30 @@ impl XfsFuse {
             }
         }
         let dir = self.dir_inode(parent)?;
-        let meta = self.new_meta(req, &dir, mode, kind == NodeKind::Dir);
+        let is_dir = kind == NodeKind::Dir;
+        let mut meta = self.new_meta(req, &dir, mode, is_dir);
+        let symlink = matches!(kind, NodeKind::Symlink(_));
+        let inherited = if symlink {
+            None
+        } else {
+            self.default_acl(&dir)?
+        };
+        let asked = meta.mode & 0o777;
+        match &inherited {
+            Some(def) => {
+                let (perm, _) = crate::acl::inherit(def, asked);
+                meta.mode = (meta.mode & 0o7000) | perm;
+            }
+            None if !symlink => meta.mode &= !((umask & 0o777) as u16),
+            None => {}
+        }
         let ino = self
             .fs
             .create(dir.ino, name, &kind, &meta)
             .map_err(|e| to_errno(&e))?;
+        if let Some(def) = inherited {
+            self.store_inherited(ino, &def, asked, is_dir)?;
+        }
         self.inode_by_ino(ino)
     }
 

@@ -130,7 +130,13 @@ impl XfsFuse {
     /// Inode `ino`, from the cache or read, checked and decoded.
     pub(crate) fn inode_by_ino(&self, ino: Ino) -> Result<Arc<Inode>, Errno> {
         if self.writable {
-            return self.fs.inode(ino).map(Arc::new).map_err(|e| to_errno(&e));
+            // A number the kernel still knows may have been freed since
+            // (a directory removed while it was someone's cwd): ENOENT.
+            return match self.fs.live_inode(ino) {
+                Ok(Some(i)) => Ok(Arc::new(i)),
+                Ok(None) => Err(Errno::ENOENT),
+                Err(e) => Err(to_errno(&e)),
+            };
         }
         self.inodes.get_or_load(
             ino.0,

@@ -18,6 +18,7 @@ use crate::trans::Trans;
 use std::mem::offset_of;
 use xfs_format::ag::{Agi, XFS_AGI_UNLINKED_BUCKETS};
 use xfs_format::types::NULLAGINO;
+use zerocopy::FromBytes;
 
 /// Longest chain walked before calling the list corrupt.
 const MAX_CHAIN: u32 = 1 << 20;
@@ -84,6 +85,41 @@ impl Fs {
             }
         };
         Ok(crate::bytes::be32(&raw, at))
+    }
+
+    /// Inode `ino` if it is in use; None when it is a free inode (its
+    /// CRC and magic intact, its mode 0), as a name's inode is after its
+    /// last link went, so a caller that still knew the number can tell
+    /// "gone" from "corrupt".
+    pub fn live_inode(&self, ino: Ino) -> Result<Option<Inode>> {
+        let geo = self.geometry();
+        if !geo.ino_valid(ino) {
+            return Err(Error::corrupt(
+                "inode number",
+                Location::Inode(ino.0),
+                "outside the filesystem",
+            ));
+        }
+        let off = geo.ino_to_bytes(ino);
+        let len = geo.inode_size as usize;
+        let raw = match crate::fs::pending_inode(self, off, len) {
+            Some(r) => r,
+            None => {
+                let mut v = vec![0u8; len];
+                self.read_bytes(off, &mut v)?;
+                v.into()
+            }
+        };
+        let d = xfs_format::inode::Dinode::ref_from_prefix(&raw[..])
+            .map_err(|_| Error::corrupt("inode", Location::Inode(ino.0), "short"))?
+            .0;
+        if d.di_magic.get() == xfs_format::inode::XFS_DINODE_MAGIC
+            && d.di_mode.get() == 0
+            && xfs_format::crc::verify(&raw, crate::inode::INODE_CRC_OFF)
+        {
+            return Ok(None);
+        }
+        crate::inode::decode_checked(self, ino, &raw).map(Some)
     }
 
     /// Frees orphan `ino` (link count 0, on its unlinked list): takes it
