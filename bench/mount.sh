@@ -59,7 +59,9 @@ mount_target() {
 }
 
 finish() {
-    umount "$MNT"
+    # RELEASEs still on their way keep the mount busy for a moment
+    for _ in $(seq 300); do umount "$MNT" 2>/dev/null && break; sleep 0.1; done
+    ! mountpoint -q "$MNT" || { echo "cannot unmount $MNT" >&2; exit 1; }
     # the FUSE servers write the image back as they exit
     wait 2>/dev/null || true
     sync

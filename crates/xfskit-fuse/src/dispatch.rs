@@ -10,8 +10,7 @@ use crate::handles::Handle;
 use crate::names::entry_name;
 use crate::ops::{check_access, negative_attr, serve_read, wants_write, XfsFuse, MAX_IO};
 use crate::pool::Finished;
-use crate::statfs::counters;
-use crate::xattr::{name_list, reply_sized, visible_to};
+use crate::xattr::{name_list, reply_sized};
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
@@ -23,7 +22,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
-use xfskit::attr::Namespace;
 use xfskit::build::NodeKind;
 use xfskit::inode::{FileType, Inode};
 
@@ -222,16 +220,7 @@ impl Filesystem for XfsFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let c = if self.writable {
-            // A read-write kernel mount holds back its reservations.
-            counters(self.fs, true)
-        } else {
-            self.statfs.get().copied().or_else(|| {
-                let c = counters(self.fs, false)?;
-                Some(*self.statfs.get_or_init(|| c))
-            })
-        };
-        let Some(c) = c else {
+        let Some(c) = self.statfs_counters() else {
             eprintln!("xfskit-fuse: statfs: an AG header could not be read (reported as EIO)");
             return reply.error(Errno::EIO);
         };
@@ -241,26 +230,7 @@ impl Filesystem for XfsFuse {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        if let Some(disk) = xfskit::attr::acl::disk_name(name.as_bytes()) {
-            let r = self.inode(ino).and_then(|i| {
-                let raw = xfskit::attr::get(self.fs, &i, Namespace::Trusted, disk)
-                    .map_err(|e| to_errno(&e))?
-                    .ok_or(Errno::ENODATA)?;
-                xfskit::attr::acl::to_linux(i.ino.0, &raw).map_err(|e| to_errno(&e))
-            });
-            return answer!(r, reply, |v| reply_sized(reply, size, &v));
-        }
-        let Some((ns, short)) = xfskit::attr::parse_full_name(name.as_bytes()) else {
-            return reply.error(Errno::ENODATA);
-        };
-        if !visible_to(ns, req.uid()) {
-            return reply.error(Errno::ENODATA);
-        }
-        let r = self.inode(ino).and_then(|i| {
-            xfskit::attr::get(self.fs, &i, ns, short)
-                .map_err(|e| to_errno(&e))?
-                .ok_or(Errno::ENODATA)
-        });
+        let r = self.xattr_value(req.uid(), ino, name.as_bytes());
         answer!(r, reply, |v| reply_sized(reply, size, &v));
     }
 

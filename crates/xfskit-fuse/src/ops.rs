@@ -4,8 +4,8 @@
 //! for the XFS root directory (no XFS inode can be number 1: that spot holds
 //! the superblock). `st_ino` always shows the real XFS number.
 //!
-//! Speed comes from asking the kernel as little as possible and answering
-//! from memory: long attribute and entry TTLs (the image cannot change),
+//! On a read-only mount, speed comes from asking the kernel as little as
+//! possible and answering from memory: long attribute and entry TTLs (the image cannot change),
 //! negative entries, OPEN/OPENDIR declined where the kernel allows it (then
 //! an open costs no request at all and the page cache and directory
 //! listings persist), and bounded caches of decoded inodes and extent maps
@@ -13,6 +13,10 @@
 //! metadata I/O. A READ that overlaps others goes to a worker thread
 //! ([`crate::pool`]), so concurrent readers keep several disk reads in
 //! flight while a lone reader is still answered without a hand-off.
+//!
+//! On a read-write mount nothing decoded is kept here: every request reads
+//! the inode and its mapping anew from the engine, whose pending set and
+//! buffer cache hold what recent transactions changed.
 
 use crate::attrs::fuse_type;
 use crate::cache::InoCache;

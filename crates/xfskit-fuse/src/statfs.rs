@@ -11,6 +11,7 @@
 //! Inodes: allocated ones plus what the free blocks could still hold,
 //! capped by `imaxpct`.
 
+use crate::ops::XfsFuse;
 use xfskit::namespace::AgCounters;
 use xfskit::{Fs, Geometry};
 
@@ -27,6 +28,21 @@ pub struct Counters {
     pub ffree: u64,
     /// Block size in bytes.
     pub bsize: u32,
+}
+
+impl XfsFuse {
+    /// What statfs answers now: read-write, as a read-write kernel mount
+    /// (with its reservations), computed each time; read-only, once.
+    pub(crate) fn statfs_counters(&self) -> Option<Counters> {
+        if self.writable {
+            return counters(self.fs, true);
+        }
+        if let Some(c) = self.statfs.get() {
+            return Some(*c);
+        }
+        let c = counters(self.fs, false)?;
+        Some(*self.statfs.get_or_init(|| c))
+    }
 }
 
 /// Bytes of a short-form btree block header with CRCs.
