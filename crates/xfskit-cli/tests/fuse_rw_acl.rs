@@ -50,14 +50,12 @@ fn create(p: &Path, mode: u32) {
         .unwrap();
 }
 
+/// A path's mode and xattrs.
+type Seen = (u32, BTreeMap<Vec<u8>, Vec<u8>>);
+
 /// The steps; returns what they leave: per path the mode and xattrs, and
 /// whether user 1000 could read each probe.
-fn steps(
-    root: &Path,
-) -> (
-    BTreeMap<String, (u32, BTreeMap<Vec<u8>, Vec<u8>>)>,
-    Vec<bool>,
-) {
+fn steps(root: &Path) -> (BTreeMap<String, Seen>, Vec<bool>) {
     let p = |s: &str| root.join(s);
     let d = p("d");
     fs::create_dir(&d).unwrap();

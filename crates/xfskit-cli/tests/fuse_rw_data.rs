@@ -118,7 +118,8 @@ fn times_and_ctime_rules() {
     assert!(mtime(&p("f")).0 > 1_000_000_000, "UTIME_NOW");
     assert!(ctime(&p("f")) > before, "utimensat changes ctime");
     // chmod, chown, link, unlink of another link, rename, setxattr: ctime.
-    let steps: [(&str, Box<dyn Fn()>); 6] = [
+    type Step<'a> = (&'static str, Box<dyn Fn() + 'a>);
+    let steps: [Step; 6] = [
         (
             "chmod",
             Box::new(|| fs::set_permissions(p("f"), fs::Permissions::from_mode(0o600)).unwrap()),
@@ -213,6 +214,7 @@ fn contents_xattrs_fallocate_and_seek() {
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
     let f = fs::OpenOptions::new()
         .create(true)
+        .truncate(true)
         .write(true)
         .open(p("big"))
         .unwrap();
@@ -259,6 +261,7 @@ fn contents_xattrs_fallocate_and_seek() {
     // and ZERO_RANGE read as zeros.
     let f = fs::OpenOptions::new()
         .create(true)
+        .truncate(true)
         .read(true)
         .write(true)
         .open(p("fa"))
@@ -300,6 +303,7 @@ fn contents_xattrs_fallocate_and_seek() {
     // A sparse file for SEEK_DATA/SEEK_HOLE.
     let f = fs::OpenOptions::new()
         .create(true)
+        .truncate(true)
         .write(true)
         .open(p("sparse"))
         .unwrap();

@@ -320,6 +320,7 @@ fn open_files_outlive_their_names() {
     // Unlinked while open: reads, writes, fstat and ftruncate still work.
     let f = fs::OpenOptions::new()
         .create(true)
+        .truncate(true)
         .read(true)
         .write(true)
         .open(p("a"))

@@ -35,7 +35,7 @@ pub struct Entry {
 
 /// Decodes a Linux ACL xattr value; None when it is malformed.
 pub fn parse(v: &[u8]) -> Option<Vec<Entry>> {
-    if v.len() < 4 || (v.len() - 4) % 8 != 0 {
+    if v.len() < 4 || !(v.len() - 4).is_multiple_of(8) {
         return None;
     }
     if u32::from_le_bytes(v[0..4].try_into().ok()?) != VERSION {
