@@ -1,8 +1,8 @@
 //! File contents and attributes through a read-write `xfskit mount`:
 //! times (UTIME_NOW, UTIME_OMIT, before 1970, nanoseconds) and the ctime
 //! rules, truncate, O_APPEND and O_TRUNC, xattrs in every namespace with
-//! their errnos, fallocate modes, and SEEK_DATA/SEEK_HOLE answered as the
-//! kernel answers for the same file. Ends like every read-write test:
+//! their errnos, fallocate modes, SEEK_DATA/SEEK_HOLE answered as the
+//! kernel answers for the same file, shared writable mmap and O_DIRECT. Ends like every read-write test:
 //! `xfs_repair -n` clean and the kernel shows the same tree. Needs root,
 //! /dev/fuse and xfsprogs; prints SKIP otherwise.
 
@@ -350,5 +350,77 @@ fn contents_xattrs_fallocate_and_seek() {
     let mut f = fs::File::open(m.p("sparse")).unwrap();
     assert_eq!(f.seek(SeekFrom::End(0)).unwrap(), 5 << 20);
     drop(f);
+    m.finish();
+}
+
+#[test]
+fn mmap_and_o_direct() {
+    if skip("mmap_and_o_direct") {
+        return;
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    let m = RwMount::new("mmap", 320, &[]);
+    // Shared writable mapping: stores reach the file through writeback.
+    let len = 1 << 20;
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(m.p("mapped"))
+        .unwrap();
+    f.set_len(len as u64).unwrap();
+    // SAFETY: a fresh shared mapping of an open file of `len` bytes, used
+    // only inside this block and unmapped before the file is closed.
+    unsafe {
+        let at = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(at, libc::MAP_FAILED);
+        let b = std::slice::from_raw_parts_mut(at.cast::<u8>(), len);
+        b[4096..4101].copy_from_slice(b"hello");
+        b[len - 3..].copy_from_slice(b"end");
+        assert_eq!(libc::msync(at, len, libc::MS_SYNC), 0);
+        assert_eq!(libc::munmap(at, len), 0);
+    }
+    drop(f);
+    let got = fs::read(m.p("mapped")).unwrap();
+    assert_eq!(&got[4096..4101], b"hello");
+    assert_eq!(&got[len - 3..], b"end");
+    assert!(got[..4096].iter().all(|&b| b == 0));
+    // O_DIRECT writes and reads of aligned buffers.
+    let layout = std::alloc::Layout::from_size_align(1 << 20, 4096).unwrap();
+    // SAFETY: a non-zero-sized layout; freed below.
+    let buf = unsafe { std::alloc::alloc_zeroed(layout) };
+    assert!(!buf.is_null());
+    // SAFETY: `buf` holds `layout.size()` initialised bytes.
+    let data = unsafe { std::slice::from_raw_parts_mut(buf, layout.size()) };
+    for (i, b) in data.iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+    let d = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(m.p("direct"))
+        .unwrap();
+    for i in 0..4u64 {
+        d.write_all_at(data, i << 20).unwrap();
+    }
+    let want: Vec<u8> = data.to_vec();
+    data.fill(0);
+    d.read_exact_at(data, 3 << 20).unwrap();
+    assert!(data[..] == want[..], "O_DIRECT read back");
+    drop(d);
+    // SAFETY: allocated above with this layout.
+    unsafe { std::alloc::dealloc(buf, layout) };
+    assert_eq!(fs::metadata(m.p("direct")).unwrap().len(), 4 << 20);
     m.finish();
 }
