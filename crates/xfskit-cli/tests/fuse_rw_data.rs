@@ -2,9 +2,10 @@
 //! times (UTIME_NOW, UTIME_OMIT, before 1970, nanoseconds) and the ctime
 //! rules, truncate, O_APPEND and O_TRUNC, xattrs in every namespace with
 //! their errnos, fallocate modes, SEEK_DATA/SEEK_HOLE answered as the
-//! kernel answers for the same file, shared writable mmap and O_DIRECT. Ends like every read-write test:
-//! `xfs_repair -n` clean and the kernel shows the same tree. Needs root,
-//! /dev/fuse and xfsprogs; prints SKIP otherwise.
+//! kernel answers for the same file, shared writable mmap and O_DIRECT.
+//! Ends like every read-write test: `xfs_repair -n` clean and the kernel
+//! shows the same tree. Needs root, /dev/fuse and xfsprogs; prints SKIP
+//! otherwise.
 
 mod common;
 
