@@ -140,3 +140,101 @@ fn parallel_writers_on_several_threads() {
     assert_eq!(fs::read_dir(base.join("shared")).unwrap().count(), 1200);
     m.finish();
 }
+
+#[test]
+fn namespace_stress_from_several_processes() {
+    if skip("namespace_stress_from_several_processes") {
+        return;
+    }
+    let mut m = RwMount::new("stress", 400, &["-d", "agcount=4"]);
+    m.unmount();
+    m.mount(&["--threads", "4"]);
+    let base = m.mnt.clone();
+    for d in ["a", "b", "c"] {
+        fs::create_dir(base.join(d)).unwrap();
+    }
+    // Threads stand in for processes: each request is the kernel's either
+    // way. Every call may fail the way a racing namespace makes it fail;
+    // what matters is that nothing else happens and nothing hangs.
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    for w in 0..4u64 {
+        let base = base.clone();
+        let done = done_tx.clone();
+        std::thread::spawn(move || {
+            let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (w + 1);
+            let mut next = move |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            let dirs = ["a", "b", "c", "a/sub", "b/sub"];
+            let mut worked = 0;
+            for _ in 0..2000 {
+                let d1 = dirs[next(5) as usize];
+                let d2 = dirs[next(5) as usize];
+                let p1 = base.join(d1).join(format!("n{}", next(20)));
+                let p2 = base.join(d2).join(format!("n{}", next(20)));
+                let r = match next(9) {
+                    0 | 1 => fs::write(&p1, vec![w as u8; next(20_000) as usize]),
+                    2 => fs::rename(&p1, &p2),
+                    3 => fs::hard_link(&p1, &p2),
+                    4 => fs::remove_file(&p1),
+                    5 => fs::create_dir(base.join(d1).join("sub")),
+                    6 => fs::remove_dir(base.join(d1).join("sub")),
+                    7 => {
+                        let c = std::ffi::CString::new(p1.as_os_str().as_encoded_bytes()).unwrap();
+                        // SAFETY: valid strings and buffer.
+                        let r = unsafe {
+                            libc::setxattr(
+                                c.as_ptr(),
+                                c"user.s".as_ptr(),
+                                c"v".as_ptr().cast(),
+                                1,
+                                0,
+                            )
+                        };
+                        if r == 0 {
+                            Ok(())
+                        } else {
+                            Err(std::io::Error::last_os_error())
+                        }
+                    }
+                    _ => fs::read(&p1).map(|_| ()),
+                };
+                if r.is_ok() {
+                    worked += 1;
+                }
+                if let Err(e) = r {
+                    let ok = [
+                        libc::ENOENT,
+                        libc::EEXIST,
+                        libc::ENOTEMPTY,
+                        libc::EISDIR,
+                        libc::ENOTDIR,
+                        libc::EINVAL,
+                        libc::ENODATA,
+                    ];
+                    assert!(
+                        ok.contains(&e.raw_os_error().unwrap_or(0)),
+                        "worker {w}: {e}"
+                    );
+                }
+            }
+            done.send(worked).unwrap();
+        });
+    }
+    drop(done_tx);
+    let mut worked = 0;
+    for _ in 0..4 {
+        worked += done_rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("a worker hung or failed: the mount may be deadlocked");
+    }
+    println!("{worked} of 8000 calls succeeded");
+    assert!(
+        worked > 2000,
+        "only {worked} calls succeeded: the stress did little"
+    );
+    m.finish();
+}
