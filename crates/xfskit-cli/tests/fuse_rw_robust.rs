@@ -1,8 +1,9 @@
 //! A read-write `xfskit mount` under pressure: a full image (ENOSPC,
 //! nothing already written lost), a corrupt inode met while serving (EIO
 //! for that file, logged; the server keeps serving and unmounts cleanly),
-//! and writers in parallel on several serving threads, in separate
-//! directories and in one. Ends like every read-write test: `xfs_repair
+//! writers in parallel on several serving threads, in separate
+//! directories and in one, a namespace stress, and SIGTERM (unmounts and
+//! writes the image back). Ends like every read-write test: `xfs_repair
 //! -n` clean and the kernel shows the tree the mount showed. Needs root,
 //! /dev/fuse and xfsprogs; prints SKIP otherwise.
 
@@ -237,4 +238,25 @@ fn namespace_stress_from_several_processes() {
         "only {worked} calls succeeded: the stress did little"
     );
     m.finish();
+}
+
+#[test]
+fn sigterm_unmounts_and_writes_the_image_back() {
+    if skip("sigterm_unmounts_and_writes_the_image_back") {
+        return;
+    }
+    let mut m = RwMount::new("sigterm", 300, &[]);
+    fs::create_dir(m.p("d")).unwrap();
+    fs::write(m.p("d/f"), vec![3u8; 200_000]).unwrap();
+    let want = common::walk_host(&m.mnt);
+    m.terminate();
+    let (code, out) = common::repair_check(&m.image);
+    assert_eq!(code, 0, "xfs_repair -n after SIGTERM:\n{out}");
+    common::assert_kernel_sees(
+        &m.image,
+        &m.dir.join("kernel"),
+        &want,
+        true,
+        "after SIGTERM",
+    );
 }

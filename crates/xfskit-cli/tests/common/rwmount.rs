@@ -119,6 +119,27 @@ impl RwMount {
         assert!(st.success(), "xfskit mount exited with {st}");
     }
 
+    /// Stops the server with SIGTERM (it unmounts and writes the image
+    /// back) and waits for it to exit successfully.
+    pub fn terminate(&mut self) {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: signalling our own child.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let t0 = Instant::now();
+        let st = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "server did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(st.success(), "xfskit mount exited with {st} after SIGTERM");
+        assert!(!is_mounted(&self.mnt), "still mounted after SIGTERM");
+    }
+
     /// Walks the mount, unmounts, checks the image with `xfs_repair -n`
     /// and checks that the kernel sees the same tree.
     pub fn finish(mut self) {
