@@ -27,7 +27,8 @@ pub struct Args {
     /// Extra mount options, comma-separated (e.g. `-o noexec,nosuid`).
     #[arg(short = 'o', value_name = "OPTS")]
     pub options: Vec<String>,
-    /// Threads serving requests (default: one less than the CPUs, 1 to 8).
+    /// Threads serving requests (default: one less than the CPUs, 1 to 8;
+    /// at least 2 read-write).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: Option<u16>,
     /// Extra threads for READs that overlap other requests (default 8; 0:
@@ -66,6 +67,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     if fs.is_writable() {
         opts.ttl = xfskit_fuse::RW_TTL;
+        if args.threads.is_none() {
+            // Writers wait on their transactions: with 4 writers, 2 serving
+            // threads took 2.4 s where 1 took 3.9 s (20,000 files of 4 KiB,
+            // 2 cores); a lone writer took 3.0 s with either.
+            opts.threads = opts.threads.max(2);
+        }
     }
     let mut mounted = xfskit_fuse::mount(fs, &args.mountpoint, &opts)?;
     let mut unmounter = mounted.unmounter();
