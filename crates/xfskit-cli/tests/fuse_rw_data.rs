@@ -120,7 +120,7 @@ fn times_and_ctime_rules() {
     assert!(ctime(&p("f")) > before, "utimensat changes ctime");
     // chmod, chown, link, unlink of another link, rename, setxattr: ctime.
     type Step<'a> = (&'static str, Box<dyn Fn() + 'a>);
-    let steps: [Step; 6] = [
+    let steps: [Step; 7] = [
         (
             "chmod",
             Box::new(|| fs::set_permissions(p("f"), fs::Permissions::from_mode(0o600)).unwrap()),
@@ -135,6 +135,16 @@ fn times_and_ctime_rules() {
         (
             "setxattr",
             Box::new(|| assert_eq!(setxattr(&p("d/f"), "user.a", b"1", 0), 0)),
+        ),
+        (
+            "chown(-1, -1)",
+            // SAFETY: a valid path; -1 leaves owner and group alone.
+            Box::new(|| {
+                assert_eq!(
+                    unsafe { libc::chown(c(&p("d/f")).as_ptr(), u32::MAX, u32::MAX) },
+                    0
+                )
+            }),
         ),
     ];
     for (what, step) in steps.iter() {

@@ -5,7 +5,8 @@
 //! The kernel keeps the set-user-id and set-group-id bits as XFS does:
 //! without `handle_killpriv` it turns a write or chown by a file that has
 //! them into a setattr that clears them, which arrives here as a mode.
-//! Every setattr stamps ctime (the kernel's own ctime when it sends one);
+//! Every setattr stamps ctime (the kernel's own ctime when it sends one),
+//! one without fields too (chown(-1, -1): the kernel sends no ctime);
 //! a size change also stamps mtime, a truncate to the same size nothing.
 
 use crate::errno::to_errno;
@@ -103,7 +104,20 @@ impl XfsFuse {
             ctime: a.ctime.map(timestamp),
         };
         if a.size.is_none() && change.is_empty() {
-            return self.inode(node);
+            if !self.writable {
+                return self.inode(node);
+            }
+            // The kernel sends a setattr without fields for a change that
+            // only stamps ctime (chown(-1, -1)); kernel XFS stamps it.
+            let touch = AttrChange {
+                ctime: Some(crate::names::now()),
+                ..Default::default()
+            };
+            return self
+                .fs
+                .change_attrs(ino, &touch)
+                .map(Arc::new)
+                .map_err(|e| to_errno(&e));
         }
         self.check_writable()?;
         if let Some(size) = a.size {
