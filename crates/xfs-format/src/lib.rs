@@ -14,6 +14,8 @@ pub mod da;
 pub mod dir;
 pub mod inode;
 pub mod log;
+pub mod log_intent;
+pub mod log_item;
 pub mod sb;
 pub mod symlink;
 pub mod types;

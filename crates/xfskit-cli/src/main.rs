@@ -28,8 +28,14 @@ use std::process::ExitCode;
     long_about = "xfskit reads and writes the XFS v5 on-disk format without the kernel: make \
 filesystems (mkfs), build populated images (build), inspect images (info, ls, cat, stat), copy files out (extract), \
 mount them through FUSE (mount) and scan every inode in parallel (bulkstat).\n\n\
+IMAGE may be a bare XFS filesystem, a partitioned disk (MBR or GPT, LVM2 linear volumes) or a \
+qcow2 file (v2 or v3, compressed clusters and backing files included) holding either: the XFS \
+partition or volume is found by its superblock, or named with --partition N or --lv VG/LV \
+(see `xfskit parts`).\n\n\
 Exit codes: 0 success; 1 not found, or problems found; 2 usage error; \
-3 unsupported filesystem or dirty log; 4 I/O error; 5 corrupt metadata.",
+3 unsupported filesystem or dirty log, or no XFS on the disk; 4 I/O error; \
+5 corrupt metadata, partition table or qcow2 structure. Several XFS partitions without \
+--partition, or a --partition the disk lacks, are usage errors (2).",
     propagate_version = true
 )]
 struct Cli {
@@ -41,6 +47,8 @@ struct Cli {
 enum Command {
     /// Print geometry and features, laid out like xfs_info.
     Info(cmd::info::Args),
+    /// List the partitions of a disk image (raw or qcow2) and what each holds.
+    Parts(cmd::parts::Args),
     /// List a directory.
     Ls(cmd::ls::Args),
     /// Write a file's contents to standard output.
@@ -63,12 +71,17 @@ enum Command {
         override_usage = "xfskit build [OPTIONS] SOURCE IMAGE [MKFS OPTIONS]"
     )]
     Build(cmd::build::Args),
+    /// Show what the log holds: head, tail, records, transactions, items.
+    Log(cmd::log::Args),
+    /// Replay the log in place, as a kernel mount would, and leave it clean.
+    Recover(cmd::recover::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Info(a) => cmd::info::run(a),
+        Command::Parts(a) => cmd::parts::run(a),
         Command::Ls(a) => cmd::ls::run(a),
         Command::Cat(a) => cmd::cat::run(a),
         Command::Stat(a) => cmd::stat::run(a),
@@ -78,11 +91,13 @@ fn main() -> ExitCode {
         Command::Mkfs(a) => cmd::mkfs::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Build(a) => cmd::build::run(a),
+        Command::Log(a) => cmd::log::run(a),
+        Command::Recover(a) => cmd::recover::run(a),
     };
     match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("xfskit: {e}");
+            eprintln!("xfskit: {}", cmd::message(&e));
             cmd::exit_code(&e)
         }
     }

@@ -412,7 +412,17 @@ fn statfs_case(tag: &str, mkfs: &[&str]) {
     for i in (0..300).step_by(3) {
         fs::remove_file(m.p(&format!("f{i}"))).unwrap();
     }
-    let fuse_rw = statvfs(&m.mnt);
+    // A removed file is freed when the kernel forgets its inode, a moment
+    // after the unlink: wait until the counts stop moving.
+    let mut fuse_rw = statvfs(&m.mnt);
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let now = statvfs(&m.mnt);
+        if now == fuse_rw {
+            break;
+        }
+        fuse_rw = now;
+    }
     m.unmount();
     let kdir = m.dir.join("kernel-statfs");
     fs::create_dir_all(&kdir).unwrap();

@@ -2,8 +2,9 @@
 //! nothing already written lost), a corrupt inode met while serving (EIO
 //! for that file, logged; the server keeps serving and unmounts cleanly),
 //! writers in parallel on several serving threads, in separate
-//! directories and in one, a namespace stress, and SIGTERM (unmounts and
-//! writes the image back). Ends like every read-write test: `xfs_repair
+//! directories and in one, a namespace stress, SIGTERM (unmounts and
+//! writes the image back) and SIGKILL (the kernel's replay of the journal
+//! keeps every fsynced file). Ends like every read-write test: `xfs_repair
 //! -n` clean and the kernel shows the tree the mount showed. Needs root,
 //! /dev/fuse and xfsprogs; prints SKIP otherwise.
 
@@ -259,4 +260,39 @@ fn sigterm_unmounts_and_writes_the_image_back() {
         true,
         "after SIGTERM",
     );
+}
+
+#[test]
+fn sigkill_keeps_what_was_fsynced() {
+    if skip("sigkill_keeps_what_was_fsynced") {
+        return;
+    }
+    let mut m = RwMount::new("sigkill", 400, &[]);
+    let synced: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+    {
+        let mut f = fs::File::create(m.p("synced")).unwrap();
+        f.write_all(&synced).unwrap();
+        f.sync_all().unwrap();
+    }
+    fs::create_dir(m.p("after")).unwrap();
+    // Enough after the fsync that the engine writes back on its own.
+    for i in 0..2000 {
+        fs::write(m.p(&format!("after/f{i}")), vec![9u8; 8192]).unwrap();
+    }
+    fs::write(m.p("after/big"), vec![7u8; 48 << 20]).unwrap();
+    m.kill();
+    // The kernel replays the log: the fsynced file is whole, the image clean.
+    let kdir = m.dir.join("kernel-replay");
+    fs::create_dir_all(&kdir).unwrap();
+    let img = m.image.to_str().unwrap().to_string();
+    let st = std::process::Command::new("mount")
+        .args(["-o", "loop", &img, kdir.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "the kernel cannot mount the killed image");
+    let got = fs::read(kdir.join("synced"));
+    let _ = std::process::Command::new("umount").arg(&kdir).status();
+    assert!(got.unwrap() == synced, "the fsynced file after SIGKILL");
+    let (code, out) = common::repair_check(&m.image);
+    assert_eq!(code, 0, "xfs_repair -n after the kernel's replay:\n{out}");
 }

@@ -1,6 +1,6 @@
 //! The contents and attribute operations of a read-write mount: setattr,
-//! write, fallocate, lseek SEEK_DATA/SEEK_HOLE, fsync, and setting or
-//! removing xattrs.
+//! write, fallocate, lseek SEEK_DATA/SEEK_HOLE, fsync (through the
+//! journal), and setting or removing xattrs.
 //!
 //! The kernel keeps the set-user-id and set-group-id bits as XFS does:
 //! without `handle_killpriv` it turns a write or chown by a file that has
@@ -232,13 +232,26 @@ impl XfsFuse {
         i64::try_from(pos).map_err(|_| Errno::EOVERFLOW)
     }
 
-    /// fsync, fsyncdir and the end of the mount: everything written back
-    /// and flushed to the device.
+    /// The end of the mount: everything written back, the device flushed,
+    /// the log left clean.
     pub(crate) fn do_sync(&self) -> Result<(), Errno> {
         if !self.writable {
             return Ok(());
         }
         self.fs.sync().map_err(|e| to_errno(&e))
+    }
+
+    /// fsync (`node` given: its data written in place, the log forced) and
+    /// fsyncdir (the log forced): durable without writing metadata back.
+    pub(crate) fn do_fsync(&self, node: Option<INodeNo>) -> Result<(), Errno> {
+        if !self.writable {
+            return Ok(());
+        }
+        let r = match node {
+            Some(n) => self.fs.fsync(self.ino(n)),
+            None => self.fs.force_log(),
+        };
+        r.map_err(|e| to_errno(&e))
     }
 
     /// setxattr(2) with its XATTR_CREATE / XATTR_REPLACE rules.

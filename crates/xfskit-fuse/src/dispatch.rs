@@ -417,12 +417,12 @@ impl Filesystem for XfsFuse {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        answer!(self.do_sync(), reply, |()| reply.ok());
+        answer!(self.do_fsync(Some(ino)), reply, |()| reply.ok());
     }
 
     fn fsyncdir(
@@ -433,7 +433,7 @@ impl Filesystem for XfsFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        answer!(self.do_sync(), reply, |()| reply.ok());
+        answer!(self.do_fsync(None), reply, |()| reply.ok());
     }
 
     fn setxattr(

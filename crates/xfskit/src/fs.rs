@@ -26,6 +26,10 @@ pub struct OpenOptions {
     /// before a writeback (None: 128 MiB and 32 MiB). Small limits make
     /// writebacks frequent (tests of what is read back after them).
     pub pending_limits: Option<(usize, usize)>,
+    /// Writing without the journal: changes go in place only at writeback
+    /// and a crash before [`Fs::sync`] leaves a damaged filesystem. For
+    /// building new images, where a failed build leaves no image.
+    pub no_journal: bool,
 }
 
 /// An XFS filesystem opened for reading.
@@ -36,6 +40,8 @@ pub struct Fs {
     log_state: LogState,
     write: Option<WriteState>,
     base: SbCounters,
+    /// Set when a dirty log was replayed in memory at open.
+    recovery: Option<crate::log::ReplayStats>,
 }
 
 /// The superblock's free-space and inode counters when the filesystem was
@@ -62,10 +68,23 @@ impl Fs {
     }
 
     /// Opens a filesystem on any device for reading and writing.
+    /// A dirty log is recovered in place first, as the kernel's mount does.
     pub fn from_device_rw(dev: Box<dyn Device>, opts: &OpenOptions) -> Result<Fs> {
+        let dev: Arc<dyn Device> = dev.into();
+        let probe = Fs::from_device(
+            Box::new(crate::log::recover::Shared(dev.clone())),
+            &OpenOptions {
+                norecovery: true,
+                ..opts.clone()
+            },
+        )?;
+        if matches!(probe.log_state, LogState::Dirty(_)) {
+            drop(probe);
+            crate::log::recover::recover_device(dev.clone(), &Default::default())?;
+        }
         let mut o = opts.clone();
         o.norecovery = false;
-        let mut fs = Fs::from_device(dev, &o)?;
+        let mut fs = Fs::from_device(Box::new(crate::log::recover::Shared(dev)), &o)?;
         if !matches!(fs.log_state, LogState::Clean | LogState::Empty) {
             return Err(Error::Unsupported(
                 "writing to a filesystem with an external or unreadable log".into(),
@@ -83,8 +102,48 @@ impl Fs {
             ws.dirty_limit = meta.max(1);
             ws.data_limit = data.max(1);
         }
+        if !opts.no_journal {
+            let pos = crate::log::head_pos(&fs)?.ok_or_else(|| {
+                Error::Unsupported("journaling into a log whose head was not found".into())
+            })?;
+            ws.set_journal(crate::log::journal::Journal::new(&fs.geo, pos)?);
+        }
         fs.write = Some(ws);
         Ok(fs)
+    }
+
+    /// Writes every committed change to the log and flushes it, without
+    /// writing anything in place: after this returns, the changes survive
+    /// a crash (the kernel's or `xfskit recover`'s log replay brings them
+    /// back). Without a journal, the same as [`Fs::sync`].
+    pub fn force_log(&self) -> Result<()> {
+        let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
+        if !ws.journaled() {
+            return self.sync();
+        }
+        ws.force_log(self.dev.as_ref())
+    }
+
+    /// Makes the changes to inode `ino` durable: its pending file data is
+    /// written in place and the log forced. (The whole committed list is
+    /// forced, as the kernel forces its log up to the inode's last change.)
+    pub fn fsync(&self, _ino: Ino) -> Result<()> {
+        let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
+        if !ws.journaled() {
+            return self.sync();
+        }
+        ws.flush_data(self.dev.as_ref())?;
+        ws.force_log(self.dev.as_ref())?;
+        self.dev.flush()?;
+        Ok(())
+    }
+
+    /// What the log writer wrote so far (zeros without a journal).
+    pub fn log_stats(&self) -> crate::log::LogStats {
+        self.write
+            .as_ref()
+            .map(|w| w.log_stats())
+            .unwrap_or_default()
     }
 
     /// Starts a transaction. Fails on a filesystem opened read-only.
@@ -172,6 +231,8 @@ impl Fs {
         xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
         self.dev.write_at(&sb, 0)?;
         self.dev.flush()?;
+        // Everything is in place: the log is clean again.
+        ws.unmount_log(self.dev.as_ref())?;
         Ok(())
     }
 
@@ -225,14 +286,43 @@ impl Fs {
             log_state: LogState::Clean,
             write: None,
             base: SbCounters::default(),
+            recovery: None,
         };
         fs.log_state = crate::log::inspect(&fs)?;
-        if let LogState::Dirty(why) = &fs.log_state {
-            if !opts.norecovery {
-                return Err(Error::DirtyLog(why.clone()));
-            }
+        if matches!(fs.log_state, LogState::Dirty(_)) && !opts.norecovery {
+            return fs.replayed_in_memory(opts);
         }
         Ok(fs)
+    }
+
+    /// The filesystem as the log's replay leaves it, seen through an
+    /// overlay of the replayed blocks: the device is not written.
+    fn replayed_in_memory(self, opts: &OpenOptions) -> Result<Fs> {
+        let rec = crate::log::replay(self.dev.as_ref(), &self.geo)?;
+        let ends = &rec.contents.ends;
+        if ends.clean || ends.empty {
+            return Ok(self);
+        }
+        let dev: Arc<dyn Device> = Arc::new(crate::dev::OverlayDevice::new(
+            self.dev.clone(),
+            rec.overlay,
+        ));
+        // What the kernel does after replay (a clean log, the unlinked
+        // inodes freed) also goes to the overlay.
+        crate::log::recover::finish(dev.clone(), &rec.contents.ends)?;
+        let o = OpenOptions {
+            norecovery: true,
+            ..opts.clone()
+        };
+        let mut fs = Fs::from_device(Box::new(crate::log::recover::Shared(dev)), &o)?;
+        fs.log_state = self.log_state;
+        fs.recovery = Some(rec.stats);
+        Ok(fs)
+    }
+
+    /// What the in-memory replay of a dirty log did, when there was one.
+    pub fn recovery(&self) -> Option<&crate::log::ReplayStats> {
+        self.recovery.as_ref()
     }
 
     /// The validated geometry.

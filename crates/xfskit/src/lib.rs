@@ -17,6 +17,7 @@ mod bytes;
 pub mod check;
 pub mod dev;
 pub mod dir;
+pub mod disk;
 pub mod error;
 pub mod extract;
 pub mod fs;

@@ -22,6 +22,8 @@ cowextsize_blks, atime, mtime, ctime, btime (nanoseconds since the epoch)."
 pub struct Args {
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
     /// Worker threads (default: one per CPU, at most one per AG).
     #[arg(long, default_value_t = 0, hide_default_value = true)]
     pub threads: usize,
@@ -47,7 +49,7 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
-    let fs = super::open(&args.image, args.norecovery)?;
+    let fs = super::open_in(&args.image, &args.disk, args.norecovery)?;
     let opts = BulkstatOptions {
         threads: args.threads,
         batch: args.batch,

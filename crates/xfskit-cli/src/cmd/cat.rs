@@ -32,13 +32,15 @@ pub struct Args {
     pub norecovery: bool,
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
     /// The file to print.
     pub path: String,
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let fs = super::open(&args.image, args.norecovery)?;
+    let fs = super::open_in(&args.image, &args.disk, args.norecovery)?;
     let inode = fs.lookup_path(args.path.as_bytes())?;
     match inode.file_type {
         FileType::File => {}

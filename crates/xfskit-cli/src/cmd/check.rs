@@ -14,6 +14,8 @@ const CACHE_BYTES: usize = 16 << 20;
 pub struct Args {
     /// The image file or block device (unmounted).
     pub image: PathBuf,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
     /// Worker threads (default: up to the CPU count, and at least 8
     /// concurrent readers of inodes).
     #[arg(long, default_value_t = 0)]
@@ -30,8 +32,9 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     // Blocks are read about once: a small buffer cache does, and keeps the
     // memory of the check to what it learns.
-    let fs = xfskit::Fs::open(
+    let fs = super::open_with(
         &args.image,
+        &args.disk,
         &xfskit::fs::OpenOptions {
             norecovery: args.norecovery,
             cache_bytes: CACHE_BYTES,

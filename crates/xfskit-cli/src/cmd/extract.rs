@@ -49,13 +49,15 @@ pub struct Args {
     pub quiet: bool,
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
     /// The destination directory.
     pub dest: PathBuf,
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let fs = super::open(&args.image, args.norecovery)?;
+    let fs = super::open_in(&args.image, &args.disk, args.norecovery)?;
     let opts = ExtractOptions {
         threads: usize::from(args.threads),
         ..Default::default()

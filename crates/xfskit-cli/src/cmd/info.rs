@@ -23,6 +23,8 @@ Examples:
 pub struct Args {
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
     /// Read even if the log needs replay (like the kernel's norecovery).
     #[arg(long)]
     pub norecovery: bool,
@@ -180,7 +182,7 @@ pub fn to_json(g: &Geometry, log_state: &str) -> serde_json::Value {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
-    let fs = super::open(&args.image, args.norecovery)?;
+    let fs = super::open_in(&args.image, &args.disk, args.norecovery)?;
     let g = fs.geometry();
     if args.json {
         let state = format!("{:?}", fs.log_state()).to_lowercase();

@@ -42,6 +42,8 @@ pub struct Args {
     pub norecovery: bool,
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
     /// The directory (or file) to list; the root by default.
     #[arg(default_value = "/")]
     pub path: String,
@@ -243,7 +245,7 @@ fn list_dir(
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let fs = super::open(&args.image, args.norecovery)?;
+    let fs = super::open_in(&args.image, &args.disk, args.norecovery)?;
     let inode = fs.lookup_path(args.path.as_bytes())?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

@@ -1,4 +1,4 @@
-//! `xfskit mkfs [--profile NAME] [--timestamp SECS] [mkfs.xfs options] TARGET`.
+//! `xfskit mkfs [--profile NAME] [--timestamp SECS] [--partition N] [mkfs.xfs options] TARGET`.
 //!
 //! Everything after the xfskit-only options is parsed with mkfs.xfs syntax
 //! (`-b size=4096 -d agcount=8 -m reflink=0 -L label -f -N -K -q ...`).
@@ -22,6 +22,10 @@ pub struct Args {
     /// Seconds since the epoch for new inode times (else SOURCE_DATE_EPOCH, else now).
     #[arg(long)]
     pub timestamp: Option<i64>,
+    /// Make the filesystem in partition N of TARGET, a partitioned disk
+    /// image (raw or qcow2; `xfskit parts` lists the partitions).
+    #[arg(long, value_name = "N")]
+    pub partition: Option<u32>,
     /// mkfs.xfs options followed by the target image or device.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
     pub args: Vec<String>,
@@ -74,6 +78,11 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let mut raw = args.args;
     let profile = take_long(&mut raw, "profile").or(args.profile);
     let ts_text = take_long(&mut raw, "timestamp");
+    let partition = match take_long(&mut raw, "partition").map(|p| p.parse::<u32>()) {
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => return Ok(fail("--partition takes a partition number")),
+        None => args.partition,
+    };
     let timestamp = match ts_text.map(|t| t.parse::<i64>()) {
         Some(Ok(s)) => Some(s),
         Some(Err(_)) => return Ok(fail("--timestamp takes whole seconds since the epoch")),
@@ -116,7 +125,18 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         timestamp: timestamp.map(|secs| Timestamp { secs, nsec: 0 }),
         progress: Some(&progress),
     };
-    match mkfs_with(&target, &opts, &w) {
+    let made = match partition {
+        // Into partition N of a disk image (raw or qcow2): through a window.
+        Some(n) => xfskit::disk::open_partition(&target, n, !opts.dry_run)
+            .map_err(|e| e.to_string())
+            .and_then(|(dev, _)| {
+                xfskit::mkfs::mkfs_device(dev.as_ref(), &opts, &w)
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| dev.flush().map(|_| r).map_err(|e| e.to_string()))
+            }),
+        None => mkfs_with(&target, &opts, &w).map_err(|e| e.to_string()),
+    };
+    match made {
         Ok(r) => {
             let g = &r.geometry;
             for warn in &g.warnings {

@@ -6,9 +6,12 @@ pub mod cat;
 pub mod check;
 pub mod extract;
 pub mod info;
+pub mod log;
 pub mod ls;
 pub mod mkfs;
 pub mod mount;
+pub mod parts;
+pub mod recover;
 pub mod stat;
 
 use std::path::Path;
@@ -22,19 +25,66 @@ pub fn exit_code(e: &Error) -> ExitCode {
         Error::Exists(_) | Error::NotEmpty(_) => 1,
         Error::Invalid(_) => 2,
         Error::Unsupported(_) | Error::DirtyLog(_) => 3,
+        Error::Io(e) if xfskit::disk::is_corruption(e) => 5,
         Error::Io(_) => 4,
         Error::BadCrc { .. } | Error::Corrupt { .. } => 5,
         Error::NoSpace(_) | Error::ReadOnly => 4,
     })
 }
 
-/// Opens an image read-only with the common options.
+/// The message printed for `e`: a damaged disk image found while reading
+/// (a bad qcow2 cluster pointer) is said to be corrupt, not an I/O error.
+pub fn message(e: &Error) -> String {
+    match e {
+        Error::Io(io) if xfskit::disk::is_corruption(io) => io.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Opens an image read-only with the common options (no `--partition`:
+/// a disk's one XFS partition is found alone).
+#[allow(dead_code)] // for subcommands that take no DiskArgs
 pub fn open(image: &Path, norecovery: bool) -> Result<Fs, Error> {
-    Fs::open(
+    open_in(image, &DiskArgs::default(), norecovery)
+}
+
+/// Where the filesystem lies in a disk image: every command that takes an
+/// image flattens these into its arguments.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct DiskArgs {
+    /// When IMAGE is a partitioned disk (raw or qcow2) with more than one
+    /// XFS partition: the number of the one to use, as `xfskit parts` lists
+    /// it. With one XFS partition it is found without this.
+    #[arg(long, value_name = "N")]
+    pub partition: Option<u32>,
+    /// When the disk holds LVM2 logical volumes with more than one XFS: the
+    /// one to use, as VG/LV (`xfskit parts` lists them). Linear volumes only.
+    #[arg(long, value_name = "VG/LV")]
+    pub lv: Option<String>,
+}
+
+/// Opens the filesystem in an image (bare, partitioned disk or qcow2)
+/// read-only with the common options.
+pub fn open_in(image: &Path, disk: &DiskArgs, norecovery: bool) -> Result<Fs, Error> {
+    let opts = OpenOptions {
+        norecovery,
+        ..Default::default()
+    };
+    open_with(image, disk, &opts)
+}
+
+/// [`open_in`] with every option.
+pub fn open_with(image: &Path, disk: &DiskArgs, opts: &OpenOptions) -> Result<Fs, Error> {
+    let img = xfskit::disk::open(
         image,
-        &OpenOptions {
-            norecovery,
-            ..Default::default()
+        &xfskit::disk::ImageOptions {
+            partition: disk.partition,
+            lv: disk.lv.clone(),
+            writable: false,
         },
-    )
+    )?;
+    for note in &img.notes {
+        eprintln!("xfskit: warning: {}: {note}", image.display());
+    }
+    Fs::from_device(img.device, opts)
 }

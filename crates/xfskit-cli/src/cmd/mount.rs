@@ -16,6 +16,8 @@ use xfskit::{Error, Fs, OpenOptions};
 pub struct Args {
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
     /// The directory to mount on.
     pub mountpoint: PathBuf,
     /// Mount read-only (the default is read-write when the image is writable).
@@ -104,13 +106,22 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Opens the image for writing unless told otherwise or it cannot be
-/// written (a read-only file or device), then read-only.
+/// Opens the image (bare, a partition of a disk, an LVM volume, qcow2)
+/// for writing unless told otherwise or it cannot be written (a read-only
+/// file or device), then read-only. A dirty log is recovered first.
 fn open(args: &Args) -> Result<Fs, Error> {
     if args.read_only || args.norecovery {
-        return super::open(&args.image, args.norecovery);
+        return super::open_in(&args.image, &args.disk, args.norecovery);
     }
-    match Fs::open_rw(&args.image, &OpenOptions::default()) {
+    let img = xfskit::disk::open(
+        &args.image,
+        &xfskit::disk::ImageOptions {
+            partition: args.disk.partition,
+            lv: args.disk.lv.clone(),
+            writable: true,
+        },
+    );
+    let img = match img {
         Err(Error::Io(e))
             if matches!(
                 e.kind(),
@@ -121,8 +132,12 @@ fn open(args: &Args) -> Result<Fs, Error> {
                 "xfskit mount: {} cannot be written ({e}); mounting read-only",
                 args.image.display()
             );
-            super::open(&args.image, false)
+            return super::open_in(&args.image, &args.disk, false);
         }
-        r => r,
+        r => r?,
+    };
+    for note in &img.notes {
+        eprintln!("xfskit: warning: {}: {note}", args.image.display());
     }
+    Fs::from_device_rw(img.device, &OpenOptions::default())
 }

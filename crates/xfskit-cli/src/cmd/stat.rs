@@ -35,6 +35,8 @@ pub struct Args {
     pub norecovery: bool,
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
     /// The path to describe.
     pub path: String,
 }
@@ -235,7 +237,7 @@ fn xattrs_of(fs: &Fs, i: &Inode) -> Result<Vec<Xattr>, Error> {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let fs = super::open(&args.image, args.norecovery)?;
+    let fs = super::open_in(&args.image, &args.disk, args.norecovery)?;
     let i = fs.lookup_path(args.path.as_bytes())?;
     let xattrs = xattrs_of(&fs, &i)?;
     let target = if i.file_type == FileType::Symlink {

@@ -75,7 +75,7 @@ pub fn require_root(test: &str) -> bool {
     if is_root() {
         true
     } else {
-        println!("SKIP {test}: needs root for loop mount");
+        crate::common::skip(test, "needs root for loop mount");
         false
     }
 }

@@ -6,12 +6,15 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code, unused_imports)]
 
+pub mod disks;
 pub mod fixtures;
 pub mod hostwalk;
+pub mod skip;
 
 pub use fixtures::{
     assert_kernel_sees, expected_counts, fixture_names, fixtures_dir, is_root, repair_check,
     require_root, testdata_dir, unpack_fixture, LoopMount, TempDir,
 };
 pub use hostwalk::{count_kinds, diff_walks, digest_bytes, walk_host, Entry, Fnv64, Kind};
+pub use skip::{missing_tool, skip};
 pub mod rwmount;

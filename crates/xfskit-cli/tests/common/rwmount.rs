@@ -119,6 +119,16 @@ impl RwMount {
         assert!(st.success(), "xfskit mount exited with {st}");
     }
 
+    /// Kills the server with SIGKILL (nothing written back, the journal
+    /// left as it is) and detaches the dead mount.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        assert!(!is_mounted(&self.mnt), "still mounted after SIGKILL");
+    }
+
     /// Stops the server with SIGTERM (it unmounts and writes the image
     /// back) and waits for it to exit successfully.
     pub fn terminate(&mut self) {

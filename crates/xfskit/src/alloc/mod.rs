@@ -47,6 +47,8 @@ pub enum Owner {
     Ag,
     /// Reference count btree blocks.
     Refc,
+    /// Copy-on-write staging extents.
+    Cow,
 }
 
 /// Blocks of each AG that only inode btree, free space and refcount
@@ -138,7 +140,7 @@ fn alloc_in_ag(
         return Ok(None);
     }
     let reserve = match req.owner {
-        Owner::Inobt | Owner::Ag | Owner::Refc => 0,
+        Owner::Inobt | Owner::Ag | Owner::Refc | Owner::Cow => 0,
         Owner::Inode { .. } | Owner::Inodes => i64::from(AG_RESERVE),
     };
     let available = freeblks + flcount.min(need) - need - reserve;

@@ -65,6 +65,7 @@ impl Rmap {
             Owner::Inodes => (xbt::XFS_RMAP_OWN_INODES, 0, 0),
             Owner::Ag => (xbt::XFS_RMAP_OWN_AG, 0, 0),
             Owner::Refc => (xbt::XFS_RMAP_OWN_REFC, 0, 0),
+            Owner::Cow => (xbt::XFS_RMAP_OWN_COW, 0, 0),
         };
         Rmap {
             start,

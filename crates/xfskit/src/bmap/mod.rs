@@ -145,6 +145,18 @@ pub fn alloc_range_min(
                 req.minlen
             )));
         }
+        if fork == Fork::Data && ip.file_type == crate::inode::FileType::File {
+            // File data is written in place, unlogged: blocks freed since
+            // the last checkpoint still belong to their old owner on disk
+            // until that checkpoint is written (the kernel's busy extents).
+            let lo = tp.geo().fsb_to_daddr(start).bytes();
+            let hi = lo + (u64::from(got) << tp.geo().block_log);
+            let ws = tp.fs().write_state()?;
+            if ws.busy(lo, hi) {
+                tp.fs().force_log()?;
+            }
+            tp.note_data_alloc(lo, hi);
+        }
         if unwritten {
             // The reverse mapping carries the unwritten flag too.
             crate::alloc::rmap_convert(tp, start, got, &req.owner, true)?;

@@ -376,7 +376,15 @@ pub fn build(
 /// [`BuildTarget`], calls `populate` with it, then commits and syncs.
 /// Until the write engine lands this reports that it is missing.
 pub fn write_engine(image: &Path, mkfs: &MkfsReport, populate: Populate<'_>) -> Result<()> {
-    let fs = crate::Fs::open_rw(image, &crate::OpenOptions::default())?;
+    // A new image is built without the journal: a failed build leaves no
+    // image, and the build runs at full speed.
+    let fs = crate::Fs::open_rw(
+        image,
+        &crate::OpenOptions {
+            no_journal: true,
+            ..Default::default()
+        },
+    )?;
     // Everything the build changes is stamped with the time mkfs gave the
     // root directory (SOURCE_DATE_EPOCH when reproducible), and inode
     // generations follow from the UUID: the same input and options give

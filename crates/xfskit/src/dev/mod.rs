@@ -1,13 +1,19 @@
 //! Positional block devices: the only way the engine touches storage.
 
 pub mod aligned;
+mod concat;
 mod file;
 mod mem;
+pub mod overlay;
+mod window;
 
 pub use aligned::{AlignedBuf, FileData, SharedBytes};
+pub use concat::Concat;
 pub(crate) use file::pwritev_all;
 pub use file::FileDevice;
 pub use mem::MemDevice;
+pub use overlay::{Overlay, OverlayDevice};
+pub use window::Window;
 
 use std::io;
 

@@ -102,6 +102,18 @@ fn init_inodes(tp: &mut Trans<'_>, agno: AgNumber, agbno: u32, len: u32, gen: u3
         let raw = free_inode_bytes(geo, ino, gen);
         tp.log_inode_raw(ino, raw);
     }
+    // A whole chunk is one icreate item in the log (recovery makes the
+    // same free inodes); sparse pieces log their inodes one by one.
+    if n == u64::from(XFS_INODES_PER_CHUNK) {
+        let c = crate::log::item_inode::Icreate {
+            agno: agno.0,
+            agbno,
+            count: n as u32,
+            length: len,
+            gen,
+        };
+        tp.log_icreate(c, first, n);
+    }
 }
 
 /// Allocation mask (one bit per 4 inodes) of `ninodes` inodes starting

@@ -7,15 +7,44 @@
 //! record. Cost: a binary search (O(log n) reads of 512 bytes) and one
 //! bounded read before the head, never the whole log.
 
+pub mod cow;
+pub mod dinode;
+pub mod find;
+pub mod record;
+pub mod recover;
+pub mod replay;
+mod replay_inode;
+mod sbcount;
+pub mod stamp;
+pub mod trans;
+pub mod unlinked;
+
+pub use find::LogEnds;
+pub use replay::ReplayStats;
+pub use trans::LogContents;
+pub use xfs_format::log_item::item_type_name;
+
 use crate::bytes::be32;
+use crate::dev::overlay::Overlay;
+use crate::dev::Device;
 use crate::error::Result;
+use crate::error::{Error, Location};
 use crate::fs::Fs;
 use crate::geometry::Daddr;
+use crate::geometry::Geometry;
 
 use xfs_format::log::{
     XlogOpHeader, XlogRecHeader, XLOG_HEADER_CYCLE_SIZE, XLOG_HEADER_MAGIC_NUM, XLOG_UNMOUNT_TRANS,
 };
 use zerocopy::FromBytes;
+
+pub(crate) mod buftype;
+pub(crate) mod cil;
+pub(crate) mod item_inode;
+pub(crate) mod journal;
+mod pack;
+
+pub use journal::LogStats;
 
 /// What the log says about the filesystem.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,17 +94,89 @@ fn cycle_of(block: &[u8]) -> u32 {
     }
 }
 
+/// The internal log of the filesystem `geo` on `dev`.
+pub fn log_dev<'a>(dev: &'a dyn Device, geo: &Geometry) -> Result<record::LogDev<'a>> {
+    if geo.log_start.0 == 0 {
+        return Err(Error::Unsupported("an external log".into()));
+    }
+    if geo.log_blocks == 0 || !geo.fsb_range_valid(geo.log_start, u64::from(geo.log_blocks)) {
+        return Err(Error::corrupt(
+            "superblock",
+            Location::Sb(0),
+            format!(
+                "the log ({} blocks at fs block {}) lies outside the data section",
+                geo.log_blocks, geo.log_start.0
+            ),
+        ));
+    }
+    Ok(record::LogDev {
+        dev,
+        start: geo.fsb_to_daddr(geo.log_start).bytes(),
+        nbb: u64::from(geo.log_blocks) * u64::from(geo.block_size) / BB,
+    })
+}
+
+/// Finds the log's head and tail and reads every committed transaction
+/// between them.
+pub fn read_log(dev: &dyn Device, geo: &Geometry) -> Result<LogContents> {
+    let log = log_dev(dev, geo)?;
+    let ends = find::find_ends(&log)?;
+    trans::read_log(&log, ends, &geo.uuid)
+}
+
+/// The result of replaying a log in memory.
+pub struct Recovery {
+    /// What was read.
+    pub contents: LogContents,
+    /// The replayed blocks.
+    pub overlay: Overlay,
+    /// What replay did.
+    pub stats: ReplayStats,
+}
+
+/// Reads the log and replays it into an overlay; the device is only read.
+pub fn replay(dev: &dyn Device, geo: &Geometry) -> Result<Recovery> {
+    let contents = read_log(dev, geo)?;
+    let mut rp = replay::Replayer::new(dev, geo);
+    rp.run(&contents.transactions)?;
+    if !contents.transactions.is_empty() {
+        sbcount::update_sb_counters(&mut rp)?;
+    }
+    Ok(Recovery {
+        contents,
+        overlay: rp.overlay,
+        stats: rp.stats,
+    })
+}
+
 /// Inspects the log of an open filesystem.
 pub fn inspect(fs: &Fs) -> Result<LogState> {
+    Ok(locate(fs)?.0)
+}
+
+/// Where the next record of a clean or empty log goes: the cycle to
+/// write, the head block and the last record's block.
+pub(crate) fn head_pos(fs: &Fs) -> Result<Option<journal::HeadPos>> {
+    let (state, pos) = locate(fs)?;
+    Ok(match state {
+        LogState::Clean | LogState::Empty => pos,
+        _ => None,
+    })
+}
+
+fn locate(fs: &Fs) -> Result<(LogState, Option<journal::HeadPos>)> {
     let geo = fs.geometry();
     if geo.log_start.0 == 0 {
-        return Ok(LogState::External);
+        return Ok((LogState::External, None));
     }
     if !geo.fsb_range_valid(geo.log_start, u64::from(geo.log_blocks)) || geo.log_blocks == 0 {
-        return Ok(LogState::Dirty(format!(
-            "the log ({} blocks at fs block {}) lies outside the data section",
-            geo.log_blocks, geo.log_start.0
-        )));
+        return Ok((
+            LogState::Dirty(format!(
+                "the log ({} blocks at fs block {}) lies outside the data section",
+                geo.log_blocks, geo.log_start.0
+            )),
+            None,
+        ));
     }
     let r = LogReader {
         fs,
@@ -85,7 +186,12 @@ pub fn inspect(fs: &Fs) -> Result<LogState> {
     let first = r.cycle(0)?;
     let last = r.cycle(r.nbb - 1)?;
     if first == 0 && last == 0 {
-        return Ok(LogState::Empty);
+        let pos = journal::HeadPos {
+            cycle: 1,
+            head: 0,
+            last_record: None,
+        };
+        return Ok((LogState::Empty, Some(pos)));
     }
     // Blocks [0, head) carry `first`; [head, end) carry the previous pass.
     let head = if first == last {
@@ -102,10 +208,18 @@ pub fn inspect(fs: &Fs) -> Result<LogState> {
         }
         hi
     };
-    find_last_record(&r, head)
+    // A log written whole in one pass continues at block 0 in the next.
+    let cycle = if head == 0 { first + 1 } else { first };
+    let (state, last) = find_last_record(&r, head)?;
+    let pos = journal::HeadPos {
+        cycle,
+        head,
+        last_record: last,
+    };
+    Ok((state, Some(pos)))
 }
 
-fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<LogState> {
+fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<(LogState, Option<u64>)> {
     let back = SEARCH_BACK_BBS.min(r.nbb);
     // Look back from head over `back` blocks (wrapping at the log's start),
     // read a few at a time: the last record is usually just before head.
@@ -149,13 +263,19 @@ fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<LogState> {
         };
         let flags = op.oh_flags;
         if logops == 1 && flags & XLOG_UNMOUNT_TRANS != 0 {
-            return Ok(LogState::Clean);
+            return Ok((LogState::Clean, Some(rec_blk)));
         }
-        return Ok(LogState::Dirty(format!(
-            "the last log record (log block {rec_blk}, {logops} operations) is not an unmount record"
-        )));
+        return Ok((
+            LogState::Dirty(format!(
+                "the last log record (log block {rec_blk}, {logops} operations) is not an unmount record"
+            )),
+            Some(rec_blk),
+        ));
     }
-    Ok(LogState::Dirty(format!(
-        "no log record header found before the log head at block {head}"
-    )))
+    Ok((
+        LogState::Dirty(format!(
+            "no log record header found before the log head at block {head}"
+        )),
+        None,
+    ))
 }

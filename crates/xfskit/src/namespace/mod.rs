@@ -17,7 +17,7 @@ mod create;
 mod data;
 mod exchange;
 mod orphan;
-mod remove;
+pub(crate) mod remove;
 mod setattr;
 mod xattr;
 

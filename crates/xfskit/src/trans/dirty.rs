@@ -31,6 +31,14 @@ impl Dirty {
         old
     }
 
+    /// Sets the LSN the buffer at `off` is stamped with at writeback (the
+    /// LSN field at `lsn_off`).
+    pub(crate) fn set_lsn(&mut self, off: u64, lsn_off: usize, lsn: u64) {
+        if let Some(p) = self.map.get_mut(&off) {
+            p.lsn = Some((lsn_off, lsn));
+        }
+    }
+
     /// Removes the buffer at `off`.
     pub(crate) fn remove(&mut self, off: u64) -> Option<Pending> {
         let old = self.map.remove(&off);

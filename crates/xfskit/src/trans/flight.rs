@@ -60,11 +60,17 @@ impl Stream {
     }
 }
 
-/// The bytes of `p` as they go to the device (CRC stamped).
+/// The bytes of `p` as they go to the device: the LSN of the last
+/// checkpoint that logged it, then the CRC, stamped.
 fn stamp(p: &Pending) -> std::borrow::Cow<'_, [u8]> {
     match p.crc_off {
         Some(c) => {
             let mut v = p.data.to_vec();
+            if let Some((off, lsn)) = p.lsn {
+                if off + 8 <= v.len() {
+                    v[off..off + 8].copy_from_slice(&lsn.to_be_bytes());
+                }
+            }
             xfs_format::crc::stamp(&mut v, c);
             std::borrow::Cow::Owned(v)
         }

@@ -19,6 +19,7 @@ mod locks;
 mod state;
 
 pub use locks::LockSet;
+pub(crate) use state::{After, Commit};
 pub use state::{Pending, SbDelta, WriteState, WriteStats};
 
 use crate::buf::fasthash::FastMap;
@@ -27,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::{AgNumber, Daddr, Geometry, Ino};
 use crate::inode::Inode;
+use crate::log::cil::DirtyMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -49,6 +51,9 @@ fn zeroed(len: usize) -> Arc<[u8]> {
 struct TBuf {
     off: u64,
     data: Data,
+    /// The bytes as read, before this transaction changed them (None: a
+    /// new block, logged whole).
+    orig: Option<Arc<[u8]>>,
     crc_off: Option<usize>,
     dirty: bool,
     stale: bool,
@@ -65,6 +70,11 @@ pub struct Trans<'a> {
     ag_locks: Vec<u32>,
     inode_locks: Vec<u64>,
     freed: Vec<(u64, u64)>,
+    allocated: Vec<(u64, u64)>,
+    /// New full inode chunks (icreate items) and the inodes they cover
+    /// while those stay as the chunk made them.
+    icreates: Vec<crate::log::item_inode::Icreate>,
+    covered: crate::buf::fasthash::FastSet<u64>,
     /// Where a new directory's inode search starts, instead of the next
     /// AG of the rotor (see [`Trans::start_dirs_at`]).
     dir_start: Option<u32>,
@@ -82,6 +92,9 @@ impl<'a> Trans<'a> {
             ag_locks: Vec::new(),
             inode_locks: Vec::new(),
             freed: Vec::new(),
+            allocated: Vec::new(),
+            icreates: Vec::new(),
+            covered: Default::default(),
             dir_start: None,
         }
     }
@@ -181,6 +194,7 @@ impl<'a> Trans<'a> {
         if let Some(&id) = self.index.get(&off) {
             let b = &mut self.bufs[id];
             b.data = Data::Owned(zeroed(len as usize));
+            b.orig = None;
             b.crc_off = crc_off;
             b.dirty = true;
             b.stale = false;
@@ -191,9 +205,14 @@ impl<'a> Trans<'a> {
 
     fn join(&mut self, off: u64, data: Data, crc_off: Option<usize>, dirty: bool) -> BufId {
         let id = self.bufs.len();
+        let orig = match &data {
+            Data::Shared(a) => Some(a.clone()),
+            Data::Owned(_) => None,
+        };
         self.bufs.push(TBuf {
             off,
             data,
+            orig,
             crc_off,
             dirty,
             stale: false,
@@ -257,6 +276,12 @@ impl<'a> Trans<'a> {
         self.freed.push((lo, hi));
     }
 
+    /// Records that bytes `lo..hi` were allocated to file data (their data
+    /// reaches the disk ahead of the checkpoint that allocates them).
+    pub(crate) fn note_data_alloc(&mut self, lo: u64, hi: u64) {
+        self.allocated.push((lo, hi));
+    }
+
     /// Reads inode `ino` as this transaction sees it.
     pub fn read_inode(&mut self, ino: Ino) -> Result<Inode> {
         if let Some(raw) = self.inodes.get(&ino.0) {
@@ -274,7 +299,17 @@ impl<'a> Trans<'a> {
             Arc::get_mut(&mut raw).expect("a new buffer is unshared"),
         )?;
         self.inodes.insert(ip.ino.0, raw);
+        self.covered.remove(&ip.ino.0);
         Ok(())
+    }
+
+    /// Records a new full inode chunk whose `n` inodes from `first` were
+    /// logged raw as free inodes: the log gets one icreate item instead.
+    pub(crate) fn log_icreate(&mut self, c: crate::log::item_inode::Icreate, first: Ino, n: u64) {
+        self.icreates.push(c);
+        for i in 0..n {
+            self.covered.insert(first.0 + i);
+        }
     }
 
     /// Records raw bytes for an inode slot (free inodes of a new chunk).
@@ -287,6 +322,7 @@ impl<'a> Trans<'a> {
     /// so nothing may be written to its slot).
     pub fn unlog_inode(&mut self, ino: Ino) {
         self.inodes.remove(&ino.0);
+        self.covered.remove(&ino.0);
     }
 
     /// Superblock counter deltas of this transaction.
@@ -299,17 +335,22 @@ impl<'a> Trans<'a> {
         self.bufs.iter().filter(|b| b.dirty).count() + self.inodes.len()
     }
 
-    /// Makes every change durable in the filesystem's pending state.
+    /// Makes every change durable in the filesystem's pending state, and
+    /// in the next checkpoint of the log when the filesystem has one.
     pub fn commit(mut self) -> Result<()> {
         let geo = self.geo();
-        for (lo, hi) in std::mem::take(&mut self.freed) {
-            self.ws.forget_range(lo, hi);
-        }
-        let mut out: Vec<(u64, Pending)> = Vec::with_capacity(self.bufs.len() + self.inodes.len());
+        let journaled = self.ws.journaled();
+        let mut c = Commit {
+            freed: std::mem::take(&mut self.freed),
+            allocated: std::mem::take(&mut self.allocated),
+            icreates: std::mem::take(&mut self.icreates),
+            ..Commit::default()
+        };
+        c.bufs.reserve(self.bufs.len());
         for b in std::mem::take(&mut self.bufs) {
             let len = b.len();
             if b.stale {
-                self.ws.forget(b.off);
+                c.stale.push((b.off, len));
                 self.fs.invalidate_cached(Daddr(b.off >> 9), len as u32);
                 continue;
             }
@@ -319,29 +360,39 @@ impl<'a> Trans<'a> {
             let data: Arc<[u8]> = match b.data {
                 Data::Owned(v) | Data::Shared(v) => v,
             };
+            let log = if journaled {
+                let kind = crate::log::cil::classify(b.off, &data)?;
+                let map = match &b.orig {
+                    Some(o) if o.len() == data.len() => DirtyMap::diff(o, &data),
+                    _ => DirtyMap::full(data.len()),
+                };
+                (!map.is_empty()).then_some((map, kind))
+            } else {
+                None
+            };
             self.fs.invalidate_cached(Daddr(b.off >> 9), len as u32);
-            out.push((
+            c.bufs.push((
                 b.off,
                 Pending {
                     data,
                     crc_off: b.crc_off,
+                    lsn: None,
                 },
+                log,
             ));
         }
         for (ino, raw) in std::mem::take(&mut self.inodes) {
             // Inodes were encoded with their CRC.
-            out.push((
-                geo.ino_to_bytes(Ino(ino)),
-                Pending {
-                    data: raw,
-                    crc_off: None,
-                },
-            ));
+            let logged = !self.covered.contains(&ino);
+            c.inodes
+                .push((geo.ino_to_bytes(Ino(ino)), Ino(ino), raw, logged));
         }
-        let full = self.ws.publish(out, &self.delta);
+        let next = self.ws.publish(c, &self.delta);
         self.release();
-        if full {
-            self.fs.writeback_background()?;
+        match next {
+            After::Writeback => self.fs.writeback_background()?,
+            After::Force => self.fs.force_log()?,
+            After::Nothing => {}
         }
         Ok(())
     }

@@ -15,6 +15,11 @@ use crate::buf::fasthash::FastSet;
 use crate::dev::aligned::{self, AlignedBuf, SharedBytes};
 use crate::dev::Device;
 use crate::error::Result;
+use crate::geometry::Ino;
+use crate::log::buftype::BufKind;
+use crate::log::cil::DirtyMap;
+use crate::log::item_inode::Icreate;
+use crate::log::journal::{Journal, LogStats};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -189,6 +194,41 @@ pub struct Pending {
     pub data: Arc<[u8]>,
     /// Where the CRC goes, if the block has one.
     pub crc_off: Option<usize>,
+    /// Where the block's LSN goes and the LSN of the last checkpoint that
+    /// logged it (stamped at writeback, before the CRC).
+    pub lsn: Option<(usize, u64)>,
+}
+
+/// What a commit hands the pending set and the journal, applied at once
+/// under the pending set's lock so a checkpoint holds all of a transaction
+/// or none of it.
+#[derive(Default)]
+pub(crate) struct Commit {
+    /// Changed buffers with their dirty chunks and kind (None: not logged).
+    pub bufs: Vec<(u64, Pending, Option<(DirtyMap, BufKind)>)>,
+    /// Changed inodes: byte offset, number, bytes (CRC stamped), and
+    /// whether the log needs them (not when an icreate covers them).
+    pub inodes: Vec<(u64, Ino, Arc<[u8]>, bool)>,
+    /// New inode chunks, logged as icreate items.
+    pub icreates: Vec<Icreate>,
+    /// Freed byte ranges.
+    pub freed: Vec<(u64, u64)>,
+    /// Freed buffers: byte offset and length.
+    pub stale: Vec<(u64, usize)>,
+    /// Byte ranges allocated to file data.
+    pub allocated: Vec<(u64, u64)>,
+}
+
+/// What the committer should do after publishing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum After {
+    /// Nothing.
+    Nothing,
+    /// Write the pending set back (it passed its limits, or the log needs
+    /// its tail moved).
+    Writeback,
+    /// Write the next checkpoint (it grew large).
+    Force,
 }
 
 /// Write-side state of an open filesystem.
@@ -229,6 +269,12 @@ pub struct WriteState {
     pub max_write: usize,
     /// Writes pending file data back once this many bytes are pending.
     pub data_limit: usize,
+    /// The log writer (None: changes go in place at writeback only, as a
+    /// build of a new image does).
+    journal: Option<Mutex<Journal>>,
+    /// The tail the log may move to when the writer thread's stream is
+    /// written.
+    flight_tail: Mutex<Option<u64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -258,7 +304,28 @@ impl WriteState {
             dirty_limit: 128 << 20,
             max_write: 8 << 20,
             data_limit: 32 << 20,
+            journal: None,
+            flight_tail: Mutex::new(None),
         }
+    }
+
+    /// Turns on the journal: every commit is logged before it is written
+    /// in place.
+    pub(crate) fn set_journal(&mut self, j: Journal) {
+        self.journal = Some(Mutex::new(j));
+    }
+
+    /// True when changes go through the log.
+    pub fn journaled(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    /// What the log writer wrote so far.
+    pub fn log_stats(&self) -> LogStats {
+        self.journal
+            .as_ref()
+            .map(|j| lock(j).stats())
+            .unwrap_or_default()
     }
 
     /// The AG where the next new directory's inode search starts, the
@@ -287,23 +354,147 @@ impl WriteState {
         f.as_ref().and_then(|f| f.stream.get(off, len))
     }
 
-    /// Publishes committed buffers and counter deltas. Returns true when
-    /// enough is pending that the caller should write back.
-    pub fn publish(&self, bufs: Vec<(u64, Pending)>, delta: &SbDelta) -> bool {
+    /// Publishes a transaction: drops what it freed, queues cancels for
+    /// freed blocks the log holds, publishes its buffers and inodes and adds
+    /// them to the next checkpoint, all under one lock; then applies its
+    /// counter deltas. Says what the caller should do next.
+    pub(crate) fn publish(&self, c: Commit, delta: &SbDelta) -> After {
         let mut added = 0usize;
+        let mut removed = 0usize;
+        let next;
         {
             let mut d = lock(&self.dirty);
-            for (off, b) in bufs {
-                added += b.data.len();
-                if let Some(old) = d.insert(off, b) {
-                    added = added.saturating_sub(old.data.len());
+            let mut j = self.journal.as_ref().map(lock);
+            for &(lo, hi) in &c.freed {
+                for k in d.keys_in(lo, hi) {
+                    if let Some(old) = d.remove(k) {
+                        removed += old.data.len();
+                    }
+                }
+                if let Some(j) = j.as_mut() {
+                    j.freed(lo, hi);
                 }
             }
+            for &(off, len) in &c.stale {
+                if let Some(old) = d.remove(off) {
+                    removed += old.data.len();
+                }
+                if let Some(j) = j.as_mut() {
+                    j.freed(off, off + len as u64);
+                }
+            }
+            if let Some(j) = j.as_mut() {
+                for &(lo, hi) in &c.allocated {
+                    j.allocated(lo, hi);
+                }
+            }
+            for (off, b, log) in c.bufs {
+                if let (Some(j), Some((map, kind))) = (j.as_mut(), log) {
+                    j.add_buf(off, b.data.clone(), map, kind);
+                }
+                added += b.data.len();
+                if let Some(old) = d.insert(off, b) {
+                    removed += old.data.len();
+                }
+            }
+            if let Some(j) = j.as_mut() {
+                for ic in c.icreates {
+                    // Checked at open: the geometry maps every cluster.
+                    if let Err(e) = j.add_icreate(ic) {
+                        debug_assert!(false, "{e}");
+                    }
+                }
+            }
+            for (off, ino, data, logged) in c.inodes {
+                if let (Some(j), true) = (j.as_mut(), logged) {
+                    if let Err(e) = j.add_inode(off, ino, data.clone()) {
+                        debug_assert!(false, "{e}");
+                    }
+                }
+                added += data.len();
+                let p = Pending {
+                    data,
+                    crc_off: None,
+                    lsn: None,
+                };
+                if let Some(old) = d.insert(off, p) {
+                    removed += old.data.len();
+                }
+            }
+            lock(&self.counters).add(delta);
+            next = match j.as_ref() {
+                Some(j) if j.needs_tail_move() => After::Writeback,
+                Some(j) if j.cil_full() => After::Force,
+                _ => After::Nothing,
+            };
         }
-        lock(&self.counters).add(delta);
+        for &(lo, hi) in &c.freed {
+            self.forget_data(lo, hi);
+        }
+        for &(off, len) in &c.stale {
+            self.forget_data(off, off + len as u64);
+        }
+        if self.account(added, removed) {
+            After::Writeback
+        } else {
+            next
+        }
+    }
+
+    /// Counts published bytes; true when past the limit.
+    fn account(&self, added: usize, removed: usize) -> bool {
         let mut n = lock(&self.dirty_bytes);
-        *n += added;
+        *n = (*n + added).saturating_sub(removed);
         *n >= self.dirty_limit
+    }
+
+    /// Writes the next checkpoint to the log and flushes it (fsync, or a
+    /// checkpoint that grew large). Nothing is written in place.
+    pub fn force_log(&self, dev: &dyn Device) -> Result<()> {
+        let Some(jm) = &self.journal else {
+            return Ok(());
+        };
+        let _w = lock(&self.writer);
+        // A stream still being written may hold data this checkpoint makes
+        // reachable (it was queued before its transaction committed).
+        self.finish_flight()?;
+        for attempt in 0..2 {
+            let mut data = lock(&self.data);
+            let mut d = lock(&self.dirty);
+            let mut j = lock(jm);
+            match self.checkpoint(dev, &mut data, &mut d, &mut j) {
+                Err(crate::error::Error::NoSpace(_)) if attempt == 0 => {
+                    // The writer thread's writes move the tail.
+                    drop(j);
+                    drop(d);
+                    drop(data);
+                    self.finish_flight()?;
+                }
+                r => return r.map(|_| ()),
+            }
+        }
+        Ok(())
+    }
+
+    /// True when bytes `lo..hi` were freed since the last checkpoint (the
+    /// kernel's busy extents): an allocation for file data there must
+    /// force the log first, or a crash could show the old owner with the
+    /// new owner's data.
+    pub fn busy(&self, lo: u64, hi: u64) -> bool {
+        self.journal
+            .as_ref()
+            .is_some_and(|j| lock(j).overlaps_freed(lo, hi))
+    }
+
+    /// Writes an unmount record: everything must be in place (after a
+    /// sync's writeback and flush).
+    pub(crate) fn unmount_log(&self, dev: &dyn Device) -> Result<()> {
+        if let Some(jm) = &self.journal {
+            let _w = lock(&self.writer);
+            let _d = lock(&self.dirty);
+            lock(jm).unmount(dev)?;
+        }
+        Ok(())
     }
 
     /// Drops a pending buffer (its block was freed).
@@ -315,7 +506,8 @@ impl WriteState {
         }
     }
 
-    /// Drops every pending buffer that starts in bytes `lo..hi`.
+    /// Drops every pending buffer that starts in bytes `lo..hi`, and any
+    /// pending file data there.
     pub fn forget_range(&self, lo: u64, hi: u64) {
         let mut d = lock(&self.dirty);
         let keys = d.keys_in(lo, hi);
@@ -325,12 +517,17 @@ impl WriteState {
                 freed += old.data.len();
             }
         }
-        let mut n = lock(&self.dirty_bytes);
-        *n = n.saturating_sub(freed);
-        drop(n);
+        if let Some(j) = &self.journal {
+            lock(j).freed(lo, hi);
+        }
         drop(d);
-        // File data pending for freed blocks is dropped too, so pending
-        // data and pending metadata never cover the same bytes.
+        self.account(0, freed);
+        self.forget_data(lo, hi);
+    }
+
+    /// Drops pending file data in bytes `lo..hi`, so pending data and
+    /// pending metadata never cover the same bytes.
+    fn forget_data(&self, lo: u64, hi: u64) {
         let mut dr = lock(&self.data);
         let first = dr.runs.range(..lo).next_back().map(|(&s, _)| s);
         let keys: Vec<u64> = first
@@ -416,6 +613,13 @@ impl WriteState {
         if d.runs.is_empty() {
             return Ok(());
         }
+        if let Some(jm) = &self.journal {
+            // Data of newly allocated blocks first, then the checkpoint,
+            // then overwrites of blocks the disk already gives their file.
+            let mut pending = lock(&self.dirty);
+            let mut j = lock(jm);
+            self.checkpoint(dev, &mut d, &mut pending, &mut j)?;
+        }
         let runs = std::mem::take(&mut d.runs);
         d.bytes = 0;
         let r = self.writer_for(dev, |w| {
@@ -466,6 +670,10 @@ impl WriteState {
         let done = lock(&self.inflight).take();
         if let Some(stream) = done.and_then(|f| Arc::try_unwrap(f.stream).ok()) {
             stream.runs.into_values().for_each(Run::recycle);
+        }
+        let tail = lock(&self.flight_tail).take();
+        if r.is_ok() {
+            self.written_back(tail);
         }
         r
     }
@@ -559,25 +767,85 @@ impl WriteState {
             drop(d);
             self.streams
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if self.journal.is_some() {
+                return self.data_background(dev);
+            }
             return self.writeback_background(dev);
         }
         Ok(())
     }
 
-    /// Takes the whole pending set (metadata and data) as one stream.
-    /// Callers hold `writer`; `data` and `dirty` are locked here, in that
-    /// order, and stay locked while `then` runs (readers wait for it).
-    fn take_stream<T>(&self, then: impl FnOnce(Stream) -> T) -> T {
+    /// Writes the committed list to the log, file data first: a checkpoint
+    /// never makes reachable blocks that do not hold their data yet. Only
+    /// data landing where metadata was freed since the last checkpoint
+    /// waits for the checkpoint that frees it (it stays in `data`).
+    fn checkpoint(
+        &self,
+        dev: &dyn Device,
+        data: &mut DataRun,
+        pending: &mut Dirty,
+        j: &mut Journal,
+    ) -> Result<Option<u64>> {
+        let early: Vec<u64> = if j.cil.is_empty() {
+            Vec::new()
+        } else {
+            data.runs
+                .iter()
+                .filter(|(&o, r)| j.data_first(o, o + r.len() as u64))
+                .map(|(&o, _)| o)
+                .collect()
+        };
+        if !early.is_empty() {
+            let mut runs = BTreeMap::new();
+            for o in early {
+                if let Some(r) = data.runs.remove(&o) {
+                    data.bytes = data.bytes.saturating_sub(r.len());
+                    runs.insert(o, r);
+                }
+            }
+            let r = self.writer_for(dev, |w| {
+                w.sorted(runs.iter().flat_map(|(off, v)| pieces_at(*off, v)))
+            });
+            runs.into_values().for_each(Run::recycle);
+            r?;
+            dev.flush()?;
+        }
+        j.force(dev, |off, lo, lsn| pending.set_lsn(off, lo, lsn))
+    }
+
+    /// Takes the whole pending set (metadata and data) as one stream,
+    /// after writing everything it holds to the log. Callers hold
+    /// `writer`; `data` and `dirty` are locked here, in that order, and
+    /// stay locked while `then` runs (readers wait for it). Returns what
+    /// `then` returned and the log tail once the stream is in place.
+    fn take_stream<T>(
+        &self,
+        dev: &dyn Device,
+        then: impl FnOnce(Stream) -> T,
+    ) -> Result<(T, Option<u64>)> {
         let mut data = lock(&self.data);
+        let mut pending = lock(&self.dirty);
+        let mut tail = None;
+        if let Some(jm) = &self.journal {
+            let mut j = lock(jm);
+            self.checkpoint(dev, &mut data, &mut pending, &mut j)?;
+            tail = Some(j.head_lsn());
+        }
         let runs = std::mem::take(&mut data.runs);
         data.bytes = 0;
-        let mut pending = lock(&self.dirty);
         let meta = std::mem::take(&mut *pending);
         *lock(&self.dirty_bytes) = 0;
         let r = then(Stream { meta, runs });
         drop(pending);
         drop(data);
-        r
+        Ok((r, tail))
+    }
+
+    /// The log may move its tail to `t` (the stream behind it is written).
+    fn written_back(&self, t: Option<u64>) {
+        if let (Some(jm), Some(t)) = (&self.journal, t) {
+            lock(jm).written_back(t);
+        }
     }
 
     /// Writes every pending data run and committed buffer, sorted by
@@ -587,11 +855,59 @@ impl WriteState {
     pub fn writeback(&self, dev: &dyn Device) -> Result<()> {
         let _w = lock(&self.writer);
         self.finish_flight()?;
-        self.take_stream(|stream| {
+        let (r, tail) = self.take_stream(dev, |stream| {
             let r = self.writer_for(dev, |w| stream.write_with(w));
             stream.runs.into_values().for_each(Run::recycle);
             r
-        })
+        })?;
+        r?;
+        self.written_back(tail);
+        Ok(())
+    }
+
+    /// With the journal, pending file data past its limit: the data of
+    /// blocks the next checkpoint allocates goes to a writer thread alone,
+    /// without a checkpoint (the kernel writes data without forcing its
+    /// log either), so checkpoints stay large and buffers are logged once
+    /// per checkpoint. When no such data is pending, a full writeback.
+    fn data_background(&self, dev: &Arc<dyn Device>) -> Result<()> {
+        let Some(jm) = &self.journal else {
+            return self.writeback_background(dev);
+        };
+        let _w = lock(&self.writer);
+        self.finish_flight()?;
+        let runs = {
+            let mut data = lock(&self.data);
+            let _pending = lock(&self.dirty);
+            let j = lock(jm);
+            let early: Vec<u64> = data
+                .runs
+                .iter()
+                .filter(|(&o, r)| j.data_first(o, o + r.len() as u64))
+                .map(|(&o, _)| o)
+                .collect();
+            let mut runs = BTreeMap::new();
+            for o in early {
+                if let Some(r) = data.runs.remove(&o) {
+                    data.bytes = data.bytes.saturating_sub(r.len());
+                    runs.insert(o, r);
+                }
+            }
+            runs
+        };
+        if runs.is_empty() {
+            drop(_w);
+            return self.writeback_background(dev);
+        }
+        let scratch = std::mem::take(&mut *lock(&self.scratch));
+        let stream = Stream {
+            meta: Dirty::default(),
+            runs,
+        };
+        let f = Flight::start(stream, dev.clone(), self.max_write, scratch);
+        *lock(&self.inflight) = Some(f);
+        *lock(&self.flight_tail) = None;
+        Ok(())
     }
 
     /// Like [`WriteState::writeback`], but the writing is done by a writer
@@ -602,10 +918,11 @@ impl WriteState {
         let _w = lock(&self.writer);
         self.finish_flight()?;
         let scratch = std::mem::take(&mut *lock(&self.scratch));
-        self.take_stream(|stream| {
+        let ((), tail) = self.take_stream(dev.as_ref(), |stream| {
             let f = Flight::start(stream, dev.clone(), self.max_write, scratch);
             *lock(&self.inflight) = Some(f);
-        });
+        })?;
+        *lock(&self.flight_tail) = tail;
         Ok(())
     }
 }

@@ -14,6 +14,7 @@ const RMT_CRC: usize = 12;
 const RMT_UUID: usize = 16;
 const RMT_OWNER: usize = 32;
 const RMT_BLKNO: usize = 40;
+const RMT_LSN: usize = 48;
 
 /// Value bytes one block carries.
 pub(crate) fn per_block(bsize: usize) -> usize {
@@ -43,6 +44,10 @@ pub(crate) fn fill_block(
     buf[RMT_UUID..RMT_UUID + 16].copy_from_slice(uuid);
     buf[RMT_OWNER..RMT_OWNER + 8].copy_from_slice(&owner.to_be_bytes());
     buf[RMT_BLKNO..RMT_BLKNO + 8].copy_from_slice(&daddr.to_be_bytes());
+    // The LSN of a remote value block is always NULLCOMMITLSN: the kernel
+    // writes these blocks without logging them and refuses any other LSN
+    // when it writes one back (log recovery included).
+    buf[RMT_LSN..RMT_LSN + 8].fill(0xff);
     buf[RMT_HDR..RMT_HDR + piece.len()].copy_from_slice(piece);
 }
 

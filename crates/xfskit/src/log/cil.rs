@@ -1,0 +1,384 @@
+//! The committed item list: what transactions changed since the last
+//! checkpoint, gathered in memory (the kernel's delayed logging), and how
+//! a checkpoint is formatted into log items.
+//!
+//! A buffer changed by many transactions of one checkpoint is logged once,
+//! with the union of their dirty 128-byte chunks and its newest bytes.
+//! Inodes are logged as inode items (core and forks, `item_inode.rs`), a
+//! new full inode chunk as one icreate item. Freed blocks that the live
+//! log holds get cancel items, so that recovery does not replay old
+//! contents over a block that was freed and reused.
+
+use super::buftype::{self, BufKind, BLFT_SHIFT};
+use super::item_inode::{icreate_region, inode_regions, Icreate};
+use crate::error::{Error, Result};
+use crate::geometry::{AgBlock, Geometry, Ino};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Bytes covered by one bit of a buffer's dirty map.
+pub(crate) const CHUNK: usize = 128;
+/// Buffer log item type.
+const XFS_LI_BUF: u16 = 0x123c;
+/// `blf_flags`: the buffer was freed; replay nothing of it before this.
+const XFS_BLF_CANCEL: u16 = 1 << 1;
+/// Transaction header magic ("TRAN").
+const XFS_TRANS_HEADER_MAGIC: u32 = 0x5452_414e;
+/// Transaction type of a checkpoint.
+const XFS_TRANS_CHECKPOINT: u32 = 40;
+/// Bytes of `xfs_buf_log_format` before its dirty map.
+const BLF_HEAD: usize = 20;
+
+/// A dirty map: one bit per 128-byte chunk.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct DirtyMap(pub Vec<u32>);
+
+impl DirtyMap {
+    /// An empty map for a buffer of `len` bytes.
+    pub(crate) fn new(len: usize) -> DirtyMap {
+        DirtyMap(vec![0; len.div_ceil(CHUNK).div_ceil(32)])
+    }
+
+    /// Every chunk of a `len`-byte buffer.
+    pub(crate) fn full(len: usize) -> DirtyMap {
+        let mut m = DirtyMap::new(len);
+        m.set_range(0, len);
+        m
+    }
+
+    /// The chunks where `new` differs from `old` (same length).
+    pub(crate) fn diff(old: &[u8], new: &[u8]) -> DirtyMap {
+        let mut m = DirtyMap::new(new.len());
+        for (i, (a, b)) in old.chunks(CHUNK).zip(new.chunks(CHUNK)).enumerate() {
+            if a != b {
+                m.0[i / 32] |= 1 << (i % 32);
+            }
+        }
+        m
+    }
+
+    /// Marks bytes `off..off+len`.
+    pub(crate) fn set_range(&mut self, off: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        for i in off / CHUNK..=(off + len - 1) / CHUNK {
+            if let Some(w) = self.0.get_mut(i / 32) {
+                *w |= 1 << (i % 32);
+            }
+        }
+    }
+
+    /// Adds `o`'s chunks.
+    pub(crate) fn or(&mut self, o: &DirtyMap) {
+        if o.0.len() > self.0.len() {
+            self.0.resize(o.0.len(), 0);
+        }
+        for (a, b) in self.0.iter_mut().zip(&o.0) {
+            *a |= b;
+        }
+    }
+
+    /// True when no chunk is marked.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+
+    fn bit(&self, i: usize) -> bool {
+        self.0.get(i / 32).is_some_and(|w| w & (1 << (i % 32)) != 0)
+    }
+
+    /// Runs of marked chunks as byte ranges, within `len`.
+    pub(crate) fn runs(&self, len: usize) -> Vec<(usize, usize)> {
+        let n = len.div_ceil(CHUNK);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < n {
+            if !self.bit(i) {
+                i += 1;
+                continue;
+            }
+            let s = i;
+            while i < n && self.bit(i) {
+                i += 1;
+            }
+            out.push((s * CHUNK, (i * CHUNK).min(len)));
+        }
+        out
+    }
+}
+
+/// A buffer waiting for the next checkpoint.
+pub(crate) struct CilBuf {
+    pub data: Arc<[u8]>,
+    pub map: DirtyMap,
+    pub kind: BufKind,
+}
+
+/// Where an inode's cluster buffer is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClusterGeo {
+    block_size: u64,
+    bpc: u32,
+    align: u32,
+}
+
+impl ClusterGeo {
+    pub(crate) fn new(geo: &Geometry) -> ClusterGeo {
+        ClusterGeo {
+            block_size: u64::from(geo.block_size),
+            bpc: geo.blocks_per_cluster(),
+            align: geo.inode_align,
+        }
+    }
+
+    /// (byte offset, bytes) of the cluster buffer holding `ino`.
+    pub(crate) fn cluster_of(&self, geo: &Geometry, ino: Ino) -> Result<(u64, u32)> {
+        let agno = geo.ino_agno(ino);
+        let agbno = geo.ino_agbno(ino).0;
+        let start = if self.bpc <= 1 {
+            agbno
+        } else if self.align >= self.bpc {
+            let off = agbno % self.align;
+            agbno - off + off / self.bpc * self.bpc
+        } else {
+            return Err(Error::Unsupported(format!(
+                "journaling inodes whose clusters ({} blocks) are not chunk-aligned",
+                self.bpc
+            )));
+        };
+        let off = geo.agb_to_daddr(agno, AgBlock(start)).bytes();
+        Ok((off, (u64::from(self.bpc) * self.block_size) as u32))
+    }
+}
+
+/// The kind of a buffer a transaction changed, or an error naming it when
+/// its magic number is not one the log knows.
+pub(crate) fn classify(off: u64, data: &[u8]) -> Result<BufKind> {
+    buftype::classify(data).ok_or_else(|| {
+        Error::Invalid(format!(
+            "a transaction changed a block at byte {off} with no known magic number"
+        ))
+    })
+}
+
+/// Everything committed since the last checkpoint.
+#[derive(Default)]
+pub(crate) struct Cil {
+    pub bufs: BTreeMap<u64, CilBuf>,
+    /// Inodes by byte offset, newest bytes.
+    pub inodes: BTreeMap<u64, (Ino, Arc<[u8]>)>,
+    /// New inode chunks recovery initialises itself.
+    pub icreates: Vec<Icreate>,
+    /// Cancel items to log: (byte offset, bytes).
+    pub cancels: BTreeMap<u64, u32>,
+    /// Blocks freed since the last checkpoint (byte ranges), the kernel's
+    /// busy extents: until the checkpoint that frees them is on disk, the
+    /// disk still gives them to their old owner, so file data must not be
+    /// written there.
+    pub freed: Vec<(u64, u64)>,
+    /// Blocks allocated to file data since the last checkpoint (byte
+    /// ranges): their data goes to disk before the checkpoint, so it never
+    /// makes reachable blocks that do not hold their data.
+    pub allocated: Vec<(u64, u64)>,
+    /// Bytes the checkpoint will log, roughly.
+    pub bytes: usize,
+}
+
+impl Cil {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bufs.is_empty()
+            && self.inodes.is_empty()
+            && self.cancels.is_empty()
+            && self.icreates.is_empty()
+    }
+
+    /// A block freed earlier in this checkpoint is logged again: its cancel
+    /// item goes (recovery processes a checkpoint's cancels after its
+    /// buffers, so both in one checkpoint would drop the new contents).
+    /// The new item covers the whole block, so replaying the older items
+    /// first does no harm.
+    fn reused(&mut self, off: u64, len: u32) -> bool {
+        self.cancels.get(&off) == Some(&len) && self.cancels.remove(&off).is_some()
+    }
+
+    /// Adds a changed buffer of kind `kind` (see [`classify`]).
+    pub(crate) fn add_buf(&mut self, off: u64, data: Arc<[u8]>, map: DirtyMap, kind: BufKind) {
+        let map = if self.reused(off, data.len() as u32) {
+            DirtyMap::full(data.len())
+        } else {
+            map
+        };
+        let chunks = |m: &DirtyMap| m.0.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+        match self.bufs.get_mut(&off) {
+            Some(b) if b.data.len() == data.len() => {
+                let before = chunks(&b.map);
+                b.map.or(&map);
+                self.bytes += (chunks(&b.map) - before) * CHUNK;
+                b.data = data;
+                b.kind = kind;
+            }
+            _ => {
+                self.bytes += chunks(&map) * CHUNK + 64;
+                self.bufs.insert(off, CilBuf { data, map, kind });
+            }
+        }
+    }
+
+    /// Adds a changed inode (in the cluster buffer at `cluster`).
+    pub(crate) fn add_inode(&mut self, off: u64, ino: Ino, data: Arc<[u8]>, cluster: (u64, u32)) {
+        self.reused(cluster.0, cluster.1);
+        if self.inodes.insert(off, (ino, data)).is_none() {
+            self.bytes += 300;
+        }
+    }
+
+    /// Adds a new inode chunk (whose cluster buffers are `clusters`).
+    pub(crate) fn add_icreate(&mut self, c: Icreate, clusters: &[(u64, u32)]) {
+        for &(o, l) in clusters {
+            self.reused(o, l);
+        }
+        self.bytes += 64;
+        self.icreates.push(c);
+    }
+}
+
+/// The cluster buffers of a new inode chunk: (byte offset, bytes).
+pub(crate) fn chunk_clusters(
+    geo: &Geometry,
+    cg: &ClusterGeo,
+    c: &Icreate,
+) -> Result<Vec<(u64, u32)>> {
+    let bpc = geo.blocks_per_cluster().max(1);
+    let mut out = Vec::new();
+    let mut b = c.agbno;
+    while b < c.agbno + c.length {
+        let ino = geo.ino_make(crate::geometry::AgNumber(c.agno), b << geo.inopb_log);
+        out.push(cg.cluster_of(geo, ino)?);
+        b += bpc;
+    }
+    Ok(out)
+}
+
+/// A checkpoint's items as log regions: one op per region.
+pub(crate) struct Formatted {
+    pub regions: Vec<Vec<u8>>,
+    /// Buffers the checkpoint logs: (byte offset, bytes).
+    pub logged: Vec<(u64, u32)>,
+    /// Metadata buffers whose LSN the writeback stamps: (byte offset,
+    /// offset of the LSN field).
+    pub stamped: Vec<(u64, usize)>,
+}
+
+fn le16(v: &mut Vec<u8>, x: u16) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
+
+fn le32(v: &mut Vec<u8>, x: u32) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
+
+/// `xfs_buf_log_format` for a buffer at byte `off` of `len` bytes, with
+/// `nregions` data regions after it.
+fn blf(off: u64, len: u32, flags: u16, nregions: usize, map: &DirtyMap) -> Vec<u8> {
+    let mut v = Vec::with_capacity(BLF_HEAD + 4 * map.0.len());
+    le16(&mut v, XFS_LI_BUF);
+    le16(&mut v, (1 + nregions) as u16);
+    le16(&mut v, flags);
+    le16(&mut v, (len / 512) as u16);
+    v.extend_from_slice(&((off / 512) as i64).to_le_bytes());
+    le32(&mut v, map.0.len() as u32);
+    for w in &map.0 {
+        le32(&mut v, *w);
+    }
+    v
+}
+
+/// Formats the CIL as the items of one checkpoint transaction `tid`: the
+/// transaction header, cancels, buffers, then inode clusters.
+pub(crate) fn format(cil: &Cil, geo: &Geometry, cg: &ClusterGeo, tid: u32) -> Result<Formatted> {
+    let mut regions: Vec<Vec<u8>> = Vec::new();
+    let mut logged = Vec::new();
+    let mut stamped = Vec::new();
+    let mut items = 0u32;
+    regions.push(Vec::new()); // the transaction header, filled in below
+    for (&off, &len) in &cil.cancels {
+        let map = DirtyMap::new(len as usize);
+        regions.push(blf(off, len, XFS_BLF_CANCEL, 0, &map));
+        items += 1;
+    }
+    for (&off, b) in &cil.bufs {
+        if b.map.is_empty() {
+            continue;
+        }
+        let len = b.data.len();
+        let runs = b.map.runs(len);
+        let flags = b.kind.blft << BLFT_SHIFT;
+        regions.push(blf(off, len as u32, flags, runs.len(), &b.map));
+        for (s, e) in runs {
+            regions.push(b.data[s..e].to_vec());
+        }
+        logged.push((off, len as u32));
+        if let Some(l) = b.kind.lsn_off {
+            stamped.push((off, l));
+        }
+        items += 1;
+    }
+    for c in &cil.icreates {
+        regions.push(icreate_region(geo, c));
+        logged.extend(chunk_clusters(geo, cg, c)?);
+        items += 1;
+    }
+    for (ino, data) in cil.inodes.values() {
+        let (r, cluster) = inode_regions(geo, cg, *ino, data)?;
+        regions.extend(r);
+        logged.push(cluster);
+        items += 1;
+    }
+    let mut th = Vec::with_capacity(16);
+    le32(&mut th, XFS_TRANS_HEADER_MAGIC);
+    le32(&mut th, XFS_TRANS_CHECKPOINT);
+    le32(&mut th, tid);
+    le32(&mut th, items);
+    regions[0] = th;
+    Ok(Formatted {
+        regions,
+        logged,
+        stamped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirty_map_runs_and_diff() {
+        let old = vec![0u8; 1024];
+        let mut new = old.clone();
+        new[5] = 1;
+        new[300] = 2;
+        new[383] = 3;
+        new[1023] = 4;
+        let m = DirtyMap::diff(&old, &new);
+        assert_eq!(m.0, vec![0b1000_0101]);
+        assert_eq!(m.runs(1024), vec![(0, 128), (256, 384), (896, 1024)]);
+        let mut f = DirtyMap::new(1024);
+        f.set_range(100, 200);
+        assert_eq!(f.runs(1024), vec![(0, 384)]);
+        assert_eq!(DirtyMap::full(65536).0.len(), 16);
+    }
+
+    #[test]
+    fn buffer_format_header() {
+        let mut m = DirtyMap::new(4096);
+        m.set_range(0, 10);
+        let v = blf(8 * 4096, 4096, 4 << BLFT_SHIFT, 1, &m);
+        assert_eq!(v.len(), 20 + 4);
+        assert_eq!(u16::from_le_bytes([v[0], v[1]]), 0x123c);
+        assert_eq!(u16::from_le_bytes([v[2], v[3]]), 2);
+        assert_eq!(u16::from_le_bytes([v[6], v[7]]), 8);
+        assert_eq!(i64::from_le_bytes(v[8..16].try_into().unwrap()), 64);
+        assert_eq!(u32::from_le_bytes(v[16..20].try_into().unwrap()), 1);
+    }
+}

@@ -1,0 +1,256 @@
+//! Recovery in place: replay the log into an overlay, and only when the
+//! whole log was read and replayed without error, write the replayed
+//! blocks, make them durable, bring the superblock counters up to date
+//! from the AG headers, and leave the log clean: an unmount record at the
+//! head, in the head's cycle, after clearing the blocks a torn write may
+//! have left ahead of it.
+
+use super::record::{LogDev, BB};
+use super::{Recovery, ReplayStats};
+use crate::dev::Device;
+use crate::error::{Error, Result};
+use crate::geometry::Geometry;
+use std::sync::Arc;
+use xfs_format::log::{
+    xlog_assign_lsn, xlog_rec_crc, XFS_LOG, XLOG_HEADER_MAGIC_NUM, XLOG_UNMOUNT_TRANS,
+    XLOG_UNMOUNT_TYPE, XLOG_VERSION_2,
+};
+
+/// What `recover` did.
+#[derive(Debug, Clone, Default)]
+pub struct RecoverReport {
+    /// The log was clean (or never written): nothing was written.
+    pub was_clean: bool,
+    /// Head and tail found (log blocks).
+    pub head_blk: u64,
+    /// Tail block.
+    pub tail_blk: u64,
+    /// Records read between tail and head.
+    pub records: usize,
+    /// Torn records dropped at the head (log blocks).
+    pub torn: Vec<u64>,
+    /// Replay counters.
+    pub stats: ReplayStats,
+    /// Sectors written back.
+    pub sectors_written: usize,
+    /// Inodes freed or taken off the AGI unlinked lists afterwards.
+    pub unlinked: super::unlinked::UnlinkedReport,
+    /// Copy-on-write staging extents freed afterwards.
+    pub cow: super::cow::CowReport,
+}
+
+/// Options of [`recover_device`].
+#[derive(Debug, Clone, Default)]
+pub struct RecoverOptions {
+    /// Write the replayed changes even when intents (deferred frees,
+    /// mapping updates) were left unfinished, which recovery cannot yet
+    /// finish: the space they name stays allocated.
+    pub allow_unfinished_intents: bool,
+}
+
+/// Recovers the filesystem on `dev` in place.
+pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<RecoverReport> {
+    let dev = shared.as_ref();
+    let geo = read_geometry(dev)?;
+    let rec: Recovery = super::replay(dev, &geo)?;
+    let ends = rec.contents.ends.clone();
+    let mut report = RecoverReport {
+        was_clean: ends.clean || ends.empty,
+        head_blk: ends.head_blk,
+        tail_blk: ends.tail_blk,
+        records: rec.contents.records.len(),
+        torn: ends.torn.clone(),
+        stats: rec.stats.clone(),
+        sectors_written: 0,
+        unlinked: Default::default(),
+        cow: Default::default(),
+    };
+    // A clean log with a torn record past its unmount record still gets
+    // its stale blocks cleared and a new unmount record, as the kernel
+    // clears them at mount, so the next writer starts from a clean head.
+    let stale = !ends.empty && {
+        let log = super::log_dev(dev, &geo)?;
+        log.cycle(ends.head_blk)? == ends.head_cycle
+    };
+    if report.was_clean && !stale {
+        return Ok(report);
+    }
+    if !rec.stats.unfinished_intents.is_empty() && !opts.allow_unfinished_intents {
+        let list: Vec<String> = rec
+            .stats
+            .unfinished_intents
+            .iter()
+            .map(|(t, id, lsn)| format!("{t} {id:#x} (lsn {lsn:#x})"))
+            .collect();
+        return Err(Error::Unsupported(format!(
+            "the log holds {} unfinished intent(s) that recovery cannot finish yet: {}; nothing was written",
+            list.len(),
+            list.join(", ")
+        )));
+    }
+    for (daddr, bytes) in rec.overlay.runs() {
+        dev.write_at(&bytes, daddr * BB).map_err(Error::Io)?;
+        report.sectors_written += bytes.len() / BB as usize;
+    }
+    dev.flush().map_err(Error::Io)?;
+    (report.unlinked, report.cow) = finish(shared, &ends)?;
+    Ok(report)
+}
+
+/// After the replayed blocks are on `shared`: leaves the log clean (stale
+/// blocks past the head cleared, an unmount record at the head), then
+/// frees the inodes left on the unlinked lists and the copy-on-write
+/// staging extents through the write engine.
+pub fn finish(
+    shared: Arc<dyn Device>,
+    ends: &super::LogEnds,
+) -> Result<(super::unlinked::UnlinkedReport, super::cow::CowReport)> {
+    let dev = shared.as_ref();
+    // Geometry may have changed with a replayed superblock.
+    let geo = read_geometry(dev)?;
+    let log = super::log_dev(dev, &geo)?;
+    let prev = ends.last.as_ref().map(|h| h.blk).unwrap_or(0);
+    clear_stale(
+        &log,
+        ends.head_blk,
+        ends.head_cycle,
+        ends.tail_lsn,
+        &geo.uuid,
+    )?;
+    write_unmount(&log, ends.head_blk, ends.head_cycle, prev, &geo.uuid)?;
+    dev.flush().map_err(Error::Io)?;
+    let fs = crate::fs::Fs::from_device_rw(Box::new(Shared(shared.clone())), &Default::default())?;
+    let unlinked = super::unlinked::process_unlinked(&fs)?;
+    let cow = super::cow::clear_cow_staging(&fs)?;
+    Ok((unlinked, cow))
+}
+
+/// A shared device handed to an `Fs` that wants to own one.
+pub(crate) struct Shared(pub(crate) Arc<dyn Device>);
+
+impl Device for Shared {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.0.read_at(buf, off)
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        self.0.write_at(buf, off)
+    }
+    fn write_vectored_at(&self, bufs: &[&[u8]], off: u64) -> std::io::Result<()> {
+        self.0.write_vectored_at(bufs, off)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+}
+
+fn read_geometry(dev: &dyn Device) -> Result<Geometry> {
+    let mut s = vec![0u8; 512];
+    dev.read_at(&mut s, 0).map_err(Error::Io)?;
+    let ss = u16::from_be_bytes([s[102], s[103]]);
+    if ss.is_power_of_two() && ss > 512 {
+        s = vec![0u8; usize::from(ss)];
+        dev.read_at(&mut s, 0).map_err(Error::Io)?;
+    }
+    Geometry::from_superblock(&s)
+}
+
+/// Blocks that in-flight log writes could have reached past the head.
+const STALE_BBS: u64 = 8 * 256 * 1024 / 512;
+
+/// Overwrites the blocks after the head that a torn write may have stamped
+/// with the head's cycle: empty record headers of the previous cycle (of
+/// the head's cycle once they wrap), as far as the old tail allows.
+fn clear_stale(
+    log: &LogDev<'_>,
+    head: u64,
+    cycle: u32,
+    tail_lsn: u64,
+    uuid: &[u8; 16],
+) -> Result<()> {
+    let (tc, tb) = ((tail_lsn >> 32) as u32, u64::from(tail_lsn as u32));
+    let dist = if tc == cycle {
+        tb + log.nbb - head
+    } else {
+        tb.saturating_sub(head)
+    };
+    let n = dist.min(STALE_BBS);
+    let mut buf = vec![0u8; (n * BB) as usize];
+    for i in 0..n {
+        let blk = head + i;
+        let (c, b) = if blk >= log.nbb {
+            (cycle, blk - log.nbb)
+        } else {
+            (cycle.wrapping_sub(1), blk)
+        };
+        let h = &mut buf[(i * BB) as usize..((i + 1) * BB) as usize];
+        h[0..4].copy_from_slice(&XLOG_HEADER_MAGIC_NUM.to_be_bytes());
+        h[4..8].copy_from_slice(&c.to_be_bytes());
+        h[8..12].copy_from_slice(&XLOG_VERSION_2.to_be_bytes());
+        h[16..24].copy_from_slice(&xlog_assign_lsn(c, b as u32).to_be_bytes());
+        h[24..32].copy_from_slice(&tail_lsn.to_be_bytes());
+        h[300..304].copy_from_slice(&1u32.to_be_bytes());
+        h[304..320].copy_from_slice(uuid);
+    }
+    write_log(log, head, &buf)
+}
+
+fn write_log(log: &LogDev<'_>, blk: u64, buf: &[u8]) -> Result<()> {
+    let n = buf.len() as u64 / BB;
+    let blk = blk % log.nbb;
+    let first = (log.nbb - blk).min(n);
+    let (a, b) = buf.split_at((first * BB) as usize);
+    log.dev
+        .write_at(a, log.start + blk * BB)
+        .map_err(Error::Io)?;
+    if !b.is_empty() {
+        log.dev.write_at(b, log.start).map_err(Error::Io)?;
+    }
+    Ok(())
+}
+
+/// Writes an unmount record at `head`: a header and one data block with
+/// the single unmount operation. Its tail is itself.
+pub fn write_unmount(
+    log: &LogDev<'_>,
+    head: u64,
+    cycle: u32,
+    prev: u64,
+    uuid: &[u8; 16],
+) -> Result<()> {
+    let lsn = xlog_assign_lsn(cycle, head as u32);
+    let mut rec = vec![0u8; 2 * BB as usize];
+    let (h, d) = rec.split_at_mut(BB as usize);
+    // The operation: tid, length 8, client "log", flag "unmount"; then the
+    // payload, its magic in host order.
+    d[0..4].copy_from_slice(&0x5853_4b52u32.to_be_bytes());
+    d[4..8].copy_from_slice(&8u32.to_be_bytes());
+    d[8] = XFS_LOG;
+    d[9] = XLOG_UNMOUNT_TRANS;
+    d[12..14].copy_from_slice(&XLOG_UNMOUNT_TYPE.to_le_bytes());
+    h[0..4].copy_from_slice(&XLOG_HEADER_MAGIC_NUM.to_be_bytes());
+    h[4..8].copy_from_slice(&cycle.to_be_bytes());
+    h[8..12].copy_from_slice(&XLOG_VERSION_2.to_be_bytes());
+    h[12..16].copy_from_slice(&(BB as u32).to_be_bytes());
+    h[16..24].copy_from_slice(&lsn.to_be_bytes());
+    h[24..32].copy_from_slice(&lsn.to_be_bytes());
+    h[36..40].copy_from_slice(&(prev as u32).to_be_bytes());
+    h[40..44].copy_from_slice(&1u32.to_be_bytes());
+    // The data block's first word moves to the cycle data; the block
+    // carries the cycle (one more if it wraps to the log's start).
+    h[44..48].copy_from_slice(&d[0..4]);
+    let dcycle = if head + 1 >= log.nbb {
+        cycle.wrapping_add(1)
+    } else {
+        cycle
+    };
+    d[0..4].copy_from_slice(&dcycle.to_be_bytes());
+    h[300..304].copy_from_slice(&1u32.to_be_bytes());
+    h[304..320].copy_from_slice(uuid);
+    h[320..324].copy_from_slice(&(32768u32).to_be_bytes());
+    let crc = xlog_rec_crc(h, &[], d);
+    h[32..36].copy_from_slice(&crc.to_le_bytes());
+    write_log(log, head, &rec)
+}

@@ -1,0 +1,49 @@
+//! The superblock's lazily kept counters after a replay.
+
+use super::replay::Replayer;
+use crate::error::{Error, Location, Result};
+use crate::geometry::{AgBlock, AgNumber};
+
+fn be32(b: &[u8], o: usize) -> u32 {
+    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+/// Recomputes `sb_icount`, `sb_ifree` and `sb_fdblocks` from the AG
+/// headers, as the kernel does when it mounts a filesystem whose log was
+/// dirty (the superblock's copies are only kept lazily).
+pub(crate) fn update_sb_counters(rp: &mut Replayer<'_>) -> Result<()> {
+    let geo = rp.geo;
+    let ss = geo.sect_size as usize;
+    let (mut icount, mut ifree, mut fdblocks) = (0u64, 0u64, 0u64);
+    for ag in 0..geo.ag_count {
+        let base = geo.agb_to_daddr(AgNumber(ag), AgBlock(0)).0;
+        let sbb = ss as u64 / 512;
+        let agf = rp.read(base + sbb, sbb)?;
+        let agi = rp.read(base + 2 * sbb, sbb)?;
+        if be32(&agf, 0) != 0x5841_4746 || be32(&agi, 0) != 0x5841_4749 {
+            return Err(Error::corrupt(
+                "AG headers",
+                Location::Sb(ag),
+                "bad AGF or AGI magic after recovery",
+            ));
+        }
+        use std::mem::offset_of;
+        use xfs_format::ag::{Agf, Agi};
+        fdblocks += u64::from(be32(&agf, offset_of!(Agf, agf_freeblks)))
+            + u64::from(be32(&agf, offset_of!(Agf, agf_flcount)))
+            + u64::from(be32(&agf, offset_of!(Agf, agf_btreeblks)));
+        icount += u64::from(be32(&agi, offset_of!(Agi, agi_count)));
+        ifree += u64::from(be32(&agi, offset_of!(Agi, agi_freecount)));
+    }
+    let mut sb = rp.read(0, ss as u64 / 512)?;
+    use xfs_format::sb::Dsb;
+    let o = std::mem::offset_of!(Dsb, sb_icount);
+    sb[o..o + 8].copy_from_slice(&icount.to_be_bytes());
+    let o = std::mem::offset_of!(Dsb, sb_ifree);
+    sb[o..o + 8].copy_from_slice(&ifree.to_be_bytes());
+    let o = std::mem::offset_of!(Dsb, sb_fdblocks);
+    sb[o..o + 8].copy_from_slice(&fdblocks.to_be_bytes());
+    xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
+    rp.write(0, &sb, None);
+    Ok(())
+}

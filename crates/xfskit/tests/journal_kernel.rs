@@ -1,0 +1,278 @@
+//! The kernel replays the log xfskit writes: changes made through the
+//! library and forced to the log (never written in place) come back when
+//! Linux mounts the image, and `xfs_repair -n` is clean afterwards.
+
+mod namespace_common;
+mod write_common;
+
+use namespace_common::*;
+use std::path::Path;
+use write_common::*;
+use xfskit::build::NodeKind;
+use xfskit::log::LogState;
+use xfskit::{Fs, Ino, OpenOptions};
+
+/// Mounts `img` read-write (the kernel replays its log) and unmounts it.
+fn kernel_recover(img: &Path) {
+    let mnt = img.with_extension("rmnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let (ok, out) = run(
+        "mount",
+        &[
+            "-o",
+            "loop,nouuid",
+            &img.display().to_string(),
+            &mnt.display().to_string(),
+        ],
+    );
+    let dmesg = run("dmesg", &[]).1;
+    let tail: Vec<&str> = dmesg.lines().rev().take(15).collect();
+    assert!(ok, "kernel mount (log replay) failed: {out}\n{tail:#?}");
+    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    assert!(ok, "umount: {out}");
+    let _ = std::fs::remove_dir(&mnt);
+}
+
+/// A workload touching every kind of metadata: directories grown past
+/// their short form, files with data, xattrs small and remote, links,
+/// renames and removals.
+fn workload(fs: &Fs, rng: &mut Rng, files: usize) {
+    let root = fs.geometry().root_ino;
+    let mut dirs: Vec<Ino> = Vec::new();
+    for d in 0..3 {
+        let name = format!("dir{d}");
+        dirs.push(
+            fs.create(root, name.as_bytes(), &NodeKind::Dir, &meta(0o755, d))
+                .unwrap(),
+        );
+    }
+    let mut made: Vec<(Ino, Ino, String)> = Vec::new();
+    for i in 0..files {
+        let dir = dirs[i % dirs.len()];
+        let name = format!("f{i:05}-{}", rng.below(1000));
+        let ino = fs
+            .create(
+                dir,
+                name.as_bytes(),
+                &NodeKind::File { size: 0 },
+                &meta(0o644, 1000),
+            )
+            .unwrap();
+        let len = rng.below(9000) as usize;
+        let data = rng.bytes(len);
+        fs.write_at(ino, 0, &data).unwrap();
+        if i % 7 == 0 {
+            fs.set_xattr(ino, b"user.small", b"v").unwrap();
+        }
+        if i % 29 == 0 {
+            fs.set_xattr(ino, b"user.big", &rng.bytes(3000)).unwrap();
+        }
+        made.push((dir, ino, name));
+    }
+    for (k, (dir, ino, name)) in made.iter().enumerate() {
+        match k % 11 {
+            0 => fs.unlink(*dir, name.as_bytes()).unwrap(),
+            1 => {
+                let to = dirs[(k + 1) % dirs.len()];
+                fs.rename(*dir, name.as_bytes(), to, format!("r{k}").as_bytes())
+                    .unwrap()
+            }
+            2 => fs.link(root, format!("l{k}").as_bytes(), *ino).unwrap(),
+            3 => fs.truncate(*ino, 100).unwrap(),
+            _ => {}
+        }
+    }
+}
+
+fn check_replay(tag: &str, mkfs_opts: &str, files: usize, limits: Option<(usize, usize)>) {
+    if !is_root() {
+        eprintln!("SKIP {tag}: the kernel's log replay needs root (loop mount)");
+        return;
+    }
+    let s = Scratch::new(tag);
+    let img = s.0.join("img");
+    mkfs_xfs(&img, 320 << 20, mkfs_opts);
+    let want = {
+        let fs = Fs::open_rw(
+            &img,
+            &OpenOptions {
+                pending_limits: limits,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut rng = Rng(0x5eed ^ files as u64);
+        workload(&fs, &mut rng, files);
+        fs.force_log().unwrap();
+        let st = fs.log_stats();
+        assert!(st.checkpoints >= 1, "{st:?}");
+        walk_lib(&fs)
+        // Dropped without sync: what is not in place is only in the log.
+    };
+    let fs = Fs::open(
+        &img,
+        &OpenOptions {
+            norecovery: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        matches!(fs.log_state(), LogState::Dirty(_)),
+        "{:?}",
+        fs.log_state()
+    );
+    drop(fs);
+    kernel_recover(&img);
+    assert_repair_clean(&img);
+    let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
+    assert_tree_eq(&want, &walk_lib(&fs), "after the kernel replayed our log");
+}
+
+#[test]
+fn kernel_replays_a_checkpoint_never_written_in_place() {
+    check_replay("jk-small", "", 200, None);
+}
+
+#[test]
+fn kernel_replays_after_writebacks_moved_the_tail() {
+    // Small pending limits: many writebacks while the workload runs, so
+    // records name later tails and LSNs are stamped in place.
+    check_replay("jk-wb", "", 600, Some((256 << 10, 256 << 10)));
+}
+
+#[test]
+fn kernel_replays_1k_blocks_rmapbt() {
+    check_replay(
+        "jk-1k",
+        "-b size=1024 -m rmapbt=1",
+        300,
+        Some((1 << 20, 1 << 20)),
+    );
+}
+
+#[test]
+fn synced_image_has_a_clean_log_and_reopens_for_writing() {
+    let s = Scratch::new("jk-sync");
+    let img = s.0.join("img");
+    mkfs_xfs(&img, 320 << 20, "");
+    for round in 0..3u64 {
+        let fs = open_rw(&img);
+        let mut rng = Rng(round + 1);
+        let root = fs.geometry().root_ino;
+        let d = fs
+            .create(
+                root,
+                format!("round{round}").as_bytes(),
+                &NodeKind::Dir,
+                &meta(0o755, 0),
+            )
+            .unwrap();
+        for i in 0..50 {
+            let ino = fs
+                .create(
+                    d,
+                    format!("f{i}").as_bytes(),
+                    &NodeKind::File { size: 0 },
+                    &meta(0o644, 0),
+                )
+                .unwrap();
+            fs.write_at(ino, 0, &rng.bytes(100)).unwrap();
+        }
+        fs.sync().unwrap();
+        let st = fs.log_stats();
+        assert_eq!(st.unmounts, 1, "{st:?}");
+        drop(fs);
+        let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
+        assert_eq!(fs.log_state(), &LogState::Clean);
+        assert_repair_clean(&img);
+    }
+    if let Some(n) = with_kernel_mount(&img, |m| std::fs::read_dir(m).unwrap().count()) {
+        assert_eq!(n, 3);
+    }
+}
+
+/// An image file without flushes: a test that only needs the bytes fast.
+struct NoFlush(std::fs::File, u64);
+
+impl xfskit::dev::Device for NoFlush {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(&self.0, buf, off)
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        std::os::unix::fs::FileExt::write_all_at(&self.0, buf, off)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        self.1
+    }
+}
+
+#[test]
+fn kernel_replays_a_log_that_wrapped() {
+    if !is_root() {
+        eprintln!("SKIP kernel_replays_a_log_that_wrapped: the kernel's log replay needs root");
+        return;
+    }
+    let s = Scratch::new("jk-wrap");
+    let img = s.0.join("img");
+    mkfs_xfs(&img, 320 << 20, "");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&img)
+        .unwrap();
+    let len = f.metadata().unwrap().len();
+    let fs = Fs::from_device_rw(Box::new(NoFlush(f, len)), &OpenOptions::default()).unwrap();
+    let log_bytes = u64::from(fs.geometry().log_blocks) * u64::from(fs.geometry().block_size);
+    let root = fs.geometry().root_ino;
+    let mut rng = Rng(77);
+    let mut files = Vec::new();
+    for k in 0..8 {
+        let ino = fs
+            .create(
+                root,
+                format!("f{k}").as_bytes(),
+                &NodeKind::File { size: 0 },
+                &meta(0o644, 1),
+            )
+            .unwrap();
+        fs.write_at(ino, 0, &rng.bytes(5000)).unwrap();
+        files.push(ino);
+    }
+    // Large remote values replaced over and over: every checkpoint logs
+    // their blocks whole, frees the old ones (cancels) and reuses space.
+    let mut n = 0u64;
+    while fs.log_stats().bytes < 2 * log_bytes + log_bytes / 3 {
+        let ino = files[(n % 8) as usize];
+        let v = rng.bytes(60_000);
+        fs.set_xattr(ino, b"user.big", &v).unwrap();
+        if n % 3 == 0 {
+            fs.force_log().unwrap();
+        }
+        n += 1;
+    }
+    fs.force_log().unwrap();
+    let st = fs.log_stats();
+    assert!(st.bytes > 2 * log_bytes, "{st:?}");
+    let want = walk_lib(&fs);
+    drop(fs);
+    let ours = s.0.join("ours");
+    std::fs::copy(&img, &ours).unwrap();
+    kernel_recover(&img);
+    assert_repair_clean(&img);
+    let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
+    assert_tree_eq(
+        &want,
+        &walk_lib(&fs),
+        "after the kernel replayed a wrapped log",
+    );
+    let fs = open_rw(&ours);
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(&ours);
+    let fs = Fs::open(&ours, &OpenOptions::default()).unwrap();
+    assert_tree_eq(&want, &walk_lib(&fs), "after xfskit replayed a wrapped log");
+}
