@@ -295,4 +295,26 @@ fn sigkill_keeps_what_was_fsynced() {
     assert!(got.unwrap() == synced, "the fsynced file after SIGKILL");
     let (code, out) = common::repair_check(&m.image);
     assert_eq!(code, 0, "xfs_repair -n after the kernel's replay:\n{out}");
+    // Again, and this time the mount itself replays the log when it opens
+    // the image.
+    m.mount(&[]);
+    {
+        let mut f = fs::File::create(m.p("synced2")).unwrap();
+        f.write_all(&synced[..1_000_000]).unwrap();
+        f.sync_all().unwrap();
+    }
+    for i in 0..500 {
+        fs::write(m.p(&format!("g{i}")), vec![5u8; 8192]).unwrap();
+    }
+    m.kill();
+    m.mount(&[]);
+    assert!(
+        fs::read(m.p("synced")).unwrap() == synced,
+        "synced after the mount's replay"
+    );
+    assert!(
+        fs::read(m.p("synced2")).unwrap() == synced[..1_000_000],
+        "synced2 after the mount's replay"
+    );
+    m.finish();
 }
