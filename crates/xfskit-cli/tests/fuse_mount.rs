@@ -317,15 +317,6 @@ fn fuse_mount_matches_kernel() {
     );
 
     // Read-write is refused with exit code 2.
-    let rw = Command::new(env!("CARGO_BIN_EXE_xfskit"))
-        .arg("mount")
-        .arg(&img)
-        .arg(&fdir)
-        .output()
-        .unwrap();
-    assert_eq!(rw.status.code(), Some(2), "mount without --read-only");
-    assert!(String::from_utf8_lossy(&rw.stderr).contains("not supported"));
-
     let child = Command::new(env!("CARGO_BIN_EXE_xfskit"))
         .args(["mount", "--read-only"])
         .arg(&img)

@@ -1,14 +1,20 @@
-//! FUSE adapter for xfskit: serves an XFS image read-only through the
-//! kernel's FUSE driver (via `fuser`, which mounts with fusermount3 or
+//! FUSE adapter for xfskit: serves an XFS image, read-only or read-write,
+//! through the kernel's FUSE driver (via `fuser`, which mounts with fusermount3 or
 //! directly when root).
 //!
 //! This crate is the only place engine errors become errnos ([`errno`]).
 
+mod acl;
+mod acl_ops;
 mod attrs;
 mod cache;
+mod data;
+mod dispatch;
 pub mod errno;
 mod handles;
+mod names;
 mod ops;
+mod orphans;
 mod pool;
 mod statfs;
 mod xattr;
@@ -40,6 +46,11 @@ pub struct MountOptions {
     pub read_threads: usize,
 }
 
+/// How long a read-write mount lets the kernel cache attributes and
+/// names: only the kernel's own requests change the image, and it drops
+/// what they change, so this only bounds how stale a mistake can stay.
+pub const RW_TTL: Duration = Duration::from_secs(1);
+
 impl Default for MountOptions {
     fn default() -> Self {
         // Leave a core to the programs reading the mount: on a two-core
@@ -65,6 +76,7 @@ impl Default for MountOptions {
 /// A mounted filesystem whose requests are not being served yet.
 pub struct Mounted {
     session: Session<XfsFuse>,
+    fs: &'static Fs,
 }
 
 /// Unmounts a [`Mounted`] filesystem from another thread (a signal handler
@@ -84,16 +96,28 @@ impl Mounted {
         Unmounter(self.session.unmount_callable())
     }
 
-    /// Serves requests until the filesystem is unmounted.
+    /// Serves requests until the filesystem is unmounted; a read-write
+    /// filesystem is then written back and flushed (clean on the device).
     pub fn serve(self) -> io::Result<()> {
-        self.session.run()
+        let served = self.session.run();
+        if self.fs.is_writable() {
+            self.fs
+                .sync()
+                .map_err(|e| io::Error::other(format!("writing the image back: {e}")))?;
+        }
+        served
     }
 }
 
-/// The fuser mount options for `opts`, running as user `euid`.
-pub fn fuser_config(opts: &MountOptions, euid: u32) -> Config {
+/// The fuser mount options for `opts`, running as user `euid`, read-only
+/// unless `writable`.
+pub fn fuser_config(opts: &MountOptions, euid: u32, writable: bool) -> Config {
     let mut o = vec![
-        MountOption::RO,
+        if writable {
+            MountOption::RW
+        } else {
+            MountOption::RO
+        },
         MountOption::FSName(format!("xfskit:{}", opts.source)),
         MountOption::Subtype("xfskit".into()),
         MountOption::DefaultPermissions,
@@ -131,6 +155,7 @@ pub fn fuser_config(opts: &MountOptions, euid: u32) -> Config {
 fn parse_option(s: &str) -> MountOption {
     match s {
         "ro" => MountOption::RO,
+        "rw" => MountOption::RW,
         "dev" => MountOption::Dev,
         "nodev" => MountOption::NoDev,
         "suid" => MountOption::Suid,
@@ -145,29 +170,31 @@ fn parse_option(s: &str) -> MountOption {
     }
 }
 
-/// Mounts `fs` read-only at `mountpoint`. The filesystem is kept for the
-/// rest of the process (open files borrow it from any serving thread).
+/// Mounts `fs` at `mountpoint`, read-write when `fs` was opened for
+/// writing, else read-only. The filesystem is kept for the rest of the
+/// process (open files borrow it from any serving thread).
 pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mounted> {
-    if opts
-        .extra
-        .iter()
-        .flat_map(|s| s.split(','))
-        .any(|s| s == "rw")
+    if !fs.is_writable()
+        && opts
+            .extra
+            .iter()
+            .flat_map(|s| s.split(','))
+            .any(|s| s == "rw")
     {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "the FUSE mount is read-only; `rw` is not supported",
+            "`rw` needs an image opened for writing",
         ));
     }
     let fs: &'static Fs = Box::leak(Box::new(fs));
-    let config = fuser_config(opts, nix_euid());
+    let config = fuser_config(opts, nix_euid(), fs.is_writable());
     let xfs = XfsFuse::new(fs, opts.ttl, opts.read_threads);
     let pool = xfs.read_pool();
     let session = Session::new(xfs, mountpoint, &config)?;
     if let Some(fd) = pool::dup_device(&session) {
         pool.watch(fd);
     }
-    Ok(Mounted { session })
+    Ok(Mounted { session, fs })
 }
 
 fn nix_euid() -> u32 {

@@ -7,7 +7,9 @@
 //! the value converted to the Linux encoding), followed by the trusted name
 //! itself for privileged callers.
 
-use fuser::{Errno, ReplyXattr};
+use crate::errno::to_errno;
+use crate::ops::XfsFuse;
+use fuser::{Errno, INodeNo, ReplyXattr};
 use xfskit::attr::{acl, full_name, Namespace, XattrName};
 
 /// Answers a getxattr/listxattr request for `data` with a caller buffer of
@@ -66,6 +68,33 @@ pub fn name_list(attrs: &[XattrName], uid: u32) -> Vec<u8> {
         }
     }
     out
+}
+
+impl XfsFuse {
+    /// The value of xattr `name` of `node` as a caller with user id `uid`
+    /// may see it (ACLs in the Linux encoding; hidden names: ENODATA).
+    pub(crate) fn xattr_value(
+        &self,
+        uid: u32,
+        node: INodeNo,
+        name: &[u8],
+    ) -> Result<Vec<u8>, Errno> {
+        if let Some(disk) = acl::disk_name(name) {
+            let i = self.inode(node)?;
+            let raw = xfskit::attr::get(self.fs, &i, Namespace::Trusted, disk)
+                .map_err(|e| to_errno(&e))?
+                .ok_or(Errno::ENODATA)?;
+            return acl::to_linux(i.ino.0, &raw).map_err(|e| to_errno(&e));
+        }
+        let (ns, short) = xfskit::attr::parse_full_name(name).ok_or(Errno::ENODATA)?;
+        if !visible_to(ns, uid) {
+            return Err(Errno::ENODATA);
+        }
+        let i = self.inode(node)?;
+        xfskit::attr::get(self.fs, &i, ns, short)
+            .map_err(|e| to_errno(&e))?
+            .ok_or(Errno::ENODATA)
+    }
 }
 
 #[cfg(test)]

@@ -190,3 +190,45 @@ fn big_local_dir_first_big_attr() {
     assert_eq!(img.fs().inode(img.files[root].1).unwrap().forkoff, 0);
     img.check("big local dir, attribute removed");
 }
+
+/// A file whose data extents are a btree and whose attr fork went away
+/// with its last attribute: the next attribute gives it a fork next to
+/// the btree root again (as the kernel does: the root keeps its room),
+/// short form and then leaf, and the root's pointers move with the fork
+/// boundary.
+#[test]
+fn attr_fork_again_next_to_a_data_btree() {
+    let Some(mut img) = image("btreefirst", "", &["f"]) else {
+        return;
+    };
+    // A file the engine makes has no attr fork (the kernel may give its
+    // new files one); 200 separate extents make its data fork a btree.
+    let root = img.fs().geometry().root_ino;
+    let meta = xfskit::build::Meta {
+        mode: 0o644,
+        uid: 0,
+        gid: 0,
+        atime: Default::default(),
+        mtime: Default::default(),
+        ctime: Default::default(),
+        crtime: Default::default(),
+    };
+    let kind = xfskit::build::NodeKind::File { size: 0 };
+    let ino = img.fs().create(root, b"g", &kind, &meta).unwrap();
+    img.files.push(("g".into(), ino, Default::default()));
+    for i in 0..200u64 {
+        img.fs().write_at(ino, i * 8192, &[3u8; 4096]).unwrap();
+    }
+    let ip = img.fs().inode(ino).unwrap();
+    assert_eq!((ip.format, ip.forkoff), (ForkFormat::Btree, 0));
+    img.set(1, Namespace::User, b"first", b"attribute");
+    assert_eq!(img.aformat(1), Some(ForkFormat::Local));
+    img.check("first attribute next to a data btree");
+    let mut rng = Rng(7);
+    for i in 0..40 {
+        let v = rng.bytes(100);
+        img.set(1, NS[i % 3], format!("more{i}").as_bytes(), &v);
+    }
+    assert_eq!(img.aformat(1), Some(ForkFormat::Extents));
+    img.check("attributes in a leaf next to a data btree");
+}

@@ -17,3 +17,4 @@ pub use fixtures::{
 };
 pub use hostwalk::{count_kinds, diff_walks, digest_bytes, walk_host, Entry, Fnv64, Kind};
 pub use skip::{missing_tool, skip};
+pub mod rwmount;

@@ -15,7 +15,7 @@
 //! from the filesystem's seeded sequence), so writeback merges them into
 //! cluster-sized writes; a freed chunk's pending inode writes are dropped.
 
-mod agi;
+pub(crate) mod agi;
 mod chunk;
 mod rec;
 mod tree;

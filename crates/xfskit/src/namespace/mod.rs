@@ -15,10 +15,15 @@ mod batch;
 mod build;
 mod create;
 mod data;
+mod exchange;
+mod orphan;
 pub(crate) mod remove;
+mod setattr;
 mod xattr;
 
 pub use batch::{NewFile, NewFileOwned, BATCH_BYTES, BATCH_FILES};
+pub use remove::InUse;
+pub use setattr::{AgCounters, AttrChange, SetTime};
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;

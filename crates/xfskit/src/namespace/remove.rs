@@ -1,5 +1,6 @@
 //! Removing names: unlink, rmdir, rename; freeing inodes whose last link
-//! went away.
+//! went away, or keeping them as orphans while they are in use
+//! ([`super::orphan`]).
 
 use super::create::read_dir_inode;
 use crate::error::{Error, Result};
@@ -31,30 +32,70 @@ pub(crate) fn destroy(tp: &mut Trans<'_>, mut ip: Inode) -> Result<()> {
     crate::ialloc::free_inode(tp, ip.ino)
 }
 
-/// Drops one link of `ip`; frees it at zero. `dir` also drops the
-/// directory's own '.' link.
-fn drop_link(fs: &Fs, tp: &mut Trans<'_>, mut ip: Inode, now: Timestamp) -> Result<()> {
+/// Tells whether an inode whose last name goes away is still in use (an
+/// open file): it then becomes an orphan instead of being freed.
+pub type InUse<'a> = &'a dyn Fn(Ino) -> bool;
+
+/// Drops one link of `ip`; frees it at zero, unless it is a non-directory
+/// `in_use` says is still used: then it stays, with no links, on the
+/// unlinked list, and its number is returned. A directory also drops its
+/// own '.' link.
+fn drop_link(
+    fs: &Fs,
+    tp: &mut Trans<'_>,
+    mut ip: Inode,
+    now: Timestamp,
+    in_use: InUse<'_>,
+) -> Result<Option<Ino>> {
     let links = if ip.file_type == FileType::Dir { 2 } else { 1 };
     if ip.nlink <= links {
-        return destroy(tp, ip);
+        if ip.file_type != FileType::Dir && in_use(ip.ino) {
+            ip.nlink = 0;
+            fs.touch_change(&mut ip, now)?;
+            super::orphan::add(tp, &mut ip)?;
+            tp.log_inode(&ip)?;
+            return Ok(Some(ip.ino));
+        }
+        destroy(tp, ip)?;
+        return Ok(None);
     }
     ip.nlink -= 1;
     fs.touch_change(&mut ip, now)?;
-    tp.log_inode(&ip)
+    tp.log_inode(&ip)?;
+    Ok(None)
 }
 
 impl Fs {
     /// Removes the non-directory `name` from `parent`.
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        self.remove_name(parent, name, false)
+        self.remove_name(parent, name, false, &|_| false)
+            .map(|_| ())
+    }
+
+    /// [`Fs::unlink`] that keeps the inode as an orphan when it loses its
+    /// last name while `in_use` says it is used; returns the orphan. Free
+    /// it with [`Fs::free_orphan`].
+    pub fn unlink_keeping(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        in_use: InUse<'_>,
+    ) -> Result<Option<Ino>> {
+        self.remove_name(parent, name, false, in_use)
     }
 
     /// Removes the empty directory `name` from `parent`.
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        self.remove_name(parent, name, true)
+        self.remove_name(parent, name, true, &|_| false).map(|_| ())
     }
 
-    fn remove_name(&self, parent: Ino, name: &[u8], want_dir: bool) -> Result<()> {
+    fn remove_name(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        want_dir: bool,
+        in_use: InUse<'_>,
+    ) -> Result<Option<Ino>> {
         super::check_name(name)?;
         let now = self.now()?;
         let mut tp = self.trans()?;
@@ -80,13 +121,28 @@ impl Fs {
         }
         self.touch_modify(&mut dp, now)?;
         tp.log_inode(&dp)?;
-        drop_link(self, &mut tp, ip, now)?;
-        tp.commit()
+        let orphan = drop_link(self, &mut tp, ip, now, in_use)?;
+        tp.commit()?;
+        Ok(orphan)
     }
 
     /// Renames `sname` in `sdir` to `dname` in `ddir`, replacing a
     /// target of the same kind (an empty directory for a directory).
     pub fn rename(&self, sdir: Ino, sname: &[u8], ddir: Ino, dname: &[u8]) -> Result<()> {
+        self.rename_keeping(sdir, sname, ddir, dname, &|_| false)
+            .map(|_| ())
+    }
+
+    /// [`Fs::rename`] that keeps a replaced target as an orphan when it
+    /// loses its last name while `in_use` says it is used; returns it.
+    pub fn rename_keeping(
+        &self,
+        sdir: Ino,
+        sname: &[u8],
+        ddir: Ino,
+        dname: &[u8],
+        in_use: InUse<'_>,
+    ) -> Result<Option<Ino>> {
         super::check_name(sname)?;
         super::check_name(dname)?;
         let now = self.now()?;
@@ -107,7 +163,7 @@ impl Fs {
         let (sino, _) = crate::dir::write::lookup(&mut tp, &sdp, sname)?
             .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(sname).into_owned()))?;
         if same && sname == dname {
-            return Ok(());
+            return Ok(None);
         }
         tp.lock_inode(sino);
         let mut sip = tp.read_inode(sino)?;
@@ -139,6 +195,7 @@ impl Fs {
         let dpv = ddp.as_mut().unwrap_or(&mut sdp);
         let existing = crate::dir::write::lookup(&mut tp, dpv, dname)?;
         let mut nlink_delta_d = 0i32;
+        let mut orphan = None;
         match existing {
             Some((tino, _)) if tino == sino => {
                 // Both names are links to the same inode: just drop the source.
@@ -152,7 +209,8 @@ impl Fs {
                 sip.nlink -= 1;
                 self.touch_change(&mut sip, now)?;
                 tp.log_inode(&sip)?;
-                return tp.commit();
+                tp.commit()?;
+                return Ok(None);
             }
             Some((tino, _)) => {
                 tp.lock_inode(tino);
@@ -173,7 +231,7 @@ impl Fs {
                 if t_is_dir {
                     nlink_delta_d -= 1;
                 }
-                drop_link(self, &mut tp, tip, now)?;
+                orphan = drop_link(self, &mut tp, tip, now, in_use)?;
             }
             None => {
                 let dpv = ddp.as_mut().unwrap_or(&mut sdp);
@@ -198,6 +256,7 @@ impl Fs {
             self.touch_modify(&mut d, now)?;
             tp.log_inode(&d)?;
         }
-        tp.commit()
+        tp.commit()?;
+        Ok(orphan)
     }
 }

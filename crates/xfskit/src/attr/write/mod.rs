@@ -152,7 +152,12 @@ fn add_fork(tp: &mut Trans<'_>, ip: &mut Inode, size: usize) -> Result<()> {
         ip.attr_fork = sf::encode(&[]);
         crate::bmap::bmbt::create(tp, ip, Fork::Data, &recs)?;
     }
-    sf::set_forkoff(ip, forkoff);
+    if ip.format == ForkFormat::Btree {
+        // The root's pointers move with the fork size.
+        crate::bmap::set_forkoff(geo, ip, forkoff)?;
+    } else {
+        sf::set_forkoff(ip, forkoff);
+    }
     ip.aformat = ForkFormat::Local;
     ip.anextents = 0;
     ip.attr_fork = sf::encode(&[]);
@@ -300,7 +305,12 @@ fn leaf_to_sf(tp: &mut Trans<'_>, ip: &mut Inode) -> Result<()> {
         return Ok(());
     }
     fork::shrink(tp, ip, 0, 1)?;
-    sf::set_forkoff(ip, forkoff);
+    if ip.format == ForkFormat::Btree {
+        // The root's pointers move with the fork size.
+        crate::bmap::set_forkoff(tp.geo(), ip, forkoff)?;
+    } else {
+        sf::set_forkoff(ip, forkoff);
+    }
     ip.aformat = ForkFormat::Local;
     ip.anextents = 0;
     ip.attr_fork = sf::encode(&ents);

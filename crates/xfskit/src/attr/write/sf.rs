@@ -172,10 +172,8 @@ pub(crate) fn bytesfit(geo: &Geometry, ip: &Inode, bytes: usize) -> Result<u8> {
                     ip.forkoff
                 });
             }
-            return Err(Error::Unsupported(format!(
-                "inode {}: adding an attr fork next to a btree data fork",
-                ip.ino.0
-            )));
+            // As the kernel: the data fork keeps room for its root as it is.
+            dsize = crate::bmap::data_fork_min_bytes(ip);
         }
         _ => {}
     }
@@ -215,7 +213,10 @@ pub(crate) fn set_forkoff(ip: &mut Inode, forkoff: u8) {
 /// Checks the data fork's contents fit below fork offset `forkoff`.
 pub(crate) fn data_fits(ip: &Inode, forkoff: u8) -> bool {
     match ip.format {
-        ForkFormat::Btree => forkoff == ip.forkoff,
+        ForkFormat::Btree => {
+            forkoff == ip.forkoff
+                || crate::bmap::data_fork_min_bytes(ip) <= usize::from(forkoff) * 8
+        }
         _ => data_fork_bytes(ip) <= usize::from(forkoff) * 8,
     }
 }

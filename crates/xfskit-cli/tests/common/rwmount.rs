@@ -1,0 +1,222 @@
+//! A read-write `xfskit mount` of a fresh mkfs.xfs image for the tests of
+//! the POSIX surface, and the checks every such test ends with: unmount,
+//! `xfs_repair -n` clean, and a kernel loop mount that shows exactly the
+//! tree the FUSE mount showed. Also small libc wrappers that return the
+//! errno, and running a command as another user.
+
+use super::{assert_kernel_sees, repair_check, walk_host};
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Why a read-write mount test cannot run here (not root, no /dev/fuse,
+/// no mkfs.xfs or xfs_repair), or None.
+pub fn rw_skip_reason() -> Option<String> {
+    if !super::is_root() {
+        return Some("not root".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing".into());
+    }
+    for tool in ["mkfs.xfs", "xfs_repair"] {
+        if Command::new(tool).arg("-V").output().is_err() {
+            return Some(format!("{tool} is not installed"));
+        }
+    }
+    None
+}
+
+/// A fresh image served read-write by `xfskit mount` at `dir/fuse`.
+pub struct RwMount {
+    pub dir: PathBuf,
+    pub image: PathBuf,
+    pub mnt: PathBuf,
+    child: Option<Child>,
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let want = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    fs::read_to_string("/proc/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
+}
+
+impl RwMount {
+    /// Makes a `size_mib` image with mkfs.xfs (extra options `mkfs`) and
+    /// mounts it read-write.
+    pub fn new(tag: &str, size_mib: u64, mkfs: &[&str]) -> RwMount {
+        let dir = std::env::temp_dir().join(format!("xfskit-rw-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("fuse")).unwrap();
+        let image = dir.join("img");
+        fs::File::create(&image)
+            .unwrap()
+            .set_len(size_mib << 20)
+            .unwrap();
+        let st = Command::new("mkfs.xfs")
+            .args(["-q", "-f"])
+            .args(mkfs)
+            .arg(&image)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mkfs.xfs failed");
+        let mut m = RwMount {
+            mnt: dir.join("fuse"),
+            dir,
+            image,
+            child: None,
+        };
+        m.mount(&[]);
+        m
+    }
+
+    /// Mounts the image again (after [`RwMount::unmount`]) with `args`.
+    pub fn mount(&mut self, args: &[&str]) {
+        let child = Command::new(env!("CARGO_BIN_EXE_xfskit"))
+            .arg("mount")
+            .args(args)
+            .arg(&self.image)
+            .arg(&self.mnt)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let t0 = Instant::now();
+        while !is_mounted(&self.mnt) {
+            assert!(t0.elapsed() < Duration::from_secs(20), "no FUSE mount");
+            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("xfskit mount exited early: {st}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A path inside the mount.
+    pub fn p(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// Unmounts and waits for the server to exit successfully.
+    pub fn unmount(&mut self) {
+        let st = Command::new("umount").arg(&self.mnt).status().unwrap();
+        assert!(st.success(), "umount failed");
+        let mut child = self.child.take().unwrap();
+        let t0 = Instant::now();
+        let st = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "server did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(st.success(), "xfskit mount exited with {st}");
+    }
+
+    /// Kills the server with SIGKILL (nothing written back, the journal
+    /// left as it is) and detaches the dead mount.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        assert!(!is_mounted(&self.mnt), "still mounted after SIGKILL");
+    }
+
+    /// Stops the server with SIGTERM (it unmounts and writes the image
+    /// back) and waits for it to exit successfully.
+    pub fn terminate(&mut self) {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: signalling our own child.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let t0 = Instant::now();
+        let st = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "server did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(st.success(), "xfskit mount exited with {st} after SIGTERM");
+        assert!(!is_mounted(&self.mnt), "still mounted after SIGTERM");
+    }
+
+    /// Walks the mount, unmounts, checks the image with `xfs_repair -n`
+    /// and checks that the kernel sees the same tree.
+    pub fn finish(mut self) {
+        let want = walk_host(&self.mnt);
+        self.unmount();
+        let (code, out) = repair_check(&self.image);
+        assert_eq!(code, 0, "xfs_repair -n found problems:\n{out}");
+        assert_kernel_sees(
+            &self.image,
+            &self.dir.join("kernel"),
+            &want,
+            true,
+            "after the read-write mount",
+        );
+    }
+}
+
+impl Drop for RwMount {
+    fn drop(&mut self) {
+        if is_mounted(&self.mnt) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        }
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let k = self.dir.join("kernel");
+        if is_mounted(&k) {
+            let _ = Command::new("umount").arg(&k).status();
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A path as a C string.
+pub fn c(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+/// The errno of a libc call's result (0 when it succeeded).
+pub fn errno(r: i64) -> i32 {
+    if r < 0 {
+        std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+    } else {
+        0
+    }
+}
+
+/// The errno of an `io::Result` (0 on success).
+pub fn err_of<T>(r: std::io::Result<T>) -> i32 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(-1),
+    }
+}
+
+/// Runs `args` as user and group `id` with no supplementary groups;
+/// returns (success, stderr).
+pub fn as_user(id: u32, args: &[&str]) -> (bool, String) {
+    let ids = id.to_string();
+    let out = Command::new("setpriv")
+        .args(["--reuid", &ids, "--regid", &ids, "--clear-groups", "--"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -1,0 +1,397 @@
+//! The POSIX surface of a read-write `xfskit mount`: every namespace call
+//! with the errnos kernel XFS gives, link counts, and what the kernel and
+//! xfs_repair find afterwards. Each test makes a fresh image with
+//! mkfs.xfs, works through the FUSE mount, then unmounts, runs
+//! `xfs_repair -n` and compares a kernel loop mount with what the FUSE
+//! mount showed. Needs root, /dev/fuse and xfsprogs; prints SKIP otherwise.
+
+mod common;
+
+use common::rwmount::{c, err_of, errno, rw_skip_reason, RwMount};
+use std::fs;
+use std::os::unix::fs::{symlink, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+fn skip(name: &str) -> bool {
+    match rw_skip_reason() {
+        Some(why) => {
+            println!("SKIP {name}: {why}");
+            true
+        }
+        None => false,
+    }
+}
+
+fn mkdir(p: &Path) -> i32 {
+    // SAFETY: a valid path string.
+    errno(unsafe { libc::mkdir(c(p).as_ptr(), 0o755) } as i64)
+}
+
+fn rename2(a: &Path, b: &Path, flags: u32) -> i32 {
+    // SAFETY: valid path strings.
+    errno(unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            c(a).as_ptr(),
+            libc::AT_FDCWD,
+            c(b).as_ptr(),
+            flags,
+        )
+    } as i64)
+}
+
+fn nlink(p: &Path) -> u64 {
+    fs::symlink_metadata(p).unwrap().nlink()
+}
+
+#[test]
+fn names_and_their_errnos() {
+    if skip("names_and_their_errnos") {
+        return;
+    }
+    let m = RwMount::new("names", 320, &[]);
+    let p = |s: &str| m.p(s);
+    fs::write(p("f"), b"file").unwrap();
+    assert_eq!(mkdir(&p("d")), 0);
+    // EEXIST
+    assert_eq!(mkdir(&p("d")), libc::EEXIST);
+    assert_eq!(mkdir(&p("f")), libc::EEXIST);
+    assert_eq!(
+        err_of(
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(p("f"))
+        ),
+        libc::EEXIST
+    );
+    assert_eq!(err_of(fs::hard_link(p("f"), p("d"))), libc::EEXIST);
+    assert_eq!(err_of(symlink("x", p("f"))), libc::EEXIST);
+    // ENOENT
+    assert_eq!(err_of(fs::File::open(p("missing"))), libc::ENOENT);
+    assert_eq!(err_of(fs::remove_file(p("missing"))), libc::ENOENT);
+    assert_eq!(err_of(fs::remove_dir(p("missing"))), libc::ENOENT);
+    assert_eq!(err_of(fs::rename(p("missing"), p("x"))), libc::ENOENT);
+    assert_eq!(err_of(fs::write(p("nodir/x"), b"")), libc::ENOENT);
+    // ENOTDIR
+    assert_eq!(mkdir(&p("f/x")), libc::ENOTDIR);
+    assert_eq!(err_of(fs::remove_dir(p("f"))), libc::ENOTDIR);
+    assert_eq!(err_of(fs::rename(p("d"), p("f"))), libc::ENOTDIR);
+    // EISDIR
+    assert_eq!(err_of(fs::remove_file(p("d"))), libc::EISDIR);
+    assert_eq!(
+        err_of(fs::OpenOptions::new().write(true).open(p("d"))),
+        libc::EISDIR
+    );
+    assert_eq!(err_of(fs::rename(p("f"), p("d"))), libc::EISDIR);
+    // ENOTEMPTY
+    fs::write(p("d/inside"), b"").unwrap();
+    assert_eq!(err_of(fs::remove_dir(p("d"))), libc::ENOTEMPTY);
+    assert_eq!(mkdir(&p("e")), 0);
+    assert_eq!(err_of(fs::rename(p("e"), p("d"))), libc::ENOTEMPTY);
+    // EINVAL: a directory into itself or below itself.
+    assert_eq!(mkdir(&p("d/sub")), 0);
+    assert_eq!(err_of(fs::rename(p("d"), p("d/sub/d"))), libc::EINVAL);
+    assert_eq!(err_of(fs::rename(p("d"), p("d/x"))), libc::EINVAL);
+    // ENAMETOOLONG: names over 255 bytes, symlink targets of 1024 or more.
+    let n255 = "n".repeat(255);
+    let n256 = "n".repeat(256);
+    fs::write(p(&n255), b"255").unwrap();
+    assert_eq!(err_of(fs::write(p(&n256), b"")), libc::ENAMETOOLONG);
+    assert_eq!(mkdir(&p(&n256)), libc::ENAMETOOLONG);
+    assert_eq!(err_of(fs::metadata(p(&n256))), libc::ENAMETOOLONG);
+    assert_eq!(err_of(fs::rename(p("f"), p(&n256))), libc::ENAMETOOLONG);
+    assert_eq!(err_of(fs::hard_link(p("f"), p(&n256))), libc::ENAMETOOLONG);
+    symlink("t".repeat(1023), p("long-link")).unwrap();
+    assert_eq!(
+        fs::read_link(p("long-link")).unwrap().as_os_str().len(),
+        1023
+    );
+    assert_eq!(
+        err_of(symlink("t".repeat(1024), p("too-long"))),
+        libc::ENAMETOOLONG
+    );
+    // ELOOP: O_NOFOLLOW on a symlink, and a loop of links.
+    symlink("f", p("to-f")).unwrap();
+    assert_eq!(
+        err_of(
+            fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(p("to-f"))
+        ),
+        libc::ELOOP
+    );
+    symlink("loop-b", p("loop-a")).unwrap();
+    symlink("loop-a", p("loop-b")).unwrap();
+    assert_eq!(err_of(fs::File::open(p("loop-a"))), libc::ELOOP);
+    assert_eq!(fs::read(p("to-f")).unwrap(), b"file");
+    // Renames: over a file, onto another link of itself, NOREPLACE, EXCHANGE.
+    fs::write(p("g"), b"g").unwrap();
+    fs::hard_link(p("g"), p("g2")).unwrap();
+    fs::write(p("h"), b"h").unwrap();
+    fs::rename(p("h"), p("g")).unwrap();
+    assert_eq!(fs::read(p("g")).unwrap(), b"h");
+    assert_eq!(nlink(&p("g2")), 1);
+    fs::hard_link(p("g"), p("g3")).unwrap();
+    fs::rename(p("g"), p("g3")).unwrap();
+    assert!(
+        p("g").exists() && p("g3").exists(),
+        "rename onto a link of itself does nothing"
+    );
+    assert_eq!(
+        rename2(&p("g"), &p("g2"), libc::RENAME_NOREPLACE),
+        libc::EEXIST
+    );
+    assert_eq!(rename2(&p("g"), &p("g4"), libc::RENAME_NOREPLACE), 0);
+    // EXCHANGE swaps two names: files, and a file with a directory
+    // across parents (link counts and '..' follow the directory).
+    assert_eq!(rename2(&p("g4"), &p("g2"), libc::RENAME_EXCHANGE), 0);
+    assert_eq!(fs::read(p("g4")).unwrap(), b"g");
+    assert_eq!(fs::read(p("g2")).unwrap(), b"h");
+    assert_eq!(
+        rename2(&p("g4"), &p("nothere"), libc::RENAME_EXCHANGE),
+        libc::ENOENT
+    );
+    fs::create_dir(p("xa")).unwrap();
+    fs::create_dir(p("xb")).unwrap();
+    fs::create_dir(p("xa/dir")).unwrap();
+    fs::write(p("xb/file"), b"xf").unwrap();
+    assert_eq!(
+        rename2(&p("xa/dir"), &p("xb/file"), libc::RENAME_EXCHANGE),
+        0
+    );
+    assert!(p("xb/file").is_dir() && p("xa/dir").is_file());
+    assert_eq!((nlink(&p("xa")), nlink(&p("xb"))), (2, 3));
+    assert_eq!(
+        fs::canonicalize(p("xb/file/..")).unwrap(),
+        fs::canonicalize(p("xb")).unwrap()
+    );
+    assert_eq!(
+        rename2(&p("xb"), &p("xb/file"), libc::RENAME_EXCHANGE),
+        libc::EINVAL
+    );
+    // Directory link counts follow mkdir, rmdir and moves between parents.
+    assert_eq!(nlink(&p("d")), 3);
+    assert_eq!(nlink(&p("e")), 2);
+    fs::rename(p("d/sub"), p("e/sub")).unwrap();
+    assert_eq!((nlink(&p("d")), nlink(&p("e"))), (2, 3));
+    assert_eq!(
+        fs::canonicalize(p("e/sub/..")).unwrap(),
+        fs::canonicalize(p("e")).unwrap()
+    );
+    fs::rename(p("e"), p("d/e")).unwrap();
+    assert_eq!(nlink(&p("d")), 3);
+    fs::create_dir(p("empty")).unwrap();
+    fs::rename(p("empty"), p("d/e/sub")).unwrap();
+    assert_eq!(nlink(&p("d/e")), 3);
+    // Hard links count, and survive the first name's removal.
+    fs::hard_link(p("f"), p("d/f-link")).unwrap();
+    assert_eq!(nlink(&p("f")), 2);
+    fs::remove_file(p("f")).unwrap();
+    assert_eq!(fs::read(p("d/f-link")).unwrap(), b"file");
+    assert_eq!(nlink(&p("d/f-link")), 1);
+    // Special files.
+    // SAFETY: valid path strings.
+    unsafe {
+        assert_eq!(libc::mkfifo(c(&p("fifo")).as_ptr(), 0o640), 0);
+        assert_eq!(
+            libc::mknod(
+                c(&p("chr")).as_ptr(),
+                libc::S_IFCHR | 0o600,
+                libc::makedev(1, 7)
+            ),
+            0
+        );
+        assert_eq!(
+            libc::mknod(
+                c(&p("blk")).as_ptr(),
+                libc::S_IFBLK | 0o600,
+                libc::makedev(259, 70000)
+            ),
+            0
+        );
+    }
+    let sock = std::os::unix::net::UnixListener::bind(p("sock")).unwrap();
+    drop(sock);
+    let md = fs::symlink_metadata(p("blk")).unwrap();
+    assert_eq!(md.rdev(), libc::makedev(259, 70000));
+    assert!(fs::symlink_metadata(p("sock"))
+        .unwrap()
+        .file_type()
+        .is_socket_like());
+    // A directory big enough for the leaf and node forms, then emptied.
+    fs::create_dir(p("many")).unwrap();
+    for i in 0..1500 {
+        fs::write(
+            p(&format!("many/entry-with-a-long-name-{i:05}")),
+            i.to_string(),
+        )
+        .unwrap();
+    }
+    for i in (0..1500).step_by(2) {
+        fs::remove_file(p(&format!("many/entry-with-a-long-name-{i:05}"))).unwrap();
+    }
+    assert_eq!(fs::read_dir(p("many")).unwrap().count(), 750);
+    m.finish();
+}
+
+trait SocketLike {
+    fn is_socket_like(&self) -> bool;
+}
+
+impl SocketLike for fs::FileType {
+    fn is_socket_like(&self) -> bool {
+        std::os::unix::fs::FileTypeExt::is_socket(self)
+    }
+}
+
+#[test]
+fn permissions_as_the_kernel_checks_them() {
+    if skip("permissions_as_the_kernel_checks_them") {
+        return;
+    }
+    use common::rwmount::as_user;
+    let m = RwMount::new("perm", 320, &[]);
+    let p = |s: &str| m.p(s);
+    let s = |s: &str| m.p(s).to_str().unwrap().to_string();
+    fs::set_permissions(&m.mnt, fs::Permissions::from_mode(0o755)).unwrap();
+    // A user cannot create in root's 0755 directory, nor read a 0600 file.
+    let (ok, err) = as_user(1000, &["touch", &s("u")]);
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+    fs::write(p("secret"), b"s").unwrap();
+    fs::set_permissions(p("secret"), fs::Permissions::from_mode(0o600)).unwrap();
+    let (ok, err) = as_user(1000, &["cat", &s("secret")]);
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+    // Nor change its mode or owner.
+    let (ok, err) = as_user(1000, &["chmod", "0777", &s("secret")]);
+    assert!(!ok && err.contains("Operation not permitted"), "{err}");
+    let (ok, err) = as_user(1000, &["chown", "1000", &s("secret")]);
+    assert!(!ok && err.contains("Operation not permitted"), "{err}");
+    // The sticky bit: only the owner (or root) removes or renames.
+    fs::create_dir(p("tmp")).unwrap();
+    fs::set_permissions(p("tmp"), fs::Permissions::from_mode(0o1777)).unwrap();
+    assert!(as_user(1000, &["touch", &s("tmp/mine")]).0);
+    assert_eq!(fs::metadata(p("tmp/mine")).unwrap().uid(), 1000);
+    assert_eq!(fs::metadata(p("tmp/mine")).unwrap().gid(), 1000);
+    let (ok, err) = as_user(1001, &["rm", "-f", &s("tmp/mine")]);
+    assert!(!ok && err.contains("Operation not permitted"), "{err}");
+    let (ok, err) = as_user(1001, &["mv", &s("tmp/mine"), &s("tmp/theirs")]);
+    assert!(!ok && err.contains("Operation not permitted"), "{err}");
+    assert!(as_user(1000, &["mv", &s("tmp/mine"), &s("tmp/renamed")]).0);
+    // A set-group-id directory gives its group, and the bit to subdirectories.
+    fs::create_dir(p("sgid")).unwrap();
+    std::os::unix::fs::chown(p("sgid"), Some(0), Some(50)).unwrap();
+    fs::set_permissions(p("sgid"), fs::Permissions::from_mode(0o2777)).unwrap();
+    fs::write(p("sgid/file"), b"").unwrap();
+    fs::create_dir(p("sgid/sub")).unwrap();
+    assert!(as_user(1000, &["mkdir", &s("sgid/user-sub")]).0);
+    for (rel, dir) in [
+        ("sgid/file", false),
+        ("sgid/sub", true),
+        ("sgid/user-sub", true),
+    ] {
+        let md = fs::metadata(p(rel)).unwrap();
+        assert_eq!(md.gid(), 50, "group of {rel}");
+        assert_eq!(md.mode() & 0o2000 != 0, dir, "set-group-id bit of {rel}");
+    }
+    // Writing by a non-root owner clears set-user-id and set-group-id.
+    fs::write(p("tmp/prog"), b"#!/bin/sh\n").unwrap();
+    std::os::unix::fs::chown(p("tmp/prog"), Some(1000), Some(1000)).unwrap();
+    fs::set_permissions(p("tmp/prog"), fs::Permissions::from_mode(0o6775)).unwrap();
+    assert!(as_user(1000, &["sh", "-c", &format!("echo x >> {}", s("tmp/prog"))]).0);
+    assert_eq!(fs::metadata(p("tmp/prog")).unwrap().mode() & 0o7777, 0o775);
+    // So does chown, even by root.
+    fs::set_permissions(p("tmp/prog"), fs::Permissions::from_mode(0o6755)).unwrap();
+    std::os::unix::fs::chown(p("tmp/prog"), Some(1001), None).unwrap();
+    let md = fs::metadata(p("tmp/prog")).unwrap();
+    assert_eq!((md.uid(), md.mode() & 0o7777), (1001, 0o755));
+    m.finish();
+}
+
+#[test]
+fn open_files_outlive_their_names() {
+    if skip("open_files_outlive_their_names") {
+        return;
+    }
+    use std::os::unix::fs::FileExt;
+    let m = RwMount::new("orphans", 320, &[]);
+    let p = |s: &str| m.p(s);
+    // Unlinked while open: reads, writes, fstat and ftruncate still work.
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(p("a"))
+        .unwrap();
+    f.write_all_at(&vec![5u8; 300_000], 0).unwrap();
+    fs::remove_file(p("a")).unwrap();
+    assert!(!p("a").exists());
+    assert_eq!(f.metadata().unwrap().nlink(), 0);
+    f.write_all_at(b"after", 300_000).unwrap();
+    let mut b = vec![0u8; 5];
+    f.read_exact_at(&mut b, 300_000).unwrap();
+    assert_eq!(&b, b"after");
+    f.set_len(10).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), 10);
+    // Replaced by a rename while open: the old contents stay readable.
+    fs::write(p("b"), b"old contents").unwrap();
+    let g = fs::File::open(p("b")).unwrap();
+    fs::write(p("c"), b"new").unwrap();
+    fs::rename(p("c"), p("b")).unwrap();
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut &g, &mut s).unwrap();
+    assert_eq!(s, "old contents");
+    assert_eq!(fs::read(p("b")).unwrap(), b"new");
+    // Many at once, closed in another order than they were unlinked.
+    let mut held = Vec::new();
+    for i in 0..20 {
+        let path = p(&format!("many{i}"));
+        fs::write(&path, vec![i as u8; 5000]).unwrap();
+        held.push(fs::File::open(&path).unwrap());
+        fs::remove_file(&path).unwrap();
+    }
+    for i in (0..20).step_by(2).chain((1..20).step_by(2)) {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut &held[i], &mut v).unwrap();
+        assert_eq!(v, vec![i as u8; 5000]);
+    }
+    // A directory removed while open: its number is gone, not corrupt.
+    fs::create_dir(p("gone")).unwrap();
+    let d = fs::File::open(p("gone")).unwrap();
+    fs::remove_dir(p("gone")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let e = err_of(d.metadata());
+    assert!(
+        e == 0 || e == libc::ENOENT,
+        "fstat of a removed directory: errno {e}"
+    );
+    drop(d);
+    let used_open = inodes_used(&m.mnt);
+    for i in (0..20).rev().step_by(3) {
+        held.remove(i);
+    }
+    drop(held);
+    drop((f, g));
+    // The kernel forgets them once closed: the inodes are freed then.
+    let t0 = std::time::Instant::now();
+    while inodes_used(&m.mnt) > used_open - 22 {
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "unlinked inodes not freed after close: {} in use, {used_open} before",
+            inodes_used(&m.mnt)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    m.finish();
+}
+
+/// Inodes in use on the filesystem of `p` (f_files - f_ffree).
+fn inodes_used(p: &Path) -> u64 {
+    // SAFETY: a plain struct filled by statvfs.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid path and a live struct.
+    assert_eq!(unsafe { libc::statvfs(c(p).as_ptr(), &mut s) }, 0);
+    s.f_files - s.f_ffree
+}

@@ -1,0 +1,337 @@
+//! The contents and attribute operations of a read-write mount: setattr,
+//! write, fallocate, lseek SEEK_DATA/SEEK_HOLE, fsync (through the
+//! journal), and setting or removing xattrs.
+//!
+//! The kernel keeps the set-user-id and set-group-id bits as XFS does:
+//! without `handle_killpriv` it turns a write or chown by a file that has
+//! them into a setattr that clears them, which arrives here as a mode.
+//! Every setattr stamps ctime (the kernel's own ctime when it sends one),
+//! one without fields too (chown(-1, -1): the kernel sends no ctime);
+//! a size change also stamps mtime, a truncate to the same size nothing.
+
+use crate::errno::to_errno;
+use crate::ops::XfsFuse;
+use fuser::{Errno, INodeNo, TimeOrNow};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+use xfskit::inode::{FileType, Fork, Inode, Timestamp};
+use xfskit::namespace::{AttrChange, SetTime};
+
+/// setxattr(2) flags.
+const XATTR_CREATE: i32 = 1;
+const XATTR_REPLACE: i32 = 2;
+
+/// What a setattr request asks for.
+pub(crate) struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeOrNow>,
+    pub mtime: Option<TimeOrNow>,
+    pub ctime: Option<SystemTime>,
+}
+
+/// A time from a setattr request as an XFS timestamp. fuser 0.18 turns
+/// the kernel's (seconds, nanoseconds) before 1970 into the epoch minus
+/// (-seconds, nanoseconds), which is off by the nanoseconds; this undoes
+/// exactly that mapping, so the kernel's own numbers come back.
+pub(crate) fn timestamp(t: SystemTime) -> Timestamp {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Timestamp {
+            sec: d.as_secs() as i64,
+            nsec: d.subsec_nanos(),
+        },
+        Err(e) => {
+            let d = e.duration();
+            Timestamp {
+                sec: -(d.as_secs() as i64),
+                nsec: d.subsec_nanos(),
+            }
+        }
+    }
+}
+
+fn set_time(t: TimeOrNow) -> SetTime {
+    match t {
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(t) => SetTime::At(timestamp(t)),
+    }
+}
+
+/// Where SEEK_DATA (`data`) or SEEK_HOLE from `off` lands in a file of
+/// `size` bytes whose written extents, in file blocks of `bs` bytes, are
+/// `written` (sorted, as (first block, blocks)). None: ENXIO.
+pub(crate) fn seek(
+    written: &[(u64, u64)],
+    bs: u64,
+    size: u64,
+    off: u64,
+    data: bool,
+) -> Option<u64> {
+    if off >= size {
+        return None;
+    }
+    if data {
+        let start = written
+            .iter()
+            .find(|&&(b, n)| (b + n) * bs > off)
+            .map(|&(b, _)| (b * bs).max(off))?;
+        return (start < size).then_some(start);
+    }
+    let mut pos = off;
+    for &(b, n) in written {
+        if b * bs > pos {
+            break;
+        }
+        pos = pos.max((b + n) * bs);
+    }
+    Some(pos.min(size))
+}
+
+impl XfsFuse {
+    /// Applies a setattr request and returns the inode as it is after it.
+    pub(crate) fn do_setattr(&self, node: INodeNo, a: SetAttr) -> Result<Arc<Inode>, Errno> {
+        let ino = self.ino(node);
+        let change = AttrChange {
+            mode: a.mode.map(|m| (m & 0o7777) as u16),
+            uid: a.uid,
+            gid: a.gid,
+            atime: a.atime.map(set_time),
+            mtime: a.mtime.map(set_time),
+            ctime: a.ctime.map(timestamp),
+        };
+        if a.size.is_none() && change.is_empty() {
+            if !self.writable {
+                return self.inode(node);
+            }
+            // The kernel sends a setattr without fields for a change that
+            // only stamps ctime (chown(-1, -1)); kernel XFS stamps it.
+            let touch = AttrChange {
+                ctime: Some(crate::names::now()),
+                ..Default::default()
+            };
+            return self
+                .fs
+                .change_attrs(ino, &touch)
+                .map(Arc::new)
+                .map_err(|e| to_errno(&e));
+        }
+        self.check_writable()?;
+        if let Some(size) = a.size {
+            let ip = self.inode(node)?;
+            match ip.file_type {
+                FileType::File => {}
+                FileType::Dir => return Err(Errno::EISDIR),
+                _ => return Err(Errno::EINVAL),
+            }
+            if size != ip.size {
+                self.fs.truncate(ino, size).map_err(|e| to_errno(&e))?;
+            }
+        }
+        let ip = self
+            .fs
+            .change_attrs(ino, &change)
+            .map_err(|e| to_errno(&e))?;
+        if let Some(m) = change.mode {
+            // chmod keeps an access ACL in step (posix_acl_chmod).
+            self.chmod_acl(ino, m)?;
+        }
+        Ok(Arc::new(ip))
+    }
+
+    /// Writes `data` at `offset`; returns the bytes written.
+    pub(crate) fn do_write(&self, node: INodeNo, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        self.check_writable()?;
+        let n = u32::try_from(data.len()).map_err(|_| Errno::EINVAL)?;
+        if offset
+            .checked_add(data.len() as u64)
+            .is_none_or(|e| e > i64::MAX as u64)
+        {
+            return Err(Errno::EFBIG);
+        }
+        self.fs
+            .write_at(self.ino(node), offset, data)
+            .map_err(|e| to_errno(&e))?;
+        Ok(n)
+    }
+
+    /// fallocate(2): preallocation (growing the size unless KEEP_SIZE),
+    /// PUNCH_HOLE (with KEEP_SIZE, as Linux requires) and ZERO_RANGE.
+    pub(crate) fn do_fallocate(
+        &self,
+        node: INodeNo,
+        offset: u64,
+        len: u64,
+        mode: i32,
+    ) -> Result<(), Errno> {
+        self.check_writable()?;
+        let ino = self.ino(node);
+        let keep = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
+        let known =
+            libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE;
+        if mode & !known != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if offset.checked_add(len).is_none_or(|e| e > i64::MAX as u64) {
+            return Err(Errno::EFBIG);
+        }
+        let ip = self.inode(node)?;
+        match ip.file_type {
+            FileType::File => {}
+            FileType::Dir => return Err(Errno::EISDIR),
+            _ => return Err(Errno::ENODEV),
+        }
+        let r = if mode & libc::FALLOC_FL_PUNCH_HOLE != 0 {
+            if !keep || mode & libc::FALLOC_FL_ZERO_RANGE != 0 {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            let end = offset.saturating_add(len).min(ip.size);
+            if offset >= end {
+                return Ok(());
+            }
+            self.fs.punch_hole(ino, offset, end - offset)
+        } else if mode & libc::FALLOC_FL_ZERO_RANGE != 0 {
+            // Free what is there, then preallocate: the range reads as
+            // zeros and its blocks are reserved, as on XFS.
+            let end = offset.saturating_add(len).min(ip.size);
+            if offset < end {
+                self.fs
+                    .punch_hole(ino, offset, end - offset)
+                    .map_err(|e| to_errno(&e))?;
+            }
+            self.fs.fallocate(ino, offset, len, keep)
+        } else {
+            self.fs.fallocate(ino, offset, len, keep)
+        };
+        r.map_err(|e| to_errno(&e))
+    }
+
+    /// lseek(2) with SEEK_DATA or SEEK_HOLE (the kernel answers the others).
+    pub(crate) fn do_lseek(&self, node: INodeNo, offset: i64, whence: i32) -> Result<i64, Errno> {
+        let data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return Err(Errno::EINVAL),
+        };
+        let off = u64::try_from(offset).map_err(|_| Errno::ENXIO)?;
+        let ip = self.inode(node)?;
+        if ip.file_type != FileType::File {
+            return Err(Errno::EINVAL);
+        }
+        let map = xfskit::inode::extents(self.fs, &ip, Fork::Data).map_err(|e| to_errno(&e))?;
+        let written: Vec<(u64, u64)> = map
+            .iter()
+            .filter(|e| !e.unwritten)
+            .map(|e| (e.offset, e.len))
+            .collect();
+        let bs = u64::from(self.block_size);
+        let pos = seek(&written, bs, ip.size, off, data).ok_or(Errno::ENXIO)?;
+        i64::try_from(pos).map_err(|_| Errno::EOVERFLOW)
+    }
+
+    /// The end of the mount: everything written back, the device flushed,
+    /// the log left clean.
+    pub(crate) fn do_sync(&self) -> Result<(), Errno> {
+        if !self.writable {
+            return Ok(());
+        }
+        self.fs.sync().map_err(|e| to_errno(&e))
+    }
+
+    /// fsync (`node` given: its data written in place, the log forced) and
+    /// fsyncdir (the log forced): durable without writing metadata back.
+    pub(crate) fn do_fsync(&self, node: Option<INodeNo>) -> Result<(), Errno> {
+        if !self.writable {
+            return Ok(());
+        }
+        let r = match node {
+            Some(n) => self.fs.fsync(self.ino(n)),
+            None => self.fs.force_log(),
+        };
+        r.map_err(|e| to_errno(&e))
+    }
+
+    /// setxattr(2) with its XATTR_CREATE / XATTR_REPLACE rules.
+    pub(crate) fn do_setxattr(
+        &self,
+        node: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+    ) -> Result<(), Errno> {
+        self.check_writable()?;
+        let name = name.as_bytes();
+        if flags & (XATTR_CREATE | XATTR_REPLACE) != 0 {
+            let exists = self.xattr_exists(node, name)?;
+            if flags & XATTR_CREATE != 0 && exists {
+                return Err(Errno::EEXIST);
+            }
+            if flags & XATTR_REPLACE != 0 && !exists {
+                return Err(Errno::ENODATA);
+            }
+        }
+        if name == xfskit::attr::acl::POSIX_ACL_ACCESS {
+            return self.set_access_acl(self.ino(node), value);
+        }
+        self.fs
+            .set_xattr(self.ino(node), name, value)
+            .map_err(|e| to_errno(&e))
+    }
+
+    /// removexattr(2).
+    pub(crate) fn do_removexattr(&self, node: INodeNo, name: &OsStr) -> Result<(), Errno> {
+        self.check_writable()?;
+        self.fs
+            .remove_xattr(self.ino(node), name.as_bytes())
+            .map_err(|e| to_errno(&e))
+    }
+
+    fn xattr_exists(&self, node: INodeNo, full: &[u8]) -> Result<bool, Errno> {
+        let ip = self.inode(node)?;
+        let (ns, short) = match xfskit::attr::acl::disk_name(full) {
+            Some(d) => (xfskit::attr::Namespace::Trusted, d),
+            None => xfskit::attr::parse_full_name(full).ok_or(Errno::EOPNOTSUPP)?,
+        };
+        xfskit::attr::get(self.fs, &ip, ns, short)
+            .map(|v| v.is_some())
+            .map_err(|e| to_errno(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seek_data_and_holes() {
+        // 4 KiB blocks; data in blocks 0-1 and 5; size 7 blocks.
+        let w = [(0, 2), (5, 1)];
+        let (bs, size) = (4096, 7 * 4096);
+        assert_eq!(seek(&w, bs, size, 0, true), Some(0));
+        assert_eq!(seek(&w, bs, size, 100, false), Some(8192));
+        assert_eq!(seek(&w, bs, size, 8192, true), Some(5 * 4096));
+        assert_eq!(seek(&w, bs, size, 9000, false), Some(9000));
+        assert_eq!(seek(&w, bs, size, 6 * 4096, true), None);
+        assert_eq!(seek(&w, bs, size, 5 * 4096, false), Some(6 * 4096));
+        assert_eq!(seek(&w, bs, size, size, false), None);
+        // Data to the end: the hole is at the size.
+        assert_eq!(seek(&[(0, 2)], bs, 5000, 0, false), Some(5000));
+        assert_eq!(seek(&[], bs, 5000, 0, true), None);
+    }
+
+    #[test]
+    fn times_before_the_epoch_as_fuser_delivers_them() {
+        // The kernel's (-2 s, 750,000,000 ns) arrives as the epoch minus 2.75 s.
+        let t = UNIX_EPOCH - std::time::Duration::new(2, 750_000_000);
+        assert_eq!(
+            timestamp(t),
+            Timestamp {
+                sec: -2,
+                nsec: 750_000_000
+            }
+        );
+    }
+}

@@ -1,0 +1,498 @@
+//! The `fuser::Filesystem` implementation: each request goes to the
+//! read side ([`crate::ops`]), the namespace side ([`crate::names`]) or the
+//! contents side ([`crate::data`]) and its answer or errno goes back. On a
+//! read-only mount every changing request gets EROFS.
+
+use crate::attrs::file_attr;
+use crate::data::SetAttr;
+use crate::errno::to_errno;
+use crate::handles::Handle;
+use crate::names::entry_name;
+use crate::ops::{check_access, negative_attr, serve_read, wants_write, XfsFuse, MAX_IO};
+use crate::pool::Finished;
+use crate::xattr::{name_list, reply_sized};
+use fuser::{
+    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+use xfskit::build::NodeKind;
+use xfskit::inode::{FileType, Inode};
+
+/// Sends `$ok` built from the success value, or the errno through `$reply`.
+macro_rules! answer {
+    ($r:expr, $reply:ident, |$v:pat_param| $ok:expr) => {
+        match $r {
+            Ok($v) => $ok,
+            Err(e) => $reply.error(e),
+        }
+    };
+}
+
+impl Filesystem for XfsFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config
+            .set_max_readahead(MAX_IO)
+            .or_else(|max| config.set_max_readahead(max));
+        let _ = config
+            .set_max_write(MAX_IO)
+            .or_else(|max| config.set_max_write(max));
+        // POSIX_ACL: the kernel checks permissions with the ACLs it reads
+        // through getxattr, as it does on its own XFS mounts. DONT_MASK:
+        // on a read-write mount the umask is ours to apply, since a
+        // parent's default ACL replaces it (crate::acl_ops).
+        let mut wanted = InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_POSIX_ACL;
+        if self.writable {
+            wanted |= InitFlags::FUSE_DONT_MASK;
+        }
+        let _ = config.add_capabilities(wanted & config.capabilities());
+        // Answering OPEN with ENOSYS is only understood where the kernel says so.
+        self.skip_open = config
+            .capabilities()
+            .contains(InitFlags::FUSE_NO_OPEN_SUPPORT);
+        self.skip_opendir = config
+            .capabilities()
+            .contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.free_all_orphans();
+        if let Err(e) = self.do_sync() {
+            eprintln!("xfskit-fuse: writing the image back at unmount failed: {e:?}");
+        }
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if let Err(e) = entry_name(name) {
+            return reply.error(e);
+        }
+        match self.do_lookup(parent, name) {
+            Ok(i) => {
+                self.count_lookup(i.ino);
+                let attr = file_attr(&i, self.node(i.ino), self.block_size);
+                reply.entry(&self.ttl, &attr, Generation(u64::from(i.gen)))
+            }
+            // Node id 0 is a negative entry: the kernel caches the miss for
+            // the TTL (only the kernel's own requests change the image) and
+            // the caller still sees ENOENT.
+            Err(Errno::ENOENT) => reply.entry(&self.ttl, &negative_attr(), Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.forget_lookups(self.ino(ino), nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        answer!(self.inode(ino), reply, |i| reply
+            .attr(&self.ttl, &file_attr(&i, i.ino.0, self.block_size)));
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let r = self.inode(ino).and_then(|i| {
+            if i.file_type != FileType::Symlink {
+                return Err(Errno::EINVAL);
+            }
+            xfskit::symlink::read_link(self.fs, &i).map_err(|e| to_errno(&e))
+        });
+        answer!(r, reply, |t| reply.data(&t));
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if wants_write(flags) && !self.writable {
+            return reply.error(Errno::EROFS);
+        }
+        if self.writable {
+            // Nothing to keep per open file: every read maps the file anew.
+            let r = self.inode(ino);
+            if self.skip_open && r.is_ok() {
+                return reply.error(Errno::ENOSYS);
+            }
+            return answer!(r, reply, |_i| reply
+                .opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE));
+        }
+        let r = self.reader_by_node(ino);
+        if self.skip_open && r.is_ok() {
+            // "Not implemented" here means: open succeeds, and the kernel
+            // stops sending OPEN and RELEASE for this mount; it keeps the
+            // page cache across opens, and reads come without a handle.
+            return reply.error(Errno::ENOSYS);
+        }
+        answer!(r, reply, |rd| reply.opened(
+            FileHandle(self.handles.insert(Handle::File(rd))),
+            FopenFlags::FOPEN_KEEP_CACHE
+        ));
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let rd = match self.reader(fh, ino) {
+            Ok(rd) => rd,
+            Err(e) => return reply.error(e),
+        };
+        if self.pool.should_hand_off() {
+            self.pool
+                .hand_off(move |done| serve_read(&rd, offset, size, reply, done));
+        } else {
+            serve_read(&rd, offset, size, reply, Finished::default());
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.handles.remove(fh.0);
+        reply.ok();
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if wants_write(flags) && !self.writable {
+            return reply.error(Errno::EROFS);
+        }
+        let dir = self.dir_inode(ino);
+        if self.skip_opendir && dir.is_ok() {
+            // As for OPEN: the kernel then caches directory listings itself.
+            return reply.error(Errno::ENOSYS);
+        }
+        answer!(dir, reply, |d| {
+            let fh = self.handles.insert(Handle::Dir(d));
+            reply.opened(
+                FileHandle(fh),
+                FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
+            )
+        });
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let dir = match self.handles.get(fh.0) {
+            Some(Handle::Dir(d)) if !self.writable => Ok(d),
+            _ => self.dir_inode(ino),
+        };
+        match dir.and_then(|d| self.fill_dir(&d, offset, &mut reply)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.handles.remove(fh.0);
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let Some(c) = self.statfs_counters() else {
+            eprintln!("xfskit-fuse: statfs: an AG header could not be read (reported as EIO)");
+            return reply.error(Errno::EIO);
+        };
+        reply.statfs(
+            c.blocks, c.bfree, c.bfree, c.files, c.ffree, c.bsize, 255, c.bsize,
+        );
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let r = self.xattr_value(req.uid(), ino, name.as_bytes());
+        answer!(r, reply, |v| reply_sized(reply, size, &v));
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let r = self
+            .inode(ino)
+            .and_then(|i| xfskit::attr::list_names(self.fs, &i).map_err(|e| to_errno(&e)))
+            .map(|all| name_list(&all, req.uid()));
+        answer!(r, reply, |l| reply_sized(reply, size, &l));
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        if mask.contains(AccessFlags::W_OK) && !self.writable {
+            return reply.error(Errno::EROFS);
+        }
+        answer!(
+            self.inode(ino)
+                .and_then(|i| check_access(&i, req.uid(), req.gid(), mask)),
+            reply,
+            |()| reply.ok()
+        );
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let a = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+            ctime,
+        };
+        answer!(self.do_setattr(ino, a), reply, |i| reply
+            .attr(&self.ttl, &file_attr(&i, i.ino.0, self.block_size)));
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = XfsFuse::mknod_kind(mode, rdev)
+            .and_then(|k| self.make_node(req, parent, name, mode, umask, k));
+        self.reply_entry(r, reply);
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = self.make_node(req, parent, name, mode, umask, NodeKind::Dir);
+        self.reply_entry(r, reply);
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let kind = NodeKind::Symlink(target.as_os_str().as_bytes().to_vec());
+        let r = self.make_node(req, parent, link_name, 0o777, 0, kind);
+        self.reply_entry(r, reply);
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self.make_node(req, parent, name, mode, umask, NodeKind::File { size: 0 }) {
+            Ok(i) => {
+                self.count_lookup(i.ino);
+                let attr = file_attr(&i, self.node(i.ino), self.block_size);
+                reply.created(
+                    &self.ttl,
+                    &attr,
+                    Generation(u64::from(i.gen)),
+                    FileHandle(0),
+                    FopenFlags::FOPEN_KEEP_CACHE,
+                )
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let r = self.do_link(ino, newparent, newname);
+        self.reply_entry(r, reply);
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        answer!(self.do_remove(parent, name, false), reply, |()| reply.ok());
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        answer!(self.do_remove(parent, name, true), reply, |()| reply.ok());
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.do_rename(parent, name, newparent, newname, flags);
+        answer!(r, reply, |()| reply.ok());
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        answer!(self.do_write(ino, offset, data), reply, |n| reply
+            .written(n));
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // Writes are committed as they arrive; close has nothing to add.
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        answer!(self.do_fsync(Some(ino)), reply, |()| reply.ok());
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        answer!(self.do_fsync(None), reply, |()| reply.ok());
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        answer!(self.do_setxattr(ino, name, value, flags), reply, |()| reply
+            .ok());
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        answer!(self.do_removexattr(ino, name), reply, |()| reply.ok());
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        answer!(self.do_fallocate(ino, offset, length, mode), reply, |()| {
+            reply.ok()
+        });
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        answer!(self.do_lseek(ino, offset, whence), reply, |o| reply
+            .offset(o));
+    }
+}
+
+impl XfsFuse {
+    /// Answers a request that made or linked an inode.
+    fn reply_entry(&self, r: Result<Arc<Inode>, Errno>, reply: ReplyEntry) {
+        match r {
+            Ok(i) => {
+                self.count_lookup(i.ino);
+                let attr = file_attr(&i, self.node(i.ino), self.block_size);
+                reply.entry(&self.ttl, &attr, Generation(u64::from(i.gen)))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+}

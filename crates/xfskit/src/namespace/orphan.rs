@@ -1,0 +1,171 @@
+//! Orphans: inodes whose last name went away while something still uses
+//! them (an open file). As on kernel XFS, such an inode keeps its
+//! contents with a link count of 0 and sits on its AG's unlinked list
+//! (the AGI's 64 hash buckets, chained through `di_next_unlinked`) until
+//! the user lets go; then [`Fs::free_orphan`] frees it. The list is what
+//! lets log recovery free orphans left by a crash.
+//!
+//! New orphans go at the head of their bucket. Taking one off needs the
+//! inode before it in the chain; that one is found without the AG lock
+//! and locked before the AGI (inodes before AGs, as every transaction
+//! locks), then checked again under the locks.
+
+use crate::error::{Error, Location, Result};
+use crate::fs::Fs;
+use crate::geometry::{AgNumber, Ino};
+use crate::inode::Inode;
+use crate::trans::Trans;
+use std::mem::offset_of;
+use xfs_format::ag::{Agi, XFS_AGI_UNLINKED_BUCKETS};
+use xfs_format::types::NULLAGINO;
+use zerocopy::FromBytes;
+
+/// Longest chain walked before calling the list corrupt.
+const MAX_CHAIN: u32 = 1 << 20;
+
+fn bucket_off(agino: u32) -> usize {
+    offset_of!(Agi, agi_unlinked) + (agino as usize % XFS_AGI_UNLINKED_BUCKETS) * 4
+}
+
+/// Puts `ip` (link count 0, locked, logged by the caller afterwards) at
+/// the head of its unlinked bucket.
+pub(crate) fn add(tp: &mut Trans<'_>, ip: &mut Inode) -> Result<()> {
+    let geo = tp.geo();
+    let agno = geo.ino_agno(ip.ino);
+    let agino = geo.ino_agino(ip.ino);
+    let agi = crate::ialloc::agi::read_agi(tp, agno)?;
+    let at = bucket_off(agino);
+    ip.next_unlinked = crate::ialloc::agi::get(tp, agi, at);
+    crate::ialloc::agi::set(tp, agi, at, agino);
+    Ok(())
+}
+
+fn list_corrupt(agno: AgNumber, detail: String) -> Error {
+    Error::corrupt("AGI unlinked list", Location::Sb(agno.0), detail)
+}
+
+impl Fs {
+    /// The inode before `ino` on its unlinked chain (None: `ino` is the
+    /// bucket's head), read without locks.
+    fn orphan_prev(&self, ino: Ino) -> Result<Option<Ino>> {
+        let geo = self.geometry();
+        let agno = geo.ino_agno(ino);
+        let agino = geo.ino_agino(ino);
+        let ags = self.agi_bucket_head(agno, bucket_off(agino))?;
+        let mut cur = ags;
+        let mut prev = None;
+        for _ in 0..MAX_CHAIN {
+            if cur == agino {
+                return Ok(prev);
+            }
+            if cur == NULLAGINO {
+                return Err(list_corrupt(
+                    agno,
+                    format!("inode {} is not on its unlinked chain", ino.0),
+                ));
+            }
+            let c = geo.ino_make(agno, cur);
+            prev = Some(c);
+            cur = self.inode(c)?.next_unlinked;
+        }
+        Err(list_corrupt(agno, "unlinked chain does not end".into()))
+    }
+
+    fn agi_bucket_head(&self, agno: AgNumber, at: usize) -> Result<u32> {
+        let geo = self.geometry();
+        let sect = geo.sect_size as usize;
+        let ag_start = geo.agb_to_daddr(agno, crate::geometry::AgBlock(0)).bytes();
+        let off = ag_start + 2 * sect as u64;
+        let raw = match crate::fs::pending_inode(self, off, sect) {
+            Some(b) => b,
+            None => {
+                let mut v = vec![0u8; sect];
+                self.read_bytes(off, &mut v)?;
+                v.into()
+            }
+        };
+        Ok(crate::bytes::be32(&raw, at))
+    }
+
+    /// Inode `ino` if it is in use; None when it is a free inode (its
+    /// CRC and magic intact, its mode 0), as a name's inode is after its
+    /// last link went, so a caller that still knew the number can tell
+    /// "gone" from "corrupt".
+    pub fn live_inode(&self, ino: Ino) -> Result<Option<Inode>> {
+        let geo = self.geometry();
+        if !geo.ino_valid(ino) {
+            return Err(Error::corrupt(
+                "inode number",
+                Location::Inode(ino.0),
+                "outside the filesystem",
+            ));
+        }
+        let off = geo.ino_to_bytes(ino);
+        let len = geo.inode_size as usize;
+        let raw = match crate::fs::pending_inode(self, off, len) {
+            Some(r) => r,
+            None => {
+                let mut v = vec![0u8; len];
+                self.read_bytes(off, &mut v)?;
+                v.into()
+            }
+        };
+        let d = xfs_format::inode::Dinode::ref_from_prefix(&raw[..])
+            .map_err(|_| Error::corrupt("inode", Location::Inode(ino.0), "short"))?
+            .0;
+        if d.di_magic.get() == xfs_format::inode::XFS_DINODE_MAGIC
+            && d.di_mode.get() == 0
+            && xfs_format::crc::verify(&raw, crate::inode::INODE_CRC_OFF)
+        {
+            return Ok(None);
+        }
+        crate::inode::decode_checked(self, ino, &raw).map(Some)
+    }
+
+    /// Frees orphan `ino` (link count 0, on its unlinked list): takes it
+    /// off the list and frees its blocks and the inode. Callers must not
+    /// free two orphans at once.
+    pub fn free_orphan(&self, ino: Ino) -> Result<()> {
+        loop {
+            let prev = self.orphan_prev(ino)?;
+            let mut tp = self.trans()?;
+            let mut locks = vec![ino];
+            locks.extend(prev);
+            locks.sort();
+            for &l in &locks {
+                tp.lock_inode(l);
+            }
+            let mut ip = tp.read_inode(ino)?;
+            if ip.nlink != 0 {
+                return Err(Error::Invalid(format!(
+                    "inode {} has {} links; it is no orphan",
+                    ino.0, ip.nlink
+                )));
+            }
+            let geo = self.geometry();
+            let agno = geo.ino_agno(ino);
+            let agino = geo.ino_agino(ino);
+            let agi = crate::ialloc::agi::read_agi(&mut tp, agno)?;
+            let at = bucket_off(agino);
+            match prev {
+                None => {
+                    if crate::ialloc::agi::get(&tp, agi, at) != agino {
+                        continue; // a new orphan went in front: look again
+                    }
+                    crate::ialloc::agi::set(&mut tp, agi, at, ip.next_unlinked);
+                }
+                Some(p) => {
+                    let mut pp = tp.read_inode(p)?;
+                    if pp.next_unlinked != agino {
+                        continue;
+                    }
+                    pp.next_unlinked = ip.next_unlinked;
+                    tp.log_inode(&pp)?;
+                }
+            }
+            ip.next_unlinked = NULLAGINO;
+            super::remove::destroy(&mut tp, ip)?;
+            return tp.commit();
+        }
+    }
+}
