@@ -334,8 +334,19 @@ impl Fs {
         ));
         // What the kernel does after replay (a clean log, the unlinked
         // inodes freed) also goes to the overlay.
-        let efis = crate::log::intents::unfinished_efis(&rec.contents.transactions)?;
-        crate::log::recover::finish(dev.clone(), &rec.contents.ends, &efis)?;
+        // Intents are finished only when every one can be.
+        let others = rec
+            .stats
+            .unfinished_intents
+            .iter()
+            .any(|(t, _, _)| *t != "EFI" && *t != "RUI");
+        let intents = crate::log::intents::unfinished(&rec.contents.transactions)?;
+        let intents = if others || crate::log::intents::check_ruis(&intents).is_err() {
+            Vec::new()
+        } else {
+            intents
+        };
+        crate::log::recover::finish(dev.clone(), &rec.contents.ends, &intents)?;
         let o = OpenOptions {
             norecovery: true,
             ..opts.clone()

@@ -22,11 +22,13 @@ and so are the copy-on-write staging extents (when the refcount btree is a
 single leaf; a warning names the AGs where they were left).
 
 Deferred work the log promises but does not show finished is finished as
-the kernel finishes it for extent frees (EFI without EFD). Other intents
-(reverse-mapping, reference count, block mapping, attribute and mapping
-exchange updates) cannot be finished yet: recover then refuses and writes
-nothing, unless --allow-unfinished-intents is given (their work is then
-left undone; xfs_repair finds what is left).
+the kernel finishes it, in log order, for extent frees (EFI without EFD) and
+plain reverse-mapping updates (RUI without RUD: map, unmap, alloc, free).
+Other intents (shared or convert reverse-mapping updates, reference count,
+block mapping, attribute and mapping exchange updates) cannot be finished
+yet: recover then refuses and writes nothing, unless
+--allow-unfinished-intents is given (then no intent is finished; xfs_repair
+finds what is left).
 
 A clean log is left untouched. To read a dirty image without changing it,
 use the other commands directly: they replay the log in memory.
@@ -80,6 +82,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             "unlinked_kept": r.unlinked.kept,
             "cow_staging_freed": r.cow.freed,
             "efi_extents_freed": r.efi_extents_freed,
+            "rui_updates": r.rui_updates,
             "warnings": s.warnings,
         });
         println!(
@@ -109,10 +112,10 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             );
         }
     }
-    if !args.json && r.efi_extents_freed > 0 {
+    if !args.json && r.efi_extents_freed + r.rui_updates > 0 {
         println!(
-            "unfinished extent frees finished: {} extents",
-            r.efi_extents_freed
+            "unfinished intents finished: {} extents freed, {} reverse mappings updated",
+            r.efi_extents_freed, r.rui_updates
         );
     }
     if !args.json && r.cow.freed > 0 {
@@ -124,7 +127,11 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     for w in &s.warnings {
         eprintln!("xfskit: warning: {w}");
     }
-    for (t, id, l) in s.unfinished_intents.iter().filter(|(t, _, _)| *t != "EFI") {
+    for (t, id, l) in s
+        .unfinished_intents
+        .iter()
+        .filter(|(t, _, _)| *t != "EFI" && *t != "RUI")
+    {
         eprintln!(
             "xfskit: warning: unfinished intent {t} {id:#x} (lsn {}/{}) left as is",
             l >> 32,

@@ -167,6 +167,45 @@ pub fn free_extent(tp: &mut Trans<'_>, start: FsBlock, len: u32, owner: &Owner) 
     free_extent_inner(tp, start, len, Some(owner))
 }
 
+/// Adds (`map`) or removes a reverse mapping of `len` blocks at `start`
+/// with a raw owner, file offset and `XFS_RMAP_OFF_*` flag bits, as a
+/// recovered reverse-mapping intent names it. A no-op without an rmapbt.
+pub fn rmap_apply(
+    tp: &mut Trans<'_>,
+    start: FsBlock,
+    len: u32,
+    owner: u64,
+    offset: u64,
+    flags: u64,
+    map: bool,
+) -> Result<()> {
+    let geo = tp.geo();
+    if !geo.features.rmapbt {
+        return Ok(());
+    }
+    if len == 0 || !geo.fsb_range_valid(start, u64::from(len)) {
+        return Err(Error::Invalid(format!(
+            "mapping {len} blocks at {}",
+            start.0
+        )));
+    }
+    let (agno, agbno) = geo.fsb_split(start);
+    tp.lock_ag(agno);
+    space::fix_freelist(tp, agno, false)?;
+    let r = rmap::Rmap {
+        start: agbno.0,
+        len,
+        owner,
+        offset: offset & xfs_format::btree::XFS_RMAP_OFF_MASK,
+        flags,
+    };
+    if map {
+        rmap::map(tp, agno, r)
+    } else {
+        rmap::unmap(tp, agno, r)
+    }
+}
+
 /// [`free_extent`] leaving the rmapbt alone: log recovery finishing an
 /// extent-free intent whose reverse mapping is already gone.
 pub fn free_extent_no_rmap(tp: &mut Trans<'_>, start: FsBlock, len: u32) -> Result<()> {

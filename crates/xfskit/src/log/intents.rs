@@ -1,5 +1,5 @@
-//! After replay: extent-free intents (EFIs) the log shows started but
-//! not finished.
+//! After replay: extent-free intents (EFIs) and reverse-mapping update
+//! intents (RUIs) the log shows started but not finished.
 //!
 //! A transaction that unmaps blocks logs an EFI naming the extents, and a
 //! later transaction frees them and logs the matching EFD. When the crash
@@ -9,15 +9,39 @@
 //! frees them with an unknown owner: a reverse mapping covering the
 //! extent is removed, and none need exist (a mapping-update intent may have
 //! removed it already). We free only when none overlaps; an extent still
-//! mapped is reported instead. Other intent types are not finished here.
+//! mapped is reported instead. An RUI's mappings are added or removed
+//! (plain map, unmap, allocation and free; the shared-extent and convert
+//! operations are not done here). Intents are finished in log order, as
+//! the kernel does: the RUI that removes a mapping comes before the EFI
+//! that frees its blocks. Other intent types are not finished here.
 
 use super::trans::Trans as LogTrans;
-use crate::alloc::{ag_rmap_records, free_extent_no_rmap};
+use crate::alloc::{ag_rmap_records, free_extent_no_rmap, rmap_apply};
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
 use crate::geometry::FsBlock;
 use std::collections::BTreeMap;
-use xfs_format::log_item::{XFS_LI_EFD, XFS_LI_EFI};
+use xfs_format::log_item::*;
+
+/// An intent without its done item that recovery can finish.
+#[derive(Debug, Clone)]
+pub enum Intent {
+    /// Extent free.
+    Efi(Efi),
+    /// Reverse-mapping updates.
+    Rui(Rui),
+}
+
+/// A reverse-mapping update intent without its done item.
+#[derive(Debug, Clone)]
+pub struct Rui {
+    /// `rui_id`.
+    pub id: u64,
+    /// Log block of the record that committed it (for errors).
+    pub rec_blk: u64,
+    /// (owner, start block, file offset, length, flags) of each update.
+    pub maps: Vec<(u64, u64, u64, u32, u32)>,
+}
 
 /// An extent-free intent without its done item.
 #[derive(Debug, Clone)]
@@ -40,112 +64,209 @@ fn le64(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
 }
 
-/// The EFIs of `transactions` whose EFD is not among them, in log order.
-pub fn unfinished_efis(transactions: &[LogTrans]) -> Result<Vec<Efi>> {
-    let mut open: BTreeMap<u64, Efi> = BTreeMap::new();
-    let mut order: Vec<u64> = Vec::new();
+/// The EFIs and RUIs of `transactions` whose done item is not among
+/// them, in log order.
+pub fn unfinished(transactions: &[LogTrans]) -> Result<Vec<Intent>> {
+    let mut open: BTreeMap<(u16, u64), Intent> = BTreeMap::new();
+    let mut order: Vec<(u16, u64)> = Vec::new();
     for t in transactions {
         for it in &t.items {
             let r = &it.regions[0];
             let bad = |d: String| {
                 Error::corrupt(
-                    "extent-free intent",
+                    "intent log item",
                     Location::Log {
                         block: t.commit_blk,
                     },
                     d,
                 )
             };
-            match it.item_type() {
-                XFS_LI_EFI => {
+            let ty = it.item_type();
+            match ty {
+                XFS_LI_EFI | XFS_LI_RUI => {
                     if r.len() < 16 {
                         return Err(bad(format!("format region of {} bytes", r.len())));
                     }
                     let n = le32(r, 4) as usize;
                     let id = le64(r, 8);
-                    // 16-byte extents from 64-bit hosts, 12-byte packed ones
-                    // from 32-bit hosts: the region length tells.
-                    let size = if r.len() == 16 + n * 16 {
-                        16
-                    } else if r.len() == 16 + n * 12 {
-                        12
-                    } else {
-                        return Err(bad(format!("{n} extents in {} bytes", r.len())));
-                    };
-                    let extents = (0..n)
-                        .map(|i| {
-                            let o = 16 + i * size;
-                            (le64(r, o), le32(r, o + 8))
+                    let intent = if ty == XFS_LI_EFI {
+                        // 16-byte extents from 64-bit hosts, 12-byte packed
+                        // ones from 32-bit hosts: the region length tells.
+                        let size = if r.len() == 16 + n * 16 {
+                            16
+                        } else if r.len() == 16 + n * 12 {
+                            12
+                        } else {
+                            return Err(bad(format!("EFI: {n} extents in {} bytes", r.len())));
+                        };
+                        let extents = (0..n)
+                            .map(|i| {
+                                let o = 16 + i * size;
+                                (le64(r, o), le32(r, o + 8))
+                            })
+                            .collect();
+                        Intent::Efi(Efi {
+                            id,
+                            lsn: t.lsn,
+                            rec_blk: t.commit_blk,
+                            extents,
                         })
-                        .collect();
-                    let efi = Efi {
-                        id,
-                        lsn: t.lsn,
-                        rec_blk: t.commit_blk,
-                        extents,
+                    } else {
+                        if r.len() != 16 + n * 32 {
+                            return Err(bad(format!("RUI: {n} extents in {} bytes", r.len())));
+                        }
+                        let maps = (0..n)
+                            .map(|i| {
+                                let o = 16 + i * 32;
+                                (
+                                    le64(r, o),
+                                    le64(r, o + 8),
+                                    le64(r, o + 16),
+                                    le32(r, o + 24),
+                                    le32(r, o + 28),
+                                )
+                            })
+                            .collect();
+                        Intent::Rui(Rui {
+                            id,
+                            rec_blk: t.commit_blk,
+                            maps,
+                        })
                     };
-                    if open.insert(id, efi).is_none() {
-                        order.push(id);
+                    if open.insert((ty, id), intent).is_none() {
+                        order.push((ty, id));
                     }
                 }
-                XFS_LI_EFD => {
+                XFS_LI_EFD | XFS_LI_RUD => {
                     if let Some(b) = r.get(8..16) {
-                        open.remove(&u64::from_le_bytes(b.try_into().expect("8 bytes")));
+                        open.remove(&(ty - 1, u64::from_le_bytes(b.try_into().expect("8 bytes"))));
                     }
                 }
                 _ => {}
             }
         }
     }
-    Ok(order
+    Ok(order.into_iter().filter_map(|k| open.remove(&k)).collect())
+}
+
+/// The EFIs among [`unfinished`] intents.
+pub fn unfinished_efis(transactions: &[LogTrans]) -> Result<Vec<Efi>> {
+    Ok(unfinished(transactions)?
         .into_iter()
-        .filter_map(|id| open.remove(&id))
+        .filter_map(|i| match i {
+            Intent::Efi(e) => Some(e),
+            Intent::Rui(_) => None,
+        })
         .collect())
 }
 
-/// Frees the extents of `efis` on a filesystem opened for writing; then
-/// writes everything back. Returns the extents freed.
-pub fn finish_efis(fs: &Fs, efis: &[Efi]) -> Result<usize> {
-    let geo = fs.geometry().clone();
-    let mut freed = 0;
-    // Check every intent before freeing anything.
-    let mut tp = fs.trans()?;
-    for efi in efis {
-        let bad = |d: String| {
-            Error::corrupt(
-                "extent-free intent",
-                Location::Log { block: efi.rec_blk },
-                format!("intent {:#x}: {d}", efi.id),
-            )
-        };
-        for &(start, len) in &efi.extents {
-            if len == 0 || !geo.fsb_range_valid(FsBlock(start), u64::from(len)) {
-                return Err(bad(format!("extent of {len} blocks at {start} is invalid")));
-            }
-            if geo.features.rmapbt {
-                let (agno, agbno) = geo.fsb_split(FsBlock(start));
-                let end = agbno.0 + len;
-                let mapped = ag_rmap_records(&mut tp, agno)?
-                    .into_iter()
-                    .any(|(s, l, _, _)| s < end && agbno.0 < s + l);
-                if mapped {
+/// Checks that recovery can finish every RUI operation.
+pub fn check_ruis(intents: &[Intent]) -> Result<()> {
+    for i in intents {
+        if let Intent::Rui(r) = i {
+            for &(_, _, _, _, flags) in &r.maps {
+                let op = flags & XFS_RMAP_EXTENT_TYPE_MASK;
+                if !matches!(
+                    op,
+                    XFS_RMAP_EXTENT_MAP
+                        | XFS_RMAP_EXTENT_UNMAP
+                        | XFS_RMAP_EXTENT_ALLOC
+                        | XFS_RMAP_EXTENT_FREE
+                ) {
                     return Err(Error::Unsupported(format!(
-                        "intent {:#x}: blocks {start}+{len} to free still have a reverse mapping",
-                        efi.id
+                        "reverse-mapping intent {:#x}: operation {op} (shared or convert) cannot be finished yet",
+                        r.id
                     )));
                 }
             }
         }
     }
-    drop(tp);
-    for efi in efis {
-        let mut tp = fs.trans()?;
+    Ok(())
+}
+
+fn finish_rui(tp: &mut crate::trans::Trans<'_>, r: &Rui) -> Result<()> {
+    for &(owner, start, off, len, flags) in &r.maps {
+        let op = flags & XFS_RMAP_EXTENT_TYPE_MASK;
+        let mut f = 0u64;
+        if flags & XFS_RMAP_EXTENT_ATTR_FORK != 0 {
+            f |= xfs_format::btree::XFS_RMAP_OFF_ATTR_FORK;
+        }
+        if flags & XFS_RMAP_EXTENT_BMBT_BLOCK != 0 {
+            f |= xfs_format::btree::XFS_RMAP_OFF_BMBT_BLOCK;
+        }
+        if flags & XFS_RMAP_EXTENT_UNWRITTEN != 0 {
+            f |= xfs_format::btree::XFS_RMAP_OFF_UNWRITTEN;
+        }
+        let inode_owner = owner & (1 << 63) == 0;
+        let offset = if inode_owner && flags & XFS_RMAP_EXTENT_BMBT_BLOCK == 0 {
+            off
+        } else {
+            0
+        };
+        let map = matches!(op, XFS_RMAP_EXTENT_MAP | XFS_RMAP_EXTENT_ALLOC);
+        rmap_apply(tp, FsBlock(start), len, owner, offset, f, map)?;
+    }
+    Ok(())
+}
+
+/// Finishes `intents` in order on a filesystem opened for writing, one
+/// transaction each; then writes everything back. Returns the EFI
+/// extents freed and the RUI updates done.
+pub fn finish_intents(fs: &Fs, intents: &[Intent]) -> Result<(usize, usize)> {
+    check_ruis(intents)?;
+    let efis: Vec<Efi> = intents
+        .iter()
+        .filter_map(|i| match i {
+            Intent::Efi(e) => Some(e.clone()),
+            Intent::Rui(_) => None,
+        })
+        .collect();
+    let mut freed = 0;
+    let mut rmaps = 0;
+    let geo = fs.geometry().clone();
+    for efi in &efis {
         for &(start, len) in &efi.extents {
-            free_extent_no_rmap(&mut tp, FsBlock(start), len)?;
-            freed += 1;
+            if len == 0 || !geo.fsb_range_valid(FsBlock(start), u64::from(len)) {
+                return Err(Error::corrupt(
+                    "extent-free intent",
+                    Location::Log { block: efi.rec_blk },
+                    format!(
+                        "intent {:#x}: extent of {len} blocks at {start} is invalid",
+                        efi.id
+                    ),
+                ));
+            }
+        }
+    }
+    for i in intents {
+        let mut tp = fs.trans()?;
+        match i {
+            Intent::Rui(r) => {
+                finish_rui(&mut tp, r)?;
+                rmaps += r.maps.len();
+            }
+            Intent::Efi(efi) => {
+                for &(start, len) in &efi.extents {
+                    if geo.features.rmapbt {
+                        let (agno, agbno) = geo.fsb_split(FsBlock(start));
+                        let end = agbno.0 + len;
+                        let mapped = ag_rmap_records(&mut tp, agno)?
+                            .into_iter()
+                            .any(|(s, l, _, _)| s < end && agbno.0 < s + l);
+                        if mapped {
+                            return Err(Error::Unsupported(format!(
+                                "intent {:#x}: blocks {start}+{len} to free still have a reverse mapping",
+                                efi.id
+                            )));
+                        }
+                    }
+                    free_extent_no_rmap(&mut tp, FsBlock(start), len)?;
+                    freed += 1;
+                }
+            }
         }
         tp.commit()?;
     }
     fs.sync()?;
-    Ok(freed)
+    Ok((freed, rmaps))
 }

@@ -39,14 +39,17 @@ pub struct RecoverReport {
     pub cow: super::cow::CowReport,
     /// Extents of unfinished extent-free intents freed afterwards.
     pub efi_extents_freed: usize,
+    /// Updates of unfinished reverse-mapping intents done afterwards.
+    pub rui_updates: usize,
 }
 
 /// Options of [`recover_device`].
 #[derive(Debug, Clone, Default)]
 pub struct RecoverOptions {
-    /// Write the replayed changes even when intents (deferred frees,
-    /// mapping updates) were left unfinished, which recovery cannot yet
-    /// finish: the space they name stays allocated.
+    /// Write the replayed changes even when intents recovery cannot
+    /// finish yet (reference count, block mapping, attribute, exchange,
+    /// shared reverse-mapping updates) were left unfinished; no intent is
+    /// finished then.
     pub allow_unfinished_intents: bool,
 }
 
@@ -67,6 +70,7 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
         unlinked: Default::default(),
         cow: Default::default(),
         efi_extents_freed: 0,
+        rui_updates: 0,
     };
     // A clean log with a torn record past its unmount record still gets
     // its stale blocks cleared and a new unmount record, as the kernel
@@ -78,13 +82,18 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
     if report.was_clean && !stale {
         return Ok(report);
     }
-    // Extent-free intents are finished below; other kinds are not yet.
+    // Extent-free and reverse-mapping intents are finished below; other
+    // kinds are not yet.
     let others: Vec<_> = rec
         .stats
         .unfinished_intents
         .iter()
-        .filter(|(t, _, _)| *t != "EFI")
+        .filter(|(t, _, _)| *t != "EFI" && *t != "RUI")
         .collect();
+    let intents = super::intents::unfinished(&rec.contents.transactions)?;
+    if !opts.allow_unfinished_intents {
+        super::intents::check_ruis(&intents)?;
+    }
     if !others.is_empty() && !opts.allow_unfinished_intents {
         let list: Vec<String> = others
             .iter()
@@ -101,9 +110,14 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
         report.sectors_written += bytes.len() / BB as usize;
     }
     dev.flush().map_err(Error::Io)?;
-    let efis = super::intents::unfinished_efis(&rec.contents.transactions)?;
-    let after = finish(shared, &ends, &efis)?;
+    let intents = if others.is_empty() && super::intents::check_ruis(&intents).is_ok() {
+        intents
+    } else {
+        Vec::new()
+    };
+    let after = finish(shared, &ends, &intents)?;
     report.efi_extents_freed = after.efi_extents_freed;
+    report.rui_updates = after.rui_updates;
     report.unlinked = after.unlinked;
     report.cow = after.cow;
     Ok(report)
@@ -116,7 +130,7 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
 pub fn finish(
     shared: Arc<dyn Device>,
     ends: &super::LogEnds,
-    efis: &[super::intents::Efi],
+    intents: &[super::intents::Intent],
 ) -> Result<AfterReplay> {
     let dev = shared.as_ref();
     // Geometry may have changed with a replayed superblock.
@@ -135,15 +149,16 @@ pub fn finish(
     let fs = crate::fs::Fs::from_device_rw(Box::new(Shared(shared.clone())), &Default::default())?;
     // The kernel's order: intents, then the unlinked lists; staging
     // extents are freed at mount.
-    let efi_extents_freed = if efis.is_empty() {
-        0
+    let (efi_extents_freed, rui_updates) = if intents.is_empty() {
+        (0, 0)
     } else {
-        super::intents::finish_efis(&fs, efis)?
+        super::intents::finish_intents(&fs, intents)?
     };
     let unlinked = super::unlinked::process_unlinked(&fs)?;
     let cow = super::cow::clear_cow_staging(&fs)?;
     Ok(AfterReplay {
         efi_extents_freed,
+        rui_updates,
         unlinked,
         cow,
     })
@@ -154,6 +169,8 @@ pub fn finish(
 pub struct AfterReplay {
     /// Extents of unfinished extent-free intents freed.
     pub efi_extents_freed: usize,
+    /// Updates of unfinished reverse-mapping intents done.
+    pub rui_updates: usize,
     /// Inodes freed or taken off the unlinked lists.
     pub unlinked: super::unlinked::UnlinkedReport,
     /// Copy-on-write staging extents freed.
