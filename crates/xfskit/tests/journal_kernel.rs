@@ -249,7 +249,7 @@ fn kernel_replays_a_log_that_wrapped() {
         let ino = files[(n % 8) as usize];
         let v = rng.bytes(60_000);
         fs.set_xattr(ino, b"user.big", &v).unwrap();
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             fs.force_log().unwrap();
         }
         n += 1;

@@ -78,14 +78,17 @@ fn fork(
     })
 }
 
+/// An inode item's regions and its cluster buffer (byte offset, bytes).
+pub(crate) type InodeItem = (Vec<Vec<u8>>, (u64, u32));
+
 /// The regions of the inode item for inode `ino` whose on-disk bytes are
-/// `raw` (CRC stamped), and its cluster buffer (byte offset, bytes).
+/// `raw` (CRC stamped), and its cluster buffer.
 pub(crate) fn inode_regions(
     geo: &Geometry,
     cg: &ClusterGeo,
     ino: Ino,
     raw: &[u8],
-) -> Result<(Vec<Vec<u8>>, (u64, u32))> {
+) -> Result<InodeItem> {
     let (d, _) = Dinode::read_from_prefix(raw)
         .map_err(|_| Error::corrupt("inode", Location::Inode(ino.0), "shorter than its core"))?;
     let (coff, clen) = cg.cluster_of(geo, ino)?;

@@ -202,10 +202,14 @@ pub struct Pending {
 /// What a commit hands the pending set and the journal, applied at once
 /// under the pending set's lock so a checkpoint holds all of a transaction
 /// or none of it.
+/// A changed buffer as a commit hands it over: byte offset, the pending
+/// copy, and its dirty chunks and kind (None: not logged).
+pub(crate) type CommitBuf = (u64, Pending, Option<(DirtyMap, BufKind)>);
+
 #[derive(Default)]
 pub(crate) struct Commit {
-    /// Changed buffers with their dirty chunks and kind (None: not logged).
-    pub bufs: Vec<(u64, Pending, Option<(DirtyMap, BufKind)>)>,
+    /// Changed buffers.
+    pub bufs: Vec<CommitBuf>,
     /// Changed inodes: byte offset, number, bytes (CRC stamped), and
     /// whether the log needs them (not when an icreate covers them).
     pub inodes: Vec<(u64, Ino, Arc<[u8]>, bool)>,
