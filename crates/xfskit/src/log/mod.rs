@@ -152,7 +152,7 @@ pub fn replay(dev: &dyn Device, geo: &Geometry) -> Result<Recovery> {
 
 /// Inspects the log of an open filesystem.
 pub fn inspect(fs: &Fs) -> Result<LogState> {
-    Ok(locate(fs)?.0)
+    locate(fs)
 }
 
 /// Where the next record of a clean or empty log goes: the cycle to
@@ -182,19 +182,16 @@ pub(crate) fn head_pos(fs: &Fs) -> Result<Option<journal::HeadPos>> {
     }))
 }
 
-fn locate(fs: &Fs) -> Result<(LogState, Option<journal::HeadPos>)> {
+fn locate(fs: &Fs) -> Result<LogState> {
     let geo = fs.geometry();
     if geo.log_start.0 == 0 {
-        return Ok((LogState::External, None));
+        return Ok(LogState::External);
     }
     if !geo.fsb_range_valid(geo.log_start, u64::from(geo.log_blocks)) || geo.log_blocks == 0 {
-        return Ok((
-            LogState::Dirty(format!(
-                "the log ({} blocks at fs block {}) lies outside the data section",
-                geo.log_blocks, geo.log_start.0
-            )),
-            None,
-        ));
+        return Ok(LogState::Dirty(format!(
+            "the log ({} blocks at fs block {}) lies outside the data section",
+            geo.log_blocks, geo.log_start.0
+        )));
     }
     let r = LogReader {
         fs,
@@ -204,12 +201,7 @@ fn locate(fs: &Fs) -> Result<(LogState, Option<journal::HeadPos>)> {
     let first = r.cycle(0)?;
     let last = r.cycle(r.nbb - 1)?;
     if first == 0 && last == 0 {
-        let pos = journal::HeadPos {
-            cycle: 1,
-            head: 0,
-            last_record: None,
-        };
-        return Ok((LogState::Empty, Some(pos)));
+        return Ok(LogState::Empty);
     }
     // Blocks [0, head) carry `first`; [head, end) carry the previous pass.
     let head = if first == last {
@@ -226,18 +218,10 @@ fn locate(fs: &Fs) -> Result<(LogState, Option<journal::HeadPos>)> {
         }
         hi
     };
-    // A log written whole in one pass continues at block 0 in the next.
-    let cycle = if head == 0 { first + 1 } else { first };
-    let (state, last) = find_last_record(&r, head)?;
-    let pos = journal::HeadPos {
-        cycle,
-        head,
-        last_record: last,
-    };
-    Ok((state, Some(pos)))
+    find_last_record(&r, head)
 }
 
-fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<(LogState, Option<u64>)> {
+fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<LogState> {
     let back = SEARCH_BACK_BBS.min(r.nbb);
     // Look back from head over `back` blocks (wrapping at the log's start),
     // read a few at a time: the last record is usually just before head.
@@ -281,19 +265,13 @@ fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<(LogState, Option<u6
         };
         let flags = op.oh_flags;
         if logops == 1 && flags & XLOG_UNMOUNT_TRANS != 0 {
-            return Ok((LogState::Clean, Some(rec_blk)));
+            return Ok(LogState::Clean);
         }
-        return Ok((
-            LogState::Dirty(format!(
-                "the last log record (log block {rec_blk}, {logops} operations) is not an unmount record"
-            )),
-            Some(rec_blk),
-        ));
+        return Ok(LogState::Dirty(format!(
+            "the last log record (log block {rec_blk}, {logops} operations) is not an unmount record"
+        )));
     }
-    Ok((
-        LogState::Dirty(format!(
-            "no log record header found before the log head at block {head}"
-        )),
-        None,
-    ))
+    Ok(LogState::Dirty(format!(
+        "no log record header found before the log head at block {head}"
+    )))
 }

@@ -501,34 +501,6 @@ impl WriteState {
         Ok(())
     }
 
-    /// Drops a pending buffer (its block was freed).
-    pub fn forget(&self, off: u64) {
-        let mut d = lock(&self.dirty);
-        if let Some(old) = d.remove(off) {
-            let mut n = lock(&self.dirty_bytes);
-            *n = n.saturating_sub(old.data.len());
-        }
-    }
-
-    /// Drops every pending buffer that starts in bytes `lo..hi`, and any
-    /// pending file data there.
-    pub fn forget_range(&self, lo: u64, hi: u64) {
-        let mut d = lock(&self.dirty);
-        let keys = d.keys_in(lo, hi);
-        let mut freed = 0usize;
-        for k in keys {
-            if let Some(old) = d.remove(k) {
-                freed += old.data.len();
-            }
-        }
-        if let Some(j) = &self.journal {
-            lock(j).freed(lo, hi);
-        }
-        drop(d);
-        self.account(0, freed);
-        self.forget_data(lo, hi);
-    }
-
     /// Drops pending file data in bytes `lo..hi`, so pending data and
     /// pending metadata never cover the same bytes.
     fn forget_data(&self, lo: u64, hi: u64) {
@@ -790,23 +762,12 @@ impl WriteState {
         pending: &mut Dirty,
         j: &mut Journal,
     ) -> Result<Option<u64>> {
-        let early: Vec<u64> = if j.cil.is_empty() {
-            Vec::new()
+        let runs = if j.cil.is_empty() {
+            BTreeMap::new()
         } else {
-            data.runs
-                .iter()
-                .filter(|(&o, r)| j.data_first(o, o + r.len() as u64))
-                .map(|(&o, _)| o)
-                .collect()
+            take_data_first(data, j)
         };
-        if !early.is_empty() {
-            let mut runs = BTreeMap::new();
-            for o in early {
-                if let Some(r) = data.runs.remove(&o) {
-                    data.bytes = data.bytes.saturating_sub(r.len());
-                    runs.insert(o, r);
-                }
-            }
+        if !runs.is_empty() {
             let r = self.writer_for(dev, |w| {
                 w.sorted(runs.iter().flat_map(|(off, v)| pieces_at(*off, v)))
             });
@@ -883,21 +844,7 @@ impl WriteState {
         let runs = {
             let mut data = lock(&self.data);
             let _pending = lock(&self.dirty);
-            let j = lock(jm);
-            let early: Vec<u64> = data
-                .runs
-                .iter()
-                .filter(|(&o, r)| j.data_first(o, o + r.len() as u64))
-                .map(|(&o, _)| o)
-                .collect();
-            let mut runs = BTreeMap::new();
-            for o in early {
-                if let Some(r) = data.runs.remove(&o) {
-                    data.bytes = data.bytes.saturating_sub(r.len());
-                    runs.insert(o, r);
-                }
-            }
-            runs
+            take_data_first(&mut data, &lock(jm))
         };
         if runs.is_empty() {
             drop(_w);
@@ -946,6 +893,25 @@ impl Default for WriteState {
     fn default() -> Self {
         WriteState::new()
     }
+}
+
+/// Takes out of `data` the runs that go to disk ahead of the next
+/// checkpoint: data of blocks it allocates ([`Journal::data_first`]).
+fn take_data_first(data: &mut DataRun, j: &Journal) -> BTreeMap<u64, Run> {
+    let early: Vec<u64> = data
+        .runs
+        .iter()
+        .filter(|(&o, r)| j.data_first(o, o + r.len() as u64))
+        .map(|(&o, _)| o)
+        .collect();
+    let mut runs = BTreeMap::new();
+    for o in early {
+        if let Some(r) = data.runs.remove(&o) {
+            data.bytes = data.bytes.saturating_sub(r.len());
+            runs.insert(o, r);
+        }
+    }
+    runs
 }
 
 /// A run's pieces at their byte offsets (shared bytes and the zeros after
