@@ -16,6 +16,7 @@
 mod abt;
 mod agf;
 mod choose;
+mod refcount;
 mod rmap;
 mod space;
 
@@ -204,6 +205,79 @@ pub fn rmap_apply(
     } else {
         rmap::unmap(tp, agno, r)
     }
+}
+
+/// Gives up one owner's use of `len` blocks from `start` on a reflink
+/// filesystem: their owner count drops by one and the blocks whose count
+/// reaches zero are freed; `owner`'s reverse mapping goes in either case.
+/// For extents of inodes that may share blocks (the reflink inode flag);
+/// other extents are freed with [`free_extent`].
+pub fn release_extent(tp: &mut Trans<'_>, start: FsBlock, len: u32, owner: &Owner) -> Result<()> {
+    if !tp.geo().features.reflink {
+        return free_extent(tp, start, len, owner);
+    }
+    let freed = refcount::adjust_fsb(tp, start, len, -1)?;
+    let geo = tp.geo();
+    if geo.features.rmapbt {
+        let (agno, agbno) = geo.fsb_split(start);
+        rmap::unmap(tp, agno, rmap::Rmap::new(agbno.0, len, owner))?;
+    }
+    for (s, l) in freed {
+        free_extent_inner(tp, s, l, None)?;
+    }
+    Ok(())
+}
+
+/// Adds one owner to `len` blocks from `start` (one AG) on a reflink
+/// filesystem: a file mapping them too. Maps `owner` in the reverse
+/// mapping btree when there is one.
+pub fn share_extent(tp: &mut Trans<'_>, start: FsBlock, len: u32, owner: &Owner) -> Result<()> {
+    let geo = tp.geo();
+    if !geo.features.reflink {
+        return Err(Error::Unsupported(
+            "sharing blocks on a filesystem without reflink".into(),
+        ));
+    }
+    let freed = refcount::adjust_fsb(tp, start, len, 1)?;
+    debug_assert!(freed.is_empty());
+    if geo.features.rmapbt {
+        let (agno, agbno) = geo.fsb_split(start);
+        rmap::map(tp, agno, rmap::Rmap::new(agbno.0, len, owner))?;
+    }
+    Ok(())
+}
+
+/// The runs of `len` blocks from `start` (one AG) that more than one
+/// file maps, as (first block, length, owners); empty without reflink.
+pub fn shared_runs(tp: &mut Trans<'_>, start: FsBlock, len: u32) -> Result<Vec<(FsBlock, u32, u32)>> {
+    let geo = tp.geo();
+    if !geo.features.reflink {
+        return Ok(Vec::new());
+    }
+    if len == 0 || !geo.fsb_range_valid(start, u64::from(len)) {
+        return Err(Error::Invalid(format!("{len} blocks at {}", start.0)));
+    }
+    let (agno, agbno) = geo.fsb_split(start);
+    tp.lock_ag(agno);
+    let runs = refcount::shared(tp, agno, agbno.0, len)?;
+    let geo = tp.geo();
+    Ok(runs
+        .into_iter()
+        .map(|r| (geo.fsb_make(agno, AgBlock(r.start)), r.len, r.count))
+        .collect())
+}
+
+/// Shared runs of AG `agno` as (start, length, owners), by start (for
+/// checks and tests).
+pub fn ag_refcount_records(tp: &mut Trans<'_>, agno: AgNumber) -> Result<Vec<(u32, u32, u32)>> {
+    if !tp.geo().features.reflink {
+        return Ok(Vec::new());
+    }
+    let len = tp.geo().ag_len(agno);
+    Ok(refcount::shared(tp, agno, 0, len)?
+        .into_iter()
+        .map(|r| (r.start, r.len, r.count))
+        .collect())
 }
 
 /// [`free_extent`] leaving the rmapbt alone: log recovery finishing an

@@ -11,6 +11,7 @@
 //! format, record count and bmbt blocks right.
 
 pub(crate) mod bmbt;
+mod cow;
 mod edit;
 mod fork;
 mod node;
@@ -24,6 +25,8 @@ use crate::error::{Error, Result};
 use crate::geometry::{FsBlock, Geometry};
 use crate::inode::{Extent, Fork, ForkFormat, Inode};
 use crate::trans::Trans;
+
+pub use cow::{unshare_range, CowPiece};
 
 /// The whole mapping of a fork, as this transaction sees it.
 pub fn extents(tp: &mut Trans<'_>, ip: &Inode, fork: Fork) -> Result<Vec<Extent>> {
@@ -39,6 +42,15 @@ pub fn lookup(tp: &mut Trans<'_>, ip: &Inode, fork: Fork, lblk: u64) -> Result<O
         return Ok(None);
     }
     Ok(fork::seek(tp, ip, fork, lblk)?.filter(|e| e.offset <= lblk))
+}
+
+/// The first extent ending after file block `lblk` (covering it, or the
+/// next one after a hole).
+pub fn next_extent(tp: &mut Trans<'_>, ip: &Inode, fork: Fork, lblk: u64) -> Result<Option<Extent>> {
+    if fork == Fork::Attr && !ip.has_attr_fork() {
+        return Ok(None);
+    }
+    fork::seek(tp, ip, fork, lblk)
 }
 
 /// The end of `range` (`lblk + len`), refusing file offsets no record
@@ -146,16 +158,7 @@ pub fn alloc_range_min(
             )));
         }
         if fork == Fork::Data && ip.file_type == crate::inode::FileType::File {
-            // File data is written in place, unlogged: blocks freed since
-            // the last checkpoint still belong to their old owner on disk
-            // until that checkpoint is written (the kernel's busy extents).
-            let lo = tp.geo().fsb_to_daddr(start).bytes();
-            let hi = lo + (u64::from(got) << tp.geo().block_log);
-            let ws = tp.fs().write_state()?;
-            if ws.busy(lo, hi) {
-                tp.fs().force_log()?;
-            }
-            tp.note_data_alloc(lo, hi);
+            data_blocks_claimed(tp, start, got)?;
         }
         if unwritten {
             // The reverse mapping carries the unwritten flag too.
@@ -178,6 +181,22 @@ pub fn alloc_range_min(
         .filter(|e| e.end() > lblk && e.offset < end)
         .map(|e| edit::clip(e, lblk, end))
         .collect())
+}
+
+/// Readies newly allocated blocks for file data, which is written in
+/// place, unlogged: blocks freed since the last checkpoint still belong
+/// to their old owner on disk until that checkpoint is written (the
+/// kernel's busy extents), and the data must land before the checkpoint
+/// that maps the blocks.
+pub(crate) fn data_blocks_claimed(tp: &mut Trans<'_>, start: FsBlock, len: u32) -> Result<()> {
+    let lo = tp.geo().fsb_to_daddr(start).bytes();
+    let hi = lo + (u64::from(len) << tp.geo().block_log);
+    let ws = tp.fs().write_state()?;
+    if ws.busy(lo, hi) {
+        tp.fs().force_log()?;
+    }
+    tp.note_data_alloc(lo, hi);
+    Ok(())
 }
 
 /// Unmaps file blocks `lblk..lblk+len` and frees their blocks (punch a
@@ -213,7 +232,11 @@ pub fn unmap_range(
             offset: a,
             bmbt: false,
         };
-        alloc::free_extent(tp, freed.start, freed.len as u32, &owner)?;
+        if fork == Fork::Data && ip.may_share() {
+            alloc::release_extent(tp, freed.start, freed.len as u32, &owner)?;
+        } else {
+            alloc::free_extent(tp, freed.start, freed.len as u32, &owner)?;
+        }
         ip.nblocks = ip.nblocks.saturating_sub(freed.len);
         pos = b;
     }
@@ -337,6 +360,19 @@ pub fn map_given(
     start: FsBlock,
     len: u64,
 ) -> Result<()> {
+    map_given_as(tp, ip, fork, lblk, start, len, false)
+}
+
+/// [`map_given`], mapping the blocks as unwritten when `unwritten`.
+pub(crate) fn map_given_as(
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    fork: Fork,
+    lblk: u64,
+    start: FsBlock,
+    len: u64,
+    unwritten: bool,
+) -> Result<()> {
     fork::check_mapped(tp.geo(), ip, fork)?;
     let end = range_end(lblk, len)?;
     if len == 0 || len > edit::MAX_EXTLEN {
@@ -353,7 +389,7 @@ pub fn map_given(
         offset: lblk,
         start,
         len,
-        unwritten: false,
+        unwritten,
     };
     let new = edit::insert(&win, e, tp.geo().ag_blk_log);
     fork::replace(tp, ip, fork, &win, &new)?;

@@ -30,6 +30,21 @@ pub(crate) fn free_extent(
     crate::alloc::free_extent(tp, start, len, owner)
 }
 
+/// Releases one owner's use of an extent that may be shared (see
+/// [`crate::alloc::release_extent`]).
+pub(crate) fn release_extent(
+    tp: &mut Trans<'_>,
+    start: FsBlock,
+    len: u32,
+    owner: &Owner,
+) -> Result<()> {
+    #[cfg(test)]
+    if let Some(r) = pool::free(start, len) {
+        return r;
+    }
+    crate::alloc::release_extent(tp, start, len, owner)
+}
+
 #[cfg(test)]
 pub(crate) mod pool {
     //! A test pool of free blocks, per thread.

@@ -515,6 +515,13 @@ impl Inode {
     pub fn has_attr_fork(&self) -> bool {
         self.forkoff != 0
     }
+
+    /// True when the data fork may map blocks other files map too (the
+    /// reflink flag): writes must copy shared blocks and frees must count
+    /// owners.
+    pub fn may_share(&self) -> bool {
+        self.flags2 & xfs_format::inode::XFS_DIFLAG2_REFLINK != 0
+    }
 }
 
 fn fork_code(f: ForkFormat) -> u8 {

@@ -117,7 +117,7 @@ impl Fs {
         } else {
             None
         };
-        let map = crate::bmap::alloc_range(
+        let mut map = crate::bmap::alloc_range(
             &mut tp,
             &mut ip,
             Fork::Data,
@@ -126,6 +126,20 @@ impl Fs {
             false,
             None,
         )?;
+        // Shared blocks are never written in place: the range gets blocks
+        // of its own, with copies of the partial edge blocks' old data.
+        let keep = [head_partial.then_some(first), tail_partial.then_some(last)];
+        if self.unshare(&mut tp, &mut ip, first, last - first + 1, &keep)? {
+            map = crate::bmap::alloc_range(
+                &mut tp,
+                &mut ip,
+                Fork::Data,
+                first,
+                last - first + 1,
+                false,
+                None,
+            )?;
+        }
         // Blocks that were unwritten become written.
         if map.iter().any(|e| e.unwritten) {
             crate::bmap::convert_unwritten(&mut tp, &mut ip, Fork::Data, first, last - first + 1)?;
@@ -224,6 +238,7 @@ impl Fs {
         crate::bmap::unmap_range(&mut tp, &mut ip, Fork::Data, keep, u64::MAX)?;
         if size % bs != 0 && size < ip.size {
             // Zero the tail of the last kept block so a later extension reads zeros.
+            self.unshare(&mut tp, &mut ip, size / bs, 1, &[Some(size / bs)])?;
             if let Some(e) = crate::bmap::lookup(&mut tp, &ip, Fork::Data, size / bs)? {
                 if !e.unwritten {
                     zero_tail(self, &e, size, bs)?;

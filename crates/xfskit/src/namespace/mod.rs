@@ -17,6 +17,7 @@ mod create;
 mod data;
 mod exchange;
 mod orphan;
+mod reflink;
 pub(crate) mod remove;
 mod setattr;
 mod xattr;
