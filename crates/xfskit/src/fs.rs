@@ -339,7 +339,7 @@ impl Fs {
             .stats
             .unfinished_intents
             .iter()
-            .any(|(t, _, _)| *t != "EFI" && *t != "RUI");
+            .any(|(t, _, _)| !crate::log::intents::can_finish(t));
         let intents = crate::log::intents::unfinished(&rec.contents.transactions)?;
         let intents = if others || crate::log::intents::check_ruis(&intents).is_err() {
             Vec::new()

@@ -130,7 +130,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     for (t, id, l) in s
         .unfinished_intents
         .iter()
-        .filter(|(t, _, _)| *t != "EFI" && *t != "RUI")
+        .filter(|(t, _, _)| !xfskit::log::intents::can_finish(t))
     {
         eprintln!(
             "xfskit: warning: unfinished intent {t} {id:#x} (lsn {}/{}) left as is",

@@ -280,6 +280,61 @@ pub fn ag_refcount_records(tp: &mut Trans<'_>, agno: AgNumber) -> Result<Vec<(u3
         .collect())
 }
 
+/// Frees every copy-on-write staging extent of AG `agno` (their blocks
+/// hold nothing any file maps) and drops their records, as the kernel
+/// does at mount. Returns how many were freed.
+pub fn free_cow_staging(tp: &mut Trans<'_>, agno: AgNumber) -> Result<usize> {
+    if !tp.geo().features.reflink {
+        return Ok(0);
+    }
+    tp.lock_ag(agno);
+    let recs = refcount::cow_records(tp, agno)?;
+    for &(s, l) in &recs {
+        space::fix_freelist(tp, agno, true)?;
+        refcount::cow_remove(tp, agno, s, l)?;
+        let fsb = tp.geo().fsb_make(agno, AgBlock(s));
+        free_extent(tp, fsb, l, &Owner::Cow)?;
+    }
+    Ok(recs.len())
+}
+
+/// Applies one reference count change of a recovered intent to `len`
+/// blocks from `start` (one AG): `XFS_REFCOUNT_INCREASE`, `DECREASE`
+/// (blocks left with no owner are freed), `ALLOC_COW` or `FREE_COW`
+/// (adding or removing a staging record).
+pub fn refcount_apply(tp: &mut Trans<'_>, start: FsBlock, len: u32, op: u32) -> Result<()> {
+    use xfs_format::log_intent as li;
+    let geo = tp.geo();
+    if !geo.features.reflink {
+        return Err(Error::Unsupported(
+            "reference count change on a filesystem without reflink".into(),
+        ));
+    }
+    if len == 0 || !geo.fsb_range_valid(start, u64::from(len)) {
+        return Err(Error::Invalid(format!("{len} blocks at {}", start.0)));
+    }
+    let (agno, agbno) = geo.fsb_split(start);
+    match op {
+        li::XFS_REFCOUNT_INCREASE | li::XFS_REFCOUNT_DECREASE => {
+            let delta = if op == li::XFS_REFCOUNT_INCREASE { 1 } else { -1 };
+            for (s, l) in refcount::adjust_fsb(tp, start, len, delta)? {
+                free_extent_inner(tp, s, l, None)?;
+            }
+            Ok(())
+        }
+        li::XFS_REFCOUNT_ALLOC_COW | li::XFS_REFCOUNT_FREE_COW => {
+            tp.lock_ag(agno);
+            space::fix_freelist(tp, agno, false)?;
+            if op == li::XFS_REFCOUNT_ALLOC_COW {
+                refcount::cow_add(tp, agno, agbno.0, len)
+            } else {
+                refcount::cow_remove(tp, agno, agbno.0, len)
+            }
+        }
+        _ => Err(Error::Invalid(format!("reference count operation {op}"))),
+    }
+}
+
 /// [`free_extent`] leaving the rmapbt alone: log recovery finishing an
 /// extent-free intent whose reverse mapping is already gone.
 pub fn free_extent_no_rmap(tp: &mut Trans<'_>, start: FsBlock, len: u32) -> Result<()> {

@@ -342,3 +342,80 @@ pub(crate) fn adjust_fsb(
         .map(|(s, l)| (geo.fsb_make(agno, AgBlock(s)), l))
         .collect())
 }
+
+/// The copy-on-write staging records of AG `agno` as (start, length), by
+/// start (the flag bit taken off).
+pub(crate) fn cow_records(tp: &mut Trans<'_>, agno: AgNumber) -> Result<Vec<(u32, u32)>> {
+    let mut c = RefcountBt::cursor(tp, agno);
+    let mut out = Vec::new();
+    let mut more = c.lookup(tp, &XFS_REFC_COWFLAG.to_be_bytes(), Dir::Ge)?;
+    while more {
+        let r = Refc::from_rec(&c.get_rec(tp)?);
+        let start = r.start & !XFS_REFC_COWFLAG;
+        if r.start & XFS_REFC_COWFLAG == 0
+            || r.len == 0
+            || r.count != 1
+            || u64::from(start) + u64::from(r.len) > u64::from(tp.geo().ag_len(agno))
+        {
+            return Err(bad(agno, format!("staging record {r:?}")));
+        }
+        out.push((start, r.len));
+        more = c.increment(tp)?;
+    }
+    Ok(out)
+}
+
+/// Records `start..start+len` as a copy-on-write staging extent.
+pub(crate) fn cow_add(tp: &mut Trans<'_>, agno: AgNumber, start: u32, len: u32) -> Result<()> {
+    let end = u64::from(start) + u64::from(len);
+    if len == 0 || end > u64::from(tp.geo().ag_len(agno)) {
+        return Err(Error::Invalid(format!(
+            "staging extent of AG {} blocks {start}+{len}",
+            agno.0
+        )));
+    }
+    if cow_records(tp, agno)?
+        .iter()
+        .any(|&(s, l)| u64::from(s) < end && start < s + l)
+    {
+        return Err(bad(agno, format!("staging extent {start}+{len} overlaps another")));
+    }
+    let mut c = RefcountBt::cursor(tp, agno);
+    let r = Refc {
+        start: start | XFS_REFC_COWFLAG,
+        len,
+        count: 1,
+    };
+    c.insert(tp, &r.to_rec())
+}
+
+/// Takes `start..start+len` out of the copy-on-write staging records
+/// (trimming or splitting the records holding it).
+pub(crate) fn cow_remove(tp: &mut Trans<'_>, agno: AgNumber, start: u32, len: u32) -> Result<()> {
+    let end = u64::from(start) + u64::from(len);
+    let mut c = RefcountBt::cursor(tp, agno);
+    for (s, l) in cow_records(tp, agno)? {
+        let e = u64::from(s) + u64::from(l);
+        if e <= u64::from(start) || u64::from(s) >= end {
+            continue;
+        }
+        if !c.lookup(tp, &(s | XFS_REFC_COWFLAG).to_be_bytes(), Dir::Eq)? {
+            return Err(bad(agno, format!("staging record at {s} vanished")));
+        }
+        c.delete(tp)?;
+        let mut keep = |a: u64, b: u64| -> Result<()> {
+            if a < b {
+                let r = Refc {
+                    start: a as u32 | XFS_REFC_COWFLAG,
+                    len: (b - a) as u32,
+                    count: 1,
+                };
+                c.insert(tp, &r.to_rec())?;
+            }
+            Ok(())
+        };
+        keep(u64::from(s), u64::from(start).max(u64::from(s)))?;
+        keep(end.min(e), e)?;
+    }
+    Ok(())
+}

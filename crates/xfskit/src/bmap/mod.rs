@@ -208,6 +208,30 @@ pub fn unmap_range(
     lblk: u64,
     len: u64,
 ) -> Result<()> {
+    unmap_inner(tp, ip, fork, lblk, len, true)
+}
+
+/// Unmaps file blocks `lblk..lblk+len` without freeing or releasing their
+/// blocks (log recovery finishing a block-mapping intent, whose blocks a
+/// separate intent frees or releases).
+pub fn unmap_only(
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    fork: Fork,
+    lblk: u64,
+    len: u64,
+) -> Result<()> {
+    unmap_inner(tp, ip, fork, lblk, len, false)
+}
+
+fn unmap_inner(
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    fork: Fork,
+    lblk: u64,
+    len: u64,
+    free: bool,
+) -> Result<()> {
     if fork == Fork::Attr && !ip.has_attr_fork() {
         return Ok(());
     }
@@ -232,7 +256,25 @@ pub fn unmap_range(
             offset: a,
             bmbt: false,
         };
-        if fork == Fork::Data && ip.may_share() {
+        if !free {
+            crate::alloc::rmap_apply(
+                tp,
+                freed.start,
+                freed.len as u32,
+                ip.ino.0,
+                a,
+                if fork == Fork::Attr {
+                    xfs_format::btree::XFS_RMAP_OFF_ATTR_FORK
+                } else {
+                    0
+                } | if freed.unwritten {
+                    xfs_format::btree::XFS_RMAP_OFF_UNWRITTEN
+                } else {
+                    0
+                },
+                false,
+            )?;
+        } else if fork == Fork::Data && ip.may_share() {
             alloc::release_extent(tp, freed.start, freed.len as u32, &owner)?;
         } else {
             alloc::free_extent(tp, freed.start, freed.len as u32, &owner)?;
@@ -364,7 +406,7 @@ pub fn map_given(
 }
 
 /// [`map_given`], mapping the blocks as unwritten when `unwritten`.
-pub(crate) fn map_given_as(
+pub fn map_given_as(
     tp: &mut Trans<'_>,
     ip: &mut Inode,
     fork: Fork,

@@ -13,7 +13,14 @@
 //! (plain map, unmap, allocation and free; the shared-extent and convert
 //! operations are not done here). Intents are finished in log order, as
 //! the kernel does: the RUI that removes a mapping comes before the EFI
-//! that frees its blocks. Other intent types are not finished here.
+//! that frees its blocks.
+//!
+//! On reflink filesystems, reference count intents (CUIs: increase,
+//! decrease, with blocks left without owner freed, and copy-on-write
+//! staging records added or removed) and block-mapping intents (BUIs:
+//! an extent mapped into or unmapped from a file fork, without freeing,
+//! with its reverse mapping when there is an rmapbt) are finished too.
+//! Attribute and exchange intents are not.
 
 use super::trans::Trans as LogTrans;
 use crate::alloc::{ag_rmap_records, free_extent_no_rmap, rmap_apply};
@@ -21,7 +28,13 @@ use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
 use crate::geometry::FsBlock;
 use std::collections::BTreeMap;
+use xfs_format::log_intent::*;
 use xfs_format::log_item::*;
+
+/// The kinds of intent recovery finishes (as `xfskit log` names them).
+pub fn can_finish(kind: &str) -> bool {
+    matches!(kind, "EFI" | "RUI" | "CUI" | "BUI")
+}
 
 /// An intent without its done item that recovery can finish.
 #[derive(Debug, Clone)]
@@ -30,6 +43,32 @@ pub enum Intent {
     Efi(Efi),
     /// Reverse-mapping updates.
     Rui(Rui),
+    /// Reference count updates.
+    Cui(Cui),
+    /// Block-mapping updates.
+    Bui(Bui),
+}
+
+/// A reference count update intent without its done item.
+#[derive(Debug, Clone)]
+pub struct Cui {
+    /// `cui_id`.
+    pub id: u64,
+    /// Log block of the record that committed it (for errors).
+    pub rec_blk: u64,
+    /// (start block, length, flags) of each change.
+    pub changes: Vec<(u64, u32, u32)>,
+}
+
+/// A block-mapping update intent without its done item.
+#[derive(Debug, Clone)]
+pub struct Bui {
+    /// `bui_id`.
+    pub id: u64,
+    /// Log block of the record that committed it (for errors).
+    pub rec_blk: u64,
+    /// (inode, start block, file offset, length, flags) of each mapping.
+    pub maps: Vec<(u64, u64, u64, u32, u32)>,
 }
 
 /// A reverse-mapping update intent without its done item.
@@ -83,6 +122,40 @@ pub fn unfinished(transactions: &[LogTrans]) -> Result<Vec<Intent>> {
             };
             let ty = it.item_type();
             match ty {
+                XFS_LI_CUI | XFS_LI_BUI => {
+                    if r.len() < 16 {
+                        return Err(bad(format!("format region of {} bytes", r.len())));
+                    }
+                    let n = le32(r, 4) as usize;
+                    let id = le64(r, 8);
+                    let intent = if ty == XFS_LI_CUI {
+                        if r.len() != 16 + n * 16 {
+                            return Err(bad(format!("CUI: {n} extents in {} bytes", r.len())));
+                        }
+                        Intent::Cui(Cui {
+                            id,
+                            rec_blk: t.commit_blk,
+                            changes: (0..n)
+                                .map(|i| {
+                                    let o = 16 + i * 16;
+                                    (le64(r, o), le32(r, o + 8), le32(r, o + 12))
+                                })
+                                .collect(),
+                        })
+                    } else {
+                        if r.len() != 16 + n * 32 {
+                            return Err(bad(format!("BUI: {n} extents in {} bytes", r.len())));
+                        }
+                        Intent::Bui(Bui {
+                            id,
+                            rec_blk: t.commit_blk,
+                            maps: map_extents(r, n),
+                        })
+                    };
+                    if open.insert((ty, id), intent).is_none() {
+                        order.push((ty, id));
+                    }
+                }
                 XFS_LI_EFI | XFS_LI_RUI => {
                     if r.len() < 16 {
                         return Err(bad(format!("format region of {} bytes", r.len())));
@@ -115,18 +188,7 @@ pub fn unfinished(transactions: &[LogTrans]) -> Result<Vec<Intent>> {
                         if r.len() != 16 + n * 32 {
                             return Err(bad(format!("RUI: {n} extents in {} bytes", r.len())));
                         }
-                        let maps = (0..n)
-                            .map(|i| {
-                                let o = 16 + i * 32;
-                                (
-                                    le64(r, o),
-                                    le64(r, o + 8),
-                                    le64(r, o + 16),
-                                    le32(r, o + 24),
-                                    le32(r, o + 28),
-                                )
-                            })
-                            .collect();
+                        let maps = map_extents(r, n);
                         Intent::Rui(Rui {
                             id,
                             rec_blk: t.commit_blk,
@@ -137,7 +199,7 @@ pub fn unfinished(transactions: &[LogTrans]) -> Result<Vec<Intent>> {
                         order.push((ty, id));
                     }
                 }
-                XFS_LI_EFD | XFS_LI_RUD => {
+                XFS_LI_EFD | XFS_LI_RUD | XFS_LI_CUD | XFS_LI_BUD => {
                     if let Some(b) = r.get(8..16) {
                         open.remove(&(ty - 1, u64::from_le_bytes(b.try_into().expect("8 bytes"))));
                     }
@@ -149,13 +211,29 @@ pub fn unfinished(transactions: &[LogTrans]) -> Result<Vec<Intent>> {
     Ok(order.into_iter().filter_map(|k| open.remove(&k)).collect())
 }
 
+/// The 32-byte mapping extents of an RUI or BUI format region.
+fn map_extents(r: &[u8], n: usize) -> Vec<(u64, u64, u64, u32, u32)> {
+    (0..n)
+        .map(|i| {
+            let o = 16 + i * 32;
+            (
+                le64(r, o),
+                le64(r, o + 8),
+                le64(r, o + 16),
+                le32(r, o + 24),
+                le32(r, o + 28),
+            )
+        })
+        .collect()
+}
+
 /// The EFIs among [`unfinished`] intents.
 pub fn unfinished_efis(transactions: &[LogTrans]) -> Result<Vec<Efi>> {
     Ok(unfinished(transactions)?
         .into_iter()
         .filter_map(|i| match i {
             Intent::Efi(e) => Some(e),
-            Intent::Rui(_) => None,
+            _ => None,
         })
         .collect())
 }
@@ -180,6 +258,80 @@ pub fn check_ruis(intents: &[Intent]) -> Result<()> {
                 }
             }
         }
+        if let Intent::Bui(b) = i {
+            for &(_, _, _, _, flags) in &b.maps {
+                let op = flags & XFS_BMAP_EXTENT_TYPE_MASK;
+                if !matches!(op, XFS_BMAP_MAP | XFS_BMAP_UNMAP)
+                    || flags & XFS_BMAP_EXTENT_REALTIME != 0
+                {
+                    return Err(Error::Unsupported(format!(
+                        "block-mapping intent {:#x}: flags {flags:#x} cannot be finished",
+                        b.id
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn finish_cui(tp: &mut crate::trans::Trans<'_>, c: &Cui) -> Result<()> {
+    for &(start, len, flags) in &c.changes {
+        let op = flags & XFS_REFCOUNT_EXTENT_TYPE_MASK;
+        crate::alloc::refcount_apply(tp, FsBlock(start), len, op).map_err(|e| match e {
+            Error::Invalid(d) => Error::corrupt(
+                "reference count intent",
+                Location::Log { block: c.rec_blk },
+                format!("intent {:#x}: {d}", c.id),
+            ),
+            e => e,
+        })?;
+    }
+    Ok(())
+}
+
+fn finish_bui(tp: &mut crate::trans::Trans<'_>, b: &Bui) -> Result<()> {
+    use crate::inode::Fork;
+    for &(ino, start, off, len, flags) in &b.maps {
+        let geo = tp.geo();
+        if len == 0 || !geo.fsb_range_valid(FsBlock(start), u64::from(len)) {
+            return Err(Error::corrupt(
+                "block-mapping intent",
+                Location::Log { block: b.rec_blk },
+                format!("intent {:#x}: {len} blocks at {start}", b.id),
+            ));
+        }
+        let ino = crate::geometry::Ino(ino);
+        tp.lock_inode(ino);
+        let mut ip = tp.read_inode(ino)?;
+        let fork = if flags & XFS_BMAP_EXTENT_ATTR_FORK != 0 {
+            Fork::Attr
+        } else {
+            Fork::Data
+        };
+        let unwritten = flags & XFS_BMAP_EXTENT_UNWRITTEN != 0;
+        if flags & XFS_BMAP_EXTENT_TYPE_MASK == XFS_BMAP_MAP {
+            crate::bmap::map_given_as(
+                tp,
+                &mut ip,
+                fork,
+                off,
+                FsBlock(start),
+                u64::from(len),
+                unwritten,
+            )?;
+            let mut f = 0u64;
+            if fork == Fork::Attr {
+                f |= xfs_format::btree::XFS_RMAP_OFF_ATTR_FORK;
+            }
+            if unwritten {
+                f |= xfs_format::btree::XFS_RMAP_OFF_UNWRITTEN;
+            }
+            rmap_apply(tp, FsBlock(start), len, ino.0, off, f, true)?;
+        } else {
+            crate::bmap::unmap_only(tp, &mut ip, fork, off, u64::from(len))?;
+        }
+        tp.log_inode(&ip)?;
     }
     Ok(())
 }
@@ -218,7 +370,7 @@ pub fn finish_intents(fs: &Fs, intents: &[Intent]) -> Result<(usize, usize)> {
         .iter()
         .filter_map(|i| match i {
             Intent::Efi(e) => Some(e.clone()),
-            Intent::Rui(_) => None,
+            _ => None,
         })
         .collect();
     let mut freed = 0;
@@ -244,6 +396,14 @@ pub fn finish_intents(fs: &Fs, intents: &[Intent]) -> Result<(usize, usize)> {
             Intent::Rui(r) => {
                 finish_rui(&mut tp, r)?;
                 rmaps += r.maps.len();
+            }
+            Intent::Cui(c) => {
+                finish_cui(&mut tp, c)?;
+                rmaps += c.changes.len();
+            }
+            Intent::Bui(b) => {
+                finish_bui(&mut tp, b)?;
+                rmaps += b.maps.len();
             }
             Intent::Efi(efi) => {
                 for &(start, len) in &efi.extents {

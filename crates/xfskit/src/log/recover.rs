@@ -88,7 +88,7 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
         .stats
         .unfinished_intents
         .iter()
-        .filter(|(t, _, _)| *t != "EFI" && *t != "RUI")
+        .filter(|(t, _, _)| !super::intents::can_finish(t))
         .collect();
     let intents = super::intents::unfinished(&rec.contents.transactions)?;
     if !opts.allow_unfinished_intents {
