@@ -595,7 +595,20 @@ fn file_hashes(root: &Path) -> BTreeMap<String, String> {
 /// inode counts, the same file contents, `xfs_repair -n` clean.
 #[test]
 fn recover_unfinished_refcount_and_bmap_intents() {
-    let test = "recover_unfinished_refcount_and_bmap_intents";
+    refcount_and_bmap_intents("recover_unfinished_refcount_and_bmap_intents", &[]);
+}
+
+/// The same with a reverse mapping btree: shared-extent reverse-mapping
+/// intents too, on records that overlap.
+#[test]
+fn recover_unfinished_shared_rmap_intents() {
+    refcount_and_bmap_intents(
+        "recover_unfinished_shared_rmap_intents",
+        &["-m", "rmapbt=1"],
+    );
+}
+
+fn refcount_and_bmap_intents(test: &str, mkfs_args: &[&str]) {
     if !require_root(test) {
         return;
     }
@@ -609,7 +622,10 @@ fn recover_unfinished_refcount_and_bmap_intents() {
         std::fs::File::create(&img)
             .and_then(|f| f.set_len(300 << 20))
             .expect("image");
-        run("mkfs.xfs", &["-q", "-f", s(&img)]);
+        let mut a = vec!["-q", "-f"];
+        a.extend_from_slice(mkfs_args);
+        a.push(s(&img));
+        run("mkfs.xfs", &a);
         run("mount", &["-o", "loop", s(&img), s(&mnt)]);
         for f in 0..4 {
             let mut args = vec!["-f".to_string()];
@@ -637,7 +653,7 @@ fn recover_unfinished_refcount_and_bmap_intents() {
             .as_array()
             .map(|a| {
                 a.iter()
-                    .filter(|i| i["type"] == "CUI" || i["type"] == "BUI")
+                    .filter(|i| i["type"] == "CUI" || i["type"] == "BUI" || i["type"] == "RUI")
                     .count()
             })
             .unwrap_or(0);

@@ -73,9 +73,20 @@ fn check_kernel(img: &Path, m: &Model) {
 /// unlinks on them; needs no root (the kernel read-back runs as root).
 #[test]
 fn library_clones_stay_consistent() {
-    let s = Scratch::new("reflink-lib");
+    library_clones("reflink-lib", "");
+}
+
+/// The same with a reverse mapping btree, whose records overlap where
+/// blocks are shared.
+#[test]
+fn library_clones_with_rmapbt() {
+    library_clones("reflink-lib-rmap", "-m rmapbt=1");
+}
+
+fn library_clones(tag: &str, opts: &str) {
+    let s = Scratch::new(tag);
     let img = s.0.join("r.img");
-    mkfs_xfs(&img, 300 << 20, "");
+    mkfs_xfs(&img, 300 << 20, opts);
     let mut rng = Rng(0x5eed_1234);
     let mut m = Model::new();
     {
@@ -135,19 +146,29 @@ fn library_clones_stay_consistent() {
 /// Files the kernel cloned (`cp --reflink`), then changed by xfskit.
 #[test]
 fn kernel_clones_changed_by_xfskit() {
+    kernel_clones("kernel_clones_changed_by_xfskit", "");
+}
+
+/// The same with a reverse mapping btree.
+#[test]
+fn kernel_clones_with_rmapbt() {
+    kernel_clones("kernel_clones_with_rmapbt", "-m rmapbt=1");
+}
+
+fn kernel_clones(test: &str, opts: &str) {
     if !is_root() {
-        eprintln!("SKIP kernel_clones_changed_by_xfskit: needs root for the kernel's clones");
+        eprintln!("SKIP {test}: needs root for the kernel's clones");
         if let Ok(p) = std::env::var("XFSKIT_SKIP_LOG") {
             use std::io::Write;
             if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(p) {
-                let _ = writeln!(f, "write_reflink::kernel_clones_changed_by_xfskit: needs root");
+                let _ = writeln!(f, "write_reflink::{test}: needs root");
             }
         }
         return;
     }
-    let s = Scratch::new("reflink-kernel");
+    let s = Scratch::new(test);
     let img = s.0.join("k.img");
-    mkfs_xfs(&img, 300 << 20, "");
+    mkfs_xfs(&img, 300 << 20, opts);
     let mut rng = Rng(0xc10e_5eed);
     let mut m = Model::new();
     let mnt = s.0.join("mnt");

@@ -4,8 +4,12 @@
 //! for file data, logically) are kept merged, as the kernel does, so
 //! xfs_repair finds every mapping it expects inside one record.
 //!
-//! Blocks never shared (no reflink use): records never overlap, so
-//! lookups by the low key find the record holding a block.
+//! Without reflink, records never overlap, so lookups by the low key find
+//! the record holding a block. With reflink, records of different owners
+//! overlap where blocks are shared: the record of one owner holding a
+//! block, and an owner's neighbours to merge with, are found by a range
+//! query on the high keys ([`Cursor::query_range`]), as the kernel's
+//! shared-extent mapping functions do.
 
 use super::agf::{self, off};
 use super::Owner;
@@ -249,8 +253,91 @@ fn seek(c: &mut Cursor<RmapBt>, tp: &mut Trans<'_>, r: &Rmap) -> Result<()> {
     Ok(())
 }
 
+/// The records of AG `agno` holding block `bno`, of any owner.
+fn holding(tp: &mut Trans<'_>, agno: AgNumber, bno: u32) -> Result<Vec<Rmap>> {
+    let mut c = RmapBt::cursor(tp, agno);
+    let mut lo = [0u8; 20];
+    lo[0..4].copy_from_slice(&bno.to_be_bytes());
+    let mut hi = [0xffu8; 20];
+    hi[0..4].copy_from_slice(&bno.to_be_bytes());
+    let recs = c.query_range(tp, &lo, &hi)?;
+    let ag_len = u64::from(tp.geo().ag_len(agno));
+    recs.iter()
+        .map(|b| {
+            let r = Rmap::from_rec(b);
+            if r.len == 0 || r.end() > ag_len {
+                return Err(bad(agno, format!("record {r:?}")));
+            }
+            Ok(r)
+        })
+        .collect()
+}
+
+/// The record of `r`'s owner (and fork/bmbt flags) holding `r`'s first
+/// block at `r`'s file offset.
+fn owned(tp: &mut Trans<'_>, agno: AgNumber, r: &Rmap) -> Result<Option<Rmap>> {
+    let same = |l: &Rmap| {
+        l.owner == r.owner
+            && (l.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN) == (r.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN)
+            && (!l.has_offset() || l.offset + u64::from(r.start - l.start) == r.offset)
+    };
+    Ok(holding(tp, agno, r.start)?.into_iter().find(same))
+}
+
+/// [`map`] where records may overlap (reflink): neighbours of the same
+/// owner are found by range queries, other owners' records are let be.
+fn map_shared(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
+    if let Some(o) = owned(tp, agno, &r)? {
+        return Err(bad(agno, format!("mapping {r:?} overlaps {o:?}")));
+    }
+    let left = if r.start > 0 {
+        holding(tp, agno, r.start - 1)?
+            .into_iter()
+            .find(|l| l.joins(&r))
+    } else {
+        None
+    };
+    let right = if r.end() < u64::from(tp.geo().ag_len(agno)) {
+        holding(tp, agno, r.start + r.len)?
+            .into_iter()
+            .find(|g| g.start == r.start + r.len && r.joins(g))
+    } else {
+        None
+    };
+    let mut c = RmapBt::cursor(tp, agno);
+    match (left, right) {
+        (Some(l), Some(g))
+            if u64::from(l.len) + u64::from(r.len) + u64::from(g.len) <= u64::from(u32::MAX) =>
+        {
+            seek(&mut c, tp, &g)?;
+            c.delete(tp)?;
+            seek(&mut c, tp, &l)?;
+            let mut m = l;
+            m.len += r.len + g.len;
+            c.update(tp, &m.to_rec())
+        }
+        (Some(l), _) => {
+            seek(&mut c, tp, &l)?;
+            let mut m = l;
+            m.len += r.len;
+            c.update(tp, &m.to_rec())
+        }
+        (None, Some(g)) => {
+            seek(&mut c, tp, &g)?;
+            c.delete(tp)?;
+            let mut m = r;
+            m.len += g.len;
+            c.insert(tp, &m.to_rec())
+        }
+        (None, None) => c.insert(tp, &r.to_rec()),
+    }
+}
+
 /// Records that `r` is now owned (merging with neighbours).
 pub(crate) fn map(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
+    if tp.geo().features.reflink {
+        return map_shared(tp, agno, r);
+    }
     let mut c = RmapBt::cursor(tp, agno);
     let left = if c.lookup(tp, &r.key(), Dir::Le)? {
         Some(cur(&c, tp)?)
@@ -321,7 +408,14 @@ pub(crate) fn unmap(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
 /// returns how many blocks that was.
 fn unmap_one(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<u32> {
     let mut c = RmapBt::cursor(tp, agno);
-    let found = if c.lookup(tp, &r.key(), Dir::Le)? {
+    let shared = tp.geo().features.reflink;
+    let found = if shared {
+        let f = owned(tp, agno, &r)?;
+        if let Some(l) = &f {
+            seek(&mut c, tp, l)?;
+        }
+        f
+    } else if c.lookup(tp, &r.key(), Dir::Le)? {
         Some(cur(&c, tp)?)
     } else {
         None
@@ -354,7 +448,14 @@ fn unmap_one(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<u32> {
             if l.has_offset() {
                 m.offset = l.offset + u64::from(r.len);
             }
-            c.update(tp, &m.to_rec())?
+            if shared {
+                // Other owners' records may sit between the old and the
+                // new start: the record moves.
+                c.delete(tp)?;
+                c.insert(tp, &m.to_rec())?
+            } else {
+                c.update(tp, &m.to_rec())?
+            }
         }
         (true, false) => {
             let mut m = l;

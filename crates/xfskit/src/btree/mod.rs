@@ -45,6 +45,7 @@ mod block;
 mod cursor;
 pub mod inobt;
 mod modify;
+mod query;
 
 pub use block::{NULL_LONG, NULL_SHORT};
 pub use cursor::{Cursor, Dir};

@@ -9,9 +9,9 @@
 //! frees them with an unknown owner: a reverse mapping covering the
 //! extent is removed, and none need exist (a mapping-update intent may have
 //! removed it already). We free only when none overlaps; an extent still
-//! mapped is reported instead. An RUI's mappings are added or removed
-//! (plain map, unmap, allocation and free; the shared-extent and convert
-//! operations are not done here). Intents are finished in log order, as
+//! mapped is reported instead. An RUI's mappings are added, removed or
+//! converted between written and unwritten (plain and shared-extent
+//! variants alike). Intents are finished in log order, as
 //! the kernel does: the RUI that removes a mapping comes before the EFI
 //! that frees its blocks.
 //!
@@ -244,15 +244,9 @@ pub fn check_ruis(intents: &[Intent]) -> Result<()> {
         if let Intent::Rui(r) = i {
             for &(_, _, _, _, flags) in &r.maps {
                 let op = flags & XFS_RMAP_EXTENT_TYPE_MASK;
-                if !matches!(
-                    op,
-                    XFS_RMAP_EXTENT_MAP
-                        | XFS_RMAP_EXTENT_UNMAP
-                        | XFS_RMAP_EXTENT_ALLOC
-                        | XFS_RMAP_EXTENT_FREE
-                ) {
+                if !matches!(op, XFS_RMAP_EXTENT_MAP..=XFS_RMAP_EXTENT_FREE) {
                     return Err(Error::Unsupported(format!(
-                        "reverse-mapping intent {:#x}: operation {op} (shared or convert) cannot be finished yet",
+                        "reverse-mapping intent {:#x}: unknown operation {op}",
                         r.id
                     )));
                 }
@@ -355,7 +349,19 @@ fn finish_rui(tp: &mut crate::trans::Trans<'_>, r: &Rui) -> Result<()> {
         } else {
             0
         };
-        let map = matches!(op, XFS_RMAP_EXTENT_MAP | XFS_RMAP_EXTENT_ALLOC);
+        if matches!(op, XFS_RMAP_EXTENT_CONVERT | XFS_RMAP_EXTENT_CONVERT_SHARED) {
+            // The intent carries the state before the conversion.
+            rmap_apply(tp, FsBlock(start), len, owner, offset, f, false)?;
+            f ^= xfs_format::btree::XFS_RMAP_OFF_UNWRITTEN;
+            rmap_apply(tp, FsBlock(start), len, owner, offset, f, true)?;
+            continue;
+        }
+        // The shared variants: the rmapbt functions find owners' records
+        // by range queries whenever the filesystem has reflink.
+        let map = matches!(
+            op,
+            XFS_RMAP_EXTENT_MAP | XFS_RMAP_EXTENT_MAP_SHARED | XFS_RMAP_EXTENT_ALLOC
+        );
         rmap_apply(tp, FsBlock(start), len, owner, offset, f, map)?;
     }
     Ok(())

@@ -71,11 +71,6 @@ impl Fs {
                 "cloning on a filesystem without reflink".into(),
             ));
         }
-        if geo.features.rmapbt {
-            return Err(Error::Unsupported(
-                "cloning on a filesystem with a reverse mapping btree".into(),
-            ));
-        }
         let bs = u64::from(geo.block_size);
         let src_size = {
             let mut tp = self.trans()?;
