@@ -635,8 +635,14 @@ fn refcount_and_bmap_intents(test: &str, mkfs_args: &[&str]) {
             }
             let p = format!("{}/f{f}", s(&mnt));
             args.extend(["-c".into(), "fsync".into(), p.clone()]);
-            run("xfs_io", &args.iter().map(String::as_str).collect::<Vec<_>>());
-            run("cp", &["--reflink=always", &p, &format!("{}/c{f}", s(&mnt))]);
+            run(
+                "xfs_io",
+                &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
+            run(
+                "cp",
+                &["--reflink=always", &p, &format!("{}/c{f}", s(&mnt))],
+            );
         }
         run("sync", &[]);
         let script = format!(
@@ -698,7 +704,10 @@ fn refcount_and_bmap_intents(test: &str, mkfs_args: &[&str]) {
         run("mount", &["-o", "loop,ro,nouuid", s(&ximg), s(&mnt)]);
         let ours = file_hashes(&mnt);
         run("umount", &[s(&mnt)]);
-        assert_eq!(kernel, ours, "{test}: contents differ from the kernel's recovery");
+        assert_eq!(
+            kernel, ours,
+            "{test}: contents differ from the kernel's recovery"
+        );
         if found == 2 {
             break;
         }

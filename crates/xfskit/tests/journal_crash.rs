@@ -208,6 +208,10 @@ struct Outcome {
     states: Vec<Tree>,
     /// Index of the last state made durable.
     durable: usize,
+    /// Index of the last state whose file data was made durable too (a
+    /// log force leaves data overwritten in place unwritten; `fsync` and
+    /// `sync` write it).
+    data_durable: usize,
 }
 
 impl Outcome {
@@ -219,6 +223,16 @@ impl Outcome {
 
     /// A durability call: on success everything so far is durable.
     fn durable(&mut self, r: xfskit::Result<()>) -> xfskit::Result<()> {
+        if r.is_ok() {
+            self.durable = self.states.len() - 1;
+            self.data_durable = self.durable;
+        }
+        r
+    }
+
+    /// A log force: the metadata so far is durable, data overwritten in
+    /// place need not be.
+    fn durable_meta(&mut self, r: xfskit::Result<()>) -> xfskit::Result<()> {
         if r.is_ok() {
             self.durable = self.states.len() - 1;
         }
@@ -242,6 +256,7 @@ fn workload(fs: &Fs, steps: u32) -> Outcome {
     let mut out = Outcome {
         states: vec![m.tree()],
         durable: 0,
+        data_durable: 0,
     };
     let _ = (|| -> xfskit::Result<()> {
         let mut rng = Rng(0xc4a5);
@@ -444,6 +459,87 @@ fn kernel_recover(img: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// True when `tree` is one of the model's states from `from` on. File
+/// data overwritten in place is not journaled (in XFS neither): a write
+/// the crash interrupted may have reached some of its 4 KiB blocks and
+/// not others. So metadata, sizes and xattrs must be exactly those of a
+/// state, and each 4 KiB block of a file's data that of the same path in
+/// some state from `data_from` on (the last point file data was made
+/// durable, at or before `from`).
+fn state_matches(states: &[Tree], from: usize, data_from: usize, tree: &Tree) -> bool {
+    let block_ok = |path: &Vec<u8>, i: usize, got: &[u8]| {
+        states[data_from..].iter().any(|st| {
+            st.get(path).is_some_and(|d| {
+                let lo = i * 4096;
+                let mut want = d
+                    .data
+                    .get(lo..(lo + 4096).min(d.data.len()))
+                    .unwrap_or(&[])
+                    .to_vec();
+                want.resize(got.len(), 0);
+                want == got
+            })
+        })
+    };
+    states[from..].iter().any(|st| {
+        st.len() == tree.len()
+            && st.iter().zip(tree.iter()).all(|((pa, a), (pb, b))| {
+                if pa != pb || a.data.len() != b.data.len() {
+                    return false;
+                }
+                let mut a2 = a.clone();
+                a2.data = b.data.clone();
+                a2 == *b
+                    && (a.data == b.data
+                        || b.data
+                            .chunks(4096)
+                            .enumerate()
+                            .all(|(i, c)| block_ok(pb, i, c)))
+            })
+    })
+}
+
+/// Checks one crashed run: xfskit's recovery and the kernel's of the
+/// image `dev` left, both `xfs_repair -n` clean, the kernel's tree one of
+/// the model's states from the last durable one on, and ours the same.
+fn check_crash(dir: &Path, base: &Path, img: &Path, dev: &CrashDevice, got: &Outcome, what: &str) {
+    dev.save(base, img);
+    // xfskit's own recovery of the same crashed image, on a copy.
+    let ours = dir.join("ours");
+    let (ok, o) = run(
+        "cp",
+        &[
+            "--sparse=always",
+            &img.display().to_string(),
+            &ours.display().to_string(),
+        ],
+    );
+    assert!(ok, "cp: {o}");
+    let ours_tree = {
+        let fs = Fs::open_rw(&ours, &OpenOptions::default())
+            .unwrap_or_else(|e| panic!("{what}: xfskit recovery failed: {e}"));
+        fs.sync().unwrap();
+        walk_lib(&fs)
+    };
+    let (ok, out) = run("xfs_repair", &["-n", &ours.display().to_string()]);
+    assert!(ok, "{what}: xfs_repair -n after xfskit's recovery:\n{out}");
+    if let Err(e) = kernel_recover(img) {
+        panic!("{what}: the kernel cannot replay our log: {e}");
+    }
+    let (ok, out) = run("xfs_repair", &["-n", &img.display().to_string()]);
+    assert!(ok, "{what}: xfs_repair -n after replay:\n{out}");
+    let rfs = Fs::open(img, &OpenOptions::default()).unwrap();
+    let tree = walk_lib(&rfs);
+    if !state_matches(&got.states, got.durable, got.data_durable, &tree) {
+        no_state_matches(&got.states, got.durable, &tree, what);
+    }
+    assert_tree_eq(
+        &tree,
+        &ours_tree,
+        &format!("{what}: xfskit recover vs the kernel"),
+    );
+}
+
 /// Steps of the workload.
 const STEPS: u32 = 100;
 
@@ -484,49 +580,13 @@ fn crash_everywhere(tag: &str, tear: bool, stride: u64) {
             break;
         }
         runs += 1;
-        dev.save(&base, &img);
-        // xfskit's own recovery of the same crashed image, on a copy.
-        let ours = s.0.join("ours");
-        let (ok, o) = run(
-            "cp",
-            &[
-                "--sparse=always",
-                &img.display().to_string(),
-                &ours.display().to_string(),
-            ],
-        );
-        assert!(ok, "cp: {o}");
-        let ours_tree = {
-            let fs = Fs::open_rw(&ours, &OpenOptions::default())
-                .unwrap_or_else(|e| panic!("crash at write {n}: xfskit recovery failed: {e}"));
-            fs.sync().unwrap();
-            walk_lib(&fs)
-        };
-        let (ok, out) = run("xfs_repair", &["-n", &ours.display().to_string()]);
-        assert!(
-            ok,
-            "crash at write {n}: xfs_repair -n after xfskit's recovery:\n{out}"
-        );
-        if let Err(e) = kernel_recover(&img) {
-            panic!("crash at write {n} (tear {tear}): the kernel cannot replay our log: {e}");
-        }
-        let (ok, out) = run("xfs_repair", &["-n", &img.display().to_string()]);
-        assert!(ok, "crash at write {n}: xfs_repair -n after replay:\n{out}");
-        let rfs = Fs::open(&img, &OpenOptions::default()).unwrap();
-        let tree = walk_lib(&rfs);
-        let hit = (got.durable..got.states.len()).any(|k| got.states[k] == tree);
-        if !hit {
-            no_state_matches(
-                &got.states,
-                got.durable,
-                &tree,
-                &format!("crash at write {n}"),
-            );
-        }
-        assert_tree_eq(
-            &tree,
-            &ours_tree,
-            &format!("crash at write {n}: xfskit recover vs the kernel"),
+        check_crash(
+            &s.0,
+            &base,
+            &img,
+            &dev,
+            &got,
+            &format!("crash at write {n} (tear {tear})"),
         );
         n += stride;
     }
@@ -542,4 +602,301 @@ fn kernel_replays_after_a_crash_at_every_write() {
 #[test]
 fn kernel_replays_after_a_torn_write_at_every_write() {
     crash_everywhere("crash-tear", true, 1);
+}
+
+/// A random workload from `seed`: creates, overwrites at random offsets
+/// (copy-on-write where blocks are shared), whole-file clones, truncates,
+/// hole punches, links, renames, unlinks, xattrs and directories, with
+/// durable points of every kind. Stops at the first error.
+fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
+    let root = fs.geometry().root_ino;
+    let mut m = Model::default();
+    let mut out = Outcome {
+        states: vec![m.tree()],
+        durable: 0,
+        data_durable: 0,
+    };
+    let _ = (|| -> xfskit::Result<()> {
+        let mut rng = Rng(seed | 1);
+        let mut dirs: Vec<(Vec<u8>, Ino)> = vec![(Vec::new(), root)];
+        let mut files: Vec<Vec<u8>> = Vec::new();
+        for step in 0..steps {
+            let pick = |rng: &mut Rng, files: &[Vec<u8>]| {
+                files[rng.below(files.len() as u64) as usize].clone()
+            };
+            let op = if files.len() < 2 { 0 } else { rng.below(16) };
+            if std::env::var("XFSKIT_CRASH_TRACE").is_ok() {
+                eprintln!(
+                    "step {step} op {op} state {} files {:?}",
+                    out.states.len() - 1,
+                    files
+                        .iter()
+                        .map(|f| String::from_utf8_lossy(f).into_owned())
+                        .collect::<Vec<_>>()
+                );
+            }
+            match op {
+                0..=2 => {
+                    let (pp, pino) = dirs[rng.below(dirs.len() as u64) as usize].clone();
+                    let name = format!("f{step}");
+                    let p = join(&pp, &name);
+                    let r = fs.create(
+                        pino,
+                        name.as_bytes(),
+                        &NodeKind::File { size: 0 },
+                        &meta(0o640, 7),
+                    );
+                    let ino = *r.as_ref().unwrap_or(&Ino(0));
+                    m.add(p.clone(), desc('f', 0o640, 7), ino);
+                    out.after(&m, r)?;
+                    files.push(p.clone());
+                    let n = rng.below(40_000) as usize;
+                    let data = rng.bytes(n);
+                    let r = fs.write_at(ino, 0, &data);
+                    let id = m.paths[&p];
+                    m.nodes.get_mut(&id).unwrap().data = data;
+                    out.after(&m, r)?;
+                }
+                3 | 4 => {
+                    let p = pick(&mut rng, &files);
+                    let id = m.paths[&p];
+                    let size = m.nodes[&id].data.len() as u64;
+                    let off = rng.below(size + 5000) as usize;
+                    let n = 1 + rng.below(9000) as usize;
+                    let v = rng.bytes(n);
+                    if std::env::var("XFSKIT_CRASH_TRACE").is_ok() {
+                        eprintln!(
+                            "  write {} ino {} at {off} len {}",
+                            String::from_utf8_lossy(&p),
+                            m.inos[&id].0,
+                            v.len()
+                        );
+                    }
+                    let r = fs.write_at(m.inos[&id], off as u64, &v);
+                    let d = &mut m.nodes.get_mut(&id).unwrap().data;
+                    if d.len() < off + v.len() {
+                        d.resize(off + v.len(), 0);
+                    }
+                    d[off..off + v.len()].copy_from_slice(&v);
+                    out.after(&m, r)?;
+                }
+                5 => {
+                    // A clone of a whole file into a new one.
+                    let src = pick(&mut rng, &files);
+                    let sid = m.paths[&src];
+                    let (pp, pino) = dirs[rng.below(dirs.len() as u64) as usize].clone();
+                    let name = format!("c{step}");
+                    let p = join(&pp, &name);
+                    let r = fs.create(
+                        pino,
+                        name.as_bytes(),
+                        &NodeKind::File { size: 0 },
+                        &meta(0o600, 9),
+                    );
+                    let ino = *r.as_ref().unwrap_or(&Ino(0));
+                    m.add(p.clone(), desc('f', 0o600, 9), ino);
+                    out.after(&m, r)?;
+                    files.push(p.clone());
+                    if std::env::var("XFSKIT_CRASH_TRACE").is_ok() {
+                        eprintln!(
+                            "  clone {} ino {} -> {} ino {}",
+                            String::from_utf8_lossy(&src),
+                            m.inos[&sid].0,
+                            String::from_utf8_lossy(&p),
+                            ino.0
+                        );
+                    }
+                    let r = fs.clone_range(m.inos[&sid], 0, ino, 0, 0);
+                    let data = m.nodes[&sid].data.clone();
+                    let id = m.paths[&p];
+                    m.nodes.get_mut(&id).unwrap().data = data;
+                    out.after(&m, r)?;
+                }
+                6 => {
+                    let p = pick(&mut rng, &files);
+                    let id = m.paths[&p];
+                    let size = m.nodes[&id].data.len() as u64;
+                    let to = rng.below(size + 1);
+                    if std::env::var("XFSKIT_CRASH_TRACE").is_ok() {
+                        eprintln!(
+                            "  truncate {} ino {} to {to} from {size}",
+                            String::from_utf8_lossy(&p),
+                            m.inos[&id].0
+                        );
+                    }
+                    let r = fs.truncate(m.inos[&id], to);
+                    m.nodes.get_mut(&id).unwrap().data.resize(to as usize, 0);
+                    out.after(&m, r)?;
+                }
+                7 => {
+                    let p = pick(&mut rng, &files);
+                    let id = m.paths[&p];
+                    let size = m.nodes[&id].data.len() as u64;
+                    let off = rng.below(size + 1);
+                    let len = rng.below(20_000);
+                    if std::env::var("XFSKIT_CRASH_TRACE").is_ok() {
+                        eprintln!(
+                            "  punch {} ino {} at {off} len {len} size {size}",
+                            String::from_utf8_lossy(&p),
+                            m.inos[&id].0
+                        );
+                    }
+                    let r = fs.punch_hole(m.inos[&id], off, len);
+                    let d = &mut m.nodes.get_mut(&id).unwrap().data;
+                    let end = ((off + len) as usize).min(d.len());
+                    if (off as usize) < end {
+                        d[off as usize..end].fill(0);
+                    }
+                    out.after(&m, r)?;
+                }
+                8 => {
+                    let i = rng.below(files.len() as u64) as usize;
+                    let p = files.remove(i);
+                    let (pp, name) = split(&p);
+                    let r = fs.unlink(dir_ino(&dirs, &pp), &name);
+                    m.paths.remove(&p);
+                    out.after(&m, r)?;
+                }
+                9 => {
+                    let i = rng.below(files.len() as u64) as usize;
+                    let p = files.remove(i);
+                    let (pp, name) = split(&p);
+                    let (dp, dino) = dirs[rng.below(dirs.len() as u64) as usize].clone();
+                    let nn = format!("m{step}");
+                    let r = fs.rename(dir_ino(&dirs, &pp), &name, dino, nn.as_bytes());
+                    let id = m.paths.remove(&p).unwrap();
+                    m.paths.insert(join(&dp, &nn), id);
+                    out.after(&m, r)?;
+                    files.push(join(&dp, &nn));
+                }
+                10 => {
+                    let p = pick(&mut rng, &files);
+                    let id = m.paths[&p];
+                    let (dp, dino) = dirs[rng.below(dirs.len() as u64) as usize].clone();
+                    let name = format!("h{step}");
+                    let r = fs.link(dino, name.as_bytes(), m.inos[&id]);
+                    m.paths.insert(join(&dp, &name), id);
+                    out.after(&m, r)?;
+                    files.push(join(&dp, &name));
+                }
+                11 => {
+                    let p = pick(&mut rng, &files);
+                    let id = m.paths[&p];
+                    let n = if rng.below(2) == 0 { 20 } else { 3000 };
+                    let v = rng.bytes(n);
+                    let name = format!("user.x{}", rng.below(3));
+                    let r = fs.set_xattr(m.inos[&id], name.as_bytes(), &v);
+                    m.nodes
+                        .get_mut(&id)
+                        .unwrap()
+                        .xattrs
+                        .insert(name.into_bytes(), v);
+                    out.after(&m, r)?;
+                }
+                12 if dirs.len() < 6 => {
+                    let (pp, pino) = dirs[rng.below(dirs.len() as u64) as usize].clone();
+                    let name = format!("d{step}");
+                    let r = fs.create(pino, name.as_bytes(), &NodeKind::Dir, &meta(0o750, 3));
+                    let ino = *r.as_ref().unwrap_or(&Ino(0));
+                    m.add(join(&pp, &name), desc('d', 0o750, 3), ino);
+                    out.after(&m, r)?;
+                    dirs.push((join(&pp, &name), ino));
+                }
+                13 => {
+                    let p = pick(&mut rng, &files);
+                    let r = fs.fsync(m.inos[&m.paths[&p]]);
+                    out.durable(r)?;
+                }
+                14 => {
+                    let r = fs.force_log();
+                    out.durable_meta(r)?;
+                }
+                _ => {
+                    if rng.below(3) == 0 {
+                        let r = fs.sync();
+                        out.durable(r)?;
+                    } else {
+                        fs.writeback()?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    })();
+    out
+}
+
+/// The random crash property: random workloads (one per seed), each cut
+/// or torn at random writes; every crash recovered by the kernel and by
+/// xfskit to a model state no earlier than the last durable point.
+#[test]
+fn random_workloads_crashed_at_random_writes() {
+    let tag = "crash-random";
+    if !is_root() {
+        eprintln!("SKIP {tag}: the kernel's log replay needs root (loop mount)");
+        if let Ok(p) = std::env::var("XFSKIT_SKIP_LOG") {
+            use std::io::Write;
+            if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(p) {
+                let _ = writeln!(
+                    f,
+                    "journal_crash::random_workloads_crashed_at_random_writes: needs root"
+                );
+            }
+        }
+        return;
+    }
+    let s = Scratch::new(tag);
+    let base = s.0.join("base");
+    mkfs_xfs(&base, 320 << 20, "");
+    let img = s.0.join("img");
+    let seeds: u64 = std::env::var("XFSKIT_CRASH_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
+    let mut pick = Rng(0x7a11_c0de);
+    let mut crashes = 0;
+    let first: u64 = std::env::var("XFSKIT_CRASH_FIRST")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    for seed in first..=seeds {
+        let dev = Arc::new(CrashDevice::new(&base, None, false));
+        let fs = open(dev.clone()).unwrap();
+        let full = random_workload(&fs, seed, 120);
+        fs.sync().unwrap();
+        assert_tree_eq(
+            full.states.last().unwrap(),
+            &walk_lib(&fs),
+            &format!("seed {seed} without a crash"),
+        );
+        drop(fs);
+        let total = *dev.writes.lock().unwrap();
+        for _ in 0..3 {
+            let n = 1 + pick.below(total);
+            let tear = pick.below(2) == 0;
+            let dev = Arc::new(CrashDevice::new(&base, Some(n), tear));
+            let fs = open(dev.clone())
+                .unwrap_or_else(|e| panic!("seed {seed}: open failed at write {n}: {e}"));
+            let got = random_workload(&fs, seed, 120);
+            let finished = got.states.len() == full.states.len() && fs.sync().is_ok();
+            drop(fs);
+            if finished {
+                continue;
+            }
+            crashes += 1;
+            check_crash(
+                &s.0,
+                &base,
+                &img,
+                &dev,
+                &got,
+                &format!("seed {seed}, crash at write {n} of {total} (tear {tear})"),
+            );
+        }
+    }
+    assert!(
+        crashes >= seeds as usize,
+        "only {crashes} crashes in {seeds} seeds"
+    );
+    eprintln!("{tag}: {crashes} random crashes over {seeds} random workloads recovered");
 }

@@ -43,7 +43,8 @@ fn write(fs: &Fs, m: &mut Model, name: &str, off: usize, data: &[u8]) {
 fn check_all(fs: &Fs, m: &Model, when: &str) {
     if let (true, Ok(mut tp)) = (std::env::var("XFSKIT_DEBUG_REFC").is_ok(), fs.trans()) {
         for ag in 0..fs.geometry().ag_count {
-            let r = xfskit::alloc::ag_refcount_records(&mut tp, xfskit::geometry::AgNumber(ag)).unwrap();
+            let r = xfskit::alloc::ag_refcount_records(&mut tp, xfskit::geometry::AgNumber(ag))
+                .unwrap();
             eprintln!("{when}: AG {ag}: {r:?}");
         }
     }
@@ -93,8 +94,13 @@ fn library_clones(tag: &str, opts: &str) {
         let fs = open_rw(&img);
         let root = fs.geometry().root_ino;
         for name in ["a", "b", "c", "d", "e"] {
-            fs.create(root, name.as_bytes(), &NodeKind::File { size: 0 }, &meta(0o644, 7))
-                .unwrap();
+            fs.create(
+                root,
+                name.as_bytes(),
+                &NodeKind::File { size: 0 },
+                &meta(0o644, 7),
+            )
+            .unwrap();
             m.insert(name.to_string(), Vec::new());
         }
         // a: 300 KiB of data with a hole in the middle.
@@ -104,7 +110,9 @@ fn library_clones(tag: &str, opts: &str) {
         write(&fs, &mut m, "a", 200 << 10, &tail);
         // b, c: whole clones of a; d: a clone of a's second 100 KiB+.
         for name in ["b", "c"] {
-            let n = fs.clone_range(ino_of(&fs, "a"), 0, ino_of(&fs, name), 0, 0).unwrap();
+            let n = fs
+                .clone_range(ino_of(&fs, "a"), 0, ino_of(&fs, name), 0, 0)
+                .unwrap();
             assert_eq!(n, 300 << 10);
             m.insert(name.to_string(), m["a"].clone());
         }
@@ -127,7 +135,8 @@ fn library_clones(tag: &str, opts: &str) {
         m.remove("a");
         check_all(&fs, &m, "after truncate, punch and unlink");
         // Clone over existing data, then extend the clone by writing.
-        fs.clone_range(ino_of(&fs, "b"), 0, ino_of(&fs, "e"), 0, 0).unwrap();
+        fs.clone_range(ino_of(&fs, "b"), 0, ino_of(&fs, "e"), 0, 0)
+            .unwrap();
         m.insert("e".into(), m["b"].clone());
         let w = rng.bytes(50_000);
         write(&fs, &mut m, "e", 290_000, &w);
@@ -175,7 +184,12 @@ fn kernel_clones(test: &str, opts: &str) {
     std::fs::create_dir_all(&mnt).unwrap();
     let (ok, out) = run(
         "mount",
-        &["-o", "loop", &img.display().to_string(), &mnt.display().to_string()],
+        &[
+            "-o",
+            "loop",
+            &img.display().to_string(),
+            &mnt.display().to_string(),
+        ],
     );
     assert!(ok, "mount: {out}");
     let a = rng.bytes(1 << 20);
@@ -205,11 +219,13 @@ fn kernel_clones(test: &str, opts: &str) {
         m.get_mut("c").unwrap().truncate(500_001);
         fs.unlink(root, b"a").unwrap();
         m.remove("a");
-        fs.punch_hole(ino_of(&fs, "d"), 4096 * 10, 4096 * 20).unwrap();
+        fs.punch_hole(ino_of(&fs, "d"), 4096 * 10, 4096 * 20)
+            .unwrap();
         m.get_mut("d").unwrap()[4096 * 10..4096 * 30].fill(0);
         fs.create(root, b"e", &NodeKind::File { size: 0 }, &meta(0o600, 0))
             .unwrap();
-        fs.clone_range(ino_of(&fs, "d"), 0, ino_of(&fs, "e"), 0, 0).unwrap();
+        fs.clone_range(ino_of(&fs, "d"), 0, ino_of(&fs, "e"), 0, 0)
+            .unwrap();
         m.insert("e".into(), m["d"].clone());
         check_all(&fs, &m, "xfskit's changes");
         fs.sync().unwrap();
@@ -220,7 +236,12 @@ fn kernel_clones(test: &str, opts: &str) {
     // filesystem is back to no shared blocks and clean.
     let (ok, out) = run(
         "mount",
-        &["-o", "loop", &img.display().to_string(), &mnt.display().to_string()],
+        &[
+            "-o",
+            "loop",
+            &img.display().to_string(),
+            &mnt.display().to_string(),
+        ],
     );
     assert!(ok, "mount: {out}");
     for name in m.keys() {
@@ -228,5 +249,48 @@ fn kernel_clones(test: &str, opts: &str) {
     }
     let (ok, out) = run("umount", &[&mnt.display().to_string()]);
     assert!(ok, "umount: {out}");
+    assert_repair_clean(&img);
+}
+
+/// Truncating a shared file inside its last block: the block is copied
+/// first, and the part past the new size reads as zeros when the file
+/// grows again, in the truncated file only.
+#[test]
+fn truncate_inside_a_shared_block() {
+    let s = Scratch::new("reflink-trunc");
+    let img = s.0.join("t.img");
+    mkfs_xfs(&img, 300 << 20, "");
+    let mut rng = Rng(42);
+    let mut m = Model::new();
+    let fs = open_rw(&img);
+    let root = fs.geometry().root_ino;
+    for name in ["a", "b"] {
+        fs.create(
+            root,
+            name.as_bytes(),
+            &NodeKind::File { size: 0 },
+            &meta(0o644, 7),
+        )
+        .unwrap();
+        m.insert(name.to_string(), Vec::new());
+    }
+    let data = rng.bytes(4246);
+    write(&fs, &mut m, "a", 0, &data);
+    fs.clone_range(ino_of(&fs, "a"), 0, ino_of(&fs, "b"), 0, 0)
+        .unwrap();
+    m.insert("b".into(), data.clone());
+    let w = rng.bytes(4831);
+    write(&fs, &mut m, "b", 4982, &w);
+    fs.truncate(ino_of(&fs, "b"), 8941).unwrap();
+    m.get_mut("b").unwrap().truncate(8941);
+    check_all(&fs, &m, "after the clone's changes");
+    fs.truncate(ino_of(&fs, "a"), 1319).unwrap();
+    m.get_mut("a").unwrap().truncate(1319);
+    check_all(&fs, &m, "after the truncate");
+    let w = rng.bytes(5236);
+    write(&fs, &mut m, "a", 5421, &w);
+    check_all(&fs, &m, "after growing again");
+    fs.sync().unwrap();
+    drop(fs);
     assert_repair_clean(&img);
 }

@@ -165,7 +165,11 @@ impl BtreeOps for RefcountBt {
 }
 
 fn bad(agno: AgNumber, detail: String) -> Error {
-    Error::corrupt("refcountbt", Location::Other(format!("AG {}", agno.0)), detail)
+    Error::corrupt(
+        "refcountbt",
+        Location::Other(format!("AG {}", agno.0)),
+        detail,
+    )
 }
 
 /// The record under the cursor; None past the shared domain.
@@ -378,7 +382,10 @@ pub(crate) fn cow_add(tp: &mut Trans<'_>, agno: AgNumber, start: u32, len: u32) 
         .iter()
         .any(|&(s, l)| u64::from(s) < end && start < s + l)
     {
-        return Err(bad(agno, format!("staging extent {start}+{len} overlaps another")));
+        return Err(bad(
+            agno,
+            format!("staging extent {start}+{len} overlaps another"),
+        ));
     }
     let mut c = RefcountBt::cursor(tp, agno);
     let r = Refc {

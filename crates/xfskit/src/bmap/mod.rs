@@ -191,6 +191,14 @@ pub fn alloc_range_min(
 pub(crate) fn data_blocks_claimed(tp: &mut Trans<'_>, start: FsBlock, len: u32) -> Result<()> {
     let lo = tp.geo().fsb_to_daddr(start).bytes();
     let hi = lo + (u64::from(len) << tp.geo().block_log);
+    if tp.freed_here(lo, hi) {
+        // The old owner still maps these blocks on disk until this
+        // transaction's checkpoint: writing them now could show its data
+        // to the old owner after a crash. Callers allocate before freeing.
+        return Err(Error::Invalid(format!(
+            "file data allocated in blocks freed by the same transaction (bytes {lo}..{hi})"
+        )));
+    }
     let ws = tp.fs().write_state()?;
     if ws.busy(lo, hi) {
         tp.fs().force_log()?;

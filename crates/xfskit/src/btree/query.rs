@@ -14,7 +14,12 @@ use std::cmp::Ordering;
 impl<O: BtreeOps> Cursor<O> {
     /// The records whose interval `[low key, high key]` meets `[lo, hi]`,
     /// in key order. For block-rooted trees.
-    pub fn query_range(&mut self, tp: &mut Trans<'_>, lo: &[u8], hi: &[u8]) -> Result<Vec<Vec<u8>>> {
+    pub fn query_range(
+        &mut self,
+        tp: &mut Trans<'_>,
+        lo: &[u8],
+        hi: &[u8],
+    ) -> Result<Vec<Vec<u8>>> {
         let (ptr, levels) = self.ops.root(tp)?;
         if levels == 0 || levels > MAX_LEVELS {
             return Err(self.corrupt(format!("{levels} levels")));

@@ -235,10 +235,16 @@ impl Fs {
         tp.lock_inode(ino);
         let mut ip = read_file_inode(&mut tp, ino)?;
         let keep = size.div_ceil(bs);
-        crate::bmap::unmap_range(&mut tp, &mut ip, Fork::Data, keep, u64::MAX)?;
-        if size % bs != 0 && size < ip.size {
-            // Zero the tail of the last kept block so a later extension reads zeros.
+        let zero = size % bs != 0 && size < ip.size;
+        if zero {
+            // The last kept block gets zeroed past the size: a shared one
+            // is copied first, before the blocks past it are freed (new
+            // file data never goes to blocks freed in its transaction).
             self.unshare(&mut tp, &mut ip, size / bs, 1, &[Some(size / bs)])?;
+        }
+        crate::bmap::unmap_range(&mut tp, &mut ip, Fork::Data, keep, u64::MAX)?;
+        if zero {
+            // Zero the tail of the last kept block so a later extension reads zeros.
             if let Some(e) = crate::bmap::lookup(&mut tp, &ip, Fork::Data, size / bs)? {
                 if !e.unwritten {
                     zero_tail(self, &e, size, bs)?;
@@ -258,11 +264,17 @@ impl Fs {
         let end = offset.saturating_add(len);
         let first_whole = offset.div_ceil(bs);
         let end_whole = end / bs;
-        // Zero partial edges by writing zeros where data exists.
+        // Zero partial edges by writing zeros where data exists, never
+        // past the end of the file (a punch keeps the size).
+        let size = {
+            let mut tp = self.trans()?;
+            read_file_inode(&mut tp, ino)?.size
+        };
         for (lo, hi) in [
             (offset, (first_whole * bs).min(end)),
             ((end_whole * bs).max(offset), end),
         ] {
+            let hi = hi.min(size);
             if lo < hi && self.maps_data(ino, lo / bs)? {
                 self.write_at(ino, lo, &vec![0u8; (hi - lo) as usize])?;
             }

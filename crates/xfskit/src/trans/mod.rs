@@ -276,6 +276,11 @@ impl<'a> Trans<'a> {
         self.freed.push((lo, hi));
     }
 
+    /// True when this transaction freed any of bytes `lo..hi`.
+    pub(crate) fn freed_here(&self, lo: u64, hi: u64) -> bool {
+        self.freed.iter().any(|&(a, b)| a < hi && lo < b)
+    }
+
     /// Records that bytes `lo..hi` were allocated to file data (their data
     /// reaches the disk ahead of the checkpoint that allocates them).
     pub(crate) fn note_data_alloc(&mut self, lo: u64, hi: u64) {
