@@ -1,13 +1,19 @@
 #!/bin/bash
 # Recovery benchmark: `xfskit recover` against the kernel's replay at mount,
-# on copies of one image whose 64 MiB log is left nearly full: a 1 GiB
-# filesystem (default log size 64 MiB), a loop mount, FILES creates in
-# DIRS directories with no sync, then `xfs_io -x -c 'shutdown -f'`.
+# on copies of one dirty image with a 64 MiB log (a 1 GiB filesystem, the
+# default log size). Two ways to dirty it:
+#   SOURCE=kernel (default): a loop mount, FILES creates in DIRS directories
+#     with no sync, then `xfs_io -x -c 'shutdown -f'`. The kernel's log
+#     pushing keeps its live log near 20 MiB.
+#   SOURCE=full: xfskit's own journal (examples/full_log.rs) runs metadata
+#     work until its live log reaches three quarters of the log (48 MiB), and
+#     stops at the writeback that would start then: the fullest log a writer
+#     leaves, which the kernel must replay too.
 # Cold cache: the page cache is dropped before each timed run. The kernel
 # time is that of `mount` (recovery happens inside it); its unmount is not
-# counted.
+# counted. Each xfskit result is checked with xfs_repair -n.
 #
-# Usage (as root):  bench/recover.sh      FILES=60000 RUNS=3 bench/recover.sh
+# Usage (as root):  bench/recover.sh      SOURCE=full RUNS=3 bench/recover.sh
 #   XFSKIT  the xfskit binary (default: built with --release)
 set -euo pipefail
 
@@ -27,13 +33,18 @@ IMG=$DIR/dirty.img
 rm -f "$IMG"
 truncate -s 1G "$IMG"
 mkfs.xfs -q -f "$IMG"
-mount -o loop "$IMG" "$DIR/mnt"
-for d in $(seq 1 "$DIRS"); do
-    mkdir "$DIR/mnt/d$d"
-    (cd "$DIR/mnt/d$d" && seq 1 $((FILES / DIRS)) | xargs touch)
-done
-xfs_io -x -c 'shutdown -f' "$DIR/mnt"
-umount "$DIR/mnt"
+if [ "${SOURCE:-kernel}" = full ]; then
+    cargo build --release -q -p xfskit --example full_log
+    target/release/examples/full_log "$IMG"
+else
+    mount -o loop "$IMG" "$DIR/mnt"
+    for d in $(seq 1 "$DIRS"); do
+        mkdir "$DIR/mnt/d$d"
+        (cd "$DIR/mnt/d$d" && seq 1 $((FILES / DIRS)) | xargs touch)
+    done
+    xfs_io -x -c 'shutdown -f' "$DIR/mnt"
+    umount "$DIR/mnt"
+fi
 "$XFSKIT" log "$IMG" | sed -n '2,4p'
 
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
