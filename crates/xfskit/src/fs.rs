@@ -145,16 +145,19 @@ impl Fs {
         ws.force_log(self.dev.as_ref())
     }
 
-    /// Makes the changes to inode `ino` durable: its pending file data is
-    /// written in place and the log forced. (The whole committed list is
-    /// forced, as the kernel forces its log up to the inode's last change.)
-    pub fn fsync(&self, _ino: Ino) -> Result<()> {
+    /// Makes the changes to inode `ino` durable: pending file data is
+    /// written in place, and the log is forced when the committed list
+    /// holds the inode (the whole list then, as the kernel forces its log
+    /// up to the inode's last change); an inode whose last change is in a
+    /// checkpoint on disk already costs no log write.
+    pub fn fsync(&self, ino: Ino) -> Result<()> {
         let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
         if !ws.journaled() {
             return self.sync();
         }
         ws.flush_data(self.dev.as_ref())?;
-        ws.force_log(self.dev.as_ref())?;
+        let off = self.geo.ino_to_bytes(ino);
+        ws.force_log_for(self.dev.as_ref(), Some(off))?;
         self.dev.flush()?;
         Ok(())
     }

@@ -152,6 +152,9 @@ struct Model {
     paths: BTreeMap<Vec<u8>, usize>,
     nodes: HashMap<usize, Desc>,
     inos: HashMap<usize, Ino>,
+    /// The state after the last call that certainly logged each node's
+    /// inode (an fsync of it makes that state durable).
+    last: HashMap<usize, usize>,
     next: usize,
 }
 
@@ -230,6 +233,23 @@ impl Outcome {
         r
     }
 
+    /// Notes that the last call logged node `id`'s inode.
+    fn touch(&self, m: &mut Model, id: usize) {
+        m.last.insert(id, self.states.len() - 1);
+    }
+
+    /// An fsync of node `id`: on success, the state after its last logged
+    /// change is durable (the kernel forces its log up to the inode's last
+    /// commit; nothing later need be).
+    fn fsynced(&mut self, m: &Model, id: usize, r: xfskit::Result<()>) -> xfskit::Result<()> {
+        if r.is_ok() {
+            let k = m.last.get(&id).copied().unwrap_or(0);
+            self.durable = self.durable.max(k);
+            self.data_durable = self.data_durable.max(k);
+        }
+        r
+    }
+
     /// A log force: the metadata so far is durable, data overwritten in
     /// place need not be.
     fn durable_meta(&mut self, r: xfskit::Result<()>) -> xfskit::Result<()> {
@@ -297,11 +317,13 @@ fn workload(fs: &Fs, steps: u32) -> Outcome {
                             let x = &mut m.nodes.get_mut(&id).unwrap().xattrs;
                             x.insert(b"user.big".to_vec(), v);
                             out.after(&m, r)?;
+                            out.touch(&mut m, id);
                         }
                         1 => {
                             let r = fs.truncate(ino, 10);
                             m.nodes.get_mut(&id).unwrap().data.truncate(10);
                             out.after(&m, r)?;
+                            out.touch(&mut m, id);
                         }
                         2 => {
                             let (dp, dino) = dirs[rng.below(dirs.len() as u64) as usize].clone();
@@ -309,11 +331,12 @@ fn workload(fs: &Fs, steps: u32) -> Outcome {
                             let r = fs.link(dino, name.as_bytes(), ino);
                             m.paths.insert(join(&dp, &name), id);
                             out.after(&m, r)?;
+                            out.touch(&mut m, id);
                             files.push(join(&dp, &name));
                         }
                         _ => {
                             let r = fs.fsync(ino);
-                            out.durable(r)?;
+                            out.fsynced(&m, id, r)?;
                         }
                     }
                 }
@@ -324,8 +347,9 @@ fn workload(fs: &Fs, steps: u32) -> Outcome {
                     let pino = dir_ino(&dirs, &pp);
                     if rng.below(2) == 0 {
                         let r = fs.unlink(pino, &name);
-                        m.paths.remove(&p);
+                        let id = m.paths.remove(&p).unwrap();
                         out.after(&m, r)?;
+                        out.touch(&mut m, id);
                     } else {
                         let (dp, dino) = dirs[rng.below(dirs.len() as u64) as usize].clone();
                         let nn = format!("m{step}");
@@ -351,16 +375,21 @@ fn workload(fs: &Fs, steps: u32) -> Outcome {
                     out.after(&m, r)?;
                     files.push(p.clone());
                     let id = m.paths[&p];
+                    out.touch(&mut m, id);
                     let n = rng.below(6000) as usize;
                     let data = rng.bytes(n);
                     let r = fs.write_at(ino, 0, &data);
                     m.nodes.get_mut(&id).unwrap().data = data;
                     out.after(&m, r)?;
+                    if n > 0 {
+                        out.touch(&mut m, id);
+                    }
                     if step % 4 == 1 {
                         let r = fs.set_xattr(ino, b"user.s", b"x");
                         let x = &mut m.nodes.get_mut(&id).unwrap().xattrs;
                         x.insert(b"user.s".to_vec(), b"x".to_vec());
                         out.after(&m, r)?;
+                        out.touch(&mut m, id);
                     }
                 }
             }
@@ -650,12 +679,16 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
                     m.add(p.clone(), desc('f', 0o640, 7), ino);
                     out.after(&m, r)?;
                     files.push(p.clone());
+                    let id = m.paths[&p];
+                    out.touch(&mut m, id);
                     let n = rng.below(40_000) as usize;
                     let data = rng.bytes(n);
                     let r = fs.write_at(ino, 0, &data);
-                    let id = m.paths[&p];
                     m.nodes.get_mut(&id).unwrap().data = data;
                     out.after(&m, r)?;
+                    if n > 0 {
+                        out.touch(&mut m, id);
+                    }
                 }
                 3 | 4 => {
                     let p = pick(&mut rng, &files);
@@ -679,6 +712,7 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
                     }
                     d[off..off + v.len()].copy_from_slice(&v);
                     out.after(&m, r)?;
+                    out.touch(&mut m, id);
                 }
                 5 => {
                     // A clone of a whole file into a new one.
@@ -697,6 +731,8 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
                     m.add(p.clone(), desc('f', 0o600, 9), ino);
                     out.after(&m, r)?;
                     files.push(p.clone());
+                    let id = m.paths[&p];
+                    out.touch(&mut m, id);
                     if std::env::var("XFSKIT_CRASH_TRACE").is_ok() {
                         eprintln!(
                             "  clone {} ino {} -> {} ino {}",
@@ -708,9 +744,12 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
                     }
                     let r = fs.clone_range(m.inos[&sid], 0, ino, 0, 0);
                     let data = m.nodes[&sid].data.clone();
-                    let id = m.paths[&p];
+                    let cloned = !data.is_empty();
                     m.nodes.get_mut(&id).unwrap().data = data;
                     out.after(&m, r)?;
+                    if cloned {
+                        out.touch(&mut m, id);
+                    }
                 }
                 6 => {
                     let p = pick(&mut rng, &files);
@@ -727,6 +766,7 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
                     let r = fs.truncate(m.inos[&id], to);
                     m.nodes.get_mut(&id).unwrap().data.resize(to as usize, 0);
                     out.after(&m, r)?;
+                    out.touch(&mut m, id);
                 }
                 7 => {
                     let p = pick(&mut rng, &files);
@@ -754,8 +794,9 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
                     let p = files.remove(i);
                     let (pp, name) = split(&p);
                     let r = fs.unlink(dir_ino(&dirs, &pp), &name);
-                    m.paths.remove(&p);
+                    let id = m.paths.remove(&p).unwrap();
                     out.after(&m, r)?;
+                    out.touch(&mut m, id);
                 }
                 9 => {
                     let i = rng.below(files.len() as u64) as usize;
@@ -777,6 +818,7 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
                     let r = fs.link(dino, name.as_bytes(), m.inos[&id]);
                     m.paths.insert(join(&dp, &name), id);
                     out.after(&m, r)?;
+                    out.touch(&mut m, id);
                     files.push(join(&dp, &name));
                 }
                 11 => {
@@ -792,6 +834,7 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
                         .xattrs
                         .insert(name.into_bytes(), v);
                     out.after(&m, r)?;
+                    out.touch(&mut m, id);
                 }
                 12 if dirs.len() < 6 => {
                     let (pp, pino) = dirs[rng.below(dirs.len() as u64) as usize].clone();
@@ -804,8 +847,9 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
                 }
                 13 => {
                     let p = pick(&mut rng, &files);
-                    let r = fs.fsync(m.inos[&m.paths[&p]]);
-                    out.durable(r)?;
+                    let id = m.paths[&p];
+                    let r = fs.fsync(m.inos[&id]);
+                    out.fsynced(&m, id, r)?;
                 }
                 14 => {
                     let r = fs.force_log();

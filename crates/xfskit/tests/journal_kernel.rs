@@ -276,3 +276,54 @@ fn kernel_replays_a_log_that_wrapped() {
     let fs = Fs::open(&ours, &OpenOptions::default()).unwrap();
     assert_tree_eq(&want, &walk_lib(&fs), "after xfskit replayed a wrapped log");
 }
+
+/// fsync forces the log only when the inode's last change is not in a
+/// checkpoint yet: a second fsync with nothing changed writes no log, a
+/// change to another file does not make this one's fsync write it either,
+/// and a change to this file does.
+#[test]
+fn fsync_forces_only_what_the_inode_needs() {
+    let s = Scratch::new("fsync-needs");
+    let img = s.0.join("f.img");
+    mkfs_xfs(&img, 300 << 20, "");
+    let fs = open_rw(&img);
+    let root = fs.geometry().root_ino;
+    let a = fs
+        .create(root, b"a", &NodeKind::File { size: 0 }, &meta(0o644, 1))
+        .unwrap();
+    let b = fs
+        .create(root, b"b", &NodeKind::File { size: 0 }, &meta(0o644, 1))
+        .unwrap();
+    fs.write_at(a, 0, b"hello").unwrap();
+    let c0 = fs.log_stats().checkpoints;
+    fs.fsync(a).unwrap();
+    let c1 = fs.log_stats().checkpoints;
+    assert_eq!(c1, c0 + 1, "the first fsync of a changed file writes a checkpoint");
+    fs.fsync(a).unwrap();
+    assert_eq!(fs.log_stats().checkpoints, c1, "nothing changed: no checkpoint");
+    fs.write_at(b, 0, b"other").unwrap();
+    fs.fsync(a).unwrap();
+    assert_eq!(fs.log_stats().checkpoints, c1, "only another file changed: no checkpoint");
+    fs.fsync(b).unwrap();
+    let c2 = fs.log_stats().checkpoints;
+    assert_eq!(c2, c1 + 1, "b's change is forced by b's fsync");
+    fs.write_at(a, 5, b" again").unwrap();
+    fs.fsync(a).unwrap();
+    assert_eq!(fs.log_stats().checkpoints, c2 + 1, "a changed again");
+    // What the fsyncs made durable is there after a crash (the image as
+    // it is now, never synced) when the kernel replays it.
+    std::mem::forget(fs);
+    if !is_root() {
+        eprintln!("SKIP fsync_forces_only_what_the_inode_needs: kernel replay needs root");
+        return;
+    }
+    kernel_recover(&img);
+    assert_repair_clean(&img);
+    let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
+    for (name, want) in [("a", &b"hello again"[..]), ("b", &b"other"[..])] {
+        let ip = fs.lookup_path(format!("/{name}").as_bytes()).unwrap();
+        let mut buf = vec![0u8; ip.size as usize];
+        xfskit::inode::read_at(&fs, &ip, 0, &mut buf).unwrap();
+        assert_eq!(buf, want, "/{name} after the kernel's replay");
+    }
+}

@@ -209,6 +209,13 @@ impl<'a> Replayer<'a> {
         self.overlay.put(daddr, b);
     }
 
+    /// Stores replayed bytes at `daddr`, part of the buffer at `group`
+    /// (an inode in its cluster), whose LSN is not the buffer's.
+    pub(crate) fn write_part(&mut self, group: u64, daddr: u64, b: &[u8]) {
+        self.group_prior.entry(group).or_insert(None);
+        self.overlay.put(daddr, b);
+    }
+
     fn replay_buf(&mut self, it: &Item, lsn: u64, at: ItemAt) -> Result<()> {
         let f = BufFmt::parse(it, at)?;
         if f.flags & XFS_BLF_CANCEL != 0 {

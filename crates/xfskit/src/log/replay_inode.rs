@@ -80,18 +80,18 @@ pub(crate) fn replay_inode(rp: &mut Replayer<'_>, it: &Item, lsn: u64, at: ItemA
         return Ok(());
     }
     let daddr = rp.check_range(f.blkno, u64::from(len_bb), at)?;
-    let mut buf = rp.read(daddr, u64::from(len_bb))?;
     let isize = rp.geo.inode_size as usize;
+    let blen = len_bb as usize * 512;
     let ioff = usize::try_from(f.boffset)
         .ok()
-        .filter(|o| o + isize <= buf.len())
-        .ok_or_else(|| {
-            loc(format!(
-                "offset {} outside its {}-byte buffer",
-                f.boffset,
-                buf.len()
-            ))
-        })?;
+        .filter(|o| o + isize <= blen)
+        .ok_or_else(|| loc(format!("offset {} outside its {blen}-byte buffer", f.boffset)))?;
+    // Only the sectors holding this inode are read and written back: a
+    // cluster holds many inodes, each logged on its own.
+    let s0 = ioff / 512;
+    let s1 = (ioff + isize).div_ceil(512);
+    let mut buf = rp.read(daddr + s0 as u64, (s1 - s0) as u64)?;
+    let ioff = ioff - s0 * 512;
     let slot = &mut buf[ioff..ioff + isize];
     let mut dip = Dinode::read_from_bytes(&slot[..XFS_DINODE_SIZE]).expect("176 bytes");
     if dip.di_magic.get() != XFS_DINODE_MAGIC {
@@ -176,7 +176,7 @@ pub(crate) fn replay_inode(rp: &mut Replayer<'_>, it: &Item, lsn: u64, at: ItemA
         ));
     }
     xfs_format::crc::stamp(slot, XFS_DINODE_CRC_OFF);
-    rp.write(daddr, &buf, None);
+    rp.write_part(daddr, daddr + s0 as u64, &buf);
     rp.stats.inodes_replayed += 1;
     Ok(())
 }

@@ -455,9 +455,26 @@ impl WriteState {
     /// Writes the next checkpoint to the log and flushes it (fsync, or a
     /// checkpoint that grew large). Nothing is written in place.
     pub fn force_log(&self, dev: &dyn Device) -> Result<()> {
+        self.force_log_for(dev, None)
+    }
+
+    /// [`Self::force_log`], skipped when `inode` (the byte offset of an
+    /// inode) is given and the committed item list does not hold it: its
+    /// last change, and every change before it, is in a checkpoint on disk
+    /// already (the kernel's fsync forces the log only up to the inode's
+    /// last commit). Returns whether a checkpoint was needed.
+    pub fn force_log_for(&self, dev: &dyn Device, inode: Option<u64>) -> Result<()> {
         let Some(jm) = &self.journal else {
             return Ok(());
         };
+        if let Some(off) = inode {
+            // Checkpoints are written under the writer lock: none is in
+            // flight while it is held, so the list tells the truth.
+            let _w = lock(&self.writer);
+            if !lock(jm).cil.inodes.contains_key(&off) {
+                return Ok(());
+            }
+        }
         let _w = lock(&self.writer);
         // A stream still being written may hold data this checkpoint makes
         // reachable (it was queued before its transaction committed).
@@ -589,13 +606,11 @@ impl WriteState {
         if d.runs.is_empty() {
             return Ok(());
         }
-        if let Some(jm) = &self.journal {
-            // Data of newly allocated blocks first, then the checkpoint,
-            // then overwrites of blocks the disk already gives their file.
-            let mut pending = lock(&self.dirty);
-            let mut j = lock(jm);
-            self.checkpoint(dev, &mut d, &mut pending, &mut j)?;
-        }
+        // No checkpoint is needed first: data of blocks the committed list
+        // allocates may land any time before the checkpoint that maps them
+        // (on disk the blocks are still free, and blocks freed since the
+        // last checkpoint are never allocated to file data before it);
+        // other data overwrites blocks the disk already gives its file.
         let runs = std::mem::take(&mut d.runs);
         d.bytes = 0;
         let r = self.writer_for(dev, |w| {
