@@ -103,6 +103,11 @@ pub fn build_disk(
                         "partition {n} of {} is too small: {m}",
                         disk.display()
                     )),
+                    Error::Invalid(m) => Error::Invalid(format!(
+                        "partition {n} of {} ({} MiB): {m}",
+                        disk.display(),
+                        part.size_bytes >> 20
+                    )),
                     e => e,
                 })?;
             if plan.mkfs.dry_run {
