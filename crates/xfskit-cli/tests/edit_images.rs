@@ -183,16 +183,24 @@ fn a_copy_killed_part_way_leaves_a_clean_image() {
     let src = t.join("src");
     sh(&format!(
         r#"mkdir -p '{0}' && cd '{0}'
-for d in $(seq 1 20); do mkdir d$d; for i in $(seq 1 200); do echo "file $d $i" > d$d/f$i; done
-  head -c 3000000 /dev/urandom > d$d/big; done
+for d in $(seq 1 30); do mkdir d$d; for i in $(seq 1 200); do echo "file $d $i" > d$d/f$i; done
+  head -c 4000000 /dev/urandom > d$d/big; done
 "#,
         src.display()
     ));
     let img = Image::make(Kind::Gpt, t);
     let s = src.to_str().expect("utf-8");
-    // Kill the copy part way; sooner each time it finished first.
-    let mut killed = false;
-    for delay_ms in [300u64, 120, 40, 10] {
+    // Kill copies at several points of their run (the whole copy takes
+    // under a second here): before anything reached the log, while the
+    // log is written, while it is written back in place.
+    let t0 = Instant::now();
+    let r = xfskit(&["cp", "-a", s, &format!("{}:/full", img.s())], LIMIT);
+    assert_eq!(r.code, 0, "a whole copy: {}", r.stderr);
+    let full_ms = t0.elapsed().as_millis() as u64;
+    println!("a whole copy takes {full_ms} ms");
+    let mut killed = 0;
+    for pct in [30u64, 60, 80, 88, 94, 98] {
+        let delay_ms = full_ms * pct / 100;
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_xfskit"))
             .args(["cp", "-a", s, &format!("{}:/copy{delay_ms}", img.s())])
             .stdout(std::process::Stdio::null())
@@ -203,19 +211,22 @@ for d in $(seq 1 20); do mkdir d$d; for i in $(seq 1 200); do echo "file $d $i" 
         let running = child.try_wait().expect("wait").is_none();
         let _ = child.kill();
         let _ = child.wait();
-        if running {
-            println!("killed xfskit cp -a after {delay_ms} ms");
-            killed = true;
-            break;
-        }
-        // It finished: a clean image, and a retry with a shorter delay.
-        img.assert_clean("a cp that finished before the kill");
+        // xfs_repair -n refuses a filesystem whose log needs replay: say
+        // whether the kill left one.
+        let l = img.loop_dev();
+        let dirty = sh(&format!("xfs_repair -n {} >/dev/null 2>&1 || echo DIRTY", l.dev));
+        drop(l);
+        // The kernel replays the log at mount and shows a tree it can walk.
+        let entries = img.with_mount(&t.join("mnt"), |m| walk_host(m).len());
+        println!(
+            "kill after {delay_ms} ms ({}): log {}, then the kernel mounted {entries} entries",
+            if running { "copying" } else { "already done" },
+            if dirty.contains("DIRTY") { "needed replay" } else { "clean" }
+        );
+        img.assert_clean(&format!("a cp killed after {delay_ms} ms, then a kernel mount"));
+        killed += usize::from(running);
     }
-    assert!(killed, "every copy finished before it could be killed");
-    // The kernel replays the log at mount and shows a tree it can walk.
-    let entries = img.with_mount(&t.join("mnt"), |m| walk_host(m).len());
-    println!("the kernel mounted the image after the kill: {entries} entries");
-    img.assert_clean("a cp killed part way, then a kernel mount");
+    assert!(killed > 0, "every copy finished before it could be killed");
     // xfskit's next edit recovers the log itself, too.
     let r = xfskit(&["mkdir", img.s(), "/after"], LIMIT);
     assert_eq!(r.code, 0, "an edit after the kill: {}", r.stderr);
