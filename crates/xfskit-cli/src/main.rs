@@ -81,7 +81,9 @@ enum Command {
     #[command(long_about = cmd::recover::LONG_ABOUT)]
     Recover(cmd::recover::Args),
     /// Copy files into an image (SRC... IMAGE:DEST) or out of it (IMAGE:SRC... DEST).
-    #[command(override_usage = "xfskit cp [OPTIONS] SRC... IMAGE:DEST\n       xfskit cp [OPTIONS] IMAGE:SRC... DEST")]
+    #[command(
+        override_usage = "xfskit cp [OPTIONS] SRC... IMAGE:DEST\n       xfskit cp [OPTIONS] IMAGE:SRC... DEST"
+    )]
     Cp(cmd::edit::cp::Args),
     /// Make directories in an image.
     Mkdir(cmd::edit::names::MkdirArgs),

@@ -37,10 +37,21 @@ printf 'owned\n' > suid; chown 1234:5678 suid; chmod 4755 suid
 /// A raw copy of `img` (itself when raw).
 fn raw_of(img: &Path, tmp: &Path) -> std::path::PathBuf {
     if img.extension().is_some_and(|e| e == "qcow2") {
-        let out = sh(&format!("qemu-img check '{}' 2>&1 && echo QCOW2-CLEAN || true", img.display()));
-        assert!(out.contains("QCOW2-CLEAN"), "{}: qemu-img check:\n{out}", img.display());
+        let out = sh(&format!(
+            "qemu-img check '{}' 2>&1 && echo QCOW2-CLEAN || true",
+            img.display()
+        ));
+        assert!(
+            out.contains("QCOW2-CLEAN"),
+            "{}: qemu-img check:\n{out}",
+            img.display()
+        );
         let r = tmp.join("as-raw.img");
-        sh(&format!("rm -f '{1}'; qemu-img convert -O raw '{}' '{}'", img.display(), r.display()));
+        sh(&format!(
+            "rm -f '{1}'; qemu-img convert -O raw '{}' '{}'",
+            img.display(),
+            r.display()
+        ));
         r
     } else {
         img.to_path_buf()
@@ -51,13 +62,23 @@ fn raw_of(img: &Path, tmp: &Path) -> std::path::PathBuf {
 /// the kernel's mount of it shows `want`.
 fn fs_matches(raw: &Path, start: u64, size: u64, want: &[Entry], tmp: &Path, what: &str) {
     let l = LoopRange::new(raw, start, size);
-    let out = sh(&format!("xfs_repair -n {} 2>&1 && echo REPAIR-CLEAN || true", l.dev));
-    assert!(out.contains("REPAIR-CLEAN"), "{what}: xfs_repair -n:\n{out}");
+    let out = sh(&format!(
+        "xfs_repair -n {} 2>&1 && echo REPAIR-CLEAN || true",
+        l.dev
+    ));
+    assert!(
+        out.contains("REPAIR-CLEAN"),
+        "{what}: xfs_repair -n:\n{out}"
+    );
     let m = DevMount::new(&l.dev, &tmp.join("mnt"), true);
     let got = walk_host(&m.dir);
     drop(m);
     let diffs = diff_walks(&got, want);
-    assert!(diffs.is_empty(), "{what}: the kernel's tree differs from the source:\n{}", diffs.join("\n"));
+    assert!(
+        diffs.is_empty(),
+        "{what}: the kernel's tree differs from the source:\n{}",
+        diffs.join("\n")
+    );
     println!("{what}: clean, {} entries equal to the source", want.len());
 }
 
@@ -80,8 +101,19 @@ fn gpt_disk(src: &Path, want: &[Entry], tmp: &Path, qcow2: bool) {
     assert_eq!(start, MIB, "the partition starts at 1 MiB");
     assert_eq!(size % MIB, 0, "the partition is a whole number of MiB");
     let disk = std::fs::metadata(&raw).expect("stat").len();
-    assert_eq!(disk, start + size + MIB, "1 MiB before and after the partition");
-    fs_matches(&raw, start, size, want, tmp, &format!("build --gpt{}", if qcow2 { " --format qcow2" } else { "" }));
+    assert_eq!(
+        disk,
+        start + size + MIB,
+        "1 MiB before and after the partition"
+    );
+    fs_matches(
+        &raw,
+        start,
+        size,
+        want,
+        tmp,
+        &format!("build --gpt{}", if qcow2 { " --format qcow2" } else { "" }),
+    );
 }
 
 #[test]
@@ -90,9 +122,20 @@ fn build_writes_gpt_disks_qcow2_files_and_partitions() {
     if !is_root() {
         return skip(name, "needs root for loop devices, mounts and owners");
     }
-    let tools = ["sgdisk", "partx", "losetup", "qemu-img", "xfs_repair", "setfattr", "md5sum"];
+    let tools = [
+        "sgdisk",
+        "partx",
+        "losetup",
+        "qemu-img",
+        "xfs_repair",
+        "setfattr",
+        "md5sum",
+    ];
     if let Some(t) = missing_tool(&tools) {
-        return skip(name, &format!("{t} is not installed (scripts/test.sh installs it)"));
+        return skip(
+            name,
+            &format!("{t} is not installed (scripts/test.sh installs it)"),
+        );
     }
     let tmp = TempDir::new("xfskit-build-disks");
     let t = tmp.path();
@@ -106,7 +149,17 @@ fn build_writes_gpt_disks_qcow2_files_and_partitions() {
 
     // A bare filesystem in a qcow2 file.
     let q = t.join("bare.qcow2");
-    let r = xfskit(&["build", "-q", "--format", "qcow2", s, q.to_str().expect("utf-8")], LIMIT);
+    let r = xfskit(
+        &[
+            "build",
+            "-q",
+            "--format",
+            "qcow2",
+            s,
+            q.to_str().expect("utf-8"),
+        ],
+        LIMIT,
+    );
     assert_eq!(r.code, 0, "build --format qcow2: {}", r.stderr);
     let raw = raw_of(&q, t);
     let len = std::fs::metadata(&raw).expect("stat").len();
@@ -133,18 +186,37 @@ head -c 100M /dev/urandom | dd of='{0}' bs=1M seek=329 conv=notrunc status=none"
     };
     let before = [md5(&disk, 1), md5(&disk, 3)];
     let dq = t.join("parts.qcow2");
-    sh(&format!("qemu-img convert -O qcow2 '{}' '{}'", disk.display(), dq.display()));
+    sh(&format!(
+        "qemu-img convert -O qcow2 '{}' '{}'",
+        disk.display(),
+        dq.display()
+    ));
     let d = dq.to_str().expect("utf-8");
     // Partition 3 (100 MiB) cannot hold a filesystem: refused, untouched.
     let r = xfskit(&["build", "-q", "--partition", "3", s, d], LIMIT);
     assert_ne!(r.code, 0, "build into a 100 MiB partition");
-    assert!(r.stderr.contains("partition 3"), "the error names the partition: {}", r.stderr);
+    assert!(
+        r.stderr.contains("partition 3"),
+        "the error names the partition: {}",
+        r.stderr
+    );
     let r = xfskit(&["build", "-q", "--partition", "2", s, d], LIMIT);
     assert_eq!(r.code, 0, "build --partition 2: {}", r.stderr);
     let raw = raw_of(&dq, t);
-    assert_eq!([md5(&raw, 1), md5(&raw, 3)], before, "the other partitions changed");
+    assert_eq!(
+        [md5(&raw, 1), md5(&raw, 3)],
+        before,
+        "the other partitions changed"
+    );
     let (st, sz) = partx_range(&raw, 2);
-    fs_matches(&raw, st, sz, &want, t, "build --partition 2 of a qcow2 disk");
+    fs_matches(
+        &raw,
+        st,
+        sz,
+        &want,
+        t,
+        "build --partition 2 of a qcow2 disk",
+    );
     // Again without -f: the filesystem there now is not overwritten.
     let r = xfskit(&["build", "-q", "--partition", "2", s, d], LIMIT);
     assert_eq!(r.code, 2, "a second build without -f: {}", r.stderr);

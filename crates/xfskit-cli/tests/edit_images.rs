@@ -19,7 +19,14 @@ use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(120);
 const TOOLS: [&str; 8] = [
-    "sgdisk", "partx", "losetup", "qemu-img", "mkfs.xfs", "xfs_repair", "setfattr", "getfattr",
+    "sgdisk",
+    "partx",
+    "losetup",
+    "qemu-img",
+    "mkfs.xfs",
+    "xfs_repair",
+    "setfattr",
+    "getfattr",
 ];
 
 /// The source tree copied in: every kind of file, a hard link, a symlink,
@@ -49,7 +56,10 @@ touch -d '2001-02-03 04:05:06.123456789' a.txt big suid many/f1
 /// `IMG`) and the same edit on the model (a bash script run in it), then
 /// checks the image.
 fn edit(img: &Image, model: &Path, args: &[&str], script: &str) {
-    let a: Vec<&str> = args.iter().map(|&x| if x == "IMG" { img.s() } else { x }).collect();
+    let a: Vec<&str> = args
+        .iter()
+        .map(|&x| if x == "IMG" { img.s() } else { x })
+        .collect();
     let joined: Vec<String> = a
         .iter()
         .map(|x| x.replacen("IMG:", &format!("{}:", img.s()), 1))
@@ -63,7 +73,11 @@ fn edit(img: &Image, model: &Path, args: &[&str], script: &str) {
         sh(&format!("cd '{}'\n{script}", model.display()));
     }
     img.assert_clean(&format!("xfskit {}", args.join(" ")));
-    println!("{:?}: xfskit {} ({took:.2?}): clean", img.kind, args.join(" "));
+    println!(
+        "{:?}: xfskit {} ({took:.2?}): clean",
+        img.kind,
+        args.join(" ")
+    );
 }
 
 /// Paths whose modification time was set on purpose (copied with -a and
@@ -81,8 +95,18 @@ fn edits_on(kind: Kind, src: &Path, tmp: &Path) {
     let s = src.to_str().expect("utf-8");
     let a_txt = format!("{s}/a.txt");
     let big = format!("{s}/big");
-    edit(&img, &model, &["mkdir", "-p", "IMG", "/a/b/c"], "mkdir -p a/b/c");
-    edit(&img, &model, &["cp", "-a", s, "IMG:/keep"], &format!("cp -a '{s}' keep"));
+    edit(
+        &img,
+        &model,
+        &["mkdir", "-p", "IMG", "/a/b/c"],
+        "mkdir -p a/b/c",
+    );
+    edit(
+        &img,
+        &model,
+        &["cp", "-a", s, "IMG:/keep"],
+        &format!("cp -a '{s}' keep"),
+    );
     edit(
         &img,
         &model,
@@ -92,49 +116,141 @@ fn edits_on(kind: Kind, src: &Path, tmp: &Path) {
              setfattr -x user.colour plain/a.txt"
         ),
     );
-    edit(&img, &model, &["cp", &a_txt, &big, "IMG:/a/"], &format!("cp '{a_txt}' '{big}' a/"));
-    edit(&img, &model, &["rm", "IMG", "/a/*.txt"], "rm a/*.txt");
-    edit(&img, &model, &["mv", "IMG", "/a/b", "/moved"], "mv a/b moved");
-    edit(&img, &model, &["ln", "-s", "IMG", "../keep/a.txt", "/a/sl"], "ln -s ../keep/a.txt a/sl");
-    edit(&img, &model, &["ln", "IMG", "/a/big", "/a/big2"], "ln a/big a/big2");
-    edit(&img, &model, &["chmod", "IMG", "600", "/a/big"], "chmod 600 a/big");
-    edit(&img, &model, &["chmod", "-R", "IMG", "go-rx", "/moved"], "chmod -R go-rx moved");
-    edit(&img, &model, &["chown", "IMG", "42:43", "/a/big"], "chown 42:43 a/big");
     edit(
         &img,
         &model,
-        &["touch", "-d", "@1700000000.123456789", "IMG", "/a/new", "/keep/a.txt"],
+        &["cp", &a_txt, &big, "IMG:/a/"],
+        &format!("cp '{a_txt}' '{big}' a/"),
+    );
+    edit(&img, &model, &["rm", "IMG", "/a/*.txt"], "rm a/*.txt");
+    edit(
+        &img,
+        &model,
+        &["mv", "IMG", "/a/b", "/moved"],
+        "mv a/b moved",
+    );
+    edit(
+        &img,
+        &model,
+        &["ln", "-s", "IMG", "../keep/a.txt", "/a/sl"],
+        "ln -s ../keep/a.txt a/sl",
+    );
+    edit(
+        &img,
+        &model,
+        &["ln", "IMG", "/a/big", "/a/big2"],
+        "ln a/big a/big2",
+    );
+    edit(
+        &img,
+        &model,
+        &["chmod", "IMG", "600", "/a/big"],
+        "chmod 600 a/big",
+    );
+    edit(
+        &img,
+        &model,
+        &["chmod", "-R", "IMG", "go-rx", "/moved"],
+        "chmod -R go-rx moved",
+    );
+    edit(
+        &img,
+        &model,
+        &["chown", "IMG", "42:43", "/a/big"],
+        "chown 42:43 a/big",
+    );
+    edit(
+        &img,
+        &model,
+        &[
+            "touch",
+            "-d",
+            "@1700000000.123456789",
+            "IMG",
+            "/a/new",
+            "/keep/a.txt",
+        ],
         "touch -d @1700000000.123456789 a/new keep/a.txt",
     );
-    edit(&img, &model, &["truncate", "-s", "10000", "IMG", "/keep/big"], "truncate -s 10000 keep/big");
-    edit(&img, &model, &["truncate", "-s", "50M", "IMG", "/a/grown"], "truncate -s 50M a/grown");
     edit(
         &img,
         &model,
-        &["setfattr", "-n", "user.new", "-v", "hello", "IMG", "/keep/sub/hard"],
+        &["truncate", "-s", "10000", "IMG", "/keep/big"],
+        "truncate -s 10000 keep/big",
+    );
+    edit(
+        &img,
+        &model,
+        &["truncate", "-s", "50M", "IMG", "/a/grown"],
+        "truncate -s 50M a/grown",
+    );
+    edit(
+        &img,
+        &model,
+        &[
+            "setfattr",
+            "-n",
+            "user.new",
+            "-v",
+            "hello",
+            "IMG",
+            "/keep/sub/hard",
+        ],
         "setfattr -n user.new -v hello keep/sub/hard",
     );
-    edit(&img, &model, &["setfattr", "-x", "user.colour", "IMG", "/keep/a.txt"], "setfattr -x user.colour keep/a.txt");
     edit(
         &img,
         &model,
-        &["setfattr", "-n", "trusted.t", "-v", "0x0102", "IMG", "/a/big"],
+        &["setfattr", "-x", "user.colour", "IMG", "/keep/a.txt"],
+        "setfattr -x user.colour keep/a.txt",
+    );
+    edit(
+        &img,
+        &model,
+        &[
+            "setfattr",
+            "-n",
+            "trusted.t",
+            "-v",
+            "0x0102",
+            "IMG",
+            "/a/big",
+        ],
         "setfattr -n trusted.t -v 0x0102 a/big",
     );
-    edit(&img, &model, &["rm", "-r", "IMG", "/plain/many"], "rm -r plain/many");
+    edit(
+        &img,
+        &model,
+        &["rm", "-r", "IMG", "/plain/many"],
+        "rm -r plain/many",
+    );
     let g = xfskit(&["getfattr", "-d", img.s(), "/keep/a.txt"], LIMIT);
     assert_eq!(g.code, 0, "getfattr: {}", g.stderr);
-    assert_eq!(g.stdout, "# file: keep/a.txt\nuser.new=\"hello\"\n\n", "getfattr output");
+    assert_eq!(
+        g.stdout, "# file: keep/a.txt\nuser.new=\"hello\"\n\n",
+        "getfattr output"
+    );
     // Errors name the path and give exit code 1; nothing changes.
     let r = xfskit(&["rm", img.s(), "/no/such", "/a/nothing*"], LIMIT);
     assert_eq!(r.code, 1, "rm of missing paths: {}", r.stderr);
-    assert!(r.stderr.contains("/no/such") && r.stderr.contains("/a/nothing*"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("/no/such") && r.stderr.contains("/a/nothing*"),
+        "{}",
+        r.stderr
+    );
 
     let want = walk_times(&model, time_kept);
     let got = img.with_mount(&dir.join("mnt"), |m| walk_times(m, time_kept));
     let diffs = diff_walks(&got, &want);
-    assert!(diffs.is_empty(), "{kind:?}: the kernel's tree differs from the model:\n{}", diffs.join("\n"));
-    println!("{kind:?}: kernel mount equals the model ({} entries)", want.len());
+    assert!(
+        diffs.is_empty(),
+        "{kind:?}: the kernel's tree differs from the model:\n{}",
+        diffs.join("\n")
+    );
+    println!(
+        "{kind:?}: kernel mount equals the model ({} entries)",
+        want.len()
+    );
 
     // Out again: the tree with every time, owner and xattr.
     let out = dir.join("out");
@@ -144,11 +260,21 @@ fn edits_on(kind: Kind, src: &Path, tmp: &Path) {
     assert_eq!(r.code, 0, "cp out: {}", r.stderr);
     // Every time is compared but big's, which truncate set to "now".
     let kept = |p: &str| p != "big";
-    let diffs = diff_walks(&walk_times(&out.join("keep"), kept), &walk_times(&model.join("keep"), kept));
-    assert!(diffs.is_empty(), "{kind:?}: cp -a out differs:\n{}", diffs.join("\n"));
+    let diffs = diff_walks(
+        &walk_times(&out.join("keep"), kept),
+        &walk_times(&model.join("keep"), kept),
+    );
+    assert!(
+        diffs.is_empty(),
+        "{kind:?}: cp -a out differs:\n{}",
+        diffs.join("\n")
+    );
     let r = xfskit(&["cp", &format!("{}:/a/big*", img.s()), o], LIMIT);
     assert_eq!(r.code, 0, "cp out with a glob: {}", r.stderr);
-    sh(&format!("cmp '{o}/big' '{0}/a/big' && cmp '{o}/big2' '{0}/a/big'", model.display()));
+    sh(&format!(
+        "cmp '{o}/big' '{0}/a/big' && cmp '{o}/big2' '{0}/a/big'",
+        model.display()
+    ));
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -156,10 +282,16 @@ fn edits_on(kind: Kind, src: &Path, tmp: &Path) {
 fn edits_on_bare_gpt_and_qcow2_images_match_the_model() {
     let name = "edits_on_bare_gpt_and_qcow2_images_match_the_model";
     if !is_root() {
-        return skip(name, "needs root for loop devices, mounts, device nodes and owners");
+        return skip(
+            name,
+            "needs root for loop devices, mounts, device nodes and owners",
+        );
     }
     if let Some(t) = missing_tool(&TOOLS) {
-        return skip(name, &format!("{t} is not installed (scripts/test.sh installs it)"));
+        return skip(
+            name,
+            &format!("{t} is not installed (scripts/test.sh installs it)"),
+        );
     }
     let tmp = TempDir::new("xfskit-edit");
     let src = tmp.path().join("src");
@@ -176,7 +308,10 @@ fn a_copy_killed_part_way_leaves_a_clean_image() {
         return skip(name, "needs root for loop devices and mounts");
     }
     if let Some(t) = missing_tool(&TOOLS) {
-        return skip(name, &format!("{t} is not installed (scripts/test.sh installs it)"));
+        return skip(
+            name,
+            &format!("{t} is not installed (scripts/test.sh installs it)"),
+        );
     }
     let tmp = TempDir::new("xfskit-edit-kill");
     let t = tmp.path();
@@ -214,16 +349,25 @@ for d in $(seq 1 30); do mkdir d$d; for i in $(seq 1 200); do echo "file $d $i" 
         // xfs_repair -n refuses a filesystem whose log needs replay: say
         // whether the kill left one.
         let l = img.loop_dev();
-        let dirty = sh(&format!("xfs_repair -n {} >/dev/null 2>&1 || echo DIRTY", l.dev));
+        let dirty = sh(&format!(
+            "xfs_repair -n {} >/dev/null 2>&1 || echo DIRTY",
+            l.dev
+        ));
         drop(l);
         // The kernel replays the log at mount and shows a tree it can walk.
         let entries = img.with_mount(&t.join("mnt"), |m| walk_host(m).len());
         println!(
             "kill after {delay_ms} ms ({}): log {}, then the kernel mounted {entries} entries",
             if running { "copying" } else { "already done" },
-            if dirty.contains("DIRTY") { "needed replay" } else { "clean" }
+            if dirty.contains("DIRTY") {
+                "needed replay"
+            } else {
+                "clean"
+            }
         );
-        img.assert_clean(&format!("a cp killed after {delay_ms} ms, then a kernel mount"));
+        img.assert_clean(&format!(
+            "a cp killed after {delay_ms} ms, then a kernel mount"
+        ));
         killed += usize::from(running);
     }
     assert!(killed > 0, "every copy finished before it could be killed");

@@ -5,10 +5,10 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use xfskit::build::disk::{build_disk, DiskTarget};
 use xfskit::build::feed::FeedStats;
 use xfskit::build::idmap::{parse_map, parse_owner, IdMap};
 use xfskit::build::size::{parse_size, parse_slack};
-use xfskit::build::disk::{build_disk, DiskTarget};
 use xfskit::build::{build, plan, write_engine, BuildOptions, BuildPlan, Source};
 use xfskit::mkfs::{geometry_summary, parse_mkfs_args};
 use xfskit::Error;
@@ -120,7 +120,14 @@ pub struct Args {
 
 /// Long options that may also appear among the trailing arguments.
 const LONG_VALUES: &[&str] = &[
-    "size", "slack", "owner", "uid-map", "gid-map", "jobs", "partition", "format",
+    "size",
+    "slack",
+    "owner",
+    "uid-map",
+    "gid-map",
+    "jobs",
+    "partition",
+    "format",
 ];
 const LONG_FLAGS: &[&str] = &["reproducible", "one-file-system", "json", "gpt"];
 
@@ -164,7 +171,10 @@ fn take_long(raw: &mut Vec<String>, a: &mut Args) -> Result<(), Error> {
                 "uid-map" => a.uid_map = Some(v),
                 "jobs" => a.jobs = Some(v.parse().map_err(|_| usage(format!("bad --jobs {v}")))?),
                 "partition" => {
-                    a.partition = Some(v.parse().map_err(|_| usage(format!("bad --partition {v}")))?)
+                    a.partition = Some(
+                        v.parse()
+                            .map_err(|_| usage(format!("bad --partition {v}")))?,
+                    )
                 }
                 "format" => a.format = v,
                 _ => a.gid_map = Some(v),
@@ -268,7 +278,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
     });
     let progress = |s: &FeedStats| {
         if let Some(b) = &bar {
-            if s.entries() % 256 == 0 {
+            if s.entries().is_multiple_of(256) {
                 b.set_message(format!("{} entries, {} MiB", s.entries(), s.bytes >> 20));
             }
         }
@@ -322,10 +332,20 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
     };
     let r = match (args.partition, args.gpt || qcow2) {
         (Some(_), true) => {
-            return Err(usage("--partition builds into an existing disk: no --gpt or --format"))
+            return Err(usage(
+                "--partition builds into an existing disk: no --gpt or --format",
+            ))
         }
         (Some(n), false) => build_disk(&src, &image, DiskTarget::Partition(n), &opts),
-        (None, true) => build_disk(&src, &image, DiskTarget::New { gpt: args.gpt, qcow2 }, &opts),
+        (None, true) => build_disk(
+            &src,
+            &image,
+            DiskTarget::New {
+                gpt: args.gpt,
+                qcow2,
+            },
+            &opts,
+        ),
         (None, false) => build(&src, &image, &opts, write_engine),
     };
     if let Some(b) = &bar {

@@ -104,14 +104,22 @@ impl Image {
                 "qemu-img check '{}' 2>&1 && echo QCOW2-CLEAN || true",
                 self.path.display()
             ));
-            assert!(out.contains("QCOW2-CLEAN"), "{:?} after {after}: qemu-img check:\n{out}", self.kind);
+            assert!(
+                out.contains("QCOW2-CLEAN"),
+                "{:?} after {after}: qemu-img check:\n{out}",
+                self.kind
+            );
         }
         let l = self.loop_dev();
         let out = sh(&format!(
             "xfs_repair -n {} 2>&1 && echo REPAIR-CLEAN || true",
             l.dev
         ));
-        assert!(out.contains("REPAIR-CLEAN"), "{:?} after {after}: xfs_repair -n:\n{out}", self.kind);
+        assert!(
+            out.contains("REPAIR-CLEAN"),
+            "{:?} after {after}: xfs_repair -n:\n{out}",
+            self.kind
+        );
     }
 
     /// Mounts the filesystem read-only with the kernel (at `dir`) and runs `f`.

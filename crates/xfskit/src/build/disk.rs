@@ -11,7 +11,9 @@ use std::time::Instant;
 
 use super::feed::{io_at, FeedOptions, FeedStats};
 use super::size::SizeSpec;
-use super::{epoch, mkfs_error, plan, plan_with, populate_fs, BuildOptions, BuildPlan, BuildReport, Source};
+use super::{
+    epoch, mkfs_error, plan, plan_with, populate_fs, BuildOptions, BuildPlan, BuildReport, Source,
+};
 use crate::dev::{Device, FileDevice, Window};
 use crate::disk::gpt_write::{self, LINUX_FS};
 use crate::disk::qcow2::{self, Qcow2};
@@ -111,7 +113,9 @@ pub fn build_disk(
                     e => e,
                 })?;
             if plan.mkfs.dry_run {
-                return Err(Error::Invalid("-N with --partition: use xfskit build -N on the source alone".into()));
+                return Err(Error::Invalid(
+                    "-N with --partition: use xfskit build -N on the source alone".into(),
+                ));
             }
             let (dev, _) = crate::disk::open_partition(disk, n, true)?;
             let (report, fed) = make_and_fill(source, dev, &plan, opts)?;
@@ -149,7 +153,10 @@ fn new_disk(
         }
     }
     if let Source::Dir(dir) = source {
-        let parent = image.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let parent = image
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         if let (Ok(d), Ok(p)) = (dir.canonicalize(), parent.canonicalize()) {
             if p.starts_with(&d) {
                 return Err(Error::Invalid(format!(
@@ -162,7 +169,9 @@ fn new_disk(
     }
     let plan = plan(source, image, opts)?;
     if plan.mkfs.dry_run {
-        return Err(Error::Invalid("-N with --gpt or --format: use xfskit build -N alone".into()));
+        return Err(Error::Invalid(
+            "-N with --gpt or --format: use xfskit build -N alone".into(),
+        ));
     }
     let fs_bytes = plan
         .image_bytes
@@ -197,7 +206,9 @@ fn new_disk(
             // The GUIDs follow from the filesystem's UUID: a reproducible
             // build gives the same disk bytes.
             let mut seed = report.uuid;
-            seed.iter_mut().enumerate().for_each(|(i, b)| *b ^= 0xA5u8.rotate_left(i as u32));
+            seed.iter_mut()
+                .enumerate()
+                .for_each(|(i, b)| *b ^= 0xA5u8.rotate_left(i as u32));
             gpt_write::write_single(dev.as_ref(), &layout, &LINUX_FS, "xfs", seed)?;
         }
         dev.flush()?;

@@ -272,7 +272,11 @@ pub fn plan_with(
             if must_fit { "a partition" } else { "an image" },
             (geometry.dblocks * l.block_size) >> 20,
             (geometry.fdblocks * l.block_size) >> 20,
-            if must_fit { "" } else { " (use --size auto or a larger --size)" }
+            if must_fit {
+                ""
+            } else {
+                " (use --size auto or a larger --size)"
+            }
         )));
     }
     Ok(BuildPlan {

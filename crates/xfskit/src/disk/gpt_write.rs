@@ -63,7 +63,14 @@ fn as_guid_v4(mut g: [u8; 16]) -> [u8; 16] {
 
 /// One header: at `my_lba`, the other copy at `alt_lba`, its array at
 /// `array_lba`.
-fn header(l: &Layout, disk_guid: &[u8; 16], my_lba: u64, alt_lba: u64, array_lba: u64, array_crc: u32) -> Vec<u8> {
+fn header(
+    l: &Layout,
+    disk_guid: &[u8; 16],
+    my_lba: u64,
+    alt_lba: u64,
+    array_lba: u64,
+    array_crc: u32,
+) -> Vec<u8> {
     let last = l.disk_bytes / SECTOR - 1;
     let mut h = vec![0u8; SECTOR as usize];
     h[0..8].copy_from_slice(b"EFI PART");
@@ -86,16 +93,24 @@ fn header(l: &Layout, disk_guid: &[u8; 16], my_lba: u64, alt_lba: u64, array_lba
 /// Writes a protective MBR and a GPT holding one partition of type
 /// `type_guid` named `name` as `l` places it. The GUIDs come from `seed`
 /// (16 random bytes, or fixed ones for a reproducible disk).
-pub fn write_single(dev: &dyn Device, l: &Layout, type_guid: &[u8; 16], name: &str, seed: [u8; 16]) -> Result<()> {
+pub fn write_single(
+    dev: &dyn Device,
+    l: &Layout,
+    type_guid: &[u8; 16],
+    name: &str,
+    seed: [u8; 16],
+) -> Result<()> {
     let sectors = l.disk_bytes / SECTOR;
-    if l.disk_bytes % SECTOR != 0
-        || l.start_bytes % SECTOR != 0
-        || l.size_bytes % SECTOR != 0
+    if !l.disk_bytes.is_multiple_of(SECTOR)
+        || !l.start_bytes.is_multiple_of(SECTOR)
+        || !l.size_bytes.is_multiple_of(SECTOR)
         || dev.len() < l.disk_bytes
         || l.start_bytes < (2 + ARRAY_SECTORS) * SECTOR
         || l.start_bytes + l.size_bytes > (sectors - 1 - ARRAY_SECTORS) * SECTOR
     {
-        return Err(Error::Invalid(format!("a GPT cannot hold a partition as {l:?}")));
+        return Err(Error::Invalid(format!(
+            "a GPT cannot hold a partition as {l:?}"
+        )));
     }
     let disk_guid = as_guid_v4(seed);
     let mut part_guid = seed;
@@ -108,7 +123,11 @@ pub fn write_single(dev: &dyn Device, l: &Layout, type_guid: &[u8; 16], name: &s
     mbr[e + 4] = 0xEE;
     mbr[e + 5..e + 8].copy_from_slice(&[0xFF, 0xFF, 0xFF]);
     put32(&mut mbr, e + 8, 1);
-    put32(&mut mbr, e + 12, (sectors - 1).min(u64::from(u32::MAX)) as u32);
+    put32(
+        &mut mbr,
+        e + 12,
+        (sectors - 1).min(u64::from(u32::MAX)) as u32,
+    );
     mbr[510] = 0x55;
     mbr[511] = 0xAA;
     // The entry array: the partition in entry 0.
@@ -150,7 +169,10 @@ mod tests {
         let t = crate::disk::read_table(&dev).unwrap().expect("a table");
         assert_eq!(t.partitions.len(), 1);
         let p = &t.partitions[0];
-        assert_eq!((p.number, p.start_bytes, p.size_bytes), (1, l.start_bytes, l.size_bytes));
+        assert_eq!(
+            (p.number, p.start_bytes, p.size_bytes),
+            (1, l.start_bytes, l.size_bytes)
+        );
         assert_eq!(p.type_id, "0FC63DAF-8483-4772-8E79-3D69D8477DE4");
         assert!(t.notes.is_empty(), "{:?}", t.notes);
     }

@@ -28,7 +28,12 @@ fn tree(fs: &Fs, path: &str, top: Inode, out: &mut Vec<(String, Inode)>) -> Resu
 
 /// The paths `patterns` name, with their inodes (and everything under
 /// them with `recursive`); failures are reported to `out`.
-fn targets(fs: &Fs, patterns: &[String], recursive: bool, out: &mut Outcome) -> Vec<(String, Inode)> {
+fn targets(
+    fs: &Fs,
+    patterns: &[String],
+    recursive: bool,
+    out: &mut Outcome,
+) -> Vec<(String, Inode)> {
     let mut all = Vec::new();
     for pat in patterns {
         let paths = match expand(fs, pat) {
@@ -85,7 +90,13 @@ pub fn chmod(a: ChmodArgs) -> Result<ExitCode, Error> {
         }
         out.run(&p, || {
             let mode = parse::apply_mode(&a.mode, ip.mode, ip.file_type == FileType::Dir)?;
-            fs.change_attrs(ip.ino, &AttrChange { mode: Some(mode), ..Default::default() })?;
+            fs.change_attrs(
+                ip.ino,
+                &AttrChange {
+                    mode: Some(mode),
+                    ..Default::default()
+                },
+            )?;
             Ok(())
         });
     }
@@ -122,7 +133,12 @@ pub fn chown(a: ChownArgs) -> Result<ExitCode, Error> {
                 // As the kernel does for a change of owner: set-id bits go.
                 mode = Some(ip.mode & 0o7777 & !0o6000).filter(|&m| m != ip.mode & 0o7777);
             }
-            let c = AttrChange { uid, gid, mode, ..Default::default() };
+            let c = AttrChange {
+                uid,
+                gid,
+                mode,
+                ..Default::default()
+            };
             fs.change_attrs(ip.ino, &c)?;
             Ok(())
         });

@@ -47,7 +47,10 @@ fn image_side(arg: &str) -> Option<(PathBuf, String)> {
         let img = Path::new(&arg[..i]);
         if std::fs::metadata(img).is_ok_and(|m| !m.is_dir()) {
             let p = &arg[i + 1..];
-            return Some((img.to_path_buf(), if p.is_empty() { "/".into() } else { p.into() }));
+            return Some((
+                img.to_path_buf(),
+                if p.is_empty() { "/".into() } else { p.into() },
+            ));
         }
     }
     None
@@ -71,7 +74,10 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     let (dest, srcs) = a.paths.split_last().expect("clap requires two paths");
     let recursive = a.recursive || a.archive;
     if let Some((image, dpath)) = image_side(dest) {
-        if let Some(s) = srcs.iter().find(|s| image_side(s).is_some() && !Path::new(s).exists()) {
+        if let Some(s) = srcs
+            .iter()
+            .find(|s| image_side(s).is_some() && !Path::new(s).exists())
+        {
             return Err(Error::Invalid(format!(
                 "{s}: copies between two images are not supported; copy out, then in"
             )));
@@ -122,7 +128,7 @@ fn copy_into(
     let done = std::cell::Cell::new(FeedStats::default());
     let show = |s: &FeedStats| {
         if let Some(b) = &bar {
-            if s.entries() % 64 == 0 {
+            if s.entries().is_multiple_of(64) {
                 let d = done.take();
                 b.set_message(format!(
                     "{} entries, {} MiB",
@@ -137,7 +143,9 @@ fn copy_into(
         let p = Path::new(src);
         let target = match &into_dir {
             Some(d) => {
-                let name = p.file_name().map(|n| std::os::unix::ffi::OsStrExt::as_bytes(n).to_vec());
+                let name = p
+                    .file_name()
+                    .map(|n| std::os::unix::ffi::OsStrExt::as_bytes(n).to_vec());
                 match name {
                     Some(n) => Ok((d.clone(), n)),
                     None => Err(Error::Invalid("names no file to copy".into())),
@@ -146,7 +154,9 @@ fn copy_into(
             None => parent_of(&fs, dest),
         };
         match target {
-            Ok((dir, name)) => copy_in(&fs, p, dir.ino, &name, recursive, &o, Some(&show), &mut out),
+            Ok((dir, name)) => {
+                copy_in(&fs, p, dir.ino, &name, recursive, &o, Some(&show), &mut out)
+            }
             Err(e) => out.fail(src, &e),
         }
     }
@@ -207,14 +217,22 @@ fn copy_out(
             }
             // One file: extracted under its name in a new directory next
             // to the target, then renamed over it.
-            let parent = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let parent = target
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
             let tmp = parent.join(format!(".xfskit-cp-{}", std::process::id()));
-            let r = xfskit::extract::extract(&fs, src.as_bytes(), &tmp, &opts, &progress).and_then(|_| {
-                let made = tmp.join(OsStr::from_bytes(name));
-                std::fs::rename(&made, &target).map_err(|e| {
-                    Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", target.display())))
-                })
-            });
+            let r = xfskit::extract::extract(&fs, src.as_bytes(), &tmp, &opts, &progress).and_then(
+                |_| {
+                    let made = tmp.join(OsStr::from_bytes(name));
+                    std::fs::rename(&made, &target).map_err(|e| {
+                        Error::Io(std::io::Error::new(
+                            e.kind(),
+                            format!("{}: {e}", target.display()),
+                        ))
+                    })
+                },
+            );
             let _ = std::fs::remove_dir_all(&tmp);
             r
         })();

@@ -83,7 +83,13 @@ impl BuildTarget for Into<'_> {
         self.root
     }
 
-    fn create(&mut self, parent: Ino, name: &[u8], kind: &NodeKind, meta: &Meta) -> Result<Ino, Error> {
+    fn create(
+        &mut self,
+        parent: Ino,
+        name: &[u8],
+        kind: &NodeKind,
+        meta: &Meta,
+    ) -> Result<Ino, Error> {
         let meta = self.o.adjust(meta);
         match self.fs.create(parent, name, kind, &meta) {
             Err(Error::Exists(_)) => {
@@ -147,7 +153,10 @@ impl BuildTarget for Into<'_> {
 
 /// Metadata of a host file, as `-a` keeps it.
 fn host_meta(m: &std::fs::Metadata) -> Meta {
-    let t = |s: i64, ns: i64| Timestamp { sec: s, nsec: ns.clamp(0, 999_999_999) as u32 };
+    let t = |s: i64, ns: i64| Timestamp {
+        sec: s,
+        nsec: ns.clamp(0, 999_999_999) as u32,
+    };
     let ctime = t(m.ctime(), m.ctime_nsec());
     Meta {
         mode: (m.mode() & 0o7777) as u16,
@@ -209,7 +218,11 @@ pub fn copy_in(
             xfskit::build::source_dir::feed(src, &mut inner, &fo)?;
             return Ok(());
         }
-        let xattrs = if o.archive { host_xattrs(src) } else { Vec::new() };
+        let xattrs = if o.archive {
+            host_xattrs(src)
+        } else {
+            Vec::new()
+        };
         let xr: Vec<(&[u8], &[u8])> = xattrs.iter().map(|(n, v)| (&n[..], &v[..])).collect();
         let kind = if ft.is_file() {
             return copy_file(&mut t, src, dir, name, &meta, md.len(), &xr);

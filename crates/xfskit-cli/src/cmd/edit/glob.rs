@@ -105,13 +105,12 @@ pub fn matches(p: &[u8], name: &[u8]) -> bool {
                         continue;
                     }
                 }
-                b'\\' if pi + 1 < p.len() => {
-                    if p[pi + 1] == name[ni] {
-                        pi += 2;
-                        ni += 1;
-                        continue;
-                    }
+                b'\\' if pi + 1 < p.len() && p[pi + 1] == name[ni] => {
+                    pi += 2;
+                    ni += 1;
+                    continue;
                 }
+                b'\\' if pi + 1 < p.len() => {}
                 c if c == name[ni] => {
                     pi += 1;
                     ni += 1;

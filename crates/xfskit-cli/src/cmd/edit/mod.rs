@@ -125,12 +125,16 @@ pub fn parent_of(fs: &Fs, path: &str) -> Result<(Inode, Vec<u8>), Error> {
         return Err(Error::Invalid("the root directory has no name".into()));
     };
     if last == b".." {
-        return Err(Error::Invalid("a path ending in '..' names no entry".into()));
+        return Err(Error::Invalid(
+            "a path ending in '..' names no entry".into(),
+        ));
     }
     let dir_path = dirs.join(&b'/');
     let dir = fs.lookup_path(&dir_path)?;
     if dir.file_type != FileType::Dir {
-        return Err(Error::NotDir(String::from_utf8_lossy(&dir_path).into_owned()));
+        return Err(Error::NotDir(
+            String::from_utf8_lossy(&dir_path).into_owned(),
+        ));
     }
     Ok((dir, last.to_vec()))
 }
@@ -187,8 +191,5 @@ pub fn join(dir: &str, name: &[u8]) -> String {
 
 /// The last component of `path` (for copies into a directory).
 pub fn base_name(path: &str) -> Option<&[u8]> {
-    components(path)
-        .last()
-        .copied()
-        .filter(|c| *c != b"..")
+    components(path).last().copied().filter(|c| *c != b"..")
 }

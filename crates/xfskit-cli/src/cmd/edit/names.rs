@@ -59,7 +59,12 @@ pub fn mkdir(a: MkdirArgs) -> Result<ExitCode, Error> {
                 for c in super::components(p) {
                     cur = match child(&fs, &cur, c)? {
                         Some(i) => fs.inode(i)?,
-                        None => fs.inode(fs.create(cur.ino, c, &NodeKind::Dir, &new_meta(mode, uid, gid))?)?,
+                        None => fs.inode(fs.create(
+                            cur.ino,
+                            c,
+                            &NodeKind::Dir,
+                            &new_meta(mode, uid, gid),
+                        )?)?,
                     };
                     if cur.file_type != FileType::Dir {
                         return Err(Error::NotDir(String::from_utf8_lossy(c).into_owned()));
@@ -109,8 +114,8 @@ fn empty_tree(fs: &Fs, top: &Inode) -> Result<(), Error> {
     };
     // Each level: the directory, its name in the level above, and the
     // entries still to remove.
-    let mut stack: Vec<(Ino, Vec<u8>, Vec<(Vec<u8>, Ino)>)> =
-        vec![(top.ino, Vec::new(), list(top)?)];
+    type Level = (Ino, Vec<u8>, Vec<(Vec<u8>, Ino)>);
+    let mut stack: Vec<Level> = vec![(top.ino, Vec::new(), list(top)?)];
     while let Some((dir, _, entries)) = stack.last_mut() {
         let dir = *dir;
         let Some((name, ino)) = entries.pop() else {
@@ -152,7 +157,11 @@ pub fn rm(a: RmArgs) -> Result<ExitCode, Error> {
             out.run(&p, || {
                 let (dir, name) = parent_of(&fs, &p)?;
                 let Some(ino) = child(&fs, &dir, &name)? else {
-                    return if a.force { Ok(()) } else { Err(Error::NotFound(p.clone())) };
+                    return if a.force {
+                        Ok(())
+                    } else {
+                        Err(Error::NotFound(p.clone()))
+                    };
                 };
                 let ip = fs.inode(ino)?;
                 if ip.file_type != FileType::Dir {
@@ -191,8 +200,8 @@ pub struct MvArgs {
 fn target_of(fs: &Fs, src: &str, dest: &str, into: bool) -> Result<(Inode, Vec<u8>), Error> {
     if let Some(d) = lookup_opt(fs, dest)? {
         if d.file_type == FileType::Dir {
-            let name = base_name(src)
-                .ok_or_else(|| Error::Invalid(format!("{src} names no entry")))?;
+            let name =
+                base_name(src).ok_or_else(|| Error::Invalid(format!("{src} names no entry")))?;
             return Ok((d, name.to_vec()));
         }
     }

@@ -103,7 +103,11 @@ fn id_of(fs: &Fs, text: &str, table: &str) -> Result<u32, Error> {
     }
     Err(Error::Invalid(format!(
         "no {} named {text:?} in the image's {table}",
-        if table.ends_with("passwd") { "user" } else { "group" }
+        if table.ends_with("passwd") {
+            "user"
+        } else {
+            "group"
+        }
     )))
 }
 
@@ -113,7 +117,9 @@ pub fn owner(fs: &Fs, spec: &str) -> Result<(Option<u32>, Option<u32>), Error> {
         Some((u, g)) => (u, Some(g)),
         None => (spec, None),
     };
-    let uid = (!u.is_empty()).then(|| id_of(fs, u, "/etc/passwd")).transpose()?;
+    let uid = (!u.is_empty())
+        .then(|| id_of(fs, u, "/etc/passwd"))
+        .transpose()?;
     let gid = match g {
         Some("") => uid,
         Some(g) => Some(id_of(fs, g, "/etc/group")?),
@@ -183,7 +189,15 @@ pub fn date(text: &str) -> Result<Timestamp, Error> {
         [h, m, s] => (num(h, text)?, num(m, text)?, num(s, text)?),
         _ => return Err(bad("time", text)),
     };
-    let sec = civil(num(y, text)?, num(mo, text)?, num(dd, text)?, h, mi, s, text)?;
+    let sec = civil(
+        num(y, text)?,
+        num(mo, text)?,
+        num(dd, text)?,
+        h,
+        mi,
+        s,
+        text,
+    )?;
     let nsec = if f.is_empty() { 0 } else { frac(f, text)? };
     Ok(Timestamp { sec, nsec })
 }
@@ -255,7 +269,7 @@ pub fn size(text: &str) -> Result<(Option<char>, u64), Error> {
 pub fn xattr_value(text: &str) -> Result<Vec<u8>, Error> {
     if let Some(h) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         let h: Vec<u8> = h.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        if h.len() % 2 != 0 {
+        if !h.len().is_multiple_of(2) {
             return Err(bad("hex value", text));
         }
         return h
@@ -283,7 +297,11 @@ pub fn xattr_value(text: &str) -> Result<Vec<u8>, Error> {
             i += 1;
             continue;
         }
-        let oct = b[i + 1..].iter().take(3).take_while(|c| (b'0'..=b'7').contains(c)).count();
+        let oct = b[i + 1..]
+            .iter()
+            .take(3)
+            .take_while(|c| (b'0'..=b'7').contains(c))
+            .count();
         if oct > 0 {
             let s = std::str::from_utf8(&b[i + 1..i + 1 + oct]).unwrap_or("0");
             out.push(u8::from_str_radix(s, 8).map_err(|_| bad("value", text))?);
@@ -354,7 +372,13 @@ mod tests {
 
     #[test]
     fn times_parse_in_utc() {
-        assert_eq!(date("@1700000000.5").unwrap(), Timestamp { sec: 1_700_000_000, nsec: 500_000_000 });
+        assert_eq!(
+            date("@1700000000.5").unwrap(),
+            Timestamp {
+                sec: 1_700_000_000,
+                nsec: 500_000_000
+            }
+        );
         assert_eq!(date("2001-02-03 04:05:06").unwrap().sec, 981_173_106);
         assert_eq!(date("1969-12-31T23:59:59Z").unwrap().sec, -1);
         assert_eq!(stamp("200102030405.06").unwrap().sec, 981_173_106);
@@ -368,6 +392,9 @@ mod tests {
         assert!(size("1Q").is_err());
         assert_eq!(xattr_value("0x0aff").unwrap(), vec![10, 255]);
         assert_eq!(xattr_value("\"a\\nb\"").unwrap(), b"a\nb".to_vec());
-        assert_eq!(xattr_value(&format!("0s{}", base64_encode(b"hello!x"))).unwrap(), b"hello!x".to_vec());
+        assert_eq!(
+            xattr_value(&format!("0s{}", base64_encode(b"hello!x"))).unwrap(),
+            b"hello!x".to_vec()
+        );
     }
 }

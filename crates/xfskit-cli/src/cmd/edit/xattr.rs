@@ -16,10 +16,20 @@ use xfskit::{Error, Fs};
 pub struct SetArgs {
     /// Attribute to set (with its namespace: user.x, trusted.x, security.x,
     /// system.posix_acl_access, system.posix_acl_default).
-    #[arg(short = 'n', long = "name", value_name = "NAME", conflicts_with = "remove")]
+    #[arg(
+        short = 'n',
+        long = "name",
+        value_name = "NAME",
+        conflicts_with = "remove"
+    )]
     pub name: Option<String>,
     /// Its value: text, "quoted text" with escapes, 0x hex or 0s base64 (default empty).
-    #[arg(short = 'v', long = "value", value_name = "VALUE", allow_hyphen_values = true)]
+    #[arg(
+        short = 'v',
+        long = "value",
+        value_name = "VALUE",
+        allow_hyphen_values = true
+    )]
     pub value: Option<String>,
     /// Attribute to remove.
     #[arg(short = 'x', long = "remove", value_name = "NAME")]
@@ -78,7 +88,12 @@ pub struct GetArgs {
     pub dump: bool,
     /// Names to show: a prefix such as "user." or "^security\\.", or "-" for all
     /// (default "^user\\.").
-    #[arg(short = 'm', long = "match", value_name = "PATTERN", allow_hyphen_values = true)]
+    #[arg(
+        short = 'm',
+        long = "match",
+        value_name = "PATTERN",
+        allow_hyphen_values = true
+    )]
     pub pattern: Option<String>,
     /// Value encoding: text, hex or base64 (default: text when printable, else base64).
     #[arg(short = 'e', long = "encoding", value_name = "EN")]
@@ -132,12 +147,22 @@ fn encode(value: &[u8], enc: Option<&str>) -> Result<String, Error> {
     };
     Ok(match enc {
         Some("text") => text(value),
-        Some("hex") => format!("0x{}", value.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+        Some("hex") => format!(
+            "0x{}",
+            value.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ),
         Some("base64") => format!("0s{}", parse::base64_encode(value)),
-        Some(e) => return Err(Error::Invalid(format!("unknown encoding {e:?}: text, hex or base64"))),
+        Some(e) => {
+            return Err(Error::Invalid(format!(
+                "unknown encoding {e:?}: text, hex or base64"
+            )))
+        }
         None => {
             let body = value.strip_suffix(&[0]).unwrap_or(value);
-            if body.iter().all(|&b| (0x20..0x7f).contains(&b) || b == b'\n' || b == b'\t') {
+            if body
+                .iter()
+                .all(|&b| (0x20..0x7f).contains(&b) || b == b'\n' || b == b'\t')
+            {
                 text(value)
             } else {
                 format!("0s{}", parse::base64_encode(value))
@@ -173,8 +198,14 @@ pub fn getfattr(a: GetArgs) -> Result<ExitCode, Error> {
             }
         };
         for p in paths {
-            let shown_path = if a.absolute { p.clone() } else { p.trim_start_matches('/').to_string() };
-            let r = fs.lookup_path(p.as_bytes()).and_then(|ip| all_xattrs(&fs, &ip));
+            let shown_path = if a.absolute {
+                p.clone()
+            } else {
+                p.trim_start_matches('/').to_string()
+            };
+            let r = fs
+                .lookup_path(p.as_bytes())
+                .and_then(|ip| all_xattrs(&fs, &ip));
             let attrs = match r {
                 Ok(v) => v,
                 Err(e) => {

@@ -17,7 +17,7 @@ const HEADER_LEN: u32 = 112;
 /// Creates `path` (which must not exist) as an empty qcow2 disk of
 /// `size_bytes` (a multiple of 512).
 pub fn create(path: &Path, size_bytes: u64) -> Result<()> {
-    if size_bytes == 0 || size_bytes % 512 != 0 {
+    if size_bytes == 0 || !size_bytes.is_multiple_of(512) {
         return Err(Error::Invalid(format!(
             "a qcow2 disk of {size_bytes} bytes (a positive multiple of 512 is needed)"
         )));
@@ -27,7 +27,9 @@ pub fn create(path: &Path, size_bytes: u64) -> Result<()> {
     let l1_entries = size_bytes.div_ceil(per_l1);
     let l1_clusters = (l1_entries * 8).div_ceil(CLUSTER);
     if l1_entries > u64::from(u32::MAX) || l1_clusters * CLUSTER > 32 << 20 {
-        return Err(Error::Invalid(format!("a qcow2 disk of {size_bytes} bytes is too large")));
+        return Err(Error::Invalid(format!(
+            "a qcow2 disk of {size_bytes} bytes is too large"
+        )));
     }
     let (rt_off, rb_off, l1_off) = (CLUSTER, 2 * CLUSTER, 3 * CLUSTER);
     let used = 3 + l1_clusters;
@@ -56,7 +58,12 @@ pub fn create(path: &Path, size_bytes: u64) -> Result<()> {
         .write(true)
         .create_new(true)
         .open(path)
-        .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))))?;
+        .map_err(|e| {
+            Error::Io(std::io::Error::new(
+                e.kind(),
+                format!("{}: {e}", path.display()),
+            ))
+        })?;
     f.write_all(&img)?;
     f.sync_all()?;
     Ok(())
