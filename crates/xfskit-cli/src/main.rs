@@ -81,29 +81,40 @@ enum Command {
     #[command(long_about = cmd::recover::LONG_ABOUT)]
     Recover(cmd::recover::Args),
     /// Copy files into an image (SRC... IMAGE:DEST) or out of it (IMAGE:SRC... DEST).
+    #[command(long_about = cmd::edit::help::CP, after_help = cmd::edit::help::CP_EXAMPLES)]
     #[command(
         override_usage = "xfskit cp [OPTIONS] SRC... IMAGE:DEST\n       xfskit cp [OPTIONS] IMAGE:SRC... DEST"
     )]
     Cp(cmd::edit::cp::Args),
     /// Make directories in an image.
+    #[command(long_about = cmd::edit::help::MKDIR)]
     Mkdir(cmd::edit::names::MkdirArgs),
     /// Remove files and directories from an image.
+    #[command(long_about = cmd::edit::help::RM)]
     Rm(cmd::edit::names::RmArgs),
     /// Rename or move entries within an image.
+    #[command(long_about = cmd::edit::help::MV)]
     Mv(cmd::edit::names::MvArgs),
     /// Make hard or symbolic links in an image.
+    #[command(long_about = cmd::edit::help::LN)]
     Ln(cmd::edit::names::LnArgs),
     /// Change permission bits in an image.
+    #[command(long_about = cmd::edit::help::CHMOD)]
     Chmod(cmd::edit::attrs::ChmodArgs),
     /// Change owners and groups in an image.
+    #[command(long_about = cmd::edit::help::CHOWN)]
     Chown(cmd::edit::attrs::ChownArgs),
     /// Set file times in an image (creating missing files).
+    #[command(long_about = cmd::edit::help::TOUCH)]
     Touch(cmd::edit::attrs::TouchArgs),
     /// Set file sizes in an image.
+    #[command(long_about = cmd::edit::help::TRUNCATE)]
     Truncate(cmd::edit::attrs::TruncateArgs),
     /// Set or remove extended attributes in an image.
+    #[command(long_about = cmd::edit::help::SETFATTR)]
     Setfattr(cmd::edit::xattr::SetArgs),
     /// Print extended attributes of files in an image.
+    #[command(long_about = cmd::edit::help::GETFATTR)]
     Getfattr(cmd::edit::xattr::GetArgs),
 }
 

@@ -36,7 +36,7 @@ pub struct Args {
     pub disk: DiskArgs,
     /// SRC... DEST: either DEST is IMAGE:PATH (copy in) or every SRC is
     /// IMAGE:PATH of the same image (copy out).
-    #[arg(required = true, num_args = 2.., value_name = "SRC... DEST")]
+    #[arg(required = true, num_args = 2.., value_name = "PATH")]
     pub paths: Vec<String>,
 }
 

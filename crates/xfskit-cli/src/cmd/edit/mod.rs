@@ -17,7 +17,7 @@ pub mod attrs;
 pub mod cp;
 mod cp_in;
 mod glob;
-mod help;
+pub mod help;
 pub mod names;
 mod parse;
 pub mod xattr;
