@@ -6,8 +6,10 @@
 #   qemu-img convert to raw, then xfskit cat   (what users do today)
 # The whole tree copied out, and one file and a tree (DIR, default SRC's
 # largest subdirectory) copied in (each into a fresh copy of the disk):
-#   xfskit cp -r DISK.qcow2:/ OUT, xfskit cp FILE DISK.qcow2:/, xfskit cp -r DIR DISK.qcow2:/
-#   virt-copy-out, guestfish upload, virt-copy-in (libguestfs)
+#   xfskit cp -r DISK.qcow2:/ OUT, xfskit cp FILE DISK.qcow2:/copy-in,
+#   xfskit cp -r DIR DISK.qcow2:/copy-in
+#   guestfish copy-out, upload, copy-in (libguestfs; virt-copy-out and
+#   virt-copy-in need an OS on the disk to inspect, this one has none)
 #   as root: qemu-img convert to raw, loop mount the partition, cp, umount
 #     (and qemu-img convert back to qcow2 after a copy in): what root users
 #     do where qemu-nbd has no nbd module, as here
@@ -45,7 +47,7 @@ FS=$WORK/fs.img RAW=$WORK/disk.raw QCOW=$WORK/disk.qcow2
 
 echo "making the disk: xfskit build $SRC, GPT by sgdisk, qcow2 by qemu-img"
 rm -f "$FS" "$RAW" "$QCOW"
-"$XFSKIT" build -q "$SRC" "$FS" --size auto > /dev/null
+"$XFSKIT" build -q "$SRC" "$FS" --size auto --slack 50%+64m > /dev/null
 fs_bytes=$(stat -c %s "$FS")
 truncate -s $((fs_bytes + 2 * 1048576)) "$RAW"
 sgdisk -n1:2048:+$((fs_bytes / 512)) -t1:8300 "$RAW" > /dev/null
@@ -110,15 +112,15 @@ root_mount() {  # qcow2 -> raw, loop device over partition 1, mount at $WORK/mnt
 root_umount() { umount "$WORK/mnt"; losetup -d "$LOOP"; }
 root_copy_out() { root_mount && cp -a "$WORK/mnt" "$WORK/out-copy" && root_umount && rm -f "$WORK/conv.raw"; }
 root_copy_in() {  # $1: what to copy into the root directory
-    root_mount && cp -a "$1" "$WORK/mnt/" && root_umount &&
+    root_mount && cp -a "$1" "$WORK/mnt/copy-in" && root_umount &&
         qemu-img convert -O qcow2 "$WORK/conv.raw" "$WORK/w.qcow2" && rm -f "$WORK/conv.raw"
 }
-guest_upload() { guestfish --rw -a "$WORK/w.qcow2" -m /dev/sda1 upload "$UP" "/$(basename "$UP")"; }
+guest_upload() { guestfish --rw -a "$WORK/w.qcow2" -m /dev/sda1 upload "$UP" /copy-in; }
 am_root=$([ "$(id -u)" = 0 ] && command -v partx > /dev/null && echo 1 || true)
 for _ in $(seq "$RUNS"); do
     fresh; timed_run xfskit-out "$XFSKIT" cp -r -q "$WORK/w.qcow2:/" "$WORK/out-copy"
-    fresh; timed_run xfskit-up "$XFSKIT" cp -q "$UP" "$WORK/w.qcow2:/"
-    fresh; timed_run xfskit-in "$XFSKIT" cp -r -q "$SRC/$DIR" "$WORK/w.qcow2:/"
+    fresh; timed_run xfskit-up "$XFSKIT" cp -q "$UP" "$WORK/w.qcow2:/copy-in"
+    fresh; timed_run xfskit-in "$XFSKIT" cp -r -q "$SRC/$DIR" "$WORK/w.qcow2:/copy-in"
     if [ -n "$am_root" ]; then
         fresh; timed_run root-out root_copy_out
         fresh; timed_run root-up root_copy_in "$UP"
@@ -133,13 +135,13 @@ diff -r --no-dereference "$SRC" "$WORK/out-copy" > /dev/null || { echo "bench/di
 rm -rf "$WORK/out-copy"; "$XFSKIT" cp -r -q "$WORK/w.qcow2:/dir.copy" "$WORK/out-copy"
 diff -r --no-dereference "$SRC/$DIR" "$WORK/out-copy" > /dev/null || { echo "bench/disk.sh: the tree copied in reads back differently" >&2; exit 1; }
 qemu-img check -q "$WORK/w.qcow2" || { echo "bench/disk.sh: qemu-img check failed after the copies in" >&2; exit 1; }
-if command -v virt-copy-out > /dev/null && command -v guestfish > /dev/null; then
+if command -v guestfish > /dev/null; then
     export LIBGUESTFS_BACKEND=direct
     for _ in $(seq "$VRUNS"); do
         fresh; mkdir -p "$WORK/out-copy"
-        timed_run virt-out virt-copy-out -a "$WORK/w.qcow2" -m /dev/sda1 / "$WORK/out-copy"
+        timed_run virt-out guestfish --ro -a "$WORK/w.qcow2" -m /dev/sda1 copy-out / "$WORK/out-copy"
         fresh; timed_run virt-up guest_upload
-        fresh; timed_run virt-in virt-copy-in -a "$WORK/w.qcow2" -m /dev/sda1 "$SRC/$DIR" /
+        fresh; timed_run virt-in guestfish --rw -a "$WORK/w.qcow2" -m /dev/sda1 mkdir /copy-in : copy-in "$SRC/$DIR" /copy-in
     done
 fi
 rm -rf "$WORK/w.qcow2" "$WORK/out-copy" "$WORK/conv.raw" "$WORK/mnt"
@@ -165,14 +167,14 @@ echo
 printf '%-44s %10s %10s\n' "copy out: the whole tree ($(du -sh "$SRC" | cut -f1))" seconds "vs xfskit"
 row "xfskit cp -r disk.qcow2:/ OUT" xfskit-out xfskit-out
 row "root: convert, loop mount, cp -a, umount" root-out xfskit-out
-row "virt-copy-out -a disk.qcow2 / OUT $virt" virt-out xfskit-out
+row "guestfish copy-out / OUT $virt" virt-out xfskit-out
 echo
 printf '%-44s %10s %10s\n' "copy in: /$FILE" seconds "vs xfskit"
-row "xfskit cp FILE disk.qcow2:/" xfskit-up xfskit-up
+row "xfskit cp FILE disk.qcow2:/copy-in" xfskit-up xfskit-up
 row "root: convert, mount, cp, umount, convert" root-up xfskit-up
 row "guestfish upload $virt" virt-up xfskit-up
 echo
 printf '%-44s %10s %10s\n' "copy in: $DIR ($(du -sh "$SRC/$DIR" | cut -f1), $(find "$SRC/$DIR" | wc -l) entries)" seconds "vs xfskit"
-row "xfskit cp -r DIR disk.qcow2:/" xfskit-in xfskit-in
+row "xfskit cp -r DIR disk.qcow2:/copy-in" xfskit-in xfskit-in
 row "root: convert, mount, cp -a, umount, convert" root-in xfskit-in
-row "virt-copy-in -a disk.qcow2 DIR / $virt" virt-in xfskit-in
+row "guestfish mkdir, copy-in DIR $virt" virt-in xfskit-in

@@ -192,6 +192,7 @@ fn copy_out(
     }
     let opts = xfskit::extract::ExtractOptions {
         chown: Some(a.archive && is_root()),
+        preserve: a.archive,
         ..Default::default()
     };
     let progress = xfskit::extract::Progress::default();

@@ -61,6 +61,17 @@ impl Into<'_> {
     /// returned when a directory is wanted, any other existing entry of a
     /// kind that may be replaced is removed.
     fn clear(&self, parent: Ino, name: &[u8], want_dir: bool) -> Result<Option<Ino>, Error> {
+        if !want_dir {
+            // Unlinked without reading the inode first: reading an inode
+            // from the device writes pending file data and the log first.
+            return match self.fs.unlink(parent, name) {
+                Ok(()) => Ok(None),
+                Err(Error::IsDir(_)) => {
+                    Err(Error::IsDir(String::from_utf8_lossy(name).into_owned()))
+                }
+                Err(e) => Err(e),
+            };
+        }
         let dir = self.fs.inode(parent)?;
         let Some(old) = child(self.fs, &dir, name)? else {
             return Ok(None);

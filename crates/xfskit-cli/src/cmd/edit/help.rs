@@ -133,8 +133,8 @@ symlinks are copied as symlinks. Either way, within a copied tree: symlinks stay
 symlinks, files linked more than once become hard links of one inode, holes stay \
 holes (SEEK_DATA), and device nodes, fifos and sockets are made as they are.\n\n\
 Out of the image, copies keep contents (holes stay holes), permission bits, \
-nanosecond times, xattrs, symlinks and hard links, as `xfskit extract` does; -a also \
-keeps owners (when run as root). Globs work in the image paths.\n\n\
+symlinks and hard links; -a also keeps nanosecond times, xattrs and (when run as \
+root) owners, as `xfskit extract` does. Globs work in the image paths.\n\n\
 The whole copy is one batch: the journal is written as transactions fill it and \
 forced once at the end, not per file. A progress line is shown when standard error \
 is a terminal.",
