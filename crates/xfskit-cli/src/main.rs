@@ -27,6 +27,7 @@ use std::process::ExitCode;
     about = "Make, inspect, mount, scan and extract XFS filesystems in userspace",
     long_about = "xfskit reads and writes the XFS v5 on-disk format without the kernel: make \
 filesystems (mkfs), build populated images (build), inspect images (info, ls, cat, stat), copy files out (extract), \
+edit images offline (cp, mkdir, rm, mv, ln, chmod, chown, touch, truncate, setfattr, getfattr), \
 mount them through FUSE (mount), scan every inode in parallel (bulkstat), and show or \
 replay the log (log, recover). A log left dirty by a crash is replayed in memory when an \
 image is opened: the image is only read.\n\n\
@@ -79,6 +80,42 @@ enum Command {
     /// Replay the log in place, as a kernel mount would, and leave it clean.
     #[command(long_about = cmd::recover::LONG_ABOUT)]
     Recover(cmd::recover::Args),
+    /// Copy files into an image (SRC... IMAGE:DEST) or out of it (IMAGE:SRC... DEST).
+    #[command(long_about = cmd::edit::help::CP, after_help = cmd::edit::help::CP_EXAMPLES)]
+    #[command(
+        override_usage = "xfskit cp [OPTIONS] SRC... IMAGE:DEST\n       xfskit cp [OPTIONS] IMAGE:SRC... DEST"
+    )]
+    Cp(cmd::edit::cp::Args),
+    /// Make directories in an image.
+    #[command(long_about = cmd::edit::help::MKDIR)]
+    Mkdir(cmd::edit::names::MkdirArgs),
+    /// Remove files and directories from an image.
+    #[command(long_about = cmd::edit::help::RM)]
+    Rm(cmd::edit::names::RmArgs),
+    /// Rename or move entries within an image.
+    #[command(long_about = cmd::edit::help::MV)]
+    Mv(cmd::edit::names::MvArgs),
+    /// Make hard or symbolic links in an image.
+    #[command(long_about = cmd::edit::help::LN)]
+    Ln(cmd::edit::names::LnArgs),
+    /// Change permission bits in an image.
+    #[command(long_about = cmd::edit::help::CHMOD)]
+    Chmod(cmd::edit::attrs::ChmodArgs),
+    /// Change owners and groups in an image.
+    #[command(long_about = cmd::edit::help::CHOWN)]
+    Chown(cmd::edit::attrs::ChownArgs),
+    /// Set file times in an image (creating missing files).
+    #[command(long_about = cmd::edit::help::TOUCH)]
+    Touch(cmd::edit::attrs::TouchArgs),
+    /// Set file sizes in an image.
+    #[command(long_about = cmd::edit::help::TRUNCATE)]
+    Truncate(cmd::edit::attrs::TruncateArgs),
+    /// Set or remove extended attributes in an image.
+    #[command(long_about = cmd::edit::help::SETFATTR)]
+    Setfattr(cmd::edit::xattr::SetArgs),
+    /// Print extended attributes of files in an image.
+    #[command(long_about = cmd::edit::help::GETFATTR)]
+    Getfattr(cmd::edit::xattr::GetArgs),
 }
 
 fn main() -> ExitCode {
@@ -97,6 +134,17 @@ fn main() -> ExitCode {
         Command::Build(a) => cmd::build::run(a),
         Command::Log(a) => cmd::log::run(a),
         Command::Recover(a) => cmd::recover::run(a),
+        Command::Cp(a) => cmd::edit::cp::run(a),
+        Command::Mkdir(a) => cmd::edit::names::mkdir(a),
+        Command::Rm(a) => cmd::edit::names::rm(a),
+        Command::Mv(a) => cmd::edit::names::mv(a),
+        Command::Ln(a) => cmd::edit::names::ln(a),
+        Command::Chmod(a) => cmd::edit::attrs::chmod(a),
+        Command::Chown(a) => cmd::edit::attrs::chown(a),
+        Command::Touch(a) => cmd::edit::attrs::touch(a),
+        Command::Truncate(a) => cmd::edit::attrs::truncate(a),
+        Command::Setfattr(a) => cmd::edit::xattr::setfattr(a),
+        Command::Getfattr(a) => cmd::edit::xattr::getfattr(a),
     };
     match r {
         Ok(code) => code,

@@ -35,6 +35,9 @@ pub struct ExtractOptions {
     pub chown: Option<bool>,
     /// Bytes read from the image per request.
     pub chunk_bytes: usize,
+    /// Keep times and xattrs (`xfskit cp` out without `-a` does not:
+    /// files get the time of the copy, no xattrs).
+    pub preserve: bool,
 }
 
 impl Default for ExtractOptions {
@@ -43,6 +46,7 @@ impl Default for ExtractOptions {
             threads: 3,
             chown: None,
             chunk_bytes: 4 << 20,
+            preserve: true,
         }
     }
 }
@@ -88,6 +92,7 @@ pub fn extract(
     let shared = Shared {
         fs,
         chown,
+        preserve: opts.preserve,
         chunk: opts.chunk_bytes.max(64 << 10),
         progress,
         warn: Mutex::new(Vec::new()),
@@ -183,6 +188,7 @@ struct Job {
 struct Shared<'a> {
     fs: &'a Fs,
     chown: bool,
+    preserve: bool,
     chunk: usize,
     progress: &'a Progress,
     warn: Mutex<Vec<String>>,
@@ -296,7 +302,7 @@ impl Shared<'_> {
                 if buf.len() < n {
                     buf.resize(n, 0);
                 }
-                if done + ahead < total && done % ahead == 0 {
+                if done + ahead < total && done.is_multiple_of(ahead) {
                     let next = done + ahead;
                     self.fs
                         .device()
@@ -315,7 +321,7 @@ impl Shared<'_> {
     /// Applies xattrs, owner, mode and times to an extracted path (through
     /// `file` when it is open: fewer path lookups).
     fn finish(&self, path: &Path, file: Option<&File>, inode: &Inode, is_link: bool) -> Result<()> {
-        if has_attrs(inode) {
+        if self.preserve && has_attrs(inode) {
             for mut x in attr::list(self.fs, inode)? {
                 // ACLs are restored as ACLs (the destination stores them its
                 // own way), not as XFS's private trusted attributes.
@@ -364,7 +370,7 @@ impl Shared<'_> {
                         .map_err(io)?
                 }
             }
-        } else {
+        } else if self.preserve {
             self.warn_once("owners were not preserved (not running as root)");
         }
         if !is_link {
@@ -373,6 +379,9 @@ impl Shared<'_> {
                 Some(f) => rustix::fs::fchmod(f, perm).map_err(io)?,
                 None => rustix::fs::chmodat(CWD, path, perm, AtFlags::empty()).map_err(io)?,
             }
+        }
+        if !self.preserve {
+            return Ok(());
         }
         let times = Timestamps {
             last_access: timespec(inode.atime),

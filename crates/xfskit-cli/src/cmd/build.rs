@@ -5,6 +5,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use xfskit::build::disk::{build_disk, DiskTarget};
 use xfskit::build::feed::FeedStats;
 use xfskit::build::idmap::{parse_map, parse_owner, IdMap};
 use xfskit::build::size::{parse_size, parse_slack};
@@ -39,15 +40,25 @@ mkfs.xfs options may follow SOURCE and IMAGE (or come before them): -b size=, \
 -i size=, -n size=, -m crc=1,reflink=,bigtime=,uuid=..., -d agcount=, -l size=, \
 -L label, -f (overwrite IMAGE), -N (print the plan, write nothing), -q (quiet).
 
+Disk images, all without root: --gpt makes IMAGE a GPT disk with one XFS partition \
+(type Linux filesystem 0FC63DAF-8483-4772-8E79-3D69D8477DE4, starting at 1 MiB, its \
+size rounded up to 1 MiB, protective MBR, backup table at the end); --format qcow2 \
+writes a qcow2 v3 file (with or without --gpt); --partition N builds into partition N \
+of an existing raw or qcow2 disk: the filesystem fills the partition, the source is \
+scanned first and refused (exit code 4, nothing written) when it does not fit, and \
+an existing filesystem in the partition needs -f. The rest of the disk is not touched.
+
 Exit codes: 0 success; 2 usage error or bad source; 3 unsupported; 4 I/O error or \
-no space; 5 corrupt archive.";
+no space; 5 corrupt archive, partition table or qcow2 file.";
 
 const AFTER_HELP: &str = "\
 Examples:
   xfskit build rootfs/ rootfs.img
   xfskit build --owner 0:0 --reproducible rootfs.tar.zst rootfs.img -L root
   tar -C dir -c . | xfskit build - out.img -b size=4096 -m reflink=0
-  xfskit build --size 2g --uid-map 1000:0 --gid-map 1000:0 home/ home.img -f";
+  xfskit build --size 2g --uid-map 1000:0 --gid-map 1000:0 home/ home.img -f
+  xfskit build --gpt --format qcow2 rootfs/ disk.qcow2
+  xfskit build --partition 3 rootfs.tar disk.img -f";
 
 /// Arguments of `xfskit build`.
 #[derive(clap::Args)]
@@ -83,6 +94,20 @@ pub struct Args {
     /// Print a JSON summary on standard output.
     #[arg(long)]
     pub json: bool,
+    /// Build into partition N of IMAGE, an existing partitioned disk (raw or
+    /// qcow2): the filesystem fills the partition, the source must fit in it
+    /// (checked before anything is written), the rest of the disk is untouched.
+    #[arg(long, value_name = "N")]
+    pub partition: Option<u32>,
+    /// Make IMAGE a new GPT disk holding one XFS partition (type Linux
+    /// filesystem, starting at 1 MiB, 1 MiB aligned; protective MBR and
+    /// backup table at the end).
+    #[arg(long)]
+    pub gpt: bool,
+    /// The file format of a new IMAGE: raw (default) or qcow2 (v3, 64 KiB
+    /// clusters; combine with --gpt for a partitioned qcow2 disk).
+    #[arg(long, value_name = "raw|qcow2", default_value = "raw")]
+    pub format: String,
     /// SOURCE, IMAGE and mkfs.xfs options.
     #[arg(
         trailing_var_arg = true,
@@ -94,8 +119,17 @@ pub struct Args {
 }
 
 /// Long options that may also appear among the trailing arguments.
-const LONG_VALUES: &[&str] = &["size", "slack", "owner", "uid-map", "gid-map", "jobs"];
-const LONG_FLAGS: &[&str] = &["reproducible", "one-file-system", "json"];
+const LONG_VALUES: &[&str] = &[
+    "size",
+    "slack",
+    "owner",
+    "uid-map",
+    "gid-map",
+    "jobs",
+    "partition",
+    "format",
+];
+const LONG_FLAGS: &[&str] = &["reproducible", "one-file-system", "json", "gpt"];
 
 fn usage(msg: impl std::fmt::Display) -> Error {
     Error::Invalid(format!("{msg} (see xfskit build --help)"))
@@ -120,6 +154,7 @@ fn take_long(raw: &mut Vec<String>, a: &mut Args) -> Result<(), Error> {
             match name {
                 "reproducible" => a.reproducible = true,
                 "one-file-system" => a.one_file_system = true,
+                "gpt" => a.gpt = true,
                 _ => a.json = true,
             }
         } else if LONG_VALUES.contains(&name) {
@@ -135,6 +170,13 @@ fn take_long(raw: &mut Vec<String>, a: &mut Args) -> Result<(), Error> {
                 "owner" => a.owner = Some(v),
                 "uid-map" => a.uid_map = Some(v),
                 "jobs" => a.jobs = Some(v.parse().map_err(|_| usage(format!("bad --jobs {v}")))?),
+                "partition" => {
+                    a.partition = Some(
+                        v.parse()
+                            .map_err(|_| usage(format!("bad --partition {v}")))?,
+                    )
+                }
+                "format" => a.format = v,
                 _ => a.gid_map = Some(v),
             }
         } else if body.is_empty() {
@@ -236,7 +278,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
     });
     let progress = |s: &FeedStats| {
         if let Some(b) = &bar {
-            if s.entries() % 256 == 0 {
+            if s.entries().is_multiple_of(256) {
                 b.set_message(format!("{} entries, {} MiB", s.entries(), s.bytes >> 20));
             }
         }
@@ -283,7 +325,29 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let r = build(&src, &image, &opts, write_engine);
+    let qcow2 = match args.format.as_str() {
+        "raw" => false,
+        "qcow2" => true,
+        f => return Err(usage(format!("unknown --format {f}: raw or qcow2"))),
+    };
+    let r = match (args.partition, args.gpt || qcow2) {
+        (Some(_), true) => {
+            return Err(usage(
+                "--partition builds into an existing disk: no --gpt or --format",
+            ))
+        }
+        (Some(n), false) => build_disk(&src, &image, DiskTarget::Partition(n), &opts),
+        (None, true) => build_disk(
+            &src,
+            &image,
+            DiskTarget::New {
+                gpt: args.gpt,
+                qcow2,
+            },
+            &opts,
+        ),
+        (None, false) => build(&src, &image, &opts, write_engine),
+    };
     if let Some(b) = &bar {
         b.finish_and_clear();
     }

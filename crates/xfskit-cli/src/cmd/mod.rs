@@ -4,6 +4,7 @@ pub mod build;
 pub mod bulkstat;
 pub mod cat;
 pub mod check;
+pub mod edit;
 pub mod extract;
 pub mod info;
 pub mod log;
@@ -20,7 +21,12 @@ use xfskit::{Error, Fs, OpenOptions};
 
 /// Maps an engine error to the documented exit code.
 pub fn exit_code(e: &Error) -> ExitCode {
-    ExitCode::from(match e {
+    ExitCode::from(code_of(e))
+}
+
+/// The documented exit code of `e` as a number.
+pub fn code_of(e: &Error) -> u8 {
+    match e {
         Error::NotFound(_) | Error::NotDir(_) | Error::IsDir(_) | Error::NoAttr(_) => 1,
         Error::Exists(_) | Error::NotEmpty(_) => 1,
         Error::Invalid(_) => 2,
@@ -29,7 +35,7 @@ pub fn exit_code(e: &Error) -> ExitCode {
         Error::Io(_) => 4,
         Error::BadCrc { .. } | Error::Corrupt { .. } => 5,
         Error::NoSpace(_) | Error::ReadOnly => 4,
-    })
+    }
 }
 
 /// The message printed for `e`: a damaged disk image found while reading

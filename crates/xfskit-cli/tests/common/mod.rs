@@ -7,6 +7,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod disks;
+pub mod editimg;
 pub mod fixtures;
 pub mod hostwalk;
 pub mod skip;

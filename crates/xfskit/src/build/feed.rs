@@ -171,3 +171,21 @@ pub fn meta_at(mode: u16, uid: u32, gid: u32, t: Timestamp) -> Meta {
         crtime: t,
     }
 }
+
+/// The xattrs of `path` that XFS can store (a final symlink is not
+/// followed), sorted by name, as a directory source reads them.
+pub fn read_xattrs(path: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    super::dir_xattr::On::Path(path).values(path)
+}
+
+/// The data segments `(offset, length)` of the first `size` bytes of
+/// `file` (`SEEK_DATA`/`SEEK_HOLE`; the whole file where the filesystem
+/// cannot tell), as a directory source copies them.
+pub fn data_segments(file: &std::fs::File, path: &Path, size: u64) -> Result<Vec<(u64, u64)>> {
+    let mut v = Vec::new();
+    super::dir_walk::for_each_segment(file, path, size, |o, n| {
+        v.push((o, n));
+        Ok(())
+    })?;
+    Ok(v)
+}

@@ -10,6 +10,7 @@
 mod dir_parallel;
 mod dir_walk;
 mod dir_xattr;
+pub mod disk;
 pub mod engine;
 pub mod feed;
 pub mod idmap;
@@ -191,11 +192,24 @@ fn is_block_device(image: &Path) -> bool {
 
 /// Scans the source and decides the image size and geometry; writes nothing.
 pub fn plan(source: &Source, image: &Path, opts: &BuildOptions<'_>) -> Result<BuildPlan> {
+    plan_with(source, image, opts, opts.size, false)
+}
+
+/// [`plan`] for a filesystem of `spec`; `must_fit`: scan the source even
+/// when the size is given, and refuse one that does not fit (a build into
+/// an existing partition, which must not be wiped for nothing).
+pub fn plan_with(
+    source: &Source,
+    image: &Path,
+    opts: &BuildOptions<'_>,
+    spec: SizeSpec,
+    must_fit: bool,
+) -> Result<BuildPlan> {
     let mut mkfs = opts.mkfs.clone();
     mkfs.data_name
         .get_or_insert_with(|| image.display().to_string());
     let layout = Layout::for_options(&mkfs)?;
-    let mut spec = opts.size;
+    let mut spec = spec;
     if let Some(d) = mkfs.data_size.take() {
         if spec != SizeSpec::Auto {
             return Err(Error::Invalid(
@@ -213,7 +227,7 @@ pub fn plan(source: &Source, image: &Path, opts: &BuildOptions<'_>) -> Result<Bu
     // in the same NoSpace error, from the build instead of before it.
     // Scanning costs a walk of the whole tree: 4 of the 19 seconds of a
     // cold build of this machine's /usr.
-    let scan = spec == SizeSpec::Auto || mkfs.dry_run;
+    let scan = spec == SizeSpec::Auto || mkfs.dry_run || must_fit;
     let t0 = Instant::now();
     let census = if scan {
         source.scan(&layout, opts.one_file_system)?
@@ -253,11 +267,16 @@ pub fn plan(source: &Source, image: &Path, opts: &BuildOptions<'_>) -> Result<Bu
         let l = Layout::from_geometry(&geometry);
         let need = size::needed_blocks(&census, &l, &none, u64::from(geometry.agcount));
         return Err(Error::NoSpace(format!(
-            "the source needs about {} MiB of free space; an image of {} MiB has {} MiB \
-             (use --size auto or a larger --size)",
+            "the source needs about {} MiB of free space; {} of {} MiB has {} MiB{}",
             (need * l.block_size) >> 20,
+            if must_fit { "a partition" } else { "an image" },
             (geometry.dblocks * l.block_size) >> 20,
-            (geometry.fdblocks * l.block_size) >> 20
+            (geometry.fdblocks * l.block_size) >> 20,
+            if must_fit {
+                ""
+            } else {
+                " (use --size auto or a larger --size)"
+            }
         )));
     }
     Ok(BuildPlan {
@@ -385,6 +404,12 @@ pub fn write_engine(image: &Path, mkfs: &MkfsReport, populate: Populate<'_>) -> 
             ..Default::default()
         },
     )?;
+    populate_fs(&fs, mkfs, populate)
+}
+
+/// Fills the freshly made filesystem `fs` (opened for writing without the
+/// journal) through `populate`, then syncs it.
+pub fn populate_fs(fs: &crate::Fs, mkfs: &MkfsReport, populate: Populate<'_>) -> Result<()> {
     // Everything the build changes is stamped with the time mkfs gave the
     // root directory (SOURCE_DATE_EPOCH when reproducible), and inode
     // generations follow from the UUID: the same input and options give
@@ -399,7 +424,7 @@ pub fn write_engine(image: &Path, mkfs: &MkfsReport, populate: Populate<'_>) -> 
     // Every feed gives a directory its times when it makes it, or sets
     // them once nothing more is added to it.
     fs.keep_dir_times(true)?;
-    let mut target = FsTarget::new(&fs);
+    let mut target = FsTarget::new(fs);
     populate(&mut target)?;
     fs.sync()
 }

@@ -202,7 +202,7 @@ fn read_copy(
     Ok((h, array))
 }
 
-fn crc32(b: &[u8]) -> u32 {
+pub(crate) fn crc32(b: &[u8]) -> u32 {
     let mut c = flate2::Crc::new();
     c.update(b);
     c.sum()

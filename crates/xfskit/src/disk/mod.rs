@@ -14,6 +14,7 @@
 //! damaged table, and a table is a few hundred lines to read.
 
 mod gpt;
+pub mod gpt_write;
 pub mod lvm;
 mod mbr;
 mod probe;

@@ -10,9 +10,11 @@
 //! is built on io_uring and async tasks. The reading side of the format is
 //! small, so we keep our own, with a bounds check on every pointer.
 
+mod create;
 mod header;
 mod write;
 
+pub use create::create;
 pub use header::{Compression, Header};
 
 use crate::dev::{Device, FileDevice};

@@ -9,7 +9,8 @@
 //! clusters), and last the L2 entry is pointed at it, so that a crash in
 //! between leaks a cluster rather than losing data. A missing L2 table is
 //! allocated the same way, a missing refcount block too (in the existing
-//! refcount table; a full table is refused). Images with internal
+//! refcount table; a full table is refused). Zeros written over a cluster
+//! that reads as zeros allocate nothing. Images with internal
 //! snapshots, refcounts other than 16 bits, a dirty flag or autoclear
 //! features (bitmaps) are refused for writing.
 
@@ -206,6 +207,14 @@ impl Qcow2 {
             if plain_own {
                 return self.file.write_at(piece, (old & OFFSET_MASK) + within);
             }
+        }
+        // Zeros over a cluster that already reads as zeros (unallocated
+        // without a backing file, or a zero cluster) change nothing: no
+        // cluster is allocated for them (mkfs zeroing the log, say).
+        let reads_zero = (old & OFFSET_MASK == 0 && old & L2_COMPRESSED == 0)
+            && (self.backing.is_none() || (self.header.version >= 3 && old & L2_ZERO != 0));
+        if reads_zero && piece.iter().all(|&b| b == 0) {
+            return Ok(());
         }
         // Copy on write: the cluster as it reads now, with the new bytes.
         let guest = gc << cb;
