@@ -373,6 +373,58 @@ lvextend -q {LVM_CONF} -L +100M {vg}/root 2>/dev/null"
         r.stderr
     );
 
+    // Offline edits through the LV (two segments): the filesystem laid
+    // back out of the extents is repair-clean and holds the edits.
+    let d = disk.to_str().expect("utf-8");
+    let host = t.join("edit-src.txt");
+    std::fs::write(&host, b"through the volume\n").expect("write");
+    for args in [
+        vec!["mkdir", "--lv", &lv, d, "/edited"],
+        vec![
+            "cp",
+            "--lv",
+            &lv,
+            host.to_str().expect("utf-8"),
+            &format!("{d}:/edited/f"),
+        ],
+        vec!["chmod", "--lv", &lv, d, "600", "/edited/f"],
+    ] {
+        let r = xfskit(&args, LIMIT);
+        assert_eq!(r.code, 0, "xfskit {args:?}: {}", r.stderr);
+    }
+    let back = t.join("root-back.img");
+    sparse_file(&back, lv_bytes);
+    for (start, size, pe) in &segs {
+        sh(&format!(
+            "dd if='{}' of='{}' bs=1M iflag=skip_bytes,count_bytes oflag=seek_bytes skip={} count={} seek={} conv=notrunc,sparse status=none",
+            disk.display(),
+            back.display(),
+            s2 + pe_start + pe * ext,
+            size * ext,
+            start * ext
+        ));
+    }
+    // sh fails the test on a nonzero exit: xfs_repair -n finding anything.
+    sh(&format!(
+        "xfs_repair -n '{}' >/dev/null 2>&1",
+        back.display()
+    ));
+    let r = xfskit(&["cat", back.to_str().expect("utf-8"), "/edited/f"], LIMIT);
+    assert_eq!(
+        r.stdout, "through the volume\n",
+        "edited file: {}",
+        r.stderr
+    );
+    let r = xfskit(
+        &["stat", "--json", back.to_str().expect("utf-8"), "/edited/f"],
+        LIMIT,
+    );
+    assert!(
+        r.stdout.contains("\"mode\": \"100600\""),
+        "mode after chmod: {}",
+        r.stdout
+    );
+
     // One byte of the metadata text changed: its CRC fails, and the disk
     // holds no other XFS: corrupt (5), naming the metadata area.
     let text = sh(&format!(
