@@ -187,10 +187,15 @@ impl Fs {
                 let had_data = (blk == first && old_first.is_some_and(|x| !x.unwritten))
                     || (blk == last && old_last.is_some_and(|x| !x.unwritten));
                 if had_data {
-                    ws.flush_data(self.device())?;
                     let fsb = e.start.0 + (blk - e.offset);
                     let daddr = geo.fsb_to_daddr(crate::geometry::FsBlock(fsb));
-                    self.read_bytes(daddr.bytes(), &mut block)?;
+                    // The block written moments ago (an unaligned append)
+                    // is still in the write combiner: no device I/O, no
+                    // checkpoint. Otherwise read_bytes writes what is
+                    // pending first.
+                    if !ws.read_pending(daddr.bytes(), &mut block) {
+                        self.read_bytes(daddr.bytes(), &mut block)?;
+                    }
                 }
                 block[(d_lo - blk_lo) as usize..(d_hi - blk_lo) as usize]
                     .copy_from_slice(&data[(d_lo - offset) as usize..(d_hi - offset) as usize]);
