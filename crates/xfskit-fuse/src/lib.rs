@@ -8,6 +8,7 @@ mod acl;
 mod acl_ops;
 mod attrs;
 mod cache;
+mod copy;
 mod data;
 mod dispatch;
 pub mod errno;
@@ -44,6 +45,10 @@ pub struct MountOptions {
     pub threads: usize,
     /// Extra threads for READs that overlap other requests (0: none).
     pub read_threads: usize,
+    /// Read-write: let the kernel keep written data in its page cache and
+    /// send it in large page-aligned WRITEs at writeback (FUSE's writeback
+    /// cache) instead of one WRITE per write(2).
+    pub writeback_cache: bool,
 }
 
 /// How long a read-write mount lets the kernel cache attributes and
@@ -69,6 +74,7 @@ impl Default for MountOptions {
             ttl: Duration::from_secs(3600),
             threads,
             read_threads: DEFAULT_READ_THREADS,
+            writeback_cache: true,
         }
     }
 }
@@ -188,7 +194,8 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mount
     }
     let fs: &'static Fs = Box::leak(Box::new(fs));
     let config = fuser_config(opts, nix_euid(), fs.is_writable());
-    let xfs = XfsFuse::new(fs, opts.ttl, opts.read_threads);
+    let mut xfs = XfsFuse::new(fs, opts.ttl, opts.read_threads);
+    xfs.writeback_cache = opts.writeback_cache && fs.is_writable();
     let pool = xfs.read_pool();
     let session = Session::new(xfs, mountpoint, &config)?;
     if let Some(fd) = pool::dup_device(&session) {
