@@ -37,11 +37,12 @@ pub struct Args {
     /// every READ is answered by the thread that received it).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
     pub read_threads: Option<u16>,
-    /// Read-write: send each write(2) to the image at once instead of
-    /// letting the kernel's page cache gather written data (FUSE's
-    /// writeback cache, on by default).
+    /// Read-write: let the kernel's page cache gather written data and send
+    /// it at writeback (FUSE's writeback cache). Faster for many small
+    /// unaligned writes, slower for large ones; a full image then fails
+    /// fsync and close with ENOSPC instead of the write itself.
     #[arg(long)]
-    pub no_writeback_cache: bool,
+    pub writeback_cache: bool,
 }
 
 /// Runs the command.
@@ -64,7 +65,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let mut opts = xfskit_fuse::MountOptions {
         source: args.image.display().to_string(),
         extra: args.options,
-        writeback_cache: !args.no_writeback_cache,
+        writeback_cache: args.writeback_cache,
         ..Default::default()
     };
     if let Some(n) = args.threads {
