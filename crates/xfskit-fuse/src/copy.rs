@@ -19,7 +19,7 @@ const COPY_CHUNK: usize = 1 << 20;
 
 /// The most one request may copy: the reply counts bytes in 32 bits (kept
 /// page aligned, as the kernel's own cap is).
-const COPY_MAX: u64 = (u32::MAX & !4095) as u64;
+const COPY_MAX: u64 = u32::MAX as u64 & !4095;
 
 impl XfsFuse {
     /// Copies up to `len` bytes from `src` at `soff` to `dst` at `doff`;

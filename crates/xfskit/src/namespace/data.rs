@@ -105,7 +105,7 @@ impl Fs {
         let last = (end - 1) / bs;
         // Partial first/last blocks that already hold data must be read
         // back and merged; new blocks are zero-filled around the data.
-        let head_partial = offset % bs != 0;
+        let head_partial = !offset.is_multiple_of(bs);
         let tail_partial = end % bs != 0;
         let old_first = if head_partial {
             crate::bmap::lookup(&mut tp, &ip, Fork::Data, first)?
@@ -134,7 +134,7 @@ impl Fs {
         let src = match src {
             Src::Owned(mut buf)
                 if !head_partial
-                    && !old_last.is_some_and(|x| !x.unwritten)
+                    && old_last.is_none_or(|x| x.unwritten)
                     && (last + 1 - first) * bs <= buf.capacity() as u64 =>
             {
                 match one_extent(&map, first, last + 1) {
@@ -227,7 +227,7 @@ impl Fs {
         let mut ip = read_file_inode(&mut tp, ino)?;
         let keep = size.div_ceil(bs);
         crate::bmap::unmap_range(&mut tp, &mut ip, Fork::Data, keep, u64::MAX)?;
-        if size % bs != 0 && size < ip.size {
+        if !size.is_multiple_of(bs) && size < ip.size {
             // Zero the tail of the last kept block so a later extension reads zeros.
             if let Some(e) = crate::bmap::lookup(&mut tp, &ip, Fork::Data, size / bs)? {
                 if !e.unwritten {
