@@ -79,8 +79,7 @@ fn copy_range(
         }
         // With the writeback cache the kernel stamps the destination's
         // times itself (as for WRITE).
-        x.fs
-            .write_at_opt(dst, doff + done, &buf[..got], !x.writeback_cache)
+        x.fs.write_at_opt(dst, doff + done, &buf[..got], !x.writeback_cache)
             .map_err(|e| to_errno(&e))?;
         done += got as u64;
     }

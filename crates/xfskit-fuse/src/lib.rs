@@ -10,6 +10,7 @@ mod attrs;
 mod cache;
 mod copy;
 mod data;
+mod dirplus;
 mod dispatch;
 pub mod errno;
 mod handles;
