@@ -193,13 +193,12 @@ impl Filesystem for XfsFuse {
         mut reply: ReplyDirectoryPlus,
     ) {
         // Asked for on read-write mounts only (crate::dirplus).
-        match self
-            .dir_inode(ino)
-            .and_then(|d| self.fill_dir_plus(&d, offset, &mut reply))
-        {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        let r = self.dir_inode(ino);
+        answer!(
+            r.and_then(|d| self.fill_dir_plus(&d, offset, &mut reply)),
+            reply,
+            |()| reply.ok()
+        );
     }
 
     fn releasedir(
@@ -405,10 +404,7 @@ impl Filesystem for XfsFuse {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Writes are committed as they arrive (with the writeback cache the
-        // kernel sends them before FLUSH); close has nothing to add. ENOSYS
-        // tells the kernel so: a close then succeeds without a FLUSH request
-        // (one round trip less per file written).
+        // Nothing to do at close: ENOSYS makes the kernel stop sending FLUSH.
         reply.error(Errno::ENOSYS);
     }
 
