@@ -110,6 +110,22 @@ impl DataRun {
     /// first). Callers check [`DataRun::overlaps`] first.
     pub(crate) fn merge(&mut self, off: u64, piece: Piece<'_>) {
         let end = off + piece.len() as u64;
+        // Inside one run in an aligned buffer (a rewrite of data still
+        // pending): overwritten where it lies, not copied.
+        if let Some((&s, Run::Aligned(b))) = self.runs.range_mut(..=off).next_back() {
+            if s + b.len() as u64 >= end {
+                let mut at = (off - s) as usize;
+                let out = b.as_mut_slice();
+                for p in piece.pieces() {
+                    out[at..at + p.len()].copy_from_slice(p);
+                    at += p.len();
+                }
+                if let Piece::Moved(b) = piece {
+                    aligned::give(b);
+                }
+                return;
+            }
+        }
         let first = self
             .runs
             .range(..off)
@@ -263,6 +279,18 @@ mod tests {
         assert!(all[4096..8192].iter().all(|&b| b == 2));
         assert!(all[8192..].iter().all(|&b| b == 4));
         assert_eq!(d.bytes, 32768);
+    }
+
+    #[test]
+    fn a_rewrite_inside_one_run_stays_in_place() {
+        let mut d = DataRun::default();
+        d.insert(0, Piece::Copied(&[1; 16384]));
+        d.merge(4096, Piece::Copied(&[2; 100]));
+        assert_eq!((d.runs.len(), d.bytes), (1, 16384));
+        let all = bytes_at(&d, 0, 16384).unwrap();
+        assert!(all[..4096].iter().all(|&b| b == 1));
+        assert!(all[4096..4196].iter().all(|&b| b == 2));
+        assert!(all[4196..].iter().all(|&b| b == 1));
     }
 
     #[test]
