@@ -6,18 +6,28 @@
 #
 #   (a) FILES files of 4 KiB in 100 directories (the fs_mark workload)
 #   (b) untar of a tar of SRC
+#   (c) 1 GiB written sequentially in 1 MiB writes, then fsync (timed to
+#       the fsync's return; the unmount is not timed)
+#   (d) 4 KiB writes at random 4 KiB offsets of a 256 MiB file for RANDSECS
+#       seconds, then fsync (operations per second)
+#   (e) `find -ls` and `du -s` over the tree of (b), remounted, cold cache
 #   (f) 4 writers at once, each FILES/4 files of 4 KiB in its own directory
 #
 # Usage: bench/mount.sh            (as root; needs xfsprogs, e2fsprogs, fuse2fs)
 # Env:   FILES (default 20000), SRC (default /usr/share), SIZE (default 4G),
 #        THREADS (xfskit serving threads, default 2), XFSKIT (binary,
-#        default target/release/xfskit, built if missing)
+#        default target/release/xfskit, built if missing), XFSKIT_ARGS (more
+#        `xfskit mount` arguments), RANDSECS (default 30), TARGETS (default
+#        "xfskit kernel fuse2fs")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${FILES:-20000}
 SRC=${SRC:-/usr/share}
 SIZE=${SIZE:-4G}
 THREADS=${THREADS:-2}
+RANDSECS=${RANDSECS:-30}
+TARGETS=${TARGETS:-xfskit kernel fuse2fs}
+XFSKIT_ARGS=${XFSKIT_ARGS:-}
 XFSKIT=${XFSKIT:-$PWD/target/release/xfskit}
 [ "$(id -u)" = 0 ] || { echo "bench/mount.sh: run as root" >&2; exit 2; }
 [ -x "$XFSKIT" ] || cargo build --release -q -p xfskit-cli
@@ -34,22 +44,26 @@ trap cleanup EXIT
 tar -C "$(dirname "$SRC")" -cf "$WORK/src.tar" "$(basename "$SRC")" 2>/dev/null || true
 echo "source tar: $(du -h "$WORK/src.tar" | cut -f1), $(tar -tf "$WORK/src.tar" | wc -l) entries; $FILES files"
 
-# fresh image + mount for target $1
+# fresh image (unless $2 is "again") + mount for target $1
 mount_target() {
-    rm -f "$WORK/img"
-    truncate -s "$SIZE" "$WORK/img"
+    if [ "${2:-}" != again ]; then
+        rm -f "$WORK/img"
+        truncate -s "$SIZE" "$WORK/img"
+        case $1 in
+            fuse2fs) mkfs.ext4 -q -F "$WORK/img" ;;
+            *) mkfs.xfs -q -f "$WORK/img" ;;
+        esac
+    fi
     case $1 in
         xfskit)
-            mkfs.xfs -q -f "$WORK/img"
-            "$XFSKIT" mount --threads "$THREADS" "$WORK/img" "$MNT" 2>"$WORK/server.log" &
+            # shellcheck disable=SC2086
+            "$XFSKIT" mount $XFSKIT_ARGS --threads "$THREADS" "$WORK/img" "$MNT" 2>"$WORK/server.log" &
             for _ in $(seq 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
             ;;
         kernel)
-            mkfs.xfs -q -f "$WORK/img"
             mount -o loop "$WORK/img" "$MNT"
             ;;
         fuse2fs)
-            mkfs.ext4 -q -F "$WORK/img"
             # in the foreground, so that `wait` sees it finish writing
             fuse2fs -f "$WORK/img" "$MNT" >/dev/null 2>&1 &
             for _ in $(seq 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
@@ -81,9 +95,36 @@ for i in range(n):
 PY
 }
 
+random_writes() { # FILE SECONDS: prints operations per second
+    python3 - "$@" <<'PY'
+import os, random, sys, time
+path, secs = sys.argv[1], float(sys.argv[2])
+size, blk = 256 << 20, 4096
+fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+chunk = b"\xa5" * (1 << 20)
+for off in range(0, size, len(chunk)):
+    os.pwrite(fd, chunk, off)
+os.fsync(fd)
+rng = random.Random(17)
+data = b"\x5a" * blk
+n = 0
+t0 = time.monotonic()
+end = t0 + secs
+while True:
+    for _ in range(256):
+        os.pwrite(fd, data, rng.randrange(size // blk) * blk)
+    n += 256
+    if time.monotonic() >= end:
+        break
+os.fsync(fd)
+os.close(fd)
+print(f"{n / (time.monotonic() - t0):.0f}")
+PY
+}
+
 now() { date +%s.%N; }
 declare -A T
-for target in xfskit kernel fuse2fs; do
+for target in $TARGETS; do
     mount_target $target; sync; echo 3 > /proc/sys/vm/drop_caches
     t0=$(now); small_files "$MNT" "$FILES" 100 d; finish; t1=$(now)
     T[$target,a]=$(echo "$t1 - $t0" | bc)
@@ -92,18 +133,38 @@ for target in xfskit kernel fuse2fs; do
     t0=$(now); tar -C "$MNT" -xf "$WORK/src.tar"; finish; t1=$(now)
     T[$target,b]=$(echo "$t1 - $t0" | bc)
 
+    mount_target $target again; sync; echo 3 > /proc/sys/vm/drop_caches
+    t0=$(now); find "$MNT" -ls >/dev/null; du -s "$MNT" >/dev/null; t1=$(now)
+    T[$target,e]=$(echo "$t1 - $t0" | bc)
+    finish
+
+    mount_target $target; sync; echo 3 > /proc/sys/vm/drop_caches
+    t0=$(now)
+    dd if=/dev/zero of="$MNT/big" bs=1M count=1024 conv=fsync status=none
+    t1=$(now); finish
+    T[$target,c]=$(echo "$t1 - $t0" | bc)
+
+    mount_target $target; sync; echo 3 > /proc/sys/vm/drop_caches
+    T[$target,d]=$(random_writes "$MNT/rand" "$RANDSECS"); finish
+
     mount_target $target; sync; echo 3 > /proc/sys/vm/drop_caches
     t0=$(now)
     for w in 0 1 2 3; do small_files "$MNT" $((FILES / 4)) 1 "w$w-" & done
     wait $(jobs -p | tail -4) 2>/dev/null || true
     finish; t1=$(now)
     T[$target,f]=$(echo "$t1 - $t0" | bc)
-    echo "$target: a ${T[$target,a]} s, b ${T[$target,b]} s, f ${T[$target,f]} s"
+    echo "$target: a ${T[$target,a]} s, b ${T[$target,b]} s, c ${T[$target,c]} s," \
+        "d ${T[$target,d]} writes/s, e ${T[$target,e]} s, f ${T[$target,f]} s"
 done
 
+# All three targets needed for the table.
+for t in xfskit kernel fuse2fs; do [[ " $TARGETS " == *" $t "* ]] || exit 0; done
 printf '\n| workload | xfskit | kernel XFS | fuse2fs ext4 | xfskit / fuse2fs speed | xfskit / kernel speed |\n|---|---|---|---|---|---|\n'
-for w in a b f; do
+for w in a b c e f; do
     x=${T[xfskit,$w]}; k=${T[kernel,$w]}; f=${T[fuse2fs,$w]}
     printf '| %s | %.2f s | %.2f s | %.2f s | %.2fx | %.0f%% |\n' "$w" "$x" "$k" "$f" \
         "$(echo "$f / $x" | bc -l)" "$(echo "100 * $k / $x" | bc -l)"
 done
+x=${T[xfskit,d]}; k=${T[kernel,d]}; f=${T[fuse2fs,d]}
+printf '| d | %s/s | %s/s | %s/s | %.2fx | %.0f%% |\n' "$x" "$k" "$f" \
+    "$(echo "$x / $f" | bc -l)" "$(echo "100 * $x / $k" | bc -l)"

@@ -152,8 +152,11 @@ impl XfsFuse {
         {
             return Err(Errno::EFBIG);
         }
+        // With the writeback cache the kernel keeps mtime and ctime (stamped
+        // at write(2), sent later in a SETATTR); the WRITE, which may come
+        // long after, must not stamp its own.
         self.fs
-            .write_at(self.ino(node), offset, data)
+            .write_at_opt(self.ino(node), offset, data, !self.writeback_cache)
             .map_err(|e| to_errno(&e))?;
         Ok(n)
     }

@@ -8,14 +8,14 @@ use crate::data::SetAttr;
 use crate::errno::to_errno;
 use crate::handles::Handle;
 use crate::names::entry_name;
-use crate::ops::{check_access, negative_attr, serve_read, wants_write, XfsFuse, MAX_IO};
+use crate::ops::{check_access, negative_attr, serve_read, wants_write, XfsFuse};
 use crate::pool::Finished;
 use crate::xattr::{name_list, reply_sized};
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags,
+    Generation, INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -37,30 +37,7 @@ macro_rules! answer {
 
 impl Filesystem for XfsFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let _ = config
-            .set_max_readahead(MAX_IO)
-            .or_else(|max| config.set_max_readahead(max));
-        let _ = config
-            .set_max_write(MAX_IO)
-            .or_else(|max| config.set_max_write(max));
-        // POSIX_ACL: the kernel checks permissions with the ACLs it reads
-        // through getxattr, as it does on its own XFS mounts. DONT_MASK:
-        // on a read-write mount the umask is ours to apply, since a
-        // parent's default ACL replaces it (crate::acl_ops).
-        let mut wanted = InitFlags::FUSE_CACHE_SYMLINKS
-            | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_POSIX_ACL;
-        if self.writable {
-            wanted |= InitFlags::FUSE_DONT_MASK;
-        }
-        let _ = config.add_capabilities(wanted & config.capabilities());
-        // Answering OPEN with ENOSYS is only understood where the kernel says so.
-        self.skip_open = config
-            .capabilities()
-            .contains(InitFlags::FUSE_NO_OPEN_SUPPORT);
-        self.skip_opendir = config
-            .capabilities()
-            .contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
+        self.negotiate(config);
         Ok(())
     }
 
@@ -205,6 +182,23 @@ impl Filesystem for XfsFuse {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        // Asked for on read-write mounts only (crate::dirplus).
+        let r = self.dir_inode(ino);
+        answer!(
+            r.and_then(|d| self.fill_dir_plus(&d, offset, &mut reply)),
+            reply,
+            |()| reply.ok()
+        );
     }
 
     fn releasedir(
@@ -410,8 +404,8 @@ impl Filesystem for XfsFuse {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Writes are committed as they arrive; close has nothing to add.
-        reply.ok();
+        // Nothing to do at close: ENOSYS makes the kernel stop sending FLUSH.
+        reply.error(Errno::ENOSYS);
     }
 
     fn fsync(
@@ -467,6 +461,23 @@ impl Filesystem for XfsFuse {
         answer!(self.do_fallocate(ino, offset, length, mode), reply, |()| {
             reply.ok()
         });
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        ino_in: INodeNo,
+        _fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        let r = self.do_copy_file_range(ino_in, offset_in, ino_out, offset_out, len);
+        answer!(r, reply, |n| reply.written(n));
     }
 
     fn lseek(

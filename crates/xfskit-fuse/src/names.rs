@@ -113,6 +113,10 @@ impl XfsFuse {
         }
         let dir = self.dir_inode(parent)?;
         let is_dir = kind == NodeKind::Dir;
+        if is_dir && dir.nlink >= MAXLINK {
+            // The new directory's ".." would be one link too many.
+            return Err(Errno::EMLINK);
+        }
         let mut meta = self.new_meta(req, &dir, mode, is_dir);
         let symlink = matches!(kind, NodeKind::Symlink(_));
         let inherited = if symlink {
@@ -211,6 +215,9 @@ impl XfsFuse {
         {
             return Err(Errno::EINVAL);
         }
+        if sdir != ddir {
+            self.check_rename_links(parent, sname, newparent, dname, flags)?;
+        }
         if flags.contains(RenameFlags::RENAME_EXCHANGE) {
             return self
                 .fs
@@ -232,6 +239,41 @@ impl XfsFuse {
             .map_err(|e| to_errno(&e))?;
         if let Some(o) = orphan {
             self.keep_orphan(o);
+        }
+        Ok(())
+    }
+}
+
+impl XfsFuse {
+    /// EMLINK where a rename between two directories would give one of
+    /// them a link too many (a directory arriving adds a ".." link to its
+    /// new parent unless it replaces a directory there), as the kernel's
+    /// VFS checks for filesystems with a link limit.
+    fn check_rename_links(
+        &self,
+        parent: INodeNo,
+        sname: &[u8],
+        newparent: INodeNo,
+        dname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<(), Errno> {
+        let is_dir = |dir: &Inode, name: &[u8]| -> Result<bool, Errno> {
+            match xfskit::dir::lookup(self.fs, dir, name).map_err(|e| to_errno(&e))? {
+                Some(i) => Ok(self.inode_by_ino(i)?.file_type == FileType::Dir),
+                None => Ok(false),
+            }
+        };
+        let (sd, dd) = (self.dir_inode(parent)?, self.dir_inode(newparent)?);
+        let (src_dir, dst_dir) = (is_dir(&sd, sname)?, is_dir(&dd, dname)?);
+        if src_dir && !dst_dir && dd.nlink >= MAXLINK {
+            return Err(Errno::EMLINK);
+        }
+        if flags.contains(RenameFlags::RENAME_EXCHANGE)
+            && !src_dir
+            && dst_dir
+            && sd.nlink >= MAXLINK
+        {
+            return Err(Errno::EMLINK);
         }
         Ok(())
     }

@@ -81,6 +81,8 @@ pub struct XfsFuse {
     pub(crate) skip_opendir: bool,
     /// Workers for READs that overlap others.
     pub(crate) pool: &'static ReadPool,
+    /// Ask for FUSE's writeback cache (read-write only).
+    pub(crate) writeback_cache: bool,
 }
 
 impl XfsFuse {
@@ -103,6 +105,7 @@ impl XfsFuse {
             skip_open: false,
             skip_opendir: false,
             pool: Box::leak(Box::new(ReadPool::new(read_threads))),
+            writeback_cache: false,
         }
     }
 

@@ -391,7 +391,12 @@ impl Fs {
     /// Reads raw bytes from the device.
     pub fn read_bytes(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         if let Some(w) = &self.write {
-            // File data may still sit in the write combiner.
+            // File data may still sit in the write combiner: read from
+            // there when one pending run holds it all, else write what is
+            // pending first.
+            if w.read_pending(off, buf) {
+                return Ok(());
+            }
             w.flush_data(self.dev.as_ref())?;
         }
         self.dev.read_at(buf, off).map_err(Error::Io)

@@ -37,6 +37,12 @@ pub struct Args {
     /// every READ is answered by the thread that received it).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
     pub read_threads: Option<u16>,
+    /// Read-write: let the kernel's page cache gather written data and send
+    /// it at writeback (FUSE's writeback cache). Faster for many small
+    /// unaligned writes, slower for large ones; a full image then fails
+    /// fsync and close with ENOSPC instead of the write itself.
+    #[arg(long)]
+    pub writeback_cache: bool,
 }
 
 /// Runs the command.
@@ -59,6 +65,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let mut opts = xfskit_fuse::MountOptions {
         source: args.image.display().to_string(),
         extra: args.options,
+        writeback_cache: args.writeback_cache,
         ..Default::default()
     };
     if let Some(n) = args.threads {

@@ -105,7 +105,7 @@ impl Fs {
         let last = (end - 1) / bs;
         // Partial first/last blocks that already hold data must be read
         // back and merged; new blocks are zero-filled around the data.
-        let head_partial = offset % bs != 0;
+        let head_partial = !offset.is_multiple_of(bs);
         let tail_partial = end % bs != 0;
         let old_first = if head_partial {
             crate::bmap::lookup(&mut tp, &ip, Fork::Data, first)?
@@ -148,7 +148,7 @@ impl Fs {
         let src = match src {
             Src::Owned(mut buf)
                 if !head_partial
-                    && !old_last.is_some_and(|x| !x.unwritten)
+                    && old_last.is_none_or(|x| x.unwritten)
                     && (last + 1 - first) * bs <= buf.capacity() as u64 =>
             {
                 match one_extent(&map, first, last + 1) {
@@ -201,10 +201,15 @@ impl Fs {
                 let had_data = (blk == first && old_first.is_some_and(|x| !x.unwritten))
                     || (blk == last && old_last.is_some_and(|x| !x.unwritten));
                 if had_data {
-                    ws.flush_data(self.device())?;
                     let fsb = e.start.0 + (blk - e.offset);
                     let daddr = geo.fsb_to_daddr(crate::geometry::FsBlock(fsb));
-                    self.read_bytes(daddr.bytes(), &mut block)?;
+                    // The block written moments ago (an unaligned append)
+                    // is still in the write combiner: no device I/O, no
+                    // checkpoint. Otherwise read_bytes writes what is
+                    // pending first.
+                    if !ws.read_pending(daddr.bytes(), &mut block) {
+                        self.read_bytes(daddr.bytes(), &mut block)?;
+                    }
                 }
                 block[(d_lo - blk_lo) as usize..(d_hi - blk_lo) as usize]
                     .copy_from_slice(&data[(d_lo - offset) as usize..(d_hi - offset) as usize]);
@@ -235,7 +240,7 @@ impl Fs {
         tp.lock_inode(ino);
         let mut ip = read_file_inode(&mut tp, ino)?;
         let keep = size.div_ceil(bs);
-        let zero = size % bs != 0 && size < ip.size;
+        let zero = !size.is_multiple_of(bs) && size < ip.size;
         if zero {
             // The last kept block gets zeroed past the size: a shared one
             // is copied first, before the blocks past it are freed (new

@@ -11,7 +11,7 @@
 //! reach the device in the order they were committed.
 
 use super::dirty::Dirty;
-use super::state::{pieces_at, Run};
+use super::datarun::{pieces_at, Run};
 use super::state::{Pending, WriteStats};
 use crate::dev::Device;
 use crate::error::{Error, Result};

@@ -13,6 +13,7 @@
 //! and inode locks; they are released at commit or drop. Work in
 //! different AGs never serializes.
 
+mod datarun;
 mod dirty;
 mod flight;
 mod locks;

@@ -8,6 +8,7 @@
 //! cache and the device, so committed state is always what the next
 //! transaction sees.
 
+use super::datarun::{pieces_at, DataRun, Piece, Run};
 use super::dirty::Dirty;
 use super::flight::{join, Flight, Stream, Writer};
 use super::locks::LockSet;
@@ -51,139 +52,6 @@ pub struct WriteStats {
     pub writes: u64,
     /// Bytes written.
     pub bytes: u64,
-}
-
-/// One run of pending file data.
-pub(crate) enum Run {
-    /// In an aligned buffer (written from where it is with direct I/O;
-    /// back to the pool after).
-    Aligned(AlignedBuf),
-    /// In a plain vector handed over by value (a small file's data, moved
-    /// rather than copied: the writer copies it if it must).
-    Plain(Vec<u8>),
-    /// A piece of a shared buffer (a tar batch's data), with its zero
-    /// padding, where it lies; then this many more zeros to the block's end.
-    Shared(SharedBytes, usize),
-}
-
-impl Run {
-    /// The bytes, in at most two pieces (the second is zeros).
-    pub(crate) fn pieces(&self) -> [&[u8]; 2] {
-        match self {
-            Run::Aligned(b) => [b.as_slice(), &[]],
-            Run::Plain(v) => [v, &[]],
-            Run::Shared(s, z) => [s.padded(), aligned::zeros(*z)],
-        }
-    }
-
-    fn len(&self) -> usize {
-        let [a, b] = self.pieces();
-        a.len() + b.len()
-    }
-
-    /// A copy of bytes `from..to` of the run.
-    fn copy_range(&self, from: usize, to: usize) -> AlignedBuf {
-        match self.pieces() {
-            [a, []] => AlignedBuf::copy_of(&a[from..to]),
-            [a, b] => AlignedBuf::copy_of(&[a, b].concat()[from..to]),
-        }
-    }
-
-    /// Returns the run's memory (pooled buffers to the pool).
-    pub(crate) fn recycle(self) {
-        if let Run::Aligned(b) = self {
-            aligned::give(b);
-        }
-    }
-}
-
-/// Pending data writes: runs keyed by byte offset, in aligned buffers
-/// (written from where they are with direct I/O). Adjacent small writes
-/// are appended to the run they extend; buffers handed over by value are
-/// queued as they are. Everything is written back sorted, adjacent runs
-/// merged into one write.
-#[derive(Default)]
-struct DataRun {
-    runs: BTreeMap<u64, Run>,
-    bytes: usize,
-}
-
-/// Bytes queued by [`WriteState::write_data`] (copied) or
-/// [`WriteState::write_data_owned`] (moved).
-enum Piece<'a> {
-    Copied(&'a [u8]),
-    Moved(AlignedBuf),
-    Vec(Vec<u8>),
-    Shared(SharedBytes, usize),
-}
-
-impl Piece<'_> {
-    fn len(&self) -> usize {
-        match self {
-            Piece::Copied(b) => b.len(),
-            Piece::Moved(b) => b.len(),
-            Piece::Vec(v) => v.len(),
-            Piece::Shared(b, z) => b.padded().len() + z,
-        }
-    }
-}
-
-impl DataRun {
-    /// True when a pending run covers any of bytes `off..end`.
-    fn overlaps(&self, off: u64, end: u64) -> bool {
-        let pred_end = self
-            .runs
-            .range(..=off)
-            .next_back()
-            .map(|(&s, v)| s + v.len() as u64);
-        let next = self.runs.range(off + 1..).next().map(|(&s, _)| s);
-        pred_end.is_some_and(|e| e > off) || next.is_some_and(|s| s < end)
-    }
-
-    /// Queues `piece` at `off` (no pending run overlaps it).
-    fn insert(&mut self, off: u64, piece: Piece<'_>) {
-        self.bytes += piece.len();
-        let bytes = match piece {
-            Piece::Moved(b) => {
-                self.runs.insert(off, Run::Aligned(b));
-                return;
-            }
-            Piece::Vec(v) => {
-                self.runs.insert(off, Run::Plain(v));
-                return;
-            }
-            Piece::Shared(b, z) => {
-                self.runs.insert(off, Run::Shared(b, z));
-                return;
-            }
-            Piece::Copied(b) => b,
-        };
-        let pred = self
-            .runs
-            .range_mut(..off)
-            .next_back()
-            .filter(|(&s, v)| s + v.len() as u64 == off);
-        let grow = match pred {
-            Some((_, Run::Aligned(v))) => {
-                if v.extend_from_slice(bytes) {
-                    return;
-                }
-                Some(v.len())
-            }
-            Some((_, v)) => Some(v.len()),
-            None => None,
-        };
-        // A run that continues a full one gets a pooled buffer (recycled
-        // memory, room for many more small writes); an isolated write gets
-        // only the room it needs.
-        let mut v = if grow.is_some() && bytes.len() <= aligned::RUN_BUF {
-            aligned::take_small()
-        } else {
-            AlignedBuf::with_capacity(bytes.len())
-        };
-        v.extend_from_slice(bytes);
-        self.runs.insert(off, Run::Aligned(v));
-    }
 }
 
 /// A committed buffer waiting for writeback. Its CRC is stamped at
@@ -598,6 +466,13 @@ impl WriteState {
         (z ^ (z >> 31)) as u32
     }
 
+    /// Copies pending file data at byte `off` into `buf` when the write
+    /// combiner holds all of those bytes in one run (the newest copy of
+    /// them); false when they must be read from the device.
+    pub fn read_pending(&self, off: u64, buf: &mut [u8]) -> bool {
+        lock(&self.data).read(off, buf)
+    }
+
     /// Writes pending file data now (before reading file data back).
     pub fn flush_data(&self, dev: &dyn Device) -> Result<()> {
         let _w = lock(&self.writer);
@@ -728,15 +603,15 @@ impl WriteState {
     fn queue(&self, dev: &Arc<dyn Device>, off: u64, piece: Piece<'_>) -> Result<()> {
         let end = off + piece.len() as u64;
         let mut d = lock(&self.data);
-        while d.overlaps(off, end) {
-            // Rewriting pending data (a freed and reused block: the same
-            // inode's blocks are only written under its lock): what is
-            // pending goes first.
-            drop(d);
-            self.flush_data(dev.as_ref())?;
-            d = lock(&self.data);
+        if d.overlaps(off, end) {
+            // Rewriting pending data (an unaligned append's first block, a
+            // rewrite, a freed and reused block; the same inode's blocks
+            // are only written under its lock): merged in memory, the new
+            // bytes over the old, instead of writing the old ones first.
+            d.merge(off, piece);
+        } else {
+            d.insert(off, piece);
         }
-        d.insert(off, piece);
         // Pending data waits until `data_limit`, then goes out in one sorted
         // stream together with the pending metadata, which lies between its
         // runs (inode chunks, directory blocks): long merged writes. Writing
@@ -929,11 +804,3 @@ fn take_data_first(data: &mut DataRun, j: &Journal) -> BTreeMap<u64, Run> {
     runs
 }
 
-/// A run's pieces at their byte offsets (shared bytes and the zeros after
-/// them are two), empty ones left out.
-pub(crate) fn pieces_at(off: u64, r: &Run) -> impl Iterator<Item = (u64, &[u8])> {
-    let [a, b] = r.pieces();
-    [(off, a), (off + a.len() as u64, b)]
-        .into_iter()
-        .filter(|(_, p)| !p.is_empty())
-}
