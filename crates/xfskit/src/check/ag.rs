@@ -79,6 +79,7 @@ pub(crate) fn check_ag(ctx: &Ctx<'_>, agno: u32) -> AgHeads {
     // AG headers: the sectors of sb, AGF, AGI, AGFL, in whole blocks.
     let hdr_blocks = ((4 * u64::from(geo.sect_size)).div_ceil(u64::from(geo.block_size))) as u32;
     let at = |agbno: u32| move || Location::AgBlock { agno, agbno };
+    super::sb::check_sb(ctx, agno, &ctx.sb0);
     ctx.map.claim(
         &ctx.sink,
         agno,

@@ -170,7 +170,10 @@ fn check_cluster(ctx: &Ctx<'_>, c: &Chunk, first: u32, ino0: Ino, raw: &[u8], ou
         }
         out.allocated.push(ino.0);
         match inode::decode_checked(ctx.fs, ino, raw) {
-            Ok(inode) => check_one(ctx, &inode, out),
+            Ok(inode) => {
+                super::inode_fields::check_fields(ctx, &inode, raw);
+                check_one(ctx, &inode, out)
+            }
             Err(e) => ctx.sink.error(e),
         }
     }

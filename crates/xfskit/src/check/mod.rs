@@ -32,9 +32,11 @@
 
 mod ag;
 mod dirs;
+mod inode_fields;
 mod inodes;
 mod links;
 mod owners;
+mod sb;
 pub mod space;
 
 use crate::error::{Error, Location, Result};
@@ -180,6 +182,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) sink: Sink,
     pub(crate) map: space::OwnerMap,
     pub(crate) counters: Counters,
+    /// The primary superblock's sector, as on disk.
+    pub(crate) sb0: Vec<u8>,
 }
 
 /// Runs `work(i)` for every `i` in `0..count` on at most `threads`
@@ -251,15 +255,19 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     } else {
         opts.threads
     };
+    let mut sb0 = vec![0u8; geo.sect_size as usize];
+    fs.read_bytes(0, &mut sb0)?;
     let ctx = Ctx {
         fs,
         sink: Sink::default(),
         map: space::OwnerMap::new(geo),
         counters: Counters::default(),
+        sb0,
     };
     // The superblock must be readable; everything else is a problem.
     let sb = links::read_sb_counters(fs)?;
 
+    sb::check_root_inos(&ctx);
     // Pass 1 folds each AG's counters into running totals and keeps the
     // inode chunks only of AGs that have any.
     let (totals, mut chunks) = per_ag(
