@@ -84,6 +84,7 @@ pub(crate) fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut DirTable) {
     };
     if matches!(ino.format, ForkFormat::Extents | ForkFormat::Btree) {
         check_dir_index(ctx, ino);
+        super::dir_index::check_index(ctx, ino);
     }
     ctx.counters
         .dir_entries

@@ -268,6 +268,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
         if let Err(e) = crate::attr::list(ctx.fs, ino) {
             ctx.sink.error(e);
         }
+        super::attr_index::check_attr_blocks(ctx, ino);
     }
 }
 

@@ -31,6 +31,8 @@
 //! (headers, btree roots, free list, free space: a few runs).
 
 mod ag;
+mod attr_index;
+mod dir_index;
 mod dirs;
 mod inode_fields;
 mod inodes;
