@@ -107,6 +107,13 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option
             for db in map.dbs_below(map.leaf_first_db()) {
                 let buf = map.read_data(db)?;
                 crate::dir::data::walk(ctx.fs, dir.ino.0, db, &buf, &mut |e| {
+                    let dots = e.name == b"." || e.name == b"..";
+                    if dots && e.file_type.is_some_and(|t| t != FileType::Dir) {
+                        ctx.sink.error(map.corrupt(db, format!("'{}' entry has file type {:?}", String::from_utf8_lossy(e.name), e.file_type)));
+                    }
+                    if e.name == b"." && e.ino.0 != dir.ino.0 {
+                        ctx.sink.error(map.corrupt(db, format!("'.' points at inode {}", e.ino.0)));
+                    }
                     if e.name == b".." {
                         if db == 0 {
                             parent = Some(e.ino.0);
@@ -134,6 +141,26 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option
         )),
         ForkFormat::Local => {
             let sf = crate::dir::shortform::parse(ctx.fs, dir)?;
+            // Each entry keeps the offset it would have in a data block:
+            // after the header, "." and "..", ascending, without overlap.
+            let ftype = ctx.fs.geometry().features.ftype;
+            let mut next = crate::dir::data::DATA_HDR_SIZE
+                + crate::dir::data::entry_size(1, ftype)
+                + crate::dir::data::entry_size(2, ftype);
+            for e in &sf.entries {
+                let off = usize::from(e.offset);
+                if off < next || off >= ctx.fs.geometry().dir_blk_size as usize {
+                    ctx.sink.add(
+                        "directory",
+                        crate::error::Location::Inode(dir.ino.0),
+                        format!(
+                            "short form entry '{}' has offset {off}, the entry before ends at {next}",
+                            String::from_utf8_lossy(e.name)
+                        ),
+                    );
+                }
+                next = next.max(off) + crate::dir::data::entry_size(e.name.len(), ftype);
+            }
             for e in &sf.entries {
                 out.push(e.ino.0, e.name, e.file_type);
             }

@@ -95,7 +95,27 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
         }
     }
 
+    // Timestamps: without bigtime each is seconds and nanoseconds.
+    if f2 & di::XFS_DIFLAG2_BIGTIME == 0 {
+        let stamps = [
+            ("access", d.di_atime.get()),
+            ("modification", d.di_mtime.get()),
+            ("change", d.di_ctime.get()),
+            ("creation", d.di_crtime.get()),
+        ];
+        for (name, v) in stamps {
+            let nsec = v & 0xffff_ffff;
+            if nsec >= 1_000_000_000 {
+                bad(format!("{name} time has {nsec} nanoseconds"));
+            }
+        }
+    }
+
     // Extent size hints.
+    let hint_flags = di::XFS_DIFLAG_EXTSIZE | di::XFS_DIFLAG_EXTSZINHERIT;
+    if f & hint_flags != 0 && ino.extsize == 0 {
+        bad(format!("extent size flags {:#x} with a zero extent size", f & hint_flags));
+    }
     if ino.extsize != 0 {
         let allowed = (is_reg && f & (di::XFS_DIFLAG_EXTSIZE | di::XFS_DIFLAG_REALTIME) != 0)
             || (is_dir && f & di::XFS_DIFLAG_EXTSZINHERIT != 0);
