@@ -67,6 +67,9 @@ pub struct ExtractReport {
     pub hard_links: u64,
     /// Things that could not be preserved (each kind reported once).
     pub warnings: Vec<String>,
+    /// Entries skipped because the image is damaged there: their path and
+    /// the damage found (the rest of the tree was extracted).
+    pub damaged: Vec<(String, String)>,
 }
 
 /// Extracts `src` (a path in the image; "" or "/" for the root) to `dest`.
@@ -91,6 +94,7 @@ pub fn extract(
         chunk: opts.chunk_bytes.max(64 << 10),
         progress,
         warn: Mutex::new(Vec::new()),
+        damaged: Mutex::new(Vec::new()),
         failed: AtomicBool::new(false),
         error: Mutex::new(None),
     };
@@ -139,6 +143,7 @@ pub fn extract(
     report.entries = progress.entries.load(Ordering::Relaxed);
     report.bytes = progress.bytes.load(Ordering::Relaxed);
     report.warnings = shared.warn.into_inner().map_err(|_| poisoned())?;
+    report.damaged = shared.damaged.into_inner().map_err(|_| poisoned())?;
     Ok(report)
 }
 
@@ -186,6 +191,8 @@ struct Shared<'a> {
     chunk: usize,
     progress: &'a Progress,
     warn: Mutex<Vec<String>>,
+    /// (path, damage) of entries skipped.
+    damaged: Mutex<Vec<(String, String)>>,
     failed: AtomicBool,
     error: Mutex<Option<Error>>,
 }
@@ -201,6 +208,11 @@ fn worker(sh: &Shared<'_>, rx: &Mutex<mpsc::Receiver<Job>>) {
             continue; // drain the queue so the walk is not blocked
         }
         if let Err(e) = sh.create(&job.path, &job.inode) {
+            if walk::is_damage(&e) {
+                // One damaged file does not cost the others.
+                sh.record_damage(job.path.display().to_string(), &e);
+                continue;
+            }
             let e = match e {
                 Error::Io(io) => Error::Io(std::io::Error::new(
                     io.kind(),
@@ -224,6 +236,13 @@ fn timespec(t: Timestamp) -> Timespec {
 }
 
 impl Shared<'_> {
+    /// Records an entry skipped for damage.
+    fn record_damage(&self, path: String, e: &Error) {
+        if let Ok(mut d) = self.damaged.lock() {
+            d.push((path, e.to_string()));
+        }
+    }
+
     /// Records a warning once per kind.
     fn warn_once(&self, what: &str) {
         if let Ok(mut w) = self.warn.lock() {
@@ -411,6 +430,12 @@ struct ExtractVisitor<'s, 'a> {
 }
 
 impl Visitor for ExtractVisitor<'_, '_> {
+    fn damaged(&mut self, path: &[u8], e: Error) -> Result<()> {
+        let full = self.dest.join(os(path));
+        self.shared.record_damage(full.display().to_string(), &e);
+        Ok(())
+    }
+
     fn entry(&mut self, e: &Entry<'_>) -> Result<Control> {
         if self.shared.failed.load(Ordering::Relaxed) {
             return Ok(Control::Stop);
