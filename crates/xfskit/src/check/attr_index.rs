@@ -132,7 +132,7 @@ impl Walk<'_, '_> {
             Err(e) => {
                 // Reading the attributes reports the same block.
                 if !matches!(e, Error::Corrupt { .. } | Error::BadCrc { .. }) {
-                    self.ctx.sink.error(e);
+                    self.ctx.sink.error_in(e, self.ino);
                 }
                 None
             }

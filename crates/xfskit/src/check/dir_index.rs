@@ -44,7 +44,7 @@ impl Dir<'_, '_> {
 pub(crate) fn check_index(ctx: &Ctx<'_>, ino: &Inode) {
     let map = match DirMap::new(ctx.fs, ino) {
         Ok(m) => m,
-        Err(e) => return ctx.sink.error(e),
+        Err(e) => return ctx.sink.error_in(e, ino.ino.0),
     };
     let leaf_db = map.leaf_first_db();
     let mut d = Dir {
@@ -238,7 +238,7 @@ fn node_tree(d: &mut Dir<'_, '_>, root_db: u64, root: &[u8]) {
             let v = Verifier::Da3 { magics: &[magic], owner: ino };
             let buf = match d.map.read(db, &v) {
                 Ok(b) => b,
-                Err(e) => return d.ctx.sink.error(e),
+                Err(e) => return d.ctx.sink.error_in(e, ino),
             };
             if lvl == 0 {
                 leaf_block(d, db, &buf, false, Some((back, forw)));
@@ -302,7 +302,7 @@ fn free_blocks(d: &Dir<'_, '_>, free_db: u64) {
     for db in d.map.dbs_below(u64::MAX).filter(|&x| x >= free_db) {
         let buf = match d.map.read(db, &v) {
             Ok(b) => b,
-            Err(e) => return d.ctx.sink.error(e),
+            Err(e) => return d.ctx.sink.error_in(e, d.map.ino()),
         };
         let k = (db - free_db) as usize;
         let (first, nvalid, nused) = (be32(&buf, 48) as usize, be32(&buf, 52) as usize, be32(&buf, 56) as usize);

@@ -79,7 +79,7 @@ pub(crate) fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut DirTable) {
             // Keep nothing of a directory that cannot be read whole.
             out.entries.truncate(e0);
             out.names.truncate(n0);
-            return ctx.sink.error(e);
+            return ctx.sink.error_in(e, ino.ino.0);
         }
     };
     if matches!(ino.format, ForkFormat::Extents | ForkFormat::Btree) {
@@ -178,7 +178,7 @@ fn check_dir_index(ctx: &Ctx<'_>, ino: &Inode) {
     use crate::dir::lookup::{DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
     let map = match DirMap::new(ctx.fs, ino) {
         Ok(m) => m,
-        Err(e) => return ctx.sink.error(e),
+        Err(e) => return ctx.sink.error_in(e, ino.ino.0),
     };
     let leaf = map.leaf_first_db();
     let free = leaf.saturating_mul(2);
@@ -197,7 +197,7 @@ fn check_dir_index(ctx: &Ctx<'_>, ino: &Inode) {
             }
         };
         if let Err(e) = map.read(db, &v) {
-            ctx.sink.error(e);
+            ctx.sink.error_in(e, ino.ino.0);
         }
     }
 }

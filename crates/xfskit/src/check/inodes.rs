@@ -174,7 +174,7 @@ fn check_cluster(ctx: &Ctx<'_>, c: &Chunk, first: u32, ino0: Ino, raw: &[u8], ou
                 super::inode_fields::check_fields(ctx, &inode, raw);
                 check_one(ctx, &inode, out)
             }
-            Err(e) => ctx.sink.error(e),
+            Err(e) => ctx.sink.error_in(e, ino.0),
         }
     }
 }
@@ -234,7 +234,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
             }
             Err(e) => {
                 ok = false;
-                ctx.sink.error(e);
+                ctx.sink.error_in(e, ino.ino.0);
             }
         }
         if format == ForkFormat::Btree {
@@ -258,7 +258,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
     }
     if ino.file_type == FileType::Symlink {
         if let Err(e) = crate::symlink::read_link(ctx.fs, ino) {
-            ctx.sink.error(e);
+            ctx.sink.error_in(e, ino.ino.0);
         }
     }
     // An extents-format attr fork with no extents is an empty attr fork
@@ -266,7 +266,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
     let empty_attr = ino.aformat == ForkFormat::Extents && ino.anextents == 0;
     if ino.has_attr_fork() && !empty_attr {
         if let Err(e) = crate::attr::list(ctx.fs, ino) {
-            ctx.sink.error(e);
+            ctx.sink.error_in(e, ino.ino.0);
         }
         super::attr_index::check_attr_blocks(ctx, ino);
     }

@@ -158,6 +158,24 @@ impl Sink {
         }
     }
 
+    /// Records an engine error met while walking inode `ino`'s blocks: a
+    /// block named only by its disk address is named with its inode too.
+    pub(crate) fn error_in(&self, e: Error, ino: u64) {
+        let inode = |location: Location| match location {
+            Location::Daddr(d) => Location::Other(format!("daddr {d} of inode {ino}")),
+            other => other,
+        };
+        match e {
+            Error::BadCrc { what, location } => self.add(what, inode(location), "bad CRC"),
+            Error::Corrupt {
+                what,
+                location,
+                detail,
+            } => self.add(what, inode(location), detail),
+            other => self.error(other),
+        }
+    }
+
     fn total(&self) -> u64 {
         self.total.load(Ordering::Relaxed)
     }
