@@ -44,6 +44,7 @@ pub(crate) fn check_attr_blocks(ctx: &Ctx<'_>, ino: &Inode) {
     let mut w = w;
     loop {
         let mut next = Vec::new();
+        let mut next_level = None;
         let n = cur.len();
         for (k, &(dablk, want_last)) in cur.iter().enumerate() {
             seen += 1;
@@ -94,11 +95,12 @@ pub(crate) fn check_attr_blocks(ctx: &Ctx<'_>, ino: &Inode) {
                 }
                 next.push((before, Some(h)));
             }
-            want_level = Some(level - 1);
+            next_level = Some(level - 1);
         }
         if next.is_empty() {
             return;
         }
+        want_level = next_level;
         cur = next;
     }
 }
@@ -215,8 +217,6 @@ impl Walk<'_, '_> {
             let overlaps = names.iter().any(|&(s, e)| base < e && s < base + size);
             if size > 0 && (base < ents_end || base + size > bsize || overlaps) {
                 self.bad(dablk, format!("free map {k} ({base}+{size}) covers entries or names"));
-            } else if size == 0 && base != 0 {
-                self.bad(dablk, format!("free map {k} of size 0 at byte {base}"));
             }
         }
         (count > 0).then(|| be32(buf, LEAF_HDR + 8 * (count - 1)))

@@ -195,10 +195,8 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
     }
 
     // Extent counts.
-    if ino.format == ForkFormat::Local || ino.format == ForkFormat::Dev {
-        if ino.nextents != 0 {
-            bad(format!("{} data extents in a {:?} fork", ino.nextents, ino.format));
-        }
+    if matches!(ino.format, ForkFormat::Local | ForkFormat::Dev) && ino.nextents != 0 {
+        bad(format!("{} data extents in a {:?} fork", ino.nextents, ino.format));
     }
     if ino.forkoff != 0 && ino.aformat == ForkFormat::Local && ino.anextents != 0 {
         bad(format!("{} attr extents in a local attr fork", ino.anextents));

@@ -309,9 +309,18 @@ pub(crate) fn check_sb(ctx: &Ctx<'_>, agno: u32, primary: &[u8]) {
 /// inode chunk alignment.
 fn calc_root_ino(geo: &crate::geometry::Geometry) -> u64 {
     let f = &geo.features;
+    let bs = u64::from(geo.block_size);
+    let ag = u64::from(geo.ag_blocks);
     let mut b = u64::from(3 * geo.sect_size / geo.block_size) + 1;
     b += 3 + u64::from(f.finobt) + u64::from(f.rmapbt) + u64::from(f.reflink);
-    b += if f.rmapbt { 6 } else { 4 };
+    // The smallest free list: for each of the free space btrees (and the
+    // rmap btree) one block more than an empty tree's height, but no more
+    // than the tallest tree the AG can hold.
+    let alloc = max_levels(bs, 8, 12, ag.div_ceil(2)).min(2);
+    b += 2 * alloc;
+    if f.rmapbt {
+        b += if f.reflink { 2 } else { max_levels(bs, 24, 44, ag).min(2) };
+    }
     let align = if geo.stripe_unit > 0 {
         geo.stripe_unit
     } else {
@@ -321,6 +330,20 @@ fn calc_root_ino(geo: &crate::geometry::Geometry) -> u64 {
         b = b.div_ceil(u64::from(align)) * u64::from(align);
     }
     b << geo.inopb_log
+}
+
+/// Height of the tallest short-pointer btree with `records` records of
+/// `rec` bytes and node entries of `node` bytes, blocks half full.
+fn max_levels(block: u64, rec: u64, node: u64, records: u64) -> u64 {
+    let leaf_min = ((block - 56) / rec / 2).max(1);
+    let node_min = ((block - 56) / node / 2).max(1);
+    let mut n = records.div_ceil(leaf_min);
+    let mut levels = 1;
+    while n > 1 {
+        n = n.div_ceil(node_min);
+        levels += 1;
+    }
+    levels
 }
 
 /// The root, realtime bitmap and summary inodes are where mkfs puts them:
