@@ -374,12 +374,17 @@ impl Shared<'_> {
             }
         }
         if self.chown {
-            let uid = rustix::fs::Uid::from_raw(inode.uid);
-            let gid = rustix::fs::Gid::from_raw(inode.gid);
+            // An id of 2^32 - 1 is chown's "leave as is": no file can be
+            // given it, so it is left alone.
+            let uid = (inode.uid != u32::MAX).then(|| rustix::fs::Uid::from_raw(inode.uid));
+            let gid = (inode.gid != u32::MAX).then(|| rustix::fs::Gid::from_raw(inode.gid));
+            if uid.is_none() || gid.is_none() {
+                self.warn_once("an owner or group id of 4294967295 (no id) was not set");
+            }
             match file {
-                Some(f) => rustix::fs::fchown(f, Some(uid), Some(gid)).map_err(io)?,
+                Some(f) => rustix::fs::fchown(f, uid, gid).map_err(io)?,
                 None => {
-                    rustix::fs::chownat(CWD, path, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)
+                    rustix::fs::chownat(CWD, path, uid, gid, AtFlags::SYMLINK_NOFOLLOW)
                         .map_err(io)?
                 }
             }
