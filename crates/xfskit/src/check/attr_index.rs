@@ -215,7 +215,9 @@ impl Walk<'_, '_> {
         for k in 0..3 {
             let (base, size) = (usize::from(be16(buf, 64 + 4 * k)), usize::from(be16(buf, 66 + 4 * k)));
             let overlaps = names.iter().any(|&(s, e)| base < e && s < base + size);
-            if size > 0 && (base < ents_end || base + size > bsize || overlaps) {
+            if base % 4 != 0 || size % 4 != 0 || base + size > bsize {
+                self.bad(dablk, format!("free map {k} ({base}+{size}) is misaligned or past the block"));
+            } else if size > 0 && (base < ents_end || overlaps) {
                 self.bad(dablk, format!("free map {k} ({base}+{size}) covers entries or names"));
             }
         }
