@@ -161,6 +161,15 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option
                 }
                 next = next.max(off) + crate::dir::data::entry_size(e.name.len(), ftype);
             }
+            let mut names: Vec<&[u8]> = sf.entries.iter().map(|e| e.name).collect();
+            names.sort_unstable();
+            if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+                ctx.sink.add(
+                    "directory",
+                    crate::error::Location::Inode(dir.ino.0),
+                    format!("two entries named '{}'", String::from_utf8_lossy(w[0])),
+                );
+            }
             for e in &sf.entries {
                 out.push(e.ino.0, e.name, e.file_type);
             }

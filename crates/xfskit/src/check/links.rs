@@ -135,15 +135,6 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters, found: &[AgInodes]
         .iter()
         .flat_map(|a| a.dirs.dirs.iter().map(move |d| (&a.dirs, d)));
     for (table, d) in dirs.clone() {
-        let mut names: Vec<&[u8]> = d.entries.clone().map(|k| table.name(d, k)).collect();
-        names.sort_unstable();
-        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-            ctx.sink.add(
-                "directory",
-                Location::Inode(d.ino),
-                format!("two entries named '{}'", String::from_utf8_lossy(w[0])),
-            );
-        }
         for k in d.entries.clone() {
             let e = &table.entries[k];
             let (target, ftype) = (&e.target, e.file_type);
