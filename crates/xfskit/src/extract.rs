@@ -315,7 +315,7 @@ impl Shared<'_> {
                 if buf.len() < n {
                     buf.resize(n, 0);
                 }
-                if done + ahead < total && done % ahead == 0 {
+                if done + ahead < total && done.is_multiple_of(ahead) {
                     let next = done + ahead;
                     self.fs
                         .device()

@@ -160,17 +160,17 @@ impl Walker<'_, '_> {
                 ));
             }
         }
-        Ok(Step::Descend(Level {
+        Ok(Step::Descend(Box::new(Level {
             path,
             inode,
             pending,
-        }))
+        })))
     }
 }
 
 enum Step {
     Next,
-    Descend(Level),
+    Descend(Box<Level>),
     Stop,
 }
 
@@ -196,7 +196,7 @@ pub fn walk_from(
         .map(|i| i + 1)
         .unwrap_or(0);
     let mut stack = match w.visit(start_path.to_vec(), name_start, 0, start)? {
-        Step::Descend(l) => vec![l],
+        Step::Descend(l) => vec![*l],
         Step::Next | Step::Stop => return Ok(w.stats),
     };
     while let Some(top) = stack.last_mut() {
@@ -217,7 +217,7 @@ pub fn walk_from(
             .and_then(|inode| w.visit(path.clone(), name_start, depth, inode));
         match step {
             Ok(Step::Next) => {}
-            Ok(Step::Descend(l)) => stack.push(l),
+            Ok(Step::Descend(l)) => stack.push(*l),
             Ok(Step::Stop) => return Ok(w.stats),
             Err(e) if is_damage(&e) => w.visitor.damaged(&path, e)?,
             Err(e) => return Err(e),

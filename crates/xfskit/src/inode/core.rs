@@ -270,7 +270,7 @@ impl Inode {
         let format = ForkFormat::from_raw(d.di_format, ino, "data")?;
         let forkoff = d.di_forkoff;
         let aformat = if forkoff != 0 {
-            ForkFormat::from_raw(d.di_aformat as u8, ino, "attr")?
+            ForkFormat::from_raw(d.di_aformat, ino, "attr")?
         } else {
             ForkFormat::Extents
         };
