@@ -60,7 +60,13 @@ fn check_agrees_with_xfs_repair_on_fuzzed_images() {
     if !require_root(test) {
         return;
     }
-    if let Some(t) = missing_tool(&["mkfs.xfs", "xfs_db", "xfs_repair", "setfattr", "/usr/bin/time"]) {
+    if let Some(t) = missing_tool(&[
+        "mkfs.xfs",
+        "xfs_db",
+        "xfs_repair",
+        "setfattr",
+        "/usr/bin/time",
+    ]) {
         skip(test, &format!("{t} is not installed"));
         return;
     }
@@ -81,18 +87,44 @@ fn check_agrees_with_xfs_repair_on_fuzzed_images() {
         .expect("run fuzz_run.sh");
     let table = String::from_utf8_lossy(&run.stdout);
     println!("{table}");
-    assert!(run.status.success(), "fuzz_run.sh failed: {}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "fuzz_run.sh failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let results = std::fs::read_to_string(out.join("results.tsv")).expect("results.tsv");
     let cases: Vec<Case> = results.lines().map(parse).collect();
     let run_cases: Vec<&Case> = cases.iter().filter(|c| c.repair != "F").collect();
     assert!(run_cases.len() > 500, "only {} cases ran", run_cases.len());
 
     // Every structure of the corpus is in the sample.
-    let structs: std::collections::BTreeSet<&str> =
-        run_cases.iter().map(|c| c.structure.split(':').next().unwrap_or("")).collect();
-    for s in ["sb0", "sb1", "agf", "agi", "agfl", "bnobt", "cntbt", "inobt", "finobt", "refcountbt",
-        "rmapbt", "inode", "bmbt-leaf", "dir-block", "dir-leaf", "dir-node", "dir-free", "attr-leaf",
-        "attr-node", "attr-remote", "symlink-remote"] {
+    let structs: std::collections::BTreeSet<&str> = run_cases
+        .iter()
+        .map(|c| c.structure.split(':').next().unwrap_or(""))
+        .collect();
+    for s in [
+        "sb0",
+        "sb1",
+        "agf",
+        "agi",
+        "agfl",
+        "bnobt",
+        "cntbt",
+        "inobt",
+        "finobt",
+        "refcountbt",
+        "rmapbt",
+        "inode",
+        "bmbt-leaf",
+        "dir-block",
+        "dir-leaf",
+        "dir-node",
+        "dir-free",
+        "attr-leaf",
+        "attr-node",
+        "attr-remote",
+        "symlink-remote",
+    ] {
         assert!(structs.contains(s), "no case of {s} in the sample");
     }
 
@@ -103,7 +135,10 @@ fn check_agrees_with_xfs_repair_on_fuzzed_images() {
         let unsupported = c.check == 3 && c.structure == "sb0";
         let flagged = c.check == 1 || unsupported;
         if !(c.check == 0 || flagged) {
-            failures.push(format!("check exit {} (0 or 1 expected): {}", c.check, c.line));
+            failures.push(format!(
+                "check exit {} (0 or 1 expected): {}",
+                c.check, c.line
+            ));
         }
         if c.repair == "1" && !flagged && !known_miss(&c.line) {
             failures.push(format!("missed (xfs_repair -n flags it): {}", c.line));
@@ -112,7 +147,10 @@ fn check_agrees_with_xfs_repair_on_fuzzed_images() {
         // counts of the inodes it moved a link between: those are named.
         let by_links = c.line.contains("nlink") || c.line.contains("not in any directory");
         if flagged && !c.named && !by_links {
-            failures.push(format!("report does not name the fuzzed structure: {}", c.line));
+            failures.push(format!(
+                "report does not name the fuzzed structure: {}",
+                c.line
+            ));
         }
         if c.seconds > MAX_CHECK_SECONDS {
             failures.push(format!("check took {}s: {}", c.seconds, c.line));

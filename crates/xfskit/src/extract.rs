@@ -383,10 +383,8 @@ impl Shared<'_> {
             }
             match file {
                 Some(f) => rustix::fs::fchown(f, uid, gid).map_err(io)?,
-                None => {
-                    rustix::fs::chownat(CWD, path, uid, gid, AtFlags::SYMLINK_NOFOLLOW)
-                        .map_err(io)?
-                }
+                None => rustix::fs::chownat(CWD, path, uid, gid, AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(io)?,
             }
         } else {
             self.warn_once("owners were not preserved (not running as root)");

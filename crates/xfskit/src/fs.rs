@@ -291,11 +291,17 @@ impl Fs {
         let root = self.geo.root_ino;
         let bad = |d: String| Error::corrupt("superblock", Location::Sb(0), d);
         if !self.geo.ino_valid(root) {
-            return Err(bad(format!("root inode {} is outside the filesystem", root.0)));
+            return Err(bad(format!(
+                "root inode {} is outside the filesystem",
+                root.0
+            )));
         }
         match self.inode(root) {
             Ok(i) if i.file_type == crate::inode::FileType::Dir => Ok(()),
-            Ok(i) => Err(bad(format!("root inode {} is a {:?}, not a directory", root.0, i.file_type))),
+            Ok(i) => Err(bad(format!(
+                "root inode {} is a {:?}, not a directory",
+                root.0, i.file_type
+            ))),
             // A damaged root inode block is reported by whatever reads it,
             // with its own location.
             Err(Error::BadCrc { .. }) => Ok(()),

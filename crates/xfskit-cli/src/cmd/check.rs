@@ -47,7 +47,11 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     // primary superblock) is the check's finding, not a failure to run.
     let fs = match opened {
         Ok(fs) => fs,
-        Err(xfskit::Error::Corrupt { what, location, detail }) => {
+        Err(xfskit::Error::Corrupt {
+            what,
+            location,
+            detail,
+        }) => {
             return Ok(unopenable(&args, what, &location.to_string(), &detail));
         }
         Err(xfskit::Error::BadCrc { what, location }) => {

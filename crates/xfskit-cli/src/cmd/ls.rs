@@ -1,10 +1,10 @@
 //! `xfskit ls`: list a directory of an image, like ls(1).
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use xfskit::dir;
 use xfskit::inode::{FileType, Inode, Timestamp};
 use xfskit::{Error, Fs, Ino};

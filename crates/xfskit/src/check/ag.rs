@@ -248,8 +248,11 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
                 let cow_rec = s & (1 << 31) != 0;
                 let start = u64::from(s & !(1 << 31));
                 let bad = |d: String| {
-                    ctx.sink
-                        .add("refcountbt block", Location::AgBlock { agno, agbno: blk }, d)
+                    ctx.sink.add(
+                        "refcountbt block",
+                        Location::AgBlock { agno, agbno: blk },
+                        d,
+                    )
                 };
                 let key = (cow_rec, start);
                 if l == 0 || start + u64::from(l) > u64::from(aglen) {

@@ -36,7 +36,12 @@ pub(crate) fn check_attr_blocks(ctx: &Ctx<'_>, ino: &Inode) {
     let Ok(map) = AttrMap::load(ctx.fs, ino) else {
         return;
     };
-    let w = Walk { ctx, map: &map, ino: ino.ino.0, last_hash: None };
+    let w = Walk {
+        ctx,
+        map: &map,
+        ino: ino.ino.0,
+        last_hash: None,
+    };
     // Level by level from block 0: (dablk, expected last hash).
     let mut cur: Vec<(u32, Option<u32>)> = vec![(0, None)];
     let mut want_level: Option<u16> = None;
@@ -58,18 +63,33 @@ pub(crate) fn check_attr_blocks(ctx: &Ctx<'_>, ino: &Inode) {
             let forw = if k + 1 == n { 0 } else { cur[k + 1].0 };
             let (f, b) = (be32(&buf, 0), be32(&buf, 4));
             if (b, f) != (back, forw) {
-                w.bad(dablk, format!("sibling pointers back {b}, forw {f}; want {back} and {forw}"));
+                w.bad(
+                    dablk,
+                    format!("sibling pointers back {b}, forw {f}; want {back} and {forw}"),
+                );
             }
             let magic = be16(&buf, 8);
-            let level = if magic == NODE_MAGIC { be16(&buf, 58) } else { 0 };
-            if want_level.is_some_and(|l| l != level) || (magic == NODE_MAGIC && (level == 0 || level >= MAX_LEVELS)) {
-                return w.bad(dablk, format!("block at level {level}, want {}", want_level.unwrap_or(1)));
+            let level = if magic == NODE_MAGIC {
+                be16(&buf, 58)
+            } else {
+                0
+            };
+            if want_level.is_some_and(|l| l != level)
+                || (magic == NODE_MAGIC && (level == 0 || level >= MAX_LEVELS))
+            {
+                return w.bad(
+                    dablk,
+                    format!("block at level {level}, want {}", want_level.unwrap_or(1)),
+                );
             }
             if magic == LEAF_MAGIC {
                 let last = w.leaf(dablk, &buf);
                 if let (Some(want), Some(l)) = (want_last, last) {
                     if want != l {
-                        w.bad(dablk, format!("last hash {l:#x}, its parent says {want:#x}"));
+                        w.bad(
+                            dablk,
+                            format!("last hash {l:#x}, its parent says {want:#x}"),
+                        );
                     }
                 }
                 continue;
@@ -79,19 +99,33 @@ pub(crate) fn check_attr_blocks(ctx: &Ctx<'_>, ino: &Inode) {
                 return w.bad(dablk, format!("node counts {count} entries"));
             }
             let ents: Vec<(u32, u32)> = (0..count)
-                .map(|i| (be32(&buf, NODE_HDR + 8 * i), be32(&buf, NODE_HDR + 8 * i + 4)))
+                .map(|i| {
+                    (
+                        be32(&buf, NODE_HDR + 8 * i),
+                        be32(&buf, NODE_HDR + 8 * i + 4),
+                    )
+                })
                 .collect();
             if ents.windows(2).any(|p| p[0].0 > p[1].0) {
                 w.bad(dablk, "node hashes are not in order".into());
             }
             if let Some(want) = want_last {
                 if ents[count - 1].0 != want {
-                    w.bad(dablk, format!("last hash {:#x}, its parent says {want:#x}", ents[count - 1].0));
+                    w.bad(
+                        dablk,
+                        format!(
+                            "last hash {:#x}, its parent says {want:#x}",
+                            ents[count - 1].0
+                        ),
+                    );
                 }
             }
             for &(h, before) in &ents {
                 if map.daddr(ctx.fs, u64::from(before)).is_err() || before == 0 {
-                    return w.bad(dablk, format!("child pointer {before} is not a mapped attr block"));
+                    return w.bad(
+                        dablk,
+                        format!("child pointer {before} is not a mapped attr block"),
+                    );
                 }
                 next.push((before, Some(h)));
             }
@@ -115,7 +149,11 @@ struct Walk<'m, 'a> {
 
 impl Walk<'_, '_> {
     fn bad(&self, dablk: u32, d: String) {
-        let at = Location::InodeBlock { ino: self.ino, fork: "attr", offset: u64::from(dablk) };
+        let at = Location::InodeBlock {
+            ino: self.ino,
+            fork: "attr",
+            offset: u64::from(dablk),
+        };
         self.ctx.sink.add("attr block", at, d);
     }
 
@@ -128,7 +166,10 @@ impl Walk<'_, '_> {
                 return None;
             }
         };
-        let v = Verifier::Da3 { magics: &[LEAF_MAGIC, NODE_MAGIC], owner: self.ino };
+        let v = Verifier::Da3 {
+            magics: &[LEAF_MAGIC, NODE_MAGIC],
+            owner: self.ino,
+        };
         match fs.read_meta(daddr, fs.geometry().block_size, &v) {
             Ok(b) => Some(b),
             Err(e) => {
@@ -152,7 +193,10 @@ impl Walk<'_, '_> {
         };
         let ents_end = LEAF_HDR + 8 * count;
         if ents_end > bsize || ents_end > firstused || firstused > bsize {
-            self.bad(dablk, format!("{count} entries end at byte {ents_end}, names start at {firstused}"));
+            self.bad(
+                dablk,
+                format!("{count} entries end at byte {ents_end}, names start at {firstused}"),
+            );
             return None;
         }
         let mut used = 0usize;
@@ -170,7 +214,10 @@ impl Walk<'_, '_> {
                 self.bad(dablk, format!("entry {i} is marked incomplete"));
             }
             if nameidx < firstused || nameidx >= bsize {
-                self.bad(dablk, format!("entry {i}: name at byte {nameidx} is outside the name area"));
+                self.bad(
+                    dablk,
+                    format!("entry {i}: name at byte {nameidx} is outside the name area"),
+                );
                 continue;
             }
             let rest = &buf[nameidx..];
@@ -180,7 +227,10 @@ impl Walk<'_, '_> {
                 }
                 let (vlen, nlen) = (usize::from(be16(rest, 0)), usize::from(rest[2]));
                 if 3 + nlen + vlen > rest.len() {
-                    self.bad(dablk, format!("entry {i}: name and value run past the block"));
+                    self.bad(
+                        dablk,
+                        format!("entry {i}: name and value run past the block"),
+                    );
                     continue;
                 }
                 (&rest[3..3 + nlen], (3 + nlen + vlen).div_ceil(4) * 4)
@@ -194,31 +244,52 @@ impl Walk<'_, '_> {
                     continue;
                 }
                 if flags & FLAG_INCOMPLETE == 0
-                    && (vlen == 0 || vlen > MAX_VALUE || blk == 0 || self.map.daddr(self.ctx.fs, u64::from(blk)).is_err())
+                    && (vlen == 0
+                        || vlen > MAX_VALUE
+                        || blk == 0
+                        || self.map.daddr(self.ctx.fs, u64::from(blk)).is_err())
                 {
-                    self.bad(dablk, format!("entry {i}: remote value of {vlen} bytes at attr block {blk}"));
+                    self.bad(
+                        dablk,
+                        format!("entry {i}: remote value of {vlen} bytes at attr block {blk}"),
+                    );
                 }
                 (&rest[9..9 + nlen], (11 + nlen).div_ceil(4) * 4)
             };
             if name.is_empty() {
                 self.bad(dablk, format!("entry {i}: empty name"));
             } else if crate::attr::name_hash(name) != hash {
-                self.bad(dablk, format!("entry {i}: hash {hash:#x} is not the hash of its name"));
+                self.bad(
+                    dablk,
+                    format!("entry {i}: hash {hash:#x} is not the hash of its name"),
+                );
             }
             used += size;
             names.push((nameidx, nameidx + size));
         }
         self.last_hash = prev;
         if used != usedbytes {
-            self.bad(dablk, format!("counts {usedbytes} bytes of names, they take {used}"));
+            self.bad(
+                dablk,
+                format!("counts {usedbytes} bytes of names, they take {used}"),
+            );
         }
         for k in 0..3 {
-            let (base, size) = (usize::from(be16(buf, 64 + 4 * k)), usize::from(be16(buf, 66 + 4 * k)));
+            let (base, size) = (
+                usize::from(be16(buf, 64 + 4 * k)),
+                usize::from(be16(buf, 66 + 4 * k)),
+            );
             let overlaps = names.iter().any(|&(s, e)| base < e && s < base + size);
             if base % 4 != 0 || size % 4 != 0 || base + size > bsize {
-                self.bad(dablk, format!("free map {k} ({base}+{size}) is misaligned or past the block"));
+                self.bad(
+                    dablk,
+                    format!("free map {k} ({base}+{size}) is misaligned or past the block"),
+                );
             } else if size > 0 && (base < ents_end || overlaps) {
-                self.bad(dablk, format!("free map {k} ({base}+{size}) covers entries or names"));
+                self.bad(
+                    dablk,
+                    format!("free map {k} ({base}+{size}) covers entries or names"),
+                );
             }
         }
         (count > 0).then(|| be32(buf, LEAF_HDR + 8 * (count - 1)))

@@ -9,7 +9,9 @@ use super::Ctx;
 use crate::buf::verify::Verifier;
 use crate::bytes::{be16, be32};
 use crate::dir::data::{self, DirMap, DATA_HDR_SIZE, FREE_TAG, XDB3_MAGIC};
-use crate::dir::lookup::{name_hash, DA3_HDR_SIZE, DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
+use crate::dir::lookup::{
+    name_hash, DA3_HDR_SIZE, DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC,
+};
 use crate::inode::Inode;
 
 /// XDF3: magic of a directory free-index block.
@@ -81,7 +83,10 @@ pub(crate) fn check_index(ctx: &Ctx<'_>, ino: &Inode) {
             free_blocks(&d, leaf_db * 2);
         }
     } else {
-        return d.bad(leaf_db, "directory has data blocks but no leaf block".into());
+        return d.bad(
+            leaf_db,
+            "directory has data blocks but no leaf block".into(),
+        );
     }
     compare_index(&mut d, leaf_db);
 }
@@ -114,20 +119,27 @@ fn data_block(d: &mut Dir<'_, '_>, db: u64, buf: &[u8]) -> Option<Vec<Leaf>> {
             return None;
         }
         let addr = ((db * dbsize + off as u64) >> 3) as u32;
-        d.entries.push((name_hash(&buf[off + 9..off + 9 + namelen]), addr));
+        d.entries
+            .push((name_hash(&buf[off + 9..off + 9 + namelen]), addr));
         off += size;
     }
     if free.windows(2).any(|w| w[0].0 + w[0].1 == w[1].0) {
         d.bad(db, "two unused regions touch (they should be one)".into());
     }
-    let table: Vec<(u16, u16)> = (0..3).map(|i| (be16(buf, 48 + 4 * i), be16(buf, 50 + 4 * i))).collect();
+    let table: Vec<(u16, u16)> = (0..3)
+        .map(|i| (be16(buf, 48 + 4 * i), be16(buf, 50 + 4 * i)))
+        .collect();
     let mut lens: Vec<u16> = free.iter().map(|f| f.1).collect();
     lens.sort_unstable_by(|a, b| b.cmp(a));
     lens.resize(3, 0);
     let table_lens: Vec<u16> = table.iter().map(|t| t.1).collect();
-    let points_ok = table
-        .iter()
-        .all(|&(o, l)| if l == 0 { o == 0 } else { free.contains(&(o, l)) });
+    let points_ok = table.iter().all(|&(o, l)| {
+        if l == 0 {
+            o == 0
+        } else {
+            free.contains(&(o, l))
+        }
+    });
     if table_lens != lens || !points_ok {
         d.bad(
             db,
@@ -159,7 +171,10 @@ fn leaf_entries(d: &Dir<'_, '_>, db: u64, ents: &[Leaf], stale: u32) -> Vec<Leaf
     let live: Vec<Leaf> = ents.iter().copied().filter(|e| e.1 != 0).collect();
     let nstale = (ents.len() - live.len()) as u32;
     if nstale != stale {
-        d.bad(db, format!("leaf counts {stale} stale entries, holds {nstale}"));
+        d.bad(
+            db,
+            format!("leaf counts {stale} stale entries, holds {nstale}"),
+        );
     }
     live
 }
@@ -178,13 +193,21 @@ fn leaf_block(d: &mut Dir<'_, '_>, db: u64, buf: &[u8], leaf1: bool, sib: Option
                 end = at;
                 let want = d.best.len();
                 if bestcount != want {
-                    d.bad(db, format!("leaf tail counts {bestcount} data blocks, the directory has {want}"));
+                    d.bad(
+                        db,
+                        format!(
+                            "leaf tail counts {bestcount} data blocks, the directory has {want}"
+                        ),
+                    );
                 }
                 for i in 0..bestcount.min(want) {
                     let b = be16(buf, at + 2 * i);
                     let w = d.best[i].unwrap_or(NULL_BEST);
                     if b != w {
-                        d.bad(db, format!("leaf best free of data block {i} is {b}, the block says {w}"));
+                        d.bad(
+                            db,
+                            format!("leaf best free of data block {i} is {b}, the block says {w}"),
+                        );
                     }
                 }
             }
@@ -197,11 +220,19 @@ fn leaf_block(d: &mut Dir<'_, '_>, db: u64, buf: &[u8], leaf1: bool, sib: Option
     if let Some((back, forw)) = sib {
         let (f, b) = (be32(buf, 0), be32(buf, 4));
         if (b, f) != (back, forw) {
-            d.bad(db, format!("sibling pointers back {b}, forw {f}; want {back} and {forw}"));
+            d.bad(
+                db,
+                format!("sibling pointers back {b}, forw {f}; want {back} and {forw}"),
+            );
         }
     }
     let ents: Vec<Leaf> = (0..count)
-        .map(|i| (be32(buf, DA3_HDR_SIZE + 8 * i), be32(buf, DA3_HDR_SIZE + 8 * i + 4)))
+        .map(|i| {
+            (
+                be32(buf, DA3_HDR_SIZE + 8 * i),
+                be32(buf, DA3_HDR_SIZE + 8 * i + 4),
+            )
+        })
         .collect();
     if let (Some(first), Some(last)) = (ents.first(), d.indexed.last()) {
         if first.0 < last.0 {
@@ -222,7 +253,8 @@ fn node_tree(d: &mut Dir<'_, '_>, root_db: u64, root: &[u8]) {
         return d.bad(root_db, format!("node level {level}"));
     }
     // One level at a time: (dablk, expected last hash or None for the root).
-    let mut cur: Vec<(u32, Option<u32>)> = vec![((root_db << d.ctx.fs.geometry().dir_blk_log) as u32, None)];
+    let mut cur: Vec<(u32, Option<u32>)> =
+        vec![((root_db << d.ctx.fs.geometry().dir_blk_log) as u32, None)];
     let mut lvl = level;
     let budget = d.map.mapped_blocks();
     let mut seen = 0u64;
@@ -232,13 +264,23 @@ fn node_tree(d: &mut Dir<'_, '_>, root_db: u64, root: &[u8]) {
         for (k, &(dablk, want_last)) in cur.iter().enumerate() {
             seen += 1;
             if seen > budget {
-                return d.bad(root_db, "node tree visits more blocks than the directory maps".into());
+                return d.bad(
+                    root_db,
+                    "node tree visits more blocks than the directory maps".into(),
+                );
             }
             let db = d.map.dablk_to_db(dablk);
             let back = if k == 0 { 0 } else { cur[k - 1].0 };
             let forw = if k + 1 == n { 0 } else { cur[k + 1].0 };
-            let magic = if lvl == 0 { DIR3_LEAFN_MAGIC } else { DA3_NODE_MAGIC };
-            let v = Verifier::Da3 { magics: &[magic], owner: ino };
+            let magic = if lvl == 0 {
+                DIR3_LEAFN_MAGIC
+            } else {
+                DA3_NODE_MAGIC
+            };
+            let v = Verifier::Da3 {
+                magics: &[magic],
+                owner: ino,
+            };
             let buf = match d.map.read(db, &v) {
                 Ok(b) => b,
                 Err(e) => return d.ctx.sink.error_in(e, ino),
@@ -265,24 +307,38 @@ fn node_tree(d: &mut Dir<'_, '_>, root_db: u64, root: &[u8]) {
             }
             let (f, b) = (be32(&buf, 0), be32(&buf, 4));
             if (b, f) != (back, forw) {
-                d.bad(db, format!("sibling pointers back {b}, forw {f}; want {back} and {forw}"));
+                d.bad(
+                    db,
+                    format!("sibling pointers back {b}, forw {f}; want {back} and {forw}"),
+                );
             }
             let ents: Vec<(u32, u32)> = (0..count)
-                .map(|i| (be32(&buf, DA3_HDR_SIZE + 8 * i), be32(&buf, DA3_HDR_SIZE + 8 * i + 4)))
+                .map(|i| {
+                    (
+                        be32(&buf, DA3_HDR_SIZE + 8 * i),
+                        be32(&buf, DA3_HDR_SIZE + 8 * i + 4),
+                    )
+                })
                 .collect();
             if ents.windows(2).any(|w| w[0].0 > w[1].0) {
                 d.bad(db, "node hashes are not in order".into());
             }
             if let Some(w) = want_last {
                 if ents[count - 1].0 != w {
-                    d.bad(db, format!("last hash {:#x}, its parent says {w:#x}", ents[count - 1].0));
+                    d.bad(
+                        db,
+                        format!("last hash {:#x}, its parent says {w:#x}", ents[count - 1].0),
+                    );
                 }
             }
             let leaf_db = d.map.leaf_first_db();
             for &(h, before) in &ents {
                 let cdb = d.map.dablk_to_db(before);
                 if cdb < leaf_db || cdb >= 2 * leaf_db || !d.map.is_mapped(cdb) {
-                    return d.bad(db, format!("child pointer {before} is outside the leaf space"));
+                    return d.bad(
+                        db,
+                        format!("child pointer {before} is outside the leaf space"),
+                    );
                 }
                 next.push((before, Some(h)));
             }
@@ -300,7 +356,10 @@ fn node_tree(d: &mut Dir<'_, '_>, root_db: u64, root: &[u8]) {
 fn free_blocks(d: &Dir<'_, '_>, free_db: u64) {
     let geo = d.ctx.fs.geometry();
     let per = (geo.dir_blk_size as usize - DATA_HDR_SIZE) / 2;
-    let v = Verifier::Dir3 { magics: &[XDF3_MAGIC], owner: d.map.ino() };
+    let v = Verifier::Dir3 {
+        magics: &[XDF3_MAGIC],
+        owner: d.map.ino(),
+    };
     let mut covered = 0usize;
     for db in d.map.dbs_below(u64::MAX).filter(|&x| x >= free_db) {
         let buf = match d.map.read(db, &v) {
@@ -308,28 +367,55 @@ fn free_blocks(d: &Dir<'_, '_>, free_db: u64) {
             Err(e) => return d.ctx.sink.error_in(e, d.map.ino()),
         };
         let k = (db - free_db) as usize;
-        let (first, nvalid, nused) = (be32(&buf, 48) as usize, be32(&buf, 52) as usize, be32(&buf, 56) as usize);
+        let (first, nvalid, nused) = (
+            be32(&buf, 48) as usize,
+            be32(&buf, 52) as usize,
+            be32(&buf, 56) as usize,
+        );
         if first != k * per || nvalid > per {
-            d.bad(db, format!("free index starts at data block {first} with {nvalid} entries; want {}", k * per));
+            d.bad(
+                db,
+                format!(
+                    "free index starts at data block {first} with {nvalid} entries; want {}",
+                    k * per
+                ),
+            );
             continue;
         }
         let mut used = 0;
         for i in 0..nvalid {
             let b = be16(&buf, DATA_HDR_SIZE + 2 * i);
-            let w = d.best.get(first + i).copied().flatten().unwrap_or(NULL_BEST);
+            let w = d
+                .best
+                .get(first + i)
+                .copied()
+                .flatten()
+                .unwrap_or(NULL_BEST);
             if b != w {
-                d.bad(db, format!("best free of data block {} is {b}, the block says {w}", first + i));
+                d.bad(
+                    db,
+                    format!(
+                        "best free of data block {} is {b}, the block says {w}",
+                        first + i
+                    ),
+                );
             }
             used += usize::from(b != NULL_BEST);
         }
         if used != nused {
-            d.bad(db, format!("free index counts {nused} used entries, holds {used}"));
+            d.bad(
+                db,
+                format!("free index counts {nused} used entries, holds {used}"),
+            );
         }
         covered = covered.max(first + nvalid);
     }
     let want = d.best.len();
     if covered < want {
-        d.bad(free_db, format!("free index covers {covered} data blocks of {want}"));
+        d.bad(
+            free_db,
+            format!("free index covers {covered} data blocks of {want}"),
+        );
     }
 }
 
@@ -353,18 +439,32 @@ fn compare_index(d: &mut Dir<'_, '_>, leaf_db: u64) {
             j += 1;
         }
         if j - i > 1 {
-            let mut names: Vec<Vec<u8>> = d.entries[i..j].iter().filter_map(|e| name_at(e.1)).collect();
+            let mut names: Vec<Vec<u8>> = d.entries[i..j]
+                .iter()
+                .filter_map(|e| name_at(e.1))
+                .collect();
             names.sort_unstable();
             if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-                d.bad(0, format!("two entries named '{}'", String::from_utf8_lossy(&w[0])));
+                d.bad(
+                    0,
+                    format!("two entries named '{}'", String::from_utf8_lossy(&w[0])),
+                );
             }
         }
         i = j;
     }
     d.indexed.sort_unstable();
     if d.entries != d.indexed {
-        let missing = d.entries.iter().filter(|e| d.indexed.binary_search(e).is_err()).count();
-        let wrong = d.indexed.iter().filter(|e| d.entries.binary_search(e).is_err()).count();
+        let missing = d
+            .entries
+            .iter()
+            .filter(|e| d.indexed.binary_search(e).is_err())
+            .count();
+        let wrong = d
+            .indexed
+            .iter()
+            .filter(|e| d.entries.binary_search(e).is_err())
+            .count();
         let dups = d.indexed.windows(2).filter(|w| w[0] == w[1]).count();
         d.bad(
             leaf_db,

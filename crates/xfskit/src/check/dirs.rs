@@ -109,10 +109,18 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option
                 crate::dir::data::walk(ctx.fs, dir.ino.0, db, &buf, &mut |e| {
                     let dots = e.name == b"." || e.name == b"..";
                     if dots && e.file_type.is_some_and(|t| t != FileType::Dir) {
-                        ctx.sink.error(map.corrupt(db, format!("'{}' entry has file type {:?}", String::from_utf8_lossy(e.name), e.file_type)));
+                        ctx.sink.error(map.corrupt(
+                            db,
+                            format!(
+                                "'{}' entry has file type {:?}",
+                                String::from_utf8_lossy(e.name),
+                                e.file_type
+                            ),
+                        ));
                     }
                     if e.name == b"." && e.ino.0 != dir.ino.0 {
-                        ctx.sink.error(map.corrupt(db, format!("'.' points at inode {}", e.ino.0)));
+                        ctx.sink
+                            .error(map.corrupt(db, format!("'.' points at inode {}", e.ino.0)));
                     }
                     if e.name == b".." {
                         if db == 0 {

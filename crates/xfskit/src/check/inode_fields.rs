@@ -114,13 +114,19 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
     // Extent size hints.
     let hint_flags = di::XFS_DIFLAG_EXTSIZE | di::XFS_DIFLAG_EXTSZINHERIT;
     if f & hint_flags != 0 && ino.extsize == 0 {
-        bad(format!("extent size flags {:#x} with a zero extent size", f & hint_flags));
+        bad(format!(
+            "extent size flags {:#x} with a zero extent size",
+            f & hint_flags
+        ));
     }
     if ino.extsize != 0 {
         let allowed = (is_reg && f & (di::XFS_DIFLAG_EXTSIZE | di::XFS_DIFLAG_REALTIME) != 0)
             || (is_dir && f & di::XFS_DIFLAG_EXTSZINHERIT != 0);
         if !allowed {
-            bad(format!("extent size {} without an extent size flag", ino.extsize));
+            bad(format!(
+                "extent size {} without an extent size flag",
+                ino.extsize
+            ));
         } else if ino.extsize > MAX_EXTLEN || ino.extsize > geo.ag_blocks / 2 {
             bad(format!("extent size {} blocks is too large", ino.extsize));
         }
@@ -132,7 +138,10 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
                 ino.cowextsize
             ));
         } else if ino.cowextsize > MAX_EXTLEN || ino.cowextsize > geo.ag_blocks / 2 {
-            bad(format!("CoW extent size {} blocks is too large", ino.cowextsize));
+            bad(format!(
+                "CoW extent size {} blocks is too large",
+                ino.cowextsize
+            ));
         }
     }
 
@@ -151,14 +160,20 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
             ));
         }
         if ino.size > DIR_LEAF_OFFSET && (ino.size as i64) >= 0 {
-            bad(format!("directory size {} is past the data section", ino.size));
+            bad(format!(
+                "directory size {} is past the data section",
+                ino.size
+            ));
         }
     }
     if (is_dir || t == FileType::Symlink) && ino.size == 0 {
         bad(format!("{t:?} of size 0"));
     }
     if t == FileType::Symlink && ino.size > MAX_PATH {
-        bad(format!("symlink of {} bytes is longer than a path", ino.size));
+        bad(format!(
+            "symlink of {} bytes is longer than a path",
+            ino.size
+        ));
     }
     if ino.format == ForkFormat::Local && ino.size > dsize as u64 && (ino.size as i64) >= 0 {
         bad(format!(
@@ -182,7 +197,10 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
             _ => usize::from(ino.forkoff) < lit / 8,
         };
         if !ok {
-            bad(format!("attr fork offset {} for a {:?} data fork", ino.forkoff, ino.format));
+            bad(format!(
+                "attr fork offset {} for a {:?} data fork",
+                ino.forkoff, ino.format
+            ));
         }
     } else {
         let aformat = d.di_aformat;
@@ -190,16 +208,25 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
             bad(format!("attr fork format {aformat} without an attr fork"));
         }
         if ino.anextents != 0 {
-            bad(format!("{} attr extents without an attr fork", ino.anextents));
+            bad(format!(
+                "{} attr extents without an attr fork",
+                ino.anextents
+            ));
         }
     }
 
     // Extent counts.
     if matches!(ino.format, ForkFormat::Local | ForkFormat::Dev) && ino.nextents != 0 {
-        bad(format!("{} data extents in a {:?} fork", ino.nextents, ino.format));
+        bad(format!(
+            "{} data extents in a {:?} fork",
+            ino.nextents, ino.format
+        ));
     }
     if ino.forkoff != 0 && ino.aformat == ForkFormat::Local && ino.anextents != 0 {
-        bad(format!("{} attr extents in a local attr fork", ino.anextents));
+        bad(format!(
+            "{} attr extents in a local attr fork",
+            ino.anextents
+        ));
     }
     if ino.nblocks < ino.nextents.saturating_add(u64::from(ino.anextents)) {
         bad(format!(

@@ -315,7 +315,11 @@ fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
     let bad = |d: String| {
         ctx.sink.add(
             "bmbt block",
-            Location::InodeBlock { ino: ino.ino.0, fork: fork.name(), offset: 0 },
+            Location::InodeBlock {
+                ino: ino.ino.0,
+                fork: fork.name(),
+                offset: 0,
+            },
             d,
         )
     };
@@ -362,7 +366,9 @@ fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
                 be64(&blk, 72)
             };
             if first != key {
-                bad(format!("block {fsb}: first key {first}, its parent says {key}"));
+                bad(format!(
+                    "block {fsb}: first key {first}, its parent says {key}"
+                ));
             }
             if lvl == 0 {
                 continue;

@@ -54,7 +54,10 @@ pub(crate) fn fields(sb: &Dsb, raw: &[u8], sect_size: usize, primary: bool) -> V
         return p;
     }
     if primary && sb.sb_inprogress != 0 {
-        p.push(format!("inprogress {}: mkfs did not finish", sb.sb_inprogress));
+        p.push(format!(
+            "inprogress {}: mkfs did not finish",
+            sb.sb_inprogress
+        ));
     }
     let ss = u64::from(sb.sb_sectsize.get());
     if pow2_log(ss, 9, 15) != Some(u32::from(sb.sb_sectlog)) {
@@ -75,10 +78,15 @@ pub(crate) fn fields(sb: &Dsb, raw: &[u8], sect_size: usize, primary: bool) -> V
     if agb < 64 || (bs_ok && u64::from(agb) << blog > 1 << 40) || agc == 0 {
         p.push(format!("AG size {agb} blocks, AG count {agc}"));
     } else if db == 0 || db > full || db <= full - u64::from(agb) {
-        p.push(format!("{db} data blocks do not make {agc} AGs of {agb} blocks"));
+        p.push(format!(
+            "{db} data blocks do not make {agc} AGs of {agb} blocks"
+        ));
     }
     if agb > 0 && u32::from(sb.sb_agblklog) != 32 - (agb - 1).leading_zeros() {
-        p.push(format!("agblklog {} for AGs of {agb} blocks", sb.sb_agblklog));
+        p.push(format!(
+            "agblklog {} for AGs of {agb} blocks",
+            sb.sb_agblklog
+        ));
     }
     let is = u64::from(sb.sb_inodesize.get());
     let ilog = u32::from(sb.sb_inodelog);
@@ -150,7 +158,9 @@ pub(crate) fn fields(sb: &Dsb, raw: &[u8], sect_size: usize, primary: bool) -> V
     let (su, sw) = (sb.sb_unit.get(), sb.sb_width.get());
     if has(fsb::XFS_SB_VERSION_DALIGNBIT) {
         if (su == 0) != (sw == 0) || (su != 0 && (agb % su != 0 || sw % su != 0)) {
-            p.push(format!("stripe unit {su}, width {sw} for AGs of {agb} blocks"));
+            p.push(format!(
+                "stripe unit {su}, width {sw} for AGs of {agb} blocks"
+            ));
         }
     } else if su != 0 || sw != 0 {
         p.push(format!(
@@ -162,8 +172,14 @@ pub(crate) fn fields(sb: &Dsb, raw: &[u8], sect_size: usize, primary: bool) -> V
     }
     // Feature words.
     let unknown = [
-        ("ro_compat", sb.sb_features_ro_compat.get() & !fsb::XFS_SB_FEAT_RO_COMPAT_ALL),
-        ("incompat", sb.sb_features_incompat.get() & !fsb::XFS_SB_FEAT_INCOMPAT_ALL),
+        (
+            "ro_compat",
+            sb.sb_features_ro_compat.get() & !fsb::XFS_SB_FEAT_RO_COMPAT_ALL,
+        ),
+        (
+            "incompat",
+            sb.sb_features_incompat.get() & !fsb::XFS_SB_FEAT_INCOMPAT_ALL,
+        ),
         (
             "log_incompat",
             sb.sb_features_log_incompat.get() & !fsb::XFS_SB_FEAT_INCOMPAT_LOG_ALL,
@@ -182,7 +198,10 @@ pub(crate) fn fields(sb: &Dsb, raw: &[u8], sect_size: usize, primary: bool) -> V
         ));
     }
     if sb.sb_flags != 0 {
-        p.push(format!("flags {:#x} (no flag is defined on disk)", sb.sb_flags));
+        p.push(format!(
+            "flags {:#x} (no flag is defined on disk)",
+            sb.sb_flags
+        ));
     }
     if sb.sb_shared_vn != 0 {
         p.push(format!("shared_vn {} (must be 0)", sb.sb_shared_vn));
@@ -200,13 +219,18 @@ pub(crate) fn fields(sb: &Dsb, raw: &[u8], sect_size: usize, primary: bool) -> V
             }
         }
         if sb.sb_qflags.get() != 0 {
-            p.push(format!("quota flags {:#x} without quotas", sb.sb_qflags.get()));
+            p.push(format!(
+                "quota flags {:#x} without quotas",
+                sb.sb_qflags.get()
+            ));
         }
     }
     let used = used_len(sb);
     let end = sect_size.min(raw.len());
     if end > used && raw[used..end].iter().any(|&b| b != 0) {
-        p.push(format!("bytes past the last field (from offset {used}) are not zero"));
+        p.push(format!(
+            "bytes past the last field (from offset {used}) are not zero"
+        ));
     }
     p
 }
@@ -218,7 +242,8 @@ fn ino_align_problem(sb: &Dsb) -> Option<String> {
     let vn = sb.sb_versionnum.get();
     let al = u64::from(sb.sb_inoalignmt.get());
     if vn & fsb::XFS_SB_VERSION_ALIGNBIT == 0 {
-        return (al != 0).then(|| format!("inode alignment {al} without the alignment feature bit"));
+        return (al != 0)
+            .then(|| format!("inode alignment {al} without the alignment feature bit"));
     }
     let blog = u32::from(sb.sb_blocklog).min(63);
     let is = u64::from(sb.sb_inodesize.get());
@@ -238,7 +263,9 @@ fn ino_align_problem(sb: &Dsb) -> Option<String> {
             return Some(format!("inode alignment {al} (want {scaled})"));
         }
         if spino != 0 {
-            return Some(format!("sparse inode alignment {spino} without sparse inodes"));
+            return Some(format!(
+                "sparse inode alignment {spino} without sparse inodes"
+            ));
         }
     }
     None
@@ -258,14 +285,29 @@ fn differences(p: &Dsb, s: &Dsb) -> Vec<String> {
         )*};
     }
     same!(
-        sb_blocksize, sb_dblocks, sb_rblocks, sb_rextents, sb_logstart, sb_rextsize,
-        sb_agblocks, sb_agcount, sb_rbmblocks, sb_logblocks, sb_sectsize, sb_inodesize,
-        sb_uuid, sb_features_compat, sb_features_ro_compat, sb_features_incompat
+        sb_blocksize,
+        sb_dblocks,
+        sb_rblocks,
+        sb_rextents,
+        sb_logstart,
+        sb_rextsize,
+        sb_agblocks,
+        sb_agcount,
+        sb_rbmblocks,
+        sb_logblocks,
+        sb_sectsize,
+        sb_inodesize,
+        sb_uuid,
+        sb_features_compat,
+        sb_features_ro_compat,
+        sb_features_incompat
     );
     let bits = fsb::XFS_SB_VERSION_ALIGNBIT | fsb::XFS_SB_VERSION_DALIGNBIT;
     let (pv, sv) = (p.sb_versionnum.get(), s.sb_versionnum.get());
     if pv & bits != sv & bits {
-        d.push(format!("version number {sv:#x}, primary {pv:#x} (alignment bits)"));
+        d.push(format!(
+            "version number {sv:#x}, primary {pv:#x} (alignment bits)"
+        ));
     }
     d
 }
@@ -297,7 +339,11 @@ pub(crate) fn check_sb(ctx: &Ctx<'_>, agno: u32, primary: &[u8]) {
     if agno != 0 {
         if let Ok((p, _)) = Dsb::read_from_prefix(primary) {
             for d in differences(&p, &sb) {
-                ctx.sink.add("superblock", loc(), format!("differs from the primary: {d}"));
+                ctx.sink.add(
+                    "superblock",
+                    loc(),
+                    format!("differs from the primary: {d}"),
+                );
             }
         }
     }
@@ -319,7 +365,11 @@ fn calc_root_ino(geo: &crate::geometry::Geometry) -> u64 {
     let alloc = max_levels(bs, 8, 12, ag.div_ceil(2)).min(2);
     b += 2 * alloc;
     if f.rmapbt {
-        b += if f.reflink { 2 } else { max_levels(bs, 24, 44, ag).min(2) };
+        b += if f.reflink {
+            2
+        } else {
+            max_levels(bs, 24, 44, ag).min(2)
+        };
     }
     let align = if geo.stripe_unit > 0 {
         geo.stripe_unit
@@ -357,7 +407,10 @@ pub(crate) fn check_root_inos(ctx: &Ctx<'_>) {
         ctx.sink.add(
             "superblock",
             loc(),
-            format!("root inode {}, where mkfs puts it is {root}", geo.root_ino.0),
+            format!(
+                "root inode {}, where mkfs puts it is {root}",
+                geo.root_ino.0
+            ),
         );
     }
     for (name, v, want) in [
@@ -365,7 +418,11 @@ pub(crate) fn check_root_inos(ctx: &Ctx<'_>) {
         ("realtime summary inode", geo.rsum_ino.0, root + 2),
     ] {
         if v != want {
-            ctx.sink.add("superblock", loc(), format!("{name} {v}, mkfs puts it at {want}"));
+            ctx.sink.add(
+                "superblock",
+                loc(),
+                format!("{name} {v}, mkfs puts it at {want}"),
+            );
         }
     }
 }
