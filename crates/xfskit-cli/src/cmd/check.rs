@@ -52,6 +52,11 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             location,
             detail,
         }) => {
+            // The log is found through the superblock's log fields.
+            if what == "log" {
+                let detail = format!("the log it places cannot be read ({location}: {detail})");
+                return Ok(unopenable(&args, "superblock", "AG 0 superblock", &detail));
+            }
             return Ok(unopenable(&args, what, &location.to_string(), &detail));
         }
         Err(xfskit::Error::BadCrc { what, location }) => {

@@ -224,6 +224,19 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
         }
         match inode::extents(ctx.fs, ino, fork) {
             Ok(ext) => {
+                // No file is longer than 2^63 - 1 bytes.
+                let max_off = (i64::MAX as u64) >> ctx.fs.geometry().block_log;
+                if let Some(e) = ext.iter().find(|e| e.offset.saturating_add(e.len) > max_off + 1) {
+                    ctx.sink.add(
+                        "inode",
+                        Location::Inode(ino.ino.0),
+                        format!(
+                            "{} fork extent at file block {} is past the largest file",
+                            fork.name(),
+                            e.offset
+                        ),
+                    );
+                }
                 for e in &ext {
                     mapped += e.len;
                     if realtime && fork == Fork::Data {
