@@ -16,6 +16,7 @@ command -v xz >/dev/null || need+=(xz-utils)
 command -v tar >/dev/null || need+=(tar)
 command -v cc >/dev/null || need+=(gcc)  # mimalloc is C, built by cargo
 command -v fincore >/dev/null || need+=(util-linux)
+[ -x /usr/bin/time ] || need+=(time)  # peak memory of check in tests/check_fuzz.rs
 # Disk image tests: GPT (sgdisk), MBR (sfdisk), qcow2 (qemu-img), LVM2.
 command -v sgdisk >/dev/null || need+=(gdisk)
 command -v sfdisk >/dev/null || need+=(fdisk)

@@ -71,6 +71,9 @@ pub struct ExtractReport {
     pub hard_links: u64,
     /// Things that could not be preserved (each kind reported once).
     pub warnings: Vec<String>,
+    /// Entries skipped because the image is damaged there: their path and
+    /// the damage found (the rest of the tree was extracted).
+    pub damaged: Vec<(String, String)>,
 }
 
 /// Extracts `src` (a path in the image; "" or "/" for the root) to `dest`.
@@ -96,6 +99,7 @@ pub fn extract(
         chunk: opts.chunk_bytes.max(64 << 10),
         progress,
         warn: Mutex::new(Vec::new()),
+        damaged: Mutex::new(Vec::new()),
         failed: AtomicBool::new(false),
         error: Mutex::new(None),
     };
@@ -144,6 +148,7 @@ pub fn extract(
     report.entries = progress.entries.load(Ordering::Relaxed);
     report.bytes = progress.bytes.load(Ordering::Relaxed);
     report.warnings = shared.warn.into_inner().map_err(|_| poisoned())?;
+    report.damaged = shared.damaged.into_inner().map_err(|_| poisoned())?;
     Ok(report)
 }
 
@@ -192,6 +197,8 @@ struct Shared<'a> {
     chunk: usize,
     progress: &'a Progress,
     warn: Mutex<Vec<String>>,
+    /// (path, damage) of entries skipped.
+    damaged: Mutex<Vec<(String, String)>>,
     failed: AtomicBool,
     error: Mutex<Option<Error>>,
 }
@@ -207,6 +214,11 @@ fn worker(sh: &Shared<'_>, rx: &Mutex<mpsc::Receiver<Job>>) {
             continue; // drain the queue so the walk is not blocked
         }
         if let Err(e) = sh.create(&job.path, &job.inode) {
+            if walk::is_damage(&e) {
+                // One damaged file does not cost the others.
+                sh.record_damage(job.path.display().to_string(), &e);
+                continue;
+            }
             let e = match e {
                 Error::Io(io) => Error::Io(std::io::Error::new(
                     io.kind(),
@@ -230,6 +242,13 @@ fn timespec(t: Timestamp) -> Timespec {
 }
 
 impl Shared<'_> {
+    /// Records an entry skipped for damage.
+    fn record_damage(&self, path: String, e: &Error) {
+        if let Ok(mut d) = self.damaged.lock() {
+            d.push((path, e.to_string()));
+        }
+    }
+
     /// Records a warning once per kind.
     fn warn_once(&self, what: &str) {
         if let Ok(mut w) = self.warn.lock() {
@@ -361,14 +380,17 @@ impl Shared<'_> {
             }
         }
         if self.chown {
-            let uid = rustix::fs::Uid::from_raw(inode.uid);
-            let gid = rustix::fs::Gid::from_raw(inode.gid);
+            // An id of 2^32 - 1 is chown's "leave as is": no file can be
+            // given it, so it is left alone.
+            let uid = (inode.uid != u32::MAX).then(|| rustix::fs::Uid::from_raw(inode.uid));
+            let gid = (inode.gid != u32::MAX).then(|| rustix::fs::Gid::from_raw(inode.gid));
+            if uid.is_none() || gid.is_none() {
+                self.warn_once("an owner or group id of 4294967295 (no id) was not set");
+            }
             match file {
-                Some(f) => rustix::fs::fchown(f, Some(uid), Some(gid)).map_err(io)?,
-                None => {
-                    rustix::fs::chownat(CWD, path, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)
-                        .map_err(io)?
-                }
+                Some(f) => rustix::fs::fchown(f, uid, gid).map_err(io)?,
+                None => rustix::fs::chownat(CWD, path, uid, gid, AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(io)?,
             }
         } else if self.preserve {
             self.warn_once("owners were not preserved (not running as root)");
@@ -420,6 +442,12 @@ struct ExtractVisitor<'s, 'a> {
 }
 
 impl Visitor for ExtractVisitor<'_, '_> {
+    fn damaged(&mut self, path: &[u8], e: Error) -> Result<()> {
+        let full = self.dest.join(os(path));
+        self.shared.record_damage(full.display().to_string(), &e);
+        Ok(())
+    }
+
     fn entry(&mut self, e: &Entry<'_>) -> Result<Control> {
         if self.shared.failed.load(Ordering::Relaxed) {
             return Ok(Control::Stop);

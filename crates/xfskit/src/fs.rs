@@ -30,6 +30,9 @@ pub struct OpenOptions {
     /// and a crash before [`Fs::sync`] leaves a damaged filesystem. For
     /// building new images, where a failed build leaves no image.
     pub no_journal: bool,
+    /// Open even when the superblock's root inode is not a directory (the
+    /// kernel refuses to mount such a filesystem; `check` reports it).
+    pub any_root: bool,
 }
 
 /// An XFS filesystem opened for reading.
@@ -97,7 +100,7 @@ impl Fs {
         let mut o = opts.clone();
         // Recovered above: no replay here; a log still dirty is refused.
         o.norecovery = true;
-        let mut fs = Fs::from_device(Box::new(crate::log::recover::Shared(dev)), &o)?;
+        let mut fs = Fs::open_device(Box::new(crate::log::recover::Shared(dev)), &o)?;
         if matches!(fs.log_state, LogState::Dirty(_)) && fs.log_is_clean_by_kernel_rules() {
             fs.log_state = LogState::Clean;
         }
@@ -275,8 +278,41 @@ impl Fs {
         self.cache.invalidate((daddr.0, len));
     }
 
-    /// Opens a filesystem on any device.
+    /// Opens a filesystem on any device. Its root inode must be a
+    /// directory (unless [`OpenOptions::any_root`]).
     pub fn from_device(dev: Box<dyn Device>, opts: &OpenOptions) -> Result<Fs> {
+        let fs = Self::open_device(dev, opts)?;
+        if !opts.any_root {
+            fs.check_root()?;
+        }
+        Ok(fs)
+    }
+
+    /// Refuses a root inode number that is no inode, or whose inode cannot
+    /// be read or is not a directory, as the kernel's mount does.
+    fn check_root(&self) -> Result<()> {
+        let root = self.geo.root_ino;
+        let bad = |d: String| Error::corrupt("superblock", Location::Sb(0), d);
+        if !self.geo.ino_valid(root) {
+            return Err(bad(format!(
+                "root inode {} is outside the filesystem",
+                root.0
+            )));
+        }
+        match self.inode(root) {
+            Ok(i) if i.file_type == crate::inode::FileType::Dir => Ok(()),
+            Ok(i) => Err(bad(format!(
+                "root inode {} is a {:?}, not a directory",
+                root.0, i.file_type
+            ))),
+            // A damaged root inode block is reported by whatever reads it,
+            // with its own location.
+            Err(Error::BadCrc { .. }) => Ok(()),
+            Err(e) => Err(bad(format!("root inode {} cannot be read: {e}", root.0))),
+        }
+    }
+
+    fn open_device(dev: Box<dyn Device>, opts: &OpenOptions) -> Result<Fs> {
         let mut sector = vec![0u8; 512];
         dev.read_at(&mut sector, 0)
             .map_err(|e| short_device(e, dev.len()))?;

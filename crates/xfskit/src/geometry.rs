@@ -197,14 +197,14 @@ impl Geometry {
         let incompat = sb.sb_features_incompat.get();
         if incompat & fsb::XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR != 0 {
             return Err(Error::Unsupported(
-                "the filesystem is marked as needing repair (needsrepair): run xfs_repair first"
+                "the superblock marks the filesystem as needing repair (needsrepair): run xfs_repair first"
                     .into(),
             ));
         }
         let unknown = incompat & !fsb::XFS_SB_FEAT_INCOMPAT_ALL;
         if unknown != 0 {
             return Err(Error::Unsupported(format!(
-                "unknown incompatible features {unknown:#x}"
+                "the superblock has unknown incompatible features {unknown:#x}"
             )));
         }
         let blocksize = u64::from(sb.sb_blocksize.get());

@@ -55,6 +55,21 @@ pub trait Visitor {
         let _ = (path, inode);
         Ok(())
     }
+
+    /// Called when the entry at `path` cannot be read because the image is
+    /// damaged there (`e` is a corruption error naming the structure).
+    /// Returning `Ok` skips that entry (and what is under it) and goes on
+    /// with the rest of the tree; the default ends the walk with `e`.
+    fn damaged(&mut self, path: &[u8], e: Error) -> Result<()> {
+        let _ = path;
+        Err(e)
+    }
+}
+
+/// True for errors that describe damage to one part of the image (the walk
+/// may skip it), rather than a failure to read at all.
+pub fn is_damage(e: &Error) -> bool {
+    matches!(e, Error::Corrupt { .. } | Error::BadCrc { .. })
 }
 
 /// Summary of a finished walk.
@@ -145,17 +160,17 @@ impl Walker<'_, '_> {
                 ));
             }
         }
-        Ok(Step::Descend(Level {
+        Ok(Step::Descend(Box::new(Level {
             path,
             inode,
             pending,
-        }))
+        })))
     }
 }
 
 enum Step {
     Next,
-    Descend(Level),
+    Descend(Box<Level>),
     Stop,
 }
 
@@ -181,7 +196,7 @@ pub fn walk_from(
         .map(|i| i + 1)
         .unwrap_or(0);
     let mut stack = match w.visit(start_path.to_vec(), name_start, 0, start)? {
-        Step::Descend(l) => vec![l],
+        Step::Descend(l) => vec![*l],
         Step::Next | Step::Stop => return Ok(w.stats),
     };
     while let Some(top) = stack.last_mut() {
@@ -190,42 +205,53 @@ pub fn walk_from(
             w.visitor.leave_dir(&done.path, &done.inode)?;
             continue;
         };
-        if de.name.is_empty() || de.name.contains(&b'/') || de.name.contains(&0) {
-            return Err(Error::corrupt(
-                "directory entry",
-                Location::Inode(top.inode.ino.0),
-                format!("invalid name {:?}", String::from_utf8_lossy(&de.name)),
-            ));
-        }
         let mut path = top.path.clone();
         if !path.is_empty() {
             path.push(b'/');
         }
         let name_start = path.len();
         path.extend_from_slice(&de.name);
-        let inode = fs.inode(de.ino)?;
-        if let Some(ft) = de.file_type {
-            if ft != inode.file_type {
-                return Err(Error::corrupt(
-                    "directory entry",
-                    Location::Inode(top.inode.ino.0),
-                    format!(
-                        "entry {:?} says {ft:?} but inode {} is a {:?}",
-                        String::from_utf8_lossy(&de.name),
-                        de.ino.0,
-                        inode.file_type
-                    ),
-                ));
-            }
-        }
+        let dir_ino = top.inode.ino.0;
         let depth = stack.len();
-        match w.visit(path, name_start, depth, inode)? {
-            Step::Next => {}
-            Step::Descend(l) => stack.push(l),
-            Step::Stop => return Ok(w.stats),
+        let step = entry_inode(fs, dir_ino, &de)
+            .and_then(|inode| w.visit(path.clone(), name_start, depth, inode));
+        match step {
+            Ok(Step::Next) => {}
+            Ok(Step::Descend(l)) => stack.push(*l),
+            Ok(Step::Stop) => return Ok(w.stats),
+            Err(e) if is_damage(&e) => w.visitor.damaged(&path, e)?,
+            Err(e) => return Err(e),
         }
     }
     Ok(w.stats)
+}
+
+/// Reads the inode an entry of directory `dir` names, checking the name
+/// and the file type the entry records.
+fn entry_inode(fs: &Fs, dir: u64, de: &dir::DirEntry) -> Result<Inode> {
+    if de.name.is_empty() || de.name.contains(&b'/') || de.name.contains(&0) {
+        return Err(Error::corrupt(
+            "directory entry",
+            Location::Inode(dir),
+            format!("invalid name {:?}", String::from_utf8_lossy(&de.name)),
+        ));
+    }
+    let inode = fs.inode(de.ino)?;
+    if let Some(ft) = de.file_type {
+        if ft != inode.file_type {
+            return Err(Error::corrupt(
+                "directory entry",
+                Location::Inode(dir),
+                format!(
+                    "entry {:?} says {ft:?} but inode {} is a {:?}",
+                    String::from_utf8_lossy(&de.name),
+                    de.ino.0,
+                    inode.file_type
+                ),
+            ));
+        }
+    }
+    Ok(inode)
 }
 
 /// Walks the whole filesystem from the root directory; paths are relative

@@ -32,15 +32,38 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     // Blocks are read about once: a small buffer cache does, and keeps the
     // memory of the check to what it learns.
-    let fs = super::open_with(
+    let opened = super::open_with(
         &args.image,
         &args.disk,
         &xfskit::fs::OpenOptions {
             norecovery: args.norecovery,
             cache_bytes: CACHE_BYTES,
+            // A root that is not a directory is a problem to report.
+            any_root: true,
             ..Default::default()
         },
-    )?;
+    );
+    // Damage that stops the filesystem from being opened at all (the
+    // primary superblock) is the check's finding, not a failure to run.
+    let fs = match opened {
+        Ok(fs) => fs,
+        Err(xfskit::Error::Corrupt {
+            what,
+            location,
+            detail,
+        }) => {
+            // The log is found through the superblock's log fields.
+            if what == "log" {
+                let detail = format!("the log it places cannot be read ({location}: {detail})");
+                return Ok(unopenable(&args, "superblock", "AG 0 superblock", &detail));
+            }
+            return Ok(unopenable(&args, what, &location.to_string(), &detail));
+        }
+        Err(xfskit::Error::BadCrc { what, location }) => {
+            return Ok(unopenable(&args, what, &location.to_string(), "bad CRC"));
+        }
+        Err(e) => return Err(e),
+    };
     let tty = std::io::stderr().is_terminal() && !args.json;
     let progress = |pass: &str, done: u32, total: u32| {
         eprint!("\r\x1b[K{pass}: AG {done}/{total}");
@@ -98,4 +121,20 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     // A closed pipe (`| head`) is not an error of the check.
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
     Ok(ExitCode::from(if report.is_clean() { 0 } else { 1 }))
+}
+
+/// Reports a filesystem that cannot be opened for checking (exit 1).
+fn unopenable(args: &Args, what: &str, location: &str, detail: &str) -> ExitCode {
+    let out = if args.json {
+        let v = serde_json::json!({
+            "clean": false,
+            "problems": [{"what": what, "location": location, "detail": detail}],
+            "stats": {"problems_total": 1},
+        });
+        format!("{v:#}\n")
+    } else {
+        format!("{what}: {location}: {detail}\nthe filesystem cannot be opened: nothing else was checked\n")
+    };
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    ExitCode::from(1)
 }

@@ -102,5 +102,15 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             report.bytes as f64 / 1048576.0
         );
     }
+    if !report.damaged.is_empty() {
+        for (path, e) in &report.damaged {
+            eprintln!("xfskit: skipped {path}: {e}");
+        }
+        eprintln!(
+            "xfskit: {} entries were skipped: the image is damaged there (run xfskit check)",
+            report.damaged.len()
+        );
+        return Ok(ExitCode::from(5));
+    }
     Ok(ExitCode::SUCCESS)
 }

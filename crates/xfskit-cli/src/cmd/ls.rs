@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use xfskit::dir;
 use xfskit::inode::{FileType, Inode, Timestamp};
 use xfskit::{Error, Fs, Ino};
@@ -219,7 +220,15 @@ fn list_dir(
         if !args.all && e.name.first() == Some(&b'.') {
             continue;
         }
-        let inode = fs.inode(e.ino)?;
+        let inode = match fs.inode(e.ino) {
+            Ok(i) => i,
+            Err(err) if args.recursive && xfskit::walk::is_damage(&err) => {
+                let sep = if path.ends_with('/') { "" } else { "/" };
+                skipped(&format!("{path}{sep}{}", show_name(&e.name)), &err);
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
         rows.push(Row {
             name: e.name,
             inode,
@@ -237,10 +246,22 @@ fn list_dir(
                 format!("{path}/{}", show_name(&r.name))
             };
             writeln!(out, "\n{sub}:")?;
-            list_dir(fs, args, &sub, &r.inode, seen, out)?;
+            match list_dir(fs, args, &sub, &r.inode, seen, out) {
+                Err(e) if xfskit::walk::is_damage(&e) => skipped(&sub, &e),
+                other => other?,
+            }
         }
     }
     Ok(())
+}
+
+/// Entries `ls -R` skipped because the image is damaged there.
+static SKIPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Reports an entry `ls -R` skips and goes on with the rest of the tree.
+fn skipped(path: &str, e: &Error) {
+    SKIPPED.fetch_add(1, Ordering::Relaxed);
+    eprintln!("xfskit: skipped {path}: {e}");
 }
 
 /// Runs the command.
@@ -270,6 +291,13 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     match r.and_then(|()| out.flush().map_err(Error::Io)) {
         Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        other => other.map(|()| ExitCode::SUCCESS),
+        other => other.map(|()| {
+            if SKIPPED.load(Ordering::Relaxed) > 0 {
+                // Damage found: corrupt (5), after listing the rest.
+                ExitCode::from(5)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }),
     }
 }

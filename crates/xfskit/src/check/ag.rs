@@ -79,6 +79,7 @@ pub(crate) fn check_ag(ctx: &Ctx<'_>, agno: u32) -> AgHeads {
     // AG headers: the sectors of sb, AGF, AGI, AGFL, in whole blocks.
     let hdr_blocks = ((4 * u64::from(geo.sect_size)).div_ceil(u64::from(geo.block_size))) as u32;
     let at = |agbno: u32| move || Location::AgBlock { agno, agbno };
+    super::sb::check_sb(ctx, agno, &ctx.sb0);
     ctx.map.claim(
         &ctx.sink,
         agno,
@@ -233,6 +234,7 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
         }
     }
     if geo.features.reflink {
+        let mut last_rc: Option<((bool, u64), u64)> = None;
         let mut shared = Vec::new();
         let mut cow = Vec::new();
         let n = walk_short(
@@ -241,9 +243,33 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
             xbt::XFS_REFC_CRC_MAGIC,
             agf.agf_refcount_root.get(),
             agf.agf_refcount_level.get(),
-            &mut |r, _| {
+            &mut |r, blk| {
                 let (s, l, rc) = (be32(r, 0), be32(r, 4), be32(r, 8));
-                if s & (1 << 31) != 0 {
+                let cow_rec = s & (1 << 31) != 0;
+                let start = u64::from(s & !(1 << 31));
+                let bad = |d: String| {
+                    ctx.sink.add(
+                        "refcountbt block",
+                        Location::AgBlock { agno, agbno: blk },
+                        d,
+                    )
+                };
+                let key = (cow_rec, start);
+                if l == 0 || start + u64::from(l) > u64::from(aglen) {
+                    return bad(format!("record {start}+{l} is outside the AG"));
+                }
+                if cow_rec && rc != 1 {
+                    bad(format!("CoW staging record {start}+{l} has refcount {rc}"));
+                } else if !cow_rec && rc < 2 {
+                    bad(format!("shared record {start}+{l} has refcount {rc}"));
+                }
+                if let Some((pk, pend)) = last_rc {
+                    if key < pk || (key.0 == pk.0 && start < pend) {
+                        bad(format!("record {start}+{l} is out of order or overlaps"));
+                    }
+                }
+                last_rc = Some((key, start + u64::from(l)));
+                if cow_rec {
                     cow.push((s & !(1 << 31), l));
                 } else if rc > 1 {
                     shared.push((s, l));

@@ -79,11 +79,12 @@ pub(crate) fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut DirTable) {
             // Keep nothing of a directory that cannot be read whole.
             out.entries.truncate(e0);
             out.names.truncate(n0);
-            return ctx.sink.error(e);
+            return ctx.sink.error_in(e, ino.ino.0);
         }
     };
     if matches!(ino.format, ForkFormat::Extents | ForkFormat::Btree) {
         check_dir_index(ctx, ino);
+        super::dir_index::check_index(ctx, ino);
     }
     ctx.counters
         .dir_entries
@@ -106,6 +107,21 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option
             for db in map.dbs_below(map.leaf_first_db()) {
                 let buf = map.read_data(db)?;
                 crate::dir::data::walk(ctx.fs, dir.ino.0, db, &buf, &mut |e| {
+                    let dots = e.name == b"." || e.name == b"..";
+                    if dots && e.file_type.is_some_and(|t| t != FileType::Dir) {
+                        ctx.sink.error(map.corrupt(
+                            db,
+                            format!(
+                                "'{}' entry has file type {:?}",
+                                String::from_utf8_lossy(e.name),
+                                e.file_type
+                            ),
+                        ));
+                    }
+                    if e.name == b"." && e.ino.0 != dir.ino.0 {
+                        ctx.sink
+                            .error(map.corrupt(db, format!("'.' points at inode {}", e.ino.0)));
+                    }
                     if e.name == b".." {
                         if db == 0 {
                             parent = Some(e.ino.0);
@@ -133,6 +149,35 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option
         )),
         ForkFormat::Local => {
             let sf = crate::dir::shortform::parse(ctx.fs, dir)?;
+            // Each entry keeps the offset it would have in a data block:
+            // after the header, "." and "..", ascending, without overlap.
+            let ftype = ctx.fs.geometry().features.ftype;
+            let mut next = crate::dir::data::DATA_HDR_SIZE
+                + crate::dir::data::entry_size(1, ftype)
+                + crate::dir::data::entry_size(2, ftype);
+            for e in &sf.entries {
+                let off = usize::from(e.offset);
+                if off < next || off >= ctx.fs.geometry().dir_blk_size as usize {
+                    ctx.sink.add(
+                        "directory",
+                        crate::error::Location::Inode(dir.ino.0),
+                        format!(
+                            "short form entry '{}' has offset {off}, the entry before ends at {next}",
+                            String::from_utf8_lossy(e.name)
+                        ),
+                    );
+                }
+                next = next.max(off) + crate::dir::data::entry_size(e.name.len(), ftype);
+            }
+            let mut names: Vec<&[u8]> = sf.entries.iter().map(|e| e.name).collect();
+            names.sort_unstable();
+            if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+                ctx.sink.add(
+                    "directory",
+                    crate::error::Location::Inode(dir.ino.0),
+                    format!("two entries named '{}'", String::from_utf8_lossy(w[0])),
+                );
+            }
             for e in &sf.entries {
                 out.push(e.ino.0, e.name, e.file_type);
             }
@@ -150,7 +195,7 @@ fn check_dir_index(ctx: &Ctx<'_>, ino: &Inode) {
     use crate::dir::lookup::{DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
     let map = match DirMap::new(ctx.fs, ino) {
         Ok(m) => m,
-        Err(e) => return ctx.sink.error(e),
+        Err(e) => return ctx.sink.error_in(e, ino.ino.0),
     };
     let leaf = map.leaf_first_db();
     let free = leaf.saturating_mul(2);
@@ -169,7 +214,7 @@ fn check_dir_index(ctx: &Ctx<'_>, ino: &Inode) {
             }
         };
         if let Err(e) = map.read(db, &v) {
-            ctx.sink.error(e);
+            ctx.sink.error_in(e, ino.ino.0);
         }
     }
 }

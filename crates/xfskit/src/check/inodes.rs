@@ -170,8 +170,11 @@ fn check_cluster(ctx: &Ctx<'_>, c: &Chunk, first: u32, ino0: Ino, raw: &[u8], ou
         }
         out.allocated.push(ino.0);
         match inode::decode_checked(ctx.fs, ino, raw) {
-            Ok(inode) => check_one(ctx, &inode, out),
-            Err(e) => ctx.sink.error(e),
+            Ok(inode) => {
+                super::inode_fields::check_fields(ctx, &inode, raw);
+                check_one(ctx, &inode, out)
+            }
+            Err(e) => ctx.sink.error_in(e, ino.0),
         }
     }
 }
@@ -221,6 +224,19 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
         }
         match inode::extents(ctx.fs, ino, fork) {
             Ok(ext) => {
+                // No file is longer than 2^63 - 1 bytes.
+                let max_off = (i64::MAX as u64) >> ctx.fs.geometry().block_log;
+                if let Some(e) = ext.iter().find(|e| e.offset.saturating_add(e.len) > max_off + 1) {
+                    ctx.sink.add(
+                        "inode",
+                        Location::Inode(ino.ino.0),
+                        format!(
+                            "{} fork extent at file block {} is past the largest file",
+                            fork.name(),
+                            e.offset
+                        ),
+                    );
+                }
                 for e in &ext {
                     mapped += e.len;
                     if realtime && fork == Fork::Data {
@@ -231,7 +247,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
             }
             Err(e) => {
                 ok = false;
-                ctx.sink.error(e);
+                ctx.sink.error_in(e, ino.ino.0);
             }
         }
         if format == ForkFormat::Btree {
@@ -255,7 +271,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
     }
     if ino.file_type == FileType::Symlink {
         if let Err(e) = crate::symlink::read_link(ctx.fs, ino) {
-            ctx.sink.error(e);
+            ctx.sink.error_in(e, ino.ino.0);
         }
     }
     // An extents-format attr fork with no extents is an empty attr fork
@@ -263,8 +279,9 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
     let empty_attr = ino.aformat == ForkFormat::Extents && ino.anextents == 0;
     if ino.has_attr_fork() && !empty_attr {
         if let Err(e) = crate::attr::list(ctx.fs, ino) {
-            ctx.sink.error(e);
+            ctx.sink.error_in(e, ino.ino.0);
         }
+        super::attr_index::check_attr_blocks(ctx, ino);
     }
 }
 
@@ -286,8 +303,12 @@ fn claim_fsb(ctx: &Ctx<'_>, ino: u64, start: FsBlock, len: u64, who: Use, fork: 
 }
 
 /// Claims the bmbt blocks of a btree-format fork; returns how many.
-/// The blocks were verified by `extents`; errors there are reported already.
+/// The blocks were verified by `extents`; errors there are reported
+/// already. Walks level by level to check what reading the extents does
+/// not: each key equals the first key of its child, and the sibling
+/// pointers chain the blocks of each level in order.
 fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
+    const NULL: u64 = u64::MAX;
     let geo = ctx.fs.geometry();
     let bytes = if fork == Fork::Data {
         &ino.data_fork
@@ -303,44 +324,77 @@ fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
     if level == 0 || level > 9 || numrecs > maxrecs {
         return 0;
     }
-    let mut stack: Vec<(u64, u16)> = Vec::new();
-    for i in 0..numrecs {
-        let o = 4 + maxrecs * 8 + i * 8;
-        stack.push((
-            u64::from_be_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8])),
-            level - 1,
-        ));
-    }
+    let be64 = |b: &[u8], o: usize| u64::from_be_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
+    let bad = |d: String| {
+        ctx.sink.add(
+            "bmbt block",
+            Location::InodeBlock {
+                ino: ino.ino.0,
+                fork: fork.name(),
+                offset: 0,
+            },
+            d,
+        )
+    };
+    // (block, key its parent holds for it), one level at a time.
+    let mut cur: Vec<(u64, u64)> = (0..numrecs)
+        .map(|i| (be64(bytes, 4 + maxrecs * 8 + i * 8), be64(bytes, 4 + i * 8)))
+        .collect();
+    let mut lvl = level - 1;
     let mut n = 0u64;
     let limit = ino.nblocks.saturating_add(1);
-    while let Some((fsb, lvl)) = stack.pop() {
-        if n >= limit || !geo.fsb_valid(FsBlock(fsb)) {
-            break;
+    loop {
+        let mut next = Vec::new();
+        for (k, &(fsb, key)) in cur.iter().enumerate() {
+            if n >= limit || !geo.fsb_valid(FsBlock(fsb)) {
+                return n;
+            }
+            n += 1;
+            claim_fsb(ctx, ino.ino.0, FsBlock(fsb), 1, Use::Bmbt, fork, 0);
+            let v = Verifier::Bmbt {
+                owner: ino.ino.0,
+                level: Some(lvl),
+            };
+            let Ok(blk) = ctx
+                .fs
+                .read_meta(geo.fsb_to_daddr(FsBlock(fsb)), geo.block_size, &v)
+            else {
+                return n;
+            };
+            let (left, right) = (be64(&blk, 8), be64(&blk, 16));
+            let want_left = if k == 0 { NULL } else { cur[k - 1].0 };
+            let want_right = cur.get(k + 1).map_or(NULL, |c| c.0);
+            if (left, right) != (want_left, want_right) {
+                bad(format!(
+                    "block {fsb}: siblings {left:#x} and {right:#x}, want {want_left:#x} and {want_right:#x}"
+                ));
+            }
+            let nr = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
+            if nr == 0 || blk.len() < 80 {
+                continue;
+            }
+            let first = if lvl == 0 {
+                (be64(&blk, 72) >> 9) & ((1 << 54) - 1)
+            } else {
+                be64(&blk, 72)
+            };
+            if first != key {
+                bad(format!(
+                    "block {fsb}: first key {first}, its parent says {key}"
+                ));
+            }
+            if lvl == 0 {
+                continue;
+            }
+            let max = (blk.len() - 72) / 16;
+            for i in 0..nr.min(max) {
+                next.push((be64(&blk, 72 + max * 8 + i * 8), be64(&blk, 72 + i * 8)));
+            }
         }
-        n += 1;
-        claim_fsb(ctx, ino.ino.0, FsBlock(fsb), 1, Use::Bmbt, fork, 0);
-        if lvl == 0 {
-            continue;
+        if lvl == 0 || next.is_empty() {
+            return n;
         }
-        let v = Verifier::Bmbt {
-            owner: ino.ino.0,
-            level: Some(lvl),
-        };
-        let Ok(blk) = ctx
-            .fs
-            .read_meta(geo.fsb_to_daddr(FsBlock(fsb)), geo.block_size, &v)
-        else {
-            break;
-        };
-        let nr = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
-        let max = (blk.len() - 72) / 16;
-        for i in 0..nr.min(max) {
-            let o = 72 + max * 8 + i * 8;
-            stack.push((
-                u64::from_be_bytes(blk[o..o + 8].try_into().unwrap_or([0; 8])),
-                lvl - 1,
-            ));
-        }
+        cur = next;
+        lvl -= 1;
     }
-    n
 }

@@ -155,6 +155,13 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters, found: &[AgInodes]
             };
             refs[k] += 1;
             let t = info[k].1;
+            if ftype.is_none() && ctx.fs.geometry().features.ftype {
+                ctx.sink.add(
+                    "directory entry",
+                    at(),
+                    format!("entry '{}' has no file type", shown()),
+                );
+            }
             if ftype.is_some_and(|f| f != t) {
                 ctx.sink.add(
                     "directory entry",

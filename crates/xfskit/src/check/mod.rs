@@ -31,10 +31,14 @@
 //! (headers, btree roots, free list, free space: a few runs).
 
 mod ag;
+mod attr_index;
+mod dir_index;
 mod dirs;
+mod inode_fields;
 mod inodes;
 mod links;
 mod owners;
+mod sb;
 pub mod space;
 
 use crate::error::{Error, Location, Result};
@@ -154,6 +158,24 @@ impl Sink {
         }
     }
 
+    /// Records an engine error met while walking inode `ino`'s blocks: a
+    /// block named only by its disk address is named with its inode too.
+    pub(crate) fn error_in(&self, e: Error, ino: u64) {
+        let inode = |location: Location| match location {
+            Location::Daddr(d) => Location::Other(format!("daddr {d} of inode {ino}")),
+            other => other,
+        };
+        match e {
+            Error::BadCrc { what, location } => self.add(what, inode(location), "bad CRC"),
+            Error::Corrupt {
+                what,
+                location,
+                detail,
+            } => self.add(what, inode(location), detail),
+            other => self.error(other),
+        }
+    }
+
     fn total(&self) -> u64 {
         self.total.load(Ordering::Relaxed)
     }
@@ -180,6 +202,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) sink: Sink,
     pub(crate) map: space::OwnerMap,
     pub(crate) counters: Counters,
+    /// The primary superblock's sector, as on disk.
+    pub(crate) sb0: Vec<u8>,
 }
 
 /// Runs `work(i)` for every `i` in `0..count` on at most `threads`
@@ -251,15 +275,19 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     } else {
         opts.threads
     };
+    let mut sb0 = vec![0u8; geo.sect_size as usize];
+    fs.read_bytes(0, &mut sb0)?;
     let ctx = Ctx {
         fs,
         sink: Sink::default(),
         map: space::OwnerMap::new(geo),
         counters: Counters::default(),
+        sb0,
     };
     // The superblock must be readable; everything else is a problem.
     let sb = links::read_sb_counters(fs)?;
 
+    sb::check_root_inos(&ctx);
     // Pass 1 folds each AG's counters into running totals and keeps the
     // inode chunks only of AGs that have any.
     let (totals, mut chunks) = per_ag(

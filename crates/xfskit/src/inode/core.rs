@@ -201,6 +201,14 @@ pub(crate) fn check_core(geo: &Geometry, ino: u64, d: &Dinode) -> Result<CoreFac
     if d.di_uuid.0 != geo.meta_uuid {
         return Err(corrupt("uuid does not match the filesystem".into()));
     }
+    // The kernel's largest file is 2^63 - 1 bytes: a size with the top
+    // bit set is damage, and reading up to it would never end.
+    if d.di_size.get() > i64::MAX as u64 {
+        return Err(corrupt(format!(
+            "size {} is past the largest file size",
+            d.di_size.get()
+        )));
+    }
     let mode = d.di_mode.get();
     let file_type = FileType::from_mode(mode)
         .ok_or_else(|| corrupt(format!("mode {mode:#o} has no file type")))?;
@@ -262,7 +270,7 @@ impl Inode {
         let format = ForkFormat::from_raw(d.di_format, ino, "data")?;
         let forkoff = d.di_forkoff;
         let aformat = if forkoff != 0 {
-            ForkFormat::from_raw(d.di_aformat as u8, ino, "attr")?
+            ForkFormat::from_raw(d.di_aformat, ino, "attr")?
         } else {
             ForkFormat::Extents
         };

@@ -1,0 +1,252 @@
+//! Inode core fields against each other and the inode's type: size, flags,
+//! extent size hints, fork offset and formats, extent counts, the obsolete
+//! link count, unlinked list pointer. The rules are those xfs_repair applies
+//! to an in-use inode (and the kernel's inode verifier, which refuses the
+//! same inodes); each problem names the inode.
+
+use super::Ctx;
+use crate::error::Location;
+use crate::inode::{FileType, ForkFormat, Inode};
+use xfs_format::inode::{self as di, Dinode};
+use zerocopy::FromBytes;
+
+/// Longest extent (and extent size hint) in blocks.
+const MAX_EXTLEN: u32 = (1 << 21) - 1;
+/// The first byte offset of a directory's leaf section: no directory is
+/// larger.
+const DIR_LEAF_OFFSET: u64 = 32 << 30;
+/// Longest symlink target.
+const MAX_PATH: u64 = 1024;
+/// Bytes of the v3 core; the forks follow.
+const CORE_SIZE: usize = crate::inode::CORE_SIZE;
+
+/// Checks the fields of in-use inode `ino` decoded from `raw`.
+pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
+    let geo = ctx.fs.geometry();
+    let Ok((d, _)) = Dinode::ref_from_prefix(raw) else {
+        return;
+    };
+    let at = || Location::Inode(ino.ino.0);
+    let bad = |d: String| ctx.sink.add("inode", at(), d);
+    let t = ino.file_type;
+    let (is_dir, is_reg) = (t == FileType::Dir, t == FileType::File);
+    let special = matches!(
+        t,
+        FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket
+    );
+
+    if (ino.size as i64) < 0 {
+        bad(format!("size {} is negative", ino.size as i64));
+    }
+    let onlink = d.di_onlink.get();
+    if onlink != 0 {
+        bad(format!("obsolete 16-bit link count is {onlink}, must be 0"));
+    }
+
+    // Flags.
+    let f = ino.flags;
+    if f & !di::XFS_DIFLAG_ANY != 0 {
+        bad(format!("unknown flags {:#x}", f & !di::XFS_DIFLAG_ANY));
+    }
+    if f & (di::XFS_DIFLAG_REALTIME | di::XFS_DIFLAG_RTINHERIT) != 0 && geo.rt_blocks == 0 {
+        bad("realtime flag without a realtime section".into());
+    }
+    if f & di::XFS_DIFLAG_NEWRTBM != 0 && ino.ino != geo.rbm_ino {
+        bad("realtime bitmap flag on an inode that is not the realtime bitmap".into());
+    }
+    let dir_only = di::XFS_DIFLAG_RTINHERIT
+        | di::XFS_DIFLAG_EXTSZINHERIT
+        | di::XFS_DIFLAG_PROJINHERIT
+        | di::XFS_DIFLAG_NOSYMLINKS;
+    if f & dir_only != 0 && !is_dir {
+        bad(format!("directory flags {:#x} on a {t:?}", f & dir_only));
+    }
+    let file_only = di::XFS_DIFLAG_REALTIME | di::XFS_DIFLAG_EXTSIZE;
+    if f & file_only != 0 && !is_reg {
+        bad(format!("file flags {:#x} on a {t:?}", f & file_only));
+    }
+    let f2 = ino.flags2;
+    let realtime = f & (di::XFS_DIFLAG_REALTIME | di::XFS_DIFLAG_RTINHERIT) != 0;
+    if f2 & !di::XFS_DIFLAG2_ANY != 0 {
+        bad(format!("unknown flags2 {:#x}", f2 & !di::XFS_DIFLAG2_ANY));
+    }
+    if f2 & di::XFS_DIFLAG2_DAX != 0 && !(is_reg || is_dir) {
+        bad(format!("DAX flag on a {t:?}"));
+    }
+    if f2 & di::XFS_DIFLAG2_REFLINK != 0 {
+        if !geo.features.reflink {
+            bad("reflink flag on a filesystem without reflink".into());
+        } else if !is_reg {
+            bad(format!("reflink flag on a {t:?}"));
+        } else if realtime {
+            bad("reflink flag on a realtime file".into());
+        }
+    }
+    let cow_flag = f2 & di::XFS_DIFLAG2_COWEXTSIZE != 0;
+    if cow_flag {
+        if !geo.features.reflink {
+            bad("CoW extent size flag on a filesystem without reflink".into());
+        } else if !(is_reg || is_dir) {
+            bad(format!("CoW extent size flag on a {t:?}"));
+        } else if realtime {
+            bad("CoW extent size flag on a realtime inode".into());
+        } else if ino.cowextsize == 0 {
+            bad("CoW extent size flag with a zero CoW extent size".into());
+        }
+    }
+
+    // Timestamps: without bigtime each is seconds and nanoseconds.
+    if f2 & di::XFS_DIFLAG2_BIGTIME == 0 {
+        let stamps = [
+            ("access", d.di_atime.get()),
+            ("modification", d.di_mtime.get()),
+            ("change", d.di_ctime.get()),
+            ("creation", d.di_crtime.get()),
+        ];
+        for (name, v) in stamps {
+            let nsec = v & 0xffff_ffff;
+            if nsec >= 1_000_000_000 {
+                bad(format!("{name} time has {nsec} nanoseconds"));
+            }
+        }
+    }
+
+    // Extent size hints.
+    let hint_flags = di::XFS_DIFLAG_EXTSIZE | di::XFS_DIFLAG_EXTSZINHERIT;
+    if f & hint_flags != 0 && ino.extsize == 0 {
+        bad(format!(
+            "extent size flags {:#x} with a zero extent size",
+            f & hint_flags
+        ));
+    }
+    if ino.extsize != 0 {
+        let allowed = (is_reg && f & (di::XFS_DIFLAG_EXTSIZE | di::XFS_DIFLAG_REALTIME) != 0)
+            || (is_dir && f & di::XFS_DIFLAG_EXTSZINHERIT != 0);
+        if !allowed {
+            bad(format!(
+                "extent size {} without an extent size flag",
+                ino.extsize
+            ));
+        } else if ino.extsize > MAX_EXTLEN || ino.extsize > geo.ag_blocks / 2 {
+            bad(format!("extent size {} blocks is too large", ino.extsize));
+        }
+    }
+    if ino.cowextsize != 0 {
+        if !(cow_flag && (is_reg || is_dir)) {
+            bad(format!(
+                "CoW extent size {} without the CoW extent size flag",
+                ino.cowextsize
+            ));
+        } else if ino.cowextsize > MAX_EXTLEN || ino.cowextsize > geo.ag_blocks / 2 {
+            bad(format!(
+                "CoW extent size {} blocks is too large",
+                ino.cowextsize
+            ));
+        }
+    }
+
+    // Size against type and format.
+    let lit = raw.len().saturating_sub(CORE_SIZE);
+    let dsize = if ino.forkoff != 0 {
+        usize::from(ino.forkoff) * 8
+    } else {
+        lit
+    };
+    if is_dir {
+        if ino.size <= dsize as u64 && ino.format != ForkFormat::Local {
+            bad(format!(
+                "directory of {} bytes in {:?} format fits in the inode",
+                ino.size, ino.format
+            ));
+        }
+        if ino.size > DIR_LEAF_OFFSET && (ino.size as i64) >= 0 {
+            bad(format!(
+                "directory size {} is past the data section",
+                ino.size
+            ));
+        }
+    }
+    if (is_dir || t == FileType::Symlink) && ino.size == 0 {
+        bad(format!("{t:?} of size 0"));
+    }
+    if t == FileType::Symlink && ino.size > MAX_PATH {
+        bad(format!(
+            "symlink of {} bytes is longer than a path",
+            ino.size
+        ));
+    }
+    if ino.format == ForkFormat::Local && ino.size > dsize as u64 && (ino.size as i64) >= 0 {
+        bad(format!(
+            "inline data of {} bytes does not fit the {dsize}-byte data fork",
+            ino.size
+        ));
+    }
+    if special {
+        if ino.size != 0 {
+            bad(format!("{t:?} has size {}", ino.size));
+        }
+        if ino.nblocks != 0 {
+            bad(format!("{t:?} has {} blocks", ino.nblocks));
+        }
+    }
+
+    // Fork offset and attr fork format.
+    if ino.forkoff != 0 {
+        let ok = match ino.format {
+            ForkFormat::Dev => ino.forkoff == 1,
+            _ => usize::from(ino.forkoff) < lit / 8,
+        };
+        if !ok {
+            bad(format!(
+                "attr fork offset {} for a {:?} data fork",
+                ino.forkoff, ino.format
+            ));
+        }
+    } else {
+        let aformat = d.di_aformat;
+        if aformat != 2 {
+            bad(format!("attr fork format {aformat} without an attr fork"));
+        }
+        if ino.anextents != 0 {
+            bad(format!(
+                "{} attr extents without an attr fork",
+                ino.anextents
+            ));
+        }
+    }
+
+    // Extent counts.
+    if matches!(ino.format, ForkFormat::Local | ForkFormat::Dev) && ino.nextents != 0 {
+        bad(format!(
+            "{} data extents in a {:?} fork",
+            ino.nextents, ino.format
+        ));
+    }
+    if ino.forkoff != 0 && ino.aformat == ForkFormat::Local && ino.anextents != 0 {
+        bad(format!(
+            "{} attr extents in a local attr fork",
+            ino.anextents
+        ));
+    }
+    if ino.nblocks < ino.nextents.saturating_add(u64::from(ino.anextents)) {
+        bad(format!(
+            "{} blocks for {} data and {} attr extents",
+            ino.nblocks, ino.nextents, ino.anextents
+        ));
+    }
+    let fit = |bytes: usize| (bytes / 16) as u64;
+    if ino.format == ForkFormat::Btree && ino.nextents <= fit(dsize) {
+        bad(format!(
+            "btree data fork with {} extents, which fit in the inode",
+            ino.nextents
+        ));
+    }
+
+    // A linked inode is on no unlinked list.
+    if ino.next_unlinked != u32::MAX && ino.nlink > 0 {
+        bad(format!(
+            "next unlinked {} on an inode with {} links",
+            ino.next_unlinked, ino.nlink
+        ));
+    }
+}
