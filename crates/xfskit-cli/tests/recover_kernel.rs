@@ -475,6 +475,34 @@ fn recover_unfinished_rmap_and_extent_frees() {
     );
 }
 
+/// Makes a fresh 300 MiB filesystem at `img` with `mkfs_args` and
+/// loop-mounts it at `mnt`.
+fn fresh_mount(img: &Path, mnt: &Path, mkfs_args: &[&str]) {
+    std::fs::File::create(img)
+        .and_then(|f| f.set_len(300 << 20))
+        .expect("image");
+    let mut a = vec!["-q", "-f"];
+    a.extend_from_slice(mkfs_args);
+    a.push(s(img));
+    run("mkfs.xfs", &a);
+    run("mount", &["-o", "loop", s(img), s(mnt)]);
+}
+
+/// Writes `n` 4 KiB blocks every other block of `path` (as many extents),
+/// then fsyncs it.
+fn write_fragmented(path: &Path, n: u64) {
+    let mut args = vec!["-f".to_string()];
+    for i in 0..n {
+        args.push("-c".into());
+        args.push(format!("pwrite -q {} 4096", i * 8192));
+    }
+    args.extend(["-c".into(), "fsync".into(), s(path).to_string()]);
+    run(
+        "xfs_io",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+}
+
 /// Fragmented files removed in the background and a shutdown soon after:
 /// the crash sometimes falls between an intent (extent free; with an
 /// rmapbt also reverse-mapping update) and its done item. Recovery must
@@ -490,25 +518,9 @@ fn unfinished_intents(test: &str, mkfs_args: &[&str]) {
     std::fs::create_dir_all(&mnt).expect("mkdir");
     let mut found = false;
     for attempt in 0..6 {
-        std::fs::File::create(&img)
-            .and_then(|f| f.set_len(300 << 20))
-            .expect("image");
-        let mut a = vec!["-q", "-f"];
-        a.extend_from_slice(mkfs_args);
-        a.push(s(&img));
-        run("mkfs.xfs", &a);
-        run("mount", &["-o", "loop", s(&img), s(&mnt)]);
+        fresh_mount(&img, &mnt, mkfs_args);
         for f in 0..8 {
-            let mut args = vec!["-f".to_string()];
-            for i in 0..3000u64 {
-                args.push("-c".into());
-                args.push(format!("pwrite -q {} 4096", i * 8192));
-            }
-            args.extend(["-c".into(), "fsync".into(), format!("{}/f{f}", s(&mnt))]);
-            run(
-                "xfs_io",
-                &args.iter().map(String::as_str).collect::<Vec<_>>(),
-            );
+            write_fragmented(&mnt.join(format!("f{f}")), 3000);
         }
         run("sync", &[]);
         let script = format!(
@@ -619,26 +631,10 @@ fn refcount_and_bmap_intents(test: &str, mkfs_args: &[&str]) {
     std::fs::create_dir_all(&mnt).expect("mkdir");
     let mut found = 0;
     for attempt in 0..8 {
-        std::fs::File::create(&img)
-            .and_then(|f| f.set_len(300 << 20))
-            .expect("image");
-        let mut a = vec!["-q", "-f"];
-        a.extend_from_slice(mkfs_args);
-        a.push(s(&img));
-        run("mkfs.xfs", &a);
-        run("mount", &["-o", "loop", s(&img), s(&mnt)]);
+        fresh_mount(&img, &mnt, mkfs_args);
         for f in 0..4 {
-            let mut args = vec!["-f".to_string()];
-            for i in 0..1500u64 {
-                args.push("-c".into());
-                args.push(format!("pwrite -q {} 4096", i * 8192));
-            }
             let p = format!("{}/f{f}", s(&mnt));
-            args.extend(["-c".into(), "fsync".into(), p.clone()]);
-            run(
-                "xfs_io",
-                &args.iter().map(String::as_str).collect::<Vec<_>>(),
-            );
+            write_fragmented(Path::new(&p), 1500);
             run(
                 "cp",
                 &["--reflink=always", &p, &format!("{}/c{f}", s(&mnt))],

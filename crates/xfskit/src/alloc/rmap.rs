@@ -305,32 +305,7 @@ fn map_shared(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
         None
     };
     let mut c = RmapBt::cursor(tp, agno);
-    match (left, right) {
-        (Some(l), Some(g))
-            if u64::from(l.len) + u64::from(r.len) + u64::from(g.len) <= u64::from(u32::MAX) =>
-        {
-            seek(&mut c, tp, &g)?;
-            c.delete(tp)?;
-            seek(&mut c, tp, &l)?;
-            let mut m = l;
-            m.len += r.len + g.len;
-            c.update(tp, &m.to_rec())
-        }
-        (Some(l), _) => {
-            seek(&mut c, tp, &l)?;
-            let mut m = l;
-            m.len += r.len;
-            c.update(tp, &m.to_rec())
-        }
-        (None, Some(g)) => {
-            seek(&mut c, tp, &g)?;
-            c.delete(tp)?;
-            let mut m = r;
-            m.len += g.len;
-            c.insert(tp, &m.to_rec())
-        }
-        (None, None) => c.insert(tp, &r.to_rec()),
-    }
+    join(&mut c, tp, r, left, right, true)
 }
 
 /// Records that `r` is now owned (merging with neighbours).
@@ -361,28 +336,49 @@ pub(crate) fn map(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
     }
     let left = left.filter(|l| l.joins(&r));
     let right = right.filter(|g| r.joins(g));
+    join(&mut c, tp, r, left, right, false)
+}
+
+/// Inserts `r`, merged with `left` (ending where it starts) and `right`
+/// (starting where it ends), its owner's neighbours when they join it.
+/// With overlapping records (`shared`) a record whose start changes is
+/// moved (deleted and inserted): other owners' records may sit between
+/// its old and new keys.
+fn join(
+    c: &mut Cursor<RmapBt>,
+    tp: &mut Trans<'_>,
+    r: Rmap,
+    left: Option<Rmap>,
+    right: Option<Rmap>,
+    shared: bool,
+) -> Result<()> {
     match (left, right) {
         (Some(l), Some(g))
             if u64::from(l.len) + u64::from(r.len) + u64::from(g.len) <= u64::from(u32::MAX) =>
         {
-            seek(&mut c, tp, &g)?;
+            seek(c, tp, &g)?;
             c.delete(tp)?;
-            seek(&mut c, tp, &l)?;
+            seek(c, tp, &l)?;
             let mut m = l;
             m.len += r.len + g.len;
             c.update(tp, &m.to_rec())
         }
         (Some(l), _) => {
-            seek(&mut c, tp, &l)?;
+            seek(c, tp, &l)?;
             let mut m = l;
             m.len += r.len;
             c.update(tp, &m.to_rec())
         }
         (None, Some(g)) => {
-            seek(&mut c, tp, &g)?;
+            seek(c, tp, &g)?;
             let mut m = r;
             m.len += g.len;
-            c.update(tp, &m.to_rec())
+            if shared {
+                c.delete(tp)?;
+                c.insert(tp, &m.to_rec())
+            } else {
+                c.update(tp, &m.to_rec())
+            }
         }
         (None, None) => c.insert(tp, &r.to_rec()),
     }
