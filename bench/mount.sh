@@ -26,7 +26,7 @@ SRC=${SRC:-/usr/share}
 SIZE=${SIZE:-4G}
 THREADS=${THREADS:-2}
 RANDSECS=${RANDSECS:-30}
-TARGETS=${TARGETS:-xfskit kernel fuse2fs}
+TARGETS=${TARGETS:-xfskit xfskit-wb kernel fuse2fs}
 XFSKIT_ARGS=${XFSKIT_ARGS:-}
 XFSKIT=${XFSKIT:-$PWD/target/release/xfskit}
 [ "$(id -u)" = 0 ] || { echo "bench/mount.sh: run as root" >&2; exit 2; }
@@ -55,9 +55,10 @@ mount_target() {
         esac
     fi
     case $1 in
-        xfskit)
+        xfskit|xfskit-wb)
+            wb=; [ "$1" = xfskit-wb ] && wb=--writeback-cache
             # shellcheck disable=SC2086
-            "$XFSKIT" mount $XFSKIT_ARGS --threads "$THREADS" "$WORK/img" "$MNT" 2>"$WORK/server.log" &
+            "$XFSKIT" mount $XFSKIT_ARGS $wb --threads "$THREADS" "$WORK/img" "$MNT" 2>"$WORK/server.log" &
             for _ in $(seq 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
             ;;
         kernel)
@@ -157,14 +158,28 @@ for target in $TARGETS; do
         "d ${T[$target,d]} writes/s, e ${T[$target,e]} s, f ${T[$target,f]} s"
 done
 
-# All three targets needed for the table.
+# xfskit, the kernel and fuse2fs are needed for the table; xfskit-wb adds
+# its own column and ratios when it ran.
 for t in xfskit kernel fuse2fs; do [[ " $TARGETS " == *" $t "* ]] || exit 0; done
-printf '\n| workload | xfskit | kernel XFS | fuse2fs ext4 | xfskit / fuse2fs speed | xfskit / kernel speed |\n|---|---|---|---|---|---|\n'
-for w in a b c e f; do
+WB=; [[ " $TARGETS " == *" xfskit-wb "* ]] && WB=1
+if [ -n "$WB" ]; then
+    printf '\n| workload | xfskit | xfskit --writeback-cache | kernel XFS | fuse2fs ext4 | xfskit / fuse2fs speed | xfskit / kernel speed | --writeback-cache / kernel speed |\n|---|---|---|---|---|---|---|---|\n'
+else
+    printf '\n| workload | xfskit | kernel XFS | fuse2fs ext4 | xfskit / fuse2fs speed | xfskit / kernel speed |\n|---|---|---|---|---|---|\n'
+fi
+for w in a b c d e f; do
     x=${T[xfskit,$w]}; k=${T[kernel,$w]}; f=${T[fuse2fs,$w]}
-    printf '| %s | %.2f s | %.2f s | %.2f s | %.2fx | %.0f%% |\n' "$w" "$x" "$k" "$f" \
-        "$(echo "$f / $x" | bc -l)" "$(echo "100 * $k / $x" | bc -l)"
+    if [ $w = d ]; then # operations per second: higher is faster
+        u=/s; n=%.0f; rf=$(echo "$x / $f" | bc -l); rk=$(echo "100 * $x / $k" | bc -l)
+        [ -n "$WB" ] && rw=$(echo "100 * ${T[xfskit-wb,$w]} / $k" | bc -l)
+    else # seconds: lower is faster
+        u=" s"; n=%.2f; rf=$(echo "$f / $x" | bc -l); rk=$(echo "100 * $k / $x" | bc -l)
+        [ -n "$WB" ] && rw=$(echo "100 * $k / ${T[xfskit-wb,$w]}" | bc -l)
+    fi
+    if [ -n "$WB" ]; then
+        printf "| %s | $n%s | $n%s | $n%s | $n%s | %.2fx | %.0f%% | %.0f%% |\n" "$w" "$x" "$u" \
+            "${T[xfskit-wb,$w]}" "$u" "$k" "$u" "$f" "$u" "$rf" "$rk" "$rw"
+    else
+        printf "| %s | $n%s | $n%s | $n%s | %.2fx | %.0f%% |\n" "$w" "$x" "$u" "$k" "$u" "$f" "$u" "$rf" "$rk"
+    fi
 done
-x=${T[xfskit,d]}; k=${T[kernel,d]}; f=${T[fuse2fs,d]}
-printf '| d | %s/s | %s/s | %s/s | %.2fx | %.0f%% |\n' "$x" "$k" "$f" \
-    "$(echo "$x / $f" | bc -l)" "$(echo "100 * $x / $k" | bc -l)"

@@ -12,6 +12,7 @@ command -v zstd >/dev/null || need+=(zstd)
 command -v setfattr >/dev/null || need+=(attr)
 command -v strace >/dev/null || need+=(strace)
 command -v setfacl >/dev/null || need+=(acl)
+command -v setcap >/dev/null || need+=(libcap2-bin)  # file capabilities in fuse_rw_posix
 command -v xz >/dev/null || need+=(xz-utils)
 command -v tar >/dev/null || need+=(tar)
 command -v cc >/dev/null || need+=(gcc)  # mimalloc is C, built by cargo

@@ -39,9 +39,8 @@ fn skip(name: &str) -> bool {
 fn copy(src: &File, soff: i64, dst: &File, doff: i64, len: usize) -> i64 {
     let (mut so, mut d) = (soff, doff);
     // SAFETY: two open descriptors and offsets that live across the call.
-    let r = unsafe {
-        libc::copy_file_range(src.as_raw_fd(), &mut so, dst.as_raw_fd(), &mut d, len, 0)
-    };
+    let r =
+        unsafe { libc::copy_file_range(src.as_raw_fd(), &mut so, dst.as_raw_fd(), &mut d, len, 0) };
     if r < 0 {
         -i64::from(errno(-1))
     } else {
@@ -86,16 +85,25 @@ fn copy_file_range_copies_inside_the_server() {
     assert_eq!(copy(&src, 1000, &dst, 4097, 2_500_000), 2_500_000);
     let mut want = vec![0u8; 4097];
     want.extend_from_slice(&src_bytes[1000..2_501_000]);
-    assert!(fs::read(p("dst")).unwrap() == want, "dst after the first copy");
+    assert!(
+        fs::read(p("dst")).unwrap() == want,
+        "dst after the first copy"
+    );
     // Over existing data in the middle: the file keeps its size.
     assert_eq!(copy(&src, 5, &dst, 70_000, 12_345), 12_345);
     want[70_000..82_345].copy_from_slice(&src_bytes[5..12_350]);
-    assert!(fs::read(p("dst")).unwrap() == want, "dst after the overwrite");
+    assert!(
+        fs::read(p("dst")).unwrap() == want,
+        "dst after the overwrite"
+    );
     // Past the source's end: a short count; at its end: nothing.
     assert_eq!(copy(&src, 2_999_990, &dst, 0, 100), 10);
     want[..10].copy_from_slice(&src_bytes[2_999_990..]);
     assert_eq!(copy(&src, 3_000_000, &dst, 0, 100), 0);
-    assert!(fs::read(p("dst")).unwrap() == want, "dst after the short copy");
+    assert!(
+        fs::read(p("dst")).unwrap() == want,
+        "dst after the short copy"
+    );
     // Within one file, ranges apart; overlapping ones are EINVAL.
     let same = rw("same");
     same.set_len(0).unwrap();
@@ -104,7 +112,10 @@ fn copy_file_range_copies_inside_the_server() {
     let mut want_same = src_bytes[..200_000].to_vec();
     want_same.resize(300_001, 0);
     want_same.extend_from_slice(&src_bytes[..100_000]);
-    assert!(fs::read(p("same")).unwrap() == want_same, "copy within a file");
+    assert!(
+        fs::read(p("same")).unwrap() == want_same,
+        "copy within a file"
+    );
     assert_eq!(
         copy(&same, 0, &same, 50_000, 100_000),
         -i64::from(libc::EINVAL)
@@ -130,8 +141,14 @@ fn copy_file_range_copies_inside_the_server() {
     std::os::unix::fs::FileExt::write_all_at(&clone, b"changed", 4090).unwrap();
     clone_want[4090..4097].copy_from_slice(b"changed");
     drop(clone);
-    assert!(fs::read(p("clone")).unwrap() == clone_want, "the clone after a write");
-    assert!(fs::read(p("src")).unwrap() == src_bytes, "the source after its clone's write");
+    assert!(
+        fs::read(p("clone")).unwrap() == clone_want,
+        "the clone after a write"
+    );
+    assert!(
+        fs::read(p("src")).unwrap() == src_bytes,
+        "the source after its clone's write"
+    );
     // A directory is refused.
     let dir = File::open(m.p("")).unwrap();
     assert_eq!(copy(&dir, 0, &dst, 0, 10), -i64::from(libc::EISDIR));

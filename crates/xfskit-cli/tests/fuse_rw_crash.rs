@@ -15,8 +15,8 @@
 
 mod common;
 
-use common::rwmount::{rw_skip_reason, RwMount};
 use common::repair_check;
+use common::rwmount::{rw_skip_reason, RwMount};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -79,7 +79,12 @@ fn workload(mnt: &Path, seed: u64, durable: &Mutex<Durable>) {
             f.write_all(&contents(i, len))?;
             if i % 3 == 0 {
                 f.sync_all()?;
-                let rel = name.strip_prefix(mnt).unwrap().to_str().unwrap().to_string();
+                let rel = name
+                    .strip_prefix(mnt)
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_string();
                 durable.lock().unwrap().files.push((rel, i, len));
             } else if i % 3 == 1 && i > 2 {
                 // Churn among the files never fsynced.

@@ -395,3 +395,134 @@ fn inodes_used(p: &Path) -> u64 {
     assert_eq!(unsafe { libc::statvfs(c(p).as_ptr(), &mut s) }, 0);
     s.f_files - s.f_ffree
 }
+
+/// Runs the set-id and file capability cases under `root` (a mount) and
+/// returns each file's mode, and whether it still has a capability, after
+/// its operation.
+fn set_id_cases(root: &Path) -> Vec<(String, String, bool)> {
+    use common::rwmount::as_user;
+    use std::os::unix::fs::chown;
+    let d = root.join("setid");
+    fs::create_dir(&d).unwrap();
+    fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
+    let s = |n: &str| d.join(n).to_str().unwrap().to_string();
+    // (name, mode, with a capability, who acts, what it does); every
+    // file belongs to 1000:1000.
+    let cases: [(&str, u32, bool, u32, &str); 14] = [
+        ("user-append", 0o6775, false, 1000, "append"),
+        ("user-truncate", 0o6775, false, 1000, "truncate"),
+        ("user-open-trunc", 0o4755, false, 1000, "otrunc"),
+        ("user-append-sgid-no-gx", 0o2764, false, 1000, "append"),
+        ("user-append-plain", 0o0775, false, 1000, "append"),
+        ("root-append", 0o6775, false, 0, "append"),
+        ("root-truncate", 0o6775, false, 0, "truncate"),
+        ("root-chown", 0o6775, false, 0, "chown"),
+        ("root-chown-sgid-no-gx", 0o6745, false, 0, "chown"),
+        ("root-chgrp", 0o2775, false, 0, "chgrp"),
+        ("cap-root-append", 0o0755, true, 0, "append"),
+        ("cap-root-truncate", 0o0755, true, 0, "truncate"),
+        ("cap-root-chown", 0o4755, true, 0, "chown"),
+        ("cap-root-chmod", 0o0755, true, 0, "chmod"),
+    ];
+    let mut out = Vec::new();
+    for (name, mode, cap, who, op) in cases {
+        let p = d.join(name);
+        fs::write(&p, b"0123456789").unwrap();
+        chown(&p, Some(1000), Some(1000)).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+        if cap {
+            let st = std::process::Command::new("setcap")
+                .args(["cap_net_raw+ep", &s(name)])
+                .status()
+                .unwrap();
+            assert!(st.success(), "setcap {name}");
+            assert!(has_capability(&p), "no capability on {name} after setcap");
+        }
+        let sh = match op {
+            "append" => format!("echo x >> {}", s(name)),
+            "truncate" => format!("truncate -s 3 {}", s(name)),
+            "otrunc" => format!(": > {}", s(name)),
+            "chown" => format!("chown 1001 {}", s(name)),
+            "chgrp" => format!("chgrp 1001 {}", s(name)),
+            "chmod" => format!("chmod 0750 {}", s(name)),
+            _ => unreachable!(),
+        };
+        if who == 0 {
+            let st = std::process::Command::new("sh")
+                .args(["-c", &sh])
+                .status()
+                .unwrap();
+            assert!(st.success(), "{sh}");
+        } else {
+            let (ok, err) = as_user(who, &["sh", "-c", &sh]);
+            assert!(ok, "{sh}: {err}");
+        }
+        out.push(set_id_state(&d, name));
+    }
+    out
+}
+
+fn has_capability(p: &Path) -> bool {
+    let name = std::ffi::CString::new("security.capability").unwrap();
+    // SAFETY: valid strings; a zero-sized query writes nothing.
+    unsafe { libc::getxattr(c(p).as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) >= 0 }
+}
+
+fn set_id_state(dir: &Path, name: &str) -> (String, String, bool) {
+    let p = dir.join(name);
+    let mode = fs::metadata(&p).unwrap().mode() & 0o7777;
+    (name.to_string(), format!("{mode:04o}"), has_capability(&p))
+}
+
+#[test]
+fn set_id_bits_cleared_as_the_kernel_clears_them() {
+    if skip("set_id_bits_cleared_as_the_kernel_clears_them") {
+        return;
+    }
+    // The kernel's own XFS first.
+    let mut m = RwMount::new("setid", 320, &[]);
+    m.unmount();
+    let kdir = m.dir.join("kernel");
+    fs::create_dir_all(&kdir).unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "xfs", "-o", "loop"])
+        .arg(&m.image)
+        .arg(&kdir)
+        .status()
+        .unwrap();
+    assert!(st.success(), "kernel mount");
+    let kernel = set_id_cases(&kdir);
+    fs::remove_dir_all(kdir.join("setid")).unwrap();
+    let st = std::process::Command::new("umount")
+        .arg(&kdir)
+        .status()
+        .unwrap();
+    assert!(st.success(), "kernel umount");
+    // The expected answers do not depend on the kernel alone.
+    let expect = |name: &str, mode: &str, cap: bool| {
+        assert!(
+            kernel.contains(&(name.into(), mode.into(), cap)),
+            "{name}: {kernel:?}"
+        )
+    };
+    expect("user-append", "0775", false);
+    expect("root-append", "6775", false);
+    expect("cap-root-chmod", "0750", true);
+    for args in [&[][..], &["--writeback-cache"][..]] {
+        m.mount(args);
+        let fuse = set_id_cases(&m.mnt);
+        assert_eq!(fuse, kernel, "mount {args:?} against the kernel");
+        // After a remount the modes are what the image holds, not only
+        // what the kernel's attribute cache showed.
+        m.unmount();
+        m.mount(&[]);
+        for k in &kernel {
+            let now = set_id_state(&m.p("setid"), &k.0);
+            assert_eq!(&now, k, "after a remount from {args:?}");
+        }
+        fs::remove_dir_all(m.p("setid")).unwrap();
+        m.unmount();
+    }
+    m.mount(&[]);
+    m.finish();
+}

@@ -2,9 +2,19 @@
 //! write, fallocate, lseek SEEK_DATA/SEEK_HOLE, fsync (through the
 //! journal), and setting or removing xattrs.
 //!
-//! The kernel keeps the set-user-id and set-group-id bits as XFS does:
-//! without `handle_killpriv` it turns a write or chown by a file that has
-//! them into a setattr that clears them, which arrives here as a mode.
+//! The set-user-id and set-group-id bits are cleared here, as the VFS
+//! clears them on a kernel XFS mount: the mount negotiates
+//! `FUSE_HANDLE_KILLPRIV_V2` (so that the kernel can mark inodes as having
+//! no security xattrs and stop asking for `security.capability` before
+//! every write), and then the kernel leaves the clearing to the server. A
+//! WRITE flagged `FUSE_WRITE_KILL_SUIDGID` (a writer without CAP_FSETID), a
+//! chown of a non-directory, and a truncate by a caller other than root
+//! clear set-user-id, and set-group-id where the group may execute (without
+//! group execute it marks mandatory locking and stays). A file capability
+//! (`security.capability`) the kernel still removes itself, with a
+//! REMOVEXATTR, once per inode until it knows there is none. fuser does not pass the truncate's own `FATTR_KILL_SUIDGID` bit, so
+//! CAP_FSETID is taken to be uid 0's, as it is for every process outside a
+//! user namespace.
 //! Every setattr stamps ctime (the kernel's own ctime when it sends one),
 //! one without fields too (chown(-1, -1): the kernel sends no ctime);
 //! a size change also stamps mtime, a truncate to the same size nothing.
@@ -32,6 +42,19 @@ pub(crate) struct SetAttr {
     pub atime: Option<TimeOrNow>,
     pub mtime: Option<TimeOrNow>,
     pub ctime: Option<SystemTime>,
+    /// The caller's uid (a truncate by anyone but root clears set-user-id).
+    pub caller_uid: u32,
+}
+
+/// `mode` less the bits a write, truncate or chown clears: set-user-id,
+/// and set-group-id when the group may execute. None: nothing to clear.
+pub(crate) fn killed_privileges(mode: u16) -> Option<u16> {
+    let mut m = mode & 0o7777;
+    m &= !0o4000;
+    if m & 0o2010 == 0o2010 {
+        m &= !0o2000;
+    }
+    (m != mode & 0o7777).then_some(m)
 }
 
 /// A time from a setattr request as an XFS timestamp. fuser 0.18 turns
@@ -95,7 +118,7 @@ impl XfsFuse {
     /// Applies a setattr request and returns the inode as it is after it.
     pub(crate) fn do_setattr(&self, node: INodeNo, a: SetAttr) -> Result<Arc<Inode>, Errno> {
         let ino = self.ino(node);
-        let change = AttrChange {
+        let mut change = AttrChange {
             mode: a.mode.map(|m| (m & 0o7777) as u16),
             uid: a.uid,
             gid: a.gid,
@@ -103,6 +126,15 @@ impl XfsFuse {
             mtime: a.mtime.map(set_time),
             ctime: a.ctime.map(timestamp),
         };
+        let chown = a.uid.is_some() || a.gid.is_some();
+        if chown || a.size.is_some() {
+            // chown clears set-user-id even for root; a truncate only for
+            // a caller without CAP_FSETID. A mode given with it wins.
+            let setid = chown || a.caller_uid != 0;
+            if let Some(mode) = self.kill_privileges(node, setid && change.mode.is_none())? {
+                change.mode = Some(mode);
+            }
+        }
         if a.size.is_none() && change.is_empty() {
             if !self.writable {
                 return self.inode(node);
@@ -142,8 +174,32 @@ impl XfsFuse {
         Ok(Arc::new(ip))
     }
 
+    /// The mode a write, truncate or chown leaves when it drops the set-id
+    /// bits (`setid`); None when the mode stays. A file capability is not
+    /// ours to drop: the VFS removes `security.capability` itself, with a
+    /// REMOVEXATTR, before it sends the change.
+    fn kill_privileges(&self, node: INodeNo, setid: bool) -> Result<Option<u16>, Errno> {
+        if !setid {
+            return Ok(None);
+        }
+        let ip = self.inode(node)?;
+        if ip.file_type == FileType::Dir {
+            return Ok(None);
+        }
+        Ok(killed_privileges(ip.mode))
+    }
+
     /// Writes `data` at `offset`; returns the bytes written.
-    pub(crate) fn do_write(&self, node: INodeNo, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+    /// With `kill_setid` (FUSE_WRITE_KILL_SUIDGID, a writer without
+    /// CAP_FSETID) the set-id bits go first, as the VFS drops them before
+    /// it writes.
+    pub(crate) fn do_write(
+        &self,
+        node: INodeNo,
+        offset: u64,
+        data: &[u8],
+        kill_setid: bool,
+    ) -> Result<u32, Errno> {
         self.check_writable()?;
         let n = u32::try_from(data.len()).map_err(|_| Errno::EINVAL)?;
         if offset
@@ -151,6 +207,15 @@ impl XfsFuse {
             .is_none_or(|e| e > i64::MAX as u64)
         {
             return Err(Errno::EFBIG);
+        }
+        if let Some(mode) = self.kill_privileges(node, kill_setid)? {
+            let change = AttrChange {
+                mode: Some(mode),
+                ..Default::default()
+            };
+            self.fs
+                .change_attrs(self.ino(node), &change)
+                .map_err(|e| to_errno(&e))?;
         }
         // With the writeback cache the kernel keeps mtime and ctime (stamped
         // at write(2), sent later in a SETATTR); the WRITE, which may come

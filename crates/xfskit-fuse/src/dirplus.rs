@@ -37,7 +37,8 @@ impl XfsFuse {
         // parent's default ACL replaces it (crate::acl_ops).
         let mut wanted = InitFlags::FUSE_CACHE_SYMLINKS
             | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_POSIX_ACL;
+            | InitFlags::FUSE_POSIX_ACL
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         if self.writable {
             // READDIRPLUS where the kernel sees lookups follow a listing
             // (AUTO); the read-only mount keeps plain READDIR, whose

@@ -250,7 +250,7 @@ impl Filesystem for XfsFuse {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -274,6 +274,7 @@ impl Filesystem for XfsFuse {
             atime,
             mtime,
             ctime,
+            caller_uid: req.uid(),
         };
         answer!(self.do_setattr(ino, a), reply, |i| reply
             .attr(&self.ttl, &file_attr(&i, i.ino.0, self.block_size)));
@@ -387,12 +388,13 @@ impl Filesystem for XfsFuse {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        answer!(self.do_write(ino, offset, data), reply, |n| reply
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        answer!(self.do_write(ino, offset, data, kill), reply, |n| reply
             .written(n));
     }
 

@@ -298,12 +298,24 @@ fn fsync_forces_only_what_the_inode_needs() {
     let c0 = fs.log_stats().checkpoints;
     fs.fsync(a).unwrap();
     let c1 = fs.log_stats().checkpoints;
-    assert_eq!(c1, c0 + 1, "the first fsync of a changed file writes a checkpoint");
+    assert_eq!(
+        c1,
+        c0 + 1,
+        "the first fsync of a changed file writes a checkpoint"
+    );
     fs.fsync(a).unwrap();
-    assert_eq!(fs.log_stats().checkpoints, c1, "nothing changed: no checkpoint");
+    assert_eq!(
+        fs.log_stats().checkpoints,
+        c1,
+        "nothing changed: no checkpoint"
+    );
     fs.write_at(b, 0, b"other").unwrap();
     fs.fsync(a).unwrap();
-    assert_eq!(fs.log_stats().checkpoints, c1, "only another file changed: no checkpoint");
+    assert_eq!(
+        fs.log_stats().checkpoints,
+        c1,
+        "only another file changed: no checkpoint"
+    );
     fs.fsync(b).unwrap();
     let c2 = fs.log_stats().checkpoints;
     assert_eq!(c2, c1 + 1, "b's change is forced by b's fsync");

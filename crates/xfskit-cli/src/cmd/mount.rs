@@ -38,11 +38,18 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
     pub read_threads: Option<u16>,
     /// Read-write: let the kernel's page cache gather written data and send
-    /// it at writeback (FUSE's writeback cache). Faster for many small
-    /// unaligned writes, slower for large ones; a full image then fails
-    /// fsync and close with ENOSPC instead of the write itself.
+    /// it at writeback (FUSE's writeback cache). Much faster for small
+    /// random writes, a little slower for creating many small files; a full
+    /// image then fails fsync and close with ENOSPC instead of the write
+    /// itself.
     #[arg(long)]
     pub writeback_cache: bool,
+    /// With --writeback-cache, as root: the percentage of the kernel's dirty
+    /// page limit the mount may hold (FUSE gives a mount 1%, strictly,
+    /// which throttles small random writes); 0 keeps the kernel's setting.
+    #[arg(long, value_name = "PCT", default_value_t = xfskit_fuse::DEFAULT_MAX_DIRTY,
+          value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub max_dirty: u8,
 }
 
 /// Runs the command.
@@ -66,6 +73,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         source: args.image.display().to_string(),
         extra: args.options,
         writeback_cache: args.writeback_cache,
+        max_dirty: args.max_dirty,
         ..Default::default()
     };
     if let Some(n) = args.threads {

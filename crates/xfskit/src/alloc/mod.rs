@@ -249,7 +249,11 @@ pub fn share_extent(tp: &mut Trans<'_>, start: FsBlock, len: u32, owner: &Owner)
 
 /// The runs of `len` blocks from `start` (one AG) that more than one
 /// file maps, as (first block, length, owners); empty without reflink.
-pub fn shared_runs(tp: &mut Trans<'_>, start: FsBlock, len: u32) -> Result<Vec<(FsBlock, u32, u32)>> {
+pub fn shared_runs(
+    tp: &mut Trans<'_>,
+    start: FsBlock,
+    len: u32,
+) -> Result<Vec<(FsBlock, u32, u32)>> {
     let geo = tp.geo();
     if !geo.features.reflink {
         return Ok(Vec::new());
@@ -316,7 +320,11 @@ pub fn refcount_apply(tp: &mut Trans<'_>, start: FsBlock, len: u32, op: u32) -> 
     let (agno, agbno) = geo.fsb_split(start);
     match op {
         li::XFS_REFCOUNT_INCREASE | li::XFS_REFCOUNT_DECREASE => {
-            let delta = if op == li::XFS_REFCOUNT_INCREASE { 1 } else { -1 };
+            let delta = if op == li::XFS_REFCOUNT_INCREASE {
+                1
+            } else {
+                -1
+            };
             for (s, l) in refcount::adjust_fsb(tp, start, len, delta)? {
                 free_extent_inner(tp, s, l, None)?;
             }

@@ -46,7 +46,12 @@ pub fn lookup(tp: &mut Trans<'_>, ip: &Inode, fork: Fork, lblk: u64) -> Result<O
 
 /// The first extent ending after file block `lblk` (covering it, or the
 /// next one after a hole).
-pub fn next_extent(tp: &mut Trans<'_>, ip: &Inode, fork: Fork, lblk: u64) -> Result<Option<Extent>> {
+pub fn next_extent(
+    tp: &mut Trans<'_>,
+    ip: &Inode,
+    fork: Fork,
+    lblk: u64,
+) -> Result<Option<Extent>> {
     if fork == Fork::Attr && !ip.has_attr_fork() {
         return Ok(None);
     }

@@ -226,7 +226,10 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
             Ok(ext) => {
                 // No file is longer than 2^63 - 1 bytes.
                 let max_off = (i64::MAX as u64) >> ctx.fs.geometry().block_log;
-                if let Some(e) = ext.iter().find(|e| e.offset.saturating_add(e.len) > max_off + 1) {
+                if let Some(e) = ext
+                    .iter()
+                    .find(|e| e.offset.saturating_add(e.len) > max_off + 1)
+                {
                     ctx.sink.add(
                         "inode",
                         Location::Inode(ino.ino.0),

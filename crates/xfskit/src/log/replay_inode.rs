@@ -85,7 +85,12 @@ pub(crate) fn replay_inode(rp: &mut Replayer<'_>, it: &Item, lsn: u64, at: ItemA
     let ioff = usize::try_from(f.boffset)
         .ok()
         .filter(|o| o + isize <= blen)
-        .ok_or_else(|| loc(format!("offset {} outside its {blen}-byte buffer", f.boffset)))?;
+        .ok_or_else(|| {
+            loc(format!(
+                "offset {} outside its {blen}-byte buffer",
+                f.boffset
+            ))
+        })?;
     // Only the sectors holding this inode are read and written back: a
     // cluster holds many inodes, each logged on its own.
     let s0 = ioff / 512;

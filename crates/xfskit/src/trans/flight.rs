@@ -10,8 +10,8 @@
 //! of file data first waits for it, so writes of the same block always
 //! reach the device in the order they were committed.
 
-use super::dirty::Dirty;
 use super::datarun::{pieces_at, Run};
+use super::dirty::Dirty;
 use super::state::{Pending, WriteStats};
 use crate::dev::Device;
 use crate::error::{Error, Result};

@@ -803,4 +803,3 @@ fn take_data_first(data: &mut DataRun, j: &Journal) -> BTreeMap<u64, Run> {
     }
     runs
 }
-
