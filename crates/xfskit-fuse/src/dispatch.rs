@@ -55,6 +55,7 @@ impl Filesystem for XfsFuse {
         match self.do_lookup(parent, name) {
             Ok(i) => {
                 self.count_lookup(i.ino);
+                self.note_stream_parent(&i, parent);
                 let attr = file_attr(&i, self.node(i.ino), self.block_size);
                 reply.entry(&self.ttl, &attr, Generation(u64::from(i.gen)))
             }
@@ -334,6 +335,7 @@ impl Filesystem for XfsFuse {
         match self.make_node(req, parent, name, mode, umask, NodeKind::File { size: 0 }) {
             Ok(i) => {
                 self.count_lookup(i.ino);
+                self.note_stream_parent(&i, parent);
                 let attr = file_attr(&i, self.node(i.ino), self.block_size);
                 reply.created(
                     &self.ttl,

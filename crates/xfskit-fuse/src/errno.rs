@@ -28,6 +28,7 @@ pub fn to_errno(e: &Error) -> Errno {
         Error::ReadOnly => Errno::EROFS,
         Error::Exists(_) => Errno::EEXIST,
         Error::NotEmpty(_) => Errno::ENOTEMPTY,
+        Error::NotPermitted(_) => Errno::EPERM,
         Error::Corrupt { .. } | Error::BadCrc { .. } | Error::DirtyLog(_) | Error::Io(_) => {
             log_once(e);
             Errno::EIO

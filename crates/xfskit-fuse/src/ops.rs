@@ -173,6 +173,19 @@ impl XfsFuse {
         self.inode_by_ino(ino)
     }
 
+    /// Tells the engine the directory of a regular file that streams, so
+    /// that its data can follow the directory's filestream when written.
+    pub(crate) fn note_stream_parent(&self, i: &Inode, parent: INodeNo) {
+        if !self.writable || i.file_type != FileType::File {
+            return;
+        }
+        if let Some(fsm) = self.fs.filestreams() {
+            if fsm.applies(i.flags) {
+                fsm.note_parent(i.ino, self.ino(parent));
+            }
+        }
+    }
+
     /// Fills `reply` from directory position `offset` until the buffer is full.
     pub(crate) fn fill_dir(
         &self,

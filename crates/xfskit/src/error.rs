@@ -96,6 +96,10 @@ pub enum Error {
     /// The directory is not empty.
     #[error("directory not empty: {0}")]
     NotEmpty(String),
+    /// An inode flag forbids the change (no symlinks in the directory;
+    /// an immutable or append-only inode), as the kernel's EPERM.
+    #[error("operation not permitted: {0}")]
+    NotPermitted(String),
     /// The device refuses writes after an earlier failure.
     #[error("device is read-only or poisoned after an earlier write failure")]
     ReadOnly,

@@ -33,6 +33,10 @@ pub struct OpenOptions {
     /// Open even when the superblock's root inode is not a directory (the
     /// kernel refuses to mount such a filesystem; `check` reports it).
     pub any_root: bool,
+    /// Writing: the data of every regular file follows its directory's
+    /// filestream, as with the kernel's `filestreams` mount option (without
+    /// it, only files with the filestream inode flag do).
+    pub filestreams: bool,
 }
 
 /// An XFS filesystem opened for reading.
@@ -122,6 +126,7 @@ impl Fs {
             fdblocks: crate::bytes::be64(&sb, SB_FDBLOCKS_OFF),
         };
         let mut ws = WriteState::new();
+        ws.filestreams.all = opts.filestreams;
         if let Some((meta, data)) = opts.pending_limits {
             ws.dirty_limit = meta.max(1);
             ws.data_limit = data.max(1);

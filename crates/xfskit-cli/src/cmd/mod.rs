@@ -28,7 +28,7 @@ pub fn exit_code(e: &Error) -> ExitCode {
 pub fn code_of(e: &Error) -> u8 {
     match e {
         Error::NotFound(_) | Error::NotDir(_) | Error::IsDir(_) | Error::NoAttr(_) => 1,
-        Error::Exists(_) | Error::NotEmpty(_) => 1,
+        Error::Exists(_) | Error::NotEmpty(_) | Error::NotPermitted(_) => 1,
         Error::Invalid(_) => 2,
         Error::Unsupported(_) | Error::DirtyLog(_) => 3,
         Error::Io(e) if xfskit::disk::is_corruption(e) => 5,

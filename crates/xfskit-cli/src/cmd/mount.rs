@@ -27,6 +27,11 @@ pub struct Args {
     #[arg(long)]
     pub norecovery: bool,
     /// Extra mount options, comma-separated (e.g. `-o noexec,nosuid`).
+    /// `filestreams` is XFS's: read-write, each directory's files get their
+    /// data from one AG, and directories written at the same time get
+    /// different AGs (as the kernel's `-o filestreams`; without it, only
+    /// files under a directory with the filestream flag, `chattr +S` in
+    /// xfs_io, do).
     #[arg(short = 'o', value_name = "OPTS")]
     pub options: Vec<String>,
     /// Threads serving requests (default: one less than the CPUs, 1 to 8;
@@ -61,7 +66,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         );
         return Ok(ExitCode::from(2));
     }
-    let fs = open(&args)?;
+    let (filestreams, extra) = xfs_options(&args.options);
+    let fs = open(&args, filestreams)?;
     let mode = if fs.is_writable() {
         "read-write"
     } else {
@@ -71,7 +77,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     let mut opts = xfskit_fuse::MountOptions {
         source: args.image.display().to_string(),
-        extra: args.options,
+        extra,
         writeback_cache: args.writeback_cache,
         max_dirty: args.max_dirty,
         ..Default::default()
@@ -124,7 +130,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
 /// Opens the image (bare, a partition of a disk, an LVM volume, qcow2)
 /// for writing unless told otherwise or it cannot be written (a read-only
 /// file or device), then read-only. A dirty log is recovered first.
-fn open(args: &Args) -> Result<Fs, Error> {
+fn open(args: &Args, filestreams: bool) -> Result<Fs, Error> {
     if args.read_only || args.norecovery {
         return super::open_in(&args.image, &args.disk, args.norecovery);
     }
@@ -154,5 +160,42 @@ fn open(args: &Args) -> Result<Fs, Error> {
     for note in &img.notes {
         eprintln!("xfskit: warning: {}: {note}", args.image.display());
     }
-    Fs::from_device_rw(img.device, &OpenOptions::default())
+    let opts = OpenOptions {
+        filestreams,
+        ..Default::default()
+    };
+    Fs::from_device_rw(img.device, &opts)
+}
+
+/// Takes the XFS options out of `-o` lists: (filestreams, the rest for FUSE).
+fn xfs_options(lists: &[String]) -> (bool, Vec<String>) {
+    let mut filestreams = false;
+    let mut rest = Vec::new();
+    for list in lists {
+        let kept: Vec<&str> = list
+            .split(',')
+            .filter(|o| {
+                let ours = *o == "filestreams";
+                filestreams |= ours;
+                !ours && !o.is_empty()
+            })
+            .collect();
+        if !kept.is_empty() {
+            rest.push(kept.join(","));
+        }
+    }
+    (filestreams, rest)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn filestreams_is_taken_out_of_the_fuse_options() {
+        let (f, rest) = super::xfs_options(&["noexec,filestreams".into(), "filestreams".into()]);
+        assert!(f);
+        assert_eq!(rest, vec!["noexec".to_string()]);
+        let (f, rest) = super::xfs_options(&["nosuid".into()]);
+        assert!(!f);
+        assert_eq!(rest, vec!["nosuid".to_string()]);
+    }
 }

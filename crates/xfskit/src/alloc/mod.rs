@@ -16,6 +16,7 @@
 mod abt;
 mod agf;
 mod choose;
+pub mod filestream;
 mod refcount;
 mod rmap;
 mod space;

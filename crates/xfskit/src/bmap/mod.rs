@@ -87,6 +87,17 @@ fn target(tp: &Trans<'_>, ip: &Inode, prev: Option<&Extent>, hint: Option<FsBloc
     geo.fsb_make(geo.ino_agno(ip.ino), geo.ino_agbno(ip.ino))
 }
 
+/// The AG of the filestream a regular file's first data allocation
+/// follows, if it streams and its directory is known.
+fn stream_ag(tp: &Trans<'_>, ip: &Inode) -> Option<u32> {
+    let fs = tp.fs();
+    let fsm = &fs.write_state().ok()?.filestreams;
+    if !fsm.applies(ip.flags) {
+        return None;
+    }
+    fsm.ag_for(fs, ip.ino)
+}
+
 /// Allocates blocks for every hole in file blocks `lblk..lblk+len` and
 /// maps them (as unwritten extents when `unwritten`). `hint` is where the
 /// data should go when nothing else decides (None: near the inode, after
@@ -142,8 +153,20 @@ pub fn alloc_range_min(
         let want = (hole_end - pos)
             .min(edit::MAX_EXTLEN)
             .min(u64::from(u32::MAX)) as u32;
+        let stream = if prev.is_none()
+            && hint.is_none()
+            && fork == Fork::Data
+            && ip.file_type == crate::inode::FileType::File
+        {
+            stream_ag(tp, ip)
+        } else {
+            None
+        };
         let req = AllocReq {
-            target: target(tp, ip, prev, hint),
+            target: match stream {
+                Some(ag) => crate::alloc::filestream::target(tp.fs(), ip.ino, ag),
+                None => target(tp, ip, prev, hint),
+            },
             minlen: minlen.clamp(1, want),
             maxlen: want,
             alignment: 1,
@@ -164,6 +187,12 @@ pub fn alloc_range_min(
         }
         if fork == Fork::Data && ip.file_type == crate::inode::FileType::File {
             data_blocks_claimed(tp, start, got)?;
+        }
+        if stream.is_some() {
+            let ag = tp.geo().fsb_split(start).0 .0;
+            if let Ok(ws) = tp.fs().write_state() {
+                ws.filestreams.landed(ip.ino, ag);
+            }
         }
         if unwritten {
             // The reverse mapping carries the unwritten flag too.

@@ -160,6 +160,14 @@ impl Fs {
         if matches!(kind, NodeKind::Dir) && crate::dir::write::lookup(tp, dp, name)?.is_some() {
             return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
         }
+        if matches!(kind, NodeKind::Symlink(_))
+            && dp.flags & xfs_format::inode::XFS_DIFLAG_NOSYMLINKS != 0
+        {
+            return Err(Error::NotPermitted(format!(
+                "directory inode {} does not take symlinks",
+                parent.0
+            )));
+        }
         let mode = type_bits(kind) | (meta.mode & 0o7777);
         let ino = match ino {
             Some(i) => i,
@@ -173,13 +181,21 @@ impl Fs {
         ip.mtime = meta.mtime;
         ip.ctime = meta.ctime;
         ip.crtime = meta.crtime;
+        inherit_flags(&mut ip, dp);
         match kind {
             NodeKind::Dir => {
                 ip.nlink = 2;
                 crate::dir::write::init(tp, &mut ip, parent)?;
                 dp.nlink += 1;
             }
-            NodeKind::File { size } => ip.size = *size,
+            NodeKind::File { size } => {
+                ip.size = *size;
+                if let Ok(ws) = self.write_state() {
+                    if ws.filestreams.applies(ip.flags) {
+                        ws.filestreams.note_parent(ino, parent);
+                    }
+                }
+            }
             NodeKind::Symlink(t) => write_symlink(tp, &mut ip, t)?,
             NodeKind::CharDev { major, minor } | NodeKind::BlockDev { major, minor } => {
                 ip.set_rdev(*major, *minor)
@@ -222,6 +238,51 @@ impl Fs {
         tp.log_inode(&dp)?;
         tp.commit()
     }
+}
+
+/// What a new inode takes from its directory, as the kernel's inode
+/// creation gives it: the project id under a project-inheriting directory;
+/// for files and directories, the inode flags that pass on (realtime
+/// inheritance only with a realtime device, which we do not write; no
+/// symlinks is not inherited, as the kernel's `fs.xfs.inherit_nosymlinks`
+/// default has it) and the extent size and copy-on-write extent size hints.
+pub(crate) fn inherit_flags(ip: &mut Inode, dp: &Inode) {
+    use xfs_format::inode as di;
+    if dp.flags & di::XFS_DIFLAG_PROJINHERIT != 0 {
+        ip.projid = dp.projid;
+    }
+    let (is_dir, is_file) = (
+        ip.file_type == FileType::Dir,
+        ip.file_type == FileType::File,
+    );
+    if !is_dir && !is_file {
+        return;
+    }
+    let pf = dp.flags;
+    let mut f = 0u16;
+    if pf & di::XFS_DIFLAG_EXTSZINHERIT != 0 && dp.extsize != 0 {
+        f |= if is_dir {
+            di::XFS_DIFLAG_EXTSZINHERIT
+        } else {
+            di::XFS_DIFLAG_EXTSIZE
+        };
+        ip.extsize = dp.extsize;
+    }
+    if is_dir {
+        f |= pf & (di::XFS_DIFLAG_PROJINHERIT | di::XFS_DIFLAG_RTINHERIT);
+    }
+    f |= pf
+        & (di::XFS_DIFLAG_NOATIME
+            | di::XFS_DIFLAG_NODUMP
+            | di::XFS_DIFLAG_SYNC
+            | di::XFS_DIFLAG_NODEFRAG
+            | di::XFS_DIFLAG_FILESTREAM);
+    ip.flags |= f;
+    if dp.flags2 & di::XFS_DIFLAG2_COWEXTSIZE != 0 && dp.cowextsize != 0 {
+        ip.flags2 |= di::XFS_DIFLAG2_COWEXTSIZE;
+        ip.cowextsize = dp.cowextsize;
+    }
+    ip.flags2 |= dp.flags2 & di::XFS_DIFLAG2_DAX;
 }
 
 /// Moves an inline symlink target into a remote block.

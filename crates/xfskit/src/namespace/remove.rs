@@ -29,6 +29,9 @@ pub(crate) fn destroy(tp: &mut Trans<'_>, mut ip: Inode) -> Result<()> {
         ip.data_fork.clear();
     }
     tp.log_inode(&ip)?;
+    if let Ok(ws) = tp.fs().write_state() {
+        ws.filestreams.forget(ip.ino);
+    }
     crate::ialloc::free_inode(tp, ip.ino)
 }
 

@@ -133,6 +133,8 @@ pub struct WriteState {
     pub dir_rotor: std::sync::atomic::AtomicU32,
     /// Per-AG locks.
     pub ags: LockSet,
+    /// Directories' data streams (see [`crate::alloc::filestream`]).
+    pub filestreams: crate::alloc::filestream::Filestreams,
     /// Per-inode locks.
     pub inodes: LockSet,
     /// Writes back once this many committed bytes are pending.
@@ -172,6 +174,7 @@ impl WriteState {
             gen: std::sync::atomic::AtomicU64::new(0x9e37_79b9),
             dir_rotor: std::sync::atomic::AtomicU32::new(0),
             ags: LockSet::default(),
+            filestreams: Default::default(),
             inodes: LockSet::default(),
             dirty_limit: 128 << 20,
             max_write: 8 << 20,

@@ -105,6 +105,7 @@ fn short_message(e: &Error) -> String {
         Error::IsDir(_) => "is a directory".into(),
         Error::Exists(_) => "already exists".into(),
         Error::NotEmpty(_) => "directory not empty".into(),
+        Error::NotPermitted(_) => "operation not permitted".into(),
         _ => super::message(e),
     }
 }
