@@ -199,6 +199,7 @@ impl XfsFuse {
         offset: u64,
         data: &[u8],
         kill_setid: bool,
+        appending: bool,
     ) -> Result<u32, Errno> {
         self.check_writable()?;
         let n = u32::try_from(data.len()).map_err(|_| Errno::EINVAL)?;
@@ -221,7 +222,13 @@ impl XfsFuse {
         // at write(2), sent later in a SETATTR); the WRITE, which may come
         // long after, must not stamp its own.
         self.fs
-            .write_at_opt(self.ino(node), offset, data, !self.writeback_cache)
+            .write_at_mode(
+                self.ino(node),
+                offset,
+                data,
+                !self.writeback_cache,
+                appending,
+            )
             .map_err(|e| to_errno(&e))?;
         Ok(n)
     }

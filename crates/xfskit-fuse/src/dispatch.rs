@@ -391,12 +391,13 @@ impl Filesystem for XfsFuse {
         offset: u64,
         data: &[u8],
         write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        answer!(self.do_write(ino, offset, data, kill), reply, |n| reply
+        let appending = flags.0 & libc::O_APPEND != 0;
+        answer!(self.do_write(ino, offset, data, kill, appending), reply, |n| reply
             .written(n));
     }
 

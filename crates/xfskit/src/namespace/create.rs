@@ -160,6 +160,7 @@ impl Fs {
         if matches!(kind, NodeKind::Dir) && crate::dir::write::lookup(tp, dp, name)?.is_some() {
             return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
         }
+        super::guard::may_write(dp, "adding a name")?;
         if matches!(kind, NodeKind::Symlink(_))
             && dp.flags & xfs_format::inode::XFS_DIFLAG_NOSYMLINKS != 0
         {
@@ -215,6 +216,8 @@ impl Fs {
         tp.lock_inode(b);
         let mut dp = read_dir_inode(&mut tp, parent)?;
         let mut ip = tp.read_inode(target)?;
+        super::guard::may_write(&dp, "adding a name")?;
+        super::guard::may_change(&ip, "linking")?;
         if ip.file_type == FileType::Dir {
             return Err(Error::IsDir(format!(
                 "cannot hard-link directory inode {}",

@@ -62,11 +62,26 @@ impl Fs {
     /// [`Fs::write_at`] that leaves the times alone when `touch` is false
     /// (building an image whose times come from the source).
     pub fn write_at_opt(&self, ino: Ino, offset: u64, data: &[u8], touch: bool) -> Result<()> {
+        self.write_at_mode(ino, offset, data, touch, true)
+    }
+
+    /// [`Fs::write_at_opt`] for a caller that knows how the file was
+    /// opened: without O_APPEND (`appending` false) an append-only file
+    /// refuses the write, as the kernel refuses such an open. The other
+    /// writers of the engine count as appending: they cannot tell.
+    pub fn write_at_mode(
+        &self,
+        ino: Ino,
+        offset: u64,
+        data: &[u8],
+        touch: bool,
+        appending: bool,
+    ) -> Result<()> {
         let mut done = 0u64;
         while done < data.len() as u64 {
             let n = (data.len() as u64 - done).min(WRITE_CHUNK);
             let part = &data[done as usize..(done + n) as usize];
-            self.write_chunk(ino, offset + done, Src::Slice(part), touch)?;
+            self.write_chunk(ino, offset + done, Src::Slice(part), touch, appending)?;
             done += n;
         }
         Ok(())
@@ -84,10 +99,17 @@ impl Fs {
             aligned::give(buf);
             return r;
         }
-        self.write_chunk(ino, offset, Src::Owned(buf), touch)
+        self.write_chunk(ino, offset, Src::Owned(buf), touch, true)
     }
 
-    fn write_chunk(&self, ino: Ino, offset: u64, src: Src<'_>, touch: bool) -> Result<()> {
+    fn write_chunk(
+        &self,
+        ino: Ino,
+        offset: u64,
+        src: Src<'_>,
+        touch: bool,
+        appending: bool,
+    ) -> Result<()> {
         if src.len() == 0 {
             return Ok(());
         }
@@ -101,6 +123,11 @@ impl Fs {
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
         let mut ip = read_file_inode(&mut tp, ino)?;
+        if appending {
+            super::guard::may_write(&ip, "writing")?;
+        } else {
+            super::guard::may_change(&ip, "writing without O_APPEND")?;
+        }
         let first = offset / bs;
         let last = (end - 1) / bs;
         // Partial first/last blocks that already hold data must be read
@@ -239,6 +266,7 @@ impl Fs {
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
         let mut ip = read_file_inode(&mut tp, ino)?;
+        super::guard::may_change(&ip, "truncating")?;
         let keep = size.div_ceil(bs);
         let zero = !size.is_multiple_of(bs) && size < ip.size;
         if zero {
@@ -273,7 +301,9 @@ impl Fs {
         // past the end of the file (a punch keeps the size).
         let size = {
             let mut tp = self.trans()?;
-            read_file_inode(&mut tp, ino)?.size
+            let ip = read_file_inode(&mut tp, ino)?;
+            super::guard::may_change(&ip, "punching a hole")?;
+            ip.size
         };
         for (lo, hi) in [
             (offset, (first_whole * bs).min(end)),
@@ -315,6 +345,7 @@ impl Fs {
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
         let mut ip = read_file_inode(&mut tp, ino)?;
+        super::guard::may_write(&ip, "preallocating")?;
         let first = offset / bs;
         let last = end.div_ceil(bs);
         crate::bmap::alloc_range(

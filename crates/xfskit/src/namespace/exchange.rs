@@ -73,6 +73,8 @@ impl Fs {
         }
         let mut sip = tp.read_inode(sino)?;
         let mut tip = tp.read_inode(tino)?;
+        super::guard::may_remove(&sdp, &sip)?;
+        super::guard::may_remove(ddp.as_ref().unwrap_or(&sdp), &tip)?;
         let (s_dir, t_dir) = (
             sip.file_type == FileType::Dir,
             tip.file_type == FileType::Dir,

@@ -16,6 +16,7 @@ mod build;
 mod create;
 mod data;
 mod exchange;
+pub(crate) mod guard;
 mod orphan;
 mod reflink;
 pub(crate) mod remove;

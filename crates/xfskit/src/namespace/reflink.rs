@@ -75,7 +75,8 @@ impl Fs {
         let src_size = {
             let mut tp = self.trans()?;
             let sp = regular(&mut tp, src)?;
-            regular(&mut tp, dst)?;
+            let dp = regular(&mut tp, dst)?;
+            super::guard::may_change(&dp, "cloning into")?;
             sp.size
         };
         if !src_off.is_multiple_of(bs) || !dst_off.is_multiple_of(bs) {

@@ -108,6 +108,7 @@ impl Fs {
             .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()))?;
         tp.lock_inode(ino);
         let ip = tp.read_inode(ino)?;
+        super::guard::may_remove(&dp, &ip)?;
         let is_dir = ip.file_type == FileType::Dir;
         if want_dir && !is_dir {
             return Err(Error::NotDir(String::from_utf8_lossy(name).into_owned()));
@@ -170,6 +171,7 @@ impl Fs {
         }
         tp.lock_inode(sino);
         let mut sip = tp.read_inode(sino)?;
+        super::guard::may_remove(&sdp, &sip)?;
         let s_is_dir = sip.file_type == FileType::Dir;
         if s_is_dir && !same {
             // Moving a directory under itself would disconnect it.
@@ -196,6 +198,7 @@ impl Fs {
         }
         let ftype = sip.file_type.dirent_code();
         let dpv = ddp.as_mut().unwrap_or(&mut sdp);
+        super::guard::may_write(dpv, "adding a name")?;
         let existing = crate::dir::write::lookup(&mut tp, dpv, dname)?;
         let mut nlink_delta_d = 0i32;
         let mut orphan = None;
@@ -218,6 +221,7 @@ impl Fs {
             Some((tino, _)) => {
                 tp.lock_inode(tino);
                 let tip = tp.read_inode(tino)?;
+                super::guard::may_remove(ddp.as_ref().unwrap_or(&sdp), &tip)?;
                 let t_is_dir = tip.file_type == FileType::Dir;
                 if s_is_dir != t_is_dir {
                     return Err(if t_is_dir {

@@ -80,6 +80,16 @@ impl Fs {
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
         let mut ip = tp.read_inode(ino)?;
+        // Both times "now" is a touch, which only immutability forbids;
+        // any other time, or mode or owners, is a change.
+        let touch = change.atime == Some(SetTime::Now) && change.mtime == Some(SetTime::Now);
+        if change.mode.is_some() || change.uid.is_some() || change.gid.is_some() {
+            super::guard::may_change(&ip, "changing attributes")?;
+        } else if touch {
+            super::guard::may_write(&ip, "changing times")?;
+        } else if change.atime.is_some() || change.mtime.is_some() {
+            super::guard::may_change(&ip, "changing times")?;
+        }
         if let Some(m) = change.mode {
             ip.mode = (ip.mode & !0o7777) | (m & 0o7777);
         }

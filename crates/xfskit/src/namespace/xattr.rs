@@ -49,6 +49,7 @@ impl Fs {
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
         let mut ip = tp.read_inode(ino)?;
+        super::guard::may_change(&ip, "setting an xattr")?;
         set_xattr_in(&mut tp, &mut ip, name, value)?;
         if touch {
             self.touch_change(&mut ip, now)?;
@@ -64,6 +65,7 @@ impl Fs {
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
         let mut ip = tp.read_inode(ino)?;
+        super::guard::may_change(&ip, "removing an xattr")?;
         crate::attr::write::remove(&mut tp, &mut ip, ns, &n)?;
         super::create::symlink_to_local(&mut tp, &mut ip)?;
         self.touch_change(&mut ip, now)?;
@@ -94,6 +96,7 @@ impl Fs {
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
         let mut ip = tp.read_inode(ino)?;
+        super::guard::may_change(&ip, "changing the mode")?;
         ip.mode = (ip.mode & !0o7777) | (mode & 0o7777);
         self.touch_change(&mut ip, now)?;
         tp.log_inode(&ip)?;
@@ -106,6 +109,7 @@ impl Fs {
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
         let mut ip = tp.read_inode(ino)?;
+        super::guard::may_change(&ip, "changing the owner")?;
         ip.uid = uid;
         ip.gid = gid;
         self.touch_change(&mut ip, now)?;
