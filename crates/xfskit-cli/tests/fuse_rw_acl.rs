@@ -10,7 +10,7 @@
 mod common;
 
 use common::hostwalk::read_xattrs;
-use common::rwmount::{as_user, c, errno, rw_skip_reason, RwMount};
+use common::rwmount::{as_user, c, errno, skip_rw, RwMount};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -106,8 +106,7 @@ fn steps(root: &Path) -> (BTreeMap<String, Seen>, Vec<bool>) {
 
 #[test]
 fn acls_work_as_on_the_kernel() {
-    if let Some(why) = rw_skip_reason() {
-        println!("SKIP acls_work_as_on_the_kernel: {why}");
+    if skip_rw("acls_work_as_on_the_kernel") {
         return;
     }
     // SAFETY: umask has no preconditions; both runs use the same one.

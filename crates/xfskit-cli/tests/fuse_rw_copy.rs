@@ -17,22 +17,12 @@
 
 mod common;
 
-use common::rwmount::{c, err_of, errno, rw_skip_reason, RwMount};
+use common::rwmount::{c, err_of, errno, skip_rw as skip, RwMount};
 use std::fs::{self, File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
-
-fn skip(name: &str) -> bool {
-    match rw_skip_reason() {
-        Some(why) => {
-            println!("SKIP {name}: {why}");
-            true
-        }
-        None => false,
-    }
-}
 
 /// copy_file_range(2) of `len` bytes from `src` at `soff` to `dst` at
 /// `doff`: the count, or the negated errno.

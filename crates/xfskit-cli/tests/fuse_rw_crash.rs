@@ -16,7 +16,7 @@
 mod common;
 
 use common::repair_check;
-use common::rwmount::{rw_skip_reason, RwMount};
+use common::rwmount::{skip_rw, RwMount};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -183,8 +183,7 @@ fn kernel_replay(image: &Path, mnt: &Path, d: &Durable) -> Vec<String> {
 
 #[test]
 fn sigkill_at_random_moments() {
-    if let Some(why) = rw_skip_reason() {
-        println!("SKIP sigkill_at_random_moments: {why}");
+    if skip_rw("sigkill_at_random_moments") {
         return;
     }
     let seed: u64 = std::env::var("XFSKIT_SEED")

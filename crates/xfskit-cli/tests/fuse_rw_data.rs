@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::rwmount::{c, errno, rw_skip_reason, RwMount};
+use common::rwmount::{c, errno, skip_rw as skip, RwMount};
 use common::LoopMount;
 use std::fs;
 use std::io::{Seek, SeekFrom, Write};
@@ -18,16 +18,6 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::thread::sleep;
 use std::time::Duration;
-
-fn skip(name: &str) -> bool {
-    match rw_skip_reason() {
-        Some(why) => {
-            println!("SKIP {name}: {why}");
-            true
-        }
-        None => false,
-    }
-}
 
 fn ctime(p: &Path) -> (i64, i64) {
     let m = fs::symlink_metadata(p).unwrap();

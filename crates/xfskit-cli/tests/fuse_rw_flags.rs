@@ -7,22 +7,12 @@
 
 mod common;
 
-use common::rwmount::{c, err_of, errno, rw_skip_reason, RwMount};
+use common::rwmount::{c, err_of, errno, skip_rw as skip, RwMount};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::Command;
-
-fn skip(name: &str) -> bool {
-    match rw_skip_reason() {
-        Some(why) => {
-            println!("SKIP {name}: {why}");
-            true
-        }
-        None => false,
-    }
-}
 
 fn run(args: &[&str]) {
     let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
@@ -50,7 +40,11 @@ fn utimes(p: &Path, explicit: bool) -> i32 {
             tv_nsec: 0,
         },
     ];
-    let t = if explicit { ts.as_ptr() } else { std::ptr::null() };
+    let t = if explicit {
+        ts.as_ptr()
+    } else {
+        std::ptr::null()
+    };
     // SAFETY: a valid path and a null or two-element array.
     errno(unsafe { libc::utimensat(libc::AT_FDCWD, c(p).as_ptr(), t, 0) } as i64)
 }
@@ -78,12 +72,33 @@ fn calls(root: &Path) -> Vec<(String, i32)> {
     let mut rec = |what: String, e: i32| out.push((what, e));
     for f in ["imm", "app", "plain"] {
         let p = d.join(f);
-        rec(format!("{f}: write without O_APPEND"), open_write(&p, false, false));
-        rec(format!("{f}: write with O_APPEND"), open_write(&p, true, false));
+        rec(
+            format!("{f}: write without O_APPEND"),
+            open_write(&p, false, false),
+        );
+        rec(
+            format!("{f}: write with O_APPEND"),
+            open_write(&p, true, false),
+        );
         rec(format!("{f}: open O_TRUNC"), open_write(&p, false, true));
-        rec(format!("{f}: truncate"), err_of(OpenOptions::new().write(true).append(true).open(&p).and_then(|h| h.set_len(3))));
-        rec(format!("{f}: chmod"), errno(unsafe { libc::chmod(c(&p).as_ptr(), 0o600) } as i64));
-        rec(format!("{f}: chown"), errno(unsafe { libc::chown(c(&p).as_ptr(), 7, 7) } as i64));
+        rec(
+            format!("{f}: truncate"),
+            err_of(
+                OpenOptions::new()
+                    .write(true)
+                    .append(true)
+                    .open(&p)
+                    .and_then(|h| h.set_len(3)),
+            ),
+        );
+        rec(
+            format!("{f}: chmod"),
+            errno(unsafe { libc::chmod(c(&p).as_ptr(), 0o600) } as i64),
+        );
+        rec(
+            format!("{f}: chown"),
+            errno(unsafe { libc::chown(c(&p).as_ptr(), 7, 7) } as i64),
+        );
         rec(format!("{f}: utimes explicit"), utimes(&p, true));
         rec(format!("{f}: utimes now"), utimes(&p, false));
         rec(format!("{f}: setxattr"), setxattr(&p));
@@ -92,8 +107,14 @@ fn calls(root: &Path) -> Vec<(String, i32)> {
             format!("{f}: punch"),
             fallocate(&p, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE),
         );
-        rec(format!("{f}: link"), err_of(fs::hard_link(&p, d.join(format!("{f}-link")))));
-        rec(format!("{f}: rename"), err_of(fs::rename(&p, d.join(format!("{f}-moved")))));
+        rec(
+            format!("{f}: link"),
+            err_of(fs::hard_link(&p, d.join(format!("{f}-link")))),
+        );
+        rec(
+            format!("{f}: rename"),
+            err_of(fs::rename(&p, d.join(format!("{f}-moved")))),
+        );
         // unlink last: on the plain file it succeeds.
         let target = if d.join(format!("{f}-moved")).exists() {
             d.join(format!("{f}-moved"))
@@ -104,21 +125,51 @@ fn calls(root: &Path) -> Vec<(String, i32)> {
     }
     for dir in ["dimm", "dapp", "dplain"] {
         let p = d.join(dir);
-        rec(format!("{dir}: create"), err_of(fs::write(p.join("new"), b"n")));
-        rec(format!("{dir}: mkdir"), err_of(fs::create_dir(p.join("sub"))));
-        rec(format!("{dir}: symlink"), err_of(symlink("t", p.join("sl"))));
-        rec(format!("{dir}: link in"), err_of(fs::hard_link(d.join("spare"), p.join("hl"))));
-        rec(format!("{dir}: rename in"), err_of(fs::rename(d.join(format!("mv-{dir}")), p.join("moved-in"))));
-        rec(format!("{dir}: rename within"), err_of(fs::rename(p.join("x"), p.join("y"))));
-        rec(format!("{dir}: rename out"), err_of(fs::rename(p.join("z"), d.join(format!("out-{dir}")))));
-        rec(format!("{dir}: unlink"), err_of(fs::remove_file(p.join("w"))));
+        rec(
+            format!("{dir}: create"),
+            err_of(fs::write(p.join("new"), b"n")),
+        );
+        rec(
+            format!("{dir}: mkdir"),
+            err_of(fs::create_dir(p.join("sub"))),
+        );
+        rec(
+            format!("{dir}: symlink"),
+            err_of(symlink("t", p.join("sl"))),
+        );
+        rec(
+            format!("{dir}: link in"),
+            err_of(fs::hard_link(d.join("spare"), p.join("hl"))),
+        );
+        rec(
+            format!("{dir}: rename in"),
+            err_of(fs::rename(d.join(format!("mv-{dir}")), p.join("moved-in"))),
+        );
+        rec(
+            format!("{dir}: rename within"),
+            err_of(fs::rename(p.join("x"), p.join("y"))),
+        );
+        rec(
+            format!("{dir}: rename out"),
+            err_of(fs::rename(p.join("z"), d.join(format!("out-{dir}")))),
+        );
+        rec(
+            format!("{dir}: unlink"),
+            err_of(fs::remove_file(p.join("w"))),
+        );
         rec(format!("{dir}: rmdir"), err_of(fs::remove_dir(p.join("e"))));
-        rec(format!("{dir}: chmod"), errno(unsafe { libc::chmod(c(&p).as_ptr(), 0o700) } as i64));
+        rec(
+            format!("{dir}: chmod"),
+            errno(unsafe { libc::chmod(c(&p).as_ptr(), 0o700) } as i64),
+        );
     }
     // What the refused calls left alone.
     for f in ["imm", "app"] {
         let got = fs::read(d.join(f)).unwrap_or_default();
-        out.push((format!("{f}: contents {:?}", String::from_utf8_lossy(&got)), 0));
+        out.push((
+            format!("{f}: contents {:?}", String::from_utf8_lossy(&got)),
+            0,
+        ));
     }
     out
 }
@@ -133,7 +184,13 @@ fn immutable_and_append_only_refuse_what_the_kernel_refuses() {
     // Fixtures made and flagged by the kernel.
     let kdir = m.dir.join("kernel-setup");
     fs::create_dir_all(&kdir).unwrap();
-    run(&["mount", "-o", "loop", m.image.to_str().unwrap(), kdir.to_str().unwrap()]);
+    run(&[
+        "mount",
+        "-o",
+        "loop",
+        m.image.to_str().unwrap(),
+        kdir.to_str().unwrap(),
+    ]);
     let d = kdir.join("fx");
     fs::create_dir(&d).unwrap();
     for f in ["imm", "app", "plain", "spare"] {
@@ -148,7 +205,14 @@ fn immutable_and_append_only_refuse_what_the_kernel_refuses() {
         fs::create_dir(p.join("e")).unwrap();
         fs::write(d.join(format!("mv-{dir}")), b"m").unwrap();
     }
-    let fx = |flag: &str, p: &Path| run(&["xfs_io", "-c", &format!("chattr +{flag}"), p.to_str().unwrap()]);
+    let fx = |flag: &str, p: &Path| {
+        run(&[
+            "xfs_io",
+            "-c",
+            &format!("chattr +{flag}"),
+            p.to_str().unwrap(),
+        ])
+    };
     fx("i", &d.join("imm"));
     fx("a", &d.join("app"));
     fx("i", &d.join("dimm"));
@@ -157,7 +221,13 @@ fn immutable_and_append_only_refuse_what_the_kernel_refuses() {
     // The kernel's answers, on a copy.
     let copy = m.dir.join("kernel.img");
     fs::copy(&m.image, &copy).unwrap();
-    run(&["mount", "-o", "loop", copy.to_str().unwrap(), kdir.to_str().unwrap()]);
+    run(&[
+        "mount",
+        "-o",
+        "loop",
+        copy.to_str().unwrap(),
+        kdir.to_str().unwrap(),
+    ]);
     let kernel = calls(&kdir);
     run(&["umount", kdir.to_str().unwrap()]);
     // Answers that do not depend on the kernel alone.

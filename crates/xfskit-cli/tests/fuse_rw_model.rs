@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::rwmount::{err_of, errno, rw_skip_reason, RwMount};
+use common::rwmount::{err_of, errno, skip_rw as skip, RwMount};
 use common::LoopMount;
 use std::collections::BTreeMap;
 use std::fs;
@@ -22,16 +22,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Command;
-
-fn skip(name: &str) -> bool {
-    match rw_skip_reason() {
-        Some(why) => {
-            println!("SKIP {name}: {why}");
-            true
-        }
-        None => false,
-    }
-}
 
 struct Rng(u64);
 

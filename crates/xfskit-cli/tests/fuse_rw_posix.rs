@@ -7,20 +7,10 @@
 
 mod common;
 
-use common::rwmount::{c, err_of, errno, rw_skip_reason, RwMount};
+use common::rwmount::{c, err_of, errno, skip_rw as skip, RwMount};
 use std::fs;
 use std::os::unix::fs::{symlink, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-
-fn skip(name: &str) -> bool {
-    match rw_skip_reason() {
-        Some(why) => {
-            println!("SKIP {name}: {why}");
-            true
-        }
-        None => false,
-    }
-}
 
 fn mkdir(p: &Path) -> i32 {
     // SAFETY: a valid path string.

@@ -10,20 +10,10 @@
 
 mod common;
 
-use common::rwmount::{err_of, rw_skip_reason, RwMount};
+use common::rwmount::{err_of, skip_rw as skip, RwMount};
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
-
-fn skip(name: &str) -> bool {
-    match rw_skip_reason() {
-        Some(why) => {
-            println!("SKIP {name}: {why}");
-            true
-        }
-        None => false,
-    }
-}
 
 #[test]
 fn a_full_image_says_enospc_and_keeps_what_it_has() {

@@ -397,8 +397,11 @@ impl Filesystem for XfsFuse {
     ) {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         let appending = flags.0 & libc::O_APPEND != 0;
-        answer!(self.do_write(ino, offset, data, kill, appending), reply, |n| reply
-            .written(n));
+        answer!(
+            self.do_write(ino, offset, data, kill, appending),
+            reply,
+            |n| reply.written(n)
+        );
     }
 
     fn flush(

@@ -122,7 +122,12 @@ fn kernel_rw(img: &Path, opts: &str, f: impl FnOnce(&Path)) {
     };
     let (ok, out) = run(
         "mount",
-        &["-o", &o, &img.display().to_string(), &mnt.display().to_string()],
+        &[
+            "-o",
+            &o,
+            &img.display().to_string(),
+            &mnt.display().to_string(),
+        ],
     );
     assert!(ok, "kernel mount: {out}");
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mnt)));
@@ -140,14 +145,7 @@ fn sh(cmd: &str) {
 
 #[test]
 fn filestreams_pick_the_ags_the_kernel_picks() {
-    if !is_root() {
-        eprintln!("SKIP filestreams_pick_the_ags_the_kernel_picks: needs root for a kernel mount");
-        if let Ok(p) = std::env::var("XFSKIT_SKIP_LOG") {
-            use std::io::Write;
-            if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(p) {
-                let _ = writeln!(f, "filestreams_pick_the_ags_the_kernel_picks: not root");
-            }
-        }
+    if skip_unless_root("filestreams_pick_the_ags_the_kernel_picks") {
         return;
     }
     let s = Scratch::new("fstrm-k");
@@ -194,13 +192,19 @@ fn filestreams_pick_the_ags_the_kernel_picks() {
     )
     .unwrap();
     let root = fs.geometry().root_ino;
-    let x = fs.create(root, b"x", &NodeKind::Dir, &meta(0o755, 0)).unwrap();
+    let x = fs
+        .create(root, b"x", &NodeKind::Dir, &meta(0o755, 0))
+        .unwrap();
     let mut by_name = BTreeMap::new();
     for (n, ag) in names.iter().zip(&kdirs) {
         let d = fs
             .mkdir_from(x, n.as_bytes(), &meta(0o755, 0), *ag)
             .unwrap();
-        assert_eq!(fs.geometry().ino_agno(d).0, *ag, "{n} placed as the kernel's");
+        assert_eq!(
+            fs.geometry().ino_agno(d).0,
+            *ag,
+            "{n} placed as the kernel's"
+        );
         by_name.insert(*n, d);
     }
     let dirs: Vec<Ino> = busy.iter().map(|n| by_name[n]).collect();
@@ -210,7 +214,10 @@ fn filestreams_pick_the_ags_the_kernel_picks() {
     let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
     let ours = data_ags(&fs, b"/x/", &busy);
     drop(fs);
-    assert_eq!(kdirs[0], kdirs[4], "the rotor put d0 and d4 in one AG: {kdirs:?}");
+    assert_eq!(
+        kdirs[0], kdirs[4],
+        "the rotor put d0 and d4 in one AG: {kdirs:?}"
+    );
     for (d, a) in &kernel {
         assert_eq!(a.len(), 1, "kernel: {d} in one AG: {kernel:?}");
     }
@@ -234,14 +241,7 @@ fn inherited(fs: &Fs, path: &str) -> (u16, u64, u32, u32, u32) {
 
 #[test]
 fn new_inodes_inherit_what_the_kernel_passes_on() {
-    if !is_root() {
-        eprintln!("SKIP new_inodes_inherit_what_the_kernel_passes_on: needs root for a kernel mount");
-        if let Ok(p) = std::env::var("XFSKIT_SKIP_LOG") {
-            use std::io::Write;
-            if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(p) {
-                let _ = writeln!(f, "new_inodes_inherit_what_the_kernel_passes_on: not root");
-            }
-        }
+    if skip_unless_root("new_inodes_inherit_what_the_kernel_passes_on") {
         return;
     }
     let s = Scratch::new("inherit");
@@ -250,7 +250,10 @@ fn new_inodes_inherit_what_the_kernel_passes_on() {
     // Directories with every inheritable flag and hint, one with a few,
     // one with none; the kernel makes one of each kind in each.
     let dirs = [
-        ("all", "-c 'chproj 42' -c 'chattr +PSAdsf' -c 'extsize 64k' -c 'cowextsize 128k'"),
+        (
+            "all",
+            "-c 'chproj 42' -c 'chattr +PSAdsf' -c 'extsize 64k' -c 'cowextsize 128k'",
+        ),
         ("nosym", "-c 'chattr +nA'"),
         ("some", "-c 'chproj 7' -c 'chattr +Sdt'"),
         ("none", ""),
@@ -279,7 +282,8 @@ fn new_inodes_inherit_what_the_kernel_passes_on() {
     for (d, _) in dirs {
         let dir = fs.lookup_path(format!("/{d}").as_bytes()).unwrap().ino;
         let m = meta(0o755, 0);
-        fs.create(dir, b"x-file", &NodeKind::File { size: 0 }, &m).unwrap();
+        fs.create(dir, b"x-file", &NodeKind::File { size: 0 }, &m)
+            .unwrap();
         fs.create(dir, b"x-dir", &NodeKind::Dir, &m).unwrap();
         let made = fs.create(dir, b"x-link", &NodeKind::Symlink(b"target".to_vec()), &m);
         if d == "nosym" {
@@ -311,7 +315,10 @@ fn new_inodes_inherit_what_the_kernel_passes_on() {
     }
     // Files and directories of "all" and "some", and the project id of
     // their symlinks and fifos, at least.
-    assert!(nonzero >= 8, "the kernel passed on too little to compare: {nonzero}");
+    assert!(
+        nonzero >= 8,
+        "the kernel passed on too little to compare: {nonzero}"
+    );
     drop(fs);
     assert_repair_clean(&img);
 }

@@ -29,6 +29,18 @@ pub fn rw_skip_reason() -> Option<String> {
     None
 }
 
+/// True (after printing why and recording the skip, so that it is not
+/// counted as passed) when read-write mount test `test` cannot run here.
+pub fn skip_rw(test: &str) -> bool {
+    match rw_skip_reason() {
+        Some(why) => {
+            super::skip::skip(test, &why);
+            true
+        }
+        None => false,
+    }
+}
+
 /// A fresh image served read-write by `xfskit mount` at `dir/fuse`.
 pub struct RwMount {
     pub dir: PathBuf,

@@ -27,6 +27,28 @@ pub fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
+/// True (after printing why and recording the skip in
+/// `$XFSKIT_SKIP_LOG`, so that it is not counted as passed) when test
+/// `test` needs root for a kernel mount and is not root.
+pub fn skip_unless_root(test: &str) -> bool {
+    if is_root() {
+        return false;
+    }
+    let line = format!("SKIP {test}: needs root for a kernel mount");
+    eprintln!("{line}");
+    if let Some(p) = std::env::var_os("XFSKIT_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+    true
+}
+
 /// A scratch directory removed on drop.
 pub struct Scratch(pub PathBuf);
 
