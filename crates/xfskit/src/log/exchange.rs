@@ -212,7 +212,8 @@ fn raise_size(ip: &mut Inode, block_log: u8, end: u64, limit: i64) {
     if limit < 0 {
         return;
     }
-    let len = (end << block_log).min(limit as u64);
+    let bytes = u64::try_from(u128::from(end) << block_log).unwrap_or(u64::MAX);
+    let len = bytes.min(limit as u64);
     if len > ip.size {
         ip.size = len;
     }
