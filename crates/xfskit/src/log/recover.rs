@@ -163,7 +163,11 @@ pub fn finish(
     )?;
     write_unmount(&log, ends.head_blk, ends.head_cycle, prev, &geo.uuid)?;
     dev.flush().map_err(Error::Io)?;
-    let fs = crate::fs::Fs::from_device_rw(Box::new(Shared(shared.clone())), &Default::default())?;
+    let opts = crate::fs::OpenOptions {
+        after_replay: true,
+        ..Default::default()
+    };
+    let fs = crate::fs::Fs::from_device_rw(Box::new(Shared(shared.clone())), &opts)?;
     // The kernel's order: intents, then the unlinked lists; staging
     // extents are freed at mount.
     let done = if intents.is_empty() {
