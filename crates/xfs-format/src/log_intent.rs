@@ -299,3 +299,21 @@ pub struct XmiLogFormat {
 /// Size of [`XmiLogFormat`].
 pub const XFS_XMI_LOG_FORMAT_SIZE: usize = 88;
 const _: () = assert!(size_of::<XmiLogFormat>() == XFS_XMI_LOG_FORMAT_SIZE);
+
+/// XMI flag: exchange the attribute forks instead of the data forks.
+pub const XFS_EXCHMAPS_ATTR_FORK: u64 = 1 << 0;
+/// XMI flag: give each file the other's size once the range is done.
+pub const XFS_EXCHMAPS_SET_SIZES: u64 = 1 << 1;
+/// XMI flag: skip the ranges where the first file has a hole or an
+/// unwritten extent.
+pub const XFS_EXCHMAPS_INO1_WRITTEN: u64 = 1 << 2;
+/// XMI flag: clear the first file's reflink flag at the end.
+pub const XFS_EXCHMAPS_CLEAR_INO1_REFLINK: u64 = 1 << 3;
+/// XMI flag: clear the second file's reflink flag at the end.
+pub const XFS_EXCHMAPS_CLEAR_INO2_REFLINK: u64 = 1 << 4;
+/// Every flag an XMI may carry.
+pub const XFS_EXCHMAPS_LOGGED_FLAGS: u64 = 0x1f;
+/// The flags recovery takes from a logged XMI (the reflink-clearing ones
+/// are decided again from the inodes).
+pub const XFS_EXCHMAPS_PARAMS: u64 =
+    XFS_EXCHMAPS_ATTR_FORK | XFS_EXCHMAPS_SET_SIZES | XFS_EXCHMAPS_INO1_WRITTEN;

@@ -713,3 +713,533 @@ fn refcount_and_bmap_intents(test: &str, mkfs_args: &[&str]) {
         "{test}: no crash fell between a reference count or block-mapping intent and its done item in 8 tries"
     );
 }
+
+/// Sets (`on`) or clears incompatible feature bits in every AG's
+/// superblock of `img` (as a mkfs that knew the feature would have
+/// written them) and stamps each CRC again, as the kernel checks it
+/// (CRC-32C over the sector with the field zeroed).
+fn set_incompat(img: &Path, bits: u32, on: bool) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(img)
+        .expect("open image");
+    let mut sb = vec![0u8; 512];
+    f.read_exact_at(&mut sb, 0).expect("read superblock");
+    let be32 = |b: &[u8], o: usize| u32::from_be_bytes(b[o..o + 4].try_into().expect("4 bytes"));
+    let sect = usize::from(u16::from_be_bytes([sb[102], sb[103]]));
+    let ag_bytes = u64::from(be32(&sb, 4)) * u64::from(be32(&sb, 84));
+    for ag in 0..u64::from(be32(&sb, 88)) {
+        let mut sb = vec![0u8; sect];
+        f.read_exact_at(&mut sb, ag * ag_bytes)
+            .expect("read superblock");
+        let mut inc = be32(&sb, 216);
+        if on {
+            inc |= bits;
+        } else {
+            inc &= !bits;
+        }
+        sb[216..220].copy_from_slice(&inc.to_be_bytes());
+        xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
+        f.write_all_at(&sb, ag * ag_bytes)
+            .expect("write superblock");
+    }
+    f.sync_all().expect("fsync image");
+}
+
+/// `struct xfs_exchange_range` of the kernel's uapi `xfs_fs.h`.
+#[repr(C)]
+struct ExchangeRange {
+    file1_fd: i32,
+    pad: u32,
+    file1_offset: u64,
+    file2_offset: u64,
+    length: u64,
+    flags: u64,
+}
+
+/// `_IOW('X', 129, struct xfs_exchange_range)`.
+const XFS_IOC_EXCHANGE_RANGE: libc::c_ulong =
+    (1 << 30) | ((std::mem::size_of::<ExchangeRange>() as libc::c_ulong) << 16) | (0x58 << 8) | 129;
+/// Exchange to the ends of both files, then exchange the sizes.
+const XFS_EXCHANGE_RANGE_TO_EOF: u64 = 1 << 0;
+/// Make the exchange durable before returning.
+const XFS_EXCHANGE_RANGE_DSYNC: u64 = 1 << 1;
+/// Only where the first file has written blocks.
+const XFS_EXCHANGE_RANGE_FILE1_WRITTEN: u64 = 1 << 3;
+
+/// Exchanges `len` bytes of `f1` at `off1` with `f2` at `off2`.
+fn exchange(
+    f1: &std::fs::File,
+    f2: &std::fs::File,
+    off1: u64,
+    off2: u64,
+    len: u64,
+    flags: u64,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let arg = ExchangeRange {
+        file1_fd: f1.as_raw_fd(),
+        pad: 0,
+        file1_offset: off1,
+        file2_offset: off2,
+        length: len,
+        flags,
+    };
+    // SAFETY: the kernel reads a struct of the size the request encodes,
+    // which `arg` is, for the duration of the call.
+    let r = unsafe { libc::ioctl(f2.as_raw_fd(), XFS_IOC_EXCHANGE_RANGE, &arg) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Writes `n` 4 KiB blocks of byte `pat` every other block of `path`
+/// from block `first`, with unwritten (preallocated) blocks in some of
+/// the gaps when `falloc`, then fsyncs it.
+fn write_pattern(path: &Path, n: u64, first: u64, pat: u8, falloc: bool) {
+    let mut args = vec!["-f".to_string()];
+    for i in 0..n {
+        let b = first + 2 * i;
+        args.push("-c".into());
+        args.push(format!("pwrite -q -S {pat:#x} {} 4096", b * 4096));
+        if falloc && i % 5 == 2 {
+            args.push("-c".into());
+            args.push(format!("falloc {} 4096", (b + 1) * 4096));
+        }
+    }
+    args.extend(["-c".into(), "fsync".into(), s(path).to_string()]);
+    run(
+        "xfs_io",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+}
+
+/// Contents (sha256), size and extent map (FIEMAP, as `xfs_io` prints it)
+/// of every regular file under `root`, by path.
+fn file_facts(root: &Path) -> BTreeMap<String, (String, u64, String)> {
+    file_hashes(root)
+        .into_iter()
+        .map(|(p, h)| {
+            let path = root.join(&p);
+            let size = std::fs::metadata(&path).expect("stat").len();
+            let out = Command::new("xfs_io")
+                .args(["-r", "-c", "fiemap -v", s(&path)])
+                .output()
+                .expect("xfs_io fiemap");
+            let map = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .skip(1)
+                .collect::<Vec<_>>()
+                .join("\n");
+            (p, (h, size, map))
+        })
+        .collect()
+}
+
+/// Unmounts a mount point when dropped (a test that fails part way must
+/// not leave its mounts behind).
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).output();
+    }
+}
+
+/// Pairs of fragmented files exchanged with `XFS_IOC_EXCHANGE_RANGE` in
+/// a loop (whole files to their ends, ranges, only where the first file
+/// is written, durable or not) on a filesystem with the exchange-range
+/// feature, and a shutdown while they run, retried until the log holds
+/// an unfinished mapping-exchange intent (XMI). xfskit's recovery must
+/// then give what the kernel's gives: file contents, sizes and extent
+/// maps, superblock counters; `xfskit check` clean, and `xfs_repair -n`
+/// clean once the feature bit is cleared again (xfsprogs 6.1 does not
+/// know it; nothing else on disk depends on it).
+#[test]
+fn recover_unfinished_exchange_intents() {
+    exchange_intents("recover_unfinished_exchange_intents", &[], false);
+}
+
+/// The same with reflink: some of the exchanged extents are shared with
+/// clones, so the exchange sets the reflink flag on the other file.
+#[test]
+fn recover_unfinished_exchange_intents_reflink() {
+    exchange_intents(
+        "recover_unfinished_exchange_intents_reflink",
+        &["-m", "reflink=1"],
+        true,
+    );
+}
+
+/// The same with a reverse-mapping btree (and reflink): every exchanged
+/// mapping moves its reverse mapping to the other owner.
+#[test]
+fn recover_unfinished_exchange_intents_rmapbt() {
+    exchange_intents(
+        "recover_unfinished_exchange_intents_rmapbt",
+        &["-m", "rmapbt=1,reflink=1"],
+        true,
+    );
+}
+
+/// Incompat feature bit of the exchange-range feature.
+const INCOMPAT_EXCHRANGE: u32 = 1 << 6;
+
+fn exchange_intents(test: &str, mkfs_args: &[&str], clones: bool) {
+    if !require_root(test) {
+        return;
+    }
+    let tmp = TempDir::new(test);
+    let dir = tmp.path().to_path_buf();
+    // XFSKIT_KEEP_IMAGES=1 keeps the images (dirty, kernel-recovered,
+    // xfskit-recovered) in the temporary directory for a look afterwards.
+    if std::env::var_os("XFSKIT_KEEP_IMAGES").is_some() {
+        std::mem::forget(tmp);
+    }
+    let dir = dir.as_path();
+    let img = dir.join("xmi.img");
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt).expect("mkdir");
+    const PAIRS: usize = 3;
+    let mut tries = 0;
+    let mut found = None;
+    for attempt in 0..12u64 {
+        tries += 1;
+        std::fs::File::create(&img)
+            .and_then(|f| f.set_len(300 << 20))
+            .expect("image");
+        let mut a = vec!["-q", "-f"];
+        a.extend_from_slice(mkfs_args);
+        a.push(s(&img));
+        run("mkfs.xfs", &a);
+        set_incompat(&img, INCOMPAT_EXCHRANGE, true);
+        run("mount", &["-o", "loop", s(&img), s(&mnt)]);
+        let guard = Unmount(mnt.clone());
+        for p in 0..PAIRS {
+            let a = mnt.join(format!("a{p}"));
+            let b = mnt.join(format!("b{p}"));
+            write_pattern(&a, 1500 + 200 * p as u64, 0, 0x31 + p as u8, false);
+            write_pattern(&b, 1300, 1, 0x61 + p as u8, true);
+            if clones {
+                run(
+                    "cp",
+                    &["--reflink=always", s(&a), s(&mnt.join(format!("c{p}")))],
+                );
+            }
+        }
+        run("sync", &[]);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = |p: &Path| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(p)
+                .expect("open")
+        };
+        let workers: Vec<_> = (0..PAIRS)
+            .map(|p| {
+                let fa = open(&mnt.join(format!("a{p}")));
+                let fb = open(&mnt.join(format!("b{p}")));
+                let stop = stop.clone();
+                std::thread::spawn(move || -> (usize, Option<String>) {
+                    let mut done = 0;
+                    for k in 0u64.. {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                        let size = |f: &std::fs::File| f.metadata().map(|m| m.len()).unwrap_or(0);
+                        let min = size(&fa).min(size(&fb)) / 4096;
+                        let (off1, off2, len, flags) = match (k + p as u64) % 4 {
+                            0 => (0, 0, 0, XFS_EXCHANGE_RANGE_TO_EOF),
+                            1 => {
+                                let o = (k * 37) % 64;
+                                let len = min.saturating_sub(70).max(1);
+                                (o * 4096, (o + 3) * 4096, len * 4096, 0)
+                            }
+                            2 => (
+                                4096,
+                                4096,
+                                min.saturating_sub(2).max(1) * 4096,
+                                XFS_EXCHANGE_RANGE_FILE1_WRITTEN,
+                            ),
+                            _ => (
+                                0,
+                                0,
+                                0,
+                                XFS_EXCHANGE_RANGE_TO_EOF | XFS_EXCHANGE_RANGE_DSYNC,
+                            ),
+                        };
+                        let (x, y) = if k % 2 == 0 { (&fa, &fb) } else { (&fb, &fa) };
+                        match exchange(x, y, off1, off2, len, flags) {
+                            Ok(()) => done += 1,
+                            Err(e) => {
+                                // The shutdown: EIO from then on.
+                                let shut = e.raw_os_error() == Some(libc::EIO);
+                                return (done, (!shut).then(|| e.to_string()));
+                            }
+                        }
+                    }
+                    (done, None)
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(150 + 130 * (attempt % 6)));
+        let shut = Command::new("xfs_io")
+            .args(["-x", "-c", "shutdown -f", s(&mnt)])
+            .output()
+            .expect("xfs_io");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let results: Vec<_> = workers
+            .into_iter()
+            .map(|w| w.join().expect("worker"))
+            .collect();
+        drop(guard);
+        assert!(
+            shut.status.success(),
+            "{test}: shutdown: {}",
+            String::from_utf8_lossy(&shut.stderr)
+        );
+        for (done, err) in &results {
+            assert!(
+                err.is_none(),
+                "{test}: XFS_IOC_EXCHANGE_RANGE failed after {done} exchanges: {err:?}"
+            );
+        }
+        let l = xfskit(&["log", "--json", s(&img)]);
+        assert!(
+            l.status.success(),
+            "{test}: xfskit log: {}",
+            String::from_utf8_lossy(&l.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&l.stdout).expect("json");
+        let xmis: Vec<serde_json::Value> = v["unfinished_intents"]
+            .as_array()
+            .map(|a| a.iter().filter(|i| i["type"] == "XMI").cloned().collect())
+            .unwrap_or_default();
+        println!(
+            "{test}: try {tries}: {} exchanges before the shutdown, {} unfinished XMI",
+            results.iter().map(|r| r.0).sum::<usize>(),
+            xmis.len()
+        );
+        if !xmis.is_empty() {
+            found = Some(xmis);
+            break;
+        }
+    }
+    let Some(xmis) = found else {
+        panic!("{test}: no shutdown left an unfinished mapping exchange in {tries} tries");
+    };
+    for x in &xmis {
+        assert!(
+            x["exchange"]["blockcount"].as_u64().is_some(),
+            "{test}: xfskit log names the exchange: {x}"
+        );
+    }
+    println!("{test}: unfinished XMIs after {tries} tries: {xmis:?}");
+
+    // In memory: the dirty image, with the exchange finished in the
+    // overlay, checks clean, and is not changed.
+    let before = sha(&img);
+    let c = xfskit(&["check", s(&img)]);
+    assert!(
+        c.status.success(),
+        "{test}: check of the dirty image: {}{}",
+        String::from_utf8_lossy(&c.stdout),
+        String::from_utf8_lossy(&c.stderr)
+    );
+    assert_eq!(before, sha(&img), "{test}: the dirty image changed");
+
+    let kimg = dir.join("k.img");
+    let ximg = dir.join("x.img");
+    copy(&img, &kimg);
+    copy(&img, &ximg);
+    let r = xfskit(&["recover", "--json", s(&ximg)]);
+    assert!(
+        r.status.success(),
+        "{test}: recover: {}{}",
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    );
+    println!("{test}: {}", String::from_utf8_lossy(&r.stdout));
+    let c = xfskit(&["check", s(&ximg)]);
+    assert!(
+        c.status.success(),
+        "{test}: check after recover: {}{}",
+        String::from_utf8_lossy(&c.stdout),
+        String::from_utf8_lossy(&c.stderr)
+    );
+    // The kernel's recovery, on a read-only mount of a writable loop
+    // device: a read-write mount would also trim the blocks past the end
+    // of the files it evicts, which is not recovery.
+    {
+        let out = Command::new("losetup")
+            .args(["-f", "--show", s(&kimg)])
+            .output()
+            .expect("losetup");
+        assert!(out.status.success(), "{test}: losetup");
+        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let m = Command::new("mount")
+            .args(["-o", "ro,nouuid", &dev, s(&mnt)])
+            .output()
+            .expect("mount");
+        let _ = Command::new("umount").arg(&mnt).output();
+        let _ = Command::new("losetup").args(["-d", &dev]).output();
+        assert!(
+            m.status.success(),
+            "{test}: the kernel's recovery: {}",
+            String::from_utf8_lossy(&m.stderr)
+        );
+    }
+    let facts = |img: &Path| {
+        run("mount", &["-o", "loop,ro,nouuid", s(img), s(&mnt)]);
+        let _g = Unmount(mnt.clone());
+        file_facts(&mnt)
+    };
+    let kernel = facts(&kimg);
+    let ours = facts(&ximg);
+    assert_eq!(
+        kernel.keys().collect::<Vec<_>>(),
+        ours.keys().collect::<Vec<_>>(),
+        "{test}: files"
+    );
+    for (p, k) in &kernel {
+        let o = &ours[p];
+        assert_eq!(k.1, o.1, "{test}: {p}: size differs from the kernel's");
+        assert_eq!(k.0, o.0, "{test}: {p}: contents differ from the kernel's");
+        let diff: Vec<String> =
+            k.2.lines()
+                .zip(o.2.lines())
+                .filter(|(a, b)| a != b)
+                .take(4)
+                .map(|(a, b)| format!("kernel {a}\n xfskit {b}"))
+                .collect();
+        assert!(
+            diff.is_empty() && k.2.lines().count() == o.2.lines().count(),
+            "{test}: {p}: extent map differs from the kernel's ({} and {} lines):\n{}",
+            k.2.lines().count(),
+            o.2.lines().count(),
+            diff.join("\n")
+        );
+    }
+    // Without the feature bit (both logs are clean: no log item needs
+    // it now) the filesystems are ones xfsprogs 6.1 knows.
+    set_incompat(&kimg, INCOMPAT_EXCHRANGE, false);
+    set_incompat(&ximg, INCOMPAT_EXCHRANGE, false);
+    let sb = |p: &Path| counters(p).lines().take(3).collect::<Vec<_>>().join("\n");
+    assert_eq!(
+        sb(&kimg),
+        sb(&ximg),
+        "{test}: free space or inode counts differ from the kernel's"
+    );
+    let (code, text) = repair_check(&ximg);
+    assert_eq!(code, 0, "{test}: xfs_repair -n:\n{text}");
+}
+
+/// Incompat feature bit of parent pointers.
+const INCOMPAT_PARENT: u32 = 1 << 7;
+
+/// A filesystem with parent pointers (the feature bit set in every
+/// superblock of a fresh mkfs.xfs 6.1 image; the kernel then keeps a
+/// parent pointer for every name) left dirty by creates and a shutdown.
+/// This kernel (no XFS debug knobs) updates parent pointers without
+/// logging attribute intents, so the log holds buffers and inodes only:
+/// `xfskit recover` must give the kernel's tree and counters, and
+/// `xfskit check` must find the recovered image clean. An unfinished
+/// attribute intent, if one is ever logged, is refused (exit 3, nothing
+/// written). Writing other than recovery's own work is refused: the
+/// write engine does not keep parent pointers.
+#[test]
+fn parent_pointer_filesystems_recover_and_refuse_writes() {
+    let test = "parent_pointer_filesystems_recover_and_refuse_writes";
+    if !require_root(test) {
+        return;
+    }
+    let tmp = TempDir::new(test);
+    let dir = tmp.path();
+    let img = dir.join("pptr.img");
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt).expect("mkdir");
+    std::fs::File::create(&img)
+        .and_then(|f| f.set_len(300 << 20))
+        .expect("image");
+    run("mkfs.xfs", &["-q", "-f", s(&img)]);
+    set_incompat(&img, INCOMPAT_PARENT, true);
+    run("mount", &["-o", "loop", s(&img), s(&mnt)]);
+    {
+        let _g = Unmount(mnt.clone());
+        let script = format!(
+            "set -e; cd {m}; mkdir -p d/e; for i in $(seq 1 300); do echo $i > d/f$i; done; \
+             sync; for i in $(seq 1 200); do mv d/f$i d/e/g$i; ln d/e/g$i d/h$i; done; \
+             rm d/f250 d/f251; mkdir d/new; touch d/new/x; xfs_io -x -c 'shutdown -f' {m}",
+            m = s(&mnt)
+        );
+        run("bash", &["-c", &script]);
+    }
+    let l = xfskit(&["log", "--json", s(&img)]);
+    let v: serde_json::Value = serde_json::from_slice(&l.stdout).expect("json");
+    assert_eq!(v["state"], "dirty", "{test}: {v}");
+    let attri = v["unfinished_intents"]
+        .as_array()
+        .map(|a| a.iter().filter(|i| i["type"] == "ATTRI").count())
+        .unwrap_or(0);
+    println!("{test}: log items {}, unfinished ATTRI {attri}", v["items"]);
+    let ximg = dir.join("x.img");
+    let kimg = dir.join("k.img");
+    copy(&img, &ximg);
+    copy(&img, &kimg);
+    let before = sha(&ximg);
+    let r = xfskit(&["recover", s(&ximg)]);
+    if attri > 0 {
+        assert_eq!(r.status.code(), Some(3), "{test}: unfinished ATTRI");
+        assert_eq!(before, sha(&ximg), "{test}: a refused recover wrote");
+        return;
+    }
+    assert!(
+        r.status.success(),
+        "{test}: recover: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    run("mount", &["-o", "loop,nouuid", s(&kimg), s(&mnt)]);
+    let want = {
+        let _g = Unmount(mnt.clone());
+        walk_host(&mnt)
+    };
+    run("mount", &["-o", "loop,ro,nouuid", s(&ximg), s(&mnt)]);
+    let got = {
+        let _g = Unmount(mnt.clone());
+        walk_host(&mnt)
+    };
+    let d = diff_walks(&want, &got);
+    assert!(d.is_empty(), "{test}: trees differ:\n{}", d.join("\n"));
+    let c = xfskit(&["check", s(&ximg)]);
+    assert!(
+        c.status.success(),
+        "{test}: check: {}",
+        String::from_utf8_lossy(&c.stdout)
+    );
+    let before = sha(&ximg);
+    let m = xfskit(&["mkdir", s(&ximg), "/refused"]);
+    assert_eq!(
+        m.status.code(),
+        Some(3),
+        "{test}: mkdir on a parent-pointer filesystem: {}",
+        String::from_utf8_lossy(&m.stderr)
+    );
+    assert_eq!(
+        before,
+        sha(&ximg),
+        "{test}: a refused write changed the image"
+    );
+    set_incompat(&kimg, INCOMPAT_PARENT, false);
+    set_incompat(&ximg, INCOMPAT_PARENT, false);
+    let sb = |p: &Path| counters(p).lines().take(3).collect::<Vec<_>>().join("\n");
+    assert_eq!(
+        sb(&kimg),
+        sb(&ximg),
+        "{test}: counters differ from the kernel's"
+    );
+}

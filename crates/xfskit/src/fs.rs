@@ -37,6 +37,11 @@ pub struct OpenOptions {
     /// filestream, as with the kernel's `filestreams` mount option (without
     /// it, only files with the filestream inode flag do).
     pub filestreams: bool,
+    /// Writing for log recovery's own work after replay (intents, inodes
+    /// left on the unlinked lists, staging extents), which adds and
+    /// removes no names: allowed on filesystems with parent pointers,
+    /// which the write engine does not keep, so other writes are refused.
+    pub after_replay: bool,
 }
 
 /// An XFS filesystem opened for reading.
@@ -97,6 +102,16 @@ impl Fs {
                 ..opts.clone()
             },
         )?;
+        // Every name change must change the parent pointers with it; the
+        // engine does not, so it writes nothing there but recovery's work.
+        if probe.geo.features_incompat & xfs_format::sb::XFS_SB_FEAT_INCOMPAT_PARENT != 0
+            && !opts.after_replay
+        {
+            return Err(Error::Unsupported(
+                "writing to a filesystem with parent pointers (the write engine does not keep them)"
+                    .into(),
+            ));
+        }
         if matches!(probe.log_state, LogState::Dirty(_)) {
             drop(probe);
             crate::log::recover::recover_device(dev.clone(), &Default::default())?;

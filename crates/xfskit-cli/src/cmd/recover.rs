@@ -22,10 +22,13 @@ and so are the copy-on-write staging extents (when the refcount btree is a
 single leaf; a warning names the AGs where they were left).
 
 Deferred work the log promises but does not show finished is finished as
-the kernel finishes it, in log order, for extent frees (EFI without EFD) and
-plain reverse-mapping updates (RUI without RUD: map, unmap, alloc, free).
-Other intents (shared or convert reverse-mapping updates, reference count,
-block mapping, attribute and mapping exchange updates) cannot be finished
+the kernel finishes it, in log order: extent frees (EFI without EFD),
+reverse-mapping updates of every kind (RUI), reference count changes (CUI),
+block mappings (BUI), and mapping exchanges between two files (XMI, from
+XFS_IOC_EXCHANGE_RANGE: continued from the logged offsets, one pair of
+mappings per transaction, sizes and reflink flags set at the end as the
+kernel sets them; checked against the inodes in memory before anything is
+written). Attribute updates (ATTRI, parent pointers) cannot be finished
 yet: recover then refuses and writes nothing, unless
 --allow-unfinished-intents is given (then no intent is finished; xfs_repair
 finds what is left).
@@ -83,6 +86,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             "cow_staging_freed": r.cow.freed,
             "efi_extents_freed": r.efi_extents_freed,
             "rui_updates": r.rui_updates,
+            "xmi_mappings_exchanged": r.xmi_exchanged,
             "warnings": s.warnings,
         });
         println!(
@@ -116,6 +120,12 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         println!(
             "unfinished intents finished: {} extents freed, {} reverse mappings updated",
             r.efi_extents_freed, r.rui_updates
+        );
+    }
+    if !args.json && r.xmi_exchanged > 0 {
+        println!(
+            "unfinished mapping exchanges finished: {} pairs of mappings exchanged",
+            r.xmi_exchanged
         );
     }
     if !args.json && r.cow.freed > 0 {

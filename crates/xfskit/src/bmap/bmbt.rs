@@ -1,8 +1,13 @@
 //! The bmbt: a fork's extent records in a long-pointer btree whose root
 //! lives in the inode fork. Nodes are loaded into memory, changed, and
-//! written back: insert (splitting blocks, growing the root), delete
-//! (merging with or borrowing from a sibling under the same parent),
-//! in-place update, and shrinking the root when it has one child.
+//! written back: insert (shifting an entry to a sibling, else splitting
+//! blocks, growing the root), delete (borrowing from, else joining with a
+//! sibling under the same parent), in-place update, and shrinking the
+//! root when it has one child. Shifts, split points and the order of the
+//! rebalancing choices are the kernel's, so that the same changes give
+//! the kernel's tree shape and block count (its siblings under another
+//! parent are not used here: those trees hold tens of thousands of
+//! extents).
 //!
 //! Rules kept (those xfs_repair checks): no block holds more than its
 //! maximum; blocks below the root's children hold at least half of it;
@@ -196,72 +201,179 @@ pub(crate) fn create(
     Ok(())
 }
 
-/// Rewrites the record with `e`'s offset in place.
-pub(crate) fn update(tp: &mut Trans<'_>, ip: &mut Inode, fork: Fork, e: &Extent) -> Result<()> {
-    let mut path = descend(tp, ip, fork, e.offset)?;
-    let leaf = &mut path
-        .last_mut()
-        .ok_or_else(|| corrupt(ip, fork, "empty path"))?
-        .0;
-    let Some(r) = leaf.recs.iter_mut().find(|r| r.offset == e.offset) else {
-        return Err(corrupt(
-            ip,
-            fork,
-            format!("no record at file block {}", e.offset),
-        ));
+/// Rewrites the record starting at file block `old` with `e`, whose
+/// start must keep its place among the others (an extent trimmed or
+/// grown at either end); the parent keys follow a changed first record.
+pub(crate) fn update_at(
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    fork: Fork,
+    old: u64,
+    e: &Extent,
+) -> Result<()> {
+    let mut path = descend(tp, ip, fork, old)?;
+    let d = path.len() - 1;
+    let leaf = &mut path[d].0;
+    let Some(pos) = leaf.recs.iter().position(|r| r.offset == old) else {
+        return Err(corrupt(ip, fork, format!("no record at file block {old}")));
     };
-    *r = *e;
+    // The keys stay in order; the caller's edit as a whole keeps the
+    // records apart (a neighbour it removes may still overlap here).
+    let before = pos.checked_sub(1).map(|i| leaf.recs[i].offset);
+    let after = leaf.recs.get(pos + 1).map(|r| r.offset);
+    if before.is_some_and(|b| b >= e.offset) || after.is_some_and(|a| a <= e.offset) {
+        return Err(Error::Invalid(format!(
+            "record at file block {old} cannot become {}+{}",
+            e.offset, e.len
+        )));
+    }
+    leaf.recs[pos] = *e;
     leaf.dirty = true;
+    if pos == 0 && d > 0 {
+        let idx = path[d - 1].1;
+        set_key(&mut path, d - 1, idx, e.offset);
+    }
     store_path(tp, ip, fork, &path)
 }
 
-/// Inserts record `e` (its offset must be new).
+/// One entry of a block: a record (leaves) or a key and a child pointer.
+#[derive(Debug, Clone, Copy)]
+enum Entry {
+    Rec(Extent),
+    Ptr(u64, u64),
+}
+
+fn put(n: &mut Node, i: usize, e: Entry) {
+    match e {
+        Entry::Rec(r) => n.recs.insert(i, r),
+        Entry::Ptr(k, p) => {
+            n.keys.insert(i, k);
+            n.ptrs.insert(i, p);
+        }
+    }
+    n.dirty = true;
+}
+
+fn take(n: &mut Node, i: usize) -> Entry {
+    n.dirty = true;
+    if n.level == 0 {
+        Entry::Rec(n.recs.remove(i))
+    } else {
+        Entry::Ptr(n.keys.remove(i), n.ptrs.remove(i))
+    }
+}
+
+/// Inserts record `e` (its offset must be new). As the kernel's btree
+/// code does, a full block first gives its last entry to its right
+/// sibling, else its first to its left one (siblings under the same
+/// parent, with room, when the new entry is not the one that would
+/// move), and only then is split: the upper half (the larger one when
+/// the count is odd and the new entry goes to the lower half) moves to a
+/// new right sibling.
 pub(crate) fn insert(tp: &mut Trans<'_>, ip: &mut Inode, fork: Fork, e: &Extent) -> Result<()> {
     let geo = tp.geo();
+    let max = block_max(geo);
     let mut path = descend(tp, ip, fork, e.offset)?;
     let mut d = path.len() - 1;
-    let leaf = &mut path[d].0;
-    let pos = leaf.recs.partition_point(|r| r.offset < e.offset);
-    if leaf.recs.get(pos).is_some_and(|r| r.offset == e.offset) {
+    let mut pos = path[d].0.recs.partition_point(|r| r.offset < e.offset);
+    if path[d]
+        .0
+        .recs
+        .get(pos)
+        .is_some_and(|r| r.offset == e.offset)
+    {
         return Err(corrupt(
             ip,
             fork,
             format!("two records at file block {}", e.offset),
         ));
     }
-    leaf.recs.insert(pos, *e);
-    leaf.dirty = true;
-    if pos == 0 && d > 0 {
-        let idx = path[d - 1].1;
-        set_key(&mut path, d - 1, idx, e.offset);
-    }
     let rmax = root_max(fork::size(geo, ip, fork)?);
+    let mut entry = Entry::Rec(*e);
+    let mut extra: Vec<Node> = Vec::new();
+    // Puts `entry` at `pos` of the node at depth `d`, carrying a new
+    // first key up.
+    let place = |path: &mut Vec<(Node, usize)>, d: usize, pos: usize, entry: Entry| {
+        put(&mut path[d].0, pos, entry);
+        if pos == 0 && d > 0 {
+            let idx = path[d - 1].1;
+            let k = path[d].0.first_key().unwrap_or(0);
+            set_key(path, d - 1, idx, k);
+        }
+    };
     loop {
         if d == 0 {
+            place(&mut path, 0, pos, entry);
             if path[0].0.len() > rmax {
                 grow_root(tp, ip, fork, &mut path[0].0)?;
             }
             break;
         }
-        if path[d].0.len() <= block_max(geo) {
+        let len = path[d].0.len();
+        if len < max {
+            place(&mut path, d, pos, entry);
             break;
         }
-        let right = split(tp, ip, fork, &mut path[d].0)?;
+        let level = path[d].0.level;
         let idx = path[d - 1].1;
-        let parent = &mut path[d - 1].0;
-        parent.keys.insert(idx + 1, right.first_key().unwrap_or(0));
-        parent.ptrs.insert(idx + 1, right.fsb());
-        parent.dirty = true;
+        let plen = path[d - 1].0.len();
+        if pos + 1 < len && idx + 1 < plen {
+            let mut sib = load_block(tp, ip, fork, path[d - 1].0.ptrs[idx + 1], level)?;
+            if sib.len() < max {
+                let last = take(&mut path[d].0, len - 1);
+                put(&mut sib, 0, last);
+                let k = sib.first_key().unwrap_or(0);
+                set_key(&mut path, d - 1, idx + 1, k);
+                extra.push(sib);
+                place(&mut path, d, pos, entry);
+                break;
+            }
+        }
+        if pos >= 1 && idx >= 1 {
+            let mut sib = load_block(tp, ip, fork, path[d - 1].0.ptrs[idx - 1], level)?;
+            if sib.len() < max {
+                let first = take(&mut path[d].0, 0);
+                let n = sib.len();
+                put(&mut sib, n, first);
+                extra.push(sib);
+                place(&mut path, d, pos - 1, entry);
+                let k = path[d].0.first_key().unwrap_or(0);
+                set_key(&mut path, d - 1, idx, k);
+                break;
+            }
+        }
+        let mut upper = len / 2;
+        if len % 2 == 1 && pos < upper + 1 {
+            upper += 1;
+        }
+        let keep = len - upper;
+        let mut right = split(tp, ip, fork, &mut path[d].0, keep)?;
+        if pos > keep {
+            put(&mut right, pos - keep, entry);
+        } else {
+            place(&mut path, d, pos, entry);
+        }
+        entry = Entry::Ptr(right.first_key().unwrap_or(0), right.fsb());
         store(tp, ip, fork, &right)?;
+        pos = idx + 1;
         d -= 1;
+    }
+    for n in &extra {
+        store(tp, ip, fork, n)?;
     }
     store_path(tp, ip, fork, &path)
 }
 
-/// Moves the upper half of a full block into a new right sibling.
-fn split(tp: &mut Trans<'_>, ip: &mut Inode, fork: Fork, node: &mut Node) -> Result<Node> {
+/// Moves the entries of a full block from `at` on into a new right
+/// sibling.
+fn split(
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    fork: Fork,
+    node: &mut Node,
+    at: usize,
+) -> Result<Node> {
     let mut right = new_block(tp, ip, fork, FsBlock(node.fsb()), node.level)?;
-    let at = node.len().div_ceil(2);
     let (k, p, r) = node.split_off(at);
     right.keys = k;
     right.ptrs = p;
@@ -296,99 +408,117 @@ fn grow_root(tp: &mut Trans<'_>, ip: &mut Inode, fork: Fork, root: &mut Node) ->
     Ok(())
 }
 
-/// Deletes the record starting at file block `key`.
+/// Deletes the record starting at file block `key`. A block left with
+/// fewer than half its maximum entries is rebalanced as the kernel's
+/// btree code does, with its siblings under the same parent: it takes
+/// the first entry of its right sibling, else the last of its left one,
+/// when that sibling keeps at least half; else it is joined into its
+/// left sibling, else its right sibling is joined into it, and the
+/// parent loses an entry (and may be rebalanced in turn).
 pub(crate) fn delete(tp: &mut Trans<'_>, ip: &mut Inode, fork: Fork, key: u64) -> Result<()> {
     let geo = tp.geo();
     let max = block_max(geo);
+    let min = max / 2;
     let mut path = descend(tp, ip, fork, key)?;
     let mut d = path.len() - 1;
-    let leaf = &mut path[d].0;
-    let Some(pos) = leaf.recs.iter().position(|r| r.offset == key) else {
+    let Some(mut pos) = path[d].0.recs.iter().position(|r| r.offset == key) else {
         return Err(corrupt(ip, fork, format!("no record at file block {key}")));
     };
-    leaf.recs.remove(pos);
-    leaf.dirty = true;
-    if pos == 0 && d > 0 {
-        if let Some(k) = path[d].0.first_key() {
-            let idx = path[d - 1].1;
-            set_key(&mut path, d - 1, idx, k);
-        }
-    }
     let mut extra: Vec<Node> = Vec::new();
-    while d >= 1 && path[d].0.len() < max / 2 {
-        let idx = path[d - 1].1;
-        let plen = path[d - 1].0.len();
-        if plen < 2 {
+    loop {
+        take(&mut path[d].0, pos);
+        if d == 0 {
             break;
         }
-        let sidx = if idx + 1 < plen { idx + 1 } else { idx - 1 };
+        if pos == 0 {
+            if let Some(k) = path[d].0.first_key() {
+                let idx = path[d - 1].1;
+                set_key(&mut path, d - 1, idx, k);
+            }
+        }
+        if path[d].0.len() >= min {
+            break;
+        }
+        let idx = path[d - 1].1;
+        let plen = path[d - 1].0.len();
         let level = path[d].0.level;
-        let mut sib = load_block(tp, ip, fork, path[d - 1].0.ptrs[sidx], level)?;
-        let (upper, lower) = path.split_at_mut(d);
-        let parent = &mut upper[d - 1].0;
-        let node = &mut lower[0].0;
-        if node.len() + sib.len() <= max {
-            let (lidx, k) = {
-                let (left, right, lidx, ridx) = if sidx > idx {
-                    (node, &mut sib, idx, sidx)
-                } else {
-                    (&mut sib, node, sidx, idx)
-                };
-                left.append(right);
-                left.right = right.right;
-                left.dirty = true;
-                if right.right != NULLFSBLOCK {
-                    set_leftsib(tp, ip, fork, right.right, level, left.fsb())?;
-                }
-                free_node(tp, ip, fork, right)?;
-                parent.keys.remove(ridx);
-                parent.ptrs.remove(ridx);
-                parent.dirty = true;
-                (lidx, left.first_key())
-            };
-            extra.push(sib);
-            if let Some(k) = k {
-                set_key(&mut path, d - 1, lidx, k);
-            }
-            d -= 1;
-            continue;
-        }
-        if sidx > idx {
-            if level == 0 {
-                let r = sib.recs.remove(0);
-                node.recs.push(r);
-            } else {
-                node.keys.push(sib.keys.remove(0));
-                node.ptrs.push(sib.ptrs.remove(0));
-            }
-            let k = sib.first_key().unwrap_or(0);
-            sib.dirty = true;
-            node.dirty = true;
-            extra.push(sib);
-            set_key(&mut path, d - 1, sidx, k);
+        let mut right = if idx + 1 < plen {
+            Some(load_block(
+                tp,
+                ip,
+                fork,
+                path[d - 1].0.ptrs[idx + 1],
+                level,
+            )?)
         } else {
-            if level == 0 {
-                let r = sib
-                    .recs
-                    .pop()
-                    .ok_or_else(|| corrupt(ip, fork, "empty sibling"))?;
-                node.recs.insert(0, r);
-            } else {
-                let k = sib.keys.pop().unwrap_or(0);
-                let p = sib.ptrs.pop().unwrap_or(NULLFSBLOCK);
-                node.keys.insert(0, k);
-                node.ptrs.insert(0, p);
+            None
+        };
+        if let Some(mut r) = right.take() {
+            if r.len() > min {
+                let first = take(&mut r, 0);
+                let n = path[d].0.len();
+                put(&mut path[d].0, n, first);
+                let k = r.first_key().unwrap_or(0);
+                extra.push(r);
+                set_key(&mut path, d - 1, idx + 1, k);
+                break;
             }
-            let k = node.first_key().unwrap_or(0);
-            sib.dirty = true;
-            node.dirty = true;
-            extra.push(sib);
-            set_key(&mut path, d - 1, idx, k);
+            right = Some(r);
         }
-        break;
+        let mut left = if idx >= 1 {
+            Some(load_block(
+                tp,
+                ip,
+                fork,
+                path[d - 1].0.ptrs[idx - 1],
+                level,
+            )?)
+        } else {
+            None
+        };
+        if let Some(mut l) = left.take() {
+            if l.len() > min {
+                let n = l.len();
+                let last = take(&mut l, n - 1);
+                put(&mut path[d].0, 0, last);
+                extra.push(l);
+                let k = path[d].0.first_key().unwrap_or(0);
+                set_key(&mut path, d - 1, idx, k);
+                break;
+            }
+            left = Some(l);
+        }
+        let node_len = path[d].0.len();
+        if let Some(mut l) = left.take().filter(|l| l.len() + node_len <= max) {
+            // This block goes into its left sibling.
+            let node = &mut path[d].0;
+            l.append(node);
+            l.right = node.right;
+            l.dirty = true;
+            if node.right != NULLFSBLOCK {
+                set_leftsib(tp, ip, fork, node.right, level, l.fsb())?;
+            }
+            free_node(tp, ip, fork, node)?;
+            extra.push(l);
+            pos = idx;
+        } else if let Some(mut r) = right.take().filter(|r| r.len() + node_len <= max) {
+            // The right sibling goes into this block.
+            let node = &mut path[d].0;
+            node.append(&mut r);
+            node.right = r.right;
+            node.dirty = true;
+            if r.right != NULLFSBLOCK {
+                set_leftsib(tp, ip, fork, r.right, level, node.fsb())?;
+            }
+            free_node(tp, ip, fork, &mut r)?;
+            pos = idx + 1;
+        } else {
+            break;
+        }
+        d -= 1;
     }
     for n in &extra {
-        if n.dirty {
+        if n.dirty && !n.freed {
             store(tp, ip, fork, n)?;
         }
     }

@@ -292,18 +292,32 @@ pub(crate) fn replace(
             }
         }
         ForkFormat::Btree => {
-            for x in n {
-                if o.iter().any(|y| y.offset == x.offset) {
-                    bmbt::update(tp, ip, fork, x)?;
-                }
-            }
-            for y in o {
-                if !n.iter().any(|x| x.offset == y.offset) {
+            // As the kernel edits records: old records no new one
+            // starts at go first (a lone old and a lone new record left
+            // over each other, an extent trimmed or grown at its start,
+            // are one record rewritten instead), then records with the
+            // same start are rewritten in place, then new ones come.
+            let same = |x: &Extent, ys: &[Extent]| ys.iter().any(|y| y.offset == x.offset);
+            let gone: Vec<Extent> = o.iter().filter(|y| !same(y, n)).copied().collect();
+            let came: Vec<Extent> = n.iter().filter(|x| !same(x, o)).copied().collect();
+            let lone = match (&gone[..], &came[..]) {
+                ([y], [x]) if x.offset < y.end() && y.offset < x.end() => Some((*y, *x)),
+                _ => None,
+            };
+            if lone.is_none() {
+                for y in &gone {
                     bmbt::delete(tp, ip, fork, y.offset)?;
                 }
             }
             for x in n {
-                if !o.iter().any(|y| y.offset == x.offset) {
+                if same(x, o) {
+                    bmbt::update_at(tp, ip, fork, x.offset, x)?;
+                }
+            }
+            if let Some((y, x)) = lone {
+                bmbt::update_at(tp, ip, fork, y.offset, &x)?;
+            } else {
+                for x in &came {
                     bmbt::insert(tp, ip, fork, x)?;
                 }
             }

@@ -20,7 +20,9 @@
 //! staging records added or removed) and block-mapping intents (BUIs:
 //! an extent mapped into or unmapped from a file fork, without freeing,
 //! with its reverse mapping when there is an rmapbt) are finished too.
-//! Attribute and exchange intents are not.
+//! Mapping-exchange intents (XMIs, `log/exchange.rs`) are finished from
+//! the logged state as the kernel continues them. Attribute intents are
+//! not finished.
 
 use super::trans::Trans as LogTrans;
 use crate::alloc::{ag_rmap_records, free_extent_no_rmap, rmap_apply};
@@ -33,7 +35,7 @@ use xfs_format::log_item::*;
 
 /// The kinds of intent recovery finishes (as `xfskit log` names them).
 pub fn can_finish(kind: &str) -> bool {
-    matches!(kind, "EFI" | "RUI" | "CUI" | "BUI")
+    matches!(kind, "EFI" | "RUI" | "CUI" | "BUI" | "XMI")
 }
 
 /// An intent without its done item that recovery can finish.
@@ -47,6 +49,8 @@ pub enum Intent {
     Cui(Cui),
     /// Block-mapping updates.
     Bui(Bui),
+    /// A mapping exchange between two files.
+    Xmi(super::exchange::Xmi),
 }
 
 /// A reference count update intent without its done item.
@@ -199,6 +203,19 @@ pub fn unfinished(transactions: &[LogTrans]) -> Result<Vec<Intent>> {
                         order.push((ty, id));
                     }
                 }
+                XFS_LI_XMI => {
+                    let x = super::exchange::Xmi::parse(r, t.commit_blk).map_err(bad)?;
+                    if open.insert((ty, x.id), Intent::Xmi(x.clone())).is_none() {
+                        order.push((ty, x.id));
+                    }
+                }
+                XFS_LI_XMD => {
+                    // The kernel refuses a done item of another size.
+                    if r.len() != XFS_DONE_LOG_FORMAT_SIZE {
+                        return Err(bad(format!("XMD format region of {} bytes", r.len())));
+                    }
+                    open.remove(&(XFS_LI_XMI, le64(r, 8)));
+                }
                 XFS_LI_EFD | XFS_LI_RUD | XFS_LI_CUD | XFS_LI_BUD => {
                     if let Some(b) = r.get(8..16) {
                         open.remove(&(ty - 1, u64::from_le_bytes(b.try_into().expect("8 bytes"))));
@@ -251,6 +268,9 @@ pub fn check_ruis(intents: &[Intent]) -> Result<()> {
                     )));
                 }
             }
+        }
+        if let Intent::Xmi(x) = i {
+            x.check()?;
         }
         if let Intent::Bui(b) = i {
             for &(_, _, _, _, flags) in &b.maps {
@@ -367,10 +387,21 @@ fn finish_rui(tp: &mut crate::trans::Trans<'_>, r: &Rui) -> Result<()> {
     Ok(())
 }
 
+/// What [`finish_intents`] did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Finished {
+    /// Extents of extent-free intents freed.
+    pub efi_extents: usize,
+    /// Reverse-mapping, reference count and block-mapping updates done.
+    pub updates: usize,
+    /// Pairs of mappings exchanged for mapping-exchange intents.
+    pub exchanged: usize,
+}
+
 /// Finishes `intents` in order on a filesystem opened for writing, one
-/// transaction each; then writes everything back. Returns the EFI
-/// extents freed and the RUI updates done.
-pub fn finish_intents(fs: &Fs, intents: &[Intent]) -> Result<(usize, usize)> {
+/// transaction each (a mapping exchange: one per pair of mappings, as the
+/// kernel steps it); then writes everything back.
+pub fn finish_intents(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
     check_ruis(intents)?;
     let efis: Vec<Efi> = intents
         .iter()
@@ -381,6 +412,7 @@ pub fn finish_intents(fs: &Fs, intents: &[Intent]) -> Result<(usize, usize)> {
         .collect();
     let mut freed = 0;
     let mut rmaps = 0;
+    let mut started = Vec::new();
     let geo = fs.geometry().clone();
     for efi in &efis {
         for &(start, len) in &efi.extents {
@@ -397,8 +429,13 @@ pub fn finish_intents(fs: &Fs, intents: &[Intent]) -> Result<(usize, usize)> {
         }
     }
     for i in intents {
+        if let Intent::Xmi(x) = i {
+            started.push(super::exchange::start_exchange(fs, x)?);
+            continue;
+        }
         let mut tp = fs.trans()?;
         match i {
+            Intent::Xmi(_) => {}
             Intent::Rui(r) => {
                 finish_rui(&mut tp, r)?;
                 rmaps += r.maps.len();
@@ -433,6 +470,17 @@ pub fn finish_intents(fs: &Fs, intents: &[Intent]) -> Result<(usize, usize)> {
         }
         tp.commit()?;
     }
+    // The kernel finishes the rest of each exchange after every intent
+    // had its turn, in log order.
+    let mut exchanged = 0;
+    for ex in &mut started {
+        super::exchange::continue_exchange(fs, ex)?;
+        exchanged += ex.pairs;
+    }
     fs.sync()?;
-    Ok((freed, rmaps))
+    Ok(Finished {
+        efi_extents: freed,
+        updates: rmaps,
+        exchanged,
+    })
 }

@@ -9,6 +9,7 @@
 
 pub mod cow;
 pub mod dinode;
+pub mod exchange;
 pub mod find;
 pub mod intents;
 pub mod record;

@@ -41,6 +41,8 @@ pub struct RecoverReport {
     pub efi_extents_freed: usize,
     /// Updates of unfinished reverse-mapping intents done afterwards.
     pub rui_updates: usize,
+    /// Pairs of mappings exchanged for unfinished mapping-exchange intents.
+    pub xmi_exchanged: usize,
 }
 
 /// Options of [`recover_device`].
@@ -71,6 +73,7 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
         cow: Default::default(),
         efi_extents_freed: 0,
         rui_updates: 0,
+        xmi_exchanged: 0,
     };
     // A clean log with a torn record past its unmount record still gets
     // its stale blocks cleared and a new unmount record, as the kernel
@@ -105,19 +108,33 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
             list.join(", ")
         )));
     }
-    for (daddr, bytes) in rec.overlay.runs() {
-        dev.write_at(&bytes, daddr * BB).map_err(Error::Io)?;
-        report.sectors_written += bytes.len() / BB as usize;
-    }
-    dev.flush().map_err(Error::Io)?;
     let intents = if others.is_empty() && super::intents::check_ruis(&intents).is_ok() {
         intents
     } else {
         Vec::new()
     };
+    // A mapping exchange is checked against the inodes only as it is
+    // finished: do all of the after-replay work once in memory first, so
+    // that a bad intent fails before anything is written.
+    if intents
+        .iter()
+        .any(|i| matches!(i, super::intents::Intent::Xmi(_)))
+    {
+        let trial: Arc<dyn Device> = Arc::new(crate::dev::OverlayDevice::new(
+            shared.clone(),
+            rec.overlay.clone(),
+        ));
+        finish(trial, &ends, &intents)?;
+    }
+    for (daddr, bytes) in rec.overlay.runs() {
+        dev.write_at(&bytes, daddr * BB).map_err(Error::Io)?;
+        report.sectors_written += bytes.len() / BB as usize;
+    }
+    dev.flush().map_err(Error::Io)?;
     let after = finish(shared, &ends, &intents)?;
     report.efi_extents_freed = after.efi_extents_freed;
     report.rui_updates = after.rui_updates;
+    report.xmi_exchanged = after.xmi_exchanged;
     report.unlinked = after.unlinked;
     report.cow = after.cow;
     Ok(report)
@@ -146,19 +163,24 @@ pub fn finish(
     )?;
     write_unmount(&log, ends.head_blk, ends.head_cycle, prev, &geo.uuid)?;
     dev.flush().map_err(Error::Io)?;
-    let fs = crate::fs::Fs::from_device_rw(Box::new(Shared(shared.clone())), &Default::default())?;
+    let opts = crate::fs::OpenOptions {
+        after_replay: true,
+        ..Default::default()
+    };
+    let fs = crate::fs::Fs::from_device_rw(Box::new(Shared(shared.clone())), &opts)?;
     // The kernel's order: intents, then the unlinked lists; staging
     // extents are freed at mount.
-    let (efi_extents_freed, rui_updates) = if intents.is_empty() {
-        (0, 0)
+    let done = if intents.is_empty() {
+        Default::default()
     } else {
         super::intents::finish_intents(&fs, intents)?
     };
     let unlinked = super::unlinked::process_unlinked(&fs)?;
     let cow = super::cow::clear_cow_staging(&fs)?;
     Ok(AfterReplay {
-        efi_extents_freed,
-        rui_updates,
+        efi_extents_freed: done.efi_extents,
+        rui_updates: done.updates,
+        xmi_exchanged: done.exchanged,
         unlinked,
         cow,
     })
@@ -171,6 +193,8 @@ pub struct AfterReplay {
     pub efi_extents_freed: usize,
     /// Updates of unfinished reverse-mapping intents done.
     pub rui_updates: usize,
+    /// Pairs of mappings exchanged for mapping-exchange intents.
+    pub xmi_exchanged: usize,
     /// Inodes freed or taken off the unlinked lists.
     pub unlinked: super::unlinked::UnlinkedReport,
     /// Copy-on-write staging extents freed.

@@ -1,0 +1,646 @@
+//! After replay: mapping-exchange intents (XMIs) without their done item.
+//!
+//! `XFS_IOC_EXCHANGE_RANGE` exchanges the mappings of a range of one file
+//! with those of a range of another, one pair of mappings per step. The
+//! operation is logged as an XMI naming both inodes (with their
+//! generations), the block offsets still to do in each, the blocks left,
+//! and flags; each step logs the XMI's done item (XMD) and a new XMI for
+//! what is left, in the transaction that logs the step's block-mapping
+//! intents (BUIs). So a crash leaves the last XMI, whose offsets are
+//! where the exchange stopped, and perhaps unfinished BUIs of the last
+//! step, which the BUI code finishes.
+//!
+//! Recovery continues the exchange as the kernel's does, from the logged
+//! offsets and count and from the inodes as replay left them:
+//!
+//! - only the request's parameters are taken from the log (attribute
+//!   fork, set sizes, first file written only); the sizes to set at the
+//!   end are the inodes' sizes now (each file gets the other's), and the
+//!   reflink flags are cleared at the end only when the whole of both
+//!   files is still to be exchanged and just one of them has the flag;
+//! - before the first step, a file gets the reflink flag when the other
+//!   has it, and with large extent counts both get the wide counters;
+//! - each step reads the mapping (extent or hole) at the first file's
+//!   offset, and the one at the second file's offset over as many
+//!   blocks; with "first file written only", a hole or unwritten extent
+//!   in the first file is skipped; two holes, or two mappings of the same
+//!   blocks, are skipped; otherwise both are unmapped (with their reverse
+//!   mappings, blocks neither freed nor released) and each mapped into
+//!   the other file (unwritten state kept), and a file's size is raised,
+//!   with "set sizes", up to the end of what it now maps (but not past its
+//!   final size), so no mapping lies past the end of the file;
+//! - at the end, with "set sizes", the sizes are exchanged.
+//!
+//! The kernel's recovery of an XMI takes one step (with the first two
+//! points) when it meets the intent in log order, queueing that pair's
+//! block-mapping updates behind the continuing intent; after every intent
+//! of the log had its turn it runs the rest of the exchange, and that
+//! first pair last. So do we, so that the fork btrees see the kernel's
+//! order of changes (and take its shape, and use as many blocks).
+//!
+//! Only data forks of regular files are finished here; the kernel uses
+//! the attribute-fork variant and directories only for online repair.
+
+use crate::error::{Error, Location, Result};
+use crate::fs::Fs;
+use crate::geometry::{FsBlock, Ino};
+use crate::inode::{FileType, Fork, Inode};
+use xfs_format::inode::{XFS_DIFLAG2_NREXT64, XFS_DIFLAG2_REFLINK};
+use xfs_format::log_intent::*;
+use xfs_format::types::{BMBT_BLOCKCOUNT_MASK, BMBT_STARTOFF_MASK};
+
+/// A mapping-exchange intent as logged (`xfs_xmi_log_format`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Xmi {
+    /// `xmi_id`.
+    pub id: u64,
+    /// Log block of the record that committed it (for errors).
+    pub rec_blk: u64,
+    /// The two inodes.
+    pub inode1: u64,
+    /// Second inode.
+    pub inode2: u64,
+    /// Their generations.
+    pub igen1: u32,
+    /// Second generation.
+    pub igen2: u32,
+    /// Block offset where the exchange goes on in the first file.
+    pub startoff1: u64,
+    /// Block offset where it goes on in the second file.
+    pub startoff2: u64,
+    /// Blocks left to exchange.
+    pub blockcount: u64,
+    /// `XFS_EXCHMAPS_*` flags.
+    pub flags: u64,
+    /// Sizes the operation meant to set (recovery does not use them, as
+    /// the kernel's does not).
+    pub isize1: i64,
+    /// Second size.
+    pub isize2: i64,
+}
+
+fn le32(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
+}
+
+fn le64(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
+}
+
+/// The largest block offset a file may map (the kernel's `XFS_MAX_FILEOFF`).
+const MAX_FILEOFF: u64 = BMBT_STARTOFF_MASK + BMBT_BLOCKCOUNT_MASK;
+
+impl Xmi {
+    /// Decodes an XMI format region; the kernel refuses any other length
+    /// and a nonzero pad.
+    pub fn parse(r: &[u8], rec_blk: u64) -> std::result::Result<Xmi, String> {
+        if r.len() != XFS_XMI_LOG_FORMAT_SIZE {
+            return Err(format!("XMI format region of {} bytes", r.len()));
+        }
+        if le32(r, 4) != 0 {
+            return Err(format!("XMI {:#x}: nonzero pad", le64(r, 8)));
+        }
+        Ok(Xmi {
+            id: le64(r, 8),
+            rec_blk,
+            inode1: le64(r, 16),
+            inode2: le64(r, 24),
+            igen1: le32(r, 32),
+            igen2: le32(r, 36),
+            startoff1: le64(r, 40),
+            startoff2: le64(r, 48),
+            blockcount: le64(r, 56),
+            flags: le64(r, 64),
+            isize1: le64(r, 72) as i64,
+            isize2: le64(r, 80) as i64,
+        })
+    }
+
+    fn corrupt(&self, detail: impl Into<String>) -> Error {
+        Error::corrupt(
+            "mapping-exchange intent",
+            Location::Log {
+                block: self.rec_blk,
+            },
+            format!("intent {:#x}: {}", self.id, detail.into()),
+        )
+    }
+
+    /// The kernel's checks of a recovered XMI that need no inode: known
+    /// flags, file ranges a file can have (a count of zero included:
+    /// the kernel refuses it too). The attribute-fork variant is
+    /// refused as unsupported.
+    pub fn check(&self) -> Result<()> {
+        if self.flags & !XFS_EXCHMAPS_LOGGED_FLAGS != 0 {
+            return Err(self.corrupt(format!("unknown flags {:#x}", self.flags)));
+        }
+        for (off, which) in [(self.startoff1, "first"), (self.startoff2, "second")] {
+            let ok = off
+                .checked_add(self.blockcount)
+                .is_some_and(|end| end > off && end - 1 <= MAX_FILEOFF);
+            if !ok {
+                return Err(self.corrupt(format!(
+                    "{} blocks at block {off} of the {which} file: past the largest file offset",
+                    self.blockcount
+                )));
+            }
+        }
+        if self.flags & XFS_EXCHMAPS_ATTR_FORK != 0 {
+            return Err(Error::Unsupported(format!(
+                "mapping-exchange intent {:#x} (log block {}) exchanges attribute forks",
+                self.id, self.rec_blk
+            )));
+        }
+        if self.inode1 == self.inode2 {
+            return Err(Error::Unsupported(format!(
+                "mapping-exchange intent {:#x} (log block {}) exchanges ranges of one file",
+                self.id, self.rec_blk
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The mapping (an extent or a hole) at block `off` of `ip`'s data fork,
+/// at most `max` blocks long.
+fn mapping_at(
+    tp: &mut crate::trans::Trans<'_>,
+    ip: &Inode,
+    off: u64,
+    max: u64,
+) -> Result<(Option<(FsBlock, bool)>, u64)> {
+    match crate::bmap::next_extent(tp, ip, Fork::Data, off)? {
+        Some(e) if e.offset <= off => {
+            let skip = off - e.offset;
+            Ok((
+                Some((FsBlock(e.start.0 + skip), e.unwritten)),
+                (e.len - skip).min(max),
+            ))
+        }
+        Some(e) => Ok((None, (e.offset - off).min(max))),
+        None => Ok((None, max)),
+    }
+}
+
+/// Reads one of the intent's inodes, with the kernel's checks: in use,
+/// of the logged generation; and a regular file.
+fn read_checked(tp: &mut crate::trans::Trans<'_>, x: &Xmi, ino: u64, gen: u32) -> Result<Inode> {
+    if !tp.geo().ino_valid(Ino(ino)) {
+        return Err(x.corrupt(format!("inode {ino} is not a valid inode number")));
+    }
+    let ip = tp
+        .read_inode(Ino(ino))
+        .map_err(|e| x.corrupt(format!("inode {ino}: {e}")))?;
+    if ip.mode == 0 {
+        return Err(x.corrupt(format!("inode {ino} is free")));
+    }
+    if ip.gen != gen {
+        return Err(x.corrupt(format!(
+            "inode {ino} has generation {}, the intent names {gen}",
+            ip.gen
+        )));
+    }
+    if ip.file_type != FileType::File {
+        return Err(x.corrupt(format!("inode {ino} is not a regular file")));
+    }
+    Ok(ip)
+}
+
+/// Raises `ip`'s size to the end of block `end` if that is more, but not
+/// past `limit` (negative: no limit set, nothing changes).
+fn raise_size(ip: &mut Inode, block_log: u8, end: u64, limit: i64) {
+    if limit < 0 {
+        return;
+    }
+    let bytes = u64::try_from(u128::from(end) << block_log).unwrap_or(u64::MAX);
+    let len = bytes.min(limit as u64);
+    if len > ip.size {
+        ip.size = len;
+    }
+}
+
+/// An exchange being finished: what is left of it.
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    xmi: Xmi,
+    flags: u64,
+    off1: u64,
+    off2: u64,
+    left: u64,
+    isize1: i64,
+    isize2: i64,
+    clear1: bool,
+    clear2: bool,
+    /// The pair the first step chose, to be exchanged in the second phase
+    /// (the kernel queues its block-mapping updates then).
+    pending: Option<Pair>,
+    /// Pairs of mappings exchanged so far.
+    pub pairs: usize,
+}
+
+/// A pair of mappings to exchange: offsets, mappings (None: a hole),
+/// length.
+type Pair = (
+    u64,
+    u64,
+    Option<(FsBlock, bool)>,
+    Option<(FsBlock, bool)>,
+    u64,
+);
+
+/// Starts finishing the exchange `x` names, as the kernel's recovery of
+/// the intent does in one transaction: the request rebuilt from the
+/// inodes, the reflink flags made alike and the wide extent counters set,
+/// and the first pair of mappings chosen (sizes raised, or set at the
+/// end); the kernel only queues that pair's block-mapping updates, and
+/// runs them and the rest of the exchange after every other intent of
+/// the log ([`continue_exchange`]).
+pub fn start_exchange(fs: &Fs, x: &Xmi) -> Result<Exchange> {
+    x.check()?;
+    let block_log = fs.geometry().block_log;
+    let mut tp = fs.trans()?;
+    lock(&mut tp, x);
+    let mut ip1 = read_checked(&mut tp, x, x.inode1, x.igen1)?;
+    let mut ip2 = read_checked(&mut tp, x, x.inode2, x.igen2)?;
+    let flags = x.flags & XFS_EXCHMAPS_PARAMS;
+    let (isize1, isize2) = if flags & XFS_EXCHMAPS_SET_SIZES != 0 {
+        (ip2.size as i64, ip1.size as i64)
+    } else {
+        (-1, -1)
+    };
+    let blocks = |size: u64| size.div_ceil(1 << block_log);
+    let (r1, r2) = (ip1.may_share(), ip2.may_share());
+    let whole = x.startoff1 == 0
+        && x.startoff2 == 0
+        && x.blockcount == blocks(ip1.size)
+        && x.blockcount == blocks(ip2.size);
+    let (clear1, clear2) = if whole && r1 != r2 {
+        (r1, r2)
+    } else {
+        (false, false)
+    };
+    if r1 || r2 {
+        ip1.flags2 |= XFS_DIFLAG2_REFLINK;
+        ip2.flags2 |= XFS_DIFLAG2_REFLINK;
+    }
+    if fs.geometry().features.nrext64 {
+        ip1.flags2 |= XFS_DIFLAG2_NREXT64;
+        ip2.flags2 |= XFS_DIFLAG2_NREXT64;
+    }
+    let mut ex = Exchange {
+        xmi: x.clone(),
+        flags,
+        off1: x.startoff1,
+        off2: x.startoff2,
+        left: x.blockcount,
+        isize1,
+        isize2,
+        clear1,
+        clear2,
+        pending: None,
+        pairs: 0,
+    };
+    ex.pending = ex.choose(&mut tp, &mut ip1, &mut ip2, block_log)?;
+    tp.log_inode(&ip1)?;
+    tp.log_inode(&ip2)?;
+    tp.commit()?;
+    Ok(ex)
+}
+
+/// Finishes what [`start_exchange`] left, one transaction per pair of
+/// mappings, then clears the reflink flags it decided to clear, and only
+/// then exchanges the pair the first step chose: the kernel's recovery
+/// puts the continuing intent ahead of that step's block-mapping updates.
+pub fn continue_exchange(fs: &Fs, ex: &mut Exchange) -> Result<()> {
+    let block_log = fs.geometry().block_log;
+    let (i1, i2) = (Ino(ex.xmi.inode1), Ino(ex.xmi.inode2));
+    while ex.left > 0 {
+        let mut tp = fs.trans()?;
+        lock(&mut tp, &ex.xmi);
+        let mut ip1 = tp.read_inode(i1)?;
+        let mut ip2 = tp.read_inode(i2)?;
+        if let Some((off1, off2, m1, m2, len)) =
+            ex.choose(&mut tp, &mut ip1, &mut ip2, block_log)?
+        {
+            exchange_pair(&mut tp, &mut ip1, off1, m1, &mut ip2, off2, m2, len)?;
+        }
+        tp.log_inode(&ip1)?;
+        tp.log_inode(&ip2)?;
+        tp.commit()?;
+    }
+    if ex.clear1 || ex.clear2 {
+        let mut tp = fs.trans()?;
+        lock(&mut tp, &ex.xmi);
+        for (ino, clear) in [(i1, ex.clear1), (i2, ex.clear2)] {
+            if clear {
+                let mut ip = tp.read_inode(ino)?;
+                ip.flags2 &= !XFS_DIFLAG2_REFLINK;
+                tp.log_inode(&ip)?;
+            }
+        }
+        tp.commit()?;
+        ex.clear1 = false;
+        ex.clear2 = false;
+    }
+    // The kernel queues the first pair's block-mapping updates behind the
+    // intent itself, so they run once the rest of the exchange is done.
+    if let Some((off1, off2, m1, m2, len)) = ex.pending.take() {
+        let mut tp = fs.trans()?;
+        lock(&mut tp, &ex.xmi);
+        let mut ip1 = tp.read_inode(i1)?;
+        let mut ip2 = tp.read_inode(i2)?;
+        exchange_pair(&mut tp, &mut ip1, off1, m1, &mut ip2, off2, m2, len)?;
+        tp.log_inode(&ip1)?;
+        tp.log_inode(&ip2)?;
+        tp.commit()?;
+    }
+    Ok(())
+}
+
+fn lock(tp: &mut crate::trans::Trans<'_>, x: &Xmi) {
+    tp.lock_inode(Ino(x.inode1.min(x.inode2)));
+    tp.lock_inode(Ino(x.inode1.max(x.inode2)));
+}
+
+impl Exchange {
+    /// One step but for the exchange itself: skips what needs no
+    /// exchange, chooses the next pair of different mappings (and raises
+    /// the sizes for it), and sets the sizes when nothing is left.
+    fn choose(
+        &mut self,
+        tp: &mut crate::trans::Trans<'_>,
+        ip1: &mut Inode,
+        ip2: &mut Inode,
+        block_log: u8,
+    ) -> Result<Option<Pair>> {
+        let mut found = None;
+        while self.left > 0 {
+            let (m1, len1) = mapping_at(tp, ip1, self.off1, self.left)?;
+            if self.flags & XFS_EXCHMAPS_INO1_WRITTEN != 0 && !matches!(m1, Some((_, false))) {
+                self.advance(len1);
+                continue;
+            }
+            let (m2, len) = mapping_at(tp, ip2, self.off2, len1)?;
+            let same = match (m1, m2) {
+                (None, None) => true,
+                (Some((a, ua)), Some((b, ub))) if a == b => {
+                    if ua != ub {
+                        return Err(self.xmi.corrupt(format!(
+                            "blocks {} mapped written and unwritten by the two files",
+                            a.0
+                        )));
+                    }
+                    true
+                }
+                _ => false,
+            };
+            if !same {
+                found = Some((self.off1, self.off2, m1, m2, len));
+                break;
+            }
+            self.advance(len);
+        }
+        if let Some((off1, off2, _, _, len)) = found {
+            raise_size(ip1, block_log, off1 + len, self.isize1);
+            raise_size(ip2, block_log, off2 + len, self.isize2);
+            self.advance(len);
+            self.pairs += 1;
+        }
+        if self.left == 0 && self.flags & XFS_EXCHMAPS_SET_SIZES != 0 {
+            ip1.size = self.isize1 as u64;
+            ip2.size = self.isize2 as u64;
+        }
+        Ok(found)
+    }
+
+    fn advance(&mut self, len: u64) {
+        self.off1 += len;
+        self.off2 += len;
+        self.left -= len;
+    }
+}
+
+/// Exchanges one pair of mappings of `len` blocks: each file's mapping at
+/// its offset (None: a hole) goes to the other file at its offset, with
+/// its reverse mapping.
+#[allow(clippy::too_many_arguments)]
+fn exchange_pair(
+    tp: &mut crate::trans::Trans<'_>,
+    ip1: &mut Inode,
+    off1: u64,
+    m1: Option<(FsBlock, bool)>,
+    ip2: &mut Inode,
+    off2: u64,
+    m2: Option<(FsBlock, bool)>,
+    len: u64,
+) -> Result<()> {
+    if m1.is_some() {
+        crate::bmap::unmap_only(tp, ip1, Fork::Data, off1, len)?;
+    }
+    if m2.is_some() {
+        crate::bmap::unmap_only(tp, ip2, Fork::Data, off2, len)?;
+    }
+    for (ip, off, m) in [(ip1, off1, m2), (ip2, off2, m1)] {
+        let Some((start, unwritten)) = m else {
+            continue;
+        };
+        crate::bmap::map_given_as(tp, ip, Fork::Data, off, start, len, unwritten)?;
+        let flags = if unwritten {
+            xfs_format::btree::XFS_RMAP_OFF_UNWRITTEN
+        } else {
+            0
+        };
+        crate::alloc::rmap_apply(tp, start, len as u32, ip.ino.0, off, flags, true)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::target::{Meta, NodeKind};
+    use crate::inode::Timestamp;
+    use crate::OpenOptions;
+
+    fn xmi(inode1: u64, inode2: u64, blockcount: u64, flags: u64) -> Xmi {
+        Xmi {
+            id: 0x51,
+            rec_blk: 77,
+            inode1,
+            inode2,
+            igen1: 0,
+            igen2: 0,
+            startoff1: 0,
+            startoff2: 0,
+            blockcount,
+            flags,
+            isize1: -1,
+            isize2: -1,
+        }
+    }
+
+    fn names_record(e: &Error) -> bool {
+        matches!(
+            e,
+            Error::Corrupt {
+                location: Location::Log { block: 77 },
+                ..
+            }
+        )
+    }
+
+    #[test]
+    fn malformed_regions_are_refused() {
+        assert!(Xmi::parse(&[0u8; 80], 3).is_err());
+        let mut r = vec![0u8; XFS_XMI_LOG_FORMAT_SIZE];
+        r[4] = 1;
+        assert!(Xmi::parse(&r, 3).is_err());
+        r[4] = 0;
+        r[56] = 9;
+        let x = Xmi::parse(&r, 3).expect("a well-formed XMI");
+        assert_eq!((x.blockcount, x.rec_blk), (9, 3));
+    }
+
+    #[test]
+    fn bad_ranges_and_flags_name_the_record() {
+        for x in [
+            xmi(131, 132, 0, 0),
+            xmi(131, 132, u64::MAX, 0),
+            Xmi {
+                startoff1: MAX_FILEOFF,
+                ..xmi(131, 132, 2, 0)
+            },
+            Xmi {
+                startoff2: u64::MAX - 1,
+                ..xmi(131, 132, 4, 0)
+            },
+            xmi(131, 132, 1, 1 << 5),
+        ] {
+            let e = x.check().expect_err("refused");
+            assert!(names_record(&e), "{x:?}: {e}");
+        }
+        assert!(matches!(
+            xmi(131, 132, 1, XFS_EXCHMAPS_ATTR_FORK).check(),
+            Err(Error::Unsupported(_))
+        ));
+        assert!(xmi(131, 132, 1, XFS_EXCHMAPS_LOGGED_FLAGS & !1)
+            .check()
+            .is_ok());
+    }
+
+    fn meta(mode: u16) -> Meta {
+        let t = Timestamp {
+            sec: 1_700_000_000,
+            nsec: 0,
+        };
+        Meta {
+            mode,
+            uid: 0,
+            gid: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            crtime: t,
+        }
+    }
+
+    /// A fresh filesystem from mkfs.xfs, opened for writing (None when
+    /// mkfs.xfs cannot run).
+    fn image(tag: &str) -> Option<(std::path::PathBuf, Fs)> {
+        let path =
+            std::env::temp_dir().join(format!("xfskit-xmi-{}-{tag}.img", std::process::id()));
+        std::fs::File::create(&path).ok()?.set_len(320 << 20).ok()?;
+        match std::process::Command::new("mkfs.xfs")
+            .args(["-q", "-f", &path.display().to_string()])
+            .output()
+        {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => panic!("mkfs.xfs failed: {}", String::from_utf8_lossy(&o.stderr)),
+            Err(e) => {
+                eprintln!("SKIP: cannot run mkfs.xfs: {e}");
+                return None;
+            }
+        }
+        let fs = Fs::open_rw(&path, &OpenOptions::default()).expect("open");
+        Some((path, fs))
+    }
+
+    fn read(fs: &Fs, ino: Ino) -> Vec<u8> {
+        let ip = fs.inode(ino).expect("inode");
+        let mut buf = vec![0u8; ip.size as usize];
+        let n = crate::inode::read_at(fs, &ip, 0, &mut buf).expect("read");
+        buf.truncate(n);
+        buf
+    }
+
+    fn finish(fs: &Fs, x: &Xmi) -> Result<usize> {
+        let mut ex = start_exchange(fs, x)?;
+        continue_exchange(fs, &mut ex)?;
+        Ok(ex.pairs)
+    }
+
+    #[test]
+    fn inodes_are_checked_and_files_exchanged() {
+        let Some((path, fs)) = image("files") else {
+            return;
+        };
+        let root = fs.geometry().root_ino;
+        let d = fs.create(root, b"d", &NodeKind::Dir, &meta(0o755)).unwrap();
+        let f1 = fs
+            .create(root, b"f1", &NodeKind::File { size: 0 }, &meta(0o644))
+            .unwrap();
+        let f2 = fs
+            .create(root, b"f2", &NodeKind::File { size: 0 }, &meta(0o644))
+            .unwrap();
+        let a = vec![b'a'; 5 * 4096];
+        let b = vec![b'b'; 2 * 4096 + 100];
+        fs.write_at(f1, 0, &a).unwrap();
+        fs.write_at(f2, 8192, &b).unwrap();
+        fs.sync().unwrap();
+        let gen = |ino: Ino| fs.inode(ino).unwrap().gen;
+
+        // A directory, a wrong generation, a free inode, a bad number.
+        let mut x = xmi(f1.0, d.0, 5, 0);
+        x.igen1 = gen(f1);
+        x.igen2 = gen(d);
+        let e = finish(&fs, &x).expect_err("a directory");
+        assert!(
+            names_record(&e) && e.to_string().contains("not a regular file"),
+            "{e}"
+        );
+        let mut x = xmi(f1.0, f2.0, 5, 0);
+        x.igen1 = gen(f1);
+        x.igen2 = gen(f2) ^ 1;
+        let e = finish(&fs, &x).expect_err("a generation");
+        assert!(
+            names_record(&e) && e.to_string().contains("generation"),
+            "{e}"
+        );
+        let x = Xmi {
+            inode2: f2.0 + 40,
+            ..xmi(f1.0, f2.0, 5, 0)
+        };
+        assert!(names_record(&finish(&fs, &x).expect_err("a free inode")));
+        let x = Xmi {
+            inode2: u64::MAX >> 1,
+            ..xmi(f1.0, f2.0, 5, 0)
+        };
+        assert!(names_record(&finish(&fs, &x).expect_err("a bad number")));
+
+        // Whole files with their sizes: the contents and sizes change
+        // places (f2 has a hole where f1 had data).
+        let mut x = xmi(f1.0, f2.0, 5, XFS_EXCHMAPS_SET_SIZES);
+        x.igen1 = gen(f1);
+        x.igen2 = gen(f2);
+        assert!(finish(&fs, &x).unwrap() > 0);
+        fs.sync().unwrap();
+        let mut want2 = vec![0u8; 8192];
+        want2.extend_from_slice(&b);
+        assert_eq!(read(&fs, f1), want2);
+        assert_eq!(read(&fs, f2), a);
+        drop(fs);
+        let fs = Fs::open(&path, &OpenOptions::default()).unwrap();
+        assert_eq!(read(&fs, f1), want2);
+        let _ = std::fs::remove_file(&path);
+    }
+}
