@@ -32,7 +32,10 @@
 //! pass 2 runs only on those and keeps only non-empty results; the
 //! namespace pass keeps 16 bytes per allocated inode and, per directory
 //! entry, its target, type and name bytes (packed, no allocation per
-//! entry). An empty AG costs only the claimed runs of its own metadata
+//! entry); with an rmapbt, the file mappings expected and found (one
+//! record per extent and bmbt block) wait per AG for pass 3, while the
+//! AG-metadata mappings are compared and dropped as each AG's pass 1
+//! ends. An empty AG costs only the claimed runs of its own metadata
 //! (headers, btree roots, free list, free space: a few runs).
 
 mod ag;
