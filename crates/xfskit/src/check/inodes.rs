@@ -282,8 +282,21 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
     // (the kernel leaves it after the last attribute goes).
     let empty_attr = ino.aformat == ForkFormat::Extents && ino.anextents == 0;
     if ino.has_attr_fork() && !empty_attr {
-        if let Err(e) = crate::attr::list(ctx.fs, ino) {
-            ctx.sink.error_in(e, ino.ino.0);
+        match crate::attr::list(ctx.fs, ino) {
+            // Names are bytes without NUL (libxfs's name check).
+            Ok(attrs) => {
+                if let Some(a) = attrs.iter().find(|a| a.name.contains(&0)) {
+                    ctx.sink.add(
+                        "attr",
+                        Location::Inode(ino.ino.0),
+                        format!(
+                            "attribute name {:?} holds a NUL byte",
+                            String::from_utf8_lossy(&a.name)
+                        ),
+                    );
+                }
+            }
+            Err(e) => ctx.sink.error_in(e, ino.ino.0),
         }
         super::attr_index::check_attr_blocks(ctx, ino);
     }
