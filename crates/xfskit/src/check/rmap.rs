@@ -258,7 +258,7 @@ impl RecordCheck {
         };
         let special = (xbt::XFS_RMAP_OWN_COW..=xbt::XFS_RMAP_OWN_FS).contains(&owner);
         let inode_ok = !non_inode(owner)
-            && geo.ino_agno(Ino(owner)).0 < geo.ag_count
+            && owner >> (geo.ag_blk_log + geo.inopb_log) < u64::from(geo.ag_count)
             && geo.ino_agbno(Ino(owner)).0 < geo.ag_blocks;
         if !special && !inode_ok {
             bad(format!("{rec}: no such owner"));
