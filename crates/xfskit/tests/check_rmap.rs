@@ -3,8 +3,9 @@
 //! an rmapbt record given the wrong file offset, or another owner, is
 //! found and named with its AG block and inode; an AGF stamped with an
 //! LSN past the log head is found; an attr leaf whose name area starts
-//! below its first name (and no holes) is found. Needs root (loop
-//! mounts); otherwise prints SKIP.
+//! below its first name (and no holes) is found; a shared extent's
+//! reference count that is not the number of files mapping it is found.
+//! Needs root (loop mounts); otherwise prints SKIP.
 
 mod support;
 
@@ -55,6 +56,14 @@ fn be64(b: &[u8], o: usize) -> u64 {
 fn populate(mnt: &Path) {
     std::fs::write(mnt.join("data"), vec![3u8; 256 << 10]).expect("write");
     std::fs::write(mnt.join("attrs"), b"x").expect("write");
+    std::fs::write(mnt.join("shared"), vec![5u8; 64 << 10]).expect("write");
+    let st = Command::new("cp")
+        .arg("--reflink=always")
+        .arg(mnt.join("shared"))
+        .arg(mnt.join("shared_copy"))
+        .status()
+        .expect("cp");
+    assert!(st.success());
     for i in 0..30 {
         let st = Command::new("setfattr")
             .args(["-n", &format!("user.attr_{i}"), "-v", &"v".repeat(60)])
@@ -101,6 +110,9 @@ fn reverse_mappings_lsns_and_attr_name_areas_are_checked() {
     let aext = inode::extents(&fs, &attrs, Fork::Attr).expect("attr extents");
     assert_eq!(aext.len(), 1, "one attr leaf block");
     let attr_leaf = geo.fsb_to_daddr(aext[0].start).bytes();
+    let shared = fs.inode(lookup(b"shared")).expect("inode");
+    let sext = inode::extents(&fs, &shared, Fork::Data).expect("extents");
+    let (sag, sbno) = geo.fsb_split(sext[0].start);
     drop(fs);
 
     // The data file's record in its AG's rmapbt (a single leaf).
@@ -176,6 +188,35 @@ fn reverse_mappings_lsns_and_attr_name_areas_are_checked() {
             && p.detail.contains("LSN 1000:5")
             && p.detail.contains("log head")),
         "LSN past the head not found: {}",
+        show(&r)
+    );
+
+    // The shared extent's reference count raised from 2 to 3.
+    let bad = s.0.join("refcount.img");
+    std::fs::copy(&img, &bad).expect("copy");
+    let sagf = rd(
+        &bad,
+        geo.agb_to_daddr(sag, AgBlock(0)).bytes() + ss as u64,
+        ss,
+    );
+    assert_eq!(be32(&sagf, 92), 1, "refcountbt is a single leaf");
+    let rleaf_off = geo.agb_to_daddr(sag, AgBlock(be32(&sagf, 88))).bytes();
+    let mut b = rd(&bad, rleaf_off, bs);
+    let n = usize::from(u16::from_be_bytes([b[6], b[7]]));
+    let rec = (0..n)
+        .map(|i| 56 + 12 * i)
+        .find(|&o| be32(&b, o) == sbno.0)
+        .expect("the shared extent's refcount record");
+    assert_eq!(be32(&b, rec + 8), 2, "two files share it");
+    b[rec + 8..rec + 12].copy_from_slice(&3u32.to_be_bytes());
+    xfs_format::crc::stamp(&mut b, 52);
+    wr(&bad, rleaf_off, &b);
+    let r = run_check(&bad);
+    assert!(
+        r.problems.iter().any(|p| p.what == "refcountbt record"
+            && p.location.to_string() == format!("AG {} block {}", sag.0, sbno.0)
+            && p.detail.contains("has refcount 3, but 2 file mapping(s)")),
+        "wrong reference count not found: {}",
         show(&r)
     );
 

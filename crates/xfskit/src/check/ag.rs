@@ -295,7 +295,7 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
                 if cow_rec {
                     cow.push((s & !(1 << 31), l));
                 } else if rc > 1 {
-                    shared.push((s, l));
+                    shared.push((s, l, rc));
                 }
             },
         );

@@ -375,6 +375,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         );
     }
     ctx.map.report_unclaimed(&ctx);
+    ctx.map.report_refcounts(&ctx);
     links::check_namespace(&ctx, &sb, &found);
     links::check_counters(&ctx, &sb, &totals);
 
