@@ -140,7 +140,7 @@ fn check_agrees_with_xfs_repair_on_fuzzed_images() {
                 c.check, c.line
             ));
         }
-        if c.repair == "1" && !flagged && !known_miss(&c.line) {
+        if c.repair == "1" && !flagged {
             failures.push(format!("missed (xfs_repair -n flags it): {}", c.line));
         }
         // A wrong inode number in a directory entry shows as the link
@@ -171,18 +171,4 @@ fn check_agrees_with_xfs_repair_on_fuzzed_images() {
         run_cases.len(),
         failures.join("\n")
     );
-}
-
-/// Cases xfs_repair -n flags that check does not yet: reverse mapping
-/// records against their owners (and so a bmbt record on an rmapbt image,
-/// whose change shows only against its rmap record), block LSNs ahead of the log's head, and
-/// the start of an attr leaf's name area (see the README's agreement
-/// table).
-fn known_miss(line: &str) -> bool {
-    let f: Vec<&str> = line.split('\t').collect();
-    let (feature, structure, field) = (f[1], f[2], f[3]);
-    structure == "rmapbt"
-        || field.ends_with("lsn")
-        || (structure == "bmbt-leaf" && (feature == "rmap" || feature == "1k"))
-        || (structure.starts_with("attr") && field == "hdr.firstused")
 }

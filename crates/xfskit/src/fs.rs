@@ -54,6 +54,25 @@ pub struct Fs {
     base: SbCounters,
     /// Set when a dirty log was replayed in memory at open.
     recovery: Option<crate::log::ReplayStats>,
+    /// The log head (`cycle << 32 | block`) that metadata LSNs must be
+    /// behind, 0 when not watched (see [`Fs::watch_lsns`]).
+    lsn_limit: std::sync::atomic::AtomicU64,
+    /// The newest block LSN read at or past `lsn_limit`.
+    lsn_ahead: std::sync::Mutex<Option<LsnAhead>>,
+}
+
+/// Metadata read with an LSN at or past the log head (see
+/// [`Fs::watch_lsns`]).
+#[derive(Debug, Clone)]
+pub struct LsnAhead {
+    /// The largest such LSN (`cycle << 32 | block`).
+    pub lsn: u64,
+    /// The structure that carries it.
+    pub what: &'static str,
+    /// Where it is.
+    pub location: Location,
+    /// Blocks read with an LSN at or past the head.
+    pub blocks: u64,
 }
 
 /// The superblock's free-space and inode counters when the filesystem was
@@ -367,6 +386,8 @@ impl Fs {
             write: None,
             base: SbCounters::default(),
             recovery: None,
+            lsn_limit: std::sync::atomic::AtomicU64::new(0),
+            lsn_ahead: std::sync::Mutex::new(None),
         };
         fs.log_state = crate::log::inspect(&fs)?;
         if matches!(fs.log_state, LogState::Dirty(_)) && !opts.norecovery {
@@ -414,6 +435,49 @@ impl Fs {
         fs.log_state = self.log_state;
         fs.recovery = Some(rec.stats);
         Ok(fs)
+    }
+
+    /// From now on, notes metadata read from the device whose LSN is at or
+    /// past `head` (the log head, `cycle << 32 | block`), as libxfs's read
+    /// verifiers do for xfs_repair, which then reformats the log (the
+    /// kernel refuses such blocks). Blocks already cached are not looked
+    /// at again. See [`Fs::lsn_ahead`].
+    pub fn watch_lsns(&self, head: u64) {
+        self.lsn_limit
+            .store(head, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The newest metadata LSN read at or past the head given to
+    /// [`Fs::watch_lsns`], if any.
+    pub fn lsn_ahead(&self) -> Option<LsnAhead> {
+        self.lsn_ahead
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn note_lsn_ahead(&self, lsn: u64, what: &'static str, location: Location) {
+        let mut a = self.lsn_ahead.lock().unwrap_or_else(|p| p.into_inner());
+        let newer = |old: u64| {
+            let key = |l: u64| ((l >> 32) as i32, l as u32 as i32);
+            key(lsn) > key(old)
+        };
+        match &mut *a {
+            Some(o) => {
+                o.blocks += 1;
+                if newer(o.lsn) {
+                    (o.lsn, o.what, o.location) = (lsn, what, location);
+                }
+            }
+            None => {
+                *a = Some(LsnAhead {
+                    lsn,
+                    what,
+                    location,
+                    blocks: 1,
+                })
+            }
+        }
     }
 
     /// True when the kernel's head and tail search finds the log clean
@@ -487,6 +551,12 @@ impl Fs {
             }
         })?;
         verifier.check(&self.geo, daddr, &buf)?;
+        let head = self.lsn_limit.load(std::sync::atomic::Ordering::Relaxed);
+        if head != 0 {
+            if let Some((lsn, location)) = verifier.lsn_ahead(&self.geo, daddr, &buf, head) {
+                self.note_lsn_ahead(lsn, verifier.what(), location);
+            }
+        }
         let b: Arc<[u8]> = buf.into();
         self.cache.insert(key, b.clone());
         Ok(b)

@@ -82,6 +82,58 @@ impl Verifier<'_> {
         }
     }
 
+    /// Where a block of this kind keeps the LSN of its last write, for the
+    /// kinds whose read verifiers compare it with the log's head (kernel
+    /// and libxfs: AG headers, btree blocks, directory, dir/attr btree and
+    /// remote symlink blocks; not remote attribute values, whose LSN is
+    /// never stamped).
+    pub fn lsn_offset(&self) -> Option<usize> {
+        Some(match self {
+            Verifier::Agf { .. } => xag::XFS_AGF_LSN_OFF,
+            Verifier::Agi { .. } => xag::XFS_AGI_LSN_OFF,
+            Verifier::Agfl { .. } => xag::XFS_AGFL_LSN_OFF,
+            Verifier::ShortBtree { .. } => xbt::XFS_BTREE_SBLOCK_LSN_OFF,
+            Verifier::Bmbt { .. } => xbt::XFS_BTREE_LBLOCK_LSN_OFF,
+            Verifier::Dir3 { .. } => xfs_format::dir::block::XFS_DIR3_DATA_LSN_OFF,
+            Verifier::Da3 { .. } => xfs_format::da::XFS_DA3_LSN_OFF,
+            Verifier::Remote { magic, .. } if *magic == REMOTE_SYMLINK_MAGIC => {
+                xfs_format::symlink::XFS_SYMLINK_LSN_OFF
+            }
+            Verifier::Remote { .. } => return None,
+        })
+    }
+
+    /// The LSN of a block of a kind that carries one (see
+    /// [`Verifier::lsn_offset`]) when it is at or past `head` (the log
+    /// head, `cycle << 32 | block`), with where the block is: its inode
+    /// named for blocks an inode owns.
+    pub fn lsn_ahead(
+        &self,
+        geo: &Geometry,
+        daddr: Daddr,
+        buf: &[u8],
+        head: u64,
+    ) -> Option<(u64, Location)> {
+        let off = self.lsn_offset()?;
+        if buf.len() < off + 8 {
+            return None;
+        }
+        let lsn = be64(buf, off);
+        if !lsn_at_or_past(lsn, head) {
+            return None;
+        }
+        let location = match self {
+            Verifier::Bmbt { owner, .. }
+            | Verifier::Dir3 { owner, .. }
+            | Verifier::Da3 { owner, .. }
+            | Verifier::Remote { owner, .. } => {
+                Location::Other(format!("daddr {} of inode {owner}", daddr.0))
+            }
+            _ => self.location(geo, daddr),
+        };
+        Some((lsn, location))
+    }
+
     fn ident(&self) -> Ident {
         match self {
             Verifier::Agf { .. } => Ident {
@@ -301,6 +353,18 @@ impl Verifier<'_> {
 pub const REMOTE_SYMLINK_MAGIC: u32 = 0x58534c4d;
 /// XARM: remote attribute value block magic.
 pub const REMOTE_ATTR_MAGIC: u32 = 0x5841524d;
+
+/// True when metadata stamped `lsn` was written at or after the log head
+/// `head` (both `cycle << 32 | block`), by libxfs's signed comparison;
+/// the LSN -1 means never logged.
+pub fn lsn_at_or_past(lsn: u64, head: u64) -> bool {
+    if lsn == u64::MAX {
+        return false;
+    }
+    let (c, b) = ((lsn >> 32) as i32, lsn as u32 as i32);
+    let (hc, hb) = ((head >> 32) as i32, head as u32 as i32);
+    c > hc || (c == hc && b >= hb)
+}
 
 /// Header, record, key and pointer sizes of the short-pointer btrees.
 pub fn short_btree_sizes(magic: u32) -> (usize, usize, usize, usize) {

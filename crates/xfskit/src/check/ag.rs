@@ -1,7 +1,8 @@
 //! Pass 1, per AG: headers, free list, free space btrees, refcount and
 //! rmap btrees, inode btrees.
 
-use super::space::{walk_short, Use};
+use super::rmap::{self, Rmap};
+use super::space::{walk_short, walk_short_whole, Use};
 use super::Ctx;
 use crate::buf::verify::Verifier;
 use crate::bytes::be32;
@@ -49,6 +50,9 @@ pub(crate) struct AgHeads {
     pub icount: u64,
     /// Free inodes in the inobt.
     pub ifree: u64,
+    /// The rmapbt's records of owners other than inodes, when the whole
+    /// tree could be read.
+    pub rmap_ag: Option<Vec<Rmap>>,
 }
 
 fn read_hdr(
@@ -89,6 +93,8 @@ pub(crate) fn check_ag(ctx: &Ctx<'_>, agno: u32) -> AgHeads {
         "AG headers",
         &at(0),
     );
+    ctx.rmaps
+        .expect(agno, Rmap::ag(0, hdr_blocks, xbt::XFS_RMAP_OWN_FS));
     if geo.log_start.0 != 0 {
         let (lag, lbno) = geo.fsb_split(geo.log_start);
         if lag.0 == agno {
@@ -101,6 +107,10 @@ pub(crate) fn check_ag(ctx: &Ctx<'_>, agno: u32) -> AgHeads {
                 "log",
                 &at(lbno.0),
             );
+            ctx.rmaps.expect(
+                agno,
+                Rmap::ag(lbno.0, geo.log_blocks, xbt::XFS_RMAP_OWN_LOG),
+            );
         }
     }
     if let Some(b) = read_hdr(ctx, agno, xag::XFS_AGF_SECTOR, &Verifier::Agf { agno }) {
@@ -111,6 +121,14 @@ pub(crate) fn check_ag(ctx: &Ctx<'_>, agno: u32) -> AgHeads {
     if let Some(b) = read_hdr(ctx, agno, xag::XFS_AGI_SECTOR, &Verifier::Agi { agno }) {
         if let Ok((agi, _)) = Agi::read_from_prefix(&b) {
             check_agi(ctx, agno, &agi, &mut heads);
+        }
+    }
+    // Everything but the files' mappings is known: compare those now.
+    if ctx.rmaps.on() {
+        let want = ctx.rmaps.take_expected(agno);
+        match heads.rmap_ag.take() {
+            Some(found) => rmap::compare(ctx, agno, want, found),
+            None => ctx.rmaps.skip(agno),
         }
     }
     heads
@@ -216,14 +234,19 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
     let mut btreeblks = bno_blocks.saturating_sub(1) + cnt_blocks.saturating_sub(1);
 
     if geo.features.rmapbt {
-        let n = walk_short(
+        let mut rc = rmap::RecordCheck::new(ctx, agno);
+        let (n, whole) = walk_short_whole(
             ctx,
             agno,
             xbt::XFS_RMAP_CRC_MAGIC,
             agf.agf_rmap_root.get(),
             agf.agf_rmap_level.get(),
-            &mut |_, _| {},
+            &mut |r, blk| rc.record(ctx, r, blk),
         );
+        if whole {
+            ctx.rmaps.found_files(agno, std::mem::take(&mut rc.files));
+            heads.rmap_ag = Some(std::mem::take(&mut rc.ag));
+        }
         btreeblks += n.saturating_sub(1);
         if u64::from(agf.agf_rmap_blocks.get()) != n {
             ctx.sink.add(
@@ -272,7 +295,7 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
                 if cow_rec {
                     cow.push((s & !(1 << 31), l));
                 } else if rc > 1 {
-                    shared.push((s, l));
+                    shared.push((s, l, rc));
                 }
             },
         );
@@ -286,6 +309,8 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
                 "refcountbt record",
                 &|| Location::AgBlock { agno, agbno: s },
             );
+            ctx.rmaps
+                .expect(agno, Rmap::ag(s, l, xbt::XFS_RMAP_OWN_COW));
         }
         ctx.map.set_shared(agno, shared);
         if u64::from(agf.agf_refcount_blocks.get()) != n {
@@ -353,6 +378,8 @@ fn check_agfl(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
         }
         ctx.map
             .claim(&ctx.sink, agno, bno, 1, Use::Agfl, "AGFL", &at);
+        ctx.rmaps
+            .expect(agno, Rmap::ag(bno, 1, xbt::XFS_RMAP_OWN_AG));
     }
     heads.flcount = u64::from(count);
 }
@@ -525,6 +552,8 @@ fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
             "inode chunk",
             &|| Location::AgBlock { agno, agbno: b },
         );
+        ctx.rmaps
+            .expect(agno, Rmap::ag(b, n, xbt::XFS_RMAP_OWN_INODES));
     };
     for c in &chunks {
         let ipb = geo.inodes_per_block;

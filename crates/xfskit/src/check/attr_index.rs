@@ -200,6 +200,8 @@ impl Walk<'_, '_> {
             return None;
         }
         let mut used = 0usize;
+        // The lowest name offset: where the name area must start.
+        let mut first_name = bsize;
         // Byte ranges of the names and values, for the free map.
         let mut names: Vec<(usize, usize)> = Vec::with_capacity(count);
         let mut prev: Option<u32> = self.last_hash;
@@ -265,9 +267,20 @@ impl Walk<'_, '_> {
                 );
             }
             used += size;
+            first_name = first_name.min(nameidx);
             names.push((nameidx, nameidx + size));
         }
         self.last_hash = prev;
+        // The name area starts at the first name; with holes in it (names
+        // removed since the last compaction) it may start below it, never
+        // above (xfs_repair's rule).
+        let holes = buf[62] != 0;
+        if count > 0 && ((!holes && first_name != firstused) || firstused > first_name) {
+            self.bad(
+                dablk,
+                format!("name area starts at byte {firstused}, the first name at {first_name}"),
+            );
+        }
         if used != usedbytes {
             self.bad(
                 dablk,

@@ -108,7 +108,8 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option
                 let buf = map.read_data(db)?;
                 crate::dir::data::walk(ctx.fs, dir.ino.0, db, &buf, &mut |e| {
                     let dots = e.name == b"." || e.name == b"..";
-                    if dots && e.file_type.is_some_and(|t| t != FileType::Dir) {
+                    let ftype = ctx.fs.geometry().features.ftype;
+                    if dots && ftype && e.file_type != Some(FileType::Dir) {
                         ctx.sink.error(map.corrupt(
                             db,
                             format!(
@@ -149,6 +150,29 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option
         )),
         ForkFormat::Local => {
             let sf = crate::dir::shortform::parse(ctx.fs, dir)?;
+            // The inode's size is exactly what the header and entries take.
+            let ftype_len = usize::from(ctx.fs.geometry().features.ftype);
+            let inosz = if dir.data_fork.get(1).is_some_and(|&n| n > 0) {
+                8
+            } else {
+                4
+            };
+            let used: usize = 2
+                + inosz
+                + sf.entries
+                    .iter()
+                    .map(|e| 3 + e.name.len() + ftype_len + inosz)
+                    .sum::<usize>();
+            if dir.size != used as u64 {
+                ctx.sink.add(
+                    "directory",
+                    crate::error::Location::Inode(dir.ino.0),
+                    format!(
+                        "short form size {}, its header and entries take {used}",
+                        dir.size
+                    ),
+                );
+            }
             // Each entry keeps the offset it would have in a data block:
             // after the header, "." and "..", ascending, without overlap.
             let ftype = ctx.fs.geometry().features.ftype;

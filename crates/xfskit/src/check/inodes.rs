@@ -246,6 +246,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
                         continue;
                     }
                     claim_fsb(ctx, ino.ino.0, e.start, e.len, Use::Data, fork, e.offset);
+                    expect_rmap(ctx, ino.ino.0, e, fork);
                 }
             }
             Err(e) => {
@@ -281,11 +282,47 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
     // (the kernel leaves it after the last attribute goes).
     let empty_attr = ino.aformat == ForkFormat::Extents && ino.anextents == 0;
     if ino.has_attr_fork() && !empty_attr {
-        if let Err(e) = crate::attr::list(ctx.fs, ino) {
-            ctx.sink.error_in(e, ino.ino.0);
+        match crate::attr::list(ctx.fs, ino) {
+            // Names are bytes without NUL (libxfs's name check).
+            Ok(attrs) => {
+                if let Some(a) = attrs.iter().find(|a| a.name.contains(&0)) {
+                    ctx.sink.add(
+                        "attr",
+                        Location::Inode(ino.ino.0),
+                        format!(
+                            "attribute name {:?} holds a NUL byte",
+                            String::from_utf8_lossy(&a.name)
+                        ),
+                    );
+                }
+            }
+            Err(e) => ctx.sink.error_in(e, ino.ino.0),
         }
         super::attr_index::check_attr_blocks(ctx, ino);
     }
+}
+
+/// The reverse mapping extent `e` of `ino`'s `fork` must have.
+fn expect_rmap(ctx: &Ctx<'_>, ino: u64, e: &inode::Extent, fork: Fork) {
+    if !ctx.rmaps.on() {
+        return;
+    }
+    let geo = ctx.fs.geometry();
+    let (agno, agbno) = geo.fsb_split(e.start);
+    if u64::from(agbno.0) + e.len > u64::from(geo.ag_len(agno)) {
+        return;
+    }
+    ctx.rmaps.expect(
+        agno.0,
+        super::rmap::Rmap::file(
+            agbno.0,
+            e.len as u32,
+            ino,
+            e.offset,
+            fork == Fork::Attr,
+            e.unwritten,
+        ),
+    );
 }
 
 fn claim_fsb(ctx: &Ctx<'_>, ino: u64, start: FsBlock, len: u64, who: Use, fork: Fork, offset: u64) {
@@ -354,6 +391,11 @@ fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
             }
             n += 1;
             claim_fsb(ctx, ino.ino.0, FsBlock(fsb), 1, Use::Bmbt, fork, 0);
+            let (agno, agbno) = geo.fsb_split(FsBlock(fsb));
+            ctx.rmaps.expect(
+                agno.0,
+                super::rmap::Rmap::bmbt(agbno.0, ino.ino.0, fork == Fork::Attr),
+            );
             let v = Verifier::Bmbt {
                 owner: ino.ino.0,
                 level: Some(lvl),

@@ -12,8 +12,13 @@
 //!    decoded and its forks, directory entries and attributes walked; every
 //!    block any structure uses is claimed in the ownership map of claimed
 //!    extents ([`space::OwnerMap`]);
-//! 3. serially: unclaimed blocks, link counts, directory tree shape and the
-//!    superblock counters.
+//! 3. the files' reverse mappings per AG against the rmapbt (in parallel;
+//!    `rmap.rs`: the rest of the rmapbt was compared at the end of each
+//!    AG's pass 1), then serially: unclaimed blocks, link counts,
+//!    directory tree shape and the superblock counters.
+//!
+//! Metadata whose LSN is at or past the log head is noted as it is read
+//! ([`Fs::watch_lsns`]) and reported once, with the newest such block.
 //!
 //! Problems never stop the check: each becomes a [`Problem`] and the walk
 //! goes on with what is still trustworthy. Only failures that prevent any
@@ -27,7 +32,10 @@
 //! pass 2 runs only on those and keeps only non-empty results; the
 //! namespace pass keeps 16 bytes per allocated inode and, per directory
 //! entry, its target, type and name bytes (packed, no allocation per
-//! entry). An empty AG costs only the claimed runs of its own metadata
+//! entry); with an rmapbt, the file mappings expected and found (one
+//! record per extent and bmbt block) wait per AG for pass 3, while the
+//! AG-metadata mappings are compared and dropped as each AG's pass 1
+//! ends. An empty AG costs only the claimed runs of its own metadata
 //! (headers, btree roots, free list, free space: a few runs).
 
 mod ag;
@@ -38,6 +46,7 @@ mod inode_fields;
 mod inodes;
 mod links;
 mod owners;
+mod rmap;
 mod sb;
 pub mod space;
 
@@ -201,6 +210,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) fs: &'a Fs,
     pub(crate) sink: Sink,
     pub(crate) map: space::OwnerMap,
+    /// Reverse mappings expected and found, compared per AG.
+    pub(crate) rmaps: rmap::Rmaps,
     pub(crate) counters: Counters,
     /// The primary superblock's sector, as on disk.
     pub(crate) sb0: Vec<u8>,
@@ -281,11 +292,22 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         fs,
         sink: Sink::default(),
         map: space::OwnerMap::new(geo),
+        rmaps: rmap::Rmaps::new(geo),
         counters: Counters::default(),
         sb0,
     };
     // The superblock must be readable; everything else is a problem.
     let sb = links::read_sb_counters(fs)?;
+    // Metadata stamped at or past the log head is noted as it is read
+    // (xfs_repair reformats the log then; the kernel refuses the blocks).
+    let head = crate::log::log_dev(fs.device(), geo)
+        .and_then(|l| crate::log::find::find_ends(&l))
+        .ok()
+        .filter(|e| !e.empty && e.head_cycle > 0)
+        .map(|e| (u64::from(e.head_cycle) << 32) | e.head_blk);
+    if let Some(h) = head {
+        fs.watch_lsns(h);
+    }
 
     sb::check_root_inos(&ctx);
     // Pass 1 folds each AG's counters into running totals and keeps the
@@ -337,7 +359,23 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     found.sort_unstable_by_key(|(u, _)| *u);
     let found: Vec<inodes::AgInodes> = found.into_iter().map(|(_, r)| r).collect();
 
+    ctx.rmaps.finish(&ctx, threads);
+    if let (Some(h), Some(a)) = (head, fs.lsn_ahead()) {
+        ctx.sink.add(
+            a.what,
+            a.location,
+            format!(
+                "LSN {}:{} is not behind the log head {}:{} ({} block(s) so): the log must be reformatted past it",
+                a.lsn >> 32,
+                a.lsn as u32,
+                h >> 32,
+                h as u32,
+                a.blocks
+            ),
+        );
+    }
     ctx.map.report_unclaimed(&ctx);
+    ctx.map.report_refcounts(&ctx);
     links::check_namespace(&ctx, &sb, &found);
     links::check_counters(&ctx, &sb, &totals);
 

@@ -77,6 +77,12 @@ struct Shard {
     /// Per AG that has any, the extents the refcount btree says are
     /// shared (refcount > 1), sorted.
     shared: HashMap<u32, Vec<(u32, u32)>>,
+    /// Per AG that has shared extents, their reference counts
+    /// (start, length, refcount), sorted.
+    refcounts: HashMap<u32, Vec<(u32, u32, u32)>>,
+    /// Per AG that has shared extents, the file data claims inside them
+    /// (start, end), clipped to them.
+    shared_claims: HashMap<u32, Vec<(u32, u32)>>,
     /// Runs in the map when it was last rebuilt (see [`Shard::compact`]).
     packed: usize,
 }
@@ -210,7 +216,8 @@ impl OwnerMap {
     }
 
     /// Records shared (reflinked) extents of an AG, which file data may claim more than once.
-    pub(crate) fn set_shared(&self, agno: u32, mut shared: Vec<(u32, u32)>) {
+    /// `shared`: (start, length, refcount) of each shared record.
+    pub(crate) fn set_shared(&self, agno: u32, mut shared: Vec<(u32, u32, u32)>) {
         if agno >= self.ag_count {
             return;
         }
@@ -218,10 +225,73 @@ impl OwnerMap {
         self.with_shard(agno, |m| {
             if shared.is_empty() {
                 m.shared.remove(&agno);
+                m.refcounts.remove(&agno);
             } else {
-                m.shared.insert(agno, shared);
+                m.shared
+                    .insert(agno, shared.iter().map(|&(s, l, _)| (s, l)).collect());
+                m.refcounts.insert(agno, shared);
             }
         });
+    }
+
+    /// Reports every shared record whose reference count is not the number
+    /// of file data mappings of each of its blocks (xfs_repair recounts
+    /// them from the files).
+    pub(crate) fn report_refcounts(&self, ctx: &Ctx<'_>) {
+        let mut ags: Vec<u32> = Vec::new();
+        for s in &self.shards {
+            let s = s.lock().unwrap_or_else(|p| p.into_inner());
+            ags.extend(s.refcounts.keys().copied());
+        }
+        ags.sort_unstable();
+        for agno in ags {
+            let (recs, mut claims) = self.with_shard(agno, |m| {
+                (
+                    m.refcounts.get(&agno).cloned().unwrap_or_default(),
+                    m.shared_claims.remove(&agno).unwrap_or_default(),
+                )
+            });
+            claims.sort_unstable();
+            for (start, len, rc) in recs {
+                let end = u64::from(start) + u64::from(len);
+                // Count the claims over each piece of the record: a sweep
+                // over the claims' edges inside it.
+                let mut edges: Vec<(u64, i64)> = Vec::new();
+                for &(cs, ce) in &claims {
+                    if u64::from(cs) >= end {
+                        break;
+                    }
+                    let (a, b) = (u64::from(cs).max(u64::from(start)), u64::from(ce).min(end));
+                    if a < b {
+                        edges.push((a, 1));
+                        edges.push((b, -1));
+                    }
+                }
+                edges.sort_unstable();
+                let mut n = 0i64;
+                let mut at = u64::from(start);
+                let mut bad: Option<(u64, i64)> = None;
+                for (x, d) in edges {
+                    if x > at && n != i64::from(rc) && bad.is_none() {
+                        bad = Some((at, n));
+                    }
+                    at = at.max(x);
+                    n += d;
+                }
+                if at < end && n != i64::from(rc) && bad.is_none() {
+                    bad = Some((at, n));
+                }
+                if let Some((b, n)) = bad {
+                    ctx.sink.add(
+                        "refcountbt record",
+                        Location::AgBlock { agno, agbno: start },
+                        format!(
+                            "extent {start}+{len} has refcount {rc}, but {n} file mapping(s) hold block {b}"
+                        ),
+                    );
+                }
+            }
+        }
     }
 
     /// Claims `len` blocks at `agbno` for `who`. Reports a problem naming
@@ -283,6 +353,23 @@ impl OwnerMap {
             }
             for (fs, fe) in free {
                 m.insert(agno, fs, fe, who);
+            }
+            if who == Use::Data {
+                if let Some(sh) = m.shared.get(&agno) {
+                    let i = sh
+                        .partition_point(|&(ss, sl)| u64::from(ss) + u64::from(sl) <= u64::from(s));
+                    let mut pieces = Vec::new();
+                    for &(ss, sl) in &sh[i..] {
+                        if ss >= e {
+                            break;
+                        }
+                        let se = (u64::from(ss) + u64::from(sl)).min(u64::from(e)) as u32;
+                        pieces.push((ss.max(s), se));
+                    }
+                    if !pieces.is_empty() {
+                        m.shared_claims.entry(agno).or_default().extend(pieces);
+                    }
+                }
             }
             m.compact();
             clash

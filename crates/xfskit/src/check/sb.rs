@@ -190,6 +190,32 @@ pub(crate) fn fields(sb: &Dsb, raw: &[u8], sect_size: usize, primary: bool) -> V
             p.push(format!("unknown {word} feature bits {bits:#x}"));
         }
     }
+    // A v5 superblock keeps the v4 feature bits its format implies, and
+    // no others (libxfs's version check, which xfs_repair applies to
+    // every copy).
+    let v5_bits = fsb::XFS_SB_VERSION_NLINKBIT
+        | fsb::XFS_SB_VERSION_ALIGNBIT
+        | fsb::XFS_SB_VERSION_LOGV2BIT
+        | fsb::XFS_SB_VERSION_EXTFLGBIT
+        | fsb::XFS_SB_VERSION_DIRV2BIT
+        | fsb::XFS_SB_VERSION_MOREBITSBIT;
+    if vn & v5_bits != v5_bits || has(fsb::XFS_SB_VERSION_SHAREDBIT) {
+        p.push(format!(
+            "version number {vn:#x}: a v5 superblock has the bits {v5_bits:#x} and not {:#x}",
+            fsb::XFS_SB_VERSION_SHAREDBIT
+        ));
+    }
+    let f2 = sb.sb_features2.get();
+    let f2_need = fsb::XFS_SB_VERSION2_LAZYSBCOUNTBIT
+        | fsb::XFS_SB_VERSION2_ATTR2BIT
+        | fsb::XFS_SB_VERSION2_PROJID32BIT
+        | fsb::XFS_SB_VERSION2_CRCBIT;
+    if f2 & f2_need != f2_need || f2 & !(f2_need | fsb::XFS_SB_VERSION2_FTYPE) != 0 {
+        p.push(format!(
+            "features2 {f2:#x}: a v5 superblock has the bits {f2_need:#x} and no others but {:#x}",
+            fsb::XFS_SB_VERSION2_FTYPE
+        ));
+    }
     if sb.sb_features2.get() != sb.sb_bad_features2.get() {
         p.push(format!(
             "features2 {:#x} and its copy bad_features2 {:#x} differ",

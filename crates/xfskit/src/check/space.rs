@@ -20,6 +20,20 @@ pub(crate) fn walk_short(
     levels: u32,
     rec: &mut dyn FnMut(&[u8], u32),
 ) -> u64 {
+    walk_short_whole(ctx, agno, magic, root, levels, rec).0
+}
+
+/// [`walk_short`], also saying whether every block of the tree could be
+/// read (no pointer outside the AG, no block claimed twice, no read or
+/// verification failure): only then are its records all there.
+pub(crate) fn walk_short_whole(
+    ctx: &Ctx<'_>,
+    agno: u32,
+    magic: u32,
+    root: u32,
+    levels: u32,
+    rec: &mut dyn FnMut(&[u8], u32),
+) -> (u64, bool) {
     let geo = ctx.fs.geometry();
     let v = Verifier::ShortBtree {
         magic,
@@ -33,10 +47,11 @@ pub(crate) fn walk_short(
             Location::AgBlock { agno, agbno: root },
             format!("tree height {levels} from the AG header"),
         );
-        return 0;
+        return (0, false);
     }
     let mut w = Walk {
         blocks: 0,
+        whole: true,
         last: vec![None; levels as usize],
     };
     visit(
@@ -68,7 +83,7 @@ pub(crate) fn walk_short(
     ctx.counters
         .btree_blocks
         .fetch_add(blocks, std::sync::atomic::Ordering::Relaxed);
-    blocks
+    (blocks, w.whole)
 }
 
 /// "No block" in short btree sibling pointers.
@@ -77,6 +92,8 @@ const NULL_AGBLOCK: u32 = u32::MAX;
 /// Walk state: blocks visited and, per level, the last block seen and its right sibling.
 struct Walk {
     blocks: u64,
+    /// False once a block could not be visited.
+    whole: bool,
     last: Vec<Option<(u32, u32)>>,
 }
 
@@ -100,6 +117,7 @@ fn visit(
             loc(),
             format!("btree pointer to block {agbno} outside the AG"),
         );
+        w.whole = false;
         return;
     }
     // Claiming first also stops loops: a block seen twice is a clash.
@@ -107,8 +125,13 @@ fn visit(
         .map
         .claim(&ctx.sink, agno, agbno, 1, Use::AgBtree, what, &loc)
     {
+        w.whole = false;
         return;
     }
+    ctx.rmaps.expect(
+        agno,
+        super::rmap::Rmap::ag(agbno, 1, super::rmap::btree_owner(magic)),
+    );
     w.blocks += 1;
     let v = Verifier::ShortBtree {
         magic,
@@ -118,7 +141,10 @@ fn visit(
     let daddr = geo.agb_to_daddr(AgNumber(agno), AgBlock(agbno));
     let blk = match ctx.fs.read_meta(daddr, geo.block_size, &v) {
         Ok(b) => b,
-        Err(e) => return ctx.sink.error(e),
+        Err(e) => {
+            w.whole = false;
+            return ctx.sink.error(e);
+        }
     };
     // Sibling pointers chain the blocks of each level left to right.
     let (left, right) = (be32(&blk, 8), be32(&blk, 12));
@@ -144,8 +170,11 @@ fn visit(
     }
     let (hdr, rsz, ksz, psz) = short_btree_sizes(magic);
     let numrecs = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
+    if magic == xfs_format::btree::XFS_RMAP_CRC_MAGIC {
+        super::rmap::check_keys(ctx, agno, agbno, level, &blk, want_key);
+    }
     // The parent's key is the lowest key below it: our first record's or
-    // first key's leading bytes (rmap keys differ from records; skipped).
+    // first key's leading bytes (rmap keys differ from records: above).
     if let (Some(k), true) = (
         want_key,
         magic != xfs_format::btree::XFS_RMAP_CRC_MAGIC && numrecs > 0,

@@ -1,0 +1,660 @@
+//! Reverse mappings: each rmapbt record checked on its own (flags, range,
+//! owner, order, records that should have been one), then the rmapbt
+//! compared with the mappings the rest of the check expects: AG headers,
+//! the log, free list and btree blocks with their owner codes, inode
+//! chunks and copy-on-write staging extents (pass 1, per AG, compared at
+//! the end of the AG), and each file's data and attr fork extents with
+//! their offsets and unwritten state and its bmbt blocks (pass 2, which
+//! may land in any AG, compared per AG after it).
+//!
+//! As xfs_repair decides: an expected mapping is there when one record
+//! of the same owner, fork and bmbt flag holds all of it (same unwritten
+//! state, and for file data the same file offsets). A record that does
+//! not hold only expected blocks of its owner is reported too (xfs_repair
+//! rebuilds the tree from what it expects, so such a record would go).
+//!
+//! Memory: pass 1 keeps the expected non-file mappings of the AGs being
+//! checked and drops them when the AG is done; what is kept to the end is
+//! one record per file mapping (expected and found), which follows the
+//! file extents, not the size of the filesystem nor the number of AGs.
+
+use super::Ctx;
+use crate::bytes::{be32, be64};
+use crate::error::Location;
+use crate::geometry::{AgNumber, Ino};
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use xfs_format::btree as xbt;
+
+/// Flag: attr fork.
+pub(crate) const ATTR: u8 = 1;
+/// Flag: a bmbt block.
+pub(crate) const BMBT: u8 = 2;
+/// Flag: unwritten extent.
+pub(crate) const UNWRITTEN: u8 = 4;
+
+/// One reverse mapping (found in the rmapbt or expected).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rmap {
+    pub start: u32,
+    pub len: u32,
+    pub owner: u64,
+    /// File offset (file data only), else 0.
+    pub offset: u64,
+    /// [`ATTR`], [`BMBT`], [`UNWRITTEN`].
+    pub flags: u8,
+}
+
+fn non_inode(owner: u64) -> bool {
+    owner >> 63 != 0
+}
+
+impl Rmap {
+    /// Blocks owned by one of the `XFS_RMAP_OWN_*` owners.
+    pub fn ag(start: u32, len: u32, owner: u64) -> Rmap {
+        Rmap {
+            start,
+            len,
+            owner,
+            offset: 0,
+            flags: 0,
+        }
+    }
+
+    /// A file's extent.
+    pub fn file(start: u32, len: u32, ino: u64, offset: u64, attr: bool, unwritten: bool) -> Rmap {
+        let mut flags = 0;
+        if attr {
+            flags |= ATTR;
+        }
+        if unwritten {
+            flags |= UNWRITTEN;
+        }
+        Rmap {
+            start,
+            len,
+            owner: ino,
+            offset,
+            flags,
+        }
+    }
+
+    /// A bmbt block of a file's fork.
+    pub fn bmbt(start: u32, ino: u64, attr: bool) -> Rmap {
+        Rmap {
+            start,
+            len: 1,
+            owner: ino,
+            offset: 0,
+            flags: BMBT | if attr { ATTR } else { 0 },
+        }
+    }
+
+    fn end(&self) -> u64 {
+        u64::from(self.start) + u64::from(self.len)
+    }
+
+    fn has_offset(&self) -> bool {
+        !non_inode(self.owner) && self.flags & BMBT == 0
+    }
+
+    /// Records of one kind hold each other's blocks: owner, fork, bmbt.
+    fn kind(&self) -> (u64, u8) {
+        (self.owner, self.flags & (ATTR | BMBT))
+    }
+
+    /// True when this record (from the tree) holds all of `w`, with the
+    /// same state and, for file data, the same file offsets.
+    fn holds(&self, w: &Rmap) -> bool {
+        self.kind() == w.kind()
+            && self.flags == w.flags
+            && self.start <= w.start
+            && self.end() >= w.end()
+            && (!self.has_offset()
+                || self.offset.checked_add(u64::from(w.start - self.start)) == Some(w.offset))
+    }
+
+    /// True when `w` maps blocks as this record says it would: same
+    /// kind and state, and for file data the same block-to-offset shift.
+    fn agrees(&self, w: &Rmap) -> bool {
+        self.kind() == w.kind()
+            && self.flags == w.flags
+            && (!self.has_offset()
+                || self.offset.wrapping_sub(u64::from(self.start))
+                    == w.offset.wrapping_sub(u64::from(w.start)))
+    }
+
+    /// True when `next` continues this record (one record should hold both).
+    fn joins(&self, next: &Rmap) -> bool {
+        self.owner == next.owner
+            && self.end() == u64::from(next.start)
+            && u64::from(self.len) + u64::from(next.len) <= u64::from(u32::MAX)
+            && (non_inode(self.owner)
+                || (self.flags == next.flags
+                    && (self.flags & BMBT != 0
+                        || self.offset + u64::from(self.len) == next.offset)))
+    }
+}
+
+/// Words for an owner.
+fn owner_name(owner: u64) -> String {
+    match owner {
+        xbt::XFS_RMAP_OWN_FS => "AG headers".into(),
+        xbt::XFS_RMAP_OWN_LOG => "the log".into(),
+        xbt::XFS_RMAP_OWN_AG => "free space btrees and free list".into(),
+        xbt::XFS_RMAP_OWN_INOBT => "inode btrees".into(),
+        xbt::XFS_RMAP_OWN_INODES => "inode chunks".into(),
+        xbt::XFS_RMAP_OWN_REFC => "refcount btree".into(),
+        xbt::XFS_RMAP_OWN_COW => "CoW staging".into(),
+        o if non_inode(o) => format!("owner {:#x}", o),
+        ino => format!("inode {ino}"),
+    }
+}
+
+impl std::fmt::Display for Rmap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "blocks {}..{} of {}",
+            self.start,
+            self.end(),
+            owner_name(self.owner)
+        )?;
+        if self.flags & ATTR != 0 {
+            f.write_str(" attr fork")?;
+        }
+        if self.flags & BMBT != 0 {
+            f.write_str(" bmbt")?;
+        }
+        if self.flags & UNWRITTEN != 0 {
+            f.write_str(" unwritten")?;
+        }
+        if self.has_offset() {
+            write!(f, " at file block {}", self.offset)?;
+        }
+        Ok(())
+    }
+}
+
+/// The owner of the blocks of an AG btree, by its magic number.
+pub(crate) fn btree_owner(magic: u32) -> u64 {
+    match magic {
+        xbt::XFS_IBT_CRC_MAGIC | xbt::XFS_FIBT_CRC_MAGIC => xbt::XFS_RMAP_OWN_INOBT,
+        xbt::XFS_REFC_CRC_MAGIC => xbt::XFS_RMAP_OWN_REFC,
+        _ => xbt::XFS_RMAP_OWN_AG,
+    }
+}
+
+/// Checks the rmapbt's leaf records one by one, in tree order, as the walk
+/// delivers them, and splits the good ones by owner.
+pub(crate) struct RecordCheck {
+    agno: u32,
+    aglen: u32,
+    reflink: bool,
+    /// The last record, for order (its raw key) and merging.
+    last: Option<(Rmap, u64)>,
+    /// Records of non-inode owners.
+    pub ag: Vec<Rmap>,
+    /// Records of inodes.
+    pub files: Vec<Rmap>,
+}
+
+impl RecordCheck {
+    pub(crate) fn new(ctx: &Ctx<'_>, agno: u32) -> RecordCheck {
+        let geo = ctx.fs.geometry();
+        RecordCheck {
+            agno,
+            aglen: geo.ag_len(AgNumber(agno)),
+            reflink: geo.features.reflink,
+            last: None,
+            ag: Vec::new(),
+            files: Vec::new(),
+        }
+    }
+
+    /// One leaf record `r` of rmapbt block `blk`.
+    pub(crate) fn record(&mut self, ctx: &Ctx<'_>, r: &[u8], blk: u32) {
+        let geo = ctx.fs.geometry();
+        let agno = self.agno;
+        let bad = |d: String| {
+            ctx.sink
+                .add("rmapbt block", Location::AgBlock { agno, agbno: blk }, d)
+        };
+        if r.len() < 24 {
+            return;
+        }
+        let (start, len, owner, raw) = (be32(r, 0), be32(r, 4), be64(r, 8), be64(r, 16));
+        let known = xbt::XFS_RMAP_OFF_MASK
+            | xbt::XFS_RMAP_OFF_ATTR_FORK
+            | xbt::XFS_RMAP_OFF_BMBT_BLOCK
+            | xbt::XFS_RMAP_OFF_UNWRITTEN;
+        if raw & !known != 0 {
+            return bad(format!(
+                "record {start}+{len} of owner {owner:#x} has unknown flags in {raw:#x}"
+            ));
+        }
+        if start >= self.aglen
+            || len == 0
+            || u64::from(start) + u64::from(len) > u64::from(self.aglen)
+        {
+            return bad(format!("record {start}+{len} is outside the AG"));
+        }
+        let mut flags = 0;
+        if raw & xbt::XFS_RMAP_OFF_ATTR_FORK != 0 {
+            flags |= ATTR;
+        }
+        if raw & xbt::XFS_RMAP_OFF_BMBT_BLOCK != 0 {
+            flags |= BMBT;
+        }
+        if raw & xbt::XFS_RMAP_OFF_UNWRITTEN != 0 {
+            flags |= UNWRITTEN;
+        }
+        let rec = Rmap {
+            start,
+            len,
+            owner,
+            offset: raw & xbt::XFS_RMAP_OFF_MASK,
+            flags,
+        };
+        let special = (xbt::XFS_RMAP_OWN_COW..=xbt::XFS_RMAP_OWN_FS).contains(&owner);
+        let inode_ok = !non_inode(owner)
+            && owner >> (geo.ag_blk_log + geo.inopb_log) < u64::from(geo.ag_count)
+            && geo.ino_agbno(Ino(owner)).0 < geo.ag_blocks;
+        if !special && !inode_ok {
+            bad(format!("{rec}: no such owner"));
+        }
+        if non_inode(owner) && (flags != 0 || rec.offset != 0) {
+            bad(format!(
+                "{rec}: an owner other than an inode with flags or an offset ({raw:#x})"
+            ));
+        }
+        if let Some((prev, prev_raw)) = self.last {
+            let in_order = if self.reflink {
+                (start, owner, raw) > (prev.start, prev.owner, prev_raw)
+            } else {
+                u64::from(start) >= prev.end()
+            };
+            if !in_order {
+                bad(format!("{rec} is out of order after {prev}"));
+            }
+            if prev.joins(&rec) {
+                bad(format!(
+                    "{rec} continues {prev}: one record should hold both"
+                ));
+            }
+        }
+        self.last = Some((rec, raw));
+        if !special && !inode_ok {
+            return;
+        }
+        if non_inode(owner) {
+            self.ag.push(rec);
+        } else {
+            self.files.push(rec);
+        }
+    }
+}
+
+/// A btree key as it compares: (start block, owner, offset with the
+/// attr-fork and bmbt flags; the unwritten flag is not part of keys).
+type Key = (u32, u64, u64);
+
+fn key_at(k: &[u8]) -> Key {
+    (
+        be32(k, 0),
+        be64(k, 4),
+        be64(k, 12) & !xbt::XFS_RMAP_OFF_UNWRITTEN,
+    )
+}
+
+/// The low key of leaf record `r`.
+fn rec_low(r: &[u8]) -> Key {
+    (
+        be32(r, 0),
+        be64(r, 8),
+        be64(r, 16) & !xbt::XFS_RMAP_OFF_UNWRITTEN,
+    )
+}
+
+/// The high key of leaf record `r`: its last block, and for file data
+/// its last file offset.
+fn rec_high(r: &[u8]) -> Key {
+    let (start, len, owner, off) = (be32(r, 0), be32(r, 4), be64(r, 8), be64(r, 16));
+    let last = len.saturating_sub(1);
+    let off = off & !xbt::XFS_RMAP_OFF_UNWRITTEN;
+    let off = if non_inode(owner) || off & xbt::XFS_RMAP_OFF_BMBT_BLOCK != 0 {
+        off
+    } else {
+        off.wrapping_add(u64::from(last))
+    };
+    (start.wrapping_add(last), owner, off)
+}
+
+/// Checks the keys of rmapbt block `agbno` (`blk`, at `level`) against
+/// the key its parent holds for it (`parent`: low key then high key, 40
+/// bytes): the parent's low key is the block's first key, and nothing in
+/// the block goes past the parent's high key; in a node, the low keys
+/// are in order.
+pub(crate) fn check_keys(
+    ctx: &Ctx<'_>,
+    agno: u32,
+    agbno: u32,
+    level: u32,
+    blk: &[u8],
+    parent: Option<&[u8]>,
+) {
+    const HDR: usize = 56;
+    const REC: usize = 24;
+    const KEY: usize = 20;
+    let numrecs = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
+    let bad = |d: String| {
+        ctx.sink
+            .add("rmapbt block", Location::AgBlock { agno, agbno }, d)
+    };
+    let show = |k: Key| format!("({}, {:#x}, {:#x})", k.0, k.1, k.2);
+    // (low key, high key) of every record or child pointer.
+    let mut entries: Vec<(Key, Key)> = Vec::with_capacity(numrecs);
+    if level == 0 {
+        for i in 0..numrecs {
+            let Some(r) = blk.get(HDR + i * REC..HDR + (i + 1) * REC) else {
+                break;
+            };
+            entries.push((rec_low(r), rec_high(r)));
+        }
+    } else {
+        for i in 0..numrecs {
+            let o = HDR + i * 2 * KEY;
+            let Some(k) = blk.get(o..o + 2 * KEY) else {
+                break;
+            };
+            entries.push((key_at(&k[..KEY]), key_at(&k[KEY..])));
+        }
+        for (i, w) in entries.windows(2).enumerate() {
+            if w[1].0 < w[0].0 {
+                bad(format!(
+                    "key {} {} is below the key before it {}",
+                    i + 1,
+                    show(w[1].0),
+                    show(w[0].0)
+                ));
+            }
+        }
+    }
+    let Some(p) = parent.filter(|p| p.len() >= 2 * KEY) else {
+        return;
+    };
+    let (low, high) = (key_at(&p[..KEY]), key_at(&p[KEY..2 * KEY]));
+    if let Some(&(first, _)) = entries.first() {
+        if first != low {
+            bad(format!(
+                "first key {} is not the key {} in the parent block",
+                show(first),
+                show(low)
+            ));
+        }
+    }
+    if let Some((i, &(_, h))) = entries.iter().enumerate().find(|(_, e)| e.1 > high) {
+        bad(format!(
+            "{} {i} reaches {} past the high key {} in the parent block",
+            if level == 0 { "record" } else { "key" },
+            show(h),
+            show(high)
+        ));
+    }
+}
+
+/// Reports at most this many mismatches of one kind per AG; the rest are counted.
+const MAX_REPORTS: usize = 32;
+
+/// Compares what AG `agno`'s rmapbt holds (`found`) with what the check
+/// expects (`want`), both of one class of owners.
+pub(crate) fn compare(ctx: &Ctx<'_>, agno: u32, mut want: Vec<Rmap>, mut found: Vec<Rmap>) {
+    let order = |r: &Rmap| (r.kind(), r.start, r.len, r.offset, r.flags);
+    want.sort_unstable_by_key(order);
+    want.dedup();
+    found.sort_unstable_by_key(order);
+    let at = |agbno: u32| Location::AgBlock { agno, agbno };
+
+    // Every expected mapping is held by one record.
+    let mut missing = 0usize;
+    for w in &want {
+        // Records of w's kind starting at or before w, the latest first.
+        let i = found.partition_point(|b| (b.kind(), b.start) <= (w.kind(), w.start));
+        let mut near = None;
+        let mut ok = false;
+        for b in found[..i].iter().rev().take(16) {
+            if b.kind() != w.kind() {
+                break;
+            }
+            if b.holds(w) {
+                ok = true;
+                break;
+            }
+            if b.end() > u64::from(w.start) && near.is_none() {
+                near = Some(*b);
+            }
+        }
+        if ok {
+            continue;
+        }
+        missing += 1;
+        if missing > MAX_REPORTS {
+            continue;
+        }
+        let d = match near {
+            Some(b) => format!("reverse mapping {b} does not match {w}"),
+            None => format!("no reverse mapping for {w}"),
+        };
+        ctx.sink.add("rmapbt", at(w.start), d);
+    }
+    if missing > MAX_REPORTS {
+        ctx.sink.add(
+            "rmapbt",
+            Location::Other(format!("AG {agno} rmapbt")),
+            format!(
+                "{} more expected mapping(s) not found",
+                missing - MAX_REPORTS
+            ),
+        );
+    }
+
+    // Every record holds only expected blocks of its owner.
+    let mut extra = 0usize;
+    for b in &found {
+        let mut i = want.partition_point(|w| (w.kind(), w.start) < (b.kind(), b.start));
+        // Step back over expected mappings of the kind that reach into b.
+        let mut back = 0;
+        while i > 0
+            && back < 16
+            && want[i - 1].kind() == b.kind()
+            && want[i - 1].end() > u64::from(b.start)
+        {
+            i -= 1;
+            back += 1;
+        }
+        let mut covered = u64::from(b.start);
+        for w in &want[i..] {
+            if w.kind() != b.kind() || u64::from(w.start) > covered || covered >= b.end() {
+                break;
+            }
+            if w.end() > covered && b.agrees(w) {
+                covered = w.end();
+            }
+        }
+        if covered >= b.end() {
+            continue;
+        }
+        extra += 1;
+        if extra > MAX_REPORTS {
+            continue;
+        }
+        ctx.sink.add(
+            "rmapbt",
+            at(b.start),
+            format!("record {b}: block {covered} is not mapped so by its owner"),
+        );
+    }
+    if extra > MAX_REPORTS {
+        ctx.sink.add(
+            "rmapbt",
+            Location::Other(format!("AG {agno} rmapbt")),
+            format!(
+                "{} more record(s) not matching their owners",
+                extra - MAX_REPORTS
+            ),
+        );
+    }
+}
+
+/// Expected and found mappings of the AGs of one lock.
+#[derive(Default)]
+struct Shard {
+    want: HashMap<u32, Vec<Rmap>>,
+    found: HashMap<u32, Vec<Rmap>>,
+}
+
+/// Locks the AG sets are spread over.
+const SHARDS: u32 = 64;
+
+/// The mappings kept between the passes, per AG that has any.
+pub(crate) struct Rmaps {
+    on: bool,
+    ag_count: u32,
+    shards: Vec<Mutex<Shard>>,
+    /// AGs whose rmapbt could not be read whole: not compared.
+    skip: Mutex<HashSet<u32>>,
+}
+
+impl Rmaps {
+    pub(crate) fn new(ctx_geo: &crate::geometry::Geometry) -> Rmaps {
+        Rmaps {
+            on: ctx_geo.features.rmapbt,
+            ag_count: ctx_geo.ag_count,
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            skip: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn shard(&self, agno: u32) -> std::sync::MutexGuard<'_, Shard> {
+        self.shards[(agno % SHARDS) as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True when the filesystem has reverse mappings to compare.
+    pub(crate) fn on(&self) -> bool {
+        self.on
+    }
+
+    /// Records that the check expects mapping `r` in AG `agno`. Mappings
+    /// outside the AGs are left out (the ownership map reports them).
+    pub(crate) fn expect(&self, agno: u32, r: Rmap) {
+        if !self.on || agno >= self.ag_count || r.len == 0 {
+            return;
+        }
+        self.shard(agno).want.entry(agno).or_default().push(r);
+    }
+
+    /// Keeps the file mappings found in AG `agno`'s rmapbt for [`Rmaps::finish`].
+    pub(crate) fn found_files(&self, agno: u32, recs: Vec<Rmap>) {
+        if !self.on || recs.is_empty() {
+            return;
+        }
+        self.shard(agno).found.entry(agno).or_default().extend(recs);
+    }
+
+    /// Leaves AG `agno` out of the comparison.
+    pub(crate) fn skip(&self, agno: u32) {
+        self.skip
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(agno);
+    }
+
+    /// Takes what pass 1 expects of AG `agno` (no file has been read yet).
+    pub(crate) fn take_expected(&self, agno: u32) -> Vec<Rmap> {
+        self.shard(agno).want.remove(&agno).unwrap_or_default()
+    }
+
+    /// Compares the file mappings of every AG that has any, on `threads`
+    /// threads.
+    pub(crate) fn finish(&self, ctx: &Ctx<'_>, threads: usize) {
+        if !self.on {
+            return;
+        }
+        let skip = std::mem::take(&mut *self.skip.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut ags: Vec<u32> = Vec::new();
+        for s in &self.shards {
+            let s = s.lock().unwrap_or_else(|p| p.into_inner());
+            ags.extend(s.want.keys().chain(s.found.keys()).copied());
+        }
+        ags.sort_unstable();
+        ags.dedup();
+        ags.retain(|a| !skip.contains(a));
+        super::per_ag(
+            ags.len() as u32,
+            threads,
+            "reverse mappings",
+            None,
+            (),
+            &|i| {
+                let agno = ags[i as usize];
+                let (want, found) = {
+                    let mut s = self.shard(agno);
+                    (
+                        s.want.remove(&agno).unwrap_or_default(),
+                        s.found.remove(&agno).unwrap_or_default(),
+                    )
+                };
+                compare(ctx, agno, want, found);
+            },
+            &|_, _, _| {},
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_holds_what_it_covers_with_the_same_offsets() {
+        let b = Rmap::file(100, 10, 131, 50, false, false);
+        assert!(b.holds(&Rmap::file(102, 3, 131, 52, false, false)));
+        assert!(
+            !b.holds(&Rmap::file(102, 3, 131, 53, false, false)),
+            "offset"
+        );
+        assert!(!b.holds(&Rmap::file(102, 3, 131, 52, true, false)), "fork");
+        assert!(
+            !b.holds(&Rmap::file(102, 3, 131, 52, false, true)),
+            "unwritten"
+        );
+        assert!(
+            !b.holds(&Rmap::file(108, 3, 131, 58, false, false)),
+            "past the end"
+        );
+        assert!(
+            !b.holds(&Rmap::file(102, 3, 132, 52, false, false)),
+            "owner"
+        );
+        let ag = Rmap::ag(10, 5, xbt::XFS_RMAP_OWN_AG);
+        assert!(ag.holds(&Rmap::ag(12, 1, xbt::XFS_RMAP_OWN_AG)));
+        assert!(!ag.holds(&Rmap::ag(12, 1, xbt::XFS_RMAP_OWN_INOBT)));
+        let bm = Rmap::bmbt(7, 131, false);
+        assert!(bm.holds(&Rmap::bmbt(7, 131, false)));
+        assert!(!bm.holds(&Rmap::bmbt(7, 131, true)));
+    }
+
+    #[test]
+    fn touching_records_of_one_owner_join() {
+        let a = Rmap::file(100, 10, 131, 50, false, false);
+        assert!(a.joins(&Rmap::file(110, 2, 131, 60, false, false)));
+        assert!(!a.joins(&Rmap::file(110, 2, 131, 61, false, false)));
+        assert!(!a.joins(&Rmap::file(110, 2, 131, 60, false, true)));
+        let g = Rmap::ag(10, 5, xbt::XFS_RMAP_OWN_AG);
+        assert!(g.joins(&Rmap::ag(15, 1, xbt::XFS_RMAP_OWN_AG)));
+        assert!(!g.joins(&Rmap::ag(16, 1, xbt::XFS_RMAP_OWN_AG)));
+        assert!(!g.joins(&Rmap::ag(15, 1, xbt::XFS_RMAP_OWN_INOBT)));
+    }
+}
