@@ -9,45 +9,13 @@
 
 mod support;
 
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Command;
-use support::{can_mount, make_image, Scratch};
-use xfskit::check::{check, CheckOptions, CheckReport};
+use support::{be32, can_mount, make_image, rd, run_check, wr, Scratch};
+use xfskit::check::CheckReport;
 use xfskit::geometry::{AgBlock, AgNumber};
 use xfskit::inode::{self, Fork};
 use xfskit::{Fs, OpenOptions};
-
-fn run_check(img: &Path) -> CheckReport {
-    let fs = Fs::open(img, &OpenOptions::default()).expect("open");
-    check(
-        &fs,
-        &CheckOptions {
-            threads: 3,
-            progress: None,
-        },
-    )
-    .expect("check runs")
-}
-
-fn rd(img: &Path, off: u64, len: usize) -> Vec<u8> {
-    let f = std::fs::File::open(img).expect("open");
-    let mut b = vec![0u8; len];
-    f.read_exact_at(&mut b, off).expect("read");
-    b
-}
-
-fn wr(img: &Path, off: u64, b: &[u8]) {
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(img)
-        .expect("rw");
-    f.write_all_at(b, off).expect("write");
-}
-
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes(b[o..o + 4].try_into().expect("4 bytes"))
-}
 
 fn be64(b: &[u8], o: usize) -> u64 {
     u64::from_be_bytes(b[o..o + 8].try_into().expect("8 bytes"))

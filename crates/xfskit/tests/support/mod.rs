@@ -216,3 +216,37 @@ pub fn walk_all(fs: &Fs) -> xfskit::Result<usize> {
     }
     Ok(seen.len())
 }
+
+/// Runs `check` on the image at `img` (three threads).
+pub fn run_check(img: &Path) -> xfskit::check::CheckReport {
+    let fs = Fs::open(img, &OpenOptions::default()).expect("open");
+    let opts = xfskit::check::CheckOptions {
+        threads: 3,
+        progress: None,
+    };
+    xfskit::check::check(&fs, &opts).expect("check runs")
+}
+
+/// `len` bytes of the image file at byte `off`.
+pub fn rd(img: &Path, off: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(img).expect("open");
+    let mut b = vec![0u8; len];
+    f.read_exact_at(&mut b, off).expect("read");
+    b
+}
+
+/// Writes `b` into the image file at byte `off`.
+pub fn wr(img: &Path, off: u64, b: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(img)
+        .expect("rw");
+    f.write_all_at(b, off).expect("write");
+}
+
+/// The big-endian u32 at `o` of `b`.
+pub fn be32(b: &[u8], o: usize) -> u32 {
+    u32::from_be_bytes(b[o..o + 4].try_into().expect("4 bytes"))
+}
