@@ -335,7 +335,6 @@ impl Filesystem for XfsFuse {
         match self.make_node(req, parent, name, mode, umask, NodeKind::File { size: 0 }) {
             Ok(i) => {
                 self.count_lookup(i.ino);
-                self.note_stream_parent(&i, parent);
                 let attr = file_attr(&i, self.node(i.ino), self.block_size);
                 reply.created(
                     &self.ttl,

@@ -174,7 +174,8 @@ impl XfsFuse {
     }
 
     /// Tells the engine the directory of a regular file that streams, so
-    /// that its data can follow the directory's filestream when written.
+    /// that its data can follow the directory's filestream when written
+    /// (a lookup; files the engine creates it notes itself).
     pub(crate) fn note_stream_parent(&self, i: &Inode, parent: INodeNo) {
         if !self.writable || i.file_type != FileType::File {
             return;
