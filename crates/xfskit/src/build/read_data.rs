@@ -2,8 +2,8 @@
 //! ([`crate::dev::AlignedBuf`]), which the engine queues and writes as they
 //! are.
 //!
-//! Large reads first ask the page cache whether it holds the data, without
-//! waiting for the disk (`RWF_NOWAIT`). Cached data is copied from there;
+//! Large reads first ask the page cache whether it holds the data
+//! (`cachestat`, which reads nothing). Cached data is copied from there;
 //! the rest is read with `O_DIRECT`, straight from the disk into the buffers, several
 //! buffers per request: no copy out of the page cache, no page cache filled
 //! with data that is read once. On this machine's disk a cold 440 MiB file
@@ -99,12 +99,19 @@ fn read_into(file: &File, path: &Path, off: u64, bufs: &mut [AlignedBuf]) -> Res
     Ok(())
 }
 
-/// True when the page cache holds the first page of `bufs`' range, asked
-/// without waiting for the disk. The answer stands for the whole range:
-/// a file is usually cached whole or not at all. Only one page is asked
-/// for because the question itself starts a read-ahead of what it asks
-/// (a few pages for one), which a direct read would then read again.
+/// True when the page cache holds at least half of `bufs`' range of
+/// `file`. Asked with `cachestat`, which touches nothing; where the
+/// kernel lacks it, by reading the range's first page without waiting
+/// for the disk, which stands for the whole range (a file is usually
+/// cached whole or not at all). That fallback can be wrong: the question
+/// starts a read-ahead of the page it asks for, and a fast disk may
+/// answer before the question returns. Only one page is asked for, as
+/// the direct read after it would read the read-ahead again.
 fn cached(file: &File, off: u64, bufs: &mut [AlignedBuf]) -> bool {
+    let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+    if let Some(bytes) = crate::sys::cached_bytes(file, off, total) {
+        return bytes.saturating_mul(2) >= total;
+    }
     let Some(first) = bufs.first_mut() else {
         return false;
     };
