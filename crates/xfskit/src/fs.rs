@@ -113,7 +113,31 @@ impl Fs {
     /// Opens a filesystem on any device for reading and writing.
     /// A dirty log is recovered in place first, as the kernel's mount does.
     pub fn from_device_rw(dev: Box<dyn Device>, opts: &OpenOptions) -> Result<Fs> {
-        let dev: Arc<dyn Device> = dev.into();
+        Fs::open_rw_device(dev.into(), opts, None)
+    }
+
+    /// Opens a filesystem whose log was just replayed in place, for
+    /// recovery's work after replay: the log stays dirty, new records go
+    /// at the replayed log's head and its tail stays pinned at the
+    /// replayed log's tail until the work is done (see
+    /// `log::recover::finish`).
+    pub(crate) fn open_after_replay(
+        dev: Arc<dyn Device>,
+        pos: crate::log::journal::HeadPos,
+        tail_lsn: u64,
+    ) -> Result<Fs> {
+        let opts = OpenOptions {
+            after_replay: true,
+            ..Default::default()
+        };
+        Fs::open_rw_device(dev, &opts, Some((pos, tail_lsn)))
+    }
+
+    fn open_rw_device(
+        dev: Arc<dyn Device>,
+        opts: &OpenOptions,
+        resume: Option<(crate::log::journal::HeadPos, u64)>,
+    ) -> Result<Fs> {
         let probe = Fs::from_device(
             Box::new(crate::log::recover::Shared(dev.clone())),
             &OpenOptions {
@@ -131,7 +155,7 @@ impl Fs {
                     .into(),
             ));
         }
-        if matches!(probe.log_state, LogState::Dirty(_)) {
+        if matches!(probe.log_state, LogState::Dirty(_)) && resume.is_none() {
             drop(probe);
             crate::log::recover::recover_device(dev.clone(), &Default::default())?;
         }
@@ -142,12 +166,12 @@ impl Fs {
         if matches!(fs.log_state, LogState::Dirty(_)) && fs.log_is_clean_by_kernel_rules() {
             fs.log_state = LogState::Clean;
         }
-        if matches!(fs.log_state, LogState::Dirty(_)) {
+        if matches!(fs.log_state, LogState::Dirty(_)) && resume.is_none() {
             return Err(Error::Unsupported(
                 "writing to a filesystem whose log still needs recovery".into(),
             ));
         }
-        if !matches!(fs.log_state, LogState::Clean | LogState::Empty) {
+        if resume.is_none() && !matches!(fs.log_state, LogState::Clean | LogState::Empty) {
             return Err(Error::Unsupported(
                 "writing to a filesystem with an external or unreadable log".into(),
             ));
@@ -165,7 +189,9 @@ impl Fs {
             ws.dirty_limit = meta.max(1);
             ws.data_limit = data.max(1);
         }
-        if !opts.no_journal {
+        if let Some((pos, tail)) = resume {
+            ws.set_journal(crate::log::journal::Journal::resume(&fs.geo, pos, tail)?);
+        } else if !opts.no_journal {
             let pos = crate::log::head_pos(&fs)?.ok_or_else(|| {
                 Error::Unsupported("journaling into a log whose head was not found".into())
             })?;

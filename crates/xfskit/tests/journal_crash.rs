@@ -8,143 +8,20 @@
 //! crashed image) gives the same tree, and `xfs_repair -n` is clean after
 //! it too.
 
+mod crash_common;
 mod namespace_common;
 mod write_common;
 
+use crash_common::{CrashDevice, Shared};
+
 use namespace_common::*;
 use std::collections::{BTreeMap, HashMap};
-use std::io;
+
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use write_common::*;
 use xfskit::build::NodeKind;
-use xfskit::dev::Device;
 use xfskit::{Fs, Ino, OpenOptions};
-
-/// Writes land in an in-memory overlay of a base image; the `limit`-th
-/// write (counting from 1) and every later one fail, the `limit`-th
-/// after writing its first half when `tear` is set: cut at a 512-byte
-/// boundary in the log (whose blocks carry cycle stamps for exactly this),
-/// at a 4 KiB boundary elsewhere (the atomic write unit XFS relies on for
-/// its metadata blocks, as the kernel does).
-struct CrashDevice {
-    base: std::fs::File,
-    len: u64,
-    sectors: Mutex<BTreeMap<u64, [u8; 512]>>,
-    writes: Mutex<u64>,
-    limit: Option<u64>,
-    tear: bool,
-    /// Byte range of the log.
-    log: Mutex<(u64, u64)>,
-}
-
-impl CrashDevice {
-    fn new(base: &Path, limit: Option<u64>, tear: bool) -> CrashDevice {
-        let f = std::fs::File::open(base).unwrap();
-        let len = f.metadata().unwrap().len();
-        CrashDevice {
-            base: f,
-            len,
-            sectors: Mutex::new(BTreeMap::new()),
-            writes: Mutex::new(0),
-            limit,
-            tear,
-            log: Mutex::new((0, 0)),
-        }
-    }
-
-    fn put(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        let mut s = self.sectors.lock().unwrap();
-        let mut pos = 0usize;
-        while pos < buf.len() {
-            let abs = off + pos as u64;
-            let sec = abs / 512;
-            let within = (abs % 512) as usize;
-            let n = (512 - within).min(buf.len() - pos);
-            let mut cur = match s.get(&sec) {
-                Some(c) => *c,
-                None => {
-                    let mut c = [0u8; 512];
-                    std::os::unix::fs::FileExt::read_exact_at(&self.base, &mut c, sec * 512)?;
-                    c
-                }
-            };
-            cur[within..within + n].copy_from_slice(&buf[pos..pos + n]);
-            s.insert(sec, cur);
-            pos += n;
-        }
-        Ok(())
-    }
-
-    /// The image as the crash left it, written to `out`.
-    fn save(&self, base: &Path, out: &Path) {
-        let (ok, o) = run(
-            "cp",
-            &[
-                "--sparse=always",
-                &base.display().to_string(),
-                &out.display().to_string(),
-            ],
-        );
-        assert!(ok, "cp: {o}");
-        let f = std::fs::OpenOptions::new().write(true).open(out).unwrap();
-        for (sec, b) in self.sectors.lock().unwrap().iter() {
-            std::os::unix::fs::FileExt::write_all_at(&f, b, sec * 512).unwrap();
-        }
-    }
-}
-
-impl Device for CrashDevice {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        if off + buf.len() as u64 > self.len {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "past the end"));
-        }
-        std::os::unix::fs::FileExt::read_exact_at(&self.base, buf, off)?;
-        let s = self.sectors.lock().unwrap();
-        let first = off / 512;
-        let last = (off + buf.len() as u64).div_ceil(512);
-        for (&sec, b) in s.range(first..last) {
-            let so = sec * 512;
-            let lo = so.max(off);
-            let hi = (so + 512).min(off + buf.len() as u64);
-            buf[(lo - off) as usize..(hi - off) as usize]
-                .copy_from_slice(&b[(lo - so) as usize..(hi - so) as usize]);
-        }
-        Ok(())
-    }
-
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        let n = {
-            let mut w = self.writes.lock().unwrap();
-            *w += 1;
-            *w
-        };
-        match self.limit {
-            Some(l) if n > l => Err(io::Error::other("crashed")),
-            Some(l) if n == l => {
-                if self.tear {
-                    let (lo, hi) = *self.log.lock().unwrap();
-                    let unit = if off >= lo && off < hi { 511 } else { 4095 };
-                    let half = (buf.len() / 2) & !unit;
-                    self.put(&buf[..half], off)?;
-                }
-                Err(io::Error::other("crashed"))
-            }
-            _ => self.put(buf, off),
-        }
-    }
-
-    fn flush(&self) -> io::Result<()> {
-        match self.limit {
-            Some(l) if *self.writes.lock().unwrap() >= l => Err(io::Error::other("crashed")),
-            _ => Ok(()),
-        }
-    }
-
-    fn len(&self) -> u64 {
-        self.len
-    }
-}
 
 /// What the workload made, as the readers report it.
 #[derive(Clone, Default)]
@@ -408,24 +285,6 @@ fn dir_ino(dirs: &[(Vec<u8>, Ino)], p: &[u8]) -> Ino {
     dirs.iter().find(|(q, _)| q == p).unwrap().1
 }
 
-/// Shares a crash device between the filesystem and the test.
-struct Shared(Arc<CrashDevice>);
-
-impl Device for Shared {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        self.0.read_at(buf, off)
-    }
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        self.0.write_at(buf, off)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.0.flush()
-    }
-    fn len(&self) -> u64 {
-        self.0.len()
-    }
-}
-
 fn open(dev: Arc<CrashDevice>) -> xfskit::Result<Fs> {
     let fs = Fs::from_device_rw(
         Box::new(Shared(dev.clone())),
@@ -436,7 +295,7 @@ fn open(dev: Arc<CrashDevice>) -> xfskit::Result<Fs> {
     )?;
     let g = fs.geometry();
     let lo = g.fsb_to_daddr(g.log_start).bytes();
-    *dev.log.lock().unwrap() = (lo, lo + u64::from(g.log_blocks) * u64::from(g.block_size));
+    dev.set_log(lo, lo + u64::from(g.log_blocks) * u64::from(g.block_size));
     Ok(fs)
 }
 
@@ -588,7 +447,7 @@ fn crash_everywhere(tag: &str, tear: bool, stride: u64) {
     let want = full.states.last().unwrap().clone();
     assert_tree_eq(&want, &walk_lib(&fs), "the run without a crash");
     drop(fs);
-    let total = *dev.writes.lock().unwrap();
+    let total = dev.writes();
     eprintln!("{tag}: about {total} writes; crashing at every {stride}");
     let img = s.0.join("img");
     let mut n = 1;
@@ -914,7 +773,7 @@ fn random_workloads_crashed_at_random_writes() {
             &format!("seed {seed} without a crash"),
         );
         drop(fs);
-        let total = *dev.writes.lock().unwrap();
+        let total = dev.writes();
         for _ in 0..3 {
             let n = 1 + pick.below(total);
             let tear = pick.below(2) == 0;

@@ -181,6 +181,9 @@ pub(crate) struct Cil {
     /// ranges): their data goes to disk before the checkpoint, so it never
     /// makes reachable blocks that do not hold their data.
     pub allocated: Vec<(u64, u64)>,
+    /// Done items (intent done items recovery logs), one format region
+    /// each.
+    pub done: Vec<Vec<u8>>,
     /// Bytes the checkpoint will log, roughly.
     pub bytes: usize,
 }
@@ -191,6 +194,7 @@ impl Cil {
             && self.inodes.is_empty()
             && self.cancels.is_empty()
             && self.icreates.is_empty()
+            && self.done.is_empty()
     }
 
     /// A block freed earlier in this checkpoint is logged again: its cancel
@@ -333,6 +337,10 @@ pub(crate) fn format(cil: &Cil, geo: &Geometry, cg: &ClusterGeo, tid: u32) -> Re
         let (r, cluster) = inode_regions(geo, cg, *ino, data)?;
         regions.extend(r);
         logged.push(cluster);
+        items += 1;
+    }
+    for d in &cil.done {
+        regions.push(d.clone());
         items += 1;
     }
     let mut th = Vec::with_capacity(16);

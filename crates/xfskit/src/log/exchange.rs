@@ -357,6 +357,13 @@ pub fn continue_exchange(fs: &Fs, ex: &mut Exchange) -> Result<()> {
     Ok(())
 }
 
+impl Exchange {
+    /// The intent being finished (`xmi_id`).
+    pub fn id(&self) -> u64 {
+        self.xmi.id
+    }
+}
+
 fn lock(tp: &mut crate::trans::Trans<'_>, x: &Xmi) {
     tp.lock_inode(Ino(x.inode1.min(x.inode2)));
     tp.lock_inode(Ino(x.inode1.max(x.inode2)));

@@ -387,6 +387,33 @@ fn finish_rui(tp: &mut crate::trans::Trans<'_>, r: &Rui) -> Result<()> {
     Ok(())
 }
 
+/// The format region of a done item of type `ty` naming intent `id`
+/// (RUD, CUD, BUD, XMD: `xfs_*d_log_format`).
+fn done_item(ty: u16, id: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(XFS_DONE_LOG_FORMAT_SIZE);
+    v.extend_from_slice(&ty.to_le_bytes());
+    v.extend_from_slice(&1u16.to_le_bytes());
+    v.extend_from_slice(&0u32.to_le_bytes());
+    v.extend_from_slice(&id.to_le_bytes());
+    v
+}
+
+/// An EFD for `efi`: the header, then its extents in the 16-byte form of
+/// 64-bit hosts (the kernel checks the length against the count).
+fn efd_item(efi: &Efi) -> Vec<u8> {
+    let mut v = Vec::with_capacity(16 + 16 * efi.extents.len());
+    v.extend_from_slice(&XFS_LI_EFD.to_le_bytes());
+    v.extend_from_slice(&1u16.to_le_bytes());
+    v.extend_from_slice(&(efi.extents.len() as u32).to_le_bytes());
+    v.extend_from_slice(&efi.id.to_le_bytes());
+    for &(start, len) in &efi.extents {
+        v.extend_from_slice(&start.to_le_bytes());
+        v.extend_from_slice(&len.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
+    }
+    v
+}
+
 /// What [`finish_intents`] did.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Finished {
@@ -401,7 +428,29 @@ pub struct Finished {
 /// Finishes `intents` in order on a filesystem opened for writing, one
 /// transaction each (a mapping exchange: one per pair of mappings, as the
 /// kernel steps it); then writes everything back.
+///
+/// Each transaction logs the done item of the intent it finishes, so a
+/// crash leaves every intent either whole in the log with its work or
+/// not done at all. A mapping exchange takes several transactions, which
+/// the kernel chains by logging a new intent at each step; here they are
+/// held back from the log until the last one (with the exchange's done
+/// item) commits, and reach it in one checkpoint.
 pub fn finish_intents(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
+    let ws = fs.write_state()?;
+    let exchanges = intents.iter().any(|i| matches!(i, Intent::Xmi(_)));
+    if exchanges {
+        ws.hold_log();
+    }
+    let r = finish_all(fs, intents);
+    if exchanges {
+        ws.release_log();
+    }
+    let done = r?;
+    fs.sync()?;
+    Ok(done)
+}
+
+fn finish_all(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
     check_ruis(intents)?;
     let efis: Vec<Efi> = intents
         .iter()
@@ -438,14 +487,17 @@ pub fn finish_intents(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
             Intent::Xmi(_) => {}
             Intent::Rui(r) => {
                 finish_rui(&mut tp, r)?;
+                tp.log_done(done_item(XFS_LI_RUD, r.id));
                 rmaps += r.maps.len();
             }
             Intent::Cui(c) => {
                 finish_cui(&mut tp, c)?;
+                tp.log_done(done_item(XFS_LI_CUD, c.id));
                 rmaps += c.changes.len();
             }
             Intent::Bui(b) => {
                 finish_bui(&mut tp, b)?;
+                tp.log_done(done_item(XFS_LI_BUD, b.id));
                 rmaps += b.maps.len();
             }
             Intent::Efi(efi) => {
@@ -466,6 +518,7 @@ pub fn finish_intents(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
                     free_extent_no_rmap(&mut tp, FsBlock(start), len)?;
                     freed += 1;
                 }
+                tp.log_done(efd_item(efi));
             }
         }
         tp.commit()?;
@@ -476,8 +529,10 @@ pub fn finish_intents(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
     for ex in &mut started {
         super::exchange::continue_exchange(fs, ex)?;
         exchanged += ex.pairs;
+        let mut tp = fs.trans()?;
+        tp.log_done(done_item(XFS_LI_XMD, ex.id()));
+        tp.commit()?;
     }
-    fs.sync()?;
     Ok(Finished {
         efi_extents: freed,
         updates: rmaps,

@@ -59,6 +59,14 @@ pub(crate) struct Journal {
     /// Nothing changed since the last unmount record.
     clean: bool,
     geometry: Geometry,
+    /// Recovery's work after replay continues a dirty log: the tail stays
+    /// at the replayed log's tail, whose intents are not all done yet,
+    /// until [`Journal::unpin`].
+    pinned: bool,
+    /// No checkpoint is wanted until [`Journal::release`]: the changes
+    /// committed meanwhile must reach the log together (a mapping
+    /// exchange that recovery finishes in several transactions).
+    held: bool,
 }
 
 /// Where the log head was found when the filesystem was opened.
@@ -112,7 +120,43 @@ impl Journal {
             stats: LogStats::default(),
             clean: true,
             geometry: geo.clone(),
+            pinned: false,
+            held: false,
         })
+    }
+
+    /// A writer continuing a dirty log after its replay: records go at
+    /// `pos`, and the tail stays at `tail_lsn` (the replayed log's) until
+    /// [`Journal::unpin`], so that a crash before then replays the old
+    /// log again with what was written since. No unmount record is
+    /// written while pinned.
+    pub(crate) fn resume(geo: &Geometry, pos: HeadPos, tail_lsn: u64) -> Result<Journal> {
+        let mut j = Journal::new(geo, pos)?;
+        j.tail = tail_lsn;
+        j.pinned = true;
+        j.clean = false;
+        Ok(j)
+    }
+
+    /// Lets the tail move again (recovery's work is done and logged).
+    pub(crate) fn unpin(&mut self) {
+        self.pinned = false;
+    }
+
+    /// Holds checkpoints back (see the `held` field); the caller forces
+    /// the log itself when done ([`Journal::release`]).
+    pub(crate) fn hold(&mut self) {
+        self.held = true;
+    }
+
+    /// Ends [`Journal::hold`].
+    pub(crate) fn release(&mut self) {
+        self.held = false;
+    }
+
+    /// True while checkpoints are held back.
+    pub(crate) fn is_held(&self) -> bool {
+        self.held
     }
 
     /// Log size in bytes.
@@ -156,6 +200,13 @@ impl Journal {
         let clusters = cil::chunk_clusters(&self.geometry, &self.cg, &c)?;
         self.cil.add_icreate(c, &clusters);
         Ok(())
+    }
+
+    /// Adds a done item (its one format region) to the next checkpoint.
+    pub(crate) fn add_done(&mut self, region: Vec<u8>) {
+        self.clean = false;
+        self.cil.bytes += region.len() + 16;
+        self.cil.done.push(region);
     }
 
     /// Adds a changed buffer to the next checkpoint.
@@ -256,6 +307,9 @@ impl Journal {
     /// Adopts a pending tail: flushes the device so the in-place writes
     /// behind it are durable first.
     fn move_tail(&mut self, dev: &dyn Device) -> Result<()> {
+        if self.pinned {
+            return Ok(());
+        }
         if let Some(t) = self.pending_tail.take() {
             dev.flush()?;
             self.tail = t;
@@ -330,6 +384,9 @@ impl Journal {
     /// True when the next checkpoint would not fit beside what the live
     /// log already holds, so the caller must move the tail first.
     pub(crate) fn needs_tail_move(&self) -> bool {
+        if self.held {
+            return false;
+        }
         let est = (self.cil.bytes as u64 * 5 / 4) / BB + 64;
         self.used_blocks() + est > self.geo.nbb / 4 * 3
     }
@@ -337,7 +394,7 @@ impl Journal {
     /// True when the next checkpoint has grown to an eighth of the log:
     /// time to write it (the kernel's background push).
     pub(crate) fn cil_full(&self) -> bool {
-        self.cil.bytes as u64 * 8 > self.size_bytes()
+        !self.held && self.cil.bytes as u64 * 8 > self.size_bytes()
     }
 
     /// Writes the records of `p`, in at most two writes per record run
@@ -379,7 +436,7 @@ impl Journal {
     /// and nothing before it is needed. Everything must be in place and
     /// flushed before (the caller's sync).
     pub(crate) fn unmount(&mut self, dev: &dyn Device) -> Result<()> {
-        if self.clean {
+        if self.clean || self.pinned {
             return Ok(());
         }
         if !self.cil.is_empty() {

@@ -140,10 +140,19 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
     Ok(report)
 }
 
-/// After the replayed blocks are on `shared`: leaves the log clean (stale
-/// blocks past the head cleared, an unmount record at the head), then
-/// frees the inodes left on the unlinked lists and the copy-on-write
-/// staging extents through the write engine.
+/// After the replayed blocks are on `shared`: finishes the intents the
+/// log left unfinished, frees the inodes left on the unlinked lists and
+/// the copy-on-write staging extents, all through the journaled write
+/// engine, and leaves the log clean.
+///
+/// The work is crash-safe as the kernel's is: the engine continues the
+/// dirty log at its head (stale blocks past it cleared first) with the
+/// tail pinned at the replayed log's tail, and each intent's done item is
+/// logged in the transaction that finishes it. A crash part way leaves a
+/// dirty log holding the old intents and what was finished since, which
+/// the next recovery (the kernel's or ours) replays, finishing only what
+/// is left. Only when everything is done and written back does an unmount
+/// record make the log clean.
 pub fn finish(
     shared: Arc<dyn Device>,
     ends: &super::LogEnds,
@@ -153,7 +162,6 @@ pub fn finish(
     // Geometry may have changed with a replayed superblock.
     let geo = read_geometry(dev)?;
     let log = super::log_dev(dev, &geo)?;
-    let prev = ends.last.as_ref().map(|h| h.blk).unwrap_or(0);
     clear_stale(
         &log,
         ends.head_blk,
@@ -161,13 +169,13 @@ pub fn finish(
         ends.tail_lsn,
         &geo.uuid,
     )?;
-    write_unmount(&log, ends.head_blk, ends.head_cycle, prev, &geo.uuid)?;
     dev.flush().map_err(Error::Io)?;
-    let opts = crate::fs::OpenOptions {
-        after_replay: true,
-        ..Default::default()
+    let pos = super::journal::HeadPos {
+        cycle: ends.head_cycle,
+        head: ends.head_blk,
+        last_record: ends.last.as_ref().map(|h| h.blk),
     };
-    let fs = crate::fs::Fs::from_device_rw(Box::new(Shared(shared.clone())), &opts)?;
+    let fs = crate::fs::Fs::open_after_replay(shared.clone(), pos, ends.tail_lsn)?;
     // The kernel's order: intents, then the unlinked lists; staging
     // extents are freed at mount.
     let done = if intents.is_empty() {
@@ -177,6 +185,10 @@ pub fn finish(
     };
     let unlinked = super::unlinked::process_unlinked(&fs)?;
     let cow = super::cow::clear_cow_staging(&fs)?;
+    // Everything is logged with its done items: the tail may move, and
+    // the sync writes back, moves it and leaves an unmount record.
+    fs.write_state()?.unpin_log();
+    fs.sync()?;
     Ok(AfterReplay {
         efi_extents_freed: done.efi_extents,
         rui_updates: done.updates,

@@ -8,7 +8,6 @@
 //! emptied and is freed, any other inode on a list is just taken off it,
 //! and the bucket heads are cleared.
 
-use crate::buf::Verifier;
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
 use crate::geometry::{AgBlock, AgNumber, Daddr, Ino};
@@ -62,17 +61,33 @@ fn collect(fs: &Fs, agno: u32) -> Result<Vec<Ino>> {
 
 /// Frees or unlists every inode on the unlinked lists of a filesystem
 /// opened for writing, then writes everything back.
+///
+/// Each inode is taken off the head of its bucket in the transaction
+/// that frees it (or only unlists it), as the kernel's inactivation does,
+/// so that after a crash part way the lists hold exactly the inodes not
+/// yet done. The chains are walked whole first, so that a cycle or a bad
+/// inode number fails before anything changes.
 pub fn process_unlinked(fs: &Fs) -> Result<UnlinkedReport> {
     let mut report = UnlinkedReport::default();
+    let base = offset_of!(Agi, agi_unlinked);
     for agno in 0..fs.geometry().ag_count {
         let inos = collect(fs, agno)?;
-        if inos.is_empty() {
-            continue;
-        }
         for ino in inos {
+            let agino = fs.geometry().ino_agino(ino);
+            let at = base + (agino as usize % XFS_AGI_UNLINKED_BUCKETS) * 4;
             let mut tp = fs.trans()?;
-            tp.lock_ag(AgNumber(agno));
+            tp.lock_inode(ino);
             let mut ip = tp.read_inode(ino)?;
+            let agi = crate::ialloc::agi::read_agi(&mut tp, AgNumber(agno))?;
+            let head = crate::ialloc::agi::get(&tp, agi, at);
+            if head != agino {
+                return Err(Error::corrupt(
+                    "AGI unlinked list",
+                    Location::Other(format!("AG {agno} bucket {}", agino % 64)),
+                    format!("inode {} is listed, but the bucket starts at {head}", ino.0),
+                ));
+            }
+            crate::ialloc::agi::set(&mut tp, agi, at, ip.next_unlinked);
             ip.next_unlinked = NULLAGINO;
             if ip.nlink == 0 {
                 tp.log_inode(&ip)?;
@@ -84,16 +99,6 @@ pub fn process_unlinked(fs: &Fs) -> Result<UnlinkedReport> {
             }
             tp.commit()?;
         }
-        let mut tp = fs.trans()?;
-        tp.lock_ag(AgNumber(agno));
-        let len = fs.geometry().sect_size;
-        let id = tp.read_buf(agi_daddr(fs, agno), len, &Verifier::Agi { agno })?;
-        let base = offset_of!(Agi, agi_unlinked);
-        let buf = tp.buf_mut(id);
-        for b in 0..XFS_AGI_UNLINKED_BUCKETS {
-            buf[base + b * 4..base + b * 4 + 4].copy_from_slice(&NULLAGINO.to_be_bytes());
-        }
-        tp.commit()?;
     }
     fs.sync()?;
     Ok(report)

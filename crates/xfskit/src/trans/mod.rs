@@ -76,6 +76,8 @@ pub struct Trans<'a> {
     /// while those stay as the chunk made them.
     icreates: Vec<crate::log::item_inode::Icreate>,
     covered: crate::buf::fasthash::FastSet<u64>,
+    /// Done items for intents this transaction finishes (recovery).
+    done: Vec<Vec<u8>>,
     /// Where a new directory's inode search starts, instead of the next
     /// AG of the rotor (see [`Trans::start_dirs_at`]).
     dir_start: Option<u32>,
@@ -96,6 +98,7 @@ impl<'a> Trans<'a> {
             allocated: Vec::new(),
             icreates: Vec::new(),
             covered: Default::default(),
+            done: Vec::new(),
             dir_start: None,
         }
     }
@@ -297,6 +300,15 @@ impl<'a> Trans<'a> {
     }
 
     /// Records the new state of an inode; it is written at commit.
+    /// Logs a done item (its format region) with this transaction's
+    /// changes, so that the intent it names is finished exactly when they
+    /// are. Without a journal there is nothing to log it in.
+    pub(crate) fn log_done(&mut self, region: Vec<u8>) {
+        if self.ws.journaled() {
+            self.done.push(region);
+        }
+    }
+
     pub fn log_inode(&mut self, ip: &Inode) -> Result<()> {
         let geo = self.geo();
         let mut raw = zeroed(geo.inode_size as usize);
@@ -350,6 +362,7 @@ impl<'a> Trans<'a> {
             freed: std::mem::take(&mut self.freed),
             allocated: std::mem::take(&mut self.allocated),
             icreates: std::mem::take(&mut self.icreates),
+            done: std::mem::take(&mut self.done),
             ..Commit::default()
         };
         c.bufs.reserve(self.bufs.len());

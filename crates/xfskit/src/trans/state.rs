@@ -89,6 +89,8 @@ pub(crate) struct Commit {
     pub stale: Vec<(u64, usize)>,
     /// Byte ranges allocated to file data.
     pub allocated: Vec<(u64, u64)>,
+    /// Done items to log (one format region each).
+    pub done: Vec<Vec<u8>>,
 }
 
 /// What the committer should do after publishing.
@@ -273,6 +275,9 @@ impl WriteState {
                 }
             }
             if let Some(j) = j.as_mut() {
+                for r in c.done {
+                    j.add_done(r);
+                }
                 for ic in c.icreates {
                     // Checked at open: the geometry maps every cluster.
                     if let Err(e) = j.add_icreate(ic) {
@@ -298,18 +303,21 @@ impl WriteState {
             }
             lock(&self.counters).add(delta);
             next = match j.as_ref() {
+                Some(j) if j.is_held() => After::Nothing,
                 Some(j) if j.needs_tail_move() => After::Writeback,
                 Some(j) if j.cil_full() => After::Force,
                 _ => After::Nothing,
             };
         }
+        let held = next == After::Nothing
+            && self.journal.as_ref().is_some_and(|j| lock(j).is_held());
         for &(lo, hi) in &c.freed {
             self.forget_data(lo, hi);
         }
         for &(off, len) in &c.stale {
             self.forget_data(off, off + len as u64);
         }
-        if self.account(added, removed) {
+        if self.account(added, removed) && !held {
             After::Writeback
         } else {
             next
@@ -376,6 +384,29 @@ impl WriteState {
         self.journal
             .as_ref()
             .is_some_and(|j| lock(j).overlaps_freed(lo, hi))
+    }
+
+    /// Holds checkpoints back until [`Self::release_log`]: what commits
+    /// meanwhile reaches the log in one checkpoint (recovery's mapping
+    /// exchanges, finished in several transactions under one intent).
+    pub(crate) fn hold_log(&self) {
+        if let Some(jm) = &self.journal {
+            lock(jm).hold();
+        }
+    }
+
+    /// Ends [`Self::hold_log`].
+    pub(crate) fn release_log(&self) {
+        if let Some(jm) = &self.journal {
+            lock(jm).release();
+        }
+    }
+
+    /// Lets the tail of a resumed log move (see `Journal::resume`).
+    pub(crate) fn unpin_log(&self) {
+        if let Some(jm) = &self.journal {
+            lock(jm).unpin();
+        }
     }
 
     /// Writes an unmount record: everything must be in place (after a
