@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::rwmount::{c, err_of, errno, skip_rw as skip, RwMount};
+use common::rwmount::{as_user, c, err_of, errno, skip_rw as skip, RwMount};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::symlink;
@@ -17,6 +17,15 @@ use std::process::Command;
 fn run(args: &[&str]) {
     let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
     assert!(st.success(), "{args:?}");
+}
+
+/// Opens `p` for writing (read and write with `rdwr`) and closes it
+/// without writing: the errno of the open, or 0 (the kernel refuses
+/// at open what the flags forbid, before any write).
+fn open_only(p: &Path, rdwr: bool, append: bool, trunc: bool) -> i32 {
+    let mut o = OpenOptions::new();
+    o.read(rdwr).write(true).append(append).truncate(trunc);
+    err_of(o.open(p).map(drop))
 }
 
 /// Opens `p` with `flags` and writes a byte: the first errno, or 0.
@@ -81,6 +90,22 @@ fn calls(root: &Path) -> Vec<(String, i32)> {
             open_write(&p, true, false),
         );
         rec(format!("{f}: open O_TRUNC"), open_write(&p, false, true));
+        rec(
+            format!("{f}: open O_WRONLY only"),
+            open_only(&p, false, false, false),
+        );
+        rec(
+            format!("{f}: open O_RDWR only"),
+            open_only(&p, true, false, false),
+        );
+        rec(
+            format!("{f}: open O_WRONLY|O_APPEND only"),
+            open_only(&p, false, true, false),
+        );
+        rec(
+            format!("{f}: open O_RDWR|O_TRUNC only"),
+            open_only(&p, true, false, true),
+        );
         rec(
             format!("{f}: truncate"),
             err_of(
@@ -163,8 +188,18 @@ fn calls(root: &Path) -> Vec<(String, i32)> {
             errno(unsafe { libc::chmod(c(&p).as_ptr(), 0o700) } as i64),
         );
     }
+    // An append-only set-user-id file appended to by its owner (no
+    // CAP_FSETID): the kernel drops the set-id bits and writes.
+    let sh = format!("echo x >> {}", d.join("appsuid").display());
+    let (ok, _) = as_user(1000, &["sh", "-c", &sh]);
+    rec("appsuid: append as its owner".into(), if ok { 0 } else { 1 });
+    let mode = {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(d.join("appsuid")).map(|m| m.mode() & 0o7777).unwrap_or(0)
+    };
+    rec(format!("appsuid: mode after {mode:04o}"), 0);
     // What the refused calls left alone.
-    for f in ["imm", "app"] {
+    for f in ["imm", "app", "appsuid"] {
         let got = fs::read(d.join(f)).unwrap_or_default();
         out.push((
             format!("{f}: contents {:?}", String::from_utf8_lossy(&got)),
@@ -193,8 +228,13 @@ fn immutable_and_append_only_refuse_what_the_kernel_refuses() {
     ]);
     let d = kdir.join("fx");
     fs::create_dir(&d).unwrap();
-    for f in ["imm", "app", "plain", "spare"] {
+    for f in ["imm", "app", "plain", "spare", "appsuid"] {
         fs::write(d.join(f), b"0123456789").unwrap();
+    }
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::os::unix::fs::chown(d.join("appsuid"), Some(1000), Some(1000)).unwrap();
+        fs::set_permissions(d.join("appsuid"), fs::Permissions::from_mode(0o6775)).unwrap();
     }
     for dir in ["dimm", "dapp", "dplain"] {
         let p = d.join(dir);
@@ -215,6 +255,7 @@ fn immutable_and_append_only_refuse_what_the_kernel_refuses() {
     };
     fx("i", &d.join("imm"));
     fx("a", &d.join("app"));
+    fx("a", &d.join("appsuid"));
     fx("i", &d.join("dimm"));
     fx("a", &d.join("dapp"));
     run(&["umount", kdir.to_str().unwrap()]);
@@ -243,6 +284,10 @@ fn immutable_and_append_only_refuse_what_the_kernel_refuses() {
     has("plain: unlink", 0);
     has("dapp: create", 0);
     has("dapp: unlink", libc::EPERM);
+    has("app: open O_WRONLY only", libc::EPERM);
+    has("imm: open O_RDWR|O_TRUNC only", libc::EPERM);
+    has("appsuid: append as its owner", 0);
+    has("appsuid: mode after 0775", 0);
     // The same through the FUSE mount, and after a remount the image
     // holds what the kernel's copy holds.
     m.mount(&[]);

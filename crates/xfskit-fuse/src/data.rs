@@ -215,7 +215,7 @@ impl XfsFuse {
                 ..Default::default()
             };
             self.fs
-                .change_attrs(self.ino(node), &change)
+                .drop_privileges(self.ino(node), &change)
                 .map_err(|e| to_errno(&e))?;
         }
         // With the writeback cache the kernel keeps mtime and ctime (stamped

@@ -8,7 +8,7 @@ use crate::data::SetAttr;
 use crate::errno::to_errno;
 use crate::handles::Handle;
 use crate::names::entry_name;
-use crate::ops::{check_access, negative_attr, serve_read, wants_write, XfsFuse};
+use crate::ops::{check_access, negative_attr, open_allowed, serve_read, wants_write, XfsFuse};
 use crate::pool::Finished;
 use crate::xattr::{name_list, reply_sized};
 use fuser::{
@@ -91,11 +91,11 @@ impl Filesystem for XfsFuse {
             return reply.error(Errno::EROFS);
         }
         if self.writable {
-            // Nothing to keep per open file: every read maps the file anew.
-            let r = self.inode(ino);
-            if self.skip_open && r.is_ok() {
-                return reply.error(Errno::ENOSYS);
-            }
+            // Nothing to keep per open file: every read maps the file
+            // anew. OPEN is answered (not ENOSYS) so that the open itself
+            // is refused where the inode's flags forbid it, as the
+            // kernel's VFS refuses it on kernel XFS.
+            let r = self.inode(ino).and_then(|i| open_allowed(&i, flags).map(|()| i));
             return answer!(r, reply, |_i| reply
                 .opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE));
         }

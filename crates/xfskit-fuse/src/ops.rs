@@ -279,6 +279,23 @@ impl XfsFuse {
     }
 }
 
+/// What an open with `flags` may do to `ip`, as the kernel's VFS decides
+/// before the filesystem sees it: an immutable inode opens for reading
+/// only; an append-only one for writing only with O_APPEND, and never
+/// with O_TRUNC.
+pub(crate) fn open_allowed(ip: &xfskit::inode::Inode, flags: OpenFlags) -> Result<(), Errno> {
+    use xfs_format::inode::{XFS_DIFLAG_APPEND, XFS_DIFLAG_IMMUTABLE};
+    let writes = flags.acc_mode() != OpenAccMode::O_RDONLY;
+    let trunc = flags.0 & libc::O_TRUNC != 0;
+    if ip.flags & XFS_DIFLAG_IMMUTABLE != 0 && (writes || trunc) {
+        return Err(Errno::EPERM);
+    }
+    if ip.flags & XFS_DIFLAG_APPEND != 0 && ((writes && flags.0 & libc::O_APPEND == 0) || trunc) {
+        return Err(Errno::EPERM);
+    }
+    Ok(())
+}
+
 pub(crate) fn wants_write(flags: OpenFlags) -> bool {
     flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & (libc::O_TRUNC | libc::O_CREAT) != 0
 }

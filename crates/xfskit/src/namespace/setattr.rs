@@ -73,6 +73,18 @@ impl Fs {
     /// Applies `change` to `ino` in one transaction and returns the inode
     /// as it is afterwards. An empty change returns the inode unchanged.
     pub fn change_attrs(&self, ino: Ino, change: &AttrChange) -> Result<Inode> {
+        self.change_attrs_as(ino, change, false)
+    }
+
+    /// Drops privileges as a write or truncate by a caller without
+    /// CAP_FSETID does: `change` clears set-id bits. The kernel's VFS
+    /// drops them on append-only inodes too (it is not a mode change
+    /// the flag forbids); only immutability refuses it.
+    pub fn drop_privileges(&self, ino: Ino, change: &AttrChange) -> Result<Inode> {
+        self.change_attrs_as(ino, change, true)
+    }
+
+    fn change_attrs_as(&self, ino: Ino, change: &AttrChange, privs: bool) -> Result<Inode> {
         if change.is_empty() {
             return self.inode(ino);
         }
@@ -83,7 +95,9 @@ impl Fs {
         // Both times "now" is a touch, which only immutability forbids;
         // any other time, or mode or owners, is a change.
         let touch = change.atime == Some(SetTime::Now) && change.mtime == Some(SetTime::Now);
-        if change.mode.is_some() || change.uid.is_some() || change.gid.is_some() {
+        if privs {
+            super::guard::may_write(&ip, "dropping set-id bits")?;
+        } else if change.mode.is_some() || change.uid.is_some() || change.gid.is_some() {
             super::guard::may_change(&ip, "changing attributes")?;
         } else if touch {
             super::guard::may_write(&ip, "changing times")?;
