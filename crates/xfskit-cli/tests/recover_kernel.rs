@@ -1149,8 +1149,8 @@ const INCOMPAT_PARENT: u32 = 1 << 7;
 /// logging attribute intents, so the log holds buffers and inodes only:
 /// `xfskit recover` must give the kernel's tree and counters, and
 /// `xfskit check` must find the recovered image clean. An unfinished
-/// attribute intent, if one is ever logged, is refused (exit 3, nothing
-/// written). Writing other than recovery's own work is refused: the
+/// parent pointer intent (ATTRI), if one is ever logged, is refused (exit
+/// 3, nothing written). Writing other than recovery's own work is refused: the
 /// write engine does not keep parent pointers.
 #[test]
 fn parent_pointer_filesystems_recover_and_refuse_writes() {

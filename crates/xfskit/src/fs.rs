@@ -447,6 +447,7 @@ impl Fs {
             .iter()
             .any(|(t, _, _)| !crate::log::intents::can_finish(t));
         let intents = crate::log::intents::unfinished(&rec.contents.transactions)?;
+        crate::log::intents::check_attris(&rec.contents.transactions, &self.geo)?;
         let intents = if others || crate::log::intents::check_ruis(&intents).is_err() {
             Vec::new()
         } else {

@@ -22,7 +22,8 @@ transactions and their items counted by type (BUF, INODE, ICREATE, EFI,
 EFD, RUI, RUD, CUI, CUD, BUI, BUD, ATTRI, ATTRD, XMI, XMD...), and the
 intents whose done item is missing (for a mapping exchange, XMI, also the
 two inodes, where the exchange stopped in each, the blocks left and its
-flags). With --transactions each transaction
+flags; for an attribute update, ATTRI, the inode, the operation, the
+namespace filter and the name and value lengths). With --transactions each transaction
 is listed with its LSN and items.
 
 The image is only read. A log that cannot be read (a bad CRC in the middle
@@ -80,6 +81,15 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
                 _ => None,
             })
             .collect();
+    let attris: BTreeMap<u64, xfskit::log::attr::Attri> =
+        xfskit::log::intents::unfinished(&c.transactions)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|i| match i {
+                xfskit::log::intents::Intent::Attri(a) => Some((a.id, a)),
+                _ => None,
+            })
+            .collect();
     let counts = item_counts(&c);
     let e = &c.ends;
     let state = if e.empty {
@@ -124,6 +134,13 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
                             "isize1": x.isize1, "isize2": x.isize2,
                         });
                     }
+                    if let (&"ATTRI", Some(a)) = (t, attris.get(id)) {
+                        v["attr"] = serde_json::json!({
+                            "inode": a.ino, "op": xfskit::log::attr::op_name(a.op),
+                            "filter": a.filter, "name": String::from_utf8_lossy(&a.name),
+                            "name_len": a.name.len(), "value_len": a.value.len(),
+                        });
+                    }
                     v
                 })
                 .collect::<Vec<_>>(),
@@ -165,6 +182,17 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             println!(
                 "  exchange inode {} blocks {}.. with inode {} blocks {}..: {} blocks left, flags {:#x}",
                 x.inode1, x.startoff1, x.inode2, x.startoff2, x.blockcount, x.flags
+            );
+        }
+        if let (&"ATTRI", Some(a)) = (t, attris.get(id)) {
+            println!(
+                "  attribute {} of inode {}: filter {:#x}, name {:?} ({} bytes), value of {} bytes",
+                xfskit::log::attr::op_name(a.op),
+                a.ino,
+                a.filter,
+                String::from_utf8_lossy(&a.name),
+                a.name.len(),
+                a.value.len()
             );
         }
     }

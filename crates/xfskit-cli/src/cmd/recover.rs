@@ -28,10 +28,12 @@ block mappings (BUI), and mapping exchanges between two files (XMI, from
 XFS_IOC_EXCHANGE_RANGE: continued from the logged offsets, one pair of
 mappings per transaction, sizes and reflink flags set at the end as the
 kernel sets them; checked against the inodes in memory before anything is
-written). Attribute updates (ATTRI, parent pointers) cannot be finished
-yet: recover then refuses and writes nothing, unless
---allow-unfinished-intents is given (then no intent is finished; xfs_repair
-finds what is left).
+written), and logged extended attribute updates (ATTRI: a set, replace or
+remove of one attribute, user, trusted or security; every ATTRI of the log
+is checked as the kernel checks it, and a bad one is an error naming its
+log record). Parent pointer updates cannot be finished yet: recover then
+refuses and writes nothing, unless --allow-unfinished-intents is given
+(then no intent is finished; xfs_repair finds what is left).
 
 A clean log is left untouched. To read a dirty image without changing it,
 use the other commands directly: they replay the log in memory.
@@ -118,7 +120,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     }
     if !args.json && r.efi_extents_freed + r.rui_updates > 0 {
         println!(
-            "unfinished intents finished: {} extents freed, {} reverse mappings updated",
+            "unfinished intents finished: {} extents freed, {} mapping, reference count and attribute updates done",
             r.efi_extents_freed, r.rui_updates
         );
     }

@@ -181,9 +181,9 @@ pub(crate) struct Cil {
     /// ranges): their data goes to disk before the checkpoint, so it never
     /// makes reachable blocks that do not hold their data.
     pub allocated: Vec<(u64, u64)>,
-    /// Done items (intent done items recovery logs), one format region
-    /// each.
-    pub done: Vec<Vec<u8>>,
+    /// Done items recovery logs (and raw items tests log), the regions
+    /// of each, its format region first.
+    pub done: Vec<Vec<Vec<u8>>>,
     /// Bytes the checkpoint will log, roughly.
     pub bytes: usize,
 }
@@ -340,7 +340,7 @@ pub(crate) fn format(cil: &Cil, geo: &Geometry, cg: &ClusterGeo, tid: u32) -> Re
         items += 1;
     }
     for d in &cil.done {
-        regions.push(d.clone());
+        regions.extend(d.iter().cloned());
         items += 1;
     }
     let mut th = Vec::with_capacity(16);

@@ -21,8 +21,9 @@
 //! an extent mapped into or unmapped from a file fork, without freeing,
 //! with its reverse mapping when there is an rmapbt) are finished too.
 //! Mapping-exchange intents (XMIs, `log/exchange.rs`) are finished from
-//! the logged state as the kernel continues them. Attribute intents are
-//! not finished.
+//! the logged state as the kernel continues them. Attribute intents
+//! (ATTRIs, `log/attr.rs`) set, replace or remove one attribute; those of
+//! parent pointers are refused.
 
 use super::trans::Trans as LogTrans;
 use crate::alloc::{ag_rmap_records, free_extent_no_rmap, rmap_apply};
@@ -35,7 +36,7 @@ use xfs_format::log_item::*;
 
 /// The kinds of intent recovery finishes (as `xfskit log` names them).
 pub fn can_finish(kind: &str) -> bool {
-    matches!(kind, "EFI" | "RUI" | "CUI" | "BUI" | "XMI")
+    matches!(kind, "EFI" | "RUI" | "CUI" | "BUI" | "XMI" | "ATTRI")
 }
 
 /// An intent without its done item that recovery can finish.
@@ -51,6 +52,8 @@ pub enum Intent {
     Bui(Bui),
     /// A mapping exchange between two files.
     Xmi(super::exchange::Xmi),
+    /// An attribute update.
+    Attri(super::attr::Attri),
 }
 
 /// A reference count update intent without its done item.
@@ -209,6 +212,20 @@ pub fn unfinished(transactions: &[LogTrans]) -> Result<Vec<Intent>> {
                         order.push((ty, x.id));
                     }
                 }
+                XFS_LI_ATTRI => {
+                    // Checked whether or not its done item follows, as
+                    // the kernel checks every ATTRI it reads.
+                    let a = super::attr::Attri::parse(&it.regions, t.commit_blk).map_err(bad)?;
+                    if open.insert((ty, a.id), Intent::Attri(a.clone())).is_none() {
+                        order.push((ty, a.id));
+                    }
+                }
+                XFS_LI_ATTRD => {
+                    if r.len() != XFS_DONE_LOG_FORMAT_SIZE {
+                        return Err(bad(format!("ATTRD format region of {} bytes", r.len())));
+                    }
+                    open.remove(&(XFS_LI_ATTRI, le64(r, 8)));
+                }
                 XFS_LI_XMD => {
                     // The kernel refuses a done item of another size.
                     if r.len() != XFS_DONE_LOG_FORMAT_SIZE {
@@ -255,7 +272,32 @@ pub fn unfinished_efis(transactions: &[LogTrans]) -> Result<Vec<Efi>> {
         .collect())
 }
 
-/// Checks that recovery can finish every RUI operation.
+/// The kernel's checks of every ATTRI in the log (finished or not)
+/// against the filesystem as it was before replay: the feature the
+/// operation needs and the inode number (see `log/attr.rs`). Run after
+/// [`unfinished`], which checks the items themselves.
+pub fn check_attris(transactions: &[LogTrans], geo: &crate::geometry::Geometry) -> Result<()> {
+    for t in transactions {
+        for it in &t.items {
+            if it.item_type() == XFS_LI_ATTRI {
+                let a = super::attr::Attri::parse(&it.regions, t.commit_blk).map_err(|d| {
+                    Error::corrupt(
+                        "intent log item",
+                        Location::Log {
+                            block: t.commit_blk,
+                        },
+                        d,
+                    )
+                })?;
+                a.check_fs(geo)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that recovery can finish every intent's operation (RUI, BUI,
+/// XMI, ATTRI).
 pub fn check_ruis(intents: &[Intent]) -> Result<()> {
     for i in intents {
         if let Intent::Rui(r) = i {
@@ -271,6 +313,9 @@ pub fn check_ruis(intents: &[Intent]) -> Result<()> {
         }
         if let Intent::Xmi(x) = i {
             x.check()?;
+        }
+        if let Intent::Attri(a) = i {
+            a.check_supported()?;
         }
         if let Intent::Bui(b) = i {
             for &(_, _, _, _, flags) in &b.maps {
@@ -388,7 +433,7 @@ fn finish_rui(tp: &mut crate::trans::Trans<'_>, r: &Rui) -> Result<()> {
 }
 
 /// The format region of a done item of type `ty` naming intent `id`
-/// (RUD, CUD, BUD, XMD: `xfs_*d_log_format`).
+/// (RUD, CUD, BUD, XMD, ATTRD: `xfs_*d_log_format`).
 fn done_item(ty: u16, id: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(XFS_DONE_LOG_FORMAT_SIZE);
     v.extend_from_slice(&ty.to_le_bytes());
@@ -419,7 +464,8 @@ fn efd_item(efi: &Efi) -> Vec<u8> {
 pub struct Finished {
     /// Extents of extent-free intents freed.
     pub efi_extents: usize,
-    /// Reverse-mapping, reference count and block-mapping updates done.
+    /// Reverse-mapping, reference count, block-mapping and attribute
+    /// updates done.
     pub updates: usize,
     /// Pairs of mappings exchanged for mapping-exchange intents.
     pub exchanged: usize,
@@ -494,6 +540,11 @@ fn finish_all(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
                 finish_cui(&mut tp, c)?;
                 tp.log_done(done_item(XFS_LI_CUD, c.id));
                 rmaps += c.changes.len();
+            }
+            Intent::Attri(a) => {
+                super::attr::finish_attri(&mut tp, a)?;
+                tp.log_done(done_item(XFS_LI_ATTRD, a.id));
+                rmaps += 1;
             }
             Intent::Bui(b) => {
                 finish_bui(&mut tp, b)?;

@@ -202,11 +202,12 @@ impl Journal {
         Ok(())
     }
 
-    /// Adds a done item (its one format region) to the next checkpoint.
-    pub(crate) fn add_done(&mut self, region: Vec<u8>) {
+    /// Adds a done item (its regions, the format region first) to the
+    /// next checkpoint.
+    pub(crate) fn add_done(&mut self, regions: Vec<Vec<u8>>) {
         self.clean = false;
-        self.cil.bytes += region.len() + 16;
-        self.cil.done.push(region);
+        self.cil.bytes += regions.iter().map(|r| r.len() + 16).sum::<usize>();
+        self.cil.done.push(regions);
     }
 
     /// Adds a changed buffer to the next checkpoint.

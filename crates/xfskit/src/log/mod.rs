@@ -7,6 +7,7 @@
 //! record. Cost: a binary search (O(log n) reads of 512 bytes) and one
 //! bounded read before the head, never the whole log.
 
+pub mod attr;
 pub mod cow;
 pub mod dinode;
 pub mod exchange;

@@ -39,7 +39,8 @@ pub struct RecoverReport {
     pub cow: super::cow::CowReport,
     /// Extents of unfinished extent-free intents freed afterwards.
     pub efi_extents_freed: usize,
-    /// Updates of unfinished reverse-mapping intents done afterwards.
+    /// Updates of unfinished reverse-mapping, reference count,
+    /// block-mapping and attribute intents done afterwards.
     pub rui_updates: usize,
     /// Pairs of mappings exchanged for unfinished mapping-exchange intents.
     pub xmi_exchanged: usize,
@@ -49,9 +50,8 @@ pub struct RecoverReport {
 #[derive(Debug, Clone, Default)]
 pub struct RecoverOptions {
     /// Write the replayed changes even when intents recovery cannot
-    /// finish yet (reference count, block mapping, attribute, exchange,
-    /// shared reverse-mapping updates) were left unfinished; no intent is
-    /// finished then.
+    /// finish (parent pointer updates, unknown operations) were left
+    /// unfinished; no intent is finished then.
     pub allow_unfinished_intents: bool,
 }
 
@@ -94,6 +94,7 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
         .filter(|(t, _, _)| !super::intents::can_finish(t))
         .collect();
     let intents = super::intents::unfinished(&rec.contents.transactions)?;
+    super::intents::check_attris(&rec.contents.transactions, &geo)?;
     if !opts.allow_unfinished_intents {
         super::intents::check_ruis(&intents)?;
     }
@@ -113,13 +114,16 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
     } else {
         Vec::new()
     };
-    // A mapping exchange is checked against the inodes only as it is
-    // finished: do all of the after-replay work once in memory first, so
-    // that a bad intent fails before anything is written.
-    if intents
-        .iter()
-        .any(|i| matches!(i, super::intents::Intent::Xmi(_)))
-    {
+    // Mapping exchanges and attribute updates are checked against the
+    // inodes only as they are finished: do all of the after-replay work
+    // once in memory first, so that a bad intent fails before anything is
+    // written.
+    if intents.iter().any(|i| {
+        matches!(
+            i,
+            super::intents::Intent::Xmi(_) | super::intents::Intent::Attri(_)
+        )
+    }) {
         let trial: Arc<dyn Device> = Arc::new(crate::dev::OverlayDevice::new(
             shared.clone(),
             rec.overlay.clone(),
@@ -189,6 +193,8 @@ pub fn finish(
     // the sync writes back, moves it and leaves an unmount record.
     fs.write_state()?.unpin_log();
     fs.sync()?;
+    drop(fs);
+    clear_log_incompat(dev)?;
     Ok(AfterReplay {
         efi_extents_freed: done.efi_extents,
         rui_updates: done.updates,
@@ -243,6 +249,23 @@ fn read_geometry(dev: &dyn Device) -> Result<Geometry> {
         dev.read_at(&mut s, 0).map_err(Error::Io)?;
     }
     Geometry::from_superblock(&s)
+}
+
+/// Clears the primary superblock's log-incompat bits once the log is
+/// clean, as the kernel does when it quiesces the log: they only say what
+/// the log may hold (e.g. logged extended attribute intents).
+fn clear_log_incompat(dev: &dyn Device) -> Result<()> {
+    let geo = read_geometry(dev)?;
+    if geo.features_log_incompat == 0 {
+        return Ok(());
+    }
+    let mut sb = vec![0u8; geo.sect_size as usize];
+    dev.read_at(&mut sb, 0).map_err(Error::Io)?;
+    let at = std::mem::offset_of!(xfs_format::sb::Dsb, sb_features_log_incompat);
+    sb[at..at + 4].copy_from_slice(&0u32.to_be_bytes());
+    xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
+    dev.write_at(&sb, 0).map_err(Error::Io)?;
+    dev.flush().map_err(Error::Io)
 }
 
 /// Blocks that in-flight log writes could have reached past the head.

@@ -24,8 +24,10 @@ mod setattr;
 mod xattr;
 
 pub use batch::{NewFile, NewFileOwned, BATCH_BYTES, BATCH_FILES};
+pub(crate) use create::symlink_to_local;
 pub use remove::InUse;
 pub use setattr::{AgCounters, AttrChange, SetTime};
+pub(crate) use xattr::set_disk_in;
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;

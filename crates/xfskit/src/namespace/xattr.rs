@@ -132,8 +132,20 @@ pub(crate) fn set_xattr_in(
         )));
     }
     let (ns, n, v) = disk_name(name, Some(value))?;
-    let v = v.unwrap_or_default();
-    match crate::attr::write::set(tp, ip, ns, &n, &v) {
+    set_disk_in(tp, ip, ns, &n, &v.unwrap_or_default())
+}
+
+/// Sets the on-disk attribute `name` of namespace `ns` on `ip` inside
+/// `tp`, moving inline directory or symlink data out of the inode when
+/// the attribute fork needs the room (the caller logs `ip`).
+pub(crate) fn set_disk_in(
+    tp: &mut crate::trans::Trans<'_>,
+    ip: &mut crate::inode::Inode,
+    ns: Namespace,
+    n: &[u8],
+    v: &[u8],
+) -> Result<()> {
+    match crate::attr::write::set(tp, ip, ns, n, v) {
         Err(Error::Unsupported(_)) if ip.format == ForkFormat::Local && !ip.has_attr_fork() => {
             // The inline data leaves the inode to make room, as the
             // kernel does: directories become a block, symlinks remote.
@@ -142,7 +154,7 @@ pub(crate) fn set_xattr_in(
                 FileType::Symlink => super::create::symlink_to_remote(tp, ip)?,
                 _ => {}
             }
-            crate::attr::write::set(tp, ip, ns, &n, &v)
+            crate::attr::write::set(tp, ip, ns, n, v)
         }
         r => r,
     }

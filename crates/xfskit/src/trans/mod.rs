@@ -77,7 +77,7 @@ pub struct Trans<'a> {
     icreates: Vec<crate::log::item_inode::Icreate>,
     covered: crate::buf::fasthash::FastSet<u64>,
     /// Done items for intents this transaction finishes (recovery).
-    done: Vec<Vec<u8>>,
+    done: Vec<Vec<Vec<u8>>>,
     /// Where a new directory's inode search starts, instead of the next
     /// AG of the rotor (see [`Trans::start_dirs_at`]).
     dir_start: Option<u32>,
@@ -305,7 +305,18 @@ impl<'a> Trans<'a> {
     /// are. Without a journal there is nothing to log it in.
     pub(crate) fn log_done(&mut self, region: Vec<u8>) {
         if self.ws.journaled() {
-            self.done.push(region);
+            self.done.push(vec![region]);
+        }
+    }
+
+    /// Logs one item made of `regions` as they are (the first its format
+    /// region, whose size field must count them), with no other change:
+    /// tests use it to put intents in the log. Without a journal nothing
+    /// is logged.
+    #[doc(hidden)]
+    pub fn log_raw_item(&mut self, regions: Vec<Vec<u8>>) {
+        if self.ws.journaled() && !regions.is_empty() {
+            self.done.push(regions);
         }
     }
 

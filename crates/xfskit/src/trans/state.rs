@@ -89,8 +89,8 @@ pub(crate) struct Commit {
     pub stale: Vec<(u64, usize)>,
     /// Byte ranges allocated to file data.
     pub allocated: Vec<(u64, u64)>,
-    /// Done items to log (one format region each).
-    pub done: Vec<Vec<u8>>,
+    /// Done items to log (the regions of each).
+    pub done: Vec<Vec<Vec<u8>>>,
 }
 
 /// What the committer should do after publishing.
