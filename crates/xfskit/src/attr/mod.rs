@@ -37,6 +37,10 @@ pub enum Namespace {
     Trusted,
     /// "security." attributes (XFS_ATTR_SECURE).
     Security,
+    /// Parent pointers (XFS_ATTR_PARENT): private to the filesystem, never
+    /// listed; the name is a directory entry name, the value the parent's
+    /// inode number and generation. Only log recovery changes them.
+    Parent,
 }
 
 impl Namespace {
@@ -46,6 +50,7 @@ impl Namespace {
             Namespace::User => "user.",
             Namespace::Trusted => "trusted.",
             Namespace::Security => "security.",
+            Namespace::Parent => "parent.",
         }
     }
 }
@@ -140,11 +145,18 @@ impl RawEntry {
     }
 }
 
-/// Decodes the namespace bits of an entry's flags. `Ok(None)` for entries
-/// that must not be shown (incomplete, parent pointers).
+/// Decodes the namespace bits of an entry's flags. `Ok(None)` for
+/// incomplete entries. Parent pointers come back as [`Namespace::Parent`]
+/// (the write code keeps them); the read functions drop them.
 pub(crate) fn namespace_of(flags: u8) -> std::result::Result<Option<Namespace>, String> {
-    if flags & FLAG_INCOMPLETE != 0 || flags & FLAG_PARENT != 0 {
+    if flags & FLAG_INCOMPLETE != 0 {
         return Ok(None);
+    }
+    if flags & FLAG_PARENT != 0 {
+        if flags & (FLAG_ROOT | FLAG_SECURE) != 0 {
+            return Err(format!("entry flags {flags:#04x} name two namespaces"));
+        }
+        return Ok(Some(Namespace::Parent));
     }
     match (flags & FLAG_ROOT != 0, flags & FLAG_SECURE != 0) {
         (false, false) => Ok(Some(Namespace::User)),
@@ -163,8 +175,16 @@ pub(crate) fn loc(ino: u64, dablk: u64) -> Location {
     }
 }
 
-/// Every visible entry of the inode's attr fork, in on-disk order.
+/// Every visible entry of the inode's attr fork, in on-disk order
+/// (parent pointers left out).
 fn raw_entries(fs: &Fs, inode: &Inode) -> Result<(Vec<RawEntry>, node::AttrMap)> {
+    let (mut v, map) = all_entries(fs, inode)?;
+    v.retain(|e| e.ns != Namespace::Parent);
+    Ok((v, map))
+}
+
+/// Every complete entry of the inode's attr fork, parent pointers included.
+fn all_entries(fs: &Fs, inode: &Inode) -> Result<(Vec<RawEntry>, node::AttrMap)> {
     if !inode.has_attr_fork() {
         return Ok((Vec::new(), node::AttrMap::empty()));
     }
@@ -246,6 +266,54 @@ pub fn name_hash(name: &[u8]) -> u32 {
     tail ^ h.rotate_left(7 * rest.len() as u32)
 }
 
+/// Parent pointers of `inode` as (directory entry name, parent inode,
+/// parent generation), in on-disk order.
+pub fn parent_pointers(fs: &Fs, inode: &Inode) -> Result<Vec<(Vec<u8>, u64, u32)>> {
+    let (entries, _) = all_entries(fs, inode)?;
+    let mut out = Vec::new();
+    for e in entries.into_iter().filter(|e| e.ns == Namespace::Parent) {
+        match e.value {
+            ValueRef::Local(v) if v.len() == PARENT_REC_SIZE => {
+                let ino = u64::from_be_bytes(v[..8].try_into().expect("8 bytes"));
+                let gen = u32::from_be_bytes(v[8..].try_into().expect("4 bytes"));
+                out.push((e.name, ino, gen));
+            }
+            _ => {
+                return Err(Error::corrupt(
+                    "parent pointer",
+                    loc(inode.ino.0, e.dablk),
+                    "value is not a 12-byte local parent record",
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Size of a parent pointer's value (`xfs_parent_rec`: big-endian parent
+/// inode number and generation).
+pub const PARENT_REC_SIZE: usize = 12;
+
+/// Hash of a parent pointer attribute as XFS orders it: the directory
+/// entry name's hash mixed with both halves of the parent inode number
+/// (from the value; 0 when the value is not a parent record).
+pub fn parent_hash(name: &[u8], value: &[u8]) -> u32 {
+    if value.len() != PARENT_REC_SIZE {
+        return 0;
+    }
+    let p = u64::from_be_bytes(value[..8].try_into().expect("8 bytes"));
+    name_hash(name) ^ (p >> 32) as u32 ^ p as u32
+}
+
+/// Hash under which an entry of namespace `ns` is filed.
+pub(crate) fn entry_hash(ns: Namespace, name: &[u8], value: &[u8]) -> u32 {
+    if ns == Namespace::Parent {
+        parent_hash(name, value)
+    } else {
+        name_hash(name)
+    }
+}
+
 /// The value of one attribute, `None` if absent. Only that attribute's
 /// value is read; in block formats only the leaves that can hold the
 /// name's hash are read.
@@ -265,6 +333,9 @@ pub fn get(fs: &Fs, inode: &Inode, ns: Namespace, name: &[u8]) -> Result<Option<
     } else {
         raw_entries(fs, inode)?
     };
+    if ns == Namespace::Parent {
+        return Ok(None);
+    }
     match entries.into_iter().find(|e| e.ns == ns && e.name == name) {
         Some(e) => Ok(Some(resolve(fs, inode.ino.0, &map, e)?.value)),
         None => Ok(None),

@@ -19,6 +19,16 @@ const LEAF_HDR: usize = 80;
 const NODE_HDR: usize = 64;
 const FLAG_LOCAL: u8 = 0x01;
 const FLAG_INCOMPLETE: u8 = 0x80;
+const FLAG_PARENT: u8 = 0x08;
+
+/// The hash an entry with these flags, name and local value must have.
+fn want_hash(flags: u8, name: &[u8], value: &[u8]) -> u32 {
+    if flags & FLAG_PARENT != 0 {
+        crate::attr::parent_hash(name, value)
+    } else {
+        crate::attr::name_hash(name)
+    }
+}
 /// Largest attribute value.
 const MAX_VALUE: u32 = 64 * 1024;
 /// Deepest attr btree.
@@ -223,6 +233,9 @@ impl Walk<'_, '_> {
                 continue;
             }
             let rest = &buf[nameidx..];
+            // Parent pointers are filed under a hash mixing in the parent
+            // (from the local value).
+            let mut value: &[u8] = &[];
             let (name, size) = if flags & FLAG_LOCAL != 0 {
                 if rest.len() < 3 {
                     continue;
@@ -235,6 +248,7 @@ impl Walk<'_, '_> {
                     );
                     continue;
                 }
+                value = &rest[3 + nlen..3 + nlen + vlen];
                 (&rest[3..3 + nlen], (3 + nlen + vlen).div_ceil(4) * 4)
             } else {
                 if rest.len() < 9 {
@@ -260,7 +274,7 @@ impl Walk<'_, '_> {
             };
             if name.is_empty() {
                 self.bad(dablk, format!("entry {i}: empty name"));
-            } else if crate::attr::name_hash(name) != hash {
+            } else if want_hash(flags, name, value) != hash {
                 self.bad(
                     dablk,
                     format!("entry {i}: hash {hash:#x} is not the hash of its name"),

@@ -27,8 +27,13 @@
 //! fork is left alone by a set or replace too: the kernel adds the fork
 //! before it logs such an intent, and its recovery calls the operation
 //! done when the fork is missing. The ATTRD is logged in the same
-//! transaction. Parent pointer operations, and the "incomplete" filter
-//! bit, are refused as unsupported: the engine has no parent namespace.
+//! transaction. Parent pointer operations first check the inode's
+//! generation against the intent's, then work on the pointer named by
+//! name and value (several pointers may share a name): a set stores it
+//! once, a remove takes it away if there, a replace removes the old one
+//! if there and sets the new one. A plain operation with the parent
+//! filter bit, and the "incomplete" filter bit, are refused as
+//! unsupported.
 
 use crate::attr::Namespace;
 use crate::error::{Error, Location, Result};
@@ -266,10 +271,10 @@ impl Attri {
         Ok(())
     }
 
-    /// What recovery cannot finish: parent pointer operations and the
-    /// "incomplete" filter bit.
+    /// What recovery cannot finish: a plain operation in the parent
+    /// pointer namespace and the "incomplete" filter bit.
     pub fn check_supported(&self) -> Result<()> {
-        if self.is_parent_op() || self.filter & u32::from(XFS_ATTR_PARENT) != 0 {
+        if !self.is_parent_op() && self.filter & u32::from(XFS_ATTR_PARENT) != 0 {
             return Err(Error::Unsupported(format!(
                 "attribute intent {:#x} (log block {}): {} in the parent pointer namespace",
                 self.id,
@@ -312,6 +317,16 @@ pub(crate) fn finish_attri(tp: &mut crate::trans::Trans<'_>, a: &Attri) -> Resul
     if ip.mode == 0 {
         return Err(a.corrupt(format!("inode {} is free", a.ino)));
     }
+    if a.is_parent_op() {
+        if ip.gen != a.igen {
+            return Err(a.corrupt(format!(
+                "inode {} has generation {}, the intent {}",
+                a.ino, ip.gen, a.igen
+            )));
+        }
+        finish_parent(tp, &mut ip, a)?;
+        return tp.log_inode(&ip);
+    }
     let ns = a.namespace();
     match a.op {
         XFS_ATTRI_OP_FLAGS_SET | XFS_ATTRI_OP_FLAGS_REPLACE => {
@@ -334,6 +349,42 @@ pub(crate) fn finish_attri(tp: &mut crate::trans::Trans<'_>, a: &Attri) -> Resul
         _ => return Err(a.corrupt(format!("operation {}", a.op))),
     }
     tp.log_inode(&ip)
+}
+
+/// Finishes a parent pointer operation on `ip` (generation checked).
+/// A set or replace on an inode without an attribute fork is done
+/// already, as for the plain operations. A set stores the pointer once
+/// (an identical one is replaced); a remove takes it away if there; a
+/// replace removes the old pointer if there, then sets the new one.
+fn finish_parent(
+    tp: &mut crate::trans::Trans<'_>,
+    ip: &mut crate::inode::Inode,
+    a: &Attri,
+) -> Result<()> {
+    use crate::attr::write::{remove_parent, set_parent};
+    let gone_ok = |r: Result<()>| match r {
+        Err(Error::NoAttr(_)) => Ok(()),
+        r => r,
+    };
+    match a.op {
+        XFS_ATTRI_OP_FLAGS_PPTR_SET => {
+            if ip.has_attr_fork() {
+                set_parent(tp, ip, &a.name, &a.value)?;
+            }
+        }
+        XFS_ATTRI_OP_FLAGS_PPTR_REMOVE => {
+            gone_ok(remove_parent(tp, ip, &a.name, &a.value))?;
+            crate::namespace::symlink_to_local(tp, ip)?;
+        }
+        XFS_ATTRI_OP_FLAGS_PPTR_REPLACE => {
+            if ip.has_attr_fork() {
+                gone_ok(remove_parent(tp, ip, &a.name, &a.value))?;
+                set_parent(tp, ip, &a.new_name, &a.new_value)?;
+            }
+        }
+        _ => return Err(a.corrupt(format!("operation {}", a.op))),
+    }
+    Ok(())
 }
 
 /// The regions of an ATTRI item for `a` (the test hook

@@ -18,7 +18,7 @@ mod remote;
 mod sf;
 mod tree;
 
-use super::{name_hash, Namespace, XATTR_SIZE_MAX};
+use super::{entry_hash, Namespace, XATTR_SIZE_MAX};
 use crate::error::{Error, Result};
 use crate::inode::{Fork, ForkFormat, Inode};
 use crate::trans::Trans;
@@ -50,6 +50,43 @@ fn check_args(name: &[u8], value: Option<&[u8]>) -> Result<()> {
     Ok(())
 }
 
+/// True when leaf entry `e` is the attribute (`ns`, `name`): parent
+/// pointers must match the value (the parent) too, as several can share
+/// a name.
+fn same_key(e: &LEnt, ns: Namespace, name: &[u8], value: &[u8]) -> bool {
+    e.ns == ns
+        && e.name == name
+        && (ns != Namespace::Parent || matches!(&e.val, LVal::Local(v) if v == value))
+}
+
+fn same_sf(e: &Ent, ns: Namespace, name: &[u8], value: &[u8]) -> bool {
+    e.ns == ns && e.name == name && (ns != Namespace::Parent || e.value == value)
+}
+
+/// Adds parent pointer (`name`, `rec`) unless that very pointer (same
+/// name and parent record) is there already.
+pub fn set_parent(tp: &mut Trans<'_>, ip: &mut Inode, name: &[u8], rec: &[u8]) -> Result<()> {
+    check_parent(ip, name, rec)?;
+    set(tp, ip, Namespace::Parent, name, rec)
+}
+
+/// Removes parent pointer (`name`, `rec`). `Error::NoAttr` if absent.
+pub fn remove_parent(tp: &mut Trans<'_>, ip: &mut Inode, name: &[u8], rec: &[u8]) -> Result<()> {
+    check_parent(ip, name, rec)?;
+    remove_in(tp, ip, Namespace::Parent, name, rec)
+}
+
+fn check_parent(ip: &Inode, name: &[u8], rec: &[u8]) -> Result<()> {
+    if rec.len() != super::PARENT_REC_SIZE {
+        return Err(Error::Invalid(format!(
+            "inode {}: parent pointer value of {} bytes (12 expected)",
+            ip.ino.0,
+            rec.len()
+        )));
+    }
+    check_args(name, Some(rec))
+}
+
 /// Sets attribute `name` in namespace `ns` to `value` (replacing it if present).
 pub fn set(
     tp: &mut Trans<'_>,
@@ -77,6 +114,22 @@ pub fn set(
 
 /// Removes attribute `name` in namespace `ns`. `Error::NoAttr` if absent.
 pub fn remove(tp: &mut Trans<'_>, ip: &mut Inode, ns: Namespace, name: &[u8]) -> Result<()> {
+    if ns == Namespace::Parent {
+        return Err(Error::Invalid(
+            "a parent pointer is removed by name and value".into(),
+        ));
+    }
+    remove_in(tp, ip, ns, name, &[])
+}
+
+/// Removes the entry `same_key` finds (`value` matters for parent pointers).
+fn remove_in(
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    ns: Namespace,
+    name: &[u8],
+    value: &[u8],
+) -> Result<()> {
     check_args(name, None)?;
     let missing = || Error::NoAttr(String::from_utf8_lossy(&super::full_name(ns, name)).into());
     if !ip.has_attr_fork() || (ip.aformat == ForkFormat::Extents && ip.anextents == 0) {
@@ -85,7 +138,7 @@ pub fn remove(tp: &mut Trans<'_>, ip: &mut Inode, ns: Namespace, name: &[u8]) ->
     match ip.aformat {
         ForkFormat::Local => {
             let mut ents = sf::decode(ip)?;
-            let Some(i) = ents.iter().position(|e| e.ns == ns && e.name == name) else {
+            let Some(i) = ents.iter().position(|e| same_sf(e, ns, name, value)) else {
                 return Err(missing());
             };
             ents.remove(i);
@@ -97,7 +150,7 @@ pub fn remove(tp: &mut Trans<'_>, ip: &mut Inode, ns: Namespace, name: &[u8]) ->
             Ok(())
         }
         ForkFormat::Extents | ForkFormat::Btree => {
-            let (c, hit) = tree::find(tp, ip, ns, name, name_hash(name))?;
+            let (c, hit) = tree::find(tp, ip, ns, name, entry_hash(ns, name, value), value)?;
             let Some(i) = hit else {
                 return Err(missing());
             };
@@ -182,7 +235,7 @@ fn sf_set(
     value: &[u8],
 ) -> Result<()> {
     let mut ents = sf::decode(ip)?;
-    ents.retain(|e| !(e.ns == ns && e.name == name));
+    ents.retain(|e| !same_sf(e, ns, name, value));
     if sf::entry_fits_sf(name.len(), value.len()) && ents.len() < 255 {
         let need = sf::totsize(&ents) + sf::entsize(name.len(), value.len());
         let forkoff = sf::bytesfit(tp.geo(), ip, need)?;
@@ -224,7 +277,7 @@ fn sf_to_leaf(tp: &mut Trans<'_>, ip: &mut Inode, ents: &[Ent]) -> Result<()> {
     let mut lents: Vec<LEnt> = ents
         .iter()
         .map(|e| LEnt {
-            hash: name_hash(&e.name),
+            hash: entry_hash(e.ns, &e.name, &e.value),
             ns: e.ns,
             name: e.name.clone(),
             val: LVal::Local(e.value.clone()),
@@ -243,8 +296,8 @@ fn tree_set(
     name: &[u8],
     value: &[u8],
 ) -> Result<()> {
-    let hash = name_hash(name);
-    let (c, hit) = tree::find(tp, ip, ns, name, hash)?;
+    let hash = entry_hash(ns, name, value);
+    let (c, hit) = tree::find(tp, ip, ns, name, hash, value)?;
     let mut ents = c.ents.clone();
     if let Some(i) = hit {
         if let LVal::Remote { blk, len } = ents.remove(i).val {

@@ -99,6 +99,7 @@ pub(crate) fn ns_flags(ns: crate::attr::Namespace) -> u8 {
         crate::attr::Namespace::User => 0,
         crate::attr::Namespace::Trusted => FLAG_ROOT,
         crate::attr::Namespace::Security => FLAG_SECURE,
+        crate::attr::Namespace::Parent => crate::attr::FLAG_PARENT,
     }
 }
 

@@ -111,6 +111,7 @@ pub(crate) fn find(
     ns: Namespace,
     name: &[u8],
     hash: u32,
+    value: &[u8],
 ) -> Result<(Cursor, Option<usize>)> {
     let first = descend(tp, ip, Vec::new(), 0, &|ents| {
         ents.iter()
@@ -123,7 +124,7 @@ pub(crate) fn find(
         let hit = c
             .ents
             .iter()
-            .position(|e| e.hash == hash && e.ns == ns && e.name == name);
+            .position(|e| e.hash == hash && super::same_key(e, ns, name, value));
         if hit.is_some() {
             return Ok((c, hit));
         }

@@ -1,0 +1,376 @@
+//! Unfinished parent pointer intents (PPTR set, remove, replace ATTRIs)
+//! are finished by recovery as the kernel finishes them.
+//!
+//! mkfs.xfs 6.1 cannot make a parent-pointer filesystem, but the kernel
+//! mounts its image once the PARENT incompat bit is set in every AG's
+//! superblock. The kernel then creates files, directories and hard links,
+//! writing real parent pointers. With the bit cleared for a moment (the
+//! write engine refuses parent-pointer filesystems), xfskit logs PPTR
+//! ATTRIs without their ATTRDs into a crashed log; the bit goes back on.
+//! One copy is recovered by the kernel's mount, the other by
+//! `Fs::recover`: the parent pointers of every inode must be identical,
+//! in on-disk order. Bad PPTR ATTRIs (wrong generation, wrong value
+//! size) are refused by both.
+
+mod namespace_common;
+mod write_common;
+
+use std::path::Path;
+use write_common::*;
+use xfs_format::log_intent::*;
+use xfskit::check::{check, CheckOptions};
+use xfskit::log::attr::{attri_regions, Attri};
+use xfskit::log::recover::RecoverOptions;
+use xfskit::{Fs, OpenOptions};
+
+const PARENT: u32 = xfs_format::attr::XFS_ATTR_PARENT as u32;
+const INCOMPAT_PARENT: u32 = xfs_format::sb::XFS_SB_FEAT_INCOMPAT_PARENT;
+
+/// Sets or clears incompat feature `bits` in every AG's superblock,
+/// restamping each CRC.
+fn set_incompat(img: &Path, bits: u32, on: bool) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(img)
+        .unwrap();
+    let be32 = |b: &[u8], o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+    let mut sb = vec![0u8; 512];
+    f.read_exact_at(&mut sb, 0).unwrap();
+    let sect = usize::from(u16::from_be_bytes([sb[102], sb[103]]));
+    let ag_bytes = u64::from(be32(&sb, 4)) * u64::from(be32(&sb, 84));
+    for ag in 0..u64::from(be32(&sb, 88)) {
+        let mut sb = vec![0u8; sect];
+        f.read_exact_at(&mut sb, ag * ag_bytes).unwrap();
+        let mut inc = be32(&sb, 216);
+        if on {
+            inc |= bits;
+        } else {
+            inc &= !bits;
+        }
+        sb[216..220].copy_from_slice(&inc.to_be_bytes());
+        xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
+        f.write_all_at(&sb, ag * ag_bytes).unwrap();
+    }
+    f.sync_all().unwrap();
+}
+
+fn mount(img: &Path, mnt: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(mnt).unwrap();
+    let (ok, out) = run(
+        "mount",
+        &[
+            "-o",
+            "loop,nouuid",
+            &img.display().to_string(),
+            &mnt.display().to_string(),
+        ],
+    );
+    if ok {
+        return Ok(());
+    }
+    let dmesg = run("dmesg", &[]).1;
+    let tail: Vec<&str> = dmesg.lines().rev().take(10).collect();
+    Err(format!("{out}\n{tail:#?}"))
+}
+
+fn umount(mnt: &Path) {
+    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    assert!(ok, "umount: {out}");
+}
+
+/// The parent record of directory `ino` with generation `gen`.
+fn rec(ino: u64, gen: u32) -> Vec<u8> {
+    let mut v = ino.to_be_bytes().to_vec();
+    v.extend_from_slice(&gen.to_be_bytes());
+    v
+}
+
+/// Every in-use inode reachable from the root with its parent pointers,
+/// as (path, inode, pointers in on-disk order).
+type Pptrs = Vec<(String, u64, Vec<(Vec<u8>, u64, u32)>)>;
+
+fn pptrs(img: &Path) -> Pptrs {
+    let fs = Fs::open(img, &OpenOptions::default()).unwrap();
+    let mut out = Vec::new();
+    let mut todo = vec![(String::new(), fs.geometry().root_ino)];
+    // Each inode under its shallowest path, first in byte order (links).
+    let key = |p: &String| (p.matches('/').count(), p.clone());
+    let mut first = std::collections::BTreeMap::<u64, String>::new();
+    while let Some((path, ino)) = todo.pop() {
+        let ip = fs.inode(ino).unwrap();
+        let e = first.entry(ino.0).or_insert_with(|| path.clone());
+        if key(&path) < key(e) {
+            *e = path.clone();
+        }
+        if ip.file_type == xfskit::inode::FileType::Dir {
+            for e in xfskit::dir::read_dir(&fs, &ip).unwrap() {
+                if e.name == b"." || e.name == b".." {
+                    continue;
+                }
+                todo.push((
+                    format!("{path}/{}", String::from_utf8_lossy(&e.name)),
+                    e.ino,
+                ));
+            }
+        }
+    }
+    for (ino, path) in first {
+        let ip = fs.inode(xfskit::Ino(ino)).unwrap();
+        let p = xfskit::attr::parent_pointers(&fs, &ip).unwrap();
+        out.push((path, ino, p));
+    }
+    out.sort();
+    out
+}
+
+fn get<'a>(p: &'a Pptrs, path: &str) -> &'a (String, u64, Vec<(Vec<u8>, u64, u32)>) {
+    p.iter()
+        .find(|(n, _, _)| n == path)
+        .unwrap_or_else(|| panic!("{path} missing"))
+}
+
+fn gen_of(img: &Path, ino: u64) -> u32 {
+    let fs = Fs::open(img, &OpenOptions::default()).unwrap();
+    fs.inode(xfskit::Ino(ino)).unwrap().gen
+}
+
+fn pptr_attri(id: u64, ino: u64, igen: u32, op: u32, name: &[u8], value: &[u8]) -> Attri {
+    Attri {
+        id,
+        rec_blk: 0,
+        ino,
+        igen,
+        op,
+        filter: PARENT,
+        name: name.to_vec(),
+        new_name: Vec::new(),
+        value: value.to_vec(),
+        new_value: Vec::new(),
+    }
+}
+
+/// A parent-pointer filesystem populated by the kernel. Returns its
+/// parent pointers as xfskit reads them.
+fn base(img: &Path) -> Pptrs {
+    mkfs_xfs(img, 320 << 20, "");
+    set_incompat(img, INCOMPAT_PARENT, true);
+    let mnt = img.with_extension("mnt");
+    mount(img, &mnt).unwrap_or_else(|e| panic!("mount with parent pointers: {e}"));
+    let m = mnt.display().to_string();
+    let script = format!(
+        "set -e; cd {m}; mkdir -p d e; for f in a b c dup missing; do echo $f > $f; done; \
+         echo h > h; for i in $(seq 1 40); do ln h d/link-with-a-long-name-$i; done; \
+         echo s > d/s; ln d/s e/s; mkdir d/sub; echo l > l; \
+         for i in $(seq 1 12); do ln l e/l$i; done"
+    );
+    let (ok, out) = run("bash", &["-c", &script]);
+    assert!(ok, "populate: {out}");
+    umount(&mnt);
+    let _ = std::fs::remove_dir(&mnt);
+    pptrs(img)
+}
+
+/// Logs `items` (one transaction each) with xfskit's journaled engine
+/// (parent bit cleared meanwhile) and drops it without writing back.
+fn crash_with(img: &Path, items: &[Vec<Vec<u8>>]) {
+    set_incompat(img, INCOMPAT_PARENT, false);
+    {
+        let fs = open_rw(img);
+        for regions in items {
+            let mut tp = fs.trans().unwrap();
+            tp.log_raw_item(regions.clone());
+            tp.commit().unwrap();
+        }
+        fs.force_log().unwrap();
+    }
+    set_incompat(img, INCOMPAT_PARENT, true);
+}
+
+fn run_check(img: &Path) -> bool {
+    let fs = Fs::open(img, &OpenOptions::default()).unwrap();
+    let r = check(
+        &fs,
+        &CheckOptions {
+            threads: 2,
+            progress: None,
+        },
+    )
+    .unwrap();
+    if !r.is_clean() {
+        println!("check: {:?}", r.problems);
+    }
+    r.is_clean()
+}
+
+#[test]
+fn kernel_and_xfskit_finish_pptr_attris_alike() {
+    if skip_unless_root("kernel_and_xfskit_finish_pptr_attris_alike") {
+        return;
+    }
+    let s = Scratch::new("pptr");
+    let img = s.0.join("img");
+    let before = base(&img);
+    let root = get(&before, "").1;
+    let root_gen = gen_of(&img, root);
+    let (_, d, _) = get(&before, "/d").clone();
+    let (_, e, _) = get(&before, "/e").clone();
+    let dgen = gen_of(&img, d);
+    let egen = gen_of(&img, e);
+    // The kernel wrote the pointers the tree implies.
+    let a = get(&before, "/a");
+    assert_eq!(a.2, vec![(b"a".to_vec(), root, root_gen)], "{before:?}");
+    let h = get(&before, "/h");
+    assert_eq!(h.2.len(), 41, "{h:?}");
+    assert_eq!(get(&before, "/d/sub").2, vec![(b"sub".to_vec(), d, dgen)]);
+    let f = |p: &str| {
+        let (_, ino, _) = get(&before, p);
+        (*ino, gen_of(&img, *ino))
+    };
+    let (ia, ga) = f("/a");
+    let (ib, gb) = f("/b");
+    let (ic, gc) = f("/c");
+    let (idup, gdup) = f("/dup");
+    let (imiss, gmiss) = f("/missing");
+    let (ih, gh) = f("/h");
+    let (is, gs) = f("/d/s");
+    let (il, gl) = f("/l");
+    let (isub, gsub) = f("/d/sub");
+    use XFS_ATTRI_OP_FLAGS_PPTR_REMOVE as RM;
+    use XFS_ATTRI_OP_FLAGS_PPTR_REPLACE as REP;
+    use XFS_ATTRI_OP_FLAGS_PPTR_SET as SET;
+    let replace = |id, ino, igen, old: &[u8], ov: Vec<u8>, new: &[u8], nv: Vec<u8>| {
+        let mut x = pptr_attri(id, ino, igen, REP, old, &ov);
+        x.new_name = new.to_vec();
+        x.new_value = nv;
+        x
+    };
+    let list = vec![
+        // Short form: a new pointer, an existing one set again, removes
+        // of an existing and a missing one, replaces.
+        pptr_attri(0x301, ia, ga, SET, b"a-in-d", &rec(d, dgen)),
+        pptr_attri(0x302, idup, gdup, SET, b"dup", &rec(root, root_gen)),
+        pptr_attri(0x303, ib, gb, RM, b"b", &rec(root, root_gen)),
+        pptr_attri(0x304, imiss, gmiss, RM, b"missing", &rec(d, dgen)),
+        replace(0x305, ic, gc, b"c", rec(root, root_gen), b"c-moved", rec(e, egen)),
+        // Same name, another parent: a second pointer of that name.
+        pptr_attri(0x306, is, gs, SET, b"s", &rec(root, root_gen)),
+        // Replace whose old pointer is not there.
+        replace(0x307, il, gl, b"nope", rec(d, dgen), b"l13", rec(e, egen)),
+        // Leaf: remove, set, replace among 41 pointers.
+        pptr_attri(0x308, ih, gh, RM, b"link-with-a-long-name-7", &rec(d, dgen)),
+        pptr_attri(0x309, ih, gh, SET, b"link-in-e", &rec(e, egen)),
+        replace(
+            0x30a,
+            ih,
+            gh,
+            b"link-with-a-long-name-20",
+            rec(d, dgen),
+            b"h-again",
+            rec(root, root_gen),
+        ),
+        pptr_attri(0x30b, ih, gh, RM, b"h", &rec(d, dgen)),
+        // A directory's pointer.
+        replace(0x30c, isub, gsub, b"sub", rec(d, dgen), b"sub2", rec(e, egen)),
+    ];
+    crash_with(&img, &list.iter().map(attri_regions).collect::<Vec<_>>());
+    let kimg = s.0.join("kernel.img");
+    let ximg = s.0.join("xfskit.img");
+    std::fs::copy(&img, &kimg).unwrap();
+    std::fs::copy(&img, &ximg).unwrap();
+
+    let kmnt = s.0.join("kmnt");
+    mount(&kimg, &kmnt).unwrap_or_else(|e| panic!("kernel replay: {e}"));
+    let (ok, ls) = run("ls", &["-laR", &kmnt.display().to_string()]);
+    assert!(ok, "{ls}");
+    umount(&kmnt);
+    let kernel = pptrs(&kimg);
+
+    let r = Fs::recover(&ximg, &RecoverOptions::default()).unwrap();
+    assert_eq!(r.rui_updates, list.len());
+    let ours = pptrs(&ximg);
+    mount(&ximg, &kmnt).unwrap_or_else(|e| panic!("mount after xfskit recover: {e}"));
+    let (ok, ls2) = run("ls", &["-laR", &kmnt.display().to_string()]);
+    assert!(ok, "{ls2}");
+    umount(&kmnt);
+    let _ = std::fs::remove_dir(&kmnt);
+    assert_eq!(ls.replace("kmnt", ""), ls2.replace("kmnt", ""));
+
+    // The intents did what they say (so the comparison means something).
+    let k = |p: &str| get(&kernel, p).2.clone();
+    assert!(k("/a").contains(&(b"a-in-d".to_vec(), d, dgen)));
+    assert_eq!(k("/dup").len(), 1);
+    assert!(k("/b").is_empty());
+    assert_eq!(k("/c"), vec![(b"c-moved".to_vec(), e, egen)]);
+    assert_eq!(k("/d/s").len(), 3);
+    assert!(k("/l").contains(&(b"l13".to_vec(), e, egen)));
+    assert_eq!(k("/h").len(), 41);
+    assert_eq!(k("/d/sub"), vec![(b"sub2".to_vec(), e, egen)]);
+    for ((kp, ki, kv), (xp, xi, xv)) in kernel.iter().zip(&ours) {
+        assert_eq!((kp, ki), (xp, xi));
+        assert_eq!(kv, xv, "{kp}: parent pointers differ (kernel, xfskit)");
+    }
+    assert_eq!(kernel, ours);
+    assert!(run_check(&kimg), "xfskit check of the kernel's result");
+    assert!(run_check(&ximg), "xfskit check of xfskit's result");
+    let n: usize = kernel.iter().map(|x| x.2.len()).sum();
+    println!(
+        "{} PPTR ATTRIs finished alike; {} inodes, {n} parent pointers compared",
+        list.len(),
+        kernel.len()
+    );
+}
+
+/// A bad PPTR ATTRI: both recoveries refuse it, ours naming the log
+/// record and writing nothing.
+#[test]
+fn bad_pptr_attris_are_refused() {
+    if skip_unless_root("bad_pptr_attris_are_refused") {
+        return;
+    }
+    let s = Scratch::new("pptr-bad");
+    let img = s.0.join("img");
+    let before = base(&img);
+    let root = get(&before, "").1;
+    let root_gen = gen_of(&img, root);
+    let (_, ia, _) = get(&before, "/a").clone();
+    let ga = gen_of(&img, ia);
+    let good = pptr_attri(
+        0x401,
+        ia,
+        ga,
+        XFS_ATTRI_OP_FLAGS_PPTR_SET,
+        b"x",
+        &rec(root, root_gen),
+    );
+    let mut wrong_gen = good.clone();
+    wrong_gen.igen = ga.wrapping_add(1);
+    // A value of 16 bytes instead of a 12-byte parent record.
+    let mut r16 = attri_regions(&good);
+    r16[0][32] = 16;
+    r16[2].resize(16, 0);
+    for (tag, regions, want) in [
+        ("generation", attri_regions(&wrong_gen), "generation"),
+        ("value-size", r16, "value of 16 bytes"),
+    ] {
+        let cimg = s.0.join(format!("{tag}.img"));
+        std::fs::copy(&img, &cimg).unwrap();
+        crash_with(&cimg, &[regions]);
+        let bytes = std::fs::read(&cimg).unwrap();
+        let e = Fs::recover(&cimg, &RecoverOptions::default()).unwrap_err();
+        let msg = e.to_string();
+        println!("{tag}: xfskit: {msg}");
+        assert!(msg.contains("log block") && msg.contains(want), "{msg}");
+        assert!(std::fs::read(&cimg).unwrap() == bytes, "{tag}: wrote");
+        let mnt = s.0.join("bmnt");
+        match mount(&cimg, &mnt) {
+            Ok(()) => {
+                umount(&mnt);
+                panic!("{tag}: the kernel replayed the bad ATTRI");
+            }
+            Err(k) => println!("{tag}: kernel refused: {k}"),
+        }
+        let _ = std::fs::remove_dir(&mnt);
+    }
+}
