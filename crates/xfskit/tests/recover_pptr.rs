@@ -273,6 +273,10 @@ fn kernel_and_xfskit_finish_pptr_attris_alike() {
         pptr_attri(0x30b, ih, gh, RM, b"h", &rec(d, dgen)),
         // A directory's pointer.
         replace(0x30c, isub, gsub, b"sub", rec(d, dgen), b"sub2", rec(e, egen)),
+        // Replace onto a pointer that is there already (set by 0x301).
+        replace(0x30d, ia, ga, b"a", rec(root, root_gen), b"a-in-d", rec(d, dgen)),
+        // A set on the root directory, which has no attribute fork.
+        pptr_attri(0x30e, root, root_gen, SET, b"root", &rec(d, dgen)),
     ];
     crash_with(&img, &list.iter().map(attri_regions).collect::<Vec<_>>());
     let kimg = s.0.join("kernel.img");
@@ -299,7 +303,8 @@ fn kernel_and_xfskit_finish_pptr_attris_alike() {
 
     // The intents did what they say (so the comparison means something).
     let k = |p: &str| get(&kernel, p).2.clone();
-    assert!(k("/a").contains(&(b"a-in-d".to_vec(), d, dgen)));
+    assert_eq!(k("/a"), vec![(b"a-in-d".to_vec(), d, dgen)]);
+    assert!(k("").is_empty());
     assert_eq!(k("/dup").len(), 1);
     assert!(k("/b").is_empty());
     assert_eq!(k("/c"), vec![(b"c-moved".to_vec(), e, egen)]);
