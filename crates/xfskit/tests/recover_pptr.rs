@@ -87,9 +87,11 @@ fn rec(ino: u64, gen: u32) -> Vec<u8> {
     v
 }
 
-/// Every in-use inode reachable from the root with its parent pointers,
-/// as (path, inode, pointers in on-disk order).
-type Pptrs = Vec<(String, u64, Vec<(Vec<u8>, u64, u32)>)>;
+/// One inode: a path, its number, its parent pointers in on-disk order
+/// (name, parent inode, parent generation).
+type Entry = (String, u64, Vec<(Vec<u8>, u64, u32)>);
+/// Every in-use inode reachable from the root.
+type Pptrs = Vec<Entry>;
 
 fn pptrs(img: &Path) -> Pptrs {
     let fs = Fs::open(img, &OpenOptions::default()).unwrap();
@@ -125,7 +127,7 @@ fn pptrs(img: &Path) -> Pptrs {
     out
 }
 
-fn get<'a>(p: &'a Pptrs, path: &str) -> &'a (String, u64, Vec<(Vec<u8>, u64, u32)>) {
+fn get<'a>(p: &'a Pptrs, path: &str) -> &'a Entry {
     p.iter()
         .find(|(n, _, _)| n == path)
         .unwrap_or_else(|| panic!("{path} missing"))
@@ -253,7 +255,15 @@ fn kernel_and_xfskit_finish_pptr_attris_alike() {
         pptr_attri(0x302, idup, gdup, SET, b"dup", &rec(root, root_gen)),
         pptr_attri(0x303, ib, gb, RM, b"b", &rec(root, root_gen)),
         pptr_attri(0x304, imiss, gmiss, RM, b"missing", &rec(d, dgen)),
-        replace(0x305, ic, gc, b"c", rec(root, root_gen), b"c-moved", rec(e, egen)),
+        replace(
+            0x305,
+            ic,
+            gc,
+            b"c",
+            rec(root, root_gen),
+            b"c-moved",
+            rec(e, egen),
+        ),
         // Same name, another parent: a second pointer of that name.
         pptr_attri(0x306, is, gs, SET, b"s", &rec(root, root_gen)),
         // Replace whose old pointer is not there.
@@ -272,9 +282,25 @@ fn kernel_and_xfskit_finish_pptr_attris_alike() {
         ),
         pptr_attri(0x30b, ih, gh, RM, b"h", &rec(d, dgen)),
         // A directory's pointer.
-        replace(0x30c, isub, gsub, b"sub", rec(d, dgen), b"sub2", rec(e, egen)),
+        replace(
+            0x30c,
+            isub,
+            gsub,
+            b"sub",
+            rec(d, dgen),
+            b"sub2",
+            rec(e, egen),
+        ),
         // Replace onto a pointer that is there already (set by 0x301).
-        replace(0x30d, ia, ga, b"a", rec(root, root_gen), b"a-in-d", rec(d, dgen)),
+        replace(
+            0x30d,
+            ia,
+            ga,
+            b"a",
+            rec(root, root_gen),
+            b"a-in-d",
+            rec(d, dgen),
+        ),
         // A set on the root directory, which has no attribute fork.
         pptr_attri(0x30e, root, root_gen, SET, b"root", &rec(d, dgen)),
     ];
