@@ -381,7 +381,11 @@ fn bad_pptr_attris_are_refused() {
     let mut r16 = attri_regions(&good);
     r16[0][32] = 16;
     r16[2].resize(16, 0);
+    // A parent record naming inode 0.
+    let mut zero = good.clone();
+    zero.value = rec(0, 0);
     for (tag, regions, want) in [
+        ("parent-ino", attri_regions(&zero), "parent inode 0"),
         ("generation", attri_regions(&wrong_gen), "generation"),
         ("value-size", r16, "value of 16 bytes"),
     ] {

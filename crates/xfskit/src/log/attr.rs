@@ -198,8 +198,12 @@ impl Attri {
             parts.push(r[..n].to_vec());
         }
         for (p, &(_, what)) in parts.iter().zip(&want) {
-            if what.ends_with("name") && !parent && p.contains(&0) {
+            if what.ends_with("name") && p.contains(&0) {
                 return Err(bad(format!("{what} holds a NUL byte")));
+            }
+            // A parent pointer's name is a directory entry name.
+            if what.ends_with("name") && parent && p.contains(&b'/') {
+                return Err(bad(format!("parent pointer {what} holds a slash")));
             }
         }
         let mut it = parts.into_iter();
@@ -267,6 +271,19 @@ impl Attri {
         }
         if !geo.ino_valid(Ino(self.ino)) {
             return Err(self.corrupt(format!("inode {} is not a valid inode number", self.ino)));
+        }
+        if self.filter & u32::from(XFS_ATTR_PARENT) != 0 {
+            for (what, v) in [("value", &self.value), ("new value", &self.new_value)] {
+                if v.len() != PARENT_REC {
+                    continue;
+                }
+                let p = u64::from_be_bytes(v[..8].try_into().expect("8 bytes"));
+                if !geo.ino_valid(Ino(p)) {
+                    return Err(self.corrupt(format!(
+                        "parent pointer {what} names parent inode {p}, not a valid inode number"
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -472,5 +489,15 @@ mod tests {
         let mut bad = r;
         bad[0][24] = 9;
         assert!(Attri::parse(&bad, 3).is_err());
+        // A parent pointer name is a directory entry name: no slash.
+        let mut pp = sample();
+        pp.op = XFS_ATTRI_OP_FLAGS_PPTR_SET;
+        pp.filter = u32::from(XFS_ATTR_PARENT);
+        pp.value = vec![0, 0, 0, 0, 0, 0, 0, 128, 0, 0, 0, 1];
+        assert_eq!(Attri::parse(&attri_regions(&pp), 3).unwrap(), pp);
+        pp.name = b"a/b".to_vec();
+        assert!(Attri::parse(&attri_regions(&pp), 3)
+            .unwrap_err()
+            .contains("slash"));
     }
 }
