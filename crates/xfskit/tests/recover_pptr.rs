@@ -12,8 +12,12 @@
 //! in on-disk order. Bad PPTR ATTRIs (wrong generation, wrong value
 //! size) are refused by both.
 
+mod crash_common;
 mod namespace_common;
 mod write_common;
+
+use crash_common::{CrashDevice, Shared};
+use std::sync::Arc;
 
 use std::path::Path;
 use write_common::*;
@@ -94,7 +98,10 @@ type Entry = (String, u64, Vec<(Vec<u8>, u64, u32)>);
 type Pptrs = Vec<Entry>;
 
 fn pptrs(img: &Path) -> Pptrs {
-    let fs = Fs::open(img, &OpenOptions::default()).unwrap();
+    pptrs_of(&Fs::open(img, &OpenOptions::default()).unwrap())
+}
+
+fn pptrs_of(fs: &Fs) -> Pptrs {
     let mut out = Vec::new();
     let mut todo = vec![(String::new(), fs.geometry().root_ino)];
     // Each inode under its shallowest path, first in byte order (links).
@@ -107,7 +114,7 @@ fn pptrs(img: &Path) -> Pptrs {
             *e = path.clone();
         }
         if ip.file_type == xfskit::inode::FileType::Dir {
-            for e in xfskit::dir::read_dir(&fs, &ip).unwrap() {
+            for e in xfskit::dir::read_dir(fs, &ip).unwrap() {
                 if e.name == b"." || e.name == b".." {
                     continue;
                 }
@@ -120,7 +127,7 @@ fn pptrs(img: &Path) -> Pptrs {
     }
     for (ino, path) in first {
         let ip = fs.inode(xfskit::Ino(ino)).unwrap();
-        let p = xfskit::attr::parent_pointers(&fs, &ip).unwrap();
+        let p = xfskit::attr::parent_pointers(fs, &ip).unwrap();
         out.push((path, ino, p));
     }
     out.sort();
@@ -305,6 +312,9 @@ fn kernel_and_xfskit_finish_pptr_attris_alike() {
         pptr_attri(0x30e, root, root_gen, SET, b"root", &rec(d, dgen)),
     ];
     crash_with(&img, &list.iter().map(attri_regions).collect::<Vec<_>>());
+    if let Some(d) = std::env::var_os("XFSKIT_PPTR_DUMP") {
+        std::fs::copy(&img, Path::new(&d).join("crashed.img")).unwrap();
+    }
     let kimg = s.0.join("kernel.img");
     let ximg = s.0.join("xfskit.img");
     std::fs::copy(&img, &kimg).unwrap();
@@ -408,4 +418,102 @@ fn bad_pptr_attris_are_refused() {
         }
         let _ = std::fs::remove_dir(&mnt);
     }
+}
+
+/// Recovers `img` on a device that fails from its `limit`-th write.
+fn recover_on(
+    img: &Path,
+    limit: Option<u64>,
+    tear: bool,
+) -> (
+    Arc<CrashDevice>,
+    xfskit::Result<xfskit::log::recover::RecoverReport>,
+) {
+    let dev = Arc::new(CrashDevice::new(img, limit, tear));
+    if let Ok(fs) = Fs::open(img, &OpenOptions::default()) {
+        let g = fs.geometry();
+        let lo = g.fsb_to_daddr(g.log_start).bytes();
+        dev.set_log(lo, lo + u64::from(g.log_blocks) * u64::from(g.block_size));
+    }
+    let r = xfskit::log::recover::recover_device(
+        Arc::new(Shared(dev.clone())),
+        &RecoverOptions::default(),
+    );
+    (dev, r)
+}
+
+/// xfskit's recovery of PPTR ATTRIs crashed at every write (torn every
+/// other time) and recovered again gives the kernel's parent pointers.
+#[test]
+fn pptr_recovery_interrupted_at_every_write() {
+    if skip_unless_root("pptr_recovery_interrupted_at_every_write") {
+        return;
+    }
+    let s = Scratch::new("pptr-crash");
+    let img = s.0.join("img");
+    let before = base(&img);
+    let root = get(&before, "").1;
+    let root_gen = gen_of(&img, root);
+    let (_, d, _) = get(&before, "/d").clone();
+    let dgen = gen_of(&img, d);
+    let f = |p: &str| {
+        let (_, ino, _) = get(&before, p);
+        (*ino, gen_of(&img, *ino))
+    };
+    let (ia, ga) = f("/a");
+    let (ib, gb) = f("/b");
+    let (ih, gh) = f("/h");
+    use XFS_ATTRI_OP_FLAGS_PPTR_REMOVE as RM;
+    use XFS_ATTRI_OP_FLAGS_PPTR_SET as SET;
+    let list = [
+        pptr_attri(0x501, ia, ga, SET, b"a-in-d", &rec(d, dgen)),
+        pptr_attri(0x502, ib, gb, RM, b"b", &rec(root, root_gen)),
+        pptr_attri(0x503, ih, gh, RM, b"link-with-a-long-name-3", &rec(d, dgen)),
+        pptr_attri(0x504, ih, gh, SET, b"another", &rec(root, root_gen)),
+    ];
+    crash_with(&img, &list.iter().map(attri_regions).collect::<Vec<_>>());
+    let kimg = s.0.join("kernel.img");
+    std::fs::copy(&img, &kimg).unwrap();
+    let kmnt = s.0.join("kmnt");
+    mount(&kimg, &kmnt).unwrap_or_else(|e| panic!("kernel replay: {e}"));
+    umount(&kmnt);
+    let want = pptrs(&kimg);
+    let (dev, r) = recover_on(&img, None, false);
+    assert_eq!(r.unwrap().rui_updates, list.len());
+    let total = dev.writes();
+    let fs = Fs::from_device(Box::new(Shared(dev.clone())), &OpenOptions::default()).unwrap();
+    assert_eq!(want, pptrs_of(&fs), "uninterrupted recovery");
+    drop(fs);
+    let crashed = s.0.join("crashed.img");
+    for n in 1..=total {
+        let tear = n % 2 == 1;
+        let (dev, r) = recover_on(&img, Some(n), tear);
+        assert!(
+            r.is_err(),
+            "write {n} of {total} failed, yet recovery returned"
+        );
+        if n == total / 2 {
+            dev.save(&img, &crashed);
+        }
+        dev.revive();
+        if let Err(e) = xfskit::log::recover::recover_device(
+            Arc::new(Shared(dev.clone())),
+            &RecoverOptions::default(),
+        ) {
+            panic!("crash at write {n}: recovery after the crash: {e}");
+        }
+        let fs = Fs::from_device(Box::new(Shared(dev.clone())), &OpenOptions::default()).unwrap();
+        assert_eq!(want, pptrs_of(&fs), "crash at write {n} of {total}");
+        drop(fs);
+    }
+    // The middle crash point, recovered by the kernel.
+    mount(&crashed, &kmnt).unwrap_or_else(|e| panic!("kernel after a crash: {e}"));
+    umount(&kmnt);
+    let _ = std::fs::remove_dir(&kmnt);
+    assert_eq!(
+        want,
+        pptrs(&crashed),
+        "middle crash recovered by the kernel"
+    );
+    println!("{total} crash points recovered to the kernel's parent pointers");
 }

@@ -165,4 +165,3 @@ impl Device for Shared {
         self.0.len()
     }
 }
-
