@@ -16,7 +16,7 @@ mod crash_common;
 mod namespace_common;
 mod write_common;
 
-use crash_common::{CrashDevice, Shared};
+use crash_common::{recover_on, Shared};
 use namespace_common::*;
 use std::path::Path;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use write_common::*;
 use xfs_format::log_intent::*;
 use xfskit::build::NodeKind;
 use xfskit::log::attr::{attri_regions, Attri};
-use xfskit::log::recover::{recover_device, RecoverOptions, RecoverReport};
+use xfskit::log::recover::{recover_device, RecoverOptions};
 use xfskit::{Fs, Ino, OpenOptions};
 
 const ROOT: u32 = xfs_format::attr::XFS_ATTR_ROOT as u32;
@@ -454,21 +454,6 @@ fn bad_attris_are_refused() {
     );
 }
 
-/// Recovers `img` on a device that fails from its `limit`-th write.
-fn recover_on(
-    img: &Path,
-    limit: Option<u64>,
-    tear: bool,
-) -> (Arc<CrashDevice>, xfskit::Result<RecoverReport>) {
-    let dev = Arc::new(CrashDevice::new(img, limit, tear));
-    if let Ok(fs) = Fs::open(img, &OpenOptions::default()) {
-        let g = fs.geometry();
-        let lo = g.fsb_to_daddr(g.log_start).bytes();
-        dev.set_log(lo, lo + u64::from(g.log_blocks) * u64::from(g.block_size));
-    }
-    let r = recover_device(Arc::new(Shared(dev.clone())), &RecoverOptions::default());
-    (dev, r)
-}
 
 /// The tree (xattrs included) the kernel sees on `img` after replaying it.
 fn kernel_tree(img: &Path) -> Tree {

@@ -23,7 +23,7 @@ mod crash_common;
 mod namespace_common;
 mod write_common;
 
-use crash_common::{CrashDevice, Shared};
+use crash_common::{recover_on, Shared};
 use namespace_common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -55,22 +55,6 @@ fn write_fragmented(path: &Path, n: u64, pat: u8) {
     );
 }
 
-/// Recovers `img` (left as it is) on a crash device failing from write
-/// `limit` on; returns the device and what recovery returned.
-fn recover_on(
-    img: &Path,
-    limit: Option<u64>,
-    tear: bool,
-) -> (Arc<CrashDevice>, xfskit::Result<RecoverReport>) {
-    let dev = Arc::new(CrashDevice::new(img, limit, tear));
-    if let Ok(fs) = Fs::open(img, &OpenOptions::default()) {
-        let g = fs.geometry();
-        let lo = g.fsb_to_daddr(g.log_start).bytes();
-        dev.set_log(lo, lo + u64::from(g.log_blocks) * u64::from(g.block_size));
-    }
-    let r = recover_device(Arc::new(Shared(dev.clone())), &RecoverOptions::default());
-    (dev, r)
-}
 
 /// A dirty image from the kernel whose recovery has intents to finish and
 /// unlinked inodes to free, or None after some tries.

@@ -16,7 +16,7 @@ mod crash_common;
 mod namespace_common;
 mod write_common;
 
-use crash_common::{CrashDevice, Shared};
+use crash_common::{recover_on, Shared};
 use std::sync::Arc;
 
 use std::path::Path;
@@ -420,27 +420,6 @@ fn bad_pptr_attris_are_refused() {
     }
 }
 
-/// Recovers `img` on a device that fails from its `limit`-th write.
-fn recover_on(
-    img: &Path,
-    limit: Option<u64>,
-    tear: bool,
-) -> (
-    Arc<CrashDevice>,
-    xfskit::Result<xfskit::log::recover::RecoverReport>,
-) {
-    let dev = Arc::new(CrashDevice::new(img, limit, tear));
-    if let Ok(fs) = Fs::open(img, &OpenOptions::default()) {
-        let g = fs.geometry();
-        let lo = g.fsb_to_daddr(g.log_start).bytes();
-        dev.set_log(lo, lo + u64::from(g.log_blocks) * u64::from(g.block_size));
-    }
-    let r = xfskit::log::recover::recover_device(
-        Arc::new(Shared(dev.clone())),
-        &RecoverOptions::default(),
-    );
-    (dev, r)
-}
 
 /// xfskit's recovery of PPTR ATTRIs crashed at every write (torn every
 /// other time) and recovered again gives the kernel's parent pointers.

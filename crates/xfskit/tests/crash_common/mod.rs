@@ -165,3 +165,27 @@ impl Device for Shared {
         self.0.len()
     }
 }
+
+/// Recovers `img` (left as it is) on a crash device that fails from its
+/// `limit`-th write (tearing that one when `tear`); returns the device,
+/// with what the crash left, and what recovery returned.
+pub fn recover_on(
+    img: &Path,
+    limit: Option<u64>,
+    tear: bool,
+) -> (
+    Arc<CrashDevice>,
+    xfskit::Result<xfskit::log::recover::RecoverReport>,
+) {
+    let dev = Arc::new(CrashDevice::new(img, limit, tear));
+    if let Ok(fs) = xfskit::Fs::open(img, &xfskit::OpenOptions::default()) {
+        let g = fs.geometry();
+        let lo = g.fsb_to_daddr(g.log_start).bytes();
+        dev.set_log(lo, lo + u64::from(g.log_blocks) * u64::from(g.block_size));
+    }
+    let r = xfskit::log::recover::recover_device(
+        Arc::new(Shared(dev.clone())),
+        &xfskit::log::recover::RecoverOptions::default(),
+    );
+    (dev, r)
+}
