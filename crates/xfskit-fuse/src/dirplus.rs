@@ -10,9 +10,11 @@
 
 use crate::attrs::file_attr;
 use crate::ops::{negative_attr, XfsFuse, MAX_IO};
-use fuser::{Errno, Generation, INodeNo, InitFlags, KernelConfig, ReplyDirectoryPlus};
+use fuser::{Errno, FileAttr, Generation, INodeNo, InitFlags, KernelConfig, ReplyDirectoryPlus};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 use xfskit::inode::Inode;
 use xfskit::Ino;
 
@@ -21,10 +23,38 @@ const OFF_DOT: u64 = 1;
 /// readdir offset after "..".
 const OFF_DOTDOT: u64 = 2;
 
+/// Where READDIRPLUS entries go: a reply of either transport.
+pub(crate) trait DirPlusSink {
+    /// Adds an entry with its attributes; true when it did not fit.
+    fn add(
+        &mut self,
+        node: INodeNo,
+        offset: u64,
+        name: &OsStr,
+        ttl: &Duration,
+        attr: &FileAttr,
+        generation: Generation,
+    ) -> bool;
+}
+
+impl DirPlusSink for ReplyDirectoryPlus {
+    fn add(
+        &mut self,
+        node: INodeNo,
+        offset: u64,
+        name: &OsStr,
+        ttl: &Duration,
+        attr: &FileAttr,
+        generation: Generation,
+    ) -> bool {
+        ReplyDirectoryPlus::add(self, node, offset, name, ttl, attr, generation)
+    }
+}
+
 impl XfsFuse {
     /// Sets request sizes and the capabilities this mount wants from those
     /// the kernel offers.
-    pub(crate) fn negotiate(&mut self, config: &mut KernelConfig) {
+    pub(crate) fn negotiate(&self, config: &mut KernelConfig) {
         let _ = config
             .set_max_readahead(MAX_IO)
             .or_else(|max| config.set_max_readahead(max));
@@ -54,14 +84,21 @@ impl XfsFuse {
             // SETATTR.
             wanted |= InitFlags::FUSE_WRITEBACK_CACHE;
         }
+        let uring = self.want_uring
+            && config
+                .capabilities()
+                .contains(InitFlags::FUSE_OVER_IO_URING);
+        if uring {
+            wanted |= InitFlags::FUSE_OVER_IO_URING;
+        }
         let _ = config.add_capabilities(wanted & config.capabilities());
         // Answering OPEN with ENOSYS is only understood where the kernel says so.
-        self.skip_open = config
-            .capabilities()
-            .contains(InitFlags::FUSE_NO_OPEN_SUPPORT);
-        self.skip_opendir = config
-            .capabilities()
-            .contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
+        let caps = config.capabilities();
+        self.skip_open
+            .store(caps.contains(InitFlags::FUSE_NO_OPEN_SUPPORT), Relaxed);
+        self.skip_opendir
+            .store(caps.contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT), Relaxed);
+        self.uring_granted.store(uring, Relaxed);
     }
 
     /// Fills `reply` with entries and attributes from directory position
@@ -70,7 +107,7 @@ impl XfsFuse {
         &self,
         dir: &Inode,
         offset: u64,
-        reply: &mut ReplyDirectoryPlus,
+        reply: &mut impl DirPlusSink,
     ) -> Result<(), Errno> {
         // The kernel makes no dentries of "." and "..": their attributes
         // only carry the number and type shown to readdir.
@@ -84,7 +121,7 @@ impl XfsFuse {
             && reply.add(
                 INodeNo(dir.ino.0),
                 OFF_DOT,
-                ".",
+                OsStr::new("."),
                 &self.ttl,
                 &dot(dir.ino),
                 Generation(0),
@@ -101,7 +138,7 @@ impl XfsFuse {
             if reply.add(
                 INodeNo(parent.0),
                 OFF_DOTDOT,
-                "..",
+                OsStr::new(".."),
                 &self.ttl,
                 &dot(parent),
                 Generation(0),

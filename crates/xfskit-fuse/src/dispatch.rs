@@ -20,6 +20,7 @@ use fuser::{
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::SystemTime;
 use xfskit::build::NodeKind;
@@ -35,7 +36,7 @@ macro_rules! answer {
     };
 }
 
-impl Filesystem for XfsFuse {
+impl Filesystem for &'static XfsFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         self.negotiate(config);
         Ok(())
@@ -49,22 +50,11 @@ impl Filesystem for XfsFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        if let Err(e) = entry_name(name) {
-            return reply.error(e);
-        }
-        match self.do_lookup(parent, name) {
-            Ok(i) => {
-                self.count_lookup(i.ino);
-                self.note_stream_parent(&i, parent);
-                let attr = file_attr(&i, self.node(i.ino), self.block_size);
-                reply.entry(&self.ttl, &attr, Generation(u64::from(i.gen)))
-            }
-            // Node id 0 is a negative entry: the kernel caches the miss for
-            // the TTL (only the kernel's own requests change the image) and
-            // the caller still sees ENOENT.
-            Err(Errno::ENOENT) => reply.entry(&self.ttl, &negative_attr(), Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        answer!(self.lookup_answer(parent, name), reply, |e| reply.entry(
+            &self.ttl,
+            &e.attr,
+            e.generation
+        ));
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -87,29 +77,11 @@ impl Filesystem for XfsFuse {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        if wants_write(flags) && !self.writable {
-            return reply.error(Errno::EROFS);
+        match self.open_answer(ino, flags) {
+            Ok(Some((fh, fl))) => reply.opened(FileHandle(fh), fl),
+            Ok(None) => reply.error(Errno::ENOSYS),
+            Err(e) => reply.error(e),
         }
-        if self.writable {
-            // Nothing to keep per open file: every read maps the file
-            // anew. OPEN is answered (not ENOSYS) so that the open itself
-            // is refused where the inode's flags forbid it, as the
-            // kernel's VFS refuses it on kernel XFS.
-            let r = self.inode(ino).and_then(|i| open_allowed(&i, flags).map(|()| i));
-            return answer!(r, reply, |_i| reply
-                .opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE));
-        }
-        let r = self.reader_by_node(ino);
-        if self.skip_open && r.is_ok() {
-            // "Not implemented" here means: open succeeds, and the kernel
-            // stops sending OPEN and RELEASE for this mount; it keeps the
-            // page cache across opens, and reads come without a handle.
-            return reply.error(Errno::ENOSYS);
-        }
-        answer!(r, reply, |rd| reply.opened(
-            FileHandle(self.handles.insert(Handle::File(rd))),
-            FopenFlags::FOPEN_KEEP_CACHE
-        ));
     }
 
     fn read(
@@ -150,21 +122,11 @@ impl Filesystem for XfsFuse {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        if wants_write(flags) && !self.writable {
-            return reply.error(Errno::EROFS);
+        match self.opendir_answer(ino, flags) {
+            Ok(Some((fh, fl))) => reply.opened(FileHandle(fh), fl),
+            Ok(None) => reply.error(Errno::ENOSYS),
+            Err(e) => reply.error(e),
         }
-        let dir = self.dir_inode(ino);
-        if self.skip_opendir && dir.is_ok() {
-            // As for OPEN: the kernel then caches directory listings itself.
-            return reply.error(Errno::ENOSYS);
-        }
-        answer!(dir, reply, |d| {
-            let fh = self.handles.insert(Handle::Dir(d));
-            reply.opened(
-                FileHandle(fh),
-                FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
-            )
-        });
     }
 
     fn readdir(
@@ -215,13 +177,9 @@ impl Filesystem for XfsFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let Some(c) = self.statfs_counters() else {
-            eprintln!("xfskit-fuse: statfs: an AG header could not be read (reported as EIO)");
-            return reply.error(Errno::EIO);
-        };
-        reply.statfs(
+        answer!(self.statfs_answer(), reply, |c| reply.statfs(
             c.blocks, c.bfree, c.bfree, c.files, c.ffree, c.bsize, 255, c.bsize,
-        );
+        ));
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -292,7 +250,7 @@ impl Filesystem for XfsFuse {
         reply: ReplyEntry,
     ) {
         let r = XfsFuse::mknod_kind(mode, rdev)
-            .and_then(|k| self.make_node(req, parent, name, mode, umask, k));
+            .and_then(|k| self.make_node(req.into(), parent, name, mode, umask, k));
         self.reply_entry(r, reply);
     }
 
@@ -305,7 +263,7 @@ impl Filesystem for XfsFuse {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let r = self.make_node(req, parent, name, mode, umask, NodeKind::Dir);
+        let r = self.make_node(req.into(), parent, name, mode, umask, NodeKind::Dir);
         self.reply_entry(r, reply);
     }
 
@@ -318,7 +276,7 @@ impl Filesystem for XfsFuse {
         reply: ReplyEntry,
     ) {
         let kind = NodeKind::Symlink(target.as_os_str().as_bytes().to_vec());
-        let r = self.make_node(req, parent, link_name, 0o777, 0, kind);
+        let r = self.make_node(req.into(), parent, link_name, 0o777, 0, kind);
         self.reply_entry(r, reply);
     }
 
@@ -332,20 +290,21 @@ impl Filesystem for XfsFuse {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        match self.make_node(req, parent, name, mode, umask, NodeKind::File { size: 0 }) {
-            Ok(i) => {
-                self.count_lookup(i.ino);
-                let attr = file_attr(&i, self.node(i.ino), self.block_size);
-                reply.created(
-                    &self.ttl,
-                    &attr,
-                    Generation(u64::from(i.gen)),
-                    FileHandle(0),
-                    FopenFlags::FOPEN_KEEP_CACHE,
-                )
-            }
-            Err(e) => reply.error(e),
-        }
+        let r = self.make_node(
+            req.into(),
+            parent,
+            name,
+            mode,
+            umask,
+            NodeKind::File { size: 0 },
+        );
+        answer!(self.entry_of(r), reply, |e| reply.created(
+            &self.ttl,
+            &e.attr,
+            e.generation,
+            FileHandle(0),
+            FopenFlags::FOPEN_KEEP_CACHE,
+        ));
     }
 
     fn link(
@@ -504,13 +463,107 @@ impl Filesystem for XfsFuse {
 impl XfsFuse {
     /// Answers a request that made or linked an inode.
     fn reply_entry(&self, r: Result<Arc<Inode>, Errno>, reply: ReplyEntry) {
-        match r {
+        answer!(self.entry_of(r), reply, |e| reply.entry(
+            &self.ttl,
+            &e.attr,
+            e.generation
+        ));
+    }
+}
+
+/// What a request that names an inode answers (the TTL is the mount's).
+pub(crate) struct Entry {
+    pub attr: fuser::FileAttr,
+    pub generation: Generation,
+}
+
+// The answers both transports (crate::dispatch for /dev/fuse, crate::wire
+// for io_uring) send; each only encodes them.
+impl XfsFuse {
+    /// The entry of an inode just made or linked; it counts as a lookup.
+    pub(crate) fn entry_of(&self, r: Result<Arc<Inode>, Errno>) -> Result<Entry, Errno> {
+        let i = r?;
+        self.count_lookup(i.ino);
+        Ok(Entry {
+            attr: file_attr(&i, self.node(i.ino), self.block_size),
+            generation: Generation(u64::from(i.gen)),
+        })
+    }
+
+    /// LOOKUP: the entry, or a negative entry (node id 0) for a missing
+    /// name, which the kernel caches for the TTL (only the kernel's own
+    /// requests change the image) while the caller still sees ENOENT.
+    pub(crate) fn lookup_answer(&self, parent: INodeNo, name: &OsStr) -> Result<Entry, Errno> {
+        entry_name(name)?;
+        match self.do_lookup(parent, name) {
             Ok(i) => {
-                self.count_lookup(i.ino);
-                let attr = file_attr(&i, self.node(i.ino), self.block_size);
-                reply.entry(&self.ttl, &attr, Generation(u64::from(i.gen)))
+                self.note_stream_parent(&i, parent);
+                self.entry_of(Ok(i))
             }
-            Err(e) => reply.error(e),
+            Err(Errno::ENOENT) => Ok(Entry {
+                attr: negative_attr(),
+                generation: Generation(0),
+            }),
+            Err(e) => Err(e),
         }
+    }
+
+    /// OPEN: the handle and open flags, or None for "not implemented"
+    /// (the kernel then stops sending OPEN and RELEASE).
+    pub(crate) fn open_answer(
+        &self,
+        ino: INodeNo,
+        flags: OpenFlags,
+    ) -> Result<Option<(u64, FopenFlags)>, Errno> {
+        if wants_write(flags) && !self.writable {
+            return Err(Errno::EROFS);
+        }
+        if self.writable {
+            // Nothing to keep per open file: every read maps the file
+            // anew. OPEN is answered (not ENOSYS) so that the open itself
+            // is refused where the inode's flags forbid it, as the
+            // kernel's VFS refuses it on kernel XFS.
+            let i = self.inode(ino)?;
+            open_allowed(&i, flags)?;
+            return Ok(Some((0, FopenFlags::FOPEN_KEEP_CACHE)));
+        }
+        let rd = self.reader_by_node(ino)?;
+        if self.skip_open.load(Relaxed) {
+            // "Not implemented" here means: open succeeds, and the kernel
+            // stops sending OPEN and RELEASE for this mount; it keeps the
+            // page cache across opens, and reads come without a handle.
+            return Ok(None);
+        }
+        let fh = self.handles.insert(Handle::File(rd));
+        Ok(Some((fh, FopenFlags::FOPEN_KEEP_CACHE)))
+    }
+
+    /// OPENDIR, as [`XfsFuse::open_answer`].
+    pub(crate) fn opendir_answer(
+        &self,
+        ino: INodeNo,
+        flags: OpenFlags,
+    ) -> Result<Option<(u64, FopenFlags)>, Errno> {
+        if wants_write(flags) && !self.writable {
+            return Err(Errno::EROFS);
+        }
+        let d = self.dir_inode(ino)?;
+        if self.skip_opendir.load(Relaxed) {
+            // As for OPEN: the kernel then caches directory listings itself.
+            return Ok(None);
+        }
+        let fh = self.handles.insert(Handle::Dir(d));
+        Ok(Some((
+            fh,
+            FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
+        )))
+    }
+
+    /// STATFS counters.
+    pub(crate) fn statfs_answer(&self) -> Result<crate::statfs::Counters, Errno> {
+        self.statfs_counters().ok_or_else(|| {
+            eprintln!("xfskit-fuse: statfs: an AG header could not be read (reported as EIO)");
+            Errno::EIO
+        })
     }
 }

@@ -20,9 +20,12 @@ mod ops;
 mod orphans;
 mod pool;
 mod statfs;
+mod uring;
+mod wire;
 mod xattr;
 
 pub use ops::XfsFuse;
+pub use uring::kernel_allows as io_uring_allowed;
 
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use std::io;
@@ -59,6 +62,11 @@ pub struct MountOptions {
     /// dirty page limit the mount may hold, instead of FUSE's strict 1%
     /// (see `bdi`); 0 keeps the kernel's. Needs root; a warning otherwise.
     pub max_dirty: u8,
+    /// Take requests through io_uring, one queue per CPU served on that
+    /// CPU (see `uring`), where the kernel offers it; otherwise, and by
+    /// default when the fuse module's `enable_uring` is off, read them
+    /// from /dev/fuse.
+    pub io_uring: bool,
 }
 
 /// How long a read-write mount lets the kernel cache attributes and
@@ -95,13 +103,14 @@ impl Default for MountOptions {
             read_threads: DEFAULT_READ_THREADS,
             writeback_cache: false,
             max_dirty: DEFAULT_MAX_DIRTY,
+            io_uring: uring::kernel_allows(),
         }
     }
 }
 
 /// A mounted filesystem whose requests are not being served yet.
 pub struct Mounted {
-    session: Session<XfsFuse>,
+    session: Session<&'static XfsFuse>,
     fs: &'static Fs,
 }
 
@@ -217,6 +226,9 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mount
     let mut xfs = XfsFuse::new(fs, opts.ttl, opts.read_threads);
     xfs.writeback_cache = opts.writeback_cache && fs.is_writable();
     let pool = xfs.read_pool();
+    xfs.want_uring = opts.io_uring;
+    // Kept for the rest of the process: every serving thread borrows it.
+    let xfs: &'static XfsFuse = Box::leak(Box::new(xfs));
     let session = Session::new(xfs, mountpoint, &config)?;
     if opts.writeback_cache && fs.is_writable() && opts.max_dirty > 0 {
         if let Err(e) = bdi::raise_dirty_limit(mountpoint, opts.max_dirty) {
@@ -227,6 +239,14 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mount
     }
     if let Some(fd) = pool::dup_device(&session) {
         pool.watch(fd);
+    }
+    // INIT is done: requests go through io_uring once every CPU's queue
+    // has an entry registered.
+    if xfs.uring_granted.load(std::sync::atomic::Ordering::Relaxed) {
+        match pool::dup_device(&session) {
+            Some(fd) => uring::start(xfs, Box::leak(Box::new(fd))),
+            None => eprintln!("xfskit mount: warning: no FUSE device for io_uring"),
+        }
     }
     Ok(Mounted { session, fs })
 }

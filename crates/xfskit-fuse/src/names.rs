@@ -17,7 +17,7 @@
 
 use crate::errno::to_errno;
 use crate::ops::XfsFuse;
-use fuser::{Errno, INodeNo, RenameFlags, Request};
+use fuser::{Errno, INodeNo, RenameFlags};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
@@ -60,6 +60,22 @@ pub(crate) fn split_rdev(rdev: u32) -> (u32, u32) {
     )
 }
 
+/// Who asks: the user and group ids of the calling process.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl From<&fuser::Request> for Caller {
+    fn from(r: &fuser::Request) -> Caller {
+        Caller {
+            uid: r.uid(),
+            gid: r.gid(),
+        }
+    }
+}
+
 impl XfsFuse {
     pub(crate) fn check_writable(&self) -> Result<(), Errno> {
         if self.writable {
@@ -69,8 +85,8 @@ impl XfsFuse {
         }
     }
 
-    /// Owner, group, mode and times of a new inode made by `req` in `dir`.
-    fn new_meta(&self, req: &Request, dir: &Inode, mode: u32, is_dir: bool) -> Meta {
+    /// Owner, group, mode and times of a new inode made by `who` in `dir`.
+    fn new_meta(&self, who: Caller, dir: &Inode, mode: u32, is_dir: bool) -> Meta {
         let mut mode = (mode & 0o7777) as u16;
         let gid = if dir.mode & (libc::S_ISGID as u16) != 0 {
             if is_dir {
@@ -78,12 +94,12 @@ impl XfsFuse {
             }
             dir.gid
         } else {
-            req.gid()
+            who.gid
         };
         let t = now();
         Meta {
             mode,
-            uid: req.uid(),
+            uid: who.uid,
             gid,
             atime: t,
             mtime: t,
@@ -97,7 +113,7 @@ impl XfsFuse {
     /// which applies instead); returns the new inode.
     pub(crate) fn make_node(
         &self,
-        req: &Request,
+        who: Caller,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -117,7 +133,7 @@ impl XfsFuse {
             // The new directory's ".." would be one link too many.
             return Err(Errno::EMLINK);
         }
-        let mut meta = self.new_meta(req, &dir, mode, is_dir);
+        let mut meta = self.new_meta(who, &dir, mode, is_dir);
         let symlink = matches!(kind, NodeKind::Symlink(_));
         let inherited = if symlink {
             None

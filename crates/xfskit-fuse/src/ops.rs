@@ -29,6 +29,7 @@ use fuser::{
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use xfskit::inode::{FileReader, FileType, Inode};
@@ -56,6 +57,18 @@ thread_local! {
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Where directory entries go: a READDIR reply of either transport.
+pub(crate) trait DirSink {
+    /// Adds an entry; true when it did not fit (the reply is full).
+    fn add(&mut self, node: INodeNo, offset: u64, kind: fuser::FileType, name: &OsStr) -> bool;
+}
+
+impl DirSink for ReplyDirectory {
+    fn add(&mut self, node: INodeNo, offset: u64, kind: fuser::FileType, name: &OsStr) -> bool {
+        ReplyDirectory::add(self, node, offset, kind, name)
+    }
+}
+
 /// A read-only XFS filesystem served through FUSE.
 pub struct XfsFuse {
     pub(crate) fs: &'static Fs,
@@ -77,12 +90,15 @@ pub struct XfsFuse {
     pub(crate) readers: InoCache<FileReader<'static>>,
     /// The kernel lets us skip OPEN/RELEASE (and OPENDIR/RELEASEDIR): it
     /// then keeps the page cache and directory cache across opens itself.
-    pub(crate) skip_open: bool,
-    pub(crate) skip_opendir: bool,
+    pub(crate) skip_open: AtomicBool,
+    pub(crate) skip_opendir: AtomicBool,
     /// Workers for READs that overlap others.
     pub(crate) pool: &'static ReadPool,
     /// Ask for FUSE's writeback cache (read-write only).
     pub(crate) writeback_cache: bool,
+    /// Ask for FUSE over io_uring (crate::uring), and whether INIT got it.
+    pub(crate) want_uring: bool,
+    pub(crate) uring_granted: AtomicBool,
 }
 
 impl XfsFuse {
@@ -102,10 +118,12 @@ impl XfsFuse {
             orphans: Default::default(),
             inodes: InoCache::new(INODE_CACHE_BYTES),
             readers: InoCache::with_shards(MAP_CACHE_BYTES, MAP_CACHE_SHARDS),
-            skip_open: false,
-            skip_opendir: false,
+            skip_open: AtomicBool::new(false),
+            skip_opendir: AtomicBool::new(false),
             pool: Box::leak(Box::new(ReadPool::new(read_threads))),
             writeback_cache: false,
+            want_uring: false,
+            uring_granted: AtomicBool::new(false),
         }
     }
 
@@ -192,10 +210,15 @@ impl XfsFuse {
         &self,
         dir: &Inode,
         offset: u64,
-        reply: &mut ReplyDirectory,
+        reply: &mut impl DirSink,
     ) -> Result<(), Errno> {
         if offset < OFF_DOT
-            && reply.add(INodeNo(dir.ino.0), OFF_DOT, fuser::FileType::Directory, ".")
+            && reply.add(
+                INodeNo(dir.ino.0),
+                OFF_DOT,
+                fuser::FileType::Directory,
+                OsStr::new("."),
+            )
         {
             return Ok(());
         }
@@ -209,7 +232,7 @@ impl XfsFuse {
                 INodeNo(parent.0),
                 OFF_DOTDOT,
                 fuser::FileType::Directory,
-                "..",
+                OsStr::new(".."),
             ) {
                 return Ok(());
             }

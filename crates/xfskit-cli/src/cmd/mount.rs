@@ -55,6 +55,14 @@ pub struct Args {
     #[arg(long, value_name = "PCT", default_value_t = xfskit_fuse::DEFAULT_MAX_DIRTY,
           value_parser = clap::value_parser!(u8).range(0..=100))]
     pub max_dirty: u8,
+    /// How requests reach the mount: `auto` takes them through io_uring,
+    /// one queue per CPU served on that CPU, when the fuse module allows it
+    /// (/sys/module/fuse/parameters/enable_uring, Linux 6.14 and later),
+    /// and from /dev/fuse otherwise; `on` asks for io_uring (still falling
+    /// back if the kernel declines it); `off` keeps /dev/fuse.
+    #[arg(long, value_name = "WHEN", default_value = "auto",
+          value_parser = ["auto", "on", "off"])]
+    pub io_uring: String,
 }
 
 /// Runs the command.
@@ -81,6 +89,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         writeback_cache: args.writeback_cache,
         max_dirty: args.max_dirty,
         ..Default::default()
+    };
+    opts.io_uring = match args.io_uring.as_str() {
+        "on" => true,
+        "off" => false,
+        _ => xfskit_fuse::io_uring_allowed(),
     };
     if let Some(n) = args.threads {
         opts.threads = usize::from(n);

@@ -57,6 +57,19 @@ fn is_mounted(dir: &Path) -> bool {
         .any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
 }
 
+/// Whether process `pid` runs io_uring queue threads (crate xfskit-fuse's
+/// `uring` names them "xfskit-uringN").
+fn serves_io_uring(pid: u32) -> bool {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks.flatten().any(|t| {
+                fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.starts_with("xfskit-uring"))
+            })
+        })
+        .unwrap_or(false)
+}
+
 impl RwMount {
     /// Makes a `size_mib` image with mkfs.xfs (extra options `mkfs`) and
     /// mounts it read-write.
@@ -104,6 +117,19 @@ impl RwMount {
                 panic!("xfskit mount exited early: {st}");
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+        if std::env::var_os("XFSKIT_TEST_IO_URING").is_some() {
+            // The io_uring pass of scripts/test.sh: the mount must really
+            // take its requests through io_uring, or the pass proves nothing.
+            let pid = self.child.as_ref().unwrap().id();
+            let t0 = Instant::now();
+            while !serves_io_uring(pid) {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "XFSKIT_TEST_IO_URING is set but the mount serves no io_uring queue"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     }
 
