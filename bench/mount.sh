@@ -18,7 +18,10 @@
 #        THREADS (xfskit serving threads, default 2), XFSKIT (binary,
 #        default target/release/xfskit, built if missing), XFSKIT_ARGS (more
 #        `xfskit mount` arguments), RANDSECS (default 30), TARGETS (default
-#        "xfskit kernel fuse2fs")
+#        "xfskit xfskit-uring xfskit-wb kernel fuse2fs": xfskit takes requests
+#        from /dev/fuse, xfskit-uring through io_uring (Linux 6.14+; the
+#        fuse module's enable_uring is turned on for the run), xfskit-wb
+#        from /dev/fuse with the writeback cache)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${FILES:-20000}
@@ -26,7 +29,7 @@ SRC=${SRC:-/usr/share}
 SIZE=${SIZE:-4G}
 THREADS=${THREADS:-2}
 RANDSECS=${RANDSECS:-30}
-TARGETS=${TARGETS:-xfskit xfskit-wb kernel fuse2fs}
+TARGETS=${TARGETS:-xfskit xfskit-uring xfskit-wb kernel fuse2fs}
 XFSKIT_ARGS=${XFSKIT_ARGS:-}
 XFSKIT=${XFSKIT:-$PWD/target/release/xfskit}
 [ "$(id -u)" = 0 ] || { echo "bench/mount.sh: run as root" >&2; exit 2; }
@@ -35,9 +38,18 @@ command -v fuse2fs >/dev/null || { echo "bench/mount.sh: fuse2fs is missing (apt
 WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/mountbench.XXXXXX")
 MNT=$WORK/mnt
 mkdir -p "$MNT"
+# FUSE over io_uring (xfskit-uring) needs the fuse module's permission;
+# it is given for the run and put back after.
+URING=/sys/module/fuse/parameters/enable_uring
+URING_WAS=$(cat "$URING" 2>/dev/null || true)
+if [[ " $TARGETS " == *" xfskit-uring "* ]]; then
+    [ -w "$URING" ] || { echo "bench/mount.sh: $URING is missing (Linux 6.14+ needed for xfskit-uring)" >&2; exit 2; }
+    echo Y > "$URING"
+fi
 cleanup() {
     mountpoint -q "$MNT" && umount -l "$MNT"
     rm -rf "$WORK"
+    [ -z "$URING_WAS" ] || echo "$URING_WAS" > "$URING"
 }
 trap cleanup EXIT
 
@@ -55,10 +67,11 @@ mount_target() {
         esac
     fi
     case $1 in
-        xfskit|xfskit-wb)
+        xfskit|xfskit-wb|xfskit-uring)
             wb=; [ "$1" = xfskit-wb ] && wb=--writeback-cache
+            ring=off; [ "$1" = xfskit-uring ] && ring=on
             # shellcheck disable=SC2086
-            "$XFSKIT" mount $XFSKIT_ARGS $wb --threads "$THREADS" "$WORK/img" "$MNT" 2>"$WORK/server.log" &
+            "$XFSKIT" mount $XFSKIT_ARGS $wb --io-uring $ring --threads "$THREADS" "$WORK/img" "$MNT" 2>"$WORK/server.log" &
             for _ in $(seq 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
             ;;
         kernel)
@@ -158,28 +171,31 @@ for target in $TARGETS; do
         "d ${T[$target,d]} writes/s, e ${T[$target,e]} s, f ${T[$target,f]} s"
 done
 
-# xfskit, the kernel and fuse2fs are needed for the table; xfskit-wb adds
-# its own column and ratios when it ran.
-for t in xfskit kernel fuse2fs; do [[ " $TARGETS " == *" $t "* ]] || exit 0; done
-WB=; [[ " $TARGETS " == *" xfskit-wb "* ]] && WB=1
-if [ -n "$WB" ]; then
-    printf '\n| workload | xfskit | xfskit --writeback-cache | kernel XFS | fuse2fs ext4 | xfskit / fuse2fs speed | xfskit / kernel speed | --writeback-cache / kernel speed |\n|---|---|---|---|---|---|---|---|\n'
-else
-    printf '\n| workload | xfskit | kernel XFS | fuse2fs ext4 | xfskit / fuse2fs speed | xfskit / kernel speed |\n|---|---|---|---|---|---|\n'
-fi
+# The kernel and fuse2fs are needed for the table, and at least one xfskit
+# target; each xfskit target gets its column and its two ratios.
+for t in kernel fuse2fs; do [[ " $TARGETS " == *" $t "* ]] || exit 0; done
+X=()
+for t in xfskit xfskit-uring xfskit-wb; do [[ " $TARGETS " == *" $t "* ]] && X+=("$t"); done
+[ ${#X[@]} -gt 0 ] || exit 0
+head="| workload"; rule="|---"
+for t in "${X[@]}"; do head+=" | $t"; rule+="|---"; done
+head+=" | kernel XFS | fuse2fs ext4"; rule+="|---|---"
+for t in "${X[@]}"; do head+=" | $t / fuse2fs speed | $t / kernel speed"; rule+="|---|---"; done
+printf '\n%s |\n%s|\n' "$head" "$rule"
 for w in a b c d e f; do
-    x=${T[xfskit,$w]}; k=${T[kernel,$w]}; f=${T[fuse2fs,$w]}
-    if [ $w = d ]; then # operations per second: higher is faster
-        u=/s; n=%.0f; rf=$(echo "$x / $f" | bc -l); rk=$(echo "100 * $x / $k" | bc -l)
-        [ -n "$WB" ] && rw=$(echo "100 * ${T[xfskit-wb,$w]} / $k" | bc -l)
-    else # seconds: lower is faster
-        u=" s"; n=%.2f; rf=$(echo "$f / $x" | bc -l); rk=$(echo "100 * $k / $x" | bc -l)
-        [ -n "$WB" ] && rw=$(echo "100 * $k / ${T[xfskit-wb,$w]}" | bc -l)
-    fi
-    if [ -n "$WB" ]; then
-        printf "| %s | $n%s | $n%s | $n%s | $n%s | %.2fx | %.0f%% | %.0f%% |\n" "$w" "$x" "$u" \
-            "${T[xfskit-wb,$w]}" "$u" "$k" "$u" "$f" "$u" "$rf" "$rk" "$rw"
-    else
-        printf "| %s | $n%s | $n%s | $n%s | %.2fx | %.0f%% |\n" "$w" "$x" "$u" "$k" "$u" "$f" "$u" "$rf" "$rk"
-    fi
+    k=${T[kernel,$w]}; f=${T[fuse2fs,$w]}
+    if [ $w = d ]; then u=/s; n=%.0f; else u=" s"; n=%.2f; fi
+    row="| $w"
+    for t in "${X[@]}"; do row+=" | $(printf "$n" "${T[$t,$w]}")$u"; done
+    row+=" | $(printf "$n" "$k")$u | $(printf "$n" "$f")$u"
+    for t in "${X[@]}"; do
+        x=${T[$t,$w]}
+        if [ $w = d ]; then # operations per second: higher is faster
+            rf=$(echo "$x / $f" | bc -l); rk=$(echo "100 * $x / $k" | bc -l)
+        else # seconds: lower is faster
+            rf=$(echo "$f / $x" | bc -l); rk=$(echo "100 * $k / $x" | bc -l)
+        fi
+        row+=" | $(printf %.2f "$rf")x | $(printf %.0f "$rk")%"
+    done
+    echo "$row |"
 done

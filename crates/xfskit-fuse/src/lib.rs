@@ -18,6 +18,7 @@ mod handles;
 mod names;
 mod ops;
 mod orphans;
+mod placement;
 mod pool;
 mod statfs;
 mod uring;

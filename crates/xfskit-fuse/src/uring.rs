@@ -27,6 +27,7 @@
 //! the SQE's length field, which its `UringCmd80` builder does not set.
 
 use crate::ops::{XfsFuse, MAX_IO};
+use crate::placement::Placement;
 use crate::wire;
 use io_uring::{opcode, squeue::Entry128, types, IoUring};
 use std::io;
@@ -69,11 +70,13 @@ pub fn kernel_allows() -> bool {
 /// `dev`, once INIT is answered.
 pub(crate) fn start(fs: &'static XfsFuse, dev: &'static OwnedFd) {
     let queues = possible_cpus();
+    let placement = Placement::start();
     for qid in 0..queues {
         let spawned = std::thread::Builder::new()
             .name(format!("xfskit-uring{qid}"))
             .spawn(move || {
-                if let Err(e) = serve_queue(fs, dev.as_raw_fd(), qid as u16) {
+                placement.join();
+                if let Err(e) = serve_queue(fs, placement, dev.as_raw_fd(), qid as u16) {
                     eprintln!("xfskit-fuse: io_uring queue {qid} stopped: {e}");
                 }
             });
@@ -173,7 +176,12 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
-fn serve_queue(fs: &'static XfsFuse, dev: RawFd, qid: u16) -> io::Result<()> {
+fn serve_queue(
+    fs: &'static XfsFuse,
+    placement: &Placement,
+    dev: RawFd,
+    qid: u16,
+) -> io::Result<()> {
     pin_to_cpu(usize::from(qid));
     let mut ring: IoUring<Entry128> = IoUring::builder()
         .setup_single_issuer()
@@ -209,6 +217,7 @@ fn serve_queue(fs: &'static XfsFuse, dev: RawFd, qid: u16) -> io::Result<()> {
                 return Err(io::Error::from_raw_os_error(-res));
             } else {
                 // A request already arrived on this entry.
+                placement.served();
                 answer(fs, &mut ring, &mut slots[i], dev, qid, i)?;
             }
         }
@@ -238,6 +247,7 @@ fn serve_queue(fs: &'static XfsFuse, dev: RawFd, qid: u16) -> io::Result<()> {
                     e => Err(io::Error::from_raw_os_error(e)),
                 };
             }
+            placement.served();
             answer(fs, &mut ring, &mut slots[i], dev, qid, i)?;
         }
     }
