@@ -56,10 +56,12 @@ pub struct Args {
           value_parser = clap::value_parser!(u8).range(0..=100))]
     pub max_dirty: u8,
     /// How requests reach the mount: `auto` takes them through io_uring,
-    /// one queue per CPU served on that CPU, when the fuse module allows it
-    /// (/sys/module/fuse/parameters/enable_uring, Linux 6.14 and later),
-    /// and from /dev/fuse otherwise; `on` asks for io_uring (still falling
-    /// back if the kernel declines it); `off` keeps /dev/fuse.
+    /// one queue per CPU served on that CPU, on a read-write mount when the
+    /// fuse module allows it (/sys/module/fuse/parameters/enable_uring,
+    /// Linux 6.14 and later), and from /dev/fuse otherwise (a read-only
+    /// mount keeps its pool of READ threads there); `on` asks for io_uring
+    /// (still falling back if the kernel declines it); `off` keeps
+    /// /dev/fuse.
     #[arg(long, value_name = "WHEN", default_value = "auto",
           value_parser = ["auto", "on", "off"])]
     pub io_uring: String,
@@ -93,7 +95,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     opts.io_uring = match args.io_uring.as_str() {
         "on" => true,
         "off" => false,
-        _ => xfskit_fuse::io_uring_allowed(),
+        _ => fs.is_writable() && xfskit_fuse::io_uring_allowed(),
     };
     if let Some(n) = args.threads {
         opts.threads = usize::from(n);
