@@ -190,7 +190,9 @@ impl Sched {
         let mut buf = [0u8; 128];
         let n = read_fresh(&files.schedstat, &mut buf);
         let text = std::str::from_utf8(&buf[..n]).unwrap_or("");
-        let mut f = text.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
+        let mut f = text
+            .split_whitespace()
+            .map(|v| v.parse::<u64>().unwrap_or(0));
         Sched {
             runnable: false,
             cpu: f.next().unwrap_or(0),

@@ -77,7 +77,11 @@ pub(crate) fn start(fs: &'static XfsFuse, dev: &'static OwnedFd) {
             .spawn(move || {
                 placement.join();
                 if let Err(e) = serve_queue(fs, placement, dev.as_raw_fd(), qid as u16) {
-                    eprintln!("xfskit-fuse: io_uring queue {qid} stopped: {e}");
+                    // Requests made on this CPU would wait for ever: end the
+                    // mount instead (the kernel then fails them with ENOTCONN;
+                    // the log replays what was not yet written back).
+                    eprintln!("xfskit-fuse: io_uring queue {qid} failed ({e}); stopping the mount");
+                    std::process::exit(1);
                 }
             });
         if let Err(e) = spawned {
@@ -265,6 +269,7 @@ fn answer(
     let commit_id = slot.commit_id();
     let in_len = slot.payload_len().min(slot.payload.len());
     let out_len = wire::serve(fs, &mut slot.header, &mut slot.payload, in_len);
+    // (wire::serve answers EIO itself if answering panics.)
     slot.set_payload_len(out_len);
     let sqe = opcode::UringCmd80::new(types::Fd(dev), CMD_COMMIT_AND_FETCH)
         .cmd(cmd_area(commit_id, qid))

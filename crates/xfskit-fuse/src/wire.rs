@@ -289,7 +289,15 @@ pub(crate) fn serve(
         gid: h.u32(28),
     };
     let arg: [u8; HEADER_LEN - OP_IN] = header[OP_IN..].try_into().unwrap();
-    let r = answer(fs, opcode, node, who, Args(&arg), payload, in_len);
+    // A bug met while answering fails this request, not the queue (whose
+    // thread alone serves every request made on its CPU).
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        answer(fs, opcode, node, who, Args(&arg), payload, in_len)
+    }))
+    .unwrap_or_else(|_| {
+        eprintln!("xfskit-fuse: answering request {opcode} panicked (reported as EIO)");
+        Err(Errno::EIO)
+    });
     let (error, len) = match r {
         Ok(n) => (0, n),
         Err(e) => (-e.code(), 0),
@@ -557,4 +565,81 @@ fn decide(
         }
         _ => return Err(Errno::ENOSYS),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr() -> FileAttr {
+        FileAttr {
+            ino: INodeNo(131),
+            size: 4096,
+            blocks: 8,
+            atime: UNIX_EPOCH + Duration::new(5, 7),
+            mtime: UNIX_EPOCH - Duration::new(1, 500_000_000),
+            ctime: UNIX_EPOCH,
+            crtime: UNIX_EPOCH,
+            kind: FileType::RegularFile,
+            perm: 0o644,
+            nlink: 1,
+            uid: 1000,
+            gid: 100,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn answers_have_the_abi_sizes_and_fields() {
+        let mut buf = vec![0u8; 4096];
+        let mut out = Out {
+            buf: &mut buf,
+            len: 0,
+        };
+        let e = Entry {
+            attr: attr(),
+            generation: Generation(9),
+        };
+        out.entry(Duration::new(60, 0), &e);
+        assert_eq!(out.len, 128, "fuse_entry_out");
+        out.attr_out(Duration::new(60, 0), &attr());
+        assert_eq!(out.len, 128 + 104, "fuse_attr_out");
+        let a = Args(&buf[..128]);
+        assert_eq!(a.u64(0), 131, "nodeid");
+        assert_eq!(a.u64(8), 9, "generation");
+        assert_eq!(a.u64(16), 60, "entry_valid");
+        assert_eq!(a.u64(40), 131, "attr.ino");
+        // attr.mtime: 1.5 s before 1970 is -2 s + 0.5 s.
+        assert_eq!(a.u64(40 + 32) as i64, -2);
+        assert_eq!(a.u32(40 + 52), 500_000_000);
+        assert_eq!(a.u32(40 + 60), libc::S_IFREG | 0o644, "mode");
+    }
+
+    #[test]
+    fn directory_entries_are_padded_and_stop_when_full() {
+        let mut buf = vec![0u8; 64];
+        let mut out = Out {
+            buf: &mut buf,
+            len: 0,
+        };
+        assert!(out.dirent(64, 5, 1, FileType::Directory, b"."));
+        assert_eq!(out.len, 32, "24-byte header + name, to 8 bytes");
+        assert!(!out.dirent(64, 6, 2, FileType::RegularFile, b"a-longer-name"));
+        assert_eq!(out.len, 32, "an entry that does not fit is not written");
+        let a = Args(&buf[..32]);
+        assert_eq!(a.u32(20), libc::S_IFDIR >> 12, "type");
+    }
+
+    #[test]
+    fn payload_strings_and_times() {
+        let mut it = strings(b"old\0new\0");
+        assert_eq!(it.next().unwrap(), "old");
+        assert_eq!(it.next().unwrap(), "new");
+        assert_eq!(strings(b"").next().unwrap(), "");
+        assert_eq!(wire_time(UNIX_EPOCH - Duration::new(3, 0)), (-3, 0));
+        let t = setattr_time(7, 9);
+        assert_eq!(t.duration_since(UNIX_EPOCH).unwrap(), Duration::new(7, 9));
+    }
 }
