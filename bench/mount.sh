@@ -21,7 +21,8 @@
 #        "xfskit xfskit-uring xfskit-wb kernel fuse2fs": xfskit takes requests
 #        from /dev/fuse, xfskit-uring through io_uring (Linux 6.14+; the
 #        fuse module's enable_uring is turned on for the run), xfskit-wb
-#        from /dev/fuse with the writeback cache)
+#        from /dev/fuse with the writeback cache; xfskit-uring-wb, not run
+#        by default, is io_uring with the writeback cache)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${FILES:-20000}
@@ -42,7 +43,7 @@ mkdir -p "$MNT"
 # it is given for the run and put back after.
 URING=/sys/module/fuse/parameters/enable_uring
 URING_WAS=$(cat "$URING" 2>/dev/null || true)
-if [[ " $TARGETS " == *" xfskit-uring "* ]]; then
+if [[ " $TARGETS " == *" xfskit-uring"* ]]; then
     [ -w "$URING" ] || { echo "bench/mount.sh: $URING is missing (Linux 6.14+ needed for xfskit-uring)" >&2; exit 2; }
     echo Y > "$URING"
 fi
@@ -67,9 +68,9 @@ mount_target() {
         esac
     fi
     case $1 in
-        xfskit|xfskit-wb|xfskit-uring)
-            wb=; [ "$1" = xfskit-wb ] && wb=--writeback-cache
-            ring=off; [ "$1" = xfskit-uring ] && ring=on
+        xfskit*)
+            wb=; [[ $1 == *-wb ]] && wb=--writeback-cache
+            ring=off; [[ $1 == *-uring* ]] && ring=on
             # shellcheck disable=SC2086
             "$XFSKIT" mount $XFSKIT_ARGS $wb --io-uring $ring --threads "$THREADS" "$WORK/img" "$MNT" 2>"$WORK/server.log" &
             for _ in $(seq 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
@@ -175,7 +176,7 @@ done
 # target; each xfskit target gets its column and its two ratios.
 for t in kernel fuse2fs; do [[ " $TARGETS " == *" $t "* ]] || exit 0; done
 X=()
-for t in xfskit xfskit-uring xfskit-wb; do [[ " $TARGETS " == *" $t "* ]] && X+=("$t"); done
+for t in xfskit xfskit-uring xfskit-wb xfskit-uring-wb; do [[ " $TARGETS " == *" $t "* ]] && X+=("$t"); done
 [ ${#X[@]} -gt 0 ] || exit 0
 head="| workload"; rule="|---"
 for t in "${X[@]}"; do head+=" | $t"; rule+="|---"; done
