@@ -39,8 +39,6 @@ pub(crate) const HEADER_LEN: usize = 288;
 pub(crate) const OP_IN: usize = 128;
 /// Offset of `fuse_uring_ent_in_out` in the header buffer.
 const ENT_IN_OUT: usize = 256;
-/// `io_uring_enter` flag: wait for (and run the work behind) completions.
-const IORING_ENTER_GETEVENTS: u32 = 1;
 const CMD_REGISTER: u32 = 1;
 const CMD_COMMIT_AND_FETCH: u32 = 2;
 /// Entries per queue: one is served while the kernel fills the others.
@@ -235,20 +233,11 @@ fn serve_queue(
     if !pending.is_empty() {
         return Err(io::Error::other("the kernel never accepted the queue"));
     }
-    let spin = std::env::var("XFSKIT_URING_SPIN_US")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(std::time::Duration::from_micros);
     loop {
-        if let Some(spin) = spin {
-            wait_spinning(&mut ring, spin)?;
-        }
-        if ring.completion().is_empty() {
-            match ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => return Err(e),
-            }
+        match ring.submit_and_wait(1) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(e) => return Err(e),
         }
         let done: Vec<(usize, i32)> = ring
             .completion()
@@ -266,27 +255,6 @@ fn serve_queue(
             answer(fs, &mut ring, &mut slots[i], dev, qid, i)?;
         }
     }
-}
-
-/// Submits the answers and looks for the next request for `spin` before
-/// sleeping: the process just answered usually runs on this CPU now and
-/// asks again within microseconds, and a thread still runnable then is not
-/// woken again.
-fn wait_spinning(ring: &mut IoUring<Entry128>, spin: std::time::Duration) -> io::Result<()> {
-    ring.submit()?;
-    let t0 = std::time::Instant::now();
-    while ring.completion().is_empty() && t0.elapsed() < spin {
-        // GETEVENTS with nothing to wait for runs the deferred task work
-        // that delivers requests, without sleeping.
-        #[allow(unsafe_code)]
-        // SAFETY: no argument pointer is passed.
-        unsafe {
-            ring.submitter()
-                .enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None)?;
-        }
-        std::hint::spin_loop();
-    }
-    Ok(())
 }
 
 /// Serves the request in `slot` and queues its answer with a fetch.
