@@ -176,16 +176,63 @@ pub(crate) struct Cil {
     /// busy extents: until the checkpoint that frees them is on disk, the
     /// disk still gives them to their old owner, so file data must not be
     /// written there.
-    pub freed: Vec<(u64, u64)>,
+    pub freed: Ranges,
     /// Blocks allocated to file data since the last checkpoint (byte
     /// ranges): their data goes to disk before the checkpoint, so it never
     /// makes reachable blocks that do not hold their data.
-    pub allocated: Vec<(u64, u64)>,
+    pub allocated: Ranges,
     /// Done items recovery logs (and raw items tests log), the regions
     /// of each, its format region first.
     pub done: Vec<Vec<Vec<u8>>>,
     /// Bytes the checkpoint will log, roughly.
     pub bytes: usize,
+}
+
+/// A set of byte ranges, kept merged where they overlap or touch, so that
+/// asking whether a range is covered or touched costs a lookup, not a scan
+/// (a checkpoint may allocate and free thousands of ranges).
+#[derive(Debug, Default, Clone)]
+pub struct Ranges(BTreeMap<u64, u64>);
+
+impl Ranges {
+    /// Adds bytes `lo..hi`.
+    pub fn insert(&mut self, lo: u64, hi: u64) {
+        if lo >= hi {
+            return;
+        }
+        let (mut lo, mut hi) = (lo, hi);
+        if let Some((&a, &b)) = self.0.range(..=lo).next_back() {
+            if b >= lo {
+                lo = a;
+                hi = hi.max(b);
+                self.0.remove(&a);
+            }
+        }
+        while let Some((&a, &b)) = self.0.range(lo..=hi).next() {
+            hi = hi.max(b);
+            self.0.remove(&a);
+        }
+        self.0.insert(lo, hi);
+    }
+
+    /// Whether every byte of `lo..hi` is in the set (an empty range is).
+    pub fn covers(&self, lo: u64, hi: u64) -> bool {
+        lo >= hi
+            || self
+                .0
+                .range(..=lo)
+                .next_back()
+                .is_some_and(|(_, &b)| b >= hi)
+    }
+
+    /// Whether a range of the set starts before `hi` and ends after `lo`.
+    pub fn overlaps(&self, lo: u64, hi: u64) -> bool {
+        self.0.range(..hi).next_back().is_some_and(|(_, &b)| b > lo)
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 impl Cil {
@@ -359,6 +406,21 @@ pub(crate) fn format(cil: &Cil, geo: &Geometry, cg: &ClusterGeo, tid: u32) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_merge_and_answer_as_their_union() {
+        let mut r = Ranges::default();
+        r.insert(10, 20);
+        r.insert(30, 40);
+        r.insert(20, 25); // touches the first
+        assert!(r.covers(10, 25) && !r.covers(10, 26) && r.covers(5, 5));
+        assert!(!r.covers(25, 30) && r.covers(32, 40));
+        assert!(r.overlaps(24, 31) && !r.overlaps(25, 30) && !r.overlaps(40, 50));
+        r.insert(0, 100); // swallows everything
+        assert!(r.covers(0, 100) && r.0.len() == 1);
+        r.insert(5, 5);
+        assert_eq!(r.0.len(), 1);
+    }
 
     #[test]
     fn dirty_map_runs_and_diff() {

@@ -259,7 +259,7 @@ impl Journal {
             .filter(|(&o, (len, _))| o + u64::from(*len) > lo)
             .map(|(&o, &(len, _))| (o, len))
             .collect();
-        self.cil.freed.push((lo, hi));
+        self.cil.freed.insert(lo, hi);
         for (o, len) in live {
             self.cil.cancels.insert(o, len);
         }
@@ -267,7 +267,7 @@ impl Journal {
 
     /// Bytes `lo..hi` were allocated to file data.
     pub(crate) fn allocated(&mut self, lo: u64, hi: u64) {
-        self.cil.allocated.push((lo, hi));
+        self.cil.allocated.insert(lo, hi);
     }
 
     /// True when file data at bytes `lo..hi` goes to disk before the next
@@ -277,26 +277,15 @@ impl Journal {
         if self.overlaps_freed(lo, hi) {
             return false;
         }
-        // Runs of adjacent writes span several allocations.
-        let mut pos = lo;
-        while pos < hi {
-            match self
-                .cil
-                .allocated
-                .iter()
-                .find(|&&(a, b)| a <= pos && pos < b)
-            {
-                Some(&(_, b)) => pos = b,
-                None => return false,
-            }
-        }
-        true
+        // Runs of adjacent writes span several allocations (merged in
+        // the set).
+        self.cil.allocated.covers(lo, hi)
     }
 
     /// True when bytes `lo..hi` overlap blocks freed since the last
     /// checkpoint (file data there must wait for that checkpoint).
     pub(crate) fn overlaps_freed(&self, lo: u64, hi: u64) -> bool {
-        self.cil.freed.iter().any(|&(a, b)| a < hi && lo < b)
+        self.cil.freed.overlaps(lo, hi)
     }
 
     /// A writeback took every buffer logged so far; once its writes have
