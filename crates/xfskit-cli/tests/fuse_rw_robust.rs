@@ -173,7 +173,10 @@ fn requests_are_served_while_every_cpu_is_busy() {
         "300 files took {took:?} with every CPU busy"
     );
     for i in 0..300 {
-        assert_eq!(fs::read(m.p(&format!("d/f{i}"))).unwrap(), vec![i as u8; 4096]);
+        assert_eq!(
+            fs::read(m.p(&format!("d/f{i}"))).unwrap(),
+            vec![i as u8; 4096]
+        );
     }
     m.finish();
 }
