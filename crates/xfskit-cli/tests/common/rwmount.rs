@@ -101,8 +101,12 @@ impl RwMount {
 
     /// Mounts the image again (after [`RwMount::unmount`]) with `args`.
     pub fn mount(&mut self, args: &[&str]) {
+        // The io_uring pass of scripts/test.sh asks for it on every mount,
+        // read-only ones too (`auto` leaves those on /dev/fuse).
+        let uring = std::env::var_os("XFSKIT_TEST_IO_URING").is_some();
         let child = Command::new(env!("CARGO_BIN_EXE_xfskit"))
             .arg("mount")
+            .args(if uring { &["--io-uring", "on"][..] } else { &[] })
             .args(args)
             .arg(&self.image)
             .arg(&self.mnt)
@@ -118,7 +122,7 @@ impl RwMount {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        if std::env::var_os("XFSKIT_TEST_IO_URING").is_some() {
+        if uring {
             // The io_uring pass of scripts/test.sh: the mount must really
             // take its requests through io_uring, or the pass proves nothing.
             let pid = self.child.as_ref().unwrap().id();
