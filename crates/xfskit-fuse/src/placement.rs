@@ -29,8 +29,10 @@ use std::time::{Duration, Instant};
 
 /// How often the watcher looks while requests flow.
 const TICK: Duration = Duration::from_millis(5);
-/// Average wait for the CPU per run that counts as competition for it.
-const LONG_WAIT_NS: u64 = 200_000;
+/// Average wait for the CPU per run that counts as competition for it
+/// (being preempted by the answered process costs that process's time
+/// between two requests: tens of microseconds for a tight loop).
+const LONG_WAIT_NS: u64 = 2_000_000;
 /// How long a thread that met competition stays at the normal policy.
 const NORMAL_FOR: Duration = Duration::from_millis(500);
 /// Ticks without a request before the watcher parks.
@@ -179,8 +181,7 @@ fn read_fresh(f: &Option<std::fs::File>, buf: &mut [u8]) -> usize {
 struct Sched {
     /// Seen runnable at this look (only looked at when it had little CPU).
     runnable: bool,
-    /// Nanoseconds on a CPU, waiting runnable, and runs (schedstat).
-    cpu: u64,
+    /// Nanoseconds waiting runnable, and runs (schedstat).
     waited: u64,
     runs: u64,
 }
@@ -193,25 +194,24 @@ impl Sched {
         let mut f = text
             .split_whitespace()
             .map(|v| v.parse::<u64>().unwrap_or(0));
+        let _on_cpu = f.next();
         Sched {
             runnable: false,
-            cpu: f.next().unwrap_or(0),
             waited: f.next().unwrap_or(0),
             runs: f.next().unwrap_or(0),
         }
     }
 
     /// Whether another task kept the thread from its CPU since `before`:
-    /// it waited long on average, or it was runnable at both looks with
-    /// almost no CPU in between (waiting for the CPU, not for requests).
+    /// it waited long on average, or it was runnable at both looks and did
+    /// not run in between (waiting for the CPU, not for requests).
     fn kept_waiting_since(&mut self, before: &Sched, files: &Files) -> bool {
         let runs = self.runs.saturating_sub(before.runs);
         let waited = self.waited.saturating_sub(before.waited);
         if runs > 0 && waited / runs > LONG_WAIT_NS {
             return true;
         }
-        let tick = TICK.as_nanos() as u64;
-        if self.cpu.saturating_sub(before.cpu) >= tick / 10 {
+        if runs > 0 {
             return false;
         }
         let mut buf = [0u8; 512];
