@@ -7,7 +7,7 @@ use crate::attrs::file_attr;
 use crate::data::SetAttr;
 use crate::errno::to_errno;
 use crate::handles::Handle;
-use crate::names::entry_name;
+use crate::names::{entry_name, Caller};
 use crate::ops::{check_access, negative_attr, open_allowed, serve_read, wants_write, XfsFuse};
 use crate::pool::Finished;
 use crate::xattr::{name_list, reply_sized};
@@ -67,13 +67,7 @@ impl Filesystem for &'static XfsFuse {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        let r = self.inode(ino).and_then(|i| {
-            if i.file_type != FileType::Symlink {
-                return Err(Errno::EINVAL);
-            }
-            xfskit::symlink::read_link(self.fs, &i).map_err(|e| to_errno(&e))
-        });
-        answer!(r, reply, |t| reply.data(&t));
+        answer!(self.readlink_answer(ino), reply, |t| reply.data(&t));
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -137,11 +131,10 @@ impl Filesystem for &'static XfsFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let dir = match self.handles.get(fh.0) {
-            Some(Handle::Dir(d)) if !self.writable => Ok(d),
-            _ => self.dir_inode(ino),
-        };
-        match dir.and_then(|d| self.fill_dir(&d, offset, &mut reply)) {
+        match self
+            .listed_dir(ino, fh.0)
+            .and_then(|d| self.fill_dir(&d, offset, &mut reply))
+        {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -188,23 +181,13 @@ impl Filesystem for &'static XfsFuse {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let r = self
-            .inode(ino)
-            .and_then(|i| xfskit::attr::list_names(self.fs, &i).map_err(|e| to_errno(&e)))
-            .map(|all| name_list(&all, req.uid()));
+        let r = self.listxattr_answer(req.uid(), ino);
         answer!(r, reply, |l| reply_sized(reply, size, &l));
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        if mask.contains(AccessFlags::W_OK) && !self.writable {
-            return reply.error(Errno::EROFS);
-        }
-        answer!(
-            self.inode(ino)
-                .and_then(|i| check_access(&i, req.uid(), req.gid(), mask)),
-            reply,
-            |()| reply.ok()
-        );
+        let r = self.access_answer(ino, req.into(), mask);
+        answer!(r, reply, |()| reply.ok());
     }
 
     fn setattr(
@@ -557,6 +540,44 @@ impl XfsFuse {
             fh,
             FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
         )))
+    }
+
+    /// READLINK: the target.
+    pub(crate) fn readlink_answer(&self, ino: INodeNo) -> Result<Vec<u8>, Errno> {
+        let i = self.inode(ino)?;
+        if i.file_type != FileType::Symlink {
+            return Err(Errno::EINVAL);
+        }
+        xfskit::symlink::read_link(self.fs, &i).map_err(|e| to_errno(&e))
+    }
+
+    /// The directory a READDIR lists: the one opened under handle `fh` on a
+    /// read-only mount (it cannot change), else the inode as it is now.
+    pub(crate) fn listed_dir(&self, ino: INodeNo, fh: u64) -> Result<Arc<Inode>, Errno> {
+        match self.handles.get(fh) {
+            Some(Handle::Dir(d)) if !self.writable => Ok(d),
+            _ => self.dir_inode(ino),
+        }
+    }
+
+    /// LISTXATTR: the names `uid` may see, in the list format.
+    pub(crate) fn listxattr_answer(&self, uid: u32, ino: INodeNo) -> Result<Vec<u8>, Errno> {
+        let i = self.inode(ino)?;
+        let all = xfskit::attr::list_names(self.fs, &i).map_err(|e| to_errno(&e))?;
+        Ok(name_list(&all, uid))
+    }
+
+    /// ACCESS.
+    pub(crate) fn access_answer(
+        &self,
+        ino: INodeNo,
+        who: Caller,
+        mask: AccessFlags,
+    ) -> Result<(), Errno> {
+        if mask.contains(AccessFlags::W_OK) && !self.writable {
+            return Err(Errno::EROFS);
+        }
+        check_access(&*self.inode(ino)?, who.uid, who.gid, mask)
     }
 
     /// STATFS counters.

@@ -323,6 +323,11 @@ pub(crate) fn wants_write(flags: OpenFlags) -> bool {
     flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & (libc::O_TRUNC | libc::O_CREAT) != 0
 }
 
+/// The bytes a READ of `size` at `offset` gets: none past the end.
+pub(crate) fn read_len(rd: &FileReader<'static>, offset: u64, size: u32) -> usize {
+    rd.size().saturating_sub(offset).min(u64::from(size)) as usize
+}
+
 /// Reads `size` bytes at `offset` through `rd` and replies (marking the
 /// job `done` in between).
 pub(crate) fn serve_read(
@@ -332,7 +337,7 @@ pub(crate) fn serve_read(
     reply: ReplyData,
     mut done: Finished<'_>,
 ) {
-    let want = rd.size().saturating_sub(offset).min(u64::from(size)) as usize;
+    let want = read_len(rd, offset, size);
     // Each thread reads into its own buffer, allocated and zeroed once (not
     // per request: a 1 MiB memset per read is measurable); the kernel asks
     // for at most max_read bytes, so it stays small.

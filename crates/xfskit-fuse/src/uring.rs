@@ -187,73 +187,68 @@ fn serve_queue(
     qid: u16,
 ) -> io::Result<()> {
     pin_to_cpu(usize::from(qid));
+    // The buffers first: locals drop in reverse order, so the ring (and
+    // the kernel's hold on its commands) goes before them.
+    let mut slots: Vec<Slot> = (0..DEPTH).map(|_| Slot::new()).collect();
     let mut ring: IoUring<Entry128> = IoUring::builder()
         .setup_single_issuer()
         .setup_defer_taskrun()
         .build((DEPTH * 2) as u32)?;
-    let mut slots: Vec<Slot> = (0..DEPTH).map(|_| Slot::new()).collect();
-    // Register every entry; before the kernel has INIT's reply it answers
-    // EAGAIN, so wait for that and try again.
-    let mut pending: Vec<usize> = (0..DEPTH).collect();
-    for _attempt in 0..500 {
-        for &i in &pending {
-            let sqe = register_sqe(dev, &mut slots[i], qid, i);
-            // SAFETY of the kernel's use of the buffers: `slots` outlives the
-            // ring (both live until this function returns, the ring first).
-            #[allow(unsafe_code)]
-            unsafe {
-                ring.submission().push(&sqe).map_err(io::Error::other)?;
-            }
-        }
-        ring.submit()?;
-        pending.clear();
-        // Registration answers at once only on failure; give it a moment.
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        ring.submit_and_wait(0)?;
-        let done: Vec<(usize, i32)> = ring
-            .completion()
-            .map(|c| (c.user_data() as usize, c.result()))
-            .collect();
-        for (i, res) in done {
-            if res == -libc::EAGAIN {
-                pending.push(i);
-            } else if res < 0 {
-                return Err(io::Error::from_raw_os_error(-res));
-            } else {
-                // A request already arrived on this entry.
-                placement.served();
-                answer(fs, &mut ring, &mut slots[i], dev, qid, i)?;
-            }
-        }
-        if pending.is_empty() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    for i in 0..DEPTH {
+        push_register(&mut ring, dev, &mut slots[i], qid, i)?;
     }
-    if !pending.is_empty() {
-        return Err(io::Error::other("the kernel never accepted the queue"));
-    }
+    let mut done: Vec<(usize, i32)> = Vec::with_capacity(DEPTH);
     loop {
         match ring.submit_and_wait(1) {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
             Err(e) => return Err(e),
         }
-        let done: Vec<(usize, i32)> = ring
-            .completion()
-            .map(|c| (c.user_data() as usize, c.result()))
-            .collect();
-        for (i, res) in done {
-            if res < 0 {
+        done.clear();
+        done.extend(
+            ring.completion()
+                .map(|c| (c.user_data() as usize, c.result())),
+        );
+        for &(i, res) in &done {
+            match res {
+                // A registration made before the connection was initialized
+                // (we start after INIT, so this is only a guard): again.
+                r if r == -libc::EAGAIN => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    push_register(&mut ring, dev, &mut slots[i], qid, i)?;
+                }
                 // The connection went away (unmount, abort): stop serving.
-                return match -res {
-                    libc::ENOTCONN | libc::ECANCELED | libc::ENODEV | libc::ECONNABORTED => Ok(()),
-                    e => Err(io::Error::from_raw_os_error(e)),
-                };
+                r if r < 0 => {
+                    return match -r {
+                        libc::ENOTCONN | libc::ECANCELED | libc::ENODEV | libc::ECONNABORTED => {
+                            Ok(())
+                        }
+                        e => Err(io::Error::from_raw_os_error(e)),
+                    };
+                }
+                _ => {
+                    placement.served();
+                    answer(fs, &mut ring, &mut slots[i], dev, qid, i)?;
+                }
             }
-            placement.served();
-            answer(fs, &mut ring, &mut slots[i], dev, qid, i)?;
         }
+    }
+}
+
+/// Queues the registration of entry `index` of queue `qid`.
+fn push_register(
+    ring: &mut IoUring<Entry128>,
+    dev: RawFd,
+    slot: &mut Slot,
+    qid: u16,
+    index: usize,
+) -> io::Result<()> {
+    let sqe = register_sqe(dev, slot, qid, index);
+    // SAFETY of the kernel's use of the buffers: the slots outlive the ring
+    // (both live until serve_queue returns, the ring dropped first).
+    #[allow(unsafe_code)]
+    unsafe {
+        ring.submission().push(&sqe).map_err(io::Error::other)
     }
 }
 

@@ -11,9 +11,9 @@ use crate::dirplus::DirPlusSink;
 use crate::dispatch::Entry;
 use crate::errno::to_errno;
 use crate::names::Caller;
-use crate::ops::{check_access, DirSink, XfsFuse};
+use crate::ops::{read_len, DirSink, XfsFuse};
 use crate::uring::{HEADER_LEN, OP_IN};
-use crate::xattr::{name_list, sized_answer, Answer};
+use crate::xattr::{sized_answer, Answer};
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, OpenFlags,
     RenameFlags, TimeOrNow,
@@ -248,7 +248,7 @@ impl DirSink for DirOut<'_, '_> {
 impl DirPlusSink for DirOut<'_, '_> {
     fn add(
         &mut self,
-        node: INodeNo,
+        _node: INodeNo,
         offset: u64,
         name: &OsStr,
         ttl: &Duration,
@@ -263,8 +263,8 @@ impl DirPlusSink for DirOut<'_, '_> {
             attr: *attr,
             generation,
         };
+        // The kernel takes the node id from the attributes, as fuser sends it.
         self.out.entry(*ttl, &e);
-        let _ = node;
         !self
             .out
             .dirent(self.max, attr.ino.0, offset, attr.kind, name.as_bytes())
@@ -339,20 +339,18 @@ fn answer(
         op::READ => {
             let (fh, offset, size) = (a.u64(0), a.u64(8), a.u32(16));
             let rd = fs.reader(FileHandle(fh), node)?;
-            let want = rd
-                .size()
-                .saturating_sub(offset)
-                .min(u64::from(size))
-                .min(payload.len() as u64) as usize;
+            let want = read_len(&rd, offset, size).min(payload.len());
             return rd
                 .read_at(offset, &mut payload[..want])
                 .map_err(|e| to_errno(&e));
         }
         op::READDIR | op::READDIRPLUS => {
             let (fh, offset, size) = (a.u64(0), a.u64(8), a.u32(16) as usize);
-            let dir = match fs.handles.get(fh) {
-                Some(crate::handles::Handle::Dir(d)) if !fs.writable && opcode == op::READDIR => d,
-                _ => fs.dir_inode(node)?,
+            // READDIRPLUS is asked for on read-write mounts only (crate::dirplus).
+            let dir = if opcode == op::READDIR {
+                fs.listed_dir(node, fh)?
+            } else {
+                fs.dir_inode(node)?
             };
             let max = size.min(payload.len());
             let mut out = Out {
@@ -440,13 +438,7 @@ fn decide(
             };
             attr_of(&*fs.do_setattr(node, s)?)
         }
-        op::READLINK => {
-            let i = fs.inode(node)?;
-            if i.file_type != xfskit::inode::FileType::Symlink {
-                return Err(Errno::EINVAL);
-            }
-            Reply::Bytes(xfskit::symlink::read_link(fs.fs, &i).map_err(|e| to_errno(&e))?)
-        }
+        op::READLINK => Reply::Bytes(fs.readlink_answer(node)?),
         op::SYMLINK => {
             let name = names.next().unwrap();
             let target = names.next().unwrap().as_bytes().to_vec();
@@ -518,9 +510,7 @@ fn decide(
             let data = if opcode == op::GETXATTR {
                 fs.xattr_value(who.uid, node, names.next().unwrap().as_bytes())?
             } else {
-                let i = fs.inode(node)?;
-                let all = xfskit::attr::list_names(fs.fs, &i).map_err(|e| to_errno(&e))?;
-                name_list(&all, who.uid)
+                fs.listxattr_answer(who.uid, node)?
             };
             match sized_answer(size, data.len()) {
                 Answer::Size(n) => Reply::Size(n),
@@ -536,10 +526,7 @@ fn decide(
         op::FLUSH => return Err(Errno::ENOSYS),
         op::ACCESS => {
             let mask = AccessFlags::from_bits_retain(a.u32(0) as i32);
-            if mask.contains(AccessFlags::W_OK) && !fs.writable {
-                return Err(Errno::EROFS);
-            }
-            check_access(&*fs.inode(node)?, who.uid, who.gid, mask)?;
+            fs.access_answer(node, who, mask)?;
             Reply::Empty
         }
         op::CREATE => {
