@@ -21,8 +21,10 @@
 #        "xfskit xfskit-uring xfskit-wb kernel fuse2fs": xfskit takes requests
 #        from /dev/fuse, xfskit-uring through io_uring (Linux 6.14+; the
 #        fuse module's enable_uring is turned on for the run), xfskit-wb
-#        from /dev/fuse with the writeback cache; xfskit-uring-wb, not run
-#        by default, is io_uring with the writeback cache)
+#        from /dev/fuse with the writeback cache; not run by default:
+#        xfskit-uring-inplace, io_uring with every WRITE done before it is
+#        answered (--write-behind off), and xfskit-uring-wb, io_uring with
+#        the writeback cache)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${FILES:-20000}
@@ -71,8 +73,9 @@ mount_target() {
         xfskit*)
             wb=; [[ $1 == *-wb ]] && wb=--writeback-cache
             ring=off; [[ $1 == *-uring* ]] && ring=on
+            behind=on; [[ $1 == *-inplace ]] && behind=off
             # shellcheck disable=SC2086
-            "$XFSKIT" mount $XFSKIT_ARGS $wb --io-uring $ring --threads "$THREADS" "$WORK/img" "$MNT" 2>"$WORK/server.log" &
+            "$XFSKIT" mount $XFSKIT_ARGS $wb --io-uring $ring --write-behind $behind --threads "$THREADS" "$WORK/img" "$MNT" 2>"$WORK/server.log" &
             for _ in $(seq 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
             ;;
         kernel)
@@ -176,7 +179,7 @@ done
 # target; each xfskit target gets its column and its two ratios.
 for t in kernel fuse2fs; do [[ " $TARGETS " == *" $t "* ]] || exit 0; done
 X=()
-for t in xfskit xfskit-uring xfskit-wb xfskit-uring-wb; do [[ " $TARGETS " == *" $t "* ]] && X+=("$t"); done
+for t in xfskit xfskit-uring xfskit-uring-inplace xfskit-wb xfskit-uring-wb; do [[ " $TARGETS " == *" $t "* ]] && X+=("$t"); done
 [ ${#X[@]} -gt 0 ] || exit 0
 head="| workload"; rule="|---"
 for t in "${X[@]}"; do head+=" | $t"; rule+="|---"; done

@@ -3,23 +3,26 @@
 # bench/mount.sh's (a) (FILES files of 4 KiB in 100 directories, timed from
 # the first create to the last close, without the unmount) on
 #   dev       `xfskit mount --io-uring off` (requests read from /dev/fuse)
-#   uring     `--io-uring on`, queue threads SCHED_IDLE with the watcher
+#   uring     `--io-uring on`, queue threads SCHED_IDLE with the watcher,
+#             WRITEs answered before they are done (write-behind, the default)
+#   inplace   the same with `--write-behind off`
 #   normal    `--io-uring on` with XFSKIT_URING_NORMAL=1 (queue threads
-#             kept at the normal policy)
+#             kept at the normal policy; write-behind off)
 #   pinned    `--io-uring on`, the writer pinned to CPU 1 by taskset
+#             (write-behind off)
 #   kernel    the kernel's XFS on a loop device
 # RUNS rounds of each, alternating; one line per run.
 #
 # Usage: bench/mount_rtt.sh (as root, Linux 6.14+; the fuse module's
 #        enable_uring is turned on for the run and put back after)
 # Env:   FILES (default 5000), RUNS (default 3), TARGETS (default
-#        "dev uring normal pinned kernel"), XFSKIT (binary, default
+#        "dev uring inplace normal pinned kernel"), XFSKIT (binary, default
 #        target/release/xfskit, built if missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${FILES:-5000}
 RUNS=${RUNS:-3}
-TARGETS=${TARGETS:-dev uring normal pinned kernel}
+TARGETS=${TARGETS:-dev uring inplace normal pinned kernel}
 XFSKIT=${XFSKIT:-$PWD/target/release/xfskit}
 [ "$(id -u)" = 0 ] || { echo "bench/mount_rtt.sh: run as root" >&2; exit 2; }
 URING=/sys/module/fuse/parameters/enable_uring
@@ -40,16 +43,17 @@ trap cleanup EXIT
 for run in $(seq "$RUNS"); do
     for t in $TARGETS; do
         rm -f "$WORK/img"; truncate -s 4G "$WORK/img"; mkfs.xfs -q -f "$WORK/img"
-        env=(); ring=on; pin=()
+        env=(); ring=on; pin=(); behind=off
         case $t in
             dev) ring=off ;;
+            uring) behind=on ;;
             normal) env=(XFSKIT_URING_NORMAL=1) ;;
             pinned) pin=(taskset -c 1) ;;
         esac
         if [ "$t" = kernel ]; then
             mount -o loop "$WORK/img" "$MNT"
         else
-            env "${env[@]}" "$XFSKIT" mount --io-uring $ring --threads 2 "$WORK/img" "$MNT" 2>/dev/null &
+            env "${env[@]}" "$XFSKIT" mount --io-uring $ring --write-behind $behind --threads 2 "$WORK/img" "$MNT" 2>/dev/null &
             for _ in $(seq 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
         fi
         sync; echo 3 > /proc/sys/vm/drop_caches

@@ -133,6 +133,94 @@ fn parallel_writers_on_several_threads() {
     m.finish();
 }
 
+/// Reads `p` with O_DIRECT: READs that reach the server, not the kernel's
+/// page cache.
+fn read_direct(p: &std::path::Path) -> Vec<u8> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(p)
+        .unwrap();
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read_at(&mut buf, out.len() as u64).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn writes_answered_early_are_done_before_anyone_looks() {
+    // Through io_uring a WRITE is checked, answered, and done by a worker
+    // on another CPU (crate xfskit-fuse, behind.rs). Each deferred write is
+    // held back here (XFSKIT_TEST_BEHIND_DELAY_MS): the write must return
+    // well before that, and what looks at the file after it (stat, a read
+    // that reaches the server, fsync, unlink and a reused inode, rename
+    // over it, the unmount) must see it done. The main pass (/dev/fuse)
+    // does every write before answering it: the same checks, no timing.
+    if skip("writes_answered_early_are_done_before_anyone_looks") {
+        return;
+    }
+    use std::time::{Duration, Instant};
+    let uring = std::env::var_os("XFSKIT_TEST_IO_URING").is_some();
+    let delay = Duration::from_millis(600);
+    let m = RwMount::with_env(
+        "behind",
+        300,
+        &[],
+        &[("XFSKIT_TEST_BEHIND_DELAY_MS", "600")],
+    );
+    let p = |s: &str| m.p(s);
+    let data = |n: usize, k: u8| -> Vec<u8> { (0..n).map(|i| (i as u8) ^ k).collect() };
+
+    // stat: the size once the write is done.
+    let t0 = Instant::now();
+    fs::write(p("a"), data(5000, 1)).unwrap();
+    let answered = t0.elapsed();
+    assert_eq!(fs::metadata(p("a")).unwrap().len(), 5000);
+    if uring {
+        assert!(answered < delay / 2, "the write took {answered:?}");
+        assert!(t0.elapsed() >= delay, "stat did not wait for the write");
+    }
+    // A read that reaches the server sees the bytes.
+    fs::write(p("b"), data(70_000, 2)).unwrap();
+    assert_eq!(read_direct(&p("b")), data(70_000, 2));
+    // fsync waits for it and succeeds.
+    let t0 = Instant::now();
+    let f = fs::OpenOptions::new().append(true).open(p("b")).unwrap();
+    (&f).write_all(&data(3000, 3)).unwrap();
+    f.sync_all().unwrap();
+    if uring {
+        assert!(t0.elapsed() >= delay, "fsync did not wait for the write");
+    }
+    drop(f);
+    let mut want_b = data(70_000, 2);
+    want_b.extend(data(3000, 3));
+    assert_eq!(read_direct(&p("b")), want_b);
+    // Unlinked right after the write, its inode reused by new files: the
+    // write lands in neither.
+    fs::write(p("gone"), data(9000, 4)).unwrap();
+    fs::remove_file(p("gone")).unwrap();
+    for i in 0..4u8 {
+        fs::write(p(&format!("new{i}")), data(100, 10 + i)).unwrap();
+    }
+    for i in 0..4u8 {
+        assert_eq!(read_direct(&p(&format!("new{i}"))), data(100, 10 + i));
+    }
+    // Renamed over right after the write.
+    fs::write(p("old"), data(6000, 5)).unwrap();
+    fs::write(p("repl"), data(4000, 6)).unwrap();
+    fs::rename(p("repl"), p("old")).unwrap();
+    assert_eq!(read_direct(&p("old")), data(4000, 6));
+    // The unmount does the last ones; the kernel must see them all.
+    fs::write(p("last"), data(12_345, 7)).unwrap();
+    m.finish();
+}
+
 #[test]
 fn requests_are_served_while_every_cpu_is_busy() {
     // Through io_uring the queue threads run SCHED_IDLE (placement.rs), which

@@ -201,6 +201,20 @@ impl XfsFuse {
         kill_setid: bool,
         appending: bool,
     ) -> Result<u32, Errno> {
+        self.do_write_at(node, offset, data, kill_setid, appending, None)
+    }
+
+    /// [`XfsFuse::do_write`] stamped with the time `at` (the time it was
+    /// asked for, for a write done later) instead of the clock.
+    pub(crate) fn do_write_at(
+        &self,
+        node: INodeNo,
+        offset: u64,
+        data: &[u8],
+        kill_setid: bool,
+        appending: bool,
+        at: Option<xfskit::inode::Timestamp>,
+    ) -> Result<u32, Errno> {
         self.check_writable()?;
         let n = u32::try_from(data.len()).map_err(|_| Errno::EINVAL)?;
         if offset
@@ -221,14 +235,13 @@ impl XfsFuse {
         // With the writeback cache the kernel keeps mtime and ctime (stamped
         // at write(2), sent later in a SETATTR); the WRITE, which may come
         // long after, must not stamp its own.
+        let stamp = match (self.writeback_cache, at) {
+            (true, _) => None,
+            (false, Some(t)) => Some(t),
+            (false, None) => Some(self.fs.clock().map_err(|e| to_errno(&e))?),
+        };
         self.fs
-            .write_at_mode(
-                self.ino(node),
-                offset,
-                data,
-                !self.writeback_cache,
-                appending,
-            )
+            .write_at_stamped(self.ino(node), offset, data, stamp, appending)
             .map_err(|e| to_errno(&e))?;
         Ok(n)
     }
@@ -321,6 +334,13 @@ impl XfsFuse {
     pub(crate) fn do_fsync(&self, node: Option<INodeNo>) -> Result<(), Errno> {
         if !self.writable {
             return Ok(());
+        }
+        if let Some(n) = node {
+            // A write answered early that failed after all (crate::behind).
+            self.behind.settle(self.ino(n));
+            if let Some(e) = self.behind.take_error(self.ino(n)) {
+                return Err(e);
+            }
         }
         let r = match node {
             Some(n) => self.fs.fsync(self.ino(n)),

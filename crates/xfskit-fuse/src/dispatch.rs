@@ -43,6 +43,7 @@ impl Filesystem for &'static XfsFuse {
     }
 
     fn destroy(&mut self) {
+        self.behind.settle_all();
         self.free_all_orphans();
         if let Err(e) = self.do_sync() {
             eprintln!("xfskit-fuse: writing the image back at unmount failed: {e:?}");
@@ -465,7 +466,12 @@ pub(crate) struct Entry {
 impl XfsFuse {
     /// The entry of an inode just made or linked; it counts as a lookup.
     pub(crate) fn entry_of(&self, r: Result<Arc<Inode>, Errno>) -> Result<Entry, Errno> {
-        let i = r?;
+        let mut i = r?;
+        if self.behind.has_pending(i.ino) {
+            // Its size and blocks once the writes answered are done.
+            self.behind.settle(i.ino);
+            i = self.inode_by_ino(i.ino)?;
+        }
         self.count_lookup(i.ino);
         Ok(Entry {
             attr: file_attr(&i, self.node(i.ino), self.block_size),

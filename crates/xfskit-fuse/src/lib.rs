@@ -8,6 +8,7 @@ mod acl;
 mod acl_ops;
 mod attrs;
 mod bdi;
+mod behind;
 mod cache;
 mod copy;
 mod data;
@@ -68,6 +69,9 @@ pub struct MountOptions {
     /// default when the fuse module's `enable_uring` is off, read them
     /// from /dev/fuse.
     pub io_uring: bool,
+    /// Through io_uring, answer a checked WRITE before it is done and do
+    /// it on another CPU (see `behind`).
+    pub write_behind: bool,
 }
 
 /// How long a read-write mount lets the kernel cache attributes and
@@ -105,6 +109,7 @@ impl Default for MountOptions {
             writeback_cache: false,
             max_dirty: DEFAULT_MAX_DIRTY,
             io_uring: uring::kernel_allows(),
+            write_behind: true,
         }
     }
 }
@@ -113,6 +118,7 @@ impl Default for MountOptions {
 pub struct Mounted {
     session: Session<&'static XfsFuse>,
     fs: &'static Fs,
+    xfs: &'static XfsFuse,
 }
 
 /// Unmounts a [`Mounted`] filesystem from another thread (a signal handler
@@ -137,6 +143,8 @@ impl Mounted {
     pub fn serve(self) -> io::Result<()> {
         let served = self.session.run();
         if self.fs.is_writable() {
+            // Writes answered but not yet done are done first.
+            self.xfs.behind.settle_all();
             self.fs
                 .sync()
                 .map_err(|e| io::Error::other(format!("writing the image back: {e}")))?;
@@ -228,6 +236,7 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mount
     xfs.writeback_cache = opts.writeback_cache && fs.is_writable();
     let pool = xfs.read_pool();
     xfs.want_uring = opts.io_uring;
+    xfs.write_behind = opts.write_behind;
     // Kept for the rest of the process: every serving thread borrows it.
     let xfs: &'static XfsFuse = Box::leak(Box::new(xfs));
     let session = Session::new(xfs, mountpoint, &config)?;
@@ -249,7 +258,7 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mount
             None => eprintln!("xfskit mount: warning: no FUSE device for io_uring"),
         }
     }
-    Ok(Mounted { session, fs })
+    Ok(Mounted { session, fs, xfs })
 }
 
 fn nix_euid() -> u32 {

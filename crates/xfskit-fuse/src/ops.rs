@@ -99,6 +99,9 @@ pub struct XfsFuse {
     /// Ask for FUSE over io_uring (crate::uring), and whether INIT got it.
     pub(crate) want_uring: bool,
     pub(crate) uring_granted: AtomicBool,
+    /// WRITEs answered before they are done (crate::behind), io_uring only.
+    pub(crate) behind: crate::behind::Behind,
+    pub(crate) write_behind: bool,
 }
 
 impl XfsFuse {
@@ -124,6 +127,8 @@ impl XfsFuse {
             writeback_cache: false,
             want_uring: false,
             uring_granted: AtomicBool::new(false),
+            behind: crate::behind::Behind::new(crate::uring::possible_cpus()),
+            write_behind: false,
         }
     }
 

@@ -108,6 +108,7 @@ impl XfsFuse {
     /// Frees one orphan (called with the orphans locked, which keeps frees
     /// one at a time as the engine wants); a failure is logged, not fatal.
     fn free(&self, ino: Ino) {
+        self.behind.settle(ino);
         if let Err(e) = self.fs.free_orphan(ino) {
             let errno: Errno = to_errno(&e);
             eprintln!(

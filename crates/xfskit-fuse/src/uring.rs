@@ -70,6 +70,7 @@ pub fn kernel_allows() -> bool {
 /// `dev`, once INIT is answered.
 pub(crate) fn start(fs: &'static XfsFuse, dev: &'static OwnedFd) {
     let queues = possible_cpus();
+    fs.start_write_behind();
     let placement = Placement::start();
     for qid in 0..queues {
         let spawned = std::thread::Builder::new()
@@ -173,7 +174,7 @@ fn set_sqe_len(e: &mut Entry128, len: u32) {
     }
 }
 
-fn pin_to_cpu(cpu: usize) {
+pub(crate) fn pin_to_cpu(cpu: usize) {
     let mut set = nix::sched::CpuSet::new();
     if set.set(cpu).is_ok() {
         let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
@@ -263,7 +264,7 @@ fn answer(
 ) -> io::Result<()> {
     let commit_id = slot.commit_id();
     let in_len = slot.payload_len().min(slot.payload.len());
-    let out_len = wire::serve(fs, &mut slot.header, &mut slot.payload, in_len);
+    let out_len = wire::serve(fs, usize::from(qid), &mut slot.header, &mut slot.payload, in_len);
     // (wire::serve answers EIO itself if answering panics.)
     slot.set_payload_len(out_len);
     let sqe = opcode::UringCmd80::new(types::Fd(dev), CMD_COMMIT_AND_FETCH)

@@ -276,6 +276,7 @@ impl DirPlusSink for DirOut<'_, '_> {
 /// and the answer in place; returns the answer's length in the payload.
 pub(crate) fn serve(
     fs: &'static XfsFuse,
+    cpu: usize,
     header: &mut [u8; HEADER_LEN],
     payload: &mut [u8],
     in_len: usize,
@@ -292,7 +293,7 @@ pub(crate) fn serve(
     // A bug met while answering fails this request, not the queue (whose
     // thread alone serves every request made on its CPU).
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        answer(fs, opcode, node, who, Args(&arg), payload, in_len)
+        answer(fs, cpu, opcode, node, who, Args(&arg), payload, in_len)
     }))
     .unwrap_or_else(|_| {
         eprintln!("xfskit-fuse: answering request {opcode} panicked (reported as EIO)");
@@ -306,6 +307,27 @@ pub(crate) fn serve(
     header[4..8].copy_from_slice(&error.to_le_bytes());
     header[8..16].copy_from_slice(&unique.to_le_bytes());
     len
+}
+
+/// Waits for the write-behinds a request could see (crate::behind): all
+/// of them before what may free or count inodes and blocks, else those
+/// of the request's inode. WRITE orders itself; RELEASE and FLUSH (not
+/// implemented) see nothing.
+fn settle_for(fs: &XfsFuse, opcode: u32, node: INodeNo) {
+    match opcode {
+        op::WRITE | op::RELEASE | op::RELEASEDIR | op::FLUSH => {}
+        op::UNLINK
+        | op::RMDIR
+        | op::RENAME
+        | op::RENAME2
+        | op::LINK
+        | op::STATFS
+        | op::DESTROY
+        | op::FSYNCDIR
+        | op::READDIRPLUS
+        | op::COPY_FILE_RANGE => fs.behind.settle_all(),
+        _ => fs.behind.settle(fs.ino(node)),
+    }
 }
 
 /// What a request answers, before it is encoded.
@@ -324,8 +346,10 @@ enum Reply {
     Offset(i64),
 }
 
+#[allow(clippy::too_many_arguments)]
 fn answer(
     fs: &'static XfsFuse,
+    cpu: usize,
     opcode: u32,
     node: INodeNo,
     who: Caller,
@@ -334,6 +358,23 @@ fn answer(
     in_len: usize,
 ) -> Result<usize, Errno> {
     let ttl = fs.ttl;
+    settle_for(fs, opcode, node);
+    if opcode == op::WRITE {
+        let (offset, size) = (a.u64(8), a.u32(16) as usize);
+        let kill = a.u32(20) & FUSE_WRITE_KILL_SUIDGID != 0;
+        let appending = a.u32(32) as i32 & libc::O_APPEND != 0;
+        let data = payload[..in_len.min(payload.len())]
+            .get(..size)
+            .ok_or(Errno::EINVAL)?;
+        let n = fs.write_behind(cpu, node, offset, data, kill, appending)?;
+        let mut out = Out {
+            buf: payload,
+            len: 0,
+        };
+        out.u32(n);
+        out.u32(0);
+        return Ok(out.len);
+    }
     // READ and READDIR write their answers straight into the payload.
     match opcode {
         op::READ => {
@@ -479,13 +520,6 @@ fn decide(
             };
             let (fh, fl) = r?.ok_or(Errno::ENOSYS)?;
             Reply::Open(fh, fl)
-        }
-        op::WRITE => {
-            let (offset, size) = (a.u64(8), a.u32(16) as usize);
-            let kill = a.u32(20) & FUSE_WRITE_KILL_SUIDGID != 0;
-            let appending = a.u32(32) as i32 & libc::O_APPEND != 0;
-            let data = input.get(..size).ok_or(Errno::EINVAL)?;
-            Reply::Written(fs.do_write(node, offset, data, kill, appending)?)
         }
         op::STATFS => Reply::Statfs(fs.statfs_answer()?),
         op::RELEASE | op::RELEASEDIR => {

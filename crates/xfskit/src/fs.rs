@@ -249,6 +249,19 @@ impl Fs {
         self.write.is_some()
     }
 
+    /// Free data blocks as the superblock counted them at open plus what
+    /// transactions changed since: a cheap estimate (the AGs hold the
+    /// exact count), 0 when read-only.
+    pub fn free_blocks(&self) -> u64 {
+        match &self.write {
+            Some(ws) => self
+                .base
+                .fdblocks
+                .saturating_add_signed(ws.counters().fdblocks),
+            None => 0,
+        }
+    }
+
     /// Queues file data for writing at byte offset `off` (adjacent
     /// writes are combined).
     pub fn write_data(&self, off: u64, data: &[u8]) -> Result<()> {

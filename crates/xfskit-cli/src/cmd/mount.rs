@@ -65,6 +65,16 @@ pub struct Args {
     #[arg(long, value_name = "WHEN", default_value = "auto",
           value_parser = ["auto", "on", "off"])]
     pub io_uring: String,
+    /// Through io_uring, a WRITE is checked (permissions, flags, room) and
+    /// answered at once, and done by a worker on another CPU while the
+    /// writer goes on, as kernel XFS defers allocation to writeback;
+    /// whatever reads the file's size, data or blocks waits for it, and so
+    /// does fsync, which reports a write that failed after all. Near a full
+    /// filesystem writes are done in place. `off` does every write before
+    /// answering it.
+    #[arg(long, value_name = "WHEN", default_value = "on",
+          value_parser = ["on", "off"])]
+    pub write_behind: String,
 }
 
 /// Runs the command.
@@ -90,6 +100,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         extra,
         writeback_cache: args.writeback_cache,
         max_dirty: args.max_dirty,
+        write_behind: args.write_behind == "on",
         ..Default::default()
     };
     opts.io_uring = match args.io_uring.as_str() {

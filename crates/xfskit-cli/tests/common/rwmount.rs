@@ -47,6 +47,8 @@ pub struct RwMount {
     pub image: PathBuf,
     pub mnt: PathBuf,
     child: Option<Child>,
+    /// Environment given to every `xfskit mount` of this image.
+    env: Vec<(String, String)>,
 }
 
 fn is_mounted(dir: &Path) -> bool {
@@ -74,6 +76,11 @@ impl RwMount {
     /// Makes a `size_mib` image with mkfs.xfs (extra options `mkfs`) and
     /// mounts it read-write.
     pub fn new(tag: &str, size_mib: u64, mkfs: &[&str]) -> RwMount {
+        RwMount::with_env(tag, size_mib, mkfs, &[])
+    }
+
+    /// [`RwMount::new`] with `env` set for the mount process.
+    pub fn with_env(tag: &str, size_mib: u64, mkfs: &[&str], env: &[(&str, &str)]) -> RwMount {
         let dir = std::env::temp_dir().join(format!("xfskit-rw-{tag}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("fuse")).unwrap();
@@ -94,6 +101,10 @@ impl RwMount {
             dir,
             image,
             child: None,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         m.mount(&[]);
         m
@@ -106,10 +117,15 @@ impl RwMount {
         let uring = std::env::var_os("XFSKIT_TEST_IO_URING").is_some();
         let child = Command::new(env!("CARGO_BIN_EXE_xfskit"))
             .arg("mount")
-            .args(if uring { &["--io-uring", "on"][..] } else { &[] })
+            .args(if uring {
+                &["--io-uring", "on"][..]
+            } else {
+                &[]
+            })
             .args(args)
             .arg(&self.image)
             .arg(&self.mnt)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .spawn()
             .unwrap();

@@ -5,7 +5,7 @@ use crate::dev::aligned::{self, AlignedBuf};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::Ino;
-use crate::inode::{Extent, FileType, Fork, Inode};
+use crate::inode::{Extent, FileType, Fork, Inode, Timestamp};
 use crate::trans::Trans;
 
 /// Bytes of data handled per transaction (bounds each transaction's
@@ -77,11 +77,26 @@ impl Fs {
         touch: bool,
         appending: bool,
     ) -> Result<()> {
+        let stamp = if touch { Some(self.now()?) } else { None };
+        self.write_at_stamped(ino, offset, data, stamp, appending)
+    }
+
+    /// [`Fs::write_at_mode`] with the time the write happened given
+    /// (`stamp`, the new mtime and ctime; None leaves the times alone): for
+    /// a caller that does the write later than it was asked for.
+    pub fn write_at_stamped(
+        &self,
+        ino: Ino,
+        offset: u64,
+        data: &[u8],
+        stamp: Option<Timestamp>,
+        appending: bool,
+    ) -> Result<()> {
         let mut done = 0u64;
         while done < data.len() as u64 {
             let n = (data.len() as u64 - done).min(WRITE_CHUNK);
             let part = &data[done as usize..(done + n) as usize];
-            self.write_chunk(ino, offset + done, Src::Slice(part), touch, appending)?;
+            self.write_chunk(ino, offset + done, Src::Slice(part), stamp, appending)?;
             done += n;
         }
         Ok(())
@@ -99,7 +114,8 @@ impl Fs {
             aligned::give(buf);
             return r;
         }
-        self.write_chunk(ino, offset, Src::Owned(buf), touch, true)
+        let stamp = if touch { Some(self.now()?) } else { None };
+        self.write_chunk(ino, offset, Src::Owned(buf), stamp, true)
     }
 
     fn write_chunk(
@@ -107,7 +123,7 @@ impl Fs {
         ino: Ino,
         offset: u64,
         src: Src<'_>,
-        touch: bool,
+        stamp: Option<Timestamp>,
         appending: bool,
     ) -> Result<()> {
         if src.len() == 0 {
@@ -119,7 +135,6 @@ impl Fs {
             .checked_add(src.len() as u64)
             .filter(|&e| e <= i64::MAX as u64)
             .ok_or_else(|| Error::Invalid("write past the largest file size".into()))?;
-        let now = self.now()?;
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
         let mut ip = read_file_inode(&mut tp, ino)?;
@@ -251,7 +266,7 @@ impl Fs {
         if end > ip.size {
             ip.size = end;
         }
-        if touch {
+        if let Some(now) = stamp {
             self.touch_modify(&mut ip, now)?;
         }
         tp.log_inode(&ip)?;

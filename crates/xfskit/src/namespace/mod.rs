@@ -63,6 +63,12 @@ impl Fs {
         Ok(Timestamp { sec, nsec })
     }
 
+    /// The time changes made now are stamped with (the clock, or the
+    /// fixed time of [`Fs::set_fixed_time`]).
+    pub fn clock(&self) -> Result<Timestamp> {
+        self.now()
+    }
+
     /// Stamps every change from now on with `t` instead of the clock
     /// (reproducible images); `None` returns to the clock.
     pub fn set_fixed_time(&self, t: Option<Timestamp>) -> Result<()> {
