@@ -71,7 +71,8 @@ impl Placement {
         p
     }
 
-    /// Registers the calling queue thread (it starts at the normal policy).
+    /// Registers the calling queue thread, or write-behind worker (it
+    /// starts at the normal policy).
     pub(crate) fn join(&self) {
         let tid = nix::unistd::gettid().as_raw();
         self.tids.lock().unwrap().push(tid);
@@ -225,6 +226,13 @@ impl Sched {
         self.runnable = state == Some(&b'R');
         self.runnable && before.runnable
     }
+}
+
+/// Whether the calling thread runs SCHED_IDLE (the watcher's choice).
+#[allow(unsafe_code)]
+pub(crate) fn running_idle() -> bool {
+    // SAFETY: a plain system call about the calling thread.
+    unsafe { libc::sched_getscheduler(0) == libc::SCHED_IDLE }
 }
 
 /// Puts thread `tid` at SCHED_IDLE or back at the normal policy.

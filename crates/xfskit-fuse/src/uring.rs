@@ -70,8 +70,8 @@ pub fn kernel_allows() -> bool {
 /// `dev`, once INIT is answered.
 pub(crate) fn start(fs: &'static XfsFuse, dev: &'static OwnedFd) {
     let queues = possible_cpus();
-    fs.start_write_behind();
     let placement = Placement::start();
+    fs.start_write_behind(placement);
     for qid in 0..queues {
         let spawned = std::thread::Builder::new()
             .name(format!("xfskit-uring{qid}"))
@@ -264,7 +264,13 @@ fn answer(
 ) -> io::Result<()> {
     let commit_id = slot.commit_id();
     let in_len = slot.payload_len().min(slot.payload.len());
-    let out_len = wire::serve(fs, usize::from(qid), &mut slot.header, &mut slot.payload, in_len);
+    let out_len = wire::serve(
+        fs,
+        usize::from(qid),
+        &mut slot.header,
+        &mut slot.payload,
+        in_len,
+    );
     // (wire::serve answers EIO itself if answering panics.)
     slot.set_payload_len(out_len);
     let sqe = opcode::UringCmd80::new(types::Fd(dev), CMD_COMMIT_AND_FETCH)
