@@ -133,6 +133,17 @@ fn parallel_writers_on_several_threads() {
     m.finish();
 }
 
+/// Pins the calling thread to CPU 0.
+#[allow(unsafe_code)]
+fn pin_to_cpu0() {
+    // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 /// Reads `p` with O_DIRECT: READs that reach the server, not the kernel's
 /// page cache.
 fn read_direct(p: &std::path::Path) -> Vec<u8> {
@@ -167,6 +178,10 @@ fn writes_answered_early_are_done_before_anyone_looks() {
     }
     use std::time::{Duration, Instant};
     let uring = std::env::var_os("XFSKIT_TEST_IO_URING").is_some();
+    // On one CPU: the server hands writes to the other CPU's worker only
+    // while no requests come from that CPU, and this test must see them
+    // handed over.
+    pin_to_cpu0();
     let delay = Duration::from_millis(600);
     let m = RwMount::with_env(
         "behind",

@@ -229,6 +229,7 @@ fn serve_queue(
                 }
                 _ => {
                     placement.served();
+                    fs.behind.served_on(usize::from(qid));
                     answer(fs, &mut ring, &mut slots[i], dev, qid, i)?;
                 }
             }
