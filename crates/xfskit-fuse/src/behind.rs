@@ -19,9 +19,9 @@
 //! then copies the data, queues it for the worker pinned to the next CPU
 //! and answers, if that CPU has time to spare (no requests served there in
 //! the last millisecond, its worker keeping up); else the write is done
-//! in place. Workers take writes in order; writes to one inode all go
-//! to one worker (one that moves to another CPU's worker waits for the
-//! first to finish them), so they happen in the order they came.
+//! in place. Workers take writes in order, and an inode with writes
+//! queued has its next ones queued behind them on the same worker, so
+//! they happen in the order they came.
 //!
 //! Everything that could see the difference waits first ([`Behind::settle`]
 //! for its inode, [`Behind::settle_all`] for what may free or count
@@ -231,7 +231,7 @@ impl XfsFuse {
             // the normal policy (its CPU is busy) sleeps instead.
             if b.handed[w].load(Ordering::Acquire) == taken {
                 spins = spins.wrapping_add(1);
-                if spins % 1024 == 0 {
+                if spins.is_multiple_of(1024) {
                     polling = crate::placement::running_idle();
                 }
                 if polling && last.elapsed() < POLL {
