@@ -320,14 +320,7 @@ impl XfsFuse {
             b.settle(ino);
             return self.do_write(node, offset, data, kill, appending);
         }
-        self.check_writable()?;
-        let n = u32::try_from(data.len()).map_err(|_| Errno::EINVAL)?;
-        if offset
-            .checked_add(data.len() as u64)
-            .is_none_or(|e| e > i64::MAX as u64)
-        {
-            return Err(Errno::EFBIG);
-        }
+        let n = self.write_allowed(offset, data.len())?;
         let i = self.inode(node)?;
         match i.file_type {
             xfskit::inode::FileType::File => {}

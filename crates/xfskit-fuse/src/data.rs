@@ -204,6 +204,21 @@ impl XfsFuse {
         self.do_write_at(node, offset, data, kill_setid, appending, None)
     }
 
+    /// What a write of `len` bytes at `offset` is refused for before any
+    /// inode is looked at (a read-only mount, a range past the largest
+    /// file); else `len` as the answer's count.
+    pub(crate) fn write_allowed(&self, offset: u64, len: usize) -> Result<u32, Errno> {
+        self.check_writable()?;
+        let n = u32::try_from(len).map_err(|_| Errno::EINVAL)?;
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|e| e > i64::MAX as u64)
+        {
+            return Err(Errno::EFBIG);
+        }
+        Ok(n)
+    }
+
     /// [`XfsFuse::do_write`] stamped with the time `at` (the time it was
     /// asked for, for a write done later) instead of the clock.
     pub(crate) fn do_write_at(
@@ -215,14 +230,7 @@ impl XfsFuse {
         appending: bool,
         at: Option<xfskit::inode::Timestamp>,
     ) -> Result<u32, Errno> {
-        self.check_writable()?;
-        let n = u32::try_from(data.len()).map_err(|_| Errno::EINVAL)?;
-        if offset
-            .checked_add(data.len() as u64)
-            .is_none_or(|e| e > i64::MAX as u64)
-        {
-            return Err(Errno::EFBIG);
-        }
+        let n = self.write_allowed(offset, data.len())?;
         if let Some(mode) = self.kill_privileges(node, kill_setid)? {
             let change = AttrChange {
                 mode: Some(mode),

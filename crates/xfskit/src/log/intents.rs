@@ -432,6 +432,39 @@ fn finish_rui(tp: &mut crate::trans::Trans<'_>, r: &Rui) -> Result<()> {
     Ok(())
 }
 
+/// Before an EFI's blocks are freed on a filesystem with reverse
+/// mappings: the mapping that still covers them goes with them. An EFI
+/// does not say whose the blocks were (a bmap btree block, a CoW staging
+/// extent: their frees remove the mapping themselves), so, as the
+/// kernel's recovery does (an unknown owner), the range must lie within
+/// one record or none; anything else is refused.
+fn unmap_freed(tp: &mut crate::trans::Trans<'_>, id: u64, start: u64, len: u32) -> Result<()> {
+    use xfs_format::btree::{XFS_RMAP_OFF_BMBT_BLOCK, XFS_RMAP_OFF_MASK};
+    let (agno, agbno) = tp.geo().fsb_split(FsBlock(start));
+    let (lo, hi) = (agbno.0, agbno.0 + len);
+    let hits: Vec<_> = ag_rmap_records(tp, agno)?
+        .into_iter()
+        .filter(|&(s, l, _, _)| s < hi && lo < s + l)
+        .collect();
+    match hits[..] {
+        [] => Ok(()),
+        [(s, l, owner, off)] if s <= lo && hi <= s + l => {
+            let flags = off & !XFS_RMAP_OFF_MASK;
+            let file_data = owner & (1 << 63) == 0 && flags & XFS_RMAP_OFF_BMBT_BLOCK == 0;
+            let offset = if file_data {
+                (off & XFS_RMAP_OFF_MASK) + u64::from(lo - s)
+            } else {
+                0
+            };
+            rmap_apply(tp, FsBlock(start), len, owner, offset, flags, false)
+        }
+        _ => Err(Error::Unsupported(format!(
+            "intent {id:#x}: blocks {start}+{len} to free still have reverse mappings \
+             that do not cover them as one"
+        ))),
+    }
+}
+
 /// The format region of a done item of type `ty` naming intent `id`
 /// (RUD, CUD, BUD, XMD, ATTRD: `xfs_*d_log_format`).
 fn done_item(ty: u16, id: u64) -> Vec<u8> {
@@ -554,17 +587,7 @@ fn finish_all(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
             Intent::Efi(efi) => {
                 for &(start, len) in &efi.extents {
                     if geo.features.rmapbt {
-                        let (agno, agbno) = geo.fsb_split(FsBlock(start));
-                        let end = agbno.0 + len;
-                        let mapped = ag_rmap_records(&mut tp, agno)?
-                            .into_iter()
-                            .any(|(s, l, _, _)| s < end && agbno.0 < s + l);
-                        if mapped {
-                            return Err(Error::Unsupported(format!(
-                                "intent {:#x}: blocks {start}+{len} to free still have a reverse mapping",
-                                efi.id
-                            )));
-                        }
+                        unmap_freed(&mut tp, efi.id, start, len)?;
                     }
                     free_extent_no_rmap(&mut tp, FsBlock(start), len)?;
                     freed += 1;
