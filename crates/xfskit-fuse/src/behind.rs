@@ -33,6 +33,7 @@
 //! corrupt structure) is logged, and its errno is returned by the next
 //! fsync or write of the inode, as kernel XFS reports writeback errors.
 
+use crate::errno::to_errno;
 use crate::ops::XfsFuse;
 use fuser::{Errno, INodeNo};
 use std::collections::{HashMap, VecDeque};
@@ -49,7 +50,7 @@ const MAX_QUEUED: usize = 16 << 20;
 /// never woken. Workers run SCHED_IDLE under the placement watcher, as the
 /// queue threads do, and poll only then: on a CPU other tasks want they
 /// sleep (with workers polling at the normal policy, 4 writers on 2 CPUs
-/// took 3.3 s instead of 2.2 s).
+/// took 3.3 s in bench/mount.sh's (f) where session 14 had 2.2 s).
 const POLL: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// One deferred WRITE.
@@ -175,7 +176,7 @@ impl Behind {
 
     /// The error of a failed write-behind to `ino`, once.
     pub(crate) fn take_error(&self, ino: Ino) -> Option<Errno> {
-        if self.queued.load(Ordering::Acquire) == 0 && !self.is_on() {
+        if !self.is_on() {
             return None;
         }
         lock(&self.state).errors.remove(&ino.0)
@@ -267,7 +268,7 @@ impl XfsFuse {
             // A bug met here fails this write (EIO at the next fsync), not
             // every request that would wait for it.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.do_write_at(node, offset, &data, kill, appending, at)
+                self.do_write(node, offset, &data, kill, appending, at)
             }))
             .unwrap_or_else(|_| {
                 eprintln!("xfskit-fuse: a deferred write panicked (reported as EIO)");
@@ -316,37 +317,32 @@ impl XfsFuse {
         if let Some(e) = b.take_error(ino) {
             return Err(e);
         }
-        if !b.is_on() || !self.room_for(data.len()) {
-            b.settle(ino);
-            return self.do_write(node, offset, data, kill, appending);
+        if !b.is_on() {
+            return self.do_write(node, offset, data, kill, appending, None);
         }
         let n = self.write_allowed(offset, data.len())?;
-        let i = self.inode(node)?;
-        match i.file_type {
-            xfskit::inode::FileType::File => {}
-            xfskit::inode::FileType::Dir => return Err(Errno::EISDIR),
-            _ => return Err(Errno::EINVAL),
-        }
-        use xfs_format::inode::{XFS_DIFLAG_APPEND, XFS_DIFLAG_IMMUTABLE};
-        if i.flags & XFS_DIFLAG_IMMUTABLE != 0 || (i.flags & XFS_DIFLAG_APPEND != 0 && !appending) {
-            return Err(Errno::EPERM);
-        }
+        self.fs
+            .check_write(ino, appending)
+            .map_err(|e| to_errno(&e))?;
         // Handed over only to the worker of a CPU that has time to spare:
         // its queue serves no requests (nobody writes there) and the worker
         // keeps up (at most one write waiting). With every CPU busy (4
-        // writers on 2 CPUs: 2.1 s in place, 2.4-2.6 s deferred) deferring
-        // gains nothing and costs the copy and a CPU's caches: done in
-        // place. An inode with writes queued keeps its worker, so that they
-        // stay in order.
+        // writers on 2 CPUs, measured by hand: 2.1 s in place, 2.4-2.6 s
+        // deferred) deferring gains nothing and costs the copy and a CPU's
+        // caches: done in place. An inode with writes queued keeps its
+        // worker, so that they stay in order; near full, writes wait for
+        // those before them and are done in place.
         let next = (cpu + 1) % b.workers();
         let spare = !b.busy(next);
         let mut s = lock(&b.state);
+        let room = self.room_for(s.bytes + data.len());
         let w = match s.pending.get(&ino.0) {
-            Some(&(w, _)) => w,
-            None if spare && s.queues[next].len() < 2 => next,
-            None => {
+            Some(&(w, _)) if room => w,
+            None if room && spare && s.queues[next].len() < 2 => next,
+            _ => {
                 drop(s);
-                return self.do_write(node, offset, data, kill, appending);
+                b.settle(ino);
+                return self.do_write(node, offset, data, kill, appending, None);
             }
         };
         while s.bytes > 0 && s.bytes + data.len() > MAX_QUEUED {
@@ -373,13 +369,12 @@ impl XfsFuse {
         Ok(n)
     }
 
-    /// Whether `len` more bytes may be deferred: the free blocks must stay
-    /// over twice what is queued plus a margin.
-    fn room_for(&self, len: usize) -> bool {
+    /// Whether `queued` bytes may wait for a worker: the free blocks must
+    /// stay over twice that plus a margin.
+    fn room_for(&self, queued: usize) -> bool {
         let geo = self.fs.geometry();
         let bs = u64::from(geo.block_size);
-        let queued = lock(&self.behind.state).bytes as u64;
-        let want = 2 * (queued + len as u64).div_ceil(bs);
+        let want = 2 * (queued as u64).div_ceil(bs);
         let margin = (geo.data_blocks / 16).max((16 << 20) / bs);
         self.fs.free_blocks() > want + margin
     }

@@ -189,21 +189,6 @@ impl XfsFuse {
         Ok(killed_privileges(ip.mode))
     }
 
-    /// Writes `data` at `offset`; returns the bytes written.
-    /// With `kill_setid` (FUSE_WRITE_KILL_SUIDGID, a writer without
-    /// CAP_FSETID) the set-id bits go first, as the VFS drops them before
-    /// it writes.
-    pub(crate) fn do_write(
-        &self,
-        node: INodeNo,
-        offset: u64,
-        data: &[u8],
-        kill_setid: bool,
-        appending: bool,
-    ) -> Result<u32, Errno> {
-        self.do_write_at(node, offset, data, kill_setid, appending, None)
-    }
-
     /// What a write of `len` bytes at `offset` is refused for before any
     /// inode is looked at (a read-only mount, a range past the largest
     /// file); else `len` as the answer's count.
@@ -219,9 +204,12 @@ impl XfsFuse {
         Ok(n)
     }
 
-    /// [`XfsFuse::do_write`] stamped with the time `at` (the time it was
-    /// asked for, for a write done later) instead of the clock.
-    pub(crate) fn do_write_at(
+    /// Writes `data` at `offset`; returns the bytes written.
+    /// With `kill_setid` (FUSE_WRITE_KILL_SUIDGID, a writer without
+    /// CAP_FSETID) the set-id bits go first, as the VFS drops them before
+    /// it writes. The new mtime and ctime are `at` (when a write done later
+    /// was asked for) or now.
+    pub(crate) fn do_write(
         &self,
         node: INodeNo,
         offset: u64,

@@ -340,7 +340,7 @@ impl Filesystem for &'static XfsFuse {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         let appending = flags.0 & libc::O_APPEND != 0;
         answer!(
-            self.do_write(ino, offset, data, kill, appending),
+            self.do_write(ino, offset, data, kill, appending, None),
             reply,
             |n| reply.written(n)
         );

@@ -117,7 +117,6 @@ impl Default for MountOptions {
 /// A mounted filesystem whose requests are not being served yet.
 pub struct Mounted {
     session: Session<&'static XfsFuse>,
-    fs: &'static Fs,
     xfs: &'static XfsFuse,
 }
 
@@ -142,11 +141,11 @@ impl Mounted {
     /// filesystem is then written back and flushed (clean on the device).
     pub fn serve(self) -> io::Result<()> {
         let served = self.session.run();
-        if self.fs.is_writable() {
+        let fs = self.xfs.fs;
+        if fs.is_writable() {
             // Writes answered but not yet done are done first.
             self.xfs.behind.settle_all();
-            self.fs
-                .sync()
+            fs.sync()
                 .map_err(|e| io::Error::other(format!("writing the image back: {e}")))?;
         }
         served
@@ -258,7 +257,7 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mount
             None => eprintln!("xfskit mount: warning: no FUSE device for io_uring"),
         }
     }
-    Ok(Mounted { session, fs, xfs })
+    Ok(Mounted { session, xfs })
 }
 
 fn nix_euid() -> u32 {

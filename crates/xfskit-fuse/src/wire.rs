@@ -359,22 +359,6 @@ fn answer(
 ) -> Result<usize, Errno> {
     let ttl = fs.ttl;
     settle_for(fs, opcode, node);
-    if opcode == op::WRITE {
-        let (offset, size) = (a.u64(8), a.u32(16) as usize);
-        let kill = a.u32(20) & FUSE_WRITE_KILL_SUIDGID != 0;
-        let appending = a.u32(32) as i32 & libc::O_APPEND != 0;
-        let data = payload[..in_len.min(payload.len())]
-            .get(..size)
-            .ok_or(Errno::EINVAL)?;
-        let n = fs.write_behind(cpu, node, offset, data, kill, appending)?;
-        let mut out = Out {
-            buf: payload,
-            len: 0,
-        };
-        out.u32(n);
-        out.u32(0);
-        return Ok(out.len);
-    }
     // READ and READDIR write their answers straight into the payload.
     match opcode {
         op::READ => {
@@ -408,7 +392,7 @@ fn answer(
         }
         _ => {}
     }
-    let reply = decide(fs, opcode, node, who, &a, &payload[..in_len])?;
+    let reply = decide(fs, cpu, opcode, node, who, &a, &payload[..in_len])?;
     let mut out = Out {
         buf: payload,
         len: 0,
@@ -443,6 +427,7 @@ fn answer(
 /// Does what the request asks; `input` is its payload (names, values, data).
 fn decide(
     fs: &'static XfsFuse,
+    cpu: usize,
     opcode: u32,
     node: INodeNo,
     who: Caller,
@@ -520,6 +505,13 @@ fn decide(
             };
             let (fh, fl) = r?.ok_or(Errno::ENOSYS)?;
             Reply::Open(fh, fl)
+        }
+        op::WRITE => {
+            let (offset, size) = (a.u64(8), a.u32(16) as usize);
+            let kill = a.u32(20) & FUSE_WRITE_KILL_SUIDGID != 0;
+            let appending = a.u32(32) as i32 & libc::O_APPEND != 0;
+            let data = input.get(..size).ok_or(Errno::EINVAL)?;
+            Reply::Written(fs.write_behind(cpu, node, offset, data, kill, appending)?)
         }
         op::STATFS => Reply::Statfs(fs.statfs_answer()?),
         op::RELEASE | op::RELEASEDIR => {

@@ -14,13 +14,30 @@ const WRITE_CHUNK: u64 = 16 << 20;
 
 fn read_file_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<Inode> {
     let ip = tp.read_inode(ino)?;
+    file_only(&ip)?;
+    Ok(ip)
+}
+
+fn file_only(ip: &Inode) -> Result<()> {
     match ip.file_type {
-        FileType::File => Ok(ip),
-        FileType::Dir => Err(Error::IsDir(format!("inode {}", ino.0))),
+        FileType::File => Ok(()),
+        FileType::Dir => Err(Error::IsDir(format!("inode {}", ip.ino.0))),
         _ => Err(Error::Invalid(format!(
             "inode {} is not a regular file",
-            ino.0
+            ip.ino.0
         ))),
+    }
+}
+
+/// What a write to `ip` is refused for by the inode itself: not a
+/// regular file, or its flags (without O_APPEND, `appending` false, an
+/// append-only file refuses it too).
+fn may_write_data(ip: &Inode, appending: bool) -> Result<()> {
+    file_only(ip)?;
+    if appending {
+        super::guard::may_write(ip, "writing")
+    } else {
+        super::guard::may_change(ip, "writing without O_APPEND")
     }
 }
 
@@ -81,6 +98,17 @@ impl Fs {
         self.write_at_stamped(ino, offset, data, stamp, appending)
     }
 
+    /// Whether a write to `ino` as [`Fs::write_at_mode`] would be refused
+    /// by the inode (not a regular file, its immutable or append-only
+    /// flag), checked without writing: for a caller that answers the write
+    /// before doing it.
+    pub fn check_write(&self, ino: Ino, appending: bool) -> Result<()> {
+        let ip = self
+            .live_inode(ino)?
+            .ok_or_else(|| Error::NotFound(format!("inode {}", ino.0)))?;
+        may_write_data(&ip, appending)
+    }
+
     /// [`Fs::write_at_mode`] with the time the write happened given
     /// (`stamp`, the new mtime and ctime; None leaves the times alone): for
     /// a caller that does the write later than it was asked for.
@@ -137,12 +165,8 @@ impl Fs {
             .ok_or_else(|| Error::Invalid("write past the largest file size".into()))?;
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
-        let mut ip = read_file_inode(&mut tp, ino)?;
-        if appending {
-            super::guard::may_write(&ip, "writing")?;
-        } else {
-            super::guard::may_change(&ip, "writing without O_APPEND")?;
-        }
+        let mut ip = tp.read_inode(ino)?;
+        may_write_data(&ip, appending)?;
         let first = offset / bs;
         let last = (end - 1) / bs;
         // Partial first/last blocks that already hold data must be read
