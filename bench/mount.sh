@@ -13,6 +13,10 @@
 #   (e) `find -ls` and `du -s` over the tree of (b), remounted, cold cache
 #   (f) 4 writers at once, each FILES/4 files of 4 KiB in its own directory
 #
+# For (a) on XFS it also prints the log bytes per created file: how far the
+# log head moved from the new image to the unmounted one (both read with
+# `xfskit log --json`), the same count for xfskit and the kernel.
+#
 # Usage: bench/mount.sh            (as root; needs xfsprogs, e2fsprogs, fuse2fs)
 # Env:   FILES (default 20000), SRC (default /usr/share), SIZE (default 4G),
 #        THREADS (xfskit serving threads, default 2), XFSKIT (binary,
@@ -59,6 +63,16 @@ trap cleanup EXIT
 tar -C "$(dirname "$SRC")" -cf "$WORK/src.tar" "$(basename "$SRC")" 2>/dev/null || true
 echo "source tar: $(du -h "$WORK/src.tar" | cut -f1), $(tar -tf "$WORK/src.tar" | wc -l) entries; $FILES files"
 
+# the log head of the unmounted image, as 512-byte blocks from the log's
+# start counted over its cycles (cycle * log size + block)
+log_head() {
+    "$XFSKIT" log --json "$WORK/img" | python3 -c '
+import json, subprocess, sys
+j = json.load(sys.stdin)
+bs = int(subprocess.check_output(["xfs_db", "-r", "-c", "sb 0", "-c", "print blocksize", sys.argv[1]]).split()[-1])
+print(j["head"]["cycle"] * j["log_blocks"] * bs // 512 + j["head"]["block"])' "$WORK/img"
+}
+
 # fresh image (unless $2 is "again") + mount for target $1
 mount_target() {
     if [ "${2:-}" != again ]; then
@@ -66,7 +80,7 @@ mount_target() {
         truncate -s "$SIZE" "$WORK/img"
         case $1 in
             fuse2fs) mkfs.ext4 -q -F "$WORK/img" ;;
-            *) mkfs.xfs -q -f "$WORK/img" ;;
+            *) mkfs.xfs -q -f "$WORK/img"; H0=$(log_head) ;;
         esac
     fi
     case $1 in
@@ -141,11 +155,12 @@ PY
 }
 
 now() { date +%s.%N; }
-declare -A T
+declare -A T L
 for target in $TARGETS; do
     mount_target $target; sync; echo 3 > /proc/sys/vm/drop_caches
     t0=$(now); small_files "$MNT" "$FILES" 100 d; finish; t1=$(now)
     T[$target,a]=$(echo "$t1 - $t0" | bc)
+    [ $target = fuse2fs ] || L[$target]=$(( ($(log_head) - H0) * 512 / FILES ))
 
     mount_target $target; sync; echo 3 > /proc/sys/vm/drop_caches
     t0=$(now); tar -C "$MNT" -xf "$WORK/src.tar"; finish; t1=$(now)
@@ -172,8 +187,16 @@ for target in $TARGETS; do
     finish; t1=$(now)
     T[$target,f]=$(echo "$t1 - $t0" | bc)
     echo "$target: a ${T[$target,a]} s, b ${T[$target,b]} s, c ${T[$target,c]} s," \
-        "d ${T[$target,d]} writes/s, e ${T[$target,e]} s, f ${T[$target,f]} s"
+        "d ${T[$target,d]} writes/s, e ${T[$target,e]} s, f ${T[$target,f]} s" \
+        "${L[$target]:+(a: ${L[$target]} log bytes per file)}"
 done
+if [ -n "${L[kernel]:-}" ]; then
+    echo
+    echo "log bytes per created file in (a):"
+    for t in "${!L[@]}"; do
+        echo "  $t ${L[$t]} ($(echo "100 * ${L[$t]} / ${L[kernel]}" | bc)% of the kernel's)"
+    done
+fi
 
 # The kernel and fuse2fs are needed for the table, and at least one xfskit
 # target; each xfskit target gets its column and its two ratios.

@@ -60,7 +60,7 @@ enum Command {
     Stat(cmd::stat::Args),
     /// Copy the whole tree (or a subtree) out of an image.
     Extract(cmd::extract::Args),
-    /// Mount an image through FUSE (read-only).
+    /// Mount an image through FUSE (read-write when the image is writable).
     Mount(cmd::mount::Args),
     /// Scan every allocated inode, one thread per AG.
     Bulkstat(cmd::bulkstat::Args),

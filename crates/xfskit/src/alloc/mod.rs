@@ -435,6 +435,20 @@ pub fn ag_rmap_records(tp: &mut Trans<'_>, agno: AgNumber) -> Result<Vec<(u32, u
     rmap::records(tp, agno)
 }
 
+/// Reverse mappings of AG `agno` overlapping blocks `lo..hi`, as
+/// [`ag_rmap_records`] gives them; empty without an rmapbt.
+pub(crate) fn ag_rmap_overlapping(
+    tp: &mut Trans<'_>,
+    agno: AgNumber,
+    lo: u32,
+    hi: u32,
+) -> Result<Vec<(u32, u32, u64, u64)>> {
+    if !tp.geo().features.rmapbt {
+        return Ok(Vec::new());
+    }
+    rmap::records_overlapping(tp, agno, lo, hi)
+}
+
 /// Free extents of AG `agno` by block number, as this transaction sees
 /// them (for checks and tests).
 pub fn ag_free_extents(tp: &mut Trans<'_>, agno: AgNumber) -> Result<Vec<(u32, u32)>> {

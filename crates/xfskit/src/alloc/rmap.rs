@@ -507,3 +507,38 @@ pub(crate) fn records(tp: &mut Trans<'_>, agno: AgNumber) -> Result<Vec<(u32, u3
     }
     Ok(out)
 }
+
+/// The records of AG `agno`'s rmapbt that overlap blocks `lo..hi`, by
+/// start. Without reflink records never overlap one another, so the last
+/// record starting at or before `lo` and those after it up to `hi` are all
+/// there can be: a lookup and a short walk. With reflink a record starting
+/// anywhere before `lo` may reach it, and the whole AG is read.
+pub(crate) fn records_overlapping(
+    tp: &mut Trans<'_>,
+    agno: AgNumber,
+    lo: u32,
+    hi: u32,
+) -> Result<Vec<(u32, u32, u64, u64)>> {
+    let overlaps = |s: u32, l: u32| s < hi && u64::from(lo) < u64::from(s) + u64::from(l);
+    if tp.geo().features.reflink {
+        let mut all = records(tp, agno)?;
+        all.retain(|&(s, l, _, _)| overlaps(s, l));
+        return Ok(all);
+    }
+    let mut c = RmapBt::cursor(tp, agno);
+    let mut key = [0xffu8; 20];
+    key[..4].copy_from_slice(&lo.to_be_bytes());
+    let mut more = c.lookup(tp, &key, Dir::Le)? || c.lookup(tp, &[0u8; 20], Dir::Ge)?;
+    let mut out = Vec::new();
+    while more {
+        let r = cur(&c, tp)?;
+        if r.start >= hi {
+            break;
+        }
+        if overlaps(r.start, r.len) {
+            out.push((r.start, r.len, r.owner, r.offset | r.flags));
+        }
+        more = c.increment(tp)?;
+    }
+    Ok(out)
+}

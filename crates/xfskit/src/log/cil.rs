@@ -46,6 +46,17 @@ impl DirtyMap {
         m
     }
 
+    /// The chunks of `data` that hold a byte other than zero.
+    pub(crate) fn nonzero(data: &[u8]) -> DirtyMap {
+        let mut m = DirtyMap::new(data.len());
+        for (i, c) in data.chunks(CHUNK).enumerate() {
+            if c.iter().any(|&b| b != 0) {
+                m.0[i / 32] |= 1 << (i % 32);
+            }
+        }
+        m
+    }
+
     /// The chunks where `new` differs from `old` (same length).
     pub(crate) fn diff(old: &[u8], new: &[u8]) -> DirtyMap {
         let mut m = DirtyMap::new(new.len());
@@ -66,6 +77,13 @@ impl DirtyMap {
             if let Some(w) = self.0.get_mut(i / 32) {
                 *w |= 1 << (i % 32);
             }
+        }
+    }
+
+    /// Drops `o`'s chunks.
+    pub(crate) fn minus(&mut self, o: &DirtyMap) {
+        for (a, b) in self.0.iter_mut().zip(&o.0) {
+            *a &= !b;
         }
     }
 
@@ -160,6 +178,53 @@ pub(crate) fn classify(off: u64, data: &[u8]) -> Result<BufKind> {
             "a transaction changed a block at byte {off} with no known magic number"
         ))
     })
+}
+
+/// The chunks of a directory block that must reach the log once they are
+/// in use, for the kinds whose unused space need not be logged (the kernel
+/// logs only the ranges it changes, so a new block's free space stays as
+/// the disk had it after recovery); None for every other kind, whose new
+/// blocks are logged whole.
+///
+/// - Data blocks: the chunks holding a byte other than zero. A chunk with
+///   any byte of the header, an entry or a free region's header or tag
+///   holds one (the magic; an entry's zero runs are at most 7 bytes, next
+///   to its name length, name or tag; a free region's tag and length are
+///   not zero), so a chunk all zero is inside a free region.
+/// - Single-block directories: the same, and the leaf entries and tail at
+///   the end (a stale entry can be all zero).
+/// - LEAF1 blocks: the header, the leaf entries, the bests array and the
+///   tail (a best-free count of a full data block is zero); LEAFN blocks:
+///   the header and the leaf entries.
+///
+/// A corrupt count only widens the ranges.
+pub(crate) fn live_chunks(data: &[u8]) -> Option<DirtyMap> {
+    use xfs_format::dir::block::XFS_DIR3_LEAF_HDR_SIZE;
+    let len = data.len();
+    let kind = buftype::classify(data)?;
+    let be16 = |o: usize| u16::from_be_bytes([data[o], data[o + 1]]) as usize;
+    let be32 =
+        |o: usize| u32::from_be_bytes([data[o], data[o + 1], data[o + 2], data[o + 3]]) as usize;
+    match kind.blft {
+        buftype::blft::DIR_DATA => Some(DirtyMap::nonzero(data)),
+        buftype::blft::DIR_BLOCK => {
+            let mut m = DirtyMap::nonzero(data);
+            let leaf = 8usize.saturating_add(be32(len - 8).saturating_mul(8));
+            m.set_range(len.saturating_sub(leaf), leaf.min(len));
+            Some(m)
+        }
+        buftype::blft::DIR_LEAF1 | buftype::blft::DIR_LEAFN => {
+            let mut m = DirtyMap::nonzero(data);
+            let ents = XFS_DIR3_LEAF_HDR_SIZE + be16(56) * 8;
+            m.set_range(0, ents.min(len));
+            if kind.blft == buftype::blft::DIR_LEAF1 {
+                let tail = 4usize.saturating_add(be32(len - 4).saturating_mul(2));
+                m.set_range(len.saturating_sub(tail), tail.min(len));
+            }
+            Some(m)
+        }
+        _ => None,
+    }
 }
 
 /// Everything committed since the last checkpoint.
@@ -437,6 +502,40 @@ mod tests {
         f.set_range(100, 200);
         assert_eq!(f.runs(1024), vec![(0, 384)]);
         assert_eq!(DirtyMap::full(65536).0.len(), 16);
+    }
+
+    #[test]
+    fn directory_blocks_log_what_is_in_use() {
+        use xfs_format::dir::{XFS_DIR3_BLOCK_MAGIC, XFS_DIR3_DATA_MAGIC, XFS_DIR3_LEAF1_MAGIC};
+        let runs = |b: &[u8]| live_chunks(b).map(|m| m.runs(b.len()));
+        // A data block: header and one entry in use, then free space with
+        // its header at 80 and its tag at 4094.
+        let mut d = vec![0u8; 4096];
+        d[0..4].copy_from_slice(&XFS_DIR3_DATA_MAGIC.to_be_bytes());
+        d[64 + 8] = 1;
+        d[80] = 0xff;
+        d[4094] = 0x50;
+        assert_eq!(runs(&d), Some(vec![(0, 128), (3968, 4096)]));
+        // A single-block directory: its 3 leaf entries and tail are in use
+        // even where zero (a stale entry of hash 0).
+        let mut b = d.clone();
+        b[0..4].copy_from_slice(&XFS_DIR3_BLOCK_MAGIC.to_be_bytes());
+        b[4094] = 0;
+        b[4088..4092].copy_from_slice(&3u32.to_be_bytes());
+        assert_eq!(runs(&b), Some(vec![(0, 128), (3968, 4096)]));
+        b[4088..4092].copy_from_slice(&20u32.to_be_bytes());
+        assert_eq!(runs(&b), Some(vec![(0, 128), (3840, 4096)]));
+        // A LEAF1 block: 30 entries (64 + 240 bytes) and 70 bests, all
+        // zero, before the tail.
+        let mut l = vec![0u8; 4096];
+        l[8..10].copy_from_slice(&XFS_DIR3_LEAF1_MAGIC.to_be_bytes());
+        l[56..58].copy_from_slice(&30u16.to_be_bytes());
+        l[4092..4096].copy_from_slice(&70u32.to_be_bytes());
+        assert_eq!(runs(&l), Some(vec![(0, 384), (3840, 4096)]));
+        // Other kinds (and garbage counts) answer whole or widen.
+        assert_eq!(runs(&vec![0u8; 4096]), None);
+        l[4092..4096].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(runs(&l), Some(vec![(0, 4096)]));
     }
 
     #[test]

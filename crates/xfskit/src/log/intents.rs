@@ -26,7 +26,7 @@
 //! parent pointers are refused.
 
 use super::trans::Trans as LogTrans;
-use crate::alloc::{ag_rmap_records, free_extent_no_rmap, rmap_apply};
+use crate::alloc::{ag_rmap_overlapping, free_extent_no_rmap, rmap_apply};
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
 use crate::geometry::FsBlock;
@@ -441,11 +441,18 @@ fn finish_rui(tp: &mut crate::trans::Trans<'_>, r: &Rui) -> Result<()> {
 fn unmap_freed(tp: &mut crate::trans::Trans<'_>, id: u64, start: u64, len: u32) -> Result<()> {
     use xfs_format::btree::{XFS_RMAP_OFF_BMBT_BLOCK, XFS_RMAP_OFF_MASK};
     let (agno, agbno) = tp.geo().fsb_split(FsBlock(start));
-    let (lo, hi) = (agbno.0, agbno.0 + len);
-    let hits: Vec<_> = ag_rmap_records(tp, agno)?
-        .into_iter()
-        .filter(|&(s, l, _, _)| s < hi && lo < s + l)
-        .collect();
+    let lo = agbno.0;
+    let hi = match lo.checked_add(len) {
+        Some(hi) if agno.0 < tp.geo().ag_count && hi <= tp.geo().ag_len(agno) => hi,
+        _ => {
+            return Err(Error::corrupt(
+                "log",
+                Location::Other(format!("intent {id:#x}")),
+                format!("blocks {start}+{len} to free are not inside one AG"),
+            ))
+        }
+    };
+    let hits = ag_rmap_overlapping(tp, agno, lo, hi)?;
     match hits[..] {
         [] => Ok(()),
         [(s, l, owner, off)] if s <= lo && hi <= s + l => {

@@ -114,16 +114,12 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
     } else {
         Vec::new()
     };
-    // Mapping exchanges and attribute updates are checked against the
-    // inodes only as they are finished: do all of the after-replay work
-    // once in memory first, so that a bad intent fails before anything is
-    // written.
-    if intents.iter().any(|i| {
-        matches!(
-            i,
-            super::intents::Intent::Xmi(_) | super::intents::Intent::Attri(_)
-        )
-    }) {
+    // Intents are checked against the filesystem only as they are
+    // finished (an extent to free that its reverse mapping does not cover
+    // as one, a mapping exchange or attribute update that does not fit its
+    // inodes): do all of the after-replay work once in memory first, so
+    // that a bad intent fails before anything is written.
+    if !intents.is_empty() {
         let trial: Arc<dyn Device> = Arc::new(crate::dev::OverlayDevice::new(
             shared.clone(),
             rec.overlay.clone(),

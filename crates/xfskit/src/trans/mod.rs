@@ -393,7 +393,22 @@ impl<'a> Trans<'a> {
             let log = if journaled {
                 let kind = crate::log::cil::classify(b.off, &data)?;
                 let map = match &b.orig {
-                    Some(o) if o.len() == data.len() => DirtyMap::diff(o, &data),
+                    Some(o) if o.len() == data.len() => {
+                        let mut m = DirtyMap::diff(o, &data);
+                        // Directory blocks leave unused space out of the
+                        // log (see live_chunks): a chunk that comes into
+                        // use unchanged (zero) may never have been logged.
+                        // A block of another kind has every chunk known.
+                        if let Some(was) = crate::log::cil::live_chunks(o) {
+                            let mut now = crate::log::cil::live_chunks(&data)
+                                .unwrap_or_else(|| DirtyMap::full(data.len()));
+                            now.minus(&was);
+                            m.or(&now);
+                        }
+                        m
+                    }
+                    None => crate::log::cil::live_chunks(&data)
+                        .unwrap_or_else(|| DirtyMap::full(data.len())),
                     _ => DirtyMap::full(data.len()),
                 };
                 (!map.is_empty()).then_some((map, kind))
