@@ -238,16 +238,30 @@ fn writes_answered_early_are_done_before_anyone_looks() {
 
 #[test]
 fn requests_are_served_while_every_cpu_is_busy() {
-    // Through io_uring the queue threads run SCHED_IDLE (placement.rs), which
-    // a CPU-bound task would starve for hundreds of milliseconds a request
-    // but for the watcher that puts them back to the normal policy. With a
-    // busy loop on every CPU, 300 small files took 0.3 to 0.7 s here from
-    // /dev/fuse and through io_uring, and 6.4 s with the queue threads left
-    // at SCHED_IDLE without the watcher.
+    // The serving threads run SCHED_IDLE while requests flow (placement.rs),
+    // which a CPU-bound task would starve for hundreds of milliseconds a
+    // request but for the watcher that puts them back to the normal policy.
+    // With a busy loop on every CPU, 300 small files took 0.3 to 0.7 s here
+    // from /dev/fuse and through io_uring, and 6.4 s through io_uring with
+    // the queue threads left at SCHED_IDLE without the watcher.
     if skip("requests_are_served_while_every_cpu_is_busy") {
         return;
     }
     let m = RwMount::new("busy", 300, &[]);
+    // Requests flow until the watcher has put the serving threads at
+    // SCHED_IDLE (it notices a flow from /dev/fuse within 100 ms), so that
+    // the busy loops below meet them there.
+    fs::create_dir(m.p("warm")).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut i = 0;
+    while m.serving_threads_idle() == 0 && t0.elapsed() < std::time::Duration::from_secs(5) {
+        fs::write(m.p(&format!("warm/f{}", i % 50)), [1u8; 512]).unwrap();
+        i += 1;
+    }
+    assert!(
+        m.serving_threads_idle() > 0,
+        "no serving thread runs SCHED_IDLE after {i} writes"
+    );
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     let hogs: Vec<_> = (0..cpus)

@@ -256,6 +256,10 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mount
             Some(fd) => uring::start(xfs, Box::leak(Box::new(fd))),
             None => eprintln!("xfskit mount: warning: no FUSE device for io_uring"),
         }
+    } else {
+        // Requests come from /dev/fuse: its serving threads are pinned one
+        // per CPU and run SCHED_IDLE while requests flow (see placement).
+        placement::Placement::start_dev(opts.threads);
     }
     Ok(Mounted { session, xfs })
 }

@@ -44,17 +44,41 @@ pub(crate) struct Placement {
     parked: AtomicBool,
     tids: Mutex<Vec<i32>>,
     watcher: OnceLock<Thread>,
+    /// Serving threads of /dev/fuse (fuser's `fuser-N`) to find, pin and
+    /// watch; 0 for io_uring queues, which join themselves.
+    dev_threads: usize,
 }
+
+/// How often a parked watcher of /dev/fuse threads looks whether requests
+/// flow again (nothing tells it: fuser's threads have no hook per request).
+const DEV_POLL: Duration = Duration::from_millis(100);
 
 impl Placement {
     /// Starts the watcher (none with `XFSKIT_URING_NORMAL` set); queue
     /// threads then [`Placement::join`].
     pub(crate) fn start() -> &'static Placement {
+        Placement::start_with(0)
+    }
+
+    /// The same for the `threads` serving threads that fuser starts on
+    /// /dev/fuse (named `fuser-0`...): the watcher finds them, pins thread
+    /// N to the N-th CPU this process may use and runs them SCHED_IDLE
+    /// while requests flow. /dev/fuse wakes whichever thread waited
+    /// longest, but the thread on the requester's CPU, preempted by the
+    /// requester it has just answered, reads the next request before the
+    /// woken one gets there: the round trip stays on one CPU (20,000 small
+    /// files: 7.0 s unpinned at the normal policy, 3.9 s so).
+    pub(crate) fn start_dev(threads: usize) -> &'static Placement {
+        Placement::start_with(threads.max(1))
+    }
+
+    fn start_with(dev_threads: usize) -> &'static Placement {
         let p: &'static Placement = Box::leak(Box::new(Placement {
             served: AtomicU64::new(0),
             parked: AtomicBool::new(true),
             tids: Mutex::new(Vec::new()),
             watcher: OnceLock::new(),
+            dev_threads,
         }));
         if std::env::var_os("XFSKIT_URING_NORMAL").is_some() {
             return p;
@@ -88,6 +112,61 @@ impl Placement {
         }
     }
 
+    /// Finds fuser's serving threads not yet watched, pins each to a CPU
+    /// and watches it.
+    fn find_dev_threads(&self) {
+        if self.tids.lock().unwrap().len() >= self.dev_threads {
+            return;
+        }
+        let cpus = allowed_cpus();
+        let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+            return;
+        };
+        for e in dir.flatten() {
+            let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else {
+                continue;
+            };
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            let Some(n) = comm.trim().strip_prefix("fuser-").and_then(|n| n.parse::<usize>().ok())
+            else {
+                continue;
+            };
+            let mut tids = self.tids.lock().unwrap();
+            if tids.contains(&tid) {
+                continue;
+            }
+            if let Some(&cpu) = cpus.get(n % cpus.len().max(1)) {
+                let mut set = nix::sched::CpuSet::new();
+                if set.set(cpu).is_ok() {
+                    let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &set);
+                }
+            }
+            tids.push(tid);
+        }
+    }
+
+    /// Starts watching threads that joined since; true if there were any.
+    fn see_new(&self, seen: &mut Vec<(i32, Sched, Option<Instant>, Files)>) -> bool {
+        let before = seen.len();
+        for &tid in self.tids.lock().unwrap().iter() {
+            if !seen.iter().any(|t| t.0 == tid) {
+                let files = Files::of(tid);
+                seen.push((tid, Sched::of(&files), Some(Instant::now()), files));
+            }
+        }
+        seen.len() > before
+    }
+
+    /// What shows requests flowing: the count queue threads report, and
+    /// for /dev/fuse threads how often they ran.
+    fn activity(&self, seen: &[(i32, Sched, Option<Instant>, Files)]) -> u64 {
+        let mut a = self.served.load(Relaxed);
+        if self.dev_threads > 0 {
+            a += seen.iter().map(|t| Sched::of(&t.3).runs).sum::<u64>();
+        }
+        a
+    }
+
     fn watch(&self) {
         // Per thread: its counters at the last tick, and until when it
         // stays normal (None: it runs SCHED_IDLE).
@@ -104,7 +183,21 @@ impl Placement {
                     }
                     t.2 = Some(Instant::now());
                 }
-                std::thread::park();
+                if self.dev_threads > 0 {
+                    let mut was = self.activity(&seen);
+                    loop {
+                        std::thread::park_timeout(DEV_POLL);
+                        self.find_dev_threads();
+                        if self.see_new(&mut seen) {
+                            was = self.activity(&seen);
+                        } else if self.activity(&seen) != was {
+                            self.parked.store(false, Relaxed);
+                            break;
+                        }
+                    }
+                } else {
+                    std::thread::park();
+                }
                 for t in &mut seen {
                     t.1 = Sched::of(&t.3);
                 }
@@ -112,12 +205,7 @@ impl Placement {
                 continue;
             }
             std::thread::sleep(TICK);
-            for &tid in self.tids.lock().unwrap().iter() {
-                if !seen.iter().any(|t| t.0 == tid) {
-                    let files = Files::of(tid);
-                    seen.push((tid, Sched::of(&files), Some(Instant::now()), files));
-                }
-            }
+            self.see_new(&mut seen);
             let now = Instant::now();
             for t in &mut seen {
                 let mut cur = Sched::of(&t.3);
@@ -136,14 +224,14 @@ impl Placement {
                     _ => {}
                 }
             }
-            let s = self.served.load(Relaxed);
+            let s = self.activity(&seen);
             if s == last {
                 quiet += 1;
                 if quiet >= QUIET_TICKS {
                     self.parked.store(true, Relaxed);
                     // A request that came after the last look unparks us
                     // (served() saw `parked`), or is seen here.
-                    if self.served.load(Relaxed) != s {
+                    if self.activity(&seen) != s {
                         self.parked.store(false, Relaxed);
                     }
                 }
@@ -226,6 +314,16 @@ impl Sched {
         self.runnable = state == Some(&b'R');
         self.runnable && before.runnable
     }
+}
+
+/// The CPUs this process may run on, in order.
+fn allowed_cpus() -> Vec<usize> {
+    let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else {
+        return Vec::new();
+    };
+    (0..nix::sched::CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .collect()
 }
 
 /// Whether the calling thread runs SCHED_IDLE (the watcher's choice).

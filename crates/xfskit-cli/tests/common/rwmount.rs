@@ -73,6 +73,34 @@ fn serves_io_uring(pid: u32) -> bool {
 }
 
 impl RwMount {
+    /// How many of the mount's serving threads (fuser's "fuser-N" on
+    /// /dev/fuse, "xfskit-uringN" through io_uring) run SCHED_IDLE now.
+    pub fn serving_threads_idle(&self) -> usize {
+        let Some(pid) = self.child.as_ref().map(|c| c.id()) else {
+            return 0;
+        };
+        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+            return 0;
+        };
+        tasks
+            .flatten()
+            .filter(|t| {
+                let comm = fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+                let serving = comm.starts_with("xfskit-uring")
+                    || comm
+                        .strip_prefix("fuser-")
+                        .is_some_and(|n| n.trim().parse::<u32>().is_ok());
+                // The policy is field 41 of stat, the 39th after the
+                // parenthesised command name.
+                let stat = fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                let policy = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(38).map(str::to_owned));
+                serving && policy.as_deref() == Some("5")
+            })
+            .count()
+    }
+
     /// Makes a `size_mib` image with mkfs.xfs (extra options `mkfs`) and
     /// mounts it read-write.
     pub fn new(tag: &str, size_mib: u64, mkfs: &[&str]) -> RwMount {
