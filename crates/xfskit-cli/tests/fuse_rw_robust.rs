@@ -249,7 +249,7 @@ fn requests_are_served_while_every_cpu_is_busy() {
     }
     let m = RwMount::new("busy", 300, &[]);
     // Requests flow until the watcher has put the serving threads at
-    // SCHED_IDLE (it notices a flow from /dev/fuse within 100 ms), so that
+    // SCHED_IDLE (it notices a flow from /dev/fuse within a second), so that
     // the busy loops below meet them there.
     fs::create_dir(m.p("warm")).unwrap();
     let t0 = std::time::Instant::now();

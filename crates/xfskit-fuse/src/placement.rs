@@ -50,8 +50,12 @@ pub(crate) struct Placement {
 }
 
 /// How often a parked watcher of /dev/fuse threads looks whether requests
-/// flow again (nothing tells it: fuser's threads have no hook per request).
+/// flow again (nothing tells it: fuser's threads have no hook per request):
+/// first after 100 ms, then less often the longer nothing comes, up to
+/// once a second (an idle mount costs a look a second; the threads serve
+/// at the normal policy meanwhile, as before the placement).
 const DEV_POLL: Duration = Duration::from_millis(100);
+const DEV_POLL_MAX: Duration = Duration::from_secs(1);
 
 impl Placement {
     /// Starts the watcher (none with `XFSKIT_URING_NORMAL` set); queue
@@ -185,8 +189,10 @@ impl Placement {
                 }
                 if self.dev_threads > 0 {
                     let mut was = self.activity(&seen);
+                    let mut wait = DEV_POLL;
                     loop {
-                        std::thread::park_timeout(DEV_POLL);
+                        std::thread::park_timeout(wait);
+                        wait = (wait * 2).min(DEV_POLL_MAX);
                         self.find_dev_threads();
                         if self.see_new(&mut seen) {
                             was = self.activity(&seen);
