@@ -337,6 +337,10 @@ pub(crate) fn adjust_fsb(
         )));
     }
     let (agno, agbno) = geo.fsb_split(start);
+    if delta < 0 {
+        let lo = geo.fsb_to_daddr(start).bytes();
+        tp.note_unshared(lo, lo + (u64::from(len) << geo.block_log));
+    }
     tp.lock_ag(agno);
     super::space::fix_freelist(tp, agno, delta < 0)?;
     let freed = adjust(tp, agno, agbno.0, len, delta)?;

@@ -246,6 +246,11 @@ pub(crate) struct Cil {
     /// ranges): their data goes to disk before the checkpoint, so it never
     /// makes reachable blocks that do not hold their data.
     pub allocated: Ranges,
+    /// Blocks whose reference count dropped since the last checkpoint
+    /// (byte ranges): the disk still gives them to the owner that let
+    /// them go, so file data must not overwrite them in place before the
+    /// checkpoint.
+    pub unshared: Ranges,
     /// Done items recovery logs (and raw items tests log), the regions
     /// of each, its format region first.
     pub done: Vec<Vec<Vec<u8>>>,

@@ -270,6 +270,17 @@ impl Journal {
         self.cil.allocated.insert(lo, hi);
     }
 
+    /// Bytes `lo..hi` lost an owner (a reference count dropped).
+    pub(crate) fn unshared(&mut self, lo: u64, hi: u64) {
+        self.cil.unshared.insert(lo, hi);
+    }
+
+    /// True when bytes `lo..hi` overlap blocks that lost an owner since
+    /// the last checkpoint (still shared on disk until it is written).
+    pub(crate) fn overlaps_unshared(&self, lo: u64, hi: u64) -> bool {
+        self.cil.unshared.overlaps(lo, hi)
+    }
+
     /// True when file data at bytes `lo..hi` goes to disk before the next
     /// checkpoint: it lies in blocks that checkpoint allocates (and that
     /// were not freed by it from another owner).
@@ -320,6 +331,7 @@ impl Journal {
         if self.cil.is_empty() {
             self.cil.freed.clear();
             self.cil.allocated.clear();
+            self.cil.unshared.clear();
             return Ok(None);
         }
         self.tid = self.tid.wrapping_add(1);

@@ -72,6 +72,7 @@ pub struct Trans<'a> {
     inode_locks: Vec<u64>,
     freed: Vec<(u64, u64)>,
     allocated: Vec<(u64, u64)>,
+    unshared: Vec<(u64, u64)>,
     /// New full inode chunks (icreate items) and the inodes they cover
     /// while those stay as the chunk made them.
     icreates: Vec<crate::log::item_inode::Icreate>,
@@ -96,6 +97,7 @@ impl<'a> Trans<'a> {
             inode_locks: Vec::new(),
             freed: Vec::new(),
             allocated: Vec::new(),
+            unshared: Vec::new(),
             icreates: Vec::new(),
             covered: Default::default(),
             done: Vec::new(),
@@ -291,6 +293,14 @@ impl<'a> Trans<'a> {
         self.allocated.push((lo, hi));
     }
 
+    /// Records that bytes `lo..hi` lost an owner (a reference count
+    /// dropped): until this transaction's checkpoint is on disk, the disk
+    /// still gives them to that owner too, so file data written there in
+    /// place must wait for the checkpoint.
+    pub(crate) fn note_unshared(&mut self, lo: u64, hi: u64) {
+        self.unshared.push((lo, hi));
+    }
+
     /// Reads inode `ino` as this transaction sees it.
     pub fn read_inode(&mut self, ino: Ino) -> Result<Inode> {
         if let Some(raw) = self.inodes.get(&ino.0) {
@@ -372,6 +382,7 @@ impl<'a> Trans<'a> {
         let mut c = Commit {
             freed: std::mem::take(&mut self.freed),
             allocated: std::mem::take(&mut self.allocated),
+            unshared: std::mem::take(&mut self.unshared),
             icreates: std::mem::take(&mut self.icreates),
             done: std::mem::take(&mut self.done),
             ..Commit::default()

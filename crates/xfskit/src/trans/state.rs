@@ -89,6 +89,8 @@ pub(crate) struct Commit {
     pub stale: Vec<(u64, usize)>,
     /// Byte ranges allocated to file data.
     pub allocated: Vec<(u64, u64)>,
+    /// Byte ranges whose reference count dropped.
+    pub unshared: Vec<(u64, u64)>,
     /// Done items to log (the regions of each).
     pub done: Vec<Vec<Vec<u8>>>,
 }
@@ -263,6 +265,9 @@ impl WriteState {
             if let Some(j) = j.as_mut() {
                 for &(lo, hi) in &c.allocated {
                     j.allocated(lo, hi);
+                }
+                for &(lo, hi) in &c.unshared {
+                    j.unshared(lo, hi);
                 }
             }
             for (off, b, log) in c.bufs {
@@ -515,11 +520,22 @@ impl WriteState {
         if d.runs.is_empty() {
             return Ok(());
         }
-        // No checkpoint is needed first: data of blocks the committed list
-        // allocates may land any time before the checkpoint that maps them
-        // (on disk the blocks are still free, and blocks freed since the
-        // last checkpoint are never allocated to file data before it);
-        // other data overwrites blocks the disk already gives its file.
+        // Data of blocks the committed list allocates may land any time
+        // before the checkpoint that maps them (on disk the blocks are
+        // still free, and blocks freed since the last checkpoint are never
+        // allocated to file data before it); other data overwrites blocks
+        // the disk already gives its file, but maybe to other files too: a
+        // block whose reference count dropped since the last checkpoint
+        // (another file's copy-on-write, unlink or truncate left this file
+        // its only owner) is still shared on disk until that checkpoint,
+        // which then goes first.
+        if let Some(jm) = &self.journal {
+            let mut pending = lock(&self.dirty);
+            let mut j = lock(jm);
+            if d.runs.iter().any(|(&o, r)| j.overlaps_unshared(o, o + r.len() as u64)) {
+                self.checkpoint(dev, &mut d, &mut pending, &mut j)?;
+            }
+        }
         let runs = std::mem::take(&mut d.runs);
         d.bytes = 0;
         let r = self.writer_for(dev, |w| {
