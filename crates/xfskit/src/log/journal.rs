@@ -293,6 +293,25 @@ impl Journal {
         self.cil.allocated.covers(lo, hi)
     }
 
+    /// True when a run of file data at bytes `lo..hi` holds data that must
+    /// reach the disk before the next checkpoint (some of it lies in
+    /// blocks the checkpoint allocates).
+    pub(crate) fn holds_data_first(&self, lo: u64, hi: u64) -> bool {
+        self.cil.allocated.overlaps(lo, hi)
+    }
+
+    /// Where a run of file data at bytes `lo..hi` must be cut so that each
+    /// piece either goes before the next checkpoint ([`Self::data_first`])
+    /// or may not (in place over blocks that are not the checkpoint's).
+    pub(crate) fn data_cuts(&self, lo: u64, hi: u64) -> Vec<u64> {
+        let mut v = self.cil.allocated.bounds_within(lo, hi);
+        v.extend(self.cil.freed.bounds_within(lo, hi));
+        v.extend(self.cil.unshared.bounds_within(lo, hi));
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
     /// True when bytes `lo..hi` overlap blocks freed since the last
     /// checkpoint (file data there must wait for that checkpoint).
     pub(crate) fn overlaps_freed(&self, lo: u64, hi: u64) -> bool {

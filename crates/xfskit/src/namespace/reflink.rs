@@ -103,6 +103,13 @@ impl Fs {
         if src == dst && s0 < d0 + blocks && d0 < s0 + blocks {
             return Err(Error::Invalid("clone ranges of one file overlap".into()));
         }
+        // As the kernel writes both files' dirty pages before it remaps:
+        // file data still pending goes to disk first, or a crash could
+        // leave the clone (durable) sharing blocks that never held what it
+        // was cloned with (the source's pending partial-block zeroing of a
+        // punch, say).
+        self.write_state()?.flush_data(self.device())?;
+        self.device().flush().map_err(Error::Io)?;
         let mut done = 0u64;
         while done < blocks {
             let now = self.now()?;

@@ -836,20 +836,44 @@ impl Default for WriteState {
 }
 
 /// Takes out of `data` the runs that go to disk ahead of the next
-/// checkpoint: data of blocks it allocates ([`Journal::data_first`]).
+/// checkpoint: data of blocks it allocates ([`Journal::data_first`]). A
+/// run that merged such data with data in place elsewhere (an append that
+/// filled the file's last block and went on into new ones) is cut at the
+/// allocation's edges and only the pieces in the new blocks are taken:
+/// the checkpoint must never make reachable blocks that do not hold their
+/// data yet.
 fn take_data_first(data: &mut DataRun, j: &Journal) -> BTreeMap<u64, Run> {
     let early: Vec<u64> = data
         .runs
         .iter()
-        .filter(|(&o, r)| j.data_first(o, o + r.len() as u64))
+        .filter(|(&o, r)| j.holds_data_first(o, o + r.len() as u64))
         .map(|(&o, _)| o)
         .collect();
     let mut runs = BTreeMap::new();
     for o in early {
-        if let Some(r) = data.runs.remove(&o) {
+        let Some(r) = data.runs.remove(&o) else {
+            continue;
+        };
+        let end = o + r.len() as u64;
+        if j.data_first(o, end) {
             data.bytes = data.bytes.saturating_sub(r.len());
             runs.insert(o, r);
+            continue;
         }
+        let mut cuts = j.data_cuts(o, end);
+        cuts.push(end);
+        let mut at = o;
+        for c in cuts {
+            let piece = Run::Aligned(r.copy_range((at - o) as usize, (c - o) as usize));
+            if j.data_first(at, c) {
+                data.bytes = data.bytes.saturating_sub(piece.len());
+                runs.insert(at, piece);
+            } else {
+                data.runs.insert(at, piece);
+            }
+            at = c;
+        }
+        r.recycle();
     }
     runs
 }
