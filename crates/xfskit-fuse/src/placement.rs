@@ -162,11 +162,11 @@ impl Placement {
     }
 
     /// What shows requests flowing: the count queue threads report, and
-    /// for /dev/fuse threads how often they ran.
+    /// for /dev/fuse threads how often they ran at the last look (`t.1`).
     fn activity(&self, seen: &[(i32, Sched, Option<Instant>, Files)]) -> u64 {
         let mut a = self.served.load(Relaxed);
         if self.dev_threads > 0 {
-            a += seen.iter().map(|t| Sched::of(&t.3).runs).sum::<u64>();
+            a += seen.iter().map(|t| t.1.runs).sum::<u64>();
         }
         a
     }
@@ -194,7 +194,11 @@ impl Placement {
                         std::thread::park_timeout(wait);
                         wait = (wait * 2).min(DEV_POLL_MAX);
                         self.find_dev_threads();
-                        if self.see_new(&mut seen) {
+                        let new = self.see_new(&mut seen);
+                        for t in &mut seen {
+                            t.1 = Sched::of(&t.3);
+                        }
+                        if new {
                             was = self.activity(&seen);
                         } else if self.activity(&seen) != was {
                             self.parked.store(false, Relaxed);

@@ -331,27 +331,6 @@ fn no_state_matches(states: &[Tree], from: usize, got: &Tree, what: &str) -> ! {
     unreachable!()
 }
 
-/// Mounts read-write and unmounts (the kernel replays the log).
-fn kernel_recover(img: &Path) -> Result<(), String> {
-    let mnt = img.with_extension("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let (ok, out) = run(
-        "mount",
-        &[
-            "-o",
-            "loop",
-            &img.display().to_string(),
-            &mnt.display().to_string(),
-        ],
-    );
-    if !ok {
-        return Err(out);
-    }
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
-    assert!(ok, "umount: {out}");
-    Ok(())
-}
-
 /// True when `tree` is one of the model's states from `from` on. File
 /// data overwritten in place is not journaled (in XFS neither): a write
 /// the crash interrupted may have reached some of its 4 KiB blocks and
@@ -429,7 +408,7 @@ fn check_crash(dir: &Path, base: &Path, img: &Path, dev: &CrashDevice, got: &Out
     };
     let (ok, out) = run("xfs_repair", &["-n", &ours.display().to_string()]);
     assert!(ok, "{what}: xfs_repair -n after xfskit's recovery:\n{out}");
-    if let Err(e) = kernel_recover(img) {
+    if let Err(e) = kernel_replay(img) {
         panic!("{what}: the kernel cannot replay our log: {e}");
     }
     let (ok, out) = run("xfs_repair", &["-n", &img.display().to_string()]);
@@ -544,61 +523,39 @@ fn overwrite_of_a_block_another_file_just_let_go_waits_for_its_checkpoint() {
         fs.sync().unwrap();
         (a, b)
     };
-    let img = s.0.join("img");
-    let ours = s.0.join("ours");
-    let mut runs = 0;
-    for tear in [false, true] {
-        for n in 1.. {
-            let dev = Arc::new(CrashDevice::new(&base, Some(n), tear));
-            let fs = open(dev.clone()).unwrap();
-            let b_written = fs.write_at(b, 0, &b_new).is_ok();
-            let a_written = b_written && fs.write_at(a, 0, &a_new).is_ok();
-            let synced = a_written && fs.fsync(a).is_ok();
-            let finished = synced && fs.sync().is_ok();
-            drop(fs);
-            if finished {
-                break;
+    let runs = crash_at_every_write(
+        &s,
+        &base,
+        &|fs| {
+            if fs.write_at(b, 0, &b_new).is_err() {
+                return 0;
             }
-            runs += 1;
-            dev.save(&base, &img);
-            std::fs::copy(&img, &ours).unwrap();
-            let what = format!("crash at write {n} (tear {tear})");
-            let check = |who: &str, tree: &Tree| {
-                let block0 = |p: &[u8]| tree[&p.to_vec()].data[..4096].to_vec();
-                let (ga, gb) = (block0(b"/a"), block0(b"/b"));
-                assert!(
-                    gb == old[..4096] || gb == b_new,
-                    "{what}, {who}: b holds {:#x}s, neither its old data nor its own write",
-                    gb[0]
-                );
-                assert!(
-                    ga == old[..4096] || ga == a_new,
-                    "{what}, {who}: a holds {:#x}s",
-                    ga[0]
-                );
-                if synced {
-                    assert!(
-                        ga == a_new && gb == b_new,
-                        "{what}, {who}: lost an fsynced write"
-                    );
-                }
-            };
-            let fs = Fs::open_rw(&ours, &OpenOptions::default())
-                .unwrap_or_else(|e| panic!("{what}: xfskit recovery failed: {e}"));
-            fs.sync().unwrap();
-            check("xfskit's recovery", &walk_lib(&fs));
-            drop(fs);
-            if let Err(e) = kernel_recover(&img) {
-                panic!("{what}: the kernel cannot replay our log: {e}");
+            if fs.write_at(a, 0, &a_new).is_err() {
+                return 1;
             }
-            let (ok, out) = run("xfs_repair", &["-n", &img.display().to_string()]);
-            assert!(ok, "{what}: xfs_repair -n after replay:\n{out}");
-            check(
-                "the kernel's recovery",
-                &walk_lib(&Fs::open(&img, &OpenOptions::default()).unwrap()),
+            if fs.fsync(a).is_err() {
+                return 2;
+            }
+            usize::MAX
+        },
+        &|what, tree, done| {
+            let block0 = |p: &[u8]| tree[&p.to_vec()].data[..4096].to_vec();
+            let (ga, gb) = (block0(b"/a"), block0(b"/b"));
+            assert!(
+                gb == old[..4096] || gb == b_new,
+                "{what}: b holds {:#x}s, neither its old data nor its own write",
+                gb[0]
             );
-        }
-    }
+            assert!(
+                ga == old[..4096] || ga == a_new,
+                "{what}: a holds {:#x}s",
+                ga[0]
+            );
+            if done >= 3 {
+                assert!(ga == a_new && gb == b_new, "{what}: lost an fsynced write");
+            }
+        },
+    );
     assert!(runs >= 6, "only {runs} crash points");
 }
 
@@ -639,7 +596,9 @@ fn crash_at_every_write(
             fs.sync().unwrap();
             check(&format!("{what}, xfskit's recovery"), &walk_lib(&fs), done);
             drop(fs);
-            if let Err(e) = kernel_recover(&img) {
+            let (ok, out) = run("xfs_repair", &["-n", &ours.display().to_string()]);
+            assert!(ok, "{what}: xfs_repair -n after xfskit's recovery:\n{out}");
+            if let Err(e) = kernel_replay(&img) {
                 panic!("{what}: the kernel cannot replay our log: {e}");
             }
             let (ok, out) = run("xfs_repair", &["-n", &img.display().to_string()]);

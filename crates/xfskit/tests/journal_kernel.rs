@@ -6,32 +6,10 @@ mod namespace_common;
 mod write_common;
 
 use namespace_common::*;
-use std::path::Path;
 use write_common::*;
 use xfskit::build::NodeKind;
 use xfskit::log::LogState;
 use xfskit::{Fs, Ino, OpenOptions};
-
-/// Mounts `img` read-write (the kernel replays its log) and unmounts it.
-fn kernel_recover(img: &Path) {
-    let mnt = img.with_extension("rmnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let (ok, out) = run(
-        "mount",
-        &[
-            "-o",
-            "loop,nouuid",
-            &img.display().to_string(),
-            &mnt.display().to_string(),
-        ],
-    );
-    let dmesg = run("dmesg", &[]).1;
-    let tail: Vec<&str> = dmesg.lines().rev().take(15).collect();
-    assert!(ok, "kernel mount (log replay) failed: {out}\n{tail:#?}");
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
-    assert!(ok, "umount: {out}");
-    let _ = std::fs::remove_dir(&mnt);
-}
 
 /// A workload touching every kind of metadata: directories grown past
 /// their short form, files with data, xattrs small and remote, links,
@@ -123,7 +101,7 @@ fn check_replay(tag: &str, mkfs_opts: &str, files: usize, limits: Option<(usize,
         fs.log_state()
     );
     drop(fs);
-    kernel_recover(&img);
+    kernel_replay(&img).unwrap();
     assert_repair_clean(&img);
     let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
     assert_tree_eq(&want, &walk_lib(&fs), "after the kernel replayed our log");
@@ -261,7 +239,7 @@ fn kernel_replays_a_log_that_wrapped() {
     drop(fs);
     let ours = s.0.join("ours");
     std::fs::copy(&img, &ours).unwrap();
-    kernel_recover(&img);
+    kernel_replay(&img).unwrap();
     assert_repair_clean(&img);
     let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
     assert_tree_eq(
@@ -329,7 +307,7 @@ fn fsync_forces_only_what_the_inode_needs() {
         eprintln!("SKIP fsync_forces_only_what_the_inode_needs: kernel replay needs root");
         return;
     }
-    kernel_recover(&img);
+    kernel_replay(&img).unwrap();
     assert_repair_clean(&img);
     let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
     for (name, want) in [("a", &b"hello again"[..]), ("b", &b"other"[..])] {
@@ -432,7 +410,7 @@ fn replay_of_new_directory_blocks_over_stale_bytes() {
     };
     let ours = s.0.join("ours");
     std::fs::copy(&img, &ours).unwrap();
-    kernel_recover(&img);
+    kernel_replay(&img).unwrap();
     assert_repair_clean(&img);
     let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
     assert_tree_eq(&want, &walk_lib(&fs), "after the kernel replayed our log");

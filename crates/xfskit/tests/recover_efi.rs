@@ -123,20 +123,7 @@ fn unfinished_free_of_reverse_mapped_blocks_is_finished_as_the_kernel_does() {
     assert_repair_clean(&img);
     let ours = free_blocks(&img);
 
-    let mnt = s.0.join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let (ok, out) = run(
-        "mount",
-        &[
-            "-o",
-            "loop",
-            &kimg.display().to_string(),
-            &mnt.display().to_string(),
-        ],
-    );
-    assert!(ok, "kernel mount (log replay): {out}");
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
-    assert!(ok, "umount: {out}");
+    kernel_replay(&kimg).unwrap();
     assert_repair_clean(&kimg);
     let kernel = free_blocks(&kimg);
     assert_eq!(

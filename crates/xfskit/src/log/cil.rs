@@ -307,12 +307,8 @@ impl Ranges {
     /// The starts and ends of the set's ranges strictly inside `lo..hi`.
     pub fn bounds_within(&self, lo: u64, hi: u64) -> Vec<u64> {
         let mut v = Vec::new();
-        let first = self.0.range(..=lo).next_back().map(|(&a, _)| a);
-        for (&a, &b) in first
-            .into_iter()
-            .filter_map(|a| self.0.get_key_value(&a))
-            .chain(self.0.range(lo + 1..hi))
-        {
+        let first = self.0.range(..=lo).next_back();
+        for (&a, &b) in first.into_iter().chain(self.0.range(lo + 1..hi)) {
             for x in [a, b] {
                 if lo < x && x < hi {
                     v.push(x);

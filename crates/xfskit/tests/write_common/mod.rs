@@ -95,6 +95,33 @@ pub fn assert_repair_clean(path: &Path) {
     );
 }
 
+/// Mounts `img` read-write and unmounts it, so that the kernel replays
+/// its log; the error names what failed, with the kernel's last messages.
+pub fn kernel_replay(img: &Path) -> Result<(), String> {
+    let mnt = img.with_extension("rmnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let (ok, out) = run(
+        "mount",
+        &[
+            "-o",
+            "loop,nouuid",
+            &img.display().to_string(),
+            &mnt.display().to_string(),
+        ],
+    );
+    if !ok {
+        let dmesg = run("dmesg", &[]).1;
+        let tail: Vec<&str> = dmesg.lines().rev().take(15).collect();
+        return Err(format!(
+            "kernel mount (log replay) failed: {out}\n{tail:#?}"
+        ));
+    }
+    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    assert!(ok, "umount: {out}");
+    let _ = std::fs::remove_dir(&mnt);
+    Ok(())
+}
+
 /// Loop-mounts `img` read-only at a fresh directory, runs `f` on the
 /// mount point, unmounts. Returns None (after printing why) when not root.
 pub fn with_kernel_mount<T>(img: &Path, f: impl FnOnce(&Path) -> T) -> Option<T> {
