@@ -52,6 +52,11 @@ if [ "$(id -u)" = 0 ] && [ -w "$uring" ]; then
   uring_was=$(cat "$uring")
   echo N > "$uring"
 fi
+# A clean build: incremental caches would only take disk (CI runs once on a
+# fresh clone). The free space is printed because a full disk fails tests in
+# ways that look like bugs (mkfs.xfs, the loop mounts).
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+df -h "${CARGO_TARGET_DIR:-target/..}" "${TMPDIR:-/tmp}" 2>/dev/null | sed 's/^/disk: /' || true
 # Tests build in the test profile (optimised, see Cargo.toml): the engine
 # scans real images with thousands of inodes.
 # (`|| status=...`: a failed pass is counted and reported, not an early exit.)
@@ -91,5 +96,6 @@ if [ -n "${uring_skip:-}" ]; then
   skipped=$((skipped + 1))
 fi
 rm -f "$XFSKIT_SKIP_LOG"
+df -h "${CARGO_TARGET_DIR:-target/..}" "${TMPDIR:-/tmp}" 2>/dev/null | sed 's/^/disk: /' || true
 echo "all tests: $passed passed, $failed failed, $skipped skipped"
 exit "$status"
