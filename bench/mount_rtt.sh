@@ -2,7 +2,10 @@
 # What a FUSE round trip costs the read-write mount: the create loop of
 # bench/mount.sh's (a) (FILES files of 4 KiB in 100 directories, timed from
 # the first create to the last close, without the unmount) on
-#   dev       `xfskit mount --io-uring off` (requests read from /dev/fuse)
+#   dev       `xfskit mount --io-uring off` (requests read from /dev/fuse,
+#             fuser's threads pinned one per CPU and SCHED_IDLE by the watcher)
+#   dev-normal  the same with XFSKIT_URING_NORMAL=1 (no watcher: fuser's
+#             threads unpinned, at the normal policy)
 #   uring     `--io-uring on`, queue threads SCHED_IDLE with the watcher,
 #             WRITEs answered before they are done (write-behind, the default)
 #   inplace   the same with `--write-behind off`
@@ -16,13 +19,13 @@
 # Usage: bench/mount_rtt.sh (as root, Linux 6.14+; the fuse module's
 #        enable_uring is turned on for the run and put back after)
 # Env:   FILES (default 5000), RUNS (default 3), TARGETS (default
-#        "dev uring inplace normal pinned kernel"), XFSKIT (binary, default
+#        "dev dev-normal uring inplace normal pinned kernel"), XFSKIT (binary, default
 #        target/release/xfskit, built if missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${FILES:-5000}
 RUNS=${RUNS:-3}
-TARGETS=${TARGETS:-dev uring inplace normal pinned kernel}
+TARGETS=${TARGETS:-dev dev-normal uring inplace normal pinned kernel}
 XFSKIT=${XFSKIT:-$PWD/target/release/xfskit}
 [ "$(id -u)" = 0 ] || { echo "bench/mount_rtt.sh: run as root" >&2; exit 2; }
 URING=/sys/module/fuse/parameters/enable_uring
@@ -46,6 +49,7 @@ for run in $(seq "$RUNS"); do
         env=(); ring=on; pin=(); behind=off
         case $t in
             dev) ring=off ;;
+            dev-normal) ring=off; env=(XFSKIT_URING_NORMAL=1) ;;
             uring) behind=on ;;
             normal) env=(XFSKIT_URING_NORMAL=1) ;;
             pinned) pin=(taskset -c 1) ;;

@@ -250,25 +250,9 @@ fn kernel_xattrs(mnt: &Path) -> String {
 /// reads the xattrs, unmounts. Err with dmesg's tail when the mount fails.
 fn kernel_mount_rw(img: &Path) -> Result<String, String> {
     let mnt = img.with_extension("kmnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let (ok, out) = run(
-        "mount",
-        &[
-            "-o",
-            "loop,nouuid",
-            &img.display().to_string(),
-            &mnt.display().to_string(),
-        ],
-    );
-    if !ok {
-        let dmesg = run("dmesg", &[]).1;
-        let tail: Vec<&str> = dmesg.lines().rev().take(12).collect();
-        let _ = std::fs::remove_dir(&mnt);
-        return Err(format!("{out}\n{tail:#?}"));
-    }
+    kernel_mount_rw_at(img, &mnt)?;
     let x = kernel_xattrs(&mnt);
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
-    assert!(ok, "umount: {out}");
+    kernel_umount(&mnt);
     let _ = std::fs::remove_dir(&mnt);
     Ok(x)
 }
@@ -453,7 +437,6 @@ fn bad_attris_are_refused() {
         "log-incompat",
     );
 }
-
 
 /// The tree (xattrs included) the kernel sees on `img` after replaying it.
 fn kernel_tree(img: &Path) -> Tree {

@@ -60,30 +60,6 @@ fn set_incompat(img: &Path, bits: u32, on: bool) {
     f.sync_all().unwrap();
 }
 
-fn mount(img: &Path, mnt: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(mnt).unwrap();
-    let (ok, out) = run(
-        "mount",
-        &[
-            "-o",
-            "loop,nouuid",
-            &img.display().to_string(),
-            &mnt.display().to_string(),
-        ],
-    );
-    if ok {
-        return Ok(());
-    }
-    let dmesg = run("dmesg", &[]).1;
-    let tail: Vec<&str> = dmesg.lines().rev().take(10).collect();
-    Err(format!("{out}\n{tail:#?}"))
-}
-
-fn umount(mnt: &Path) {
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
-    assert!(ok, "umount: {out}");
-}
-
 /// The parent record of directory `ino` with generation `gen`.
 fn rec(ino: u64, gen: u32) -> Vec<u8> {
     let mut v = ino.to_be_bytes().to_vec();
@@ -166,7 +142,7 @@ fn base(img: &Path) -> Pptrs {
     mkfs_xfs(img, 320 << 20, "");
     set_incompat(img, INCOMPAT_PARENT, true);
     let mnt = img.with_extension("mnt");
-    mount(img, &mnt).unwrap_or_else(|e| panic!("mount with parent pointers: {e}"));
+    kernel_mount_rw_at(img, &mnt).unwrap_or_else(|e| panic!("mount with parent pointers: {e}"));
     let m = mnt.display().to_string();
     let script = format!(
         "set -e; cd {m}; mkdir -p d e; for f in a b c dup missing; do echo $f > $f; done; \
@@ -176,7 +152,7 @@ fn base(img: &Path) -> Pptrs {
     );
     let (ok, out) = run("bash", &["-c", &script]);
     assert!(ok, "populate: {out}");
-    umount(&mnt);
+    kernel_umount(&mnt);
     let _ = std::fs::remove_dir(&mnt);
     pptrs(img)
 }
@@ -321,19 +297,19 @@ fn kernel_and_xfskit_finish_pptr_attris_alike() {
     std::fs::copy(&img, &ximg).unwrap();
 
     let kmnt = s.0.join("kmnt");
-    mount(&kimg, &kmnt).unwrap_or_else(|e| panic!("kernel replay: {e}"));
+    kernel_mount_rw_at(&kimg, &kmnt).unwrap_or_else(|e| panic!("kernel replay: {e}"));
     let (ok, ls) = run("ls", &["-laR", &kmnt.display().to_string()]);
     assert!(ok, "{ls}");
-    umount(&kmnt);
+    kernel_umount(&kmnt);
     let kernel = pptrs(&kimg);
 
     let r = Fs::recover(&ximg, &RecoverOptions::default()).unwrap();
     assert_eq!(r.rui_updates, list.len());
     let ours = pptrs(&ximg);
-    mount(&ximg, &kmnt).unwrap_or_else(|e| panic!("mount after xfskit recover: {e}"));
+    kernel_mount_rw_at(&ximg, &kmnt).unwrap_or_else(|e| panic!("mount after xfskit recover: {e}"));
     let (ok, ls2) = run("ls", &["-laR", &kmnt.display().to_string()]);
     assert!(ok, "{ls2}");
-    umount(&kmnt);
+    kernel_umount(&kmnt);
     let _ = std::fs::remove_dir(&kmnt);
     assert_eq!(ls.replace("kmnt", ""), ls2.replace("kmnt", ""));
 
@@ -409,9 +385,9 @@ fn bad_pptr_attris_are_refused() {
         assert!(msg.contains("log block") && msg.contains(want), "{msg}");
         assert!(std::fs::read(&cimg).unwrap() == bytes, "{tag}: wrote");
         let mnt = s.0.join("bmnt");
-        match mount(&cimg, &mnt) {
+        match kernel_mount_rw_at(&cimg, &mnt) {
             Ok(()) => {
-                umount(&mnt);
+                kernel_umount(&mnt);
                 panic!("{tag}: the kernel replayed the bad ATTRI");
             }
             Err(k) => println!("{tag}: kernel refused: {k}"),
@@ -419,7 +395,6 @@ fn bad_pptr_attris_are_refused() {
         let _ = std::fs::remove_dir(&mnt);
     }
 }
-
 
 /// xfskit's recovery of PPTR ATTRIs crashed at every write (torn every
 /// other time) and recovered again gives the kernel's parent pointers.
@@ -454,8 +429,8 @@ fn pptr_recovery_interrupted_at_every_write() {
     let kimg = s.0.join("kernel.img");
     std::fs::copy(&img, &kimg).unwrap();
     let kmnt = s.0.join("kmnt");
-    mount(&kimg, &kmnt).unwrap_or_else(|e| panic!("kernel replay: {e}"));
-    umount(&kmnt);
+    kernel_mount_rw_at(&kimg, &kmnt).unwrap_or_else(|e| panic!("kernel replay: {e}"));
+    kernel_umount(&kmnt);
     let want = pptrs(&kimg);
     let (dev, r) = recover_on(&img, None, false);
     assert_eq!(r.unwrap().rui_updates, list.len());
@@ -486,8 +461,8 @@ fn pptr_recovery_interrupted_at_every_write() {
         drop(fs);
     }
     // The middle crash point, recovered by the kernel.
-    mount(&crashed, &kmnt).unwrap_or_else(|e| panic!("kernel after a crash: {e}"));
-    umount(&kmnt);
+    kernel_mount_rw_at(&crashed, &kmnt).unwrap_or_else(|e| panic!("kernel after a crash: {e}"));
+    kernel_umount(&kmnt);
     let _ = std::fs::remove_dir(&kmnt);
     assert_eq!(
         want,

@@ -29,6 +29,30 @@ const XFS_TRANS_CHECKPOINT: u32 = 40;
 /// Bytes of `xfs_buf_log_format` before its dirty map.
 const BLF_HEAD: usize = 20;
 
+/// The OR over the chunk of `f(word of a, word of b)`, 8 bytes at a time
+/// (`a` and `b` of one length): no early exit, so the loop vectorises,
+/// which a byte-wise `any` or a `memcmp` call per 128-byte chunk does not.
+/// Directory blocks go through this on every commit that touches them.
+#[inline(always)]
+fn fold_words(a: &[u8], b: &[u8], f: impl Fn(u64, u64) -> u64) -> u64 {
+    let word = |w: &[u8]| u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]));
+    if let (Ok(a), Ok(b)) = (<&[u8; CHUNK]>::try_from(a), <&[u8; CHUNK]>::try_from(b)) {
+        // A whole chunk: a fixed length the compiler unrolls.
+        let mut acc = 0;
+        for i in 0..CHUNK / 8 {
+            acc |= f(word(&a[i * 8..i * 8 + 8]), word(&b[i * 8..i * 8 + 8]));
+        }
+        return acc;
+    }
+    let (wa, wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (wa.remainder(), wb.remainder());
+    let mut acc = wa.zip(wb).fold(0, |acc, (x, y)| acc | f(word(x), word(y)));
+    for (x, y) in ra.iter().zip(rb) {
+        acc |= f(*x as u64, *y as u64);
+    }
+    acc
+}
+
 /// A dirty map: one bit per 128-byte chunk.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct DirtyMap(pub Vec<u32>);
@@ -50,7 +74,7 @@ impl DirtyMap {
     pub(crate) fn nonzero(data: &[u8]) -> DirtyMap {
         let mut m = DirtyMap::new(data.len());
         for (i, c) in data.chunks(CHUNK).enumerate() {
-            if c.iter().any(|&b| b != 0) {
+            if fold_words(c, c, |a, _| a) != 0 {
                 m.0[i / 32] |= 1 << (i % 32);
             }
         }
@@ -61,7 +85,7 @@ impl DirtyMap {
     pub(crate) fn diff(old: &[u8], new: &[u8]) -> DirtyMap {
         let mut m = DirtyMap::new(new.len());
         for (i, (a, b)) in old.chunks(CHUNK).zip(new.chunks(CHUNK)).enumerate() {
-            if a != b {
+            if a.len() != b.len() || fold_words(a, b, |x, y| x ^ y) != 0 {
                 m.0[i / 32] |= 1 << (i % 32);
             }
         }
@@ -521,6 +545,25 @@ mod tests {
         f.set_range(100, 200);
         assert_eq!(f.runs(1024), vec![(0, 384)]);
         assert_eq!(DirtyMap::full(65536).0.len(), 16);
+    }
+
+    #[test]
+    fn word_wise_maps_match_byte_wise_ones() {
+        // Every byte position of a 4 KiB block (and of a length that is
+        // not a multiple of 8 or of a chunk), one byte set at a time.
+        for len in [4096usize, 1000] {
+            let zero = vec![0u8; len];
+            for at in 0..len {
+                let mut b = zero.clone();
+                b[at] = 0x80;
+                let mut want = DirtyMap::new(len);
+                want.set_range(at, 1);
+                assert_eq!(DirtyMap::nonzero(&b), want, "nonzero, byte {at} of {len}");
+                assert_eq!(DirtyMap::diff(&zero, &b), want, "diff, byte {at} of {len}");
+                assert_eq!(DirtyMap::diff(&b, &b), DirtyMap::new(len));
+            }
+            assert_eq!(DirtyMap::nonzero(&zero), DirtyMap::new(len));
+        }
     }
 
     #[test]

@@ -95,11 +95,11 @@ pub fn assert_repair_clean(path: &Path) {
     );
 }
 
-/// Mounts `img` read-write and unmounts it, so that the kernel replays
-/// its log; the error names what failed, with the kernel's last messages.
-pub fn kernel_replay(img: &Path) -> Result<(), String> {
-    let mnt = img.with_extension("rmnt");
-    std::fs::create_dir_all(&mnt).unwrap();
+/// Loop-mounts `img` read-write at `mnt` (made if missing), so that the
+/// kernel replays its log; the error names what failed, with the
+/// kernel's last messages. The mount point is removed again on failure.
+pub fn kernel_mount_rw_at(img: &Path, mnt: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(mnt).unwrap();
     let (ok, out) = run(
         "mount",
         &[
@@ -109,15 +109,29 @@ pub fn kernel_replay(img: &Path) -> Result<(), String> {
             &mnt.display().to_string(),
         ],
     );
-    if !ok {
-        let dmesg = run("dmesg", &[]).1;
-        let tail: Vec<&str> = dmesg.lines().rev().take(15).collect();
-        return Err(format!(
-            "kernel mount (log replay) failed: {out}\n{tail:#?}"
-        ));
+    if ok {
+        return Ok(());
     }
+    let dmesg = run("dmesg", &[]).1;
+    let tail: Vec<&str> = dmesg.lines().rev().take(15).collect();
+    let _ = std::fs::remove_dir(mnt);
+    Err(format!(
+        "kernel mount (log replay) failed: {out}\n{tail:#?}"
+    ))
+}
+
+/// Unmounts `mnt`, which must succeed.
+pub fn kernel_umount(mnt: &Path) {
     let (ok, out) = run("umount", &[&mnt.display().to_string()]);
-    assert!(ok, "umount: {out}");
+    assert!(ok, "umount {}: {out}", mnt.display());
+}
+
+/// Mounts `img` read-write and unmounts it, so that the kernel replays
+/// its log (see [`kernel_mount_rw_at`]).
+pub fn kernel_replay(img: &Path) -> Result<(), String> {
+    let mnt = img.with_extension("rmnt");
+    kernel_mount_rw_at(img, &mnt)?;
+    kernel_umount(&mnt);
     let _ = std::fs::remove_dir(&mnt);
     Ok(())
 }
