@@ -1019,7 +1019,7 @@ fn random_workloads_crashed_at_random_writes() {
     let seeds: u64 = std::env::var("XFSKIT_CRASH_SEEDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(24);
+        .unwrap_or(100);
     let mut pick = Rng(0x7a11_c0de);
     let mut crashes = 0;
     let first: u64 = std::env::var("XFSKIT_CRASH_FIRST")
@@ -1061,9 +1061,11 @@ fn random_workloads_crashed_at_random_writes() {
             );
         }
     }
+    // XFSKIT_CRASH_SEEDS is the last seed run, XFSKIT_CRASH_FIRST the first.
+    let runs = seeds.saturating_sub(first) + 1;
     assert!(
-        crashes >= seeds as usize,
-        "only {crashes} crashes in {seeds} seeds"
+        crashes >= runs as usize,
+        "only {crashes} crashes in seeds {first} to {seeds}"
     );
-    eprintln!("{tag}: {crashes} random crashes over {seeds} random workloads recovered");
+    eprintln!("{tag}: {crashes} random crashes over seeds {first} to {seeds} recovered");
 }
