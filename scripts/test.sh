@@ -56,7 +56,10 @@ fi
 # fresh clone). The free space is printed because a full disk fails tests in
 # ways that look like bugs (mkfs.xfs, the loop mounts).
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
-df -h "${CARGO_TARGET_DIR:-target/..}" "${TMPDIR:-/tmp}" 2>/dev/null | sed 's/^/disk: /' || true
+free_disk() {
+  df -h "${CARGO_TARGET_DIR:-target/..}" "${TMPDIR:-/tmp}" 2>/dev/null | sed 's/^/disk: /' || true
+}
+free_disk
 # Tests build in the test profile (optimised, see Cargo.toml): the engine
 # scans real images with thousands of inodes.
 # (`|| status=...`: a failed pass is counted and reported, not an early exit.)
@@ -96,6 +99,6 @@ if [ -n "${uring_skip:-}" ]; then
   skipped=$((skipped + 1))
 fi
 rm -f "$XFSKIT_SKIP_LOG"
-df -h "${CARGO_TARGET_DIR:-target/..}" "${TMPDIR:-/tmp}" 2>/dev/null | sed 's/^/disk: /' || true
+free_disk
 echo "all tests: $passed passed, $failed failed, $skipped skipped"
 exit "$status"

@@ -441,20 +441,9 @@ fn bad_attris_are_refused() {
 /// The tree (xattrs included) the kernel sees on `img` after replaying it.
 fn kernel_tree(img: &Path) -> Tree {
     let mnt = img.with_extension("tmnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let (ok, out) = run(
-        "mount",
-        &[
-            "-o",
-            "loop,nouuid",
-            &img.display().to_string(),
-            &mnt.display().to_string(),
-        ],
-    );
-    assert!(ok, "mount {}: {out}", img.display());
+    kernel_mount_rw_at(img, &mnt).unwrap_or_else(|e| panic!("mount {}: {e}", img.display()));
     let t = std::panic::catch_unwind(|| walk_host(&mnt));
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
-    assert!(ok, "umount: {out}");
+    kernel_umount(&mnt);
     let _ = std::fs::remove_dir(&mnt);
     t.unwrap_or_else(|e| std::panic::resume_unwind(e))
 }
