@@ -14,13 +14,16 @@
 #   pinned    `--io-uring on`, the writer pinned to CPU 1 by taskset
 #             (write-behind off)
 #   kernel    the kernel's XFS on a loop device
+#   dev-old   `dev` with the binary XFSKIT_OLD (another build, to tell a
+#             regression from the machine's drift: rounds alternate)
 # RUNS rounds of each, alternating; one line per run.
 #
 # Usage: bench/mount_rtt.sh (as root, Linux 6.14+; the fuse module's
 #        enable_uring is turned on for the run and put back after)
 # Env:   FILES (default 5000), RUNS (default 3), TARGETS (default
 #        "dev dev-normal uring inplace normal pinned kernel"), XFSKIT (binary, default
-#        target/release/xfskit, built if missing)
+#        target/release/xfskit, built if missing), XFSKIT_OLD (binary of
+#        dev-old)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${FILES:-5000}
@@ -46,10 +49,11 @@ trap cleanup EXIT
 for run in $(seq "$RUNS"); do
     for t in $TARGETS; do
         rm -f "$WORK/img"; truncate -s 4G "$WORK/img"; mkfs.xfs -q -f "$WORK/img"
-        env=(); ring=on; pin=(); behind=off
+        env=(); ring=on; pin=(); behind=off; bin=$XFSKIT
         case $t in
             dev) ring=off ;;
             dev-normal) ring=off; env=(XFSKIT_URING_NORMAL=1) ;;
+            dev-old) ring=off; bin=${XFSKIT_OLD:?dev-old needs XFSKIT_OLD} ;;
             uring) behind=on ;;
             normal) env=(XFSKIT_URING_NORMAL=1) ;;
             pinned) pin=(taskset -c 1) ;;
@@ -57,7 +61,7 @@ for run in $(seq "$RUNS"); do
         if [ "$t" = kernel ]; then
             mount -o loop "$WORK/img" "$MNT"
         else
-            env "${env[@]}" "$XFSKIT" mount --io-uring $ring --write-behind $behind --threads 2 "$WORK/img" "$MNT" 2>/dev/null &
+            env "${env[@]}" "$bin" mount --io-uring $ring --write-behind $behind --threads 2 "$WORK/img" "$MNT" 2>/dev/null &
             for _ in $(seq 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
         fi
         sync; echo 3 > /proc/sys/vm/drop_caches
