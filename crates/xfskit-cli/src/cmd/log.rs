@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use xfs_format::log_intent::*;
+use xfskit::log::intents::Intent;
 use xfskit::log::item_type_name;
 use xfskit::log::LogContents;
 
@@ -23,7 +25,9 @@ EFD, RUI, RUD, CUI, CUD, BUI, BUD, ATTRI, ATTRD, XMI, XMD...), and the
 intents whose done item is missing (for a mapping exchange, XMI, also the
 two inodes, where the exchange stopped in each, the blocks left and its
 flags; for an attribute update, ATTRI, the inode, the operation, the
-namespace filter and the name and value lengths). With --transactions each transaction
+namespace filter and the name and value lengths; for the others, each
+extent to free, reverse-mapping or reference-count update and block
+mapping, with its blocks and flags). With --transactions each transaction
 is listed with its LSN and items.
 
 The image is only read. A log that cannot be read (a bad CRC in the middle
@@ -61,6 +65,198 @@ fn item_counts(c: &LogContents) -> BTreeMap<&'static str, usize> {
     m
 }
 
+/// The log item name of an intent.
+fn kind(i: &Intent) -> &'static str {
+    match i {
+        Intent::Efi(_) => "EFI",
+        Intent::Rui(_) => "RUI",
+        Intent::Cui(_) => "CUI",
+        Intent::Bui(_) => "BUI",
+        Intent::Xmi(_) => "XMI",
+        Intent::Attri(_) => "ATTRI",
+    }
+}
+
+fn id(i: &Intent) -> u64 {
+    match i {
+        Intent::Efi(e) => e.id,
+        Intent::Rui(r) => r.id,
+        Intent::Cui(c) => c.id,
+        Intent::Bui(b) => b.id,
+        Intent::Xmi(x) => x.id,
+        Intent::Attri(a) => a.id,
+    }
+}
+
+fn rmap_op(flags: u32) -> &'static str {
+    match flags & XFS_RMAP_EXTENT_TYPE_MASK {
+        XFS_RMAP_EXTENT_MAP => "map",
+        XFS_RMAP_EXTENT_MAP_SHARED => "map_shared",
+        XFS_RMAP_EXTENT_UNMAP => "unmap",
+        XFS_RMAP_EXTENT_UNMAP_SHARED => "unmap_shared",
+        XFS_RMAP_EXTENT_CONVERT => "convert",
+        XFS_RMAP_EXTENT_CONVERT_SHARED => "convert_shared",
+        XFS_RMAP_EXTENT_ALLOC => "alloc",
+        XFS_RMAP_EXTENT_FREE => "free",
+        _ => "unknown",
+    }
+}
+
+fn refcount_op(flags: u32) -> &'static str {
+    match flags & XFS_REFCOUNT_EXTENT_TYPE_MASK {
+        XFS_REFCOUNT_INCREASE => "increase",
+        XFS_REFCOUNT_DECREASE => "decrease",
+        XFS_REFCOUNT_ALLOC_COW => "alloc_cow",
+        XFS_REFCOUNT_FREE_COW => "free_cow",
+        _ => "unknown",
+    }
+}
+
+fn bmap_op(flags: u32) -> &'static str {
+    match flags & XFS_BMAP_EXTENT_TYPE_MASK {
+        XFS_BMAP_MAP => "map",
+        XFS_BMAP_UNMAP => "unmap",
+        _ => "unknown",
+    }
+}
+
+/// Names of the flag bits set in `flags` among `names`.
+fn flag_names(flags: u32, names: &[(u32, &'static str)]) -> Vec<&'static str> {
+    names
+        .iter()
+        .filter(|(bit, _)| flags & bit != 0)
+        .map(|(_, n)| *n)
+        .collect()
+}
+
+/// What an unfinished intent asks for: the JSON key and value that
+/// describe it, and the same as lines of text. Block numbers are
+/// filesystem blocks (AG number in the high bits), offsets and lengths
+/// are in blocks.
+fn details(i: &Intent) -> (&'static str, serde_json::Value, Vec<String>) {
+    use serde_json::json;
+    let fmt_flags = |f: &[&str]| {
+        if f.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", f.join(", "))
+        }
+    };
+    match i {
+        Intent::Efi(e) => (
+            "extents",
+            e.extents
+                .iter()
+                .map(|&(start, len)| json!({"start": start, "blocks": len}))
+                .collect(),
+            e.extents
+                .iter()
+                .map(|&(start, len)| format!("free {len} blocks at block {start}"))
+                .collect(),
+        ),
+        Intent::Rui(r) => {
+            const F: &[(u32, &str)] = &[
+                (XFS_RMAP_EXTENT_ATTR_FORK, "attr_fork"),
+                (XFS_RMAP_EXTENT_BMBT_BLOCK, "bmbt_block"),
+                (XFS_RMAP_EXTENT_UNWRITTEN, "unwritten"),
+            ];
+            (
+                "updates",
+                r.maps
+                    .iter()
+                    .map(|&(owner, start, off, len, fl)| {
+                        json!({"op": rmap_op(fl), "owner": owner, "start": start,
+                            "offset": off, "blocks": len, "flags": flag_names(fl, F)})
+                    })
+                    .collect(),
+                r.maps
+                    .iter()
+                    .map(|&(owner, start, off, len, fl)| {
+                        format!(
+                            "rmap {}: owner {owner}, {len} blocks at block {start}, offset {off}{}",
+                            rmap_op(fl),
+                            fmt_flags(&flag_names(fl, F))
+                        )
+                    })
+                    .collect(),
+            )
+        }
+        Intent::Cui(c) => (
+            "changes",
+            c.changes
+                .iter()
+                .map(|&(start, len, fl)| {
+                    json!({"op": refcount_op(fl), "start": start, "blocks": len})
+                })
+                .collect(),
+            c.changes
+                .iter()
+                .map(|&(start, len, fl)| {
+                    format!("refcount {}: {len} blocks at block {start}", refcount_op(fl))
+                })
+                .collect(),
+        ),
+        Intent::Bui(b) => {
+            const F: &[(u32, &str)] = &[
+                (XFS_BMAP_EXTENT_ATTR_FORK, "attr_fork"),
+                (XFS_BMAP_EXTENT_UNWRITTEN, "unwritten"),
+                (XFS_BMAP_EXTENT_REALTIME, "realtime"),
+            ];
+            (
+                "mappings",
+                b.maps
+                    .iter()
+                    .map(|&(ino, start, off, len, fl)| {
+                        json!({"op": bmap_op(fl), "inode": ino, "start": start,
+                            "offset": off, "blocks": len, "flags": flag_names(fl, F)})
+                    })
+                    .collect(),
+                b.maps
+                    .iter()
+                    .map(|&(ino, start, off, len, fl)| {
+                        format!(
+                            "{} inode {ino} offset {off}: {len} blocks at block {start}{}",
+                            bmap_op(fl),
+                            fmt_flags(&flag_names(fl, F))
+                        )
+                    })
+                    .collect(),
+            )
+        }
+        Intent::Xmi(x) => (
+            "exchange",
+            json!({
+                "inode1": x.inode1, "inode2": x.inode2,
+                "igen1": x.igen1, "igen2": x.igen2,
+                "startoff1": x.startoff1, "startoff2": x.startoff2,
+                "blockcount": x.blockcount, "flags": x.flags,
+                "isize1": x.isize1, "isize2": x.isize2,
+            }),
+            vec![format!(
+                "exchange inode {} blocks {}.. with inode {} blocks {}..: {} blocks left, flags {:#x}",
+                x.inode1, x.startoff1, x.inode2, x.startoff2, x.blockcount, x.flags
+            )],
+        ),
+        Intent::Attri(a) => (
+            "attr",
+            json!({
+                "inode": a.ino, "op": xfskit::log::attr::op_name(a.op),
+                "filter": a.filter, "name": String::from_utf8_lossy(&a.name),
+                "name_len": a.name.len(), "value_len": a.value.len(),
+            }),
+            vec![format!(
+                "attribute {} of inode {}: filter {:#x}, name {:?} ({} bytes), value of {} bytes",
+                xfskit::log::attr::op_name(a.op),
+                a.ino,
+                a.filter,
+                String::from_utf8_lossy(&a.name),
+                a.name.len(),
+                a.value.len()
+            )],
+        ),
+    }
+}
+
 fn lsn(l: u64) -> String {
     format!("{}/{}", l >> 32, l as u32)
 }
@@ -70,25 +266,13 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let fs = super::open(&args.image, true)?;
     let c = xfskit::log::read_log(fs.device(), fs.geometry())?;
     let unfinished = xfskit::log::replay::unfinished_intents(&c.transactions);
-    // What each unfinished mapping exchange still has to do (a malformed
-    // intent is reported by recovery; here it just has no details).
-    let xmis: BTreeMap<u64, xfskit::log::exchange::Xmi> =
+    // What each unfinished intent still asks for (a malformed intent is
+    // reported by recovery; here it just has no details).
+    let intents: BTreeMap<(&'static str, u64), Intent> =
         xfskit::log::intents::unfinished(&c.transactions)
             .unwrap_or_default()
             .into_iter()
-            .filter_map(|i| match i {
-                xfskit::log::intents::Intent::Xmi(x) => Some((x.id, x)),
-                _ => None,
-            })
-            .collect();
-    let attris: BTreeMap<u64, xfskit::log::attr::Attri> =
-        xfskit::log::intents::unfinished(&c.transactions)
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|i| match i {
-                xfskit::log::intents::Intent::Attri(a) => Some((a.id, a)),
-                _ => None,
-            })
+            .map(|i| ((kind(&i), id(&i)), i))
             .collect();
     let counts = item_counts(&c);
     let e = &c.ends;
@@ -125,21 +309,9 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             "unfinished_intents": unfinished.iter()
                 .map(|(t, id, l)| {
                     let mut v = serde_json::json!({"type": t, "id": id, "lsn": lsn(*l)});
-                    if let (&"XMI", Some(x)) = (t, xmis.get(id)) {
-                        v["exchange"] = serde_json::json!({
-                            "inode1": x.inode1, "inode2": x.inode2,
-                            "igen1": x.igen1, "igen2": x.igen2,
-                            "startoff1": x.startoff1, "startoff2": x.startoff2,
-                            "blockcount": x.blockcount, "flags": x.flags,
-                            "isize1": x.isize1, "isize2": x.isize2,
-                        });
-                    }
-                    if let (&"ATTRI", Some(a)) = (t, attris.get(id)) {
-                        v["attr"] = serde_json::json!({
-                            "inode": a.ino, "op": xfskit::log::attr::op_name(a.op),
-                            "filter": a.filter, "name": String::from_utf8_lossy(&a.name),
-                            "name_len": a.name.len(), "value_len": a.value.len(),
-                        });
+                    if let Some(i) = intents.get(&(*t, *id)) {
+                        let (key, value, _) = details(i);
+                        v[key] = value;
                     }
                     v
                 })
@@ -178,22 +350,10 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     );
     for (t, id, l) in &unfinished {
         println!("unfinished intent: {t} id {id:#x} lsn {}", lsn(*l));
-        if let (&"XMI", Some(x)) = (t, xmis.get(id)) {
-            println!(
-                "  exchange inode {} blocks {}.. with inode {} blocks {}..: {} blocks left, flags {:#x}",
-                x.inode1, x.startoff1, x.inode2, x.startoff2, x.blockcount, x.flags
-            );
-        }
-        if let (&"ATTRI", Some(a)) = (t, attris.get(id)) {
-            println!(
-                "  attribute {} of inode {}: filter {:#x}, name {:?} ({} bytes), value of {} bytes",
-                xfskit::log::attr::op_name(a.op),
-                a.ino,
-                a.filter,
-                String::from_utf8_lossy(&a.name),
-                a.name.len(),
-                a.value.len()
-            );
+        if let Some(i) = intents.get(&(*t, *id)) {
+            for line in details(i).2 {
+                println!("  {line}");
+            }
         }
     }
     if args.transactions {

@@ -15,7 +15,10 @@
 //!
 //! - only the request's parameters are taken from the log (attribute
 //!   fork, set sizes, first file written only); the sizes to set at the
-//!   end are the inodes' sizes now (each file gets the other's), and the
+//!   end are the inodes' sizes now (each file gets the other's, even when
+//!   earlier steps raised one of them: so does Linux 6.18, which the tests
+//!   compare with; Debian's 6.12.117 takes the logged sizes instead, and
+//!   `recover_exchange_to_eof_with_raised_sizes` shows which), and the
 //!   reflink flags are cleared at the end only when the whole of both
 //!   files is still to be exchanged and just one of them has the flag;
 //! - before the first step, a file gets the reflink flag when the other

@@ -391,9 +391,11 @@ fn intent_id(it: &Item, at: ItemAt) -> Result<u64> {
 }
 
 /// Intents (EFI, RUI, CUI, BUI, ATTRI, XMI) whose done item is not in
-/// the log: (type name, id, LSN of the transaction that logged it).
+/// the log, in log order: (type name, id, LSN of the transaction that
+/// logged it).
 pub fn unfinished_intents(transactions: &[Trans]) -> Vec<(&'static str, u64, u64)> {
-    let mut open: BTreeMap<(u16, u64), u64> = BTreeMap::new();
+    let mut open: BTreeMap<(u16, u64), (usize, u64)> = BTreeMap::new();
+    let mut seq = 0;
     for t in transactions {
         for it in &t.items {
             let ty = it.item_type();
@@ -403,7 +405,8 @@ pub fn unfinished_intents(transactions: &[Trans]) -> Vec<(&'static str, u64, u64
             let id = u64::from_le_bytes(id.try_into().expect("8 bytes"));
             match ty {
                 XFS_LI_EFI | XFS_LI_RUI | XFS_LI_CUI | XFS_LI_BUI | XFS_LI_ATTRI | XFS_LI_XMI => {
-                    open.insert((ty, id), t.lsn);
+                    open.insert((ty, id), (seq, t.lsn));
+                    seq += 1;
                 }
                 XFS_LI_EFD | XFS_LI_RUD | XFS_LI_CUD | XFS_LI_BUD | XFS_LI_ATTRD | XFS_LI_XMD => {
                     open.remove(&(ty - 1, id));
@@ -412,7 +415,9 @@ pub fn unfinished_intents(transactions: &[Trans]) -> Vec<(&'static str, u64, u64
             }
         }
     }
-    open.into_iter()
-        .map(|((ty, id), lsn)| (item_type_name(ty), id, lsn))
+    let mut v: Vec<_> = open.into_iter().collect();
+    v.sort_by_key(|(_, (seq, _))| *seq);
+    v.into_iter()
+        .map(|((ty, id), (_, lsn))| (item_type_name(ty), id, lsn))
         .collect()
 }
