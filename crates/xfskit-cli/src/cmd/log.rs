@@ -376,3 +376,74 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xfskit::log::intents::{Bui, Cui, Efi, Rui};
+
+    #[test]
+    fn every_intent_kind_says_what_it_asks_for() {
+        let efi = Intent::Efi(Efi {
+            id: 1,
+            lsn: 0,
+            rec_blk: 0,
+            extents: vec![(100, 8)],
+        });
+        let (key, v, text) = details(&efi);
+        assert_eq!(key, "extents");
+        assert_eq!(v[0]["blocks"], 8);
+        assert_eq!(text, ["free 8 blocks at block 100"]);
+
+        let rui = Intent::Rui(Rui {
+            id: 2,
+            rec_blk: 0,
+            maps: vec![(
+                131,
+                200,
+                5,
+                3,
+                XFS_RMAP_EXTENT_CONVERT | XFS_RMAP_EXTENT_UNWRITTEN,
+            )],
+        });
+        let (key, v, text) = details(&rui);
+        assert_eq!(key, "updates");
+        assert_eq!(v[0]["op"], "convert");
+        assert_eq!(v[0]["flags"][0], "unwritten");
+        assert_eq!(
+            text,
+            ["rmap convert: owner 131, 3 blocks at block 200, offset 5 (unwritten)"]
+        );
+
+        let cui = Intent::Cui(Cui {
+            id: 3,
+            rec_blk: 0,
+            changes: vec![(300, 2, XFS_REFCOUNT_DECREASE)],
+        });
+        let (key, v, text) = details(&cui);
+        assert_eq!(key, "changes");
+        assert_eq!(v[0]["op"], "decrease");
+        assert_eq!(text, ["refcount decrease: 2 blocks at block 300"]);
+
+        let bui = Intent::Bui(Bui {
+            id: 4,
+            rec_blk: 0,
+            maps: vec![(132, 400, 7, 1, XFS_BMAP_UNMAP | XFS_BMAP_EXTENT_ATTR_FORK)],
+        });
+        let (key, v, text) = details(&bui);
+        assert_eq!(key, "mappings");
+        assert_eq!(
+            (v[0]["op"].as_str(), v[0]["inode"].as_u64()),
+            (Some("unmap"), Some(132))
+        );
+        assert_eq!(
+            text,
+            ["unmap inode 132 offset 7: 1 blocks at block 400 (attr_fork)"]
+        );
+        assert_eq!(bmap_op(9), "unknown");
+        assert_eq!(
+            (kind(&bui), id(&bui), kind(&efi), id(&efi)),
+            ("BUI", 4, "EFI", 1)
+        );
+    }
+}
