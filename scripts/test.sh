@@ -82,6 +82,16 @@ else
   uring_skip="io_uring pass of the read-write mount tests: needs root and $uring (Linux 6.14+)"
 fi
 
+# Lints: any clippy warning fails the run (when clippy is installed).
+if cargo clippy --version >/dev/null 2>&1; then
+  if ! cargo clippy --workspace --all-targets -- -D warnings 2>&1 | tail -n 40; then
+    echo "clippy: warnings (above) fail the run"
+    status=1
+  fi
+else
+  echo "clippy is not installed: lints not checked"
+fi
+
 # A short fuzz run when cargo-fuzz is usable (see fuzz/README.md).
 if [ -x fuzz/run.sh ]; then
   fuzz/run.sh short || status=1

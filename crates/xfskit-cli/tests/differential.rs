@@ -103,7 +103,6 @@ fn walk_library(image: &Path) -> Vec<Entry> {
         Ok(Control::Continue)
     });
     walk::walk(&fs, &mut v).expect("library walk");
-    drop(v);
     found.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     let mut first: HashMap<u64, usize> = HashMap::new();
     found

@@ -59,7 +59,7 @@ fn utimes(p: &Path, explicit: bool) -> i32 {
 }
 
 fn fallocate(p: &Path, mode: i32) -> i32 {
-    let f = match OpenOptions::new().write(true).append(true).open(p) {
+    let f = match OpenOptions::new().append(true).open(p) {
         Ok(f) => f,
         Err(e) => return e.raw_os_error().unwrap_or(-1),
     };
@@ -110,7 +110,6 @@ fn calls(root: &Path) -> Vec<(String, i32)> {
             format!("{f}: truncate"),
             err_of(
                 OpenOptions::new()
-                    .write(true)
                     .append(true)
                     .open(&p)
                     .and_then(|h| h.set_len(3)),
@@ -192,10 +191,15 @@ fn calls(root: &Path) -> Vec<(String, i32)> {
     // CAP_FSETID): the kernel drops the set-id bits and writes.
     let sh = format!("echo x >> {}", d.join("appsuid").display());
     let (ok, _) = as_user(1000, &["sh", "-c", &sh]);
-    rec("appsuid: append as its owner".into(), if ok { 0 } else { 1 });
+    rec(
+        "appsuid: append as its owner".into(),
+        if ok { 0 } else { 1 },
+    );
     let mode = {
         use std::os::unix::fs::MetadataExt;
-        fs::metadata(d.join("appsuid")).map(|m| m.mode() & 0o7777).unwrap_or(0)
+        fs::metadata(d.join("appsuid"))
+            .map(|m| m.mode() & 0o7777)
+            .unwrap_or(0)
     };
     rec(format!("appsuid: mode after {mode:04o}"), 0);
     // What the refused calls left alone.

@@ -27,7 +27,7 @@ fn device_of(mountpoint: &Path) -> io::Result<String> {
             // mount id, parent id, major:minor, root, mount point, ...
             (f.len() > 4 && unescape(f[4]) == want).then(|| f[2].to_string())
         })
-        .last()
+        .next_back()
         .ok_or_else(|| io::Error::other(format!("{want} is not in /proc/self/mountinfo")))
 }
 

@@ -195,8 +195,8 @@ fn serve_queue(
         .setup_single_issuer()
         .setup_defer_taskrun()
         .build((DEPTH * 2) as u32)?;
-    for i in 0..DEPTH {
-        push_register(&mut ring, dev, &mut slots[i], qid, i)?;
+    for (i, slot) in slots.iter_mut().enumerate() {
+        push_register(&mut ring, dev, slot, qid, i)?;
     }
     let mut done: Vec<(usize, i32)> = Vec::with_capacity(DEPTH);
     loop {

@@ -54,8 +54,11 @@ struct Log {
     next: u64,
     max_write: usize,
     data_bytes: u64,
-    hook: Option<(Vec<u8>, Box<dyn FnMut()>)>,
+    hook: Option<Hook>,
 }
+
+/// A name and what to run when the target is handed that entry.
+type Hook = (Vec<u8>, Box<dyn FnMut()>);
 
 impl Log {
     fn new() -> Log {
@@ -322,7 +325,7 @@ fn unreadable_file_is_named() {
     std::fs::create_dir(&root).unwrap();
     let f = root.join("secret");
     std::fs::write(&f, b"x").unwrap();
-    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0)).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o000)).unwrap();
     let ids = IdMap::default();
     let err = source_dir::feed(&root, &mut Log::new(), &opts(&ids))
         .expect_err("unreadable file")

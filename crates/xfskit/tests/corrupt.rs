@@ -316,7 +316,7 @@ fn random_metadata_mutations_never_panic() {
             let at = rng.next() % len as u64;
             d.flip(off + at, 1 << (rng.next() % 8));
         }
-        if rng.next() % 2 == 0 {
+        if rng.next().is_multiple_of(2) {
             d.restamp(off, len, crc);
         }
         let start = std::time::Instant::now();

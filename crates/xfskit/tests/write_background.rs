@@ -56,7 +56,7 @@ fn files_read_back_across_background_writebacks() {
             let c = content(i);
             let name = format!("f{i:05}").into_bytes();
             let dir = dirs[i % dirs.len()];
-            let ino = if c.len() <= 1 << 20 && i % 3 != 0 {
+            let ino = if c.len() <= 1 << 20 && !i.is_multiple_of(3) {
                 fs.create_file(dir, &name, &meta(0o100644, 0), &c, &[])
                     .unwrap()
             } else {
@@ -72,7 +72,7 @@ fn files_read_back_across_background_writebacks() {
             data_bytes += c.len();
             made.push((name, ino, i));
             // Read back an earlier file now and then, whatever is in flight.
-            if i % 17 == 0 {
+            if i.is_multiple_of(17) {
                 let (_, ino, j) = made[i / 2];
                 assert!(
                     read_all(&fs, ino) == content(j),

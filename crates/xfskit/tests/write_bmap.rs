@@ -196,7 +196,7 @@ fn scenario(tag: &str, opts: &str) {
     for i in 0..n {
         map_and_write(&fs, punch, 2 * i, 1, false, (2 * i + 1) * bs);
     }
-    let keep = |b: u64| b % 2 == 0 && (b < 6 || b % 1000 == 0);
+    let keep = |b: u64| b.is_multiple_of(2) && (b < 6 || b.is_multiple_of(1000));
     let mut b = 0;
     while b < 2 * n {
         let mut tp = fs.trans().unwrap();

@@ -46,10 +46,13 @@ fn xattrs(t: usize, i: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
     }
 }
 
+/// Extended attributes: (name, value) pairs.
+type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// What one thread made: path -> (contents, xattrs), and link path -> path.
 #[derive(Default)]
 struct Made {
-    files: BTreeMap<String, (Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)>,
+    files: BTreeMap<String, (Vec<u8>, Xattrs)>,
     links: Vec<(String, String)>,
     dirs: Vec<String>,
 }

@@ -92,7 +92,7 @@ fn build(img: &Path, opts: &str, files: usize, dirs: usize, way: Way) -> Vec<(Ve
     if way == Way::Batch {
         // File i goes to directory i % dirs, as in the other ways; each
         // directory's files are made in runs.
-        for k in 0..dirs {
+        for (k, &dir) in d.iter().enumerate() {
             let mine: Vec<usize> = (0..files).filter(|i| i % dirs == k).collect();
             for (r, run) in mine.chunks(7).enumerate() {
                 let names: Vec<Vec<u8>> = run
@@ -146,7 +146,7 @@ fn build(img: &Path, opts: &str, files: usize, dirs: usize, way: Way) -> Vec<(Ve
                         })
                         .collect();
                     drop(shared);
-                    fs.create_files_owned(d[k], owned).unwrap()
+                    fs.create_files_owned(dir, owned).unwrap()
                 } else if r % 2 == 1 {
                     let owned: Vec<NewFileOwned> = (0..run.len())
                         .map(|j| NewFileOwned {
@@ -156,9 +156,9 @@ fn build(img: &Path, opts: &str, files: usize, dirs: usize, way: Way) -> Vec<(Ve
                             xattrs: xs[j].clone(),
                         })
                         .collect();
-                    fs.create_files_owned(d[k], owned).unwrap()
+                    fs.create_files_owned(dir, owned).unwrap()
                 } else {
-                    fs.create_files(d[k], &batch).unwrap()
+                    fs.create_files(dir, &batch).unwrap()
                 };
                 assert_eq!(inos.len(), run.len());
                 for (j, ino) in inos.into_iter().enumerate() {

@@ -211,7 +211,7 @@ fn step(fs: &Fs, m: &mut Model, rng: &mut Rng, n: usize) {
             let p = all[rng.below(all.len() as u64) as usize].clone();
             let ino = m.ino[&p];
             let key = format!("user.k{}", rng.below(30)).into_bytes();
-            let vlen = [0usize, 5, 200, 3000, 70_000.min(65536)][rng.below(5) as usize];
+            let vlen = [0usize, 5, 200, 3000, 65536][rng.below(5) as usize];
             let val: Vec<u8> = (0..vlen).map(|i| (i % 251) as u8).collect();
             fs.set_xattr(ino, &key, &val).unwrap();
             m.update(ino, |d| {

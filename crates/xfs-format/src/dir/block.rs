@@ -147,13 +147,13 @@ fn be16_at(buf: &[u8], off: usize) -> Option<u16> {
 /// Returns `None` if anything would run past the slice, the region is
 /// misaligned, a free region is shorter than 8 bytes, or a name is empty.
 pub fn parse_data_item(block: &[u8], off: usize, has_ftype: bool) -> Option<DataItem<'_>> {
-    if off % XFS_DIR2_DATA_ALIGN != 0 {
+    if !off.is_multiple_of(XFS_DIR2_DATA_ALIGN) {
         return None;
     }
     if be16_at(block, off)? == XFS_DIR2_DATA_FREE_TAG {
         let length = be16_at(block, off + 2)?;
         let len = length as usize;
-        if len < XFS_DIR2_DATA_UNUSED_MIN || len % XFS_DIR2_DATA_ALIGN != 0 {
+        if len < XFS_DIR2_DATA_UNUSED_MIN || !len.is_multiple_of(XFS_DIR2_DATA_ALIGN) {
             return None;
         }
         let tag = be16_at(block, off.checked_add(len)? - 2)?;
@@ -192,7 +192,10 @@ pub fn write_data_entry(
     name: &[u8],
     ftype: Option<u8>,
 ) -> Option<usize> {
-    if name.is_empty() || name.len() > super::XFS_NAME_MAXLEN || off % XFS_DIR2_DATA_ALIGN != 0 {
+    if name.is_empty()
+        || name.len() > super::XFS_NAME_MAXLEN
+        || !off.is_multiple_of(XFS_DIR2_DATA_ALIGN)
+    {
         return None;
     }
     let tag = u16::try_from(off).ok()?;
@@ -219,8 +222,8 @@ pub fn write_data_unused(block: &mut [u8], off: usize, len: usize) -> bool {
         return false;
     };
     if len < XFS_DIR2_DATA_UNUSED_MIN
-        || len % XFS_DIR2_DATA_ALIGN != 0
-        || off % XFS_DIR2_DATA_ALIGN != 0
+        || !len.is_multiple_of(XFS_DIR2_DATA_ALIGN)
+        || !off.is_multiple_of(XFS_DIR2_DATA_ALIGN)
     {
         return false;
     }

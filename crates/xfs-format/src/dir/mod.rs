@@ -54,7 +54,7 @@ pub const fn dataptr_to_byte(dp: u32) -> u64 {
 /// Converts a byte offset in the data space to a leaf entry "address";
 /// `None` if it is unaligned or beyond the data space.
 pub const fn byte_to_dataptr(off: u64) -> Option<u32> {
-    if off % XFS_DIR2_DATA_ALIGN as u64 != 0 || off >= XFS_DIR2_SPACE_SIZE {
+    if !off.is_multiple_of(XFS_DIR2_DATA_ALIGN as u64) || off >= XFS_DIR2_SPACE_SIZE {
         None
     } else {
         Some((off >> XFS_DIR2_DATA_ALIGN_LOG) as u32)

@@ -99,7 +99,7 @@ pub fn to_linux(ino: u64, raw: &[u8]) -> Result<Vec<u8>> {
 /// stored as the undefined id, as the kernel stores them.
 pub fn from_linux(v: &[u8]) -> Result<Vec<u8>> {
     let bad = |d: &str| Error::Invalid(format!("POSIX ACL value: {d}"));
-    if v.len() < 4 || (v.len() - 4) % 8 != 0 {
+    if v.len() < 4 || !(v.len() - 4).is_multiple_of(8) {
         return Err(bad("length is not a header plus 8-byte entries"));
     }
     if u32::from_le_bytes([v[0], v[1], v[2], v[3]]) != XATTR_VERSION {

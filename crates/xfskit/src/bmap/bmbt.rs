@@ -112,13 +112,12 @@ pub(crate) fn scan(
     }
 }
 
+/// A fork's records and its bmbt blocks (fs block, buffer).
+type Collected = (Vec<Extent>, Vec<(u64, BufId)>);
+
 /// All records, and all bmbt blocks (fs block, buffer), walking every
 /// pointer from the root.
-pub(crate) fn collect(
-    tp: &mut Trans<'_>,
-    ip: &Inode,
-    fork: Fork,
-) -> Result<(Vec<Extent>, Vec<(u64, BufId)>)> {
+pub(crate) fn collect(tp: &mut Trans<'_>, ip: &Inode, fork: Fork) -> Result<Collected> {
     let root = load_root(tp.geo(), ip, fork)?;
     let mut recs = Vec::new();
     let mut blocks = Vec::new();

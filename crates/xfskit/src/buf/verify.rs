@@ -313,10 +313,8 @@ impl Verifier<'_> {
                     return Err(self.corrupt(geo, daddr, format!("AG length {len}")));
                 }
             }
-            Verifier::Agfl { agno } => {
-                if be32(buf, 4) != *agno {
-                    return Err(self.corrupt(geo, daddr, format!("seqno {}", be32(buf, 4))));
-                }
+            Verifier::Agfl { agno } if be32(buf, 4) != *agno => {
+                return Err(self.corrupt(geo, daddr, format!("seqno {}", be32(buf, 4))));
             }
             Verifier::ShortBtree { level, .. } | Verifier::Bmbt { level, .. } => {
                 let lvl = be16(buf, 4);

@@ -135,7 +135,7 @@ impl IdMap {
         if !acl || self.owner.is_some() || (self.uids.is_empty() && self.gids.is_empty()) {
             return None;
         }
-        if value.len() < 4 || (value.len() - 4) % 8 != 0 {
+        if value.len() < 4 || !(value.len() - 4).is_multiple_of(8) {
             return None;
         }
         let mut out = value.to_vec();

@@ -83,10 +83,12 @@ pub(crate) fn read_chunks(
 fn read_into(file: &File, path: &Path, off: u64, bufs: &mut [AlignedBuf]) -> Result<()> {
     let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
     let mut done = 0u64;
-    if total >= ALIGNED_MIN && off.is_multiple_of(ALIGN as u64) && direct_allowed() {
-        if !cached(file, off, bufs) {
-            done = direct(file, path, off, 0, bufs)?;
-        }
+    if total >= ALIGNED_MIN
+        && off.is_multiple_of(ALIGN as u64)
+        && direct_allowed()
+        && !cached(file, off, bufs)
+    {
+        done = direct(file, path, off, 0, bufs)?;
     }
     while done < total {
         let n = rustix::io::preadv(file, &mut slices(bufs, done), off + done)

@@ -258,7 +258,7 @@ pub fn apply_record(p: &mut Pending, k: &[u8], v: &[u8]) -> Result<(), String> {
                 .filter(|s| !s.is_empty())
                 .map(|s| uint(s.as_bytes()))
                 .collect::<Result<_, _>>()?;
-            if nums.len() % 2 != 0 {
+            if !nums.len().is_multiple_of(2) {
                 return Err("odd GNU.sparse.map".into());
             }
             p.sparse_map = Some(nums.chunks_exact(2).map(|c| (c[0], c[1])).collect());

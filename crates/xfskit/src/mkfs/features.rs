@@ -150,7 +150,7 @@ pub(crate) fn min_freelist(cfg: &Cfg) -> u64 {
     // Minimum records per block are half the maximum.
     let alloc_leaf = (bs - hdr) / 8 / 2;
     let alloc_node = (bs - hdr) / 12 / 2;
-    let alloc_max = compute_maxlevels(alloc_leaf, alloc_node, (cfg.agsize + 1) / 2);
+    let alloc_max = compute_maxlevels(alloc_leaf, alloc_node, cfg.agsize.div_ceil(2));
     let mut free = 2u64.min(alloc_max) * 2;
     if cfg.feat.rmapbt {
         let rmap_leaf = (bs - hdr) / 24 / 2;

@@ -252,13 +252,13 @@ fn dev_blocks(
     cfg: &mut Cfg,
 ) -> Result<u64, MkfsError> {
     let bytes = rule.number(text, u64::from(cfg.blocksize), u64::from(cfg.sectorsize))? as u64;
-    if bytes % 512 != 0 {
+    if !bytes.is_multiple_of(512) {
         return Err(geom(format!(
             "illegal {kind} length {bytes}, not a multiple of 512"
         )));
     }
     let blocks = bytes >> cfg.blocklog;
-    if bytes % u64::from(cfg.blocksize) != 0 {
+    if !bytes.is_multiple_of(u64::from(cfg.blocksize)) {
         cfg.warnings.push(format!(
             "warning: {kind} length {bytes} not a multiple of {}, truncated to {}",
             cfg.blocksize,
@@ -272,7 +272,7 @@ fn dev_blocks(
 fn initial_ag_geometry(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsError> {
     if let Some(t) = &opts.agsize {
         let bytes = D_AGSIZE.number(t, u64::from(cfg.blocksize), u64::from(cfg.sectorsize))? as u64;
-        if bytes % u64::from(cfg.blocksize) != 0 {
+        if !bytes.is_multiple_of(u64::from(cfg.blocksize)) {
             return Err(geom(format!(
                 "agsize ({t}) not a multiple of fs blk size ({})",
                 cfg.blocksize
@@ -295,7 +295,7 @@ fn align_ag_geometry(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsError>
     let blog = cfg.blocklog;
     let dsunit = cfg.dsunit;
     if dsunit != 0 {
-        if cfg.agsize % dsunit != 0 {
+        if !cfg.agsize.is_multiple_of(dsunit) {
             let mut tmp = round_up(cfg.agsize, dsunit);
             if tmp > ag_max_blocks(blog) {
                 tmp = (cfg.agsize / dsunit) * dsunit;
@@ -311,7 +311,7 @@ fn align_ag_geometry(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsError>
                 ));
             }
         }
-        if cfg.agsize % cfg.dswidth == 0 && cfg.dswidth != cfg.dsunit && cfg.agcount > 1 {
+        if cfg.agsize.is_multiple_of(cfg.dswidth) && cfg.dswidth != cfg.dsunit && cfg.agcount > 1 {
             if opts.agcount.is_some() || opts.agsize.is_some() {
                 cfg.warnings.push(format!(
                     "Warning: AG size is a multiple of stripe width.  This can cause performance\n\
@@ -339,7 +339,7 @@ fn align_ag_geometry(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsError>
             "agsize (0 blocks) too small, need at least {min} blocks"
         )));
     }
-    if cfg.dblocks % cfg.agsize != 0 && cfg.dblocks % cfg.agsize < min {
+    if !cfg.dblocks.is_multiple_of(cfg.agsize) && cfg.dblocks % cfg.agsize < min {
         if opts.agcount.is_some() {
             // mkfs.xfs asserts here; report it as a geometry error instead.
             return Err(geom(format!(

@@ -65,7 +65,7 @@ pub(crate) fn log2_roundup(v: u64) -> u32 {
 
 /// `ceil(a / b)` for `b > 0`.
 pub(crate) fn div_ceil(a: u64, b: u64) -> u64 {
-    a / b + u64::from(a % b != 0)
+    a / b + u64::from(!a.is_multiple_of(b))
 }
 
 /// Round `v` up to a multiple of `unit` (`unit > 0`).

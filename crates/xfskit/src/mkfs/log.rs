@@ -96,7 +96,7 @@ fn align_size(
     user_size: bool,
     blog: u32,
 ) -> Result<(), MkfsError> {
-    if *logblocks % sunit == 0 {
+    if (*logblocks).is_multiple_of(sunit) {
         return Ok(());
     }
     if user_size {

@@ -109,14 +109,14 @@ pub(crate) fn stripe_factors(
         lsu = bs;
     }
     if lsu != 0 {
-        if lsu % bs != 0 {
+        if !lsu.is_multiple_of(bs) {
             return Err(geom(format!(
                 "log stripe unit ({lsu}) must be a multiple of the block size ({bs})"
             )));
         }
         lsunit_bb = lsu / 512;
     }
-    if (lsunit_bb * 512) % bs != 0 {
+    if !(lsunit_bb * 512).is_multiple_of(bs) {
         return Err(geom(format!(
             "log stripe unit ({}) must be a multiple of the block size ({bs})",
             lsunit_bb * 512

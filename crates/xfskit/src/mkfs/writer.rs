@@ -40,7 +40,7 @@ pub(crate) struct FixedBlocks {
 impl FixedBlocks {
     /// Lay out the fixed blocks for this geometry.
     pub fn new(g: &MkfsGeometry) -> FixedBlocks {
-        let agfl = ((3 * u32::from(g.sectsize)) >> g.blocklog) as u32;
+        let agfl = (3 * u32::from(g.sectsize)) >> g.blocklog;
         let f = &g.features;
         let finobt = f.ro_compat & 1 != 0;
         let rmapbt = f.ro_compat & 2 != 0;
@@ -266,7 +266,7 @@ fn alloc_recs(ext: &[(u32, u32)]) -> Vec<AllocRec> {
 /// first three inodes (root, rt bitmap, rt summary) are in use.
 fn inobt_recs(g: &MkfsGeometry, start: u32) -> Vec<InobtRec> {
     let first = start << g.inopblog;
-    let total = u64::from(g.icount) as u32;
+    let total = g.icount as u32;
     let mut used_left = (g.icount - g.ifree) as u32;
     let sparse = g.features.incompat & 2 != 0;
     (0..total / XFS_INODES_PER_CHUNK)

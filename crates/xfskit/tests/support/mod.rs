@@ -142,7 +142,7 @@ impl PatchedDevice {
     pub fn restamp(&mut self, off: u64, len: usize, crc_off: usize) {
         let mut v = self.read_vec(off, len);
         xfs_format::crc::stamp(&mut v, crc_off);
-        self.write(off + crc_off as u64, &v[crc_off..crc_off + 4].to_vec());
+        self.write(off + crc_off as u64, &v[crc_off..crc_off + 4]);
     }
 }
 
