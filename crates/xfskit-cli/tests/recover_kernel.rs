@@ -123,10 +123,7 @@ fn dirty_image(dir: &Path, name: &str, mkfs_args: &[&str], opts: &Opts) -> PathB
         .env("CHURN", if opts.churn { "1" } else { "" })
         .output()
         .expect("bash");
-    let shut = Command::new("xfs_io")
-        .args(["-x", "-c", "shutdown -f", s(&mnt)])
-        .output()
-        .expect("xfs_io");
+    let shut = shutdown(&mnt);
     run("umount", &[s(&mnt)]);
     assert!(
         w.status.success(),
@@ -478,6 +475,12 @@ fn recover_unfinished_rmap_and_extent_frees() {
 /// Makes a fresh 300 MiB filesystem at `img` with `mkfs_args` and
 /// loop-mounts it at `mnt`.
 fn fresh_mount(img: &Path, mnt: &Path, mkfs_args: &[&str]) {
+    fresh_mount_with(img, mnt, mkfs_args, 0);
+}
+
+/// The same with the incompatible feature bits `incompat` set in every
+/// superblock before the mount (features mkfs.xfs 6.1 cannot make).
+fn fresh_mount_with(img: &Path, mnt: &Path, mkfs_args: &[&str], incompat: u32) {
     std::fs::File::create(img)
         .and_then(|f| f.set_len(300 << 20))
         .expect("image");
@@ -485,7 +488,28 @@ fn fresh_mount(img: &Path, mnt: &Path, mkfs_args: &[&str]) {
     a.extend_from_slice(mkfs_args);
     a.push(s(img));
     run("mkfs.xfs", &a);
+    if incompat != 0 {
+        set_incompat(img, incompat, true);
+    }
     run("mount", &["-o", "loop", s(img), s(mnt)]);
+}
+
+/// Shuts the filesystem mounted at `mnt` down as a crash would leave it
+/// (`xfs_io -x -c 'shutdown -f'`: the log forced first).
+fn shutdown(mnt: &Path) -> std::process::Output {
+    Command::new("xfs_io")
+        .args(["-x", "-c", "shutdown -f", s(mnt)])
+        .output()
+        .expect("xfs_io")
+}
+
+/// `path` opened for reading and writing.
+fn open_rw(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect("open")
 }
 
 /// Writes `n` 4 KiB blocks every other block of `path` (as many extents),
@@ -962,34 +986,19 @@ fn recover_exchange_to_eof_with_raised_sizes() {
     std::fs::create_dir_all(&mnt).expect("mkdir");
     let mut found = None;
     for attempt in 0..16u64 {
-        std::fs::File::create(&img)
-            .and_then(|f| f.set_len(300 << 20))
-            .expect("image");
-        run("mkfs.xfs", &["-q", "-f", s(&img)]);
-        set_incompat(&img, INCOMPAT_EXCHRANGE, true);
-        run("mount", &["-o", "loop", s(&img), s(&mnt)]);
+        fresh_mount_with(&img, &mnt, &[], INCOMPAT_EXCHRANGE);
         let guard = Unmount(mnt.clone());
         let (a, b) = (mnt.join("a"), mnt.join("b"));
         write_pattern(&a, 6000, 0, 0x41, false);
         write_pattern(&b, 1, 0, 0x62, false);
         run("sync", &[]);
-        let open = |p: &Path| {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(p)
-                .expect("open")
-        };
-        let (fa, fb) = (open(&a), open(&b));
+        let (fa, fb) = (open_rw(&a), open_rw(&b));
         let worker = std::thread::spawn(move || {
             exchange(&fa, &fb, 0, 0, 0, XFS_EXCHANGE_RANGE_TO_EOF).map_err(|e| e.raw_os_error())
         });
         // From 2 ms to 64 ms, until one falls part way.
         std::thread::sleep(std::time::Duration::from_millis(2 << (attempt % 6)));
-        let shut = Command::new("xfs_io")
-            .args(["-x", "-c", "shutdown -f", s(&mnt)])
-            .output()
-            .expect("xfs_io");
+        let shut = shutdown(&mnt);
         let r = worker.join().expect("worker");
         drop(guard);
         assert!(shut.status.success(), "{test}: shutdown");
@@ -1046,15 +1055,7 @@ fn exchange_intents(test: &str, mkfs_args: &[&str], clones: bool) {
     let mut found = None;
     for attempt in 0..12u64 {
         tries += 1;
-        std::fs::File::create(&img)
-            .and_then(|f| f.set_len(300 << 20))
-            .expect("image");
-        let mut a = vec!["-q", "-f"];
-        a.extend_from_slice(mkfs_args);
-        a.push(s(&img));
-        run("mkfs.xfs", &a);
-        set_incompat(&img, INCOMPAT_EXCHRANGE, true);
-        run("mount", &["-o", "loop", s(&img), s(&mnt)]);
+        fresh_mount_with(&img, &mnt, mkfs_args, INCOMPAT_EXCHRANGE);
         let guard = Unmount(mnt.clone());
         for p in 0..PAIRS {
             let a = mnt.join(format!("a{p}"));
@@ -1079,17 +1080,10 @@ fn exchange_intents(test: &str, mkfs_args: &[&str], clones: bool) {
             );
         }
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let open = |p: &Path| {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(p)
-                .expect("open")
-        };
         let workers: Vec<_> = (0..PAIRS)
             .map(|p| {
-                let fa = open(&mnt.join(format!("a{p}")));
-                let fb = open(&mnt.join(format!("b{p}")));
+                let fa = open_rw(&mnt.join(format!("a{p}")));
+                let fb = open_rw(&mnt.join(format!("b{p}")));
                 let stop = stop.clone();
                 std::thread::spawn(move || -> (usize, Option<String>) {
                     let mut done = 0;
@@ -1134,10 +1128,7 @@ fn exchange_intents(test: &str, mkfs_args: &[&str], clones: bool) {
             })
             .collect();
         std::thread::sleep(std::time::Duration::from_millis(150 + 130 * (attempt % 6)));
-        let shut = Command::new("xfs_io")
-            .args(["-x", "-c", "shutdown -f", s(&mnt)])
-            .output()
-            .expect("xfs_io");
+        let shut = shutdown(&mnt);
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let results: Vec<_> = workers
             .into_iter()
@@ -1340,12 +1331,7 @@ fn parent_pointer_filesystems_recover_and_refuse_writes() {
     let img = dir.join("pptr.img");
     let mnt = dir.join("mnt");
     std::fs::create_dir_all(&mnt).expect("mkdir");
-    std::fs::File::create(&img)
-        .and_then(|f| f.set_len(300 << 20))
-        .expect("image");
-    run("mkfs.xfs", &["-q", "-f", s(&img)]);
-    set_incompat(&img, INCOMPAT_PARENT, true);
-    run("mount", &["-o", "loop", s(&img), s(&mnt)]);
+    fresh_mount_with(&img, &mnt, &[], INCOMPAT_PARENT);
     {
         let _g = Unmount(mnt.clone());
         let script = format!(

@@ -129,19 +129,45 @@ fn flag_names(flags: u32, names: &[(u32, &'static str)]) -> Vec<&'static str> {
         .collect()
 }
 
+/// Reverse-mapping or block-mapping updates, each (inode, start block,
+/// file offset, length, flags), as JSON objects (the inode under
+/// `who`) and as lines of `line(op, inode, start, offset, length)` with the
+/// flags named after them.
+fn file_maps(
+    maps: &[(u64, u64, u64, u32, u32)],
+    who: &str,
+    op: fn(u32) -> &'static str,
+    flags: &[(u32, &'static str)],
+    line: impl Fn(&str, u64, u64, u64, u32) -> String,
+) -> (serde_json::Value, Vec<String>) {
+    let json = maps
+        .iter()
+        .map(|&(ino, start, off, len, fl)| {
+            serde_json::json!({"op": op(fl), who: ino, "start": start,
+                "offset": off, "blocks": len, "flags": flag_names(fl, flags)})
+        })
+        .collect();
+    let text = maps
+        .iter()
+        .map(|&(ino, start, off, len, fl)| {
+            let names = flag_names(fl, flags);
+            let f = if names.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", names.join(", "))
+            };
+            format!("{}{f}", line(op(fl), ino, start, off, len))
+        })
+        .collect();
+    (json, text)
+}
+
 /// What an unfinished intent asks for: the JSON key and value that
 /// describe it, and the same as lines of text. Block numbers are
 /// filesystem blocks (AG number in the high bits), offsets and lengths
 /// are in blocks.
 fn details(i: &Intent) -> (&'static str, serde_json::Value, Vec<String>) {
     use serde_json::json;
-    let fmt_flags = |f: &[&str]| {
-        if f.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", f.join(", "))
-        }
-    };
     match i {
         Intent::Efi(e) => (
             "extents",
@@ -160,26 +186,10 @@ fn details(i: &Intent) -> (&'static str, serde_json::Value, Vec<String>) {
                 (XFS_RMAP_EXTENT_BMBT_BLOCK, "bmbt_block"),
                 (XFS_RMAP_EXTENT_UNWRITTEN, "unwritten"),
             ];
-            (
-                "updates",
-                r.maps
-                    .iter()
-                    .map(|&(owner, start, off, len, fl)| {
-                        json!({"op": rmap_op(fl), "owner": owner, "start": start,
-                            "offset": off, "blocks": len, "flags": flag_names(fl, F)})
-                    })
-                    .collect(),
-                r.maps
-                    .iter()
-                    .map(|&(owner, start, off, len, fl)| {
-                        format!(
-                            "rmap {}: owner {owner}, {len} blocks at block {start}, offset {off}{}",
-                            rmap_op(fl),
-                            fmt_flags(&flag_names(fl, F))
-                        )
-                    })
-                    .collect(),
-            )
+            let (v, text) = file_maps(&r.maps, "owner", rmap_op, F, |op, owner, start, off, len| {
+                format!("rmap {op}: owner {owner}, {len} blocks at block {start}, offset {off}")
+            });
+            ("updates", v, text)
         }
         Intent::Cui(c) => (
             "changes",
@@ -202,26 +212,10 @@ fn details(i: &Intent) -> (&'static str, serde_json::Value, Vec<String>) {
                 (XFS_BMAP_EXTENT_UNWRITTEN, "unwritten"),
                 (XFS_BMAP_EXTENT_REALTIME, "realtime"),
             ];
-            (
-                "mappings",
-                b.maps
-                    .iter()
-                    .map(|&(ino, start, off, len, fl)| {
-                        json!({"op": bmap_op(fl), "inode": ino, "start": start,
-                            "offset": off, "blocks": len, "flags": flag_names(fl, F)})
-                    })
-                    .collect(),
-                b.maps
-                    .iter()
-                    .map(|&(ino, start, off, len, fl)| {
-                        format!(
-                            "{} inode {ino} offset {off}: {len} blocks at block {start}{}",
-                            bmap_op(fl),
-                            fmt_flags(&flag_names(fl, F))
-                        )
-                    })
-                    .collect(),
-            )
+            let (v, text) = file_maps(&b.maps, "inode", bmap_op, F, |op, ino, start, off, len| {
+                format!("{op} inode {ino} offset {off}: {len} blocks at block {start}")
+            });
+            ("mappings", v, text)
         }
         Intent::Xmi(x) => (
             "exchange",

@@ -117,9 +117,9 @@ pub(crate) fn ag_max_usable(cfg: &Cfg) -> u64 {
 /// (minimum) leaf and node fan-outs.
 fn compute_maxlevels(leaf: u64, node: u64, len: u64) -> u64 {
     let mut level = 1;
-    let mut blocks = div_ceil(len, leaf);
+    let mut blocks = len.div_ceil(leaf);
     while blocks > 1 {
-        blocks = div_ceil(blocks, node);
+        blocks = blocks.div_ceil(node);
         level += 1;
     }
     level
@@ -220,7 +220,7 @@ fn feature_words(cfg: &Cfg) -> (Features, u32, u32) {
 fn root_chunk_block(cfg: &Cfg, log: &LogPlacement, inoalignmt: u64, agblklog: u32) -> u64 {
     let f = cfg.feat;
     let bs = u64::from(cfg.blocksize);
-    let mut first = div_ceil(4 * u64::from(cfg.sectorsize), bs) + 3 + min_freelist(cfg);
+    let mut first = (4 * u64::from(cfg.sectorsize)).div_ceil(bs) + 3 + min_freelist(cfg);
     first += u64::from(f.finobt) + u64::from(f.rmapbt) + u64::from(f.reflink);
     if log.logstart >> agblklog == 0 {
         first += log.logblocks;

@@ -279,10 +279,10 @@ fn initial_ag_geometry(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsErro
             )));
         }
         cfg.agsize = bytes / u64::from(cfg.blocksize);
-        cfg.agcount = div_ceil(cfg.dblocks, cfg.agsize);
+        cfg.agcount = cfg.dblocks.div_ceil(cfg.agsize);
     } else if let Some(n) = opts.agcount {
         cfg.agcount = n;
-        cfg.agsize = div_ceil(cfg.dblocks, n);
+        cfg.agsize = cfg.dblocks.div_ceil(n);
     } else {
         (cfg.agsize, cfg.agcount) = default_ag_geometry(cfg.blocklog, cfg.dblocks, cfg.dsunit != 0);
     }
@@ -302,7 +302,7 @@ fn align_ag_geometry(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsError>
             }
             cfg.agsize = tmp;
             if opts.agcount.is_none() {
-                cfg.agcount = div_ceil(cfg.dblocks, cfg.agsize);
+                cfg.agcount = cfg.dblocks.div_ceil(cfg.agsize);
             }
             if opts.agsize.is_some() {
                 cfg.warnings.push(format!(
@@ -328,7 +328,7 @@ fn align_ag_geometry(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsError>
                     }
                 }
                 cfg.agsize = tmp;
-                cfg.agcount = div_ceil(cfg.dblocks, cfg.agsize);
+                cfg.agcount = cfg.dblocks.div_ceil(cfg.agsize);
             }
         }
     }

@@ -63,14 +63,9 @@ pub(crate) fn log2_roundup(v: u64) -> u32 {
     }
 }
 
-/// `ceil(a / b)` for `b > 0`.
-pub(crate) fn div_ceil(a: u64, b: u64) -> u64 {
-    a / b + u64::from(!a.is_multiple_of(b))
-}
-
 /// Round `v` up to a multiple of `unit` (`unit > 0`).
 pub(crate) fn round_up(v: u64, unit: u64) -> u64 {
-    div_ceil(v, unit) * unit
+    v.div_ceil(unit) * unit
 }
 
 /// The AG size and count mkfs picks when the user gives neither.
@@ -107,7 +102,7 @@ pub(crate) fn default_ag_geometry(blog: u32, dblocks: u64, multidisk: bool) -> (
             }
             blocks
         };
-    (agsize, div_ceil(dblocks, agsize))
+    (agsize, dblocks.div_ceil(agsize))
 }
 
 #[cfg(test)]
