@@ -38,9 +38,8 @@ pub struct OpenOptions {
     /// it, only files with the filestream inode flag do).
     pub filestreams: bool,
     /// Writing for log recovery's own work after replay (intents, inodes
-    /// left on the unlinked lists, staging extents), which adds and
-    /// removes no names: allowed on filesystems with parent pointers,
-    /// which the write engine does not keep, so other writes are refused.
+    /// left on the unlinked lists, staging extents): the log stays dirty
+    /// until that work is done.
     pub after_replay: bool,
 }
 
@@ -145,16 +144,6 @@ impl Fs {
                 ..opts.clone()
             },
         )?;
-        // Every name change must change the parent pointers with it; the
-        // engine does not, so it writes nothing there but recovery's work.
-        if probe.geo.features_incompat & xfs_format::sb::XFS_SB_FEAT_INCOMPAT_PARENT != 0
-            && !opts.after_replay
-        {
-            return Err(Error::Unsupported(
-                "writing to a filesystem with parent pointers (the write engine does not keep them)"
-                    .into(),
-            ));
-        }
         if matches!(probe.log_state, LogState::Dirty(_)) && resume.is_none() {
             drop(probe);
             crate::log::recover::recover_device(dev.clone(), &Default::default())?;

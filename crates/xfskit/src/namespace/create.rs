@@ -183,6 +183,7 @@ impl Fs {
         ip.ctime = meta.ctime;
         ip.crtime = meta.crtime;
         inherit_flags(&mut ip, dp);
+        super::pptr::init_fork(self.geometry(), &mut ip);
         match kind {
             NodeKind::Dir => {
                 ip.nlink = 2;
@@ -203,6 +204,7 @@ impl Fs {
             }
             NodeKind::Fifo | NodeKind::Socket => {}
         }
+        super::pptr::add(tp, &mut ip, dp, name)?;
         Ok(ip)
     }
 
@@ -234,6 +236,7 @@ impl Fs {
             return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
         }
         crate::dir::write::add(&mut tp, &mut dp, name, target, ip.file_type.dirent_code())?;
+        super::pptr::add(&mut tp, &mut ip, &dp, name)?;
         ip.nlink += 1;
         self.touch_change(&mut ip, now)?;
         self.touch_dir(&mut dp, now)?;
@@ -339,7 +342,12 @@ pub(crate) fn symlink_to_local(tp: &mut Trans<'_>, ip: &mut Inode) -> Result<()>
 fn write_symlink(tp: &mut Trans<'_>, ip: &mut Inode, target: &[u8]) -> Result<()> {
     let geo = tp.geo();
     ip.size = target.len() as u64;
-    if target.len() <= Inode::literal_size(geo) {
+    let room = if ip.forkoff != 0 {
+        usize::from(ip.forkoff) * 8
+    } else {
+        Inode::literal_size(geo)
+    };
+    if target.len() <= room {
         ip.format = ForkFormat::Local;
         ip.data_fork = target.to_vec();
         return Ok(());

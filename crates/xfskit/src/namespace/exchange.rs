@@ -93,6 +93,13 @@ impl Fs {
             let d = ddp.as_mut().unwrap_or(&mut sdp);
             crate::dir::write::replace(&mut tp, d, dname, sino, sip.file_type.dirent_code())?;
         }
+        {
+            let srec = super::pptr::rec(&sdp);
+            let d = ddp.as_ref().unwrap_or(&sdp);
+            let drec = super::pptr::rec(d);
+            super::pptr::replace(&mut tp, &mut sip, &srec, sname, d, dname)?;
+            super::pptr::replace(&mut tp, &mut tip, &drec, dname, &sdp, sname)?;
+        }
         if let Some(d) = ddp.as_mut() {
             if s_dir {
                 crate::dir::write::replace(&mut tp, &mut sip, b"..", ddir, 2)?;

@@ -18,6 +18,7 @@ mod data;
 mod exchange;
 pub(crate) mod guard;
 mod orphan;
+pub(crate) mod pptr;
 mod reflink;
 pub(crate) mod remove;
 mod setattr;

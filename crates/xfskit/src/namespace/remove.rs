@@ -107,7 +107,7 @@ impl Fs {
         let (ino, _) = crate::dir::write::lookup(&mut tp, &dp, name)?
             .ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()))?;
         tp.lock_inode(ino);
-        let ip = tp.read_inode(ino)?;
+        let mut ip = tp.read_inode(ino)?;
         super::guard::may_remove(&dp, &ip)?;
         let is_dir = ip.file_type == FileType::Dir;
         if want_dir && !is_dir {
@@ -120,6 +120,7 @@ impl Fs {
             return Err(Error::NotEmpty(String::from_utf8_lossy(name).into_owned()));
         }
         crate::dir::write::remove(&mut tp, &mut dp, name)?;
+        super::pptr::remove(&mut tp, &mut ip, &dp, name)?;
         if is_dir {
             dp.nlink -= 1;
         }
@@ -212,6 +213,7 @@ impl Fs {
                     tp.log_inode(d)?;
                 }
                 let mut sip = sip;
+                super::pptr::remove(&mut tp, &mut sip, &sdp, sname)?;
                 sip.nlink -= 1;
                 self.touch_change(&mut sip, now)?;
                 tp.log_inode(&sip)?;
@@ -220,7 +222,7 @@ impl Fs {
             }
             Some((tino, _)) => {
                 tp.lock_inode(tino);
-                let tip = tp.read_inode(tino)?;
+                let mut tip = tp.read_inode(tino)?;
                 super::guard::may_remove(ddp.as_ref().unwrap_or(&sdp), &tip)?;
                 let t_is_dir = tip.file_type == FileType::Dir;
                 if s_is_dir != t_is_dir {
@@ -235,6 +237,7 @@ impl Fs {
                 }
                 let dpv = ddp.as_mut().unwrap_or(&mut sdp);
                 crate::dir::write::replace(&mut tp, dpv, dname, sino, ftype)?;
+                super::pptr::remove(&mut tp, &mut tip, dpv, dname)?;
                 if t_is_dir {
                     nlink_delta_d -= 1;
                 }
@@ -246,6 +249,15 @@ impl Fs {
             }
         }
         crate::dir::write::remove(&mut tp, &mut sdp, sname)?;
+        let old_rec = super::pptr::rec(&sdp);
+        super::pptr::replace(
+            &mut tp,
+            &mut sip,
+            &old_rec,
+            sname,
+            ddp.as_ref().unwrap_or(&sdp),
+            dname,
+        )?;
         if s_is_dir && !same {
             crate::dir::write::replace(&mut tp, &mut sip, b"..", ddir, 2)?;
             sdp.nlink -= 1;

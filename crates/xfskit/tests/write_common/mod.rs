@@ -220,3 +220,87 @@ pub fn mkfs_many_ags(img: &Path, ags: u32) {
         g.geometry.agcount
     );
 }
+
+/// The xfsprogs 6.15 build beside the project (`../shared/xfsprogs-6.15`,
+/// or `$XFSKIT_XFSPROGS_615`), when it is there.
+pub fn xfsprogs_615() -> Option<PathBuf> {
+    let dir = match std::env::var_os("XFSKIT_XFSPROGS_615") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-6.15"),
+    };
+    dir.join("libexec/xfs_repair").exists().then_some(dir)
+}
+
+/// Runs xfsprogs 6.15's `tool` (mkfs.xfs, xfs_repair, xfs_db, xfs_io)
+/// with its private library; panics when the build is not there (check
+/// [`skip_without_615`] first).
+pub fn run_615(tool: &str, args: &[&str]) -> (bool, String) {
+    let dir = xfsprogs_615().expect("xfsprogs 6.15 beside the project");
+    let lib = dir.join("lib");
+    match Command::new(dir.join("libexec").join(tool))
+        .args(args)
+        .env("LD_LIBRARY_PATH", lib)
+        .output()
+    {
+        Ok(o) => (
+            o.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        ),
+        Err(e) => (false, format!("cannot run {tool} 6.15: {e}")),
+    }
+}
+
+/// True (after recording the skip) when xfsprogs 6.15 is not beside the
+/// project or cannot run (its libraries missing).
+pub fn skip_without_615(test: &str) -> bool {
+    let why = match xfsprogs_615() {
+        None => "xfsprogs 6.15 not found at ../shared/xfsprogs-6.15".to_string(),
+        Some(_) => match run_615("xfs_repair", &["-V"]) {
+            (true, _) => return false,
+            (false, out) => format!("xfsprogs 6.15 does not run: {}", out.trim()),
+        },
+    };
+    let line = format!("SKIP {test}: {why}");
+    eprintln!("{line}");
+    if let Some(p) = std::env::var_os("XFSKIT_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+    true
+}
+
+/// Makes a `size`-byte image with mkfs.xfs 6.15 and the on-disk defaults
+/// of xfsprogs 6.18 (parent pointers, exchange-range, rmapbt, nrext64),
+/// plus `opts`.
+pub fn mkfs_618(path: &Path, size: u64, opts: &str) {
+    let _ = std::fs::remove_file(path);
+    std::fs::File::create(path).unwrap().set_len(size).unwrap();
+    let conf = xfsprogs_615().unwrap().join("conf/lts_6.18.conf");
+    let conf = format!("options={}", conf.display());
+    let mut args: Vec<&str> = vec!["-c", &conf];
+    args.extend(opts.split_whitespace());
+    let p = path.display().to_string();
+    args.extend(["-q", "-f", &p]);
+    let (ok, out) = run_615("mkfs.xfs", &args);
+    assert!(ok, "mkfs.xfs 6.15 (6.18 defaults) {opts}: {out}");
+}
+
+/// Panics with xfs_repair 6.15's findings unless `xfs_repair -n` is clean.
+pub fn assert_repair_615_clean(path: &Path) {
+    let (ok, out) = run_615("xfs_repair", &["-n", &path.display().to_string()]);
+    assert!(
+        ok,
+        "xfs_repair -n (6.15) {} found problems:\n{out}",
+        path.display()
+    );
+}

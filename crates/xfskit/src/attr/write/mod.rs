@@ -87,6 +87,16 @@ fn check_parent(ip: &Inode, name: &[u8], rec: &[u8]) -> Result<()> {
     check_args(name, Some(rec))
 }
 
+fn parent_fs(tp: &Trans<'_>) -> bool {
+    tp.geo().features_incompat & xfs_format::sb::XFS_SB_FEAT_INCOMPAT_PARENT != 0
+}
+
+/// The fork offset (8-byte units) the kernel gives a new inode's empty
+/// attribute fork.
+pub(crate) fn default_fork_offset(geo: &crate::geometry::Geometry, ip: &Inode) -> u8 {
+    (sf::default_attroffset(geo, ip) >> 3) as u8
+}
+
 /// Sets attribute `name` in namespace `ns` to `value` (replacing it if present).
 pub fn set(
     tp: &mut Trans<'_>,
@@ -142,7 +152,10 @@ fn remove_in(
                 return Err(missing());
             };
             ents.remove(i);
-            if ents.is_empty() && ip.format != ForkFormat::Btree {
+            // On a parent-pointer filesystem the kernel keeps the empty
+            // short-form fork (a name is about to come back, or the inode
+            // is on its way out).
+            if ents.is_empty() && ip.format != ForkFormat::Btree && !parent_fs(tp) {
                 remove_fork(tp, ip);
             } else {
                 ip.attr_fork = sf::encode(&ents);
