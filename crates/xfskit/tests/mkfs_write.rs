@@ -121,19 +121,44 @@ fn sb(f: &File) -> Sb {
     }
 }
 
-/// Is byte `off` a timestamp or CRC of one of the three in-use inodes?
-fn masked(sb: &Sb, off: u64) -> bool {
+/// Which mkfs.xfs made the reference image.
+#[derive(Clone, Copy, PartialEq)]
+enum Ref {
+    /// Debian's mkfs.xfs 6.1.
+    Installed,
+    /// mkfs.xfs 6.15 beside the project: it gives every inode of the root
+    /// chunk but the root a random generation, so those are masked too
+    /// (with the CRCs of the whole chunk).
+    V615,
+}
+
+/// Is byte `off` a timestamp or CRC of one of the three in-use inodes (or,
+/// for mkfs.xfs 6.15, a generation or CRC of any inode of the chunk)?
+fn masked(sb: &Sb, off: u64, r: Ref) -> bool {
     let chunk = (sb.rootino >> sb.inopblog) * sb.bs;
-    if off < chunk || off >= chunk + 3 * sb.isize {
+    let n = if r == Ref::V615 { 64 } else { 3 };
+    if off < chunk || off >= chunk + n * sb.isize {
         return false;
     }
-    let r = (off - chunk) % sb.isize;
-    (40..56).contains(&r) || (100..104).contains(&r) || (144..152).contains(&r)
+    let i = (off - chunk) / sb.isize;
+    let b = (off - chunk) % sb.isize;
+    // mkfs.xfs 6.1 leaves the access time alone; 6.15 stamps it too.
+    let first = if r == Ref::V615 { 32 } else { 40 };
+    let in_use = i < 3 && ((first..56).contains(&b) || (144..152).contains(&b));
+    let gen = r == Ref::V615 && (92..96).contains(&b);
+    in_use || gen || (100..104).contains(&b)
 }
 
 /// Compare `[off, off+len)` of both images; returns a description of the
 /// first differences.
-fn cmp_region(a: &File, b: &File, sb: &Sb, what: &str, off: u64, len: u64) -> Option<String> {
+fn cmp_region(
+    a: &File,
+    b: &File,
+    sb: &Sb,
+    what: &str,
+    (off, len): (u64, u64),
+    r: Ref,
+) -> Option<String> {
     const CHUNK: u64 = 8 << 20;
     let mut pos = off;
     while pos < off + len {
@@ -141,7 +166,7 @@ fn cmp_region(a: &File, b: &File, sb: &Sb, what: &str, off: u64, len: u64) -> Op
         let (x, y) = (read(a, pos, n), read(b, pos, n));
         if x != y {
             let d: Vec<u64> = (0..n as u64)
-                .filter(|&i| x[i as usize] != y[i as usize] && !masked(sb, pos + i))
+                .filter(|&i| x[i as usize] != y[i as usize] && !masked(sb, pos + i, r))
                 .take(8)
                 .map(|i| pos + i)
                 .collect();
@@ -154,13 +179,13 @@ fn cmp_region(a: &File, b: &File, sb: &Sb, what: &str, off: u64, len: u64) -> Op
     None
 }
 
-fn compare(r: &Path, o: &Path, whole: bool) -> Vec<String> {
+fn compare(r: &Path, o: &Path, whole: bool, rf: Ref) -> Vec<String> {
     let (a, b) = (File::open(r).unwrap(), File::open(o).unwrap());
     let s = sb(&a);
     let mut errs = Vec::new();
     if whole {
         let len = a.metadata().unwrap().len();
-        errs.extend(cmp_region(&a, &b, &s, "image", 0, len));
+        errs.extend(cmp_region(&a, &b, &s, "image", (0, len), rf));
         return errs;
     }
     let log_ag = s.logstart >> s.agblklog;
@@ -173,8 +198,8 @@ fn compare(r: &Path, o: &Path, whole: bool) -> Vec<String> {
             &b,
             &s,
             &format!("AG {ag} headers"),
-            ag * s.agblocks * s.bs,
-            n,
+            (ag * s.agblocks * s.bs, n),
+            rf,
         ));
     }
     let chunk = (s.rootino >> s.inopblog) * s.bs;
@@ -183,11 +208,11 @@ fn compare(r: &Path, o: &Path, whole: bool) -> Vec<String> {
         &b,
         &s,
         "root inode chunk",
-        chunk,
-        64 * s.isize,
+        (chunk, 64 * s.isize),
+        rf,
     ));
     let log = (log_ag * s.agblocks + (s.logstart & ((1 << s.agblklog) - 1))) * s.bs;
-    errs.extend(cmp_region(&a, &b, &s, "log start", log, 256 * 1024));
+    errs.extend(cmp_region(&a, &b, &s, "log start", (log, 256 * 1024), rf));
     errs
 }
 
@@ -207,7 +232,7 @@ fn row(dir: &Path, size: u64, opts: &str, whole: bool, repair: bool) -> Vec<Stri
     sparse(&o, size);
     reference(&r, opts);
     let mut errs = match ours(&o, opts) {
-        Ok(_) => compare(&r, &o, whole),
+        Ok(_) => compare(&r, &o, whole, Ref::Installed),
         Err(e) => vec![format!("xfskit mkfs failed: {e}")],
     };
     if repair && errs.is_empty() {
@@ -534,4 +559,118 @@ fn memory_device_matches_file_target() {
         "memory and file images differ"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// mkfs.xfs 6.15 beside the project (`../shared/xfsprogs-6.15`), run with
+/// its private library.
+fn run_615(tool: &str, args: &[&str]) -> Option<(bool, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-6.15");
+    let o = Command::new(dir.join("libexec").join(tool))
+        .args(args)
+        .env("LD_LIBRARY_PATH", dir.join("lib"))
+        .output()
+        .ok()?;
+    Some((
+        o.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    ))
+}
+
+/// Rows made with the feature defaults of newer xfsprogs: (size, options
+/// for mkfs.xfs 6.15, options for xfskit, compare whole image).
+const NEWER: &[(u64, &str, &str, bool)] = &[
+    (
+        G,
+        "-n parent=1 -i exchange=1 -m rmapbt=1 -i nrext64=1",
+        "--defaults 6.18",
+        true,
+    ),
+    (
+        300 << 20,
+        "-n parent=1 -i exchange=1 -m rmapbt=1 -i nrext64=1",
+        "-n parent=1 -i exchange=1 -m rmapbt=1 -i nrext64=1",
+        true,
+    ),
+    (
+        5 * G,
+        "-n parent=1 -i exchange=1 -m rmapbt=1 -i nrext64=1 -i size=1024",
+        "--defaults 6.18 -i size=1024",
+        false,
+    ),
+    (G, "-m rmapbt=1 -i nrext64=1", "--defaults 6.12", true),
+    // mkfs.xfs 6.15's own defaults are those of the 6.12 line.
+    (G, "-n parent=1 -m reflink=0", "--defaults 6.12 -n parent=1 -m reflink=0", true),
+    (G, "-n parent=1 -i exchange=0", "--defaults 6.12 -n parent=1 -i exchange=0", true),
+    (
+        100 * G,
+        "-n parent=1 -i exchange=1 -m rmapbt=1 -i nrext64=1",
+        "--defaults 6.18",
+        false,
+    ),
+];
+
+/// The headers xfskit writes with `--defaults 6.18`, `-n parent=1` and
+/// `-i exchange=1` equal mkfs.xfs 6.15's, and xfs_repair 6.15 finds them
+/// clean; `-c options=` reads mkfs.xfs's own config file.
+#[test]
+fn headers_match_mkfs_xfs_615_newer_defaults() {
+    need_tools();
+    let Some((true, _)) = run_615("mkfs.xfs", &["-V"]) else {
+        let line = "SKIP headers_match_mkfs_xfs_615_newer_defaults: xfsprogs 6.15 not beside the project or not runnable";
+        eprintln!("{line}");
+        if let Some(p) = std::env::var_os("XFSKIT_SKIP_LOG") {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(p).unwrap();
+            let _ = writeln!(f, "{line}");
+        }
+        return;
+    };
+    let dir = tmpdir("newer");
+    let conf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/xfsprogs-6.15/conf/lts_6.18.conf")
+        .display()
+        .to_string();
+    let conf_opt = format!("-c options={conf}");
+    let mut rows: Vec<(u64, &str, String, bool)> = NEWER
+        .iter()
+        .map(|&(s, r, o, w)| (s, r, o.to_string(), w))
+        .collect();
+    rows.push((
+        G,
+        "-n parent=1 -i exchange=1 -m rmapbt=1 -i nrext64=1",
+        conf_opt,
+        true,
+    ));
+    let mut errs = Vec::new();
+    for (size, ref_opts, our_opts, whole) in &rows {
+        let (r, o) = (dir.join("ref.img"), dir.join("ours.img"));
+        sparse(&r, *size);
+        sparse(&o, *size);
+        let mut args: Vec<&str> = ref_opts.split_whitespace().collect();
+        let u = format!("uuid={UUID}");
+        let p = r.display().to_string();
+        args.extend(["-q", "-m", &u, &p]);
+        let (ok, out) = run_615("mkfs.xfs", &args).unwrap();
+        assert!(ok, "mkfs.xfs 6.15 {ref_opts}: {out}");
+        let mut e = match ours(&o, our_opts) {
+            Ok(_) => compare(&r, &o, *whole, Ref::V615),
+            Err(e) => vec![format!("xfskit mkfs failed: {e}")],
+        };
+        if e.is_empty() {
+            let (ok, out) = run_615("xfs_repair", &["-n", &o.display().to_string()]).unwrap();
+            if !ok {
+                e.push(format!("xfs_repair -n 6.15: {out}"));
+            }
+        }
+        errs.extend(
+            e.into_iter()
+                .map(|e| format!("size {size} [{our_opts}]: {e}")),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(errs.is_empty(), "{} rows differ:\n{}", errs.len(), errs.join("\n"));
 }

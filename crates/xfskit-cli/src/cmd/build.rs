@@ -104,6 +104,11 @@ pub struct Args {
     /// backup table at the end).
     #[arg(long)]
     pub gpt: bool,
+    /// The feature defaults of an xfsprogs release (4.19, 5.4, 5.10, 5.15,
+    /// 6.1, 6.6, 6.12, 6.18), for images that kernels of that release
+    /// must mount; options given explicitly still win.
+    #[arg(long, value_name = "VERSION")]
+    pub defaults: Option<String>,
     /// The file format of a new IMAGE: raw (default) or qcow2 (v3, 64 KiB
     /// clusters; combine with --gpt for a partitioned qcow2 disk).
     #[arg(long, value_name = "raw|qcow2", default_value = "raw")]
@@ -128,6 +133,7 @@ const LONG_VALUES: &[&str] = &[
     "jobs",
     "partition",
     "format",
+    "defaults",
 ];
 const LONG_FLAGS: &[&str] = &["reproducible", "one-file-system", "json", "gpt"];
 
@@ -177,6 +183,7 @@ fn take_long(raw: &mut Vec<String>, a: &mut Args) -> Result<(), Error> {
                     )
                 }
                 "format" => a.format = v,
+                "defaults" => a.defaults = Some(v),
                 _ => a.gid_map = Some(v),
             }
         } else if body.is_empty() {
@@ -256,7 +263,10 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
     let (pos, mkfs_args) = split_positional(&raw)?;
     let [source, image] = <[String; 2]>::try_from(pos)
         .map_err(|p| usage(format!("expected SOURCE and IMAGE, got {p:?}")))?;
-    let mkfs = parse_mkfs_args(&mkfs_args).map_err(usage)?;
+    let mut mkfs = parse_mkfs_args(&mkfs_args).map_err(usage)?;
+    if let Some(d) = &args.defaults {
+        mkfs.defaults = Some(xfskit::mkfs::Defaults::parse(d).map_err(usage)?);
+    }
     let ids = IdMap {
         owner: args.owner.as_deref().map(parse_owner).transpose()?,
         uids: match &args.uid_map {

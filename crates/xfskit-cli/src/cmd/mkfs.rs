@@ -19,6 +19,12 @@ pub struct Args {
     /// `default` (mkfs.xfs 6.1), `conservative` (old kernels and GRUB), or `help`.
     #[arg(long)]
     pub profile: Option<String>,
+    /// The feature defaults of an xfsprogs release (4.19, 5.4, 5.10, 5.15,
+    /// 6.1, 6.6, 6.12, 6.18; a later release takes the newest), for
+    /// filesystems that kernels of that release must mount. Options given
+    /// explicitly (and `-c options=FILE`) still win.
+    #[arg(long, value_name = "VERSION")]
+    pub defaults: Option<String>,
     /// Seconds since the epoch for new inode times (else SOURCE_DATE_EPOCH, else now).
     #[arg(long)]
     pub timestamp: Option<i64>,
@@ -78,6 +84,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let mut raw = args.args;
     let profile = take_long(&mut raw, "profile").or(args.profile);
     let ts_text = take_long(&mut raw, "timestamp");
+    let defaults = take_long(&mut raw, "defaults").or(args.defaults);
     let partition = match take_long(&mut raw, "partition").map(|p| p.parse::<u32>()) {
         Some(Ok(n)) => Some(n),
         Some(Err(_)) => return Ok(fail("--partition takes a partition number")),
@@ -98,6 +105,12 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         Ok(o) => o,
         Err(e) => return Ok(fail(e)),
     };
+    if let Some(d) = &defaults {
+        match xfskit::mkfs::Defaults::parse(d) {
+            Ok(d) => opts.defaults = Some(d),
+            Err(e) => return Ok(fail(e)),
+        }
+    }
     if let Some(p) = &profile {
         if let Err(e) = apply_profile(p, &mut opts) {
             return Ok(fail(e));

@@ -23,6 +23,10 @@ pub struct FeatureSet {
     pub inobtcount: bool,
     /// 64-bit extent counters.
     pub nrext64: bool,
+    /// Parent pointers (incompat PARENT).
+    pub parent: bool,
+    /// File range exchange (incompat EXCHRANGE).
+    pub exchange: bool,
 }
 
 /// The superblock words that hold feature bits.
@@ -44,6 +48,7 @@ pub struct Features {
 
 // sb_versionnum bits.
 const VERSION_5: u16 = 5;
+const VERSION_ATTRBIT: u16 = 0x0010;
 const VERSION_NLINKBIT: u16 = 0x0020;
 const VERSION_ALIGNBIT: u16 = 0x0080;
 const VERSION_DALIGNBIT: u16 = 0x0100;
@@ -66,11 +71,15 @@ const IN_FTYPE: u32 = 1;
 const IN_SPINODES: u32 = 2;
 const IN_BIGTIME: u32 = 8;
 const IN_NREXT64: u32 = 0x20;
+const IN_EXCHRANGE: u32 = 0x40;
+const IN_PARENT: u32 = 0x80;
 
-/// Apply the user's `-m`/`-i` choices to the mkfs.xfs 6.1 defaults.
+/// Apply the user's `-m`/`-i`/`-n` choices to the defaults of the
+/// xfsprogs release chosen with `--defaults` (6.1 when none is given).
 pub(crate) fn choose(opts: &MkfsOptions) -> Result<FeatureSet, MkfsError> {
-    let finobt = opts.finobt.unwrap_or(true);
-    let mut inobtcount = opts.inobtcount.unwrap_or(true);
+    let d = opts.defaults.unwrap_or_default().features();
+    let finobt = opts.finobt.unwrap_or(d.finobt);
+    let mut inobtcount = opts.inobtcount.unwrap_or(d.inobtcount);
     if !finobt {
         if opts.inobtcount == Some(true) {
             return Err(MkfsError::Geometry(
@@ -81,12 +90,18 @@ pub(crate) fn choose(opts: &MkfsOptions) -> Result<FeatureSet, MkfsError> {
     }
     Ok(FeatureSet {
         finobt,
-        sparse: opts.sparse.unwrap_or(true),
-        rmapbt: opts.rmapbt.unwrap_or(false),
-        reflink: opts.reflink.unwrap_or(true),
-        bigtime: opts.bigtime.unwrap_or(true),
+        sparse: opts.sparse.unwrap_or(d.sparse),
+        rmapbt: opts.rmapbt.unwrap_or(d.rmapbt),
+        reflink: opts.reflink.unwrap_or(d.reflink),
+        bigtime: opts.bigtime.unwrap_or(d.bigtime),
         inobtcount,
-        nrext64: opts.nrext64.unwrap_or(false),
+        nrext64: opts.nrext64.unwrap_or(d.nrext64),
+        parent: opts.parent.unwrap_or(d.parent),
+        // As mkfs.xfs 6.15: parent pointers bring exchange-range along
+        // unless it is turned off explicitly.
+        exchange: opts
+            .exchange
+            .unwrap_or(d.exchange || opts.parent == Some(true)),
     })
 }
 
@@ -179,6 +194,11 @@ fn feature_words(cfg: &Cfg) -> (Features, u32, u32) {
     }
     let features2 = F2_LAZYSBCOUNT | F2_PROJID32 | F2_CRC | F2_ATTR2;
     v |= VERSION_MOREBITSBIT;
+    if f.parent {
+        // As mkfs.xfs: the attribute bit goes on with parent pointers, even
+        // before the first one is written.
+        v |= VERSION_ATTRBIT;
+    }
     let mut ro = 0;
     let mut inc = IN_FTYPE;
     if f.finobt {
@@ -204,6 +224,12 @@ fn feature_words(cfg: &Cfg) -> (Features, u32, u32) {
     }
     if f.nrext64 {
         inc |= IN_NREXT64;
+    }
+    if f.exchange {
+        inc |= IN_EXCHRANGE;
+    }
+    if f.parent {
+        inc |= IN_PARENT;
     }
     let words = Features {
         versionnum: v,

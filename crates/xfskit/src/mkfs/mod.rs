@@ -10,6 +10,7 @@ mod layout;
 mod log;
 mod logwriter;
 mod options;
+mod profiles;
 mod rootdir;
 mod stripe;
 mod summary;
@@ -23,6 +24,7 @@ pub use format::{
 pub use geometry::{compute_geometry, DeviceTopology, MkfsGeometry, TargetKind};
 pub use io::IoStats;
 pub use options::{convert_size, parse_mkfs_args, MkfsError, MkfsOptions};
+pub use profiles::{Defaults, ProfileFeatures};
 pub use rootdir::Timestamp;
 pub use summary::geometry_summary;
 pub use wipe::Signature;

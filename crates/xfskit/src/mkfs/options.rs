@@ -89,6 +89,15 @@ pub struct MkfsOptions {
     pub inobtcount: Option<bool>,
     /// `-m uuid=`.
     pub uuid: Option<[u8; 16]>,
+    /// `-n parent=`: parent pointers.
+    pub parent: Option<bool>,
+    /// `-i exchange=`: file range exchange.
+    pub exchange: Option<bool>,
+    /// `--defaults VERSION`: the feature defaults of that xfsprogs release.
+    pub defaults: Option<super::profiles::Defaults>,
+    /// `-c options=FILE`: a mkfs.xfs config file (its values apply where
+    /// the command line gives none).
+    pub config_file: Option<String>,
     /// `-L`: filesystem label (at most 12 bytes).
     pub label: Option<String>,
     /// `-K`: do not discard blocks.
@@ -330,6 +339,21 @@ impl Parser {
             ('i', "maxpct") => o.imaxpct = Some(num(0, 100, false, false)? as u32),
             ('i', "sparse") => o.sparse = Some(flag(group, "sparse", value)?),
             ('i', "nrext64") => o.nrext64 = Some(flag(group, "nrext64", value)?),
+            ('i', "exchange") => o.exchange = Some(flag(group, "exchange", value)?),
+            ('n', "parent") => o.parent = Some(flag(group, "parent", value)?),
+            ('c', "options") => o.config_file = Some(need(value)?),
+            ('m', "metadir") => {
+                if flag(group, "metadir", value)? {
+                    return Err(MkfsError::Unsupported(
+                        "metadata directory trees (-m metadir=1)".into(),
+                    ));
+                }
+            }
+            ('m', "autofsck") => {
+                if !matches!(value, "0" | "none") {
+                    return Err(MkfsError::Unsupported(format!("-m autofsck={value}")));
+                }
+            }
             ('i', "align") | ('i', "projid32bit") | ('l', "lazy-count") | ('n', "ftype") => {
                 if !flag(group, "option", value)? {
                     return Err(MkfsError::Unsupported(format!(
@@ -416,7 +440,27 @@ pub fn parse_mkfs_args(args: &[String]) -> Result<MkfsOptions, MkfsError> {
                 'N' => p.opts.dry_run = true,
                 'K' => p.opts.no_discard = true,
                 'q' => p.opts.quiet = true,
-                'b' | 'd' | 'i' | 'l' | 'L' | 'm' | 'n' | 's' => {
+                '-' => {
+                    // The one long option: --defaults VERSION.
+                    let (name, attached) = match rest.split_once('=') {
+                        Some((n, v)) => (n, Some(v.to_string())),
+                        None => (rest, None),
+                    };
+                    if name != "defaults" {
+                        return Err(bad(format!("unrecognized option '--{rest}'")));
+                    }
+                    let value = match attached {
+                        Some(v) => v,
+                        None if i < args.len() => {
+                            i += 1;
+                            args[i - 1].clone()
+                        }
+                        None => return Err(bad("option '--defaults' requires an argument".into())),
+                    };
+                    p.opts.defaults = Some(super::profiles::Defaults::parse(&value)?);
+                    rest = "";
+                }
+                'b' | 'c' | 'd' | 'i' | 'l' | 'L' | 'm' | 'n' | 's' => {
                     let value = if !rest.is_empty() {
                         rest.to_string()
                     } else if i < args.len() {
@@ -449,5 +493,55 @@ pub fn parse_mkfs_args(args: &[String]) -> Result<MkfsOptions, MkfsError> {
         }
         _ => return Err(bad("extra arguments".into())),
     }
+    if let Some(path) = p.opts.config_file.clone() {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| bad(format!("cannot read config file {path}: {e}")))?;
+        for (group, name, value) in parse_config(&path, &text)? {
+            // The command line wins over the file.
+            if !p.seen.contains(&(group, name.clone())) {
+                p.sub(group, &name, &value)?;
+            }
+        }
+    }
     Ok(p.opts)
+}
+
+/// The sub-options of a mkfs.xfs config file: `[section]` lines (data,
+/// inode, log, metadata, naming, realtime, sector, block) and `name=value`
+/// lines; `#` starts a comment.
+fn parse_config(path: &str, text: &str) -> Result<Vec<(char, String, String)>, MkfsError> {
+    let mut group = None;
+    let mut out = Vec::new();
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let at = || format!("{path}:{}", n + 1);
+        if let Some(sec) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            group = Some(match sec.trim() {
+                "block" => 'b',
+                "data" => 'd',
+                "inode" => 'i',
+                "log" => 'l',
+                "metadata" => 'm',
+                "naming" => 'n',
+                "realtime" => 'r',
+                "sector" => 's',
+                other => return Err(bad(format!("{}: unknown section [{other}]", at()))),
+            });
+            continue;
+        }
+        let Some((name, value)) = line.split_once('=') else {
+            return Err(bad(format!("{}: expected name=value, found {line:?}", at())));
+        };
+        let Some(g) = group else {
+            return Err(bad(format!("{}: {line:?} before any [section]", at())));
+        };
+        if g == 'r' {
+            return Err(MkfsError::Unsupported(format!("{}: realtime options", at())));
+        }
+        out.push((g, name.trim().to_string(), value.trim().to_string()));
+    }
+    Ok(out)
 }
