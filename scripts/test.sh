@@ -23,6 +23,13 @@ command -v sgdisk >/dev/null || need+=(gdisk)
 command -v sfdisk >/dev/null || need+=(fdisk)
 command -v qemu-img >/dev/null || need+=(qemu-utils)
 command -v lvcreate >/dev/null || need+=(lvm2)
+# xfsprogs 6.15 beside the project (../shared/xfsprogs-6.15: parent pointers,
+# exchange-range) runs with these Debian libraries.
+if [ -d ../shared/xfsprogs-6.15 ]; then
+  for p in liburcu8 libinih1 libblkid1 libuuid1 libdevmapper1.02.1 libselinux1 libudev1; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing: ${need[*]}"

@@ -271,3 +271,84 @@ fn kernel_reads_what_xfskit_wrote_on_pptr_filesystems() {
         assert_eq!(Some(d), host.get(p), "{}", String::from_utf8_lossy(p));
     }
 }
+
+/// Sets or clears incompat feature `bits` in every AG's superblock,
+/// restamping each CRC.
+fn set_incompat(img: &Path, bits: u32, on: bool) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(img)
+        .unwrap();
+    let be32 = |b: &[u8], o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+    let mut sb = vec![0u8; 512];
+    f.read_exact_at(&mut sb, 0).unwrap();
+    let sect = usize::from(u16::from_be_bytes([sb[102], sb[103]]));
+    let ag_bytes = u64::from(be32(&sb, 4)) * u64::from(be32(&sb, 84));
+    for ag in 0..u64::from(be32(&sb, 88)) {
+        let mut sb = vec![0u8; sect];
+        f.read_exact_at(&mut sb, ag * ag_bytes).unwrap();
+        let mut inc = be32(&sb, 216);
+        if on {
+            inc |= bits;
+        } else {
+            inc &= !bits;
+        }
+        sb[216..220].copy_from_slice(&inc.to_be_bytes());
+        xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
+        f.write_all_at(&sb, ag * ag_bytes).unwrap();
+    }
+    f.sync_all().unwrap();
+}
+
+/// Names changed behind the parent pointers' back (the feature bit off
+/// for a moment): xfs_repair -n 6.15 and xfskit check both find the
+/// pointer left dangling and the entry left without one.
+#[test]
+fn check_flags_parent_pointers_that_disagree_with_the_tree() {
+    if skip_without_615("check_flags_parent_pointers_that_disagree_with_the_tree") {
+        return;
+    }
+    let s = Scratch::new("pptr-check");
+    let img = s.0.join("p.img");
+    mkfs_618(&img, 512 << 20, "");
+    {
+        let fs = open_rw(&img);
+        let root = fs.geometry().root_ino;
+        let a = fs.create(root, b"a", &NodeKind::Dir, &meta(0o755, 0)).unwrap();
+        let x = fs
+            .create(a, b"x", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+            .unwrap();
+        fs.link(root, b"y", x).unwrap();
+        fs.sync().unwrap();
+    }
+    verify(&img, "before the damage");
+    let parent = xfs_format::sb::XFS_SB_FEAT_INCOMPAT_PARENT;
+    set_incompat(&img, parent, false);
+    {
+        let fs = open_rw(&img);
+        let root = fs.geometry().root_ino;
+        let a = lookup(&fs, "/a");
+        fs.unlink(root, b"y").unwrap();
+        fs.rename(a, b"x", a, b"z").unwrap();
+        fs.sync().unwrap();
+    }
+    set_incompat(&img, parent, true);
+    let (ok, out) = run_615("xfs_repair", &["-n", &img.display().to_string()]);
+    assert!(!ok, "xfs_repair -n 6.15 found nothing:\n{out}");
+    assert!(out.contains("parent pointer"), "xfs_repair -n 6.15:\n{out}");
+    let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
+    let report = xfskit::check::check(&fs, &xfskit::check::CheckOptions::default()).unwrap();
+    let said: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+    let x = lookup(&fs, "/a/z").0;
+    let has = |needle: &str| {
+        report
+            .problems
+            .iter()
+            .any(|p| p.what == "parent pointer" && p.location == xfskit::Location::Inode(x) && p.detail.contains(needle))
+    };
+    assert!(has("'y' -> directory"), "dangling pointer not reported: {said:#?}");
+    assert!(has("'x' -> directory"), "stale pointer not reported: {said:#?}");
+    assert!(has("missing for entry 'z'"), "missing pointer not reported: {said:#?}");
+}

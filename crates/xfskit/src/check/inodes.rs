@@ -31,12 +31,17 @@ pub(crate) struct AgInodes {
     pub dirs: DirTable,
     /// Inode numbers the inobt says are allocated (decoded or not).
     pub allocated: Vec<u64>,
+    /// Parent pointers of each inode, folded (parent-pointer filesystems).
+    pub pptrs: Vec<super::pptrs::PptrSum>,
 }
 
 impl AgInodes {
     /// True when the piece found nothing to keep for the namespace pass.
     pub fn is_empty(&self) -> bool {
-        self.inodes.is_empty() && self.allocated.is_empty() && self.dirs.dirs.is_empty()
+        self.inodes.is_empty()
+            && self.allocated.is_empty()
+            && self.dirs.dirs.is_empty()
+            && self.pptrs.is_empty()
     }
 }
 
@@ -272,6 +277,9 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
     });
     if ino.file_type == FileType::Dir {
         check_dir(ctx, ino, &mut out.dirs);
+    }
+    if crate::namespace::pptr::enabled(ctx.fs.geometry()) {
+        out.pptrs.extend(super::pptrs::fold(ctx, ino));
     }
     if ino.file_type == FileType::Symlink {
         if let Err(e) = crate::symlink::read_link(ctx.fs, ino) {

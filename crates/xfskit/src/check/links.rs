@@ -217,6 +217,15 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters, found: &[AgInodes]
             }
         }
     }
+    if crate::namespace::pptr::enabled(ctx.fs.geometry()) {
+        let mut sums: Vec<_> = found.iter().flat_map(|a| a.pptrs.iter().copied()).collect();
+        let tables: Vec<_> = found.iter().map(|a| &a.dirs).collect();
+        // Inodes without links (open files unlinked, on the unlinked
+        // lists) are not compared.
+        sums.retain(|s| find(s.ino).is_some_and(|k| info[k].2 != 0));
+        let outside = |ino: u64| ino == root || sb.meta_inodes.contains(&ino);
+        super::pptrs::check(ctx, &mut sums, &tables, &outside);
+    }
     for (k, &(ino, t, nlink)) in info.iter().enumerate() {
         if sb.meta_inodes.contains(&ino) {
             continue;

@@ -46,6 +46,7 @@ mod inode_fields;
 mod inodes;
 mod links;
 mod owners;
+mod pptrs;
 mod rmap;
 mod sb;
 pub mod space;
