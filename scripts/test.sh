@@ -89,6 +89,18 @@ else
   uring_skip="io_uring pass of the read-write mount tests: needs root and $uring (Linux 6.14+)"
 fi
 
+# The read-write mount tests again on parent-pointer filesystems (mkfs.xfs
+# 6.15 with the xfsprogs 6.18 defaults, xfs_repair -n 6.15), when those
+# tools are beside the project.
+if [ -d ../shared/xfsprogs-6.15 ]; then
+  XFSKIT_TEST_MKFS=6.18 cargo test --workspace --no-fail-fast \
+    --test fuse_rw_acl --test fuse_rw_copy --test fuse_rw_crash --test fuse_rw_data \
+    --test fuse_rw_flags --test fuse_rw_model --test fuse_rw_posix --test fuse_rw_robust \
+    -- --test-threads=2 2>&1 | tee -a /tmp/xfskit-test.log || status=1
+else
+  pptr_skip="read-write mount tests on parent-pointer filesystems: ../shared/xfsprogs-6.15 is missing"
+fi
+
 # Lints: any clippy warning fails the run (when clippy is installed).
 if cargo clippy --version >/dev/null 2>&1; then
   if ! cargo clippy --workspace --all-targets -- -D warnings 2>&1 | tail -n 40; then
@@ -113,6 +125,10 @@ fi
 passed=$((passed - skipped))
 if [ -n "${uring_skip:-}" ]; then
   echo "  $uring_skip"
+  skipped=$((skipped + 1))
+fi
+if [ -n "${pptr_skip:-}" ]; then
+  echo "  $pptr_skip"
   skipped=$((skipped + 1))
 fi
 rm -f "$XFSKIT_SKIP_LOG"

@@ -157,7 +157,16 @@ impl Drop for LoopMount {
 
 /// Run `xfs_repair -n` on an image; returns (exit code, combined output).
 pub fn repair_check(image: &Path) -> (i32, String) {
-    let out = Command::new("xfs_repair")
+    // Parent pointers and exchange-range are unknown to Debian's 6.1.
+    let mut cmd = match xfsprogs_615().filter(|_| needs_615(image)) {
+        Some(d) => {
+            let mut c = Command::new(d.join("libexec/xfs_repair"));
+            c.env("LD_LIBRARY_PATH", d.join("lib"));
+            c
+        }
+        None => Command::new("xfs_repair"),
+    };
+    let out = cmd
         .arg("-n")
         .arg(image)
         .output()
@@ -191,4 +200,69 @@ pub fn assert_kernel_sees(
         "{what}: the kernel sees a different tree:\n{}",
         d.join("\n")
     );
+}
+
+/// The xfsprogs 6.15 build beside the project (`../shared/xfsprogs-6.15`),
+/// when it is there.
+pub fn xfsprogs_615() -> Option<std::path::PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-6.15");
+    d.join("libexec/xfs_repair").exists().then_some(d)
+}
+
+/// True when `image` is a bare XFS whose superblock has incompatible
+/// features xfsprogs 6.1 does not know (parent pointers, exchange-range).
+pub fn needs_615(image: &Path) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut sb = [0u8; 224];
+    let Ok(f) = fs::File::open(image) else {
+        return false;
+    };
+    if f.read_exact_at(&mut sb, 0).is_err() || &sb[..4] != b"XFSB" {
+        return false;
+    }
+    let incompat = u32::from_be_bytes(sb[216..220].try_into().unwrap());
+    incompat & !0x3f != 0
+}
+
+/// mkfs.xfs for a fresh test image with the test's options `opts`:
+/// mkfs.xfs 6.15 with the xfsprogs 6.18 defaults when
+/// `XFSKIT_TEST_MKFS=6.18` (and the tools are beside the project), else
+/// Debian's mkfs.xfs. The 6.18 defaults are given as options (mkfs.xfs
+/// refuses one named both in a config file and on the command line), each
+/// unless the test sets it.
+pub fn test_mkfs(opts: &[&str]) -> Command {
+    let want = std::env::var("XFSKIT_TEST_MKFS").unwrap_or_default();
+    match xfsprogs_615().filter(|_| want == "6.18") {
+        Some(d) => {
+            let mut c = Command::new(d.join("libexec/mkfs.xfs"));
+            c.env("LD_LIBRARY_PATH", d.join("lib"));
+            // fstests' variables: mkfs.xfs 6.15 then makes filesystems
+            // under 300 MiB, as the tests' small images are.
+            c.env("TEST_DIR", "/tmp").env("TEST_DEV", "/dev/null").env("QA_CHECK_FS", "1");
+            let given = opts.join(" ");
+            for (group, sub) in [
+                ("-m", "rmapbt=1"),
+                ("-m", "reflink=1"),
+                ("-i", "nrext64=1"),
+                ("-i", "exchange=1"),
+                ("-n", "parent=1"),
+            ] {
+                let name = sub.split('=').next().unwrap();
+                if !given.contains(&format!("{name}=")) {
+                    c.arg(group).arg(sub);
+                }
+            }
+            c.args(opts);
+            c
+        }
+        None => {
+            assert!(
+                want.is_empty() || want == "6.1",
+                "XFSKIT_TEST_MKFS={want}: xfsprogs 6.15 is not beside the project"
+            );
+            let mut c = Command::new("mkfs.xfs");
+            c.args(opts);
+            c
+        }
+    }
 }

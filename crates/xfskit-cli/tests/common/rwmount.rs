@@ -117,13 +117,22 @@ impl RwMount {
             .unwrap()
             .set_len(size_mib << 20)
             .unwrap();
-        let st = Command::new("mkfs.xfs")
+        let st = super::fixtures::test_mkfs(mkfs)
             .args(["-q", "-f"])
-            .args(mkfs)
             .arg(&image)
-            .status()
+            .output()
             .unwrap();
-        assert!(st.success(), "mkfs.xfs failed");
+        assert!(
+            st.status.success(),
+            "mkfs.xfs {mkfs:?} failed: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        if std::env::var("XFSKIT_TEST_MKFS").as_deref() == Ok("6.18") {
+            assert!(
+                super::fixtures::needs_615(&image),
+                "XFSKIT_TEST_MKFS=6.18 made no parent-pointer filesystem"
+            );
+        }
         let mut m = RwMount {
             mnt: dir.join("fuse"),
             dir,
