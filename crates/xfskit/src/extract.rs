@@ -485,8 +485,12 @@ impl Shared<'_> {
                     // (which also gives back the space it took).
                     drop(f);
                     let _ = std::fs::remove_file(path);
-                    let what = format!("{what}; the file was not kept");
-                    return self.refused(path, part, what, e);
+                    if self.strict || !is_refusal(&e) {
+                        return self.refused(path, part, what, e);
+                    }
+                    let why = format!("{} (the file was removed)", why(&e));
+                    self.record(path, part, what, why);
+                    return Ok(());
                 }
                 self.progress.entries.fetch_add(1, Ordering::Relaxed);
                 return self.finish(path, Some(&f), inode, false);

@@ -7,28 +7,31 @@ use std::process::ExitCode;
 use xfskit::Error;
 
 /// The long help of `xfskit manpages`.
-pub const MANPAGES_ABOUT: &str = "Write a manual page for xfskit and one for every \
-subcommand into DIR (created if missing): xfskit.1, then xfskit-SUB.1 for each \
-subcommand (xfskit-build.1, xfskit-cp.1, ...), with the same text as --help. \
-Existing pages of the same names are replaced; the pages written are listed on \
-standard output.\n\n\
-To install them where man(1) finds them:\n\
-  xfskit manpages /usr/local/share/man/man1\n\
-  man xfskit-build\n\n\
-(run mandb afterwards if `man -k xfskit` should find them too). To read one without \
-installing: `man -l DIR/xfskit-extract.1`.\n\n\
-Exit status: 0 on success, 4 if DIR cannot be made or written.";
+pub const MANPAGES_ABOUT: &str = concat!(
+    "Write a manual page for xfskit and one for every subcommand into DIR (created \
+if missing): xfskit.1, then xfskit-SUB.1 for each subcommand (xfskit-build.1, \
+xfskit-cp.1, ...), with the same text as --help. Existing pages of the same names \
+are replaced; the pages written are listed on standard output.\n\n",
+    "To install them where man(1) finds them:\n",
+    "  xfskit manpages /usr/local/share/man/man1\n",
+    "  man xfskit-build\n\n",
+    "(run mandb afterwards if `man -k xfskit` should find them too). To read one \
+without installing: `man -l DIR/xfskit-extract.1`.\n\n\
+Exit status: 0 on success, 4 if DIR cannot be made or written."
+);
 
 /// The long help of `xfskit completions`.
-pub const COMPLETIONS_ABOUT: &str = "Print the shell completion script for xfskit to \
-standard output: subcommands, options and their values complete with TAB.\n\n\
-To load it:\n\
-  bash: xfskit completions bash > ~/.local/share/bash-completion/completions/xfskit\n\
-        (or: source <(xfskit completions bash) in ~/.bashrc)\n\
-  zsh:  xfskit completions zsh > ~/.zfunc/_xfskit\n\
-        (with fpath+=~/.zfunc before compinit in ~/.zshrc)\n\
-  fish: xfskit completions fish > ~/.config/fish/completions/xfskit.fish\n\n\
-Exit status: 0 on success, 4 if standard output cannot be written.";
+pub const COMPLETIONS_ABOUT: &str = concat!(
+    "Print the shell completion script for xfskit to standard output: subcommands, \
+options and their values complete with TAB.\n\n",
+    "To load it:\n",
+    "  bash: xfskit completions bash > ~/.local/share/bash-completion/completions/xfskit\n",
+    "        (or: source <(xfskit completions bash) in ~/.bashrc)\n",
+    "  zsh:  xfskit completions zsh > ~/.zfunc/_xfskit\n",
+    "        (with fpath+=~/.zfunc before compinit in ~/.zshrc)\n",
+    "  fish: xfskit completions fish > ~/.config/fish/completions/xfskit.fish\n\n",
+    "Exit status: 0 on success, 4 if standard output cannot be written."
+);
 
 /// Arguments of `xfskit manpages`.
 #[derive(clap::Args)]
