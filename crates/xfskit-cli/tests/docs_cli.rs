@@ -66,7 +66,11 @@ fn manpages_for_every_subcommand_render_cleanly() {
     pages.extend(subcommands().iter().map(|c| format!("xfskit-{c}.1")));
     for page in &pages {
         let path = dir.join(page);
-        assert!(path.is_file(), "no page {page}; manpages said:\n{}", text(&o));
+        assert!(
+            path.is_file(),
+            "no page {page}; manpages said:\n{}",
+            text(&o)
+        );
         render(&path);
     }
     // Listed on stdout, and nothing else written.
@@ -96,7 +100,12 @@ fn man(path: &Path) -> String {
         .env("LC_ALL", "C.UTF-8")
         .output()
         .expect("run man");
-    assert!(o.status.success(), "man -l {}: {}", path.display(), text(&o));
+    assert!(
+        o.status.success(),
+        "man -l {}: {}",
+        path.display(),
+        text(&o)
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
         stderr.trim().is_empty(),
@@ -168,7 +177,10 @@ fn bash_completion_loads_and_knows_every_subcommand() {
         let o = xfskit(&["completions", shell]);
         assert!(o.status.success(), "{shell}: {}", text(&o));
         let s = String::from_utf8_lossy(&o.stdout);
-        assert!(s.contains("extract") && s.contains("manpages"), "{shell}:\n{s}");
+        assert!(
+            s.contains("extract") && s.contains("manpages"),
+            "{shell}:\n{s}"
+        );
     }
     // Any other shell is a usage error.
     let o = xfskit(&["completions", "tcsh"]);

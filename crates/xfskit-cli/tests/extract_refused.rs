@@ -56,7 +56,10 @@ impl Drop for Mounted {
 const FILES: &[(&str, &[u8])] = &[
     ("top.txt", b"top level\n"),
     ("a/one.txt", b"one\n"),
-    ("a/big-xattr.txt", b"this file has a user.big xattr of 8000 bytes\n"),
+    (
+        "a/big-xattr.txt",
+        b"this file has a user.big xattr of 8000 bytes\n",
+    ),
     ("a/b/two.txt", b"two\n"),
     ("a/b/three.txt", b"three\n"),
     ("c/four.txt", b"four\n"),
@@ -105,7 +108,15 @@ fn make_image(tmp: &Path, extra: &[(&str, Vec<u8>)]) -> PathBuf {
     let o = xfskit(&["build", "-q", &s, &i]);
     assert!(o.status.success(), "build: {}", text(&o));
     let value = format!("0x{}", "ab".repeat(8000));
-    let o = xfskit(&["setfattr", "-n", "user.big", "-v", &value, &i, "/a/big-xattr.txt"]);
+    let o = xfskit(&[
+        "setfattr",
+        "-n",
+        "user.big",
+        "-v",
+        &value,
+        &i,
+        "/a/big-xattr.txt",
+    ]);
     assert!(o.status.success(), "setfattr: {}", text(&o));
     img
 }

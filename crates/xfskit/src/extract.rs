@@ -170,19 +170,23 @@ pub enum Part {
 impl Part {
     /// The noun for `n` of these, as the summary counts them.
     pub fn noun(self, n: usize) -> &'static str {
-        let one = n == 1;
-        match self {
-            Part::File => if one { "file" } else { "files" },
-            Part::Directory => if one { "directory" } else { "directories" },
-            Part::Symlink => if one { "symlink" } else { "symlinks" },
-            Part::DeviceNode => if one { "device node" } else { "device nodes" },
-            Part::Fifo => if one { "fifo" } else { "fifos" },
-            Part::Socket => if one { "socket" } else { "sockets" },
-            Part::HardLink => if one { "hard link" } else { "hard links" },
-            Part::Xattr => if one { "xattr" } else { "xattrs" },
-            Part::Owner => if one { "owner" } else { "owners" },
-            Part::Mode => if one { "mode" } else { "modes" },
-            Part::Times => if one { "set of times" } else { "sets of times" },
+        let (one, many) = match self {
+            Part::File => ("file", "files"),
+            Part::Directory => ("directory", "directories"),
+            Part::Symlink => ("symlink", "symlinks"),
+            Part::DeviceNode => ("device node", "device nodes"),
+            Part::Fifo => ("fifo", "fifos"),
+            Part::Socket => ("socket", "sockets"),
+            Part::HardLink => ("hard link", "hard links"),
+            Part::Xattr => ("xattr", "xattrs"),
+            Part::Owner => ("owner", "owners"),
+            Part::Mode => ("mode", "modes"),
+            Part::Times => ("set of times", "sets of times"),
+        };
+        if n == 1 {
+            one
+        } else {
+            many
         }
     }
 
@@ -299,12 +303,19 @@ pub fn extract(
         if std::fs::symlink_metadata(&first).is_err() {
             // Its first link was refused: say so rather than ENOENT.
             let what = format!("making a hard link to {}", first.display());
-            shared.record(&full, Part::HardLink, what, "that file was not extracted".into());
+            shared.record(
+                &full,
+                Part::HardLink,
+                what,
+                "that file was not extracted".into(),
+            );
             continue;
         }
         if let Err(e) = std::fs::hard_link(&first, &full) {
             let what = format!("making a hard link to {}", first.display());
-            shared.refused(&full, Part::HardLink, what, e).map_err(|e| at(&full, e))?;
+            shared
+                .refused(&full, Part::HardLink, what, e)
+                .map_err(|e| at(&full, e))?;
             continue;
         }
         progress.entries.fetch_add(1, Ordering::Relaxed);
@@ -314,7 +325,9 @@ pub fn extract(
     for (path, ino) in v.dirs.iter().rev() {
         let inode = fs.inode(*ino)?;
         let full = dest.join(os(path));
-        shared.finish(&full, None, &inode, false).map_err(|e| at(&full, e))?;
+        shared
+            .finish(&full, None, &inode, false)
+            .map_err(|e| at(&full, e))?;
     }
     report.entries = progress.entries.load(Ordering::Relaxed);
     report.bytes = progress.bytes.load(Ordering::Relaxed);
@@ -510,10 +523,8 @@ impl Shared<'_> {
                 rustix::fs::mknodat(CWD, path, ft, perm, rustix::fs::makedev(maj, min))
                     .map_err(|e| ("making the device node", e))
             }
-            FileType::Fifo => {
-                rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Fifo, perm, 0)
-                    .map_err(|e| ("making the fifo", e))
-            }
+            FileType::Fifo => rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Fifo, perm, 0)
+                .map_err(|e| ("making the fifo", e)),
             FileType::Socket => {
                 rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Socket, perm, 0)
                     .map_err(|e| ("making the socket", e))
@@ -532,11 +543,7 @@ impl Shared<'_> {
     /// Writes the mapped, written extents of a regular file, then its size.
     /// Errors reading the image are errors; an error writing to the
     /// destination is returned as `Some` with what was being done.
-    fn copy_contents(
-        &self,
-        f: &File,
-        inode: &Inode,
-    ) -> Result<Option<(String, std::io::Error)>> {
+    fn copy_contents(&self, f: &File, inode: &Inode) -> Result<Option<(String, std::io::Error)>> {
         let geo = self.fs.geometry();
         let bs = u64::from(geo.block_size);
         let map = extents(self.fs, inode, Fork::Data)?;

@@ -10,7 +10,8 @@ use xfskit::Error;
 const CHUNK: usize = 4 << 20;
 
 /// The long help (`--help`, the man page).
-pub const LONG_ABOUT: &str = "Write the contents of a regular file in an XFS image to standard output.
+pub const LONG_ABOUT: &str =
+    "Write the contents of a regular file in an XFS image to standard output.
 
 Holes and unwritten (preallocated) extents read as zeros, as through the
 kernel. The file is streamed in large chunks, so any size works. Symlinks

@@ -10,7 +10,8 @@ use xfskit::extract::{extract, ExtractOptions, ExtractReport, Progress};
 use xfskit::Error;
 
 /// The long help (`--help`, the man page).
-pub const LONG_ABOUT: &str = "Copy the whole tree of an XFS image (or the subtree at --path) to DEST.
+pub const LONG_ABOUT: &str =
+    "Copy the whole tree of an XFS image (or the subtree at --path) to DEST.
 
 DEST must not exist or be an empty directory. A directory's contents go into
 DEST; a single file is written as DEST/NAME. Preserved: contents (holes and

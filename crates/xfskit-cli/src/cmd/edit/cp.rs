@@ -3,6 +3,7 @@
 
 use super::cp_in::{copy_in, InOptions};
 use super::{base_name, expand, lookup_opt, open_rw, parent_of, Outcome};
+use crate::cmd::extract::report_skips;
 use crate::cmd::DiskArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::ffi::OsStr;
@@ -10,7 +11,6 @@ use std::io::IsTerminal;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use crate::cmd::extract::report_skips;
 use xfskit::build::feed::FeedStats;
 use xfskit::extract::ExtractReport;
 use xfskit::inode::FileType;
@@ -239,8 +239,7 @@ fn copy_out(
                             i.path = target.join(rest);
                         }
                     }
-                    if std::fs::symlink_metadata(&made).is_err() && !report.incomplete.is_empty()
-                    {
+                    if std::fs::symlink_metadata(&made).is_err() && !report.incomplete.is_empty() {
                         return Ok(report); // the file itself was refused
                     }
                     std::fs::rename(&made, &target).map_err(|e| {
