@@ -1,7 +1,8 @@
 //! The `xfskit` command: one subcommand per file under `cmd/`.
 //!
 //! Exit codes: 0 success; 1 the image has problems (check) or a file was not
-//! found; 2 usage errors; 3 unsupported or dirty filesystem; 4 I/O error.
+//! found; 2 usage errors; 3 unsupported or dirty filesystem; 4 I/O error;
+//! 5 corrupt image; 6 extracted, but the destination refused some entries.
 
 mod cmd;
 
@@ -15,7 +16,7 @@ mod cmd;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// A userspace engine for XFS filesystems: make, build, inspect, mount, scan
@@ -37,8 +38,13 @@ partition or volume is found by its superblock, or named with --partition N or -
 (see `xfskit parts`).\n\n\
 Exit codes: 0 success; 1 not found, or problems found; 2 usage error; \
 3 unsupported filesystem, no XFS on the disk, or intents recover cannot finish; \
-4 I/O error; 5 corrupt metadata, log, partition table or qcow2 structure. Several XFS \
-partitions without --partition, or a --partition the disk lacks, are usage errors (2).",
+4 I/O error; 5 corrupt metadata, log, partition table or qcow2 structure; 6 extracted \
+(extract, cp out of an image) with some entries incomplete: the destination refused an \
+xattr, a device node, a name or the space for a file, each reported. Several XFS \
+partitions without --partition, or a --partition the disk lacks, are usage errors (2).\n\n\
+Every subcommand has a manual page: install them with \
+`xfskit manpages /usr/local/share/man/man1`, then `man xfskit-build`. Shell completions: \
+`xfskit completions bash|zsh|fish`.",
     propagate_version = true
 )]
 struct Cli {
@@ -49,20 +55,27 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Print geometry and features, laid out like xfs_info.
+    #[command(long_about = cmd::info::LONG_ABOUT)]
     Info(cmd::info::Args),
     /// List the partitions of a disk image (raw or qcow2) and what each holds.
+    #[command(long_about = cmd::parts::LONG_ABOUT)]
     Parts(cmd::parts::Args),
     /// List a directory.
+    #[command(long_about = cmd::ls::LONG_ABOUT)]
     Ls(cmd::ls::Args),
     /// Write a file's contents to standard output.
+    #[command(long_about = cmd::cat::LONG_ABOUT)]
     Cat(cmd::cat::Args),
     /// Print every inode field, the xattrs and the extent map of a file.
+    #[command(long_about = cmd::stat::LONG_ABOUT)]
     Stat(cmd::stat::Args),
     /// Copy the whole tree (or a subtree) out of an image.
+    #[command(long_about = cmd::extract::LONG_ABOUT)]
     Extract(cmd::extract::Args),
     /// Mount an image through FUSE (read-write when the image is writable).
     Mount(cmd::mount::Args),
     /// Scan every allocated inode, one thread per AG.
+    #[command(long_about = cmd::bulkstat::LONG_ABOUT)]
     Bulkstat(cmd::bulkstat::Args),
     /// Make an XFS filesystem (mkfs.xfs options and output).
     Mkfs(cmd::mkfs::Args),
@@ -116,6 +129,12 @@ enum Command {
     /// Print extended attributes of files in an image.
     #[command(long_about = cmd::edit::help::GETFATTR)]
     Getfattr(cmd::edit::xattr::GetArgs),
+    /// Write the manual pages of xfskit and every subcommand into a directory.
+    #[command(long_about = cmd::docs::MANPAGES_ABOUT)]
+    Manpages(cmd::docs::ManpagesArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    #[command(long_about = cmd::docs::COMPLETIONS_ABOUT)]
+    Completions(cmd::docs::CompletionsArgs),
 }
 
 fn main() -> ExitCode {
@@ -145,6 +164,8 @@ fn main() -> ExitCode {
         Command::Truncate(a) => cmd::edit::attrs::truncate(a),
         Command::Setfattr(a) => cmd::edit::xattr::setfattr(a),
         Command::Getfattr(a) => cmd::edit::xattr::getfattr(a),
+        Command::Manpages(a) => cmd::docs::manpages(a, Cli::command()),
+        Command::Completions(a) => cmd::docs::completions(a, Cli::command()),
     };
     match r {
         Ok(code) => code,

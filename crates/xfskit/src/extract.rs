@@ -9,6 +9,13 @@
 //! hard links (linked to the first extracted path once every worker is
 //! done) and directory metadata (applied deepest first, so a directory's
 //! times are set after its contents).
+//!
+//! The destination may refuse single entries (an xattr too big for it, a
+//! device node without privilege, a name too long, no space for one
+//! file): unless [`ExtractOptions::strict`], each refusal is recorded in
+//! [`ExtractReport::incomplete`] and the rest goes on, as damaged image
+//! entries do in [`ExtractReport::damaged`]. A file whose contents could
+//! not be written is removed rather than left short.
 
 use crate::attr;
 use crate::error::{Error, Result};
@@ -38,6 +45,9 @@ pub struct ExtractOptions {
     /// Keep times and xattrs (`xfskit cp` out without `-a` does not:
     /// files get the time of the copy, no xattrs).
     pub preserve: bool,
+    /// Stop at the first thing the destination refuses, instead of
+    /// recording it in [`ExtractReport::incomplete`] and going on.
+    pub strict: bool,
 }
 
 impl Default for ExtractOptions {
@@ -47,6 +57,7 @@ impl Default for ExtractOptions {
             chown: None,
             chunk_bytes: 4 << 20,
             preserve: true,
+            strict: false,
         }
     }
 }
@@ -74,6 +85,157 @@ pub struct ExtractReport {
     /// Entries skipped because the image is damaged there: their path and
     /// the damage found (the rest of the tree was extracted).
     pub damaged: Vec<(String, String)>,
+    /// What the destination refused (the rest of the tree was extracted).
+    pub incomplete: Vec<Incomplete>,
+}
+
+impl ExtractReport {
+    /// One line counting the entries in [`Self::incomplete`] and what was
+    /// refused, e.g. "3 entries not fully extracted (2 xattrs, 1 device
+    /// node)"; `None` when nothing was.
+    pub fn incomplete_summary(&self) -> Option<String> {
+        if self.incomplete.is_empty() {
+            return None;
+        }
+        let mut paths: Vec<&Path> = self.incomplete.iter().map(|i| i.path.as_path()).collect();
+        paths.sort();
+        paths.dedup();
+        let mut kinds: Vec<(Part, usize)> = Vec::new();
+        for i in &self.incomplete {
+            match kinds.iter_mut().find(|(k, _)| *k == i.part) {
+                Some((_, n)) => *n += 1,
+                None => kinds.push((i.part, 1)),
+            }
+        }
+        kinds.sort_by_key(|(k, _)| *k);
+        let parts: Vec<String> = kinds
+            .iter()
+            .map(|(k, n)| format!("{n} {}", k.noun(*n)))
+            .collect();
+        let n = paths.len();
+        Some(format!(
+            "{n} {} not fully extracted ({})",
+            if n == 1 { "entry" } else { "entries" },
+            parts.join(", ")
+        ))
+    }
+}
+
+/// Something the destination refused to store.
+#[derive(Debug, Clone)]
+pub struct Incomplete {
+    /// The destination path of the entry.
+    pub path: PathBuf,
+    /// What part of it is missing.
+    pub part: Part,
+    /// What failed, e.g. "setting xattr user.big (8000 bytes)".
+    pub what: String,
+    /// Why, as the destination said it, e.g. "No space left on device".
+    pub why: String,
+}
+
+impl std::fmt::Display for Incomplete {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}: {}", self.path.display(), self.what, self.why)
+    }
+}
+
+/// The part of an entry that the destination refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Part {
+    /// A regular file (not created, or its contents not written: removed).
+    File,
+    /// A directory (not created: nothing under it was extracted).
+    Directory,
+    /// A symbolic link.
+    Symlink,
+    /// A character or block device node.
+    DeviceNode,
+    /// A fifo.
+    Fifo,
+    /// A socket.
+    Socket,
+    /// A hard link.
+    HardLink,
+    /// One extended attribute (or ACL).
+    Xattr,
+    /// The owner or group.
+    Owner,
+    /// The permission bits.
+    Mode,
+    /// The access and modification times.
+    Times,
+}
+
+impl Part {
+    /// The noun for `n` of these, as the summary counts them.
+    pub fn noun(self, n: usize) -> &'static str {
+        let (one, many) = match self {
+            Part::File => ("file", "files"),
+            Part::Directory => ("directory", "directories"),
+            Part::Symlink => ("symlink", "symlinks"),
+            Part::DeviceNode => ("device node", "device nodes"),
+            Part::Fifo => ("fifo", "fifos"),
+            Part::Socket => ("socket", "sockets"),
+            Part::HardLink => ("hard link", "hard links"),
+            Part::Xattr => ("xattr", "xattrs"),
+            Part::Owner => ("owner", "owners"),
+            Part::Mode => ("mode", "modes"),
+            Part::Times => ("set of times", "sets of times"),
+        };
+        if n == 1 {
+            one
+        } else {
+            many
+        }
+    }
+
+    fn of(t: FileType) -> Part {
+        match t {
+            FileType::File => Part::File,
+            FileType::Dir => Part::Directory,
+            FileType::Symlink => Part::Symlink,
+            FileType::CharDev | FileType::BlockDev => Part::DeviceNode,
+            FileType::Fifo => Part::Fifo,
+            FileType::Socket => Part::Socket,
+        }
+    }
+}
+
+/// True for the errors with which a destination refuses one entry (the
+/// next may well work): no space or quota, a value or name too long or
+/// invalid for it, no privilege, a name taken. Other errors (EIO, EROFS)
+/// end the extraction.
+fn is_refusal(e: &std::io::Error) -> bool {
+    use rustix::io::Errno;
+    let Some(errno) = Errno::from_io_error(e) else {
+        return false;
+    };
+    [
+        Errno::NOSPC,
+        Errno::DQUOT,
+        Errno::TOOBIG,
+        Errno::RANGE,
+        Errno::FBIG,
+        Errno::PERM,
+        Errno::ACCESS,
+        Errno::NAMETOOLONG,
+        Errno::INVAL,
+        Errno::ILSEQ,
+        Errno::EXIST,
+        Errno::MLINK,
+        Errno::NOTSUP,
+    ]
+    .contains(&errno)
+}
+
+/// An I/O error's message without Rust's " (os error N)".
+fn why(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) if s.ends_with(')') => s[..i].to_string(),
+        _ => s,
+    }
 }
 
 /// Extracts `src` (a path in the image; "" or "/" for the root) to `dest`.
@@ -96,10 +258,12 @@ pub fn extract(
         fs,
         chown,
         preserve: opts.preserve,
+        strict: opts.strict,
         chunk: opts.chunk_bytes.max(64 << 10),
         progress,
         warn: Mutex::new(Vec::new()),
         damaged: Mutex::new(Vec::new()),
+        incomplete: Mutex::new(Vec::new()),
         failed: AtomicBool::new(false),
         error: Mutex::new(None),
     };
@@ -135,7 +299,25 @@ pub fn extract(
     walked?;
     let mut report = ExtractReport::default();
     for (first, path) in &v.links {
-        std::fs::hard_link(dest.join(os(first)), dest.join(os(path)))?;
+        let (first, full) = (dest.join(os(first)), dest.join(os(path)));
+        if std::fs::symlink_metadata(&first).is_err() {
+            // Its first link was refused: say so rather than ENOENT.
+            let what = format!("making a hard link to {}", first.display());
+            shared.record(
+                &full,
+                Part::HardLink,
+                what,
+                "that file was not extracted".into(),
+            );
+            continue;
+        }
+        if let Err(e) = std::fs::hard_link(&first, &full) {
+            let what = format!("making a hard link to {}", first.display());
+            shared
+                .refused(&full, Part::HardLink, what, e)
+                .map_err(|e| at(&full, e))?;
+            continue;
+        }
         progress.entries.fetch_add(1, Ordering::Relaxed);
         report.hard_links += 1;
     }
@@ -143,13 +325,28 @@ pub fn extract(
     for (path, ino) in v.dirs.iter().rev() {
         let inode = fs.inode(*ino)?;
         let full = dest.join(os(path));
-        shared.finish(&full, None, &inode, false)?;
+        shared
+            .finish(&full, None, &inode, false)
+            .map_err(|e| at(&full, e))?;
     }
     report.entries = progress.entries.load(Ordering::Relaxed);
     report.bytes = progress.bytes.load(Ordering::Relaxed);
     report.warnings = shared.warn.into_inner().map_err(|_| poisoned())?;
     report.damaged = shared.damaged.into_inner().map_err(|_| poisoned())?;
+    report.incomplete = shared.incomplete.into_inner().map_err(|_| poisoned())?;
     Ok(report)
+}
+
+/// `e` with `path` in front of its message, for the I/O errors that end
+/// an extraction.
+fn at(path: &Path, e: Error) -> Error {
+    match e {
+        Error::Io(io) => Error::Io(std::io::Error::new(
+            io.kind(),
+            format!("{}: {io}", path.display()),
+        )),
+        other => other,
+    }
 }
 
 fn poisoned() -> Error {
@@ -194,11 +391,14 @@ struct Shared<'a> {
     fs: &'a Fs,
     chown: bool,
     preserve: bool,
+    strict: bool,
     chunk: usize,
     progress: &'a Progress,
     warn: Mutex<Vec<String>>,
     /// (path, damage) of entries skipped.
     damaged: Mutex<Vec<(String, String)>>,
+    /// What the destination refused.
+    incomplete: Mutex<Vec<Incomplete>>,
     failed: AtomicBool,
     error: Mutex<Option<Error>>,
 }
@@ -219,13 +419,7 @@ fn worker(sh: &Shared<'_>, rx: &Mutex<mpsc::Receiver<Job>>) {
                 sh.record_damage(job.path.display().to_string(), &e);
                 continue;
             }
-            let e = match e {
-                Error::Io(io) => Error::Io(std::io::Error::new(
-                    io.kind(),
-                    format!("{}: {io}", job.path.display()),
-                )),
-                other => other,
-            };
+            let e = at(&job.path, e);
             if let Ok(mut slot) = sh.error.lock() {
                 slot.get_or_insert(e);
             }
@@ -249,6 +443,33 @@ impl Shared<'_> {
         }
     }
 
+    /// Records that the destination refused `part` of `path`.
+    fn record(&self, path: &Path, part: Part, what: String, why: String) {
+        if let Ok(mut v) = self.incomplete.lock() {
+            v.push(Incomplete {
+                path: path.to_path_buf(),
+                part,
+                what,
+                why,
+            });
+        }
+    }
+
+    /// Handles the destination's error `e` doing `what` for `part` of
+    /// `path`: a refusal is recorded and `Ok` returned (go on with the
+    /// next step), unless strict; anything else is an error saying what
+    /// failed (the caller adds the path).
+    fn refused(&self, path: &Path, part: Part, what: String, e: std::io::Error) -> Result<()> {
+        if self.strict || !is_refusal(&e) {
+            return Err(Error::Io(std::io::Error::new(
+                e.kind(),
+                format!("{what}: {}", why(&e)),
+            )));
+        }
+        self.record(path, part, what, why(&e));
+        Ok(())
+    }
+
     /// Records a warning once per kind.
     fn warn_once(&self, what: &str) {
         if let Ok(mut w) = self.warn.lock() {
@@ -261,19 +482,36 @@ impl Shared<'_> {
     /// Creates one non-directory and applies its metadata.
     fn create(&self, path: &Path, inode: &Inode) -> Result<()> {
         let perm = Mode::from_raw_mode(u32::from(inode.perm()));
-        match inode.file_type {
+        let part = Part::of(inode.file_type);
+        let made = match inode.file_type {
             FileType::File => {
-                let f = std::fs::OpenOptions::new()
+                let f = match std::fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
-                    .open(path)?;
-                self.copy_contents(&f, inode)?;
+                    .open(path)
+                {
+                    Ok(f) => f,
+                    Err(e) => return self.refused(path, part, "creating the file".into(), e),
+                };
+                if let Some((what, e)) = self.copy_contents(&f, inode)? {
+                    // A short file would pass for the real one: remove it
+                    // (which also gives back the space it took).
+                    drop(f);
+                    let _ = std::fs::remove_file(path);
+                    if self.strict || !is_refusal(&e) {
+                        return self.refused(path, part, what, e);
+                    }
+                    let why = format!("{} (the file was removed)", why(&e));
+                    self.record(path, part, what, why);
+                    return Ok(());
+                }
                 self.progress.entries.fetch_add(1, Ordering::Relaxed);
                 return self.finish(path, Some(&f), inode, false);
             }
             FileType::Symlink => {
                 let target = symlink::read_link(self.fs, inode)?;
-                rustix::fs::symlinkat(OsStr::from_bytes(&target), CWD, path).map_err(io)?;
+                rustix::fs::symlinkat(OsStr::from_bytes(&target), CWD, path)
+                    .map_err(|e| ("making the symlink", e))
             }
             FileType::CharDev | FileType::BlockDev => {
                 let (maj, min) = inode.rdev_major_minor();
@@ -283,27 +521,33 @@ impl Shared<'_> {
                     rustix::fs::FileType::BlockDevice
                 };
                 rustix::fs::mknodat(CWD, path, ft, perm, rustix::fs::makedev(maj, min))
-                    .map_err(io)?;
+                    .map_err(|e| ("making the device node", e))
             }
-            FileType::Fifo => {
-                rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Fifo, perm, 0).map_err(io)?
-            }
+            FileType::Fifo => rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Fifo, perm, 0)
+                .map_err(|e| ("making the fifo", e)),
             FileType::Socket => {
-                rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Socket, perm, 0).map_err(io)?
+                rustix::fs::mknodat(CWD, path, rustix::fs::FileType::Socket, perm, 0)
+                    .map_err(|e| ("making the socket", e))
             }
             FileType::Dir => {
                 return Err(Error::Invalid("directories are created by the walk".into()))
             }
+        };
+        if let Err((what, e)) = made {
+            return self.refused(path, part, what.into(), e.into());
         }
         self.progress.entries.fetch_add(1, Ordering::Relaxed);
         self.finish(path, None, inode, inode.file_type == FileType::Symlink)
     }
 
     /// Writes the mapped, written extents of a regular file, then its size.
-    fn copy_contents(&self, f: &File, inode: &Inode) -> Result<()> {
+    /// Errors reading the image are errors; an error writing to the
+    /// destination is returned as `Some` with what was being done.
+    fn copy_contents(&self, f: &File, inode: &Inode) -> Result<Option<(String, std::io::Error)>> {
         let geo = self.fs.geometry();
         let bs = u64::from(geo.block_size);
         let map = extents(self.fs, inode, Fork::Data)?;
+        let writing = || format!("writing its contents ({} bytes)", inode.size);
         let mut buf = Vec::new();
         for e in map.iter().filter(|e| !e.unwritten) {
             let file_start = e.offset.saturating_mul(bs);
@@ -328,17 +572,22 @@ impl Shared<'_> {
                         .will_need(dev_start + next, (total - next).min(ahead));
                 }
                 self.fs.read_bytes(dev_start + done, &mut buf[..n])?;
-                f.write_all_at(&buf[..n], file_start + done)?;
+                if let Err(e) = f.write_all_at(&buf[..n], file_start + done) {
+                    return Ok(Some((writing(), e)));
+                }
                 done += n as u64;
                 self.progress.bytes.fetch_add(n as u64, Ordering::Relaxed);
             }
         }
-        f.set_len(inode.size)?;
-        Ok(())
+        if let Err(e) = f.set_len(inode.size) {
+            return Ok(Some((format!("setting its size to {}", inode.size), e)));
+        }
+        Ok(None)
     }
 
     /// Applies xattrs, owner, mode and times to an extracted path (through
-    /// `file` when it is open: fewer path lookups).
+    /// `file` when it is open: fewer path lookups). What the destination
+    /// refuses is recorded (see [`Self::refused`]) and the rest applied.
     fn finish(&self, path: &Path, file: Option<&File>, inode: &Inode, is_link: bool) -> Result<()> {
         if self.preserve && has_attrs(inode) {
             for mut x in attr::list(self.fs, inode)? {
@@ -371,10 +620,7 @@ impl Shared<'_> {
                             String::from_utf8_lossy(&name),
                             x.value.len()
                         );
-                        return Err(Error::Io(std::io::Error::new(
-                            std::io::Error::from(e).kind(),
-                            format!("{what}: {e}"),
-                        )));
+                        self.refused(path, Part::Xattr, what, e.into())?;
                     }
                 }
             }
@@ -387,19 +633,26 @@ impl Shared<'_> {
             if uid.is_none() || gid.is_none() {
                 self.warn_once("an owner or group id of 4294967295 (no id) was not set");
             }
-            match file {
-                Some(f) => rustix::fs::fchown(f, uid, gid).map_err(io)?,
-                None => rustix::fs::chownat(CWD, path, uid, gid, AtFlags::SYMLINK_NOFOLLOW)
-                    .map_err(io)?,
+            let r = match file {
+                Some(f) => rustix::fs::fchown(f, uid, gid),
+                None => rustix::fs::chownat(CWD, path, uid, gid, AtFlags::SYMLINK_NOFOLLOW),
+            };
+            if let Err(e) = r {
+                let what = format!("setting the owner to {}:{}", inode.uid, inode.gid);
+                self.refused(path, Part::Owner, what, e.into())?;
             }
         } else if self.preserve {
             self.warn_once("owners were not preserved (not running as root)");
         }
         if !is_link {
             let perm = Mode::from_raw_mode(u32::from(inode.perm()));
-            match file {
-                Some(f) => rustix::fs::fchmod(f, perm).map_err(io)?,
-                None => rustix::fs::chmodat(CWD, path, perm, AtFlags::empty()).map_err(io)?,
+            let r = match file {
+                Some(f) => rustix::fs::fchmod(f, perm),
+                None => rustix::fs::chmodat(CWD, path, perm, AtFlags::empty()),
+            };
+            if let Err(e) = r {
+                let what = format!("setting the mode to {:o}", inode.perm());
+                self.refused(path, Part::Mode, what, e.into())?;
             }
         }
         if !self.preserve {
@@ -409,11 +662,12 @@ impl Shared<'_> {
             last_access: timespec(inode.atime),
             last_modification: timespec(inode.mtime),
         };
-        match file {
-            Some(f) => rustix::fs::futimens(f, &times).map_err(io)?,
-            None => {
-                rustix::fs::utimensat(CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW).map_err(io)?
-            }
+        let r = match file {
+            Some(f) => rustix::fs::futimens(f, &times),
+            None => rustix::fs::utimensat(CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW),
+        };
+        if let Err(e) = r {
+            self.refused(path, Part::Times, "setting the times".into(), e.into())?;
         }
         Ok(())
     }
@@ -424,10 +678,6 @@ impl Shared<'_> {
 pub fn has_attrs(inode: &Inode) -> bool {
     inode.has_attr_fork()
         && !(inode.aformat == crate::inode::ForkFormat::Extents && inode.anextents == 0)
-}
-
-fn io(e: rustix::io::Errno) -> Error {
-    Error::Io(e.into())
 }
 
 /// The walk side: makes directories, queues everything else.
@@ -455,7 +705,13 @@ impl Visitor for ExtractVisitor<'_, '_> {
         let full = self.dest.join(os(e.path));
         if e.inode.file_type == FileType::Dir {
             if e.depth > 0 {
-                std::fs::create_dir(&full)?;
+                if let Err(err) = std::fs::create_dir(&full) {
+                    let what = "making the directory (nothing under it was extracted)";
+                    self.shared
+                        .refused(&full, Part::Directory, what.into(), err)
+                        .map_err(|err| at(&full, err))?;
+                    return Ok(Control::SkipDir);
+                }
             }
             self.shared.progress.entries.fetch_add(1, Ordering::Relaxed);
             self.dirs.push((e.path.to_vec(), e.inode.ino));

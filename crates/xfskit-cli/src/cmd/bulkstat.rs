@@ -6,10 +6,8 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use xfskit::scan::{self, Bstat, BulkstatOptions};
 
-/// Arguments of `xfskit bulkstat`.
-#[derive(clap::Args)]
-#[command(
-    long_about = "Print stat information for every allocated inode of an unmounted XFS image, \
+/// The long help (`--help`, the man page).
+pub const LONG_ABOUT: &str = "Print stat information for every allocated inode of an unmounted XFS image, \
 in inode number order, like the kernel's bulkstat ioctl (`xfs_io -c bulkstat`) on a mounted \
 filesystem. Metadata inodes (realtime bitmap and summary, quota files) are not reported.\n\n\
 Each allocation group is scanned by its own thread: its inode btree is walked and the inode \
@@ -17,8 +15,10 @@ clusters holding allocated inodes are read in large merged reads, with readahead
 Fields: ino, mode (octal in the table), nlink, uid, gid, rdev (32-bit sysv form: major<<18 | minor), \
 blksize, size (bytes), blocks (filesystem blocks, 0 for inline and device inodes), xflags \
 (FS_XFLAG_* bits), extents, aextents, forkoff (bytes), gen, projectid, extsize_blks, \
-cowextsize_blks, atime, mtime, ctime, btime (nanoseconds since the epoch)."
-)]
+cowextsize_blks, atime, mtime, ctime, btime (nanoseconds since the epoch).";
+
+/// Arguments of `xfskit bulkstat`.
+#[derive(clap::Args)]
 pub struct Args {
     /// The image file or block device.
     pub image: PathBuf,

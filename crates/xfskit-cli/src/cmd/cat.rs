@@ -9,10 +9,9 @@ use xfskit::Error;
 /// Bytes read from the image per request.
 const CHUNK: usize = 4 << 20;
 
-/// Arguments of `xfskit cat`.
-#[derive(clap::Args)]
-#[command(
-    long_about = "Write the contents of a regular file in an XFS image to standard output.
+/// The long help (`--help`, the man page).
+pub const LONG_ABOUT: &str =
+    "Write the contents of a regular file in an XFS image to standard output.
 
 Holes and unwritten (preallocated) extents read as zeros, as through the
 kernel. The file is streamed in large chunks, so any size works. Symlinks
@@ -24,8 +23,10 @@ log needs replay, 4 on I/O errors, 5 if the image is corrupt.
 
 Examples:
   xfskit cat disk.img /etc/hostname
-  xfskit cat disk.img /var/lib/big.db > big.db"
-)]
+  xfskit cat disk.img /var/lib/big.db > big.db";
+
+/// Arguments of `xfskit cat`.
+#[derive(clap::Args)]
 pub struct Args {
     /// Read even if the log needs replay (like the kernel's norecovery).
     #[arg(long)]

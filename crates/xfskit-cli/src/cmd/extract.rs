@@ -6,13 +6,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use xfskit::extract::{extract, ExtractOptions, Progress};
+use xfskit::extract::{extract, ExtractOptions, ExtractReport, Progress};
 use xfskit::Error;
 
-/// Arguments of `xfskit extract`.
-#[derive(clap::Args)]
-#[command(
-    long_about = "Copy the whole tree of an XFS image (or the subtree at --path) to DEST.
+/// The long help (`--help`, the man page).
+pub const LONG_ABOUT: &str =
+    "Copy the whole tree of an XFS image (or the subtree at --path) to DEST.
 
 DEST must not exist or be an empty directory. A directory's contents go into
 DEST; a single file is written as DEST/NAME. Preserved: contents (holes and
@@ -25,15 +24,32 @@ namespaces, symlinks, hard links, device nodes, fifos and sockets.
 Files are copied by a few worker threads with large reads and read-ahead
 hints. A progress line is shown when standard error is a terminal.
 
+What the destination refuses does not stop the extraction: an xattr it
+cannot store (too big, too many, ENOSPC or E2BIG), a device node made
+without privilege, a name too long or invalid for it, a file for which
+there is no space (removed rather than left short). Each is reported as
+`xfskit: extract: PATH: what failed: why`, the rest of the tree is
+extracted, directory times are still set, a summary line counts the
+entries not fully extracted, and the exit status is 6. With --strict the
+first such error stops the extraction (exit status 4). Other errors of
+the destination (EIO, a read-only filesystem) always stop it.
+
+Entries the image is damaged at are skipped and reported, the rest is
+extracted, and the exit status is 5 (run xfskit check).
+
 Exit status: 0 on success, 1 if --path does not exist, 2 if DEST is not
 empty, 3 if the filesystem is unsupported or its log needs replay, 4 on I/O
-errors, 5 if the image is corrupt.
+errors (reading the image, or any error of the destination with --strict),
+5 if the image is corrupt, 6 if extracted with some entries incomplete
+(the destination refused them; see above).
 
 Examples:
   xfskit extract disk.img /tmp/out
   xfskit extract disk.img /tmp/etc --path /etc
-  xfskit extract --threads 4 disk.img /srv/restore"
-)]
+  xfskit extract --threads 4 disk.img /srv/restore";
+
+/// Arguments of `xfskit extract`.
+#[derive(clap::Args)]
 pub struct Args {
     /// Read even if the log needs replay (like the kernel's norecovery).
     #[arg(long)]
@@ -47,6 +63,11 @@ pub struct Args {
     /// Do not print the summary line.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Stop at the first entry the destination refuses (an xattr, a device
+    /// node, a name, no space), as a plain error, instead of reporting it
+    /// and going on (exit status 6).
+    #[arg(long)]
+    pub strict: bool,
     /// The image file or block device.
     pub image: PathBuf,
     #[command(flatten)]
@@ -60,6 +81,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let fs = super::open_in(&args.image, &args.disk, args.norecovery)?;
     let opts = ExtractOptions {
         threads: usize::from(args.threads),
+        strict: args.strict,
         ..Default::default()
     };
     let progress = Progress::default();
@@ -102,15 +124,34 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             report.bytes as f64 / 1048576.0
         );
     }
+    Ok(ExitCode::from(report_skips(&report, "xfskit: extract: ")))
+}
+
+/// Prints the entries `report` says were damaged or refused, then a
+/// summary of each, every line starting with `prefix`; returns the exit
+/// status they call for: 5 for damage, 6 for refusals, else 0.
+pub fn report_skips(report: &ExtractReport, prefix: &str) -> u8 {
+    for i in &report.incomplete {
+        eprintln!("{prefix}{i}");
+    }
+    for (path, e) in &report.damaged {
+        eprintln!("{prefix}skipped {path}: {e}");
+    }
+    if let Some(summary) = report.incomplete_summary() {
+        eprintln!("{prefix}{summary}");
+    }
     if !report.damaged.is_empty() {
-        for (path, e) in &report.damaged {
-            eprintln!("xfskit: skipped {path}: {e}");
-        }
         eprintln!(
-            "xfskit: {} entries were skipped: the image is damaged there (run xfskit check)",
+            "{prefix}{} entries were skipped: the image is damaged there (run xfskit check)",
             report.damaged.len()
         );
-        return Ok(ExitCode::from(5));
+        return 5;
     }
-    Ok(ExitCode::SUCCESS)
+    if !report.incomplete.is_empty() {
+        return INCOMPLETE;
+    }
+    0
 }
+
+/// The exit status of an extraction that left some entries incomplete.
+pub const INCOMPLETE: u8 = 6;

@@ -4,9 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use xfskit::geometry::Geometry;
 
-/// Arguments of `xfskit info`.
-#[derive(clap::Args)]
-#[command(long_about = "Print the geometry and features of an XFS image.
+/// The long help (`--help`, the man page).
+pub const LONG_ABOUT: &str = "Print the geometry and features of an XFS image.
 
 The text output is laid out exactly like `xfs_info` (and `xfs_db -r -c info`)
 of xfsprogs 6.1, so the two can be compared with diff. The first field shows
@@ -19,7 +18,10 @@ refused unless --norecovery is given.
 Examples:
   xfskit info disk.img
   xfskit info --json disk.img | jq .data.blocks
-  diff <(xfskit info disk.img) <(xfs_db -r -c info disk.img)")]
+  diff <(xfskit info disk.img) <(xfs_db -r -c info disk.img)";
+
+/// Arguments of `xfskit info`.
+#[derive(clap::Args)]
 pub struct Args {
     /// The image file or block device.
     pub image: PathBuf,

@@ -9,9 +9,8 @@ use xfskit::dir;
 use xfskit::inode::{FileType, Inode, Timestamp};
 use xfskit::{Error, Fs, Ino};
 
-/// Arguments of `xfskit ls`.
-#[derive(clap::Args)]
-#[command(long_about = "List a directory of an XFS image without mounting it.
+/// The long help (`--help`, the man page).
+pub const LONG_ABOUT: &str = "List a directory of an XFS image without mounting it.
 
 Names are sorted bytewise. Names starting with '.' are hidden unless -a is
 given (which also shows '.' and '..'). With -l each line shows the mode
@@ -27,7 +26,10 @@ unsupported or its log needs replay, 5 if the image is corrupt.
 Examples:
   xfskit ls disk.img
   xfskit ls -la disk.img /etc
-  xfskit ls -lR disk.img /var/log")]
+  xfskit ls -lR disk.img /var/log";
+
+/// Arguments of `xfskit ls`.
+#[derive(clap::Args)]
 pub struct Args {
     /// Long listing: mode, links, owner, group, size, mtime.
     #[arg(short = 'l')]

@@ -4,6 +4,7 @@ pub mod build;
 pub mod bulkstat;
 pub mod cat;
 pub mod check;
+pub mod docs;
 pub mod edit;
 pub mod extract;
 pub mod info;
@@ -35,6 +36,22 @@ pub fn code_of(e: &Error) -> u8 {
         Error::Io(_) => 4,
         Error::BadCrc { .. } | Error::Corrupt { .. } => 5,
         Error::NoSpace(_) | Error::ReadOnly => 4,
+    }
+}
+
+/// The worse of two exit statuses: every failure is worse than 6 (done,
+/// with some entries incomplete), which is worse than 0; among failures
+/// the higher number wins.
+pub fn worse(a: u8, b: u8) -> u8 {
+    let rank = |c: u8| match c {
+        0 => 0,
+        6 => 1,
+        c => u16::from(c) + 1,
+    };
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
     }
 }
 

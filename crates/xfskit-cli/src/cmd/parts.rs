@@ -7,9 +7,8 @@ use std::process::ExitCode;
 use xfskit::disk::{self, Listing};
 use xfskit::Error;
 
-/// Arguments of `xfskit parts`.
-#[derive(clap::Args)]
-#[command(long_about = "List the partitions of a disk image and what each holds.
+/// The long help (`--help`, the man page).
+pub const LONG_ABOUT: &str = "List the partitions of a disk image and what each holds.
 
 The image may be a raw disk or a qcow2 file (with its backing files). MBR
 (with logical partitions) and GPT tables are read; a damaged primary GPT is
@@ -24,7 +23,10 @@ errors, 5 if the partition table is corrupt.
 
 Examples:
   xfskit parts rocky.qcow2
-  xfskit parts --json disk.img")]
+  xfskit parts --json disk.img";
+
+/// Arguments of `xfskit parts`.
+#[derive(clap::Args)]
 pub struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]

@@ -8,9 +8,8 @@ use xfskit::attr::{self, Xattr};
 use xfskit::inode::{extents, Extent, FileType, Fork, Inode, Timestamp};
 use xfskit::{Error, Fs};
 
-/// Arguments of `xfskit stat`.
-#[derive(clap::Args)]
-#[command(long_about = "Print everything about one inode of an XFS image.
+/// The long help (`--help`, the man page).
+pub const LONG_ABOUT: &str = "Print everything about one inode of an XFS image.
 
 Shows every field of the inode core (mode, owner, sizes, counters, flags,
 the four timestamps with nanoseconds, fork formats), every extended
@@ -25,7 +24,10 @@ unsupported or its log needs replay, 5 if the image is corrupt.
 
 Examples:
   xfskit stat disk.img /etc/passwd
-  xfskit stat --json disk.img / | jq .extents.data")]
+  xfskit stat --json disk.img / | jq .extents.data";
+
+/// Arguments of `xfskit stat`.
+#[derive(clap::Args)]
 pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]

@@ -3,6 +3,7 @@
 
 use super::cp_in::{copy_in, InOptions};
 use super::{base_name, expand, lookup_opt, open_rw, parent_of, Outcome};
+use crate::cmd::extract::report_skips;
 use crate::cmd::DiskArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::ffi::OsStr;
@@ -11,6 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use xfskit::build::feed::FeedStats;
+use xfskit::extract::ExtractReport;
 use xfskit::inode::FileType;
 use xfskit::Error;
 
@@ -32,6 +34,11 @@ pub struct Args {
     /// Do not show progress.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Out of an image: stop at the first entry the destination refuses
+    /// (an xattr, a device node, a name, no space) instead of reporting it
+    /// and going on (exit status 6), as `xfskit extract --strict`.
+    #[arg(long)]
+    pub strict: bool,
     #[command(flatten)]
     pub disk: DiskArgs,
     /// SRC... DEST: either DEST is IMAGE:PATH (copy in) or every SRC is
@@ -193,12 +200,13 @@ fn copy_out(
     let opts = xfskit::extract::ExtractOptions {
         chown: Some(a.archive && is_root()),
         preserve: a.archive,
+        strict: a.strict,
         ..Default::default()
     };
     let progress = xfskit::extract::Progress::default();
     let bar = spinner(a.quiet);
     for src in &all {
-        let r = (|| -> Result<(), Error> {
+        let r = (|| -> Result<ExtractReport, Error> {
             let ip = fs.lookup_path(src.as_bytes())?;
             let name = base_name(src).unwrap_or(b"root");
             let target = if dest_is_dir {
@@ -213,8 +221,7 @@ fn copy_out(
                 if let Some(b) = &bar {
                     b.set_message(src.clone());
                 }
-                xfskit::extract::extract(&fs, src.as_bytes(), &target, &opts, &progress)?;
-                return Ok(());
+                return xfskit::extract::extract(&fs, src.as_bytes(), &target, &opts, &progress);
             }
             // One file: extracted under its name in a new directory next
             // to the target, then renamed over it.
@@ -224,21 +231,32 @@ fn copy_out(
                 .unwrap_or(Path::new("."));
             let tmp = parent.join(format!(".xfskit-cp-{}", std::process::id()));
             let r = xfskit::extract::extract(&fs, src.as_bytes(), &tmp, &opts, &progress).and_then(
-                |_| {
+                |mut report| {
                     let made = tmp.join(OsStr::from_bytes(name));
+                    // What was refused is reported under the target's name.
+                    for i in &mut report.incomplete {
+                        if let Ok(rest) = i.path.strip_prefix(&made) {
+                            i.path = target.join(rest);
+                        }
+                    }
+                    if std::fs::symlink_metadata(&made).is_err() && !report.incomplete.is_empty() {
+                        return Ok(report); // the file itself was refused
+                    }
                     std::fs::rename(&made, &target).map_err(|e| {
                         Error::Io(std::io::Error::new(
                             e.kind(),
                             format!("{}: {e}", target.display()),
                         ))
-                    })
+                    })?;
+                    Ok(report)
                 },
             );
             let _ = std::fs::remove_dir_all(&tmp);
             r
         })();
-        if let Err(e) = r {
-            out.fail(src, &e);
+        match r {
+            Ok(report) => out.note(report_skips(&report, "xfskit cp: ")),
+            Err(e) => out.fail(src, &e),
         }
     }
     if let Some(b) = &bar {

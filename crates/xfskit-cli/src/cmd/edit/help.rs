@@ -134,7 +134,12 @@ symlinks, files linked more than once become hard links of one inode, holes stay
 holes (SEEK_DATA), and device nodes, fifos and sockets are made as they are.\n\n\
 Out of the image, copies keep contents (holes stay holes), permission bits, \
 symlinks and hard links; -a also keeps nanosecond times, xattrs and (when run as \
-root) owners, as `xfskit extract` does. Globs work in the image paths.\n\n\
+root) owners, as `xfskit extract` does. Globs work in the image paths. What the \
+destination refuses (an xattr too big for it, a device node without privilege, a name \
+it cannot hold, no space for one file) is reported as `xfskit cp: PATH: what: why`, \
+the rest is still copied, a summary line counts it, and the exit status is 6 \
+(\"copied with some entries incomplete\") unless something worse (1 to 5) happened; \
+--strict stops at the first such error instead.\n\n\
 The whole copy is one batch: the journal is written as transactions fill it and \
 forced once at the end, not per file. A progress line is shown when standard error \
 is a terminal.",

@@ -11,7 +11,8 @@
 //!
 //! Errors about one path are printed as `xfskit CMD: PATH: message` and the
 //! command goes on with the next path, as coreutils do; the exit code is
-//! the highest of the codes [`super::code_of`] gives them.
+//! the worst of the codes [`super::code_of`] gives them (see
+//! [`super::worse`]).
 
 pub mod attrs;
 pub mod cp;
@@ -62,13 +63,19 @@ impl Outcome {
     /// Reports that `path` failed with `e` and keeps the highest code.
     pub fn fail(&mut self, path: &str, e: &Error) {
         eprintln!("xfskit {}: {path}: {}", self.cmd, short_message(e));
-        self.code = self.code.max(super::code_of(e));
+        self.code = super::worse(self.code, super::code_of(e));
     }
 
     /// Reports a failure that is not an engine error.
     pub fn fail_msg(&mut self, path: &str, msg: &str, code: u8) {
         eprintln!("xfskit {}: {path}: {msg}", self.cmd);
-        self.code = self.code.max(code);
+        self.code = super::worse(self.code, code);
+    }
+
+    /// Keeps `code` if it is worse than the code so far (for outcomes
+    /// already reported).
+    pub fn note(&mut self, code: u8) {
+        self.code = super::worse(self.code, code);
     }
 
     /// Runs `f` for `path`, reporting its error.

@@ -1,0 +1,117 @@
+//! `xfskit manpages` and `xfskit completions`: documentation generated
+//! from the command's own clap definitions, so it never disagrees with
+//! `--help`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use xfskit::Error;
+
+/// The long help of `xfskit manpages`.
+pub const MANPAGES_ABOUT: &str = concat!(
+    "Write a manual page for xfskit and one for every subcommand into DIR (created \
+if missing): xfskit.1, then xfskit-SUB.1 for each subcommand (xfskit-build.1, \
+xfskit-cp.1, ...), with the same text as --help. Existing pages of the same names \
+are replaced; the pages written are listed on standard output.\n\n",
+    "To install them where man(1) finds them:\n",
+    "  xfskit manpages /usr/local/share/man/man1\n",
+    "  man xfskit-build\n\n",
+    "(run mandb afterwards if `man -k xfskit` should find them too). To read one \
+without installing: `man -l DIR/xfskit-extract.1`.\n\n\
+Exit status: 0 on success, 4 if DIR cannot be made or written."
+);
+
+/// The long help of `xfskit completions`.
+pub const COMPLETIONS_ABOUT: &str = concat!(
+    "Print the shell completion script for xfskit to standard output: subcommands, \
+options and their values complete with TAB.\n\n",
+    "To load it:\n",
+    "  bash: xfskit completions bash > ~/.local/share/bash-completion/completions/xfskit\n",
+    "        (or: source <(xfskit completions bash) in ~/.bashrc)\n",
+    "  zsh:  xfskit completions zsh > ~/.zfunc/_xfskit\n",
+    "        (with fpath+=~/.zfunc before compinit in ~/.zshrc)\n",
+    "  fish: xfskit completions fish > ~/.config/fish/completions/xfskit.fish\n\n",
+    "Exit status: 0 on success, 4 if standard output cannot be written."
+);
+
+/// Arguments of `xfskit manpages`.
+#[derive(clap::Args)]
+pub struct ManpagesArgs {
+    /// The directory to write the pages into (created if missing).
+    pub dir: PathBuf,
+}
+
+/// Arguments of `xfskit completions`.
+#[derive(clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// The shells completions are made for.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Shell {
+    /// GNU bash.
+    Bash,
+    /// The Z shell.
+    Zsh,
+    /// The friendly interactive shell.
+    Fish,
+}
+
+/// Writes the pages of `cli` (the whole command) into `a.dir`.
+pub fn manpages(a: ManpagesArgs, cli: clap::Command) -> Result<ExitCode, Error> {
+    std::fs::create_dir_all(&a.dir).map_err(|e| at(&a.dir, e))?;
+    // Built, every subcommand knows its full name ("xfskit cp") and its
+    // page's name ("xfskit-cp"); `help` is no command of its own here.
+    let mut cli = cli.disable_help_subcommand(true);
+    cli.build();
+    let mut written = Vec::new();
+    write_pages(&cli, &a.dir, &mut written)?;
+    for p in &written {
+        println!("{}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the page of `cmd`, then those of its subcommands, recursively.
+fn write_pages(cmd: &clap::Command, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+    let version = cmd.get_version().unwrap_or(env!("CARGO_PKG_VERSION"));
+    let man = clap_mangen::Man::new(cmd.clone())
+        .source(format!("xfskit {version}"))
+        .manual("xfskit manual");
+    let path = dir.join(man.get_filename());
+    let mut page = Vec::new();
+    man.render(&mut page).map_err(|e| at(&path, e))?;
+    std::fs::write(&path, page).map_err(|e| at(&path, e))?;
+    out.push(path);
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        write_pages(sub, dir, out)?;
+    }
+    Ok(())
+}
+
+/// Prints the completion script of `cli` for `a.shell`.
+pub fn completions(a: CompletionsArgs, mut cli: clap::Command) -> Result<ExitCode, Error> {
+    let shell = match a.shell {
+        Shell::Bash => clap_complete::Shell::Bash,
+        Shell::Zsh => clap_complete::Shell::Zsh,
+        Shell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cli, "xfskit", &mut script);
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(&script)
+        .and_then(|()| stdout.flush())
+        .map_err(|e| at(Path::new("standard output"), e))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn at(path: &Path, e: std::io::Error) -> Error {
+    Error::Io(std::io::Error::new(
+        e.kind(),
+        format!("{}: {e}", path.display()),
+    ))
+}
