@@ -31,9 +31,8 @@ kernel sets them; checked against the inodes in memory before anything is
 written), and logged extended attribute updates (ATTRI: a set, replace or
 remove of one attribute, user, trusted or security; every ATTRI of the log
 is checked as the kernel checks it, and a bad one is an error naming its
-log record). Parent pointer updates cannot be finished yet: recover then
-refuses and writes nothing, unless --allow-unfinished-intents is given
-(then no intent is finished; xfs_repair finds what is left).
+log record), parent pointer updates included (set, remove, replace, after
+the inode's generation is checked).
 
 A clean log is left untouched. To read a dirty image without changing it,
 use the other commands directly: they replay the log in memory.
