@@ -406,12 +406,12 @@ fn check_crash(dir: &Path, base: &Path, img: &Path, dev: &CrashDevice, got: &Out
         fs.sync().unwrap();
         walk_lib(&fs)
     };
-    let (ok, out) = run("xfs_repair", &["-n", &ours.display().to_string()]);
+    let (ok, out) = repair_n(&ours);
     assert!(ok, "{what}: xfs_repair -n after xfskit's recovery:\n{out}");
     if let Err(e) = kernel_replay(img) {
         panic!("{what}: the kernel cannot replay our log: {e}");
     }
-    let (ok, out) = run("xfs_repair", &["-n", &img.display().to_string()]);
+    let (ok, out) = repair_n(&img);
     assert!(ok, "{what}: xfs_repair -n after replay:\n{out}");
     let rfs = Fs::open(img, &OpenOptions::default()).unwrap();
     let tree = walk_lib(&rfs);
@@ -429,13 +429,22 @@ fn check_crash(dir: &Path, base: &Path, img: &Path, dev: &CrashDevice, got: &Out
 const STEPS: u32 = 100;
 
 fn crash_everywhere(tag: &str, tear: bool, stride: u64) {
-    if !is_root() {
-        eprintln!("SKIP {tag}: the kernel's log replay needs root (loop mount)");
+    crash_everywhere_on(tag, tear, stride, false)
+}
+
+/// [`crash_everywhere`] on a filesystem with the xfsprogs 6.18 defaults
+/// (parent pointers, exchange-range, rmapbt) when `pptr`.
+fn crash_everywhere_on(tag: &str, tear: bool, stride: u64, pptr: bool) {
+    if skip_unless_root(tag) || (pptr && skip_without_615(tag)) {
         return;
     }
     let s = Scratch::new(tag);
     let base = s.0.join("base");
-    mkfs_xfs(&base, 320 << 20, "");
+    if pptr {
+        mkfs_618(&base, 320 << 20, "");
+    } else {
+        mkfs_xfs(&base, 320 << 20, "");
+    }
     // The run without a crash: every write counted, the final tree right.
     let dev = Arc::new(CrashDevice::new(&base, None, false));
     let fs = open(dev.clone()).unwrap();
@@ -487,6 +496,13 @@ fn kernel_replays_after_a_crash_at_every_write() {
 #[test]
 fn kernel_replays_after_a_torn_write_at_every_write() {
     crash_everywhere("crash-tear", true, 1);
+}
+
+/// The same workload on a filesystem with parent pointers: every name
+/// change also changes a parent pointer, in the same checkpoint.
+#[test]
+fn parent_pointers_survive_a_crash_at_every_write() {
+    crash_everywhere_on("crash-cut-pptr", false, 1, true);
 }
 
 /// A block two files shared on disk and one of them let go of in the
@@ -596,12 +612,12 @@ fn crash_at_every_write(
             fs.sync().unwrap();
             check(&format!("{what}, xfskit's recovery"), &walk_lib(&fs), done);
             drop(fs);
-            let (ok, out) = run("xfs_repair", &["-n", &ours.display().to_string()]);
+            let (ok, out) = repair_n(&ours);
             assert!(ok, "{what}: xfs_repair -n after xfskit's recovery:\n{out}");
             if let Err(e) = kernel_replay(&img) {
                 panic!("{what}: the kernel cannot replay our log: {e}");
             }
-            let (ok, out) = run("xfs_repair", &["-n", &img.display().to_string()]);
+            let (ok, out) = repair_n(&img);
             assert!(ok, "{what}: xfs_repair -n after replay:\n{out}");
             let rfs = Fs::open(&img, &OpenOptions::default()).unwrap();
             check(
@@ -998,28 +1014,32 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
 /// xfskit to a model state no earlier than the last durable point.
 #[test]
 fn random_workloads_crashed_at_random_writes() {
-    let tag = "crash-random";
-    if !is_root() {
-        eprintln!("SKIP {tag}: the kernel's log replay needs root (loop mount)");
-        if let Ok(p) = std::env::var("XFSKIT_SKIP_LOG") {
-            use std::io::Write;
-            if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(p) {
-                let _ = writeln!(
-                    f,
-                    "journal_crash::random_workloads_crashed_at_random_writes: needs root"
-                );
-            }
-        }
+    random_crashes("crash-random", false, "XFSKIT_CRASH_SEEDS", 100);
+}
+
+/// The random workloads on filesystems with parent pointers (fewer seeds
+/// by default: `XFSKIT_CRASH_PPTR_SEEDS` sets the last).
+#[test]
+fn random_workloads_with_parent_pointers_crashed_at_random_writes() {
+    random_crashes("crash-random-pptr", true, "XFSKIT_CRASH_PPTR_SEEDS", 30);
+}
+
+fn random_crashes(tag: &str, pptr: bool, seeds_var: &str, default_seeds: u64) {
+    if skip_unless_root(tag) || (pptr && skip_without_615(tag)) {
         return;
     }
     let s = Scratch::new(tag);
     let base = s.0.join("base");
-    mkfs_xfs(&base, 320 << 20, "");
+    if pptr {
+        mkfs_618(&base, 320 << 20, "");
+    } else {
+        mkfs_xfs(&base, 320 << 20, "");
+    }
     let img = s.0.join("img");
-    let seeds: u64 = std::env::var("XFSKIT_CRASH_SEEDS")
+    let seeds: u64 = std::env::var(seeds_var)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
+        .unwrap_or(default_seeds);
     let mut pick = Rng(0x7a11_c0de);
     let mut crashes = 0;
     let first: u64 = std::env::var("XFSKIT_CRASH_FIRST")

@@ -304,3 +304,22 @@ pub fn assert_repair_615_clean(path: &Path) {
         path.display()
     );
 }
+
+/// `xfs_repair -n` of `path`: xfsprogs 6.15's when the image has features
+/// Debian's 6.1 does not know (parent pointers, exchange-range) and 6.15
+/// is beside the project, else the installed one. Returns success and
+/// its output.
+pub fn repair_n(path: &Path) -> (bool, String) {
+    use std::os::unix::fs::FileExt;
+    let mut sb = [0u8; 224];
+    let newer = std::fs::File::open(path)
+        .and_then(|f| f.read_exact_at(&mut sb, 0))
+        .is_ok()
+        && &sb[..4] == b"XFSB"
+        && u32::from_be_bytes(sb[216..220].try_into().unwrap()) & !0x3f != 0;
+    if newer && xfsprogs_615().is_some() {
+        run_615("xfs_repair", &["-n", &path.display().to_string()])
+    } else {
+        run("xfs_repair", &["-n", &path.display().to_string()])
+    }
+}
