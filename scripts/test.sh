@@ -118,6 +118,10 @@ if [ -x fuzz/run.sh ]; then
   fuzz/run.sh short || status=1
 fi
 
+# Each test file's time (the longest first), so that growth is seen.
+echo "test times (seconds; a file run in several passes is listed once per pass):"
+awk '/^ *Running /{name=$2; if (name=="unittests") name=$3" "$4} /^test result:/{for(i=1;i<=NF;i++) if($i=="in"){t=$(i+1); sub(/s$/,"",t); printf "%8.1f  %s\n", t, name}}' \
+  /tmp/xfskit-test.log | sort -rn | head -n 25
 passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' /tmp/xfskit-test.log | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' /tmp/xfskit-test.log | awk '{s+=$1} END {print s+0}')
 skipped=$(wc -l < "$XFSKIT_SKIP_LOG")
