@@ -8,7 +8,10 @@
 #
 # Usage (as root: mkfs.xfs, loop mounts):
 #   scripts/fuzz_corpus.sh OUT [FEATURE...]
-# FEATURE: default rmap 1k 4ksect (all four when none is given).
+# FEATURE: default rmap 1k 4ksect pptr (all of them when none is given; pptr,
+# the xfsprogs 6.18 defaults with parent pointers, only when xfsprogs 6.15 is
+# beside the project at ../shared/xfsprogs-6.15, whose tools then make,
+# fuzz and judge its cases).
 # Writes OUT/base-FEATURE.img and OUT/cases.tsv, one case a line:
 #   feature <TAB> structure <TAB> xfs_db commands (';'-separated) <TAB> field <TAB> verb <TAB> where
 # where: the text a check report must contain to name the fuzzed structure.
@@ -17,7 +20,23 @@ set -euo pipefail
 OUT=${1:?usage: fuzz_corpus.sh OUT [FEATURE...]}
 shift
 FEATURES=("$@")
-[ ${#FEATURES[@]} -gt 0 ] || FEATURES=(default rmap 1k 4ksect)
+SHARED615=$(cd "$(dirname "$0")/.." && pwd)/../shared/xfsprogs-6.15
+if [ ${#FEATURES[@]} -eq 0 ]; then
+    FEATURES=(default rmap 1k 4ksect)
+    [ -x "$SHARED615/libexec/xfs_repair" ] && FEATURES+=(pptr)
+fi
+
+# tools_for FEATURE: sets MKFS, XFS_DB and XFS_REPAIR for its images.
+tools_for() {
+    if [ "$1" = pptr ]; then
+        local e=(env LD_LIBRARY_PATH="$SHARED615/lib")
+        MKFS=("${e[@]}" "$SHARED615/libexec/mkfs.xfs")
+        XFS_DB=("${e[@]}" "$SHARED615/libexec/xfs_db")
+        XFS_REPAIR=("${e[@]}" "$SHARED615/libexec/xfs_repair")
+    else
+        MKFS=(mkfs.xfs) XFS_DB=(xfs_db) XFS_REPAIR=(xfs_repair)
+    fi
+}
 VERBS=(zeroes ones firstbit middlebit lastbit add sub)
 [ "$(id -u)" = 0 ] || { echo "fuzz_corpus.sh: needs root (loop mounts)" >&2; exit 1; }
 mkdir -p "$OUT"
@@ -28,6 +47,7 @@ mkfs_opts() {
         rmap) echo "-m rmapbt=1,reflink=1" ;;
         1k) echo "-b size=1024 -m rmapbt=1" ;;
         4ksect) echo "-s size=4096" ;;
+        pptr) echo "-m rmapbt=1,reflink=1 -i nrext64=1,exchange=1 -n parent=1" ;;
         *) echo "unknown feature $1" >&2; exit 2 ;;
     esac
 }
@@ -69,15 +89,20 @@ make_base() {
     truncate -s 40m "$img"
     # mkfs.xfs refuses filesystems under 300 MB unless run by a test suite
     # shellcheck disable=SC2046
-    TEST_DEV=1 TEST_DIR=/tmp QA_CHECK_FS=1 mkfs.xfs -q -f $(mkfs_opts "$f") "$img"
+    TEST_DEV=1 TEST_DIR=/tmp QA_CHECK_FS=1 "${MKFS[@]}" -q -f $(mkfs_opts "$f") "$img"
     mnt=$(mktemp -d)
     mount -o loop "$img" "$mnt"
     populate "$mnt"
+    if [ "$f" = pptr ]; then
+        # parent pointers in leaf blocks: one file with many long names
+        touch "$mnt/pptr_leaf"
+        for i in $(seq 1 30); do ln "$mnt/pptr_leaf" "$mnt/leaf/$(rep p 80)_$i"; done
+    fi
     (cd "$mnt" && ls -i1 | awk '{print $2, $1}') > "$OUT/base-$f.map"
     echo "root $(stat -c %i "$mnt")" >> "$OUT/base-$f.map"
     umount "$mnt"
     rmdir "$mnt"
-    xfs_repair -n "$img" > /dev/null 2>&1 || { echo "base image $img is not clean" >&2; exit 1; }
+    "${XFS_REPAIR[@]}" -n "$img" > /dev/null 2>&1 || { echo "base image $img is not clean" >&2; exit 1; }
 }
 
 # fields IMG CMDS CORE: the fuzzable fields of the structure the xfs_db
@@ -88,7 +113,7 @@ fields() {
     local img=$1 cmds=$2 args=() c
     IFS=';' read -ra cs <<< "$cmds"
     for c in "${cs[@]}"; do args+=(-c "$c"); done
-    xfs_db -r "${args[@]}" -c print "$img" 2>/dev/null | awk -v core="$3" '
+    "${XFS_DB[@]}" -r "${args[@]}" -c print "$img" 2>/dev/null | awk -v core="$3" '
         function keep(k) {
             if (k ~ /(^|\.)crc$/) return 0
             if (core == "some" && (k ~ /^core\./ || k ~ /^v3\./) &&
@@ -134,7 +159,7 @@ fields() {
 
 # first_bmap IMG INO FORK OFFSET: the first fork offset >= OFFSET that maps a block
 first_bmap() {
-    xfs_db -r -c "inode $2" -c "bmap $3" "$1" 2>/dev/null |
+    "${XFS_DB[@]}" -r -c "inode $2" -c "bmap $3" "$1" 2>/dev/null |
         awk -v o="$4" '{ off = $3 + 0; if (off >= o) { print off; exit } }'
 }
 
@@ -152,7 +177,7 @@ targets() {
     printf 'inobt\tagi 0;addr root\tAG 0\n'
     printf 'finobt\tagi 0;addr free_root\tAG 0\n'
     printf 'refcountbt\tagf 0;addr refcntroot\tAG 0\n'
-    if xfs_db -r -c 'sb 0' -c 'print features_ro_compat' "$img" | grep -q '0x[0-9a-f]*[2367abef]$'; then
+    if "${XFS_DB[@]}" -r -c 'sb 0' -c 'print features_ro_compat' "$img" | grep -q '0x[0-9a-f]*[2367abef]$'; then
         printf 'rmapbt\tagf 0;addr rmaproot\tAG 0\n'
     fi
     local n i
@@ -182,13 +207,19 @@ targets() {
     printf 'attr-remote\tinode %s;ablock 1\tinode %s\n' "$i" "$i"
     i=$(ino symlink_remote)
     printf 'symlink-remote\tinode %s;dblock 0\tinode %s\n' "$i" "$i"
+    if [ "$f" = pptr ]; then
+        i=$(ino pptr_leaf)
+        printf 'pptr-leaf\tinode %s;ablock 0\tinode %s\n' "$i" "$i"
+        printf 'inode:pptr_leaf\tinode %s\tinode %s\n' "$i" "$i"
+    fi
 }
 
-blog() { xfs_db -r -c 'sb 0' -c 'print blocklog' "$1" | awk '{print $3}'; }
-dirblks() { xfs_db -r -c 'sb 0' -c 'print dirblklog' "$1" | awk '{print 2 ^ $3}'; }
+blog() { "${XFS_DB[@]}" -r -c 'sb 0' -c 'print blocklog' "$1" | awk '{print $3}'; }
+dirblks() { "${XFS_DB[@]}" -r -c 'sb 0' -c 'print dirblklog' "$1" | awk '{print 2 ^ $3}'; }
 
 : > "$OUT/cases.tsv.tmp"
 for f in "${FEATURES[@]}"; do
+    tools_for "$f"
     make_base "$f"
     targets "$f" | while IFS=$'\t' read -r s cmds where; do
         core=some

@@ -64,14 +64,29 @@ XFSKIT=$WORK/xfskit
 export XFSKIT OUT WORK
 touch "$OUT/repair.tsv"
 
+# The tools for a feature's images: xfsprogs 6.15 beside the project for
+# pptr (parent pointers, which Debian's 6.1 calls corruption).
+SHARED615=$(pwd)/../shared/xfsprogs-6.15
+export SHARED615
+tools_for() {
+    if [ "$1" = pptr ]; then
+        local e=(env LD_LIBRARY_PATH="$SHARED615/lib")
+        XFS_DB=("${e[@]}" "$SHARED615/libexec/xfs_db")
+        XFS_REPAIR=("${e[@]}" "$SHARED615/libexec/xfs_repair")
+    else
+        XFS_DB=(xfs_db) XFS_REPAIR=(xfs_repair)
+    fi
+}
+
 # one_case N FEATURE STRUCT CMDS FIELD VERB WHERE: prints one results line
 one_case() {
     local n=$1 f=$2 s=$3 cmds=$4 field=$5 verb=$6 where=$7
     local img="$WORK/$n.img" args=() c key repair check named secs rss ext bulk first
     cp --sparse=always "$OUT/base-$f.img" "$img"
+    tools_for "$f"
     IFS=';' read -ra cs <<< "$cmds"
     for c in "${cs[@]}"; do args+=(-c "$c"); done
-    if ! xfs_db -x "${args[@]}" -c "fuzz -d $field $verb" "$img" > "$WORK/$n.db" 2>&1 ||
+    if ! "${XFS_DB[@]}" -x "${args[@]}" -c "fuzz -d $field $verb" "$img" > "$WORK/$n.db" 2>&1 ||
         ! awk -v k="$field = " 'index($0, k) == 1 {f = 1} END {exit !f}' "$WORK/$n.db"; then
         printf '%s\t%s\t%s\t%s\t%s\tF\tF\t0\t0\t0\t0\t0\t%s\n' "$n" "$f" "$s" "$field" "$verb" \
             "$(head -c 80 "$WORK/$n.db" | tr '\t\n' '  ')"
@@ -81,7 +96,7 @@ one_case() {
     key="$f|$s|$field|$verb"
     repair=$(awk -F'\t' -v k="$key" '$1 == k {print $2; exit}' "$OUT/repair.tsv")
     if [ -z "$repair" ]; then
-        if timeout 120 xfs_repair -n "$img" > /dev/null 2>&1; then repair=0; else repair=1; fi
+        if timeout 120 "${XFS_REPAIR[@]}" -n "$img" > /dev/null 2>&1; then repair=0; else repair=1; fi
         printf '%s\t%s\n' "$key" "$repair" >> "$OUT/repair.tsv"
     fi
     check=0
@@ -105,7 +120,7 @@ one_case() {
         "$repair" "$check" "$named" "$secs" "$rss" "$ext" "$bulk" "$first"
     rm -f "$img" "$WORK/$n".*
 }
-export -f one_case
+export -f one_case tools_for
 
 awk -F'\t' -v e="$EVERY" -v s="$FIRST" '(NR - 1) % e == s % e { print NR - 1 "\t" $0 }' "$CASES" |
     xargs -P "$JOBS" -d '\n' -n 1 bash -c 'IFS=$'"'"'\t'"'"' read -r n f s c fl v w <<< "$0"; one_case "$n" "$f" "$s" "$c" "$fl" "$v" "$w"' \

@@ -133,6 +133,19 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option
                     true
                 })?;
             }
+            // A directory whose data fork ends after its first block is a
+            // single-block directory, whose size must be the block size (the
+            // kernel's and xfs_repair 6.15's rule for telling the formats).
+            let bsize = u64::from(ctx.fs.geometry().dir_blk_size);
+            let mut dbs = map.dbs_below(u64::MAX);
+            let single = dbs.next() == Some(0) && dbs.next().is_none();
+            if single && dir.size != bsize {
+                ctx.sink.add(
+                    "directory",
+                    crate::error::Location::Inode(dir.ino.0),
+                    format!("single-block directory of size {}, not its block size {bsize}", dir.size),
+                );
+            }
             if parent.is_none() {
                 let why = if map.is_mapped(0) {
                     "no \"..\" entry in the first block"

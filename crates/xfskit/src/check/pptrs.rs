@@ -69,7 +69,12 @@ pub(crate) fn fold(ctx: &Ctx<'_>, ip: &Inode) -> Option<PptrSum> {
                     s.sum = s.sum.wrapping_add(fingerprint(ip.ino.0, p, g, &name));
                 }
             }
-            Err(_) => return None,
+            // A pointer that is no parent record (a flag bit set on
+            // another attribute): reported, and this inode not compared.
+            Err(e) => {
+                ctx.sink.error_in(e, ip.ino.0);
+                return None;
+            }
         }
     }
     Some(s)
