@@ -257,6 +257,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let i = match (&args.path, args.inode) {
         (Some(p), _) => fs.lookup_path(p.as_bytes())?,
         (None, Some(n)) => {
+            if !fs.geometry().ino_valid(xfskit::Ino(n)) {
+                return Err(Error::NotFound(format!(
+                    "inode {n}: not an inode number of this filesystem"
+                )));
+            }
             let i = fs.inode(xfskit::Ino(n))?;
             if i.mode == 0 {
                 return Err(Error::NotFound(format!("inode {n} is not allocated")));
