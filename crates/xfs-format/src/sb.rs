@@ -265,6 +265,11 @@ pub const XFS_SB_FEAT_INCOMPAT_EXCHRANGE: u32 = 1 << 6;
 pub const XFS_SB_FEAT_INCOMPAT_PARENT: u32 = 1 << 7;
 /// All incompat bits defined by the 6.10 format.
 pub const XFS_SB_FEAT_INCOMPAT_ALL: u32 = 0xff;
+/// incompat: metadata directory tree (6.13; realtime groups come with it).
+/// Known by name only: xfskit does not open such filesystems.
+pub const XFS_SB_FEAT_INCOMPAT_METADIR: u32 = 1 << 8;
+/// incompat: zoned realtime device (6.15). Known by name only.
+pub const XFS_SB_FEAT_INCOMPAT_ZONED: u32 = 1 << 9;
 
 /// log_incompat: log may hold logged extended attribute intents.
 pub const XFS_SB_FEAT_INCOMPAT_LOG_XATTRS: u32 = 1 << 0;

@@ -43,27 +43,75 @@ fn mkfs(dir: &Path, name: &str, size: u64, opts: &[&str]) -> PathBuf {
     img
 }
 
+/// Runs `xfs_db -r -c info` on `img`: Debian's (6.1) or, with `dir`, the
+/// 6.15 build there.
+fn xfs_db_info(dir: Option<&Path>, img: &Path) -> String {
+    let mut c = match dir {
+        Some(d) => {
+            let mut c = Command::new(d.join("libexec/xfs_db"));
+            c.env("LD_LIBRARY_PATH", d.join("lib"));
+            c
+        }
+        None => Command::new("xfs_db"),
+    };
+    let out = c
+        .args(["-r", "-c", "info"])
+        .arg(img)
+        .output()
+        .expect("run xfs_db");
+    assert!(
+        out.status.success(),
+        "xfs_db info {}: {}",
+        img.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout(&out)
+}
+
+/// xfskit's 6.15 layout without what 6.15 added to xfs_db 6.1's: the
+/// exchange/metadir and realtime group lines, and ", parent=N".
+fn as_61(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.contains(" exchange=") && !l.contains(" rgcount=") && !l.contains(" zoned="))
+        .map(|l| match l.find(", parent=") {
+            Some(i) => format!("{}\n", &l[..i]),
+            None => format!("{l}\n"),
+        })
+        .collect()
+}
+
+/// `xfskit info` is byte-identical to `xfs_db -c info` of xfsprogs 6.15
+/// (and, less the fields 6.15 added, to Debian's 6.1) on images of several
+/// mkfs variants: Debian's mkfs.xfs (6.1 defaults), and mkfs.xfs 6.15 with
+/// the 6.18 defaults (parent pointers, exchange-range, rmapbt, nrext64).
 #[test]
 fn info_matches_xfs_db() {
     let tmp = TempDir::new("xfskit-info");
-    let variants: &[(&str, u64, &[&str])] = &[
-        ("default", 320 << 20, &[]),
-        ("b1k", 320 << 20, &["-b", "size=1024"]),
+    let x615 = common::fixtures::xfsprogs_615();
+    // (name, size, options, made by mkfs.xfs 6.15 with the 6.18 defaults)
+    let variants: &[(&str, u64, &[&str], bool)] = &[
+        ("default", 320 << 20, &[], false),
+        ("b1k", 320 << 20, &["-b", "size=1024"], false),
         (
             "b64k_noreflink",
             600 << 20,
             &["-b", "size=65536", "-m", "reflink=0"],
+            false,
         ),
         (
             "sect4k_ino2k",
             320 << 20,
             &["-s", "size=4096", "-i", "size=2048"],
+            false,
         ),
-        ("stripe", 1 << 30, &["-d", "su=64k,sw=4"]),
+        ("stripe", 1 << 30, &["-d", "su=64k,sw=4"], false),
+        ("rmapbt", 400 << 20, &["-m", "rmapbt=1"], false),
+        ("nrext64", 400 << 20, &["-i", "nrext64=1"], false),
         (
             "rmap_nrext64",
             400 << 20,
             &["-m", "rmapbt=1", "-i", "nrext64=1"],
+            false,
         ),
         (
             "plain",
@@ -76,30 +124,71 @@ fn info_matches_xfs_db() {
                 "-n",
                 "size=8192,ftype=1",
             ],
+            false,
         ),
-        ("logsu", 1 << 30, &["-l", "su=32k", "-d", "agcount=7"]),
+        (
+            "logsu",
+            1 << 30,
+            &["-l", "su=32k", "-d", "agcount=7"],
+            false,
+        ),
+        ("defaults_618", 320 << 20, &[], true),
+        ("defaults_618_b1k", 320 << 20, &["-b", "size=1024"], true),
+        (
+            "defaults_618_ag5_sect4k",
+            600 << 20,
+            &["-d", "agcount=5", "-s", "size=4096"],
+            true,
+        ),
     ];
     let mut failures = Vec::new();
-    for (name, size, opts) in variants {
-        let img = mkfs(tmp.path(), &format!("{name}.img"), *size, opts);
-        let want = Command::new("xfs_db")
-            .args(["-r", "-c", "info"])
-            .arg(&img)
-            .output()
-            .expect("xfs_db");
-        assert!(want.status.success(), "xfs_db info {name}");
+    let mut compared_615 = 0;
+    for (name, size, opts, new_defaults) in variants {
+        let img = tmp.path().join(format!("{name}.img"));
+        if *new_defaults {
+            let Some(d) = &x615 else { continue };
+            std::fs::File::create(&img)
+                .and_then(|f| f.set_len(*size))
+                .expect("create image");
+            let conf = d.join("conf/lts_6.18.conf");
+            let out = Command::new(d.join("libexec/mkfs.xfs"))
+                .env("LD_LIBRARY_PATH", d.join("lib"))
+                .args(["-q", "-f", "-c"])
+                .arg(format!("options={}", conf.display()))
+                .args(*opts)
+                .arg(&img)
+                .output()
+                .expect("run mkfs.xfs 6.15");
+            assert!(
+                out.status.success(),
+                "mkfs.xfs 6.15 {opts:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        } else {
+            mkfs(tmp.path(), &format!("{name}.img"), *size, opts);
+        }
         let got = xfskit(&["info", s(&img)]);
         assert!(
             got.status.success(),
             "xfskit info {name}: {}",
             String::from_utf8_lossy(&got.stderr)
         );
-        if stdout(&got) != stdout(&want) {
-            failures.push(format!(
-                "{name}:\n--- xfs_db\n{}--- xfskit\n{}",
-                stdout(&want),
-                stdout(&got)
-            ));
+        let got = stdout(&got);
+        if let Some(d) = &x615 {
+            let want = xfs_db_info(Some(d), &img);
+            compared_615 += 1;
+            if got != want {
+                failures.push(format!("{name}:\n--- xfs_db 6.15\n{want}--- xfskit\n{got}"));
+            }
+        }
+        // Debian's xfs_db 6.1 refuses the features it does not know.
+        if !*new_defaults {
+            let want = xfs_db_info(None, &img);
+            if as_61(&got) != want {
+                failures.push(format!(
+                    "{name} (less 6.15's fields):\n--- xfs_db 6.1\n{want}--- xfskit\n{got}"
+                ));
+            }
         }
         let json = xfskit(&["info", "--json", s(&img)]);
         let v: serde_json::Value =
@@ -108,7 +197,58 @@ fn info_matches_xfs_db() {
             v["data"]["blocks"].as_u64().unwrap_or(0) > 0,
             "{name}: json has data.blocks"
         );
+        let f = &v["features"];
+        for key in [
+            "crc",
+            "finobt",
+            "rmapbt",
+            "reflink",
+            "inobtcount",
+            "ftype",
+            "sparse",
+            "bigtime",
+            "nrext64",
+            "exchange",
+            "parent",
+            "metadir",
+            "rtgroups",
+            "zoned",
+            "needsrepair",
+            "meta_uuid",
+            "log_xattrs",
+        ] {
+            assert!(f[key].is_boolean(), "{name}: features.{key} in {f}");
+        }
+        // The named features agree with the text.
+        for (key, field) in [
+            ("parent", "parent="),
+            ("exchange", "exchange="),
+            ("rmapbt", "rmapbt="),
+            ("nrext64", "nrext64="),
+            ("reflink", "reflink="),
+        ] {
+            let on = got.contains(&format!("{field}1"));
+            assert_eq!(f[key].as_bool(), Some(on), "{name}: features.{key}");
+        }
+        if *new_defaults {
+            assert_eq!(
+                f["parent"], true,
+                "{name}: 6.18 defaults have parent pointers"
+            );
+            assert_eq!(v["naming"]["parent"], true, "{name}: naming.parent");
+        }
         std::fs::remove_file(&img).ok();
+    }
+    if x615.is_none() {
+        common::skip(
+            "info_matches_xfs_db",
+            "xfsprogs 6.15 is missing: compared with xfs_db 6.1 only, less 6.15's fields",
+        );
+    } else {
+        assert!(
+            compared_615 >= 13,
+            "compared {compared_615} images with 6.15"
+        );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -31,6 +31,7 @@ pub mod log;
 pub mod mkfs;
 mod namei;
 pub mod namespace;
+pub mod paths;
 pub mod scan;
 pub mod symlink;
 #[allow(unsafe_code)]

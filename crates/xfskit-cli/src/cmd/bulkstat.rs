@@ -3,8 +3,10 @@
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use xfskit::scan::{self, Bstat, BulkstatOptions};
+use xfskit::{paths, Error, Fs};
 
 /// The long help (`--help`, the man page).
 pub const LONG_ABOUT: &str = "Print stat information for every allocated inode of an unmounted XFS image, \
@@ -15,7 +17,12 @@ clusters holding allocated inodes are read in large merged reads, with readahead
 Fields: ino, mode (octal in the table), nlink, uid, gid, rdev (32-bit sysv form: major<<18 | minor), \
 blksize, size (bytes), blocks (filesystem blocks, 0 for inline and device inodes), xflags \
 (FS_XFLAG_* bits), extents, aextents, forkoff (bytes), gen, projectid, extsize_blks, \
-cowextsize_blks, atime, mtime, ctime, btime (nanoseconds since the epoch).";
+cowextsize_blks, atime, mtime, ctime, btime (nanoseconds since the epoch).\n\n\
+With --paths (filesystems with parent pointers only; exit 3 on others) each inode's paths \
+follow it, found from its parent pointers up to the root without walking the tree (directories' \
+paths are cached, within a bounded budget): in the table one line per path, starting with a tab; \
+in JSON the array \"paths\". An inode whose pointers are damaged gets \"paths_error\" (JSON) or \
+a tab and \"error:\" (table), the scan goes on, and the exit status is 5.";
 
 /// Arguments of `xfskit bulkstat`.
 #[derive(clap::Args)]
@@ -45,11 +52,21 @@ pub struct Args {
     /// Read even if the log needs replay (like the kernel's norecovery).
     #[arg(long)]
     pub norecovery: bool,
+    /// Add each inode's paths, from its parent pointers.
+    #[arg(long)]
+    pub paths: bool,
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let fs = super::open_in(&args.image, &args.disk, args.norecovery)?;
+    if args.paths && !paths::has_parent_pointers(&fs) {
+        return Err(paths::unsupported());
+    }
+    let cache = args
+        .paths
+        .then(|| paths::PathCache::new(paths::DEFAULT_CACHE_BYTES));
+    let path_errors = AtomicU64::new(0);
     let opts = BulkstatOptions {
         threads: args.threads,
         batch: args.batch,
@@ -80,10 +97,22 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         text.clear();
         text.reserve(batch.len() * if json { 360 } else { 110 });
         for b in batch {
+            let found = cache.as_ref().map(|c| paths_of(&fs, c, b));
+            if let Some(Err(_)) = &found {
+                path_errors.fetch_add(1, Ordering::Relaxed);
+            }
             if json {
                 json_line(&mut text, b);
+                if let Some(found) = &found {
+                    text.truncate(text.len() - 2);
+                    json_paths(&mut text, found);
+                    text.extend_from_slice(b"}\n");
+                }
             } else {
                 table_line(&mut text, b);
+                if let Some(found) = &found {
+                    table_paths(&mut text, found);
+                }
             }
         }
         text
@@ -119,7 +148,59 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             stats.bytes_read
         );
     }
+    let bad = path_errors.load(Ordering::Relaxed);
+    if bad > 0 {
+        eprintln!("xfskit: the paths of {bad} inodes could not be found (damaged parent pointers)");
+        return Ok(ExitCode::from(5));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The paths of the inode of `b` (none without an attribute fork, unless
+/// a directory: the root has no pointers).
+fn paths_of(fs: &Fs, cache: &paths::PathCache, b: &Bstat) -> Result<Vec<Vec<u8>>, Error> {
+    let dir = u32::from(b.mode) & 0o170000 == 0o040000;
+    if b.forkoff == 0 && !dir {
+        return Ok(Vec::new());
+    }
+    cache.paths(fs, &fs.inode(xfskit::Ino(b.ino))?)
+}
+
+/// Appends `,"paths":[...]` or `,"paths_error":"..."`.
+fn json_paths(s: &mut Vec<u8>, found: &Result<Vec<Vec<u8>>, Error>) {
+    let quoted = |t: &str| serde_json::to_string(t).unwrap_or_else(|_| "\"\"".into());
+    match found {
+        Ok(ps) => {
+            s.extend_from_slice(b",\"paths\":[");
+            for (k, p) in ps.iter().enumerate() {
+                if k > 0 {
+                    s.push(b',');
+                }
+                s.extend_from_slice(quoted(&String::from_utf8_lossy(p)).as_bytes());
+            }
+            s.push(b']');
+        }
+        Err(e) => {
+            s.extend_from_slice(b",\"paths_error\":");
+            s.extend_from_slice(quoted(&e.to_string()).as_bytes());
+        }
+    }
+}
+
+/// Appends one line per path, each starting with a tab.
+fn table_paths(s: &mut Vec<u8>, found: &Result<Vec<Vec<u8>>, Error>) {
+    match found {
+        Ok(ps) => {
+            for p in ps {
+                s.push(b'\t');
+                s.extend_from_slice(p);
+                s.push(b'\n');
+            }
+        }
+        Err(e) => {
+            s.extend_from_slice(format!("\terror: {e}\n").as_bytes());
+        }
+    }
 }
 
 /// Appends the decimal digits of `v`.

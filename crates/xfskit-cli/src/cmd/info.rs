@@ -1,16 +1,21 @@
-//! `xfskit info`: the geometry block of xfs_info, read from an image.
+//! `xfskit info`: the geometry block of xfs_info (xfsprogs 6.15), read
+//! from an image.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use xfs_format::sb;
 use xfskit::geometry::Geometry;
 
 /// The long help (`--help`, the man page).
 pub const LONG_ABOUT: &str = "Print the geometry and features of an XFS image.
 
 The text output is laid out exactly like `xfs_info` (and `xfs_db -r -c info`)
-of xfsprogs 6.1, so the two can be compared with diff. The first field shows
-the image path as given. With --json every field is printed by name, with
-the raw superblock feature words as well.
+of xfsprogs 6.15, so the two can be compared with diff: beside the fields of
+older releases it shows exchange= and metadir= (meta-data), parent= (naming)
+and the realtime group lines (rgcount=, rgsize=, zoned=, start=, reserved=),
+for every filesystem. The first field shows the image path as given. With
+--json every field is printed by name, every feature bit of the superblock
+as a named boolean under \"features\", and the raw feature words as well.
 
 The image is opened read-only; a filesystem whose log needs replay is
 refused unless --norecovery is given.
@@ -18,7 +23,7 @@ refused unless --norecovery is given.
 Examples:
   xfskit info disk.img
   xfskit info --json disk.img | jq .data.blocks
-  diff <(xfskit info disk.img) <(xfs_db -r -c info disk.img)";
+  diff <(xfskit info disk.img) <(xfs_db -r -c info disk.img)   # xfs_db 6.15";
 
 /// Arguments of `xfskit info`.
 #[derive(clap::Args)]
@@ -40,6 +45,10 @@ struct Flags {
     internal_log: bool,
     ascii_ci: bool,
     lazy_count: u32,
+    exchange: bool,
+    parent: bool,
+    metadir: bool,
+    zoned: bool,
 }
 
 const VERSION_BORGBIT: u16 = 0x4000;
@@ -49,6 +58,10 @@ fn flags(g: &Geometry) -> Flags {
         internal_log: g.log_start.0 > 0,
         ascii_ci: g.versionnum & VERSION_BORGBIT != 0,
         lazy_count: u32::from(g.features.lazy_sb_counters),
+        exchange: g.features_incompat & sb::XFS_SB_FEAT_INCOMPAT_EXCHRANGE != 0,
+        parent: g.features_incompat & sb::XFS_SB_FEAT_INCOMPAT_PARENT != 0,
+        metadir: g.features_incompat & sb::XFS_SB_FEAT_INCOMPAT_METADIR != 0,
+        zoned: g.features_incompat & sb::XFS_SB_FEAT_INCOMPAT_ZONED != 0,
     }
 }
 
@@ -56,7 +69,10 @@ fn b(v: bool) -> u32 {
     u32::from(v)
 }
 
-/// Formats the geometry in the xfs_info layout; `name` fills the first field.
+/// Formats the geometry in the xfs_info layout of xfsprogs 6.15; `name`
+/// fills the first field. The realtime group fields (rgcount, rgsize,
+/// start, reserved) live in the metadir superblock, which xfskit does not
+/// open, so they are always 0 here, as 6.15 prints them for the others.
 pub fn render(g: &Geometry, name: &str) -> String {
     let f = flags(g);
     let ft = &g.features;
@@ -65,6 +81,8 @@ pub fn render(g: &Geometry, name: &str) -> String {
     } else {
         "external"
     };
+    // 6.15 says "internal" for a realtime section inside the data device
+    // (sb_rtstart, zoned filesystems only): never the case here.
     let rt_name = if g.rt_blocks == 0 { "none" } else { "external" };
     let mut s = String::new();
     s += &format!(
@@ -95,6 +113,12 @@ pub fn render(g: &Geometry, name: &str) -> String {
         b(ft.nrext64)
     );
     s += &format!(
+        "         ={:<22} exchange={:<3} metadir={}\n",
+        "",
+        b(f.exchange),
+        b(f.metadir)
+    );
+    s += &format!(
         "data     ={:<22} bsize={:<6} blocks={}, imaxpct={}\n",
         "", g.block_size, g.data_blocks, g.imax_pct
     );
@@ -103,11 +127,12 @@ pub fn render(g: &Geometry, name: &str) -> String {
         "", g.stripe_unit, g.stripe_width
     );
     s += &format!(
-        "naming   =version {:<14} bsize={:<6} ascii-ci={}, ftype={}\n",
+        "naming   =version {:<14} bsize={:<6} ascii-ci={}, ftype={}, parent={}\n",
         2,
         g.dir_blk_size,
         b(f.ascii_ci),
-        b(ft.ftype)
+        b(ft.ftype),
+        b(f.parent)
     );
     s += &format!(
         "log      ={:<22} bsize={:<6} blocks={}, version={}\n",
@@ -127,6 +152,17 @@ pub fn render(g: &Geometry, name: &str) -> String {
         g.rt_blocks,
         g.rt_extents
     );
+    s += &format!(
+        "         ={:<22} rgcount={:<4} rgsize={} extents\n",
+        "", 0, 0
+    );
+    s += &format!(
+        "         ={:<22} zoned={:<6} start={} reserved={}\n",
+        "",
+        b(f.zoned),
+        0,
+        0
+    );
     s
 }
 
@@ -140,6 +176,40 @@ fn uuid_string(u: &[u8; 16]) -> String {
         h[8..10].concat(),
         h[10..].concat()
     )
+}
+
+/// Every feature the superblock names, as booleans from its feature
+/// words (v5: the version and features2 bits every v5 filesystem has, then
+/// the compat, ro_compat, incompat and log_incompat bits by name).
+fn features_json(g: &Geometry) -> serde_json::Value {
+    let ro = |bit: u32| g.features_ro_compat & bit != 0;
+    let inc = |bit: u32| g.features_incompat & bit != 0;
+    let log = |bit: u32| g.features_log_incompat & bit != 0;
+    let metadir = inc(sb::XFS_SB_FEAT_INCOMPAT_METADIR);
+    serde_json::json!({
+        "crc": g.features2 & sb::XFS_SB_VERSION2_CRCBIT != 0,
+        "attr2": g.features.attr2,
+        "lazy_count": g.features.lazy_sb_counters,
+        "projid32bit": g.features.projid32,
+        "ascii_ci": g.versionnum & VERSION_BORGBIT != 0,
+        "finobt": ro(sb::XFS_SB_FEAT_RO_COMPAT_FINOBT),
+        "rmapbt": ro(sb::XFS_SB_FEAT_RO_COMPAT_RMAPBT),
+        "reflink": ro(sb::XFS_SB_FEAT_RO_COMPAT_REFLINK),
+        "inobtcount": ro(sb::XFS_SB_FEAT_RO_COMPAT_INOBTCNT),
+        "ftype": inc(sb::XFS_SB_FEAT_INCOMPAT_FTYPE),
+        "sparse": inc(sb::XFS_SB_FEAT_INCOMPAT_SPINODES),
+        "meta_uuid": inc(sb::XFS_SB_FEAT_INCOMPAT_META_UUID),
+        "bigtime": inc(sb::XFS_SB_FEAT_INCOMPAT_BIGTIME),
+        "needsrepair": inc(sb::XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR),
+        "nrext64": inc(sb::XFS_SB_FEAT_INCOMPAT_NREXT64),
+        "exchange": inc(sb::XFS_SB_FEAT_INCOMPAT_EXCHRANGE),
+        "parent": inc(sb::XFS_SB_FEAT_INCOMPAT_PARENT),
+        "metadir": metadir,
+        // Realtime groups come with the metadata directory tree.
+        "rtgroups": metadir,
+        "zoned": inc(sb::XFS_SB_FEAT_INCOMPAT_ZONED),
+        "log_xattrs": log(sb::XFS_SB_FEAT_INCOMPAT_LOG_XATTRS),
+    })
 }
 
 /// The geometry as a JSON value.
@@ -156,6 +226,7 @@ pub fn to_json(g: &Geometry, log_state: &str) -> serde_json::Value {
             "attr": 2, "projid32bit": ft.projid32, "crc": true, "finobt": ft.finobt,
             "sparse": ft.sparse_inodes, "rmapbt": ft.rmapbt, "reflink": ft.reflink, "bigtime": ft.bigtime,
             "inobtcount": ft.inobtcnt, "nrext64": ft.nrext64, "meta_uuid_feature": ft.meta_uuid,
+            "exchange": f.exchange, "metadir": f.metadir,
             "inode_align": g.inode_align, "spino_align": g.spino_align,
             "inode_cluster_size": g.inode_cluster_size,
         },
@@ -163,15 +234,20 @@ pub fn to_json(g: &Geometry, log_state: &str) -> serde_json::Value {
             "bsize": g.block_size, "blocks": g.data_blocks, "imaxpct": g.imax_pct,
             "sunit": g.stripe_unit, "swidth": g.stripe_width,
         },
-        "naming": { "version": 2, "bsize": g.dir_blk_size, "ascii_ci": f.ascii_ci, "ftype": ft.ftype },
+        "naming": {
+            "version": 2, "bsize": g.dir_blk_size, "ascii_ci": f.ascii_ci, "ftype": ft.ftype,
+            "parent": f.parent,
+        },
         "log": {
             "internal": f.internal_log, "start": g.log_start.0, "bsize": g.block_size, "blocks": g.log_blocks,
             "version": 2, "sectsz": g.log_sect_size, "sunit_bytes": g.log_sunit, "lazy_count": f.lazy_count == 1,
         },
         "realtime": {
             "extsz": u64::from(g.rt_extsize) * u64::from(g.block_size), "blocks": g.rt_blocks,
-            "rtextents": g.rt_extents,
+            "rtextents": g.rt_extents, "rgcount": 0, "rgsize": 0, "zoned": f.zoned,
+            "start": 0, "reserved": 0,
         },
+        "features": features_json(g),
         "inodes": { "root": g.root_ino.0, "rbm": g.rbm_ino.0, "rsum": g.rsum_ino.0 },
         "counters": { "icount": g.icount, "ifree": g.ifree, "fdblocks": g.fdblocks },
         "raw": {

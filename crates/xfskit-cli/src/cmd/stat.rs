@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use xfskit::attr::{self, Xattr};
 use xfskit::inode::{extents, Extent, FileType, Fork, Inode, Timestamp};
-use xfskit::{Error, Fs};
+use xfskit::{paths, Error, Fs};
 
 /// The long help (`--help`, the man page).
 pub const LONG_ABOUT: &str = "Print everything about one inode of an XFS image.
@@ -19,12 +19,22 @@ attribute forks laid out like `xfs_bmap -v`: offsets and block ranges are
 in 512-byte units; AG-OFFSET is relative to the AG; FLAGS 010000 marks an
 unwritten (preallocated) extent. Holes are listed as 'hole'.
 
-Exit status: 0 on success, 1 if PATH does not exist, 3 if the filesystem is
+On a filesystem with parent pointers (mkfs.xfs -n parent=1, the default
+from xfsprogs 6.18) every path of the inode is shown, found from its
+parent pointers up to the root without walking the tree: one per hard
+link. A pointer whose directory has another generation, or a chain that
+loops, is an error naming the inode (exit 5). In JSON the paths are the
+array \"paths\" (null without parent pointers).
+
+The inode is named by PATH or by number with --inode.
+
+Exit status: 0 on success, 1 if PATH (or inode) does not exist, 3 if the filesystem is
 unsupported or its log needs replay, 5 if the image is corrupt.
 
 Examples:
   xfskit stat disk.img /etc/passwd
-  xfskit stat --json disk.img / | jq .extents.data";
+  xfskit stat --json disk.img / | jq .extents.data
+  xfskit stat --inode 131 disk.img";
 
 /// Arguments of `xfskit stat`.
 #[derive(clap::Args)]
@@ -40,7 +50,11 @@ pub struct Args {
     #[command(flatten)]
     pub disk: super::DiskArgs,
     /// The path to describe.
-    pub path: String,
+    #[arg(required_unless_present = "inode")]
+    pub path: Option<String>,
+    /// Describe the inode of this number instead of a path.
+    #[arg(long, value_name = "INO", conflicts_with = "path")]
+    pub inode: Option<u64>,
 }
 
 /// Flag value of an unwritten extent, as xfs_bmap prints it.
@@ -240,7 +254,32 @@ fn xattrs_of(fs: &Fs, i: &Inode) -> Result<Vec<Xattr>, Error> {
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let fs = super::open_in(&args.image, &args.disk, args.norecovery)?;
-    let i = fs.lookup_path(args.path.as_bytes())?;
+    let i = match (&args.path, args.inode) {
+        (Some(p), _) => fs.lookup_path(p.as_bytes())?,
+        (None, Some(n)) => {
+            if !fs.geometry().ino_valid(xfskit::Ino(n)) {
+                return Err(Error::NotFound(format!(
+                    "inode {n}: not an inode number of this filesystem"
+                )));
+            }
+            let i = fs.inode(xfskit::Ino(n))?;
+            if i.mode == 0 {
+                return Err(Error::NotFound(format!("inode {n} is not allocated")));
+            }
+            i
+        }
+        (None, None) => return Err(Error::Invalid("give a PATH or --inode".into())),
+    };
+    let paths = if paths::has_parent_pointers(&fs) {
+        Some(paths::PathCache::new(paths::DEFAULT_CACHE_BYTES).paths(&fs, &i)?)
+    } else {
+        None
+    };
+    let shown_paths = |ps: &[Vec<u8>]| -> Vec<String> {
+        ps.iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect()
+    };
     let xattrs = xattrs_of(&fs, &i)?;
     let target = if i.file_type == FileType::Symlink {
         Some(xfskit::symlink::read_link(&fs, &i)?)
@@ -268,7 +307,16 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     ];
     if args.json {
         let mut m = serde_json::Map::new();
-        m.insert("path".into(), json!(args.path));
+        if let Some(p) = &args.path {
+            m.insert("path".into(), json!(p));
+        }
+        m.insert(
+            "paths".into(),
+            match &paths {
+                Some(ps) => json!(shown_paths(ps)),
+                None => Value::Null,
+            },
+        );
         for (k, v) in fields(&i) {
             m.insert(k.into(), v);
         }
@@ -299,7 +347,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let mut s = format!("  path: {}\n", args.path);
+    let mut s = match &args.path {
+        Some(p) => format!("  path: {p}\n"),
+        None => String::new(),
+    };
     for (k, v) in fields(&i) {
         let v = v
             .as_str()
@@ -307,8 +358,15 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             .unwrap_or_else(|| v.to_string());
         s += &format!("{k:>14}: {v}\n");
     }
+
     for (k, t) in times {
         s += &format!("{k:>14}: {} ({}.{:09})\n", format_time(t), t.sec, t.nsec);
+    }
+    if let Some(ps) = &paths {
+        s += &format!("paths ({}):\n", ps.len());
+        for p in shown_paths(ps) {
+            s += &format!("  {p}\n");
+        }
     }
     if let Some(t) = &target {
         s += &format!("{:>14}: {}\n", "target", String::from_utf8_lossy(t));

@@ -238,7 +238,9 @@ pub fn test_mkfs(opts: &[&str]) -> Command {
             c.env("LD_LIBRARY_PATH", d.join("lib"));
             // fstests' variables: mkfs.xfs 6.15 then makes filesystems
             // under 300 MiB, as the tests' small images are.
-            c.env("TEST_DIR", "/tmp").env("TEST_DEV", "/dev/null").env("QA_CHECK_FS", "1");
+            c.env("TEST_DIR", "/tmp")
+                .env("TEST_DEV", "/dev/null")
+                .env("QA_CHECK_FS", "1");
             let given = opts.join(" ");
             for (group, sub) in [
                 ("-m", "rmapbt=1"),
