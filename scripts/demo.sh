@@ -16,10 +16,25 @@ cleanup() { umount "$work/mnt" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 img=$work/demo.img
 
-echo "== xfskit build examples/tree $img"
-$x build examples/tree "$img"
-echo "== xfs_repair -n"
-xfs_repair -n "$img" >/dev/null 2>&1 && echo "xfs_repair -n: clean"
+# xfskit makes today's mkfs.xfs defaults (parent pointers, exchange-range),
+# which Debian's xfs_repair 6.1 predates: xfsprogs 6.15 beside the project
+# checks them; without it the example is built with xfsprogs 6.1's defaults.
+repair=(xfs_repair)
+defaults=(--defaults 6.1)
+x615=../shared/xfsprogs-6.15
+if [ -x "$x615/libexec/xfs_repair" ]; then
+  if [ "$(id -u)" = 0 ] && ! LD_LIBRARY_PATH="$x615/lib" "$x615/libexec/xfs_repair" -V >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq liburcu8 libinih1 >/dev/null 2>&1 || true
+  fi
+  if LD_LIBRARY_PATH="$x615/lib" "$x615/libexec/xfs_repair" -V >/dev/null 2>&1; then
+    repair=(env LD_LIBRARY_PATH="$x615/lib" "$x615/libexec/xfs_repair")
+    defaults=()
+  fi
+fi
+echo "== xfskit build ${defaults[*]} examples/tree $img"
+$x build "${defaults[@]}" examples/tree "$img"
+echo "== xfs_repair -n ($("${repair[@]}" -V))"
+"${repair[@]}" -n "$img" >/dev/null 2>&1 && echo "xfs_repair -n: clean"
 echo "== xfskit check"
 $x check "$img"
 echo "== xfskit ls -lR"

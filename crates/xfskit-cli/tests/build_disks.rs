@@ -63,7 +63,8 @@ fn raw_of(img: &Path, tmp: &Path) -> std::path::PathBuf {
 fn fs_matches(raw: &Path, start: u64, size: u64, want: &[Entry], tmp: &Path, what: &str) {
     let l = LoopRange::new(raw, start, size);
     let out = sh(&format!(
-        "xfs_repair -n {} 2>&1 && echo REPAIR-CLEAN || true",
+        "{} -n {} 2>&1 && echo REPAIR-CLEAN || true",
+        common::fixtures::repair_sh(),
         l.dev
     ));
     assert!(

@@ -30,9 +30,10 @@ fn repair_clean(disk: &Path, tmp: &Path) {
     let (start, size) = PARTS[1];
     let out = sh(&format!(
         "dd if='{}' of='{}' bs=1M skip={start} count={size} status=none
-xfs_repair -n '{}' 2>&1 && echo REPAIR-CLEAN; rm -f '{1}'",
+{} -n '{}' 2>&1 && echo REPAIR-CLEAN; rm -f '{1}'",
         disk.display(),
         fs.display(),
+        common::fixtures::repair_sh(),
         fs.display()
     ));
     assert!(out.contains("REPAIR-CLEAN"), "xfs_repair -n:\n{out}");

@@ -93,8 +93,15 @@ fn run_mkfs(args: &[String]) -> Outcome {
     }
 }
 
+/// The installed mkfs.xfs is 6.1: compared with xfskit at its defaults.
+fn with_61(args: &[String]) -> Vec<String> {
+    let mut v = vec!["--defaults".to_string(), "6.1".to_string()];
+    v.extend_from_slice(args);
+    v
+}
+
 fn ours(args: &[String]) -> Result<MkfsGeometry, String> {
-    let opts = parse_mkfs_args(args).map_err(|e| e.to_string())?;
+    let opts = parse_mkfs_args(&with_61(args)).map_err(|e| e.to_string())?;
     compute_geometry(&opts, 0, TargetKind::File).map_err(|e| e.to_string())
 }
 
@@ -214,7 +221,7 @@ fn real_superblocks_match() {
         let r = run_mkfs(&args);
         assert!(r.ok, "mkfs.xfs {args:?} failed: {}", r.stderr);
         let sb = db_superblock(&img);
-        let opts = parse_mkfs_args(&args).unwrap();
+        let opts = parse_mkfs_args(&with_61(&args)).unwrap();
         let g = compute_geometry(&opts, num_size(size), TargetKind::File).unwrap();
         let f = &g.features;
         let expect: Vec<(&str, u64)> = vec![

@@ -62,7 +62,10 @@ fn sparse(path: &Path, size: u64) {
 }
 
 fn ours(path: &Path, opts: &str) -> Result<xfskit::mkfs::MkfsReport, MkfsError> {
-    let mut args: Vec<String> = opts.split_whitespace().map(String::from).collect();
+    // The installed mkfs.xfs is 6.1: its defaults (a row's own --defaults,
+    // later, wins).
+    let mut args: Vec<String> = vec!["--defaults".into(), "6.1".into()];
+    args.extend(opts.split_whitespace().map(String::from));
     args.extend([
         "-m".into(),
         format!("uuid={UUID}"),
@@ -538,7 +541,8 @@ fn memory_device_matches_file_target() {
     use xfskit::dev::MemDevice;
     let size = 512u64 << 20;
     let dev = MemDevice::new(size as usize);
-    let args: Vec<String> = ["-m", &format!("uuid={UUID}"), "-L", "mem"]
+    // As ours(): xfsprogs 6.1's defaults.
+    let args: Vec<String> = ["--defaults", "6.1", "-m", &format!("uuid={UUID}"), "-L", "mem"]
         .iter()
         .map(|s| s.to_string())
         .collect();

@@ -16,7 +16,7 @@ use xfskit::mkfs::{
 #[command(disable_help_flag = false)]
 pub struct Args {
     /// Feature profile applied to options not given explicitly:
-    /// `default` (mkfs.xfs 6.1), `conservative` (old kernels and GRUB), or `help`.
+    /// `default` (mkfs.xfs 6.18), `6.1`, `conservative` (old kernels and GRUB), or `help`.
     #[arg(long)]
     pub profile: Option<String>,
     /// The feature defaults of an xfsprogs release (4.19, 5.4, 5.10, 5.15,
@@ -39,7 +39,8 @@ pub struct Args {
 
 /// Named sets of feature choices.
 const PROFILES: &[(&str, &str)] = &[
-    ("default", "mkfs.xfs 6.1 defaults: crc, finobt, sparse, reflink, bigtime, inobtcount; no rmapbt, no nrext64"),
+    ("default", "mkfs.xfs 6.18 defaults: crc, finobt, sparse, reflink, rmapbt, bigtime, inobtcount, nrext64, parent pointers, exchange-range"),
+    ("6.1", "mkfs.xfs 6.1 defaults (Debian 12): crc, finobt, sparse, reflink, bigtime, inobtcount; no rmapbt, nrext64, parent pointers or exchange-range"),
     (
         "conservative",
         "readable by Linux >= 4.2 and GRUB 2.02..2.06: finobt, sparse; no reflink, bigtime, inobtcount, rmapbt, nrext64",
@@ -48,13 +49,19 @@ const PROFILES: &[(&str, &str)] = &[
 
 fn apply_profile(name: &str, o: &mut MkfsOptions) -> Result<(), String> {
     match name {
-        "default" | "6.1" => Ok(()),
+        "default" => Ok(()),
+        "6.1" => {
+            o.defaults.get_or_insert(xfskit::mkfs::Defaults::V6_1);
+            Ok(())
+        }
         "conservative" => {
             o.reflink.get_or_insert(false);
             o.bigtime.get_or_insert(false);
             o.inobtcount.get_or_insert(false);
             o.rmapbt.get_or_insert(false);
             o.nrext64.get_or_insert(false);
+            o.parent.get_or_insert(false);
+            o.exchange.get_or_insert(false);
             Ok(())
         }
         _ => Err(format!("unknown profile {name:?}; try --profile help")),

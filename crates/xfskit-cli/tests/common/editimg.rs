@@ -112,7 +112,8 @@ impl Image {
         }
         let l = self.loop_dev();
         let out = sh(&format!(
-            "xfs_repair -n {} 2>&1 && echo REPAIR-CLEAN || true",
+            "{} -n {} 2>&1 && echo REPAIR-CLEAN || true",
+            super::fixtures::repair_sh(),
             l.dev
         ));
         assert!(

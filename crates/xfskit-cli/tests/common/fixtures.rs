@@ -268,3 +268,17 @@ pub fn test_mkfs(opts: &[&str]) -> Command {
         }
     }
 }
+
+/// `xfs_repair` as a shell command: xfsprogs 6.15's when it is beside the
+/// project (it knows every feature xfskit writes, parent pointers
+/// included), else the installed one.
+pub fn repair_sh() -> String {
+    match xfsprogs_615() {
+        Some(d) => format!(
+            "LD_LIBRARY_PATH='{}' '{}'",
+            d.join("lib").display(),
+            d.join("libexec/xfs_repair").display()
+        ),
+        None => "xfs_repair".to_string(),
+    }
+}

@@ -75,7 +75,7 @@ const IN_EXCHRANGE: u32 = 0x40;
 const IN_PARENT: u32 = 0x80;
 
 /// Apply the user's `-m`/`-i`/`-n` choices to the defaults of the
-/// xfsprogs release chosen with `--defaults` (6.1 when none is given).
+/// xfsprogs release chosen with `--defaults` (6.18 when none is given).
 pub(crate) fn choose(opts: &MkfsOptions) -> Result<FeatureSet, MkfsError> {
     let d = opts.defaults.unwrap_or_default().features();
     let finobt = opts.finobt.unwrap_or(d.finobt);

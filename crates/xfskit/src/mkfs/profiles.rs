@@ -18,13 +18,14 @@ pub enum Defaults {
     /// 5.15: bigtime and inode btree counters.
     V5_15,
     /// 6.1 (Debian 12's mkfs.xfs).
-    #[default]
     V6_1,
     /// 6.6: reverse mapping and large extent counters.
     V6_6,
     /// 6.12.
     V6_12,
-    /// 6.18 and later: parent pointers and exchange-range.
+    /// 6.18 and later: parent pointers and exchange-range (the default,
+    /// as a plain mkfs.xfs of today makes).
+    #[default]
     V6_18,
 }
 

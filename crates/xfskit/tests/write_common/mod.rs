@@ -197,6 +197,8 @@ pub fn mkfs_many_ags(img: &Path, ags: u32) {
         .set_len(u64::from(ags) * (128 << 20))
         .expect("set_len");
     let args: Vec<String> = [
+        "--defaults",
+        "6.1",
         "-d",
         &format!("agcount={ags}"),
         img.to_str().expect("utf-8 path"),
