@@ -16,6 +16,7 @@ mod build;
 mod create;
 mod data;
 mod exchange;
+mod exchange_range;
 pub(crate) mod guard;
 mod orphan;
 pub(crate) mod pptr;
@@ -25,6 +26,7 @@ mod setattr;
 mod xattr;
 
 pub use batch::{NewFile, NewFileOwned, BATCH_BYTES, BATCH_FILES};
+pub use exchange_range::ExchangeFlags;
 pub(crate) use create::symlink_to_local;
 pub use remove::InUse;
 pub use setattr::{AgCounters, AttrChange, SetTime};
