@@ -22,6 +22,7 @@ use xfskit::namespace::ExchangeFlags;
 use xfskit::{Error, Fs, Ino, OpenOptions};
 
 const K: u64 = 1024;
+const FILES: [&str; 7] = ["a", "b", "c", "d", "e", "f", "g"];
 
 fn xfs_io(args: &[&str]) {
     let (ok, out) = run_615("xfs_io", args);
@@ -31,7 +32,9 @@ fn xfs_io(args: &[&str]) {
 /// The files: `a` and `b` of interleaved extents (each write fsynced),
 /// a hole punched in `a`, preallocation past its end, blocks shared with
 /// `c`; `b` ending in a partial block; `d` sharing blocks with `c` and
-/// ending in a partial block; `e` plain.
+/// ending in a partial block; `e` plain; `f` (shared blocks) and `g`
+/// (plain) of five blocks each, whose whole exchange clears `f`'s reflink
+/// flag.
 fn populate(mnt: &Path) {
     let p = |n: &str| mnt.join(n).display().to_string();
     let (a, b, c, d, e) = (p("a"), p("b"), p("c"), p("d"), p("e"));
@@ -48,6 +51,10 @@ fn populate(mnt: &Path) {
     xfs_io(&["-f", "-c", &format!("reflink {c} 0 0 12k"), &d]);
     xfs_io(&["-c", "pwrite -S 0x77 12k 100", "-c", "fsync", &d]);
     xfs_io(&["-f", "-c", "pwrite -S 0x88 0 20k", "-c", "fsync", &e]);
+    let (f, g) = (p("f"), p("g"));
+    xfs_io(&["-f", "-c", &format!("reflink {c} 0 0 16k"), &f]);
+    xfs_io(&["-c", "pwrite -S 0x99 16k 4k", "-c", "fsync", &f]);
+    xfs_io(&["-f", "-c", "pwrite -S 0xaa 0 18k", "-c", "fsync", &g]);
 }
 
 /// One exchange: (file1, off1, file2, off2, len, flags); len None: to EOF.
@@ -59,6 +66,7 @@ fn ops() -> Vec<Op> {
         ("b", 0, "a", 0, Some(64 * K), ExchangeFlags::FILE1_WRITTEN),
         ("d", 0, "e", 0, None, ExchangeFlags::NONE),
         ("a", 8 * K, "b", 8 * K, None, ExchangeFlags::DSYNC),
+        ("f", 0, "g", 0, None, ExchangeFlags::NONE),
     ]
 }
 
@@ -101,7 +109,7 @@ type Snap = BTreeMap<String, (u64, Vec<u8>, Vec<(u64, u64, u64, bool)>, u64)>;
 fn snapshot(img: &Path) -> Snap {
     let fs = Fs::open(img, &OpenOptions::default()).unwrap();
     let mut m = Snap::new();
-    for n in ["a", "b", "c", "d", "e"] {
+    for n in FILES {
         let ip = fs.lookup_path(format!("/{n}").as_bytes()).unwrap();
         let mut data = vec![0u8; ip.size as usize];
         let got = xfskit::inode::read_at(&fs, &ip, 0, &mut data).unwrap();
@@ -121,7 +129,7 @@ fn snapshot(img: &Path) -> Snap {
 /// Contents as a kernel mount reads them.
 fn kernel_contents(img: &Path) -> Option<BTreeMap<String, Vec<u8>>> {
     with_kernel_mount(img, |mnt| {
-        ["a", "b", "c", "d", "e"]
+        FILES
             .iter()
             .map(|n| (n.to_string(), std::fs::read(mnt.join(n)).unwrap()))
             .collect()
@@ -170,7 +178,7 @@ fn exchanges_match_the_kernel() {
     for op in ops() {
         our_exchange(&fs, &op);
     }
-    for n in ["a", "b", "d", "e"] {
+    for n in ["a", "b", "d", "e", "f", "g"] {
         let ip = fs.inode(ino(&fs, n)).unwrap();
         assert!(ip.mtime >= t0 && ip.ctime == ip.mtime, "{n}: times not updated");
     }
@@ -179,6 +187,16 @@ fn exchanges_match_the_kernel() {
 
     let (k, x) = (snapshot(&kimg), snapshot(&ximg));
     assert_ne!(before, k, "the kernel's exchanges changed nothing");
+    for (n, (size, _, ext, flags)) in &k {
+        let unwritten = ext.iter().filter(|e| e.3).count();
+        eprintln!(
+            "{n}: size {} -> {size}, {} -> {} extents ({unwritten} unwritten), flags {:#x} -> {flags:#x}",
+            before[n].0,
+            before[n].2.len(),
+            ext.len(),
+            before[n].3
+        );
+    }
     assert!(k == x, "xfskit and the kernel differ:\n{}", describe(&k, &x));
     assert_repair_615_clean(&kimg);
     assert_repair_615_clean(&ximg);
