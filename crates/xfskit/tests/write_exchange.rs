@@ -26,7 +26,10 @@ const FILES: [&str; 7] = ["a", "b", "c", "d", "e", "f", "g"];
 
 fn xfs_io(args: &[&str]) {
     let (ok, out) = run_615("xfs_io", args);
-    assert!(ok && !out.contains("Invalid") && !out.contains("rror"), "xfs_io {args:?}: {out}");
+    assert!(
+        ok && !out.contains("Invalid") && !out.contains("rror"),
+        "xfs_io {args:?}: {out}"
+    );
 }
 
 /// The files: `a` and `b` of interleaved extents (each write fsynced),
@@ -47,7 +50,15 @@ fn populate(mnt: &Path) {
     }
     xfs_io(&["-c", "fpunch 32k 8k", "-c", "falloc 100k 24k", &a]);
     xfs_io(&["-c", &format!("reflink {c} 0 48k 16k"), &a]);
-    xfs_io(&["-c", "falloc 72k 8k", "-c", "truncate 92283", "-c", "fsync", &b]);
+    xfs_io(&[
+        "-c",
+        "falloc 72k 8k",
+        "-c",
+        "truncate 92283",
+        "-c",
+        "fsync",
+        &b,
+    ]);
     xfs_io(&["-f", "-c", &format!("reflink {c} 0 0 12k"), &d]);
     xfs_io(&["-c", "pwrite -S 0x77 12k 100", "-c", "fsync", &d]);
     xfs_io(&["-f", "-c", "pwrite -S 0x88 0 20k", "-c", "fsync", &e]);
@@ -58,7 +69,14 @@ fn populate(mnt: &Path) {
 }
 
 /// One exchange: (file1, off1, file2, off2, len, flags); len None: to EOF.
-type Op = (&'static str, u64, &'static str, u64, Option<u64>, ExchangeFlags);
+type Op = (
+    &'static str,
+    u64,
+    &'static str,
+    u64,
+    Option<u64>,
+    ExchangeFlags,
+);
 
 fn ops() -> Vec<Op> {
     vec![
@@ -152,7 +170,8 @@ fn describe(a: &Snap, b: &Snap) -> String {
 
 #[test]
 fn exchanges_match_the_kernel() {
-    if skip_unless_root("exchanges_match_the_kernel") || skip_without_615("exchanges_match_the_kernel")
+    if skip_unless_root("exchanges_match_the_kernel")
+        || skip_without_615("exchanges_match_the_kernel")
     {
         return;
     }
@@ -165,7 +184,11 @@ fn exchanges_match_the_kernel() {
     kernel_umount(&mnt);
     std::fs::copy(&kimg, &ximg).unwrap();
     let before = snapshot(&kimg);
-    assert!(before["a"].2.len() >= 5, "a has few extents: {:?}", before["a"].2);
+    assert!(
+        before["a"].2.len() >= 5,
+        "a has few extents: {:?}",
+        before["a"].2
+    );
 
     kernel_mount_rw_at(&kimg, &mnt).unwrap();
     for op in ops() {
@@ -180,7 +203,10 @@ fn exchanges_match_the_kernel() {
     }
     for n in ["a", "b", "d", "e", "f", "g"] {
         let ip = fs.inode(ino(&fs, n)).unwrap();
-        assert!(ip.mtime >= t0 && ip.ctime == ip.mtime, "{n}: times not updated");
+        assert!(
+            ip.mtime >= t0 && ip.ctime == ip.mtime,
+            "{n}: times not updated"
+        );
     }
     fs.sync().unwrap();
     drop(fs);
@@ -197,7 +223,11 @@ fn exchanges_match_the_kernel() {
             before[n].3
         );
     }
-    assert!(k == x, "xfskit and the kernel differ:\n{}", describe(&k, &x));
+    assert!(
+        k == x,
+        "xfskit and the kernel differ:\n{}",
+        describe(&k, &x)
+    );
     assert_repair_615_clean(&kimg);
     assert_repair_615_clean(&ximg);
     let (kc, xc) = (kernel_contents(&kimg), kernel_contents(&ximg));
@@ -230,14 +260,29 @@ fn refusals() {
     let invalid = |r: xfskit::Result<()>, what: &str| {
         assert!(matches!(r, Err(Error::Invalid(_))), "{what}: {r:?}");
     };
-    invalid(fs.exchange_range(f1, 1, f2, 0, 4096, none), "unaligned offset");
-    invalid(fs.exchange_range(f1, 0, f2, 4096, 100, none), "unaligned length");
+    invalid(
+        fs.exchange_range(f1, 1, f2, 0, 4096, none),
+        "unaligned offset",
+    );
+    invalid(
+        fs.exchange_range(f1, 0, f2, 4096, 100, none),
+        "unaligned length",
+    );
     invalid(fs.exchange_range(f1, 0, f2, 0, 45056, none), "past EOF");
-    invalid(fs.exchange_range(f1, 45056, f2, 0, 0, none), "start past EOF");
+    invalid(
+        fs.exchange_range(f1, 45056, f2, 0, 0, none),
+        "start past EOF",
+    );
     invalid(fs.exchange_range(f1, 0, f2, 0, u64::MAX, none), "past i64");
-    invalid(fs.exchange_range(f1, 0, f2, 0, 4096, ExchangeFlags::from_bits(0x10)), "unknown flag");
+    invalid(
+        fs.exchange_range(f1, 0, f2, 0, 4096, ExchangeFlags::from_bits(0x10)),
+        "unknown flag",
+    );
     // f2's partial last block into the middle of f1.
-    invalid(fs.exchange_range(f2, 0, f1, 0, 40960 + 100, none), "partial block");
+    invalid(
+        fs.exchange_range(f2, 0, f1, 0, 40960 + 100, none),
+        "partial block",
+    );
     invalid(fs.exchange_range(f1, 0, f1, 4096, 8192, none), "overlap");
     assert!(matches!(
         fs.exchange_range(f1, 0, dir, 0, 4096, none),
@@ -249,7 +294,8 @@ fn refusals() {
     ));
     // A dry run and a zero length change nothing.
     let before = fs.inode(f1).unwrap();
-    fs.exchange_range(f1, 0, f2, 0, 8192, ExchangeFlags::DRY_RUN).unwrap();
+    fs.exchange_range(f1, 0, f2, 0, 8192, ExchangeFlags::DRY_RUN)
+        .unwrap();
     fs.exchange_range(f1, 0, f2, 0, 0, none).unwrap();
     assert_eq!(fs.inode(f1).unwrap().mtime, before.mtime);
     fs.sync().unwrap();
@@ -261,10 +307,20 @@ fn refusals() {
     let fs = Fs::open_rw(&plain, &OpenOptions::default()).unwrap();
     let root = fs.geometry().root_ino;
     let a = fs
-        .create(root, b"a", &xfskit::build::NodeKind::File { size: 0 }, &meta)
+        .create(
+            root,
+            b"a",
+            &xfskit::build::NodeKind::File { size: 0 },
+            &meta,
+        )
         .unwrap();
     let b = fs
-        .create(root, b"b", &xfskit::build::NodeKind::File { size: 0 }, &meta)
+        .create(
+            root,
+            b"b",
+            &xfskit::build::NodeKind::File { size: 0 },
+            &meta,
+        )
         .unwrap();
     assert!(matches!(
         fs.exchange_range(a, 0, b, 0, 0, ExchangeFlags::TO_EOF),
@@ -332,7 +388,11 @@ fn a_crashed_exchange_recovers_old_or_new() {
             fs.sync().unwrap();
             drop(fs);
             let got = snapshot(&ours);
-            assert!(got == old || got == new, "{what}, xfskit's recovery: {}", describe(&new, &got));
+            assert!(
+                got == old || got == new,
+                "{what}, xfskit's recovery: {}",
+                describe(&new, &got)
+            );
             if got == old {
                 saw_old += 1;
             } else {
@@ -344,7 +404,11 @@ fn a_crashed_exchange_recovers_old_or_new() {
             }
             assert_repair_615_clean(&img);
             let got = snapshot(&img);
-            assert!(got == old || got == new, "{what}, the kernel's recovery: {}", describe(&new, &got));
+            assert!(
+                got == old || got == new,
+                "{what}, the kernel's recovery: {}",
+                describe(&new, &got)
+            );
         }
     }
     eprintln!("{crashes} crashes: {saw_old} recovered the old files, {saw_new} the new");

@@ -249,7 +249,9 @@ impl Fs {
             ));
         }
         if rt1 {
-            return Err(Error::Unsupported("exchanging ranges of realtime files".into()));
+            return Err(Error::Unsupported(
+                "exchanging ranges of realtime files".into(),
+            ));
         }
         if len == 0 || flags.contains(ExchangeFlags::DRY_RUN) {
             return Ok(());
@@ -320,7 +322,10 @@ mod tests {
     #[test]
     fn ranges_are_checked_as_the_kernel_does() {
         // Aligned, inside both files.
-        assert_eq!(check_range(0, 8 * B, B, 8 * B, 4 * B, false, B).unwrap(), 4 * B);
+        assert_eq!(
+            check_range(0, 8 * B, B, 8 * B, 4 * B, false, B).unwrap(),
+            4 * B
+        );
         // Unaligned offsets, past EOF, unaligned length in the middle.
         assert!(check_range(1, 8 * B, 0, 8 * B, B, false, B).is_err());
         assert!(check_range(0, 8 * B, 9 * B, 8 * B, B, false, B).is_err());
@@ -331,8 +336,14 @@ mod tests {
         assert!(check_range(0, 2 * B + 5, 0, 9 * B, 2 * B + 5, false, B).is_err());
         assert!(check_range(0, 9 * B, 0, 2 * B + 5, 2 * B + 5, false, B).is_err());
         // To EOF: the longer remainder.
-        assert_eq!(check_range(B, 3 * B + 7, 0, B, 0, true, B).unwrap(), 2 * B + 7);
-        assert_eq!(check_range(0, 3 * B, 0, 5 * B + 1, 0, true, B).unwrap(), 5 * B + 1);
+        assert_eq!(
+            check_range(B, 3 * B + 7, 0, B, 0, true, B).unwrap(),
+            2 * B + 7
+        );
+        assert_eq!(
+            check_range(0, 3 * B, 0, 5 * B + 1, 0, true, B).unwrap(),
+            5 * B + 1
+        );
         assert!(verify_area(u64::MAX, 1).is_err());
         assert!(verify_area(i64::MAX as u64, 1).is_err());
         assert!(verify_area(4096, 4096).is_ok());

@@ -26,8 +26,8 @@ mod setattr;
 mod xattr;
 
 pub use batch::{NewFile, NewFileOwned, BATCH_BYTES, BATCH_FILES};
-pub use exchange_range::ExchangeFlags;
 pub(crate) use create::symlink_to_local;
+pub use exchange_range::ExchangeFlags;
 pub use remove::InUse;
 pub use setattr::{AgCounters, AttrChange, SetTime};
 pub(crate) use xattr::set_disk_in;
