@@ -251,6 +251,110 @@ type Pair = (
     u64,
 );
 
+impl Exchange {
+    /// The exchange `x` asks for, on its two inodes as they are now (read
+    /// and locked by the caller): the sizes to set at the end (each file
+    /// gets the other's), whether a reflink flag is cleared at the end;
+    /// and before any step, as the kernel's `xfs_exchange_mappings` does
+    /// for a new request and its recovery for a logged one, the reflink
+    /// flag set on both when either has it and the wide extent counters
+    /// on both (large extent counts).
+    pub(crate) fn prepare(fs: &Fs, x: &Xmi, ip1: &mut Inode, ip2: &mut Inode) -> Exchange {
+        let block_log = fs.geometry().block_log;
+        let flags = x.flags & XFS_EXCHMAPS_PARAMS;
+        let (isize1, isize2) = if flags & XFS_EXCHMAPS_SET_SIZES != 0 {
+            (ip2.size as i64, ip1.size as i64)
+        } else {
+            (-1, -1)
+        };
+        let blocks = |size: u64| size.div_ceil(1 << block_log);
+        let (r1, r2) = (ip1.may_share(), ip2.may_share());
+        let whole = x.startoff1 == 0
+            && x.startoff2 == 0
+            && x.blockcount == blocks(ip1.size)
+            && x.blockcount == blocks(ip2.size);
+        let (clear1, clear2) = if whole && r1 != r2 {
+            (r1, r2)
+        } else {
+            (false, false)
+        };
+        if r1 || r2 {
+            ip1.flags2 |= XFS_DIFLAG2_REFLINK;
+            ip2.flags2 |= XFS_DIFLAG2_REFLINK;
+        }
+        if fs.geometry().features.nrext64 {
+            ip1.flags2 |= XFS_DIFLAG2_NREXT64;
+            ip2.flags2 |= XFS_DIFLAG2_NREXT64;
+        }
+        Exchange {
+            xmi: x.clone(),
+            flags,
+            off1: x.startoff1,
+            off2: x.startoff2,
+            left: x.blockcount,
+            isize1,
+            isize2,
+            clear1,
+            clear2,
+            pending: None,
+            pairs: 0,
+        }
+    }
+
+    /// One step of a new exchange, in the caller's transaction: the next
+    /// pair of different mappings chosen (sizes raised, or set at the
+    /// end) and exchanged, as the kernel's `xfs_exchmaps_finish_one` does
+    /// before its block-mapping updates run. False when nothing was left.
+    pub(crate) fn step(
+        &mut self,
+        tp: &mut crate::trans::Trans<'_>,
+        ip1: &mut Inode,
+        ip2: &mut Inode,
+    ) -> Result<bool> {
+        if self.left == 0 {
+            return Ok(false);
+        }
+        let block_log = tp.geo().block_log;
+        if let Some((off1, off2, m1, m2, len)) = self.choose(tp, ip1, ip2, block_log)? {
+            exchange_pair(tp, ip1, off1, m1, ip2, off2, m2, len)?;
+        }
+        Ok(true)
+    }
+
+    /// The pairs of mappings a new exchange will exchange, with nothing
+    /// changed (for the caller to lock their AGs first, in order): the
+    /// block of each mapping that is not a hole.
+    pub(crate) fn plan(
+        &self,
+        tp: &mut crate::trans::Trans<'_>,
+        ip1: &Inode,
+        ip2: &Inode,
+    ) -> Result<Vec<FsBlock>> {
+        let block_log = tp.geo().block_log;
+        let mut ex = self.clone();
+        let (mut a, mut b) = (ip1.clone(), ip2.clone());
+        let mut blocks = Vec::new();
+        while ex.left > 0 {
+            if let Some((_, _, m1, m2, _)) = ex.choose(tp, &mut a, &mut b, block_log)? {
+                blocks.extend(m1.iter().chain(m2.iter()).map(|m| m.0));
+            }
+        }
+        Ok(blocks)
+    }
+
+    /// After the last step: clears the reflink flags [`Exchange::prepare`]
+    /// decided to clear (the kernel's post-operation work).
+    pub(crate) fn clear_reflink(&mut self, ip1: &mut Inode, ip2: &mut Inode) {
+        for (ip, clear) in [(ip1, self.clear1), (ip2, self.clear2)] {
+            if clear {
+                ip.flags2 &= !XFS_DIFLAG2_REFLINK;
+            }
+        }
+        self.clear1 = false;
+        self.clear2 = false;
+    }
+}
+
 /// Starts finishing the exchange `x` names, as the kernel's recovery of
 /// the intent does in one transaction: the request rebuilt from the
 /// inodes, the reflink flags made alike and the wide extent counters set,
@@ -265,44 +369,7 @@ pub fn start_exchange(fs: &Fs, x: &Xmi) -> Result<Exchange> {
     lock(&mut tp, x);
     let mut ip1 = read_checked(&mut tp, x, x.inode1, x.igen1)?;
     let mut ip2 = read_checked(&mut tp, x, x.inode2, x.igen2)?;
-    let flags = x.flags & XFS_EXCHMAPS_PARAMS;
-    let (isize1, isize2) = if flags & XFS_EXCHMAPS_SET_SIZES != 0 {
-        (ip2.size as i64, ip1.size as i64)
-    } else {
-        (-1, -1)
-    };
-    let blocks = |size: u64| size.div_ceil(1 << block_log);
-    let (r1, r2) = (ip1.may_share(), ip2.may_share());
-    let whole = x.startoff1 == 0
-        && x.startoff2 == 0
-        && x.blockcount == blocks(ip1.size)
-        && x.blockcount == blocks(ip2.size);
-    let (clear1, clear2) = if whole && r1 != r2 {
-        (r1, r2)
-    } else {
-        (false, false)
-    };
-    if r1 || r2 {
-        ip1.flags2 |= XFS_DIFLAG2_REFLINK;
-        ip2.flags2 |= XFS_DIFLAG2_REFLINK;
-    }
-    if fs.geometry().features.nrext64 {
-        ip1.flags2 |= XFS_DIFLAG2_NREXT64;
-        ip2.flags2 |= XFS_DIFLAG2_NREXT64;
-    }
-    let mut ex = Exchange {
-        xmi: x.clone(),
-        flags,
-        off1: x.startoff1,
-        off2: x.startoff2,
-        left: x.blockcount,
-        isize1,
-        isize2,
-        clear1,
-        clear2,
-        pending: None,
-        pairs: 0,
-    };
+    let mut ex = Exchange::prepare(fs, x, &mut ip1, &mut ip2);
     ex.pending = ex.choose(&mut tp, &mut ip1, &mut ip2, block_log)?;
     tp.log_inode(&ip1)?;
     tp.log_inode(&ip2)?;

@@ -16,6 +16,7 @@ mod build;
 mod create;
 mod data;
 mod exchange;
+mod exchange_range;
 pub(crate) mod guard;
 mod orphan;
 pub(crate) mod pptr;
@@ -26,6 +27,7 @@ mod xattr;
 
 pub use batch::{NewFile, NewFileOwned, BATCH_BYTES, BATCH_FILES};
 pub(crate) use create::symlink_to_local;
+pub use exchange_range::ExchangeFlags;
 pub use remove::InUse;
 pub use setattr::{AgCounters, AttrChange, SetTime};
 pub(crate) use xattr::set_disk_in;

@@ -159,6 +159,18 @@ impl<'a> Trans<'a> {
         self.ag_locks.contains(&agno.0)
     }
 
+    /// At most the bytes a commit of this transaction now would put in
+    /// the log: every changed or new buffer whole, and the inodes logged.
+    pub(crate) fn log_bytes(&self) -> usize {
+        let bufs: usize = self
+            .bufs
+            .iter()
+            .filter(|b| b.dirty && !b.stale)
+            .map(TBuf::len)
+            .sum();
+        bufs + self.inodes.values().map(|r| r.len()).sum::<usize>()
+    }
+
     /// Locks inode `ino` until commit or drop (no-op if already held).
     pub fn lock_inode(&mut self, ino: Ino) {
         if !self.inode_locks.contains(&ino.0) {

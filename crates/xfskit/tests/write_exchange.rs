@@ -1,0 +1,416 @@
+//! `Fs::exchange_range` against the kernel's XFS_IOC_EXCHANGE_RANGE: two
+//! identical images (mkfs.xfs 6.15 with the 6.18 defaults: exchange-range,
+//! reflink, rmapbt, parent pointers) with files of several extents, holes,
+//! unwritten and shared blocks; the kernel exchanges on one (xfs_io 6.15
+//! `exchangerange` through a loop mount), xfskit the same ranges on the
+//! other; contents, sizes, extent maps and the reflink flags must agree and
+//! `xfs_repair -n` 6.15 be clean on both. Then the refusals, and a crash
+//! at every write of one exchange.
+
+mod crash_common;
+mod namespace_common;
+mod write_common;
+
+use crash_common::{CrashDevice, Shared};
+use namespace_common::meta;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use write_common::*;
+use xfskit::inode::Fork;
+use xfskit::namespace::ExchangeFlags;
+use xfskit::{Error, Fs, Ino, OpenOptions};
+
+const K: u64 = 1024;
+const FILES: [&str; 7] = ["a", "b", "c", "d", "e", "f", "g"];
+
+fn xfs_io(args: &[&str]) {
+    let (ok, out) = run_615("xfs_io", args);
+    assert!(
+        ok && !out.contains("Invalid") && !out.contains("rror"),
+        "xfs_io {args:?}: {out}"
+    );
+}
+
+/// The files: `a` and `b` of interleaved extents (each write fsynced),
+/// a hole punched in `a`, preallocation past its end, blocks shared with
+/// `c`; `b` ending in a partial block; `d` sharing blocks with `c` and
+/// ending in a partial block; `e` plain; `f` (shared blocks) and `g`
+/// (plain) of five blocks each, whose whole exchange clears `f`'s reflink
+/// flag.
+fn populate(mnt: &Path) {
+    let p = |n: &str| mnt.join(n).display().to_string();
+    let (a, b, c, d, e) = (p("a"), p("b"), p("c"), p("d"), p("e"));
+    xfs_io(&["-f", "-c", "pwrite -S 0x33 0 64k", "-c", "fsync", &c]);
+    for i in 0..6u64 {
+        let wa = format!("pwrite -S {:#x} {}k 16k", 0x10 + i, i * 16);
+        let wb = format!("pwrite -S {:#x} {}k 12k", 0x40 + i, i * 16);
+        xfs_io(&["-f", "-c", &wa, "-c", "fsync", &a]);
+        xfs_io(&["-f", "-c", &wb, "-c", "fsync", &b]);
+    }
+    xfs_io(&["-c", "fpunch 32k 8k", "-c", "falloc 100k 24k", &a]);
+    xfs_io(&["-c", &format!("reflink {c} 0 48k 16k"), &a]);
+    xfs_io(&[
+        "-c",
+        "falloc 72k 8k",
+        "-c",
+        "truncate 92283",
+        "-c",
+        "fsync",
+        &b,
+    ]);
+    xfs_io(&["-f", "-c", &format!("reflink {c} 0 0 12k"), &d]);
+    xfs_io(&["-c", "pwrite -S 0x77 12k 100", "-c", "fsync", &d]);
+    xfs_io(&["-f", "-c", "pwrite -S 0x88 0 20k", "-c", "fsync", &e]);
+    let (f, g) = (p("f"), p("g"));
+    xfs_io(&["-f", "-c", &format!("reflink {c} 0 0 16k"), &f]);
+    xfs_io(&["-c", "pwrite -S 0x99 16k 4k", "-c", "fsync", &f]);
+    xfs_io(&["-f", "-c", "pwrite -S 0xaa 0 18k", "-c", "fsync", &g]);
+}
+
+/// One exchange: (file1, off1, file2, off2, len, flags); len None: to EOF.
+type Op = (
+    &'static str,
+    u64,
+    &'static str,
+    u64,
+    Option<u64>,
+    ExchangeFlags,
+);
+
+fn ops() -> Vec<Op> {
+    vec![
+        ("a", 16 * K, "b", 32 * K, Some(40 * K), ExchangeFlags::NONE),
+        ("b", 0, "a", 0, Some(64 * K), ExchangeFlags::FILE1_WRITTEN),
+        ("d", 0, "e", 0, None, ExchangeFlags::NONE),
+        ("a", 8 * K, "b", 8 * K, None, ExchangeFlags::DSYNC),
+        ("f", 0, "g", 0, None, ExchangeFlags::NONE),
+    ]
+}
+
+fn kernel_exchange(mnt: &Path, op: &Op) {
+    let (f1, o1, f2, o2, len, flags) = *op;
+    let mut cmd = String::from("exchangerange");
+    if flags.contains(ExchangeFlags::FILE1_WRITTEN) {
+        cmd.push_str(" -w");
+    }
+    if flags.contains(ExchangeFlags::DSYNC) {
+        cmd.push_str(" -f");
+    }
+    cmd.push_str(&format!(" -s {o1} -d {o2}"));
+    if let Some(l) = len {
+        cmd.push_str(&format!(" -l {l}"));
+    }
+    cmd.push_str(&format!(" {}", mnt.join(f1).display()));
+    xfs_io(&["-c", &cmd, &mnt.join(f2).display().to_string()]);
+}
+
+fn ino(fs: &Fs, name: &str) -> Ino {
+    fs.lookup_path(format!("/{name}").as_bytes()).unwrap().ino
+}
+
+fn our_exchange(fs: &Fs, op: &Op) {
+    let (f1, o1, f2, o2, len, flags) = *op;
+    let flags = if len.is_none() {
+        flags | ExchangeFlags::TO_EOF
+    } else {
+        flags
+    };
+    fs.exchange_range(ino(fs, f1), o1, ino(fs, f2), o2, len.unwrap_or(0), flags)
+        .unwrap_or_else(|e| panic!("{op:?}: {e}"));
+}
+
+/// What is compared: size, data, extents (offset, block, length,
+/// unwritten), reflink and large-extent-count flags.
+type Snap = BTreeMap<String, (u64, Vec<u8>, Vec<(u64, u64, u64, bool)>, u64)>;
+
+fn snapshot(img: &Path) -> Snap {
+    let fs = Fs::open(img, &OpenOptions::default()).unwrap();
+    let mut m = Snap::new();
+    for n in FILES {
+        let ip = fs.lookup_path(format!("/{n}").as_bytes()).unwrap();
+        let mut data = vec![0u8; ip.size as usize];
+        let got = xfskit::inode::read_at(&fs, &ip, 0, &mut data).unwrap();
+        data.truncate(got);
+        let ext = xfskit::inode::extents(&fs, &ip, Fork::Data)
+            .unwrap()
+            .iter()
+            .map(|e| (e.offset, e.start.0, e.len, e.unwritten))
+            .collect();
+        let flags = ip.flags2
+            & (xfs_format::inode::XFS_DIFLAG2_REFLINK | xfs_format::inode::XFS_DIFLAG2_NREXT64);
+        m.insert(n.to_string(), (ip.size, data, ext, flags));
+    }
+    m
+}
+
+/// Contents as a kernel mount reads them.
+fn kernel_contents(img: &Path) -> Option<BTreeMap<String, Vec<u8>>> {
+    with_kernel_mount(img, |mnt| {
+        FILES
+            .iter()
+            .map(|n| (n.to_string(), std::fs::read(mnt.join(n)).unwrap()))
+            .collect()
+    })
+}
+
+fn describe(a: &Snap, b: &Snap) -> String {
+    let mut out = String::new();
+    for (n, x) in a {
+        let y = &b[n];
+        if x != y {
+            out.push_str(&format!(
+                "{n}: kernel size {} flags {:#x} extents {:?}\n   xfskit size {} flags {:#x} extents {:?}\n   data equal: {}\n",
+                x.0, x.3, x.2, y.0, y.3, y.2, x.1 == y.1
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn exchanges_match_the_kernel() {
+    if skip_unless_root("exchanges_match_the_kernel")
+        || skip_without_615("exchanges_match_the_kernel")
+    {
+        return;
+    }
+    let s = Scratch::new("xchg-kernel");
+    let (kimg, ximg) = (s.0.join("kernel.img"), s.0.join("xfskit.img"));
+    mkfs_618(&kimg, 320 << 20, "");
+    let mnt = s.0.join("mnt");
+    kernel_mount_rw_at(&kimg, &mnt).unwrap();
+    populate(&mnt);
+    kernel_umount(&mnt);
+    std::fs::copy(&kimg, &ximg).unwrap();
+    let before = snapshot(&kimg);
+    assert!(
+        before["a"].2.len() >= 5,
+        "a has few extents: {:?}",
+        before["a"].2
+    );
+
+    kernel_mount_rw_at(&kimg, &mnt).unwrap();
+    for op in ops() {
+        kernel_exchange(&mnt, &op);
+    }
+    kernel_umount(&mnt);
+
+    let fs = Fs::open_rw(&ximg, &OpenOptions::default()).unwrap();
+    let t0 = fs.inode(ino(&fs, "a")).unwrap().mtime;
+    for op in ops() {
+        our_exchange(&fs, &op);
+    }
+    for n in ["a", "b", "d", "e", "f", "g"] {
+        let ip = fs.inode(ino(&fs, n)).unwrap();
+        assert!(
+            ip.mtime >= t0 && ip.ctime == ip.mtime,
+            "{n}: times not updated"
+        );
+    }
+    fs.sync().unwrap();
+    drop(fs);
+
+    let (k, x) = (snapshot(&kimg), snapshot(&ximg));
+    assert_ne!(before, k, "the kernel's exchanges changed nothing");
+    for (n, (size, _, ext, flags)) in &k {
+        let unwritten = ext.iter().filter(|e| e.3).count();
+        eprintln!(
+            "{n}: size {} -> {size}, {} -> {} extents ({unwritten} unwritten), flags {:#x} -> {flags:#x}",
+            before[n].0,
+            before[n].2.len(),
+            ext.len(),
+            before[n].3
+        );
+    }
+    assert!(
+        k == x,
+        "xfskit and the kernel differ:\n{}",
+        describe(&k, &x)
+    );
+    assert_repair_615_clean(&kimg);
+    assert_repair_615_clean(&ximg);
+    let (kc, xc) = (kernel_contents(&kimg), kernel_contents(&ximg));
+    assert_eq!(kc, xc, "contents through kernel mounts differ");
+}
+
+#[test]
+fn refusals() {
+    if skip_without_615("refusals") {
+        return;
+    }
+    let s = Scratch::new("xchg-refuse");
+    let img = s.0.join("img");
+    mkfs_618(&img, 320 << 20, "");
+    let fs = Fs::open_rw(&img, &OpenOptions::default()).unwrap();
+    let root = fs.geometry().root_ino;
+    let meta = meta(0o644, 0);
+    let mk = |n: &[u8], size: usize| {
+        let i = fs
+            .create(root, n, &xfskit::build::NodeKind::File { size: 0 }, &meta)
+            .unwrap();
+        fs.write_at(i, 0, &vec![0x5a; size]).unwrap();
+        i
+    };
+    let (f1, f2) = (mk(b"f1", 40960), mk(b"f2", 40960 + 100));
+    let dir = fs
+        .create(root, b"d", &xfskit::build::NodeKind::Dir, &meta)
+        .unwrap();
+    let none = ExchangeFlags::NONE;
+    let invalid = |r: xfskit::Result<()>, what: &str| {
+        assert!(matches!(r, Err(Error::Invalid(_))), "{what}: {r:?}");
+    };
+    invalid(
+        fs.exchange_range(f1, 1, f2, 0, 4096, none),
+        "unaligned offset",
+    );
+    invalid(
+        fs.exchange_range(f1, 0, f2, 4096, 100, none),
+        "unaligned length",
+    );
+    invalid(fs.exchange_range(f1, 0, f2, 0, 45056, none), "past EOF");
+    invalid(
+        fs.exchange_range(f1, 45056, f2, 0, 0, none),
+        "start past EOF",
+    );
+    invalid(fs.exchange_range(f1, 0, f2, 0, u64::MAX, none), "past i64");
+    invalid(
+        fs.exchange_range(f1, 0, f2, 0, 4096, ExchangeFlags::from_bits(0x10)),
+        "unknown flag",
+    );
+    // f2's partial last block into the middle of f1.
+    invalid(
+        fs.exchange_range(f2, 0, f1, 0, 40960 + 100, none),
+        "partial block",
+    );
+    invalid(fs.exchange_range(f1, 0, f1, 4096, 8192, none), "overlap");
+    assert!(matches!(
+        fs.exchange_range(f1, 0, dir, 0, 4096, none),
+        Err(Error::IsDir(_))
+    ));
+    assert!(matches!(
+        fs.exchange_range(f1, 0, f1, 16384, 4096, none),
+        Err(Error::Unsupported(_))
+    ));
+    // A dry run and a zero length change nothing.
+    let before = fs.inode(f1).unwrap();
+    fs.exchange_range(f1, 0, f2, 0, 8192, ExchangeFlags::DRY_RUN)
+        .unwrap();
+    fs.exchange_range(f1, 0, f2, 0, 0, none).unwrap();
+    assert_eq!(fs.inode(f1).unwrap().mtime, before.mtime);
+    fs.sync().unwrap();
+    drop(fs);
+
+    // Without the feature.
+    let plain = s.0.join("plain");
+    mkfs_xfs(&plain, 320 << 20, "");
+    let fs = Fs::open_rw(&plain, &OpenOptions::default()).unwrap();
+    let root = fs.geometry().root_ino;
+    let a = fs
+        .create(
+            root,
+            b"a",
+            &xfskit::build::NodeKind::File { size: 0 },
+            &meta,
+        )
+        .unwrap();
+    let b = fs
+        .create(
+            root,
+            b"b",
+            &xfskit::build::NodeKind::File { size: 0 },
+            &meta,
+        )
+        .unwrap();
+    assert!(matches!(
+        fs.exchange_range(a, 0, b, 0, 0, ExchangeFlags::TO_EOF),
+        Err(Error::Unsupported(_))
+    ));
+}
+
+/// A crash at every write of one exchange (and the sync after it): both
+/// recoveries give the files before or after it, whole, and a clean
+/// `xfs_repair -n` 6.15.
+#[test]
+fn a_crashed_exchange_recovers_old_or_new() {
+    if skip_unless_root("a_crashed_exchange_recovers_old_or_new")
+        || skip_without_615("a_crashed_exchange_recovers_old_or_new")
+    {
+        return;
+    }
+    let s = Scratch::new("xchg-crash");
+    let base = s.0.join("base");
+    mkfs_618(&base, 320 << 20, "");
+    let mnt = s.0.join("mnt");
+    kernel_mount_rw_at(&base, &mnt).unwrap();
+    populate(&mnt);
+    kernel_umount(&mnt);
+    let old = snapshot(&base);
+    let op: Op = ("a", 0, "b", 0, None, ExchangeFlags::NONE);
+    let new = {
+        let img = s.0.join("new");
+        std::fs::copy(&base, &img).unwrap();
+        let fs = Fs::open_rw(&img, &OpenOptions::default()).unwrap();
+        our_exchange(&fs, &op);
+        fs.sync().unwrap();
+        drop(fs);
+        snapshot(&img)
+    };
+    assert_ne!(old, new);
+    let open = |dev: Arc<CrashDevice>| -> xfskit::Result<Fs> {
+        let fs = Fs::from_device_rw(Box::new(Shared(dev.clone())), &OpenOptions::default())?;
+        let g = fs.geometry();
+        let lo = g.fsb_to_daddr(g.log_start).bytes();
+        dev.set_log(lo, lo + u64::from(g.log_blocks) * u64::from(g.block_size));
+        Ok(fs)
+    };
+    let (img, ours) = (s.0.join("img"), s.0.join("ours"));
+    let mut crashes = 0;
+    let (mut saw_old, mut saw_new) = (0, 0);
+    for tear in [false, true] {
+        for n in 1.. {
+            let dev = Arc::new(CrashDevice::new(&base, Some(n), tear));
+            let fs = open(dev.clone()).unwrap();
+            let (f1, _, f2, _, _, _) = op;
+            let r = fs
+                .exchange_range(ino(&fs, f1), 0, ino(&fs, f2), 0, 0, ExchangeFlags::TO_EOF)
+                .and_then(|_| fs.sync());
+            drop(fs);
+            if r.is_ok() {
+                break;
+            }
+            crashes += 1;
+            dev.save(&base, &img);
+            std::fs::copy(&img, &ours).unwrap();
+            let what = format!("crash at write {n} (tear {tear})");
+            let fs = Fs::open_rw(&ours, &OpenOptions::default())
+                .unwrap_or_else(|e| panic!("{what}: xfskit recovery failed: {e}"));
+            fs.sync().unwrap();
+            drop(fs);
+            let got = snapshot(&ours);
+            assert!(
+                got == old || got == new,
+                "{what}, xfskit's recovery: {}",
+                describe(&new, &got)
+            );
+            if got == old {
+                saw_old += 1;
+            } else {
+                saw_new += 1;
+            }
+            assert_repair_615_clean(&ours);
+            if let Err(e) = kernel_replay(&img) {
+                panic!("{what}: the kernel cannot replay our log: {e}");
+            }
+            assert_repair_615_clean(&img);
+            let got = snapshot(&img);
+            assert!(
+                got == old || got == new,
+                "{what}, the kernel's recovery: {}",
+                describe(&new, &got)
+            );
+        }
+    }
+    eprintln!("{crashes} crashes: {saw_old} recovered the old files, {saw_new} the new");
+    assert!(crashes > 0 && saw_old > 0 && saw_new > 0);
+}
