@@ -28,7 +28,9 @@
 #        from /dev/fuse with the writeback cache; not run by default:
 #        xfskit-uring-inplace, io_uring with every WRITE done before it is
 #        answered (--write-behind off), and xfskit-uring-wb, io_uring with
-#        the writeback cache)
+#        the writeback cache), FEATURES (6.1, the default: Debian's mkfs.xfs
+#        makes every XFS image; 6.18: mkfs.xfs 6.15 beside the project with
+#        the xfsprogs 6.18 defaults, parent pointers and exchange-range)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${FILES:-20000}
@@ -39,9 +41,16 @@ RANDSECS=${RANDSECS:-30}
 TARGETS=${TARGETS:-xfskit xfskit-uring xfskit-wb kernel fuse2fs}
 XFSKIT_ARGS=${XFSKIT_ARGS:-}
 XFSKIT=${XFSKIT:-$PWD/target/release/xfskit}
+FEATURES=${FEATURES:-6.1}
+MKFS_XFS=(mkfs.xfs)
+if [ "$FEATURES" = 6.18 ]; then
+    X615=$PWD/../shared/xfsprogs-6.15
+    [ -x "$X615/libexec/mkfs.xfs" ] || { echo "bench/mount.sh: FEATURES=6.18 needs $X615" >&2; exit 2; }
+    MKFS_XFS=(env LD_LIBRARY_PATH="$X615/lib" "$X615/libexec/mkfs.xfs" -c options="$X615/conf/lts_6.18.conf")
+fi
 [ "$(id -u)" = 0 ] || { echo "bench/mount.sh: run as root" >&2; exit 2; }
 [ -x "$XFSKIT" ] || cargo build --release -q -p xfskit-cli
-command -v fuse2fs >/dev/null || { echo "bench/mount.sh: fuse2fs is missing (apt-get install fuse2fs)" >&2; exit 2; }
+[[ " $TARGETS " != *" fuse2fs "* ]] || command -v fuse2fs >/dev/null || { echo "bench/mount.sh: fuse2fs is missing (apt-get install fuse2fs)" >&2; exit 2; }
 WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/mountbench.XXXXXX")
 MNT=$WORK/mnt
 mkdir -p "$MNT"
@@ -80,7 +89,7 @@ mount_target() {
         truncate -s "$SIZE" "$WORK/img"
         case $1 in
             fuse2fs) mkfs.ext4 -q -F "$WORK/img" ;;
-            *) mkfs.xfs -q -f "$WORK/img"; H0=$(log_head) ;;
+            *) "${MKFS_XFS[@]}" -q -f "$WORK/img" >/dev/null; H0=$(log_head) ;;
         esac
     fi
     case $1 in
