@@ -516,3 +516,47 @@ fn set_id_bits_cleared_as_the_kernel_clears_them() {
     m.mount(&[]);
     m.finish();
 }
+
+/// renameat2's RENAME_WHITEOUT (what overlayfs asks of its upper
+/// filesystem): the file moves and a whiteout, a character device 0:0
+/// without permission bits, takes its old name; a directory too. Over an
+/// existing target the target goes. On a parent-pointer filesystem
+/// (XFSKIT_TEST_MKFS=6.18) the whiteout gets its parent pointer, which
+/// xfs_repair 6.15 checks at the end.
+#[test]
+fn rename_whiteout_leaves_a_whiteout() {
+    if skip("rename_whiteout_leaves_a_whiteout") {
+        return;
+    }
+    let m = RwMount::new("whiteout", 320, &[]);
+    let p = |s: &str| m.p(s);
+    fs::write(p("f"), b"file").unwrap();
+    fs::write(p("g"), b"target").unwrap();
+    assert_eq!(mkdir(&p("d")), 0);
+    assert_eq!(mkdir(&p("e")), 0);
+    fs::write(p("d/inner"), b"in d").unwrap();
+    let is_whiteout = |q: &Path| {
+        use std::os::unix::fs::FileTypeExt;
+        let md = fs::symlink_metadata(q).unwrap();
+        md.file_type().is_char_device() && md.rdev() == 0 && md.mode() & 0o7777 == 0
+    };
+    assert_eq!(rename2(&p("f"), &p("e/f2"), libc::RENAME_WHITEOUT), 0);
+    assert!(is_whiteout(&p("f")), "no whiteout at f");
+    assert_eq!(fs::read(p("e/f2")).unwrap(), b"file");
+    // Over an existing target, which goes.
+    assert_eq!(rename2(&p("e/f2"), &p("g"), libc::RENAME_WHITEOUT), 0);
+    assert!(is_whiteout(&p("e/f2")), "no whiteout at e/f2");
+    assert_eq!(fs::read(p("g")).unwrap(), b"file");
+    // A directory, to another directory.
+    let e_links = nlink(&p("e"));
+    assert_eq!(rename2(&p("d"), &p("e/d"), libc::RENAME_WHITEOUT), 0);
+    assert!(is_whiteout(&p("d")), "no whiteout at d");
+    assert_eq!(fs::read(p("e/d/inner")).unwrap(), b"in d");
+    assert_eq!(nlink(&p("e")), e_links + 1);
+    // With RENAME_EXCHANGE it is refused.
+    assert_eq!(
+        rename2(&p("g"), &p("e/d"), libc::RENAME_WHITEOUT | libc::RENAME_EXCHANGE),
+        libc::EINVAL
+    );
+    m.finish();
+}

@@ -313,7 +313,7 @@ impl Filesystem for &'static XfsFuse {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -321,7 +321,7 @@ impl Filesystem for &'static XfsFuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let r = self.do_rename(parent, name, newparent, newname, flags);
+        let r = self.do_rename(req.into(), parent, name, newparent, newname, flags);
         answer!(r, reply, |()| reply.ok());
     }
 

@@ -217,6 +217,7 @@ impl XfsFuse {
     /// Renames `name` in `parent` to `newname` in `newparent`.
     pub(crate) fn do_rename(
         &self,
+        who: Caller,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -226,8 +227,9 @@ impl XfsFuse {
         self.check_writable()?;
         let (sname, dname) = (entry_name(name)?, entry_name(newname)?);
         let (sdir, ddir) = (self.ino(parent), self.ino(newparent));
-        if flags.contains(RenameFlags::RENAME_WHITEOUT)
-            || flags.contains(RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_NOREPLACE)
+        let whiteout = flags.contains(RenameFlags::RENAME_WHITEOUT);
+        if flags.contains(RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_NOREPLACE)
+            || (whiteout && flags.contains(RenameFlags::RENAME_EXCHANGE))
         {
             return Err(Errno::EINVAL);
         }
@@ -249,10 +251,16 @@ impl XfsFuse {
                 return Err(Errno::EEXIST);
             }
         }
-        let orphan = self
-            .fs
-            .rename_keeping(sdir, sname, ddir, dname, &|i| self.in_use(i))
-            .map_err(|e| to_errno(&e))?;
+        let orphan = if whiteout {
+            let dir = self.dir_inode(parent)?;
+            let meta = self.new_meta(who, &dir, 0, false);
+            self.fs
+                .rename_whiteout(sdir, sname, ddir, dname, &meta, &|i| self.in_use(i))
+        } else {
+            self.fs
+                .rename_keeping(sdir, sname, ddir, dname, &|i| self.in_use(i))
+        }
+        .map_err(|e| to_errno(&e))?;
         if let Some(o) = orphan {
             self.keep_orphan(o);
         }

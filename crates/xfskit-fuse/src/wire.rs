@@ -492,7 +492,7 @@ fn decide(
             let name = names.next().unwrap();
             let newname = names.next().unwrap();
             let flags = RenameFlags::from_bits_retain(flags);
-            fs.do_rename(node, name, newdir, newname, flags)?;
+            fs.do_rename(who, node, name, newdir, newname, flags)?;
             Reply::Empty
         }
         op::LINK => entry(fs.do_link(INodeNo(a.u64(0)), node, names.next().unwrap()))?,

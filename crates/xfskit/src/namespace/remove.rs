@@ -148,6 +148,34 @@ impl Fs {
         dname: &[u8],
         in_use: InUse<'_>,
     ) -> Result<Option<Ino>> {
+        self.rename_as(sdir, sname, ddir, dname, in_use, None)
+    }
+
+    /// [`Fs::rename_keeping`] that leaves a whiteout at the source name
+    /// (renameat2's RENAME_WHITEOUT, for overlayfs): a character device
+    /// 0:0 with no permission bits, owned as `meta` says, made in the
+    /// rename's transaction as the kernel makes it.
+    pub fn rename_whiteout(
+        &self,
+        sdir: Ino,
+        sname: &[u8],
+        ddir: Ino,
+        dname: &[u8],
+        meta: &crate::build::Meta,
+        in_use: InUse<'_>,
+    ) -> Result<Option<Ino>> {
+        self.rename_as(sdir, sname, ddir, dname, in_use, Some(meta))
+    }
+
+    fn rename_as(
+        &self,
+        sdir: Ino,
+        sname: &[u8],
+        ddir: Ino,
+        dname: &[u8],
+        in_use: InUse<'_>,
+        whiteout: Option<&crate::build::Meta>,
+    ) -> Result<Option<Ino>> {
         super::check_name(sname)?;
         super::check_name(dname)?;
         let now = self.now()?;
@@ -170,6 +198,10 @@ impl Fs {
         if same && sname == dname {
             return Ok(None);
         }
+        let gen = match whiteout {
+            Some(_) => self.write_state()?.next_gen(),
+            None => 0,
+        };
         tp.lock_inode(sino);
         let mut sip = tp.read_inode(sino)?;
         super::guard::may_remove(&sdp, &sip)?;
@@ -201,6 +233,10 @@ impl Fs {
         let dpv = ddp.as_mut().unwrap_or(&mut sdp);
         super::guard::may_write(dpv, "adding a name")?;
         let existing = crate::dir::write::lookup(&mut tp, dpv, dname)?;
+        if whiteout.is_some() && existing.is_some_and(|(t, _)| t == sino) {
+            // Two names of one inode: nothing to do (the VFS stops there).
+            return Ok(None);
+        }
         let mut nlink_delta_d = 0i32;
         let mut orphan = None;
         match existing {
@@ -248,8 +284,26 @@ impl Fs {
                 crate::dir::write::add(&mut tp, dpv, dname, sino, ftype)?;
             }
         }
-        crate::dir::write::remove(&mut tp, &mut sdp, sname)?;
         let old_rec = super::pptr::rec(&sdp);
+        match whiteout {
+            None => {
+                crate::dir::write::remove(&mut tp, &mut sdp, sname)?;
+            }
+            Some(meta) => {
+                let kind = crate::build::NodeKind::CharDev { major: 0, minor: 0 };
+                let mut m = meta.clone();
+                m.mode = 0;
+                let wip = self.new_inode_in(&mut tp, &mut sdp, sname, &kind, &m, gen, None)?;
+                crate::dir::write::replace(
+                    &mut tp,
+                    &mut sdp,
+                    sname,
+                    wip.ino,
+                    wip.file_type.dirent_code(),
+                )?;
+                tp.log_inode(&wip)?;
+            }
+        }
         super::pptr::replace(
             &mut tp,
             &mut sip,
