@@ -1326,11 +1326,11 @@ const INCOMPAT_PARENT: u32 = 1 << 7;
 /// `xfskit recover` must give the kernel's tree and counters, and
 /// `xfskit check` must find the recovered image clean (unfinished parent
 /// pointer intents, if one is ever logged, are finished too: see
-/// `crates/xfskit/tests/recover_pptr.rs`). Writing other than recovery's
-/// own work is refused: the write engine does not keep parent pointers.
+/// `crates/xfskit/tests/recover_pptr.rs`). Offline edits after the
+/// recovery keep the parent pointers (xfs_repair -n 6.15 clean).
 #[test]
-fn parent_pointer_filesystems_recover_and_refuse_writes() {
-    let test = "parent_pointer_filesystems_recover_and_refuse_writes";
+fn parent_pointer_filesystems_recover_and_take_writes() {
+    let test = "parent_pointer_filesystems_recover_and_take_writes";
     if !require_root(test) {
         return;
     }
@@ -1386,18 +1386,32 @@ fn parent_pointer_filesystems_recover_and_refuse_writes() {
         "{test}: check: {}",
         String::from_utf8_lossy(&c.stdout)
     );
-    let before = sha(&ximg);
-    let m = xfskit(&["mkdir", s(&ximg), "/refused"]);
-    assert_eq!(
-        m.status.code(),
-        Some(3),
-        "{test}: mkdir on a parent-pointer filesystem: {}",
-        String::from_utf8_lossy(&m.stderr)
-    );
-    assert_eq!(
-        before,
-        sha(&ximg),
-        "{test}: a refused write changed the image"
+    // Writing after recovery keeps the parent pointers: xfs_repair -n
+    // (6.15, which checks them) and check find the result clean.
+    let wimg = dir.join("w.img");
+    copy(&ximg, &wimg);
+    for args in [
+        vec!["mkdir", s(&wimg), "/after"],
+        vec!["mv", s(&wimg), "/d/h1", "/after/moved"],
+        vec!["ln", s(&wimg), "/d/e/g2", "/after/g2-link"],
+        vec!["rm", s(&wimg), "/d/h3"],
+    ] {
+        let o = xfskit(&args);
+        assert!(
+            o.status.success(),
+            "{test}: xfskit {args:?} on a parent-pointer filesystem: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    if common::fixtures::xfsprogs_615().is_some() {
+        let (code, out) = repair_check(&wimg);
+        assert_eq!(code, 0, "{test}: xfs_repair -n 6.15 after the edits:\n{out}");
+    }
+    let c = xfskit(&["check", s(&wimg)]);
+    assert!(
+        c.status.success(),
+        "{test}: check after the edits: {}",
+        String::from_utf8_lossy(&c.stdout)
     );
     set_incompat(&kimg, INCOMPAT_PARENT, false);
     set_incompat(&ximg, INCOMPAT_PARENT, false);
