@@ -49,18 +49,24 @@ pub(crate) fn icreate_region(geo: &Geometry, c: &Icreate) -> Vec<u8> {
     l.as_bytes().to_vec()
 }
 
-/// One fork's part of an inode item: its flag and region.
+/// One fork's part of an inode item: its flag and region. A local fork
+/// logs the bytes in use (`used`: the short-form directory's or symlink's
+/// size, the short-form attribute list's total size), rounded up to four
+/// bytes, as the kernel logs its in-memory fork.
 fn fork(
     format: u8,
     area: &[u8],
-    nextents: u64,
+    (nextents, used): (u64, usize),
     flags: [u32; 3],
     ino: u64,
     uuid: &Uuid,
 ) -> Result<Option<(u32, Vec<u8>)>> {
     let [data, ext, broot] = flags;
     Ok(match format {
-        1 => Some((data, area.to_vec())),
+        1 => {
+            let len = used.next_multiple_of(4).min(area.len());
+            Some((data, area[..len].to_vec()))
+        }
         2 => {
             let n = usize::try_from(nextents).unwrap_or(usize::MAX);
             let len = n.saturating_mul(REC);
@@ -112,7 +118,10 @@ pub(crate) fn inode_regions(
     } else if let Some((flag, r)) = fork(
         d.di_format,
         darea,
-        d.nextents(),
+        (
+            d.nextents(),
+            usize::try_from(d.di_size.get()).unwrap_or(usize::MAX),
+        ),
         [XFS_ILOG_DDATA, XFS_ILOG_DEXT, XFS_ILOG_DBROOT],
         ino.0,
         &uuid,
@@ -124,10 +133,15 @@ pub(crate) fn inode_regions(
     if let Some(aoff) = d.attr_fork_offset() {
         let asize = d.attr_fork_size(isize);
         if aoff + asize <= isize {
+            let area = &raw[aoff..aoff + asize];
+            // A short-form attribute list starts with its total size.
+            let used = area
+                .get(..2)
+                .map_or(area.len(), |b| usize::from(u16::from_be_bytes([b[0], b[1]])));
             if let Some((flag, r)) = fork(
                 d.di_aformat,
-                &raw[aoff..aoff + asize],
-                u64::from(d.anextents()),
+                area,
+                (u64::from(d.anextents()), used),
                 [XFS_ILOG_ADATA, XFS_ILOG_AEXT, XFS_ILOG_ABROOT],
                 ino.0,
                 &uuid,
