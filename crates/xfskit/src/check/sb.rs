@@ -376,9 +376,10 @@ pub(crate) fn check_sb(ctx: &Ctx<'_>, agno: u32, primary: &[u8]) {
 }
 
 /// Where mkfs puts the root inode: the first inode of the first chunk it
-/// allocates in AG 0, after the AG headers, one root block per btree and
-/// the smallest free list, rounded up to the stripe unit or else to the
-/// inode chunk alignment.
+/// allocates in AG 0, after the AG headers, one root block per btree, the
+/// smallest free list and an internal log that lies in AG 0, rounded up to
+/// the stripe unit or else to the inode chunk alignment (xfs_repair's
+/// rule, libxfs's `xfs_ialloc_calc_rootino`).
 fn calc_root_ino(geo: &crate::geometry::Geometry) -> u64 {
     let f = &geo.features;
     let bs = u64::from(geo.block_size);
@@ -396,6 +397,11 @@ fn calc_root_ino(geo: &crate::geometry::Geometry) -> u64 {
         } else {
             max_levels(bs, 24, 44, ag).min(2)
         };
+    }
+    // An internal log in AG 0 (filesystems of one AG, or old mkfs on very
+    // small ones) comes before the first inode chunk.
+    if geo.log_start.0 > 0 && geo.fsb_split(geo.log_start).0 .0 == 0 {
+        b += u64::from(geo.log_blocks);
     }
     let align = if geo.stripe_unit > 0 {
         geo.stripe_unit
