@@ -411,7 +411,7 @@ fn check_crash(dir: &Path, base: &Path, img: &Path, dev: &CrashDevice, got: &Out
     if let Err(e) = kernel_replay(img) {
         panic!("{what}: the kernel cannot replay our log: {e}");
     }
-    let (ok, out) = repair_n(&img);
+    let (ok, out) = repair_n(img);
     assert!(ok, "{what}: xfs_repair -n after replay:\n{out}");
     let rfs = Fs::open(img, &OpenOptions::default()).unwrap();
     let tree = walk_lib(&rfs);
