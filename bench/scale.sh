@@ -4,12 +4,13 @@
 # in ten has 4 KiB of data, one in twenty an xattr, one in a hundred a
 # second name), builds an image from it on stdin, then runs, each with a
 # cold cache under /usr/bin/time: bulkstat, ls -R, check, and xfs_repair -n
-# beside them. Prints wall time, peak RSS and RSS per inode of each.
+# beside them. Prints wall time, peak RSS and RSS per inode of each
+# (a failed command prints why, and its row has what it used until then).
 #
 # Usage: bench/scale.sh N [N...]     (as root for the cold cache; e.g. 1000000)
 # Env:   XFSKIT (binary, default target/release/xfskit, built if missing),
-#        WORK (scratch directory, default /var/tmp; the image is about
-#        N * 1.5 KiB), REPAIR=0 to leave xfs_repair out
+#        WORK (scratch directory, default /var/tmp; the tar is about N * 1 KiB,
+#        the sparse image N * 3 KiB), REPAIR=0 to leave xfs_repair out
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: bench/scale.sh N [N...]" >&2; exit 2; }
@@ -67,7 +68,7 @@ measure() { # LABEL N CMD...: one row
     sync; echo 3 > /proc/sys/vm/drop_caches
     /usr/bin/time -f '%e %M' -o "$DIR/time" "$@" > /dev/null 2> "$DIR/err" || {
         echo "$label failed:"; tail -3 "$DIR/err"; }
-    read -r secs kib < "$DIR/time"
+    read -r secs kib < <(tail -n 1 "$DIR/time")
     printf '| %s | %s | %s s | %s MB | %s B |\n' "$n" "$label" "$secs" "$((kib / 1024))" "$((kib * 1024 / n))"
 }
 
@@ -75,7 +76,9 @@ echo "| inodes | command | wall | peak RSS | RSS per inode |"
 echo "|---|---|---|---|---|"
 for n in "$@"; do
     rm -f "$IMG"
-    size=$(( (n * 1536 / 1048576 + 1024) ))m
+    # inodes may take a quarter of the space (imaxpct 25): 2 KiB per
+    # inode for them, 1 KiB more for data and directories, 1 GiB spare
+    size=$(( (n * 3072 / 1048576 + 1024) ))m
     gen_tar "$n" > "$DIR/src.tar"
     measure "build (tar on stdin, --size $size)" "$n" \
         bash -c "\"$XFSKIT\" build ${DEFAULTS[*]:-} - \"$IMG\" --size $size < \"$DIR/src.tar\""
