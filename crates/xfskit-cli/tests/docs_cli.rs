@@ -5,25 +5,13 @@
 
 mod common;
 
+use common::fixtures::{output_text as text, xfskit_output as xfskit};
+
 use common::TempDir;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn xfskit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xfskit"))
-        .args(args)
-        .output()
-        .expect("run xfskit")
-}
 
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// The subcommands `xfskit --help` lists (its "Commands:" section), less
 /// clap's own `help`.

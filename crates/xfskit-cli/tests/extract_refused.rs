@@ -7,26 +7,14 @@
 
 mod common;
 
+use common::fixtures::{output_text as text, xfskit_output as xfskit};
+
 use common::{require_root, TempDir};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn xfskit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xfskit"))
-        .args(args)
-        .output()
-        .expect("run xfskit")
-}
 
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn sh(script: &str) {
     let o = Command::new("sh").args(["-c", script]).output().unwrap();

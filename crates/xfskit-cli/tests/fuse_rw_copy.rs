@@ -149,14 +149,7 @@ fn copy_file_range_copies_inside_the_server() {
 /// Runs xfs_db in expert mode with `cmds` on `image`.
 fn xfs_db(image: &Path, cmds: &[&str]) {
     // Parent pointers are corruption to Debian's xfs_db 6.1.
-    let mut cmd = match common::fixtures::xfsprogs_615().filter(|_| common::fixtures::needs_615(image)) {
-        Some(d) => {
-            let mut c = Command::new(d.join("libexec/xfs_db"));
-            c.env("LD_LIBRARY_PATH", d.join("lib"));
-            c
-        }
-        None => Command::new("xfs_db"),
-    };
+    let mut cmd = common::fixtures::xfs_tool("xfs_db", image);
     cmd.arg("-x");
     for c in cmds {
         cmd.args(["-c", c]);

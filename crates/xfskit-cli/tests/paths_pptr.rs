@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::fixtures::xfskit_output as xfskit;
+
 use common::{is_root, skip, TempDir};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::ffi::OsStrExt;
@@ -12,12 +14,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn xfskit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xfskit"))
-        .args(args)
-        .output()
-        .expect("run xfskit")
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")

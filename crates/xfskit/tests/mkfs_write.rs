@@ -9,6 +9,8 @@
 //! filesystem that holds such sparse files: `$XFSKIT_SCRATCH`, or (as root) a
 //! tmpfs mounted for the test; without either those rows print SKIP.
 
+mod write_common;
+
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -565,25 +567,6 @@ fn memory_device_matches_file_target() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// mkfs.xfs 6.15 beside the project (`../shared/xfsprogs-6.15`), run with
-/// its private library.
-fn run_615(tool: &str, args: &[&str]) -> Option<(bool, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-6.15");
-    let o = Command::new(dir.join("libexec").join(tool))
-        .args(args)
-        .env("LD_LIBRARY_PATH", dir.join("lib"))
-        .output()
-        .ok()?;
-    Some((
-        o.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    ))
-}
-
 /// Rows made with the feature defaults of newer xfsprogs: (size, options
 /// for mkfs.xfs 6.15, options for xfskit, compare whole image).
 const NEWER: &[(u64, &str, &str, bool)] = &[
@@ -623,19 +606,13 @@ const NEWER: &[(u64, &str, &str, bool)] = &[
 #[test]
 fn headers_match_mkfs_xfs_615_newer_defaults() {
     need_tools();
-    let Some((true, _)) = run_615("mkfs.xfs", &["-V"]) else {
-        let line = "SKIP headers_match_mkfs_xfs_615_newer_defaults: xfsprogs 6.15 not beside the project or not runnable";
-        eprintln!("{line}");
-        if let Some(p) = std::env::var_os("XFSKIT_SKIP_LOG") {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(p).unwrap();
-            let _ = writeln!(f, "{line}");
-        }
+    if write_common::skip_without_615("headers_match_mkfs_xfs_615_newer_defaults") {
         return;
-    };
+    }
     let dir = tmpdir("newer");
-    let conf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/xfsprogs-6.15/conf/lts_6.18.conf")
+    let conf = write_common::xfsprogs_615()
+        .unwrap()
+        .join("conf/lts_6.18.conf")
         .display()
         .to_string();
     let conf_opt = format!("-c options={conf}");
@@ -658,14 +635,14 @@ fn headers_match_mkfs_xfs_615_newer_defaults() {
         let u = format!("uuid={UUID}");
         let p = r.display().to_string();
         args.extend(["-q", "-m", &u, &p]);
-        let (ok, out) = run_615("mkfs.xfs", &args).unwrap();
+        let (ok, out) = write_common::run_615("mkfs.xfs", &args);
         assert!(ok, "mkfs.xfs 6.15 {ref_opts}: {out}");
         let mut e = match ours(&o, our_opts) {
             Ok(_) => compare(&r, &o, *whole, Ref::V615),
             Err(e) => vec![format!("xfskit mkfs failed: {e}")],
         };
         if e.is_empty() {
-            let (ok, out) = run_615("xfs_repair", &["-n", &o.display().to_string()]).unwrap();
+            let (ok, out) = write_common::run_615("xfs_repair", &["-n", &o.display().to_string()]);
             if !ok {
                 e.push(format!("xfs_repair -n 6.15: {out}"));
             }

@@ -30,36 +30,6 @@ use xfskit::{Fs, OpenOptions};
 const PARENT: u32 = xfs_format::attr::XFS_ATTR_PARENT as u32;
 const INCOMPAT_PARENT: u32 = xfs_format::sb::XFS_SB_FEAT_INCOMPAT_PARENT;
 
-/// Sets or clears incompat feature `bits` in every AG's superblock,
-/// restamping each CRC.
-fn set_incompat(img: &Path, bits: u32, on: bool) {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(img)
-        .unwrap();
-    let be32 = |b: &[u8], o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
-    let mut sb = vec![0u8; 512];
-    f.read_exact_at(&mut sb, 0).unwrap();
-    let sect = usize::from(u16::from_be_bytes([sb[102], sb[103]]));
-    let ag_bytes = u64::from(be32(&sb, 4)) * u64::from(be32(&sb, 84));
-    for ag in 0..u64::from(be32(&sb, 88)) {
-        let mut sb = vec![0u8; sect];
-        f.read_exact_at(&mut sb, ag * ag_bytes).unwrap();
-        let mut inc = be32(&sb, 216);
-        if on {
-            inc |= bits;
-        } else {
-            inc &= !bits;
-        }
-        sb[216..220].copy_from_slice(&inc.to_be_bytes());
-        xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
-        f.write_all_at(&sb, ag * ag_bytes).unwrap();
-    }
-    f.sync_all().unwrap();
-}
-
 /// The parent record of directory `ino` with generation `gen`.
 fn rec(ino: u64, gen: u32) -> Vec<u8> {
     let mut v = ino.to_be_bytes().to_vec();

@@ -272,36 +272,6 @@ fn kernel_reads_what_xfskit_wrote_on_pptr_filesystems() {
     }
 }
 
-/// Sets or clears incompat feature `bits` in every AG's superblock,
-/// restamping each CRC.
-fn set_incompat(img: &Path, bits: u32, on: bool) {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(img)
-        .unwrap();
-    let be32 = |b: &[u8], o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
-    let mut sb = vec![0u8; 512];
-    f.read_exact_at(&mut sb, 0).unwrap();
-    let sect = usize::from(u16::from_be_bytes([sb[102], sb[103]]));
-    let ag_bytes = u64::from(be32(&sb, 4)) * u64::from(be32(&sb, 84));
-    for ag in 0..u64::from(be32(&sb, 88)) {
-        let mut sb = vec![0u8; sect];
-        f.read_exact_at(&mut sb, ag * ag_bytes).unwrap();
-        let mut inc = be32(&sb, 216);
-        if on {
-            inc |= bits;
-        } else {
-            inc &= !bits;
-        }
-        sb[216..220].copy_from_slice(&inc.to_be_bytes());
-        xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
-        f.write_all_at(&sb, ag * ag_bytes).unwrap();
-    }
-    f.sync_all().unwrap();
-}
-
 /// Names changed behind the parent pointers' back (the feature bit off
 /// for a moment): xfs_repair -n 6.15 and xfskit check both find the
 /// pointer left dangling and the entry left without one.

@@ -157,16 +157,7 @@ impl Drop for LoopMount {
 
 /// Run `xfs_repair -n` on an image; returns (exit code, combined output).
 pub fn repair_check(image: &Path) -> (i32, String) {
-    // Parent pointers and exchange-range are unknown to Debian's 6.1.
-    let mut cmd = match xfsprogs_615().filter(|_| needs_615(image)) {
-        Some(d) => {
-            let mut c = Command::new(d.join("libexec/xfs_repair"));
-            c.env("LD_LIBRARY_PATH", d.join("lib"));
-            c
-        }
-        None => Command::new("xfs_repair"),
-    };
-    let out = cmd
+    let out = xfs_tool("xfs_repair", image)
         .arg("-n")
         .arg(image)
         .output()
@@ -207,6 +198,20 @@ pub fn assert_kernel_sees(
 pub fn xfsprogs_615() -> Option<std::path::PathBuf> {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-6.15");
     d.join("libexec/xfs_repair").exists().then_some(d)
+}
+
+/// xfsprogs tool `name` for `image`: xfsprogs 6.15's when the image has
+/// features Debian's 6.1 does not know (parent pointers, exchange-range)
+/// and 6.15 is beside the project, else the installed one.
+pub fn xfs_tool(name: &str, image: &Path) -> Command {
+    match xfsprogs_615().filter(|_| needs_615(image)) {
+        Some(d) => {
+            let mut c = Command::new(d.join("libexec").join(name));
+            c.env("LD_LIBRARY_PATH", d.join("lib"));
+            c
+        }
+        None => Command::new(name),
+    }
 }
 
 /// True when `image` is a bare XFS whose superblock has incompatible
@@ -281,4 +286,22 @@ pub fn repair_sh() -> String {
         ),
         None => "xfs_repair".to_string(),
     }
+}
+
+/// Runs the `xfskit` binary under test with `args`.
+pub fn xfskit_output(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_xfskit"))
+        .args(args)
+        .output()
+        .expect("run xfskit")
+}
+
+/// Exit status, stdout and stderr of `o`, for assertion messages.
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }

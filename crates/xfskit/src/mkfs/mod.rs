@@ -24,7 +24,7 @@ pub use format::{
 pub use geometry::{compute_geometry, DeviceTopology, MkfsGeometry, TargetKind};
 pub use io::IoStats;
 pub use options::{convert_size, parse_mkfs_args, MkfsError, MkfsOptions};
-pub use profiles::{Defaults, ProfileFeatures};
+pub use profiles::Defaults;
 pub use rootdir::Timestamp;
 pub use summary::geometry_summary;
 pub use wipe::Signature;

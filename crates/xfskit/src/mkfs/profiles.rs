@@ -4,6 +4,7 @@
 //! the kernel of that release. Options on the command line (and in a
 //! `-c options=` file) override the profile.
 
+use super::features::FeatureSet;
 use super::options::MkfsError;
 
 /// An xfsprogs release line whose defaults mkfs follows.
@@ -27,20 +28,6 @@ pub enum Defaults {
     /// as a plain mkfs.xfs of today makes).
     #[default]
     V6_18,
-}
-
-/// The feature choices of a profile (all V5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProfileFeatures {
-    pub finobt: bool,
-    pub sparse: bool,
-    pub rmapbt: bool,
-    pub reflink: bool,
-    pub bigtime: bool,
-    pub inobtcount: bool,
-    pub nrext64: bool,
-    pub parent: bool,
-    pub exchange: bool,
 }
 
 /// Every profile with the version text `--defaults` takes.
@@ -86,10 +73,10 @@ impl Defaults {
     }
 
     /// The features this release's mkfs.xfs turns on by default.
-    pub fn features(self) -> ProfileFeatures {
+    pub fn features(self) -> FeatureSet {
         use Defaults::*;
         let at_least = |d: Defaults| self as u8 >= d as u8;
-        ProfileFeatures {
+        FeatureSet {
             finobt: true,
             sparse: true,
             rmapbt: at_least(V6_6),

@@ -8,7 +8,13 @@ use xfskit::{Fs, OpenOptions};
 
 /// Runs a command, returning success and its combined output.
 pub fn run(cmd: &str, args: &[&str]) -> (bool, String) {
-    match Command::new(cmd).args(args).output() {
+    run_command(Command::new(cmd).args(args), cmd)
+}
+
+/// Runs `c`, returning success and its combined output (`name` in the
+/// error when it cannot start).
+fn run_command(c: &mut Command, name: &str) -> (bool, String) {
+    match c.output() {
         Ok(o) => (
             o.status.success(),
             format!(
@@ -17,7 +23,7 @@ pub fn run(cmd: &str, args: &[&str]) -> (bool, String) {
                 String::from_utf8_lossy(&o.stderr)
             ),
         ),
-        Err(e) => (false, format!("cannot run {cmd}: {e}")),
+        Err(e) => (false, format!("cannot run {name}: {e}")),
     }
 }
 
@@ -34,7 +40,13 @@ pub fn skip_unless_root(test: &str) -> bool {
     if is_root() {
         return false;
     }
-    let line = format!("SKIP {test}: needs root for a kernel mount");
+    record_skip(&format!("SKIP {test}: needs root for a kernel mount"));
+    true
+}
+
+/// Prints `line` and adds it to `$XFSKIT_SKIP_LOG`, so that the skipped
+/// test is not counted as passed.
+pub fn record_skip(line: &str) {
     eprintln!("{line}");
     if let Some(p) = std::env::var_os("XFSKIT_SKIP_LOG") {
         use std::io::Write;
@@ -46,7 +58,6 @@ pub fn skip_unless_root(test: &str) -> bool {
             let _ = writeln!(f, "{line}");
         }
     }
-    true
 }
 
 /// A scratch directory removed on drop.
@@ -238,22 +249,12 @@ pub fn xfsprogs_615() -> Option<PathBuf> {
 /// [`skip_without_615`] first).
 pub fn run_615(tool: &str, args: &[&str]) -> (bool, String) {
     let dir = xfsprogs_615().expect("xfsprogs 6.15 beside the project");
-    let lib = dir.join("lib");
-    match Command::new(dir.join("libexec").join(tool))
-        .args(args)
-        .env("LD_LIBRARY_PATH", lib)
-        .output()
-    {
-        Ok(o) => (
-            o.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-        ),
-        Err(e) => (false, format!("cannot run {tool} 6.15: {e}")),
-    }
+    run_command(
+        Command::new(dir.join("libexec").join(tool))
+            .args(args)
+            .env("LD_LIBRARY_PATH", dir.join("lib")),
+        tool,
+    )
 }
 
 /// True (after recording the skip) when xfsprogs 6.15 is not beside the
@@ -266,18 +267,7 @@ pub fn skip_without_615(test: &str) -> bool {
             (false, out) => format!("xfsprogs 6.15 does not run: {}", out.trim()),
         },
     };
-    let line = format!("SKIP {test}: {why}");
-    eprintln!("{line}");
-    if let Some(p) = std::env::var_os("XFSKIT_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-        {
-            let _ = writeln!(f, "{line}");
-        }
-    }
+    record_skip(&format!("SKIP {test}: {why}"));
     true
 }
 
@@ -324,4 +314,34 @@ pub fn repair_n(path: &Path) -> (bool, String) {
     } else {
         run("xfs_repair", &["-n", &path.display().to_string()])
     }
+}
+
+/// Sets or clears incompat feature `bits` in every AG's superblock,
+/// restamping each CRC.
+pub fn set_incompat(img: &Path, bits: u32, on: bool) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(img)
+        .unwrap();
+    let be32 = |b: &[u8], o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+    let mut sb = vec![0u8; 512];
+    f.read_exact_at(&mut sb, 0).unwrap();
+    let sect = usize::from(u16::from_be_bytes([sb[102], sb[103]]));
+    let ag_bytes = u64::from(be32(&sb, 4)) * u64::from(be32(&sb, 84));
+    for ag in 0..u64::from(be32(&sb, 88)) {
+        let mut sb = vec![0u8; sect];
+        f.read_exact_at(&mut sb, ag * ag_bytes).unwrap();
+        let mut inc = be32(&sb, 216);
+        if on {
+            inc |= bits;
+        } else {
+            inc &= !bits;
+        }
+        sb[216..220].copy_from_slice(&inc.to_be_bytes());
+        xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
+        f.write_all_at(&sb, ag * ag_bytes).unwrap();
+    }
+    f.sync_all().unwrap();
 }
