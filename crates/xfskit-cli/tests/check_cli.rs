@@ -1,6 +1,7 @@
 //! `xfskit check` at the command line: every fixture image is clean
 //! (exit 0, "no problems"), and copies with one damaged structure exit 1
-//! and name that structure.
+//! and name that structure; with the smallest `--memory` bound (records
+//! spilled to a temporary file) every report is the same.
 
 mod common;
 
@@ -10,10 +11,12 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Command;
 
-/// Runs `xfskit check IMAGE`; returns (exit code, stdout and stderr).
-fn check(img: &Path) -> (i32, String) {
+/// Runs `xfskit check IMAGE` with `extra` options; returns (exit code,
+/// stdout and stderr).
+fn check_with(img: &Path, extra: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_xfskit"))
         .arg("check")
+        .args(extra)
         .arg(img)
         .output()
         .expect("run xfskit check");
@@ -23,6 +26,37 @@ fn check(img: &Path) -> (i32, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.code().unwrap_or(-1), text)
+}
+
+/// The report's problem lines, sorted (the summary line, which holds the
+/// time taken, left out).
+fn problems(text: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = text.lines().filter(|l| !l.starts_with("checked ")).collect();
+    v.sort_unstable();
+    v
+}
+
+/// Runs `xfskit check IMAGE`, and again with the smallest memory bound
+/// (the namespace records spilled to a temporary file): both must give
+/// the same exit code and problems.
+fn check(img: &Path) -> (i32, String) {
+    let (code, text) = check_with(img, &[]);
+    let dir = img.with_extension("spill");
+    std::fs::create_dir_all(&dir).expect("spill directory");
+    let tmpdir = dir.to_str().expect("utf-8 path");
+    let (code2, text2) = check_with(img, &["--memory", "1k", "--tmpdir", tmpdir]);
+    assert_eq!(
+        (code, problems(&text)),
+        (code2, problems(&text2)),
+        "{}: check with --memory 1k differs",
+        img.display()
+    );
+    assert!(
+        std::fs::read_dir(&dir).expect("list").next().is_none(),
+        "the spill file outlived the check"
+    );
+    std::fs::remove_dir(&dir).expect("remove spill directory");
+    (code, text)
 }
 
 fn read(img: &Path, off: u64, len: usize) -> Vec<u8> {

@@ -40,6 +40,7 @@ fn run_check(img: &Path) -> CheckReport {
         &CheckOptions {
             threads: 2,
             progress: None,
+            ..Default::default()
         },
     )
     .expect("check runs")

@@ -186,6 +186,7 @@ fn recovery_interrupted_at_every_write() {
             &xfskit::check::CheckOptions {
                 threads: 2,
                 progress: None,
+                ..Default::default()
             },
         )
         .unwrap();

@@ -151,6 +151,7 @@ fn check_findings(img: &Path) -> Vec<String> {
         &CheckOptions {
             threads: 2,
             progress: None,
+            ..Default::default()
         },
     )
     .unwrap();

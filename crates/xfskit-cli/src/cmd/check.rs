@@ -26,6 +26,17 @@ pub struct Args {
     /// Check even if the log needs replay (like the kernel's norecovery).
     #[arg(long)]
     pub norecovery: bool,
+    /// Bound on what the check keeps per inode and per directory entry
+    /// (k m g suffixes; default 1g). Past it, sorted runs go to a temporary
+    /// file, so a filesystem of any number of inodes is checked in about
+    /// this memory plus the buffer cache and the per-extent maps. Like
+    /// xfs_repair's -m.
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+    /// Directory for that temporary file (default: $TMPDIR or /tmp). It
+    /// takes about 30 bytes per inode and per entry past the bound.
+    #[arg(long, value_name = "DIR")]
+    pub tmpdir: Option<PathBuf>,
 }
 
 /// Runs the command: exit 0 when clean, 1 when problems were found.
@@ -68,9 +79,22 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let progress = |pass: &str, done: u32, total: u32| {
         eprint!("\r\x1b[K{pass}: AG {done}/{total}");
     };
+    let memory = match &args.memory {
+        None => 0,
+        Some(m) => match xfskit::build::size::parse_size(m) {
+            Ok(xfskit::build::size::SizeSpec::Fixed(b)) => usize::try_from(b).unwrap_or(usize::MAX),
+            _ => {
+                return Err(xfskit::Error::Invalid(format!(
+                    "--memory takes a size like 256m or 2g, not {m:?}"
+                )))
+            }
+        },
+    };
     let opts = CheckOptions {
         threads: args.threads,
         progress: if tty { Some(&progress) } else { None },
+        memory,
+        tmpdir: args.tmpdir.clone(),
     };
     let t0 = Instant::now();
     let report = check(&fs, &opts)?;

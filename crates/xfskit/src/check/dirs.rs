@@ -1,84 +1,40 @@
 //! Pass 2, directories: read every entry of a directory once, keep what
-//! the namespace pass needs in flat arrays (no allocation per entry), and
+//! the namespace pass needs as fixed-size records (no names), and
 //! verify the hash index blocks that reading the entries does not touch.
 
 use super::Ctx;
 use crate::buf::verify::Verifier;
 use crate::dir::data::DirMap;
 use crate::error::Result;
+use super::ns::{kind_of, DirRec, EntryRec, NsBatch};
 use crate::inode::{FileType, ForkFormat, Inode};
-use std::ops::Range;
 use std::sync::atomic::Ordering;
 
-/// One directory entry, its name in [`DirTable::names`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Entry {
-    /// The inode the entry points at.
-    pub target: u64,
-    /// Where its name ends in the name arena (it starts where the previous
-    /// entry's ends, or at the directory's `names_start`).
-    pub name_end: usize,
-    /// Type recorded in the entry, if any.
-    pub file_type: Option<FileType>,
-}
-
-/// A directory's parent pointer and where its entries are.
-#[derive(Debug, Clone)]
-pub(crate) struct DirInfo {
-    /// The directory.
-    pub ino: u64,
-    /// Its ".." entry, if it could be read.
-    pub parent: Option<u64>,
-    /// Its entries in [`DirTable::entries`].
-    pub entries: Range<usize>,
-    /// Where its first name starts in [`DirTable::names`].
-    pub names_start: usize,
-}
-
-/// The directories read by one piece of work, entries and names packed.
-#[derive(Debug, Default)]
-pub(crate) struct DirTable {
-    /// Directories, in the order read.
-    pub dirs: Vec<DirInfo>,
-    /// Entries of all of them ("." and ".." left out).
-    pub entries: Vec<Entry>,
-    /// Names of all entries, back to back.
-    pub names: Vec<u8>,
-}
-
-impl DirTable {
-    /// The name of entry `k` of directory `d`.
-    pub(crate) fn name(&self, d: &DirInfo, k: usize) -> &[u8] {
-        let start = if k == d.entries.start {
-            d.names_start
-        } else {
-            self.entries[k - 1].name_end
-        };
-        self.names
-            .get(start..self.entries[k].name_end)
-            .unwrap_or(&[])
-    }
-
-    fn push(&mut self, target: u64, name: &[u8], file_type: Option<FileType>) {
-        self.names.extend_from_slice(name);
-        self.entries.push(Entry {
-            target,
-            name_end: self.names.len(),
-            file_type,
-        });
-    }
+/// Adds an entry of directory `dir` to the batch, at the next position.
+fn push(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize, target: u64, name: &[u8], file_type: Option<FileType>) {
+    let fp = if crate::namespace::pptr::enabled(ctx.fs.geometry()) {
+        super::pptrs::fingerprint(target, dir.ino.0, dir.gen, name)
+    } else {
+        0
+    };
+    out.entries.push(EntryRec {
+        target,
+        dir: dir.ino.0,
+        pos: (out.entries.len() - e0) as u32,
+        kind: file_type.map_or(0, kind_of),
+        fp,
+    });
 }
 
 /// Reads directory `ino`'s entries into `out`; problems go to the sink.
-pub(crate) fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut DirTable) {
+pub(crate) fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
     ctx.counters.directories.fetch_add(1, Ordering::Relaxed);
-    let (e0, n0) = (out.entries.len(), out.names.len());
-    let parent = match read_entries(ctx, ino, out) {
+    let e0 = out.entries.len();
+    let parent = match read_entries(ctx, ino, out, e0) {
         Ok(p) => p,
         Err(e) => {
             // Keep nothing of a directory that cannot be read whole.
             out.entries.truncate(e0);
-            out.names.truncate(n0);
             return ctx.sink.error_in(e, ino.ino.0);
         }
     };
@@ -89,17 +45,15 @@ pub(crate) fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut DirTable) {
     ctx.counters
         .dir_entries
         .fetch_add((out.entries.len() - e0) as u64, Ordering::Relaxed);
-    out.dirs.push(DirInfo {
+    out.dirs.push(DirRec {
         ino: ino.ino.0,
-        parent,
-        entries: e0..out.entries.len(),
-        names_start: n0,
+        parent: parent.unwrap_or(u64::MAX),
     });
 }
 
 /// Appends the entries of `dir` to `out`; returns its ".." pointer, or
 /// `None` after reporting why it is missing.
-fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option<u64>> {
+fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize) -> Result<Option<u64>> {
     match dir.format {
         ForkFormat::Extents | ForkFormat::Btree => {
             let map = DirMap::new(ctx.fs, dir)?;
@@ -128,7 +82,7 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option
                             parent = Some(e.ino.0);
                         }
                     } else if e.name != b"." {
-                        out.push(e.ino.0, e.name, e.file_type);
+                        push(ctx, dir, out, e0, e.ino.0, e.name, e.file_type);
                     }
                     true
                 })?;
@@ -216,7 +170,7 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option
                 );
             }
             for e in &sf.entries {
-                out.push(e.ino.0, e.name, e.file_type);
+                push(ctx, dir, out, e0, e.ino.0, e.name, e.file_type);
             }
             Ok(Some(sf.parent.0))
         }

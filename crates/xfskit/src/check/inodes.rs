@@ -2,7 +2,8 @@
 //! inodes, check free slots, walk forks, directories and attributes.
 
 use super::ag::Chunk;
-use super::dirs::{check_dir, DirTable};
+use super::dirs::check_dir;
+use super::ns::{kind_of, InodeRec, NsBatch, KIND_UNDECODED};
 use super::space::Use;
 use super::Ctx;
 use crate::buf::verify::Verifier;
@@ -10,40 +11,6 @@ use crate::error::Location;
 use crate::geometry::{FsBlock, Ino};
 use crate::inode::{self, FileType, Fork, ForkFormat, Inode};
 use std::sync::atomic::Ordering;
-
-/// An allocated inode, as the namespace pass needs it.
-#[derive(Debug, Clone)]
-pub(crate) struct InodeInfo {
-    /// Inode number.
-    pub ino: u64,
-    /// Type from the mode.
-    pub file_type: FileType,
-    /// Link count.
-    pub nlink: u32,
-}
-
-/// What pass 2 found in one AG.
-#[derive(Debug, Default)]
-pub(crate) struct AgInodes {
-    /// Allocated inodes that decoded.
-    pub inodes: Vec<InodeInfo>,
-    /// Directories that could be read.
-    pub dirs: DirTable,
-    /// Inode numbers the inobt says are allocated (decoded or not).
-    pub allocated: Vec<u64>,
-    /// Parent pointers of each inode, folded (parent-pointer filesystems).
-    pub pptrs: Vec<super::pptrs::PptrSum>,
-}
-
-impl AgInodes {
-    /// True when the piece found nothing to keep for the namespace pass.
-    pub fn is_empty(&self) -> bool {
-        self.inodes.is_empty()
-            && self.allocated.is_empty()
-            && self.dirs.dirs.is_empty()
-            && self.pptrs.is_empty()
-    }
-}
 
 /// Largest merged read of inode clusters.
 const MAX_READ: u64 = 1 << 20;
@@ -91,9 +58,9 @@ struct Run {
 /// Pass 2 for AG `agno` over the chunks found in pass 1. Clusters that
 /// touch on disk are read together (up to [`MAX_READ`] bytes), with
 /// readahead of the following runs.
-pub(crate) fn check_inodes(ctx: &Ctx<'_>, agno: u32, chunks: &[Chunk]) -> AgInodes {
+pub(crate) fn check_inodes(ctx: &Ctx<'_>, agno: u32, chunks: &[Chunk]) {
     let geo = ctx.fs.geometry();
-    let mut out = AgInodes::default();
+    let mut out = NsBatch::default();
     let ipc = geo.inodes_per_cluster().clamp(1, 64);
     let isz = geo.inode_size as usize;
     let clen = u64::from(ipc) * isz as u64;
@@ -151,14 +118,17 @@ pub(crate) fn check_inodes(ctx: &Ctx<'_>, agno: u32, chunks: &[Chunk]) -> AgInod
                 }
             }
             check_cluster(ctx, c, first, ino0, raw, &mut out);
+            if out.full() {
+                ctx.ns.flush(&mut out);
+            }
         }
     }
-    out
+    ctx.ns.flush(&mut out);
 }
 
 /// Checks the inodes of one cluster (`raw`), the first being inode
 /// `first` of chunk `c` with number `ino0`.
-fn check_cluster(ctx: &Ctx<'_>, c: &Chunk, first: u32, ino0: Ino, raw: &[u8], out: &mut AgInodes) {
+fn check_cluster(ctx: &Ctx<'_>, c: &Chunk, first: u32, ino0: Ino, raw: &[u8], out: &mut NsBatch) {
     let geo = ctx.fs.geometry();
     let ipc = geo.inodes_per_cluster().clamp(1, 64);
     let isz = geo.inode_size as usize;
@@ -173,13 +143,24 @@ fn check_cluster(ctx: &Ctx<'_>, c: &Chunk, first: u32, ino0: Ino, raw: &[u8], ou
             check_free(ctx, ino, raw);
             continue;
         }
-        out.allocated.push(ino.0);
         match inode::decode_checked(ctx.fs, ino, raw) {
             Ok(inode) => {
                 super::inode_fields::check_fields(ctx, &inode, raw);
                 check_one(ctx, &inode, out)
             }
-            Err(e) => ctx.sink.error_in(e, ino.0),
+            Err(e) => {
+                // Allocated: entries naming it are not "free" ones.
+                out.inodes.push(InodeRec {
+                    ino: ino.0,
+                    kind: KIND_UNDECODED,
+                    nlink: 0,
+                    gen: 0,
+                    pptr_ok: false,
+                    pcount: 0,
+                    psum: 0,
+                });
+                ctx.sink.error_in(e, ino.0)
+            }
         }
     }
 }
@@ -208,7 +189,7 @@ fn check_free(ctx: &Ctx<'_>, ino: Ino, raw: &[u8]) {
     }
 }
 
-fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
+fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
     ctx.counters.inodes.fetch_add(1, Ordering::Relaxed);
     let realtime = ino.flags & xfs_format::inode::XFS_DIFLAG_REALTIME != 0;
     let mut mapped = 0u64;
@@ -270,16 +251,22 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
             format!("nblocks {}, its forks map {mapped}", ino.nblocks),
         );
     }
-    out.inodes.push(InodeInfo {
+    let pptrs = if crate::namespace::pptr::enabled(ctx.fs.geometry()) {
+        super::pptrs::fold(ctx, ino)
+    } else {
+        None
+    };
+    out.inodes.push(InodeRec {
         ino: ino.ino.0,
-        file_type: ino.file_type,
+        kind: kind_of(ino.file_type),
         nlink: ino.nlink,
+        gen: ino.gen,
+        pptr_ok: pptrs.is_some(),
+        pcount: pptrs.map_or(0, |p| p.0),
+        psum: pptrs.map_or(0, |p| p.1),
     });
     if ino.file_type == FileType::Dir {
-        check_dir(ctx, ino, &mut out.dirs);
-    }
-    if crate::namespace::pptr::enabled(ctx.fs.geometry()) {
-        out.pptrs.extend(super::pptrs::fold(ctx, ino));
+        check_dir(ctx, ino, out);
     }
     if ino.file_type == FileType::Symlink {
         if let Err(e) = crate::symlink::read_link(ctx.fs, ino) {

@@ -1,7 +1,6 @@
 //! Pass 3, serial: directory tree shape, link counts, superblock counters.
 
 use super::ag::AgHeads;
-use super::inodes::AgInodes;
 use super::Ctx;
 use crate::error::{Location, Result};
 use crate::fs::Fs;
@@ -98,158 +97,356 @@ pub(crate) fn check_counters(ctx: &Ctx<'_>, sb: &SbCounters, totals: &AgTotals) 
     }
 }
 
-/// Checks directory entries against the allocated inodes, ".." pointers,
-/// and every link count.
-pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters, found: &[AgInodes]) {
-    let root = ctx.fs.geometry().root_ino.0;
-    // Sorted arrays indexed by binary search: far cheaper than hash maps
-    // for a million inodes, and each AG's list is already in order.
-    let mut allocated: Vec<u64> = found
-        .iter()
-        .flat_map(|a| a.allocated.iter().copied())
-        .collect();
-    allocated.sort_unstable();
-    allocated.dedup();
-    let mut info: Vec<(u64, FileType, u32)> = found
-        .iter()
-        .flat_map(|a| a.inodes.iter().map(|i| (i.ino, i.file_type, i.nlink)))
-        .collect();
-    info.sort_by_key(|e| e.0);
-    info.dedup_by_key(|e| e.0);
-    let find = |ino: u64| info.binary_search_by_key(&ino, |e| e.0).ok();
-    let type_of = |ino: u64| find(ino).map(|k| info[k].1);
-    // Entries pointing at each inode, and subdirectories of each directory.
-    let mut refs = vec![0u32; info.len()];
-    let mut subdirs = vec![0u32; info.len()];
-    // For each directory, the directories holding an entry for it.
-    let mut held_by: HashMap<u64, Vec<u64>> = HashMap::new();
+/// Most inodes whose parent pointers differ from their entries that are
+/// explained name by name (the rest are counted).
+const MAX_EXPLAINED: usize = 1000;
+/// Entries kept per inode to explain its parent pointers.
+const MAX_ENTRIES_EXPLAINED: usize = 4096;
+/// Directories listed in a "has N entries pointing at it" problem.
+const MAX_HOLDERS_SHOWN: usize = 32;
 
-    if type_of(root) != Some(FileType::Dir) {
+/// A problem about a directory entry, whose name is read when the report
+/// is written: `before` + name + `after`.
+struct Pending {
+    dir: u64,
+    pos: u32,
+    before: String,
+    after: String,
+}
+
+/// Checks directory entries against the allocated inodes, ".." pointers,
+/// every link count and (parent-pointer filesystems) every inode's parent
+/// pointers against the entries naming it: a merge of the sorted records
+/// of pass 2 (inodes by number, entries by the inode they name,
+/// directories by number), then a second merge of what the first left
+/// for the directories (their link counts against their subdirectories,
+/// each ".." against its target). Memory: the sorters' bound, whatever
+/// the number of inodes.
+pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result<()> {
+    use super::ns::{lock, type_of, DirLinks, Key, ParentRec, KIND_UNDECODED};
+    use super::spill::Peek;
+    let fs = ctx.fs;
+    let root = fs.geometry().root_ino.0;
+    let ftype_feature = fs.geometry().features.ftype;
+    let pptr = crate::namespace::pptr::enabled(fs.geometry());
+    fn take<R: super::spill::Rec>(
+        m: &std::sync::Mutex<super::spill::Sorter<R>>,
+        cfg: &super::spill::SpillConfig,
+    ) -> super::spill::Sorter<R> {
+        std::mem::replace(&mut *lock(m), super::spill::Sorter::new(0, cfg.clone()))
+    }
+    let cfg = &ctx.ns.config;
+    let mut inodes = Peek::new(take(&ctx.ns.inodes, cfg).into_sorted()?)?;
+    let mut entries = Peek::new(take(&ctx.ns.entries, cfg).into_sorted()?)?;
+    let mut dirs = Peek::new(take(&ctx.ns.dirs, cfg).into_sorted()?)?;
+    let mut subdirs: super::spill::Sorter<Key> = ctx.ns.second();
+    let mut parents: super::spill::Sorter<ParentRec> = ctx.ns.second();
+    let mut dir_links: super::spill::Sorter<DirLinks> = ctx.ns.second();
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut bad: Vec<(u64, Vec<(u64, u32)>)> = Vec::new();
+    let mut unexplained = 0u64;
+    let mut root_ok = false;
+    let is_meta = |ino: u64| sb.meta_inodes.contains(&ino);
+
+    loop {
+        let k = [
+            inodes.peek().map(|r| r.ino),
+            entries.peek().map(|r| r.target),
+            dirs.peek().map(|r| r.ino),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(k) = k else { break };
+        // The inode (the first record of a number listed twice).
+        let inode = inodes.take_if(|r| r.ino == k)?;
+        while inodes.take_if(|r| r.ino == k)?.is_some() {}
+        let t = inode.and_then(|r| type_of(r.kind));
+        if k == root {
+            root_ok = t == Some(FileType::Dir);
+        }
+        // Its directory record.
+        let dir = dirs.take_if(|r| r.ino == k)?;
+        while dirs.take_if(|r| r.ino == k)?.is_some() {}
+        // The entries naming it.
+        let (mut refs, mut ecount, mut esum) = (0u32, 0u32, 0u64);
+        let mut holders: Vec<u64> = Vec::new();
+        let mut nholders = 0usize;
+        let mut held = false;
+        let parent = dir.map(|d| d.parent).filter(|&p| p != u64::MAX);
+        let mut named: Vec<(u64, u32)> = Vec::new();
+        while let Some(e) = entries.take_if(|r| r.target == k)? {
+            let Some(inode) = inode else {
+                pending.push(Pending {
+                    dir: e.dir,
+                    pos: e.pos,
+                    before: "entry '".into(),
+                    after: format!("' points at inode {k}, which is free or invalid"),
+                });
+                continue;
+            };
+            if inode.kind == KIND_UNDECODED {
+                continue;
+            }
+            let t = type_of(inode.kind).expect("decoded");
+            refs = refs.saturating_add(1);
+            if e.kind == 0 && ftype_feature {
+                pending.push(Pending {
+                    dir: e.dir,
+                    pos: e.pos,
+                    before: "entry '".into(),
+                    after: "' has no file type".into(),
+                });
+            }
+            if let Some(et) = type_of(e.kind).filter(|&et| et != t) {
+                pending.push(Pending {
+                    dir: e.dir,
+                    pos: e.pos,
+                    before: "entry '".into(),
+                    after: format!("' says {et:?} but inode {k} is {t:?}"),
+                });
+            }
+            if t == FileType::Dir {
+                subdirs.push(Key(e.dir))?;
+                nholders += 1;
+                held |= Some(e.dir) == parent;
+                if holders.len() < MAX_HOLDERS_SHOWN {
+                    holders.push(e.dir);
+                }
+            }
+            if pptr {
+                ecount = ecount.saturating_add(1);
+                esum = esum.wrapping_add(e.fp);
+                if named.len() < MAX_ENTRIES_EXPLAINED {
+                    named.push((e.dir, e.pos));
+                }
+            }
+        }
+        let Some(inode) = inode.filter(|r| r.kind != KIND_UNDECODED) else {
+            continue;
+        };
+        let t = t.expect("decoded");
+        let at = || Location::Inode(k);
+        if let Some(p) = parent {
+            if k == root {
+                if p != root {
+                    ctx.sink.add(
+                        "directory",
+                        at(),
+                        format!("root directory's '..' points at {p}, not itself"),
+                    );
+                }
+            } else {
+                parents.push(ParentRec {
+                    parent: p,
+                    child: k,
+                    held,
+                })?;
+                if nholders > 1 {
+                    let more = if nholders > holders.len() {
+                        format!(" and {} more", nholders - holders.len())
+                    } else {
+                        String::new()
+                    };
+                    ctx.sink.add(
+                        "directory",
+                        at(),
+                        format!(
+                            "has {nholders} entries pointing at it (directories {holders:?}{more})"
+                        ),
+                    );
+                }
+            }
+        }
+        // Parent pointers (not of inodes without links: open files
+        // unlinked, on the unlinked lists).
+        if pptr && inode.pptr_ok && inode.nlink != 0 {
+            if k == root || is_meta(k) {
+                if inode.pcount > 0 {
+                    ctx.sink.add(
+                        "parent pointer",
+                        at(),
+                        format!(
+                            "{} parent pointer(s) on an inode no directory names",
+                            inode.pcount
+                        ),
+                    );
+                }
+            } else if inode.pcount != ecount || inode.psum != esum {
+                if bad.len() < MAX_EXPLAINED {
+                    bad.push((k, named));
+                } else {
+                    unexplained += 1;
+                }
+            }
+        }
+        // Link counts (directories: in the second merge).
+        if is_meta(k) {
+            continue;
+        }
+        if refs == 0 && k != root {
+            ctx.sink.add(
+                "inode",
+                at(),
+                format!(
+                    "allocated {t:?} with nlink {} is not in any directory (disconnected)",
+                    inode.nlink
+                ),
+            );
+            if t == FileType::Dir {
+                dir_links.push(DirLinks {
+                    ino: k,
+                    nlink: inode.nlink,
+                    check: false,
+                })?;
+            }
+            continue;
+        }
+        if t == FileType::Dir {
+            dir_links.push(DirLinks {
+                ino: k,
+                nlink: inode.nlink,
+                check: true,
+            })?;
+        } else if inode.nlink != refs {
+            ctx.sink
+                .add("inode", at(), format!("nlink {}, counted {refs}", inode.nlink));
+        }
+    }
+    drop((inodes, entries, dirs));
+    if !root_ok {
         ctx.sink.add(
             "root directory",
             Location::Inode(root),
             "is not an allocated directory",
         );
     }
-    let dirs = found
-        .iter()
-        .flat_map(|a| a.dirs.dirs.iter().map(move |d| (&a.dirs, d)));
-    for (table, d) in dirs.clone() {
-        for k in d.entries.clone() {
-            let e = &table.entries[k];
-            let (target, ftype) = (&e.target, e.file_type);
-            let at = || Location::Inode(d.ino);
-            let shown = || String::from_utf8_lossy(table.name(d, k));
-            let Some(k) = find(*target) else {
-                if allocated.binary_search(target).is_err() {
-                    ctx.sink.add(
-                        "directory entry",
-                        at(),
-                        format!(
-                            "entry '{}' points at inode {target}, which is free or invalid",
-                            shown()
-                        ),
-                    );
-                }
-                continue;
-            };
-            refs[k] += 1;
-            let t = info[k].1;
-            if ftype.is_none() && ctx.fs.geometry().features.ftype {
-                ctx.sink.add(
-                    "directory entry",
-                    at(),
-                    format!("entry '{}' has no file type", shown()),
-                );
-            }
-            if ftype.is_some_and(|f| f != t) {
-                ctx.sink.add(
-                    "directory entry",
-                    at(),
-                    format!(
-                        "entry '{}' says {:?} but inode {target} is {t:?}",
-                        shown(),
-                        ftype.unwrap_or(t)
-                    ),
-                );
-            }
-            if t == FileType::Dir {
-                if let Some(p) = find(d.ino) {
-                    subdirs[p] += 1;
-                }
-                held_by.entry(*target).or_default().push(d.ino);
-            }
+
+    // Directories: link counts against subdirectories, each ".." against
+    // what it points at.
+    let mut dir_links = Peek::new(dir_links.into_sorted()?)?;
+    let mut subdirs = Peek::new(subdirs.into_sorted()?)?;
+    let mut parents = Peek::new(parents.into_sorted()?)?;
+    loop {
+        let k = [
+            dir_links.peek().map(|r| r.ino),
+            subdirs.peek().map(|r| r.0),
+            parents.peek().map(|r| r.parent),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(k) = k else { break };
+        let d = dir_links.take_if(|r| r.ino == k)?;
+        while dir_links.take_if(|r| r.ino == k)?.is_some() {}
+        let mut n = 0u32;
+        while subdirs.take_if(|r| r.0 == k)?.is_some() {
+            n = n.saturating_add(1);
         }
-    }
-    for (_, d) in dirs {
-        let at = || Location::Inode(d.ino);
-        let Some(p) = d.parent else { continue };
-        if d.ino == root {
-            if p != root {
+        while let Some(p) = parents.take_if(|r| r.parent == k)? {
+            let at = Location::Inode(p.child);
+            if d.is_none() {
                 ctx.sink.add(
                     "directory",
-                    at(),
-                    format!("root directory's '..' points at {p}, not itself"),
+                    at,
+                    format!("'..' points at inode {k}, which is not an allocated directory"),
                 );
-            }
-            continue;
-        }
-        if type_of(p) != Some(FileType::Dir) {
-            ctx.sink.add(
-                "directory",
-                at(),
-                format!("'..' points at inode {p}, which is not an allocated directory"),
-            );
-        } else if !held_by.get(&d.ino).is_some_and(|v| v.contains(&p)) {
-            ctx.sink.add(
-                "directory",
-                at(),
-                format!("'..' points at directory {p}, which has no entry for it"),
-            );
-        }
-        if let Some(v) = held_by.get(&d.ino) {
-            if v.len() > 1 {
+            } else if !p.held {
                 ctx.sink.add(
                     "directory",
-                    at(),
-                    format!("has {} entries pointing at it (directories {v:?})", v.len()),
+                    at,
+                    format!("'..' points at directory {k}, which has no entry for it"),
+                );
+            }
+        }
+        if let Some(d) = d.filter(|d| d.check) {
+            let want = n.saturating_add(2);
+            if d.nlink != want {
+                ctx.sink.add(
+                    "inode",
+                    Location::Inode(k),
+                    format!("nlink {}, counted {want}", d.nlink),
                 );
             }
         }
     }
-    if crate::namespace::pptr::enabled(ctx.fs.geometry()) {
-        let mut sums: Vec<_> = found.iter().flat_map(|a| a.pptrs.iter().copied()).collect();
-        let tables: Vec<_> = found.iter().map(|a| &a.dirs).collect();
-        // Inodes without links (open files unlinked, on the unlinked
-        // lists) are not compared.
-        sums.retain(|s| find(s.ino).is_some_and(|k| info[k].2 != 0));
-        let outside = |ino: u64| ino == root || sb.meta_inodes.contains(&ino);
-        super::pptrs::check(ctx, &mut sums, &tables, &outside);
+
+    // Names, read again for the problems that show them.
+    let mut wanted: Vec<(u64, u32)> = pending.iter().map(|p| (p.dir, p.pos)).collect();
+    for (_, named) in &bad {
+        wanted.extend(named.iter().copied());
     }
-    for (k, &(ino, t, nlink)) in info.iter().enumerate() {
-        if sb.meta_inodes.contains(&ino) {
-            continue;
-        }
-        let r = refs[k];
-        let at = || Location::Inode(ino);
-        if r == 0 && ino != root {
-            ctx.sink.add(
-                "inode",
-                at(),
-                format!(
-                    "allocated {t:?} with nlink {nlink} is not in any directory (disconnected)"
-                ),
-            );
-            continue;
-        }
-        let want = if t == FileType::Dir {
-            2 + subdirs[k]
-        } else {
-            r
+    let names = entry_names(fs, wanted);
+    let name_of = |dir: u64, pos: u32| -> Vec<u8> {
+        names
+            .get(&(dir, pos))
+            .cloned()
+            .unwrap_or_else(|| format!("#{pos}").into_bytes())
+    };
+    for p in &pending {
+        let name = name_of(p.dir, p.pos);
+        ctx.sink.add(
+            "directory entry",
+            Location::Inode(p.dir),
+            format!("{}{}{}", p.before, String::from_utf8_lossy(&name), p.after),
+        );
+    }
+    if !bad.is_empty() {
+        let mut gens: HashMap<u64, u32> = HashMap::new();
+        let mut gen_of = |d: u64| {
+            *gens
+                .entry(d)
+                .or_insert_with(|| fs.inode(crate::Ino(d)).map_or(0, |i| i.gen))
         };
-        if nlink != want {
-            ctx.sink
-                .add("inode", at(), format!("nlink {nlink}, counted {want}"));
-        }
+        let differs: Vec<super::pptrs::Differs> = bad
+            .iter()
+            .map(|(ino, named)| super::pptrs::Differs {
+                ino: *ino,
+                entries: named
+                    .iter()
+                    .map(|&(d, pos)| (name_of(d, pos), d, gen_of(d)))
+                    .collect(),
+            })
+            .collect();
+        super::pptrs::explain(ctx, &differs);
     }
+    if unexplained > 0 {
+        ctx.sink.add(
+            "parent pointer",
+            Location::Other("namespace".into()),
+            format!("{unexplained} more inodes whose parent pointers differ from their entries"),
+        );
+    }
+    Ok(())
+}
+
+/// The names of entries given as (directory, position), each directory
+/// read once. Entries that cannot be read again are left out.
+fn entry_names(fs: &Fs, mut wanted: Vec<(u64, u32)>) -> HashMap<(u64, u32), Vec<u8>> {
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut out = HashMap::new();
+    let mut i = 0;
+    while i < wanted.len() {
+        let dir = wanted[i].0;
+        let j = i + wanted[i..].iter().take_while(|w| w.0 == dir).count();
+        let positions = &wanted[i..j];
+        if let Ok(ip) = fs.inode(crate::Ino(dir)) {
+            let mut pos = 0u32;
+            let mut next = 0usize;
+            let _ = crate::dir::for_each_entry(fs, &ip, 0, &mut |e| {
+                while next < positions.len() && positions[next].1 < pos {
+                    next += 1;
+                }
+                if next < positions.len() && positions[next].1 == pos {
+                    out.insert((dir, pos), e.name);
+                    next += 1;
+                }
+                pos += 1;
+                next < positions.len()
+            });
+        }
+        i = j;
+    }
+    out
 }

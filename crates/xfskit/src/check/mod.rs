@@ -30,9 +30,10 @@
 //! of a lock in one map; pass 1 folds each AG's counters into totals as
 //! the AG finishes and keeps inode chunks only for AGs that have any;
 //! pass 2 runs only on those and keeps only non-empty results; the
-//! namespace pass keeps 16 bytes per allocated inode and, per directory
-//! entry, its target, type and name bytes (packed, no allocation per
-//! entry); with an rmapbt, the file mappings expected and found (one
+//! namespace pass's records (about 30 bytes per allocated inode and per
+//! directory entry, no names) stay within [`CheckOptions::memory`],
+//! spilled as sorted runs to a temporary file past it (`ns.rs`,
+//! `spill.rs`); with an rmapbt, the file mappings expected and found (one
 //! record per extent and bmbt block) wait per AG for pass 3, while the
 //! AG-metadata mappings are compared and dropped as each AG's pass 1
 //! ends. An empty AG costs only the claimed runs of its own metadata
@@ -45,11 +46,15 @@ mod dirs;
 mod inode_fields;
 mod inodes;
 mod links;
+mod ns;
 mod owners;
 mod pptrs;
 mod rmap;
 mod sb;
 pub mod space;
+mod spill;
+
+pub use ns::DEFAULT_MEMORY;
 
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
@@ -109,6 +114,12 @@ pub struct CheckOptions<'a> {
     pub threads: usize,
     /// Called after each AG of each parallel pass with (pass, done, total).
     pub progress: Option<Progress<'a>>,
+    /// Bound on the memory of what the namespace pass keeps per inode and
+    /// per directory entry (0: [`DEFAULT_MEMORY`]); past it, sorted runs go
+    /// to a temporary file.
+    pub memory: usize,
+    /// Directory of that temporary file (None: the system's, `TMPDIR`).
+    pub tmpdir: Option<std::path::PathBuf>,
 }
 
 /// The result of a check.
@@ -213,6 +224,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) map: space::OwnerMap,
     /// Reverse mappings expected and found, compared per AG.
     pub(crate) rmaps: rmap::Rmaps,
+    /// What the inode pass keeps for the namespace pass.
+    pub(crate) ns: ns::NsStore,
     pub(crate) counters: Counters,
     /// The primary superblock's sector, as on disk.
     pub(crate) sb0: Vec<u8>,
@@ -294,6 +307,16 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         sink: Sink::default(),
         map: space::OwnerMap::new(geo),
         rmaps: rmap::Rmaps::new(geo),
+        ns: ns::NsStore::new(
+            if opts.memory == 0 {
+                DEFAULT_MEMORY
+            } else {
+                opts.memory
+            },
+            spill::SpillConfig {
+                dir: opts.tmpdir.clone(),
+            },
+        ),
         counters: Counters::default(),
         sb0,
     };
@@ -337,28 +360,24 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         opts.threads
     };
     let units = split_units(&chunks, streams);
-    let mut found = per_ag(
+    per_ag(
         units.len() as u32,
         streams,
         "inodes",
         opts.progress,
-        Vec::new(),
+        (),
         &|u| {
             let (i, range) = &units[u as usize];
             let (agno, c) = &chunks[*i];
             inodes::check_inodes(&ctx, *agno, &c[range.clone()])
         },
-        &|found, u, r| {
-            if !r.is_empty() {
-                found.push((u, r));
-            }
-        },
+        &|_, _, ()| {},
     );
     drop(units);
     drop(chunks);
-    // In unit order (AG order), so that reports do not depend on timing.
-    found.sort_unstable_by_key(|(u, _)| *u);
-    let found: Vec<inodes::AgInodes> = found.into_iter().map(|(_, r)| r).collect();
+    if let Some(e) = ns::lock(&ctx.ns.failed).take() {
+        return Err(Error::Io(e));
+    }
 
     ctx.rmaps.finish(&ctx, threads);
     if let (Some(h), Some(a)) = (head, fs.lsn_ahead()) {
@@ -377,7 +396,9 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     }
     ctx.map.report_unclaimed(&ctx);
     ctx.map.report_refcounts(&ctx);
-    links::check_namespace(&ctx, &sb, &found);
+    // The records come back sorted, so the report does not depend on
+    // which worker read what first.
+    links::check_namespace(&ctx, &sb).map_err(Error::Io)?;
     links::check_counters(&ctx, &sb, &totals);
 
     let c = &ctx.counters;

@@ -5,30 +5,18 @@
 //! the directory's generation; every parent pointer must name such an
 //! entry.
 //!
-//! Memory follows the inodes, not the names: pass 2 folds each inode's
-//! pointers into a count and a sum of 64-bit fingerprints; pass 3 folds
-//! the entries naming each inode the same way. Only inodes whose two
-//! sides differ are looked at again, name by name, to say what is wrong.
+//! No name is kept: pass 2 folds each inode's pointers into a count and a
+//! sum of 64-bit fingerprints, and gives each directory entry the
+//! fingerprint of the pointer it calls for; the namespace pass sums those
+//! per inode as it joins the entries with the inodes. Only inodes whose
+//! two sides differ are looked at again, name by name, to say what is
+//! wrong.
 
-use super::dirs::DirTable;
 use super::Ctx;
 use crate::error::Location;
 use crate::fs::Fs;
 use crate::inode::Inode;
 use std::collections::BTreeSet;
-
-/// One inode's parent pointers, folded.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PptrSum {
-    /// The inode.
-    pub ino: u64,
-    /// Its generation (what pointers to it, as a directory, must hold).
-    pub gen: u32,
-    /// How many parent pointers it has.
-    pub count: u32,
-    /// Wrapping sum of their fingerprints.
-    pub sum: u64,
-}
 
 fn mix(mut x: u64) -> u64 {
     x ^= x >> 30;
@@ -51,22 +39,18 @@ pub(crate) fn fingerprint(child: u64, parent: u64, gen: u32, name: &[u8]) -> u64
     h
 }
 
-/// Pass 2: folds `ip`'s parent pointers (problems reading them go to the
-/// sink, as the attribute checks report them).
-pub(crate) fn fold(ctx: &Ctx<'_>, ip: &Inode) -> Option<PptrSum> {
-    let mut s = PptrSum {
-        ino: ip.ino.0,
-        gen: ip.gen,
-        count: 0,
-        sum: 0,
-    };
+/// Pass 2: folds `ip`'s parent pointers into (count, sum of fingerprints);
+/// None when they cannot be read (reported to the sink, as the attribute
+/// checks report it).
+pub(crate) fn fold(ctx: &Ctx<'_>, ip: &Inode) -> Option<(u32, u64)> {
+    let (mut count, mut sum) = (0u32, 0u64);
     let empty = ip.aformat == crate::inode::ForkFormat::Extents && ip.anextents == 0;
     if ip.has_attr_fork() && !empty {
         match crate::attr::parent_pointers(ctx.fs, ip) {
             Ok(v) => {
                 for (name, p, g) in v {
-                    s.count = s.count.saturating_add(1);
-                    s.sum = s.sum.wrapping_add(fingerprint(ip.ino.0, p, g, &name));
+                    count = count.saturating_add(1);
+                    sum = sum.wrapping_add(fingerprint(ip.ino.0, p, g, &name));
                 }
             }
             // A pointer that is no parent record (a flag bit set on
@@ -77,89 +61,29 @@ pub(crate) fn fold(ctx: &Ctx<'_>, ip: &Inode) -> Option<PptrSum> {
             }
         }
     }
-    Some(s)
+    Some((count, sum))
 }
 
-/// Pass 3: compares the folded pointers with the entries of `tables`.
-/// `skip` tells inodes that live outside the tree (the root, metadata
-/// inodes): they must have no pointers.
-pub(crate) fn check(
-    ctx: &Ctx<'_>,
-    sums: &mut Vec<PptrSum>,
-    tables: &[&DirTable],
-    skip: &dyn Fn(u64) -> bool,
-) {
-    sums.sort_unstable_by_key(|s| s.ino);
-    sums.dedup_by_key(|s| s.ino);
-    let find = |ino: u64| sums.binary_search_by_key(&ino, |s| s.ino).ok();
-    let mut count = vec![0u32; sums.len()];
-    let mut sum = vec![0u64; sums.len()];
-    for t in tables {
-        for d in &t.dirs {
-            let Some(dk) = find(d.ino) else { continue };
-            let gen = sums[dk].gen;
-            for k in d.entries.clone() {
-                let target = t.entries[k].target;
-                let Some(ck) = find(target) else { continue };
-                count[ck] = count[ck].saturating_add(1);
-                sum[ck] = sum[ck].wrapping_add(fingerprint(target, d.ino, gen, t.name(d, k)));
-            }
-        }
-    }
-    let bad: Vec<u64> = sums
-        .iter()
-        .enumerate()
-        .filter(|&(k, s)| !skip(s.ino) && (s.count != count[k] || s.sum != sum[k]))
-        .map(|(_, s)| s.ino)
-        .collect();
-    // The root and inodes outside the tree must have no pointers.
-    for s in sums.iter().filter(|s| skip(s.ino) && s.count > 0) {
-        ctx.sink.add(
-            "parent pointer",
-            Location::Inode(s.ino),
-            format!(
-                "{} parent pointer(s) on an inode no directory names",
-                s.count
-            ),
-        );
-    }
-    if bad.is_empty() {
-        return;
-    }
-    explain(ctx, &bad, sums, tables);
+/// An inode whose pointers differ from the entries naming it, with those
+/// entries: (name, directory, the directory's generation).
+pub(crate) struct Differs {
+    pub ino: u64,
+    pub entries: Vec<(Vec<u8>, u64, u32)>,
 }
 
 /// Says, for each inode of `bad`, which entries lack a pointer and which
 /// pointers name no entry.
-fn explain(ctx: &Ctx<'_>, bad: &[u64], sums: &[PptrSum], tables: &[&DirTable]) {
-    let gen_of = |ino: u64| {
-        sums.binary_search_by_key(&ino, |s| s.ino)
-            .ok()
-            .map(|k| sums[k].gen)
-    };
-    // (child, name, parent, gen) of every entry naming a bad inode.
-    let mut want = BTreeSet::new();
-    for t in tables {
-        for d in &t.dirs {
-            for k in d.entries.clone() {
-                let target = t.entries[k].target;
-                if bad.binary_search(&target).is_ok() {
-                    let g = gen_of(d.ino).unwrap_or(0);
-                    want.insert((target, t.name(d, k).to_vec(), d.ino, g));
-                }
-            }
-        }
-    }
-    for &ino in bad {
-        let have: BTreeSet<(u64, Vec<u8>, u64, u32)> = match pointers(ctx.fs, ino) {
-            Some(v) => v.into_iter().map(|(n, p, g)| (ino, n, p, g)).collect(),
-            None => continue,
+pub(crate) fn explain(ctx: &Ctx<'_>, bad: &[Differs]) {
+    for d in bad {
+        let ino = d.ino;
+        let Some(have) = pointers(ctx.fs, ino) else {
+            continue;
         };
+        let have: BTreeSet<(Vec<u8>, u64, u32)> = have.into_iter().collect();
+        let want: BTreeSet<(Vec<u8>, u64, u32)> = d.entries.iter().cloned().collect();
         let at = || Location::Inode(ino);
-        let lo = (ino, Vec::new(), 0, 0);
-        let hi = (ino + 1, Vec::new(), 0, 0);
-        for (_, name, p, g) in want.range(lo.clone()..hi.clone()) {
-            if !have.contains(&(ino, name.clone(), *p, *g)) {
+        for (name, p, g) in &want {
+            if !have.contains(&(name.clone(), *p, *g)) {
                 ctx.sink.add(
                     "parent pointer",
                     at(),
@@ -170,8 +94,8 @@ fn explain(ctx: &Ctx<'_>, bad: &[u64], sums: &[PptrSum], tables: &[&DirTable]) {
                 );
             }
         }
-        for (_, name, p, g) in &have {
-            if !want.contains(&(ino, name.clone(), *p, *g)) {
+        for (name, p, g) in &have {
+            if !want.contains(&(name.clone(), *p, *g)) {
                 ctx.sink.add(
                     "parent pointer",
                     at(),

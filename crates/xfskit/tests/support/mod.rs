@@ -217,14 +217,37 @@ pub fn walk_all(fs: &Fs) -> xfskit::Result<usize> {
     Ok(seen.len())
 }
 
-/// Runs `check` on the image at `img` (three threads).
+/// Runs `check` on the image at `img` (three threads), twice: with the
+/// default memory bound and with the smallest one, which spills the
+/// namespace records to a temporary file; both must find the same.
 pub fn run_check(img: &Path) -> xfskit::check::CheckReport {
     let fs = Fs::open(img, &OpenOptions::default()).expect("open");
     let opts = xfskit::check::CheckOptions {
         threads: 3,
-        progress: None,
+        ..Default::default()
     };
-    xfskit::check::check(&fs, &opts).expect("check runs")
+    let report = xfskit::check::check(&fs, &opts).expect("check runs");
+    let spilled = xfskit::check::check(
+        &fs,
+        &xfskit::check::CheckOptions {
+            threads: 3,
+            memory: 1,
+            ..Default::default()
+        },
+    )
+    .expect("check runs with a spill");
+    let sorted = |r: &xfskit::check::CheckReport| {
+        let mut v: Vec<String> = r.problems.iter().map(|p| p.to_string()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        sorted(&report),
+        sorted(&spilled),
+        "check in memory and check spilling its records disagree"
+    );
+    assert_eq!(report.stats, spilled.stats);
+    report
 }
 
 /// `len` bytes of the image file at byte `off`.
