@@ -3,7 +3,8 @@
 # Generates a tar stream of N inodes (directories of 1,000 files; one file
 # in ten has 4 KiB of data, one in twenty an xattr, one in a hundred a
 # second name), builds an image from it on stdin, then runs, each with a
-# cold cache under /usr/bin/time: bulkstat, ls -R, check, and xfs_repair -n
+# cold cache under /usr/bin/time: bulkstat, ls -R, check (with its default
+# memory bound, and with 64 MiB, which spills), and xfs_repair -n
 # beside them. Prints wall time, peak RSS and RSS per inode of each
 # (a failed command prints why, and its row has what it used until then).
 #
@@ -86,5 +87,6 @@ for n in "$@"; do
     measure "bulkstat --json" "$n" "$XFSKIT" bulkstat --json "$IMG"
     measure "ls -R" "$n" "$XFSKIT" ls -R "$IMG" /
     measure "check" "$n" "$XFSKIT" check "$IMG"
+    measure "check --memory 64m" "$n" "$XFSKIT" check --memory 64m --tmpdir "$DIR" "$IMG"
     [ "${REPAIR:-1}" = 0 ] || measure "xfs_repair -n ($("${REPAIR_CMD[@]}" -V 2>/dev/null | head -1 | awk '{print $3}'))" "$n" "${REPAIR_CMD[@]}" "$IMG"
 done

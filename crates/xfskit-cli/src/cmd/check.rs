@@ -27,7 +27,7 @@ pub struct Args {
     #[arg(long)]
     pub norecovery: bool,
     /// Bound on what the check keeps per inode and per directory entry
-    /// (k m g suffixes; default 1g). Past it, sorted runs go to a temporary
+    /// (k m g suffixes; default 512m). Past it, sorted runs go to a temporary
     /// file, so a filesystem of any number of inodes is checked in about
     /// this memory plus the buffer cache and the per-extent maps. Like
     /// xfs_repair's -m.

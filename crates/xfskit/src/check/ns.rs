@@ -206,7 +206,7 @@ impl Rec for DirLinks {
 }
 
 /// The default bound of what the namespace records may take in memory.
-pub const DEFAULT_MEMORY: usize = 1 << 30;
+pub const DEFAULT_MEMORY: usize = 512 << 20;
 
 /// Shares of the bound, in tenths: inodes, entries, directories; the
 /// rest (one tenth) goes to the second join's three sorters.
