@@ -96,7 +96,7 @@ pub(crate) fn check_index(ctx: &Ctx<'_>, ino: &Inode) {
 fn data_block(d: &mut Dir<'_, '_>, db: u64, buf: &[u8]) -> Option<Vec<Leaf>> {
     let fs = d.ctx.fs;
     let dbsize = u64::from(fs.geometry().dir_blk_size);
-    let Ok((end, leaf)) = data::data_end(d.map.ino(), db, buf) else {
+    let Ok((end, leaf)) = data::data_end(d.map.fs().geometry(), d.map.ino(), db, buf) else {
         return None;
     };
     // Unused regions in order; the walk checked their lengths and tags.
@@ -428,7 +428,7 @@ fn compare_index(d: &mut Dir<'_, '_>, leaf_db: u64) {
         let byte = u64::from(addr) << 3;
         let (db, off) = (byte / dbsize, (byte % dbsize) as usize);
         let buf = d.map.read_data(db).ok()?;
-        let (end, _) = data::data_end(d.map.ino(), db, &buf).ok()?;
+        let (end, _) = data::data_end(d.map.fs().geometry(), d.map.ino(), db, &buf).ok()?;
         let e = data::entry_at(d.ctx.fs, d.map.ino(), db, &buf, off, end).ok()?;
         Some(e.name.to_vec())
     };
