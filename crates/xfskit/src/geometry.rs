@@ -151,6 +151,21 @@ pub struct Geometry {
     pub inode_cluster_size: u32,
 }
 
+/// Why every write path refuses a v4 filesystem.
+pub const V4_READ_ONLY: &str =
+    "v4 filesystems (crc=0) are read-only in xfskit: the format is deprecated and Linux removes it in 2030";
+
+impl Geometry {
+    /// Refuses writing to a v4 filesystem ([`V4_READ_ONLY`]).
+    pub fn require_writable_format(&self) -> Result<()> {
+        if self.v5 {
+            Ok(())
+        } else {
+            Err(Error::Unsupported(V4_READ_ONLY.into()))
+        }
+    }
+}
+
 /// Inodes in an inode chunk (one inobt record).
 pub const INODES_PER_CHUNK: u32 = 64;
 
