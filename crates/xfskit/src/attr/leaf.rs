@@ -50,10 +50,9 @@ pub(crate) struct Leaf {
 /// da3 verifier (CRC, magic, identity), so it is at least 64 bytes long.
 pub(crate) fn parse(l: &Layout, ino: u64, dablk: u64, buf: &[u8]) -> Result<Leaf> {
     let bad = |d: String| Error::corrupt("attr leaf block", loc(ino, dablk), d);
-    // The v4 header is the v5 one without the self-describing fields.
-    let shift = LEAF_HDR - l.attr_leaf_hdr;
-    let (hdr_count, hdr_firstused, leaf_hdr) =
-        (HDR_COUNT - shift, HDR_FIRSTUSED - shift, l.attr_leaf_hdr);
+    // count, usedbytes, firstused follow the block info (v4: 12 bytes, v5: 56).
+    let hdr_count = l.da_count();
+    let (hdr_firstused, leaf_hdr) = (hdr_count + HDR_FIRSTUSED - HDR_COUNT, l.attr_leaf_hdr);
     if buf.len() < leaf_hdr {
         return Err(bad(format!(
             "block of {} bytes is shorter than the leaf header",
