@@ -13,6 +13,7 @@ pub mod crc;
 pub mod da;
 pub mod dir;
 pub mod inode;
+pub mod layout;
 pub mod log;
 pub mod log_intent;
 pub mod log_item;

@@ -404,15 +404,16 @@ fn exit_codes() {
     }
     let tmp = TempDir::new("xfskit-exit");
     let v4 = mkfs(tmp.path(), "v4.img", 300 << 20, &["-m", "crc=0"]);
-    assert_eq!(
-        xfskit(&["info", s(&v4)]).status.code(),
-        Some(3),
-        "v4 is unsupported"
-    );
+    // v4 is read (ls exits 0) but never written (exit 3).
     assert_eq!(
         xfskit(&["ls", s(&v4)]).status.code(),
+        Some(0),
+        "v4 is read"
+    );
+    assert_eq!(
+        xfskit(&["mkdir", s(&v4), "/d"]).status.code(),
         Some(3),
-        "v4 is unsupported"
+        "v4 is read-only"
     );
     let dest = tmp.path().join("notempty");
     std::fs::create_dir_all(dest.join("x")).expect("mkdir");

@@ -144,6 +144,7 @@ impl Fs {
                 ..opts.clone()
             },
         )?;
+        probe.geo.require_writable_format()?;
         if matches!(probe.log_state, LogState::Dirty(_)) && resume.is_none() {
             drop(probe);
             crate::log::recover::recover_device(dev.clone(), &Default::default())?;

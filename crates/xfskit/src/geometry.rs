@@ -63,6 +63,8 @@ pub struct Features {
 /// Everything the engine needs from the superblock, validated.
 #[derive(Debug, Clone)]
 pub struct Geometry {
+    /// A v5 (crc=1) filesystem; false for v4 (crc=0), which xfskit reads only.
+    pub v5: bool,
     /// Filesystem block size in bytes.
     pub block_size: u32,
     /// log2 of `block_size`.
@@ -149,6 +151,21 @@ pub struct Geometry {
     pub inode_cluster_size: u32,
 }
 
+/// Why every write path refuses a v4 filesystem.
+pub const V4_READ_ONLY: &str =
+    "v4 filesystems (crc=0) are read-only in xfskit: the format is deprecated and Linux removes it in 2030";
+
+impl Geometry {
+    /// Refuses writing to a v4 filesystem ([`V4_READ_ONLY`]).
+    pub fn require_writable_format(&self) -> Result<()> {
+        if self.v5 {
+            Ok(())
+        } else {
+            Err(Error::Unsupported(V4_READ_ONLY.into()))
+        }
+    }
+}
+
 /// Inodes in an inode chunk (one inobt record).
 pub const INODES_PER_CHUNK: u32 = 64;
 
@@ -160,7 +177,30 @@ fn is_pow2_in(v: u64, lo: u64, hi: u64) -> bool {
     v.is_power_of_two() && v >= lo && v <= hi
 }
 
+/// The v4 feature bits a readable v4 superblock must have: version 2
+/// directories (every Linux since 2.6 makes them; the older format is
+/// refused by the kernel too) and unwritten-extent flags in bmbt records
+/// (required by Linux since 5.x), no unknown bits.
+fn check_v4_bits(versionnum: u16) -> Result<()> {
+    if versionnum & fsb::XFS_SB_VERSION_DIRV2BIT == 0 {
+        return Err(Error::Unsupported(
+            "v4 filesystem with version 1 directories (no dirv2 bit): not supported".into(),
+        ));
+    }
+    if versionnum & fsb::XFS_SB_VERSION_EXTFLGBIT == 0 {
+        return Err(Error::Unsupported(
+            "v4 filesystem without the unwritten-extent flag (extflg): not supported".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Geometry {
+    /// Magic numbers and header sizes of this filesystem's metadata.
+    pub fn layout(&self) -> &'static xfs_format::layout::Layout {
+        xfs_format::layout::Layout::of(self.v5)
+    }
+
     /// Validates a raw primary superblock sector and converts it.
     pub fn from_superblock(sector: &[u8]) -> Result<Geometry> {
         let sb = Dsb::ref_from_prefix(sector)
@@ -178,23 +218,32 @@ impl Geometry {
         }
         let versionnum = sb.sb_versionnum.get();
         let version = versionnum & fsb::XFS_SB_VERSION_NUMBITS;
-        if version != 5 {
-            return Err(Error::Unsupported(format!(
-                "XFS version {version} superblock: only v5 (crc=1) filesystems are supported"
-            )));
-        }
+        let v5 = match version {
+            5 => true,
+            4 => {
+                check_v4_bits(versionnum)?;
+                false
+            }
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "XFS version {version} superblock: only v4 and v5 filesystems are supported"
+                )))
+            }
+        };
         let sectsize = u64::from(sb.sb_sectsize.get());
         if !is_pow2_in(sectsize, 512, 32768) || sector.len() < 512 {
             return Err(bad(format!("sector size {sectsize}")));
         }
         let sb_len = (sectsize as usize).min(sector.len());
-        if !xfs_format::crc::verify(&sector[..sb_len], fsb::XFS_SB_CRC_OFF) {
+        if v5 && !xfs_format::crc::verify(&sector[..sb_len], fsb::XFS_SB_CRC_OFF) {
             return Err(Error::BadCrc {
                 what: "superblock",
                 location: Location::Sb(0),
             });
         }
-        let incompat = sb.sb_features_incompat.get();
+        // The feature words past features2 exist on v5 only; v4 ignores them.
+        let field = |v: u32| if v5 { v } else { 0 };
+        let incompat = field(sb.sb_features_incompat.get());
         if incompat & fsb::XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR != 0 {
             return Err(Error::Unsupported(
                 "the superblock marks the filesystem as needing repair (needsrepair): run xfs_repair first"
@@ -217,7 +266,8 @@ impl Geometry {
             )));
         }
         let inodesize = u64::from(sb.sb_inodesize.get());
-        if !is_pow2_in(inodesize, 512, 2048)
+        let min_inode = if v5 { 512 } else { 256 };
+        if !is_pow2_in(inodesize, min_inode, 2048)
             || u64::from(sb.sb_inodelog) != u64::from(inodesize.trailing_zeros())
         {
             return Err(bad(format!(
@@ -264,10 +314,18 @@ impl Geometry {
         if u32::from(sb.sb_blocklog) + u32::from(sb.sb_dirblklog) > 16 {
             return Err(bad(format!("directory block log {}", sb.sb_dirblklog)));
         }
-        let ro_compat = sb.sb_features_ro_compat.get();
-        let features2 = sb.sb_features2.get();
+        let ro_compat = field(sb.sb_features_ro_compat.get());
+        let features2 = if versionnum & fsb::XFS_SB_VERSION_MOREBITSBIT != 0 {
+            sb.sb_features2.get()
+        } else {
+            0
+        };
         let features = Features {
-            ftype: incompat & fsb::XFS_SB_FEAT_INCOMPAT_FTYPE != 0,
+            ftype: if v5 {
+                incompat & fsb::XFS_SB_FEAT_INCOMPAT_FTYPE != 0
+            } else {
+                features2 & fsb::XFS_SB_VERSION2_FTYPE != 0
+            },
             sparse_inodes: incompat & fsb::XFS_SB_FEAT_INCOMPAT_SPINODES != 0,
             meta_uuid: incompat & fsb::XFS_SB_FEAT_INCOMPAT_META_UUID != 0,
             bigtime: incompat & fsb::XFS_SB_FEAT_INCOMPAT_BIGTIME != 0,
@@ -287,16 +345,17 @@ impl Geometry {
             uuid
         };
         let inoalignmt = sb.sb_inoalignmt.get();
-        // Inode clusters: 8 KiB scaled by inode size over 256 bytes, when the
-        // chunk alignment allows it (v5 always sets that alignment).
+        // Inode clusters: 8 KiB, on v5 scaled by inode size over 256 bytes
+        // when the chunk alignment allows it (v5 always sets that alignment).
         let mut cluster = 8192u64;
         let scaled = cluster * (inodesize / 256);
-        if u64::from(inoalignmt) * blocksize >= scaled {
+        if v5 && u64::from(inoalignmt) * blocksize >= scaled {
             cluster = scaled;
         }
         let label_raw: [u8; 12] = sb.sb_fname;
         let label_len = label_raw.iter().position(|&b| b == 0).unwrap_or(12);
         Ok(Geometry {
+            v5,
             block_size: blocksize as u32,
             block_log: sb.sb_blocklog,
             sect_size: sectsize as u32,
@@ -322,12 +381,12 @@ impl Geometry {
             features,
             versionnum,
             features2,
-            features_compat: sb.sb_features_compat.get(),
+            features_compat: field(sb.sb_features_compat.get()),
             features_ro_compat: ro_compat,
             features_incompat: incompat,
-            features_log_incompat: sb.sb_features_log_incompat.get(),
+            features_log_incompat: field(sb.sb_features_log_incompat.get()),
             inode_align: inoalignmt,
-            spino_align: sb.sb_spino_align.get(),
+            spino_align: field(sb.sb_spino_align.get()),
             stripe_unit: sb.sb_unit.get(),
             stripe_width: sb.sb_width.get(),
             imax_pct: sb.sb_imax_pct,

@@ -71,14 +71,16 @@ fn opens_small_blocks_and_big_inodes() {
 }
 
 #[test]
-fn refuses_v4() {
+fn opens_v4_read_only() {
     let Some(img) = mkfs(&["-m", "crc=0"]) else {
         return;
     };
-    match Fs::open(&img.0, &OpenOptions::default()) {
-        Err(xfskit::Error::Unsupported(m)) => assert!(m.contains("v5"), "{m}"),
+    let fs = Fs::open(&img.0, &OpenOptions::default()).expect("v4 opens for reading");
+    assert!(!fs.geometry().v5);
+    match Fs::open_rw(&img.0, &OpenOptions::default()) {
+        Err(xfskit::Error::Unsupported(m)) => assert!(m.contains("read-only"), "{m}"),
         Err(e) => panic!("wrong error {e}"),
-        Ok(_) => panic!("v4 accepted"),
+        Ok(_) => panic!("v4 opened for writing"),
     }
     let _ = Command::new("true").status();
 }

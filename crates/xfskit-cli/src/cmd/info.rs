@@ -53,6 +53,27 @@ struct Flags {
 
 const VERSION_BORGBIT: u16 = 0x4000;
 
+/// The attr= value xfs_info prints: 2 with attr2 (every v5), else 1 when
+/// the v4 attribute bit is set, else 0.
+fn attr_version(g: &Geometry) -> u32 {
+    if g.v5 || g.features.attr2 {
+        2
+    } else if g.versionnum & sb::XFS_SB_VERSION_ATTRBIT != 0 {
+        1
+    } else {
+        0
+    }
+}
+
+/// The log version xfs_info prints: 2 with the v2 log bit (every v5).
+fn log_version(g: &Geometry) -> u32 {
+    if g.v5 || g.versionnum & sb::XFS_SB_VERSION_LOGV2BIT != 0 {
+        2
+    } else {
+        1
+    }
+}
+
 fn flags(g: &Geometry) -> Flags {
     Flags {
         internal_log: g.log_start.0 > 0,
@@ -93,13 +114,13 @@ pub fn render(g: &Geometry, name: &str) -> String {
         "         ={:<22} sectsz={:<5} attr={}, projid32bit={}\n",
         "",
         g.sect_size,
-        2,
+        attr_version(g),
         b(ft.projid32)
     );
     s += &format!(
         "         ={:<22} crc={:<8} finobt={}, sparse={}, rmapbt={}\n",
         "",
-        1,
+        b(g.v5),
         b(ft.finobt),
         b(ft.sparse_inodes),
         b(ft.rmapbt)
@@ -136,7 +157,10 @@ pub fn render(g: &Geometry, name: &str) -> String {
     );
     s += &format!(
         "log      ={:<22} bsize={:<6} blocks={}, version={}\n",
-        log_name, g.block_size, g.log_blocks, 2
+        log_name,
+        g.block_size,
+        g.log_blocks,
+        log_version(g)
     );
     s += &format!(
         "         ={:<22} sectsz={:<5} sunit={} blks, lazy-count={}\n",
@@ -223,7 +247,7 @@ pub fn to_json(g: &Geometry, log_state: &str) -> serde_json::Value {
         "log_state": log_state,
         "meta_data": {
             "isize": g.inode_size, "agcount": g.ag_count, "agsize": g.ag_blocks, "sectsz": g.sect_size,
-            "attr": 2, "projid32bit": ft.projid32, "crc": true, "finobt": ft.finobt,
+            "attr": attr_version(g), "projid32bit": ft.projid32, "crc": g.v5, "finobt": ft.finobt,
             "sparse": ft.sparse_inodes, "rmapbt": ft.rmapbt, "reflink": ft.reflink, "bigtime": ft.bigtime,
             "inobtcount": ft.inobtcnt, "nrext64": ft.nrext64, "meta_uuid_feature": ft.meta_uuid,
             "exchange": f.exchange, "metadir": f.metadir,
@@ -240,7 +264,7 @@ pub fn to_json(g: &Geometry, log_state: &str) -> serde_json::Value {
         },
         "log": {
             "internal": f.internal_log, "start": g.log_start.0, "bsize": g.block_size, "blocks": g.log_blocks,
-            "version": 2, "sectsz": g.log_sect_size, "sunit_bytes": g.log_sunit, "lazy_count": f.lazy_count == 1,
+            "version": log_version(g), "sectsz": g.log_sect_size, "sunit_bytes": g.log_sunit, "lazy_count": f.lazy_count == 1,
         },
         "realtime": {
             "extsz": u64::from(g.rt_extsize) * u64::from(g.block_size), "blocks": g.rt_blocks,

@@ -10,6 +10,7 @@
 use super::{loc, namespace_of, RawEntry, ValueRef, FLAG_LOCAL};
 pub(crate) use crate::bytes::{be16, be32};
 use crate::error::{Error, Result};
+use xfs_format::layout::Layout;
 
 /// Offset of the forward sibling link (be32 attr-fork block, 0 = none).
 pub(crate) const INFO_FORW: usize = 0;
@@ -47,26 +48,29 @@ pub(crate) struct Leaf {
 
 /// Decodes the leaf at attr-fork block `dablk`. `buf` already passed the
 /// da3 verifier (CRC, magic, identity), so it is at least 64 bytes long.
-pub(crate) fn parse(ino: u64, dablk: u64, buf: &[u8]) -> Result<Leaf> {
+pub(crate) fn parse(l: &Layout, ino: u64, dablk: u64, buf: &[u8]) -> Result<Leaf> {
     let bad = |d: String| Error::corrupt("attr leaf block", loc(ino, dablk), d);
-    if buf.len() < LEAF_HDR {
+    // count, usedbytes, firstused follow the block info (v4: 12 bytes, v5: 56).
+    let hdr_count = l.da_count();
+    let (hdr_firstused, leaf_hdr) = (hdr_count + HDR_FIRSTUSED - HDR_COUNT, l.attr_leaf_hdr);
+    if buf.len() < leaf_hdr {
         return Err(bad(format!(
             "block of {} bytes is shorter than the leaf header",
             buf.len()
         )));
     }
-    if be16(buf, INFO_MAGIC) != ATTR3_LEAF_MAGIC {
+    if be16(buf, INFO_MAGIC) != l.attr_leaf_magic {
         return Err(bad(format!(
             "magic {:#06x} is not an attr leaf",
             be16(buf, INFO_MAGIC)
         )));
     }
-    let count = usize::from(be16(buf, HDR_COUNT));
-    let firstused = match usize::from(be16(buf, HDR_FIRSTUSED)) {
+    let count = usize::from(be16(buf, hdr_count));
+    let firstused = match usize::from(be16(buf, hdr_firstused)) {
         0 => buf.len(),
         f => f,
     };
-    let ents_end = LEAF_HDR + count * ENTRY_SIZE;
+    let ents_end = leaf_hdr + count * ENTRY_SIZE;
     if firstused > buf.len() || (count > 0 && ents_end > firstused) || ents_end > buf.len() {
         return Err(bad(format!(
             "{count} entries end at byte {ents_end}, names start at {firstused} in a {}-byte block",
@@ -76,7 +80,7 @@ pub(crate) fn parse(ino: u64, dablk: u64, buf: &[u8]) -> Result<Leaf> {
     // Bounded by the bytes the entries occupy (checked above).
     let mut entries = Vec::with_capacity(count);
     for i in 0..count {
-        let e = &buf[LEAF_HDR + i * ENTRY_SIZE..LEAF_HDR + (i + 1) * ENTRY_SIZE];
+        let e = &buf[leaf_hdr + i * ENTRY_SIZE..leaf_hdr + (i + 1) * ENTRY_SIZE];
         let hash = be32(e, 0);
         let nameidx = usize::from(be16(e, ENT_NAMEIDX));
         let flags = e[ENT_FLAGS];
@@ -137,7 +141,7 @@ pub(crate) fn parse(ino: u64, dablk: u64, buf: &[u8]) -> Result<Leaf> {
     }
     let last_hash = count
         .checked_sub(1)
-        .map(|i| be32(buf, LEAF_HDR + i * ENTRY_SIZE));
+        .map(|i| be32(buf, leaf_hdr + i * ENTRY_SIZE));
     Ok(Leaf {
         entries,
         forw: be32(buf, INFO_FORW),
@@ -173,7 +177,7 @@ mod tests {
 
     #[test]
     fn decodes_local_and_remote() {
-        let l = parse(5, 0, &sample()).unwrap();
+        let l = parse(&xfs_format::layout::V5, 5, 0, &sample()).unwrap();
         assert_eq!(l.entries.len(), 2);
         assert_eq!(l.entries[0].name, b"ab");
         assert!(matches!(&l.entries[0].value, ValueRef::Local(v) if v == b"xyz"));
@@ -191,13 +195,13 @@ mod tests {
             for v in [0u8, 0xff, 0x80] {
                 let mut b = good.clone();
                 b[i] = v;
-                let _ = parse(5, 0, &b);
+                let _ = parse(&xfs_format::layout::V5, 5, 0, &b);
             }
         }
         let mut b = good.clone();
         b[HDR_COUNT..HDR_COUNT + 2].copy_from_slice(&0xffffu16.to_be_bytes());
         assert!(matches!(
-            parse(5, 0, &b),
+            parse(&xfs_format::layout::V5, 5, 0, &b),
             Err(Error::Corrupt {
                 what: "attr leaf block",
                 ..

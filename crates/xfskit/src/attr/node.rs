@@ -100,9 +100,11 @@ fn descend(
     let mut blk = read_da(fs, ino, map, 0, "attr fork")?;
     let mut visited = 1u64;
     let mut expect_level: Option<u16> = None;
-    while be16(&blk, INFO_MAGIC) == DA3_NODE_MAGIC {
-        let count = usize::from(be16(&blk, NODE_COUNT));
-        let level = be16(&blk, NODE_LEVEL);
+    let l = fs.geometry().layout();
+    let node_hdr = l.da_hdr;
+    while be16(&blk, INFO_MAGIC) == l.da_node_magic {
+        let count = usize::from(be16(&blk, l.da_count()));
+        let level = be16(&blk, l.da_count() + 2);
         if level == 0 || level > DA_MAXDEPTH || expect_level.is_some_and(|l| l != level) {
             return Err(node_err(
                 dablk,
@@ -112,14 +114,14 @@ fn descend(
                 ),
             ));
         }
-        if count == 0 || NODE_HDR + count * NODE_ENTRY > blk.len() {
+        if count == 0 || node_hdr + count * NODE_ENTRY > blk.len() {
             return Err(node_err(
                 dablk,
                 format!("{count} entries do not fit in a {}-byte block", blk.len()),
             ));
         }
-        let i = choose(&blk[NODE_HDR..NODE_HDR + count * NODE_ENTRY], count).min(count - 1);
-        let child = u64::from(be32(&blk, NODE_HDR + i * NODE_ENTRY + NODE_ENT_BEFORE));
+        let i = choose(&blk[node_hdr..node_hdr + count * NODE_ENTRY], count).min(count - 1);
+        let child = u64::from(be32(&blk, node_hdr + i * NODE_ENTRY + NODE_ENT_BEFORE));
         if child == 0 {
             return Err(node_err(
                 dablk,
@@ -172,7 +174,7 @@ fn follow(
     let mut out = Vec::new();
     let mut prev: Option<u64> = None;
     loop {
-        let lf = leaf::parse(ino, dablk, &blk)?;
+        let lf = leaf::parse(fs.geometry().layout(), ino, dablk, &blk)?;
         if let Some(p) = prev {
             if u64::from(lf.back) != p {
                 return Err(Error::corrupt(
@@ -200,7 +202,7 @@ fn follow(
         prev = Some(dablk);
         dablk = u64::from(forw);
         blk = read_da(fs, ino, map, dablk, "attr leaf block")?;
-        if be16(&blk, INFO_MAGIC) != ATTR3_LEAF_MAGIC {
+        if be16(&blk, INFO_MAGIC) != fs.geometry().layout().attr_leaf_magic {
             return Err(Error::corrupt(
                 "attr leaf block",
                 loc(ino, dablk),

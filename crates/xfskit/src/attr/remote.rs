@@ -47,7 +47,9 @@ pub(crate) fn read_value(
         ));
     }
     let bsize = fs.geometry().block_size as usize;
-    let per = bsize.saturating_sub(RMT_HDR);
+    // v4 remote blocks are bare value bytes; v5 ones start with a header.
+    let hdr = fs.geometry().layout().remote_hdr;
+    let per = bsize.saturating_sub(hdr);
     if per == 0 {
         return Err(bad(
             entry_dablk,
@@ -78,11 +80,15 @@ pub(crate) fn read_value(
     for (i, daddr) in daddrs.into_iter().enumerate() {
         let dablk = u64::from(blk) + i as u64;
         let b = fs.read_meta(daddr, fs.geometry().block_size, &v)?;
-        if b.len() < RMT_HDR {
+        if b.len() < hdr + per {
             return Err(bad(dablk, "block shorter than the remote header".into()));
         }
         let want_off = value.len();
         let want_bytes = (len as usize - want_off).min(per);
+        if hdr == 0 {
+            value.extend_from_slice(&b[..want_bytes]);
+            continue;
+        }
         let (off, bytes) = (be32(&b, RMT_OFFSET) as usize, be32(&b, RMT_BYTES) as usize);
         if off != want_off || bytes != want_bytes {
             return Err(bad(

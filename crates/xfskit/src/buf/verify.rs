@@ -114,6 +114,9 @@ impl Verifier<'_> {
         buf: &[u8],
         head: u64,
     ) -> Option<(u64, Location)> {
+        if !geo.v5 {
+            return None;
+        }
         let off = self.lsn_offset()?;
         if buf.len() < off + 8 {
             return None;
@@ -220,6 +223,9 @@ impl Verifier<'_> {
 
     /// Full check of a freshly read block: CRC, then structure.
     pub fn check(&self, geo: &Geometry, daddr: Daddr, buf: &[u8]) -> Result<()> {
+        if !geo.v5 {
+            return self.check_structure(geo, daddr, buf);
+        }
         let id = self.ident();
         if buf.len() < id.crc + 4 || !xfs_format::crc::verify(buf, id.crc) {
             // A wrong magic is the more useful diagnosis (wrong block type).
@@ -244,15 +250,19 @@ impl Verifier<'_> {
         if buf.len() < 64 {
             return Err(self.corrupt(geo, daddr, "block too short".into()));
         }
+        // Callers name v5 magics; a v4 filesystem has their v4 twins.
+        let l = geo.layout();
         let ok = match self {
             Verifier::Agf { .. } => be32(buf, 0) == xag::XFS_AGF_MAGIC,
             Verifier::Agi { .. } => be32(buf, 0) == xag::XFS_AGI_MAGIC,
-            Verifier::Agfl { .. } => be32(buf, 0) == xag::XFS_AGFL_MAGIC,
-            Verifier::ShortBtree { magic, .. } => be32(buf, 0) == *magic,
-            Verifier::Bmbt { .. } => be32(buf, 0) == xbt::XFS_BMAP_CRC_MAGIC,
-            Verifier::Dir3 { magics, .. } => magics.contains(&be32(buf, 0)),
-            Verifier::Da3 { magics, .. } => magics.contains(&be16(buf, 8)),
-            Verifier::Remote { magic, .. } => be32(buf, 0) == *magic,
+            // A v4 AGFL is a bare array of block numbers: nothing to check.
+            Verifier::Agfl { .. } => !geo.v5 || be32(buf, 0) == xag::XFS_AGFL_MAGIC,
+            Verifier::ShortBtree { magic, .. } => be32(buf, 0) == l.btree_magic(*magic),
+            Verifier::Bmbt { .. } => be32(buf, 0) == l.bmap_magic,
+            Verifier::Dir3 { magics, .. } => magics.iter().any(|&m| l.magic32(m) == be32(buf, 0)),
+            Verifier::Da3 { magics, .. } => magics.iter().any(|&m| l.magic16(m) == be16(buf, 8)),
+            // v4 remote blocks are bare data.
+            Verifier::Remote { magic, .. } => !geo.v5 || be32(buf, 0) == *magic,
         };
         if !ok {
             return Err(self.corrupt(geo, daddr, format!("bad magic {:#010x}", be32(buf, 0))));
@@ -264,6 +274,9 @@ impl Verifier<'_> {
     /// without the CRC.
     pub fn check_structure(&self, geo: &Geometry, daddr: Daddr, buf: &[u8]) -> Result<()> {
         self.check_magic(geo, daddr, buf)?;
+        if !geo.v5 {
+            return self.check_v4(geo, daddr, buf);
+        }
         let id = self.ident();
         if buf[id.uuid..id.uuid + 16] != geo.meta_uuid {
             return Err(self.corrupt(geo, daddr, "UUID does not match the filesystem".into()));
@@ -299,6 +312,19 @@ impl Verifier<'_> {
                 ),
             ));
         }
+        self.check_header(geo, daddr, buf)
+    }
+
+    /// The checks of a v4 block: no CRC, block number, UUID or owner to
+    /// compare, so only the header's own sanity.
+    fn check_v4(&self, geo: &Geometry, daddr: Daddr, buf: &[u8]) -> Result<()> {
+        match self {
+            Verifier::Agfl { .. } | Verifier::Remote { .. } => Ok(()),
+            _ => self.check_header(geo, daddr, buf),
+        }
+    }
+
+    fn check_header(&self, geo: &Geometry, daddr: Daddr, buf: &[u8]) -> Result<()> {
         match self {
             Verifier::Agf { agno } | Verifier::Agi { agno } => {
                 if be32(buf, 4) != 1 || be32(buf, 8) != *agno {
@@ -327,8 +353,11 @@ impl Verifier<'_> {
                 }
                 let numrecs = usize::from(be16(buf, 6));
                 let (hdr, rec, key, ptr) = match self {
-                    Verifier::Bmbt { .. } => (72, 16, 8, 8),
-                    Verifier::ShortBtree { magic, .. } => short_btree_sizes(*magic),
+                    Verifier::Bmbt { .. } => (geo.layout().lblock_hdr, 16, 8, 8),
+                    Verifier::ShortBtree { magic, .. } => {
+                        let (_, rec, key, ptr) = short_btree_sizes(*magic);
+                        (geo.layout().sblock_hdr, rec, key, ptr)
+                    }
                     _ => unreachable_sizes(),
                 };
                 let per = if lvl == 0 { rec } else { key + ptr };

@@ -339,7 +339,9 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
 
 fn check_agfl(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
     let geo = ctx.fs.geometry();
-    let size = xag::agfl_size(geo.sect_size as usize) as u32;
+    // v5: a header, then the array; v4: the bare array.
+    let agfl_hdr = geo.layout().agfl_hdr;
+    let size = ((geo.sect_size as usize - agfl_hdr) / 4) as u32;
     let (first, last, count) = (
         agf.agf_flfirst.get(),
         agf.agf_fllast.get(),
@@ -367,7 +369,10 @@ fn check_agfl(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
     let aglen = geo.ag_len(AgNumber(agno));
     for k in 0..count {
         let idx = ((first + k) % size) as usize;
-        let Some(bno) = xag::agfl_entry(&b, idx) else {
+        let Some(bno) = b
+            .get(agfl_hdr + idx * 4..agfl_hdr + idx * 4 + 4)
+            .map(|e| u32::from_be_bytes([e[0], e[1], e[2], e[3]]))
+        else {
             break;
         };
         let at = move || Location::Other(format!("AG {agno} AGFL entry {idx}"));

@@ -15,8 +15,6 @@ use crate::inode::{ForkFormat, Inode};
 const LEAF_MAGIC: u16 = 0x3bee;
 const NODE_MAGIC: u16 = 0x3ebe;
 /// Header sizes of v5 leaf and node blocks.
-const LEAF_HDR: usize = 80;
-const NODE_HDR: usize = 64;
 const FLAG_LOCAL: u8 = 0x01;
 const FLAG_INCOMPLETE: u8 = 0x80;
 const FLAG_PARENT: u8 = 0x08;
@@ -57,6 +55,7 @@ pub(crate) fn check_attr_blocks(ctx: &Ctx<'_>, ino: &Inode) {
     let mut want_level: Option<u16> = None;
     let mut seen = 0u64;
     let mut w = w;
+    let l = ctx.fs.geometry().layout();
     loop {
         let mut next = Vec::new();
         let mut next_level = None;
@@ -79,20 +78,20 @@ pub(crate) fn check_attr_blocks(ctx: &Ctx<'_>, ino: &Inode) {
                 );
             }
             let magic = be16(&buf, 8);
-            let level = if magic == NODE_MAGIC {
-                be16(&buf, 58)
+            let level = if magic == l.da_node_magic {
+                be16(&buf, l.da_count() + 2)
             } else {
                 0
             };
             if want_level.is_some_and(|l| l != level)
-                || (magic == NODE_MAGIC && (level == 0 || level >= MAX_LEVELS))
+                || (magic == l.da_node_magic && (level == 0 || level >= MAX_LEVELS))
             {
                 return w.bad(
                     dablk,
                     format!("block at level {level}, want {}", want_level.unwrap_or(1)),
                 );
             }
-            if magic == LEAF_MAGIC {
+            if magic == l.attr_leaf_magic {
                 let last = w.leaf(dablk, &buf);
                 if let (Some(want), Some(l)) = (want_last, last) {
                     if want != l {
@@ -104,15 +103,15 @@ pub(crate) fn check_attr_blocks(ctx: &Ctx<'_>, ino: &Inode) {
                 }
                 continue;
             }
-            let count = usize::from(be16(&buf, 56));
-            if count == 0 || NODE_HDR + 8 * count > buf.len() {
+            let count = usize::from(be16(&buf, l.da_count()));
+            if count == 0 || l.da_hdr + 8 * count > buf.len() {
                 return w.bad(dablk, format!("node counts {count} entries"));
             }
             let ents: Vec<(u32, u32)> = (0..count)
                 .map(|i| {
                     (
-                        be32(&buf, NODE_HDR + 8 * i),
-                        be32(&buf, NODE_HDR + 8 * i + 4),
+                        be32(&buf, l.da_hdr + 8 * i),
+                        be32(&buf, l.da_hdr + 8 * i + 4),
                     )
                 })
                 .collect();
@@ -195,13 +194,17 @@ impl Walk<'_, '_> {
     /// Checks one leaf; returns the hash of its last entry.
     fn leaf(&mut self, dablk: u32, buf: &[u8]) -> Option<u32> {
         let bsize = buf.len();
-        let count = usize::from(be16(buf, 56));
-        let usedbytes = usize::from(be16(buf, 58));
-        let firstused = match usize::from(be16(buf, 60)) {
+        let lay = self.ctx.fs.geometry().layout();
+        // count, usedbytes, firstused, holes, pad, free map follow the block info.
+        let c = lay.da_count();
+        let leaf_hdr = lay.attr_leaf_hdr;
+        let count = usize::from(be16(buf, c));
+        let usedbytes = usize::from(be16(buf, c + 2));
+        let firstused = match usize::from(be16(buf, c + 4)) {
             0 => bsize,
             f => f,
         };
-        let ents_end = LEAF_HDR + 8 * count;
+        let ents_end = leaf_hdr + 8 * count;
         if ents_end > bsize || ents_end > firstused || firstused > bsize {
             self.bad(
                 dablk,
@@ -216,7 +219,7 @@ impl Walk<'_, '_> {
         let mut names: Vec<(usize, usize)> = Vec::with_capacity(count);
         let mut prev: Option<u32> = self.last_hash;
         for i in 0..count {
-            let e = LEAF_HDR + 8 * i;
+            let e = leaf_hdr + 8 * i;
             let (hash, nameidx, flags) = (be32(buf, e), usize::from(be16(buf, e + 4)), buf[e + 6]);
             if prev.is_some_and(|p| p > hash) {
                 self.bad(dablk, format!("entry {i}: hash {hash:#x} is out of order"));
@@ -288,7 +291,7 @@ impl Walk<'_, '_> {
         // The name area starts at the first name; with holes in it (names
         // removed since the last compaction) it may start below it, never
         // above (xfs_repair's rule).
-        let holes = buf[62] != 0;
+        let holes = buf[c + 6] != 0;
         if count > 0 && ((!holes && first_name != firstused) || firstused > first_name) {
             self.bad(
                 dablk,
@@ -303,8 +306,8 @@ impl Walk<'_, '_> {
         }
         for k in 0..3 {
             let (base, size) = (
-                usize::from(be16(buf, 64 + 4 * k)),
-                usize::from(be16(buf, 66 + 4 * k)),
+                usize::from(be16(buf, c + 8 + 4 * k)),
+                usize::from(be16(buf, c + 10 + 4 * k)),
             );
             let overlaps = names.iter().any(|&(s, e)| base < e && s < base + size);
             if base % 4 != 0 || size % 4 != 0 || base + size > bsize {
@@ -319,6 +322,6 @@ impl Walk<'_, '_> {
                 );
             }
         }
-        (count > 0).then(|| be32(buf, LEAF_HDR + 8 * (count - 1)))
+        (count > 0).then(|| be32(buf, leaf_hdr + 8 * (count - 1)))
     }
 }

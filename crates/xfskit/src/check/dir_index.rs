@@ -8,9 +8,10 @@
 use super::Ctx;
 use crate::buf::verify::Verifier;
 use crate::bytes::{be16, be32};
-use crate::dir::data::{self, DirMap, DATA_HDR_SIZE, FREE_TAG, XDB3_MAGIC};
+use crate::dir::data::{self, DirMap, FREE_TAG};
+use xfs_format::layout::Layout;
 use crate::dir::lookup::{
-    name_hash, DA3_HDR_SIZE, DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC,
+    name_hash, DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC,
 };
 use crate::inode::Inode;
 
@@ -36,6 +37,11 @@ struct Dir<'m, 'a> {
 }
 
 impl Dir<'_, '_> {
+    /// Header sizes and magics of this filesystem's version.
+    fn l(&self) -> &'static Layout {
+        self.map.fs().geometry().layout()
+    }
+
     fn bad(&self, db: u64, d: String) {
         self.ctx.sink.error(self.map.corrupt(db, d));
     }
@@ -76,7 +82,7 @@ pub(crate) fn check_index(ctx: &Ctx<'_>, ino: &Inode) {
         let Ok(root) = map.read(leaf_db, &v) else {
             return;
         };
-        if be16(&root, 8) == DIR3_LEAF1_MAGIC {
+        if be16(&root, 8) == d.l().dir_leaf1_magic {
             leaf_block(&mut d, leaf_db, &root, true, Some((0, 0)));
         } else {
             node_tree(&mut d, leaf_db, &root);
@@ -96,12 +102,12 @@ pub(crate) fn check_index(ctx: &Ctx<'_>, ino: &Inode) {
 fn data_block(d: &mut Dir<'_, '_>, db: u64, buf: &[u8]) -> Option<Vec<Leaf>> {
     let fs = d.ctx.fs;
     let dbsize = u64::from(fs.geometry().dir_blk_size);
-    let Ok((end, leaf)) = data::data_end(d.map.ino(), db, buf) else {
+    let Ok((end, leaf)) = data::data_end(d.map.fs().geometry(), d.map.ino(), db, buf) else {
         return None;
     };
     // Unused regions in order; the walk checked their lengths and tags.
     let mut free: Vec<(u16, u16)> = Vec::new();
-    let mut off = DATA_HDR_SIZE;
+    let mut off = d.l().dir_data_hdr;
     while off + 4 <= end {
         if be16(buf, off) == FREE_TAG {
             let len = usize::from(be16(buf, off + 2));
@@ -127,7 +133,7 @@ fn data_block(d: &mut Dir<'_, '_>, db: u64, buf: &[u8]) -> Option<Vec<Leaf>> {
         d.bad(db, "two unused regions touch (they should be one)".into());
     }
     let table: Vec<(u16, u16)> = (0..3)
-        .map(|i| (be16(buf, 48 + 4 * i), be16(buf, 50 + 4 * i)))
+        .map(|i| (be16(buf, d.l().dir_bestfree + 4 * i), be16(buf, d.l().dir_bestfree + 2 + 4 * i)))
         .collect();
     let mut lens: Vec<u16> = free.iter().map(|f| f.1).collect();
     lens.sort_unstable_by(|a, b| b.cmp(a));
@@ -152,7 +158,7 @@ fn data_block(d: &mut Dir<'_, '_>, db: u64, buf: &[u8]) -> Option<Vec<Leaf>> {
     }
     d.best[idx] = Some(table[0].1);
     let (start, count) = leaf?;
-    if be32(buf, 0) != XDB3_MAGIC {
+    if be32(buf, 0) != d.l().dir_block_magic {
         return None;
     }
     let stale = be32(buf, buf.len() - 4);
@@ -182,14 +188,14 @@ fn leaf_entries(d: &Dir<'_, '_>, db: u64, ents: &[Leaf], stale: u32) -> Vec<Leaf
 /// Checks a leaf block (single-leaf form when `leaf1`); appends its live
 /// entries. `sib`: the sibling pointers it must hold (back, forw).
 fn leaf_block(d: &mut Dir<'_, '_>, db: u64, buf: &[u8], leaf1: bool, sib: Option<(u32, u32)>) {
-    let count = usize::from(be16(buf, 56));
-    let stale = u32::from(be16(buf, 58));
+    let count = usize::from(be16(buf, d.l().da_count()));
+    let stale = u32::from(be16(buf, d.l().da_count() + 2));
     let mut end = buf.len();
     if leaf1 {
         let bestcount = be32(buf, buf.len() - 4) as usize;
         let bests_at = (buf.len() - 4).checked_sub(2 * bestcount);
         match bests_at {
-            Some(at) if at >= DA3_HDR_SIZE => {
+            Some(at) if at >= d.l().da_hdr => {
                 end = at;
                 let want = d.best.len();
                 if bestcount != want {
@@ -214,7 +220,7 @@ fn leaf_block(d: &mut Dir<'_, '_>, db: u64, buf: &[u8], leaf1: bool, sib: Option
             _ => return d.bad(db, format!("leaf tail counts {bestcount} data blocks")),
         }
     }
-    if DA3_HDR_SIZE + 8 * count > end {
+    if d.l().da_hdr + 8 * count > end {
         return d.bad(db, format!("leaf counts {count} entries, more than fit"));
     }
     if let Some((back, forw)) = sib {
@@ -229,8 +235,8 @@ fn leaf_block(d: &mut Dir<'_, '_>, db: u64, buf: &[u8], leaf1: bool, sib: Option
     let ents: Vec<Leaf> = (0..count)
         .map(|i| {
             (
-                be32(buf, DA3_HDR_SIZE + 8 * i),
-                be32(buf, DA3_HDR_SIZE + 8 * i + 4),
+                be32(buf, d.l().da_hdr + 8 * i),
+                be32(buf, d.l().da_hdr + 8 * i + 4),
             )
         })
         .collect();
@@ -248,7 +254,7 @@ fn leaf_block(d: &mut Dir<'_, '_>, db: u64, buf: &[u8], leaf1: bool, sib: Option
 /// each child, sibling chains per level; leaves appended in order.
 fn node_tree(d: &mut Dir<'_, '_>, root_db: u64, root: &[u8]) {
     let ino = d.map.ino();
-    let level = be16(root, 58);
+    let level = be16(root, d.l().da_count() + 2);
     if level == 0 || level >= MAX_DA_LEVELS {
         return d.bad(root_db, format!("node level {level}"));
     }
@@ -287,9 +293,9 @@ fn node_tree(d: &mut Dir<'_, '_>, root_db: u64, root: &[u8]) {
             };
             if lvl == 0 {
                 leaf_block(d, db, &buf, false, Some((back, forw)));
-                let c = usize::from(be16(&buf, 56));
-                let last = (c > 0 && DA3_HDR_SIZE + 8 * c <= buf.len())
-                    .then(|| be32(&buf, DA3_HDR_SIZE + 8 * (c - 1)));
+                let c = usize::from(be16(&buf, d.l().da_count()));
+                let last = (c > 0 && d.l().da_hdr + 8 * c <= buf.len())
+                    .then(|| be32(&buf, d.l().da_hdr + 8 * (c - 1)));
                 if let (Some(w), Some(l)) = (want_last, last) {
                     if w != l {
                         d.bad(db, format!("last hash {l:#x}, its parent says {w:#x}"));
@@ -297,12 +303,12 @@ fn node_tree(d: &mut Dir<'_, '_>, root_db: u64, root: &[u8]) {
                 }
                 continue;
             }
-            let count = usize::from(be16(&buf, 56));
-            let l = be16(&buf, 58);
+            let count = usize::from(be16(&buf, d.l().da_count()));
+            let l = be16(&buf, d.l().da_count() + 2);
             if l != lvl {
                 return d.bad(db, format!("node level {l}, want {lvl}"));
             }
-            if count == 0 || DA3_HDR_SIZE + 8 * count > buf.len() {
+            if count == 0 || d.l().da_hdr + 8 * count > buf.len() {
                 return d.bad(db, format!("node counts {count} entries"));
             }
             let (f, b) = (be32(&buf, 0), be32(&buf, 4));
@@ -315,8 +321,8 @@ fn node_tree(d: &mut Dir<'_, '_>, root_db: u64, root: &[u8]) {
             let ents: Vec<(u32, u32)> = (0..count)
                 .map(|i| {
                     (
-                        be32(&buf, DA3_HDR_SIZE + 8 * i),
-                        be32(&buf, DA3_HDR_SIZE + 8 * i + 4),
+                        be32(&buf, d.l().da_hdr + 8 * i),
+                        be32(&buf, d.l().da_hdr + 8 * i + 4),
                     )
                 })
                 .collect();
@@ -355,7 +361,8 @@ fn node_tree(d: &mut Dir<'_, '_>, root_db: u64, root: &[u8]) {
 /// blocks' best-free values.
 fn free_blocks(d: &Dir<'_, '_>, free_db: u64) {
     let geo = d.ctx.fs.geometry();
-    let per = (geo.dir_blk_size as usize - DATA_HDR_SIZE) / 2;
+    let fhdr = d.l().dir_free_hdr;
+    let per = (geo.dir_blk_size as usize - fhdr) / 2;
     let v = Verifier::Dir3 {
         magics: &[XDF3_MAGIC],
         owner: d.map.ino(),
@@ -368,9 +375,9 @@ fn free_blocks(d: &Dir<'_, '_>, free_db: u64) {
         };
         let k = (db - free_db) as usize;
         let (first, nvalid, nused) = (
-            be32(&buf, 48) as usize,
-            be32(&buf, 52) as usize,
-            be32(&buf, 56) as usize,
+            be32(&buf, d.l().dir_bestfree) as usize,
+            be32(&buf, d.l().dir_bestfree + 4) as usize,
+            be32(&buf, d.l().dir_bestfree + 8) as usize,
         );
         if first != k * per || nvalid > per {
             d.bad(
@@ -384,7 +391,7 @@ fn free_blocks(d: &Dir<'_, '_>, free_db: u64) {
         }
         let mut used = 0;
         for i in 0..nvalid {
-            let b = be16(&buf, DATA_HDR_SIZE + 2 * i);
+            let b = be16(&buf, fhdr + 2 * i);
             let w = d
                 .best
                 .get(first + i)
@@ -428,7 +435,7 @@ fn compare_index(d: &mut Dir<'_, '_>, leaf_db: u64) {
         let byte = u64::from(addr) << 3;
         let (db, off) = (byte / dbsize, (byte % dbsize) as usize);
         let buf = d.map.read_data(db).ok()?;
-        let (end, _) = data::data_end(d.map.ino(), db, &buf).ok()?;
+        let (end, _) = data::data_end(d.map.fs().geometry(), d.map.ino(), db, &buf).ok()?;
         let e = data::entry_at(d.ctx.fs, d.map.ino(), db, &buf, off, end).ok()?;
         Some(e.name.to_vec())
     };

@@ -143,7 +143,7 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize) -> Res
             // Each entry keeps the offset it would have in a data block:
             // after the header, "." and "..", ascending, without overlap.
             let ftype = ctx.fs.geometry().features.ftype;
-            let mut next = crate::dir::data::DATA_HDR_SIZE
+            let mut next = ctx.fs.geometry().layout().dir_data_hdr
                 + crate::dir::data::entry_size(1, ftype)
                 + crate::dir::data::entry_size(2, ftype);
             for e in &sf.entries {

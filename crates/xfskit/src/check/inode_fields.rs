@@ -7,8 +7,7 @@
 use super::Ctx;
 use crate::error::Location;
 use crate::inode::{FileType, ForkFormat, Inode};
-use xfs_format::inode::{self as di, Dinode};
-use zerocopy::FromBytes;
+use xfs_format::inode as di;
 
 /// Longest extent (and extent size hint) in blocks.
 const MAX_EXTLEN: u32 = (1 << 21) - 1;
@@ -17,13 +16,11 @@ const MAX_EXTLEN: u32 = (1 << 21) - 1;
 const DIR_LEAF_OFFSET: u64 = 32 << 30;
 /// Longest symlink target.
 const MAX_PATH: u64 = 1024;
-/// Bytes of the v3 core; the forks follow.
-const CORE_SIZE: usize = crate::inode::CORE_SIZE;
 
 /// Checks the fields of in-use inode `ino` decoded from `raw`.
 pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
     let geo = ctx.fs.geometry();
-    let Ok((d, _)) = Dinode::ref_from_prefix(raw) else {
+    let Ok(d) = crate::inode::core_of(geo, ino.ino.0, raw) else {
         return;
     };
     let at = || Location::Inode(ino.ino.0);
@@ -146,7 +143,7 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
     }
 
     // Size against type and format.
-    let lit = raw.len().saturating_sub(CORE_SIZE);
+    let lit = raw.len().saturating_sub(geo.layout().dinode_core);
     let dsize = if ino.forkoff != 0 {
         usize::from(ino.forkoff) * 8
     } else {

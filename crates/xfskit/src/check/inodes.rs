@@ -175,7 +175,7 @@ fn check_free(ctx: &Ctx<'_>, ino: Ino, raw: &[u8]) {
             .add("free inode", at(), format!("bad magic {magic:#06x}"));
         return;
     }
-    if !xfs_format::crc::verify(raw, inode::INODE_CRC_OFF) {
+    if !inode::crc_ok(ctx.fs.geometry(), raw) {
         ctx.sink.add("free inode", at(), "bad CRC");
         return;
     }
@@ -410,13 +410,14 @@ fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
                 ));
             }
             let nr = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
-            if nr == 0 || blk.len() < 80 {
+            let h = ctx.fs.geometry().layout().lblock_hdr;
+            if nr == 0 || blk.len() < h + 8 {
                 continue;
             }
             let first = if lvl == 0 {
-                (be64(&blk, 72) >> 9) & ((1 << 54) - 1)
+                (be64(&blk, h) >> 9) & ((1 << 54) - 1)
             } else {
-                be64(&blk, 72)
+                be64(&blk, h)
             };
             if first != key {
                 bad(format!(
@@ -426,9 +427,9 @@ fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
             if lvl == 0 {
                 continue;
             }
-            let max = (blk.len() - 72) / 16;
+            let max = (blk.len() - h) / 16;
             for i in 0..nr.min(max) {
-                next.push((be64(&blk, 72 + max * 8 + i * 8), be64(&blk, 72 + i * 8)));
+                next.push((be64(&blk, h + max * 8 + i * 8), be64(&blk, h + i * 8)));
             }
         }
         if lvl == 0 || next.is_empty() {

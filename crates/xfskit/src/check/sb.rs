@@ -32,6 +32,15 @@ fn pow2_log(v: u64, lo: u32, hi: u32) -> Option<u32> {
 /// Bytes of the superblock that hold fields; the rest of the sector must be
 /// zero.
 fn used_len(sb: &Dsb) -> usize {
+    if sb.version() == fsb::XFS_SB_VERSION_4 {
+        // v4 fields end at sb_bad_features2 (features2 needs MOREBITS),
+        // else at sb_logsunit.
+        return if sb.sb_versionnum.get() & fsb::XFS_SB_VERSION_MOREBITSBIT != 0 {
+            208
+        } else {
+            200
+        };
+    }
     if sb.has_incompat(fsb::XFS_SB_FEAT_INCOMPAT_META_UUID) {
         fsb::XFS_DSB_SIZE
     } else {
@@ -49,7 +58,8 @@ pub(crate) fn fields(sb: &Dsb, raw: &[u8], sect_size: usize, primary: bool) -> V
         p.push(format!("bad magic {:#x}", sb.sb_magicnum.get()));
         return p;
     }
-    if sb.version() != fsb::XFS_SB_VERSION_5 {
+    let v4 = sb.version() == fsb::XFS_SB_VERSION_4;
+    if sb.version() != fsb::XFS_SB_VERSION_5 && !v4 {
         p.push(format!("version {} (version number {vn:#x})", sb.version()));
         return p;
     }
@@ -170,6 +180,91 @@ pub(crate) fn fields(sb: &Dsb, raw: &[u8], sect_size: usize, primary: bool) -> V
     if blog + u32::from(sb.sb_dirblklog) > 16 {
         p.push(format!("directory block log {}", sb.sb_dirblklog));
     }
+    if v4 {
+        v4_feature_bits(sb, &mut p);
+    } else {
+        v5_feature_bits(sb, &mut p);
+    }
+    if sb.sb_features2.get() != sb.sb_bad_features2.get() {
+        p.push(format!(
+            "features2 {:#x} and its copy bad_features2 {:#x} differ",
+            sb.sb_features2.get(),
+            sb.sb_bad_features2.get()
+        ));
+    }
+    if sb.sb_flags != 0 {
+        p.push(format!(
+            "flags {:#x} (no flag is defined on disk)",
+            sb.sb_flags
+        ));
+    }
+    if sb.sb_shared_vn != 0 {
+        p.push(format!("shared_vn {} (must be 0)", sb.sb_shared_vn));
+    }
+    // Quota fields without quotas (secondaries made by mkfs carry none).
+    if !has(fsb::XFS_SB_VERSION_QUOTABIT) || (!primary && sb.sb_inprogress != 0) {
+        let q = [
+            ("uquotino", sb.sb_uquotino.get()),
+            ("gquotino", sb.sb_gquotino.get()),
+            ("pquotino", sb.sb_pquotino.get()),
+        ];
+        for (name, v) in q {
+            // v4 has no separate project quota inode: its slot is past the v4 fields.
+            if v4 && name == "pquotino" {
+                continue;
+            }
+            if v != 0 && v != NULL_INO {
+                p.push(format!("{name} {v} without quotas"));
+            }
+        }
+        if sb.sb_qflags.get() != 0 {
+            p.push(format!(
+                "quota flags {:#x} without quotas",
+                sb.sb_qflags.get()
+            ));
+        }
+    }
+    let used = used_len(sb);
+    let end = sect_size.min(raw.len());
+    if end > used && raw[used..end].iter().any(|&b| b != 0) {
+        p.push(format!(
+            "bytes past the last field (from offset {used}) are not zero"
+        ));
+    }
+    p
+}
+
+/// The v4 feature rules xfskit reads by: version 2 directories and
+/// unwritten-extent flags, features2 only with the MOREBITS bit, and no
+/// features2 bit a v4 superblock cannot have (CRC, unknown ones).
+fn v4_feature_bits(sb: &Dsb, p: &mut Vec<String>) {
+    let vn = sb.sb_versionnum.get();
+    let need = fsb::XFS_SB_VERSION_DIRV2BIT | fsb::XFS_SB_VERSION_EXTFLGBIT;
+    if vn & need != need {
+        p.push(format!(
+            "version number {vn:#x}: a v4 superblock xfskit reads has the bits {need:#x}"
+        ));
+    }
+    let f2 = sb.sb_features2.get();
+    let known = fsb::XFS_SB_VERSION2_LAZYSBCOUNTBIT
+        | fsb::XFS_SB_VERSION2_ATTR2BIT
+        | fsb::XFS_SB_VERSION2_PARENTBIT
+        | fsb::XFS_SB_VERSION2_PROJID32BIT
+        | fsb::XFS_SB_VERSION2_FTYPE;
+    if f2 & !known != 0 {
+        p.push(format!(
+            "features2 {f2:#x}: bits {:#x} are unknown on a v4 superblock",
+            f2 & !known
+        ));
+    }
+    if f2 != 0 && vn & fsb::XFS_SB_VERSION_MOREBITSBIT == 0 {
+        p.push(format!("features2 {f2:#x} without the MOREBITS version bit"));
+    }
+}
+
+fn v5_feature_bits(sb: &Dsb, p: &mut Vec<String>) {
+    let vn = sb.sb_versionnum.get();
+    let has = |bit: u16| vn & bit != 0;
     // Feature words.
     let unknown = [
         (
@@ -216,49 +311,6 @@ pub(crate) fn fields(sb: &Dsb, raw: &[u8], sect_size: usize, primary: bool) -> V
             fsb::XFS_SB_VERSION2_FTYPE
         ));
     }
-    if sb.sb_features2.get() != sb.sb_bad_features2.get() {
-        p.push(format!(
-            "features2 {:#x} and its copy bad_features2 {:#x} differ",
-            sb.sb_features2.get(),
-            sb.sb_bad_features2.get()
-        ));
-    }
-    if sb.sb_flags != 0 {
-        p.push(format!(
-            "flags {:#x} (no flag is defined on disk)",
-            sb.sb_flags
-        ));
-    }
-    if sb.sb_shared_vn != 0 {
-        p.push(format!("shared_vn {} (must be 0)", sb.sb_shared_vn));
-    }
-    // Quota fields without quotas (secondaries made by mkfs carry none).
-    if !has(fsb::XFS_SB_VERSION_QUOTABIT) || (!primary && sb.sb_inprogress != 0) {
-        let q = [
-            ("uquotino", sb.sb_uquotino.get()),
-            ("gquotino", sb.sb_gquotino.get()),
-            ("pquotino", sb.sb_pquotino.get()),
-        ];
-        for (name, v) in q {
-            if v != 0 && v != NULL_INO {
-                p.push(format!("{name} {v} without quotas"));
-            }
-        }
-        if sb.sb_qflags.get() != 0 {
-            p.push(format!(
-                "quota flags {:#x} without quotas",
-                sb.sb_qflags.get()
-            ));
-        }
-    }
-    let used = used_len(sb);
-    let end = sect_size.min(raw.len());
-    if end > used && raw[used..end].iter().any(|&b| b != 0) {
-        p.push(format!(
-            "bytes past the last field (from offset {used}) are not zero"
-        ));
-    }
-    p
 }
 
 /// The inode chunk alignment rules: the big cluster size, or that scaled
@@ -354,6 +406,7 @@ pub(crate) fn check_sb(ctx: &Ctx<'_>, agno: u32, primary: &[u8]) {
         return;
     };
     if sb.sb_magicnum.get() == fsb::XFS_SB_MAGIC
+        && sb.version() == fsb::XFS_SB_VERSION_5
         && !xfs_format::crc::verify(&sector, fsb::XFS_SB_CRC_OFF)
     {
         ctx.sink.add("superblock", loc(), "bad CRC");
@@ -389,13 +442,14 @@ fn calc_root_ino(geo: &crate::geometry::Geometry) -> u64 {
     // The smallest free list: for each of the free space btrees (and the
     // rmap btree) one block more than an empty tree's height, but no more
     // than the tallest tree the AG can hold.
-    let alloc = max_levels(bs, 8, 12, ag.div_ceil(2)).min(2);
+    let hdr = geo.layout().sblock_hdr as u64;
+    let alloc = max_levels(bs, hdr, 8, 12, ag.div_ceil(2)).min(2);
     b += 2 * alloc;
     if f.rmapbt {
         b += if f.reflink {
             2
         } else {
-            max_levels(bs, 24, 44, ag).min(2)
+            max_levels(bs, hdr, 24, 44, ag).min(2)
         };
     }
     // An internal log in AG 0 (filesystems of one AG, or old mkfs on very
@@ -416,9 +470,9 @@ fn calc_root_ino(geo: &crate::geometry::Geometry) -> u64 {
 
 /// Height of the tallest short-pointer btree with `records` records of
 /// `rec` bytes and node entries of `node` bytes, blocks half full.
-fn max_levels(block: u64, rec: u64, node: u64, records: u64) -> u64 {
-    let leaf_min = ((block - 56) / rec / 2).max(1);
-    let node_min = ((block - 56) / node / 2).max(1);
+fn max_levels(block: u64, hdr: u64, rec: u64, node: u64, records: u64) -> u64 {
+    let leaf_min = ((block - hdr) / rec / 2).max(1);
+    let node_min = ((block - hdr) / node / 2).max(1);
     let mut n = records.div_ceil(leaf_min);
     let mut levels = 1;
     while n > 1 {

@@ -168,7 +168,8 @@ fn visit(
         }
         *slot = Some((agbno, right));
     }
-    let (hdr, rsz, ksz, psz) = short_btree_sizes(magic);
+    let (_, rsz, ksz, psz) = short_btree_sizes(magic);
+    let hdr = ctx.fs.geometry().layout().sblock_hdr;
     let numrecs = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
     if magic == xfs_format::btree::XFS_RMAP_CRC_MAGIC {
         super::rmap::check_keys(ctx, agno, agbno, level, &blk, want_key);

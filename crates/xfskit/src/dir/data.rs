@@ -8,7 +8,7 @@ use crate::buf::verify::Verifier;
 use crate::bytes::{be16, be32, be64};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use crate::geometry::{Daddr, FsBlock, Ino};
+use crate::geometry::{Daddr, FsBlock, Geometry, Ino};
 use crate::inode::{extents, lookup as map_lookup, Extent, FileType, Fork, Inode};
 use std::sync::Arc;
 
@@ -20,7 +20,8 @@ pub const XDB3_MAGIC: u32 = 0x5844_4233;
 /// Magic of a data block of a multi-block directory ("XDD3").
 pub const XDD3_MAGIC: u32 = 0x5844_4433;
 /// Size of the v3 data block header: the 48-byte self-describing header,
-/// three best-free slots (offset, length: 2 bytes each) and 4 bytes pad.
+/// three best-free slots (offset, length: 2 bytes each) and 4 bytes pad
+/// (v4: 16 bytes, see `Geometry::layout`).
 pub const DATA_HDR_SIZE: usize = 64;
 /// Data entries and unused regions are aligned to 8 bytes.
 pub const DATA_ALIGN: usize = 8;
@@ -189,13 +190,19 @@ impl<'a> DirMap<'a> {
 /// Where the data entries of a verified data block end: the block end for
 /// XDD3, the start of the leaf array for XDB3. Also returns the block-form
 /// leaf array range.
-pub fn data_end(ino: u64, db: u64, buf: &[u8]) -> Result<(usize, Option<(usize, usize)>)> {
-    if be32(buf, 0) != XDB3_MAGIC {
+pub fn data_end(
+    geo: &Geometry,
+    ino: u64,
+    db: u64,
+    buf: &[u8],
+) -> Result<(usize, Option<(usize, usize)>)> {
+    let l = geo.layout();
+    if be32(buf, 0) != l.dir_block_magic {
         return Ok((buf.len(), None));
     }
     let tail = buf.len() - BLOCK_TAIL_SIZE;
     let count = be32(buf, tail) as usize;
-    let max = (tail - DATA_HDR_SIZE) / LEAF_ENTRY_SIZE;
+    let max = (tail - l.dir_data_hdr) / LEAF_ENTRY_SIZE;
     if count > max {
         return Err(DirError::Block.at(ino, db, format!("block tail claims {count} leaf entries")));
     }
@@ -221,7 +228,7 @@ pub fn entry_at<'b>(
 ) -> Result<RawEntry<'b>> {
     let geo = fs.geometry();
     let bad = |d: String| DirError::Block.at(dir, db, format!("entry at offset {off}: {d}"));
-    if off < DATA_HDR_SIZE || !off.is_multiple_of(DATA_ALIGN) || off + 9 > end {
+    if off < geo.layout().dir_data_hdr || !off.is_multiple_of(DATA_ALIGN) || off + 9 > end {
         return Err(bad("outside the data area".into()));
     }
     let ino = Ino(be64(buf, off));
@@ -263,8 +270,8 @@ pub fn walk(
     buf: &[u8],
     f: &mut dyn FnMut(RawEntry<'_>) -> bool,
 ) -> Result<bool> {
-    let (end, _) = data_end(dir, db, buf)?;
-    let mut off = DATA_HDR_SIZE;
+    let (end, _) = data_end(fs.geometry(), dir, db, buf)?;
+    let mut off = fs.geometry().layout().dir_data_hdr;
     // Every step advances by at least DATA_ALIGN bytes, so this ends.
     while off < end {
         if off + 4 > end {

@@ -25,12 +25,8 @@ pub const DIR3_LEAFN_MAGIC: u16 = 0x3dff;
 pub const DA3_NODE_MAGIC: u16 = 0x3ebe;
 /// Size of the v3 leaf and node headers: the 56-byte block info (forw,
 /// back, magic, pad, crc, blkno, lsn, uuid, owner) plus count and
-/// stale/level (be16 each) and 4 bytes pad.
+/// stale/level (be16 each) and 4 bytes pad (v4: see `Geometry::layout`).
 pub const DA3_HDR_SIZE: usize = 64;
-/// Offset of the entry count in a leaf or node header.
-const HDR_COUNT: usize = 56;
-/// Offset of the level in a node header.
-const HDR_LEVEL: usize = 58;
 /// Offset of the forward sibling pointer in the block info.
 const HDR_FORW: usize = 0;
 /// Size of a node entry: hash (be32) and child block (be32, fs blocks).
@@ -70,13 +66,15 @@ pub fn hashed(fs: &Fs, dir: &Inode, name: &[u8]) -> Result<Option<Ino>> {
                 owner: map.ino(),
             },
         )?;
-        let (_, leaf) = data::data_end(map.ino(), 0, &buf)?;
+        let (_, leaf) = data::data_end(fs.geometry(), map.ino(), 0, &buf)?;
         let (start, count) = leaf.unwrap_or((0, 0));
         return Ok(match probe(&map, 0, &buf, start, count, hash, name)? {
             Probe::Found(i) => Some(i),
             _ => None,
         });
     }
+    let l = fs.geometry().layout();
+    let (hdr, count_at, node_magic) = (l.da_hdr, l.da_count(), l.da_node_magic);
     let magics = [DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC, DA3_NODE_MAGIC];
     let owner = map.ino();
     let mut db = leaf_db;
@@ -89,17 +87,17 @@ pub fn hashed(fs: &Fs, dir: &Inode, name: &[u8]) -> Result<Option<Ino>> {
     )?;
     let mut level_above: Option<u16> = None;
     // Descend the da-btree to the leaf that may hold `hash`.
-    while be16(&buf, 8) == DA3_NODE_MAGIC {
-        let count = usize::from(be16(&buf, HDR_COUNT));
-        let level = be16(&buf, HDR_LEVEL);
-        if count == 0 || DA3_HDR_SIZE + count * NODE_ENTRY_SIZE > buf.len() {
+    while be16(&buf, 8) == node_magic {
+        let count = usize::from(be16(&buf, count_at));
+        let level = be16(&buf, count_at + 2);
+        if count == 0 || hdr + count * NODE_ENTRY_SIZE > buf.len() {
             return Err(map.corrupt(db, format!("da node with {count} entries")));
         }
         if level == 0 || level > MAX_DEPTH || level_above.is_some_and(|a| level + 1 != a) {
             return Err(map.corrupt(db, format!("da node at level {level}")));
         }
         level_above = Some(level);
-        let ents = &buf[DA3_HDR_SIZE..DA3_HDR_SIZE + count * NODE_ENTRY_SIZE];
+        let ents = &buf[hdr..hdr + count * NODE_ENTRY_SIZE];
         let idx = (0..count).find(|&i| be32(ents, i * NODE_ENTRY_SIZE) >= hash);
         let Some(idx) = idx else { return Ok(None) };
         let child = map.dablk_to_db(be32(ents, idx * NODE_ENTRY_SIZE + 4));
@@ -120,19 +118,19 @@ pub fn hashed(fs: &Fs, dir: &Inode, name: &[u8]) -> Result<Option<Ino>> {
             },
         )?;
     }
-    let leaf1 = be16(&buf, 8) == DIR3_LEAF1_MAGIC;
+    let leaf1 = be16(&buf, 8) == l.dir_leaf1_magic;
     if leaf1 && level_above.is_some() {
         return Err(map.corrupt(db, "leaf-form leaf under a da node"));
     }
     // Walk this leaf and, while the hash run continues, its right siblings.
     let mut hops = map.mapped_blocks();
     loop {
-        let count = usize::from(be16(&buf, HDR_COUNT));
+        let count = usize::from(be16(&buf, count_at));
         let limit = buf.len() - if leaf1 { LEAF1_TAIL_SIZE } else { 0 };
-        if DA3_HDR_SIZE + count * data::LEAF_ENTRY_SIZE > limit {
+        if hdr + count * data::LEAF_ENTRY_SIZE > limit {
             return Err(map.corrupt(db, format!("leaf with {count} entries")));
         }
-        match probe(&map, db, &buf, DA3_HDR_SIZE, count, hash, name)? {
+        match probe(&map, db, &buf, hdr, count, hash, name)? {
             Probe::Found(i) => return Ok(Some(i)),
             Probe::Absent => return Ok(None),
             Probe::Continue => {}
@@ -186,7 +184,7 @@ fn probe(
             return Err(map.corrupt(db, format!("leaf address {addr} is outside the data space")));
         }
         let dbuf = map.read_data(ddb)?;
-        let (end, _) = data::data_end(map.ino(), ddb, &dbuf)?;
+        let (end, _) = data::data_end(fs.geometry(), map.ino(), ddb, &dbuf)?;
         let e = data::entry_at(fs, map.ino(), ddb, &dbuf, off, end)?;
         if e.name == name {
             return Ok(Probe::Found(e.ino));

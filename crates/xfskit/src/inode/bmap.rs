@@ -145,7 +145,7 @@ impl Collector<'_> {
         };
         let blk = self.fs.read_meta(daddr, geo.block_size, &v)?;
         let numrecs = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
-        let body = &blk[BMBT_HDR..];
+        let body = &blk[geo.layout().lblock_hdr..];
         if level == 0 {
             return self.push_records(body, numrecs);
         }

@@ -4,6 +4,7 @@ use crate::error::{Error, Location, Result};
 use crate::geometry::{Geometry, Ino};
 use xfs_format::inode::{self as di, Dinode};
 use xfs_format::types::{decode_timestamp, encode_timestamp, Uuid};
+use std::borrow::Cow;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// A point in time: seconds since the Unix epoch and nanoseconds.
@@ -189,17 +190,24 @@ pub(crate) fn check_core(geo: &Geometry, ino: u64, d: &Dinode) -> Result<CoreFac
     if d.di_magic.get() != di::XFS_DINODE_MAGIC {
         return Err(corrupt(format!("bad magic {:#06x}", d.di_magic.get())));
     }
-    if d.di_version != 3 {
+    if geo.v5 {
+        if d.di_version != 3 {
+            return Err(corrupt(format!(
+                "inode version {} on a v5 filesystem",
+                d.di_version
+            )));
+        }
+        if d.di_ino.get() != ino {
+            return Err(corrupt(format!("inode records number {}", d.di_ino.get())));
+        }
+        if d.di_uuid.0 != geo.meta_uuid {
+            return Err(corrupt("uuid does not match the filesystem".into()));
+        }
+    } else if d.di_version != 1 && d.di_version != 2 {
         return Err(corrupt(format!(
-            "inode version {} on a v5 filesystem",
+            "inode version {} on a v4 filesystem",
             d.di_version
         )));
-    }
-    if d.di_ino.get() != ino {
-        return Err(corrupt(format!("inode records number {}", d.di_ino.get())));
-    }
-    if d.di_uuid.0 != geo.meta_uuid {
-        return Err(corrupt("uuid does not match the filesystem".into()));
     }
     // The kernel's largest file is 2^63 - 1 bytes: a size with the top
     // bit set is damage, and reading up to it would never end.
@@ -246,15 +254,43 @@ pub(crate) fn check_core(geo: &Geometry, ino: u64, d: &Dinode) -> Result<CoreFac
 /// Size of the v3 inode core; the literal area follows it.
 pub const CORE_SIZE: usize = 176;
 
+/// True when raw inode `raw` has a good CRC, or its filesystem has none (v4).
+pub fn crc_ok(geo: &Geometry, raw: &[u8]) -> bool {
+    !geo.v5 || xfs_format::crc::verify(raw, super::INODE_CRC_OFF)
+}
+
+/// The inode core of raw inode `raw` as a v3 core: itself on v5; on v4 the
+/// 100-byte v1/v2 core with the v3-only fields zero (a v1 core's 16-bit
+/// link count moved to `di_nlink`, its project id zero), since those bytes
+/// belong to the literal area there.
+pub(crate) fn core_of<'a>(geo: &Geometry, ino: u64, raw: &'a [u8]) -> Result<Cow<'a, Dinode>> {
+    let short = || Error::corrupt("inode", Location::Inode(ino), "short inode buffer");
+    if geo.v5 {
+        return Ok(Cow::Borrowed(
+            Dinode::ref_from_prefix(raw).map_err(|_| short())?.0,
+        ));
+    }
+    let v2 = xfs_format::layout::XFS_DINODE_V2_SIZE;
+    let mut d = Dinode::new_zeroed();
+    d.as_mut_bytes()[..v2].copy_from_slice(raw.get(..v2).ok_or_else(short)?);
+    // The v2 pad and flush counter share bytes with di_big_nextents.
+    d.di_big_nextents.set(0);
+    if d.di_version == 1 {
+        d.di_nlink.set(u32::from(d.di_onlink.get()));
+        d.di_projid_lo.set(0);
+        d.di_projid_hi.set(0);
+    }
+    d.di_onlink.set(0);
+    Ok(Cow::Owned(d))
+}
+
 impl Inode {
     /// Decodes and checks the on-disk inode `raw` (exactly inode-size bytes),
     /// which was read for inode number `ino`. The CRC must already be checked.
     pub fn decode(geo: &Geometry, ino: Ino, raw: &[u8]) -> Result<Inode> {
         let loc = || Location::Inode(ino.0);
         let corrupt = |d: String| Error::corrupt("inode", loc(), d);
-        let d = Dinode::ref_from_prefix(raw)
-            .map_err(|_| corrupt("short inode buffer".into()))?
-            .0;
+        let d = &*core_of(geo, ino.0, raw)?;
         let CoreFacts {
             file_type,
             mode,
@@ -274,7 +310,8 @@ impl Inode {
         } else {
             ForkFormat::Extents
         };
-        let lit = raw.len() - CORE_SIZE;
+        let core = geo.layout().dinode_core;
+        let lit = raw.len() - core;
         let data_len = if forkoff != 0 {
             usize::from(forkoff) * 8
         } else {
@@ -285,9 +322,9 @@ impl Inode {
                 "attr fork offset {forkoff} is past the end of the inode"
             )));
         }
-        let data_fork = raw[CORE_SIZE..CORE_SIZE + data_len].to_vec();
+        let data_fork = raw[core..core + data_len].to_vec();
         let attr_fork = if forkoff != 0 {
-            raw[CORE_SIZE + data_len..].to_vec()
+            raw[core + data_len..].to_vec()
         } else {
             Vec::new()
         };
@@ -403,7 +440,7 @@ impl Inode {
 
     /// Bytes of the literal area (both forks) of an inode of this geometry.
     pub fn literal_size(geo: &Geometry) -> usize {
-        geo.inode_size as usize - CORE_SIZE
+        geo.inode_size as usize - geo.layout().dinode_core
     }
 
     /// Encodes the inode into `raw` (exactly inode-size bytes) and stamps

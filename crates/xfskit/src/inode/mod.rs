@@ -4,7 +4,8 @@ pub(crate) mod bmap;
 mod core;
 mod file;
 
-pub(crate) use self::core::{check_core, CoreFacts};
+pub(crate) use self::core::{check_core, core_of, CoreFacts};
+pub use self::core::crc_ok;
 pub use self::core::{FileType, ForkFormat, Inode, Timestamp, CORE_SIZE};
 pub use bmap::{extents, lookup, Extent, Fork};
 pub use file::{read_at, FileReader};
@@ -37,7 +38,7 @@ pub fn read_inode(fs: &Fs, ino: Ino) -> Result<Inode> {
 
 /// Checks the CRC of a raw inode and decodes it.
 pub fn decode_checked(fs: &Fs, ino: Ino, raw: &[u8]) -> Result<Inode> {
-    if !xfs_format::crc::verify(raw, INODE_CRC_OFF) {
+    if !crc_ok(fs.geometry(), raw) {
         return Err(Error::BadCrc {
             what: "inode",
             location: Location::Inode(ino.0),

@@ -59,6 +59,7 @@ pub struct RecoverOptions {
 pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<RecoverReport> {
     let dev = shared.as_ref();
     let geo = read_geometry(dev)?;
+    geo.require_writable_format()?;
     let rec: Recovery = super::replay(dev, &geo)?;
     let ends = rec.contents.ends.clone();
     let mut report = RecoverReport {

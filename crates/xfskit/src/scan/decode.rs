@@ -8,10 +8,11 @@
 use super::bstat::{reported_rdev, xflags, Bstat, DEV_BLKSIZE};
 use crate::error::{Error, Location, Result};
 use crate::geometry::Geometry;
-use crate::inode::{FileType, CORE_SIZE, INODE_CRC_OFF};
-use xfs_format::inode::{self as di, Dinode};
+use crate::inode::FileType;
+#[cfg(test)]
+use crate::inode::{CORE_SIZE, INODE_CRC_OFF};
+use xfs_format::inode as di;
 use xfs_format::types::decode_timestamp;
-use zerocopy::FromBytes;
 
 /// Data fork formats (`XFS_DINODE_FMT_*`).
 const FMT_DEV: u8 = 0;
@@ -21,16 +22,14 @@ const FMT_BTREE: u8 = 3;
 /// Checks the CRC and the core of raw inode `ino` (inode-size bytes) and
 /// returns its bulkstat record.
 pub(crate) fn decode_bstat(geo: &Geometry, ino: u64, raw: &[u8]) -> Result<Bstat> {
-    if !xfs_format::crc::verify(raw, INODE_CRC_OFF) {
+    if !crate::inode::crc_ok(geo, raw) {
         return Err(Error::BadCrc {
             what: "inode",
             location: Location::Inode(ino),
         });
     }
     let corrupt = |d: String| Error::corrupt("inode", Location::Inode(ino), d);
-    let d = Dinode::ref_from_prefix(raw)
-        .map_err(|_| corrupt("short inode buffer".into()))?
-        .0;
+    let d = &*crate::inode::core_of(geo, ino, raw)?;
     let crate::inode::CoreFacts {
         file_type: ftype,
         mode,
@@ -50,7 +49,8 @@ pub(crate) fn decode_bstat(geo: &Geometry, ino: u64, raw: &[u8]) -> Result<Bstat
             d.di_aformat
         )));
     }
-    let lit = raw.len() - CORE_SIZE;
+    let core = geo.layout().dinode_core;
+    let lit = raw.len() - core;
     let data_len = if forkoff != 0 {
         usize::from(forkoff) * 8
     } else {
@@ -78,7 +78,7 @@ pub(crate) fn decode_bstat(geo: &Geometry, ino: u64, raw: &[u8]) -> Result<Bstat
     }
     let (rdev, blksize, blocks) = match format {
         FMT_DEV => {
-            let disk = match raw.get(CORE_SIZE..CORE_SIZE + 4) {
+            let disk = match raw.get(core..core + 4) {
                 Some(b) if data_len >= 4 => u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
                 _ => 0,
             };

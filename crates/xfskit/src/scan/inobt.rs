@@ -13,7 +13,7 @@ use crate::fs::Fs;
 use crate::geometry::{AgBlock, AgNumber, Daddr};
 use xfs_format::ag::{Agi, XFS_AGI_SECTOR};
 use xfs_format::btree::{
-    InobtRec, XFS_BTREE_SBLOCK_CRC_LEN, XFS_IBT_CRC_MAGIC, XFS_INODES_PER_CHUNK,
+    InobtRec, XFS_IBT_CRC_MAGIC, XFS_INODES_PER_CHUNK,
     XFS_INODES_PER_HOLEMASK_BIT,
 };
 use zerocopy::FromBytes;
@@ -199,6 +199,7 @@ pub fn walk(
         };
         fs.read_meta(daddr, bs, &v)
     };
+    let hdr = geo.layout().sblock_hdr;
     let mut blocks = 0u64;
     // Descend: at each node take the last key at or below the target chunk.
     let target = start_agino & !(XFS_INODES_PER_CHUNK - 1);
@@ -207,10 +208,10 @@ pub fn walk(
         let b = read(agbno, level)?;
         blocks += 1;
         let n = usize::from(be16(&b, 6));
-        let maxrecs = (b.len() - XFS_BTREE_SBLOCK_CRC_LEN) / (KEY_LEN + PTR_LEN);
+        let maxrecs = (b.len() - hdr) / (KEY_LEN + PTR_LEN);
         let mut pick = 0;
         for i in 0..n {
-            if be32(&b, XFS_BTREE_SBLOCK_CRC_LEN + i * KEY_LEN) <= target {
+            if be32(&b, hdr + i * KEY_LEN) <= target {
                 pick = i;
             } else {
                 break;
@@ -218,7 +219,7 @@ pub fn walk(
         }
         agbno = be32(
             &b,
-            XFS_BTREE_SBLOCK_CRC_LEN + maxrecs * KEY_LEN + pick * PTR_LEN,
+            hdr + maxrecs * KEY_LEN + pick * PTR_LEN,
         );
     }
     // Along the leaves. Each leaf is visited once: the walk cannot take more
@@ -238,7 +239,7 @@ pub fn walk(
         blocks += 1;
         let n = usize::from(be16(&b, 6));
         for i in 0..n {
-            let off = XFS_BTREE_SBLOCK_CRC_LEN + i * REC_LEN;
+            let off = hdr + i * REC_LEN;
             let raw = InobtRec::ref_from_bytes(&b[off..off + REC_LEN]).map_err(|_| {
                 Error::corrupt(
                     "inobt block",

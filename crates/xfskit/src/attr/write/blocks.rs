@@ -95,7 +95,7 @@ pub(crate) fn leaf_fits(bsize: usize, ents: &[LEnt]) -> bool {
 
 /// Decodes a verified leaf: its entries, forward and back links.
 pub(crate) fn decode_leaf(ino: u64, dablk: u64, buf: &[u8]) -> Result<(Vec<LEnt>, u32, u32)> {
-    let lf = leaf::parse(ino, dablk, buf)?;
+    let lf = leaf::parse(&xfs_format::layout::V5, ino, dablk, buf)?;
     if lf.entries.len() != usize::from(be16(buf, HDR_COUNT)) {
         return Err(Error::Unsupported(format!(
             "inode {ino}: attr leaf {dablk} holds hidden (incomplete or parent) entries"

@@ -80,7 +80,7 @@ fn listing(fs: &Fs, st: &mut MemStore, dp: &Inode) -> BTreeMap<Vec<u8>, u64> {
     match st.blocks.get(&ldb) {
         None => {
             let b = &st.blocks[&0];
-            let (_, l) = crate::dir::data::data_end(dp.ino.0, 0, b).unwrap();
+            let (_, l) = crate::dir::data::data_end(&geo, dp.ino.0, 0, b).unwrap();
             let (s, n) = l.unwrap();
             leaves = (0..n).map(|i| leaf_ent(b, s + 8 * i)).collect();
             assert_eq!(st.blocks.len(), 1);
