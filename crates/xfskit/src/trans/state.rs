@@ -407,6 +407,12 @@ impl WriteState {
         }
     }
 
+    /// A new intent id, unique among the intents of the live log (0
+    /// without a journal, where no intent is logged).
+    pub(crate) fn intent_id(&self) -> u64 {
+        self.journal.as_ref().map_or(0, |j| lock(j).intent_id())
+    }
+
     /// Lets the tail of a resumed log move (see `Journal::resume`).
     pub(crate) fn unpin_log(&self) {
         if let Some(jm) = &self.journal {
