@@ -473,7 +473,11 @@ fn a_long_exchange_in_the_smallest_log_matches_the_kernel() {
     std::fs::copy(&kimg, &ximg).unwrap();
     let names = ["m", "n"];
     let before = snapshot_of(&kimg, &names);
-    assert!(before["m"].2.len() as u64 >= LONG, "m has {} extents", before["m"].2.len());
+    assert!(
+        before["m"].2.len() as u64 >= LONG,
+        "m has {} extents",
+        before["m"].2.len()
+    );
     let op: Op = ("m", 0, "n", 0, None, ExchangeFlags::NONE);
 
     kernel_mount_rw_at(&kimg, &mnt).unwrap();
@@ -563,9 +567,8 @@ fn a_crash_at_every_write_of_a_chained_exchange_recovers() {
         dev.set_log(lo, lo + u64::from(g.log_blocks) * u64::from(g.block_size));
         Ok(fs)
     };
-    let exchange = |fs: &Fs| {
-        fs.exchange_range(ino(fs, "m"), 0, ino(fs, "n"), 0, 0, ExchangeFlags::TO_EOF)
-    };
+    let exchange =
+        |fs: &Fs| fs.exchange_range(ino(fs, "m"), 0, ino(fs, "n"), 0, 0, ExchangeFlags::TO_EOF);
     // The run without a crash: what "after" is, and how many writes.
     let (new, writes, checkpoints) = {
         let dev = Arc::new(CrashDevice::new(&base, None, false));
@@ -590,7 +593,11 @@ fn a_crash_at_every_write_of_a_chained_exchange_recovers() {
             let dev = Arc::new(CrashDevice::new(&base, Some(n), tear));
             let fs = open(dev.clone()).unwrap();
             let during = exchange(&fs).is_err();
-            let r = if during { Err(()) } else { fs.sync().map_err(|_| ()) };
+            let r = if during {
+                Err(())
+            } else {
+                fs.sync().map_err(|_| ())
+            };
             drop(fs);
             if r.is_ok() {
                 break;

@@ -58,10 +58,10 @@ use crate::geometry::Ino;
 use crate::inode::{FileType, Inode};
 use crate::log::exchange::{exchange_pair, Exchange, Xmi};
 use crate::log::intents::done_item;
-use xfs_format::log_item::XFS_LI_XMD;
 use crate::trans::Trans;
 use xfs_format::inode::XFS_DIFLAG_REALTIME;
 use xfs_format::log_intent::{XFS_EXCHMAPS_INO1_WRITTEN, XFS_EXCHMAPS_SET_SIZES};
+use xfs_format::log_item::XFS_LI_XMD;
 use xfs_format::sb::XFS_SB_FEAT_INCOMPAT_EXCHRANGE;
 
 /// Flags of [`Fs::exchange_range`], with the values of Linux's
