@@ -119,6 +119,28 @@ impl Xmi {
         })
     }
 
+    /// The item's format region, as the log holds it.
+    pub fn region(&self) -> Vec<u8> {
+        use zerocopy::IntoBytes;
+        let f = XmiLogFormat {
+            xmi_type: xfs_format::log_item::XFS_LI_XMI.into(),
+            xmi_size: 1.into(),
+            pad: 0.into(),
+            xmi_id: self.id.into(),
+            xmi_inode1: self.inode1.into(),
+            xmi_inode2: self.inode2.into(),
+            xmi_igen1: self.igen1.into(),
+            xmi_igen2: self.igen2.into(),
+            xmi_startoff1: self.startoff1.into(),
+            xmi_startoff2: self.startoff2.into(),
+            xmi_blockcount: self.blockcount.into(),
+            xmi_flags: self.flags.into(),
+            xmi_isize1: (self.isize1 as u64).into(),
+            xmi_isize2: (self.isize2 as u64).into(),
+        };
+        f.as_bytes().to_vec()
+    }
+
     fn corrupt(&self, detail: impl Into<String>) -> Error {
         Error::corrupt(
             "mapping-exchange intent",
@@ -243,7 +265,7 @@ pub struct Exchange {
 
 /// A pair of mappings to exchange: offsets, mappings (None: a hole),
 /// length.
-type Pair = (
+pub(crate) type Pair = (
     u64,
     u64,
     Option<(FsBlock, bool)>,
@@ -301,45 +323,69 @@ impl Exchange {
         }
     }
 
-    /// One step of a new exchange, in the caller's transaction: the next
-    /// pair of different mappings chosen (sizes raised, or set at the
-    /// end) and exchanged, as the kernel's `xfs_exchmaps_finish_one` does
-    /// before its block-mapping updates run. False when nothing was left.
-    pub(crate) fn step(
+    /// The next pair of different mappings of a new exchange, chosen in
+    /// the caller's transaction as the kernel's `xfs_exchmaps_finish_one`
+    /// chooses it (what needs no exchange skipped, the sizes raised for
+    /// the pair, or set at the end), not yet exchanged
+    /// ([`exchange_pair`] does that). None when nothing was left.
+    pub(crate) fn next_pair(
         &mut self,
         tp: &mut crate::trans::Trans<'_>,
         ip1: &mut Inode,
         ip2: &mut Inode,
-    ) -> Result<bool> {
-        if self.left == 0 {
-            return Ok(false);
-        }
+    ) -> Result<Option<Pair>> {
         let block_log = tp.geo().block_log;
-        if let Some((off1, off2, m1, m2, len)) = self.choose(tp, ip1, ip2, block_log)? {
-            exchange_pair(tp, ip1, off1, m1, ip2, off2, m2, len)?;
-        }
-        Ok(true)
+        self.choose(tp, ip1, ip2, block_log)
     }
 
-    /// The pairs of mappings a new exchange will exchange, with nothing
-    /// changed (for the caller to lock their AGs first, in order): the
-    /// block of each mapping that is not a hole.
+    /// Blocks still to exchange.
+    pub(crate) fn left(&self) -> u64 {
+        self.left
+    }
+
+    /// The intent for what is left, under id `id`: the request's
+    /// inodes, the offsets and count still to do, its flags with the
+    /// reflink flags to clear at the end, and the sizes to set (the
+    /// kernel logs the same fields when it relogs a continuing XMI).
+    pub(crate) fn intent(&self, id: u64) -> Xmi {
+        let mut flags = self.flags;
+        if self.clear1 {
+            flags |= XFS_EXCHMAPS_CLEAR_INO1_REFLINK;
+        }
+        if self.clear2 {
+            flags |= XFS_EXCHMAPS_CLEAR_INO2_REFLINK;
+        }
+        Xmi {
+            id,
+            rec_blk: 0,
+            startoff1: self.off1,
+            startoff2: self.off2,
+            blockcount: self.left,
+            flags,
+            isize1: self.isize1,
+            isize2: self.isize2,
+            ..self.xmi.clone()
+        }
+    }
+
+    /// The number of pairs of mappings a new exchange will exchange,
+    /// with nothing changed.
     pub(crate) fn plan(
         &self,
         tp: &mut crate::trans::Trans<'_>,
         ip1: &Inode,
         ip2: &Inode,
-    ) -> Result<Vec<FsBlock>> {
+    ) -> Result<u64> {
         let block_log = tp.geo().block_log;
         let mut ex = self.clone();
         let (mut a, mut b) = (ip1.clone(), ip2.clone());
-        let mut blocks = Vec::new();
+        let mut pairs = 0;
         while ex.left > 0 {
-            if let Some((_, _, m1, m2, _)) = ex.choose(tp, &mut a, &mut b, block_log)? {
-                blocks.extend(m1.iter().chain(m2.iter()).map(|m| m.0));
+            if ex.choose(tp, &mut a, &mut b, block_log)?.is_some() {
+                pairs += 1;
             }
         }
-        Ok(blocks)
+        Ok(pairs)
     }
 
     /// After the last step: clears the reflink flags [`Exchange::prepare`]
@@ -501,7 +547,7 @@ impl Exchange {
 /// its offset (None: a hole) goes to the other file at its offset, with
 /// its reverse mapping.
 #[allow(clippy::too_many_arguments)]
-fn exchange_pair(
+pub(crate) fn exchange_pair(
     tp: &mut crate::trans::Trans<'_>,
     ip1: &mut Inode,
     off1: u64,

@@ -474,7 +474,7 @@ fn unmap_freed(tp: &mut crate::trans::Trans<'_>, id: u64, start: u64, len: u32) 
 
 /// The format region of a done item of type `ty` naming intent `id`
 /// (RUD, CUD, BUD, XMD, ATTRD: `xfs_*d_log_format`).
-fn done_item(ty: u16, id: u64) -> Vec<u8> {
+pub(crate) fn done_item(ty: u16, id: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(XFS_DONE_LOG_FORMAT_SIZE);
     v.extend_from_slice(&ty.to_le_bytes());
     v.extend_from_slice(&1u16.to_le_bytes());

@@ -67,6 +67,33 @@ pub(crate) struct Journal {
     /// committed meanwhile must reach the log together (a mapping
     /// exchange that recovery finishes in several transactions).
     held: bool,
+    /// Intents the written log holds without their done item: (item
+    /// type, id) -> LSN of the checkpoint that logged it. The tail never
+    /// moves past the oldest, and no unmount record is written while
+    /// any is left (the kernel's AIL keeps an unfinished intent, and so
+    /// the log tail, until its done item is committed).
+    live: BTreeMap<(u16, u64), u64>,
+    /// The next intent id [`Journal::intent_id`] gives.
+    next_id: u64,
+}
+
+/// The (intent type, id) an intent or done item's format region names,
+/// and whether it is the intent (else its done item). Every intent and
+/// done format of the log keeps its id at byte 8; a done item's type is
+/// its intent's plus one.
+fn intent_key(region: &[u8]) -> Option<((u16, u64), bool)> {
+    use xfs_format::log_item::*;
+    let ty = u16::from_le_bytes(region.get(..2)?.try_into().ok()?);
+    let id = u64::from_le_bytes(region.get(8..16)?.try_into().ok()?);
+    match ty {
+        XFS_LI_EFI | XFS_LI_RUI | XFS_LI_CUI | XFS_LI_BUI | XFS_LI_ATTRI | XFS_LI_XMI => {
+            Some(((ty, id), true))
+        }
+        XFS_LI_EFD | XFS_LI_RUD | XFS_LI_CUD | XFS_LI_BUD | XFS_LI_ATTRD | XFS_LI_XMD => {
+            Some(((ty - 1, id), false))
+        }
+        _ => None,
+    }
 }
 
 /// Where the log head was found when the filesystem was opened.
@@ -122,6 +149,13 @@ impl Journal {
             geometry: geo.clone(),
             pinned: false,
             held: false,
+            live: BTreeMap::new(),
+            // Unique among the intents of the live log: this writer's
+            // start time in nanoseconds, then counting up.
+            next_id: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                | 1,
         })
     }
 
@@ -152,6 +186,17 @@ impl Journal {
     /// Ends [`Journal::hold`].
     pub(crate) fn release(&mut self) {
         self.held = false;
+    }
+
+    /// A new intent id, unique among the intents the live log holds.
+    pub(crate) fn intent_id(&mut self) -> u64 {
+        loop {
+            let id = self.next_id;
+            self.next_id = self.next_id.wrapping_add(1);
+            if !self.live.keys().any(|&(_, i)| i == id) {
+                return id;
+            }
+        }
     }
 
     /// True while checkpoints are held back.
@@ -330,7 +375,18 @@ impl Journal {
         if self.pinned {
             return Ok(());
         }
-        if let Some(t) = self.pending_tail.take() {
+        let Some(t) = self.pending_tail.take() else {
+            return Ok(());
+        };
+        // Not past the oldest unfinished intent: recovery must see it.
+        let t = match self.live.values().min() {
+            Some(&oldest) if oldest < t => {
+                self.pending_tail = Some(t);
+                oldest
+            }
+            _ => t,
+        };
+        if t > self.tail {
             dev.flush()?;
             self.tail = t;
             self.logged.retain(|_, (_, lsn)| *lsn >= t);
@@ -398,6 +454,17 @@ impl Journal {
         for (off, lsn_off) in f.stamped {
             stamp(off, lsn_off, lsn);
         }
+        for d in &self.cil.done {
+            match d.first().and_then(|r| intent_key(r)) {
+                Some((key, true)) => {
+                    self.live.insert(key, lsn);
+                }
+                Some((key, false)) => {
+                    self.live.remove(&key);
+                }
+                None => {}
+            }
+        }
         self.cil = Cil::default();
         Ok(Some(lsn))
     }
@@ -457,7 +524,7 @@ impl Journal {
     /// and nothing before it is needed. Everything must be in place and
     /// flushed before (the caller's sync).
     pub(crate) fn unmount(&mut self, dev: &dyn Device) -> Result<()> {
-        if self.clean || self.pinned {
+        if self.clean || self.pinned || !self.live.is_empty() {
             return Ok(());
         }
         if !self.cil.is_empty() {

@@ -24,23 +24,29 @@
 //! order, with reverse mappings, sizes, reflink and large extent count
 //! flags.
 //!
-//! Atomicity, the design: the whole exchange is **one engine
-//! transaction**. A transaction's buffers and inodes reach the log in one
-//! checkpoint, all or nothing, so a crash leaves the old state or the new,
-//! and no exchange intent (XMI) is logged at all. The kernel instead logs
-//! an XMI and chains one transaction per pair (each logging the done item
-//! of the last intent and a new one for what is left), because its
-//! transactions have fixed log reservations; this engine's journal cannot
-//! keep the tail behind an unfinished intent between checkpoints, and
-//! holding checkpoints back (as recovery does, single-threaded) would let
-//! another thread's fsync write half an exchange. The cost is a bound: a
-//! transaction may log at most a sixteenth of the log ([`MAX_LOG_SHARE`]),
-//! so it always fits beside the committed item list (forced at an eighth)
-//! in the quarter of the log a writeback keeps free. An exchange whose
-//! changes would log more fails with [`Error::NoSpace`] and changes
-//! nothing (the transaction is dropped before commit); exchange the range
-//! in smaller pieces then. Before it locks anything the file data still
-//! pending is written and flushed, as the kernel flushes both ranges.
+//! Logging, as the kernel logs it: the first transaction changes the
+//! times and flags of both inodes and logs a mapping-exchange intent
+//! (XMI: both inodes with their generations, the block offsets, the
+//! count, the flags, the sizes to set); then one transaction per pair of
+//! mappings, each logging the done item (XMD) of the last intent, the
+//! pair's mapping and reverse-mapping changes, and a new XMI for what is
+//! left, until nothing is. The transactions are chained with
+//! [`Trans::roll`], so both inodes stay locked from the first to the
+//! last. A crash leaves the last XMI without its done item, and recovery
+//! (the kernel's, or ours in [`crate::log::exchange`]) finishes the
+//! exchange from there; the log keeps its tail behind an unfinished
+//! intent and writes no unmount record while one is left, and since
+//! every step logs the intent again the tail follows the exchange: an
+//! exchange of any size runs in a log of any size. Where the kernel
+//! clears the reflink flags in one more step after the last pair (with
+//! an XMI of count zero, which its own recovery refuses), this engine
+//! clears them in the last pair's transaction: the same end state.
+//! Before it locks anything the file data still pending is written and
+//! flushed, as the kernel flushes both ranges; the free blocks the fork
+//! btrees may need are checked first (as the kernel reserves them), so
+//! only an I/O error or damage found part way stops an exchange between
+//! steps: the error is returned, the intent stays in the log, and
+//! recovery finishes the exchange when the image is next opened.
 //!
 //! Not supported (refused, nothing changed): two ranges of one file
 //! (the kernel allows ranges that do not overlap), realtime files.
@@ -48,16 +54,15 @@
 use super::guard;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use crate::geometry::{AgNumber, Ino};
+use crate::geometry::Ino;
 use crate::inode::{FileType, Inode};
-use crate::log::exchange::{Exchange, Xmi};
+use crate::log::exchange::{exchange_pair, Exchange, Xmi};
+use crate::log::intents::done_item;
 use crate::trans::Trans;
 use xfs_format::inode::XFS_DIFLAG_REALTIME;
 use xfs_format::log_intent::{XFS_EXCHMAPS_INO1_WRITTEN, XFS_EXCHMAPS_SET_SIZES};
+use xfs_format::log_item::XFS_LI_XMD;
 use xfs_format::sb::XFS_SB_FEAT_INCOMPAT_EXCHRANGE;
-
-/// One transaction may log at most this share of the log (1/16).
-pub const MAX_LOG_SHARE: u64 = 16;
 
 /// Flags of [`Fs::exchange_range`], with the values of Linux's
 /// `XFS_EXCHANGE_RANGE_*` (struct xfs_exchange_range's `flags`).
@@ -197,7 +202,8 @@ impl Fs {
     /// for two ranges of one file or realtime files), [`Error::Invalid`]
     /// for the kernel's EINVAL cases, [`Error::IsDir`],
     /// [`Error::NotPermitted`] for immutable or append-only files,
-    /// [`Error::NoSpace`] for an exchange too large for one transaction.
+    /// [`Error::NoSpace`] when the fork btrees may need more blocks than
+    /// are free.
     pub fn exchange_range(
         &self,
         ino1: Ino,
@@ -280,37 +286,73 @@ impl Fs {
         self.touch_modify(&mut ip1, now)?;
         self.touch_modify(&mut ip2, now)?;
         let mut ex = Exchange::prepare(self, &req, &mut ip1, &mut ip2);
-        // Every AG whose reverse mappings change, locked in order first.
-        let mut ags: Vec<AgNumber> = ex
-            .plan(&mut tp, &ip1, &ip2)?
-            .into_iter()
-            .map(|b| geo.fsb_split(b).0)
-            .collect();
-        ags.sort_unstable_by_key(|a| a.0);
-        ags.dedup();
-        for a in ags {
-            tp.lock_ag(a);
-        }
-        while ex.step(&mut tp, &mut ip1, &mut ip2)? {}
-        ex.clear_reflink(&mut ip1, &mut ip2);
-        tp.log_inode(&ip1)?;
-        tp.log_inode(&ip2)?;
-        let most = u64::from(geo.log_blocks) * bs / MAX_LOG_SHARE;
-        let need = tp.log_bytes() as u64;
-        if need > most {
-            drop(tp);
+        // As the kernel reserves blocks for the fork btrees up front: in
+        // the worst case every pair adds a record to each file's btree.
+        let pairs = ex.plan(&mut tp, &ip1, &ip2)?;
+        let need = bmbt_blocks_for(pairs, geo.block_size);
+        if self.free_blocks() < need {
             return Err(Error::NoSpace(format!(
-                "exchanging {} pairs of mappings would log {need} bytes in one transaction, \
-                 more than a {MAX_LOG_SHARE}th of the log ({most}); exchange smaller ranges",
-                ex.pairs
+                "exchanging {pairs} pairs of mappings may need {need} blocks for the fork \
+                 btrees, {} are free",
+                self.free_blocks()
             )));
         }
-        tp.commit()?;
+        // The first transaction: times, flags and the intent.
+        let mut id = tp.intent_id();
+        tp.log_intent(ex.intent(id).region());
+        tp.log_inode(&ip1)?;
+        tp.log_inode(&ip2)?;
+        let mut tp = tp.roll()?;
+        // Then a pair per transaction, each finishing the last intent and
+        // logging the next.
+        loop {
+            let mut ip1 = tp.read_inode(ino1)?;
+            let mut ip2 = tp.read_inode(ino2)?;
+            if let Some(pair) = ex.next_pair(&mut tp, &mut ip1, &mut ip2)? {
+                let (off1, off2, m1, m2, len) = pair;
+                // The AGs whose reverse mappings change, in order.
+                let mut ags: Vec<u32> = m1
+                    .iter()
+                    .chain(m2.iter())
+                    .map(|m| geo.fsb_split(m.0).0 .0)
+                    .collect();
+                ags.sort_unstable();
+                ags.dedup();
+                for a in ags {
+                    tp.lock_ag(crate::geometry::AgNumber(a));
+                }
+                exchange_pair(&mut tp, &mut ip1, off1, m1, &mut ip2, off2, m2, len)?;
+            }
+            tp.log_done(done_item(XFS_LI_XMD, id));
+            let more = ex.left() > 0;
+            if more {
+                id = tp.intent_id();
+                tp.log_intent(ex.intent(id).region());
+            } else {
+                ex.clear_reflink(&mut ip1, &mut ip2);
+            }
+            tp.log_inode(&ip1)?;
+            tp.log_inode(&ip2)?;
+            if !more {
+                tp.commit()?;
+                break;
+            }
+            tp = tp.roll()?;
+        }
         if flags.contains(ExchangeFlags::DSYNC) {
             self.force_log()?;
         }
         Ok(())
     }
+}
+
+/// Blocks the two files' fork btrees may take for `pairs` exchanged
+/// pairs of mappings in the worst case (each pair a new record in both;
+/// a new leaf per half-full leaf of records, and a new block at each of
+/// at most five levels above it each time).
+fn bmbt_blocks_for(pairs: u64, block_size: u32) -> u64 {
+    let per_leaf = (u64::from(block_size).saturating_sub(72) / 16 / 2).max(1);
+    2 * (pairs.div_ceil(per_leaf) + 1) * 5
 }
 
 #[cfg(test)]

@@ -77,7 +77,8 @@ pub struct Trans<'a> {
     /// while those stay as the chunk made them.
     icreates: Vec<crate::log::item_inode::Icreate>,
     covered: crate::buf::fasthash::FastSet<u64>,
-    /// Done items for intents this transaction finishes (recovery).
+    /// Intent and done items this transaction logs, in order (each its
+    /// regions, the format region first).
     done: Vec<Vec<Vec<u8>>>,
     /// Where a new directory's inode search starts, instead of the next
     /// AG of the rotor (see [`Trans::start_dirs_at`]).
@@ -157,18 +158,6 @@ impl<'a> Trans<'a> {
     /// True when this transaction holds AG `agno`'s lock.
     pub fn holds_ag(&self, agno: AgNumber) -> bool {
         self.ag_locks.contains(&agno.0)
-    }
-
-    /// At most the bytes a commit of this transaction now would put in
-    /// the log: every changed or new buffer whole, and the inodes logged.
-    pub(crate) fn log_bytes(&self) -> usize {
-        let bufs: usize = self
-            .bufs
-            .iter()
-            .filter(|b| b.dirty && !b.stale)
-            .map(TBuf::len)
-            .sum();
-        bufs + self.inodes.values().map(|r| r.len()).sum::<usize>()
     }
 
     /// Locks inode `ino` until commit or drop (no-op if already held).
@@ -331,6 +320,21 @@ impl<'a> Trans<'a> {
         }
     }
 
+    /// Logs an intent item (its format region) with this transaction's
+    /// changes; the log keeps its tail behind it until a later
+    /// transaction logs its done item ([`Trans::log_done`]). Without a
+    /// journal there is nothing to log it in.
+    pub(crate) fn log_intent(&mut self, region: Vec<u8>) {
+        if self.ws.journaled() {
+            self.done.push(vec![region]);
+        }
+    }
+
+    /// A new intent id, unique among the intents of the live log.
+    pub(crate) fn intent_id(&self) -> u64 {
+        self.ws.intent_id()
+    }
+
     /// Logs one item made of `regions` as they are (the first its format
     /// region, whose size field must count them), with no other change:
     /// tests use it to put intents in the log. Without a journal nothing
@@ -463,6 +467,21 @@ impl<'a> Trans<'a> {
             After::Nothing => {}
         }
         Ok(())
+    }
+
+    /// Commits this transaction and starts the next one of a chain
+    /// holding the same inode locks (the kernel's transaction roll): the
+    /// inodes stay locked from one step of an operation to the next, AG
+    /// locks are released.
+    pub fn roll(mut self) -> Result<Trans<'a>> {
+        let (fs, ws) = (self.fs, self.ws);
+        let inodes = std::mem::take(&mut self.inode_locks);
+        let r = self.commit();
+        let mut next = Trans::new(fs, ws);
+        // Held by the new transaction from here: released at its end,
+        // even when the commit failed.
+        next.inode_locks = inodes;
+        r.map(|()| next)
     }
 
     fn release(&mut self) {

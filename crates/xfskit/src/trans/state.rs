@@ -314,8 +314,8 @@ impl WriteState {
                 _ => After::Nothing,
             };
         }
-        let held = next == After::Nothing
-            && self.journal.as_ref().is_some_and(|j| lock(j).is_held());
+        let held =
+            next == After::Nothing && self.journal.as_ref().is_some_and(|j| lock(j).is_held());
         for &(lo, hi) in &c.freed {
             self.forget_data(lo, hi);
         }
@@ -405,6 +405,12 @@ impl WriteState {
         if let Some(jm) = &self.journal {
             lock(jm).release();
         }
+    }
+
+    /// A new intent id, unique among the intents of the live log (0
+    /// without a journal, where no intent is logged).
+    pub(crate) fn intent_id(&self) -> u64 {
+        self.journal.as_ref().map_or(0, |j| lock(j).intent_id())
     }
 
     /// Lets the tail of a resumed log move (see `Journal::resume`).
@@ -532,7 +538,10 @@ impl WriteState {
         if let Some(jm) = &self.journal {
             let mut pending = lock(&self.dirty);
             let mut j = lock(jm);
-            if d.runs.iter().any(|(&o, r)| j.overlaps_unshared(o, o + r.len() as u64)) {
+            if d.runs
+                .iter()
+                .any(|(&o, r)| j.overlaps_unshared(o, o + r.len() as u64))
+            {
                 self.checkpoint(dev, &mut d, &mut pending, &mut j)?;
             }
         }

@@ -287,6 +287,31 @@ pub fn mkfs_618(path: &Path, size: u64, opts: &str) {
     assert!(ok, "mkfs.xfs 6.15 (6.18 defaults) {opts}: {out}");
 }
 
+/// [`mkfs_618`] with the environment of xfstests (`TEST_DIR`, `TEST_DEV`,
+/// `QA_CHECK_FS`), under which mkfs.xfs 6.15 accepts logs smaller than
+/// 64 MiB (down to the minimum its log reservations allow) and
+/// filesystems under 300 MB.
+pub fn mkfs_618_qa(path: &Path, size: u64, opts: &str) {
+    let _ = std::fs::remove_file(path);
+    std::fs::File::create(path).unwrap().set_len(size).unwrap();
+    let dir = xfsprogs_615().expect("xfsprogs 6.15 beside the project");
+    let conf = format!("options={}", dir.join("conf/lts_6.18.conf").display());
+    let mut args: Vec<&str> = vec!["-c", &conf];
+    args.extend(opts.split_whitespace());
+    let p = path.display().to_string();
+    args.extend(["-q", "-f", &p]);
+    let (ok, out) = run_command(
+        Command::new(dir.join("libexec/mkfs.xfs"))
+            .args(&args)
+            .env("LD_LIBRARY_PATH", dir.join("lib"))
+            .env("TEST_DIR", "/tmp")
+            .env("TEST_DEV", "/dev/null")
+            .env("QA_CHECK_FS", "1"),
+        "mkfs.xfs",
+    );
+    assert!(ok, "mkfs.xfs 6.15 (6.18 defaults, QA) {opts}: {out}");
+}
+
 /// Panics with xfs_repair 6.15's findings unless `xfs_repair -n` is clean.
 pub fn assert_repair_615_clean(path: &Path) {
     let (ok, out) = run_615("xfs_repair", &["-n", &path.display().to_string()]);
