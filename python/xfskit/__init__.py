@@ -246,7 +246,7 @@ class DirEntry:
         if t == "l" and follow_symlinks:
             try:
                 return _stat.S_ISDIR(self.stat().st_mode)
-            except OSError:
+            except FileNotFoundError:
                 return False
         return t == "d"
 
@@ -255,7 +255,7 @@ class DirEntry:
         if t == "l" and follow_symlinks:
             try:
                 return _stat.S_ISREG(self.stat().st_mode)
-            except OSError:
+            except FileNotFoundError:
                 return False
         return t == "f"
 

@@ -30,6 +30,7 @@ pub fn lookup_err(e: LookupError, path: &[u8]) -> PyErr {
             "too many levels of symbolic links",
             Some(path),
         ),
+        LookupError::NameTooLong => errors::os(libc::ENAMETOOLONG, "file name too long", Some(path)),
     }
 }
 

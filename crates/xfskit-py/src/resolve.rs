@@ -13,7 +13,12 @@ pub const MAX_LINKS: usize = 40;
 pub enum LookupError {
     Engine(Error),
     Loop,
+    /// A component longer than a name can be (ENAMETOOLONG).
+    NameTooLong,
 }
+
+/// The longest name a directory entry holds.
+const NAME_MAX: usize = 255;
 
 impl From<Error> for LookupError {
     fn from(e: Error) -> Self {
@@ -38,6 +43,9 @@ pub fn resolve(fs: &Fs, path: &[u8], follow_last: bool) -> Result<Inode, LookupE
         walked.push(b'/');
         walked.extend_from_slice(&comp);
         let shown = || String::from_utf8_lossy(&walked).into_owned();
+        if comp.len() > NAME_MAX {
+            return Err(LookupError::NameTooLong);
+        }
         if cur.file_type != FileType::Dir {
             return Err(Error::NotDir(shown()).into());
         }
