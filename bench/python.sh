@@ -62,7 +62,7 @@ ex_best=""
 for _ in $(seq "$RUNS"); do
   rm -rf "$OUT/tree"
   s0=$(date +%s.%N)
-  target/release/xfskit extract "$IMG" "$OUT/tree" >/dev/null
+  target/release/xfskit extract "$IMG" "$OUT/tree" >/dev/null 2>&1
   s1=$(date +%s.%N)
   e=$(awk "BEGIN{print $s1 - $s0}")
   if [ -z "$ex_best" ] || awk "BEGIN{exit !($e < $ex_best)}"; then ex_best=$e; fi
@@ -75,15 +75,4 @@ j["tool"] = "extract+hash"; j["extract_seconds"] = round(float(sys.argv[1]), 3)
 j["seconds"] = round(j["seconds"] + float(sys.argv[1]), 3)
 print(json.dumps(j))' "$ex_best")")
 
-printf '%s\n' "${results[@]}" | "$VENV/bin/python" -c '
-import json, sys
-rows = [json.loads(l) for l in sys.stdin]
-base = rows[0]["seconds"]
-print(f"{\"tool\":<14}{\"seconds\":>9}{\"vs xfskit\":>11}{\"files\":>8}{\"MiB\":>8}  digest")
-for r in rows:
-    extra = f"  (extract {r[\"extract_seconds\"]} s)" if "extract_seconds" in r else ""
-    print(f"{r[\"tool\"]:<14}{r[\"seconds\"]:>9.3f}{r[\"seconds\"] / base:>10.2f}x{r[\"files\"]:>8}"
-          f"{r[\"bytes\"] / 2**20:>8.1f}  {r[\"digest\"]}{extra}")
-digests = {r["digest"] for r in rows}
-print("digests agree" if len(digests) == 1 else "DIGESTS DIFFER: " + ", ".join(sorted(digests)))
-'
+printf '%s\n' "${results[@]}" | "$VENV/bin/python" bench/python_bench.py summary -

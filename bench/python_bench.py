@@ -2,6 +2,7 @@
 read and sha256 every regular file, with one of the Python XFS readers.
 
 Usage: python python_bench.py xfskit|dissect|pyfsxfs|tree IMAGE_OR_DIR
+       python python_bench.py summary - < JSON lines (the table)
 Prints one JSON line: tool, seconds, files, bytes, digest (a sha256 over
 the sorted (path, file hash) pairs, so the tools' results can be compared).
 """
@@ -90,9 +91,25 @@ def run_tree(top):
     return out
 
 
+def summary():
+    rows = [json.loads(line) for line in sys.stdin if line.strip()]
+    base = rows[0]["seconds"]
+    print(f"{'tool':<14}{'seconds':>9}{'vs xfskit':>11}{'files':>8}{'MiB':>8}  digest")
+    for r in rows:
+        extra = f"  (extract {r['extract_seconds']} s)" if "extract_seconds" in r else ""
+        print(f"{r['tool']:<14}{r['seconds']:>9.3f}{r['seconds'] / base:>10.2f}x{r['files']:>8}"
+              f"{r['bytes'] / 2**20:>8.1f}  {r['digest']}{extra}")
+    digests = {r["digest"] for r in rows}
+    print("digests agree" if len(digests) == 1 else "DIGESTS DIFFER: " + ", ".join(sorted(digests)))
+
+
 def main():
+    if sys.argv[1] == "summary":
+        return summary()
     tool, img = sys.argv[1], sys.argv[2]
     fn = {"xfskit": run_xfskit, "dissect": run_dissect, "pyfsxfs": run_pyfsxfs, "tree": run_tree}[tool]
+    # Imports are not timed (dissect.xfs alone takes a quarter of a second).
+    __import__({"xfskit": "xfskit", "dissect": "dissect.xfs", "pyfsxfs": "pyfsxfs", "tree": "os"}[tool])
     t = time.perf_counter()
     out = fn(img)
     secs = time.perf_counter() - t

@@ -614,8 +614,7 @@ class Filesystem:
 
     def read_bytes(self, path: Any) -> bytes:
         """The whole contents of a file."""
-        with self.open(path, "rb", buffering=0) as f:
-            return f.readall()
+        return self._inner.read_file(_enc(path))
 
     def bulkstat(self, *, ag: int | None = None, threads: int = 0) -> Iterator[BulkstatRecord]:
         """Every allocated inode, from the inode btrees in inode order (no

@@ -46,6 +46,13 @@ impl Handle {
     fn fs(&self, py: Python<'_>) -> PyResult<std::sync::Arc<Fs>> {
         self.owner.bind(py).get().get()
     }
+
+    /// Every byte of the file.
+    pub fn read_all<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let n = self.size(py)?;
+        let n = usize::try_from(n).map_err(|_| errors::os(libc::EFBIG, "file too large", None))?;
+        self.pread(py, 0, n)
+    }
 }
 
 #[pymethods]

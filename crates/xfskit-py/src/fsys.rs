@@ -225,6 +225,12 @@ impl PyFs {
         crate::file::Handle::new(slf.clone().unbind(), &fs, ip, me.writable, false)
     }
 
+    /// The whole contents of regular file `path` (one call: lookup, map, read).
+    fn read_file<'py>(slf: &Bound<'py, Self>, path: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        let h = Self::open_read(slf, path)?;
+        h.read_all(slf.py())
+    }
+
     /// Checks the whole filesystem read-only (as `xfskit check`):
     /// (clean, problems total, [(what, where, detail)], stats dict).
     #[pyo3(signature = (threads=0))]
