@@ -479,7 +479,7 @@ class Filesystem:
                 yield item
                 continue
             d = item
-            dirs, files, walk_into = [], [], []
+            dirs, files, descend = [], [], []
             try:
                 it = self.scandir(d)
             except OSError as e:
@@ -492,20 +492,23 @@ class Filesystem:
                         is_dir = entry.is_dir()
                     except OSError:
                         is_dir = False
-                    (dirs if is_dir else files).append(entry.name)
-                    if is_dir and not topdown:
+                    if is_dir:
+                        dirs.append(entry.name)
                         if followlinks or not entry.is_symlink():
-                            walk_into.append(entry.path)
+                            descend.append(entry.name)
+                    else:
+                        files.append(entry.name)
             if topdown:
                 yield d, dirs, files
-                for name in reversed(dirs):
-                    p = _join(d, name)
-                    if followlinks or not self.islink(p):
-                        stack.append(p)
+                # As os.walk: names removed from dirs by the caller are not visited.
+                keep = set(dirs)
+                for name in reversed(descend):
+                    if name in keep:
+                        stack.append(_join(d, name))
             else:
                 stack.append((d, dirs, files))
-                for p in reversed(walk_into):
-                    stack.append(p)
+                for name in reversed(descend):
+                    stack.append(_join(d, name))
 
     def readlink(self, path: Any) -> Any:
         """As ``os.readlink``."""

@@ -7,7 +7,7 @@ use crate::resolve::{self, LookupError};
 use crate::stat::StatResult;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use xfskit::attr::{acl, Namespace};
 use xfskit::inode::{FileType, Inode};
 use xfskit::{Fs, Ino};
@@ -16,6 +16,10 @@ use xfskit::{Fs, Ino};
 #[pyclass(module = "xfskit._xfskit", name = "Fs", frozen)]
 pub struct PyFs {
     inner: RwLock<Option<Arc<Fs>>>,
+    /// The directory of the last path looked up on a read-only filesystem
+    /// (its path as given, and its inode): a walk stats the entries of
+    /// one directory after another, so most lookups start there.
+    last_dir: Mutex<Option<(Vec<u8>, Inode)>>,
     /// Opened with `writable=True`.
     #[pyo3(get)]
     pub writable: bool,
@@ -51,6 +55,7 @@ impl PyFs {
     pub fn new(fs: Fs, writable: bool) -> PyFs {
         PyFs {
             inner: RwLock::new(Some(Arc::new(fs))),
+            last_dir: Mutex::new(None),
             writable,
         }
     }
@@ -62,6 +67,49 @@ impl PyFs {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
             .ok_or_else(errors::closed)
+    }
+
+    /// Looks `path` up as [`lookup`] does, starting from the directory of
+    /// the previous lookup when `path` is in it (read-only filesystems,
+    /// whose directories cannot change). Anything unusual (a final "..",
+    /// a symbolic link to follow, a missing name) takes the full lookup,
+    /// which also gives the error.
+    pub fn lookup_fast(&self, fs: &Fs, path: &[u8], follow: bool) -> PyResult<Inode> {
+        let Some(i) = path.iter().rposition(|&b| b == b'/') else {
+            return lookup(fs, path, follow);
+        };
+        let (dir, name) = (&path[..i], &path[i + 1..]);
+        if self.writable || name.is_empty() || name == b"." || name == b".." || name.len() > 255 {
+            return lookup(fs, path, follow);
+        }
+        let cached = {
+            let g = self.last_dir.lock().unwrap_or_else(|p| p.into_inner());
+            g.as_ref().filter(|(d, _)| d == dir).map(|(_, ip)| ip.clone())
+        };
+        let dir_ip = match cached {
+            Some(ip) => ip,
+            None => {
+                let Ok(ip) = resolve::resolve(fs, dir, true) else {
+                    return lookup(fs, path, follow);
+                };
+                if ip.file_type != FileType::Dir {
+                    return lookup(fs, path, follow);
+                }
+                *self.last_dir.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((dir.to_vec(), ip.clone()));
+                ip
+            }
+        };
+        match xfskit::dir::lookup(fs, &dir_ip, name) {
+            Ok(Some(ino)) => {
+                let ip = fs.inode(ino).at(path)?;
+                if follow && ip.file_type == FileType::Symlink {
+                    return lookup(fs, path, follow);
+                }
+                Ok(ip)
+            }
+            _ => lookup(fs, path, follow),
+        }
     }
 
     /// The engine for a change: EROFS unless opened writable.
@@ -124,7 +172,7 @@ impl PyFs {
     fn stat(&self, py: Python<'_>, path: &[u8], follow: bool) -> PyResult<StatResult> {
         let fs = self.get()?;
         py.detach(|| {
-            let ip = lookup(&fs, path, follow)?;
+            let ip = self.lookup_fast(&fs, path, follow)?;
             Ok(StatResult::of(&ip, fs.geometry().block_size))
         })
     }
@@ -176,7 +224,7 @@ impl PyFs {
     fn listxattr(&self, py: Python<'_>, path: &[u8], follow: bool) -> PyResult<Vec<Py<PyBytes>>> {
         let fs = self.get()?;
         let names = py.detach(|| {
-            let ip = lookup(&fs, path, follow)?;
+            let ip = self.lookup_fast(&fs, path, follow)?;
             xattr_names(&fs, &ip).at(path)
         })?;
         Ok(names.iter().map(|n| PyBytes::new(py, n).unbind()).collect())
@@ -193,7 +241,7 @@ impl PyFs {
     ) -> PyResult<Py<PyBytes>> {
         let fs = self.get()?;
         let v = py.detach(|| {
-            let ip = lookup(&fs, path, follow)?;
+            let ip = self.lookup_fast(&fs, path, follow)?;
             xattr_value(&fs, &ip, name)
                 .at(path)?
                 .ok_or_else(|| errors::os(libc::ENODATA, "no such attribute", Some(path)))
@@ -216,7 +264,7 @@ impl PyFs {
         let fs = me.get()?;
         let py = slf.py();
         let ip = py.detach(|| {
-            let ip = lookup(&fs, path, true)?;
+            let ip = me.lookup_fast(&fs, path, true)?;
             match ip.file_type {
                 FileType::Dir => Err(errors::os(libc::EISDIR, "is a directory", Some(path))),
                 _ => Ok(ip),
