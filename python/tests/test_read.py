@@ -46,6 +46,15 @@ def test_walk_and_stat_equal_kernel(kernel_image, mounted):
     with xfskit.open(kernel_image) as fs:
         walk = [(d, sorted(ds), sorted(fs_)) for d, ds, fs_ in fs.walk(b"/")]
         assert sorted(walk) == sorted(k_walk)
+        bottom = [d for d, _, _ in fs.walk(b"/", topdown=False)]
+        assert sorted(bottom) == sorted(d for d, _, _ in k_walk)
+        assert bottom.index(b"/dirs/node") < bottom.index(b"/dirs") < bottom.index(b"/")
+        visited = []
+        for d, ds, _ in fs.walk("/"):
+            visited.append(d)
+            if d == "/":
+                ds.remove("dirs")
+        assert "/etc" in visited and not any(v.startswith("/dirs") for v in visited)
         for p, k in k_stats.items():
             st = fs.lstat(p)
             for f in FIELDS:

@@ -38,6 +38,9 @@ pub fn lookup_err(e: LookupError, path: &[u8]) -> PyErr {
     }
 }
 
+/// What `check` returns: (clean, problems total, [(what, where, detail)], stats).
+type CheckTuple = (bool, u64, Vec<(String, String, String)>, Py<PyDict>);
+
 /// A one-letter file type: d, f, l, c, b, p, s.
 pub fn type_letter(t: FileType) -> &'static str {
     match t {
@@ -286,7 +289,7 @@ impl PyFs {
         &self,
         py: Python<'_>,
         threads: usize,
-    ) -> PyResult<(bool, u64, Vec<(String, String, String)>, Py<PyDict>)> {
+    ) -> PyResult<CheckTuple> {
         let fs = self.get()?;
         let r = py.detach(|| {
             let opts = xfskit::check::CheckOptions {
