@@ -103,6 +103,33 @@ else
   pptr_skip="read-write mount tests on parent-pointer filesystems: ../shared/xfsprogs-6.15 is missing"
 fi
 
+# The Python package (python/): pip builds it (maturin, release) into a
+# fresh virtual environment with pytest, pyarrow and fsspec from PyPI, then
+# its tests run (python/tests; those that need root or a tool record why).
+py_log=/tmp/xfskit-pytest.log
+: > "$py_log"
+py_skips=$(mktemp /tmp/xfskit-pyskips.XXXXXX)
+if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  py_skip="Python package tests: python3 with venv and ensurepip is missing"
+else
+  venv=$(mktemp -d /tmp/xfskit-venv.XXXXXX)
+  if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+    py_skip="Python package tests: python3 -m venv failed"
+  elif ! "$venv/bin/pip" install -q maturin pytest pyarrow fsspec 2>&1 | tail -n 5; then
+    py_skip="Python package tests: pip could not install maturin, pytest, pyarrow and fsspec (is PyPI reachable?)"
+  elif ! "$venv/bin/pip" install -q ./python 2>&1 | tail -n 20; then
+    echo "python: pip install ./python failed (above)"
+    status=1
+  else
+    (cd python && XFSKIT_SKIP_LOG="$py_skips" "$venv/bin/python" -m pytest -q -p no:cacheprovider tests) \
+      2>&1 | tee "$py_log" || status=1
+  fi
+  rm -rf "$venv"
+fi
+if [ -n "${py_skip:-}" ]; then
+  echo "$py_skip"
+fi
+
 # Lints: any clippy warning fails the run (when clippy is installed).
 if cargo clippy --version >/dev/null 2>&1; then
   if ! cargo clippy --workspace --all-targets -- -D warnings 2>&1 | tail -n 40; then
@@ -129,6 +156,20 @@ if [ "$skipped" -gt 0 ]; then
   sed 's/^/  /' "$XFSKIT_SKIP_LOG"
 fi
 passed=$((passed - skipped))
+# pytest counts its own skips apart from its passes.
+py_passed=$({ grep -Eo '[0-9]+ passed' "$py_log" || true; } | awk '{n=$1} END {print n+0}')
+py_failed=$({ grep -Eo '[0-9]+ (failed|errors?)$|[0-9]+ (failed|errors?)[, ]' "$py_log" || true; } | awk '{s+=$1} END {print s+0}')
+passed=$((passed + py_passed))
+failed=$((failed + py_failed))
+if [ -s "$py_skips" ]; then
+  sed 's/^/  /' "$py_skips"
+  skipped=$((skipped + $(wc -l < "$py_skips")))
+fi
+if [ -n "${py_skip:-}" ]; then
+  echo "  $py_skip"
+  skipped=$((skipped + 1))
+fi
+rm -f "$py_skips"
 if [ -n "${uring_skip:-}" ]; then
   echo "  $uring_skip"
   skipped=$((skipped + 1))

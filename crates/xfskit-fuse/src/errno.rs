@@ -1,4 +1,4 @@
-//! The one mapping from engine errors to errnos.
+//! Engine errors as FUSE errnos (the mapping itself is `Error::errno`).
 //!
 //! Corruption and device errors are logged to stderr the first time each
 //! distinct message is seen, so a damaged image does not flood the log when
@@ -15,24 +15,16 @@ const MAX_REMEMBERED: usize = 4096;
 
 static LOGGED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
-/// The errno a FUSE reply carries for `e`.
+/// The errno a FUSE reply carries for `e`: the engine's kernel errno
+/// ([`Error::errno`]), except that damage and a log needing replay are
+/// answered `EIO` (and logged once), as the mount always has.
 pub fn to_errno(e: &Error) -> Errno {
     match e {
-        Error::NotFound(_) => Errno::ENOENT,
-        Error::NotDir(_) => Errno::ENOTDIR,
-        Error::IsDir(_) => Errno::EISDIR,
-        Error::NoAttr(_) => Errno::ENODATA,
-        Error::Unsupported(_) => Errno::EOPNOTSUPP,
-        Error::NoSpace(_) => Errno::ENOSPC,
-        Error::Invalid(_) => Errno::EINVAL,
-        Error::ReadOnly => Errno::EROFS,
-        Error::Exists(_) => Errno::EEXIST,
-        Error::NotEmpty(_) => Errno::ENOTEMPTY,
-        Error::NotPermitted(_) => Errno::EPERM,
         Error::Corrupt { .. } | Error::BadCrc { .. } | Error::DirtyLog(_) | Error::Io(_) => {
             log_once(e);
             Errno::EIO
         }
+        _ => Errno::from_i32(e.errno()),
     }
 }
 

@@ -118,3 +118,35 @@ impl Error {
         }
     }
 }
+
+impl Error {
+    /// The errno a kernel mount gives for this error: what the FUSE mount
+    /// and the Python package report. Damage (a bad CRC, an inconsistent
+    /// structure, a damaged disk image) is `EUCLEAN`, the kernel's
+    /// EFSCORRUPTED; a failing device keeps its own errno (else `EIO`).
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::NotFound(_) => libc::ENOENT,
+            Error::NotDir(_) => libc::ENOTDIR,
+            Error::IsDir(_) => libc::EISDIR,
+            Error::NoAttr(_) => libc::ENODATA,
+            Error::Unsupported(_) => libc::EOPNOTSUPP,
+            Error::NoSpace(_) => libc::ENOSPC,
+            Error::Invalid(_) => libc::EINVAL,
+            Error::ReadOnly => libc::EROFS,
+            Error::Exists(_) => libc::EEXIST,
+            Error::NotEmpty(_) => libc::ENOTEMPTY,
+            Error::NotPermitted(_) => libc::EPERM,
+            Error::Corrupt { .. } | Error::BadCrc { .. } => libc::EUCLEAN,
+            Error::Io(e) if crate::disk::is_corruption(e) => libc::EUCLEAN,
+            Error::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
+            Error::DirtyLog(_) => libc::EIO,
+        }
+    }
+
+    /// True for damage found in the filesystem or its disk image (errno
+    /// `EUCLEAN`), as opposed to a refused operation or a failing device.
+    pub fn is_corruption(&self) -> bool {
+        self.errno() == libc::EUCLEAN
+    }
+}

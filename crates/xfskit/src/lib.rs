@@ -26,6 +26,7 @@ pub mod extract;
 pub mod fs;
 pub mod geometry;
 pub mod ialloc;
+pub mod info;
 pub mod inode;
 pub mod log;
 pub mod mkfs;

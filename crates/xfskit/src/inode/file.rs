@@ -44,8 +44,9 @@ pub fn read_at(fs: &Fs, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize
     FileReader::new(fs, inode)?.read_at(off, buf)
 }
 
-/// Reads through a mapping: the core of every file and block read.
-pub(crate) fn read_mapped(
+/// Reads through a mapping (from [`FileReader::extents`] or [`super::extents`])
+/// of a file of `size` bytes: the core of every file and block read.
+pub fn read_mapped(
     fs: &Fs,
     map: &[Extent],
     size: u64,

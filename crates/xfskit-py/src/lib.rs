@@ -1,0 +1,223 @@
+//! The `xfskit` Python package's native module (`xfskit._xfskit`): the
+//! engine opened on an image file, a disk image or a Python file object,
+//! with every engine call made with the GIL released. The Python layer
+//! (python/xfskit) gives it the shape of `os`, `os.path` and `io`.
+
+mod errors;
+mod file;
+mod fsys;
+mod pydev;
+mod resolve;
+mod scan;
+mod stat;
+mod write;
+
+use errors::WithPath;
+use fsys::PyFs;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
+use std::sync::Arc;
+use xfskit::dev::Device;
+use xfskit::disk::{Format, Image, ImageOptions};
+use xfskit::{Fs, OpenOptions};
+
+fn engine_open(img: Image, writable: bool, norecovery: bool) -> PyResult<PyFs> {
+    let fs = if writable {
+        Fs::from_device_rw(img.device, &OpenOptions::default())
+    } else {
+        Fs::from_device(
+            img.device,
+            &OpenOptions {
+                norecovery,
+                ..Default::default()
+            },
+        )
+    }
+    .py()?;
+    Ok(PyFs::new(fs, writable))
+}
+
+/// Opens the filesystem in the image at `path` (a bare filesystem, a
+/// partitioned disk, LVM2 volumes, qcow2): returns (Fs, warnings).
+#[pyfunction]
+#[pyo3(signature = (path, partition=None, lv=None, writable=false, norecovery=false))]
+fn open_path(
+    py: Python<'_>,
+    path: PathBuf,
+    partition: Option<u32>,
+    lv: Option<String>,
+    writable: bool,
+    norecovery: bool,
+) -> PyResult<(PyFs, Vec<String>)> {
+    py.detach(|| {
+        let opts = ImageOptions {
+            partition,
+            lv,
+            writable,
+        };
+        let img = xfskit::disk::open(&path, &opts).at(path.as_os_str().as_encoded_bytes())?;
+        let notes = img.notes.clone();
+        Ok((engine_open(img, writable, norecovery)?, notes))
+    })
+}
+
+/// Opens the filesystem read through a Python file object (`seek` and
+/// `read`): raw or qcow2 (without a backing file), partitions and LVM
+/// found as for files. `name` names it in messages.
+#[pyfunction]
+#[pyo3(signature = (fileobj, name, partition=None, lv=None, norecovery=false))]
+fn open_fileobj(
+    py: Python<'_>,
+    fileobj: &Bound<'_, PyAny>,
+    name: String,
+    partition: Option<u32>,
+    lv: Option<String>,
+    norecovery: bool,
+) -> PyResult<(PyFs, Vec<String>)> {
+    let dev = pydev::PyFileDevice::new(fileobj)?;
+    py.detach(|| {
+        let mut magic = [0u8; 4];
+        let is_qcow2 = dev.len() >= 4
+            && dev.read_at(&mut magic, 0).is_ok()
+            && xfskit::disk::qcow2::is_qcow2(&magic);
+        let (disk, format): (Arc<dyn Device>, Format) = if is_qcow2 {
+            let q = xfskit::disk::qcow2::Qcow2::open(std::path::Path::new(&name), Box::new(dev))
+                .py()?;
+            (Arc::new(q), Format::Qcow2)
+        } else {
+            (Arc::new(dev), Format::Raw)
+        };
+        let opts = ImageOptions {
+            partition,
+            lv,
+            writable: false,
+        };
+        let img = xfskit::disk::open_device(disk, format, &opts, &name).py()?;
+        let notes = img.notes.clone();
+        Ok((engine_open(img, false, norecovery)?, notes))
+    })
+}
+
+fn usage(e: impl std::fmt::Display) -> PyErr {
+    errors::os(libc::EINVAL, e.to_string(), None)
+}
+
+/// Makes a filesystem as `xfskit mkfs` does: `args` are mkfs.xfs options
+/// (the target last), `defaults` a feature profile ("6.1", "6.18"...).
+/// Returns the geometry as a dict.
+#[pyfunction]
+#[pyo3(signature = (args, defaults=None))]
+fn mkfs(py: Python<'_>, args: Vec<String>, defaults: Option<String>) -> PyResult<Py<PyDict>> {
+    let g = py.detach(|| {
+        let mut opts = xfskit::mkfs::parse_mkfs_args(&args).map_err(usage)?;
+        if let Some(d) = &defaults {
+            opts.defaults = Some(xfskit::mkfs::Defaults::parse(d).map_err(usage)?);
+        }
+        let target = opts
+            .data_name
+            .clone()
+            .ok_or_else(|| usage("no target given"))?;
+        xfskit::mkfs::mkfs(std::path::Path::new(&target), &opts).map_err(usage)
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("agcount", g.agcount)?;
+    d.set_item("agblocks", g.agblocks)?;
+    d.set_item("blocksize", g.blocksize)?;
+    d.set_item("dblocks", g.dblocks)?;
+    d.set_item("inodesize", g.inodesize)?;
+    d.set_item("summary", xfskit::mkfs::geometry_summary(&g))?;
+    Ok(d.unbind())
+}
+
+/// Builds image `image` from `source` (a directory or a tar archive) as
+/// `xfskit build` does; `mkfs_args` are mkfs.xfs options. Returns counts.
+#[pyfunction]
+#[pyo3(signature = (source, image, size="auto".to_string(), slack="10%+16m".to_string(), defaults=None, reproducible=false, owner=None, mkfs_args=Vec::new(), jobs=1))]
+#[allow(clippy::too_many_arguments)]
+fn build(
+    py: Python<'_>,
+    source: PathBuf,
+    image: PathBuf,
+    size: String,
+    slack: String,
+    defaults: Option<String>,
+    reproducible: bool,
+    owner: Option<String>,
+    mkfs_args: Vec<String>,
+    jobs: usize,
+) -> PyResult<Py<PyDict>> {
+    use xfskit::build::{idmap, size as bsize, BuildOptions, Source};
+    let r = py.detach(|| {
+        let mut mkfs = xfskit::mkfs::parse_mkfs_args(&mkfs_args).map_err(usage)?;
+        if let Some(d) = &defaults {
+            mkfs.defaults = Some(xfskit::mkfs::Defaults::parse(d).map_err(usage)?);
+        }
+        let ids = idmap::IdMap {
+            owner: owner.as_deref().map(idmap::parse_owner).transpose().py()?,
+            ..Default::default()
+        };
+        let opts = BuildOptions {
+            mkfs,
+            size: bsize::parse_size(&size).py()?,
+            slack: bsize::parse_slack(&slack).py()?,
+            ids,
+            reproducible,
+            jobs: jobs.max(1),
+            ..Default::default()
+        };
+        let src = Source::open(&source).py()?;
+        xfskit::build::build(&src, &image, &opts, xfskit::build::write_engine).py()
+    })?;
+    let f = &r.fed;
+    let d = PyDict::new(py);
+    d.set_item("dirs", f.dirs)?;
+    d.set_item("files", f.files)?;
+    d.set_item("symlinks", f.symlinks)?;
+    d.set_item("specials", f.specials)?;
+    d.set_item("hardlinks", f.hardlinks)?;
+    d.set_item("xattrs", f.xattrs)?;
+    d.set_item("bytes", f.bytes)?;
+    d.set_item(
+        "image_bytes",
+        r.plan.geometry.dblocks * u64::from(r.plan.geometry.blocksize),
+    )?;
+    d.set_item("seconds", r.elapsed.as_secs_f64())?;
+    Ok(d.unbind())
+}
+
+/// Replays the log of `image` in place (as `xfskit recover`).
+#[pyfunction]
+#[pyo3(signature = (image, allow_unfinished_intents=false))]
+fn recover(py: Python<'_>, image: PathBuf, allow_unfinished_intents: bool) -> PyResult<Py<PyDict>> {
+    let r = py.detach(|| {
+        let opts = xfskit::log::recover::RecoverOptions {
+            allow_unfinished_intents,
+        };
+        Fs::recover(&image, &opts).py()
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("was_clean", r.was_clean)?;
+    d.set_item("head_block", r.head_blk)?;
+    d.set_item("tail_block", r.tail_blk)?;
+    d.set_item("records", r.records)?;
+    d.set_item("sectors_written", r.sectors_written)?;
+    Ok(d.unbind())
+}
+
+#[pymodule]
+fn _xfskit(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("CorruptError", py.get_type::<errors::CorruptError>())?;
+    m.add("BULKSTAT_FIELDS", scan::FIELDS.to_vec())?;
+    m.add_class::<PyFs>()?;
+    m.add_class::<stat::StatResult>()?;
+    m.add_class::<file::Handle>()?;
+    m.add_class::<scan::BulkstatIter>()?;
+    m.add_function(wrap_pyfunction!(open_path, m)?)?;
+    m.add_function(wrap_pyfunction!(open_fileobj, m)?)?;
+    m.add_function(wrap_pyfunction!(mkfs, m)?)?;
+    m.add_function(wrap_pyfunction!(build, m)?)?;
+    m.add_function(wrap_pyfunction!(recover, m)?)?;
+    Ok(())
+}
