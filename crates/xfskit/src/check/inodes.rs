@@ -20,6 +20,8 @@ pub(crate) struct InodeInfo {
     pub file_type: FileType,
     /// Link count.
     pub nlink: u32,
+    /// Carries the metadata flag (a file of the metadata directory tree).
+    pub metadata: bool,
 }
 
 /// What pass 2 found in one AG.
@@ -274,6 +276,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut AgInodes) {
         ino: ino.ino.0,
         file_type: ino.file_type,
         nlink: ino.nlink,
+        metadata: ino.flags2 & xfs_format::inode::XFS_DIFLAG2_METADATA != 0,
     });
     if ino.file_type == FileType::Dir {
         check_dir(ctx, ino, &mut out.dirs);

@@ -16,7 +16,9 @@ pub(crate) struct SbCounters {
     ifree: u64,
     fdblocks: u64,
     /// Inodes that live outside the directory tree (rt bitmap/summary, quota).
-    meta_inodes: Vec<u64>,
+    pub(crate) meta_inodes: Vec<u64>,
+    /// Root of the metadata directory tree, when the filesystem has one.
+    pub(crate) metadir: Option<u64>,
 }
 
 /// Reads the primary superblock's counters (as on disk now).
@@ -41,6 +43,7 @@ pub(crate) fn read_sb_counters(fs: &Fs) -> Result<SbCounters> {
         ifree: sb.sb_ifree.get(),
         fdblocks: sb.sb_fdblocks.get(),
         meta_inodes,
+        metadir: geo.features.metadir.then_some(geo.metadir_ino.0),
     })
 }
 
@@ -110,9 +113,13 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters, found: &[AgInodes]
         .collect();
     allocated.sort_unstable();
     allocated.dedup();
-    let mut info: Vec<(u64, FileType, u32)> = found
+    let mut info: Vec<(u64, FileType, u32, bool)> = found
         .iter()
-        .flat_map(|a| a.inodes.iter().map(|i| (i.ino, i.file_type, i.nlink)))
+        .flat_map(|a| {
+            a.inodes
+                .iter()
+                .map(|i| (i.ino, i.file_type, i.nlink, i.metadata))
+        })
         .collect();
     info.sort_by_key(|e| e.0);
     info.dedup_by_key(|e| e.0);
@@ -124,12 +131,26 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters, found: &[AgInodes]
     // For each directory, the directories holding an entry for it.
     let mut held_by: HashMap<u64, Vec<u64>> = HashMap::new();
 
+    let is_meta = |ino: u64| find(ino).is_some_and(|k| info[k].3);
     if type_of(root) != Some(FileType::Dir) {
         ctx.sink.add(
             "root directory",
             Location::Inode(root),
             "is not an allocated directory",
         );
+    }
+    // The metadata directory tree hangs from its own root, which is its
+    // own parent like the root directory.
+    let metadir = sb.metadir;
+    let is_root = |ino: u64| ino == root || Some(ino) == metadir;
+    if let Some(m) = metadir {
+        if type_of(m) != Some(FileType::Dir) {
+            ctx.sink.add(
+                "metadata directory",
+                Location::Inode(m),
+                "the superblock's metadata directory root is not an allocated directory",
+            );
+        }
     }
     let dirs = found
         .iter()
@@ -155,6 +176,23 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters, found: &[AgInodes]
             };
             refs[k] += 1;
             let t = info[k].1;
+            if metadir.is_some() && info[k].3 != is_meta(d.ino) {
+                ctx.sink.add(
+                    "directory entry",
+                    at(),
+                    if info[k].3 {
+                        format!(
+                            "entry '{}' of a user directory points at metadata inode {target}",
+                            shown()
+                        )
+                    } else {
+                        format!(
+                            "entry '{}' of a metadata directory points at inode {target}, which is not metadata",
+                            shown()
+                        )
+                    },
+                );
+            }
             if ftype.is_none() && ctx.fs.geometry().features.ftype {
                 ctx.sink.add(
                     "directory entry",
@@ -184,8 +222,8 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters, found: &[AgInodes]
     for (_, d) in dirs {
         let at = || Location::Inode(d.ino);
         let Some(p) = d.parent else { continue };
-        if d.ino == root {
-            if p != root {
+        if is_root(d.ino) {
+            if p != d.ino {
                 ctx.sink.add(
                     "directory",
                     at(),
@@ -223,16 +261,16 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters, found: &[AgInodes]
         // Inodes without links (open files unlinked, on the unlinked
         // lists) are not compared.
         sums.retain(|s| find(s.ino).is_some_and(|k| info[k].2 != 0));
-        let outside = |ino: u64| ino == root || sb.meta_inodes.contains(&ino);
+        let outside = |ino: u64| is_root(ino) || sb.meta_inodes.contains(&ino);
         super::pptrs::check(ctx, &mut sums, &tables, &outside);
     }
-    for (k, &(ino, t, nlink)) in info.iter().enumerate() {
+    for (k, &(ino, t, nlink, _)) in info.iter().enumerate() {
         if sb.meta_inodes.contains(&ino) {
             continue;
         }
         let r = refs[k];
         let at = || Location::Inode(ino);
-        if r == 0 && ino != root {
+        if r == 0 && !is_root(ino) {
             ctx.sink.add(
                 "inode",
                 at(),

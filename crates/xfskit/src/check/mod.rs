@@ -216,6 +216,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) counters: Counters,
     /// The primary superblock's sector, as on disk.
     pub(crate) sb0: Vec<u8>,
+    /// Inodes the superblock names that are metadata files (metadata
+    /// directory root, realtime bitmap and summary, quota files), not null.
+    pub(crate) meta_roots: Vec<u64>,
 }
 
 /// Runs `work(i)` for every `i` in `0..count` on at most `threads`
@@ -289,6 +292,8 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     };
     let mut sb0 = vec![0u8; geo.sect_size as usize];
     fs.read_bytes(0, &mut sb0)?;
+    // The superblock must be readable; everything else is a problem.
+    let sb = links::read_sb_counters(fs)?;
     let ctx = Ctx {
         fs,
         sink: Sink::default(),
@@ -296,9 +301,8 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         rmaps: rmap::Rmaps::new(geo),
         counters: Counters::default(),
         sb0,
+        meta_roots: sb.meta_inodes.iter().copied().chain(sb.metadir).collect(),
     };
-    // The superblock must be readable; everything else is a problem.
-    let sb = links::read_sb_counters(fs)?;
     // Metadata stamped at or past the log head is noted as it is read
     // (xfs_repair reformats the log then; the kernel refuses the blocks).
     let head = crate::log::log_dev(fs.device(), geo)

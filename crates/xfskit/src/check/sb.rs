@@ -32,7 +32,9 @@ fn pow2_log(v: u64, lo: u32, hi: u32) -> Option<u32> {
 /// Bytes of the superblock that hold fields; the rest of the sector must be
 /// zero.
 fn used_len(sb: &Dsb) -> usize {
-    if sb.has_incompat(fsb::XFS_SB_FEAT_INCOMPAT_META_UUID) {
+    if sb.has_incompat(fsb::XFS_SB_FEAT_INCOMPAT_METADIR) {
+        fsb::XFS_DSB_METADIR_SIZE
+    } else if sb.has_incompat(fsb::XFS_SB_FEAT_INCOMPAT_META_UUID) {
         fsb::XFS_DSB_SIZE
     } else {
         fsb::XFS_SB_LSN_OFF + 8
@@ -430,7 +432,9 @@ fn max_levels(block: u64, rec: u64, node: u64, records: u64) -> u64 {
 
 /// The root, realtime bitmap and summary inodes are where mkfs puts them:
 /// the first inodes of AG 0's first inode chunk, in that order; the
-/// realtime ones may be null.
+/// realtime ones may be null. On a metadata directory filesystem the
+/// metadata directory root follows the root, and the realtime inodes live
+/// in that tree instead.
 pub(crate) fn check_root_inos(ctx: &Ctx<'_>) {
     let geo = ctx.fs.geometry();
     let root = calc_root_ino(geo);
@@ -445,10 +449,15 @@ pub(crate) fn check_root_inos(ctx: &Ctx<'_>) {
             ),
         );
     }
-    for (name, v, want) in [
-        ("realtime bitmap inode", geo.rbm_ino.0, root + 1),
-        ("realtime summary inode", geo.rsum_ino.0, root + 2),
-    ] {
+    let expected: &[(&str, u64, u64)] = if geo.features.metadir {
+        &[("metadata directory root inode", geo.metadir_ino.0, root + 1)]
+    } else {
+        &[
+            ("realtime bitmap inode", geo.rbm_ino.0, root + 1),
+            ("realtime summary inode", geo.rsum_ino.0, root + 2),
+        ]
+    };
+    for &(name, v, want) in expected {
         if v != want {
             ctx.sink.add(
                 "superblock",
