@@ -14,6 +14,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
 }

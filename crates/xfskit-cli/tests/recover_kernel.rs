@@ -1405,10 +1405,7 @@ fn parent_pointer_filesystems_recover_and_take_writes() {
     }
     if common::fixtures::xfsprogs_615().is_some() {
         let (code, out) = repair_check(&wimg);
-        assert_eq!(
-            code, 0,
-            "{test}: xfs_repair -n 6.15 after the edits:\n{out}"
-        );
+        assert_eq!(code, 0, "{test}: xfs_repair -n 6.15 after the edits:\n{out}");
     }
     let c = xfskit(&["check", s(&wimg)]);
     assert!(

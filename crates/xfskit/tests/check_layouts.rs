@@ -32,20 +32,12 @@ fn one_ag_root_after_the_log() {
         .args(["-q", "-f", "-d", "agcount=1", &p])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (ok, rep) = run_615("xfs_repair", &["-n", "-o", "force_geometry", &p]);
     assert!(ok, "xfs_repair -n 6.15: {rep}");
     let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
     assert_eq!(fs.geometry().ag_count, 1);
-    assert!(
-        fs.geometry().root_ino.0 > 128,
-        "root {}",
-        fs.geometry().root_ino.0
-    );
+    assert!(fs.geometry().root_ino.0 > 128, "root {}", fs.geometry().root_ino.0);
     let r = check(&fs, &CheckOptions::default()).unwrap();
     assert!(r.is_clean(), "{:#?}", r.problems);
 }

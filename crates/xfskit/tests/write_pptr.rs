@@ -160,8 +160,7 @@ fn workload(fs: &Fs) {
         .unwrap();
     // Other kinds, and symlinks on both sides of the inline limit (the
     // attribute fork made at creation shrinks the data fork).
-    fs.create(a, b"fifo", &NodeKind::Fifo, &meta(0o644, 0))
-        .unwrap();
+    fs.create(a, b"fifo", &NodeKind::Fifo, &meta(0o644, 0)).unwrap();
     fs.create(
         a,
         b"chr",
@@ -169,20 +168,10 @@ fn workload(fs: &Fs) {
         &meta(0o644, 0),
     )
     .unwrap();
-    fs.create(
-        a,
-        b"short",
-        &NodeKind::Symlink(b"target".to_vec()),
-        &meta(0o777, 0),
-    )
-    .unwrap();
-    fs.create(
-        a,
-        b"long",
-        &NodeKind::Symlink(vec![b'x'; 250]),
-        &meta(0o777, 0),
-    )
-    .unwrap();
+    fs.create(a, b"short", &NodeKind::Symlink(b"target".to_vec()), &meta(0o777, 0))
+        .unwrap();
+    fs.create(a, b"long", &NodeKind::Symlink(vec![b'x'; 250]), &meta(0o777, 0))
+        .unwrap();
     // Many hard links with long names: the pointers go from short form to
     // a leaf, then to a node with several leaves; then half go away.
     let f0 = lookup(fs, "/a/f0");
@@ -297,9 +286,7 @@ fn check_flags_parent_pointers_that_disagree_with_the_tree() {
     {
         let fs = open_rw(&img);
         let root = fs.geometry().root_ino;
-        let a = fs
-            .create(root, b"a", &NodeKind::Dir, &meta(0o755, 0))
-            .unwrap();
+        let a = fs.create(root, b"a", &NodeKind::Dir, &meta(0o755, 0)).unwrap();
         let x = fs
             .create(a, b"x", &NodeKind::File { size: 0 }, &meta(0o644, 0))
             .unwrap();
@@ -326,22 +313,12 @@ fn check_flags_parent_pointers_that_disagree_with_the_tree() {
     let said: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
     let x = lookup(&fs, "/a/z").0;
     let has = |needle: &str| {
-        report.problems.iter().any(|p| {
-            p.what == "parent pointer"
-                && p.location == xfskit::Location::Inode(x)
-                && p.detail.contains(needle)
-        })
+        report
+            .problems
+            .iter()
+            .any(|p| p.what == "parent pointer" && p.location == xfskit::Location::Inode(x) && p.detail.contains(needle))
     };
-    assert!(
-        has("'y' -> directory"),
-        "dangling pointer not reported: {said:#?}"
-    );
-    assert!(
-        has("'x' -> directory"),
-        "stale pointer not reported: {said:#?}"
-    );
-    assert!(
-        has("missing for entry 'z'"),
-        "missing pointer not reported: {said:#?}"
-    );
+    assert!(has("'y' -> directory"), "dangling pointer not reported: {said:#?}");
+    assert!(has("'x' -> directory"), "stale pointer not reported: {said:#?}");
+    assert!(has("missing for entry 'z'"), "missing pointer not reported: {said:#?}");
 }

@@ -143,10 +143,7 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut DirTable) -> Result<Option
                 ctx.sink.add(
                     "directory",
                     crate::error::Location::Inode(dir.ino.0),
-                    format!(
-                        "single-block directory of size {}, not its block size {bsize}",
-                        dir.size
-                    ),
+                    format!("single-block directory of size {}, not its block size {bsize}", dir.size),
                 );
             }
             if parent.is_none() {

@@ -533,19 +533,13 @@ fn parse_config(path: &str, text: &str) -> Result<Vec<(char, String, String)>, M
             continue;
         }
         let Some((name, value)) = line.split_once('=') else {
-            return Err(bad(format!(
-                "{}: expected name=value, found {line:?}",
-                at()
-            )));
+            return Err(bad(format!("{}: expected name=value, found {line:?}", at())));
         };
         let Some(g) = group else {
             return Err(bad(format!("{}: {line:?} before any [section]", at())));
         };
         if g == 'r' {
-            return Err(MkfsError::Unsupported(format!(
-                "{}: realtime options",
-                at()
-            )));
+            return Err(MkfsError::Unsupported(format!("{}: realtime options", at())));
         }
         out.push((g, name.trim().to_string(), value.trim().to_string()));
     }

@@ -314,8 +314,8 @@ impl WriteState {
                 _ => After::Nothing,
             };
         }
-        let held =
-            next == After::Nothing && self.journal.as_ref().is_some_and(|j| lock(j).is_held());
+        let held = next == After::Nothing
+            && self.journal.as_ref().is_some_and(|j| lock(j).is_held());
         for &(lo, hi) in &c.freed {
             self.forget_data(lo, hi);
         }
@@ -532,10 +532,7 @@ impl WriteState {
         if let Some(jm) = &self.journal {
             let mut pending = lock(&self.dirty);
             let mut j = lock(jm);
-            if d.runs
-                .iter()
-                .any(|(&o, r)| j.overlaps_unshared(o, o + r.len() as u64))
-            {
+            if d.runs.iter().any(|(&o, r)| j.overlaps_unshared(o, o + r.len() as u64)) {
                 self.checkpoint(dev, &mut d, &mut pending, &mut j)?;
             }
         }
