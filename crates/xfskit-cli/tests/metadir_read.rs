@@ -99,6 +99,20 @@ struct Mounted(PathBuf);
 
 impl Mounted {
     fn new(img: &Path, at: &Path) -> Mounted {
+        // Loop devices are shared with the tests running beside this one:
+        // a lost race for one is tried again.
+        for _ in 0..3 {
+            let ok = Command::new("mount")
+                .args(["-t", "xfs", "-o", "loop"])
+                .arg(img)
+                .arg(at)
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return Mounted(at.to_path_buf());
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
         run_ok(
             Command::new("mount")
                 .args(["-t", "xfs", "-o", "loop"])

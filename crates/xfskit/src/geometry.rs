@@ -301,6 +301,12 @@ impl Geometry {
             }
             None => (Ino(0), 0, 0),
         };
+        if features.metadir && sb.sb_rblocks.get() > 0 {
+            return Err(Error::Unsupported(
+                "realtime groups (a metadata directory filesystem with a realtime section) are not supported yet"
+                    .into(),
+            ));
+        }
         let uuid: [u8; 16] = sb.sb_uuid.0;
         let meta_uuid: [u8; 16] = if features.meta_uuid {
             sb.sb_meta_uuid.0

@@ -270,13 +270,18 @@ fn metadata_problem(metadir: bool, d: &Dinode) -> Option<String> {
         return Some("the filesystem has no metadata directory tree".into());
     }
     let metatype = d.di_onlink.get();
-    if metatype >= di::XFS_METAFILE_MAX {
+    if metatype == di::XFS_METAFILE_UNKNOWN || metatype >= di::XFS_METAFILE_MAX {
         return Some(format!("unknown metadata type {metatype}"));
     }
     let mode = d.di_mode.get();
     let fmt = mode & 0o170000;
     if fmt != 0o040000 && fmt != 0o100000 {
         return Some(format!("mode {mode:#o} is neither a directory nor a file"));
+    }
+    if (fmt == 0o040000) != (metatype == di::XFS_METAFILE_DIR) {
+        return Some(format!(
+            "metadata type {metatype} does not fit mode {mode:#o}"
+        ));
     }
     if mode & 0o777 != 0 {
         return Some(format!("mode {mode:#o} has access bits"));

@@ -119,6 +119,10 @@ pub struct CheckReport {
     pub problems: Vec<Problem>,
     /// What was looked at.
     pub stats: CheckStats,
+    /// Parts of the filesystem the check could not look at, in words (the
+    /// realtime section, without its device): a clean report with these
+    /// is not a full check.
+    pub unchecked: Vec<String>,
 }
 
 impl CheckReport {
@@ -395,8 +399,16 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         free_blocks: c.free_blocks.load(Ordering::Relaxed),
         problems_total: ctx.sink.total(),
     };
+    let mut unchecked = Vec::new();
+    if geo.rt_blocks > 0 {
+        unchecked.push(format!(
+            "the realtime section ({} blocks: its bitmap, summary and the realtime files' data) was not checked: needs the realtime device: --rtdev",
+            geo.rt_blocks
+        ));
+    }
     Ok(CheckReport {
         problems: ctx.sink.into_problems(),
         stats,
+        unchecked,
     })
 }

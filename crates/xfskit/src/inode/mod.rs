@@ -7,7 +7,7 @@ mod file;
 pub(crate) use self::core::{check_core, CoreFacts};
 pub use self::core::{FileType, ForkFormat, Inode, Timestamp, CORE_SIZE};
 pub use bmap::{extents, lookup, Extent, Fork};
-pub use file::{read_at, FileReader};
+pub use file::{needs_rtdev, read_at, FileReader};
 
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
