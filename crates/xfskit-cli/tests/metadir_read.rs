@@ -308,3 +308,67 @@ fn metadir_read_commands_match_kernel() {
 fn metadir_618_defaults_read_commands_match_kernel() {
     read_commands_match_kernel("metadir_618_defaults_read_commands_match_kernel", true);
 }
+
+/// Written through xfskit's read-write mount: xfs_repair -n 6.15 and check
+/// are clean after, and the kernel reads the tree the mount showed.
+#[test]
+fn metadir_read_write_mount() {
+    const TEST: &str = "metadir_read_write_mount";
+    if !is_root() {
+        skip(TEST, "needs root for FUSE and loop mounts");
+        return;
+    }
+    let Some(x615) = common::fixtures::xfsprogs_615() else {
+        skip(TEST, "xfsprogs 6.15 is missing (mkfs.xfs -m metadir=1)");
+        return;
+    };
+    let tmp = TempDir::new("xfskit-metadir-rw");
+    let img = make_image(&x615, tmp.path(), true);
+    let dir = tmp.path().join("fuse");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xfskit"))
+        .arg("mount")
+        .arg(&img)
+        .arg(&dir)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("xfskit mount");
+    let t0 = std::time::Instant::now();
+    while !is_mounted(&dir) {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("xfskit mount exited early: {st}");
+        }
+        assert!(t0.elapsed().as_secs() < 20, "the FUSE mount did not appear");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    fill(&dir);
+    let through_fuse = walk_host(&dir);
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let st = child.wait().expect("wait");
+    assert!(st.success(), "xfskit mount exited with {st}");
+    run_ok(
+        tool(&x615, "xfs_repair").arg("-n").arg(&img),
+        "xfs_repair -n 6.15 after the read-write mount",
+    );
+    let o = xfskit(&["check", s(&img)]);
+    assert!(
+        o.status.success(),
+        "check: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir_all(&mnt).expect("mkdir");
+    let kernel = {
+        let m = Mounted::new(&img, &mnt);
+        walk_host(&m.0)
+    };
+    let d = diff_walks(&without_root(kernel), &without_root(through_fuse));
+    assert!(
+        d.is_empty(),
+        "kernel vs what the mount wrote:\n{}",
+        d.join("\n")
+    );
+}
