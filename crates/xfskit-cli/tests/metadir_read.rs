@@ -126,7 +126,14 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        let ok = Command::new("umount")
+            .arg(&self.0)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            // Busy after a failed step: detach it rather than leave it.
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
     }
 }
 
