@@ -8,10 +8,11 @@
 #
 # Usage (as root: mkfs.xfs, loop mounts):
 #   scripts/fuzz_corpus.sh OUT [FEATURE...]
-# FEATURE: default rmap 1k 4ksect pptr (all of them when none is given; pptr,
-# the xfsprogs 6.18 defaults with parent pointers, only when xfsprogs 6.15 is
-# beside the project at ../shared/xfsprogs-6.15, whose tools then make,
-# fuzz and judge its cases).
+# FEATURE: default rmap 1k 4ksect pptr metadir (all of them when none is
+# given; pptr, the xfsprogs 6.18 defaults with parent pointers, and metadir,
+# those with a metadata directory tree, only when xfsprogs 6.15 is beside the
+# project at ../shared/xfsprogs-6.15, whose tools then make, fuzz and judge
+# their cases).
 # Writes OUT/base-FEATURE.img and OUT/cases.tsv, one case a line:
 #   feature <TAB> structure <TAB> xfs_db commands (';'-separated) <TAB> field <TAB> verb <TAB> where
 # where: the text a check report must contain to name the fuzzed structure.
@@ -23,12 +24,12 @@ FEATURES=("$@")
 SHARED615=$(cd "$(dirname "$0")/.." && pwd)/../shared/xfsprogs-6.15
 if [ ${#FEATURES[@]} -eq 0 ]; then
     FEATURES=(default rmap 1k 4ksect)
-    [ -x "$SHARED615/libexec/xfs_repair" ] && FEATURES+=(pptr)
+    [ -x "$SHARED615/libexec/xfs_repair" ] && FEATURES+=(pptr metadir)
 fi
 
 # tools_for FEATURE: sets MKFS, XFS_DB and XFS_REPAIR for its images.
 tools_for() {
-    if [ "$1" = pptr ]; then
+    if [ "$1" = pptr ] || [ "$1" = metadir ]; then
         local e=(env LD_LIBRARY_PATH="$SHARED615/lib")
         MKFS=("${e[@]}" "$SHARED615/libexec/mkfs.xfs")
         XFS_DB=("${e[@]}" "$SHARED615/libexec/xfs_db")
@@ -48,6 +49,7 @@ mkfs_opts() {
         1k) echo "-b size=1024 -m rmapbt=1" ;;
         4ksect) echo "-s size=4096" ;;
         pptr) echo "-m rmapbt=1,reflink=1 -i nrext64=1,exchange=1 -n parent=1" ;;
+        metadir) echo "-m metadir=1,rmapbt=1,reflink=1 -i nrext64=1,exchange=1 -n parent=1" ;;
         *) echo "unknown feature $1" >&2; exit 2 ;;
     esac
 }
@@ -93,7 +95,7 @@ make_base() {
     mnt=$(mktemp -d)
     mount -o loop "$img" "$mnt"
     populate "$mnt"
-    if [ "$f" = pptr ]; then
+    if [ "$f" = pptr ] || [ "$f" = metadir ]; then
         # parent pointers in leaf blocks: one file with many long names
         touch "$mnt/pptr_leaf"
         for i in $(seq 1 30); do ln "$mnt/pptr_leaf" "$mnt/leaf/$(rep p 80)_$i"; done
@@ -212,6 +214,14 @@ targets() {
         printf 'pptr-leaf\tinode %s;ablock 0\tinode %s\n' "$i" "$i"
         printf 'inode:pptr_leaf\tinode %s\tinode %s\n' "$i" "$i"
     fi
+    if [ "$f" = metadir ]; then
+        # the metadata directory tree: its root and the directory under it
+        i=$("${XFS_DB[@]}" -r -c 'sb 0' -c 'print metadirino' "$img" | awk '{print $3}')
+        printf 'inode:metadir\tinode %s\tinode %s\n' "$i" "$i"
+        i=$("${XFS_DB[@]}" -r -c "inode $i" -c 'print u3.sfdir3.list[0].inumber.i4' "$img" |
+            awk '{print $3}')
+        printf 'inode:rtgroups\tinode %s\tinode %s\n' "$i" "$i"
+    fi
 }
 
 blog() { "${XFS_DB[@]}" -r -c 'sb 0' -c 'print blocklog' "$1" | awk '{print $3}'; }
@@ -223,7 +233,10 @@ for f in "${FEATURES[@]}"; do
     make_base "$f"
     targets "$f" | while IFS=$'\t' read -r s cmds where; do
         core=some
-        case $s in inode:root|inode:extents|inode:symlink_remote|inode:attr_remote) core=all ;; esac
+        case $s in
+            inode:root|inode:extents|inode:symlink_remote|inode:attr_remote) core=all ;;
+            inode:metadir|inode:rtgroups) core=all ;;
+        esac
         fl=$(fields "$OUT/base-$f.img" "$cmds" "$core")
         [ -n "$fl" ] || { echo "fuzz_corpus.sh: $f $s ($cmds): no fields" >&2; continue; }
         while read -r field; do

@@ -65,11 +65,12 @@ export XFSKIT OUT WORK
 touch "$OUT/repair.tsv"
 
 # The tools for a feature's images: xfsprogs 6.15 beside the project for
-# pptr (parent pointers, which Debian's 6.1 calls corruption).
+# pptr and metadir (parent pointers and metadata directory trees, which
+# Debian's 6.1 calls corruption).
 SHARED615=$(pwd)/../shared/xfsprogs-6.15
 export SHARED615
 tools_for() {
-    if [ "$1" = pptr ]; then
+    if [ "$1" = pptr ] || [ "$1" = metadir ]; then
         local e=(env LD_LIBRARY_PATH="$SHARED615/lib")
         XFS_DB=("${e[@]}" "$SHARED615/libexec/xfs_db")
         XFS_REPAIR=("${e[@]}" "$SHARED615/libexec/xfs_repair")

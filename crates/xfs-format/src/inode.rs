@@ -45,7 +45,9 @@ pub struct Dinode {
     pub di_version: u8,
     /// Layout of the data fork (`XFS_DINODE_FMT_*`).
     pub di_format: u8,
-    /// Old 16-bit link count; unused (zero) on v3 inodes.
+    /// Old 16-bit link count, zero on v3 inodes; on metadata directory
+    /// filesystems an inode with [`XFS_DIFLAG2_METADATA`] keeps its
+    /// metadata file type here (`di_metatype`, [`XFS_METAFILE_DIR`]...).
     pub di_onlink: U16,
     /// Owner user id.
     pub di_uid: U32,
@@ -340,8 +342,43 @@ pub const XFS_DIFLAG2_COWEXTSIZE: u64 = 1 << 2;
 pub const XFS_DIFLAG2_BIGTIME: u64 = 1 << 3;
 /// di_flags2: extent counters use the large layout.
 pub const XFS_DIFLAG2_NREXT64: u64 = 1 << 4;
-/// All di_flags2 bits defined by the 6.10 format.
-pub const XFS_DIFLAG2_ANY: u64 = 0x1f;
+/// di_flags2: the inode is filesystem metadata in the metadata directory
+/// tree (metadir filesystems only; hidden from users).
+pub const XFS_DIFLAG2_METADATA: u64 = 1 << 5;
+/// All di_flags2 bits defined by the 6.13 format.
+pub const XFS_DIFLAG2_ANY: u64 = 0x3f;
+
+// --- di_metatype (the di_onlink slot of a metadata inode) -------------------
+
+/// Metadata file type: not known.
+pub const XFS_METAFILE_UNKNOWN: u16 = 0;
+/// Metadata file type: a directory of the metadata tree.
+pub const XFS_METAFILE_DIR: u16 = 1;
+/// Metadata file type: user quota file.
+pub const XFS_METAFILE_USRQUOTA: u16 = 2;
+/// Metadata file type: group quota file.
+pub const XFS_METAFILE_GRPQUOTA: u16 = 3;
+/// Metadata file type: project quota file.
+pub const XFS_METAFILE_PRJQUOTA: u16 = 4;
+/// Metadata file type: realtime bitmap of a group.
+pub const XFS_METAFILE_RTBITMAP: u16 = 5;
+/// Metadata file type: realtime summary of a group.
+pub const XFS_METAFILE_RTSUMMARY: u16 = 6;
+/// Metadata file type: realtime reverse mapping btree of a group.
+pub const XFS_METAFILE_RTRMAP: u16 = 7;
+/// Metadata file type: realtime reference count btree of a group.
+pub const XFS_METAFILE_RTREFCOUNT: u16 = 8;
+/// Metadata file types at or past this value are invalid.
+pub const XFS_METAFILE_MAX: u16 = 9;
+
+/// di_flags every metadata file carries.
+pub const XFS_METAFILE_DIFLAGS: u16 = XFS_DIFLAG_IMMUTABLE
+    | XFS_DIFLAG_SYNC
+    | XFS_DIFLAG_NOATIME
+    | XFS_DIFLAG_NODUMP
+    | XFS_DIFLAG_NODEFRAG;
+/// di_flags every metadata directory carries.
+pub const XFS_METADIR_DIFLAGS: u16 = XFS_METAFILE_DIFLAGS | XFS_DIFLAG_NOSYMLINKS;
 
 /// Number of unlinked-list hash buckets in the AGI (re-exported for inode code).
 pub const XFS_AGI_UNLINKED_BUCKETS: usize = crate::ag::XFS_AGI_UNLINKED_BUCKETS;

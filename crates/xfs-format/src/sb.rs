@@ -139,6 +139,32 @@ pub const XFS_SB_CRC_OFF: usize = 224;
 /// Byte offset of `sb_lsn`.
 pub const XFS_SB_LSN_OFF: usize = 240;
 
+/// The fields a metadata directory filesystem (incompat METADIR) adds after
+/// [`Dsb`], at byte [`XFS_DSB_SIZE`] of the superblock sector.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+#[repr(C)]
+pub struct DsbMetadir {
+    /// Inode of the metadata directory tree's root.
+    pub sb_metadirino: U64,
+    /// Number of realtime groups.
+    pub sb_rgcount: U32,
+    /// Realtime extents in each realtime group.
+    pub sb_rgextents: U32,
+    /// log2 of the realtime group size in blocks, rounded up.
+    pub sb_rgblklog: u8,
+    /// Zero padding to a 64-bit boundary.
+    pub sb_pad: [u8; 7],
+}
+
+/// Byte offset of [`DsbMetadir`] (`sb_metadirino`) in the superblock.
+pub const XFS_SB_METADIR_OFF: usize = XFS_DSB_SIZE;
+/// Bytes of a metadir superblock that hold fields (without zoned).
+pub const XFS_DSB_METADIR_SIZE: usize = XFS_DSB_SIZE + size_of::<DsbMetadir>();
+
+const _: () = assert!(size_of::<DsbMetadir>() == 24);
+const _: () = assert!(offset_of!(DsbMetadir, sb_rgcount) == 272 - XFS_DSB_SIZE);
+const _: () = assert!(offset_of!(DsbMetadir, sb_rgextents) == 276 - XFS_DSB_SIZE);
+const _: () = assert!(offset_of!(DsbMetadir, sb_rgblklog) == 280 - XFS_DSB_SIZE);
 const _: () = assert!(size_of::<Dsb>() == XFS_DSB_SIZE);
 const _: () = assert!(offset_of!(Dsb, sb_crc) == XFS_SB_CRC_OFF);
 const _: () = assert!(offset_of!(Dsb, sb_lsn) == XFS_SB_LSN_OFF);
@@ -166,6 +192,16 @@ impl Dsb {
     /// True if a read-only-compatible feature bit is set.
     pub fn has_ro_compat(&self, bit: u32) -> bool {
         self.sb_features_ro_compat.get() & bit != 0
+    }
+
+    /// The metadata directory fields of a superblock sector `raw` (its
+    /// first [`XFS_DSB_METADIR_SIZE`] bytes), when the METADIR feature is on.
+    pub fn metadir(&self, raw: &[u8]) -> Option<DsbMetadir> {
+        if !self.has_incompat(XFS_SB_FEAT_INCOMPAT_METADIR) {
+            return None;
+        }
+        let tail = raw.get(XFS_SB_METADIR_OFF..XFS_DSB_METADIR_SIZE)?;
+        DsbMetadir::read_from_bytes(tail).ok()
     }
 
     /// The UUID that metadata blocks carry (meta UUID if that feature is on).
@@ -263,11 +299,10 @@ pub const XFS_SB_FEAT_INCOMPAT_NREXT64: u32 = 1 << 5;
 pub const XFS_SB_FEAT_INCOMPAT_EXCHRANGE: u32 = 1 << 6;
 /// incompat: directory parent pointers.
 pub const XFS_SB_FEAT_INCOMPAT_PARENT: u32 = 1 << 7;
-/// All incompat bits defined by the 6.10 format.
-pub const XFS_SB_FEAT_INCOMPAT_ALL: u32 = 0xff;
 /// incompat: metadata directory tree (6.13; realtime groups come with it).
-/// Known by name only: xfskit does not open such filesystems.
 pub const XFS_SB_FEAT_INCOMPAT_METADIR: u32 = 1 << 8;
+/// All incompat bits xfskit knows (the 6.13 format without zoned).
+pub const XFS_SB_FEAT_INCOMPAT_ALL: u32 = 0x1ff;
 /// incompat: zoned realtime device (6.15). Known by name only.
 pub const XFS_SB_FEAT_INCOMPAT_ZONED: u32 = 1 << 9;
 

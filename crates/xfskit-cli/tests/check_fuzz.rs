@@ -27,6 +27,7 @@ fn repo() -> PathBuf {
 #[derive(Debug)]
 struct Case {
     line: String,
+    feature: String,
     structure: String,
     repair: String,
     check: i32,
@@ -43,6 +44,7 @@ fn parse(line: &str) -> Case {
     let num = |s: &str| s.parse::<i32>().unwrap_or(-1);
     Case {
         line: line.to_owned(),
+        feature: f[1].to_owned(),
         structure: f[2].to_owned(),
         repair: f[5].to_owned(),
         check: num(f[6]),
@@ -126,6 +128,27 @@ fn check_agrees_with_xfs_repair_on_fuzzed_images() {
         "symlink-remote",
     ] {
         assert!(structs.contains(s), "no case of {s} in the sample");
+    }
+
+    // With xfsprogs 6.15 beside the project the metadata directory image
+    // is in the corpus, its tree's inodes too.
+    if common::fixtures::xfsprogs_615().is_some() {
+        let metadir: Vec<&&Case> = run_cases
+            .iter()
+            .filter(|c| c.feature == "metadir")
+            .collect();
+        assert!(
+            metadir.len() > 100,
+            "only {} metadir cases ran",
+            metadir.len()
+        );
+        assert!(
+            metadir
+                .iter()
+                .any(|c| c.structure.starts_with("inode:metadir")
+                    || c.structure.starts_with("inode:rtgroups")),
+            "no case of the metadata directory tree's inodes in the sample"
+        );
     }
 
     let mut failures = Vec::new();

@@ -82,8 +82,9 @@ fn as_61(text: &str) -> String {
 
 /// `xfskit info` is byte-identical to `xfs_db -c info` of xfsprogs 6.15
 /// (and, less the fields 6.15 added, to Debian's 6.1) on images of several
-/// mkfs variants: Debian's mkfs.xfs (6.1 defaults), and mkfs.xfs 6.15 with
-/// the 6.18 defaults (parent pointers, exchange-range, rmapbt, nrext64).
+/// mkfs variants: Debian's mkfs.xfs (6.1 defaults), mkfs.xfs 6.15 with
+/// the 6.18 defaults (parent pointers, exchange-range, rmapbt, nrext64),
+/// and with metadata directory trees (its realtime group fields).
 #[test]
 fn info_matches_xfs_db() {
     let tmp = TempDir::new("xfskit-info");
@@ -140,6 +141,20 @@ fn info_matches_xfs_db() {
             &["-d", "agcount=5", "-s", "size=4096"],
             true,
         ),
+        // mkfs.xfs 6.15's own defaults with a metadata directory tree.
+        ("metadir", 320 << 20, &["-m", "metadir=1"], true),
+        (
+            "metadir_b1k",
+            320 << 20,
+            &["-m", "metadir=1", "-b", "size=1024"],
+            true,
+        ),
+        (
+            "metadir_stripe",
+            1 << 30,
+            &["-m", "metadir=1", "-d", "su=64k,sw=4"],
+            true,
+        ),
     ];
     let mut failures = Vec::new();
     let mut compared_615 = 0;
@@ -151,10 +166,14 @@ fn info_matches_xfs_db() {
                 .and_then(|f| f.set_len(*size))
                 .expect("create image");
             let conf = d.join("conf/lts_6.18.conf");
-            let out = Command::new(d.join("libexec/mkfs.xfs"))
-                .env("LD_LIBRARY_PATH", d.join("lib"))
-                .args(["-q", "-f", "-c"])
-                .arg(format!("options={}", conf.display()))
+            let mut mkfs = Command::new(d.join("libexec/mkfs.xfs"));
+            mkfs.env("LD_LIBRARY_PATH", d.join("lib"))
+                .args(["-q", "-f"]);
+            // The 6.18 defaults name metadir=0: metadir rows use 6.15's own.
+            if !name.starts_with("metadir") {
+                mkfs.arg("-c").arg(format!("options={}", conf.display()));
+            }
+            let out = mkfs
                 .args(*opts)
                 .arg(&img)
                 .output()
@@ -230,7 +249,13 @@ fn info_matches_xfs_db() {
             let on = got.contains(&format!("{field}1"));
             assert_eq!(f[key].as_bool(), Some(on), "{name}: features.{key}");
         }
-        if *new_defaults {
+        if name.starts_with("metadir") {
+            assert_eq!(f["metadir"], true, "{name}: features.metadir");
+            assert!(
+                v["inodes"]["metadir"].as_u64().is_some(),
+                "{name}: inodes.metadir"
+            );
+        } else if *new_defaults {
             assert_eq!(
                 f["parent"], true,
                 "{name}: 6.18 defaults have parent pointers"

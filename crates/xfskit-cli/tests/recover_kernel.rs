@@ -101,8 +101,19 @@ fn dirty_image(dir: &Path, name: &str, mkfs_args: &[&str], opts: &Opts) -> PathB
     let mut args = vec!["-q", "-f"];
     args.extend_from_slice(mkfs_args);
     args.push(s(&img));
-    // fstests' variables let mkfs make a log smaller than 64 MiB.
-    let out = Command::new("mkfs.xfs")
+    // fstests' variables let mkfs make a log smaller than 64 MiB. Options
+    // of a newer format (a metadata directory tree, asked for directly or
+    // by a config file named for it) need mkfs.xfs 6.15.
+    let newer = mkfs_args.iter().any(|a| a.contains("metadir"));
+    let mut mkfs = match common::fixtures::xfsprogs_615().filter(|_| newer) {
+        Some(d) => {
+            let mut c = Command::new(d.join("libexec/mkfs.xfs"));
+            c.env("LD_LIBRARY_PATH", d.join("lib"));
+            c
+        }
+        None => Command::new("mkfs.xfs"),
+    };
+    let out = mkfs
         .args(&args)
         .env("TEST_DIR", "/tmp")
         .env("TEST_DEV", "/dev/null")
@@ -369,6 +380,24 @@ fn check_with(test: &str, mkfs_args: &[&str], opts: &Opts) {
 #[test]
 fn recover_default_features() {
     check_config("recover_default_features", &[], false);
+}
+
+/// A metadata directory filesystem with the xfsprogs 6.18 defaults
+/// (parent pointers, rmapbt, reflink): the kernel's log of it, replayed by
+/// the kernel and by xfskit, gives the same tree, xfs_repair -n 6.15 clean.
+#[test]
+fn recover_metadir_618_defaults() {
+    const TEST: &str = "recover_metadir_618_defaults";
+    let Some(x615) = common::fixtures::xfsprogs_615() else {
+        common::skip(TEST, "xfsprogs 6.15 is missing (mkfs.xfs -m metadir=1)");
+        return;
+    };
+    let conf = std::fs::read_to_string(x615.join("conf/lts_6.18.conf")).expect("conf");
+    let tmp = TempDir::new("metadir-conf");
+    let mine = tmp.path().join("metadir.conf");
+    std::fs::write(&mine, conf.replace("metadir=0", "metadir=1")).expect("conf");
+    let opt = format!("options={}", mine.display());
+    check_config(TEST, &["-c", &opt], true);
 }
 
 #[test]
@@ -1405,7 +1434,10 @@ fn parent_pointer_filesystems_recover_and_take_writes() {
     }
     if common::fixtures::xfsprogs_615().is_some() {
         let (code, out) = repair_check(&wimg);
-        assert_eq!(code, 0, "{test}: xfs_repair -n 6.15 after the edits:\n{out}");
+        assert_eq!(
+            code, 0,
+            "{test}: xfs_repair -n 6.15 after the edits:\n{out}"
+        );
     }
     let c = xfskit(&["check", s(&wimg)]);
     assert!(

@@ -87,6 +87,9 @@ pub struct ExtractReport {
     pub damaged: Vec<(String, String)>,
     /// What the destination refused (the rest of the tree was extracted).
     pub incomplete: Vec<Incomplete>,
+    /// Realtime files skipped because their data is on the realtime
+    /// device, which was not given: their path and why.
+    pub unreadable: Vec<(String, String)>,
 }
 
 impl ExtractReport {
@@ -263,6 +266,7 @@ pub fn extract(
         progress,
         warn: Mutex::new(Vec::new()),
         damaged: Mutex::new(Vec::new()),
+        unreadable: Mutex::new(Vec::new()),
         incomplete: Mutex::new(Vec::new()),
         failed: AtomicBool::new(false),
         error: Mutex::new(None),
@@ -333,6 +337,7 @@ pub fn extract(
     report.bytes = progress.bytes.load(Ordering::Relaxed);
     report.warnings = shared.warn.into_inner().map_err(|_| poisoned())?;
     report.damaged = shared.damaged.into_inner().map_err(|_| poisoned())?;
+    report.unreadable = shared.unreadable.into_inner().map_err(|_| poisoned())?;
     report.incomplete = shared.incomplete.into_inner().map_err(|_| poisoned())?;
     Ok(report)
 }
@@ -397,6 +402,8 @@ struct Shared<'a> {
     warn: Mutex<Vec<String>>,
     /// (path, damage) of entries skipped.
     damaged: Mutex<Vec<(String, String)>>,
+    /// (path, why) of realtime files skipped.
+    unreadable: Mutex<Vec<(String, String)>>,
     /// What the destination refused.
     incomplete: Mutex<Vec<Incomplete>>,
     failed: AtomicBool,
@@ -417,6 +424,15 @@ fn worker(sh: &Shared<'_>, rx: &Mutex<mpsc::Receiver<Job>>) {
             if walk::is_damage(&e) {
                 // One damaged file does not cost the others.
                 sh.record_damage(job.path.display().to_string(), &e);
+                continue;
+            }
+            if matches!(e, Error::Unsupported(_)) && job.inode.is_realtime() {
+                // Its data is on a device we were not given: skip it (no
+                // empty stand-in is left) and go on.
+                let _ = std::fs::remove_file(&job.path);
+                if let Ok(mut v) = sh.unreadable.lock() {
+                    v.push((job.path.display().to_string(), e.to_string()));
+                }
                 continue;
             }
             let e = at(&job.path, e);
@@ -547,6 +563,9 @@ impl Shared<'_> {
         let geo = self.fs.geometry();
         let bs = u64::from(geo.block_size);
         let map = extents(self.fs, inode, Fork::Data)?;
+        if inode.is_realtime() && map.iter().any(|e| !e.unwritten) {
+            return Err(crate::inode::needs_rtdev(inode.ino.0));
+        }
         let writing = || format!("writing its contents ({} bytes)", inode.size);
         let mut buf = Vec::new();
         for e in map.iter().filter(|e| !e.unwritten) {

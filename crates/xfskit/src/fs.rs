@@ -145,6 +145,14 @@ impl Fs {
             },
         )?;
         probe.geo.require_writable_format()?;
+        if probe.geo.rt_blocks > 0 && resume.is_none() {
+            // Its realtime bitmap and summary, and realtime files' data,
+            // are on a device xfskit is not given.
+            return Err(Error::Unsupported(
+                "writing to a filesystem with a realtime section: needs the realtime device: --rtdev"
+                    .into(),
+            ));
+        }
         if matches!(probe.log_state, LogState::Dirty(_)) && resume.is_none() {
             drop(probe);
             crate::log::recover::recover_device(dev.clone(), &Default::default())?;

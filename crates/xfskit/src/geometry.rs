@@ -58,6 +58,9 @@ pub struct Features {
     pub lazy_sb_counters: bool,
     /// Project ids are 32 bits.
     pub projid32: bool,
+    /// Metadata directory tree (quota and realtime inodes live under
+    /// `Geometry::metadir_ino`, not in the superblock).
+    pub metadir: bool,
 }
 
 /// Everything the engine needs from the superblock, validated.
@@ -103,6 +106,12 @@ pub struct Geometry {
     pub rbm_ino: Ino,
     /// Realtime summary inode.
     pub rsum_ino: Ino,
+    /// Root of the metadata directory tree (`Ino(0)` without metadir).
+    pub metadir_ino: Ino,
+    /// Realtime groups and extents per group (metadir superblocks; 0 else).
+    pub rg_count: u32,
+    /// See `rg_count`.
+    pub rg_extents: u32,
     /// User-visible filesystem UUID.
     pub uuid: [u8; 16],
     /// UUID stamped into metadata blocks.
@@ -337,7 +346,25 @@ impl Geometry {
             attr2: features2 & fsb::XFS_SB_VERSION2_ATTR2BIT != 0,
             lazy_sb_counters: features2 & fsb::XFS_SB_VERSION2_LAZYSBCOUNTBIT != 0,
             projid32: features2 & fsb::XFS_SB_VERSION2_PROJID32BIT != 0,
+            metadir: incompat & fsb::XFS_SB_FEAT_INCOMPAT_METADIR != 0,
         };
+        let (metadir_ino, rg_count, rg_extents) = match sb.metadir(sector) {
+            Some(m) => (
+                Ino(m.sb_metadirino.get()),
+                m.sb_rgcount.get(),
+                m.sb_rgextents.get(),
+            ),
+            None if features.metadir => {
+                return Err(bad("sector too short for the metadata directory fields"))
+            }
+            None => (Ino(0), 0, 0),
+        };
+        if features.metadir && sb.sb_rblocks.get() > 0 {
+            return Err(Error::Unsupported(
+                "realtime groups (a metadata directory filesystem with a realtime section) are not supported yet"
+                    .into(),
+            ));
+        }
         let uuid: [u8; 16] = sb.sb_uuid.0;
         let meta_uuid: [u8; 16] = if features.meta_uuid {
             sb.sb_meta_uuid.0
@@ -375,6 +402,9 @@ impl Geometry {
             root_ino: Ino(sb.sb_rootino.get()),
             rbm_ino: Ino(sb.sb_rbmino.get()),
             rsum_ino: Ino(sb.sb_rsumino.get()),
+            metadir_ino,
+            rg_count,
+            rg_extents,
             uuid,
             meta_uuid,
             label: label_raw[..label_len].to_vec(),

@@ -56,9 +56,10 @@ fn b(v: bool) -> u32 {
 }
 
 /// Formats the geometry in the xfs_info layout of xfsprogs 6.15; `name`
-/// fills the first field. The realtime group fields (rgcount, rgsize,
-/// start, reserved) live in the metadir superblock, which xfskit does not
-/// open, so they are always 0 here, as 6.15 prints them for the others.
+/// fills the first field. The realtime group fields (rgcount, rgsize) come
+/// from a metadir superblock and are 0 on the others, as 6.15 prints them;
+/// start and reserved belong to zoned filesystems, which xfskit does not
+/// open.
 pub fn render(g: &Geometry, name: &str) -> String {
     let f = flags(g);
     let ft = &g.features;
@@ -143,7 +144,7 @@ pub fn render(g: &Geometry, name: &str) -> String {
     );
     s += &format!(
         "         ={:<22} rgcount={:<4} rgsize={} extents\n",
-        "", 0, 0
+        "", g.rg_count, g.rg_extents
     );
     s += &format!(
         "         ={:<22} zoned={:<6} start={} reserved={}\n",
@@ -233,11 +234,14 @@ pub fn to_json(g: &Geometry, log_state: &str) -> serde_json::Value {
         },
         "realtime": {
             "extsz": u64::from(g.rt_extsize) * u64::from(g.block_size), "blocks": g.rt_blocks,
-            "rtextents": g.rt_extents, "rgcount": 0, "rgsize": 0, "zoned": f.zoned,
+            "rtextents": g.rt_extents, "rgcount": g.rg_count, "rgsize": g.rg_extents, "zoned": f.zoned,
             "start": 0, "reserved": 0,
         },
         "features": features_json(g),
-        "inodes": { "root": g.root_ino.0, "rbm": g.rbm_ino.0, "rsum": g.rsum_ino.0 },
+        "inodes": {
+            "root": g.root_ino.0, "rbm": g.rbm_ino.0, "rsum": g.rsum_ino.0,
+            "metadir": g.features.metadir.then_some(g.metadir_ino.0),
+        },
         "counters": { "icount": g.icount, "ifree": g.ifree, "fdblocks": g.fdblocks },
         "raw": {
             "versionnum": g.versionnum, "features2": g.features2, "features_compat": g.features_compat,

@@ -160,7 +160,8 @@ fn workload(fs: &Fs) {
         .unwrap();
     // Other kinds, and symlinks on both sides of the inline limit (the
     // attribute fork made at creation shrinks the data fork).
-    fs.create(a, b"fifo", &NodeKind::Fifo, &meta(0o644, 0)).unwrap();
+    fs.create(a, b"fifo", &NodeKind::Fifo, &meta(0o644, 0))
+        .unwrap();
     fs.create(
         a,
         b"chr",
@@ -168,10 +169,20 @@ fn workload(fs: &Fs) {
         &meta(0o644, 0),
     )
     .unwrap();
-    fs.create(a, b"short", &NodeKind::Symlink(b"target".to_vec()), &meta(0o777, 0))
-        .unwrap();
-    fs.create(a, b"long", &NodeKind::Symlink(vec![b'x'; 250]), &meta(0o777, 0))
-        .unwrap();
+    fs.create(
+        a,
+        b"short",
+        &NodeKind::Symlink(b"target".to_vec()),
+        &meta(0o777, 0),
+    )
+    .unwrap();
+    fs.create(
+        a,
+        b"long",
+        &NodeKind::Symlink(vec![b'x'; 250]),
+        &meta(0o777, 0),
+    )
+    .unwrap();
     // Many hard links with long names: the pointers go from short form to
     // a leaf, then to a node with several leaves; then half go away.
     let f0 = lookup(fs, "/a/f0");
@@ -208,12 +219,44 @@ fn workload(fs: &Fs) {
 
 #[test]
 fn every_write_path_keeps_parent_pointers() {
-    if skip_without_615("every_write_path_keeps_parent_pointers") {
+    every_write_path("every_write_path_keeps_parent_pointers", false);
+}
+
+/// The same on a filesystem with a metadata directory tree: its inodes
+/// (and their parent pointers) are left alone, the metadir superblock
+/// fields are kept, xfs_repair -n 6.15 finds nothing.
+#[test]
+fn every_write_path_on_metadir_filesystems() {
+    every_write_path("every_write_path_on_metadir_filesystems", true);
+}
+
+/// The metadir superblock fields (bytes 264..288 of sector 0).
+fn metadir_fields(img: &Path) -> Vec<u8> {
+    let mut sb = vec![0u8; 512];
+    std::os::unix::fs::FileExt::read_exact_at(&std::fs::File::open(img).unwrap(), &mut sb, 0)
+        .unwrap();
+    sb[264..288].to_vec()
+}
+
+fn every_write_path(test: &str, metadir: bool) {
+    if skip_without_615(test) {
         return;
     }
-    let s = Scratch::new("pptr-paths");
+    let s = Scratch::new(if metadir {
+        "metadir-paths"
+    } else {
+        "pptr-paths"
+    });
     let img = s.0.join("p.img");
-    mkfs_618(&img, 512 << 20, "");
+    if metadir {
+        mkfs_618_metadir(&img, 512 << 20, "");
+    } else {
+        mkfs_618(&img, 512 << 20, "");
+    }
+    let fields = metadir_fields(&img);
+    if metadir {
+        assert_ne!(fields, vec![0u8; 24], "no metadir fields");
+    }
     {
         let fs = open_rw(&img);
         workload(&fs);
@@ -246,25 +289,52 @@ fn every_write_path_keeps_parent_pointers() {
         }
         verify(&img, "after xfskit changed the kernel's tree");
     }
+    assert_eq!(metadir_fields(&img), fields, "the metadir fields changed");
 }
 
 /// The tree xfskit wrote reads back the same through a kernel mount.
 #[test]
 fn kernel_reads_what_xfskit_wrote_on_pptr_filesystems() {
-    if skip_without_615("kernel_reads_what_xfskit_wrote_on_pptr_filesystems")
-        || skip_unless_root("kernel_reads_what_xfskit_wrote_on_pptr_filesystems")
-    {
+    kernel_reads_what_xfskit_wrote("kernel_reads_what_xfskit_wrote_on_pptr_filesystems", false);
+}
+
+/// The same on a metadata directory filesystem, with file data written,
+/// overwritten, truncated and punched too.
+#[test]
+fn kernel_reads_what_xfskit_wrote_on_metadir_filesystems() {
+    kernel_reads_what_xfskit_wrote(
+        "kernel_reads_what_xfskit_wrote_on_metadir_filesystems",
+        true,
+    );
+}
+
+fn kernel_reads_what_xfskit_wrote(test: &str, metadir: bool) {
+    if skip_without_615(test) || skip_unless_root(test) {
         return;
     }
-    let s = Scratch::new("pptr-kernel");
+    let s = Scratch::new(if metadir {
+        "metadir-kernel"
+    } else {
+        "pptr-kernel"
+    });
     let img = s.0.join("p.img");
-    mkfs_618(&img, 512 << 20, "");
+    if metadir {
+        mkfs_618_metadir(&img, 512 << 20, "");
+    } else {
+        mkfs_618(&img, 512 << 20, "");
+    }
     let lib = {
         let fs = open_rw(&img);
         workload(&fs);
+        if metadir {
+            data_workload(&fs);
+        }
         fs.sync().unwrap();
         walk_lib(&fs)
     };
+    if metadir {
+        assert_repair_615_clean(&img);
+    }
     let host = with_kernel_mount(&img, walk_host).unwrap();
     assert_eq!(lib.len(), host.len());
     for (p, d) in &lib {
@@ -286,7 +356,9 @@ fn check_flags_parent_pointers_that_disagree_with_the_tree() {
     {
         let fs = open_rw(&img);
         let root = fs.geometry().root_ino;
-        let a = fs.create(root, b"a", &NodeKind::Dir, &meta(0o755, 0)).unwrap();
+        let a = fs
+            .create(root, b"a", &NodeKind::Dir, &meta(0o755, 0))
+            .unwrap();
         let x = fs
             .create(a, b"x", &NodeKind::File { size: 0 }, &meta(0o644, 0))
             .unwrap();
@@ -313,12 +385,57 @@ fn check_flags_parent_pointers_that_disagree_with_the_tree() {
     let said: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
     let x = lookup(&fs, "/a/z").0;
     let has = |needle: &str| {
-        report
-            .problems
-            .iter()
-            .any(|p| p.what == "parent pointer" && p.location == xfskit::Location::Inode(x) && p.detail.contains(needle))
+        report.problems.iter().any(|p| {
+            p.what == "parent pointer"
+                && p.location == xfskit::Location::Inode(x)
+                && p.detail.contains(needle)
+        })
     };
-    assert!(has("'y' -> directory"), "dangling pointer not reported: {said:#?}");
-    assert!(has("'x' -> directory"), "stale pointer not reported: {said:#?}");
-    assert!(has("missing for entry 'z'"), "missing pointer not reported: {said:#?}");
+    assert!(
+        has("'y' -> directory"),
+        "dangling pointer not reported: {said:#?}"
+    );
+    assert!(
+        has("'x' -> directory"),
+        "stale pointer not reported: {said:#?}"
+    );
+    assert!(
+        has("missing for entry 'z'"),
+        "missing pointer not reported: {said:#?}"
+    );
+}
+
+/// File data: a large file written in pieces, overwritten, truncated,
+/// punched, preallocated; a clone of it.
+fn data_workload(fs: &Fs) {
+    let root = fs.geometry().root_ino;
+    let d = fs
+        .create(root, b"data", &NodeKind::Dir, &meta(0o755, 0))
+        .unwrap();
+    let f = fs
+        .create(d, b"big", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+        .unwrap();
+    let chunk: Vec<u8> = (0..1 << 20).map(|i: u32| (i * 13 % 251) as u8).collect();
+    for k in 0..5u64 {
+        fs.write_at(f, k << 20, &chunk).unwrap();
+    }
+    fs.write_at(f, 12345, &[9u8; 70_000]).unwrap();
+    fs.truncate(f, (4 << 20) + 777).unwrap();
+    fs.punch_hole(f, 1 << 20, 256 << 10).unwrap();
+    let g = fs
+        .create(d, b"prealloc", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+        .unwrap();
+    fs.fallocate(g, 0, 1 << 20, false).unwrap();
+    fs.write_at(g, 4096, b"in the middle").unwrap();
+    for i in 0..200 {
+        let h = fs
+            .create(
+                d,
+                format!("small{i}").as_bytes(),
+                &NodeKind::File { size: 0 },
+                &meta(0o600, 3),
+            )
+            .unwrap();
+        fs.write_at(h, 0, format!("{i}").as_bytes()).unwrap();
+    }
 }

@@ -39,7 +39,8 @@ pub struct Args {
     pub tmpdir: Option<PathBuf>,
 }
 
-/// Runs the command: exit 0 when clean, 1 when problems were found.
+/// Runs the command: exit 0 when clean, 1 when problems were found, 3 when
+/// clean but a part could not be checked (a realtime section).
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     // Blocks are read about once: a small buffer cache does, and keeps the
     // memory of the check to what it learns.
@@ -112,6 +113,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         let v = serde_json::json!({
             "clean": report.is_clean(),
             "problems": problems,
+            "unchecked": report.unchecked,
             "stats": {
                 "ags": s.ags, "btree_blocks": s.btree_blocks, "inode_chunks": s.inode_chunks,
                 "inodes": s.inodes, "directories": s.directories, "dir_entries": s.dir_entries,
@@ -142,9 +144,20 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             if report.is_clean() { "no problems".to_string() } else { format!("{} problem(s)", s.problems_total) }
         ));
     }
+    if !args.json {
+        for u in &report.unchecked {
+            out.push_str(&format!("not checked: {u}\n"));
+        }
+    }
     // A closed pipe (`| head`) is not an error of the check.
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
-    Ok(ExitCode::from(if report.is_clean() { 0 } else { 1 }))
+    Ok(ExitCode::from(if !report.is_clean() {
+        1
+    } else if !report.unchecked.is_empty() {
+        3
+    } else {
+        0
+    }))
 }
 
 /// Reports a filesystem that cannot be opened for checking (exit 1).

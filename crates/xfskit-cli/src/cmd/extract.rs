@@ -35,10 +35,13 @@ first such error stops the extraction (exit status 4). Other errors of
 the destination (EIO, a read-only filesystem) always stop it.
 
 Entries the image is damaged at are skipped and reported, the rest is
-extracted, and the exit status is 5 (run xfskit check).
+extracted, and the exit status is 5 (run xfskit check). Realtime files
+(whose data is on a separate realtime device, which cannot be given yet)
+are skipped and reported the same way, with exit status 3.
 
 Exit status: 0 on success, 1 if --path does not exist, 2 if DEST is not
-empty, 3 if the filesystem is unsupported or its log needs replay, 4 on I/O
+empty, 3 if the filesystem is unsupported, its log needs replay or
+realtime files were skipped, 4 on I/O
 errors (reading the image, or any error of the destination with --strict),
 5 if the image is corrupt, 6 if extracted with some entries incomplete
 (the destination refused them; see above).
@@ -140,12 +143,22 @@ pub fn report_skips(report: &ExtractReport, prefix: &str) -> u8 {
     if let Some(summary) = report.incomplete_summary() {
         eprintln!("{prefix}{summary}");
     }
+    for (path, e) in &report.unreadable {
+        eprintln!("{prefix}skipped {path}: {e}");
+    }
     if !report.damaged.is_empty() {
         eprintln!(
             "{prefix}{} entries were skipped: the image is damaged there (run xfskit check)",
             report.damaged.len()
         );
         return 5;
+    }
+    if !report.unreadable.is_empty() {
+        eprintln!(
+            "{prefix}{} realtime files were skipped: their data is on the realtime device, which xfskit cannot read yet (needs the realtime device: --rtdev)",
+            report.unreadable.len()
+        );
+        return 3;
     }
     if !report.incomplete.is_empty() {
         return INCOMPLETE;

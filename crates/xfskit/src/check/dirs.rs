@@ -22,6 +22,7 @@ fn push(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize, target: u64, n
         dir: dir.ino.0,
         pos: (out.entries.len() - e0) as u32,
         kind: file_type.map_or(0, kind_of),
+        dir_meta: dir.flags2 & xfs_format::inode::XFS_DIFLAG2_METADATA != 0,
         fp,
     });
 }

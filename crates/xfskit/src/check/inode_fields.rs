@@ -35,9 +35,18 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
     if (ino.size as i64) < 0 {
         bad(format!("size {} is negative", ino.size as i64));
     }
-    let onlink = d.di_onlink.get();
-    if onlink != 0 {
-        bad(format!("obsolete 16-bit link count is {onlink}, must be 0"));
+    if ino.flags2 & di::XFS_DIFLAG2_METADATA != 0 {
+        if let Some(why) = metadata_problem(geo.features.metadir, &d) {
+            bad(format!("is incorrectly marked as metadata: {why}"));
+        }
+    } else {
+        let onlink = d.di_onlink.get();
+        if onlink != 0 {
+            bad(format!("obsolete 16-bit link count is {onlink}, must be 0"));
+        }
+        if geo.features.metadir && ctx.meta_roots.contains(&ino.ino.0) {
+            bad("should be marked as metadata".into());
+        }
     }
 
     // Flags.
@@ -246,4 +255,58 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
             ino.next_unlinked, ino.nlink
         ));
     }
+}
+
+/// Why an inode that carries the metadata flag may not be metadata, by the
+/// rules the kernel's inode verifier and xfs_repair apply to a metadata
+/// file: only on metadir filesystems, a known metadata type, a directory or
+/// regular file without access bits, owned by user and group 0, with the
+/// flags every metadata file (or directory) carries, and no DAX.
+fn metadata_problem(metadir: bool, d: &di::Dinode) -> Option<String> {
+    if !metadir {
+        return Some("the filesystem has no metadata directory tree".into());
+    }
+    let metatype = d.di_onlink.get();
+    if metatype == di::XFS_METAFILE_UNKNOWN || metatype >= di::XFS_METAFILE_MAX {
+        return Some(format!("unknown metadata type {metatype}"));
+    }
+    let mode = d.di_mode.get();
+    let fmt = mode & 0o170000;
+    if fmt != 0o040000 && fmt != 0o100000 {
+        return Some(format!("mode {mode:#o} is neither a directory nor a file"));
+    }
+    if (fmt == 0o040000) != (metatype == di::XFS_METAFILE_DIR) {
+        return Some(format!(
+            "metadata type {metatype} does not fit mode {mode:#o}"
+        ));
+    }
+    if mode & 0o777 != 0 {
+        return Some(format!("mode {mode:#o} has access bits"));
+    }
+    if d.di_dmevmask.get() != 0 || d.di_dmstate.get() != 0 {
+        return Some("DMAPI fields are not zero".into());
+    }
+    if d.di_uid.get() != 0 || d.di_gid.get() != 0 {
+        return Some(format!(
+            "owned by uid {} gid {}",
+            d.di_uid.get(),
+            d.di_gid.get()
+        ));
+    }
+    let need = if fmt == 0o040000 {
+        di::XFS_METADIR_DIFLAGS
+    } else {
+        di::XFS_METAFILE_DIFLAGS
+    };
+    let flags = d.di_flags.get();
+    if flags & need != need {
+        return Some(format!(
+            "flags {flags:#x} lack the metadata flags {:#x}",
+            need & !flags
+        ));
+    }
+    if d.di_flags2.get() & di::XFS_DIFLAG2_DAX != 0 {
+        return Some("DAX flag".into());
+    }
+    None
 }

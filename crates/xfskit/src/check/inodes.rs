@@ -158,6 +158,7 @@ fn check_cluster(ctx: &Ctx<'_>, c: &Chunk, first: u32, ino0: Ino, raw: &[u8], ou
                     pptr_ok: false,
                     pcount: 0,
                     psum: 0,
+                    meta: false,
                 });
                 ctx.sink.error_in(e, ino.0)
             }
@@ -264,6 +265,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
         pptr_ok: pptrs.is_some(),
         pcount: pptrs.map_or(0, |p| p.0),
         psum: pptrs.map_or(0, |p| p.1),
+        meta: ino.flags2 & xfs_format::inode::XFS_DIFLAG2_METADATA != 0,
     });
     if ino.file_type == FileType::Dir {
         check_dir(ctx, ino, out);

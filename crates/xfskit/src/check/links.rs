@@ -15,7 +15,9 @@ pub(crate) struct SbCounters {
     ifree: u64,
     fdblocks: u64,
     /// Inodes that live outside the directory tree (rt bitmap/summary, quota).
-    meta_inodes: Vec<u64>,
+    pub(crate) meta_inodes: Vec<u64>,
+    /// Root of the metadata directory tree, when the filesystem has one.
+    pub(crate) metadir: Option<u64>,
 }
 
 /// Reads the primary superblock's counters (as on disk now).
@@ -40,6 +42,7 @@ pub(crate) fn read_sb_counters(fs: &Fs) -> Result<SbCounters> {
         ifree: sb.sb_ifree.get(),
         fdblocks: sb.sb_fdblocks.get(),
         meta_inodes,
+        metadir: geo.features.metadir.then_some(geo.metadir_ino.0),
     })
 }
 
@@ -147,6 +150,11 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
     let mut unexplained = 0u64;
     let mut root_ok = false;
     let is_meta = |ino: u64| sb.meta_inodes.contains(&ino);
+    // The metadata directory tree hangs from its own root, which is its
+    // own parent like the root directory.
+    let metadir = sb.metadir;
+    let mut metadir_ok = false;
+    let is_root = |ino: u64| ino == root || Some(ino) == metadir;
 
     loop {
         let k = [
@@ -164,6 +172,9 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
         let t = inode.and_then(|r| type_of(r.kind));
         if k == root {
             root_ok = t == Some(FileType::Dir);
+        }
+        if Some(k) == metadir {
+            metadir_ok = t == Some(FileType::Dir);
         }
         // Its directory record.
         let dir = dirs.take_if(|r| r.ino == k)?;
@@ -190,6 +201,20 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
             }
             let t = type_of(inode.kind).expect("decoded");
             refs = refs.saturating_add(1);
+            if metadir.is_some() && inode.meta != e.dir_meta {
+                pending.push(Pending {
+                    dir: e.dir,
+                    pos: e.pos,
+                    before: "entry '".into(),
+                    after: if inode.meta {
+                        format!("' of a user directory points at metadata inode {k}")
+                    } else {
+                        format!(
+                            "' of a metadata directory points at inode {k}, which is not metadata"
+                        )
+                    },
+                });
+            }
             if e.kind == 0 && ftype_feature {
                 pending.push(Pending {
                     dir: e.dir,
@@ -228,8 +253,8 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
         let t = t.expect("decoded");
         let at = || Location::Inode(k);
         if let Some(p) = parent {
-            if k == root {
-                if p != root {
+            if is_root(k) {
+                if p != k {
                     ctx.sink.add(
                         "directory",
                         at(),
@@ -261,7 +286,7 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
         // Parent pointers (not of inodes without links: open files
         // unlinked, on the unlinked lists).
         if pptr && inode.pptr_ok && inode.nlink != 0 {
-            if k == root || is_meta(k) {
+            if is_root(k) || is_meta(k) {
                 if inode.pcount > 0 {
                     ctx.sink.add(
                         "parent pointer",
@@ -284,7 +309,7 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
         if is_meta(k) {
             continue;
         }
-        if refs == 0 && k != root {
+        if refs == 0 && !is_root(k) {
             ctx.sink.add(
                 "inode",
                 at(),
@@ -319,6 +344,13 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
             "root directory",
             Location::Inode(root),
             "is not an allocated directory",
+        );
+    }
+    if let Some(m) = metadir.filter(|_| !metadir_ok) {
+        ctx.sink.add(
+            "metadata directory",
+            Location::Inode(m),
+            "the superblock's metadata directory root is not an allocated directory",
         );
     }
 

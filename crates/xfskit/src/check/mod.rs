@@ -130,6 +130,10 @@ pub struct CheckReport {
     pub problems: Vec<Problem>,
     /// What was looked at.
     pub stats: CheckStats,
+    /// Parts of the filesystem the check could not look at, in words (the
+    /// realtime section, without its device): a clean report with these
+    /// is not a full check.
+    pub unchecked: Vec<String>,
 }
 
 impl CheckReport {
@@ -229,6 +233,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) counters: Counters,
     /// The primary superblock's sector, as on disk.
     pub(crate) sb0: Vec<u8>,
+    /// Inodes the superblock names that are metadata files (metadata
+    /// directory root, realtime bitmap and summary, quota files), not null.
+    pub(crate) meta_roots: Vec<u64>,
 }
 
 /// Runs `work(i)` for every `i` in `0..count` on at most `threads`
@@ -302,6 +309,8 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     };
     let mut sb0 = vec![0u8; geo.sect_size as usize];
     fs.read_bytes(0, &mut sb0)?;
+    // The superblock must be readable; everything else is a problem.
+    let sb = links::read_sb_counters(fs)?;
     let ctx = Ctx {
         fs,
         sink: Sink::default(),
@@ -319,9 +328,8 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         ),
         counters: Counters::default(),
         sb0,
+        meta_roots: sb.meta_inodes.iter().copied().chain(sb.metadir).collect(),
     };
-    // The superblock must be readable; everything else is a problem.
-    let sb = links::read_sb_counters(fs)?;
     // Metadata stamped at or past the log head is noted as it is read
     // (xfs_repair reformats the log then; the kernel refuses the blocks).
     let head = crate::log::log_dev(fs.device(), geo)
@@ -412,8 +420,16 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         free_blocks: c.free_blocks.load(Ordering::Relaxed),
         problems_total: ctx.sink.total(),
     };
+    let mut unchecked = Vec::new();
+    if geo.rt_blocks > 0 {
+        unchecked.push(format!(
+            "the realtime section ({} blocks: its bitmap, summary and the realtime files' data) was not checked: needs the realtime device: --rtdev",
+            geo.rt_blocks
+        ));
+    }
     Ok(CheckReport {
         problems: ctx.sink.into_problems(),
         stats,
+        unchecked,
     })
 }

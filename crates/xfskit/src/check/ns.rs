@@ -57,10 +57,12 @@ pub(crate) struct InodeRec {
     /// How many parent pointers it has, and the sum of their fingerprints.
     pub pcount: u32,
     pub psum: u64,
+    /// It carries the metadata flag (a file of the metadata directory tree).
+    pub meta: bool,
 }
 
 impl Rec for InodeRec {
-    const SIZE: usize = 30;
+    const SIZE: usize = 31;
     fn put(&self, b: &mut [u8]) {
         put_u64(b, 0, self.ino);
         b[8] = self.kind;
@@ -69,9 +71,11 @@ impl Rec for InodeRec {
         b[17] = u8::from(self.pptr_ok);
         put_u32(b, 18, self.pcount);
         put_u64(b, 22, self.psum);
+        b[30] = u8::from(self.meta);
     }
     fn get(b: &[u8]) -> Self {
         InodeRec {
+            meta: b[30] != 0,
             ino: get_u64(b, 0),
             kind: b[8],
             nlink: get_u32(b, 9),
@@ -94,6 +98,8 @@ pub(crate) struct EntryRec {
     pub pos: u32,
     /// [`kind_of`] the type it records (0: none recorded).
     pub kind: u8,
+    /// The directory holding it is a metadata directory.
+    pub dir_meta: bool,
     /// Fingerprint of the parent pointer it calls for (parent-pointer
     /// filesystems; 0 otherwise).
     pub fp: u64,
@@ -105,7 +111,7 @@ impl Rec for EntryRec {
         put_u64(b, 0, self.target);
         put_u64(b, 8, self.dir);
         put_u32(b, 16, self.pos);
-        b[20] = self.kind;
+        b[20] = self.kind | if self.dir_meta { 0x80 } else { 0 };
         put_u64(b, 21, self.fp);
     }
     fn get(b: &[u8]) -> Self {
@@ -113,7 +119,8 @@ impl Rec for EntryRec {
             target: get_u64(b, 0),
             dir: get_u64(b, 8),
             pos: get_u32(b, 16),
-            kind: b[20],
+            kind: b[20] & 0x7f,
+            dir_meta: b[20] & 0x80 != 0,
             fp: get_u64(b, 21),
         }
     }

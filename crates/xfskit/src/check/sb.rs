@@ -41,7 +41,9 @@ fn used_len(sb: &Dsb) -> usize {
             200
         };
     }
-    if sb.has_incompat(fsb::XFS_SB_FEAT_INCOMPAT_META_UUID) {
+    if sb.has_incompat(fsb::XFS_SB_FEAT_INCOMPAT_METADIR) {
+        fsb::XFS_DSB_METADIR_SIZE
+    } else if sb.has_incompat(fsb::XFS_SB_FEAT_INCOMPAT_META_UUID) {
         fsb::XFS_DSB_SIZE
     } else {
         fsb::XFS_SB_LSN_OFF + 8
@@ -213,7 +215,8 @@ pub(crate) fn fields(sb: &Dsb, raw: &[u8], sect_size: usize, primary: bool) -> V
             if v4 && name == "pquotino" {
                 continue;
             }
-            if v != 0 && v != NULL_INO {
+            let metadir = sb.has_incompat(fsb::XFS_SB_FEAT_INCOMPAT_METADIR);
+            if v != 0 && v != NULL_INO && !metadir {
                 p.push(format!("{name} {v} without quotas"));
             }
         }
@@ -223,6 +226,9 @@ pub(crate) fn fields(sb: &Dsb, raw: &[u8], sect_size: usize, primary: bool) -> V
                 sb.sb_qflags.get()
             ));
         }
+    }
+    if let Some(m) = sb.metadir(raw) {
+        p.extend(metadir_fields(sb, &m));
     }
     let used = used_len(sb);
     let end = sect_size.min(raw.len());
@@ -311,6 +317,60 @@ fn v5_feature_bits(sb: &Dsb, p: &mut Vec<String>) {
             fsb::XFS_SB_VERSION2_FTYPE
         ));
     }
+}
+
+/// Largest realtime group in blocks, fewest extents in one, most groups.
+const MAX_RG_BLOCKS: u64 = (1 << 31) - 1;
+const MIN_RG_EXTENTS: u32 = 2;
+
+/// The fields of a metadata directory superblock: the padding is zero, the
+/// realtime groups cover the realtime extents exactly with a group size
+/// in the limits and its log right (the kernel's realtime group rules,
+/// which xfs_repair applies), and the inodes the metadata directory tree
+/// now holds are not named in the superblock (zero, not null).
+fn metadir_fields(sb: &Dsb, m: &fsb::DsbMetadir) -> Vec<String> {
+    let mut p = Vec::new();
+    if m.sb_pad.iter().any(|&b| b != 0) {
+        p.push("metadir padding is not zero".into());
+    }
+    let rx = u64::from(sb.sb_rextsize.get());
+    let (rgc, rge) = (m.sb_rgcount.get(), m.sb_rgextents.get());
+    if let Some(max) = MAX_RG_BLOCKS.checked_div(rx) {
+        if u64::from(rge) > max || rge < MIN_RG_EXTENTS {
+            p.push(format!("realtime group of {rge} extents of {rx} blocks"));
+        } else {
+            let groups = sb.sb_rextents.get().div_ceil(u64::from(rge));
+            if groups != u64::from(rgc) {
+                p.push(format!(
+                    "{rgc} realtime groups, but {} realtime extents make {groups}",
+                    sb.sb_rextents.get()
+                ));
+            }
+            let blocks = u64::from(rge) * rx;
+            let want = 64 - (blocks - 1).leading_zeros();
+            if u32::from(m.sb_rgblklog) != want {
+                p.push(format!(
+                    "realtime group block log {} for groups of {blocks} blocks (want {want})",
+                    m.sb_rgblklog
+                ));
+            }
+        }
+    }
+    let named = [
+        ("rbmino", sb.sb_rbmino.get()),
+        ("rsumino", sb.sb_rsumino.get()),
+        ("uquotino", sb.sb_uquotino.get()),
+        ("gquotino", sb.sb_gquotino.get()),
+        ("pquotino", sb.sb_pquotino.get()),
+    ];
+    for (name, v) in named {
+        if v != 0 {
+            p.push(format!(
+                "{name} {v}: the metadata directory tree holds that inode, the superblock field must be 0"
+            ));
+        }
+    }
+    p
 }
 
 /// The inode chunk alignment rules: the big cluster size, or that scaled
@@ -457,10 +517,21 @@ fn calc_root_ino(geo: &crate::geometry::Geometry) -> u64 {
     if geo.log_start.0 > 0 && geo.fsb_split(geo.log_start).0 .0 == 0 {
         b += u64::from(geo.log_blocks);
     }
-    let align = if geo.stripe_unit > 0 {
-        geo.stripe_unit
+    // The stripe unit aligns inode chunks only when it is a multiple of the
+    // inode chunk alignment (and that alignment covers an inode cluster);
+    // otherwise the chunk alignment does (libxfs's ialloc_align).
+    let su = geo.stripe_unit;
+    let ia = geo.inode_align;
+    let dalign = geo.versionnum & fsb::XFS_SB_VERSION_DALIGNBIT != 0;
+    let ino_mask = if ia >= geo.blocks_per_cluster() {
+        ia.saturating_sub(1)
     } else {
-        geo.inode_align
+        0
+    };
+    let align = if dalign && su > 0 && ino_mask != 0 && su & ino_mask == 0 {
+        su
+    } else {
+        ia
     };
     if align > 1 {
         b = b.div_ceil(u64::from(align)) * u64::from(align);
@@ -484,12 +555,27 @@ fn max_levels(block: u64, hdr: u64, rec: u64, node: u64, records: u64) -> u64 {
 
 /// The root, realtime bitmap and summary inodes are where mkfs puts them:
 /// the first inodes of AG 0's first inode chunk, in that order; the
-/// realtime ones may be null.
+/// realtime ones may be null. On a metadata directory filesystem the
+/// metadata directory root follows the root, and the realtime inodes live
+/// in that tree instead.
 pub(crate) fn check_root_inos(ctx: &Ctx<'_>) {
     let geo = ctx.fs.geometry();
-    let root = calc_root_ino(geo);
+    let mut root = calc_root_ino(geo);
     let loc = || Location::Sb(0);
-    if geo.root_ino.0 != root {
+    if geo.root_ino.0 != root && plausible_root(ctx) {
+        // xfs_repair keeps a root directory found elsewhere (the stripe
+        // unit may have changed since mkfs) and says so, then expects the
+        // other inodes after it.
+        ctx.sink.add(
+            "superblock",
+            loc(),
+            format!(
+                "root inode {} is a valid root directory but not where the stripe unit {} puts it ({root}): was the stripe unit changed?",
+                geo.root_ino.0, geo.stripe_unit
+            ),
+        );
+        root = geo.root_ino.0;
+    } else if geo.root_ino.0 != root {
         ctx.sink.add(
             "superblock",
             loc(),
@@ -499,10 +585,15 @@ pub(crate) fn check_root_inos(ctx: &Ctx<'_>) {
             ),
         );
     }
-    for (name, v, want) in [
-        ("realtime bitmap inode", geo.rbm_ino.0, root + 1),
-        ("realtime summary inode", geo.rsum_ino.0, root + 2),
-    ] {
+    let expected: &[(&str, u64, u64)] = if geo.features.metadir {
+        &[("metadata directory root inode", geo.metadir_ino.0, root + 1)]
+    } else {
+        &[
+            ("realtime bitmap inode", geo.rbm_ino.0, root + 1),
+            ("realtime summary inode", geo.rsum_ino.0, root + 2),
+        ]
+    };
+    for &(name, v, want) in expected {
         if v != want {
             ctx.sink.add(
                 "superblock",
@@ -511,4 +602,20 @@ pub(crate) fn check_root_inos(ctx: &Ctx<'_>) {
             );
         }
     }
+}
+
+/// True when the superblock's root inode is a directory whose '..' is
+/// itself (xfs_repair's test before it trusts a root found elsewhere).
+fn plausible_root(ctx: &Ctx<'_>) -> bool {
+    let geo = ctx.fs.geometry();
+    if !geo.ino_valid(geo.root_ino) {
+        return false;
+    }
+    let Ok(ino) = ctx.fs.inode(geo.root_ino) else {
+        return false;
+    };
+    if ino.file_type != crate::inode::FileType::Dir {
+        return false;
+    }
+    matches!(crate::dir::lookup(ctx.fs, &ino, b".."), Ok(Some(p)) if p == geo.root_ino)
 }

@@ -68,6 +68,8 @@ struct Collector<'a> {
     out: Vec<Extent>,
     /// Extent records the inode claims; we never collect more.
     limit: u64,
+    /// The data fork of a realtime file: records map realtime blocks.
+    realtime: bool,
     blocks_left: u64,
 }
 
@@ -99,7 +101,16 @@ impl Collector<'_> {
                     self.corrupt(format!("zero-length extent at file block {}", r.startoff))
                 );
             }
-            if !geo.fsb_range_valid(FsBlock(r.startblock), r.blockcount) {
+            if self.realtime {
+                // A realtime file's data lives on the realtime device,
+                // numbered linearly from its start.
+                if r.startblock.saturating_add(r.blockcount) > geo.rt_blocks {
+                    return Err(self.corrupt(format!(
+                        "extent at file block {} maps {} blocks at realtime block {} outside the realtime section ({} blocks)",
+                        r.startoff, r.blockcount, r.startblock, geo.rt_blocks
+                    )));
+                }
+            } else if !geo.fsb_range_valid(FsBlock(r.startblock), r.blockcount) {
                 return Err(self.corrupt(format!(
                     "extent at file block {} maps {} blocks at fs block {} outside the data section",
                     r.startoff, r.blockcount, r.startblock
@@ -172,6 +183,7 @@ pub fn extents(fs: &Fs, inode: &Inode, fork: Fork) -> Result<Vec<Extent>> {
         fork,
         out: Vec::new(),
         limit: count,
+        realtime: fork == Fork::Data && inode.is_realtime(),
         blocks_left: inode.nblocks.saturating_add(1),
     };
     match format {

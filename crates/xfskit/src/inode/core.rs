@@ -567,6 +567,11 @@ impl Inode {
     pub fn may_share(&self) -> bool {
         self.flags2 & xfs_format::inode::XFS_DIFLAG2_REFLINK != 0
     }
+
+    /// True when the file's data lives on the realtime device.
+    pub fn is_realtime(&self) -> bool {
+        self.file_type == FileType::File && self.flags & xfs_format::inode::XFS_DIFLAG_REALTIME != 0
+    }
 }
 
 fn fork_code(f: ForkFormat) -> u8 {

@@ -15,6 +15,9 @@ impl<'a> FileReader<'a> {
     /// Loads the data fork mapping of `inode`.
     pub fn new(fs: &'a Fs, inode: &Inode) -> Result<FileReader<'a>> {
         let map = bmap::extents(fs, inode, Fork::Data)?;
+        if inode.is_realtime() && map.iter().any(|e| !e.unwritten) {
+            return Err(needs_rtdev(inode.ino.0));
+        }
         Ok(FileReader {
             fs,
             size: inode.size,
@@ -87,4 +90,12 @@ pub fn read_mapped(
         done += n;
     }
     Ok(want)
+}
+
+/// The error for a realtime file's data: it lives on the realtime device,
+/// which this filesystem was opened without.
+pub fn needs_rtdev(ino: u64) -> crate::Error {
+    crate::Error::Unsupported(format!(
+        "inode {ino} is a realtime file whose data is on the realtime device: needs the realtime device: --rtdev"
+    ))
 }

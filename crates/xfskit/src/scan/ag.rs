@@ -160,9 +160,14 @@ pub(crate) fn scan_ag(
                 let ino = ino0 + u64::from(i);
                 let at = (base + u64::from(i) * isize) as usize;
                 let raw = &buf[at..at + isize as usize];
-                if (raw_mode(raw) == 0 && raw.starts_with(b"IN")) || job.hidden.contains(&ino) {
-                    // Metadata inodes are private; an allocated inode with
-                    // mode 0 is treated as free, as the kernel does.
+                if (raw_mode(raw) == 0 && raw.starts_with(b"IN"))
+                    || job.hidden.contains(&ino)
+                    || (geo.features.metadir && raw_is_metadata(raw))
+                {
+                    // Metadata inodes are private (the quota and realtime
+                    // inodes the superblock names, every inode of a metadata
+                    // directory tree); an allocated inode with mode 0 is
+                    // treated as free, as the kernel does.
                     stats.skipped += 1;
                     continue;
                 }
@@ -175,6 +180,15 @@ pub(crate) fn scan_ag(
         }
     }
     Ok(stats)
+}
+
+/// True when a raw v3 inode carries the metadata flag (di_flags2).
+fn raw_is_metadata(raw: &[u8]) -> bool {
+    let Some(f2) = raw.get(120..128) else {
+        return false;
+    };
+    let f2 = u64::from_be_bytes(f2.try_into().unwrap_or([0; 8]));
+    raw[4] >= 3 && f2 & xfs_format::inode::XFS_DIFLAG2_METADATA != 0
 }
 
 /// The mode field of a raw inode (bytes 2..4).

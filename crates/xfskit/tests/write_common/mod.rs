@@ -312,6 +312,26 @@ pub fn mkfs_618_qa(path: &Path, size: u64, opts: &str) {
     assert!(ok, "mkfs.xfs 6.15 (6.18 defaults, QA) {opts}: {out}");
 }
 
+/// As [`mkfs_618`], with a metadata directory tree (`metadir=1` in a copy
+/// of the 6.18 defaults, which name it: mkfs.xfs refuses an option given
+/// both in the file and on the command line).
+pub fn mkfs_618_metadir(path: &Path, size: u64, opts: &str) {
+    let _ = std::fs::remove_file(path);
+    std::fs::File::create(path).unwrap().set_len(size).unwrap();
+    let conf = xfsprogs_615().unwrap().join("conf/lts_6.18.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.contains("metadir=0"), "{}: {text}", conf.display());
+    let mine = path.with_extension("metadir.conf");
+    std::fs::write(&mine, text.replace("metadir=0", "metadir=1")).unwrap();
+    let conf = format!("options={}", mine.display());
+    let mut args: Vec<&str> = vec!["-c", &conf];
+    args.extend(opts.split_whitespace());
+    let p = path.display().to_string();
+    args.extend(["-q", "-f", &p]);
+    let (ok, out) = run_615("mkfs.xfs", &args);
+    assert!(ok, "mkfs.xfs 6.15 (6.18 defaults, metadir) {opts}: {out}");
+}
+
 /// Panics with xfs_repair 6.15's findings unless `xfs_repair -n` is clean.
 pub fn assert_repair_615_clean(path: &Path) {
     let (ok, out) = run_615("xfs_repair", &["-n", &path.display().to_string()]);
