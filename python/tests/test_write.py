@@ -139,7 +139,11 @@ def test_damaged_inode_gives_corrupt_error(tmp_path):
         "except xfskit.CorruptError as e:\n"
         "    print('corrupt', e.errno, e)\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # From the image's directory: `-c` puts the working directory first on
+    # sys.path, and python/ holds the source package without its native module.
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=img.parent
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("corrupt 117 ")
     with xfskit.open(img) as fs:
