@@ -103,6 +103,7 @@ def open(
     lv: str | None = None,
     writable: bool = False,
     norecovery: bool = False,
+    rtdev: Any = None,
 ) -> "Filesystem":
     """Opens the XFS filesystem in ``source``.
 
@@ -113,16 +114,25 @@ def open(
     ``lv`` ("VG/LV") choose among several filesystems. ``writable`` opens it
     for changes, journaled like the CLI's offline edits (paths only; a
     dirty log is replayed first); ``norecovery`` reads a filesystem whose
-    log needs replay as it is on disk.
+    log needs replay as it is on disk. ``rtdev`` (a path) is the realtime
+    device of a filesystem with a realtime section, from which realtime
+    files' data is read (paths only).
     """
     if isinstance(source, (str, bytes, os.PathLike)):
         inner, notes = _xfskit.open_path(
-            os.fsdecode(source), partition, lv, writable, norecovery
+            os.fsdecode(source),
+            partition,
+            lv,
+            writable,
+            norecovery,
+            None if rtdev is None else os.fsdecode(rtdev),
         )
         name = os.fsdecode(source)
     else:
         if writable:
             raise ValueError("a file object source is read-only: give a path to write")
+        if rtdev is not None:
+            raise ValueError("a realtime device goes with a path source, not a file object")
         name = str(getattr(source, "name", None) or getattr(source, "path", None) or repr(source))
         inner, notes = _xfskit.open_fileobj(source, name, partition, lv, norecovery)
     if notes:

@@ -109,6 +109,7 @@ def open_path(
     lv: Optional[str] = None,
     writable: bool = False,
     norecovery: bool = False,
+    rtdev: Optional[str] = None,
 ) -> tuple[Fs, list[str]]: ...
 def open_fileobj(
     fileobj: Any,

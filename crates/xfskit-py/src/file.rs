@@ -7,7 +7,7 @@ use crate::fsys::PyFs;
 use crate::stat::StatResult;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use xfskit::inode::{Extent, FileType, Fork, Inode};
+use xfskit::inode::{DataDev, Extent, FileType, Fork, Inode};
 use xfskit::{Fs, Ino};
 
 /// An open regular file.
@@ -17,7 +17,7 @@ pub struct Handle {
     ino: Ino,
     /// Size and data fork map, kept when the filesystem is read-only (the
     /// file cannot change under us); a writable one reads the inode again.
-    map: Option<(u64, Vec<Extent>)>,
+    map: Option<(u64, Vec<Extent>, DataDev)>,
 }
 
 impl Handle {
@@ -34,7 +34,8 @@ impl Handle {
             None
         } else {
             let ext = xfskit::inode::extents(fs, &ip, Fork::Data).py()?;
-            Some((ip.size, ext))
+            xfskit::inode::require_data_dev(fs, &ip, &ext).py()?;
+            Some((ip.size, ext, DataDev::of(&ip)))
         };
         Ok(Handle {
             owner,
@@ -65,7 +66,7 @@ impl Handle {
 
     /// The file's size now.
     fn size(&self, py: Python<'_>) -> PyResult<u64> {
-        if let Some((size, _)) = &self.map {
+        if let Some((size, _, _)) = &self.map {
             return Ok(*size);
         }
         let fs = self.fs(py)?;
@@ -75,11 +76,11 @@ impl Handle {
     /// Up to `n` bytes at offset `off` (fewer at the end, b"" past it).
     fn pread<'py>(&self, py: Python<'py>, off: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
         let fs = self.fs(py)?;
-        if let Some((size, map)) = &self.map {
+        if let Some((size, map, dev)) = &self.map {
             let want = size.saturating_sub(off).min(n as u64) as usize;
             return PyBytes::new_with(py, want, |buf| {
                 py.detach(|| {
-                    let got = xfskit::inode::read_mapped(&fs, map, *size, off, buf).py()?;
+                    let got = xfskit::inode::read_mapped(&fs, map, *dev, *size, off, buf).py()?;
                     buf[got..].fill(0);
                     Ok(())
                 })

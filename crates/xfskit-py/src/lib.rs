@@ -22,14 +22,26 @@ use xfskit::dev::Device;
 use xfskit::disk::{Format, Image, ImageOptions};
 use xfskit::{Fs, OpenOptions};
 
-fn engine_open(img: Image, writable: bool, norecovery: bool) -> PyResult<PyFs> {
+fn engine_open(
+    img: Image,
+    writable: bool,
+    norecovery: bool,
+    rtdev: Option<PathBuf>,
+) -> PyResult<PyFs> {
     let fs = if writable {
-        Fs::from_device_rw(img.device, &OpenOptions::default())
+        Fs::from_device_rw(
+            img.device,
+            &OpenOptions {
+                rtdev,
+                ..Default::default()
+            },
+        )
     } else {
         Fs::from_device(
             img.device,
             &OpenOptions {
                 norecovery,
+                rtdev,
                 ..Default::default()
             },
         )
@@ -41,7 +53,7 @@ fn engine_open(img: Image, writable: bool, norecovery: bool) -> PyResult<PyFs> {
 /// Opens the filesystem in the image at `path` (a bare filesystem, a
 /// partitioned disk, LVM2 volumes, qcow2): returns (Fs, warnings).
 #[pyfunction]
-#[pyo3(signature = (path, partition=None, lv=None, writable=false, norecovery=false))]
+#[pyo3(signature = (path, partition=None, lv=None, writable=false, norecovery=false, rtdev=None))]
 fn open_path(
     py: Python<'_>,
     path: PathBuf,
@@ -49,6 +61,7 @@ fn open_path(
     lv: Option<String>,
     writable: bool,
     norecovery: bool,
+    rtdev: Option<PathBuf>,
 ) -> PyResult<(PyFs, Vec<String>)> {
     py.detach(|| {
         let opts = ImageOptions {
@@ -58,7 +71,7 @@ fn open_path(
         };
         let img = xfskit::disk::open(&path, &opts).at(path.as_os_str().as_encoded_bytes())?;
         let notes = img.notes.clone();
-        Ok((engine_open(img, writable, norecovery)?, notes))
+        Ok((engine_open(img, writable, norecovery, rtdev)?, notes))
     })
 }
 
@@ -95,7 +108,7 @@ fn open_fileobj(
         };
         let img = xfskit::disk::open_device(disk, format, &opts, &name).py()?;
         let notes = img.notes.clone();
-        Ok((engine_open(img, false, norecovery)?, notes))
+        Ok((engine_open(img, false, norecovery, None)?, notes))
     })
 }
 

@@ -563,9 +563,8 @@ impl Shared<'_> {
         let geo = self.fs.geometry();
         let bs = u64::from(geo.block_size);
         let map = extents(self.fs, inode, Fork::Data)?;
-        if inode.is_realtime() && map.iter().any(|e| !e.unwritten) {
-            return Err(crate::inode::needs_rtdev(inode.ino.0));
-        }
+        crate::inode::require_data_dev(self.fs, inode, &map)?;
+        let dev = crate::inode::DataDev::of(inode);
         let writing = || format!("writing its contents ({} bytes)", inode.size);
         let mut buf = Vec::new();
         for e in map.iter().filter(|e| !e.unwritten) {
@@ -574,10 +573,10 @@ impl Shared<'_> {
                 break;
             }
             let file_end = e.end().saturating_mul(bs).min(inode.size);
-            let dev_start = geo.fsb_to_daddr(e.start).bytes();
+            let dev_start = dev.byte_offset(self.fs, e.start, 0);
             let total = file_end - file_start;
             let ahead = (self.chunk as u64) * 4;
-            self.fs.device().will_need(dev_start, total.min(ahead));
+            dev.will_need(self.fs, dev_start, total.min(ahead));
             let mut done = 0u64;
             while done < total {
                 let n = (total - done).min(self.chunk as u64) as usize;
@@ -586,11 +585,9 @@ impl Shared<'_> {
                 }
                 if done + ahead < total && done.is_multiple_of(ahead) {
                     let next = done + ahead;
-                    self.fs
-                        .device()
-                        .will_need(dev_start + next, (total - next).min(ahead));
+                    dev.will_need(self.fs, dev_start + next, (total - next).min(ahead));
                 }
-                self.fs.read_bytes(dev_start + done, &mut buf[..n])?;
+                dev.read(self.fs, e.start, done, &mut buf[..n])?;
                 if let Err(e) = f.write_all_at(&buf[..n], file_start + done) {
                     return Ok(Some((writing(), e)));
                 }

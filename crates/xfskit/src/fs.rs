@@ -41,11 +41,18 @@ pub struct OpenOptions {
     /// left on the unlinked lists, staging extents): the log stays dirty
     /// until that work is done.
     pub after_replay: bool,
+    /// The realtime device (`xfs_db -R`, `mount -o rtdev=`): the file or
+    /// block device that holds the realtime section of a filesystem that
+    /// has one. Without it, realtime files' data cannot be read.
+    pub rtdev: Option<std::path::PathBuf>,
 }
 
 /// An XFS filesystem opened for reading.
 pub struct Fs {
     dev: Arc<dyn Device>,
+    /// The realtime device, when the filesystem has a realtime section and
+    /// it was given ([`OpenOptions::rtdev`]).
+    rt: Option<Arc<dyn Device>>,
     geo: Geometry,
     cache: BufCache,
     log_state: LogState,
@@ -147,11 +154,12 @@ impl Fs {
         probe.geo.require_writable_format()?;
         if probe.geo.rt_blocks > 0 && resume.is_none() {
             // Its realtime bitmap and summary, and realtime files' data,
-            // are on a device xfskit is not given.
-            return Err(Error::Unsupported(
-                "writing to a filesystem with a realtime section: needs the realtime device: --rtdev"
-                    .into(),
-            ));
+            // are not written by xfskit yet.
+            return Err(Error::Unsupported(if probe.rt.is_some() {
+                "writing to a filesystem with a realtime section: realtime filesystems are read-only in xfskit".into()
+            } else {
+                "writing to a filesystem with a realtime section: needs the realtime device: --rtdev".into()
+            }));
         }
         if matches!(probe.log_state, LogState::Dirty(_)) && resume.is_none() {
             drop(probe);
@@ -410,6 +418,10 @@ impl Fs {
                 ),
             ));
         }
+        let rt = match &opts.rtdev {
+            Some(p) => Some(open_rtdev(p, &geo)?),
+            None => None,
+        };
         let cache_bytes = if opts.cache_bytes == 0 {
             256 << 20
         } else {
@@ -417,6 +429,7 @@ impl Fs {
         };
         let mut fs = Fs {
             dev: dev.into(),
+            rt,
             geo,
             cache: BufCache::new(cache_bytes),
             log_state: LogState::Clean,
@@ -560,6 +573,35 @@ impl Fs {
         self.dev.read_at(buf, off).map_err(Error::Io)
     }
 
+    /// The realtime device, when it was given.
+    pub fn rt_device(&self) -> Option<&dyn Device> {
+        self.rt.as_deref()
+    }
+
+    /// Reads raw bytes of the realtime device at byte `off` (realtime
+    /// block `b` is at `b * block_size`); without the device, the error
+    /// says it is needed, naming inode `ino` whose data is read.
+    pub fn read_rt_bytes(&self, ino: u64, off: u64, buf: &mut [u8]) -> Result<()> {
+        let rt = self
+            .rt
+            .as_ref()
+            .ok_or_else(|| crate::inode::needs_rtdev(ino))?;
+        rt.read_at(buf, off).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                Error::corrupt(
+                    "realtime data",
+                    Location::Inode(ino),
+                    format!(
+                        "{} bytes at byte {off} lie past the end of the realtime device",
+                        buf.len()
+                    ),
+                )
+            } else {
+                Error::Io(e)
+            }
+        })
+    }
+
     /// Reads a metadata block of `len` bytes at `daddr`, checks it with
     /// `verifier` (CRC first, then structure) and caches it.
     pub fn read_meta(&self, daddr: Daddr, len: u32, verifier: &Verifier<'_>) -> Result<Arc<[u8]>> {
@@ -619,6 +661,35 @@ const SB_FDBLOCKS_OFF: usize = std::mem::offset_of!(xfs_format::sb::Dsb, sb_fdbl
 /// Committed but unwritten bytes of an inode, if any (write mode).
 pub(crate) fn pending_inode(fs: &Fs, off: u64, len: usize) -> Option<Arc<[u8]>> {
     fs.write.as_ref().and_then(|w| w.get(off, len))
+}
+
+/// Opens the realtime device at `path` for a filesystem of geometry `geo`:
+/// the filesystem must have a classic realtime section, and the device
+/// must hold all of it.
+fn open_rtdev(path: &Path, geo: &Geometry) -> Result<Arc<dyn Device>> {
+    if geo.rt_blocks == 0 {
+        return Err(Error::Invalid(format!(
+            "a realtime device was given ({}), but the filesystem has no realtime section",
+            path.display()
+        )));
+    }
+    let dev = FileDevice::open_read_only(path).map_err(|e| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("the realtime device {}: {e}", path.display()),
+        ))
+    })?;
+    let need = geo.rt_blocks.saturating_mul(u64::from(geo.block_size));
+    if dev.len() < need {
+        return Err(Error::Invalid(format!(
+            "the realtime device {} has {} bytes, but the realtime section needs {need} ({} blocks of {} bytes)",
+            path.display(),
+            dev.len(),
+            geo.rt_blocks,
+            geo.block_size
+        )));
+    }
+    Ok(Arc::new(dev))
 }
 
 fn short_device(e: std::io::Error, len: u64) -> Error {

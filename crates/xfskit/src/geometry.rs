@@ -148,6 +148,13 @@ pub struct Geometry {
     pub rt_blocks: u64,
     /// Realtime extent size in blocks.
     pub rt_extsize: u32,
+    /// Blocks of the realtime bitmap file (`sb_rbmblocks`).
+    pub rt_bmblocks: u32,
+    /// log2 of the realtime extent count, rounded down (`sb_rextslog`):
+    /// the summary file has this many plus one levels.
+    pub rt_extslog: u8,
+    /// Free realtime extents as the superblock counts them (`sb_frextents`).
+    pub rt_frextents: u64,
     /// Log sector size in bytes.
     pub log_sect_size: u32,
     /// Superblock counters (lazy; the AG headers are authoritative).
@@ -423,6 +430,9 @@ impl Geometry {
             rt_extents: sb.sb_rextents.get(),
             rt_blocks: sb.sb_rblocks.get(),
             rt_extsize: sb.sb_rextsize.get(),
+            rt_bmblocks: sb.sb_rbmblocks.get(),
+            rt_extslog: sb.sb_rextslog,
+            rt_frextents: sb.sb_frextents.get(),
             log_sect_size: u32::from(sb.sb_logsectsize.get()).max(512),
             icount: sb.sb_icount.get(),
             ifree: sb.sb_ifree.get(),

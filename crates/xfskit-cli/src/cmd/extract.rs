@@ -36,8 +36,9 @@ the destination (EIO, a read-only filesystem) always stop it.
 
 Entries the image is damaged at are skipped and reported, the rest is
 extracted, and the exit status is 5 (run xfskit check). Realtime files
-(whose data is on a separate realtime device, which cannot be given yet)
-are skipped and reported the same way, with exit status 3.
+(whose data is on a separate realtime device) are read from the device
+given with --rtdev; without it they are skipped and reported the same
+way, with exit status 3.
 
 Exit status: 0 on success, 1 if --path does not exist, 2 if DEST is not
 empty, 3 if the filesystem is unsupported, its log needs replay or
@@ -155,7 +156,7 @@ pub fn report_skips(report: &ExtractReport, prefix: &str) -> u8 {
     }
     if !report.unreadable.is_empty() {
         eprintln!(
-            "{prefix}{} realtime files were skipped: their data is on the realtime device, which xfskit cannot read yet (needs the realtime device: --rtdev)",
+            "{prefix}{} realtime files were skipped: their data is on the realtime device, which was not given (needs the realtime device: --rtdev)",
             report.unreadable.len()
         );
         return 3;

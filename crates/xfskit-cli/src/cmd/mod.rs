@@ -16,7 +16,7 @@ pub mod parts;
 pub mod recover;
 pub mod stat;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use xfskit::{Error, Fs, OpenOptions};
 
@@ -84,6 +84,12 @@ pub struct DiskArgs {
     /// one to use, as VG/LV (`xfskit parts` lists them). Linear volumes only.
     #[arg(long, value_name = "VG/LV")]
     pub lv: Option<String>,
+    /// The realtime device (a file or block device) of a filesystem with a
+    /// realtime section, as `xfs_db -R` and `mount -o rtdev=` take it:
+    /// realtime files' data is read from it and `check` checks the
+    /// realtime section with it.
+    #[arg(long, value_name = "FILE")]
+    pub rtdev: Option<PathBuf>,
 }
 
 /// Opens the filesystem in an image (bare, partitioned disk or qcow2)
@@ -109,5 +115,14 @@ pub fn open_with(image: &Path, disk: &DiskArgs, opts: &OpenOptions) -> Result<Fs
     for note in &img.notes {
         eprintln!("xfskit: warning: {}: {note}", image.display());
     }
-    Fs::from_device(img.device, opts)
+    Fs::from_device(img.device, &with_rtdev(opts, disk))
+}
+
+/// `opts` with the realtime device of `disk`, when one was given.
+pub fn with_rtdev(opts: &OpenOptions, disk: &DiskArgs) -> OpenOptions {
+    let mut o = opts.clone();
+    if disk.rtdev.is_some() {
+        o.rtdev = disk.rtdev.clone();
+    }
+    o
 }

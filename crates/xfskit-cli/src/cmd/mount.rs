@@ -190,7 +190,7 @@ fn open(args: &Args, filestreams: bool) -> Result<Fs, Error> {
         filestreams,
         ..Default::default()
     };
-    Fs::from_device_rw(img.device, &opts)
+    Fs::from_device_rw(img.device, &super::with_rtdev(&opts, &args.disk))
 }
 
 /// Takes the XFS options out of `-o` lists: (filestreams, the rest for FUSE).

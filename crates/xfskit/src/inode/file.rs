@@ -3,25 +3,91 @@
 use super::{bmap, Extent, Fork, Inode};
 use crate::error::Result;
 use crate::fs::Fs;
+use crate::geometry::FsBlock;
+
+/// The device a data fork's extents address: the data device (AG-encoded
+/// filesystem blocks) or, for a realtime file, the realtime device
+/// (realtime blocks numbered from its start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataDev {
+    /// The data section.
+    Data,
+    /// The realtime section; `ino` is the realtime file, named in errors.
+    Realtime {
+        /// The file whose data this is.
+        ino: u64,
+    },
+}
+
+impl DataDev {
+    /// Where the data fork of `inode` points.
+    pub fn of(inode: &Inode) -> DataDev {
+        if inode.is_realtime() {
+            DataDev::Realtime { ino: inode.ino.0 }
+        } else {
+            DataDev::Data
+        }
+    }
+
+    /// Byte offset of byte `within` of the block at `start` on its device.
+    pub fn byte_offset(self, fs: &Fs, start: FsBlock, within: u64) -> u64 {
+        let geo = fs.geometry();
+        match self {
+            DataDev::Data => geo.fsb_to_daddr(start).bytes() + within,
+            DataDev::Realtime { .. } => start.0 * u64::from(geo.block_size) + within,
+        }
+    }
+
+    /// Reads `buf.len()` bytes of file data at byte `within` of the block
+    /// at `start` (an extent's start block plus an offset into it).
+    pub fn read(self, fs: &Fs, start: FsBlock, within: u64, buf: &mut [u8]) -> Result<()> {
+        let off = self.byte_offset(fs, start, within);
+        match self {
+            DataDev::Data => fs.read_bytes(off, buf),
+            DataDev::Realtime { ino } => fs.read_rt_bytes(ino, off, buf),
+        }
+    }
+
+    /// Hints that `len` bytes at byte `off` of this device will be read.
+    pub fn will_need(self, fs: &Fs, off: u64, len: u64) {
+        match self {
+            DataDev::Data => fs.device().will_need(off, len),
+            DataDev::Realtime { .. } => {
+                if let Some(rt) = fs.rt_device() {
+                    rt.will_need(off, len)
+                }
+            }
+        }
+    }
+}
+
+/// Refuses a realtime file with written data on a filesystem opened
+/// without its realtime device.
+pub fn require_data_dev(fs: &Fs, inode: &Inode, map: &[Extent]) -> Result<()> {
+    if inode.is_realtime() && fs.rt_device().is_none() && map.iter().any(|e| !e.unwritten) {
+        return Err(needs_rtdev(inode.ino.0));
+    }
+    Ok(())
+}
 
 /// Reads regular-file contents with a cached extent map.
 pub struct FileReader<'a> {
     fs: &'a Fs,
     size: u64,
     map: Vec<Extent>,
+    dev: DataDev,
 }
 
 impl<'a> FileReader<'a> {
     /// Loads the data fork mapping of `inode`.
     pub fn new(fs: &'a Fs, inode: &Inode) -> Result<FileReader<'a>> {
         let map = bmap::extents(fs, inode, Fork::Data)?;
-        if inode.is_realtime() && map.iter().any(|e| !e.unwritten) {
-            return Err(needs_rtdev(inode.ino.0));
-        }
+        require_data_dev(fs, inode, &map)?;
         Ok(FileReader {
             fs,
             size: inode.size,
             map,
+            dev: DataDev::of(inode),
         })
     }
 
@@ -38,7 +104,12 @@ impl<'a> FileReader<'a> {
     /// Reads up to `buf.len()` bytes at `off`; returns the count (0 at EOF).
     /// Holes and unwritten extents read as zeros.
     pub fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<usize> {
-        read_mapped(self.fs, &self.map, self.size, off, buf)
+        read_mapped(self.fs, &self.map, self.dev, self.size, off, buf)
+    }
+
+    /// The device the mapping addresses.
+    pub fn data_dev(&self) -> DataDev {
+        self.dev
     }
 }
 
@@ -48,10 +119,12 @@ pub fn read_at(fs: &Fs, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize
 }
 
 /// Reads through a mapping (from [`FileReader::extents`] or [`super::extents`])
-/// of a file of `size` bytes: the core of every file and block read.
+/// of a file of `size` bytes whose extents address `dev`: the core of every
+/// file and block read.
 pub fn read_mapped(
     fs: &Fs,
     map: &[Extent],
+    dev: DataDev,
     size: u64,
     off: u64,
     buf: &mut [u8],
@@ -74,9 +147,8 @@ pub fn read_mapped(
                 if e.unwritten {
                     buf[done..done + n].fill(0);
                 } else {
-                    let dev_off =
-                        geo.fsb_to_daddr(e.start).bytes() + (fblock - e.offset) * bs + within;
-                    fs.read_bytes(dev_off, &mut buf[done..done + n])?;
+                    let within = (fblock - e.offset) * bs + within;
+                    dev.read(fs, e.start, within, &mut buf[done..done + n])?;
                 }
                 n
             }

@@ -1,0 +1,379 @@
+//! Classic realtime sections read with their device (`--rtdev FILE`):
+//! realtime files' data through cat, extract and the read-only mount,
+//! against the bytes the image was made from; the device checked against
+//! the superblock; `check --rtdev` against `xfs_repair -n -r` 6.15.
+//!
+//! The images: mkfs.xfs 6.15 with `-r rtdev=FILE,extsize=16k` (four blocks
+//! a realtime extent) and a protofile of empty files (neither mkfs.xfs nor
+//! this kernel writes realtime data), then each made a realtime file with
+//! xfs_db (flag, size, extent records in realtime blocks: a file of one
+//! extent, one of two extents with a hole between them, one unwritten
+//! extent), its data written to the realtime device at those blocks, and
+//! `xfs_repair -r` run to make the realtime bitmap, summary and free
+//! count agree; `xfs_repair -n -r` then proves the image valid.
+
+mod common;
+
+use common::fixtures::{output_text, xfskit_output as xfskit};
+use common::{skip, TempDir};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+fn tool(x615: &Path, name: &str) -> Command {
+    let mut c = Command::new(x615.join("libexec").join(name));
+    c.env("LD_LIBRARY_PATH", x615.join("lib"));
+    c
+}
+
+fn run_ok(c: &mut Command, what: &str) -> String {
+    let o = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        o.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `name = value` lines of xfs_db's print, as numbers.
+fn field(out: &str, name: &str) -> u64 {
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{name} = ")))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {out}"))
+}
+
+/// Deterministic bytes (xorshift), so a misplaced block shows.
+fn pattern(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+const BS: u64 = 4096;
+
+/// One realtime file: (file block, realtime block, blocks, unwritten).
+struct RtFile {
+    name: &'static str,
+    size: u64,
+    extents: Vec<(u64, u64, u64, bool)>,
+}
+
+/// A realtime image and what its files hold.
+struct RtImage {
+    _tmp: TempDir,
+    img: PathBuf,
+    rtdev: PathBuf,
+    /// (path in the image, contents).
+    files: Vec<(String, Vec<u8>)>,
+    x615: PathBuf,
+    dir: PathBuf,
+}
+
+impl RtImage {
+    fn repair_n(&self) -> (bool, String) {
+        let o = tool(&self.x615, "xfs_repair")
+            .args(["-n", "-r"])
+            .arg(&self.rtdev)
+            .arg(&self.img)
+            .output()
+            .expect("xfs_repair -n");
+        (o.status.success(), output_text(&o))
+    }
+}
+
+fn rt_files() -> Vec<RtFile> {
+    vec![
+        // 100,000 bytes in 7 realtime extents from realtime block 0.
+        RtFile {
+            name: "one",
+            size: 100_000,
+            extents: vec![(0, 0, 28, false)],
+        },
+        // Blocks 0-3 at realtime block 64, a hole, blocks 8-15 at 200.
+        RtFile {
+            name: "two",
+            size: 16 * BS - 100,
+            extents: vec![(0, 64, 4, false), (8, 200, 8, false)],
+        },
+        // Preallocated: reads as zeros whatever the device holds there.
+        RtFile {
+            name: "prealloc",
+            size: 4 * BS,
+            extents: vec![(0, 400, 4, true)],
+        },
+    ]
+}
+
+/// Makes the image; None (after recording the skip) without xfsprogs 6.15.
+fn make(test: &str) -> Option<RtImage> {
+    let Some(x615) = common::fixtures::xfsprogs_615() else {
+        skip(test, "xfsprogs 6.15 is missing (mkfs.xfs -r rtdev, xfs_db)");
+        return None;
+    };
+    let tmp = TempDir::new("xfskit-rtdev");
+    let dir = tmp.path().to_path_buf();
+    let img = dir.join("rt.img");
+    let rtdev = dir.join("rt.rtdev");
+    for f in [&img, &rtdev] {
+        std::fs::File::create(f)
+            .and_then(|h| h.set_len(64 << 20))
+            .expect("create image");
+    }
+    let plain = dir.join("plain");
+    let plain_data = pattern(7, 9000);
+    std::fs::write(&plain, &plain_data).expect("write");
+    let files = rt_files();
+    let mut proto = String::from("/\n0 0\nd--755 0 0\n");
+    for f in &files {
+        proto.push_str(&format!("{} ---644 0 0 /dev/null\n", f.name));
+    }
+    proto.push_str(&format!(
+        "sub d--755 0 0\nplain ---644 0 0 {}\n$\n$\n",
+        plain.display()
+    ));
+    let protofile = dir.join("proto");
+    std::fs::write(&protofile, proto).expect("protofile");
+    run_ok(
+        tool(&x615, "mkfs.xfs")
+            .env("TEST_DEV", "/dev/null")
+            .env("TEST_DIR", "/tmp")
+            .env("QA_CHECK_FS", "1")
+            .args(["-q", "-f", "-b", "size=4096", "-r"])
+            .arg(format!("rtdev={},extsize=16k", rtdev.display()))
+            .arg("-p")
+            .arg(&protofile)
+            .arg(&img),
+        "mkfs.xfs 6.15 -r rtdev",
+    );
+    let ls = run_ok(
+        tool(&x615, "xfs_db").args(["-r", "-c", "ls /"]).arg(&img),
+        "xfs_db ls",
+    );
+    let ino_of = |name: &str| -> u64 {
+        ls.lines()
+            .find(|l| l.ends_with(&format!(" {name} (good)")))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {ls}"))
+    };
+    let set = |c: String| ["-c".to_string(), format!("write -d {c}")];
+    let mut args = vec!["-x".to_string()];
+    let dev = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&rtdev)
+        .expect("open rtdev");
+    let mut out = Vec::new();
+    for (k, f) in files.iter().enumerate() {
+        args.extend(["-c".into(), format!("inode {}", ino_of(f.name))]);
+        let blocks: u64 = f.extents.iter().map(|e| e.2).sum();
+        for c in [
+            "core.realtime 1".to_string(),
+            format!("core.size {}", f.size),
+            format!("core.nextents {}", f.extents.len()),
+            format!("core.nblocks {blocks}"),
+        ] {
+            args.extend(set(c));
+        }
+        let data = pattern(100 + k as u64, f.size as usize);
+        let mut want = vec![0u8; f.size as usize];
+        for (i, &(off, rtb, len, unwritten)) in f.extents.iter().enumerate() {
+            for c in [
+                format!("u3.bmx[{i}].startoff {off}"),
+                format!("u3.bmx[{i}].startblock {rtb}"),
+                format!("u3.bmx[{i}].blockcount {len}"),
+                format!("u3.bmx[{i}].extentflag {}", u8::from(unwritten)),
+            ] {
+                args.extend(set(c));
+            }
+            let a = (off * BS) as usize;
+            let b = (((off + len) * BS) as usize).min(data.len());
+            if unwritten {
+                // Stale bytes on the device that must not show.
+                dev.write_all_at(&vec![0xee; (len * BS) as usize], rtb * BS)
+                    .expect("stale data");
+            } else {
+                dev.write_all_at(&data[a..b], rtb * BS).expect("rt data");
+                want[a..b].copy_from_slice(&data[a..b]);
+            }
+        }
+        out.push((format!("/{}", f.name), want));
+    }
+    drop(dev);
+    run_ok(tool(&x615, "xfs_db").args(&args).arg(&img), "xfs_db writes");
+    // The realtime bitmap, summary and free count made to match the files.
+    let o = tool(&x615, "xfs_repair")
+        .arg("-r")
+        .arg(&rtdev)
+        .arg(&img)
+        .output()
+        .expect("xfs_repair");
+    assert!(o.status.success(), "xfs_repair -r: {}", output_text(&o));
+    out.push(("/sub/plain".into(), plain_data));
+    let im = RtImage {
+        _tmp: tmp,
+        img,
+        rtdev,
+        files: out,
+        x615,
+        dir,
+    };
+    let (ok, text) = im.repair_n();
+    assert!(ok, "xfs_repair -n -r 6.15 on the realtime image: {text}");
+    let sb = run_ok(
+        tool(&im.x615, "xfs_db")
+            .args(["-r", "-c", "sb 0", "-c", "print frextents rextents"])
+            .arg(&im.img),
+        "xfs_db sb",
+    );
+    assert_eq!(
+        field(&sb, "rextents") - field(&sb, "frextents"),
+        7 + 3 + 1,
+        "{sb}"
+    );
+    Some(im)
+}
+
+#[test]
+fn realtime_files_read_with_rtdev() {
+    const TEST: &str = "realtime_files_read_with_rtdev";
+    let Some(im) = make(TEST) else { return };
+    let (img, rtdev) = (s(&im.img), s(&im.rtdev));
+    for (path, want) in &im.files {
+        let o = xfskit(&["cat", "--rtdev", rtdev, img, path]);
+        assert!(o.status.success(), "cat {path}: {}", output_text(&o));
+        assert!(o.stdout == *want, "cat {path}: the bytes differ");
+    }
+    // Without the device: exactly that, exit 3.
+    let o = xfskit(&["cat", img, "/one"]);
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
+    assert!(output_text(&o).contains("needs the realtime device: --rtdev"));
+
+    let dest = im.dir.join("out");
+    let o = xfskit(&["extract", "-q", "--rtdev", rtdev, img, s(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "extract: {}", output_text(&o));
+    for (path, want) in &im.files {
+        let got = std::fs::read(dest.join(&path[1..])).expect("extracted");
+        assert!(got == *want, "extract {path}: the bytes differ");
+    }
+
+    // `ls -l` sizes and `stat` come from the inodes, as without the device.
+    let o = xfskit(&["ls", "--rtdev", rtdev, img, "/"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).lines().collect::<Vec<_>>(),
+        ["one", "prealloc", "sub", "two"],
+        "{}",
+        output_text(&o)
+    );
+}
+
+#[test]
+fn rtdev_refused_when_wrong() {
+    const TEST: &str = "rtdev_refused_when_wrong";
+    let Some(im) = make(TEST) else { return };
+    let img = s(&im.img);
+    // A device smaller than the realtime section.
+    let small = im.dir.join("small");
+    std::fs::File::create(&small)
+        .and_then(|f| f.set_len(32 << 20))
+        .expect("small");
+    let o = xfskit(&["cat", "--rtdev", s(&small), img, "/one"]);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("realtime device") && text.contains("33554432 bytes"),
+        "{text}"
+    );
+    // A device that does not exist.
+    let o = xfskit(&["cat", "--rtdev", s(&im.dir.join("nothing")), img, "/one"]);
+    assert_eq!(o.status.code(), Some(4), "{}", output_text(&o));
+    assert!(output_text(&o).contains("realtime device"));
+    // A filesystem without a realtime section.
+    let plain = im.dir.join("plain.img");
+    std::fs::File::create(&plain)
+        .and_then(|f| f.set_len(64 << 20))
+        .expect("plain");
+    run_ok(
+        tool(&im.x615, "mkfs.xfs")
+            .env("TEST_DEV", "/dev/null")
+            .env("TEST_DIR", "/tmp")
+            .env("QA_CHECK_FS", "1")
+            .args(["-q", "-f"])
+            .arg(&plain),
+        "mkfs.xfs",
+    );
+    let o = xfskit(&["ls", "--rtdev", s(&im.rtdev), s(&plain), "/"]);
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    assert!(output_text(&o).contains("no realtime section"));
+    // Writing stays refused, with the device given too.
+    let o = xfskit(&["mkdir", "--rtdev", s(&im.rtdev), img, "/new"]);
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
+    assert!(output_text(&o).contains("read-only"), "{}", output_text(&o));
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let want = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
+}
+
+#[test]
+fn realtime_files_through_the_read_only_mount() {
+    const TEST: &str = "realtime_files_through_the_read_only_mount";
+    if !common::is_root() || !Path::new("/dev/fuse").exists() {
+        skip(TEST, "needs root and /dev/fuse for a FUSE mount");
+        return;
+    }
+    let Some(im) = make(TEST) else { return };
+    let dir = im.dir.join("mnt");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xfskit"))
+        .args(["mount", "--read-only", "--rtdev"])
+        .arg(&im.rtdev)
+        .arg(&im.img)
+        .arg(&dir)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("xfskit mount");
+    let t0 = std::time::Instant::now();
+    while !is_mounted(&dir) {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("xfskit mount exited early: {st}");
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the FUSE mount did not appear within 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let got: Vec<(String, std::io::Result<Vec<u8>>)> = im
+        .files
+        .iter()
+        .map(|(p, _)| (p.clone(), std::fs::read(dir.join(&p[1..]))))
+        .collect();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let st = child.wait().expect("wait");
+    for ((path, want), (_, got)) in im.files.iter().zip(got) {
+        let got = got.unwrap_or_else(|e| panic!("read {path} through the mount: {e}"));
+        assert!(got == *want, "{path} through the mount: the bytes differ");
+    }
+    assert!(st.success(), "xfskit mount exited with {st}");
+}
