@@ -377,3 +377,108 @@ fn realtime_files_through_the_read_only_mount() {
     }
     assert!(st.success(), "xfskit mount exited with {st}");
 }
+
+/// `check --rtdev` and `xfs_repair -n -r` on the image as made, then with
+/// one damage each: both find nothing on the first and something on each
+/// damaged copy.
+#[test]
+fn check_realtime_section_at_repair_parity() {
+    const TEST: &str = "check_realtime_section_at_repair_parity";
+    let Some(im) = make(TEST) else { return };
+    let check = |img: &Path| {
+        let o = xfskit(&["check", "--rtdev", s(&im.rtdev), s(img)]);
+        (o.status.code(), output_text(&o))
+    };
+    let (code, text) = check(&im.img);
+    assert_eq!(code, Some(0), "check --rtdev on a valid image: {text}");
+    assert!(!text.contains("not checked"), "{text}");
+
+    let sb = run_ok(
+        tool(&im.x615, "xfs_db")
+            .args(["-r", "-c", "sb 0", "-c", "print rbmino rsumino rextslog"])
+            .arg(&im.img),
+        "xfs_db sb",
+    );
+    let block_of = |ino: u64| -> u64 {
+        let out = run_ok(
+            tool(&im.x615, "xfs_db")
+                .args(["-r", "-c", &format!("inode {ino}"), "-c", "bmap"])
+                .arg(&im.img),
+            "xfs_db bmap",
+        );
+        let w: Vec<&str> = out.split_whitespace().collect();
+        let k = w.iter().position(|&t| t == "startblock").expect("bmap");
+        w[k + 1].parse().expect("startblock")
+    };
+    let bm = block_of(field(&sb, "rbmino")) * BS;
+    let su = block_of(field(&sb, "rsumino")) * BS;
+    let ino_two = {
+        let ls = run_ok(
+            tool(&im.x615, "xfs_db").args(["-r", "-c", "ls /"]).arg(&im.img),
+            "ls",
+        );
+        ls.lines()
+            .find(|l| l.ends_with(" two (good)"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .expect("two")
+    };
+    type Damage = Box<dyn Fn(&Path)>;
+    let poke = |off: u64, f: Box<dyn Fn(u32) -> u32>| -> Damage {
+        Box::new(move |img: &Path| {
+            let h = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(img)
+                .expect("open");
+            let mut w = [0u8; 4];
+            h.read_exact_at(&mut w, off).expect("read");
+            h.write_all_at(&f(u32::from_le_bytes(w)).to_le_bytes(), off)
+                .expect("write");
+        })
+    };
+    let x615 = im.x615.clone();
+    let damages: Vec<(&str, &str, Damage)> = vec![
+        // Realtime extent 100 (file "prealloc"'s) marked free in the bitmap.
+        (
+            "a bitmap bit flipped",
+            "realtime bitmap",
+            poke(bm + 12, Box::new(|w| w ^ (1 << 4))),
+        ),
+        // One more free run of 2^0 extents counted in bitmap block 0.
+        (
+            "a summary count changed",
+            "realtime summary",
+            poke(su, Box::new(|w| w + 1)),
+        ),
+        // File "two"'s second mapping moved onto file "one"'s extents.
+        (
+            "two files sharing a realtime extent",
+            "also mapped by inode",
+            Box::new(move |img: &Path| {
+                run_ok(
+                    tool(&x615, "xfs_db")
+                        .args(["-x", "-c", &format!("inode {ino_two}")])
+                        .args(["-c", "write -d u3.bmx[1].startblock 16"])
+                        .arg(img),
+                    "xfs_db write",
+                );
+            }),
+        ),
+    ];
+    for (name, want, damage) in damages {
+        let copy = im.dir.join("damaged.img");
+        std::fs::copy(&im.img, &copy).expect("copy");
+        damage(&copy);
+        let o = tool(&im.x615, "xfs_repair")
+            .args(["-n", "-r"])
+            .arg(&im.rtdev)
+            .arg(&copy)
+            .output()
+            .expect("xfs_repair -n");
+        assert!(!o.status.success(), "{name}: xfs_repair -n found nothing");
+        let (code, text) = check(&copy);
+        assert_eq!(code, Some(1), "{name}: check: {text}");
+        assert!(text.contains(want), "{name}: check: {text}");
+    }
+}

@@ -227,6 +227,9 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
                         ),
                     );
                 }
+                if realtime && fork == Fork::Data {
+                    ctx.rt.add_file(ctx, ino.ino.0, &ext);
+                }
                 for e in &ext {
                     mapped += e.len;
                     if realtime && fork == Fork::Data {

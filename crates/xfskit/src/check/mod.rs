@@ -50,6 +50,7 @@ mod ns;
 mod owners;
 mod pptrs;
 mod rmap;
+mod rt;
 mod sb;
 pub mod space;
 mod spill;
@@ -236,6 +237,8 @@ pub(crate) struct Ctx<'a> {
     /// Inodes the superblock names that are metadata files (metadata
     /// directory root, realtime bitmap and summary, quota files), not null.
     pub(crate) meta_roots: Vec<u64>,
+    /// Realtime files' extents, for the realtime section's check.
+    pub(crate) rt: rt::RtClaims,
 }
 
 /// Runs `work(i)` for every `i` in `0..count` on at most `threads`
@@ -329,6 +332,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         counters: Counters::default(),
         sb0,
         meta_roots: sb.meta_inodes.iter().copied().chain(sb.metadir).collect(),
+        rt: rt::RtClaims::default(),
     };
     // Metadata stamped at or past the log head is noted as it is read
     // (xfs_repair reformats the log then; the kernel refuses the blocks).
@@ -388,6 +392,11 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     }
 
     ctx.rmaps.finish(&ctx, threads);
+    // The realtime section, when its device was given (as xfs_repair
+    // needs it): bitmap, summary and free count against the files.
+    if geo.rt_blocks > 0 && fs.rt_device().is_some() {
+        rt::finish(&ctx, &ctx.rt);
+    }
     if let (Some(h), Some(a)) = (head, fs.lsn_ahead()) {
         ctx.sink.add(
             a.what,
@@ -421,7 +430,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         problems_total: ctx.sink.total(),
     };
     let mut unchecked = Vec::new();
-    if geo.rt_blocks > 0 {
+    if geo.rt_blocks > 0 && fs.rt_device().is_none() {
         unchecked.push(format!(
             "the realtime section ({} blocks: its bitmap, summary and the realtime files' data) was not checked: needs the realtime device: --rtdev",
             geo.rt_blocks
