@@ -61,6 +61,12 @@ fn b(v: bool) -> u32 {
 /// start and reserved belong to zoned filesystems, which xfskit does not
 /// open.
 pub fn render(g: &Geometry, name: &str) -> String {
+    render_rt(g, name, None)
+}
+
+/// [`render`] of a filesystem opened with its realtime device: `rtdev`,
+/// as it was given, names the realtime section (as `xfs_db -R` prints it).
+pub fn render_rt(g: &Geometry, name: &str, rtdev: Option<&str>) -> String {
     let f = flags(g);
     let ft = &g.features;
     let log_name = if f.internal_log {
@@ -70,7 +76,11 @@ pub fn render(g: &Geometry, name: &str) -> String {
     };
     // 6.15 says "internal" for a realtime section inside the data device
     // (sb_rtstart, zoned filesystems only): never the case here.
-    let rt_name = if g.rt_blocks == 0 { "none" } else { "external" };
+    let rt_name = match rtdev {
+        _ if g.rt_blocks == 0 => "none",
+        Some(dev) => dev,
+        None => "external",
+    };
     let mut s = String::new();
     s += &format!(
         "meta-data={:<22} isize={:<6} agcount={}, agsize={} blks\n",

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use xfskit::info::{render, to_json};
+use xfskit::info::{render_rt, to_json};
 
 /// The long help (`--help`, the man page).
 pub const LONG_ABOUT: &str = "Print the geometry and features of an XFS image.
@@ -51,7 +51,11 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             serde_json::to_string_pretty(&v).map_err(|e| xfskit::Error::Invalid(e.to_string()))?
         );
     } else {
-        print!("{}", render(g, &args.image.to_string_lossy()));
+        let rtdev = args.disk.rtdev.as_ref().map(|p| p.to_string_lossy());
+        print!(
+            "{}",
+            render_rt(g, &args.image.to_string_lossy(), rtdev.as_deref())
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
