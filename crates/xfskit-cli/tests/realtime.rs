@@ -270,7 +270,24 @@ fn realtime_files_read_with_rtdev() {
         assert!(got == *want, "extract {path}: the bytes differ");
     }
 
-    // `ls -l` sizes and `stat` come from the inodes, as without the device.
+    // stat maps a realtime file's data in realtime device units (512
+    // bytes), without AG columns, as xfs_bmap -v does.
+    let o = xfskit(&["stat", img, "/two"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "stat: {}", output_text(&o));
+    let data = text.split("data fork:").nth(1).expect("data fork table");
+    assert!(data.contains("RT-BLOCK-RANGE") && !data.contains("AG-OFFSET"), "{text}");
+    let rows: Vec<Vec<&str>> = data
+        .lines()
+        .take_while(|l| !l.contains("attr fork"))
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0][..4], ["0:", "[0..31]:", "512..543", "32"], "{text}");
+    assert_eq!(rows[1][..4], ["1:", "[32..63]:", "hole", "32"], "{text}");
+    assert_eq!(rows[2][..4], ["2:", "[64..127]:", "1600..1663", "64"], "{text}");
+
+    // The listing comes from the directories, as without the device.
     let o = xfskit(&["ls", "--rtdev", rtdev, img, "/"]);
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).lines().collect::<Vec<_>>(),

@@ -17,7 +17,9 @@ attribute of every namespace (the value as text when printable, in hex
 otherwise), the symlink target, and the extent maps of the data and
 attribute forks laid out like `xfs_bmap -v`: offsets and block ranges are
 in 512-byte units; AG-OFFSET is relative to the AG; FLAGS 010000 marks an
-unwritten (preallocated) extent. Holes are listed as 'hole'.
+unwritten (preallocated) extent. Holes are listed as 'hole'. A realtime
+file's data fork shows RT-BLOCK-RANGE, 512-byte units of the realtime
+device, without AG columns.
 
 On a filesystem with parent pointers (mkfs.xfs -n parent=1, the default
 from xfsprogs 6.18) every path of the inode is shown, found from its
@@ -64,7 +66,9 @@ const FLG_PRE: u32 = 0o010000;
 struct MapRow {
     file_start: u64,
     file_end: u64,
-    /// (daddr start, daddr end, agno, agbno start in bb, agbno end in bb)
+    /// (daddr start, daddr end, agno, agbno start in bb, agbno end in bb);
+    /// a realtime file's data: daddrs of the realtime device, agno
+    /// `u32::MAX` (no AG columns, as xfs_bmap prints them).
     mapped: Option<(u64, u64, u32, u64, u64)>,
     total: u64,
     flags: u32,
@@ -72,7 +76,7 @@ struct MapRow {
 
 /// Rows for a fork's mapping; `eof_blocks` (data fork) adds a trailing
 /// hole up to the end of the file, as xfs_bmap shows it.
-fn map_rows(fs: &Fs, map: &[Extent], eof_blocks: u64) -> Vec<MapRow> {
+fn map_rows(fs: &Fs, map: &[Extent], eof_blocks: u64, realtime: bool) -> Vec<MapRow> {
     let g = fs.geometry();
     let bbs = u64::from(g.block_size) / 512;
     let mut rows = Vec::new();
@@ -87,14 +91,20 @@ fn map_rows(fs: &Fs, map: &[Extent], eof_blocks: u64) -> Vec<MapRow> {
                 flags: 0,
             });
         }
-        let d = g.fsb_to_daddr(e.start).0;
-        let (agno, agbno) = g.fsb_split(e.start);
         let total = e.len * bbs;
-        let ag_start = u64::from(agbno.0) * bbs;
+        let mapped = if realtime {
+            let d = e.start.0 * bbs;
+            (d, d + total - 1, u32::MAX, 0, 0)
+        } else {
+            let d = g.fsb_to_daddr(e.start).0;
+            let (agno, agbno) = g.fsb_split(e.start);
+            let ag_start = u64::from(agbno.0) * bbs;
+            (d, d + total - 1, agno.0, ag_start, ag_start + total - 1)
+        };
         rows.push(MapRow {
             file_start: e.offset * bbs,
             file_end: e.end() * bbs - 1,
-            mapped: Some((d, d + total - 1, agno.0, ag_start, ag_start + total - 1)),
+            mapped: Some(mapped),
             total,
             flags: if e.unwritten { FLG_PRE } else { 0 },
         });
@@ -118,6 +128,7 @@ fn render_map(rows: &[MapRow]) -> String {
         .enumerate()
         .map(|(i, r)| {
             let (br, ag, agoff) = match r.mapped {
+                Some((a, b, u32::MAX, _, _)) => (format!("{a}..{b}"), String::new(), String::new()),
                 Some((a, b, agno, s, e)) => {
                     (format!("{a}..{b}"), agno.to_string(), format!("({s}..{e})"))
                 }
@@ -133,14 +144,21 @@ fn render_map(rows: &[MapRow]) -> String {
             ]
         })
         .collect();
-    let heads = [
-        "EXT:",
-        "FILE-OFFSET",
-        "BLOCK-RANGE",
-        "AG",
-        "AG-OFFSET",
-        "TOTAL",
-    ];
+    let realtime = rows
+        .iter()
+        .any(|r| matches!(r.mapped, Some((_, _, u32::MAX, _, _))));
+    let heads = if realtime {
+        ["EXT:", "FILE-OFFSET", "RT-BLOCK-RANGE", "", "", "TOTAL"]
+    } else {
+        [
+            "EXT:",
+            "FILE-OFFSET",
+            "BLOCK-RANGE",
+            "AG",
+            "AG-OFFSET",
+            "TOTAL",
+        ]
+    };
     let w: Vec<usize> = (0..6)
         .map(|c| {
             cells
@@ -394,7 +412,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         if map.is_empty() {
             s += &format!("{name} fork: no extents\n");
         } else {
-            s += &format!("{name} fork:\n{}", render_map(&map_rows(&fs, map, eof)));
+            let realtime = name == "data" && i.is_realtime();
+            s += &format!(
+                "{name} fork:\n{}",
+                render_map(&map_rows(&fs, map, eof, realtime))
+            );
         }
     }
     print!("{s}");

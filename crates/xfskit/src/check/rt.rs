@@ -301,11 +301,30 @@ pub(crate) fn finish(ctx: &Ctx<'_>, claims: &RtClaims) {
             ),
         );
     }
-    if rbmblocks.saturating_mul(bits_per_block) < rextents {
+    // The files' sizes follow from the superblock: walk them only when
+    // its fields agree, so a damaged field cannot make the walk huge.
+    let want_bm = rextents.div_ceil(bits_per_block);
+    if rbmblocks != want_bm {
         ctx.sink.add(
             "superblock",
             Location::Sb(0),
-            format!("rbmblocks {rbmblocks} cannot hold a bit for each of {rextents} realtime extents"),
+            format!("rbmblocks {rbmblocks}, but {rextents} realtime extents need {want_bm} bitmap blocks: the bitmap and summary were not compared"),
+        );
+        return;
+    }
+    let want_log = if rextents == 0 {
+        0
+    } else {
+        63 - rextents.leading_zeros()
+    };
+    if u32::from(geo.rt_extslog) != want_log {
+        ctx.sink.add(
+            "superblock",
+            Location::Sb(0),
+            format!(
+                "rextslog {}, but {rextents} realtime extents make it {want_log}: the bitmap and summary were not compared",
+                geo.rt_extslog
+            ),
         );
         return;
     }
