@@ -120,6 +120,30 @@ fn rt_files() -> Vec<RtFile> {
 
 /// Makes the image; None (after recording the skip) without xfsprogs 6.15.
 fn make(test: &str) -> Option<RtImage> {
+    make_with(test, Layout::default())
+}
+
+/// The realtime device's size, its extent size and the files on it.
+struct Layout {
+    rt_bytes: u64,
+    extsize: &'static str,
+    files: Vec<RtFile>,
+    /// Realtime extents the files use.
+    used: u64,
+}
+
+impl Default for Layout {
+    fn default() -> Layout {
+        Layout {
+            rt_bytes: 64 << 20,
+            extsize: "16k",
+            files: rt_files(),
+            used: 7 + 3 + 1,
+        }
+    }
+}
+
+fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
     let Some(x615) = common::fixtures::xfsprogs_615() else {
         skip(test, "xfsprogs 6.15 is missing (mkfs.xfs -r rtdev, xfs_db)");
         return None;
@@ -128,15 +152,15 @@ fn make(test: &str) -> Option<RtImage> {
     let dir = tmp.path().to_path_buf();
     let img = dir.join("rt.img");
     let rtdev = dir.join("rt.rtdev");
-    for f in [&img, &rtdev] {
+    for (f, len) in [(&img, 64 << 20), (&rtdev, layout.rt_bytes)] {
         std::fs::File::create(f)
-            .and_then(|h| h.set_len(64 << 20))
+            .and_then(|h| h.set_len(len))
             .expect("create image");
     }
     let plain = dir.join("plain");
     let plain_data = pattern(7, 9000);
     std::fs::write(&plain, &plain_data).expect("write");
-    let files = rt_files();
+    let files = layout.files;
     let mut proto = String::from("/\n0 0\nd--755 0 0\n");
     for f in &files {
         proto.push_str(&format!("{} ---644 0 0 /dev/null\n", f.name));
@@ -153,7 +177,7 @@ fn make(test: &str) -> Option<RtImage> {
             .env("TEST_DIR", "/tmp")
             .env("QA_CHECK_FS", "1")
             .args(["-q", "-f", "-b", "size=4096", "-r"])
-            .arg(format!("rtdev={},extsize=16k", rtdev.display()))
+            .arg(format!("rtdev={},extsize={}", rtdev.display(), layout.extsize))
             .arg("-p")
             .arg(&protofile)
             .arg(&img),
@@ -241,7 +265,7 @@ fn make(test: &str) -> Option<RtImage> {
     );
     assert_eq!(
         field(&sb, "rextents") - field(&sb, "frextents"),
-        7 + 3 + 1,
+        layout.used,
         "{sb}"
     );
     Some(im)
@@ -518,5 +542,98 @@ fn check_realtime_section_at_repair_parity() {
         let (code, text) = check(&copy);
         assert_eq!(code, Some(1), "{name}: check: {text}");
         assert!(text.contains(want), "{name}: check: {text}");
+    }
+}
+
+/// A realtime device of 1 GiB with one block a realtime extent: eight
+/// bitmap blocks. Mappings across a bitmap block boundary and in later
+/// blocks read back and check clean; a flipped bit in bitmap block 5 and a
+/// free run counted in the wrong bitmap block are flagged by both.
+#[test]
+fn bitmap_of_several_blocks() {
+    const TEST: &str = "bitmap_of_several_blocks";
+    const PER: u64 = BS * 8; // realtime extents a bitmap block covers
+    let layout = Layout {
+        rt_bytes: 1 << 30,
+        extsize: "4k",
+        files: vec![
+            RtFile {
+                name: "across",
+                size: 16 * BS,
+                extents: vec![(0, PER - 8, 16, false)],
+            },
+            RtFile {
+                name: "later",
+                size: 10 * BS,
+                extents: vec![(0, 3 * PER + 5, 3, false), (5, 7 * PER + 100, 5, false)],
+            },
+        ],
+        used: 16 + 3 + 5,
+    };
+    let Some(im) = make_with(TEST, layout) else { return };
+    let (img, rtdev) = (s(&im.img), s(&im.rtdev));
+    for (path, want) in &im.files {
+        let o = xfskit(&["cat", "--rtdev", rtdev, img, path]);
+        assert!(o.status.success(), "cat {path}: {}", output_text(&o));
+        assert!(o.stdout == *want, "cat {path}: the bytes differ");
+    }
+    let o = xfskit(&["check", "--rtdev", rtdev, img]);
+    assert_eq!(o.status.code(), Some(0), "check: {}", output_text(&o));
+
+    let sb = run_ok(
+        tool(&im.x615, "xfs_db")
+            .args(["-r", "-c", "sb 0", "-c", "print rbmino rsumino rbmblocks"])
+            .arg(&im.img),
+        "xfs_db sb",
+    );
+    assert_eq!(field(&sb, "rbmblocks"), 8, "{sb}");
+    // The bitmap and summary files' first blocks (mkfs makes each one
+    // extent).
+    let block_of = |ino: u64| -> u64 {
+        let out = run_ok(
+            tool(&im.x615, "xfs_db")
+                .args(["-r", "-c", &format!("inode {ino}"), "-c", "bmap"])
+                .arg(&im.img),
+            "xfs_db bmap",
+        );
+        let w: Vec<&str> = out.split_whitespace().collect();
+        let k = w.iter().position(|&t| t == "startblock").expect("bmap");
+        w[k + 1].parse().expect("startblock")
+    };
+    let bm = block_of(field(&sb, "rbmino")) * BS;
+    let su = block_of(field(&sb, "rsumino")) * BS;
+    let xor_word = |img: &Path, off: u64, x: u32| {
+        let h = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(img)
+            .expect("open");
+        let mut w = [0u8; 4];
+        h.read_exact_at(&mut w, off).expect("read");
+        h.write_all_at(&(u32::from_le_bytes(w) ^ x).to_le_bytes(), off)
+            .expect("write");
+    };
+    // Bitmap block 5, word 9: a free extent marked used. Summary: a free
+    // run of 2^10 extents counted in bitmap block 6, where none starts
+    // (index level * rbmblocks + block).
+    let cases: Vec<(&str, u64, u32, &str)> = vec![
+        ("bitmap block 5", bm + 5 * BS + 9 * 4, 0x10, "realtime bitmap"),
+        ("summary word", su + 4 * (8 * 10 + 6), 1, "realtime summary"),
+    ];
+    for (name, off, x, want) in cases {
+        let copy = im.dir.join("damaged.img");
+        std::fs::copy(&im.img, &copy).expect("copy");
+        xor_word(&copy, off, x);
+        let o = tool(&im.x615, "xfs_repair")
+            .args(["-n", "-r"])
+            .arg(&im.rtdev)
+            .arg(&copy)
+            .output()
+            .expect("xfs_repair -n");
+        assert!(!o.status.success(), "{name}: xfs_repair -n found nothing");
+        let o = xfskit(&["check", "--rtdev", rtdev, s(&copy)]);
+        let text = output_text(&o);
+        assert_eq!(o.status.code(), Some(1), "{name}: check: {text}");
+        assert!(text.contains(want), "{name}: {text}");
     }
 }
