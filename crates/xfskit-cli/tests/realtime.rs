@@ -177,7 +177,11 @@ fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
             .env("TEST_DIR", "/tmp")
             .env("QA_CHECK_FS", "1")
             .args(["-q", "-f", "-b", "size=4096", "-r"])
-            .arg(format!("rtdev={},extsize={}", rtdev.display(), layout.extsize))
+            .arg(format!(
+                "rtdev={},extsize={}",
+                rtdev.display(),
+                layout.extsize
+            ))
             .arg("-p")
             .arg(&protofile)
             .arg(&img),
@@ -300,7 +304,10 @@ fn realtime_files_read_with_rtdev() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "stat: {}", output_text(&o));
     let data = text.split("data fork:").nth(1).expect("data fork table");
-    assert!(data.contains("RT-BLOCK-RANGE") && !data.contains("AG-OFFSET"), "{text}");
+    assert!(
+        data.contains("RT-BLOCK-RANGE") && !data.contains("AG-OFFSET"),
+        "{text}"
+    );
     let rows: Vec<Vec<&str>> = data
         .lines()
         .take_while(|l| !l.contains("attr fork"))
@@ -309,12 +316,18 @@ fn realtime_files_read_with_rtdev() {
         .collect();
     assert_eq!(rows[0][..4], ["0:", "[0..31]:", "512..543", "32"], "{text}");
     assert_eq!(rows[1][..4], ["1:", "[32..63]:", "hole", "32"], "{text}");
-    assert_eq!(rows[2][..4], ["2:", "[64..127]:", "1600..1663", "64"], "{text}");
+    assert_eq!(
+        rows[2][..4],
+        ["2:", "[64..127]:", "1600..1663", "64"],
+        "{text}"
+    );
 
     // The listing comes from the directories, as without the device.
     let o = xfskit(&["ls", "--rtdev", rtdev, img, "/"]);
     assert_eq!(
-        String::from_utf8_lossy(&o.stdout).lines().collect::<Vec<_>>(),
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
         ["one", "prealloc", "sub", "two"],
         "{}",
         output_text(&o)
@@ -435,7 +448,11 @@ fn info_names_the_realtime_device_as_xfs_db_does() {
         args.push(s(&im.img));
         let o = xfskit(&args);
         assert!(o.status.success(), "info: {}", output_text(&o));
-        assert_eq!(String::from_utf8_lossy(&o.stdout), want, "info vs xfs_db (-R: {with})");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            want,
+            "info vs xfs_db (-R: {with})"
+        );
         assert!(want.contains("rtextents=4096"), "{want}");
     }
 }
@@ -476,7 +493,9 @@ fn check_realtime_section_at_repair_parity() {
     let su = block_of(field(&sb, "rsumino")) * BS;
     let ino_two = {
         let ls = run_ok(
-            tool(&im.x615, "xfs_db").args(["-r", "-c", "ls /"]).arg(&im.img),
+            tool(&im.x615, "xfs_db")
+                .args(["-r", "-c", "ls /"])
+                .arg(&im.img),
             "ls",
         );
         ls.lines()
@@ -570,7 +589,9 @@ fn bitmap_of_several_blocks() {
         ],
         used: 16 + 3 + 5,
     };
-    let Some(im) = make_with(TEST, layout) else { return };
+    let Some(im) = make_with(TEST, layout) else {
+        return;
+    };
     let (img, rtdev) = (s(&im.img), s(&im.rtdev));
     for (path, want) in &im.files {
         let o = xfskit(&["cat", "--rtdev", rtdev, img, path]);
@@ -617,7 +638,12 @@ fn bitmap_of_several_blocks() {
     // run of 2^10 extents counted in bitmap block 6, where none starts
     // (index level * rbmblocks + block).
     let cases: Vec<(&str, u64, u32, &str)> = vec![
-        ("bitmap block 5", bm + 5 * BS + 9 * 4, 0x10, "realtime bitmap"),
+        (
+            "bitmap block 5",
+            bm + 5 * BS + 9 * 4,
+            0x10,
+            "realtime bitmap",
+        ),
         ("summary word", su + 4 * (8 * 10 + 6), 1, "realtime summary"),
     ];
     for (name, off, x, want) in cases {

@@ -220,7 +220,8 @@ fn rt_file(ctx: &Ctx<'_>, what: &'static str, ino: u64, blocks: u64) -> Option<V
     let ip = match ctx.fs.inode(crate::geometry::Ino(ino)) {
         Ok(i) => i,
         Err(e) => {
-            ctx.sink.add(what, Location::Inode(ino), format!("cannot be read: {e}"));
+            ctx.sink
+                .add(what, Location::Inode(ino), format!("cannot be read: {e}"));
             return None;
         }
     };
@@ -243,7 +244,13 @@ fn rt_file(ctx: &Ctx<'_>, what: &'static str, ino: u64, blocks: u64) -> Option<V
 
 /// Reads block `b` of a realtime metadata file mapped by `map`; a hole or
 /// an unreadable block is reported and gives None.
-fn read_block(ctx: &Ctx<'_>, what: &'static str, ino: u64, map: &[Extent], b: u64) -> Option<Vec<u8>> {
+fn read_block(
+    ctx: &Ctx<'_>,
+    what: &'static str,
+    ino: u64,
+    map: &[Extent],
+    b: u64,
+) -> Option<Vec<u8>> {
     let geo = ctx.fs.geometry();
     let at = Location::InodeBlock {
         ino,
@@ -253,7 +260,8 @@ fn read_block(ctx: &Ctx<'_>, what: &'static str, ino: u64, map: &[Extent], b: u6
     let e = match inode::lookup(map, b) {
         Ok(e) if !e.unwritten => e,
         _ => {
-            ctx.sink.add(what, at, "block not mapped (a hole or unwritten)");
+            ctx.sink
+                .add(what, at, "block not mapped (a hole or unwritten)");
             return None;
         }
     };
@@ -465,7 +473,10 @@ mod tests {
 
     #[test]
     fn differing_words_as_ranges() {
-        assert_eq!(differing(&[1, 2, 3, 4, 5], &[1, 0, 0, 4, 0]), [(1, 2), (4, 4)]);
+        assert_eq!(
+            differing(&[1, 2, 3, 4, 5], &[1, 0, 0, 4, 0]),
+            [(1, 2), (4, 4)]
+        );
         assert!(differing(&[1, 2], &[1, 2]).is_empty());
     }
 }

@@ -45,7 +45,10 @@ pub fn open_rw(image: &Path, disk: &super::DiskArgs) -> Result<Fs, Error> {
     for note in &img.notes {
         eprintln!("xfskit: warning: {}: {note}", image.display());
     }
-    Fs::from_device_rw(img.device, &super::with_rtdev(&OpenOptions::default(), disk))
+    Fs::from_device_rw(
+        img.device,
+        &super::with_rtdev(&OpenOptions::default(), disk),
+    )
 }
 
 /// The outcome of a command run over several paths.
