@@ -297,12 +297,22 @@ fn far_links_archive(path: &Path, tail: &dyn Fn(&mut Vec<u8>)) {
     let mut tar = Vec::new();
     member(&mut tar, "big/", b'5', b"");
     for i in 0..3000 {
-        member(&mut tar, &format!("big/f{i:05}"), b'0', format!("b{i}").as_bytes());
+        member(
+            &mut tar,
+            &format!("big/f{i:05}"),
+            b'0',
+            format!("b{i}").as_bytes(),
+        );
     }
     for d in 0..8 {
         member(&mut tar, &format!("d{d}/"), b'5', b"");
         for i in 0..250 {
-            member(&mut tar, &format!("d{d}/f{i:03}"), b'0', format!("d{d}.{i}").as_bytes());
+            member(
+                &mut tar,
+                &format!("d{d}/f{i:03}"),
+                b'0',
+                format!("d{d}.{i}").as_bytes(),
+            );
         }
     }
     member(&mut tar, "imp/deep/file", b'0', b"implied");
@@ -397,12 +407,23 @@ fn hard_links_far_apart_name_the_right_inodes() {
                 .collect::<std::io::Result<_>>()
                 .unwrap_or_default();
             sh(&format!("umount {m}"));
-            assert_eq!(inos.len(), groups.len(), "--jobs {jobs}: stat through the kernel");
+            assert_eq!(
+                inos.len(),
+                groups.len(),
+                "--jobs {jobs}: stat through the kernel"
+            );
             for (g, inos) in groups.iter().zip(&inos) {
-                assert!(inos.iter().all(|&n| n == inos[0]), "--jobs {jobs}: {g:?} {inos:?}");
+                assert!(
+                    inos.iter().all(|&n| n == inos[0]),
+                    "--jobs {jobs}: {g:?} {inos:?}"
+                );
             }
             let firsts: std::collections::BTreeSet<u64> = inos.iter().map(|v| v[0]).collect();
-            assert_eq!(firsts.len(), groups.len(), "--jobs {jobs}: groups share an inode");
+            assert_eq!(
+                firsts.len(),
+                groups.len(),
+                "--jobs {jobs}: groups share an inode"
+            );
         }
         std::fs::remove_file(&img).unwrap();
     }
@@ -417,7 +438,10 @@ fn bad_links_and_duplicates_are_refused_without_a_path_table() {
     let tar = tmp.path().join("bad.tar");
     type Tail = fn(&mut Vec<u8>);
     let cases: [(Tail, &[&str]); 5] = [
-        (|t| link_member(t, "d0/l", "d1"), &["d0/l", "d1", "not an earlier file"]),
+        (
+            |t| link_member(t, "d0/l", "d1"),
+            &["d0/l", "d1", "not an earlier file"],
+        ),
         (
             |t| link_member(t, "d0/l", "d0/f999"),
             &["d0/l", "d0/f999", "not an earlier file"],
@@ -426,7 +450,10 @@ fn bad_links_and_duplicates_are_refused_without_a_path_table() {
             |t| link_member(t, "d0/l", "nodir/f"),
             &["d0/l", "nodir/f", "not an earlier file"],
         ),
-        (|t| member(t, "big/f00007", b'0', b"again"), &["f00007", "appears twice"]),
+        (
+            |t| member(t, "big/f00007", b'0', b"again"),
+            &["f00007", "appears twice"],
+        ),
         (
             |t| member(t, "d4/f010/x", b'0', b"under a file"),
             &["f010", "used as a directory"],
@@ -439,7 +466,10 @@ fn bad_links_and_duplicates_are_refused_without_a_path_table() {
             let (t, i) = (tar.display().to_string(), img.display().to_string());
             let out = xfskit(&["build", "-q", "--jobs", jobs, &t, &i]);
             let err = String::from_utf8_lossy(&out.stderr);
-            assert!(!out.status.success(), "--jobs {jobs} {words:?}: the build succeeded");
+            assert!(
+                !out.status.success(),
+                "--jobs {jobs} {words:?}: the build succeeded"
+            );
             for w in words {
                 assert!(err.contains(w), "--jobs {jobs}: {w:?} not in {err}");
             }

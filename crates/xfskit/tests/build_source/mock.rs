@@ -79,9 +79,7 @@ impl Mock {
             ));
         }
         if p.children.contains_key(name) {
-            return Err(Error::Exists(
-                String::from_utf8_lossy(name).into_owned(),
-            ));
+            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
         }
         p.children.insert(name.to_vec(), ino);
         Ok(())
