@@ -18,7 +18,8 @@ mod device;
 mod store;
 
 pub use device::{CacheOptions, RemoteDevice, Stats};
-pub use store::{is_url, open_device};
+pub use object_store;
+pub use store::{from_store, is_url, open_device};
 
 use device::Counters;
 use std::path::Path;

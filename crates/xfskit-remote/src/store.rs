@@ -106,6 +106,17 @@ pub fn open_device(
     cache: CacheOptions,
 ) -> Result<RemoteDevice> {
     let (store, path) = store_of(url, options)?;
+    from_store(store, path, url, cache)
+}
+
+/// A device over the object at `path` in `store` (any object_store
+/// implementation; `name` names it in errors).
+pub fn from_store(
+    store: Arc<dyn ObjectStore>,
+    path: ObjPath,
+    name: &str,
+    cache: CacheOptions,
+) -> Result<RemoteDevice> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("xfskit-remote")
@@ -124,13 +135,13 @@ pub fn open_device(
             object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
             _ => io::ErrorKind::Other,
         };
-        Error::Io(io::Error::new(kind, format!("{url}: {e}")))
+        Error::Io(io::Error::new(kind, format!("{name}: {e}")))
     })?;
     Ok(RemoteDevice::new(
         rt,
         store,
         path,
-        url.to_string(),
+        name.to_string(),
         meta,
         cache,
         counters,
