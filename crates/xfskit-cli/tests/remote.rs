@@ -38,7 +38,9 @@ fn tree(root: &Path) {
         )
         .unwrap();
     }
-    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 1000) as u8).collect();
+    let big: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i * 7 + i / 1000) as u8)
+        .collect();
     std::fs::write(root.join("big"), big).unwrap();
     std::os::unix::fs::symlink("etc/hostname", root.join("link")).unwrap();
 }
@@ -127,7 +129,12 @@ fn images(tmp: &TempDir) -> std::path::PathBuf {
     build(&srv, &src, "fs.img", &[]);
     build(&srv, &src, "disk.qcow2", &["--gpt", "--format", "qcow2"]);
     build(&srv, &src, "large.img", &["--size", "6g"]);
-    build(&srv, &src, "large.qcow2", &["--size", "6g", "--gpt", "--format", "qcow2"]);
+    build(
+        &srv,
+        &src,
+        "large.qcow2",
+        &["--size", "6g", "--gpt", "--format", "qcow2"],
+    );
     srv
 }
 
@@ -167,7 +174,11 @@ fn one_small_file_of_a_large_image_fetches_little() {
         // What xfskit counted is what the server sent.
         assert_eq!(fetched(&o), (req, bytes), "{name}");
         eprintln!("{name} ({size} bytes): cat of one file: {req} requests, {bytes} bytes");
-        let virt = if name.ends_with(".img") { size } else { 6 << 30 };
+        let virt = if name.ends_with(".img") {
+            size
+        } else {
+            6 << 30
+        };
         assert!(virt >= 6 << 30, "{name} is {virt} bytes");
         assert!(bytes <= 4 << 20, "{name}: {bytes} bytes fetched");
         assert!(req <= 40, "{name}: {req} requests");
@@ -215,7 +226,14 @@ fn s3_reads_equal_the_local_file() {
     let srv = images(&tmp);
     let port = free_port();
     let child = Command::new(&py)
-        .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+        .args([
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -251,12 +269,22 @@ for name in ["disk.qcow2", "large.qcow2"]:
     ];
     // qcow2 files only: moto keeps objects in memory, and a raw image is
     // hundreds of MB even when sparse (HTTP covers raw images above).
-    same_as_local(&srv.join("disk.qcow2"), "s3://images/disks/disk.qcow2", &env);
-    let o = xfskit(&["cat", "s3://images/disks/large.qcow2", "/etc/hostname"], &env);
+    same_as_local(
+        &srv.join("disk.qcow2"),
+        "s3://images/disks/disk.qcow2",
+        &env,
+    );
+    let o = xfskit(
+        &["cat", "s3://images/disks/large.qcow2", "/etc/hostname"],
+        &env,
+    );
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(o.stdout, b"remote-test\n");
     let (req, bytes) = fetched(&o);
-    assert!(bytes <= 4 << 20 && req <= 40, "{req} requests, {bytes} bytes");
+    assert!(
+        bytes <= 4 << 20 && req <= 40,
+        "{req} requests, {bytes} bytes"
+    );
     let o = xfskit(&["ls", "s3://images/disks/missing.img", "/"], &env);
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
 }

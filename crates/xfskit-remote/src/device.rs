@@ -172,7 +172,8 @@ impl RemoteDevice {
         fut: impl std::future::Future<Output = T> + Send + 'static,
     ) -> io::Result<T> {
         let h = self.rt.spawn(fut);
-        futures::executor::block_on(h).map_err(|e| io::Error::other(format!("{}: {e}", self.shared.url)))
+        futures::executor::block_on(h)
+            .map_err(|e| io::Error::other(format!("{}: {e}", self.shared.url)))
     }
 }
 
@@ -232,7 +233,10 @@ impl Shared {
         } else {
             e.to_string()
         };
-        io::Error::new(kind, format!("{}: reading bytes {start}..{end}: {what}", self.url))
+        io::Error::new(
+            kind,
+            format!("{}: reading bytes {start}..{end}: {what}", self.url),
+        )
     }
 
     /// Puts fetched chunks in the cache (dropping the least recently used
@@ -439,8 +443,8 @@ impl Device for RemoteDevice {
             if st.prefetching >= budget {
                 break;
             }
-            if !st.chunks.contains_key(&c) {
-                st.chunks.insert(c, Slot::Loading { prefetch: true });
+            if let std::collections::hash_map::Entry::Vacant(e) = st.chunks.entry(c) {
+                e.insert(Slot::Loading { prefetch: true });
                 st.prefetching += 1;
                 want.push(c);
             }

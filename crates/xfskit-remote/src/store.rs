@@ -56,9 +56,12 @@ fn store_of(url: &str, options: &[(String, String)]) -> Result<(Arc<dyn ObjectSt
     }
     let built: std::result::Result<Arc<dyn ObjectStore>, object_store::Error> = match scheme {
         ObjectStoreScheme::AmazonS3 => {
-            let b = apply(url, AmazonS3Builder::from_env().with_url(url), options, |b, k, v| {
-                b.with_config(k, v)
-            })?;
+            let b = apply(
+                url,
+                AmazonS3Builder::from_env().with_url(url),
+                options,
+                |b, k, v| b.with_config(k, v),
+            )?;
             b.build().map(|s| Arc::new(s) as _)
         }
         ObjectStoreScheme::GoogleCloudStorage => {
@@ -87,9 +90,7 @@ fn store_of(url: &str, options: &[(String, String)]) -> Result<(Arc<dyn ObjectSt
             let start = HttpBuilder::new()
                 .with_url(base)
                 .with_config(ClientConfigKey::AllowHttp, plain.to_string());
-            let b = apply(url, start, options, |b, k, v| {
-                b.with_config(k, v)
-            })?;
+            let b = apply(url, start, options, |b, k, v| b.with_config(k, v))?;
             b.build().map(|s| Arc::new(s) as _)
         }
         _ => return Err(invalid(url, "not an object storage or HTTP URL")),
@@ -167,7 +168,10 @@ mod tests {
     #[test]
     fn refuses_unknown_options_and_bare_buckets() {
         let o = vec![("no_such_key".to_string(), "1".to_string())];
-        let e = store_of("s3://bucket/disk.img", &o).err().unwrap().to_string();
+        let e = store_of("s3://bucket/disk.img", &o)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("unknown storage option"), "{e}");
         let e = store_of("s3://bucket", &[]).err().unwrap().to_string();
         assert!(e.contains("names no object"), "{e}");

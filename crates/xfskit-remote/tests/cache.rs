@@ -17,7 +17,9 @@ fn object(len: usize) -> Vec<u8> {
 }
 
 fn put(store: &InMemory, name: &str, data: Vec<u8>) {
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     rt.block_on(store.put(&Path::from(name), PutPayload::from(data)))
         .unwrap();
 }
@@ -51,8 +53,17 @@ fn reads_equal_the_object_and_repeat_from_the_cache() {
     assert_eq!(dev.len(), 100_000);
     assert_eq!(dev.stats().requests, 1, "the open's HEAD");
     // Unaligned, spanning chunks, and the short last chunk.
-    for (off, len) in [(0u64, 10usize), (4000, 200), (10_000, 30_000), (99_990, 10), (0, 100_000)] {
-        assert_eq!(read(&dev, off, len), &data[off as usize..off as usize + len]);
+    for (off, len) in [
+        (0u64, 10usize),
+        (4000, 200),
+        (10_000, 30_000),
+        (99_990, 10),
+        (0, 100_000),
+    ] {
+        assert_eq!(
+            read(&dev, off, len),
+            &data[off as usize..off as usize + len]
+        );
     }
     let before = dev.stats();
     assert_eq!(read(&dev, 5000, 50_000), &data[5000..55_000]);
@@ -65,7 +76,10 @@ fn reads_equal_the_object_and_repeat_from_the_cache() {
 fn adjacent_misses_are_one_request() {
     let data = object(40 * CHUNK as usize);
     let (_s, dev) = device(&data, 64);
-    assert_eq!(read(&dev, 100, 10 * CHUNK as usize), &data[100..100 + 10 * CHUNK as usize]);
+    assert_eq!(
+        read(&dev, 100, 10 * CHUNK as usize),
+        &data[100..100 + 10 * CHUNK as usize]
+    );
     let s = dev.stats();
     assert_eq!(s.requests, 2, "HEAD + one GET of 11 chunks");
     assert_eq!(s.bytes, 11 * CHUNK);
@@ -76,7 +90,10 @@ fn the_cache_keeps_its_size() {
     let data = object(64 * CHUNK as usize);
     let (_s, dev) = device(&data, 4);
     for c in 0..16u64 {
-        assert_eq!(read(&dev, c * CHUNK, 10), &data[(c * CHUNK) as usize..(c * CHUNK) as usize + 10]);
+        assert_eq!(
+            read(&dev, c * CHUNK, 10),
+            &data[(c * CHUNK) as usize..(c * CHUNK) as usize + 10]
+        );
     }
     assert_eq!(dev.stats().requests, 17);
     // The last 4 chunks stay; the first was dropped and is fetched again.
@@ -98,12 +115,19 @@ fn will_need_reads_ahead() {
     }
     let s = dev.stats();
     assert_eq!(s.requests, 2);
-    assert_eq!(read(&dev, 8 * CHUNK, 8 * CHUNK as usize), &data[8 * CHUNK as usize..16 * CHUNK as usize]);
+    assert_eq!(
+        read(&dev, 8 * CHUNK, 8 * CHUNK as usize),
+        &data[8 * CHUNK as usize..16 * CHUNK as usize]
+    );
     assert_eq!(dev.stats().requests, 2, "the read found it all");
     // Read-ahead fills at most half the cache.
     dev.will_need(0, 64 * CHUNK);
     std::thread::sleep(Duration::from_millis(200));
-    assert!(dev.stats().bytes <= 8 * CHUNK + 16 * CHUNK, "{:?}", dev.stats());
+    assert!(
+        dev.stats().bytes <= 8 * CHUNK + 16 * CHUNK,
+        "{:?}",
+        dev.stats()
+    );
 }
 
 #[test]
@@ -142,8 +166,13 @@ fn errors_name_the_object() {
     let e = dev.read_at(&mut b, 0).unwrap_err();
     assert!(e.to_string().contains("changed"), "{e}");
     // A missing object.
-    let e = from_store(store, Path::from("none"), "mem://none", CacheOptions::default())
-        .err()
-        .unwrap();
+    let e = from_store(
+        store,
+        Path::from("none"),
+        "mem://none",
+        CacheOptions::default(),
+    )
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("mem://none"), "{e}");
 }

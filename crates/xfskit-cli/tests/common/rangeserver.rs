@@ -87,7 +87,9 @@ fn serve(conn: TcpStream, dir: &Path, counts: &Counts) -> std::io::Result<()> {
             if h.is_empty() {
                 break;
             }
-            let Some((k, v)) = h.split_once(':') else { continue };
+            let Some((k, v)) = h.split_once(':') else {
+                continue;
+            };
             let v = v.trim().to_string();
             match k.to_ascii_lowercase().as_str() {
                 "range" => range = Some(v),
@@ -113,13 +115,20 @@ fn serve(conn: TcpStream, dir: &Path, counts: &Counts) -> std::io::Result<()> {
         let size = file.metadata()?.len();
         let etag = format!("\"{size:x}\"");
         if if_match.as_ref().is_some_and(|m| m != &etag && m != "*") {
-            write!(out, "HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n\r\n")?;
+            write!(
+                out,
+                "HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n\r\n"
+            )?;
             continue;
         }
         let want = range.as_deref().and_then(|r| {
             let (a, b) = r.strip_prefix("bytes=")?.split_once('-')?;
             let a: u64 = a.parse().ok()?;
-            let b: u64 = if b.is_empty() { size - 1 } else { b.parse().ok()? };
+            let b: u64 = if b.is_empty() {
+                size - 1
+            } else {
+                b.parse().ok()?
+            };
             Some((a, b.min(size.saturating_sub(1))))
         });
         let (status, start, len) = match want {
@@ -137,7 +146,10 @@ fn serve(conn: TcpStream, dir: &Path, counts: &Counts) -> std::io::Result<()> {
             "HTTP/1.1 {status}\r\nContent-Length: {len}\r\nETag: {etag}\r\nAccept-Ranges: bytes\r\n"
         );
         if want.is_some() {
-            head += &format!("Content-Range: bytes {start}-{}/{size}\r\n", start + len - 1);
+            head += &format!(
+                "Content-Range: bytes {start}-{}/{size}\r\n",
+                start + len - 1
+            );
         }
         head += "\r\n";
         out.write_all(head.as_bytes())?;
