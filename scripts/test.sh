@@ -104,7 +104,8 @@ else
 fi
 
 # The Python package (python/): pip builds it (maturin, release) into a
-# fresh virtual environment with pytest, pyarrow and fsspec from PyPI, then
+# fresh virtual environment with pytest, pyarrow, fsspec, and moto's S3
+# server and boto3 (tests of images in object storage) from PyPI, then
 # its tests run (python/tests; those that need root or a tool record why).
 py_log=/tmp/xfskit-pytest.log
 : > "$py_log"
@@ -115,8 +116,8 @@ else
   venv=$(mktemp -d /tmp/xfskit-venv.XXXXXX)
   if ! python3 -m venv "$venv" >/dev/null 2>&1; then
     py_skip="Python package tests: python3 -m venv failed"
-  elif ! "$venv/bin/pip" install -q maturin pytest pyarrow fsspec 2>&1 | tail -n 5; then
-    py_skip="Python package tests: pip could not install maturin, pytest, pyarrow and fsspec (is PyPI reachable?)"
+  elif ! "$venv/bin/pip" install -q maturin pytest pyarrow fsspec "moto[server]" boto3 2>&1 | tail -n 5; then
+    py_skip="Python package tests: pip could not install maturin, pytest, pyarrow, fsspec, moto[server] and boto3 (is PyPI reachable?)"
   elif ! "$venv/bin/pip" install -q ./python 2>&1 | tail -n 20; then
     echo "python: pip install ./python failed (above)"
     status=1
@@ -125,6 +126,10 @@ else
     # on sys.path, and the source tree's xfskit has no native module.
     (cd python && XFSKIT_SKIP_LOG="$py_skips" "$venv/bin/pytest" -q -p no:cacheprovider tests) \
       2>&1 | tee "$py_log" || status=1
+    # The CLI's S3 test against moto's server from this venv (the main pass
+    # skipped it when the system's python3 has no moto).
+    XFSKIT_TEST_PYTHON="$venv/bin/python" cargo test --workspace --no-fail-fast --test remote \
+      -- --test-threads=2 s3_ 2>&1 | tee -a /tmp/xfskit-test.log || status=1
   fi
   rm -rf "$venv"
 fi

@@ -103,22 +103,41 @@ def open(
     lv: str | None = None,
     writable: bool = False,
     norecovery: bool = False,
+    storage_options: dict[str, str] | None = None,
     rtdev: Any = None,
 ) -> "Filesystem":
     """Opens the XFS filesystem in ``source``.
 
     ``source`` is a path (an image file or block device: a bare filesystem,
-    a GPT or MBR disk, LVM2 volumes, qcow2) or a binary file object with
-    ``seek`` and ``read`` (an fsspec or obstore file...), read by
-    positional reads. ``partition`` (as ``xfskit parts`` numbers them) or
-    ``lv`` ("VG/LV") choose among several filesystems. ``writable`` opens it
-    for changes, journaled like the CLI's offline edits (paths only; a
-    dirty log is replayed first); ``norecovery`` reads a filesystem whose
-    log needs replay as it is on disk. ``rtdev`` (a path) is the realtime
-    device of a filesystem with a realtime section, from which realtime
-    files' data is read (paths only).
+    a GPT or MBR disk, LVM2 volumes, qcow2), a URL of an object in object
+    storage or on an HTTP server (``s3://``, ``gs://``, ``az://``,
+    ``http(s)://``: read in place by ranged requests, never downloaded
+    whole), or a binary file object with ``seek`` and ``read`` (an fsspec
+    or obstore file...), read by positional reads. ``partition`` (as
+    ``xfskit parts`` numbers them) or ``lv`` ("VG/LV") choose among several
+    filesystems. ``writable`` opens it for changes, journaled like the
+    CLI's offline edits (paths only; a dirty log is replayed first);
+    ``norecovery`` reads a filesystem whose log needs replay as it is on
+    disk. ``storage_options`` configure a URL's store (object_store keys
+    such as ``aws_access_key_id``, ``aws_endpoint``, ``aws_allow_http``),
+    over what the environment gives (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``).
+    ``rtdev`` (a path) is the realtime device of a filesystem with a
+    realtime section, from which realtime files' data is read (path
+    sources only).
     """
-    if isinstance(source, (str, bytes, os.PathLike)):
+    if rtdev is not None and not isinstance(source, (str, bytes, os.PathLike)):
+        raise ValueError("a realtime device goes with a path source, not a file object")
+    if isinstance(source, str) and _xfskit.is_url(source):
+        if writable:
+            raise ValueError(f"{source}: images read from a URL are read-only")
+        if rtdev is not None:
+            raise ValueError(f"{source}: a realtime device goes with a path source, not a URL")
+        opts = {str(k): str(v) for k, v in (storage_options or {}).items()}
+        inner, notes = _xfskit.open_url(source, opts, partition, lv, norecovery)
+        name = source
+    elif storage_options:
+        raise ValueError("storage_options apply to s3://, gs://, az:// and http(s):// URLs only")
+    elif isinstance(source, (str, bytes, os.PathLike)):
         inner, notes = _xfskit.open_path(
             os.fsdecode(source),
             partition,
@@ -131,8 +150,6 @@ def open(
     else:
         if writable:
             raise ValueError("a file object source is read-only: give a path to write")
-        if rtdev is not None:
-            raise ValueError("a realtime device goes with a path source, not a file object")
         name = str(getattr(source, "name", None) or getattr(source, "path", None) or repr(source))
         inner, notes = _xfskit.open_fileobj(source, name, partition, lv, norecovery)
     if notes:

@@ -167,6 +167,7 @@ fn main() -> ExitCode {
         Command::Manpages(a) => cmd::docs::manpages(a, Cli::command()),
         Command::Completions(a) => cmd::docs::completions(a, Cli::command()),
     };
+    cmd::print_remote_stats();
     match r {
         Ok(code) => code,
         Err(e) => {

@@ -278,3 +278,202 @@ fn reproducible_ignores_jobs() {
         "--reproducible with --jobs 4 and 1 gave different images"
     );
 }
+
+/// A ustar hard link member `name` naming the earlier `target`.
+fn link_member(out: &mut Vec<u8>, name: &str, target: &str) {
+    let start = out.len();
+    member(out, name, b'1', b"");
+    let h = &mut out[start..start + 512];
+    h[157..157 + target.len()].copy_from_slice(target.as_bytes());
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+}
+
+/// An archive of one directory of 3,000 files, eight of 250, a file in
+/// directories the archive only implies, then `tail` (hard links, or bad
+/// entries), written to `path`.
+fn far_links_archive(path: &Path, tail: &dyn Fn(&mut Vec<u8>)) {
+    let mut tar = Vec::new();
+    member(&mut tar, "big/", b'5', b"");
+    for i in 0..3000 {
+        member(
+            &mut tar,
+            &format!("big/f{i:05}"),
+            b'0',
+            format!("b{i}").as_bytes(),
+        );
+    }
+    for d in 0..8 {
+        member(&mut tar, &format!("d{d}/"), b'5', b"");
+        for i in 0..250 {
+            member(
+                &mut tar,
+                &format!("d{d}/f{i:03}"),
+                b'0',
+                format!("d{d}.{i}").as_bytes(),
+            );
+        }
+    }
+    member(&mut tar, "imp/deep/file", b'0', b"implied");
+    tail(&mut tar);
+    tar.resize(tar.len() + 1024, 0);
+    std::fs::write(path, &tar).unwrap();
+}
+
+/// `xfskit ls -l IMG PATH`'s link count.
+fn nlink(img: &str, path: &str) -> u32 {
+    let out = xfskit(&["ls", "-l", img, path]);
+    assert!(out.status.success(), "ls -l {path}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Hard links to files thousands of entries earlier, in the same and in
+/// other directories, to a link, to a file in implied directories and to
+/// the file just queued: the build keeps no table of paths and reads each
+/// target back from its directory (after that directory's worker caught
+/// up). Every way of running the workers gives the same tree, xfs_repair
+/// -n finds nothing, and the kernel sees one inode behind each group.
+#[test]
+fn hard_links_far_apart_name_the_right_inodes() {
+    let tmp = TempDir::new("build-far-links");
+    let tar = tmp.path().join("links.tar");
+    far_links_archive(&tar, &|t| {
+        link_member(t, "d7/far", "big/f00000");
+        link_member(t, "big/same", "big/f00001");
+        link_member(t, "d3/chain", "d7/far");
+        link_member(t, "d0/recent", "d7/f249");
+        link_member(t, "d5/imp", "imp/deep/file");
+        link_member(t, "new/one", "d2/f100");
+    });
+    let groups: [&[&str]; 5] = [
+        &["big/f00000", "d7/far", "d3/chain"],
+        &["big/f00001", "big/same"],
+        &["d7/f249", "d0/recent"],
+        &["imp/deep/file", "d5/imp"],
+        &["d2/f100", "new/one"],
+    ];
+    let t = tar.display().to_string();
+    let cases: [(&str, &[&str]); 3] = [
+        ("1", &[]),
+        ("4", &[]),
+        ("3", &["--size", "1g", "-d", "agcount=8"]),
+    ];
+    let mut first_listing: Option<Vec<u8>> = None;
+    for (jobs, mkfs) in cases {
+        let img = tmp.path().join(format!("links{jobs}.img"));
+        let i = img.display().to_string();
+        let mut args = vec!["build", "-q", "--jobs", jobs, &t, &i];
+        args.extend_from_slice(mkfs);
+        let out = xfskit(&args);
+        assert!(
+            out.status.success(),
+            "--jobs {jobs}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (code, text) = repair_check(&img);
+        assert_eq!(code, 0, "--jobs {jobs}: xfs_repair -n:\n{text}");
+        let out = xfskit(&["check", &i]);
+        assert!(out.status.success(), "--jobs {jobs}: xfskit check");
+        for g in groups {
+            let want = xfskit(&["cat", &i, g[0]]).stdout;
+            assert!(!want.is_empty(), "--jobs {jobs}: {} is empty", g[0]);
+            for p in g.iter() {
+                assert_eq!(nlink(&i, p), g.len() as u32, "--jobs {jobs}: {p}");
+                assert_eq!(xfskit(&["cat", &i, p]).stdout, want, "--jobs {jobs}: {p}");
+            }
+        }
+        let listing = xfskit(&["ls", "-lR", &i, "/"]).stdout;
+        match &first_listing {
+            None => first_listing = Some(listing),
+            Some(f) => assert!(*f == listing, "--jobs {jobs}: ls -lR differs from --jobs 1"),
+        }
+        if require_root("build_parallel far hard links (kernel inode numbers)") {
+            let mnt = img.with_extension("mnt");
+            std::fs::create_dir_all(&mnt).unwrap();
+            let m = mnt.display();
+            sh(&format!("mount -o loop,ro {i} {m}"));
+            let inos: Vec<Vec<u64>> = groups
+                .iter()
+                .map(|g| {
+                    g.iter()
+                        .map(|p| {
+                            use std::os::unix::fs::MetadataExt;
+                            std::fs::metadata(mnt.join(p)).map(|m| m.ino())
+                        })
+                        .collect::<std::io::Result<_>>()
+                })
+                .collect::<std::io::Result<_>>()
+                .unwrap_or_default();
+            sh(&format!("umount {m}"));
+            assert_eq!(
+                inos.len(),
+                groups.len(),
+                "--jobs {jobs}: stat through the kernel"
+            );
+            for (g, inos) in groups.iter().zip(&inos) {
+                assert!(
+                    inos.iter().all(|&n| n == inos[0]),
+                    "--jobs {jobs}: {g:?} {inos:?}"
+                );
+            }
+            let firsts: std::collections::BTreeSet<u64> = inos.iter().map(|v| v[0]).collect();
+            assert_eq!(
+                firsts.len(),
+                groups.len(),
+                "--jobs {jobs}: groups share an inode"
+            );
+        }
+        std::fs::remove_file(&img).unwrap();
+    }
+}
+
+/// Without a table of paths, a hard link to a directory or to a path no
+/// earlier entry made, a name given twice and a file's name used as a
+/// directory are still refused, naming the path, and leave no image.
+#[test]
+fn bad_links_and_duplicates_are_refused_without_a_path_table() {
+    let tmp = TempDir::new("build-bad-links");
+    let tar = tmp.path().join("bad.tar");
+    type Tail = fn(&mut Vec<u8>);
+    let cases: [(Tail, &[&str]); 5] = [
+        (
+            |t| link_member(t, "d0/l", "d1"),
+            &["d0/l", "d1", "not an earlier file"],
+        ),
+        (
+            |t| link_member(t, "d0/l", "d0/f999"),
+            &["d0/l", "d0/f999", "not an earlier file"],
+        ),
+        (
+            |t| link_member(t, "d0/l", "nodir/f"),
+            &["d0/l", "nodir/f", "not an earlier file"],
+        ),
+        (
+            |t| member(t, "big/f00007", b'0', b"again"),
+            &["f00007", "appears twice"],
+        ),
+        (
+            |t| member(t, "d4/f010/x", b'0', b"under a file"),
+            &["f010", "used as a directory"],
+        ),
+    ];
+    for (tail, words) in cases {
+        far_links_archive(&tar, &tail);
+        for jobs in ["1", "4"] {
+            let img = tmp.path().join(format!("bad{jobs}.img"));
+            let (t, i) = (tar.display().to_string(), img.display().to_string());
+            let out = xfskit(&["build", "-q", "--jobs", jobs, &t, &i]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success(),
+                "--jobs {jobs} {words:?}: the build succeeded"
+            );
+            for w in words {
+                assert!(err.contains(w), "--jobs {jobs}: {w:?} not in {err}");
+            }
+            assert!(!img.exists(), "--jobs {jobs}: a failed build left {i}");
+        }
+    }
+}

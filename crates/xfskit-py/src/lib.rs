@@ -112,6 +112,56 @@ fn open_fileobj(
     })
 }
 
+/// Opens the filesystem in the object at `url` (`s3://`, `gs://`,
+/// `az://`, `http(s)://`), read in place by ranged requests; credentials
+/// from the environment, overridden by `storage_options` (object_store
+/// configuration keys).
+#[pyfunction]
+#[pyo3(signature = (url, storage_options=None, partition=None, lv=None, norecovery=false))]
+fn open_url(
+    py: Python<'_>,
+    url: String,
+    storage_options: Option<std::collections::BTreeMap<String, String>>,
+    partition: Option<u32>,
+    lv: Option<String>,
+    norecovery: bool,
+) -> PyResult<(PyFs, Vec<String>)> {
+    let options: Vec<(String, String)> = storage_options.unwrap_or_default().into_iter().collect();
+    py.detach(|| {
+        let opts = ImageOptions {
+            partition,
+            lv,
+            writable: false,
+        };
+        let img = xfskit_remote::open_image(&url, &options, &opts).map_err(|e| match e {
+            // A missing object is a missing file (the error carries no errno).
+            xfskit::Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+                errors::os(libc::ENOENT, io.to_string(), Some(url.as_bytes()))
+            }
+            e => errors::engine(e, Some(url.as_bytes())),
+        })?;
+        let notes = img.notes.clone();
+        Ok((engine_open(img, false, norecovery, None)?, notes))
+    })
+}
+
+/// True when `name` is a URL that `open_url` reads.
+#[pyfunction]
+fn is_url(name: &str) -> bool {
+    xfskit_remote::is_url(name)
+}
+
+/// What every remote image opened by this process fetched: a dict of
+/// requests and bytes.
+#[pyfunction]
+fn remote_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let t = xfskit_remote::totals();
+    let d = PyDict::new(py);
+    d.set_item("requests", t.requests)?;
+    d.set_item("bytes", t.bytes)?;
+    Ok(d)
+}
+
 fn usage(e: impl std::fmt::Display) -> PyErr {
     errors::os(libc::EINVAL, e.to_string(), None)
 }
@@ -229,6 +279,9 @@ fn _xfskit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scan::BulkstatIter>()?;
     m.add_function(wrap_pyfunction!(open_path, m)?)?;
     m.add_function(wrap_pyfunction!(open_fileobj, m)?)?;
+    m.add_function(wrap_pyfunction!(open_url, m)?)?;
+    m.add_function(wrap_pyfunction!(is_url, m)?)?;
+    m.add_function(wrap_pyfunction!(remote_stats, m)?)?;
     m.add_function(wrap_pyfunction!(mkfs, m)?)?;
     m.add_function(wrap_pyfunction!(build, m)?)?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;

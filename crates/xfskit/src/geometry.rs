@@ -200,12 +200,12 @@ fn is_pow2_in(v: u64, lo: u64, hi: u64) -> bool {
 fn check_v4_bits(versionnum: u16) -> Result<()> {
     if versionnum & fsb::XFS_SB_VERSION_DIRV2BIT == 0 {
         return Err(Error::Unsupported(
-            "v4 filesystem with version 1 directories (no dirv2 bit): not supported".into(),
+            "the superblock is v4 with version 1 directories (no dirv2 bit): not supported".into(),
         ));
     }
     if versionnum & fsb::XFS_SB_VERSION_EXTFLGBIT == 0 {
         return Err(Error::Unsupported(
-            "v4 filesystem without the unwritten-extent flag (extflg): not supported".into(),
+            "the superblock is v4 without the unwritten-extent flag (extflg): not supported".into(),
         ));
     }
     Ok(())

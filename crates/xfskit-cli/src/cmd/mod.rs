@@ -104,14 +104,15 @@ pub fn open_in(image: &Path, disk: &DiskArgs, norecovery: bool) -> Result<Fs, Er
 
 /// [`open_in`] with every option.
 pub fn open_with(image: &Path, disk: &DiskArgs, opts: &OpenOptions) -> Result<Fs, Error> {
-    let img = xfskit::disk::open(
-        image,
-        &xfskit::disk::ImageOptions {
-            partition: disk.partition,
-            lv: disk.lv.clone(),
-            writable: false,
-        },
-    )?;
+    let iopts = xfskit::disk::ImageOptions {
+        partition: disk.partition,
+        lv: disk.lv.clone(),
+        writable: false,
+    };
+    let img = match remote_url(image) {
+        Some(url) => open_remote(url, &iopts)?,
+        None => xfskit::disk::open(image, &iopts)?,
+    };
     for note in &img.notes {
         eprintln!("xfskit: warning: {}: {note}", image.display());
     }
@@ -125,4 +126,56 @@ pub fn with_rtdev(opts: &OpenOptions, disk: &DiskArgs) -> OpenOptions {
         o.rtdev = disk.rtdev.clone();
     }
     o
+}
+
+/// The URL in `image` when it names an object in object storage or on an
+/// HTTP server (`s3://`, `gs://`, `az://`, `http(s)://`), read in place.
+pub fn remote_url(image: &Path) -> Option<&str> {
+    let s = image.to_str()?;
+    is_url(s).then_some(s)
+}
+
+#[cfg(feature = "remote")]
+fn is_url(s: &str) -> bool {
+    xfskit_remote::is_url(s)
+}
+
+#[cfg(not(feature = "remote"))]
+fn is_url(s: &str) -> bool {
+    ["s3://", "gs://", "az://", "http://", "https://"]
+        .iter()
+        .any(|p| s.starts_with(p))
+}
+
+/// Opens the filesystem in the image at `url` (credentials and endpoint
+/// from the environment: AWS_*, GOOGLE_*, AZURE_*).
+#[cfg(feature = "remote")]
+pub fn open_remote(
+    url: &str,
+    opts: &xfskit::disk::ImageOptions,
+) -> Result<xfskit::disk::Image, Error> {
+    xfskit_remote::open_image(url, &[], opts)
+}
+
+#[cfg(not(feature = "remote"))]
+pub fn open_remote(
+    url: &str,
+    _opts: &xfskit::disk::ImageOptions,
+) -> Result<xfskit::disk::Image, Error> {
+    Err(Error::Unsupported(format!(
+        "{url}: this xfskit was built without the `remote` feature"
+    )))
+}
+
+/// Prints what remote images cost (requests, bytes) on standard error when
+/// the environment sets XFSKIT_REMOTE_STATS.
+pub fn print_remote_stats() {
+    #[cfg(feature = "remote")]
+    if std::env::var_os("XFSKIT_REMOTE_STATS").is_some() {
+        let t = xfskit_remote::totals();
+        eprintln!(
+            "xfskit: remote: {} requests, {} bytes fetched",
+            t.requests, t.bytes
+        );
+    }
 }

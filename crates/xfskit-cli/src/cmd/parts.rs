@@ -37,7 +37,10 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let l = disk::list(&args.image)?;
+    let l = match super::remote_url(&args.image) {
+        Some(url) => list_remote(url)?,
+        None => disk::list(&args.image)?,
+    };
     let out = if args.json {
         format!("{:#}\n", json(&l))
     } else {
@@ -168,4 +171,16 @@ fn json(l: &Listing) -> serde_json::Value {
         "whole_disk": l.whole_disk,
         "partitions": parts,
     })
+}
+
+#[cfg(feature = "remote")]
+fn list_remote(url: &str) -> Result<disk::Listing, Error> {
+    xfskit_remote::list(url, &[])
+}
+
+#[cfg(not(feature = "remote"))]
+fn list_remote(url: &str) -> Result<disk::Listing, Error> {
+    Err(Error::Unsupported(format!(
+        "{url}: this xfskit was built without the `remote` feature"
+    )))
 }

@@ -24,6 +24,10 @@ impl BuildTarget for FsTarget<'_> {
         self.fs.geometry().root_ino
     }
 
+    fn lookup(&mut self, dir: Ino, name: &[u8]) -> Result<Option<Ino>> {
+        crate::dir::lookup(self.fs, &self.fs.inode(dir)?, name)
+    }
+
     fn fs(&self) -> Option<&Fs> {
         Some(self.fs)
     }

@@ -7,18 +7,17 @@
 //! does not list are made with mode 0755, owner 0:0 (through the id map) and
 //! the default time (`SOURCE_DATE_EPOCH`, else 0); a directory's own header
 //! updates it whenever it appears, and every directory's metadata is set at
-//! the end. The only memory kept per entry is a path -> inode map (for hard
-//! links and to refuse duplicates). A name that appears twice is an error,
-//! unless both are directories (their headers then merge, the later one
-//! winning). Paths with `..` are refused; leading `/` and `./` are dropped.
+//! the end. Nothing is kept per file: only a path -> inode map of the
+//! directories (every entry's parent is looked up there), so memory grows
+//! with the directories, not the files. A hard link names an earlier entry
+//! by its path: its directory comes from that map and its inode from the
+//! directory itself, read back through the target. A name that appears
+//! twice is an error (the directory refuses the second one), unless both
+//! are directories (their headers then merge, the later one winning).
+//! Paths with `..` are refused; leading `/` and `./` are dropped.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// A map keyed by archive paths. The keys come from the archive, so the
-/// hash is seeded at random (no crafted set of names collides on every
-/// run), but it is foldhash, not SipHash: a third of the feeding thread's
-/// time went into hashing paths.
-pub(super) type PathMap<V> = HashMap<Vec<u8>, V, foldhash::fast::RandomState>;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek};
 use std::path::Path;
@@ -206,8 +205,6 @@ pub(super) struct Tree<'t, 'o> {
     /// engine's [`crate::Fs::keep_dir_times`] on, only these need their
     /// metadata set at the end.
     pub(super) retime: BTreeSet<Vec<u8>>,
-    /// Non-directories; `None` while a worker has yet to create it.
-    pub(super) others: PathMap<Option<Ino>>,
     pub(super) stats: FeedStats,
     /// Workers for everything but directories (parallel feed only).
     pub(super) pool: Option<&'t Pool<'t>>,
@@ -236,16 +233,18 @@ impl Tree<'_, '_> {
                 dir = d.0;
                 continue;
             }
-            if self.others.contains_key(prefix) {
-                return Err(Error::Invalid(format!(
-                    "{}: used as a directory but the archive made it a file",
-                    show(prefix)
-                )));
-            }
             let (_, name) = split(prefix);
             check_name(name, &show(prefix))?;
             let meta = self.default_meta();
-            dir = self.make_dir(dir, name, meta.clone(), Vec::new())?;
+            dir = self
+                .make_dir(dir, name, meta.clone(), Vec::new())
+                .map_err(|e| match e {
+                    Error::Exists(_) => Error::Invalid(format!(
+                        "{}: used as a directory but the archive made it a file",
+                        show(prefix)
+                    )),
+                    e => e,
+                })?;
             self.dirs.insert(prefix.to_vec(), (dir, meta));
         }
         Ok(dir)
@@ -269,7 +268,7 @@ impl Tree<'_, '_> {
     }
 
     /// The inode of `d` (waiting for the workers when one has yet to make it).
-    fn ino(&self, d: Dir) -> Result<Ino> {
+    pub(super) fn ino(&self, d: Dir) -> Result<Ino> {
         match (d, self.pool) {
             (Dir::Made(ino), _) => Ok(ino),
             (d, Some(pool)) => pool.resolve(d),
@@ -286,6 +285,15 @@ impl Tree<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// The target's refusal of a name its directory has already, as the
+    /// archive's duplicate.
+    fn exists_is_duplicate(&self, err: Error, path: &[u8], e: &TarEntry) -> Error {
+        match err {
+            Error::Exists(_) => self.duplicate(path, e),
+            err => err,
+        }
     }
 
     fn duplicate(&self, path: &[u8], e: &TarEntry) -> Error {
@@ -325,11 +333,9 @@ impl Tree<'_, '_> {
             )?);
             Ok(())
         })?;
-        let ino = match made {
-            Some(ino) => ino,
-            None => create_small_file(t, ids, parent, name, meta, &[], &xattrs, stats)?,
-        };
-        self.others.insert(path, Some(ino));
+        if made.is_none() {
+            create_small_file(t, ids, parent, name, meta, &[], &xattrs, stats)?;
+        }
         Ok(())
     }
 
@@ -351,15 +357,12 @@ impl Tree<'_, '_> {
                 }
                 return self.xattrs(self.ino(dir)?, e);
             }
-            if self.others.contains_key(&path) {
-                return Err(self.duplicate(&path, e));
-            }
         } else if path.is_empty() {
             return Err(Error::Invalid(format!(
                 "{}: the archive's root is not a directory",
                 e.display()
             )));
-        } else if self.dirs.contains_key(&path) || self.others.contains_key(&path) {
+        } else if self.dirs.contains_key(&path) {
             return Err(self.duplicate(&path, e));
         }
         let (parent_path, name) = split(&path);
@@ -368,7 +371,7 @@ impl Tree<'_, '_> {
         let kind = match &e.kind {
             TarKind::HardLink(target) => {
                 let tp = normalize(target)?;
-                let Some(ino) = self.other(&tp)? else {
+                let Some(ino) = self.link_target(&tp)? else {
                     return Err(Error::Invalid(format!(
                         "{}: hard link to {}, which is not an earlier file of the archive",
                         show(&path),
@@ -387,7 +390,6 @@ impl Tree<'_, '_> {
                     None => self.t.link(self.ino(parent)?, name, ino)?,
                 }
                 self.stats.hardlinks += 1;
-                self.others.insert(path, Some(ino));
                 return Ok(());
             }
             TarKind::Dir => NodeKind::Dir,
@@ -402,7 +404,9 @@ impl Tree<'_, '_> {
         };
         if kind == NodeKind::Dir {
             let xattrs = self.mapped_xattrs(e);
-            let dir = self.make_dir(parent, name, meta.clone(), xattrs)?;
+            let dir = self
+                .make_dir(parent, name, meta.clone(), xattrs)
+                .map_err(|err| self.exists_is_duplicate(err, &path, e))?;
             self.dirs.insert(path, (dir, meta));
             return Ok(());
         }
@@ -411,9 +415,14 @@ impl Tree<'_, '_> {
         }
         let parent = self.ino(parent)?;
         if e.kind == TarKind::File && e.sparse.is_none() && e.size <= buf.len() as u64 {
-            return self.small_file(r, e, path, parent, &meta, buf);
+            return self
+                .small_file(r, e, path.clone(), parent, &meta, buf)
+                .map_err(|err| self.exists_is_duplicate(err, &path, e));
         }
-        let ino = self.t.create(parent, name, &kind, &meta)?;
+        let ino = self
+            .t
+            .create(parent, name, &kind, &meta)
+            .map_err(|err| self.exists_is_duplicate(err, &path, e))?;
         self.xattrs(ino, e)?;
         match kind {
             NodeKind::Dir => {}
@@ -424,16 +433,9 @@ impl Tree<'_, '_> {
                     stats.bytes += data.len() as u64;
                     t.write_data(ino, off, data)
                 })?;
-                self.others.insert(path, Some(ino));
             }
-            NodeKind::Symlink(_) => {
-                self.stats.symlinks += 1;
-                self.others.insert(path, Some(ino));
-            }
-            _ => {
-                self.stats.specials += 1;
-                self.others.insert(path, Some(ino));
-            }
+            NodeKind::Symlink(_) => self.stats.symlinks += 1,
+            _ => self.stats.specials += 1,
         }
         Ok(())
     }
@@ -450,6 +452,15 @@ pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) ->
     if opts.jobs >= 1 {
         if let Some(fs) = t.fs() {
             let mut main = FsTarget::new(fs);
+            // A worker meets a name given twice when it adds it to its
+            // directory; it knows the name, not the archive path.
+            let twice = |e| match e {
+                Error::Exists(name) => Error::Invalid(format!(
+                    "{name}: appears twice in one directory of the archive (or a file's \
+                     name is also used as a directory); xfskit build does not replace entries"
+                )),
+                e => e,
+            };
             return with_pool(fs, opts.jobs, |pool| {
                 let (stats, dirs, retime) = walk(src, &mut main, opts, Some(pool))?;
                 // Queued after every entry of each directory (all made by
@@ -464,7 +475,8 @@ pub fn feed(src: &TarSource, t: &mut dyn BuildTarget, opts: &FeedOptions<'_>) ->
                     }
                 }
                 Ok(stats)
-            });
+            })
+            .map_err(twice);
         }
     }
     let (stats, dirs, _) = walk(src, t, opts, None)?;
@@ -506,7 +518,6 @@ fn walk<'a>(
         dirs: BTreeMap::new(),
         // The root was made by mkfs, not with the archive's metadata.
         retime: BTreeSet::from([Vec::new()]),
-        others: PathMap::default(),
         stats: FeedStats::default(),
         pool,
     };

@@ -25,18 +25,26 @@ impl Tree<'_, '_> {
             .collect()
     }
 
-    /// The inode of earlier non-directory `path`, waiting for the workers
-    /// when one of them has yet to create it.
-    pub(super) fn other(&mut self, path: &[u8]) -> Result<Option<Ino>> {
-        match (self.others.get(path), self.pool) {
-            (Some(None), Some(pool)) => {
-                for (p, ino) in pool.drain()? {
-                    self.others.insert(p, Some(ino));
-                }
-                Ok(self.others.get(path).copied().flatten())
-            }
-            (o, _) => Ok(o.copied().flatten()),
+    /// The inode of earlier non-directory `path`: its directory from the
+    /// map of directories, its inode read back from that directory (once
+    /// the directory's worker has run everything queued for it). `None`
+    /// when no earlier entry made it, or when it is a directory.
+    pub(super) fn link_target(&mut self, path: &[u8]) -> Result<Option<Ino>> {
+        if path.is_empty() || self.dirs.contains_key(path) {
+            return Ok(None);
         }
+        let (parent, name) = split(path);
+        let Some(&(dir, _)) = self.dirs.get(parent) else {
+            return Ok(None);
+        };
+        let dir = match self.pool {
+            Some(pool) => {
+                pool.settle(pool.worker_for(dir))?;
+                pool.resolve(dir)?
+            }
+            None => self.ino(dir)?,
+        };
+        self.t.lookup(dir, name)
     }
 
     /// Parallel feed: hands a non-directory to the worker of its parent's
@@ -57,7 +65,6 @@ impl Tree<'_, '_> {
         let name = split(&path).1.to_vec();
         let xattrs = self.mapped_xattrs(e);
         self.stats.xattrs += xattrs.len() as u64;
-        self.others.insert(path.clone(), None);
         match kind {
             NodeKind::File { .. } if e.sparse.is_none() && e.size <= buf.len() as u64 => {
                 // Read ahead into a vector of its own by the parsing
@@ -80,7 +87,7 @@ impl Tree<'_, '_> {
                 let job = Job::File {
                     parent,
                     name,
-                    key: Some(path),
+                    key: None,
                     meta,
                     data,
                     xattrs,
@@ -95,7 +102,7 @@ impl Tree<'_, '_> {
         let job = Job::Create {
             parent,
             name,
-            key: Some(path),
+            key: None,
             kind,
             meta,
             xattrs,

@@ -100,6 +100,17 @@ pub trait BuildTarget {
     /// The writable filesystem behind the target, when a source may write
     /// into it directly from several threads at once (the write engine);
     /// `None` (the default): call the target from one thread only.
+    /// The inode `name` names in directory `dir`, if any (hard links in a
+    /// tar name an earlier entry by its path; the build keeps no table of
+    /// paths and reads the name back from the directory instead). Targets
+    /// that cannot look names up refuse hard links.
+    fn lookup(&mut self, dir: Ino, name: &[u8]) -> Result<Option<Ino>> {
+        let _ = (dir, name);
+        Err(crate::error::Error::Unsupported(
+            "hard links in this build target".into(),
+        ))
+    }
+
     fn fs(&self) -> Option<&Fs> {
         None
     }

@@ -451,6 +451,24 @@ impl<'f> Pool<'f> {
         Ok(out)
     }
 
+    /// Waits until worker `w` has run every job queued so far (what the
+    /// other workers do goes on).
+    pub fn settle(&self, w: usize) -> Result<()> {
+        {
+            let mut open = self.open[w].lock().unwrap_or_else(|p| p.into_inner());
+            self.flush_open(w, &mut open)?;
+        }
+        let q = &self.queues[w];
+        let mut st = q.lock();
+        while (!st.jobs.is_empty() || st.busy) && !st.gone && !self.stopped() {
+            st = q.wait_room(st);
+        }
+        if self.stopped() || (st.gone && !st.jobs.is_empty()) {
+            return Err(Self::stopped_error());
+        }
+        Ok(())
+    }
+
     fn close(&self) {
         for q in &self.queues {
             let mut st = q.lock();

@@ -78,12 +78,10 @@ impl Mock {
                 "child created after the directory's final set_meta".into()
             ));
         }
-        if p.children.insert(name.to_vec(), ino).is_some() {
-            return Err(bad(format!(
-                "duplicate name {}",
-                String::from_utf8_lossy(name)
-            )));
+        if p.children.contains_key(name) {
+            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
         }
+        p.children.insert(name.to_vec(), ino);
         Ok(())
     }
 
@@ -224,6 +222,10 @@ impl BuildTarget for Mock {
         self.add_name(parent, name, target)?;
         self.node(target)?.nlink += 1;
         Ok(())
+    }
+
+    fn lookup(&mut self, dir: Ino, name: &[u8]) -> Result<Option<Ino>> {
+        Ok(self.node(dir)?.children.get(name).copied())
     }
 
     fn set_xattr(&mut self, ino: Ino, name: &[u8], value: &[u8]) -> Result<()> {
