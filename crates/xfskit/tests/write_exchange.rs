@@ -336,6 +336,97 @@ fn refusals() {
     ));
 }
 
+/// Opens `dev` read-write and tells it where the log is (for torn writes).
+fn open_crashing(dev: &Arc<CrashDevice>, opts: &OpenOptions) -> xfskit::Result<Fs> {
+    let fs = Fs::from_device_rw(Box::new(Shared(dev.clone())), opts)?;
+    let g = fs.geometry();
+    let lo = g.fsb_to_daddr(g.log_start).bytes();
+    dev.set_log(lo, lo + u64::from(g.log_blocks) * u64::from(g.block_size));
+    Ok(fs)
+}
+
+/// What a crash sweep saw: crashes, recoveries to the old files, to the
+/// new ones, and crashes during the exchange that recovery finished.
+#[derive(Default)]
+struct Sweep {
+    crashes: u32,
+    old: u32,
+    new: u32,
+    finished: u32,
+}
+
+/// Cuts the writes of `run` (an exchange and its sync on an image of
+/// `base`) at every point, whole and torn, until a run completes. After
+/// each crash both recoveries, xfskit's and the kernel's, must give the
+/// files `names` as in `old` or as in `new` with `xfs_repair -n` 6.15
+/// clean; with `same`, the two recoveries must also agree with each
+/// other. `run` returns whether the crash came before the exchange
+/// returned, and the result of the whole.
+fn crash_sweep(
+    s: &Scratch,
+    base: &Path,
+    opts: &OpenOptions,
+    names: &[&str],
+    (old, new): (&Snap, &Snap),
+    same: bool,
+    run: impl Fn(&Fs) -> (bool, xfskit::Result<()>),
+) -> Sweep {
+    let (img, ours) = (s.0.join("img"), s.0.join("ours"));
+    let mut seen = Sweep::default();
+    for tear in [false, true] {
+        for n in 1.. {
+            let dev = Arc::new(CrashDevice::new(base, Some(n), tear));
+            let fs = open_crashing(&dev, opts).unwrap();
+            let (during, r) = run(&fs);
+            drop(fs);
+            if r.is_ok() {
+                break;
+            }
+            seen.crashes += 1;
+            dev.save(base, &img);
+            std::fs::copy(&img, &ours).unwrap();
+            let what = format!("crash at write {n} (tear {tear})");
+            let fs = Fs::open_rw(&ours, &OpenOptions::default())
+                .unwrap_or_else(|e| panic!("{what}: xfskit recovery failed: {e}"));
+            fs.sync().unwrap();
+            drop(fs);
+            let x = snapshot_of(&ours, names);
+            assert!(
+                x == *old || x == *new,
+                "{what}, xfskit's recovery: {}",
+                describe(new, &x)
+            );
+            assert_repair_615_clean(&ours);
+            if let Err(e) = kernel_replay(&img) {
+                panic!("{what}: the kernel cannot replay our log: {e}");
+            }
+            assert_repair_615_clean(&img);
+            let k = snapshot_of(&img, names);
+            assert!(
+                k == *old || k == *new,
+                "{what}, the kernel's recovery: {}",
+                describe(new, &k)
+            );
+            if same {
+                assert!(
+                    k == x,
+                    "{what}: the kernel's recovery and xfskit's differ:\n{}",
+                    describe(&k, &x)
+                );
+            }
+            if x == *old {
+                seen.old += 1;
+            } else {
+                seen.new += 1;
+                if during {
+                    seen.finished += 1;
+                }
+            }
+        }
+    }
+    seen
+}
+
 /// A crash at every write of one exchange (and the sync after it): both
 /// recoveries give the files before or after it, whole, and a clean
 /// `xfs_repair -n` 6.15.
@@ -365,62 +456,26 @@ fn a_crashed_exchange_recovers_old_or_new() {
         snapshot(&img)
     };
     assert_ne!(old, new);
-    let open = |dev: Arc<CrashDevice>| -> xfskit::Result<Fs> {
-        let fs = Fs::from_device_rw(Box::new(Shared(dev.clone())), &OpenOptions::default())?;
-        let g = fs.geometry();
-        let lo = g.fsb_to_daddr(g.log_start).bytes();
-        dev.set_log(lo, lo + u64::from(g.log_blocks) * u64::from(g.block_size));
-        Ok(fs)
-    };
-    let (img, ours) = (s.0.join("img"), s.0.join("ours"));
-    let mut crashes = 0;
-    let (mut saw_old, mut saw_new) = (0, 0);
-    for tear in [false, true] {
-        for n in 1.. {
-            let dev = Arc::new(CrashDevice::new(&base, Some(n), tear));
-            let fs = open(dev.clone()).unwrap();
-            let (f1, _, f2, _, _, _) = op;
+    let (f1, _, f2, _, _, _) = op;
+    let seen = crash_sweep(
+        &s,
+        &base,
+        &OpenOptions::default(),
+        &FILES,
+        (&old, &new),
+        false,
+        |fs| {
             let r = fs
-                .exchange_range(ino(&fs, f1), 0, ino(&fs, f2), 0, 0, ExchangeFlags::TO_EOF)
+                .exchange_range(ino(fs, f1), 0, ino(fs, f2), 0, 0, ExchangeFlags::TO_EOF)
                 .and_then(|_| fs.sync());
-            drop(fs);
-            if r.is_ok() {
-                break;
-            }
-            crashes += 1;
-            dev.save(&base, &img);
-            std::fs::copy(&img, &ours).unwrap();
-            let what = format!("crash at write {n} (tear {tear})");
-            let fs = Fs::open_rw(&ours, &OpenOptions::default())
-                .unwrap_or_else(|e| panic!("{what}: xfskit recovery failed: {e}"));
-            fs.sync().unwrap();
-            drop(fs);
-            let got = snapshot(&ours);
-            assert!(
-                got == old || got == new,
-                "{what}, xfskit's recovery: {}",
-                describe(&new, &got)
-            );
-            if got == old {
-                saw_old += 1;
-            } else {
-                saw_new += 1;
-            }
-            assert_repair_615_clean(&ours);
-            if let Err(e) = kernel_replay(&img) {
-                panic!("{what}: the kernel cannot replay our log: {e}");
-            }
-            assert_repair_615_clean(&img);
-            let got = snapshot(&img);
-            assert!(
-                got == old || got == new,
-                "{what}, the kernel's recovery: {}",
-                describe(&new, &got)
-            );
-        }
-    }
-    eprintln!("{crashes} crashes: {saw_old} recovered the old files, {saw_new} the new");
-    assert!(crashes > 0 && saw_old > 0 && saw_new > 0);
+            (false, r)
+        },
+    );
+    eprintln!(
+        "{} crashes: {} recovered the old files, {} the new",
+        seen.crashes, seen.old, seen.new
+    );
+    assert!(seen.crashes > 0 && seen.old > 0 && seen.new > 0);
 }
 
 /// The smallest log mkfs.xfs 6.15 makes with the 6.18 defaults on a
@@ -560,19 +615,12 @@ fn a_crash_at_every_write_of_a_chained_exchange_recovers() {
         pending_limits: Some((4 << 10, 1 << 20)),
         ..OpenOptions::default()
     };
-    let open = |dev: Arc<CrashDevice>| -> xfskit::Result<Fs> {
-        let fs = Fs::from_device_rw(Box::new(Shared(dev.clone())), &opts)?;
-        let g = fs.geometry();
-        let lo = g.fsb_to_daddr(g.log_start).bytes();
-        dev.set_log(lo, lo + u64::from(g.log_blocks) * u64::from(g.block_size));
-        Ok(fs)
-    };
     let exchange =
         |fs: &Fs| fs.exchange_range(ino(fs, "m"), 0, ino(fs, "n"), 0, 0, ExchangeFlags::TO_EOF);
     // The run without a crash: what "after" is, and how many writes.
     let (new, writes, checkpoints) = {
         let dev = Arc::new(CrashDevice::new(&base, None, false));
-        let fs = open(dev.clone()).unwrap();
+        let fs = open_crashing(&dev, &opts).unwrap();
         let c0 = fs.log_stats().checkpoints;
         exchange(&fs).unwrap();
         let c = fs.log_stats().checkpoints - c0;
@@ -586,57 +634,16 @@ fn a_crash_at_every_write_of_a_chained_exchange_recovers() {
     assert_ne!(old, new);
     eprintln!("the exchange: {checkpoints} checkpoints, {writes} writes with its sync");
     assert!(checkpoints >= 10, "only {checkpoints} checkpoints");
-    let (img, ours) = (s.0.join("img"), s.0.join("ours"));
-    let (mut crashes, mut saw_old, mut finished) = (0, 0, 0);
-    for tear in [false, true] {
-        for n in 1.. {
-            let dev = Arc::new(CrashDevice::new(&base, Some(n), tear));
-            let fs = open(dev.clone()).unwrap();
-            let during = exchange(&fs).is_err();
-            let r = if during {
-                Err(())
-            } else {
-                fs.sync().map_err(|_| ())
-            };
-            drop(fs);
-            if r.is_ok() {
-                break;
-            }
-            crashes += 1;
-            dev.save(&base, &img);
-            std::fs::copy(&img, &ours).unwrap();
-            let what = format!("crash at write {n} of {writes} (tear {tear})");
-            let fs = Fs::open_rw(&ours, &OpenOptions::default())
-                .unwrap_or_else(|e| panic!("{what}: xfskit recovery failed: {e}"));
-            fs.sync().unwrap();
-            drop(fs);
-            let x = snapshot_of(&ours, &names);
-            assert!(
-                x == old || x == new,
-                "{what}, xfskit's recovery: {}",
-                describe(&new, &x)
-            );
-            assert_repair_615_clean(&ours);
-            if let Err(e) = kernel_replay(&img) {
-                panic!("{what}: the kernel cannot replay our log: {e}");
-            }
-            assert_repair_615_clean(&img);
-            let k = snapshot_of(&img, &names);
-            assert!(
-                k == x,
-                "{what}: the kernel's recovery and xfskit's differ:\n{}",
-                describe(&k, &x)
-            );
-            if x == old {
-                saw_old += 1;
-            } else if during {
-                finished += 1;
-            }
+    let seen = crash_sweep(&s, &base, &opts, &names, (&old, &new), true, |fs| {
+        match exchange(fs) {
+            Err(e) => (true, Err(e)),
+            Ok(()) => (false, fs.sync()),
         }
-    }
+    });
     eprintln!(
-        "{crashes} crashes: {saw_old} recovered the old files, \
-         {finished} cut the exchange part way and recovery finished it"
+        "{} crashes of {writes} writes: {} recovered the old files, \
+         {} cut the exchange part way and recovery finished it",
+        seen.crashes, seen.old, seen.finished
     );
-    assert!(crashes > 0 && saw_old > 0 && finished > 0);
+    assert!(seen.crashes > 0 && seen.old > 0 && seen.finished > 0);
 }
