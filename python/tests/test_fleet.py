@@ -391,3 +391,46 @@ def test_without_ray_names_the_way_out(fleet, tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(RuntimeError, match=r"xfskit\[fleet\].*local=True"):
         xfskit.fleet.check(fleet["local"][:1], str(tmp_path / "o"), progress=False)
+
+
+def test_inventory_equals_the_kernel_walk(kernel_image, mounted, engine, tmp_path):
+    """An inventory of a kernel-made image (every directory, link and xattr
+    format, special files, hard links, names that are not UTF-8) has a row
+    for every path of a kernel mount, with the kernel's stat fields,
+    xattr names and contents."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _needs_pyarrow()
+    out = tmp_path / "inv"
+    summary = xfskit.fleet.inventory([str(kernel_image)], str(out), hash="sha256", progress=False, **engine)
+    (row,) = summary.to_pylist()
+    assert row["ok"], row
+    (part,) = list((out / "inventory").iterdir())
+    t = pq.read_table(part)
+    times = ("atime", "mtime", "ctime", "btime")
+    got = t.drop_columns(list(times)).to_pydict()
+    mtimes = t["mtime"].cast(pa.int64()).to_pylist()
+    rows = {}
+    for k in range(t.num_rows):
+        p = got["path_bytes"][k] if got["path_bytes"][k] is not None else got["path"][k].encode()
+        rows[p] = k
+    want = {b"/"}
+    root = os.fsencode(mounted)
+    for top, dirs, files in os.walk(root):
+        for n in dirs + files:
+            want.add(top[len(root):] + b"/" + n)
+    assert set(rows) == want
+    assert t.num_rows == len(want)
+    for p, k in rows.items():
+        host = root + p if p != b"/" else root
+        st = os.lstat(host)
+        assert (got["ino"][k], got["mode"][k], got["nlink"][k]) == (st.st_ino, st.st_mode, st.st_nlink), p
+        assert (got["uid"][k], got["gid"][k], got["size"][k]) == (st.st_uid, st.st_gid, st.st_size), p
+        assert mtimes[k] == st.st_mtime_ns, p
+        assert sorted(got["xattrs"][k]) == sorted(os.listxattr(host, follow_symlinks=False)), p
+        if stat.S_ISREG(st.st_mode):
+            with open(host, "rb") as f:
+                assert got["sha256"][k] == hashlib.sha256(f.read()).hexdigest(), p
+        else:
+            assert got["sha256"][k] is None

@@ -249,10 +249,11 @@ def _inventory_table(fs: xfskit.Filesystem, image: str, params: dict) -> Any:
 
         with_fork = pc.filter(table["ino"], pc.not_equal(table["forkoff"], 0)).to_pylist()
         names: dict[int, list[str]] = {}
+        listxattr = fs._inner.listxattr
         for ino in with_fork:
             p = first_path.get(ino)
             if p is not None:
-                names[ino] = fs.listxattr(p, follow_symlinks=False)
+                names[ino] = [n.decode(errors="backslashreplace") for n in listxattr(p, False)]
         cols["xattrs"] = pa.array([names.get(i, []) for i in inos], pa.list_(pa.string()))
     algo = params.get("hash")
     if algo:
