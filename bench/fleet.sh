@@ -12,8 +12,8 @@
 #                  inode, mode, links, owners, size, mtime, umount; one image
 #                  at a time and two at once (xargs -P 2). It lists no xattr
 #                  names (getfattr per file would add a process per file).
-# Images are page-cached (read once before); each way runs RUNS times, the
-# best kept. Every way must count the same rows (paths).
+# Images are page-cached (read once before); RUNS rounds run every way once
+# in turn, the best run of each kept. Every way must count the same rows (paths).
 #
 # Usage: bench/fleet.sh   (as root: the loop mounts)
 # Env:   N (default 40), INODES (default 20000), RUNS (default 3),
@@ -80,29 +80,37 @@ kernel_one() { # image -> rows printed by find
 export -f kernel_one
 export WORK
 
-best() { # way -> the fastest run's JSON line
-  local way=$1 line best_line="" best_s="" s
-  for _ in $(seq "$RUNS"); do
-    case $way in
-      kernel*)
-        rm -f "$WORK"/k.*.tsv
-        s0=$(date +%s.%N)
-        xargs -P "${way#kernel}" -I{} bash -c 'kernel_one "$1"' _ {} < "$WORK/list"
-        s1=$(date +%s.%N)
-        rows=$(cat "$WORK"/k.*.tsv | wc -l)
-        line="{\"how\": \"$way\", \"seconds\": $(awk "BEGIN{printf \"%.3f\", $s1 - $s0}"), \"rows\": $rows, \"ok\": true}"
-        ;;
-      *) line=$(cd "$WORK" && "$PY" "$OLDPWD/bench/fleet_bench.py" "$way" "$WORK/list" "$WORK/out") ;;
-    esac
-    s=$(echo "$line" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')
-    if [ -z "$best_s" ] || awk "BEGIN{exit !($s < $best_s)}"; then best_s=$s; best_line=$line; fi
-  done
-  echo "$best_line"
+one() { # way -> one timed run's JSON line
+  local way=$1 s0 s1 rows
+  case $way in
+    kernel*)
+      rm -f "$WORK"/k.*.tsv
+      s0=$(date +%s.%N)
+      xargs -P "${way#kernel}" -I{} bash -c 'kernel_one "$1"' _ {} < "$WORK/list"
+      s1=$(date +%s.%N)
+      rows=$(cat "$WORK"/k.*.tsv | wc -l)
+      echo "{\"how\": \"$way\", \"seconds\": $(awk "BEGIN{printf \"%.3f\", $s1 - $s0}"), \"rows\": $rows, \"ok\": true}"
+      ;;
+    *) (cd "$WORK" && "$PY" "$OLDPWD/bench/fleet_bench.py" "$way" "$WORK/list" "$WORK/out") ;;
+  esac
 }
 
+# Rounds: every way once per round, in turn, so that load from elsewhere
+# falls on all of them; the best run of each way is kept.
+WAYS=(ray2 ray1 local2 loop oswalk kernel1 kernel2)
+: > "$WORK/runs"
+for r in $(seq "$RUNS"); do
+  for way in "${WAYS[@]}"; do
+    line=$(one "$way")
+    echo "round $r: $line" >&2
+    echo "$line" >> "$WORK/runs"
+  done
+done
 results=()
-for way in ray2 ray1 local2 loop oswalk kernel1 kernel2; do
-  results+=("$(best "$way")")
-  echo "${results[-1]}" >&2
+for way in "${WAYS[@]}"; do
+  results+=("$("$PY" -c '
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["how"] == sys.argv[2]]
+print(json.dumps(min(runs, key=lambda r: r["seconds"])))' "$WORK/runs" "$way")")
 done
 printf '%s\n' "${results[@]}" | "$PY" bench/fleet_bench.py summary -

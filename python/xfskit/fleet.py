@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import xfskit
 
-__all__ = ["Source", "read_sources", "inventory", "check", "find", "main"]
+__all__ = ["Source", "read_sources", "inventory", "check", "find", "run_one", "sha256_of", "main"]
 
 #: Problems of one image kept in its check.parquet row (all of them go to
 #: problems.parquet, up to the 10,000 check keeps).
@@ -285,8 +285,18 @@ def _out_fs(out: str) -> tuple[Any, str]:
 
 
 def run_one(kind: str, index: int, spec: dict, params: dict) -> dict:
-    """Scans one image; never raises (a failure is the row's ``error``).
-    Returns the image's summary row (and, for check and find, its rows)."""
+    """One image's task, for running on any engine; never raises (a failure
+    is the row's ``error``).
+
+    ``kind`` is "inventory", "check" or "find"; ``index`` numbers the
+    image's Parquet file; ``spec`` has ``source`` (and ``partition``,
+    ``lv``, ``storage_options``); ``params`` has ``out`` (inventory writes
+    ``OUT/inventory/INDEX-NAME.parquet``, a directory that must exist) and
+    the options of :func:`inventory` (``hash``, ``xattrs``), :func:`check`
+    (``memory``) or :func:`find` (``glob``; ``sha256``: a dict of digest
+    to size or None), and ``threads``. Returns the image's row (image,
+    ok, error, rows, seconds, bytes_read...) with ``extra``: check's
+    problems or find's matches."""
     # Imported before the count starts: module loading reads files too.
     import pyarrow.compute  # noqa: F401
     import pyarrow.parquet  # noqa: F401
