@@ -37,7 +37,7 @@ import stat as _stat
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import xfskit
 
