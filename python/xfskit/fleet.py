@@ -401,7 +401,13 @@ def _run_ray(kind, specs, params, address, num_cpus, report) -> list[dict]:
 
     started = False
     if not ray.is_initialized():
-        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        import logging
+
+        kw: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "logging_level": logging.WARNING,
+        }
         with _neutral_cwd():
             if address:
                 ray.init(address=address, **kw)
