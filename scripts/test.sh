@@ -104,8 +104,9 @@ else
 fi
 
 # The Python package (python/): pip builds it (maturin, release) into a
-# fresh virtual environment with pytest, pyarrow, fsspec, and moto's S3
-# server and boto3 (tests of images in object storage) from PyPI, then
+# fresh virtual environment with pytest, pyarrow, fsspec, moto's S3
+# server and boto3 (tests of images in object storage) and ray (the fleet
+# scans on a local Ray instance) from PyPI, then
 # its tests run (python/tests; those that need root or a tool record why).
 py_log=/tmp/xfskit-pytest.log
 : > "$py_log"
@@ -116,8 +117,8 @@ else
   venv=$(mktemp -d /tmp/xfskit-venv.XXXXXX)
   if ! python3 -m venv "$venv" >/dev/null 2>&1; then
     py_skip="Python package tests: python3 -m venv failed"
-  elif ! "$venv/bin/pip" install -q maturin pytest pyarrow fsspec "moto[server]" boto3 2>&1 | tail -n 5; then
-    py_skip="Python package tests: pip could not install maturin, pytest, pyarrow, fsspec, moto[server] and boto3 (is PyPI reachable?)"
+  elif ! "$venv/bin/pip" install -q maturin pytest pyarrow fsspec "moto[server]" boto3 ray 2>&1 | tail -n 5; then
+    py_skip="Python package tests: pip could not install maturin, pytest, pyarrow, fsspec, moto[server], boto3 and ray (is PyPI reachable?)"
   elif ! "$venv/bin/pip" install -q ./python 2>&1 | tail -n 20; then
     echo "python: pip install ./python failed (above)"
     status=1
