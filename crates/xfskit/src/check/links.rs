@@ -127,7 +127,7 @@ struct Pending {
 /// the number of inodes.
 pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result<()> {
     use super::ns::{lock, type_of, DirLinks, Key, ParentRec, KIND_UNDECODED};
-    use super::spill::Peek;
+    use super::spill::{lowest, Peek};
     let fs = ctx.fs;
     let root = fs.geometry().root_ino.0;
     let ftype_feature = fs.geometry().features.ftype;
@@ -157,18 +157,15 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
     let is_root = |ino: u64| ino == root || Some(ino) == metadir;
 
     loop {
-        let k = [
+        let Some(k) = lowest([
             inodes.peek().map(|r| r.ino),
             entries.peek().map(|r| r.target),
             dirs.peek().map(|r| r.ino),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let Some(k) = k else { break };
+        ]) else {
+            break;
+        };
         // The inode (the first record of a number listed twice).
-        let inode = inodes.take_if(|r| r.ino == k)?;
-        while inodes.take_if(|r| r.ino == k)?.is_some() {}
+        let inode = inodes.take_first(|r| r.ino == k)?;
         let t = inode.and_then(|r| type_of(r.kind));
         if k == root {
             root_ok = t == Some(FileType::Dir);
@@ -177,8 +174,7 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
             metadir_ok = t == Some(FileType::Dir);
         }
         // Its directory record.
-        let dir = dirs.take_if(|r| r.ino == k)?;
-        while dirs.take_if(|r| r.ino == k)?.is_some() {}
+        let dir = dirs.take_first(|r| r.ino == k)?;
         // The entries naming it.
         let (mut refs, mut ecount, mut esum) = (0u32, 0u32, 0u64);
         let mut holders: Vec<u64> = Vec::new();
@@ -360,17 +356,14 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
     let mut subdirs = Peek::new(subdirs.into_sorted()?)?;
     let mut parents = Peek::new(parents.into_sorted()?)?;
     loop {
-        let k = [
+        let Some(k) = lowest([
             dir_links.peek().map(|r| r.ino),
             subdirs.peek().map(|r| r.0),
             parents.peek().map(|r| r.parent),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let Some(k) = k else { break };
-        let d = dir_links.take_if(|r| r.ino == k)?;
-        while dir_links.take_if(|r| r.ino == k)?.is_some() {}
+        ]) else {
+            break;
+        };
+        let d = dir_links.take_first(|r| r.ino == k)?;
         let mut n = 0u32;
         while subdirs.take_if(|r| r.0 == k)?.is_some() {
             n = n.saturating_add(1);

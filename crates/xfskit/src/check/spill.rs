@@ -273,12 +273,28 @@ impl<R: Rec> Peek<R> {
 
     /// Takes the next record if `f` accepts it.
     pub(crate) fn take_if(&mut self, f: impl Fn(&R) -> bool) -> io::Result<Option<R>> {
-        if self.head.as_ref().is_some_and(f) {
+        if self.head.as_ref().is_some_and(&f) {
             self.take()
         } else {
             Ok(None)
         }
     }
+
+    /// Takes the first of the next records that `f` accepts and drops the
+    /// rest of them (a key listed twice counts once).
+    pub(crate) fn take_first(&mut self, f: impl Fn(&R) -> bool) -> io::Result<Option<R>> {
+        let first = self.take_if(&f)?;
+        if first.is_some() {
+            while self.take_if(&f)?.is_some() {}
+        }
+        Ok(first)
+    }
+}
+
+/// The lowest of the keys at the heads of merged streams (`None` once all
+/// are done).
+pub(crate) fn lowest<const N: usize>(heads: [Option<u64>; N]) -> Option<u64> {
+    heads.into_iter().flatten().min()
 }
 
 /// Big-endian helpers for the encodings.
