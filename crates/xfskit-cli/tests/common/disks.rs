@@ -135,10 +135,7 @@ impl DevMount {
 
 impl Drop for DevMount {
     fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.dir)
-            .status()
-            .is_ok_and(|s| s.success());
+        let ok = super::umount_retrying(&self.dir);
         if !ok {
             eprintln!("warning: umount {} failed", self.dir.display());
         }

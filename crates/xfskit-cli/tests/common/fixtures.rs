@@ -144,11 +144,7 @@ impl LoopMount {
 
 impl Drop for LoopMount {
     fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.mountpoint)
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
+        let ok = super::umount_retrying(&self.mountpoint);
         if !ok {
             eprintln!("warning: umount {} failed", self.mountpoint.display());
         }

@@ -21,3 +21,20 @@ pub use skip::{missing_tool, skip};
 pub mod rangeserver;
 pub mod rwmount;
 pub use fixtures::output_text as output_text_of;
+
+/// Unmounts `mnt`; true when it worked. A mount is busy while any process
+/// has a file or its working directory in it, a walk of /tmp by another
+/// program beside the tests (find, du) included: such a walk moves on, so
+/// a busy unmount is tried again, up to 50 times.
+pub fn umount_retrying(mnt: &std::path::Path) -> bool {
+    for _ in 0..50 {
+        match std::process::Command::new("umount").arg(mnt).output() {
+            Ok(o) if o.status.success() => return true,
+            Ok(o) if String::from_utf8_lossy(&o.stderr).contains("busy") => {
+                std::thread::sleep(std::time::Duration::from_millis(200))
+            }
+            _ => return false,
+        }
+    }
+    false
+}

@@ -133,8 +133,25 @@ pub fn kernel_mount_rw_at(img: &Path, mnt: &Path) -> Result<(), String> {
 
 /// Unmounts `mnt`, which must succeed.
 pub fn kernel_umount(mnt: &Path) {
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    let (ok, out) = umount(mnt);
     assert!(ok, "umount {}: {out}", mnt.display());
+}
+
+/// Runs `umount mnt`. A mount is busy while any process has a file or its
+/// working directory in it, a walk of /tmp by another program beside the
+/// tests (find, du) included: such a walk moves on, so a busy unmount is
+/// tried again, up to 50 times, before its failure is returned.
+pub fn umount(mnt: &Path) -> (bool, String) {
+    let m = mnt.display().to_string();
+    let mut r = run("umount", &[&m]);
+    for _ in 0..50 {
+        if r.0 || !r.1.contains("busy") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        r = run("umount", &[&m]);
+    }
+    r
 }
 
 /// Mounts `img` read-write and unmounts it, so that the kernel replays
@@ -167,7 +184,7 @@ pub fn with_kernel_mount<T>(img: &Path, f: impl FnOnce(&Path) -> T) -> Option<T>
     );
     assert!(ok, "kernel mount of {} failed: {out}", img.display());
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mnt)));
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    let (ok, out) = umount(&mnt);
     assert!(ok, "umount: {out}");
     let _ = std::fs::remove_dir(&mnt);
     match r {
