@@ -155,7 +155,9 @@ impl Fs {
         if probe.geo.rt_blocks > 0 && resume.is_none() {
             // Its realtime bitmap and summary, and realtime files' data,
             // are not written by xfskit yet.
-            return Err(Error::Unsupported(if probe.rt.is_some() {
+            return Err(Error::Unsupported(if probe.geo.has_rtgroups() {
+                "writing to a filesystem with realtime groups: realtime group filesystems are read-only in xfskit".into()
+            } else if probe.rt.is_some() {
                 "writing to a filesystem with a realtime section: realtime filesystems are read-only in xfskit".into()
             } else {
                 "writing to a filesystem with a realtime section: needs the realtime device: --rtdev".into()
@@ -664,8 +666,9 @@ pub(crate) fn pending_inode(fs: &Fs, off: u64, len: usize) -> Option<Arc<[u8]>> 
 }
 
 /// Opens the realtime device at `path` for a filesystem of geometry `geo`:
-/// the filesystem must have a classic realtime section, and the device
-/// must hold all of it.
+/// the filesystem must have a realtime section, the device must hold all
+/// of it and, with realtime groups, start with this filesystem's realtime
+/// superblock.
 fn open_rtdev(path: &Path, geo: &Geometry) -> Result<Arc<dyn Device>> {
     if geo.rt_blocks == 0 {
         return Err(Error::Invalid(format!(
@@ -688,6 +691,9 @@ fn open_rtdev(path: &Path, geo: &Geometry) -> Result<Arc<dyn Device>> {
             geo.rt_blocks,
             geo.block_size
         )));
+    }
+    if geo.has_rtgroups() {
+        crate::rtgroup::require_rtsb(path, geo, &dev)?;
     }
     Ok(Arc::new(dev))
 }

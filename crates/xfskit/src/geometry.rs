@@ -112,6 +112,9 @@ pub struct Geometry {
     pub rg_count: u32,
     /// See `rg_count`.
     pub rg_extents: u32,
+    /// Bits a realtime group block number takes in a realtime block number
+    /// (`sb_rgblklog`; 0 without realtime groups).
+    pub rg_blklog: u8,
     /// User-visible filesystem UUID.
     pub uuid: [u8; 16],
     /// UUID stamped into metadata blocks.
@@ -207,6 +210,27 @@ fn check_v4_bits(versionnum: u16) -> Result<()> {
         return Err(Error::Unsupported(
             "the superblock is v4 without the unwritten-extent flag (extflg): not supported".into(),
         ));
+    }
+    Ok(())
+}
+
+/// The realtime group fields every realtime address depends on: groups
+/// that cover the realtime extents exactly (the last one may be short),
+/// of at most 2^31 blocks, whose block numbers fit in `rg_blklog` bits.
+/// A hostile count is refused here, before anything is sized by it.
+fn check_rtgroups(rextents: u64, rextsize: u32, count: u32, extents: u32, blklog: u8) -> Result<()> {
+    let blocks = u64::from(extents) * u64::from(rextsize);
+    let want_log = 64 - blocks.saturating_sub(1).leading_zeros();
+    let groups = rextents.div_ceil(u64::from(extents.max(1)));
+    if extents == 0 || rextsize == 0 || blocks > 1 << 31 {
+        return Err(bad(format!(
+            "realtime groups of {extents} extents of {rextsize} blocks"
+        )));
+    }
+    if u64::from(count) != groups || u32::from(blklog) != want_log {
+        return Err(bad(format!(
+            "{count} realtime groups of {extents} extents (rgblklog {blklog}), but {rextents} realtime extents make {groups} (rgblklog {want_log})"
+        )));
     }
     Ok(())
 }
@@ -355,22 +379,26 @@ impl Geometry {
             projid32: features2 & fsb::XFS_SB_VERSION2_PROJID32BIT != 0,
             metadir: incompat & fsb::XFS_SB_FEAT_INCOMPAT_METADIR != 0,
         };
-        let (metadir_ino, rg_count, rg_extents) = match sb.metadir(sector) {
+        let (metadir_ino, rg_count, rg_extents, rg_blklog) = match sb.metadir(sector) {
             Some(m) => (
                 Ino(m.sb_metadirino.get()),
                 m.sb_rgcount.get(),
                 m.sb_rgextents.get(),
+                m.sb_rgblklog,
             ),
             None if features.metadir => {
                 return Err(bad("sector too short for the metadata directory fields"))
             }
-            None => (Ino(0), 0, 0),
+            None => (Ino(0), 0, 0, 0),
         };
         if features.metadir && sb.sb_rblocks.get() > 0 {
-            return Err(Error::Unsupported(
-                "realtime groups (a metadata directory filesystem with a realtime section) are not supported yet"
-                    .into(),
-            ));
+            check_rtgroups(
+                sb.sb_rextents.get(),
+                sb.sb_rextsize.get(),
+                rg_count,
+                rg_extents,
+                rg_blklog,
+            )?;
         }
         let uuid: [u8; 16] = sb.sb_uuid.0;
         let meta_uuid: [u8; 16] = if features.meta_uuid {
@@ -412,6 +440,7 @@ impl Geometry {
             metadir_ino,
             rg_count,
             rg_extents,
+            rg_blklog,
             uuid,
             meta_uuid,
             label: label_raw[..label_len].to_vec(),
@@ -488,6 +517,75 @@ impl Geometry {
     pub fn fsb_to_daddr(&self, fsb: FsBlock) -> Daddr {
         let (agno, agbno) = self.fsb_split(fsb);
         self.agb_to_daddr(agno, agbno)
+    }
+
+    /// True when the realtime section is divided into realtime groups
+    /// (metadir filesystems with a realtime section).
+    pub fn has_rtgroups(&self) -> bool {
+        self.features.metadir && self.rt_blocks > 0 && self.rg_count > 0
+    }
+
+    /// Blocks in each realtime group but possibly the last.
+    pub fn rg_blocks(&self) -> u64 {
+        u64::from(self.rg_extents) * u64::from(self.rt_extsize)
+    }
+
+    /// Blocks in realtime group `rgno` (the last one may be short).
+    pub fn rg_len(&self, rgno: u32) -> u64 {
+        if rgno + 1 >= self.rg_count {
+            let before = u64::from(rgno) * u64::from(self.rg_extents);
+            self.rt_extents.saturating_sub(before) * u64::from(self.rt_extsize)
+        } else {
+            self.rg_blocks()
+        }
+    }
+
+    /// Splits a realtime block number into its group and the block in the
+    /// group; without realtime groups, everything is group 0.
+    pub fn rtb_split(&self, rtb: u64) -> (u32, u64) {
+        if !self.has_rtgroups() {
+            return (0, rtb);
+        }
+        let rgno = rtb >> self.rg_blklog;
+        (
+            rgno.min(u64::from(u32::MAX)) as u32,
+            rtb & ((1u64 << self.rg_blklog) - 1),
+        )
+    }
+
+    /// Builds a realtime block number from a group and a block in it.
+    pub fn rtb_make(&self, rgno: u32, rgbno: u64) -> u64 {
+        if self.has_rtgroups() {
+            (u64::from(rgno) << self.rg_blklog) | rgbno
+        } else {
+            rgbno
+        }
+    }
+
+    /// True when `len` realtime blocks from `rtb` stay inside the realtime
+    /// section (and inside one realtime group).
+    pub fn rtb_range_valid(&self, rtb: u64, len: u64) -> bool {
+        if !self.has_rtgroups() {
+            return rtb.saturating_add(len) <= self.rt_blocks;
+        }
+        let (rgno, rgbno) = self.rtb_split(rtb);
+        rgno < self.rg_count && rgbno.saturating_add(len) <= self.rg_len(rgno)
+    }
+
+    /// The block of the realtime device that realtime block `rtb` names:
+    /// realtime groups lie end to end, each `rg_blocks` long, while their
+    /// numbers leave a gap up to the next power of two.
+    pub fn rtb_to_linear(&self, rtb: u64) -> u64 {
+        let (rgno, rgbno) = self.rtb_split(rtb);
+        u64::from(rgno)
+            .saturating_mul(self.rg_blocks())
+            .saturating_add(rgbno)
+    }
+
+    /// Byte offset on the realtime device of realtime block `rtb`.
+    pub fn rtb_to_bytes(&self, rtb: u64) -> u64 {
+        self.rtb_to_linear(rtb)
+            .saturating_mul(u64::from(self.block_size))
     }
 
     /// The AG holding an inode.

@@ -394,7 +394,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     ctx.rmaps.finish(&ctx, threads);
     // The realtime section, when its device was given (as xfs_repair
     // needs it): bitmap, summary and free count against the files.
-    if geo.rt_blocks > 0 && fs.rt_device().is_some() {
+    if geo.rt_blocks > 0 && fs.rt_device().is_some() && !geo.has_rtgroups() {
         rt::finish(&ctx, &ctx.rt);
     }
     if let (Some(h), Some(a)) = (head, fs.lsn_ahead()) {
@@ -430,6 +430,12 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         problems_total: ctx.sink.total(),
     };
     let mut unchecked = Vec::new();
+    if geo.has_rtgroups() && fs.rt_device().is_some() {
+        unchecked.push(format!(
+            "the realtime groups ({} groups: bitmaps, summaries, realtime superblock) were not checked",
+            geo.rg_count
+        ));
+    }
     if geo.rt_blocks > 0 && fs.rt_device().is_none() {
         unchecked.push(format!(
             "the realtime section ({} blocks: its bitmap, summary and the realtime files' data) was not checked: needs the realtime device: --rtdev",

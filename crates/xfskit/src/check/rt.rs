@@ -53,7 +53,8 @@ impl RtClaims {
         let mut mine = Vec::with_capacity(ext.len());
         let mut prev_last: Option<u64> = None;
         for e in ext {
-            let s = e.start.0;
+            // Realtime extents are counted across the groups end to end.
+            let s = geo.rtb_to_linear(e.start.0);
             let mut first = s / rx;
             let last = (s + e.len - 1) / rx;
             if s % rx != 0 {

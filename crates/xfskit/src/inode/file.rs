@@ -34,7 +34,7 @@ impl DataDev {
         let geo = fs.geometry();
         match self {
             DataDev::Data => geo.fsb_to_daddr(start).bytes() + within,
-            DataDev::Realtime { .. } => start.0 * u64::from(geo.block_size) + within,
+            DataDev::Realtime { .. } => geo.rtb_to_bytes(start.0) + within,
         }
     }
 

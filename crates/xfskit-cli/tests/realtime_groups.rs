@@ -1,0 +1,269 @@
+//! Realtime groups (`mkfs.xfs -m metadir=1 -r rtdev=FILE,rgcount=N` 6.15)
+//! read with their device (`--rtdev FILE`): realtime files' data, whose
+//! realtime block numbers are `group << rgblklog | block in group` while the
+//! groups lie end to end on the device, through cat, extract, stat, ls,
+//! bulkstat and the read-only mount, against the bytes the image was made
+//! from; `info` against `xfs_db -R` 6.15.
+//!
+//! The images (common/rtimg.rs): three groups of 5,462 one-block extents on
+//! a 64 MiB device (the last group 5,460), so group numbers leave a gap
+//! (rgblklog 13): a file reading from the wrong place shows. Files in
+//! groups 0, 1 and 2, one with mappings in two groups and a hole, one
+//! unwritten extent over stale bytes.
+
+mod common;
+
+use common::fixtures::{output_text, xfskit_output as xfskit};
+use common::rtimg::{field, make_with, run_ok, s, tool, Layout, RtFile, RtImage, BS};
+use common::skip;
+use std::path::Path;
+use std::process::Command;
+
+/// Bits a group block number takes (5,462 blocks a group).
+const RG_LOG: u64 = 13;
+
+fn rtb(group: u64, block: u64) -> u64 {
+    (group << RG_LOG) | block
+}
+
+fn rtg_files() -> Vec<RtFile> {
+    vec![
+        // 20 blocks in group 0, past the realtime superblock's extent.
+        RtFile {
+            name: "zero",
+            size: 20 * BS - 123,
+            extents: vec![(0, rtb(0, 100), 20, false)],
+        },
+        // Blocks 0-3 in group 1, a hole, blocks 8-15 near group 2's end.
+        RtFile {
+            name: "two",
+            size: 16 * BS,
+            extents: vec![(0, rtb(1, 10), 4, false), (8, rtb(2, 5000), 8, false)],
+        },
+        // Preallocated at the start of group 2: reads as zeros.
+        RtFile {
+            name: "prealloc",
+            size: 4 * BS,
+            extents: vec![(0, rtb(2, 0), 4, true)],
+        },
+    ]
+}
+
+fn rtg_layout(files: Vec<RtFile>, used: u64) -> Layout {
+    Layout {
+        rt_bytes: 64 << 20,
+        extsize: "4k",
+        rt_opts: ",rgcount=3",
+        mkfs_args: vec!["-m", "metadir=1", "-d", "agcount=2"],
+        rtgroups: true,
+        files,
+        used,
+    }
+}
+
+/// The image with [`rtg_files`]; None (after recording the skip) without
+/// xfsprogs 6.15.
+fn make(test: &str) -> Option<RtImage> {
+    // The files' 36 blocks and the realtime superblock's extent.
+    let im = make_with(test, rtg_layout(rtg_files(), 36 + 1))?;
+    let sb = run_ok(
+        tool(&im.x615, "xfs_db")
+            .args(["-r", "-c", "sb 0", "-c", "print rgcount rgextents rgblklog"])
+            .arg(&im.img),
+        "xfs_db sb",
+    );
+    assert_eq!(field(&sb, "rgcount"), 3, "{sb}");
+    assert_eq!(field(&sb, "rgextents"), 5462, "{sb}");
+    assert_eq!(field(&sb, "rgblklog"), RG_LOG, "{sb}");
+    Some(im)
+}
+
+#[test]
+fn rtgroup_files_read_with_rtdev() {
+    const TEST: &str = "rtgroup_files_read_with_rtdev";
+    let Some(im) = make(TEST) else { return };
+    let (img, rtdev) = (s(&im.img), s(&im.rtdev));
+    for (path, want) in &im.files {
+        let o = xfskit(&["cat", "--rtdev", rtdev, img, path]);
+        assert!(o.status.success(), "cat {path}: {}", output_text(&o));
+        assert!(o.stdout == *want, "cat {path}: the bytes differ");
+    }
+    let o = xfskit(&["cat", img, "/two"]);
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
+    assert!(output_text(&o).contains("needs the realtime device: --rtdev"));
+
+    let dest = im.dir.join("out");
+    let o = xfskit(&["extract", "-q", "--rtdev", rtdev, img, s(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "extract: {}", output_text(&o));
+    for (path, want) in &im.files {
+        let got = std::fs::read(dest.join(&path[1..])).expect("extracted");
+        assert!(got == *want, "extract {path}: the bytes differ");
+    }
+    // The metadata directory tree stays hidden.
+    let mut names: Vec<String> = std::fs::read_dir(&dest)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["prealloc", "sub", "two", "zero"]);
+
+    // stat: the realtime device's 512-byte units, groups end to end
+    // (group 1 starts at block 5,462, group 2 at 10,924).
+    let o = xfskit(&["stat", img, "/two"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "stat: {}", output_text(&o));
+    let data = text.split("data fork:").nth(1).expect("data fork table");
+    let rows: Vec<Vec<&str>> = data
+        .lines()
+        .take_while(|l| !l.contains("attr fork"))
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let d1 = (5462 + 10) * 8;
+    let d2 = (2 * 5462 + 5000) * 8;
+    assert_eq!(
+        rows[0][..4],
+        ["0:", "[0..31]:", &format!("{d1}..{}", d1 + 31), "32"],
+        "{text}"
+    );
+    assert_eq!(
+        rows[2][..4],
+        ["2:", "[64..127]:", &format!("{d2}..{}", d2 + 63), "64"],
+        "{text}"
+    );
+
+    let o = xfskit(&["ls", "--rtdev", rtdev, img, "/"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        ["prealloc", "sub", "two", "zero"],
+        "{}",
+        output_text(&o)
+    );
+
+    // bulkstat: the user files with their realtime flag and block counts;
+    // none of the group's metadata files.
+    let o = xfskit(&["bulkstat", "--json", img]);
+    assert!(o.status.success(), "bulkstat: {}", output_text(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let recs: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let regular: Vec<&serde_json::Value> = recs
+        .iter()
+        .filter(|r| r["mode"].as_u64().unwrap_or(0) & 0o170000 == 0o100000)
+        .collect();
+    // zero, two, prealloc and sub/plain: nothing of /rtgroups.
+    assert_eq!(regular.len(), 4, "{text}");
+    let mut rt_blocks: Vec<u64> = regular
+        .iter()
+        .filter(|r| r["xflags"].as_u64().unwrap_or(0) & 1 != 0)
+        .map(|r| r["blocks"].as_u64().unwrap_or(0))
+        .collect();
+    rt_blocks.sort();
+    assert_eq!(rt_blocks, [4, 12, 20], "{text}");
+}
+
+#[test]
+fn rtgroup_info_equals_xfs_db() {
+    const TEST: &str = "rtgroup_info_equals_xfs_db";
+    let Some(im) = make(TEST) else { return };
+    for with in [true, false] {
+        let mut db = tool(&im.x615, "xfs_db");
+        db.arg("-r");
+        let mut args = vec!["info"];
+        if with {
+            db.arg("-R").arg(&im.rtdev);
+            args.extend(["--rtdev", s(&im.rtdev)]);
+        }
+        let want = run_ok(db.args(["-c", "info"]).arg(&im.img), "xfs_db info");
+        args.push(s(&im.img));
+        let o = xfskit(&args);
+        assert!(o.status.success(), "info: {}", output_text(&o));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            want,
+            "info vs xfs_db (-R: {with})"
+        );
+        assert!(want.contains("rgcount=3"), "{want}");
+    }
+}
+
+/// The wrong device, a device of another filesystem, and writing.
+#[test]
+fn rtgroup_device_refused_when_wrong() {
+    const TEST: &str = "rtgroup_device_refused_when_wrong";
+    let Some(im) = make(TEST) else { return };
+    let img = s(&im.img);
+    // The right size, but no realtime superblock.
+    let blank = im.dir.join("blank");
+    std::fs::File::create(&blank)
+        .and_then(|f| f.set_len(64 << 20))
+        .expect("blank");
+    let o = xfskit(&["cat", "--rtdev", s(&blank), img, "/zero"]);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(text.contains("realtime superblock"), "{text}");
+    // Writing stays refused, naming realtime groups.
+    let o = xfskit(&["mkdir", "--rtdev", s(&im.rtdev), img, "/new"]);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(3), "{text}");
+    assert!(text.contains("realtime groups"), "{text}");
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let want = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
+}
+
+#[test]
+fn rtgroup_files_through_the_read_only_mount() {
+    const TEST: &str = "rtgroup_files_through_the_read_only_mount";
+    if !common::is_root() || !Path::new("/dev/fuse").exists() {
+        skip(TEST, "needs root and /dev/fuse for a FUSE mount");
+        return;
+    }
+    let Some(im) = make(TEST) else { return };
+    let dir = im.dir.join("mnt");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xfskit"))
+        .args(["mount", "--read-only", "--rtdev"])
+        .arg(&im.rtdev)
+        .arg(&im.img)
+        .arg(&dir)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("xfskit mount");
+    let t0 = std::time::Instant::now();
+    while !is_mounted(&dir) {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("xfskit mount exited early: {st}");
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the FUSE mount did not appear within 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let got: Vec<(String, std::io::Result<Vec<u8>>)> = im
+        .files
+        .iter()
+        .map(|(p, _)| (p.clone(), std::fs::read(dir.join(&p[1..]))))
+        .collect();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let st = child.wait().expect("wait");
+    for ((path, want), (_, got)) in im.files.iter().zip(got) {
+        let got = got.unwrap_or_else(|e| panic!("read {path} through the mount: {e}"));
+        assert!(got == *want, "{path} through the mount: the bytes differ");
+    }
+    assert!(st.success(), "xfskit mount exited with {st}");
+}
