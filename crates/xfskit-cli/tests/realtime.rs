@@ -57,6 +57,7 @@ impl Default for Layout {
             rt_opts: "",
             mkfs_args: Vec::new(),
             rtgroups: false,
+            reflink_files: false,
             files: rt_files(),
             used: 7 + 3 + 1,
         }
@@ -366,6 +367,7 @@ fn bitmap_of_several_blocks() {
         rt_opts: "",
         mkfs_args: Vec::new(),
         rtgroups: false,
+        reflink_files: false,
         files: vec![
             RtFile {
                 name: "across",

@@ -16,6 +16,7 @@ mod common;
 use common::fixtures::{output_text, xfskit_output as xfskit};
 use common::rtimg::{field, make_with, run_ok, s, tool, Layout, RtFile, RtImage, BS};
 use common::skip;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -56,6 +57,7 @@ fn rtg_layout(files: Vec<RtFile>, used: u64) -> Layout {
         rt_opts: ",rgcount=3",
         mkfs_args: vec!["-m", "metadir=1", "-d", "agcount=2"],
         rtgroups: true,
+        reflink_files: false,
         files,
         used,
     }
@@ -266,4 +268,248 @@ fn rtgroup_files_through_the_read_only_mount() {
         assert!(got == *want, "{path} through the mount: the bytes differ");
     }
     assert!(st.success(), "xfskit mount exited with {st}");
+}
+
+fn check(im: &RtImage, img: &Path, rtdev: &Path) -> (Option<i32>, String) {
+    let o = xfskit(&["check", "--rtdev", s(rtdev), s(img)]);
+    let _ = im;
+    (o.status.code(), output_text(&o))
+}
+
+fn assert_clean(im: &RtImage, what: &str) {
+    let (code, text) = check(im, &im.img, &im.rtdev);
+    assert_eq!(code, Some(0), "{what}: check --rtdev on a valid image: {text}");
+    assert!(!text.contains("not checked"), "{what}: {text}");
+}
+
+/// Valid images of other shapes check clean, as `xfs_repair -n -r` finds
+/// them (make_with asserts that): extents of four blocks in eleven groups
+/// of 1,536 blocks without rmap or reflink; a group whose rmap btree is a
+/// root and a leaf block (40 files); files sharing realtime blocks
+/// (reflink), counted in the group's refcount btree.
+#[test]
+fn rtgroup_check_clean_on_several_layouts() {
+    const TEST: &str = "rtgroup_check_clean_on_several_layouts";
+    let Some(im) = make(TEST) else { return };
+    assert_clean(&im, "rgcount=3, rmapbt and reflink");
+
+    // 1,536-block groups: rgblklog 11, group g at realtime block g << 11.
+    let files = vec![
+        RtFile {
+            name: "a",
+            size: 8 * BS,
+            extents: vec![(0, (3 << 11) | 16, 8, false)],
+        },
+        RtFile {
+            name: "b",
+            size: 12 * BS,
+            extents: vec![(0, (10 << 11) | 1020, 4, false), (4, 4, 8, true)],
+        },
+    ];
+    let layout = Layout {
+        extsize: "16k",
+        rt_opts: ",rgsize=6m",
+        mkfs_args: vec!["-m", "metadir=1,rmapbt=0,reflink=0", "-d", "agcount=2"],
+        ..rtg_layout(files, 2 + 1 + 2 + 1)
+    };
+    let Some(im) = make_with(TEST, layout) else { return };
+    let sb = run_ok(
+        tool(&im.x615, "xfs_db")
+            .args(["-r", "-c", "sb 0", "-c", "print rgcount rgblklog"])
+            .arg(&im.img),
+        "xfs_db sb",
+    );
+    assert_eq!((field(&sb, "rgcount"), field(&sb, "rgblklog")), (11, 11), "{sb}");
+    for (path, want) in &im.files {
+        let o = xfskit(&["cat", "--rtdev", s(&im.rtdev), s(&im.img), path]);
+        assert!(o.stdout == *want, "cat {path}: {}", output_text(&o));
+    }
+    assert_clean(&im, "extsize 16k, rgsize 6m, no rmapbt/reflink");
+
+    // 40 files of two blocks in group 1: the rmap btree needs a leaf block.
+    let names: Vec<&'static str> = (0..40)
+        .map(|i| &*Box::leak(format!("f{i}").into_boxed_str()))
+        .collect();
+    let files = names
+        .iter()
+        .enumerate()
+        .map(|(i, &name)| RtFile {
+            name,
+            size: 2 * BS,
+            extents: vec![(0, rtb(1, 100 + 3 * i as u64), 2, false)],
+        })
+        .collect();
+    let Some(im) = make_with(TEST, rtg_layout(files, 80 + 1)) else { return };
+    let rmap = run_ok(
+        tool(&im.x615, "xfs_db")
+            .args(["-r", "-c", "path -m /rtgroups/1.rmap"])
+            .args(["-c", "print u3.rtrmapbt.level"])
+            .arg(&im.img),
+        "xfs_db rmap",
+    );
+    assert_eq!(field(&rmap, "u3.rtrmapbt.level"), 1, "{rmap}");
+    assert_clean(&im, "a two-level realtime rmap btree");
+
+    // Two files sharing eight blocks of group 2, one more mapping them.
+    let files = vec![
+        RtFile {
+            name: "orig",
+            size: 8 * BS,
+            extents: vec![(0, rtb(2, 40), 8, false)],
+        },
+        RtFile {
+            name: "clone",
+            size: 8 * BS,
+            extents: vec![(0, rtb(2, 40), 8, false)],
+        },
+        RtFile {
+            name: "part",
+            size: 2 * BS,
+            extents: vec![(0, rtb(2, 44), 2, false)],
+        },
+    ];
+    let layout = Layout {
+        extsize: "",
+        reflink_files: true,
+        ..rtg_layout(files, 8 + 1)
+    };
+    let Some(im) = make_with(TEST, layout) else { return };
+    let refc = run_ok(
+        tool(&im.x615, "xfs_db")
+            .args(["-r", "-c", "path -m /rtgroups/2.refcount"])
+            .args(["-c", "print u3.rtrefcbt.numrecs"])
+            .arg(&im.img),
+        "xfs_db refcount",
+    );
+    assert_eq!(field(&refc, "u3.rtrefcbt.numrecs"), 3, "{refc}");
+    assert_clean(&im, "shared realtime blocks");
+    // A reference count off by one: both find it.
+    let mut c = tool(&im.x615, "xfs_db");
+    c.arg("-x").arg("-R").arg(&im.rtdev);
+    c.args(["-c", "path -m /rtgroups/2.refcount"]);
+    c.args(["-c", "write u3.rtrefcbt.recs[2].refcount 5"]);
+    run_ok(c.arg(&im.img), "xfs_db write");
+    let (ok, _) = im.repair_n();
+    assert!(!ok, "a refcount off by one: xfs_repair -n found nothing");
+    let (code, text) = check(&im, &im.img, &im.rtdev);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("realtime refcount btree"), "{text}");
+}
+
+/// One damage each, to a copy of the image and its realtime device: both
+/// `xfs_repair -n -r` 6.15 and `check --rtdev` find it, and check names the
+/// structure.
+#[test]
+fn rtgroup_check_at_repair_parity() {
+    const TEST: &str = "rtgroup_check_at_repair_parity";
+    let Some(im) = make(TEST) else { return };
+    assert_clean(&im, "as made");
+    let db = |img: &Path, rtdev: &Path, cmds: &[&str]| {
+        let mut c = tool(&im.x615, "xfs_db");
+        c.arg("-x").arg("-R").arg(rtdev);
+        for k in cmds {
+            c.args(["-c", k]);
+        }
+        run_ok(c.arg(img), "xfs_db write")
+    };
+    // The disk address of block 0 of a group's metadata file.
+    let bno = |file: &str| -> u64 {
+        let out = db(
+            &im.img,
+            &im.rtdev,
+            &[&format!("path -m /rtgroups/{file}"), "dblock 0", "print bno"],
+        );
+        field(&out, "bno")
+    };
+    let flip = |path: &Path, off: u64| {
+        let h = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .expect("open");
+        let mut b = [0u8; 1];
+        h.read_exact_at(&mut b, off).expect("read");
+        h.write_all_at(&[b[0] ^ 0x40], off).expect("write");
+    };
+    let bitmap1 = bno("1.bitmap") * 512;
+    type Damage<'a> = Box<dyn Fn(&Path, &Path) + 'a>;
+    let cases: Vec<(&str, &str, Damage)> = vec![
+        (
+            "a bitmap word of group 1 (file \"two\"'s extents marked free)",
+            "realtime bitmap",
+            Box::new(|i: &Path, r: &Path| {
+                db(i, r, &["path -m /rtgroups/1.bitmap", "dblock 0", "write rtwords[0] 0xffffffff"]);
+            }),
+        ),
+        (
+            "a summary count of group 1",
+            "realtime summary",
+            Box::new(|i: &Path, r: &Path| {
+                db(i, r, &["path -m /rtgroups/1.summary", "dblock 0", "write suminfo[12] 2"]);
+            }),
+        ),
+        (
+            "a bitmap block's CRC",
+            "bad CRC",
+            Box::new(move |i: &Path, _: &Path| flip(i, bitmap1 + 200)),
+        ),
+        (
+            "the realtime superblock's label",
+            "realtime superblock",
+            Box::new(|i: &Path, r: &Path| {
+                db(i, r, &["rtsb", "write fname \"other\""]);
+            }),
+        ),
+        (
+            "the realtime superblock's CRC",
+            "realtime superblock",
+            Box::new(|_: &Path, r: &Path| flip(r, 9)),
+        ),
+        (
+            "an rmap record's length",
+            "realtime rmap btree",
+            Box::new(|i: &Path, r: &Path| {
+                db(i, r, &["path -m /rtgroups/1.rmap", "write u3.rtrmapbt.recs[1].blockcount 3"]);
+            }),
+        ),
+        (
+            "the free realtime extent count",
+            "frextents",
+            Box::new(|i: &Path, r: &Path| {
+                db(i, r, &["sb 0", "write frextents 100"]);
+            }),
+        ),
+        // Hostile input: refused before anything is sized by it.
+        (
+            "a realtime group count of 4,000,000,000",
+            "realtime groups",
+            Box::new(|i: &Path, r: &Path| {
+                db(i, r, &["sb 0", "write -d rgcount 4000000000"]);
+            }),
+        ),
+        (
+            "group 1's bitmap inode made a directory",
+            "not a regular file",
+            Box::new(|i: &Path, r: &Path| {
+                db(i, r, &["path -m /rtgroups/1.bitmap", "write core.mode 040755"]);
+            }),
+        ),
+    ];
+    for (name, want, damage) in cases {
+        let img = im.dir.join("damaged.img");
+        let rtdev = im.dir.join("damaged.rtdev");
+        std::fs::copy(&im.img, &img).expect("copy");
+        std::fs::copy(&im.rtdev, &rtdev).expect("copy");
+        damage(&img, &rtdev);
+        let o = tool(&im.x615, "xfs_repair")
+            .args(["-n", "-r"])
+            .arg(&rtdev)
+            .arg(&img)
+            .output()
+            .expect("xfs_repair -n");
+        assert!(!o.status.success(), "{name}: xfs_repair -n found nothing");
+        let (code, text) = check(&im, &img, &rtdev);
+        assert_eq!(code, Some(1), "{name}: check: {text}");
+        assert!(text.contains(want), "{name}: check: {text}");
+    }
 }

@@ -92,6 +92,8 @@ impl RtImage {
 /// files on it.
 pub struct Layout {
     pub rt_bytes: u64,
+    /// The realtime extent size (mkfs's default when empty: mkfs.xfs 6.15
+    /// turns reflink off when it is given).
     pub extsize: &'static str,
     /// More `-r` options, each with its leading comma (",rgcount=3").
     pub rt_opts: &'static str,
@@ -101,6 +103,9 @@ pub struct Layout {
     /// group-encoded).
     pub rtgroups: bool,
     pub files: Vec<RtFile>,
+    /// Every file gets the reflink flag (files may share realtime blocks,
+    /// on realtime groups with reflink).
+    pub reflink_files: bool,
     /// Realtime extents in use after the files are made (theirs, and the
     /// realtime superblock's).
     pub used: u64,
@@ -143,9 +148,13 @@ pub fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
             .args(&layout.mkfs_args)
             .arg("-r")
             .arg(format!(
-                "rtdev={},extsize={}{}",
+                "rtdev={}{}{}",
                 rtdev.display(),
-                layout.extsize,
+                if layout.extsize.is_empty() {
+                    String::new()
+                } else {
+                    format!(",extsize={}", layout.extsize)
+                },
                 layout.rt_opts
             ))
             .arg("-p")
@@ -195,6 +204,7 @@ pub fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
             format!("core.size {}", f.size),
             format!("core.nextents {}", f.extents.len()),
             format!("core.nblocks {blocks}"),
+            format!("v3.reflink {}", u8::from(layout.reflink_files)),
         ] {
             args.extend(set(c));
         }
@@ -233,6 +243,7 @@ pub fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
         .output()
         .expect("xfs_repair");
     assert!(o.status.success(), "xfs_repair -r: {}", output_text(&o));
+    let repaired = output_text(&o);
     out.push(("/sub/plain".into(), plain_data));
     let im = RtImage {
         _tmp: tmp,
@@ -253,7 +264,7 @@ pub fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
     assert_eq!(
         field(&sb, "rextents") - field(&sb, "frextents"),
         layout.used,
-        "{sb}"
+        "{sb}\nxfs_repair -r said: {repaired}"
     );
     Some(im)
 }

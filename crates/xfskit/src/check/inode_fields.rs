@@ -84,7 +84,8 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
             bad("reflink flag on a filesystem without reflink".into());
         } else if !is_reg {
             bad(format!("reflink flag on a {t:?}"));
-        } else if realtime {
+        } else if realtime && !geo.has_rtgroups() {
+            // Realtime groups have refcount btrees of their own.
             bad("reflink flag on a realtime file".into());
         }
     }

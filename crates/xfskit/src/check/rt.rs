@@ -110,15 +110,19 @@ impl RtClaims {
 
     /// The used realtime extents as sorted, disjoint, merged ranges;
     /// extents claimed twice are reported.
-    fn used(&self, ctx: &Ctx<'_>) -> Vec<(u64, u64)> {
+    pub(crate) fn used(&self, ctx: &Ctx<'_>) -> Vec<(u64, u64)> {
         let mut claims =
             std::mem::take(&mut *self.claims.lock().unwrap_or_else(|p| p.into_inner()));
         claims.sort_unstable_by_key(|c| (c.start, c.ino, c.off));
         let mut used: Vec<(u64, u64)> = Vec::new();
         // The claim that reaches furthest so far.
         let mut reach: Option<Claim> = None;
+        // Realtime groups with reflink share extents: their refcount
+        // btrees say which (rtgroups.rs).
+        let geo = ctx.fs.geometry();
+        let shared_ok = geo.has_rtgroups() && geo.features.reflink;
         for c in claims {
-            if let Some(r) = reach.filter(|r| c.start < r.end) {
+            if let Some(r) = reach.filter(|r| c.start < r.end && !shared_ok) {
                 ctx.sink.add(
                     "realtime extent",
                     Location::InodeBlock {
@@ -428,7 +432,7 @@ pub(crate) fn finish(ctx: &Ctx<'_>, claims: &RtClaims) {
 }
 
 /// Sets (`on`) or clears the bits `a..b` of a block of 32-bit words.
-fn set_bits(words: &mut [u32], a: u64, b: u64, on: bool) {
+pub(crate) fn set_bits(words: &mut [u32], a: u64, b: u64, on: bool) {
     let mut i = a;
     while i < b {
         let w = (i / 32) as usize;
