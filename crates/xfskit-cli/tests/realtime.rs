@@ -53,6 +53,7 @@ impl Default for Layout {
     fn default() -> Layout {
         Layout {
             rt_bytes: 64 << 20,
+            internal_start: 0,
             extsize: "16k",
             rt_opts: "",
             mkfs_args: Vec::new(),
@@ -363,6 +364,7 @@ fn bitmap_of_several_blocks() {
     const PER: u64 = BS * 8; // realtime extents a bitmap block covers
     let layout = Layout {
         rt_bytes: 1 << 30,
+        internal_start: 0,
         extsize: "4k",
         rt_opts: "",
         mkfs_args: Vec::new(),

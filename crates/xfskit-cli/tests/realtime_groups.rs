@@ -53,6 +53,7 @@ fn rtg_files() -> Vec<RtFile> {
 fn rtg_layout(files: Vec<RtFile>, used: u64) -> Layout {
     Layout {
         rt_bytes: 64 << 20,
+        internal_start: 0,
         extsize: "4k",
         rt_opts: ",rgcount=3",
         mkfs_args: vec!["-m", "metadir=1", "-d", "agcount=2"],
@@ -512,4 +513,151 @@ fn rtgroup_check_at_repair_parity() {
         assert_eq!(code, Some(1), "{name}: check: {text}");
         assert!(text.contains(want), "{name}: check: {text}");
     }
+}
+
+/// Zoned files: one in group 2, one in group 5 with a hole and another
+/// mapping in group 7 (groups of `rg_log`-bit numbers).
+fn zoned_files(rg_log: u64) -> Vec<RtFile> {
+    let z = |g: u64, b: u64| (g << rg_log) | b;
+    vec![
+        RtFile {
+            name: "zone2",
+            size: 8 * BS - 10,
+            extents: vec![(0, z(2, 0), 8, false)],
+        },
+        RtFile {
+            name: "zones",
+            size: 20 * BS,
+            extents: vec![(0, z(5, 0), 4, false), (10, z(7, 0), 10, false)],
+        },
+    ]
+}
+
+/// Reads, `info`, a clean check, an rmap damage found by both, and
+/// writing refused naming zoned.
+fn zoned_case(test: &str, layout: Layout) {
+    let internal = layout.internal_start > 0;
+    let Some(im) = make_with(test, layout) else { return };
+    let img = s(&im.img);
+    let mut rt_args: Vec<&str> = Vec::new();
+    if !internal {
+        rt_args.extend(["--rtdev", s(&im.rtdev)]);
+    }
+    let with = |cmd: &str, rest: &[&str]| {
+        let mut a = vec![cmd];
+        a.extend(&rt_args);
+        a.push(img);
+        a.extend(rest);
+        xfskit(&a)
+    };
+    for (path, want) in &im.files {
+        let o = with("cat", &[path]);
+        assert!(o.status.success(), "cat {path}: {}", output_text(&o));
+        assert!(o.stdout == *want, "cat {path}: the bytes differ");
+    }
+    let dest = im.dir.join("out");
+    let o = with("extract", &["-q", s(&dest)]);
+    assert_eq!(o.status.code(), Some(0), "extract: {}", output_text(&o));
+    for (path, want) in &im.files {
+        let got = std::fs::read(dest.join(&path[1..])).expect("extracted");
+        assert!(got == *want, "extract {path}: the bytes differ");
+    }
+    let o = xfskit(&["bulkstat", "--json", img]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "bulkstat: {}", output_text(&o));
+    let rt: Vec<u64> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["xflags"].as_u64().unwrap_or(0) & 1 != 0)
+        .map(|r| r["blocks"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(rt, [8, 14], "{text}");
+
+    let mut db = tool(&im.x615, "xfs_db");
+    db.arg("-r");
+    if !internal {
+        db.arg("-R").arg(&im.rtdev);
+    }
+    let want = run_ok(db.args(["-c", "info"]).arg(&im.img), "xfs_db info");
+    let o = with("info", &[]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), want, "info vs xfs_db");
+    assert!(want.contains("zoned=1"), "{want}");
+
+    let (code, text) = check(&im, &im.img, &im.rtdev);
+    let text = if internal {
+        let o = xfskit(&["check", img]);
+        assert_eq!(o.status.code(), Some(0), "check: {}", output_text(&o));
+        output_text(&o)
+    } else {
+        assert_eq!(code, Some(0), "check --rtdev: {text}");
+        text
+    };
+    assert!(!text.contains("not checked"), "{text}");
+
+    // An rmap record of group 5 shortened.
+    let copy = im.dir.join("damaged.img");
+    std::fs::copy(&im.img, &copy).expect("copy");
+    let mut c = tool(&im.x615, "xfs_db");
+    c.arg("-x");
+    if !internal {
+        c.arg("-R").arg(&im.rtdev);
+    }
+    c.args(["-c", "path -m /rtgroups/5.rmap"]);
+    c.args(["-c", "write u3.rtrmapbt.recs[1].blockcount 3"]);
+    run_ok(c.arg(&copy), "xfs_db write");
+    let mut r = tool(&im.x615, "xfs_repair");
+    r.arg("-n");
+    if !internal {
+        r.arg("-r").arg(&im.rtdev);
+    }
+    let o = r.arg(&copy).output().expect("xfs_repair -n");
+    assert!(!o.status.success(), "xfs_repair -n found nothing");
+    let mut a = vec!["check"];
+    a.extend(&rt_args);
+    a.push(s(&copy));
+    let o = xfskit(&a);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("realtime rmap btree"), "{text}");
+
+    let o = with("mkdir", &["/new"]);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(3), "{text}");
+    assert!(text.contains("zoned"), "{text}");
+}
+
+/// A zoned filesystem on a separate device (mkfs.xfs 6.15 takes a regular
+/// file as the zoned device): eleven zones of 1,536 blocks (group numbers
+/// 11 bits, so a gap between them). Zoned sections keep no free count on
+/// disk (sb_frextents is 0), so all 16,384 extents count as used here.
+#[test]
+fn zoned_on_a_separate_device() {
+    const TEST: &str = "zoned_on_a_separate_device";
+    // The root without rtinherit (zoned makes it the default), so the
+    // protofile's plain file can hold data: mkfs.xfs writes no realtime
+    // data.
+    let layout = Layout {
+        extsize: "",
+        rt_opts: ",zoned=1,rgsize=6m",
+        mkfs_args: vec!["-d", "agcount=2,rtinherit=0"],
+        ..rtg_layout(zoned_files(11), 16384)
+    };
+    zoned_case(TEST, layout);
+}
+
+/// A zoned section inside the data device from block 16,384 (`-r
+/// zoned=1,start=16384b`): eight zones of 14,336 blocks, read without any
+/// realtime device.
+#[test]
+fn zoned_inside_the_data_device() {
+    const TEST: &str = "zoned_inside_the_data_device";
+    let layout = Layout {
+        rt_bytes: 512 << 20,
+        internal_start: 16384,
+        extsize: "",
+        rt_opts: ",zoned=1,start=16384b,rgcount=8",
+        mkfs_args: vec!["-d", "agcount=2,rtinherit=0"],
+        ..rtg_layout(zoned_files(14), 114688)
+    };
+    zoned_case(TEST, layout);
 }

@@ -155,7 +155,9 @@ impl Fs {
         if probe.geo.rt_blocks > 0 && resume.is_none() {
             // Its realtime bitmap and summary, and realtime files' data,
             // are not written by xfskit yet.
-            return Err(Error::Unsupported(if probe.geo.has_rtgroups() {
+            return Err(Error::Unsupported(if probe.geo.zoned {
+                "writing to a zoned filesystem: zoned realtime sections are read-only in xfskit (their zones are written only at their write pointers and freed by garbage collection, which xfskit does not do)".into()
+            } else if probe.geo.has_rtgroups() {
                 "writing to a filesystem with realtime groups: realtime group filesystems are read-only in xfskit".into()
             } else if probe.rt.is_some() {
                 "writing to a filesystem with a realtime section: realtime filesystems are read-only in xfskit".into()
@@ -580,10 +582,19 @@ impl Fs {
         self.rt.as_deref()
     }
 
+    /// True when realtime data can be read: the realtime device was given,
+    /// or the (zoned) realtime section is inside the data device.
+    pub fn rt_readable(&self) -> bool {
+        self.rt.is_some() || self.geo.rt_internal()
+    }
+
     /// Reads raw bytes of the realtime device at byte `off` (realtime
     /// block `b` is at `b * block_size`); without the device, the error
     /// says it is needed, naming inode `ino` whose data is read.
     pub fn read_rt_bytes(&self, ino: u64, off: u64, buf: &mut [u8]) -> Result<()> {
+        if self.geo.rt_internal() {
+            return self.read_bytes(off, buf);
+        }
         let rt = self
             .rt
             .as_ref()
@@ -676,6 +687,13 @@ fn open_rtdev(path: &Path, geo: &Geometry) -> Result<Arc<dyn Device>> {
             path.display()
         )));
     }
+    if geo.rt_internal() {
+        return Err(Error::Invalid(format!(
+            "a realtime device was given ({}), but the filesystem's zoned realtime section is inside the data device (from block {})",
+            path.display(),
+            geo.rt_start
+        )));
+    }
     let dev = FileDevice::open_read_only(path).map_err(|e| {
         Error::Io(std::io::Error::new(
             e.kind(),
@@ -692,7 +710,7 @@ fn open_rtdev(path: &Path, geo: &Geometry) -> Result<Arc<dyn Device>> {
             geo.block_size
         )));
     }
-    if geo.has_rtgroups() {
+    if geo.has_rtgroups() && !geo.zoned {
         crate::rtgroup::require_rtsb(path, geo, &dev)?;
     }
     Ok(Arc::new(dev))

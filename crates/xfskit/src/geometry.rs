@@ -115,6 +115,17 @@ pub struct Geometry {
     /// Bits a realtime group block number takes in a realtime block number
     /// (`sb_rgblklog`; 0 without realtime groups).
     pub rg_blklog: u8,
+    /// A zoned realtime section (incompat ZONED): groups are zones, with no
+    /// bitmap or summary files and no realtime superblock.
+    pub zoned: bool,
+    /// Zoned realtime groups keep their block numbers on the device
+    /// (incompat ZONE_GAPS): no packing of the groups end to end.
+    pub zone_gaps: bool,
+    /// First block of a realtime section inside the data device (zoned
+    /// filesystems; 0 for a separate realtime device).
+    pub rt_start: u64,
+    /// Realtime blocks a zoned filesystem reserves (`sb_rtreserved`).
+    pub rt_reserved: u64,
     /// User-visible filesystem UUID.
     pub uuid: [u8; 16],
     /// UUID stamped into metadata blocks.
@@ -290,7 +301,7 @@ impl Geometry {
                     .into(),
             ));
         }
-        let unknown = incompat & !fsb::XFS_SB_FEAT_INCOMPAT_ALL;
+        let unknown = incompat & !fsb::XFS_SB_FEAT_INCOMPAT_READ;
         if unknown != 0 {
             return Err(Error::Unsupported(format!(
                 "the superblock has unknown incompatible features {unknown:#x}"
@@ -391,6 +402,20 @@ impl Geometry {
             }
             None => (Ino(0), 0, 0, 0),
         };
+        let zoned = incompat & fsb::XFS_SB_FEAT_INCOMPAT_ZONED != 0;
+        let (rt_start, rt_reserved) = match sb.zoned(sector) {
+            Some(z) => (z.sb_rtstart.get(), z.sb_rtreserved.get()),
+            None if zoned => return Err(bad("sector too short for the zoned fields")),
+            None => (0, 0),
+        };
+        if zoned && (!features.metadir || sb.sb_rblocks.get() == 0) {
+            return Err(bad("zoned without a metadata directory tree and realtime groups"));
+        }
+        if zoned && rt_start != 0 && rt_start < dblocks {
+            return Err(bad(format!(
+                "the internal realtime section starts at block {rt_start}, inside the {dblocks} data blocks"
+            )));
+        }
         if features.metadir && sb.sb_rblocks.get() > 0 {
             check_rtgroups(
                 sb.sb_rextents.get(),
@@ -441,6 +466,10 @@ impl Geometry {
             rg_count,
             rg_extents,
             rg_blklog,
+            zoned,
+            zone_gaps: incompat & fsb::XFS_SB_FEAT_INCOMPAT_ZONE_GAPS != 0,
+            rt_start,
+            rt_reserved,
             uuid,
             meta_uuid,
             label: label_raw[..label_len].to_vec(),
@@ -574,18 +603,30 @@ impl Geometry {
 
     /// The block of the realtime device that realtime block `rtb` names:
     /// realtime groups lie end to end, each `rg_blocks` long, while their
-    /// numbers leave a gap up to the next power of two.
+    /// numbers leave a gap up to the next power of two (unless the zones
+    /// have gaps of their own on the device: ZONE_GAPS).
     pub fn rtb_to_linear(&self, rtb: u64) -> u64 {
+        if self.zone_gaps {
+            return rtb;
+        }
         let (rgno, rgbno) = self.rtb_split(rtb);
         u64::from(rgno)
             .saturating_mul(self.rg_blocks())
             .saturating_add(rgbno)
     }
 
-    /// Byte offset on the realtime device of realtime block `rtb`.
+    /// Byte offset on the realtime device of realtime block `rtb` (for an
+    /// internal zoned section, on the data device, past `rt_start`).
     pub fn rtb_to_bytes(&self, rtb: u64) -> u64 {
         self.rtb_to_linear(rtb)
+            .saturating_add(self.rt_start)
             .saturating_mul(u64::from(self.block_size))
+    }
+
+    /// True when the realtime section lies inside the data device (zoned,
+    /// `sb_rtstart` set): no realtime device is needed.
+    pub fn rt_internal(&self) -> bool {
+        self.rt_start > 0
     }
 
     /// The AG holding an inode.

@@ -78,12 +78,12 @@ pub struct RtImage {
 
 impl RtImage {
     pub fn repair_n(&self) -> (bool, String) {
-        let o = tool(&self.x615, "xfs_repair")
-            .args(["-n", "-r"])
-            .arg(&self.rtdev)
-            .arg(&self.img)
-            .output()
-            .expect("xfs_repair -n");
+        let mut c = tool(&self.x615, "xfs_repair");
+        c.arg("-n");
+        if self.rtdev != self.img {
+            c.arg("-r").arg(&self.rtdev);
+        }
+        let o = c.arg(&self.img).output().expect("xfs_repair -n");
         (o.status.success(), output_text(&o))
     }
 }
@@ -91,7 +91,13 @@ impl RtImage {
 /// The realtime device's size, its extent size, the mkfs options and the
 /// files on it.
 pub struct Layout {
+    /// The realtime device's size; with `internal_start`, the whole
+    /// image's.
     pub rt_bytes: u64,
+    /// A zoned realtime section inside the data device from this block
+    /// (`-r zoned=1,start=...`, given in `rt_opts`); 0 for a separate
+    /// realtime device. `RtImage::rtdev` is then the image itself.
+    pub internal_start: u64,
     /// The realtime extent size (mkfs's default when empty: mkfs.xfs 6.15
     /// turns reflink off when it is given).
     pub extsize: &'static str,
@@ -119,8 +125,18 @@ pub fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
     let tmp = super::TempDir::new("xfskit-rtdev");
     let dir = tmp.path().to_path_buf();
     let img = dir.join("rt.img");
-    let rtdev = dir.join("rt.rtdev");
-    for (f, len) in [(&img, 64 << 20), (&rtdev, layout.rt_bytes)] {
+    let internal = layout.internal_start > 0;
+    let rtdev = if internal {
+        img.clone()
+    } else {
+        dir.join("rt.rtdev")
+    };
+    let sizes = if internal {
+        vec![(&img, layout.rt_bytes)]
+    } else {
+        vec![(&img, 64 << 20), (&rtdev, layout.rt_bytes)]
+    };
+    for (f, len) in sizes {
         std::fs::File::create(f)
             .and_then(|h| h.set_len(len))
             .expect("create image");
@@ -139,6 +155,21 @@ pub fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
     ));
     let protofile = dir.join("proto");
     std::fs::write(&protofile, proto).expect("protofile");
+    let mut r_opts: Vec<String> = Vec::new();
+    if !internal {
+        r_opts.push(format!("rtdev={}", rtdev.display()));
+    }
+    if !layout.extsize.is_empty() {
+        r_opts.push(format!("extsize={}", layout.extsize));
+    }
+    r_opts.extend(
+        layout
+            .rt_opts
+            .split(',')
+            .filter(|o| !o.is_empty())
+            .map(String::from),
+    );
+    let r_opts = r_opts.join(",");
     run_ok(
         tool(&x615, "mkfs.xfs")
             .env("TEST_DEV", "/dev/null")
@@ -147,16 +178,7 @@ pub fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
             .args(["-q", "-f", "-b", "size=4096"])
             .args(&layout.mkfs_args)
             .arg("-r")
-            .arg(format!(
-                "rtdev={}{}{}",
-                rtdev.display(),
-                if layout.extsize.is_empty() {
-                    String::new()
-                } else {
-                    format!(",extsize={}", layout.extsize)
-                },
-                layout.rt_opts
-            ))
+            .arg(r_opts)
             .arg("-p")
             .arg(&protofile)
             .arg(&img),
@@ -188,7 +210,7 @@ pub fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
         );
         let log = field(&sb, "rgblklog");
         let per = field(&sb, "rgextents") * field(&sb, "rextsize");
-        (rtb >> log) * per + (rtb & ((1 << log) - 1))
+        layout.internal_start + (rtb >> log) * per + (rtb & ((1 << log) - 1))
     };
     let mut args = vec!["-x".to_string()];
     let dev = std::fs::OpenOptions::new()
@@ -236,12 +258,11 @@ pub fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
     drop(dev);
     run_ok(tool(&x615, "xfs_db").args(&args).arg(&img), "xfs_db writes");
     // The realtime bitmap, summary and free count made to match the files.
-    let o = tool(&x615, "xfs_repair")
-        .arg("-r")
-        .arg(&rtdev)
-        .arg(&img)
-        .output()
-        .expect("xfs_repair");
+    let mut c = tool(&x615, "xfs_repair");
+    if !internal {
+        c.arg("-r").arg(&rtdev);
+    }
+    let o = c.arg(&img).output().expect("xfs_repair");
     assert!(o.status.success(), "xfs_repair -r: {}", output_text(&o));
     let repaired = output_text(&o);
     out.push(("/sub/plain".into(), plain_data));

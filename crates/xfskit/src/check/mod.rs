@@ -398,7 +398,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     ctx.rmaps.finish(&ctx, threads);
     // The realtime section, when its device was given (as xfs_repair
     // needs it): bitmap, summary and free count against the files.
-    if geo.rt_blocks > 0 && fs.rt_device().is_some() {
+    if geo.rt_blocks > 0 && fs.rt_readable() {
         if geo.has_rtgroups() {
             rtgroups::finish(&ctx, ctx.rt.used(&ctx));
         } else {
@@ -438,7 +438,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         problems_total: ctx.sink.total(),
     };
     let mut unchecked = Vec::new();
-    if geo.rt_blocks > 0 && fs.rt_device().is_none() {
+    if geo.rt_blocks > 0 && !fs.rt_readable() {
         unchecked.push(format!(
             "the realtime section ({} blocks: its bitmap, summary and the realtime files' data) was not checked: needs the realtime device: --rtdev",
             geo.rt_blocks

@@ -528,26 +528,31 @@ impl<'a> RtFile<'a> {
 /// documentation).
 pub(crate) fn finish(ctx: &Ctx<'_>, used_linear: Vec<(u64, u64)>) {
     let geo = ctx.fs.geometry();
-    let Some(rt) = ctx.fs.rt_device() else {
-        return;
-    };
-    // The realtime superblock.
-    match crate::rtgroup::read_rtsb(geo, rt) {
-        Ok(block) => {
-            for p in crate::rtgroup::rtsb_problems(geo, &block) {
-                ctx.sink
-                    .add("realtime superblock", group_at(0, 0), p);
-            }
-        }
-        Err(e) => ctx.sink.add(
-            "realtime superblock",
-            group_at(0, 0),
-            format!("cannot be read: {e}"),
-        ),
-    }
-    // Its extent is in use, as the files' extents are.
+    // Zoned groups have no realtime superblock, bitmap or summary: their
+    // free space is what lies past each zone's write pointer and what the
+    // rmap btree does not map, which the kernel counts at mount.
+    let zoned = geo.zoned;
     let mut used = Vec::with_capacity(used_linear.len() + 1);
-    used.push((0u64, 1u64));
+    if !zoned {
+        let Some(rt) = ctx.fs.rt_device() else {
+            return;
+        };
+        match crate::rtgroup::read_rtsb(geo, rt) {
+            Ok(block) => {
+                for p in crate::rtgroup::rtsb_problems(geo, &block) {
+                    ctx.sink
+                        .add("realtime superblock", group_at(0, 0), p);
+                }
+            }
+            Err(e) => ctx.sink.add(
+                "realtime superblock",
+                group_at(0, 0),
+                format!("cannot be read: {e}"),
+            ),
+        }
+        // Its extent is in use, as the files' extents are.
+        used.push((0u64, 1u64));
+    }
     for (s, e) in used_linear {
         match used.last_mut() {
             Some(u) if s <= u.1 => u.1 = u.1.max(e),
@@ -560,7 +565,11 @@ pub(crate) fn finish(ctx: &Ctx<'_>, used_linear: Vec<(u64, u64)>) {
     let bits = wpb as u64 * 32;
     let rbmblocks = u64::from(geo.rt_bmblocks);
     let rx = u64::from(geo.rt_extsize.max(1));
-    let want_bm = u64::from(geo.rg_extents).div_ceil(bits);
+    let want_bm = if zoned {
+        0
+    } else {
+        u64::from(geo.rg_extents).div_ceil(bits)
+    };
     if rbmblocks != want_bm {
         ctx.sink.add(
             "superblock",
@@ -627,7 +636,9 @@ pub(crate) fn finish(ctx: &Ctx<'_>, used_linear: Vec<(u64, u64)>) {
 
         // The bitmap.
         let what = "realtime bitmap";
-        if let Some(ip) = child(ctx, &dir, &format!("{rgno}.bitmap"), &dir_at) {
+        if zoned {
+            // No bitmap or summary.
+        } else if let Some(ip) = child(ctx, &dir, &format!("{rgno}.bitmap"), &dir_at) {
             if let Some(mut f) =
                 RtFile::open(ctx, ip, what, rtg::XFS_RTBITMAP_MAGIC, rbmblocks, rgno)
             {
@@ -671,7 +682,9 @@ pub(crate) fn finish(ctx: &Ctx<'_>, used_linear: Vec<(u64, u64)>) {
 
         // The summary.
         let what = "realtime summary";
-        if let Some(ip) = child(ctx, &dir, &format!("{rgno}.summary"), &dir_at) {
+        if zoned {
+            // As above.
+        } else if let Some(ip) = child(ctx, &dir, &format!("{rgno}.summary"), &dir_at) {
             if let Some(mut f) =
                 RtFile::open(ctx, ip, what, rtg::XFS_RTSUMMARY_MAGIC, rsumblocks, rgno)
             {
@@ -713,7 +726,7 @@ pub(crate) fn finish(ctx: &Ctx<'_>, used_linear: Vec<(u64, u64)>) {
                     Some((Tree::Rmap, raw)) => {
                         let found = rmap_records(ctx, rgno, &raw);
                         let mut want = gmaps.clone();
-                        if rgno == 0 {
+                        if rgno == 0 && !zoned {
                             want.push(Rmap::ag(0, 1, xbt::XFS_RMAP_OWN_FS));
                         }
                         rmap::compare_in(
@@ -746,7 +759,7 @@ pub(crate) fn finish(ctx: &Ctx<'_>, used_linear: Vec<(u64, u64)>) {
             }
         }
     }
-    if geo.rt_frextents != free_total {
+    if !zoned && geo.rt_frextents != free_total {
         ctx.sink.add(
             "superblock",
             Location::Sb(0),
