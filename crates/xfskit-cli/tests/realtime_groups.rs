@@ -210,6 +210,38 @@ fn rtgroup_device_refused_when_wrong() {
     let text = output_text(&o);
     assert_eq!(o.status.code(), Some(2), "{text}");
     assert!(text.contains("realtime superblock"), "{text}");
+    // Mappings past the last group and past the end of their group:
+    // errors naming the group, exit 5.
+    let ls = run_ok(
+        tool(&im.x615, "xfs_db")
+            .args(["-r", "-c", "ls /"])
+            .arg(&im.img),
+        "xfs_db ls",
+    );
+    let ino = ls
+        .lines()
+        .find(|l| l.ends_with(" zero (good)"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .expect("zero's inode")
+        .to_string();
+    for (rtb, want) in [
+        (rtb(7, 10), "realtime group 7 block 10"),
+        (rtb(1, 5460), "realtime group 1 block 5460"),
+    ] {
+        let copy = im.dir.join("bad.img");
+        std::fs::copy(&im.img, &copy).expect("copy");
+        run_ok(
+            tool(&im.x615, "xfs_db")
+                .args(["-x", "-c", &format!("inode {ino}")])
+                .args(["-c", &format!("write -d u3.bmx[0].startblock {rtb}")])
+                .arg(&copy),
+            "xfs_db write",
+        );
+        let o = xfskit(&["cat", "--rtdev", s(&im.rtdev), s(&copy), "/zero"]);
+        let text = output_text(&o);
+        assert_eq!(o.status.code(), Some(5), "{text}");
+        assert!(text.contains(want), "{text}");
+    }
     // Writing stays refused, naming realtime groups.
     let o = xfskit(&["mkdir", "--rtdev", s(&im.rtdev), img, "/new"]);
     let text = output_text(&o);
@@ -279,7 +311,11 @@ fn check(im: &RtImage, img: &Path, rtdev: &Path) -> (Option<i32>, String) {
 
 fn assert_clean(im: &RtImage, what: &str) {
     let (code, text) = check(im, &im.img, &im.rtdev);
-    assert_eq!(code, Some(0), "{what}: check --rtdev on a valid image: {text}");
+    assert_eq!(
+        code,
+        Some(0),
+        "{what}: check --rtdev on a valid image: {text}"
+    );
     assert!(!text.contains("not checked"), "{what}: {text}");
 }
 
@@ -313,14 +349,20 @@ fn rtgroup_check_clean_on_several_layouts() {
         mkfs_args: vec!["-m", "metadir=1,rmapbt=0,reflink=0", "-d", "agcount=2"],
         ..rtg_layout(files, 2 + 1 + 2 + 1)
     };
-    let Some(im) = make_with(TEST, layout) else { return };
+    let Some(im) = make_with(TEST, layout) else {
+        return;
+    };
     let sb = run_ok(
         tool(&im.x615, "xfs_db")
             .args(["-r", "-c", "sb 0", "-c", "print rgcount rgblklog"])
             .arg(&im.img),
         "xfs_db sb",
     );
-    assert_eq!((field(&sb, "rgcount"), field(&sb, "rgblklog")), (11, 11), "{sb}");
+    assert_eq!(
+        (field(&sb, "rgcount"), field(&sb, "rgblklog")),
+        (11, 11),
+        "{sb}"
+    );
     for (path, want) in &im.files {
         let o = xfskit(&["cat", "--rtdev", s(&im.rtdev), s(&im.img), path]);
         assert!(o.stdout == *want, "cat {path}: {}", output_text(&o));
@@ -340,7 +382,9 @@ fn rtgroup_check_clean_on_several_layouts() {
             extents: vec![(0, rtb(1, 100 + 3 * i as u64), 2, false)],
         })
         .collect();
-    let Some(im) = make_with(TEST, rtg_layout(files, 80 + 1)) else { return };
+    let Some(im) = make_with(TEST, rtg_layout(files, 80 + 1)) else {
+        return;
+    };
     let rmap = run_ok(
         tool(&im.x615, "xfs_db")
             .args(["-r", "-c", "path -m /rtgroups/1.rmap"])
@@ -374,7 +418,9 @@ fn rtgroup_check_clean_on_several_layouts() {
         reflink_files: true,
         ..rtg_layout(files, 8 + 1)
     };
-    let Some(im) = make_with(TEST, layout) else { return };
+    let Some(im) = make_with(TEST, layout) else {
+        return;
+    };
     let refc = run_ok(
         tool(&im.x615, "xfs_db")
             .args(["-r", "-c", "path -m /rtgroups/2.refcount"])
@@ -418,7 +464,11 @@ fn rtgroup_check_at_repair_parity() {
         let out = db(
             &im.img,
             &im.rtdev,
-            &[&format!("path -m /rtgroups/{file}"), "dblock 0", "print bno"],
+            &[
+                &format!("path -m /rtgroups/{file}"),
+                "dblock 0",
+                "print bno",
+            ],
         );
         field(&out, "bno")
     };
@@ -439,14 +489,30 @@ fn rtgroup_check_at_repair_parity() {
             "a bitmap word of group 1 (file \"two\"'s extents marked free)",
             "realtime bitmap",
             Box::new(|i: &Path, r: &Path| {
-                db(i, r, &["path -m /rtgroups/1.bitmap", "dblock 0", "write rtwords[0] 0xffffffff"]);
+                db(
+                    i,
+                    r,
+                    &[
+                        "path -m /rtgroups/1.bitmap",
+                        "dblock 0",
+                        "write rtwords[0] 0xffffffff",
+                    ],
+                );
             }),
         ),
         (
             "a summary count of group 1",
             "realtime summary",
             Box::new(|i: &Path, r: &Path| {
-                db(i, r, &["path -m /rtgroups/1.summary", "dblock 0", "write suminfo[12] 2"]);
+                db(
+                    i,
+                    r,
+                    &[
+                        "path -m /rtgroups/1.summary",
+                        "dblock 0",
+                        "write suminfo[12] 2",
+                    ],
+                );
             }),
         ),
         (
@@ -470,7 +536,14 @@ fn rtgroup_check_at_repair_parity() {
             "an rmap record's length",
             "realtime rmap btree",
             Box::new(|i: &Path, r: &Path| {
-                db(i, r, &["path -m /rtgroups/1.rmap", "write u3.rtrmapbt.recs[1].blockcount 3"]);
+                db(
+                    i,
+                    r,
+                    &[
+                        "path -m /rtgroups/1.rmap",
+                        "write u3.rtrmapbt.recs[1].blockcount 3",
+                    ],
+                );
             }),
         ),
         (
@@ -492,7 +565,11 @@ fn rtgroup_check_at_repair_parity() {
             "group 1's bitmap inode made a directory",
             "not a regular file",
             Box::new(|i: &Path, r: &Path| {
-                db(i, r, &["path -m /rtgroups/1.bitmap", "write core.mode 040755"]);
+                db(
+                    i,
+                    r,
+                    &["path -m /rtgroups/1.bitmap", "write core.mode 040755"],
+                );
             }),
         ),
     ];
@@ -537,7 +614,9 @@ fn zoned_files(rg_log: u64) -> Vec<RtFile> {
 /// writing refused naming zoned.
 fn zoned_case(test: &str, layout: Layout) {
     let internal = layout.internal_start > 0;
-    let Some(im) = make_with(test, layout) else { return };
+    let Some(im) = make_with(test, layout) else {
+        return;
+    };
     let img = s(&im.img);
     let mut rt_args: Vec<&str> = Vec::new();
     if !internal {

@@ -411,7 +411,13 @@ impl Fs {
             dev.read_at(&mut sector, 0)?;
         }
         let geo = Geometry::from_superblock(&sector)?;
-        let need = geo.data_blocks.saturating_mul(u64::from(geo.block_size));
+        // A zoned realtime section inside the data device ends the device.
+        let end_blocks = if geo.rt_internal() {
+            geo.rt_start.saturating_add(geo.rt_blocks)
+        } else {
+            geo.data_blocks
+        };
+        let need = end_blocks.saturating_mul(u64::from(geo.block_size));
         if dev.len() < need {
             return Err(Error::corrupt(
                 "device",

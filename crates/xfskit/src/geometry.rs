@@ -229,7 +229,13 @@ fn check_v4_bits(versionnum: u16) -> Result<()> {
 /// that cover the realtime extents exactly (the last one may be short),
 /// of at most 2^31 blocks, whose block numbers fit in `rg_blklog` bits.
 /// A hostile count is refused here, before anything is sized by it.
-fn check_rtgroups(rextents: u64, rextsize: u32, count: u32, extents: u32, blklog: u8) -> Result<()> {
+fn check_rtgroups(
+    rextents: u64,
+    rextsize: u32,
+    count: u32,
+    extents: u32,
+    blklog: u8,
+) -> Result<()> {
     let blocks = u64::from(extents) * u64::from(rextsize);
     let want_log = 64 - blocks.saturating_sub(1).leading_zeros();
     let groups = rextents.div_ceil(u64::from(extents.max(1)));
@@ -409,11 +415,23 @@ impl Geometry {
             None => (0, 0),
         };
         if zoned && (!features.metadir || sb.sb_rblocks.get() == 0) {
-            return Err(bad("zoned without a metadata directory tree and realtime groups"));
+            return Err(bad(
+                "zoned without a metadata directory tree and realtime groups",
+            ));
         }
         if zoned && rt_start != 0 && rt_start < dblocks {
             return Err(bad(format!(
                 "the internal realtime section starts at block {rt_start}, inside the {dblocks} data blocks"
+            )));
+        }
+        let (rblocks, rextents, rextsize) = (
+            sb.sb_rblocks.get(),
+            sb.sb_rextents.get(),
+            sb.sb_rextsize.get(),
+        );
+        if rblocks > 0 && (rextsize == 0 || rextents != rblocks / u64::from(rextsize)) {
+            return Err(bad(format!(
+                "{rextents} realtime extents of {rextsize} blocks in {rblocks} realtime blocks"
             )));
         }
         if features.metadir && sb.sb_rblocks.get() > 0 {

@@ -58,7 +58,10 @@ pub fn require_rtsb(path: &Path, geo: &Geometry, dev: &dyn Device) -> Result<()>
     let block = read_rtsb(geo, dev).map_err(|e| {
         Error::Io(std::io::Error::new(
             e.kind(),
-            format!("the realtime device {}: realtime superblock: {e}", path.display()),
+            format!(
+                "the realtime device {}: realtime superblock: {e}",
+                path.display()
+            ),
         ))
     })?;
     let rsb = Rtsb::ref_from_prefix(&block).map(|r| r.0).ok();

@@ -204,7 +204,13 @@ pub fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
         }
         let sb = run_ok(
             tool(&x615, "xfs_db")
-                .args(["-r", "-c", "sb 0", "-c", "print rgblklog rgextents rextsize"])
+                .args([
+                    "-r",
+                    "-c",
+                    "sb 0",
+                    "-c",
+                    "print rgblklog rgextents rextsize",
+                ])
                 .arg(&img),
             "xfs_db sb",
         );
@@ -289,4 +295,3 @@ pub fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
     );
     Some(im)
 }
-

@@ -204,7 +204,10 @@ fn all_entries(fs: &Fs, inode: &Inode) -> Result<(Vec<RawEntry>, node::AttrMap)>
         ForkFormat::Dev | ForkFormat::MetaBtree => Err(Error::corrupt(
             "attribute fork",
             loc(inode.ino.0, 0),
-            format!("{:?} format is not valid for an attribute fork", inode.aformat),
+            format!(
+                "{:?} format is not valid for an attribute fork",
+                inode.aformat
+            ),
         )),
     }
 }

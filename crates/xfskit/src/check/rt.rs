@@ -57,7 +57,7 @@ impl RtClaims {
             let s = geo.rtb_to_linear(e.start.0);
             let mut first = s / rx;
             let last = (s + e.len - 1) / rx;
-            if s % rx != 0 {
+            if !s.is_multiple_of(rx) {
                 if prev_last == Some(first) {
                     first += 1;
                 } else {

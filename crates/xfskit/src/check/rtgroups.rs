@@ -117,7 +117,14 @@ impl RtgState {
                 let (rgno, rgbno) = geo.rtb_split(e.start.0);
                 (
                     rgno,
-                    Rmap::file(rgbno as u32, e.len as u32, ino, e.offset, false, e.unwritten),
+                    Rmap::file(
+                        rgbno as u32,
+                        e.len as u32,
+                        ino,
+                        e.offset,
+                        false,
+                        e.unwritten,
+                    ),
                 )
             })
             .collect();
@@ -247,7 +254,8 @@ impl RtgState {
                 let daddr = geo.fsb_to_daddr(FsBlock(fsb));
                 let mut blk = vec![0u8; bs];
                 if let Err(e) = ctx.fs.read_bytes(daddr.bytes(), &mut blk) {
-                    ctx.sink.add(tree.what(), at, format!("cannot be read: {e}"));
+                    ctx.sink
+                        .add(tree.what(), at, format!("cannot be read: {e}"));
                     continue;
                 }
                 let mut bad = Vec::new();
@@ -381,12 +389,14 @@ fn child(ctx: &Ctx<'_>, dir: &Inode, name: &str, at: &dyn Fn() -> Location) -> O
         Ok(Some(ino)) => match ctx.fs.inode(ino) {
             Ok(ip) => Some(ip),
             Err(e) => {
-                ctx.sink.add("metadata directory", at(), format!("{name}: {e}"));
+                ctx.sink
+                    .add("metadata directory", at(), format!("{name}: {e}"));
                 None
             }
         },
         Ok(None) => {
-            ctx.sink.add("metadata directory", at(), format!("{name} is missing"));
+            ctx.sink
+                .add("metadata directory", at(), format!("{name} is missing"));
             None
         }
         Err(e) => {
@@ -435,8 +445,11 @@ impl<'a> RtFile<'a> {
             return None;
         }
         if ip.flags2 & di::XFS_DIFLAG2_METADATA == 0 {
-            ctx.sink
-                .add(what, at(), format!("realtime group {rgno}'s file is not a metadata file"));
+            ctx.sink.add(
+                what,
+                at(),
+                format!("realtime group {rgno}'s file is not a metadata file"),
+            );
         }
         let want = blocks * u64::from(geo.block_size);
         if ip.size != want {
@@ -540,8 +553,7 @@ pub(crate) fn finish(ctx: &Ctx<'_>, used_linear: Vec<(u64, u64)>) {
         match crate::rtgroup::read_rtsb(geo, rt) {
             Ok(block) => {
                 for p in crate::rtgroup::rtsb_problems(geo, &block) {
-                    ctx.sink
-                        .add("realtime superblock", group_at(0, 0), p);
+                    ctx.sink.add("realtime superblock", group_at(0, 0), p);
                 }
             }
             Err(e) => ctx.sink.add(
@@ -584,7 +596,9 @@ pub(crate) fn finish(ctx: &Ctx<'_>, used_linear: Vec<(u64, u64)>) {
     let Ok(mdir) = ctx.fs.inode(geo.metadir_ino) else {
         return; // reported by the namespace pass
     };
-    let Some(dir) = child(ctx, &mdir, "rtgroups", &|| Location::Inode(geo.metadir_ino.0)) else {
+    let Some(dir) = child(ctx, &mdir, "rtgroups", &|| {
+        Location::Inode(geo.metadir_ino.0)
+    }) else {
         return;
     };
     let dir_at = || Location::Inode(dir.ino.0);
