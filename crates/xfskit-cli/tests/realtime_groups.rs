@@ -394,6 +394,31 @@ fn rtgroup_check_clean_on_several_layouts() {
     );
     assert_eq!(field(&rmap, "u3.rtrmapbt.level"), 1, "{rmap}");
     assert_clean(&im, "a two-level realtime rmap btree");
+    // The root pointing twice at its leaf: found, walked once.
+    let mut c = tool(&im.x615, "xfs_db");
+    c.arg("-x").arg("-R").arg(&im.rtdev);
+    c.args(["-c", "path -m /rtgroups/1.rmap"]);
+    let leaf = field(
+        &run_ok(
+            c.args(["-c", "print u3.rtrmapbt.ptrs[1]"]).arg(&im.img),
+            "xfs_db",
+        ),
+        "u3.rtrmapbt.ptrs[1]",
+    );
+    let mut c = tool(&im.x615, "xfs_db");
+    c.arg("-x").arg("-R").arg(&im.rtdev);
+    c.args(["-c", "path -m /rtgroups/1.rmap"]);
+    c.args(["-c", "write -d u3.rtrmapbt.numrecs 2"]);
+    c.args(["-c", &format!("write -d u3.rtrmapbt.ptrs[2] {leaf}")]);
+    run_ok(c.arg(&im.img), "xfs_db write");
+    let (ok, _) = im.repair_n();
+    assert!(
+        !ok,
+        "a doubled rmap btree pointer: xfs_repair -n found nothing"
+    );
+    let (code, text) = check(&im, &im.img, &im.rtdev);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("pointed to twice"), "{text}");
 
     // Two files sharing eight blocks of group 2, one more mapping them.
     let files = vec![

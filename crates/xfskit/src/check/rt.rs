@@ -53,8 +53,10 @@ impl RtClaims {
         let mut mine = Vec::with_capacity(ext.len());
         let mut prev_last: Option<u64> = None;
         for e in ext {
-            // Realtime extents are counted across the groups end to end.
-            let s = geo.rtb_to_linear(e.start.0);
+            // Realtime extents are counted across the groups end to end
+            // (whatever gaps zones leave on the device).
+            let (rgno, rgbno) = geo.rtb_split(e.start.0);
+            let s = u64::from(rgno) * geo.rg_blocks() + rgbno;
             let mut first = s / rx;
             let last = (s + e.len - 1) / rx;
             if !s.is_multiple_of(rx) {

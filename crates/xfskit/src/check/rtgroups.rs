@@ -220,9 +220,19 @@ impl RtgState {
         let hdr = xbt::XFS_BTREE_LBLOCK_CRC_LEN;
         let limit = ip.nblocks.saturating_add(1);
         let mut n = 0u64;
+        // A block met twice (a pointer loop or a shared child) is walked once.
+        let mut seen = std::collections::HashSet::new();
         loop {
             let mut next = Vec::new();
             for &fsb in &cur {
+                if !seen.insert(fsb) {
+                    ctx.sink.add(
+                        tree.what(),
+                        Location::Inode(ino),
+                        format!("block {fsb} is pointed to twice"),
+                    );
+                    continue;
+                }
                 let (agno, agbno) = geo.fsb_split(FsBlock(fsb));
                 let at = Location::AgBlock {
                     agno: agno.0,
