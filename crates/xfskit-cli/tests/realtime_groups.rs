@@ -394,6 +394,19 @@ fn rtgroup_check_clean_on_several_layouts() {
     );
     assert_eq!(field(&rmap, "u3.rtrmapbt.level"), 1, "{rmap}");
     assert_clean(&im, "a two-level realtime rmap btree");
+    // The root's key for its leaf made wrong: check names it (xfs_repair -n
+    // 6.15 rebuilds the tree without a word), the records still compared.
+    let copy = im.dir.join("key.img");
+    std::fs::copy(&im.img, &copy).expect("copy");
+    let mut c = tool(&im.x615, "xfs_db");
+    c.arg("-x").arg("-R").arg(&im.rtdev);
+    c.args(["-c", "path -m /rtgroups/1.rmap"]);
+    c.args(["-c", "write -d u3.rtrmapbt.keys[1].startblock 101"]);
+    run_ok(c.arg(&copy), "xfs_db write");
+    let (code, text) = check(&im, &copy, &im.rtdev);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("the parent's key differs"), "{text}");
+    assert!(text.contains("1 problem(s)"), "{text}");
     // The root pointing twice at its leaf: found, walked once.
     let mut c = tool(&im.x615, "xfs_db");
     c.arg("-x").arg("-R").arg(&im.rtdev);

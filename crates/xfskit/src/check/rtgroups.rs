@@ -78,6 +78,31 @@ impl Tree {
             Tree::Refcount => REFC_KEY,
         }
     }
+    /// The low key of a node key, comparable with [`Tree::rec_key`]
+    /// (an rmap key's offset without the unwritten flag, which keys leave out).
+    fn low_key(self, k: &[u8]) -> Vec<u8> {
+        match self {
+            Tree::Rmap => {
+                let mut v = k[..RMAP_KEY].to_vec();
+                v[12] &= !0x20;
+                v
+            }
+            Tree::Refcount => k[..REFC_KEY].to_vec(),
+        }
+    }
+    /// The key of a leaf record.
+    fn rec_key(self, r: &[u8]) -> Vec<u8> {
+        match self {
+            Tree::Rmap => {
+                let mut v = Vec::with_capacity(RMAP_KEY);
+                v.extend_from_slice(&r[0..4]);
+                v.extend_from_slice(&r[8..24]);
+                v[12] &= !0x20;
+                v
+            }
+            Tree::Refcount => r[..REFC_KEY].to_vec(),
+        }
+    }
 }
 
 /// What the inode pass collected for the realtime groups.
@@ -194,8 +219,14 @@ impl RtgState {
                 );
                 return 0;
             }
-            let ptrs: Vec<u64> = (0..numrecs)
-                .map(|i| be64(root, 4 + max * tree.key_len() + i * 8))
+            let ptrs: Vec<(u64, Vec<u8>)> = (0..numrecs)
+                .map(|i| {
+                    let k = 4 + i * tree.key_len();
+                    (
+                        be64(root, 4 + max * tree.key_len() + i * 8),
+                        tree.low_key(&root[k..k + tree.key_len()]),
+                    )
+                })
                 .collect();
             blocks = self.walk(ctx, ip, tree, level - 1, ptrs, &mut recs);
         }
@@ -211,7 +242,7 @@ impl RtgState {
         ip: &Inode,
         tree: Tree,
         mut level: u16,
-        mut cur: Vec<u64>,
+        mut cur: Vec<(u64, Vec<u8>)>,
         recs: &mut Vec<u8>,
     ) -> u64 {
         let geo = ctx.fs.geometry();
@@ -224,7 +255,8 @@ impl RtgState {
         let mut seen = std::collections::HashSet::new();
         loop {
             let mut next = Vec::new();
-            for &fsb in &cur {
+            for (k, (fsb, key)) in cur.iter().enumerate() {
+                let fsb = *fsb;
                 if !seen.insert(fsb) {
                     ctx.sink.add(
                         tree.what(),
@@ -298,6 +330,33 @@ impl RtgState {
                 if bad.is_empty() && (nr == 0 || nr > max) {
                     bad.push(format!("{nr} records, room for {max}"));
                 }
+                // Siblings chain the level in order; the parent's key is
+                // the block's first (low) key. Reported; the records are
+                // still used.
+                let mut soft = Vec::new();
+                if bad.is_empty() && nr > 0 && nr <= max {
+                    let want_left = if k == 0 { u64::MAX } else { cur[k - 1].0 };
+                    let want_right = cur.get(k + 1).map_or(u64::MAX, |c| c.0);
+                    let (left, right) = (be64(&blk, 8), be64(&blk, 16));
+                    if (left, right) != (want_left, want_right) {
+                        soft.push(format!(
+                            "siblings {left:#x} and {right:#x}, want {want_left:#x} and {want_right:#x}"
+                        ));
+                    }
+                    let first = if level == 0 {
+                        tree.rec_key(&blk[hdr..hdr + tree.rec_len()])
+                    } else {
+                        tree.low_key(&blk[hdr..hdr + tree.key_len()])
+                    };
+                    if first != *key {
+                        soft.push(
+                            "the parent's key differs from the block's first key".to_string(),
+                        );
+                    }
+                }
+                if !soft.is_empty() {
+                    ctx.sink.add(tree.what(), at.clone(), soft.join("; "));
+                }
                 if !bad.is_empty() {
                     ctx.sink.add(tree.what(), at, bad.join("; "));
                     continue;
@@ -306,7 +365,13 @@ impl RtgState {
                     recs.extend_from_slice(&blk[hdr..hdr + nr * tree.rec_len()]);
                 } else {
                     let p0 = hdr + max * tree.key_len();
-                    next.extend((0..nr).map(|i| be64(&blk, p0 + i * 8)));
+                    next.extend((0..nr).map(|i| {
+                        let k = hdr + i * tree.key_len();
+                        (
+                            be64(&blk, p0 + i * 8),
+                            tree.low_key(&blk[k..k + tree.key_len()]),
+                        )
+                    }));
                 }
             }
             if level == 0 || next.is_empty() {
