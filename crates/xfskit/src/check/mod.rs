@@ -439,8 +439,15 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     };
     let mut unchecked = Vec::new();
     if geo.rt_blocks > 0 && !fs.rt_readable() {
+        let parts = if geo.zoned {
+            "its zones' rmap btrees and the realtime files' data"
+        } else if geo.has_rtgroups() {
+            "its groups' bitmaps, summaries, rmap and refcount btrees and the realtime files' data"
+        } else {
+            "its bitmap, summary and the realtime files' data"
+        };
         unchecked.push(format!(
-            "the realtime section ({} blocks: its bitmap, summary and the realtime files' data) was not checked: needs the realtime device: --rtdev",
+            "the realtime section ({} blocks: {parts}) was not checked: needs the realtime device: --rtdev",
             geo.rt_blocks
         ));
     }
