@@ -156,6 +156,21 @@ pub struct DsbMetadir {
     pub sb_pad: [u8; 7],
 }
 
+/// The fields a zoned filesystem (incompat ZONED) adds after
+/// [`DsbMetadir`], at byte [`XFS_DSB_METADIR_SIZE`] of the superblock sector.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+#[repr(C)]
+pub struct DsbZoned {
+    /// First block of a realtime section inside the data device (0 for a
+    /// separate realtime device).
+    pub sb_rtstart: U64,
+    /// Realtime blocks held back for zone garbage collection.
+    pub sb_rtreserved: U64,
+}
+
+const _: () = assert!(size_of::<DsbZoned>() == 16);
+const _: () = assert!(XFS_DSB_METADIR_SIZE == 288);
+
 /// Byte offset of [`DsbMetadir`] (`sb_metadirino`) in the superblock.
 pub const XFS_SB_METADIR_OFF: usize = XFS_DSB_SIZE;
 /// Bytes of a metadir superblock that hold fields (without zoned).
@@ -202,6 +217,16 @@ impl Dsb {
         }
         let tail = raw.get(XFS_SB_METADIR_OFF..XFS_DSB_METADIR_SIZE)?;
         DsbMetadir::read_from_bytes(tail).ok()
+    }
+
+    /// The zoned fields of a zoned superblock (None otherwise, or when
+    /// `raw` is too short for them).
+    pub fn zoned(&self, raw: &[u8]) -> Option<DsbZoned> {
+        if !self.has_incompat(XFS_SB_FEAT_INCOMPAT_ZONED) {
+            return None;
+        }
+        let tail = raw.get(XFS_DSB_METADIR_SIZE..XFS_DSB_METADIR_SIZE + size_of::<DsbZoned>())?;
+        DsbZoned::read_from_bytes(tail).ok()
     }
 
     /// The UUID that metadata blocks carry (meta UUID if that feature is on).
@@ -303,8 +328,16 @@ pub const XFS_SB_FEAT_INCOMPAT_PARENT: u32 = 1 << 7;
 pub const XFS_SB_FEAT_INCOMPAT_METADIR: u32 = 1 << 8;
 /// All incompat bits xfskit knows (the 6.13 format without zoned).
 pub const XFS_SB_FEAT_INCOMPAT_ALL: u32 = 0x1ff;
-/// incompat: zoned realtime device (6.15). Known by name only.
+/// incompat: zoned realtime device (6.15): realtime groups are zones,
+/// written sequentially; no bitmap or summary files.
 pub const XFS_SB_FEAT_INCOMPAT_ZONED: u32 = 1 << 9;
+/// incompat: the zones of a zoned realtime device have unusable space at
+/// their ends, so realtime block numbers are device blocks as they are.
+pub const XFS_SB_FEAT_INCOMPAT_ZONE_GAPS: u32 = 1 << 10;
+/// The incompat bits xfskit reads: [`XFS_SB_FEAT_INCOMPAT_ALL`] and the
+/// zoned ones (zoned filesystems are read-only in xfskit).
+pub const XFS_SB_FEAT_INCOMPAT_READ: u32 =
+    XFS_SB_FEAT_INCOMPAT_ALL | XFS_SB_FEAT_INCOMPAT_ZONED | XFS_SB_FEAT_INCOMPAT_ZONE_GAPS;
 
 /// log_incompat: log may hold logged extended attribute intents.
 pub const XFS_SB_FEAT_INCOMPAT_LOG_XATTRS: u32 = 1 << 0;

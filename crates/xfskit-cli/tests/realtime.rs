@@ -15,85 +15,11 @@
 mod common;
 
 use common::fixtures::{output_text, xfskit_output as xfskit};
-use common::{skip, TempDir};
+use common::rtimg::{field, make_with, run_ok, s, tool, Layout, RtFile, RtImage, BS};
+use common::skip;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
-}
-
-fn tool(x615: &Path, name: &str) -> Command {
-    let mut c = Command::new(x615.join("libexec").join(name));
-    c.env("LD_LIBRARY_PATH", x615.join("lib"));
-    c
-}
-
-fn run_ok(c: &mut Command, what: &str) -> String {
-    let o = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        o.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// `name = value` lines of xfs_db's print, as numbers.
-fn field(out: &str, name: &str) -> u64 {
-    out.lines()
-        .find_map(|l| l.trim().strip_prefix(&format!("{name} = ")))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {out}"))
-}
-
-/// Deterministic bytes (xorshift), so a misplaced block shows.
-fn pattern(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-const BS: u64 = 4096;
-
-/// One realtime file: (file block, realtime block, blocks, unwritten).
-struct RtFile {
-    name: &'static str,
-    size: u64,
-    extents: Vec<(u64, u64, u64, bool)>,
-}
-
-/// A realtime image and what its files hold.
-struct RtImage {
-    _tmp: TempDir,
-    img: PathBuf,
-    rtdev: PathBuf,
-    /// (path in the image, contents).
-    files: Vec<(String, Vec<u8>)>,
-    x615: PathBuf,
-    dir: PathBuf,
-}
-
-impl RtImage {
-    fn repair_n(&self) -> (bool, String) {
-        let o = tool(&self.x615, "xfs_repair")
-            .args(["-n", "-r"])
-            .arg(&self.rtdev)
-            .arg(&self.img)
-            .output()
-            .expect("xfs_repair -n");
-        (o.status.success(), output_text(&o))
-    }
-}
 
 fn rt_files() -> Vec<RtFile> {
     vec![
@@ -123,156 +49,20 @@ fn make(test: &str) -> Option<RtImage> {
     make_with(test, Layout::default())
 }
 
-/// The realtime device's size, its extent size and the files on it.
-struct Layout {
-    rt_bytes: u64,
-    extsize: &'static str,
-    files: Vec<RtFile>,
-    /// Realtime extents the files use.
-    used: u64,
-}
-
 impl Default for Layout {
     fn default() -> Layout {
         Layout {
             rt_bytes: 64 << 20,
+            internal_start: 0,
             extsize: "16k",
+            rt_opts: "",
+            mkfs_args: Vec::new(),
+            rtgroups: false,
+            reflink_files: false,
             files: rt_files(),
             used: 7 + 3 + 1,
         }
     }
-}
-
-fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
-    let Some(x615) = common::fixtures::xfsprogs_615() else {
-        skip(test, "xfsprogs 6.15 is missing (mkfs.xfs -r rtdev, xfs_db)");
-        return None;
-    };
-    let tmp = TempDir::new("xfskit-rtdev");
-    let dir = tmp.path().to_path_buf();
-    let img = dir.join("rt.img");
-    let rtdev = dir.join("rt.rtdev");
-    for (f, len) in [(&img, 64 << 20), (&rtdev, layout.rt_bytes)] {
-        std::fs::File::create(f)
-            .and_then(|h| h.set_len(len))
-            .expect("create image");
-    }
-    let plain = dir.join("plain");
-    let plain_data = pattern(7, 9000);
-    std::fs::write(&plain, &plain_data).expect("write");
-    let files = layout.files;
-    let mut proto = String::from("/\n0 0\nd--755 0 0\n");
-    for f in &files {
-        proto.push_str(&format!("{} ---644 0 0 /dev/null\n", f.name));
-    }
-    proto.push_str(&format!(
-        "sub d--755 0 0\nplain ---644 0 0 {}\n$\n$\n",
-        plain.display()
-    ));
-    let protofile = dir.join("proto");
-    std::fs::write(&protofile, proto).expect("protofile");
-    run_ok(
-        tool(&x615, "mkfs.xfs")
-            .env("TEST_DEV", "/dev/null")
-            .env("TEST_DIR", "/tmp")
-            .env("QA_CHECK_FS", "1")
-            .args(["-q", "-f", "-b", "size=4096", "-r"])
-            .arg(format!(
-                "rtdev={},extsize={}",
-                rtdev.display(),
-                layout.extsize
-            ))
-            .arg("-p")
-            .arg(&protofile)
-            .arg(&img),
-        "mkfs.xfs 6.15 -r rtdev",
-    );
-    let ls = run_ok(
-        tool(&x615, "xfs_db").args(["-r", "-c", "ls /"]).arg(&img),
-        "xfs_db ls",
-    );
-    let ino_of = |name: &str| -> u64 {
-        ls.lines()
-            .find(|l| l.ends_with(&format!(" {name} (good)")))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{name} in {ls}"))
-    };
-    let set = |c: String| ["-c".to_string(), format!("write -d {c}")];
-    let mut args = vec!["-x".to_string()];
-    let dev = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&rtdev)
-        .expect("open rtdev");
-    let mut out = Vec::new();
-    for (k, f) in files.iter().enumerate() {
-        args.extend(["-c".into(), format!("inode {}", ino_of(f.name))]);
-        let blocks: u64 = f.extents.iter().map(|e| e.2).sum();
-        for c in [
-            "core.realtime 1".to_string(),
-            format!("core.size {}", f.size),
-            format!("core.nextents {}", f.extents.len()),
-            format!("core.nblocks {blocks}"),
-        ] {
-            args.extend(set(c));
-        }
-        let data = pattern(100 + k as u64, f.size as usize);
-        let mut want = vec![0u8; f.size as usize];
-        for (i, &(off, rtb, len, unwritten)) in f.extents.iter().enumerate() {
-            for c in [
-                format!("u3.bmx[{i}].startoff {off}"),
-                format!("u3.bmx[{i}].startblock {rtb}"),
-                format!("u3.bmx[{i}].blockcount {len}"),
-                format!("u3.bmx[{i}].extentflag {}", u8::from(unwritten)),
-            ] {
-                args.extend(set(c));
-            }
-            let a = (off * BS) as usize;
-            let b = (((off + len) * BS) as usize).min(data.len());
-            if unwritten {
-                // Stale bytes on the device that must not show.
-                dev.write_all_at(&vec![0xee; (len * BS) as usize], rtb * BS)
-                    .expect("stale data");
-            } else {
-                dev.write_all_at(&data[a..b], rtb * BS).expect("rt data");
-                want[a..b].copy_from_slice(&data[a..b]);
-            }
-        }
-        out.push((format!("/{}", f.name), want));
-    }
-    drop(dev);
-    run_ok(tool(&x615, "xfs_db").args(&args).arg(&img), "xfs_db writes");
-    // The realtime bitmap, summary and free count made to match the files.
-    let o = tool(&x615, "xfs_repair")
-        .arg("-r")
-        .arg(&rtdev)
-        .arg(&img)
-        .output()
-        .expect("xfs_repair");
-    assert!(o.status.success(), "xfs_repair -r: {}", output_text(&o));
-    out.push(("/sub/plain".into(), plain_data));
-    let im = RtImage {
-        _tmp: tmp,
-        img,
-        rtdev,
-        files: out,
-        x615,
-        dir,
-    };
-    let (ok, text) = im.repair_n();
-    assert!(ok, "xfs_repair -n -r 6.15 on the realtime image: {text}");
-    let sb = run_ok(
-        tool(&im.x615, "xfs_db")
-            .args(["-r", "-c", "sb 0", "-c", "print frextents rextents"])
-            .arg(&im.img),
-        "xfs_db sb",
-    );
-    assert_eq!(
-        field(&sb, "rextents") - field(&sb, "frextents"),
-        layout.used,
-        "{sb}"
-    );
-    Some(im)
 }
 
 #[test]
@@ -574,7 +364,12 @@ fn bitmap_of_several_blocks() {
     const PER: u64 = BS * 8; // realtime extents a bitmap block covers
     let layout = Layout {
         rt_bytes: 1 << 30,
+        internal_start: 0,
         extsize: "4k",
+        rt_opts: "",
+        mkfs_args: Vec::new(),
+        rtgroups: false,
+        reflink_files: false,
         files: vec![
             RtFile {
                 name: "across",

@@ -155,7 +155,11 @@ impl Fs {
         if probe.geo.rt_blocks > 0 && resume.is_none() {
             // Its realtime bitmap and summary, and realtime files' data,
             // are not written by xfskit yet.
-            return Err(Error::Unsupported(if probe.rt.is_some() {
+            return Err(Error::Unsupported(if probe.geo.zoned {
+                "writing to a zoned filesystem: zoned realtime sections are read-only in xfskit (their zones are written only at their write pointers and freed by garbage collection, which xfskit does not do)".into()
+            } else if probe.geo.has_rtgroups() {
+                "writing to a filesystem with realtime groups: realtime group filesystems are read-only in xfskit".into()
+            } else if probe.rt.is_some() {
                 "writing to a filesystem with a realtime section: realtime filesystems are read-only in xfskit".into()
             } else {
                 "writing to a filesystem with a realtime section: needs the realtime device: --rtdev".into()
@@ -407,7 +411,13 @@ impl Fs {
             dev.read_at(&mut sector, 0)?;
         }
         let geo = Geometry::from_superblock(&sector)?;
-        let need = geo.data_blocks.saturating_mul(u64::from(geo.block_size));
+        // A zoned realtime section inside the data device ends the device.
+        let end_blocks = if geo.rt_internal() {
+            geo.rt_start.saturating_add(geo.rt_blocks)
+        } else {
+            geo.data_blocks
+        };
+        let need = end_blocks.saturating_mul(u64::from(geo.block_size));
         if dev.len() < need {
             return Err(Error::corrupt(
                 "device",
@@ -578,10 +588,19 @@ impl Fs {
         self.rt.as_deref()
     }
 
+    /// True when realtime data can be read: the realtime device was given,
+    /// or the (zoned) realtime section is inside the data device.
+    pub fn rt_readable(&self) -> bool {
+        self.rt.is_some() || self.geo.rt_internal()
+    }
+
     /// Reads raw bytes of the realtime device at byte `off` (realtime
     /// block `b` is at `b * block_size`); without the device, the error
     /// says it is needed, naming inode `ino` whose data is read.
     pub fn read_rt_bytes(&self, ino: u64, off: u64, buf: &mut [u8]) -> Result<()> {
+        if self.geo.rt_internal() {
+            return self.read_bytes(off, buf);
+        }
         let rt = self
             .rt
             .as_ref()
@@ -664,13 +683,21 @@ pub(crate) fn pending_inode(fs: &Fs, off: u64, len: usize) -> Option<Arc<[u8]>> 
 }
 
 /// Opens the realtime device at `path` for a filesystem of geometry `geo`:
-/// the filesystem must have a classic realtime section, and the device
-/// must hold all of it.
+/// the filesystem must have a realtime section, the device must hold all
+/// of it and, with realtime groups, start with this filesystem's realtime
+/// superblock.
 fn open_rtdev(path: &Path, geo: &Geometry) -> Result<Arc<dyn Device>> {
     if geo.rt_blocks == 0 {
         return Err(Error::Invalid(format!(
             "a realtime device was given ({}), but the filesystem has no realtime section",
             path.display()
+        )));
+    }
+    if geo.rt_internal() {
+        return Err(Error::Invalid(format!(
+            "a realtime device was given ({}), but the filesystem's zoned realtime section is inside the data device (from block {})",
+            path.display(),
+            geo.rt_start
         )));
     }
     let dev = FileDevice::open_read_only(path).map_err(|e| {
@@ -688,6 +715,9 @@ fn open_rtdev(path: &Path, geo: &Geometry) -> Result<Arc<dyn Device>> {
             geo.rt_blocks,
             geo.block_size
         )));
+    }
+    if geo.has_rtgroups() && !geo.zoned {
+        crate::rtgroup::require_rtsb(path, geo, &dev)?;
     }
     Ok(Arc::new(dev))
 }

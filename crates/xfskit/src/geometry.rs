@@ -112,6 +112,20 @@ pub struct Geometry {
     pub rg_count: u32,
     /// See `rg_count`.
     pub rg_extents: u32,
+    /// Bits a realtime group block number takes in a realtime block number
+    /// (`sb_rgblklog`; 0 without realtime groups).
+    pub rg_blklog: u8,
+    /// A zoned realtime section (incompat ZONED): groups are zones, with no
+    /// bitmap or summary files and no realtime superblock.
+    pub zoned: bool,
+    /// Zoned realtime groups keep their block numbers on the device
+    /// (incompat ZONE_GAPS): no packing of the groups end to end.
+    pub zone_gaps: bool,
+    /// First block of a realtime section inside the data device (zoned
+    /// filesystems; 0 for a separate realtime device).
+    pub rt_start: u64,
+    /// Realtime blocks a zoned filesystem reserves (`sb_rtreserved`).
+    pub rt_reserved: u64,
     /// User-visible filesystem UUID.
     pub uuid: [u8; 16],
     /// UUID stamped into metadata blocks.
@@ -211,6 +225,33 @@ fn check_v4_bits(versionnum: u16) -> Result<()> {
     Ok(())
 }
 
+/// The realtime group fields every realtime address depends on: groups
+/// that cover the realtime extents exactly (the last one may be short),
+/// of at most 2^31 blocks, whose block numbers fit in `rg_blklog` bits.
+/// A hostile count is refused here, before anything is sized by it.
+fn check_rtgroups(
+    rextents: u64,
+    rextsize: u32,
+    count: u32,
+    extents: u32,
+    blklog: u8,
+) -> Result<()> {
+    let blocks = u64::from(extents) * u64::from(rextsize);
+    let want_log = 64 - blocks.saturating_sub(1).leading_zeros();
+    let groups = rextents.div_ceil(u64::from(extents.max(1)));
+    if extents == 0 || rextsize == 0 || blocks > 1 << 31 {
+        return Err(bad(format!(
+            "realtime groups of {extents} extents of {rextsize} blocks"
+        )));
+    }
+    if u64::from(count) != groups || u32::from(blklog) != want_log {
+        return Err(bad(format!(
+            "{count} realtime groups of {extents} extents (rgblklog {blklog}), but {rextents} realtime extents make {groups} (rgblklog {want_log})"
+        )));
+    }
+    Ok(())
+}
+
 impl Geometry {
     /// Magic numbers and header sizes of this filesystem's metadata.
     pub fn layout(&self) -> &'static xfs_format::layout::Layout {
@@ -266,7 +307,7 @@ impl Geometry {
                     .into(),
             ));
         }
-        let unknown = incompat & !fsb::XFS_SB_FEAT_INCOMPAT_ALL;
+        let unknown = incompat & !fsb::XFS_SB_FEAT_INCOMPAT_READ;
         if unknown != 0 {
             return Err(Error::Unsupported(format!(
                 "the superblock has unknown incompatible features {unknown:#x}"
@@ -355,22 +396,52 @@ impl Geometry {
             projid32: features2 & fsb::XFS_SB_VERSION2_PROJID32BIT != 0,
             metadir: incompat & fsb::XFS_SB_FEAT_INCOMPAT_METADIR != 0,
         };
-        let (metadir_ino, rg_count, rg_extents) = match sb.metadir(sector) {
+        let (metadir_ino, rg_count, rg_extents, rg_blklog) = match sb.metadir(sector) {
             Some(m) => (
                 Ino(m.sb_metadirino.get()),
                 m.sb_rgcount.get(),
                 m.sb_rgextents.get(),
+                m.sb_rgblklog,
             ),
             None if features.metadir => {
                 return Err(bad("sector too short for the metadata directory fields"))
             }
-            None => (Ino(0), 0, 0),
+            None => (Ino(0), 0, 0, 0),
         };
-        if features.metadir && sb.sb_rblocks.get() > 0 {
-            return Err(Error::Unsupported(
-                "realtime groups (a metadata directory filesystem with a realtime section) are not supported yet"
-                    .into(),
+        let zoned = incompat & fsb::XFS_SB_FEAT_INCOMPAT_ZONED != 0;
+        let (rt_start, rt_reserved) = match sb.zoned(sector) {
+            Some(z) => (z.sb_rtstart.get(), z.sb_rtreserved.get()),
+            None if zoned => return Err(bad("sector too short for the zoned fields")),
+            None => (0, 0),
+        };
+        if zoned && (!features.metadir || sb.sb_rblocks.get() == 0) {
+            return Err(bad(
+                "zoned without a metadata directory tree and realtime groups",
             ));
+        }
+        if zoned && rt_start != 0 && rt_start < dblocks {
+            return Err(bad(format!(
+                "the internal realtime section starts at block {rt_start}, inside the {dblocks} data blocks"
+            )));
+        }
+        let (rblocks, rextents, rextsize) = (
+            sb.sb_rblocks.get(),
+            sb.sb_rextents.get(),
+            sb.sb_rextsize.get(),
+        );
+        if rblocks > 0 && (rextsize == 0 || rextents != rblocks / u64::from(rextsize)) {
+            return Err(bad(format!(
+                "{rextents} realtime extents of {rextsize} blocks in {rblocks} realtime blocks"
+            )));
+        }
+        if features.metadir && sb.sb_rblocks.get() > 0 {
+            check_rtgroups(
+                sb.sb_rextents.get(),
+                sb.sb_rextsize.get(),
+                rg_count,
+                rg_extents,
+                rg_blklog,
+            )?;
         }
         let uuid: [u8; 16] = sb.sb_uuid.0;
         let meta_uuid: [u8; 16] = if features.meta_uuid {
@@ -412,6 +483,11 @@ impl Geometry {
             metadir_ino,
             rg_count,
             rg_extents,
+            rg_blklog,
+            zoned,
+            zone_gaps: incompat & fsb::XFS_SB_FEAT_INCOMPAT_ZONE_GAPS != 0,
+            rt_start,
+            rt_reserved,
             uuid,
             meta_uuid,
             label: label_raw[..label_len].to_vec(),
@@ -488,6 +564,87 @@ impl Geometry {
     pub fn fsb_to_daddr(&self, fsb: FsBlock) -> Daddr {
         let (agno, agbno) = self.fsb_split(fsb);
         self.agb_to_daddr(agno, agbno)
+    }
+
+    /// True when the realtime section is divided into realtime groups
+    /// (metadir filesystems with a realtime section).
+    pub fn has_rtgroups(&self) -> bool {
+        self.features.metadir && self.rt_blocks > 0 && self.rg_count > 0
+    }
+
+    /// Blocks in each realtime group but possibly the last.
+    pub fn rg_blocks(&self) -> u64 {
+        u64::from(self.rg_extents) * u64::from(self.rt_extsize)
+    }
+
+    /// Blocks in realtime group `rgno` (the last one may be short).
+    pub fn rg_len(&self, rgno: u32) -> u64 {
+        if rgno + 1 >= self.rg_count {
+            let before = u64::from(rgno) * u64::from(self.rg_extents);
+            self.rt_extents.saturating_sub(before) * u64::from(self.rt_extsize)
+        } else {
+            self.rg_blocks()
+        }
+    }
+
+    /// Splits a realtime block number into its group and the block in the
+    /// group; without realtime groups, everything is group 0.
+    pub fn rtb_split(&self, rtb: u64) -> (u32, u64) {
+        if !self.has_rtgroups() {
+            return (0, rtb);
+        }
+        let rgno = rtb >> self.rg_blklog;
+        (
+            rgno.min(u64::from(u32::MAX)) as u32,
+            rtb & ((1u64 << self.rg_blklog) - 1),
+        )
+    }
+
+    /// Builds a realtime block number from a group and a block in it.
+    pub fn rtb_make(&self, rgno: u32, rgbno: u64) -> u64 {
+        if self.has_rtgroups() {
+            (u64::from(rgno) << self.rg_blklog) | rgbno
+        } else {
+            rgbno
+        }
+    }
+
+    /// True when `len` realtime blocks from `rtb` stay inside the realtime
+    /// section (and inside one realtime group).
+    pub fn rtb_range_valid(&self, rtb: u64, len: u64) -> bool {
+        if !self.has_rtgroups() {
+            return rtb.saturating_add(len) <= self.rt_blocks;
+        }
+        let (rgno, rgbno) = self.rtb_split(rtb);
+        rgno < self.rg_count && rgbno.saturating_add(len) <= self.rg_len(rgno)
+    }
+
+    /// The block of the realtime device that realtime block `rtb` names:
+    /// realtime groups lie end to end, each `rg_blocks` long, while their
+    /// numbers leave a gap up to the next power of two (unless the zones
+    /// have gaps of their own on the device: ZONE_GAPS).
+    pub fn rtb_to_linear(&self, rtb: u64) -> u64 {
+        if self.zone_gaps {
+            return rtb;
+        }
+        let (rgno, rgbno) = self.rtb_split(rtb);
+        u64::from(rgno)
+            .saturating_mul(self.rg_blocks())
+            .saturating_add(rgbno)
+    }
+
+    /// Byte offset on the realtime device of realtime block `rtb` (for an
+    /// internal zoned section, on the data device, past `rt_start`).
+    pub fn rtb_to_bytes(&self, rtb: u64) -> u64 {
+        self.rtb_to_linear(rtb)
+            .saturating_add(self.rt_start)
+            .saturating_mul(u64::from(self.block_size))
+    }
+
+    /// True when the realtime section lies inside the data device (zoned,
+    /// `sb_rtstart` set): no realtime device is needed.
+    pub fn rt_internal(&self) -> bool {
+        self.rt_start > 0
     }
 
     /// The AG holding an inode.

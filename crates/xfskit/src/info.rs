@@ -58,8 +58,7 @@ fn b(v: bool) -> u32 {
 /// Formats the geometry in the xfs_info layout of xfsprogs 6.15; `name`
 /// fills the first field. The realtime group fields (rgcount, rgsize) come
 /// from a metadir superblock and are 0 on the others, as 6.15 prints them;
-/// start and reserved belong to zoned filesystems, which xfskit does not
-/// open.
+/// start and reserved come from a zoned superblock (0 on the others).
 pub fn render(g: &Geometry, name: &str) -> String {
     render_rt(g, name, None)
 }
@@ -75,9 +74,10 @@ pub fn render_rt(g: &Geometry, name: &str, rtdev: Option<&str>) -> String {
         "external"
     };
     // 6.15 says "internal" for a realtime section inside the data device
-    // (sb_rtstart, zoned filesystems only): never the case here.
+    // (sb_rtstart, zoned filesystems only).
     let rt_name = match rtdev {
         _ if g.rt_blocks == 0 => "none",
+        _ if g.rt_internal() => "internal",
         Some(dev) => dev,
         None => "external",
     };
@@ -160,8 +160,8 @@ pub fn render_rt(g: &Geometry, name: &str, rtdev: Option<&str>) -> String {
         "         ={:<22} zoned={:<6} start={} reserved={}\n",
         "",
         b(f.zoned),
-        0,
-        0
+        g.rt_start,
+        g.rt_reserved
     );
     s
 }
@@ -208,6 +208,7 @@ fn features_json(g: &Geometry) -> serde_json::Value {
         // Realtime groups come with the metadata directory tree.
         "rtgroups": metadir,
         "zoned": inc(sb::XFS_SB_FEAT_INCOMPAT_ZONED),
+        "zone_gaps": inc(sb::XFS_SB_FEAT_INCOMPAT_ZONE_GAPS),
         "log_xattrs": log(sb::XFS_SB_FEAT_INCOMPAT_LOG_XATTRS),
     })
 }
@@ -245,7 +246,7 @@ pub fn to_json(g: &Geometry, log_state: &str) -> serde_json::Value {
         "realtime": {
             "extsz": u64::from(g.rt_extsize) * u64::from(g.block_size), "blocks": g.rt_blocks,
             "rtextents": g.rt_extents, "rgcount": g.rg_count, "rgsize": g.rg_extents, "zoned": f.zoned,
-            "start": 0, "reserved": 0,
+            "start": g.rt_start, "reserved": g.rt_reserved,
         },
         "features": features_json(g),
         "inodes": {

@@ -33,6 +33,7 @@ pub mod mkfs;
 mod namei;
 pub mod namespace;
 pub mod paths;
+pub mod rtgroup;
 pub mod scan;
 pub mod symlink;
 #[allow(unsafe_code)]

@@ -112,7 +112,9 @@ pub fn read_link(fs: &Fs, inode: &Inode) -> Result<Vec<u8>> {
             }
             out
         }
-        ForkFormat::Dev => return Err(bad(0, "symlink with a device fork".into())),
+        ForkFormat::Dev | ForkFormat::MetaBtree => {
+            return Err(bad(0, "symlink with a device fork".into()))
+        }
     };
     if target.contains(&0) {
         return Err(bad(0, "target contains NUL".into()));

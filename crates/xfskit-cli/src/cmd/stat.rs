@@ -93,7 +93,7 @@ fn map_rows(fs: &Fs, map: &[Extent], eof_blocks: u64, realtime: bool) -> Vec<Map
         }
         let total = e.len * bbs;
         let mapped = if realtime {
-            let d = e.start.0 * bbs;
+            let d = g.rtb_to_bytes(e.start.0) / 512;
             (d, d + total - 1, u32::MAX, 0, 0)
         } else {
             let d = g.fsb_to_daddr(e.start).0;

@@ -19,6 +19,7 @@ pub use fixtures::{
 pub use hostwalk::{count_kinds, diff_walks, digest_bytes, walk_host, Entry, Fnv64, Kind};
 pub use skip::{missing_tool, skip};
 pub mod rangeserver;
+pub mod rtimg;
 pub mod rwmount;
 pub use fixtures::output_text as output_text_of;
 

@@ -201,10 +201,13 @@ fn all_entries(fs: &Fs, inode: &Inode) -> Result<(Vec<RawEntry>, node::AttrMap)>
             let entries = node::walk(fs, inode.ino.0, &map)?;
             Ok((entries, map))
         }
-        ForkFormat::Dev => Err(Error::corrupt(
+        ForkFormat::Dev | ForkFormat::MetaBtree => Err(Error::corrupt(
             "attribute fork",
             loc(inode.ino.0, 0),
-            "device format is not valid for an attribute fork",
+            format!(
+                "{:?} format is not valid for an attribute fork",
+                inode.aformat
+            ),
         )),
     }
 }

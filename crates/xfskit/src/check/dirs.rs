@@ -111,7 +111,7 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize) -> Res
             }
             Ok(parent)
         }
-        ForkFormat::Dev => Err(crate::Error::corrupt(
+        ForkFormat::Dev | ForkFormat::MetaBtree => Err(crate::Error::corrupt(
             "directory",
             crate::error::Location::Inode(dir.ino.0),
             "directory with a device data fork",

@@ -84,7 +84,8 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
             bad("reflink flag on a filesystem without reflink".into());
         } else if !is_reg {
             bad(format!("reflink flag on a {t:?}"));
-        } else if realtime {
+        } else if realtime && !geo.has_rtgroups() {
+            // Realtime groups have refcount btrees of their own.
             bad("reflink flag on a realtime file".into());
         }
     }
@@ -137,7 +138,12 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
             bad(format!("extent size {} blocks is too large", ino.extsize));
         }
     }
-    if ino.cowextsize != 0 {
+    // A zoned group's rmap btree inode keeps its count of used blocks in
+    // the CoW extent size field (xfs_repair leaves it alone).
+    let zoned_rmap = geo.zoned
+        && ino.format == crate::inode::ForkFormat::MetaBtree
+        && d.di_onlink.get() == di::XFS_METAFILE_RTRMAP;
+    if ino.cowextsize != 0 && !zoned_rmap {
         if !(cow_flag && (is_reg || is_dir)) {
             bad(format!(
                 "CoW extent size {} without the CoW extent size flag",

@@ -206,6 +206,10 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
         } else {
             ino.aformat
         };
+        if format == ForkFormat::MetaBtree {
+            mapped += ctx.rtg.meta_btree(ctx, ino);
+            continue;
+        }
         if !matches!(format, ForkFormat::Extents | ForkFormat::Btree) {
             continue;
         }
@@ -229,6 +233,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
                 }
                 if realtime && fork == Fork::Data {
                     ctx.rt.add_file(ctx, ino.ino.0, &ext);
+                    ctx.rtg.add_file(ctx, ino.ino.0, &ext);
                 }
                 for e in &ext {
                     mapped += e.len;

@@ -51,6 +51,7 @@ mod owners;
 mod pptrs;
 mod rmap;
 mod rt;
+mod rtgroups;
 mod sb;
 pub mod space;
 mod spill;
@@ -239,6 +240,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) meta_roots: Vec<u64>,
     /// Realtime files' extents, for the realtime section's check.
     pub(crate) rt: rt::RtClaims,
+    /// Realtime groups' mappings and metadata btrees, for their check.
+    pub(crate) rtg: rtgroups::RtgState,
 }
 
 /// Runs `work(i)` for every `i` in `0..count` on at most `threads`
@@ -333,6 +336,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         sb0,
         meta_roots: sb.meta_inodes.iter().copied().chain(sb.metadir).collect(),
         rt: rt::RtClaims::default(),
+        rtg: rtgroups::RtgState::default(),
     };
     // Metadata stamped at or past the log head is noted as it is read
     // (xfs_repair reformats the log then; the kernel refuses the blocks).
@@ -394,8 +398,12 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     ctx.rmaps.finish(&ctx, threads);
     // The realtime section, when its device was given (as xfs_repair
     // needs it): bitmap, summary and free count against the files.
-    if geo.rt_blocks > 0 && fs.rt_device().is_some() {
-        rt::finish(&ctx, &ctx.rt);
+    if geo.rt_blocks > 0 && fs.rt_readable() {
+        if geo.has_rtgroups() {
+            rtgroups::finish(&ctx, ctx.rt.used(&ctx));
+        } else {
+            rt::finish(&ctx, &ctx.rt);
+        }
     }
     if let (Some(h), Some(a)) = (head, fs.lsn_ahead()) {
         ctx.sink.add(
@@ -430,9 +438,16 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         problems_total: ctx.sink.total(),
     };
     let mut unchecked = Vec::new();
-    if geo.rt_blocks > 0 && fs.rt_device().is_none() {
+    if geo.rt_blocks > 0 && !fs.rt_readable() {
+        let parts = if geo.zoned {
+            "its zones' rmap btrees and the realtime files' data"
+        } else if geo.has_rtgroups() {
+            "its groups' bitmaps, summaries, rmap and refcount btrees and the realtime files' data"
+        } else {
+            "its bitmap, summary and the realtime files' data"
+        };
         unchecked.push(format!(
-            "the realtime section ({} blocks: its bitmap, summary and the realtime files' data) was not checked: needs the realtime device: --rtdev",
+            "the realtime section ({} blocks: {parts}) was not checked: needs the realtime device: --rtdev",
             geo.rt_blocks
         ));
     }

@@ -408,12 +408,31 @@ const MAX_REPORTS: usize = 32;
 
 /// Compares what AG `agno`'s rmapbt holds (`found`) with what the check
 /// expects (`want`), both of one class of owners.
-pub(crate) fn compare(ctx: &Ctx<'_>, agno: u32, mut want: Vec<Rmap>, mut found: Vec<Rmap>) {
+pub(crate) fn compare(ctx: &Ctx<'_>, agno: u32, want: Vec<Rmap>, found: Vec<Rmap>) {
+    compare_in(
+        ctx,
+        "rmapbt",
+        &|agbno| Location::AgBlock { agno, agbno },
+        &format!("AG {agno} rmapbt"),
+        want,
+        found,
+    );
+}
+
+/// [`compare`] for any group's reverse-mapping btree: problems are
+/// reported as `what`, at `at(block)`, and summed up under `scope`.
+pub(crate) fn compare_in(
+    ctx: &Ctx<'_>,
+    what: &'static str,
+    at: &dyn Fn(u32) -> Location,
+    scope: &str,
+    mut want: Vec<Rmap>,
+    mut found: Vec<Rmap>,
+) {
     let order = |r: &Rmap| (r.kind(), r.start, r.len, r.offset, r.flags);
     want.sort_unstable_by_key(order);
     want.dedup();
     found.sort_unstable_by_key(order);
-    let at = |agbno: u32| Location::AgBlock { agno, agbno };
 
     // Every expected mapping is held by one record.
     let mut missing = 0usize;
@@ -445,12 +464,12 @@ pub(crate) fn compare(ctx: &Ctx<'_>, agno: u32, mut want: Vec<Rmap>, mut found: 
             Some(b) => format!("reverse mapping {b} does not match {w}"),
             None => format!("no reverse mapping for {w}"),
         };
-        ctx.sink.add("rmapbt", at(w.start), d);
+        ctx.sink.add(what, at(w.start), d);
     }
     if missing > MAX_REPORTS {
         ctx.sink.add(
-            "rmapbt",
-            Location::Other(format!("AG {agno} rmapbt")),
+            what,
+            Location::Other(scope.to_string()),
             format!(
                 "{} more expected mapping(s) not found",
                 missing - MAX_REPORTS
@@ -489,15 +508,15 @@ pub(crate) fn compare(ctx: &Ctx<'_>, agno: u32, mut want: Vec<Rmap>, mut found: 
             continue;
         }
         ctx.sink.add(
-            "rmapbt",
+            what,
             at(b.start),
             format!("record {b}: block {covered} is not mapped so by its owner"),
         );
     }
     if extra > MAX_REPORTS {
         ctx.sink.add(
-            "rmapbt",
-            Location::Other(format!("AG {agno} rmapbt")),
+            what,
+            Location::Other(scope.to_string()),
             format!(
                 "{} more record(s) not matching their owners",
                 extra - MAX_REPORTS

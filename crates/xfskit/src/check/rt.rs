@@ -53,10 +53,13 @@ impl RtClaims {
         let mut mine = Vec::with_capacity(ext.len());
         let mut prev_last: Option<u64> = None;
         for e in ext {
-            let s = e.start.0;
+            // Realtime extents are counted across the groups end to end
+            // (whatever gaps zones leave on the device).
+            let (rgno, rgbno) = geo.rtb_split(e.start.0);
+            let s = u64::from(rgno) * geo.rg_blocks() + rgbno;
             let mut first = s / rx;
             let last = (s + e.len - 1) / rx;
-            if s % rx != 0 {
+            if !s.is_multiple_of(rx) {
                 if prev_last == Some(first) {
                     first += 1;
                 } else {
@@ -109,15 +112,19 @@ impl RtClaims {
 
     /// The used realtime extents as sorted, disjoint, merged ranges;
     /// extents claimed twice are reported.
-    fn used(&self, ctx: &Ctx<'_>) -> Vec<(u64, u64)> {
+    pub(crate) fn used(&self, ctx: &Ctx<'_>) -> Vec<(u64, u64)> {
         let mut claims =
             std::mem::take(&mut *self.claims.lock().unwrap_or_else(|p| p.into_inner()));
         claims.sort_unstable_by_key(|c| (c.start, c.ino, c.off));
         let mut used: Vec<(u64, u64)> = Vec::new();
         // The claim that reaches furthest so far.
         let mut reach: Option<Claim> = None;
+        // Realtime groups with reflink share extents: their refcount
+        // btrees say which (rtgroups.rs).
+        let geo = ctx.fs.geometry();
+        let shared_ok = geo.has_rtgroups() && geo.features.reflink;
         for c in claims {
-            if let Some(r) = reach.filter(|r| c.start < r.end) {
+            if let Some(r) = reach.filter(|r| c.start < r.end && !shared_ok) {
                 ctx.sink.add(
                     "realtime extent",
                     Location::InodeBlock {
@@ -427,7 +434,7 @@ pub(crate) fn finish(ctx: &Ctx<'_>, claims: &RtClaims) {
 }
 
 /// Sets (`on`) or clears the bits `a..b` of a block of 32-bit words.
-fn set_bits(words: &mut [u32], a: u64, b: u64, on: bool) {
+pub(crate) fn set_bits(words: &mut [u32], a: u64, b: u64, on: bool) {
     let mut i = a;
     while i < b {
         let w = (i / 32) as usize;

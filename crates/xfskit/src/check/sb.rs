@@ -41,7 +41,9 @@ fn used_len(sb: &Dsb) -> usize {
             200
         };
     }
-    if sb.has_incompat(fsb::XFS_SB_FEAT_INCOMPAT_METADIR) {
+    if sb.has_incompat(fsb::XFS_SB_FEAT_INCOMPAT_ZONED) {
+        fsb::XFS_DSB_METADIR_SIZE + size_of::<fsb::DsbZoned>()
+    } else if sb.has_incompat(fsb::XFS_SB_FEAT_INCOMPAT_METADIR) {
         fsb::XFS_DSB_METADIR_SIZE
     } else if sb.has_incompat(fsb::XFS_SB_FEAT_INCOMPAT_META_UUID) {
         fsb::XFS_DSB_SIZE
@@ -279,7 +281,7 @@ fn v5_feature_bits(sb: &Dsb, p: &mut Vec<String>) {
         ),
         (
             "incompat",
-            sb.sb_features_incompat.get() & !fsb::XFS_SB_FEAT_INCOMPAT_ALL,
+            sb.sb_features_incompat.get() & !fsb::XFS_SB_FEAT_INCOMPAT_READ,
         ),
         (
             "log_incompat",

@@ -154,7 +154,7 @@ pub fn for_each_entry(
             }
             Ok(())
         }
-        ForkFormat::Dev => {
+        ForkFormat::Dev | ForkFormat::MetaBtree => {
             Err(DirError::Shortform.at(dir.ino.0, 0, "directory with a device data fork"))
         }
     }

@@ -102,11 +102,17 @@ impl Collector<'_> {
                 );
             }
             if self.realtime {
-                // A realtime file's data lives on the realtime device,
-                // numbered linearly from its start.
-                if r.startblock.saturating_add(r.blockcount) > geo.rt_blocks {
+                // A realtime file's data lives on the realtime device:
+                // realtime blocks (group-encoded with realtime groups).
+                if !geo.rtb_range_valid(r.startblock, r.blockcount) {
+                    let (rgno, rgbno) = geo.rtb_split(r.startblock);
+                    let group = if geo.has_rtgroups() {
+                        format!(" (realtime group {rgno} block {rgbno})")
+                    } else {
+                        String::new()
+                    };
                     return Err(self.corrupt(format!(
-                        "extent at file block {} maps {} blocks at realtime block {} outside the realtime section ({} blocks)",
+                        "extent at file block {} maps {} blocks at realtime block {}{group} outside the realtime section ({} blocks)",
                         r.startoff, r.blockcount, r.startblock, geo.rt_blocks
                     )));
                 }
@@ -222,7 +228,7 @@ pub fn extents(fs: &Fs, inode: &Inode, fork: Fork) -> Result<Vec<Extent>> {
                 )));
             }
         }
-        ForkFormat::Local | ForkFormat::Dev => {}
+        ForkFormat::Local | ForkFormat::Dev | ForkFormat::MetaBtree => {}
     }
     Ok(c.out)
 }

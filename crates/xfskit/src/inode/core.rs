@@ -34,6 +34,10 @@ pub enum ForkFormat {
     Extents,
     /// A bmbt btree rooted in the inode.
     Btree,
+    /// A metadata btree rooted in the inode (`XFS_DINODE_FMT_META_BTREE`):
+    /// the realtime rmap and refcount btrees of a realtime group, in
+    /// metadata files only. It maps no file data.
+    MetaBtree,
 }
 
 impl ForkFormat {
@@ -43,6 +47,7 @@ impl ForkFormat {
             1 => ForkFormat::Local,
             2 => ForkFormat::Extents,
             3 => ForkFormat::Btree,
+            5 if which == "data" => ForkFormat::MetaBtree,
             _ => {
                 return Err(Error::corrupt(
                     "inode",
@@ -340,6 +345,15 @@ impl Inode {
                 (true, rdev)
             }
             (FileType::File, ForkFormat::Extents | ForkFormat::Btree) => (true, 0),
+            // Only the realtime groups' rmap and refcount btree inodes.
+            (FileType::File, ForkFormat::MetaBtree) => (
+                flags2 & di::XFS_DIFLAG2_METADATA != 0
+                    && matches!(
+                        d.di_onlink.get(),
+                        di::XFS_METAFILE_RTRMAP | di::XFS_METAFILE_RTREFCOUNT
+                    ),
+                0,
+            ),
             (
                 FileType::Dir | FileType::Symlink,
                 ForkFormat::Local | ForkFormat::Extents | ForkFormat::Btree,
@@ -580,5 +594,6 @@ fn fork_code(f: ForkFormat) -> u8 {
         ForkFormat::Local => 1,
         ForkFormat::Extents => 2,
         ForkFormat::Btree => 3,
+        ForkFormat::MetaBtree => 5,
     }
 }

@@ -34,7 +34,7 @@ impl DataDev {
         let geo = fs.geometry();
         match self {
             DataDev::Data => geo.fsb_to_daddr(start).bytes() + within,
-            DataDev::Realtime { .. } => start.0 * u64::from(geo.block_size) + within,
+            DataDev::Realtime { .. } => geo.rtb_to_bytes(start.0) + within,
         }
     }
 
@@ -52,11 +52,11 @@ impl DataDev {
     pub fn will_need(self, fs: &Fs, off: u64, len: u64) {
         match self {
             DataDev::Data => fs.device().will_need(off, len),
-            DataDev::Realtime { .. } => {
-                if let Some(rt) = fs.rt_device() {
-                    rt.will_need(off, len)
-                }
-            }
+            DataDev::Realtime { .. } => match fs.rt_device() {
+                Some(rt) => rt.will_need(off, len),
+                None if fs.geometry().rt_internal() => fs.device().will_need(off, len),
+                None => {}
+            },
         }
     }
 }
@@ -64,7 +64,7 @@ impl DataDev {
 /// Refuses a realtime file with written data on a filesystem opened
 /// without its realtime device.
 pub fn require_data_dev(fs: &Fs, inode: &Inode, map: &[Extent]) -> Result<()> {
-    if inode.is_realtime() && fs.rt_device().is_none() && map.iter().any(|e| !e.unwritten) {
+    if inode.is_realtime() && !fs.rt_readable() && map.iter().any(|e| !e.unwritten) {
         return Err(needs_rtdev(inode.ino.0));
     }
     Ok(())

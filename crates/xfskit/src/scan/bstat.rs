@@ -146,7 +146,9 @@ impl Bstat {
         let (rdev, blksize, blocks) = match ip.format {
             ForkFormat::Dev => (reported_rdev(ip.rdev), DEV_BLKSIZE, 0),
             ForkFormat::Local => (0, geo.block_size, 0),
-            ForkFormat::Extents | ForkFormat::Btree => (0, geo.block_size, ip.nblocks),
+            ForkFormat::Extents | ForkFormat::Btree | ForkFormat::MetaBtree => {
+                (0, geo.block_size, ip.nblocks)
+            }
         };
         let cowextsize_blks = if ip.flags2 & di::XFS_DIFLAG2_COWEXTSIZE != 0 {
             ip.cowextsize

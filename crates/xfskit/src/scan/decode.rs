@@ -18,6 +18,8 @@ use xfs_format::types::decode_timestamp;
 const FMT_DEV: u8 = 0;
 const FMT_LOCAL: u8 = 1;
 const FMT_BTREE: u8 = 3;
+/// A metadata btree rooted in the inode (realtime rmap and refcount).
+const FMT_META_BTREE: u8 = 5;
 
 /// Checks the CRC and the core of raw inode `ino` (inode-size bytes) and
 /// returns its bulkstat record.
@@ -39,7 +41,13 @@ pub(crate) fn decode_bstat(geo: &Geometry, ino: u64, raw: &[u8]) -> Result<Bstat
         anextents: aextents,
     } = crate::inode::check_core(geo, ino, d)?;
     let format = d.di_format;
-    if format > FMT_BTREE {
+    let meta_btree = format == FMT_META_BTREE
+        && flags2 & di::XFS_DIFLAG2_METADATA != 0
+        && matches!(
+            d.di_onlink.get(),
+            di::XFS_METAFILE_RTRMAP | di::XFS_METAFILE_RTREFCOUNT
+        );
+    if format > FMT_BTREE && !meta_btree {
         return Err(corrupt(format!("unknown data fork format {format}")));
     }
     let forkoff = d.di_forkoff;
@@ -68,10 +76,11 @@ pub(crate) fn decode_bstat(geo: &Geometry, ino: u64, raw: &[u8]) -> Result<Bstat
     let format_ok = match format {
         FMT_DEV => device,
         FMT_LOCAL => matches!(ftype, FileType::Dir | FileType::Symlink),
+        FMT_META_BTREE => ftype == FileType::File,
         _ => matches!(ftype, FileType::File | FileType::Dir | FileType::Symlink),
     };
     if !format_ok {
-        let name = ["Dev", "Local", "Extents", "Btree"][usize::from(format)];
+        let name = ["Dev", "Local", "Extents", "Btree", "", "MetaBtree"][usize::from(format)];
         return Err(corrupt(format!(
             "data fork format {name} is invalid for a {ftype:?}"
         )));

@@ -118,7 +118,7 @@ pub fn set(
     match ip.aformat {
         ForkFormat::Local => sf_set(tp, ip, ns, name, value),
         ForkFormat::Extents | ForkFormat::Btree => tree_set(tp, ip, ns, name, value),
-        ForkFormat::Dev => Err(bad_format(ip)),
+        ForkFormat::Dev | ForkFormat::MetaBtree => Err(bad_format(ip)),
     }
 }
 
@@ -176,7 +176,7 @@ fn remove_in(
             tree::collapse_root(tp, ip)?;
             leaf_to_sf(tp, ip)
         }
-        ForkFormat::Dev => Err(bad_format(ip)),
+        ForkFormat::Dev | ForkFormat::MetaBtree => Err(bad_format(ip)),
     }
 }
 
@@ -184,7 +184,7 @@ fn bad_format(ip: &Inode) -> Error {
     Error::corrupt(
         "attribute fork",
         super::loc(ip.ino.0, 0),
-        "device format is not valid for an attribute fork",
+        format!("{:?} format is not valid for an attribute fork", ip.aformat),
     )
 }
 

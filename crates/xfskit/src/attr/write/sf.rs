@@ -128,7 +128,7 @@ fn data_fork_bytes(ip: &Inode) -> usize {
         ForkFormat::Local => ip.size as usize,
         ForkFormat::Extents => ip.nextents as usize * EXTENT_REC,
         ForkFormat::Dev => 8,
-        ForkFormat::Btree => 0,
+        ForkFormat::Btree | ForkFormat::MetaBtree => 0,
     }
 }
 

@@ -54,7 +54,7 @@ fn form(st: &mut dyn Store, dp: &Inode) -> Result<Form> {
                 Some(_) => Ok(Form::Node),
             }
         }
-        ForkFormat::Dev => Err(Error::NotDir(format!(
+        ForkFormat::Dev | ForkFormat::MetaBtree => Err(Error::NotDir(format!(
             "inode {} has a device fork",
             dp.ino.0
         ))),
