@@ -73,7 +73,18 @@ free_disk
 # scans real images with thousands of inodes.
 # (`|| status=...`: a failed pass is counted and reported, not an early exit.)
 status=0
+# Each stage's wall time, printed at the end (CI's limit is on the whole).
+stages=()
+t_stage=$(date +%s)
+stage_done() { # NAME: the time since the previous stage ended
+  local now
+  now=$(date +%s)
+  stages+=("$(printf '%6d s  %s' $((now - t_stage)) "$1")")
+  t_stage=$now
+}
 cargo test --workspace --no-fail-fast -- --test-threads=2 2>&1 | tee /tmp/xfskit-test.log || status=1
+
+stage_done "build and main test pass"
 
 # The read-write mount tests again with FUSE over io_uring (Linux 6.14+):
 # `xfskit mount` takes requests through io_uring when the fuse module allows
@@ -91,6 +102,8 @@ else
   uring_skip="io_uring pass of the read-write mount tests: needs root and $uring (Linux 6.14+)"
 fi
 
+stage_done "io_uring pass of the read-write mount tests"
+
 # The read-write mount tests again on parent-pointer filesystems (mkfs.xfs
 # 6.15 with the xfsprogs 6.18 defaults, xfs_repair -n 6.15), when those
 # tools are beside the project.
@@ -102,6 +115,8 @@ if [ -d ../shared/xfsprogs-6.15 ]; then
 else
   pptr_skip="read-write mount tests on parent-pointer filesystems: ../shared/xfsprogs-6.15 is missing"
 fi
+
+stage_done "parent-pointer pass of the read-write mount tests"
 
 # The Python package (python/): pip builds it (maturin, release) into a
 # fresh virtual environment with pytest, pyarrow, fsspec, moto's S3
@@ -138,6 +153,8 @@ if [ -n "${py_skip:-}" ]; then
   echo "$py_skip"
 fi
 
+stage_done "Python package: venv, wheel, pytest, remote"
+
 # Lints: any clippy warning fails the run (when clippy is installed).
 if cargo clippy --version >/dev/null 2>&1; then
   if ! cargo clippy --workspace --all-targets -- -D warnings 2>&1 | tail -n 40; then
@@ -148,10 +165,16 @@ else
   echo "clippy is not installed: lints not checked"
 fi
 
+stage_done "clippy"
+
 # A short fuzz run when cargo-fuzz is usable (see fuzz/README.md).
 if [ -x fuzz/run.sh ]; then
   fuzz/run.sh short || status=1
 fi
+
+stage_done "fuzz (short)"
+echo "stage times:"
+printf '%s\n' "${stages[@]}"
 
 # Each test file's time (the longest first), so that growth is seen.
 echo "test times (seconds; a file run in several passes is listed once per pass):"
