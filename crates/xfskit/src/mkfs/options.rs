@@ -93,6 +93,8 @@ pub struct MkfsOptions {
     pub parent: Option<bool>,
     /// `-i exchange=`: file range exchange.
     pub exchange: Option<bool>,
+    /// `-m metadir=`: a metadata directory tree (incompat METADIR).
+    pub metadir: Option<bool>,
     /// `--defaults VERSION`: the feature defaults of that xfsprogs release.
     pub defaults: Option<super::profiles::Defaults>,
     /// `-c options=FILE`: a mkfs.xfs config file (its values apply where
@@ -342,13 +344,7 @@ impl Parser {
             ('i', "exchange") => o.exchange = Some(flag(group, "exchange", value)?),
             ('n', "parent") => o.parent = Some(flag(group, "parent", value)?),
             ('c', "options") => o.config_file = Some(need(value)?),
-            ('m', "metadir") => {
-                if flag(group, "metadir", value)? {
-                    return Err(MkfsError::Unsupported(
-                        "metadata directory trees (-m metadir=1)".into(),
-                    ));
-                }
-            }
+            ('m', "metadir") => o.metadir = Some(flag(group, "metadir", value)?),
             ('m', "autofsck") => {
                 if !matches!(value, "0" | "none") {
                     return Err(MkfsError::Unsupported(format!("-m autofsck={value}")));
