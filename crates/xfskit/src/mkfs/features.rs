@@ -99,11 +99,19 @@ pub(crate) fn choose(opts: &MkfsOptions) -> Result<FeatureSet, MkfsError> {
             "metadir not supported without exchange-range support".into(),
         ));
     }
+    // As mkfs.xfs 6.15: a classic realtime section has no reverse mapping
+    // or reflink (they come only with realtime groups, which need metadir).
+    let rt = opts.rt_dev.is_some();
+    if rt && (metadir || opts.reflink == Some(true) || opts.rmapbt == Some(true)) {
+        return Err(MkfsError::Unsupported(
+            "realtime groups (a realtime section with -m metadir=1, reflink=1 or rmapbt=1)".into(),
+        ));
+    }
     Ok(FeatureSet {
         finobt,
         sparse: opts.sparse.unwrap_or(d.sparse),
-        rmapbt: opts.rmapbt.unwrap_or(d.rmapbt),
-        reflink: opts.reflink.unwrap_or(d.reflink),
+        rmapbt: !rt && opts.rmapbt.unwrap_or(d.rmapbt),
+        reflink: !rt && opts.reflink.unwrap_or(d.reflink),
         bigtime: opts.bigtime.unwrap_or(d.bigtime),
         inobtcount,
         nrext64: opts.nrext64.unwrap_or(d.nrext64),
@@ -400,11 +408,7 @@ pub(crate) fn finish(
         dblocks: cfg.dblocks,
         rblocks: 0,
         rextents: 0,
-        rextsize: if cfg.blocksize < 4096 {
-            4096 >> cfg.blocklog
-        } else {
-            1
-        },
+        rextsize: super::realtime::extent_blocks(opts, cfg.blocksize, cfg.blocklog)?,
         logstart: log.logstart,
         log_agno: log.agno as u32,
         logblocks: log.logblocks as u32,
@@ -428,6 +432,7 @@ pub(crate) fn finish(
         rbmino: rootino + 1,
         rsumino: rootino + 2,
         metadir: None,
+        rt: None,
         icount: ialloc_inos,
         ifree: ialloc_inos - 3,
         fdblocks,
@@ -448,6 +453,13 @@ pub(crate) fn finish(
         g.icount += ialloc_inos;
         g.ifree = g.icount - 3;
         g.fdblocks -= ialloc_blocks;
+    }
+    if opts.rt_dev.is_some() || opts.rt_size.is_some() {
+        let (mut free, _) = super::writer::free_after_agfl(&g, 0);
+        if let Some((start, len, _)) = g.chunk_in(0) {
+            super::writer::carve(&mut free, start, len);
+        }
+        super::realtime::plan(opts, &mut g, &mut free)?;
     }
     Ok(g)
 }

@@ -293,6 +293,20 @@ fn write_fs(
         writer::daddr(g, 0, root_bno) * 512,
         root_chunk(g, &uuid, now),
     );
+    if let Some(rt) = &g.rt {
+        let files = [
+            (&rt.rbm_extents, super::realtime::bitmap_image(g, rt)),
+            (&rt.rsum_extents, super::realtime::summary_image(g, rt)),
+        ];
+        for (extents, data) in files {
+            let mut at = 0usize;
+            for &(start, len) in extents.iter() {
+                let n = len as usize * g.blocksize as usize;
+                batch.push(writer::daddr(g, 0, start) * 512, data[at..at + n].to_vec());
+                at += n;
+            }
+        }
+    }
     if let (Some(m), Some(chunk)) = (g.metadir, rtdir_chunk(g, &uuid, now)) {
         batch.push(writer::daddr(g, m.rtdir_agno, m.rtdir_agbno) * 512, chunk);
     }

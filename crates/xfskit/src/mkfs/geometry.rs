@@ -112,6 +112,8 @@ pub struct MkfsGeometry {
     pub rsumino: u64,
     /// The metadata directory tree (`-m metadir=1`), if any.
     pub metadir: Option<MetadirLayout>,
+    /// The realtime section (`-r rtdev=`), if any.
+    pub rt: Option<super::realtime::RtLayout>,
     /// sb_icount of the fresh filesystem.
     pub icount: u64,
     /// sb_ifree of the fresh filesystem.

@@ -10,7 +10,7 @@ use xfs_format::inode::{
     XFS_METADIR_DIFLAGS, XFS_METAFILE_DIR,
 };
 use xfs_format::types::{
-    encode_timestamp, Uuid, NULLAGINO, XFS_DINODE_FMT_EXTENTS, XFS_DINODE_FMT_LOCAL,
+    encode_timestamp, BmbtIrec, Uuid, NULLAGINO, XFS_DINODE_FMT_EXTENTS, XFS_DINODE_FMT_LOCAL,
 };
 use zerocopy::{FromZeros, IntoBytes};
 
@@ -119,6 +119,28 @@ fn short_dir(slot: &mut [u8], parent: u64, entries: &[(&[u8], u64, u8)]) -> u64 
 }
 
 const FT_DIR: u8 = 2;
+
+/// Give a realtime metadata file the AG 0 blocks `extents` (in file
+/// order) as extent records, its size and block count.
+fn map_blocks(g: &MkfsGeometry, d: &mut Dinode, slot: &mut [u8], extents: &[(u32, u32)]) {
+    let mut off = 0u64;
+    let fork = &mut slot[xfs_format::inode::LITERAL_OFFSET..];
+    for (i, &(start, len)) in extents.iter().enumerate() {
+        let rec = BmbtIrec {
+            startoff: off,
+            startblock: u64::from(start),
+            blockcount: u64::from(len),
+            unwritten: false,
+        };
+        let (l0, l1) = rec.pack();
+        fork[i * 16..i * 16 + 8].copy_from_slice(&l0.to_be_bytes());
+        fork[i * 16 + 8..i * 16 + 16].copy_from_slice(&l1.to_be_bytes());
+        off += u64::from(len);
+    }
+    d.di_size.set(off << g.blocklog);
+    d.di_nblocks.set(off);
+    d.set_nextents(extents.len() as u64);
+}
 const IN_PARENT: u32 = 0x80;
 /// The attribute fork offset (in 8-byte units) the kernel gives a new inode
 /// of 512 bytes or more: past a data fork btree root of 12 pointers.
@@ -162,10 +184,19 @@ pub(crate) fn root_chunk(g: &MkfsGeometry, uuid: &Uuid, now: Timestamp) -> Vec<u
             let mut d = new_inode(g, ino, S_IFREG, 1, now, uuid);
             d.di_format = XFS_DINODE_FMT_EXTENTS;
             d.di_flags.set(XFS_DIFLAG_NEWRTBM);
+            if let Some(rt) = &g.rt {
+                // Created, its blocks mapped, then its last free logged.
+                d.di_changecount.set(4);
+                map_blocks(g, &mut d, slot, &rt.rbm_extents);
+            }
             d
         } else if g.metadir.is_none() && ino == g.rsumino {
             let mut d = new_inode(g, ino, S_IFREG, 1, now, uuid);
             d.di_format = XFS_DINODE_FMT_EXTENTS;
+            if let Some(rt) = &g.rt {
+                d.di_changecount.set(3);
+                map_blocks(g, &mut d, slot, &rt.rsum_extents);
+            }
             d
         } else {
             free_inode(ino, uuid)

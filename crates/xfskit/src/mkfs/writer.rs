@@ -84,7 +84,7 @@ pub(crate) struct AgState {
 }
 
 /// Remove `[start, start+len)` from a sorted free-extent list.
-fn carve(free: &mut Vec<(u32, u32)>, start: u32, len: u32) {
+pub(crate) fn carve(free: &mut Vec<(u32, u32)>, start: u32, len: u32) {
     let end = start + len;
     let mut out = Vec::with_capacity(free.len() + 1);
     for &(s, l) in free.iter() {
@@ -149,6 +149,11 @@ pub(crate) fn ag_state(g: &MkfsGeometry, agno: u32) -> AgState {
     if let Some((start, len, _)) = chunk {
         carve(&mut free, start, len);
     }
+    if let (0, Some(rt)) = (agno, &g.rt) {
+        for &(start, len) in rt.rbm_extents.iter().chain(&rt.rsum_extents) {
+            carve(&mut free, start, len);
+        }
+    }
     AgState {
         length,
         free,
@@ -208,6 +213,11 @@ pub(crate) fn primary_sb(g: &MkfsGeometry, uuid: &Uuid) -> Dsb {
     sb.sb_features_incompat.set(g.features.incompat);
     sb.sb_features_log_incompat.set(g.features.log_incompat);
     sb.sb_spino_align.set(g.spino_align);
+    if let Some(rt) = &g.rt {
+        sb.sb_rbmblocks.set(rt.rbmblocks);
+        sb.sb_rextslog = rt.rextslog;
+        sb.sb_frextents.set(g.rextents);
+    }
     sb
 }
 
@@ -244,6 +254,8 @@ pub(crate) fn sb_for_ag(primary: &Dsb, g: &MkfsGeometry, agno: u32) -> Dsb {
     sb.sb_inprogress = 1;
     sb.sb_icount.set(0);
     sb.sb_ifree.set(0);
+    // The realtime section is freed after the copies are written.
+    sb.sb_frextents.set(0);
     let pre = u64::from(g.agcount) * u64::from(g.prealloc_blocks);
     sb.sb_fdblocks.set(g.dblocks - pre - u64::from(g.logblocks));
     if g.metadir.is_none() {
