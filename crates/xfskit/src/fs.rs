@@ -152,14 +152,17 @@ impl Fs {
             },
         )?;
         probe.geo.require_writable_format()?;
-        if probe.geo.rt_blocks > 0 && resume.is_none() {
-            // Its realtime bitmap and summary, and realtime files' data,
-            // are not written by xfskit yet.
-            return Err(Error::Unsupported(if probe.rt.is_some() {
-                "writing to a filesystem with a realtime section: realtime filesystems are read-only in xfskit".into()
-            } else {
-                "writing to a filesystem with a realtime section: needs the realtime device: --rtdev".into()
-            }));
+        if probe.geo.rt_blocks > 0 && probe.geo.features.metadir {
+            // Realtime groups keep their bitmaps, summaries and btrees
+            // under the metadata directory: not written by xfskit.
+            return Err(Error::Unsupported(
+                "writing to a filesystem with realtime groups: read-only in xfskit".into(),
+            ));
+        }
+        if probe.geo.rt_blocks > 0 && probe.rt.is_none() && resume.is_none() {
+            return Err(Error::Unsupported(
+                "writing to a filesystem with a realtime section: needs the realtime device: --rtdev".into(),
+            ));
         }
         if matches!(probe.log_state, LogState::Dirty(_)) && resume.is_none() {
             drop(probe);
@@ -169,6 +172,10 @@ impl Fs {
         // Recovered above: no replay here; a log still dirty is refused.
         o.norecovery = true;
         let mut fs = Fs::open_device(Box::new(crate::log::recover::Shared(dev)), &o)?;
+        if let Some(p) = &opts.rtdev {
+            // Realtime files' data is written there.
+            fs.rt = Some(open_rtdev_writable(p, &fs.geo)?);
+        }
         if matches!(fs.log_state, LogState::Dirty(_)) && fs.log_is_clean_by_kernel_rules() {
             fs.log_state = LogState::Clean;
         }
@@ -578,6 +585,24 @@ impl Fs {
         self.rt.as_deref()
     }
 
+    /// Writes bytes to the realtime device at byte `off` (realtime files'
+    /// data; see [`crate::namespace`]'s realtime write path).
+    pub(crate) fn write_rt_bytes(&self, off: u64, buf: &[u8]) -> Result<()> {
+        let rt = self
+            .rt
+            .as_ref()
+            .ok_or_else(|| Error::Unsupported("needs the realtime device: --rtdev".into()))?;
+        rt.write_at(buf, off).map_err(Error::Io)
+    }
+
+    /// Makes the realtime device's writes durable.
+    pub(crate) fn flush_rt(&self) -> Result<()> {
+        match &self.rt {
+            Some(rt) => rt.flush().map_err(Error::Io),
+            None => Ok(()),
+        }
+    }
+
     /// Reads raw bytes of the realtime device at byte `off` (realtime
     /// block `b` is at `b * block_size`); without the device, the error
     /// says it is needed, naming inode `ino` whose data is read.
@@ -689,6 +714,18 @@ fn open_rtdev(path: &Path, geo: &Geometry) -> Result<Arc<dyn Device>> {
             geo.block_size
         )));
     }
+    Ok(Arc::new(dev))
+}
+
+/// The realtime device opened for writing (checked as [`open_rtdev`]).
+fn open_rtdev_writable(path: &Path, geo: &Geometry) -> Result<Arc<dyn Device>> {
+    open_rtdev(path, geo)?;
+    let dev = FileDevice::open_read_write(path).map_err(|e| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("the realtime device {}: {e}", path.display()),
+        ))
+    })?;
     Ok(Arc::new(dev))
 }
 
