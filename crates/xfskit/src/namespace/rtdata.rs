@@ -83,6 +83,18 @@ pub(crate) fn zero(fs: &Fs, tp: &mut Trans<'_>, ip: &Inode, from: u64, to: u64) 
 }
 
 impl Fs {
+    /// True when regular files made in directory `parent` are realtime
+    /// files (it has RTINHERIT on a filesystem with a realtime section):
+    /// their data takes the realtime write path, not a batch's.
+    pub(crate) fn makes_realtime_files(&self, parent: crate::Ino) -> Result<bool> {
+        if self.geometry().rt_blocks == 0 {
+            return Ok(false);
+        }
+        let mut tp = self.trans()?;
+        let dp = tp.read_inode(parent)?;
+        Ok(dp.flags & xfs_format::inode::XFS_DIFLAG_RTINHERIT != 0)
+    }
+
     /// Sets or clears the realtime flag as `XFS_IOC_FSSETXATTR` does: on a
     /// directory `XFS_DIFLAG_RTINHERIT` (files made in it afterwards are
     /// realtime files), on a regular file `XFS_DIFLAG_REALTIME`, which the
