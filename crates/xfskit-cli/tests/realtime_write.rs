@@ -33,7 +33,12 @@ fn pattern(seed: u64, n: usize) -> Vec<u8> {
 
 fn ok(args: &[&str]) -> String {
     let o = xfskit(args);
-    assert_eq!(o.status.code(), Some(0), "xfskit {args:?}: {}", output_text(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "xfskit {args:?}: {}",
+        output_text(&o)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -53,7 +58,14 @@ fn repair_clean(x615: &Path, img: &Path, rt: &Path) {
     assert!(o.status.success(), "xfs_repair -n -r: {}", output_text(&o));
 }
 
-fn setup(test: &str) -> Option<(TempDir, std::path::PathBuf, std::path::PathBuf, std::path::PathBuf)> {
+fn setup(
+    test: &str,
+) -> Option<(
+    TempDir,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+)> {
     let Some(x615) = common::fixtures::xfsprogs_615() else {
         skip(test, "xfsprogs 6.15 not found beside the project");
         return None;
@@ -72,7 +84,9 @@ fn setup(test: &str) -> Option<(TempDir, std::path::PathBuf, std::path::PathBuf,
 #[test]
 fn realtime_files_through_the_edits() {
     const TEST: &str = "realtime_files_through_the_edits";
-    let Some((dir, x615, img, rt)) = setup(TEST) else { return };
+    let Some((dir, x615, img, rt)) = setup(TEST) else {
+        return;
+    };
     let src = dir.path().join("src");
     std::fs::create_dir_all(src.join("tree")).unwrap();
     let big = pattern(1, 1_000_003);
@@ -87,7 +101,15 @@ fn realtime_files_through_the_edits() {
     // Realtime files: XFS_DIFLAG_REALTIME (0x1) and nothing else.
     let st = ok(&["stat", "--rtdev", s(&rt), "--json", s(&img), "/rt/big"]);
     assert!(st.contains("\"flags\": \"0x1\""), "{st}");
-    ok(&["truncate", "--rtdev", s(&rt), "-s", "5000", s(&img), "/rt/big"]);
+    ok(&[
+        "truncate",
+        "--rtdev",
+        s(&rt),
+        "-s",
+        "5000",
+        s(&img),
+        "/rt/big",
+    ]);
     assert_eq!(cat(&img, &rt, "/rt/big"), &big[..5000]);
     ok(&["rm", "--rtdev", s(&rt), s(&img), "/rt/tree/small"]);
     let o = xfskit(&["check", "--rtdev", s(&rt), s(&img)]);
@@ -114,7 +136,9 @@ fn realtime_files_through_the_read_write_mount() {
         skip(TEST, &why);
         return;
     }
-    let Some((dir, x615, img, rt)) = setup(TEST) else { return };
+    let Some((dir, x615, img, rt)) = setup(TEST) else {
+        return;
+    };
     let mnt = dir.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_xfskit"))
@@ -134,7 +158,9 @@ fn realtime_files_through_the_read_write_mount() {
     let r = (|| -> std::io::Result<Vec<u8>> {
         std::fs::write(mnt.join("rt/f"), &data)?;
         std::fs::write(mnt.join("rt/g"), &data[..1000])?;
-        let f = std::fs::OpenOptions::new().write(true).open(mnt.join("rt/g"))?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(mnt.join("rt/g"))?;
         f.set_len(100)?;
         drop(f);
         std::fs::remove_file(mnt.join("rt/g"))?;
@@ -147,7 +173,10 @@ fn realtime_files_through_the_read_write_mount() {
         if let Some(st) = child.try_wait().unwrap() {
             break st;
         }
-        assert!(t0.elapsed() < Duration::from_secs(60), "server did not exit");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "server did not exit"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(st.success(), "xfskit mount exited with {st}");

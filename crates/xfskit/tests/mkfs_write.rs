@@ -258,7 +258,14 @@ fn compare(r: &Path, o: &Path, whole: bool, rf: Ref) -> Vec<String> {
         // The metadata directory's second chunk follows the log's end
         // (past the AG's free list and an alignment).
         let end = log + s.logblocks * s.bs;
-        errs.extend(cmp_region(&a, &b, &s, "after the log", (end, 512 * 1024), rf));
+        errs.extend(cmp_region(
+            &a,
+            &b,
+            &s,
+            "after the log",
+            (end, 512 * 1024),
+            rf,
+        ));
     }
     errs
 }
@@ -695,7 +702,12 @@ fn headers_match_mkfs_xfs_615_newer_defaults() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(errs.is_empty(), "{} rows differ:\n{}", errs.len(), errs.join("\n"));
+    assert!(
+        errs.is_empty(),
+        "{} rows differ:\n{}",
+        errs.len(),
+        errs.join("\n")
+    );
 }
 
 /// Rows of `-m metadir=1` (no realtime section): (size, options for both,
@@ -739,12 +751,21 @@ fn metadir_headers_match_mkfs_xfs_615() {
         let p = r.display().to_string();
         args.extend(["-q", "-m", &u, &p]);
         let out = std::process::Command::new(
-            write_common::xfsprogs_615().unwrap().join("libexec/mkfs.xfs"),
+            write_common::xfsprogs_615()
+                .unwrap()
+                .join("libexec/mkfs.xfs"),
         )
         .args(&args)
-        .env("LD_LIBRARY_PATH", write_common::xfsprogs_615().unwrap().join("lib"))
+        .env(
+            "LD_LIBRARY_PATH",
+            write_common::xfsprogs_615().unwrap().join("lib"),
+        )
         // Sizes under 300 MB and single-AG layouts are test-only for mkfs.xfs.
-        .envs([("TEST_DIR", "/tmp"), ("TEST_DEV", "/dev/null"), ("QA_CHECK_FS", "1")])
+        .envs([
+            ("TEST_DIR", "/tmp"),
+            ("TEST_DEV", "/dev/null"),
+            ("QA_CHECK_FS", "1"),
+        ])
         .output()
         .unwrap();
         assert!(
@@ -765,7 +786,12 @@ fn metadir_headers_match_mkfs_xfs_615() {
         errs.extend(e.into_iter().map(|e| format!("size {size} [{opts}]: {e}")));
     }
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(errs.is_empty(), "{} rows differ:\n{}", errs.len(), errs.join("\n"));
+    assert!(
+        errs.is_empty(),
+        "{} rows differ:\n{}",
+        errs.len(),
+        errs.join("\n")
+    );
 }
 
 /// A metadir filesystem made by xfskit takes the engine's writes (a
@@ -917,7 +943,12 @@ fn realtime_headers_match_mkfs_xfs_615() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(errs.is_empty(), "{} rows differ:\n{}", errs.len(), errs.join("\n"));
+    assert!(
+        errs.is_empty(),
+        "{} rows differ:\n{}",
+        errs.len(),
+        errs.join("\n")
+    );
 }
 
 /// Realtime options xfskit does not make are refused before anything is
@@ -946,7 +977,10 @@ fn realtime_refusals() {
         };
         assert!(err.contains(want), "{opts}: {err}");
         let head = read(&File::open(&o).unwrap(), 0, 4096);
-        assert!(head.iter().all(|&b| b == 0), "{opts}: the target was written");
+        assert!(
+            head.iter().all(|&b| b == 0),
+            "{opts}: the target was written"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -68,14 +68,24 @@ fn punch(fs: &Fs, m: &mut Model, name: &str, off: usize, len: usize) {
 fn workload(fs: &Fs, seed: u64) -> Model {
     let root = fs.geometry().root_ino;
     let bs = fs.geometry().block_size as usize;
-    let rtdir = fs.create(root, b"rt", &NodeKind::Dir, &meta(0o755)).unwrap();
+    let rtdir = fs
+        .create(root, b"rt", &NodeKind::Dir, &meta(0o755))
+        .unwrap();
     fs.set_realtime(rtdir, true).unwrap();
     let mut m = Model::new();
     for (i, name) in ["a", "b", "c", "d", "e"].iter().enumerate() {
         let ino = fs
-            .create(rtdir, name.as_bytes(), &NodeKind::File { size: 0 }, &meta(0o644))
+            .create(
+                rtdir,
+                name.as_bytes(),
+                &NodeKind::File { size: 0 },
+                &meta(0o644),
+            )
             .unwrap();
-        assert!(fs.inode(ino).unwrap().is_realtime(), "{name} is not realtime");
+        assert!(
+            fs.inode(ino).unwrap().is_realtime(),
+            "{name} is not realtime"
+        );
         m.insert(name.to_string(), (ino, Vec::new()));
         let n = [1, bs - 7, 3 * bs + 100, 40 * bs, 300_000][i];
         write(fs, &mut m, name, 0, &pattern(seed + i as u64, n));
@@ -171,7 +181,10 @@ fn run_case(tag: &str, opts: &str, seed: u64) {
     }
     let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
     let g = fs.geometry();
-    assert_eq!(g.rt_frextents, g.rt_extents, "{tag}: not every extent is free again");
+    assert_eq!(
+        g.rt_frextents, g.rt_extents,
+        "{tag}: not every extent is free again"
+    );
     drop(fs);
     assert_repair_615_rt_clean(&img, &rt);
 }

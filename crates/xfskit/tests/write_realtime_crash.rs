@@ -37,7 +37,9 @@ fn meta() -> Meta {
 }
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect()
 }
 
 /// Every content each file name had at some point of the workload.
@@ -107,9 +109,21 @@ fn realtime_writes_survive_a_crash_at_every_point() {
     {
         let fs = open_rw_rt(&base, &base_rt);
         let root = fs.geometry().root_ino;
-        let rt = fs.create(root, b"rt", &NodeKind::Dir, &Meta { mode: 0o755, ..meta() }).unwrap();
+        let rt = fs
+            .create(
+                root,
+                b"rt",
+                &NodeKind::Dir,
+                &Meta {
+                    mode: 0o755,
+                    ..meta()
+                },
+            )
+            .unwrap();
         fs.set_realtime(rt, true).unwrap();
-        let old = fs.create(rt, b"old", &NodeKind::File { size: 0 }, &meta()).unwrap();
+        let old = fs
+            .create(rt, b"old", &NodeKind::File { size: 0 }, &meta())
+            .unwrap();
         let v = pattern(9, 6 * bs + 100);
         fs.write_at(old, 0, &v).unwrap();
         h0.push(("old", v));
@@ -161,14 +175,22 @@ fn realtime_writes_survive_a_crash_at_every_point() {
         dev.revive();
         dev.save(&base, &img);
         // Our recovery, then the oracles.
-        let what = format!("crash at write {limit}/{total}{}", if tear { " (torn)" } else { "" });
+        let what = format!(
+            "crash at write {limit}/{total}{}",
+            if tear { " (torn)" } else { "" }
+        );
         {
             let fs = open_rw_rt(&img, &rt);
             fs.sync().unwrap();
         }
         let (ok, out) = run_615(
             "xfs_repair",
-            &["-n", "-r", &rt.display().to_string(), &img.display().to_string()],
+            &[
+                "-n",
+                "-r",
+                &rt.display().to_string(),
+                &img.display().to_string(),
+            ],
         );
         assert!(ok, "{what}: xfs_repair -n -r 6.15:\n{out}");
         let fs = Fs::open(
@@ -180,7 +202,11 @@ fn realtime_writes_survive_a_crash_at_every_point() {
         )
         .unwrap();
         let report = xfskit::check::check(&fs, &xfskit::check::CheckOptions::default()).unwrap();
-        assert!(report.problems.is_empty(), "{what}: xfskit check: {:#?}", report.problems);
+        assert!(
+            report.problems.is_empty(),
+            "{what}: xfskit check: {:#?}",
+            report.problems
+        );
         let root = fs.geometry().root_ino;
         let dir = find(&fs, root, "rt").unwrap();
         for name in ["old", "a", "b"] {

@@ -88,7 +88,11 @@ impl Rt {
             .ok_or_else(|| {
                 corrupt(format!(
                     "block {fblk} of the realtime {} file is not mapped",
-                    if kind.blft == blft::RTBITMAP { "bitmap" } else { "summary" }
+                    if kind.blft == blft::RTBITMAP {
+                        "bitmap"
+                    } else {
+                        "summary"
+                    }
                 ))
             })?;
         let fsb = FsBlock(e.start.0 + (fblk - e.offset));
@@ -117,7 +121,11 @@ impl Rt {
             let (id, off) = self.word(tp, x)?;
             let bit = x % 32;
             let n = (32 - bit).min(end - x);
-            let mask = if n == 32 { u32::MAX } else { ((1u32 << n) - 1) << bit };
+            let mask = if n == 32 {
+                u32::MAX
+            } else {
+                ((1u32 << n) - 1) << bit
+            };
             let b = tp.buf_mut(id);
             let mut w = u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]);
             if free {
@@ -184,7 +192,12 @@ impl Rt {
     fn sum_get(&self, tp: &mut Trans<'_>, log: u64, bb: u64) -> Result<u32> {
         let (id, off) = self.sum_slot(tp, log, bb)?;
         let b = tp.buf(id);
-        Ok(u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]))
+        Ok(u32::from_le_bytes([
+            b[off],
+            b[off + 1],
+            b[off + 2],
+            b[off + 3],
+        ]))
     }
 
     /// Adds `delta` to the count of free extents of `len` starting at `start`.
@@ -202,7 +215,7 @@ impl Rt {
     }
 
     fn frextents_add(&self, tp: &mut Trans<'_>, delta: i64) -> Result<()> {
-        let sect = u32::from(tp.geo().sect_size);
+        let sect = tp.geo().sect_size;
         let id = tp.read_raw_buf(Daddr(0), sect, SB, Some(xfs_format::sb::XFS_SB_CRC_OFF))?;
         let b = tp.buf_mut(id);
         let o = SB_FREXTENTS_OFF;

@@ -45,7 +45,7 @@ pub(crate) fn alloc_range(
             .iter()
             .find(|e| e.offset > pos)
             .map_or(b, |e| e.offset.min(b));
-        if pos % r != 0 || hole_end % r != 0 {
+        if !pos.is_multiple_of(r) || !hole_end.is_multiple_of(r) {
             return Err(Error::corrupt(
                 "realtime file",
                 Location::Inode(ip.ino.0),

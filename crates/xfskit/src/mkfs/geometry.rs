@@ -173,7 +173,11 @@ impl MkfsGeometry {
     pub(crate) fn chunk_in(&self, agno: u32) -> Option<(u32, u32, u32)> {
         if agno == 0 {
             let used = if self.metadir.is_some() { 2 } else { 3 };
-            return Some(((self.rootino >> self.inopblog) as u32, self.ialloc_blocks, used));
+            return Some((
+                (self.rootino >> self.inopblog) as u32,
+                self.ialloc_blocks,
+                used,
+            ));
         }
         let m = self.metadir?;
         (m.rtdir_agno == agno).then_some((m.rtdir_agbno, self.ialloc_blocks, 1))

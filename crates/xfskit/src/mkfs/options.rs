@@ -363,7 +363,7 @@ impl Parser {
                 ))
             }
             ('r', "zoned") | ('r', "start") | ('r', "reserved") => {
-                if !(name == "zoned" && !flag(group, name, value)?) {
+                if name != "zoned" || flag(group, name, value)? {
                     return Err(MkfsError::Unsupported(format!(
                         "zoned realtime sections (-r {name}=)"
                     )));
@@ -553,7 +553,10 @@ fn parse_config(path: &str, text: &str) -> Result<Vec<(char, String, String)>, M
             continue;
         }
         let Some((name, value)) = line.split_once('=') else {
-            return Err(bad(format!("{}: expected name=value, found {line:?}", at())));
+            return Err(bad(format!(
+                "{}: expected name=value, found {line:?}",
+                at()
+            )));
         };
         let Some(g) = group else {
             return Err(bad(format!("{}: {line:?} before any [section]", at())));

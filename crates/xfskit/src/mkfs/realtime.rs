@@ -49,7 +49,11 @@ fn device_bytes(path: &str) -> Result<u64, MkfsError> {
 
 /// The realtime extent size in blocks: `-r extsize=` (a multiple of the
 /// block size), else 4 KiB rounded up to a block.
-pub(crate) fn extent_blocks(opts: &MkfsOptions, blocksize: u32, blocklog: u32) -> Result<u32, MkfsError> {
+pub(crate) fn extent_blocks(
+    opts: &MkfsOptions,
+    blocksize: u32,
+    blocklog: u32,
+) -> Result<u32, MkfsError> {
     let bs = u64::from(blocksize);
     let Some(text) = &opts.rt_extsize else {
         return Ok(if bs < MIN_RTEXTSIZE {
@@ -60,15 +64,20 @@ pub(crate) fn extent_blocks(opts: &MkfsOptions, blocksize: u32, blocklog: u32) -
     };
     let bytes = convert_size(text, bs, 0)
         .filter(|&v| v > 0)
-        .ok_or_else(|| MkfsError::BadOption(format!("Invalid value {text} for -r extsize option")))?
-        as u64;
+        .ok_or_else(|| {
+            MkfsError::BadOption(format!("Invalid value {text} for -r extsize option"))
+        })? as u64;
     if !(MIN_RTEXTSIZE..=MAX_RTEXTSIZE).contains(&bytes) {
         return Err(MkfsError::BadOption(format!(
             "Invalid value {text} for -r extsize option. Value is too {}.",
-            if bytes < MIN_RTEXTSIZE { "small" } else { "large" }
+            if bytes < MIN_RTEXTSIZE {
+                "small"
+            } else {
+                "large"
+            }
         )));
     }
-    if bytes % bs != 0 {
+    if !bytes.is_multiple_of(bs) {
         return Err(geom(format!(
             "illegal rt extent size {bytes}, not a multiple of {blocksize}"
         )));
@@ -101,9 +110,10 @@ pub(crate) fn plan(
         Some(text) => {
             let bytes = convert_size(text, u64::from(g.blocksize), u64::from(g.sectsize))
                 .filter(|&v| v > 0)
-                .ok_or_else(|| MkfsError::BadOption(format!("Invalid value {text} for -r size option")))?
-                as u64;
-            if bytes % u64::from(g.blocksize) != 0 {
+                .ok_or_else(|| {
+                    MkfsError::BadOption(format!("Invalid value {text} for -r size option"))
+                })? as u64;
+            if !bytes.is_multiple_of(u64::from(g.blocksize)) {
                 return Err(geom(format!(
                     "rt size {bytes} not a multiple of fs blocksize {}",
                     g.blocksize
@@ -128,7 +138,9 @@ pub(crate) fn plan(
     let rextslog = 63 - rextents.leading_zeros();
     let rsumblocks = ((u64::from(rextslog) + 1) * rbmblocks * 4).div_ceil(u64::from(g.blocksize));
     if rbmblocks > u64::from(u32::MAX) {
-        return Err(geom(format!("realtime section of {rextents} extents is too large")));
+        return Err(geom(format!(
+            "realtime section of {rextents} extents is too large"
+        )));
     }
     let inode_block = |ino: u64| (ino >> g.inopblog) as u32;
     let rbm_extents = alloc_near(free, inode_block(g.rbmino), rbmblocks as u32)

@@ -387,7 +387,11 @@ impl Fs {
             // others inside the hole are zeroed.
             let r = u64::from(self.geometry().rt_extsize.max(1));
             let (a, b) = (first_whole.div_ceil(r) * r, end_whole / r * r);
-            let (a, b) = if a < b { (a, b) } else { (end_whole, end_whole) };
+            let (a, b) = if a < b {
+                (a, b)
+            } else {
+                (end_whole, end_whole)
+            };
             for (lo, hi) in [(first_whole, a), (b, end_whole)] {
                 let (lo, hi) = (lo * bs, (hi * bs).min(size));
                 if lo < hi {

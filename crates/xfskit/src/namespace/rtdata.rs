@@ -12,7 +12,13 @@ use crate::trans::Trans;
 
 /// Writes `data` at byte `offset` of realtime file `ip` within `tp`
 /// (the caller sets the size and times, logs the inode and commits).
-pub(crate) fn write(fs: &Fs, tp: &mut Trans<'_>, ip: &mut Inode, offset: u64, data: &[u8]) -> Result<()> {
+pub(crate) fn write(
+    fs: &Fs,
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    offset: u64,
+    data: &[u8],
+) -> Result<()> {
     if data.is_empty() {
         return Ok(());
     }
@@ -35,7 +41,8 @@ pub(crate) fn write(fs: &Fs, tp: &mut Trans<'_>, ip: &mut Inode, offset: u64, da
     let mut out = vec![0u8; ((last - first + 1) * bs) as usize];
     // Partial edge blocks that held data keep the bytes around the write.
     for (blk, had) in [(first, old_first), (last, old_last)] {
-        let partial = (blk == first && offset % bs != 0) || (blk == last && end % bs != 0);
+        let partial = (blk == first && !offset.is_multiple_of(bs))
+            || (blk == last && !end.is_multiple_of(bs));
         if had && partial {
             if let Some(rtb) = rtb_of(blk) {
                 let at = ((blk - first) * bs) as usize;

@@ -165,7 +165,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl WriteState {
     /// Notes that realtime extents were freed (see [`Self::take_rt_freed`]).
     pub(crate) fn note_rt_freed(&self) {
-        self.rt_freed.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.rt_freed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// True (once) when realtime extents were freed since the last call:
@@ -173,7 +174,8 @@ impl WriteState {
     /// extents, so the free is on disk before new data lands in space an
     /// old owner may still map on disk (the kernel's busy extents).
     pub(crate) fn take_rt_freed(&self) -> bool {
-        self.rt_freed.swap(false, std::sync::atomic::Ordering::SeqCst)
+        self.rt_freed
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Fresh state.

@@ -431,7 +431,16 @@ pub fn open_rw_rt(img: &Path, rt: &Path) -> Fs {
 pub fn assert_repair_615_rt_clean(img: &Path, rt: &Path) {
     let (ok, out) = run_615(
         "xfs_repair",
-        &["-n", "-r", &rt.display().to_string(), &img.display().to_string()],
+        &[
+            "-n",
+            "-r",
+            &rt.display().to_string(),
+            &img.display().to_string(),
+        ],
     );
-    assert!(ok, "xfs_repair -n -r (6.15) {} found problems:\n{out}", img.display());
+    assert!(
+        ok,
+        "xfs_repair -n -r (6.15) {} found problems:\n{out}",
+        img.display()
+    );
 }
