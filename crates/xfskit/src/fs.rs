@@ -153,17 +153,24 @@ impl Fs {
         )?;
         probe.geo.require_writable_format()?;
         if probe.geo.rt_blocks > 0 && resume.is_none() {
-            // Its realtime bitmap and summary, and realtime files' data,
-            // are not written by xfskit yet.
-            return Err(Error::Unsupported(if probe.geo.zoned {
-                "writing to a zoned filesystem: zoned realtime sections are read-only in xfskit (their zones are written only at their write pointers and freed by garbage collection, which xfskit does not do)".into()
-            } else if probe.geo.has_rtgroups() {
-                "writing to a filesystem with realtime groups: realtime group filesystems are read-only in xfskit".into()
-            } else if probe.rt.is_some() {
-                "writing to a filesystem with a realtime section: realtime filesystems are read-only in xfskit".into()
-            } else {
-                "writing to a filesystem with a realtime section: needs the realtime device: --rtdev".into()
-            }));
+            // Zoned sections and realtime groups (their bitmaps, summaries
+            // and btrees under the metadata directory) are not written by
+            // xfskit; a classic realtime section is, given its device.
+            if probe.geo.zoned {
+                return Err(Error::Unsupported(
+                    "writing to a zoned filesystem: zoned realtime sections are read-only in xfskit (their zones are written only at their write pointers and freed by garbage collection, which xfskit does not do)".into(),
+                ));
+            }
+            if probe.geo.has_rtgroups() {
+                return Err(Error::Unsupported(
+                    "writing to a filesystem with realtime groups: realtime group filesystems are read-only in xfskit".into(),
+                ));
+            }
+            if probe.rt.is_none() {
+                return Err(Error::Unsupported(
+                    "writing to a filesystem with a realtime section: needs the realtime device: --rtdev".into(),
+                ));
+            }
         }
         if matches!(probe.log_state, LogState::Dirty(_)) && resume.is_none() {
             drop(probe);
@@ -173,6 +180,10 @@ impl Fs {
         // Recovered above: no replay here; a log still dirty is refused.
         o.norecovery = true;
         let mut fs = Fs::open_device(Box::new(crate::log::recover::Shared(dev)), &o)?;
+        if let Some(p) = &opts.rtdev {
+            // Realtime files' data is written there.
+            fs.rt = Some(open_rtdev_writable(p, &fs.geo)?);
+        }
         if matches!(fs.log_state, LogState::Dirty(_)) && fs.log_is_clean_by_kernel_rules() {
             fs.log_state = LogState::Clean;
         }
@@ -594,6 +605,24 @@ impl Fs {
         self.rt.is_some() || self.geo.rt_internal()
     }
 
+    /// Writes bytes to the realtime device at byte `off` (realtime files'
+    /// data; see [`crate::namespace`]'s realtime write path).
+    pub(crate) fn write_rt_bytes(&self, off: u64, buf: &[u8]) -> Result<()> {
+        let rt = self
+            .rt
+            .as_ref()
+            .ok_or_else(|| Error::Unsupported("needs the realtime device: --rtdev".into()))?;
+        rt.write_at(buf, off).map_err(Error::Io)
+    }
+
+    /// Makes the realtime device's writes durable.
+    pub(crate) fn flush_rt(&self) -> Result<()> {
+        match &self.rt {
+            Some(rt) => rt.flush().map_err(Error::Io),
+            None => Ok(()),
+        }
+    }
+
     /// Reads raw bytes of the realtime device at byte `off` (realtime
     /// block `b` is at `b * block_size`); without the device, the error
     /// says it is needed, naming inode `ino` whose data is read.
@@ -719,6 +748,18 @@ fn open_rtdev(path: &Path, geo: &Geometry) -> Result<Arc<dyn Device>> {
     if geo.has_rtgroups() && !geo.zoned {
         crate::rtgroup::require_rtsb(path, geo, &dev)?;
     }
+    Ok(Arc::new(dev))
+}
+
+/// The realtime device opened for writing (checked as [`open_rtdev`]).
+fn open_rtdev_writable(path: &Path, geo: &Geometry) -> Result<Arc<dyn Device>> {
+    open_rtdev(path, geo)?;
+    let dev = FileDevice::open_read_write(path).map_err(|e| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("the realtime device {}: {e}", path.display()),
+        ))
+    })?;
     Ok(Arc::new(dev))
 }
 

@@ -19,6 +19,7 @@ mod choose;
 pub mod filestream;
 mod refcount;
 mod rmap;
+pub(crate) mod rtalloc;
 mod space;
 
 use crate::error::{Error, Result};

@@ -15,6 +15,7 @@ mod cow;
 mod edit;
 mod fork;
 mod node;
+pub(crate) mod rt;
 mod space;
 #[cfg(test)]
 mod tests;
@@ -137,6 +138,15 @@ pub fn alloc_range_min(
         ));
     }
     let end = range_end(lblk, len)?;
+    if fork == Fork::Data && ip.is_realtime() {
+        rt::alloc_range(tp, ip, lblk, len, unwritten)?;
+        let win = fork::window(tp, ip, fork, lblk, end)?;
+        return Ok(win
+            .iter()
+            .filter(|e| e.end() > lblk && e.offset < end)
+            .map(|e| edit::clip(e, lblk, end))
+            .collect());
+    }
     let ag_log = tp.geo().ag_blk_log;
     let mut pos = lblk;
     while pos < end {
@@ -279,6 +289,8 @@ fn unmap_inner(
     }
     fork::check_mapped(tp.geo(), ip, fork)?;
     let end = range_end(lblk, len)?;
+    let realtime = fork == Fork::Data && ip.is_realtime();
+    let mut rt_pieces = Vec::new();
     let mut pos = lblk;
     while pos < end {
         let Some(e) = fork::seek(tp, ip, fork, pos)? else {
@@ -316,6 +328,8 @@ fn unmap_inner(
                 },
                 false,
             )?;
+        } else if realtime {
+            rt_pieces.push((freed.start.0, freed.len));
         } else if fork == Fork::Data && ip.may_share() {
             alloc::release_extent(tp, freed.start, freed.len as u32, &owner)?;
         } else {
@@ -323,6 +337,9 @@ fn unmap_inner(
         }
         ip.nblocks = ip.nblocks.saturating_sub(freed.len);
         pos = b;
+    }
+    if !rt_pieces.is_empty() {
+        rt::free_pieces(tp, ip.ino.0, rt_pieces)?;
     }
     Ok(())
 }
@@ -338,7 +355,12 @@ pub fn convert_unwritten(
 ) -> Result<()> {
     fork::check_mapped(tp.geo(), ip, fork)?;
     let end = range_end(lblk, len)?;
-    let ag_log = tp.geo().ag_blk_log;
+    let realtime = fork == Fork::Data && ip.is_realtime();
+    let ag_log = if realtime {
+        rt::RT_MERGE_LOG
+    } else {
+        tp.geo().ag_blk_log
+    };
     let mut pos = lblk;
     while pos < end {
         let Some(e) = fork::seek(tp, ip, fork, pos)? else {
@@ -348,7 +370,11 @@ pub fn convert_unwritten(
             break;
         }
         let b = e.end().min(end);
-        if e.unwritten {
+        if e.unwritten && realtime {
+            let win = fork::window(tp, ip, fork, e.offset, e.end())?;
+            let new = edit::set_written(&win, pos.max(e.offset), b, ag_log);
+            fork::replace(tp, ip, fork, &win, &new)?;
+        } else if e.unwritten {
             let a = pos.max(e.offset);
             let owner = Owner::Inode {
                 ino: ip.ino,

@@ -36,6 +36,9 @@ pub(crate) mod blft {
     pub const DA_NODE: u16 = 15;
     pub const ATTR_LEAF: u16 = 16;
     pub const ATTR_RMT: u16 = 17;
+    pub const SB: u16 = 18;
+    pub const RTBITMAP: u16 = 19;
+    pub const RTSUMMARY: u16 = 20;
 }
 
 /// Where the type lives in `blf_flags`.

@@ -1,7 +1,7 @@
 //! Feature selection (mkfs.xfs 6.1 defaults), the superblock feature words,
 //! fixed per-AG metadata blocks, root inode placement and fresh free counts.
 
-use super::geometry::{Cfg, MkfsGeometry};
+use super::geometry::{Cfg, MetadirLayout, MkfsGeometry};
 use super::layout::*;
 use super::log::LogPlacement;
 use super::options::{MkfsError, MkfsOptions};
@@ -27,6 +27,8 @@ pub struct FeatureSet {
     pub parent: bool,
     /// File range exchange (incompat EXCHRANGE).
     pub exchange: bool,
+    /// Metadata directory tree (incompat METADIR).
+    pub metadir: bool,
 }
 
 /// The superblock words that hold feature bits.
@@ -73,6 +75,7 @@ const IN_BIGTIME: u32 = 8;
 const IN_NREXT64: u32 = 0x20;
 const IN_EXCHRANGE: u32 = 0x40;
 const IN_PARENT: u32 = 0x80;
+const IN_METADIR: u32 = 0x100;
 
 /// Apply the user's `-m`/`-i`/`-n` choices to the defaults of the
 /// xfsprogs release chosen with `--defaults` (6.18 when none is given).
@@ -88,20 +91,38 @@ pub(crate) fn choose(opts: &MkfsOptions) -> Result<FeatureSet, MkfsError> {
         }
         inobtcount = false;
     }
+    let metadir = opts.metadir.unwrap_or(d.metadir);
+    // As mkfs.xfs 6.15: a metadata directory brings exchange-range along,
+    // and refuses it turned off.
+    if metadir && opts.exchange == Some(false) {
+        return Err(MkfsError::BadOption(
+            "metadir not supported without exchange-range support".into(),
+        ));
+    }
+    // As mkfs.xfs 6.15: a classic realtime section has no reverse mapping
+    // or reflink (they come only with realtime groups, which need metadir).
+    let rt = opts.rt_dev.is_some();
+    if rt && (metadir || opts.reflink == Some(true) || opts.rmapbt == Some(true)) {
+        return Err(MkfsError::Unsupported(
+            "realtime groups (a realtime section with -m metadir=1, reflink=1 or rmapbt=1)".into(),
+        ));
+    }
     Ok(FeatureSet {
         finobt,
         sparse: opts.sparse.unwrap_or(d.sparse),
-        rmapbt: opts.rmapbt.unwrap_or(d.rmapbt),
-        reflink: opts.reflink.unwrap_or(d.reflink),
+        rmapbt: !rt && opts.rmapbt.unwrap_or(d.rmapbt),
+        reflink: !rt && opts.reflink.unwrap_or(d.reflink),
         bigtime: opts.bigtime.unwrap_or(d.bigtime),
         inobtcount,
         nrext64: opts.nrext64.unwrap_or(d.nrext64),
         parent: opts.parent.unwrap_or(d.parent),
         // As mkfs.xfs 6.15: parent pointers bring exchange-range along
         // unless it is turned off explicitly.
-        exchange: opts
-            .exchange
-            .unwrap_or(d.exchange || opts.parent == Some(true)),
+        exchange: metadir
+            || opts
+                .exchange
+                .unwrap_or(d.exchange || opts.parent == Some(true)),
+        metadir,
     })
 }
 
@@ -231,6 +252,9 @@ fn feature_words(cfg: &Cfg) -> (Features, u32, u32) {
     if f.parent {
         inc |= IN_PARENT;
     }
+    if f.metadir {
+        inc |= IN_METADIR;
+    }
     let words = Features {
         versionnum: v,
         features2,
@@ -242,15 +266,10 @@ fn feature_words(cfg: &Cfg) -> (Features, u32, u32) {
     (words, inoalignmt, spino)
 }
 
-/// AG block where mkfs allocates the root directory's inode chunk.
-fn root_chunk_block(cfg: &Cfg, log: &LogPlacement, inoalignmt: u64, agblklog: u32) -> u64 {
-    let f = cfg.feat;
+/// The alignment of a new inode chunk: the stripe unit when it aligns
+/// inodes, else the inode alignment (0 or 1: none).
+fn chunk_align(cfg: &Cfg, inoalignmt: u64) -> u64 {
     let bs = u64::from(cfg.blocksize);
-    let mut first = (4 * u64::from(cfg.sectorsize)).div_ceil(bs) + 3 + min_freelist(cfg);
-    first += u64::from(f.finobt) + u64::from(f.rmapbt) + u64::from(f.reflink);
-    if log.logstart >> agblklog == 0 {
-        first += log.logblocks;
-    }
     // Inode cluster geometry decides whether the stripe unit aligns inodes.
     let mut cluster_raw = INODE_CLUSTER_SIZE;
     let scaled = cluster_raw << cfg.inodelog >> 8;
@@ -270,11 +289,63 @@ fn root_chunk_block(cfg: &Cfg, log: &LogPlacement, inoalignmt: u64, agblklog: u3
     let mask = cluster_align - 1;
     let ialloc_align = cfg.dsunit != 0 && mask != 0 && cfg.dsunit & mask == 0;
     if cfg.dsunit != 0 && ialloc_align {
-        first = round_up(first, cfg.dsunit);
-    } else if inoalignmt > 1 {
-        first = round_up(first, inoalignmt);
+        cfg.dsunit
+    } else {
+        inoalignmt
+    }
+}
+
+/// AG block where mkfs allocates the root directory's inode chunk.
+fn root_chunk_block(cfg: &Cfg, log: &LogPlacement, inoalignmt: u64, agblklog: u32) -> u64 {
+    let f = cfg.feat;
+    let bs = u64::from(cfg.blocksize);
+    let mut first = (4 * u64::from(cfg.sectorsize)).div_ceil(bs) + 3 + min_freelist(cfg);
+    first += u64::from(f.finobt) + u64::from(f.rmapbt) + u64::from(f.reflink);
+    if log.logstart >> agblklog == 0 {
+        first += log.logblocks;
+    }
+    let align = chunk_align(cfg, inoalignmt);
+    if align > 1 {
+        first = round_up(first, align);
     }
     first
+}
+
+/// The metadata directory's layout: its root takes the inode after the root
+/// directory; the `rtgroups` directory under it gets a new chunk in the
+/// log's AG (mkfs.xfs puts metadata directories' children there), at the
+/// lowest aligned place of that AG's free space once its free list is full.
+fn metadir_layout(g: &MkfsGeometry, align: u64) -> Result<MetadirLayout, MkfsError> {
+    let agno = g.log_agno;
+    let (free, _) = super::writer::free_after_agfl(g, agno);
+    let len = u64::from(g.ialloc_blocks);
+    let agbno = free
+        .iter()
+        .find_map(|&(s, l)| {
+            let start = round_up(u64::from(s), align.max(1));
+            (start + len <= u64::from(s) + u64::from(l)).then_some(start)
+        })
+        .ok_or_else(|| {
+            MkfsError::Geometry(format!(
+                "no room for the metadata directory's inode chunk in AG {agno}"
+            ))
+        })?;
+    let rtdir_ino = (u64::from(agno) << (u32::from(g.agblklog) + u32::from(g.inopblog)))
+        | (agbno << g.inopblog);
+    // No realtime section: one group of 1 TiB (in whole realtime extents).
+    let rextsize = u64::from(g.rextsize);
+    let mut rgblocks = (1u64 << 40) >> g.blocklog;
+    rgblocks -= rgblocks % rextsize;
+    let rgextents = rgblocks / rextsize;
+    let rgblklog = highbit(rgextents * rextsize - 1) + 1;
+    Ok(MetadirLayout {
+        metadirino: g.rootino + 1,
+        rtdir_ino,
+        rtdir_agno: agno,
+        rtdir_agbno: agbno as u32,
+        rgextents: rgextents as u32,
+        rgblklog: rgblklog as u8,
+    })
 }
 
 /// Fill in the superblock values from the finished configuration.
@@ -314,7 +385,9 @@ pub(crate) fn finish(
         label[..n].copy_from_slice(&l.as_bytes()[..n]);
     }
     let small_sectors = cfg.sectorsize <= 512 && cfg.lsectorsize <= 512;
-    Ok(MkfsGeometry {
+    let metadir = cfg.feat.metadir;
+    let align = chunk_align(&cfg, u64::from(inoalignmt));
+    let mut g = MkfsGeometry {
         blocksize: cfg.blocksize,
         blocklog: cfg.blocklog as u8,
         sectsize: cfg.sectorsize as u16,
@@ -335,11 +408,7 @@ pub(crate) fn finish(
         dblocks: cfg.dblocks,
         rblocks: 0,
         rextents: 0,
-        rextsize: if cfg.blocksize < 4096 {
-            4096 >> cfg.blocklog
-        } else {
-            1
-        },
+        rextsize: super::realtime::extent_blocks(opts, cfg.blocksize, cfg.blocklog)?,
         logstart: log.logstart,
         log_agno: log.agno as u32,
         logblocks: log.logblocks as u32,
@@ -362,6 +431,8 @@ pub(crate) fn finish(
         rootino,
         rbmino: rootino + 1,
         rsumino: rootino + 2,
+        metadir: None,
+        rt: None,
         icount: ialloc_inos,
         ifree: ialloc_inos - 3,
         fdblocks,
@@ -372,5 +443,23 @@ pub(crate) fn finish(
         uuid: opts.uuid.unwrap_or([0; 16]),
         data_name: opts.data_name.clone(),
         warnings: cfg.warnings,
-    })
+    };
+    if metadir {
+        // The realtime inodes live under the metadata directory (none
+        // without a realtime section): the superblock's fields are zero.
+        g.rbmino = 0;
+        g.rsumino = 0;
+        g.metadir = Some(metadir_layout(&g, align)?);
+        g.icount += ialloc_inos;
+        g.ifree = g.icount - 3;
+        g.fdblocks -= ialloc_blocks;
+    }
+    if opts.rt_dev.is_some() || opts.rt_size.is_some() {
+        let (mut free, _) = super::writer::free_after_agfl(&g, 0);
+        if let Some((start, len, _)) = g.chunk_in(0) {
+            super::writer::carve(&mut free, start, len);
+        }
+        super::realtime::plan(opts, &mut g, &mut free)?;
+    }
+    Ok(g)
 }

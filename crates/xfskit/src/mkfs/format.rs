@@ -13,7 +13,7 @@ use xfs_format::types::Uuid;
 use super::geometry::{compute_geometry, DeviceTopology, MkfsGeometry, TargetKind};
 use super::io::{IoStats, Sink, WriteBatch};
 use super::options::{MkfsError, MkfsOptions};
-use super::rootdir::{root_chunk, Timestamp};
+use super::rootdir::{root_chunk, rtdir_chunk, Timestamp};
 use super::{agwrite, logwriter, wipe, writer};
 use crate::dev::Device;
 
@@ -293,6 +293,23 @@ fn write_fs(
         writer::daddr(g, 0, root_bno) * 512,
         root_chunk(g, &uuid, now),
     );
+    if let Some(rt) = &g.rt {
+        let files = [
+            (&rt.rbm_extents, super::realtime::bitmap_image(g, rt)),
+            (&rt.rsum_extents, super::realtime::summary_image(g, rt)),
+        ];
+        for (extents, data) in files {
+            let mut at = 0usize;
+            for &(start, len) in extents.iter() {
+                let n = len as usize * g.blocksize as usize;
+                batch.push(writer::daddr(g, 0, start) * 512, data[at..at + n].to_vec());
+                at += n;
+            }
+        }
+    }
+    if let (Some(m), Some(chunk)) = (g.metadir, rtdir_chunk(g, &uuid, now)) {
+        batch.push(writer::daddr(g, m.rtdir_agno, m.rtdir_agbno) * 512, chunk);
+    }
     let lsunit = if g.logsunit > 1 {
         g.logsunit
     } else {

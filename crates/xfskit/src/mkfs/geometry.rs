@@ -110,6 +110,10 @@ pub struct MkfsGeometry {
     pub rbmino: u64,
     /// sb_rsumino.
     pub rsumino: u64,
+    /// The metadata directory tree (`-m metadir=1`), if any.
+    pub metadir: Option<MetadirLayout>,
+    /// The realtime section (`-r rtdev=`), if any.
+    pub rt: Option<super::realtime::RtLayout>,
     /// sb_icount of the fresh filesystem.
     pub icount: u64,
     /// sb_ifree of the fresh filesystem.
@@ -132,10 +136,51 @@ pub struct MkfsGeometry {
     pub warnings: Vec<String>,
 }
 
+/// What `-m metadir=1` adds: the metadata directory root (the inode after
+/// the root directory) and the empty `rtgroups` directory under it, whose
+/// inode chunk mkfs.xfs allocates in the log's AG; the realtime group fields
+/// of a filesystem without a realtime section (one 1 TiB group of none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetadirLayout {
+    /// sb_metadirino.
+    pub metadirino: u64,
+    /// Inode of the `rtgroups` directory (first of its chunk).
+    pub rtdir_ino: u64,
+    /// AG of the `rtgroups` directory's inode chunk.
+    pub rtdir_agno: u32,
+    /// First AG block of that chunk.
+    pub rtdir_agbno: u32,
+    /// sb_rgextents.
+    pub rgextents: u32,
+    /// sb_rgblklog.
+    pub rgblklog: u8,
+}
+
 impl MkfsGeometry {
     /// Directory block size in bytes.
     pub fn dir_block_size(&self) -> u32 {
         self.blocksize << self.dirblklog
+    }
+
+    /// Inodes in one inode chunk.
+    pub fn chunk_inodes(&self) -> u64 {
+        u64::from(self.ialloc_blocks) << self.inopblog
+    }
+
+    /// The inode chunk mkfs allocated in AG `agno` (first AG block, blocks,
+    /// inodes in use), if any: the root's in AG 0, the metadata directory's
+    /// second directory in the log's AG.
+    pub(crate) fn chunk_in(&self, agno: u32) -> Option<(u32, u32, u32)> {
+        if agno == 0 {
+            let used = if self.metadir.is_some() { 2 } else { 3 };
+            return Some((
+                (self.rootino >> self.inopblog) as u32,
+                self.ialloc_blocks,
+                used,
+            ));
+        }
+        let m = self.metadir?;
+        (m.rtdir_agno == agno).then_some((m.rtdir_agbno, self.ialloc_blocks, 1))
     }
 
     /// Blocks in AG `agno` (the last AG may be short).

@@ -93,6 +93,14 @@ pub struct MkfsOptions {
     pub parent: Option<bool>,
     /// `-i exchange=`: file range exchange.
     pub exchange: Option<bool>,
+    /// `-m metadir=`: a metadata directory tree (incompat METADIR).
+    pub metadir: Option<bool>,
+    /// `-r rtdev=`: the realtime device (a file or block device).
+    pub rt_dev: Option<String>,
+    /// `-r size=`: realtime section size, as typed.
+    pub rt_size: Option<String>,
+    /// `-r extsize=`: realtime extent size in bytes, as typed.
+    pub rt_extsize: Option<String>,
     /// `--defaults VERSION`: the feature defaults of that xfsprogs release.
     pub defaults: Option<super::profiles::Defaults>,
     /// `-c options=FILE`: a mkfs.xfs config file (its values apply where
@@ -342,11 +350,23 @@ impl Parser {
             ('i', "exchange") => o.exchange = Some(flag(group, "exchange", value)?),
             ('n', "parent") => o.parent = Some(flag(group, "parent", value)?),
             ('c', "options") => o.config_file = Some(need(value)?),
-            ('m', "metadir") => {
-                if flag(group, "metadir", value)? {
-                    return Err(MkfsError::Unsupported(
-                        "metadata directory trees (-m metadir=1)".into(),
-                    ));
+            ('m', "metadir") => o.metadir = Some(flag(group, "metadir", value)?),
+            ('r', "rtdev") => o.rt_dev = Some(need(value)?),
+            ('r', "size") => o.rt_size = Some(need(value)?),
+            ('r', "extsize") => o.rt_extsize = Some(need(value)?),
+            ('r', "file") | ('r', "noalign") => {
+                flag(group, name, value)?;
+            }
+            ('r', "rgcount") | ('r', "rgsize") => {
+                return Err(MkfsError::Unsupported(
+                    "realtime groups (-r rgcount=, rgsize=)".into(),
+                ))
+            }
+            ('r', "zoned") | ('r', "start") | ('r', "reserved") => {
+                if name != "zoned" || flag(group, name, value)? {
+                    return Err(MkfsError::Unsupported(format!(
+                        "zoned realtime sections (-r {name}=)"
+                    )));
                 }
             }
             ('m', "autofsck") => {
@@ -460,7 +480,7 @@ pub fn parse_mkfs_args(args: &[String]) -> Result<MkfsOptions, MkfsError> {
                     p.opts.defaults = Some(super::profiles::Defaults::parse(&value)?);
                     rest = "";
                 }
-                'b' | 'c' | 'd' | 'i' | 'l' | 'L' | 'm' | 'n' | 's' => {
+                'b' | 'c' | 'd' | 'i' | 'l' | 'L' | 'm' | 'n' | 'r' | 's' => {
                     let value = if !rest.is_empty() {
                         rest.to_string()
                     } else if i < args.len() {
@@ -533,14 +553,14 @@ fn parse_config(path: &str, text: &str) -> Result<Vec<(char, String, String)>, M
             continue;
         }
         let Some((name, value)) = line.split_once('=') else {
-            return Err(bad(format!("{}: expected name=value, found {line:?}", at())));
+            return Err(bad(format!(
+                "{}: expected name=value, found {line:?}",
+                at()
+            )));
         };
         let Some(g) = group else {
             return Err(bad(format!("{}: {line:?} before any [section]", at())));
         };
-        if g == 'r' {
-            return Err(MkfsError::Unsupported(format!("{}: realtime options", at())));
-        }
         out.push((g, name.trim().to_string(), value.trim().to_string()));
     }
     Ok(out)

@@ -86,6 +86,7 @@ impl Defaults {
             nrext64: at_least(V6_6),
             parent: at_least(V6_18),
             exchange: at_least(V6_18),
+            metadir: false,
         }
     }
 }

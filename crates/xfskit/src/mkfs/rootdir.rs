@@ -2,11 +2,15 @@
 //! short form), the realtime bitmap and summary inodes (empty regular files),
 //! and every other slot of the chunk as a valid free inode.
 
+use xfs_format::attr::XFS_ATTR_PARENT;
 use xfs_format::crc::stamp;
 use xfs_format::inode::{Dinode, XFS_DINODE_CRC_OFF, XFS_DINODE_MAGIC, XFS_DINODE_VERSION_3};
-use xfs_format::inode::{XFS_DIFLAG2_BIGTIME, XFS_DIFLAG2_NREXT64, XFS_DIFLAG_NEWRTBM};
+use xfs_format::inode::{
+    XFS_DIFLAG2_BIGTIME, XFS_DIFLAG2_METADATA, XFS_DIFLAG2_NREXT64, XFS_DIFLAG_NEWRTBM,
+    XFS_METADIR_DIFLAGS, XFS_METAFILE_DIR,
+};
 use xfs_format::types::{
-    encode_timestamp, Uuid, NULLAGINO, XFS_DINODE_FMT_EXTENTS, XFS_DINODE_FMT_LOCAL,
+    encode_timestamp, BmbtIrec, Uuid, NULLAGINO, XFS_DINODE_FMT_EXTENTS, XFS_DINODE_FMT_LOCAL,
 };
 use zerocopy::{FromZeros, IntoBytes};
 
@@ -68,10 +72,99 @@ fn new_inode(
     d
 }
 
+/// A directory of the metadata tree: no permissions, the flags the kernel
+/// gives every metadata directory, its metadata file type in di_onlink.
+fn metadir_dir(g: &MkfsGeometry, ino: u64, nlink: u32, now: Timestamp, uuid: &Uuid) -> Dinode {
+    let mut d = new_inode(g, ino, S_IFDIR, nlink, now, uuid);
+    d.di_format = XFS_DINODE_FMT_LOCAL;
+    d.di_onlink.set(XFS_METAFILE_DIR);
+    d.di_flags.set(XFS_METADIR_DIFLAGS);
+    d.di_flags2.set(d.di_flags2.get() | XFS_DIFLAG2_METADATA);
+    d
+}
+
+/// Write a short-form directory of `entries` (name, inode, file type) with
+/// parent `parent` into the data fork of `slot`; returns its size.
+fn short_dir(slot: &mut [u8], parent: u64, entries: &[(&[u8], u64, u8)]) -> u64 {
+    // i8count counts the inode numbers (parent included) past 32 bits; any
+    // makes every number in the directory 8 bytes.
+    let big = |v: u64| v > u64::from(u32::MAX);
+    let i8count = usize::from(big(parent)) + entries.iter().filter(|e| big(e.1)).count();
+    let wide = i8count > 0;
+    let isz = if wide { 8 } else { 4 };
+    let fork = &mut slot[xfs_format::inode::LITERAL_OFFSET..];
+    fork[0] = entries.len() as u8;
+    fork[1] = i8count as u8;
+    let put = |b: &mut [u8], v: u64| {
+        if wide {
+            b[..8].copy_from_slice(&v.to_be_bytes());
+        } else {
+            b[..4].copy_from_slice(&(v as u32).to_be_bytes());
+        }
+    };
+    put(&mut fork[2..], parent);
+    let mut pos = 2 + isz;
+    // Offsets as in a block directory: after the header and "." and "..".
+    let mut offset = 0x60u16;
+    for (name, ino, ftype) in entries {
+        fork[pos] = name.len() as u8;
+        fork[pos + 1..pos + 3].copy_from_slice(&offset.to_be_bytes());
+        fork[pos + 3..pos + 3 + name.len()].copy_from_slice(name);
+        fork[pos + 3 + name.len()] = *ftype;
+        put(&mut fork[pos + 4 + name.len()..], *ino);
+        pos += 4 + name.len() + isz;
+        offset += ((8 + 1 + name.len() + 1 + 2 + 7) & !7) as u16;
+    }
+    pos as u64
+}
+
+const FT_DIR: u8 = 2;
+
+/// Give a realtime metadata file the AG 0 blocks `extents` (in file
+/// order) as extent records, its size and block count.
+fn map_blocks(g: &MkfsGeometry, d: &mut Dinode, slot: &mut [u8], extents: &[(u32, u32)]) {
+    let mut off = 0u64;
+    let fork = &mut slot[xfs_format::inode::LITERAL_OFFSET..];
+    for (i, &(start, len)) in extents.iter().enumerate() {
+        let rec = BmbtIrec {
+            startoff: off,
+            startblock: u64::from(start),
+            blockcount: u64::from(len),
+            unwritten: false,
+        };
+        let (l0, l1) = rec.pack();
+        fork[i * 16..i * 16 + 8].copy_from_slice(&l0.to_be_bytes());
+        fork[i * 16 + 8..i * 16 + 16].copy_from_slice(&l1.to_be_bytes());
+        off += u64::from(len);
+    }
+    d.di_size.set(off << g.blocklog);
+    d.di_nblocks.set(off);
+    d.set_nextents(extents.len() as u64);
+}
+const IN_PARENT: u32 = 0x80;
+/// The attribute fork offset (in 8-byte units) the kernel gives a new inode
+/// of 512 bytes or more: past a data fork btree root of 12 pointers.
+const PPTR_FORKOFF: u8 = 24;
+
+/// Write a short-form attribute fork of one entry after the data fork.
+fn short_attr(slot: &mut [u8], name: &[u8], value: &[u8], flags: u8) {
+    let off = xfs_format::inode::LITERAL_OFFSET + usize::from(PPTR_FORKOFF) * 8;
+    let a = &mut slot[off..];
+    let total = 4 + 3 + name.len() + value.len();
+    a[..2].copy_from_slice(&(total as u16).to_be_bytes());
+    a[2] = 1;
+    a[3] = 0;
+    a[4] = name.len() as u8;
+    a[5] = value.len() as u8;
+    a[6] = flags;
+    a[7..7 + name.len()].copy_from_slice(name);
+    a[7 + name.len()..total].copy_from_slice(value);
+}
+
 /// Build the whole first inode chunk (`ialloc_blocks` blocks) of AG 0.
 pub(crate) fn root_chunk(g: &MkfsGeometry, uuid: &Uuid, now: Timestamp) -> Vec<u8> {
     let isize = usize::from(g.inodesize);
-    let count = g.icount as usize;
+    let count = g.chunk_inodes() as usize;
     let mut buf = vec![0u8; g.ialloc_blocks as usize * g.blocksize as usize];
     for i in 0..count {
         let ino = g.rootino + i as u64;
@@ -79,27 +172,31 @@ pub(crate) fn root_chunk(g: &MkfsGeometry, uuid: &Uuid, now: Timestamp) -> Vec<u
         let core = if ino == g.rootino {
             let mut d = new_inode(g, ino, S_IFDIR | 0o755, 2, now, uuid);
             d.di_format = XFS_DINODE_FMT_LOCAL;
-            // Short-form directory header: no entries, 4-byte parent.
-            let parent_small = ino <= u64::from(u32::MAX);
-            let hdr_len = if parent_small { 6 } else { 10 };
-            d.di_size.set(hdr_len as u64);
-            let fork = &mut slot[xfs_format::inode::LITERAL_OFFSET..];
-            fork[0] = 0;
-            fork[1] = u8::from(!parent_small);
-            if parent_small {
-                fork[2..6].copy_from_slice(&(ino as u32).to_be_bytes());
-            } else {
-                fork[2..10].copy_from_slice(&ino.to_be_bytes());
-            }
+            d.di_size.set(short_dir(slot, ino, &[]));
             d
-        } else if ino == g.rbmino {
+        } else if let Some(m) = g.metadir.filter(|m| m.metadirino == ino) {
+            let mut d = metadir_dir(g, ino, 3, now, uuid);
+            d.di_changecount.set(3);
+            d.di_size
+                .set(short_dir(slot, ino, &[(b"rtgroups", m.rtdir_ino, FT_DIR)]));
+            d
+        } else if g.metadir.is_none() && ino == g.rbmino {
             let mut d = new_inode(g, ino, S_IFREG, 1, now, uuid);
             d.di_format = XFS_DINODE_FMT_EXTENTS;
             d.di_flags.set(XFS_DIFLAG_NEWRTBM);
+            if let Some(rt) = &g.rt {
+                // Created, its blocks mapped, then its last free logged.
+                d.di_changecount.set(4);
+                map_blocks(g, &mut d, slot, &rt.rbm_extents);
+            }
             d
-        } else if ino == g.rsumino {
+        } else if g.metadir.is_none() && ino == g.rsumino {
             let mut d = new_inode(g, ino, S_IFREG, 1, now, uuid);
             d.di_format = XFS_DINODE_FMT_EXTENTS;
+            if let Some(rt) = &g.rt {
+                d.di_changecount.set(3);
+                map_blocks(g, &mut d, slot, &rt.rsum_extents);
+            }
             d
         } else {
             free_inode(ino, uuid)
@@ -108,4 +205,33 @@ pub(crate) fn root_chunk(g: &MkfsGeometry, uuid: &Uuid, now: Timestamp) -> Vec<u
         stamp(slot, XFS_DINODE_CRC_OFF);
     }
     buf
+}
+
+/// The inode chunk of the metadata directory's `rtgroups` directory (its
+/// first inode; the others free), if the filesystem has a metadata tree.
+pub(crate) fn rtdir_chunk(g: &MkfsGeometry, uuid: &Uuid, now: Timestamp) -> Option<Vec<u8>> {
+    let m = g.metadir?;
+    let isize = usize::from(g.inodesize);
+    let mut buf = vec![0u8; g.ialloc_blocks as usize * g.blocksize as usize];
+    for (i, slot) in buf.chunks_exact_mut(isize).enumerate() {
+        let ino = m.rtdir_ino + i as u64;
+        let core = if i == 0 {
+            let mut d = metadir_dir(g, ino, 2, now, uuid);
+            d.di_size.set(short_dir(slot, m.metadirino, &[]));
+            if g.features.incompat & IN_PARENT != 0 {
+                // Its parent pointer (the metadata root's generation is 0).
+                d.di_forkoff = PPTR_FORKOFF;
+                d.di_aformat = XFS_DINODE_FMT_LOCAL;
+                let mut value = [0u8; 12];
+                value[..8].copy_from_slice(&m.metadirino.to_be_bytes());
+                short_attr(slot, b"rtgroups", &value, XFS_ATTR_PARENT);
+            }
+            d
+        } else {
+            free_inode(ino, uuid)
+        };
+        slot[..xfs_format::inode::XFS_DINODE_SIZE].copy_from_slice(core.as_bytes());
+        stamp(slot, XFS_DINODE_CRC_OFF);
+    }
+    Some(buf)
 }

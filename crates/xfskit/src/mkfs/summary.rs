@@ -65,7 +65,7 @@ pub fn geometry_summary(g: &MkfsGeometry) -> String {
     );
     s += &format!(
         "realtime ={:<22} extsz={:<6} blocks={}, rtextents={}\n",
-        "none",
+        g.rt.as_ref().map_or("none", |rt| rt.name.as_str()),
         u64::from(g.rextsize) * u64::from(g.blocksize),
         g.rblocks,
         g.rextents

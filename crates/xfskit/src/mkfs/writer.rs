@@ -14,7 +14,7 @@ use xfs_format::ag::{
 };
 use xfs_format::btree::*;
 use xfs_format::crc::stamp;
-use xfs_format::sb::{Dsb, XFS_SB_CRC_OFF, XFS_SB_MAGIC};
+use xfs_format::sb::{Dsb, DsbMetadir, XFS_SB_CRC_OFF, XFS_SB_MAGIC, XFS_SB_METADIR_OFF};
 use xfs_format::types::{Uuid, NULLAGBLOCK, NULLAGINO, NULLFSINO};
 use zerocopy::{FromZeros, IntoBytes};
 
@@ -79,12 +79,12 @@ pub(crate) struct AgState {
     pub agfl: Vec<u32>,
     /// The log extent inside this AG, if any.
     pub log: Option<(u32, u32)>,
-    /// The inode chunk allocated here: (first AG block, blocks), AG 0 only.
-    pub chunk: Option<(u32, u32)>,
+    /// The inode chunk allocated here: (first AG block, blocks, inodes in use).
+    pub chunk: Option<(u32, u32, u32)>,
 }
 
 /// Remove `[start, start+len)` from a sorted free-extent list.
-fn carve(free: &mut Vec<(u32, u32)>, start: u32, len: u32) {
+pub(crate) fn carve(free: &mut Vec<(u32, u32)>, start: u32, len: u32) {
     let end = start + len;
     let mut out = Vec::with_capacity(free.len() + 1);
     for &(s, l) in free.iter() {
@@ -103,16 +103,14 @@ fn carve(free: &mut Vec<(u32, u32)>, start: u32, len: u32) {
     *free = out;
 }
 
-/// Compute the state of AG `agno` after mkfs has filled its free list.
-pub(crate) fn ag_state(g: &MkfsGeometry, agno: u32) -> AgState {
+/// The free extents of AG `agno` and its free list once mkfs has filled
+/// it, before any inode chunk is allocated there.
+pub(crate) fn free_after_agfl(g: &MkfsGeometry, agno: u32) -> (Vec<(u32, u32)>, Vec<u32>) {
     let length = g.ag_size(agno) as u32;
     let prealloc = g.prealloc_blocks;
     let mut free = vec![(prealloc, length - prealloc)];
-    let mut log = None;
-    if g.logblocks != 0 && g.log_agno == agno {
-        let start = (g.logstart & ((1u64 << g.agblklog) - 1)) as u32;
-        log = Some((start, g.logblocks));
-        carve(&mut free, start, g.logblocks);
+    if let Some((start, len)) = log_extent(g, agno) {
+        carve(&mut free, start, len);
     }
     free.retain(|&(_, l)| l != 0);
     // The free list is filled by a by-size allocation: the smallest extent
@@ -132,11 +130,29 @@ pub(crate) fn ag_state(g: &MkfsGeometry, agno: u32) -> AgState {
         agfl.extend(s..s + take);
         carve(&mut free, s, take);
     }
-    let mut chunk = None;
-    if agno == 0 {
-        let start = (g.rootino >> g.inopblog) as u32;
-        chunk = Some((start, g.ialloc_blocks));
-        carve(&mut free, start, g.ialloc_blocks);
+    (free, agfl)
+}
+
+fn log_extent(g: &MkfsGeometry, agno: u32) -> Option<(u32, u32)> {
+    (g.logblocks != 0 && g.log_agno == agno).then(|| {
+        let start = (g.logstart & ((1u64 << g.agblklog) - 1)) as u32;
+        (start, g.logblocks)
+    })
+}
+
+/// Compute the state of AG `agno` after mkfs has filled its free list.
+pub(crate) fn ag_state(g: &MkfsGeometry, agno: u32) -> AgState {
+    let length = g.ag_size(agno) as u32;
+    let (mut free, agfl) = free_after_agfl(g, agno);
+    let log = log_extent(g, agno);
+    let chunk = g.chunk_in(agno);
+    if let Some((start, len, _)) = chunk {
+        carve(&mut free, start, len);
+    }
+    if let (0, Some(rt)) = (agno, &g.rt) {
+        for &(start, len) in rt.rbm_extents.iter().chain(&rt.rsum_extents) {
+            carve(&mut free, start, len);
+        }
     }
     AgState {
         length,
@@ -197,7 +213,34 @@ pub(crate) fn primary_sb(g: &MkfsGeometry, uuid: &Uuid) -> Dsb {
     sb.sb_features_incompat.set(g.features.incompat);
     sb.sb_features_log_incompat.set(g.features.log_incompat);
     sb.sb_spino_align.set(g.spino_align);
+    if let Some(rt) = &g.rt {
+        sb.sb_rbmblocks.set(rt.rbmblocks);
+        sb.sb_rextslog = rt.rextslog;
+        sb.sb_frextents.set(g.rextents);
+    }
     sb
+}
+
+/// The metadata directory fields after the superblock in AG `agno`'s copy
+/// (the root of the tree only where the copy names the root directory).
+pub(crate) fn metadir_sb(g: &MkfsGeometry, agno: u32) -> Option<DsbMetadir> {
+    let m = g.metadir?;
+    let mut t = DsbMetadir::new_zeroed();
+    t.sb_metadirino.set(if sb_keeps_root(g, agno) {
+        m.metadirino
+    } else {
+        NULLFSINO
+    });
+    t.sb_rgcount.set(0);
+    t.sb_rgextents.set(m.rgextents);
+    t.sb_rgblklog = m.rgblklog;
+    Some(t)
+}
+
+/// Does AG `agno`'s superblock copy name the root inode (the primary, the
+/// middle and the last AG's)?
+fn sb_keeps_root(g: &MkfsGeometry, agno: u32) -> bool {
+    agno == 0 || agno == g.agcount - 1 || (g.agcount > 2 && agno == (g.agcount - 1) / 2)
 }
 
 /// The superblock copy mkfs leaves in AG `agno`: the primary's values in AG
@@ -211,12 +254,15 @@ pub(crate) fn sb_for_ag(primary: &Dsb, g: &MkfsGeometry, agno: u32) -> Dsb {
     sb.sb_inprogress = 1;
     sb.sb_icount.set(0);
     sb.sb_ifree.set(0);
+    // The realtime section is freed after the copies are written.
+    sb.sb_frextents.set(0);
     let pre = u64::from(g.agcount) * u64::from(g.prealloc_blocks);
     sb.sb_fdblocks.set(g.dblocks - pre - u64::from(g.logblocks));
-    sb.sb_rbmino.set(NULLFSINO);
-    sb.sb_rsumino.set(NULLFSINO);
-    let keeps_root = agno == g.agcount - 1 || (g.agcount > 2 && agno == (g.agcount - 1) / 2);
-    if !keeps_root {
+    if g.metadir.is_none() {
+        sb.sb_rbmino.set(NULLFSINO);
+        sb.sb_rsumino.set(NULLFSINO);
+    }
+    if !sb_keeps_root(g, agno) {
         sb.sb_rootino.set(NULLFSINO);
     }
     sb
@@ -262,12 +308,12 @@ fn alloc_recs(ext: &[(u32, u32)]) -> Vec<AllocRec> {
         .collect()
 }
 
-/// Inode btree records for the chunk at AG block `start` (AG 0 only): the
-/// first three inodes (root, rt bitmap, rt summary) are in use.
-fn inobt_recs(g: &MkfsGeometry, start: u32) -> Vec<InobtRec> {
+/// Inode btree records for the chunk at AG block `start` whose first
+/// `used` inodes are in use.
+fn inobt_recs(g: &MkfsGeometry, start: u32, used: u32) -> Vec<InobtRec> {
     let first = start << g.inopblog;
-    let total = g.icount as u32;
-    let mut used_left = (g.icount - g.ifree) as u32;
+    let total = g.chunk_inodes() as u32;
+    let mut used_left = used;
     let sparse = g.features.incompat & 2 != 0;
     (0..total / XFS_INODES_PER_CHUNK)
         .map(|i| {
@@ -305,7 +351,7 @@ fn rmap_recs(fb: &FixedBlocks, st: &AgState) -> Vec<RmapRec> {
     for &b in &st.agfl {
         raw.push((b, 1, XFS_RMAP_OWN_AG));
     }
-    if let Some((s, l)) = st.chunk {
+    if let Some((s, l, _)) = st.chunk {
         raw.push((s, l, XFS_RMAP_OWN_INODES));
     }
     raw.sort_by_key(|r| r.0);
@@ -353,6 +399,9 @@ pub(crate) fn ag_image_into(
     // Superblock copy.
     let sb = sb_for_ag(primary, g, agno);
     img[..size_of_val(&sb)].copy_from_slice(sb.as_bytes());
+    if let Some(t) = metadir_sb(g, agno) {
+        img[XFS_SB_METADIR_OFF..XFS_SB_METADIR_OFF + size_of_val(&t)].copy_from_slice(t.as_bytes());
+    }
     stamp(&mut img[..ss], XFS_SB_CRC_OFF);
 
     // AGF.
@@ -403,12 +452,13 @@ pub(crate) fn ag_image_into(
         u.set(NULLAGINO);
     }
     let recs = match st.chunk {
-        Some((start, _)) => inobt_recs(g, start),
+        Some((start, _, used)) => inobt_recs(g, start, used),
         None => Vec::new(),
     };
-    if let Some((start, _)) = st.chunk {
-        agi.agi_count.set(g.icount as u32);
-        agi.agi_freecount.set(g.ifree as u32);
+    if let Some((start, _, used)) = st.chunk {
+        let n = g.chunk_inodes() as u32;
+        agi.agi_count.set(n);
+        agi.agi_freecount.set(n - used);
         agi.agi_newino.set(start << g.inopblog);
     }
     agi.agi_uuid = uuid;

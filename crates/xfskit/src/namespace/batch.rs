@@ -54,7 +54,7 @@ impl Fs {
     /// batches are created file by file. The result is the same as
     /// [`Fs::create_file`] for each file in turn.
     pub fn create_files(&self, parent: Ino, files: &[NewFile<'_>]) -> Result<Vec<Ino>> {
-        if !one_transaction(files) {
+        if !one_transaction(files) || self.makes_realtime_files(parent)? {
             return files
                 .iter()
                 .map(|f| self.create_file(parent, f.name, f.meta, f.data, f.xattrs))
@@ -91,7 +91,7 @@ impl Fs {
                     xattrs: x,
                 })
                 .collect();
-            if !one_transaction(&refs) {
+            if !one_transaction(&refs) || self.makes_realtime_files(parent)? {
                 drop(tp);
                 return self.create_files(parent, &refs);
             }

@@ -33,7 +33,10 @@ impl Fs {
         let kind = NodeKind::File {
             size: data.len() as u64,
         };
-        if data.len() > CREATE_DATA_MAX || xattrs.len() > CREATE_XATTRS_MAX {
+        if data.len() > CREATE_DATA_MAX
+            || xattrs.len() > CREATE_XATTRS_MAX
+            || self.makes_realtime_files(parent)?
+        {
             let ino = self.create(parent, name, &kind, meta)?;
             self.write_at_opt(ino, 0, data, false)?;
             for (n, v) in xattrs {

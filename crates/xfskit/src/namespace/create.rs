@@ -182,7 +182,7 @@ impl Fs {
         ip.mtime = meta.mtime;
         ip.ctime = meta.ctime;
         ip.crtime = meta.crtime;
-        inherit_flags(&mut ip, dp);
+        inherit_flags(&mut ip, dp, tp.geo().rt_blocks > 0);
         super::pptr::init_fork(self.geometry(), &mut ip);
         match kind {
             NodeKind::Dir => {
@@ -252,7 +252,7 @@ impl Fs {
 /// inheritance only with a realtime device, which we do not write; no
 /// symlinks is not inherited, as the kernel's `fs.xfs.inherit_nosymlinks`
 /// default has it) and the extent size and copy-on-write extent size hints.
-pub(crate) fn inherit_flags(ip: &mut Inode, dp: &Inode) {
+pub(crate) fn inherit_flags(ip: &mut Inode, dp: &Inode, has_rt: bool) {
     use xfs_format::inode as di;
     if dp.flags & di::XFS_DIFLAG_PROJINHERIT != 0 {
         ip.projid = dp.projid;
@@ -276,6 +276,10 @@ pub(crate) fn inherit_flags(ip: &mut Inode, dp: &Inode) {
     }
     if is_dir {
         f |= pf & (di::XFS_DIFLAG_PROJINHERIT | di::XFS_DIFLAG_RTINHERIT);
+    }
+    if is_file && pf & di::XFS_DIFLAG_RTINHERIT != 0 && has_rt {
+        // As the kernel: only on a filesystem with a realtime section.
+        f |= di::XFS_DIFLAG_REALTIME;
     }
     f |= pf
         & (di::XFS_DIFLAG_NOATIME

@@ -167,6 +167,21 @@ impl Fs {
         tp.lock_inode(ino);
         let mut ip = tp.read_inode(ino)?;
         may_write_data(&ip, appending)?;
+        if ip.is_realtime() {
+            let r = super::rtdata::write(self, &mut tp, &mut ip, offset, src.bytes());
+            if let Src::Owned(buf) = src {
+                aligned::give(buf);
+            }
+            r?;
+            if end > ip.size {
+                ip.size = end;
+            }
+            if let Some(now) = stamp {
+                self.touch_modify(&mut ip, now)?;
+            }
+            tp.log_inode(&ip)?;
+            return tp.commit();
+        }
         let first = offset / bs;
         let last = (end - 1) / bs;
         // Partial first/last blocks that already hold data must be read
@@ -306,7 +321,21 @@ impl Fs {
         tp.lock_inode(ino);
         let mut ip = read_file_inode(&mut tp, ino)?;
         super::guard::may_change(&ip, "truncating")?;
-        let keep = size.div_ceil(bs);
+        let mut keep = size.div_ceil(bs);
+        if ip.is_realtime() {
+            // Whole realtime extents stay mapped: zero what they hold past
+            // the new size.
+            let r = u64::from(geo.rt_extsize.max(1));
+            keep = keep.div_ceil(r) * r;
+            if size < ip.size {
+                super::rtdata::zero(self, &mut tp, &ip, size, (keep * bs).min(ip.size.max(size)))?;
+            }
+            crate::bmap::unmap_range(&mut tp, &mut ip, Fork::Data, keep, u64::MAX)?;
+            ip.size = size;
+            self.touch_modify(&mut ip, now)?;
+            tp.log_inode(&ip)?;
+            return tp.commit();
+        }
         let zero = !size.is_multiple_of(bs) && size < ip.size;
         if zero {
             // The last kept block gets zeroed past the size: a shared one
@@ -353,6 +382,29 @@ impl Fs {
                 self.write_at(ino, lo, &vec![0u8; (hi - lo) as usize])?;
             }
         }
+        let (first_whole, end_whole) = if self.is_realtime_file(ino)? {
+            // Only whole realtime extents are freed; the blocks of the
+            // others inside the hole are zeroed.
+            let r = u64::from(self.geometry().rt_extsize.max(1));
+            let (a, b) = (first_whole.div_ceil(r) * r, end_whole / r * r);
+            let (a, b) = if a < b {
+                (a, b)
+            } else {
+                (end_whole, end_whole)
+            };
+            for (lo, hi) in [(first_whole, a), (b, end_whole)] {
+                let (lo, hi) = (lo * bs, (hi * bs).min(size));
+                if lo < hi {
+                    let mut tp = self.trans()?;
+                    tp.lock_inode(ino);
+                    let ip = read_file_inode(&mut tp, ino)?;
+                    super::rtdata::zero(self, &mut tp, &ip, lo, hi)?;
+                }
+            }
+            (a, b)
+        } else {
+            (first_whole, end_whole)
+        };
         if end_whole > first_whole {
             let now = self.now()?;
             let mut tp = self.trans()?;
@@ -402,6 +454,11 @@ impl Fs {
         self.touch_change(&mut ip, now)?;
         tp.log_inode(&ip)?;
         tp.commit()
+    }
+
+    fn is_realtime_file(&self, ino: Ino) -> Result<bool> {
+        let mut tp = self.trans()?;
+        Ok(read_file_inode(&mut tp, ino)?.is_realtime())
     }
 
     fn maps_data(&self, ino: Ino, lblk: u64) -> Result<bool> {

@@ -22,6 +22,7 @@ mod orphan;
 pub(crate) mod pptr;
 mod reflink;
 pub(crate) mod remove;
+mod rtdata;
 mod setattr;
 mod xattr;
 

@@ -58,6 +58,9 @@ struct TBuf {
     crc_off: Option<usize>,
     dirty: bool,
     stale: bool,
+    /// The log's buffer type, for blocks with no magic number to tell it
+    /// (realtime bitmap and summary; None: by magic).
+    kind: Option<crate::log::buftype::BufKind>,
 }
 
 /// A set of changes that is committed whole or not at all.
@@ -194,6 +197,40 @@ impl<'a> Trans<'a> {
         Ok(self.join(off, Data::Shared(data), verifier.crc_offset(), false))
     }
 
+    /// Reads (or finds in this transaction) `len` bytes at `daddr` that
+    /// carry no verifiable header (realtime bitmap and summary blocks, the
+    /// superblock sector), logged as buffer type `kind`; `crc_off` is where
+    /// a CRC is stamped at writeback (None: none).
+    pub(crate) fn read_raw_buf(
+        &mut self,
+        daddr: Daddr,
+        len: u32,
+        kind: crate::log::buftype::BufKind,
+        crc_off: Option<usize>,
+    ) -> Result<BufId> {
+        let off = daddr.bytes();
+        if let Some(&id) = self.index.get(&off) {
+            if self.bufs[id].len() != len as usize || self.bufs[id].stale {
+                return Err(Error::Invalid(format!(
+                    "buffer at daddr {} joined twice with different sizes or freed",
+                    daddr.0
+                )));
+            }
+            return Ok(id);
+        }
+        let data: Arc<[u8]> = match self.ws.get(off, len as usize) {
+            Some(b) => b,
+            None => {
+                let mut v = vec![0u8; len as usize];
+                self.fs.read_bytes(off, &mut v)?;
+                v.into()
+            }
+        };
+        let id = self.join(off, Data::Shared(data), crc_off, false);
+        self.bufs[id].kind = Some(kind);
+        Ok(id)
+    }
+
     /// A new, zeroed buffer for a block that is being initialised (not
     /// read from disk). `crc_off` is where its CRC goes (None: no CRC).
     pub fn get_buf(&mut self, daddr: Daddr, len: u32, crc_off: Option<usize>) -> BufId {
@@ -223,6 +260,7 @@ impl<'a> Trans<'a> {
             crc_off,
             dirty,
             stale: false,
+            kind: None,
         });
         self.index.insert(off, id);
         id
@@ -418,7 +456,10 @@ impl<'a> Trans<'a> {
                 Data::Owned(v) | Data::Shared(v) => v,
             };
             let log = if journaled {
-                let kind = crate::log::cil::classify(b.off, &data)?;
+                let kind = match b.kind {
+                    Some(k) => k,
+                    None => crate::log::cil::classify(b.off, &data)?,
+                };
                 let map = match &b.orig {
                     Some(o) if o.len() == data.len() => {
                         let mut m = DirtyMap::diff(o, &data);

@@ -137,6 +137,9 @@ pub struct WriteState {
     pub dir_rotor: std::sync::atomic::AtomicU32,
     /// Per-AG locks.
     pub ags: LockSet,
+    /// Realtime extents were freed since the last log force: they may not
+    /// take new data until the free is on disk (see `take_rt_freed`).
+    rt_freed: std::sync::atomic::AtomicBool,
     /// Directories' data streams (see [`crate::alloc::filestream`]).
     pub filestreams: crate::alloc::filestream::Filestreams,
     /// Per-inode locks.
@@ -160,6 +163,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl WriteState {
+    /// Notes that realtime extents were freed (see [`Self::take_rt_freed`]).
+    pub(crate) fn note_rt_freed(&self) {
+        self.rt_freed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// True (once) when realtime extents were freed since the last call:
+    /// the caller forces the log before writing data into realtime
+    /// extents, so the free is on disk before new data lands in space an
+    /// old owner may still map on disk (the kernel's busy extents).
+    pub(crate) fn take_rt_freed(&self) -> bool {
+        self.rt_freed
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Fresh state.
     pub fn new() -> WriteState {
         WriteState {
@@ -178,6 +196,7 @@ impl WriteState {
             gen: std::sync::atomic::AtomicU64::new(0x9e37_79b9),
             dir_rotor: std::sync::atomic::AtomicU32::new(0),
             ags: LockSet::default(),
+            rt_freed: std::sync::atomic::AtomicBool::new(false),
             filestreams: Default::default(),
             inodes: LockSet::default(),
             dirty_limit: 128 << 20,

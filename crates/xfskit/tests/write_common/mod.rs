@@ -407,3 +407,57 @@ pub fn set_incompat(img: &Path, bits: u32, on: bool) {
     }
     f.sync_all().unwrap();
 }
+
+/// Makes a `size`-byte image at `img` with xfskit's mkfs and a realtime
+/// section on `rt` (`rtsize` bytes), `opts` being further mkfs.xfs
+/// options (e.g. "-r extsize=16k"; their -r sub-options join rtdev's).
+pub fn mkfs_rt(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
+    for (p, n) in [(img, size), (rt, rtsize)] {
+        let _ = std::fs::remove_file(p);
+        std::fs::File::create(p).unwrap().set_len(n).unwrap();
+    }
+    let mut args: Vec<String> = Vec::new();
+    let mut r = format!("rtdev={}", rt.display());
+    let mut it = opts.split_whitespace();
+    while let Some(a) = it.next() {
+        if a == "-r" {
+            r = format!("{r},{}", it.next().unwrap());
+        } else {
+            args.push(a.to_string());
+        }
+    }
+    args.extend(["-q".into(), "-r".into(), r, img.display().to_string()]);
+    let o = xfskit::mkfs::parse_mkfs_args(&args).unwrap();
+    xfskit::mkfs::mkfs_with(img, &o, &xfskit::mkfs::WriteOptions::default()).unwrap();
+}
+
+/// Opens an image with its realtime device for writing.
+pub fn open_rw_rt(img: &Path, rt: &Path) -> Fs {
+    Fs::open_rw(
+        img,
+        &OpenOptions {
+            rtdev: Some(rt.to_path_buf()),
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Panics with xfs_repair 6.15's findings unless `xfs_repair -n -r RT`
+/// finds the image clean.
+pub fn assert_repair_615_rt_clean(img: &Path, rt: &Path) {
+    let (ok, out) = run_615(
+        "xfs_repair",
+        &[
+            "-n",
+            "-r",
+            &rt.display().to_string(),
+            &img.display().to_string(),
+        ],
+    );
+    assert!(
+        ok,
+        "xfs_repair -n -r (6.15) {} found problems:\n{out}",
+        img.display()
+    );
+}

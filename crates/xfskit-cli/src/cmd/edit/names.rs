@@ -23,6 +23,11 @@ pub struct MkdirArgs {
     /// /etc/passwd and /etc/group work too; default 0:0).
     #[arg(long, value_name = "UID:GID")]
     pub owner: Option<String>,
+    /// Mark the new directories RTINHERIT: files made in them (by cp,
+    /// write, the mount) are realtime files, their data on the realtime
+    /// device (needs a filesystem with a realtime section and --rtdev).
+    #[arg(long)]
+    pub realtime: bool,
     /// The image.
     pub image: PathBuf,
     #[command(flatten)]
@@ -59,12 +64,14 @@ pub fn mkdir(a: MkdirArgs) -> Result<ExitCode, Error> {
                 for c in super::components(p) {
                     cur = match child(&fs, &cur, c)? {
                         Some(i) => fs.inode(i)?,
-                        None => fs.inode(fs.create(
-                            cur.ino,
-                            c,
-                            &NodeKind::Dir,
-                            &new_meta(mode, uid, gid),
-                        )?)?,
+                        None => {
+                            let ino =
+                                fs.create(cur.ino, c, &NodeKind::Dir, &new_meta(mode, uid, gid))?;
+                            if a.realtime {
+                                fs.set_realtime(ino, true)?;
+                            }
+                            fs.inode(ino)?
+                        }
                     };
                     if cur.file_type != FileType::Dir {
                         return Err(Error::NotDir(String::from_utf8_lossy(c).into_owned()));
@@ -73,7 +80,10 @@ pub fn mkdir(a: MkdirArgs) -> Result<ExitCode, Error> {
                 return Ok(());
             }
             let (dir, name) = parent_of(&fs, p)?;
-            fs.create(dir.ino, &name, &NodeKind::Dir, &new_meta(mode, uid, gid))?;
+            let ino = fs.create(dir.ino, &name, &NodeKind::Dir, &new_meta(mode, uid, gid))?;
+            if a.realtime {
+                fs.set_realtime(ino, true)?;
+            }
             Ok(())
         });
     }

@@ -1,0 +1,263 @@
+//! A classic realtime section (`-r rtdev=FILE,size=,extsize=`): its size
+//! in realtime extents, the bitmap and summary files that describe it, and
+//! where mkfs.xfs puts their blocks in AG 0.
+//!
+//! The bitmap has one bit per realtime extent (set = free), in 32-bit words
+//! of host (little-endian) order as the kernel keeps them without realtime
+//! groups; the summary counts free extents by log2 of their length and the
+//! bitmap block where they start, `(rextslog + 1) * rbmblocks` 32-bit
+//! counters. A fresh section is one free extent.
+
+use super::geometry::MkfsGeometry;
+use super::options::{convert_size, MkfsError, MkfsOptions};
+
+/// Smallest realtime extent in bytes.
+const MIN_RTEXTSIZE: u64 = 4096;
+/// Largest realtime extent in bytes.
+const MAX_RTEXTSIZE: u64 = 1 << 30;
+
+/// The realtime section of a fresh filesystem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RtLayout {
+    /// The realtime device as named on the command line.
+    pub name: String,
+    /// sb_rbmblocks: bitmap blocks.
+    pub rbmblocks: u32,
+    /// Summary blocks.
+    pub rsumblocks: u32,
+    /// sb_rextslog.
+    pub rextslog: u8,
+    /// The bitmap file's blocks in AG 0: (first AG block, blocks), in file order.
+    pub rbm_extents: Vec<(u32, u32)>,
+    /// The summary file's blocks in AG 0.
+    pub rsum_extents: Vec<(u32, u32)>,
+}
+
+fn geom(msg: String) -> MkfsError {
+    MkfsError::Geometry(msg)
+}
+
+/// The size in bytes of the realtime device at `path` (a file or a block
+/// device, measured by seeking to its end).
+fn device_bytes(path: &str) -> Result<u64, MkfsError> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)
+        .map_err(|e| MkfsError::Io(format!("cannot open realtime device {path}: {e}")))?;
+    f.seek(SeekFrom::End(0))
+        .map_err(|e| MkfsError::Io(format!("cannot size realtime device {path}: {e}")))
+}
+
+/// The realtime extent size in blocks: `-r extsize=` (a multiple of the
+/// block size), else 4 KiB rounded up to a block.
+pub(crate) fn extent_blocks(
+    opts: &MkfsOptions,
+    blocksize: u32,
+    blocklog: u32,
+) -> Result<u32, MkfsError> {
+    let bs = u64::from(blocksize);
+    let Some(text) = &opts.rt_extsize else {
+        return Ok(if bs < MIN_RTEXTSIZE {
+            (MIN_RTEXTSIZE >> blocklog) as u32
+        } else {
+            1
+        });
+    };
+    let bytes = convert_size(text, bs, 0)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| {
+            MkfsError::BadOption(format!("Invalid value {text} for -r extsize option"))
+        })? as u64;
+    if !(MIN_RTEXTSIZE..=MAX_RTEXTSIZE).contains(&bytes) {
+        return Err(MkfsError::BadOption(format!(
+            "Invalid value {text} for -r extsize option. Value is too {}.",
+            if bytes < MIN_RTEXTSIZE {
+                "small"
+            } else {
+                "large"
+            }
+        )));
+    }
+    if !bytes.is_multiple_of(bs) {
+        return Err(geom(format!(
+            "illegal rt extent size {bytes}, not a multiple of {blocksize}"
+        )));
+    }
+    Ok((bytes >> blocklog) as u32)
+}
+
+/// Size the realtime section of `g` (rextsize already chosen) from the
+/// options and the device, and place its bitmap and summary files among
+/// AG 0's free extents `free` (taken from it): each allocated near its
+/// inode as mkfs.xfs's allocator does.
+pub(crate) fn plan(
+    opts: &MkfsOptions,
+    g: &mut MkfsGeometry,
+    free: &mut Vec<(u32, u32)>,
+) -> Result<(), MkfsError> {
+    let Some(name) = opts.rt_dev.clone() else {
+        if opts.rt_size.is_some() {
+            return Err(MkfsError::BadOption(
+                "size specified for non-existent rt subvolume".into(),
+            ));
+        }
+        return Ok(());
+    };
+    let dev_blocks = device_bytes(&name)? >> g.blocklog;
+    if dev_blocks == 0 {
+        return Err(geom("Invalid zero length rt subvolume found".into()));
+    }
+    let rblocks = match &opts.rt_size {
+        Some(text) => {
+            let bytes = convert_size(text, u64::from(g.blocksize), u64::from(g.sectsize))
+                .filter(|&v| v > 0)
+                .ok_or_else(|| {
+                    MkfsError::BadOption(format!("Invalid value {text} for -r size option"))
+                })? as u64;
+            if !bytes.is_multiple_of(u64::from(g.blocksize)) {
+                return Err(geom(format!(
+                    "rt size {bytes} not a multiple of fs blocksize {}",
+                    g.blocksize
+                )));
+            }
+            let blocks = bytes >> g.blocklog;
+            if blocks > dev_blocks {
+                return Err(geom(format!(
+                    "size {text} specified for rt subvolume is too large, maximum is {dev_blocks} blocks"
+                )));
+            }
+            blocks
+        }
+        None => dev_blocks,
+    };
+    let rextents = rblocks / u64::from(g.rextsize);
+    if rextents == 0 {
+        return Err(geom("cannot have an rt subvolume with zero extents".into()));
+    }
+    let bits_per_block = 8 * u64::from(g.blocksize);
+    let rbmblocks = rextents.div_ceil(bits_per_block);
+    let rextslog = 63 - rextents.leading_zeros();
+    let rsumblocks = ((u64::from(rextslog) + 1) * rbmblocks * 4).div_ceil(u64::from(g.blocksize));
+    if rbmblocks > u64::from(u32::MAX) {
+        return Err(geom(format!(
+            "realtime section of {rextents} extents is too large"
+        )));
+    }
+    let inode_block = |ino: u64| (ino >> g.inopblog) as u32;
+    let rbm_extents = alloc_near(free, inode_block(g.rbmino), rbmblocks as u32)
+        .ok_or_else(|| geom("no space in AG 0 for the realtime bitmap".into()))?;
+    let rsum_extents = alloc_near(free, inode_block(g.rsumino), rsumblocks as u32)
+        .ok_or_else(|| geom("no space in AG 0 for the realtime summary".into()))?;
+    g.rblocks = rblocks;
+    g.rextents = rextents;
+    g.fdblocks -= rbmblocks + rsumblocks;
+    g.rt = Some(RtLayout {
+        name,
+        rbmblocks: rbmblocks as u32,
+        rsumblocks: rsumblocks as u32,
+        rextslog: rextslog as u8,
+        rbm_extents,
+        rsum_extents,
+    });
+    Ok(())
+}
+
+/// Allocate `len` blocks from `free` (sorted by start) as the kernel's
+/// near-block allocator does for a metadata file: the longest piece
+/// (up to what is still needed) closest to the target, the target moving to
+/// the end of each piece taken.
+fn alloc_near(free: &mut Vec<(u32, u32)>, target: u32, len: u32) -> Option<Vec<(u32, u32)>> {
+    let mut out = Vec::new();
+    let mut left = len;
+    let mut target = target;
+    while left > 0 {
+        let mut best: Option<(u32, u32, u32)> = None; // (len, diff, start)
+        for &(s, l) in free.iter() {
+            let want = l.min(left);
+            let end = s + l;
+            let start = if s >= target {
+                s
+            } else if end >= target + want {
+                target
+            } else {
+                end - want
+            };
+            let diff = start.abs_diff(target);
+            let better = match best {
+                None => true,
+                Some((bl, bd, _)) => want > bl || (want == bl && diff < bd),
+            };
+            if better {
+                best = Some((want, diff, start));
+            }
+        }
+        let (got, _, start) = best?;
+        if got == 0 {
+            return None;
+        }
+        take(free, start, got);
+        match out.last_mut() {
+            Some((s, l)) if *s + *l == start => *l += got,
+            _ => out.push((start, got)),
+        }
+        left -= got;
+        target = start + got;
+    }
+    Some(out)
+}
+
+fn take(free: &mut Vec<(u32, u32)>, start: u32, len: u32) {
+    let end = start + len;
+    let mut out = Vec::with_capacity(free.len() + 1);
+    for &(s, l) in free.iter() {
+        let e = s + l;
+        if e <= start || s >= end {
+            out.push((s, l));
+            continue;
+        }
+        if s < start {
+            out.push((s, start - s));
+        }
+        if e > end {
+            out.push((end, e - end));
+        }
+    }
+    *free = out;
+}
+
+/// The bitmap file's contents: every realtime extent free.
+pub(crate) fn bitmap_image(g: &MkfsGeometry, rt: &RtLayout) -> Vec<u8> {
+    let mut buf = vec![0u8; rt.rbmblocks as usize * g.blocksize as usize];
+    let full = (g.rextents / 8) as usize;
+    buf[..full].fill(0xff);
+    let rest = (g.rextents % 8) as u32;
+    if rest != 0 {
+        // Bit i of a little-endian word is extent i: the low bits of the byte.
+        buf[full] = ((1u16 << rest) - 1) as u8;
+    }
+    buf
+}
+
+/// The summary file's contents: the one free extent, counted at the log2
+/// of its length for bitmap block 0.
+pub(crate) fn summary_image(g: &MkfsGeometry, rt: &RtLayout) -> Vec<u8> {
+    let mut buf = vec![0u8; rt.rsumblocks as usize * g.blocksize as usize];
+    let index = usize::from(rt.rextslog) * rt.rbmblocks as usize;
+    buf[index * 4..index * 4 + 4].copy_from_slice(&1u32.to_le_bytes());
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_allocation_prefers_length_then_distance() {
+        // A gap of 7 before the target at 16 and a large extent after.
+        let mut free = vec![(9, 7), (24, 1000)];
+        assert_eq!(alloc_near(&mut free, 16, 1), Some(vec![(15, 1)]));
+        assert_eq!(alloc_near(&mut free, 16, 1), Some(vec![(14, 1)]));
+        assert_eq!(alloc_near(&mut free, 16, 20), Some(vec![(24, 20)]));
+        assert_eq!(free, vec![(9, 5), (44, 980)]);
+        assert_eq!(alloc_near(&mut free, 16, 5000), None);
+    }
+}

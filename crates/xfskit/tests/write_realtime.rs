@@ -1,0 +1,215 @@
+//! Writing realtime files on classic realtime sections: a directory with
+//! RTINHERIT, files made in it (realtime) and outside (data device), data
+//! written, overwritten, appended, preallocated, punched, truncated and
+//! removed, with realtime extents of one block and of several. Every
+//! workload is checked against a model of the files' bytes (read back
+//! with the realtime device), by xfskit's check and by xfs_repair -n -r
+//! 6.15 (the kernel here has no realtime support).
+
+mod write_common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use write_common::*;
+use xfskit::build::{Meta, NodeKind};
+use xfskit::inode::Timestamp;
+use xfskit::{Fs, Ino, OpenOptions};
+
+fn meta(mode: u16) -> Meta {
+    let t = Timestamp {
+        sec: 1_700_000_000,
+        nsec: 0,
+    };
+    Meta {
+        mode,
+        uid: 0,
+        gid: 0,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        crtime: t,
+    }
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut r = Rng(seed | 1);
+    (0..len).map(|_| r.next() as u8).collect()
+}
+
+/// Files and what they must hold.
+type Model = BTreeMap<String, (Ino, Vec<u8>)>;
+
+fn write(fs: &Fs, m: &mut Model, name: &str, off: usize, data: &[u8]) {
+    let (ino, v) = m.get_mut(name).unwrap();
+    fs.write_at(*ino, off as u64, data).unwrap();
+    if v.len() < off + data.len() {
+        v.resize(off + data.len(), 0);
+    }
+    v[off..off + data.len()].copy_from_slice(data);
+}
+
+fn truncate(fs: &Fs, m: &mut Model, name: &str, size: usize) {
+    let (ino, v) = m.get_mut(name).unwrap();
+    fs.truncate(*ino, size as u64).unwrap();
+    v.resize(size, 0);
+}
+
+fn punch(fs: &Fs, m: &mut Model, name: &str, off: usize, len: usize) {
+    let (ino, v) = m.get_mut(name).unwrap();
+    fs.punch_hole(*ino, off as u64, len as u64).unwrap();
+    let end = (off + len).min(v.len());
+    if off < end {
+        v[off..end].fill(0);
+    }
+}
+
+/// The workload: returns the model of every file left.
+fn workload(fs: &Fs, seed: u64) -> Model {
+    let root = fs.geometry().root_ino;
+    let bs = fs.geometry().block_size as usize;
+    let rtdir = fs
+        .create(root, b"rt", &NodeKind::Dir, &meta(0o755))
+        .unwrap();
+    fs.set_realtime(rtdir, true).unwrap();
+    let mut m = Model::new();
+    for (i, name) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+        let ino = fs
+            .create(
+                rtdir,
+                name.as_bytes(),
+                &NodeKind::File { size: 0 },
+                &meta(0o644),
+            )
+            .unwrap();
+        assert!(
+            fs.inode(ino).unwrap().is_realtime(),
+            "{name} is not realtime"
+        );
+        m.insert(name.to_string(), (ino, Vec::new()));
+        let n = [1, bs - 7, 3 * bs + 100, 40 * bs, 300_000][i];
+        write(fs, &mut m, name, 0, &pattern(seed + i as u64, n));
+    }
+    // A file outside keeps its data on the data device.
+    let plain = fs
+        .create(root, b"plain", &NodeKind::File { size: 0 }, &meta(0o644))
+        .unwrap();
+    assert!(!fs.inode(plain).unwrap().is_realtime());
+    m.insert("/plain".into(), (plain, Vec::new()));
+    write(fs, &mut m, "/plain", 0, &pattern(seed + 9, 5 * bs));
+    // An empty file made realtime by hand; one with data refuses.
+    let own = fs
+        .create(root, b"own", &NodeKind::File { size: 0 }, &meta(0o644))
+        .unwrap();
+    fs.set_realtime(own, true).unwrap();
+    assert!(fs.inode(own).unwrap().is_realtime());
+    m.insert("/own".into(), (own, Vec::new()));
+    write(fs, &mut m, "/own", 2 * bs + 3, &pattern(seed + 10, 5000));
+    assert!(fs.set_realtime(plain, true).is_err());
+    // Overwrites (partial blocks), appends, a write past the end.
+    write(fs, &mut m, "c", 100, &pattern(seed + 11, bs));
+    write(fs, &mut m, "d", 5 * bs + 1, &pattern(seed + 12, 7 * bs));
+    write(fs, &mut m, "a", 1, &pattern(seed + 13, 2 * bs));
+    write(fs, &mut m, "b", 50 * bs + 9, &pattern(seed + 14, 33));
+    // Preallocation reads as zeros, then written in part.
+    let (e, _) = m["e"].clone();
+    fs.fallocate(e, 400_000, 64 * 1024, false).unwrap();
+    m.get_mut("e").unwrap().1.resize(400_000 + 64 * 1024, 0);
+    write(fs, &mut m, "e", 410_000, &pattern(seed + 15, 3000));
+    // Punches (whole and partial realtime extents), truncations.
+    punch(fs, &mut m, "d", 3 * bs + 5, 20 * bs);
+    punch(fs, &mut m, "e", 10, 100);
+    truncate(fs, &mut m, "d", 30 * bs + 17);
+    truncate(fs, &mut m, "c", 2 * bs - 1);
+    truncate(fs, &mut m, "c", 6 * bs);
+    truncate(fs, &mut m, "b", 0);
+    // Removal frees everything.
+    fs.unlink(rtdir, b"a").unwrap();
+    m.remove("a");
+    m
+}
+
+fn verify(img: &Path, rt: &Path, m: &Model, what: &str) {
+    let fs = Fs::open(
+        img,
+        &OpenOptions {
+            rtdev: Some(rt.to_path_buf()),
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    for (name, (ino, want)) in m {
+        let ip = fs.inode(*ino).unwrap();
+        assert_eq!(ip.size, want.len() as u64, "{what}: size of {name}");
+        let mut got = vec![0xeeu8; want.len()];
+        let n = xfskit::inode::read_at(&fs, &ip, 0, &mut got).unwrap();
+        assert_eq!(n, want.len(), "{what}: {name} short read");
+        assert!(got == *want, "{what}: {name} differs");
+    }
+    let report = xfskit::check::check(&fs, &xfskit::check::CheckOptions::default()).unwrap();
+    assert!(
+        report.problems.is_empty() && report.unchecked.is_empty(),
+        "{what}: xfskit check: {:#?} unchecked {:?}",
+        report.problems,
+        report.unchecked
+    );
+}
+
+fn run_case(tag: &str, opts: &str, seed: u64) {
+    if skip_without_615(&format!("write_realtime {tag}")) {
+        return;
+    }
+    let s = Scratch::new(&format!("rtw-{tag}"));
+    let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
+    mkfs_rt(&img, 512 << 20, &rt, 64 << 20, opts);
+    let m = {
+        let fs = open_rw_rt(&img, &rt);
+        let m = workload(&fs, seed);
+        fs.sync().unwrap();
+        m
+    };
+    verify(&img, &rt, &m, tag);
+    assert_repair_615_rt_clean(&img, &rt);
+    // Everything freed: the section is whole again.
+    {
+        let fs = open_rw_rt(&img, &rt);
+        for (name, (ino, _)) in &m {
+            let _ = name;
+            fs.truncate(*ino, 0).unwrap();
+        }
+        fs.sync().unwrap();
+    }
+    let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
+    let g = fs.geometry();
+    assert_eq!(
+        g.rt_frextents, g.rt_extents,
+        "{tag}: not every extent is free again"
+    );
+    drop(fs);
+    assert_repair_615_rt_clean(&img, &rt);
+}
+
+#[test]
+fn realtime_files_written_with_one_block_extents() {
+    run_case("rext1", "", 1);
+}
+
+#[test]
+fn realtime_files_written_with_four_block_extents() {
+    run_case("rext4", "-r extsize=16k", 2);
+}
+
+#[test]
+fn realtime_files_written_with_1k_blocks() {
+    run_case("1k", "-b size=1024 -r extsize=12k", 3);
+}
+
+/// Writing needs the realtime device; without it the open is refused.
+#[test]
+fn writing_needs_the_realtime_device() {
+    let s = Scratch::new("rtw-nodev");
+    let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
+    mkfs_rt(&img, 512 << 20, &rt, 16 << 20, "");
+    let e = Fs::open_rw(&img, &OpenOptions::default()).err().unwrap();
+    assert!(e.to_string().contains("--rtdev"), "{e}");
+}
