@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Runs the fuzz targets. `run.sh short` is the CI run (60 s of 'image', then
-# 30 s of 'disk'); `run.sh` alone runs 'image' until interrupted, `run.sh
+# Runs the fuzz targets. `run.sh short` is the CI run (30 s of 'image', then
+# 15 s of 'disk'); `run.sh` alone runs 'image' until interrupted, `run.sh
 # disk` the disk target. Needs cargo-fuzz (installed here when missing) and
 # a nightly toolchain, or stable with RUSTC_BOOTSTRAP=1.
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=0
-[ "${1:-}" = short ] && secs=${FUZZ_SECONDS:-60}
+[ "${1:-}" = short ] && secs=${FUZZ_SECONDS:-30}
 
 if ! command -v cargo-fuzz >/dev/null && [ ! -x /tmp/cargo-fuzz/bin/cargo-fuzz ]; then
   echo "fuzz: installing cargo-fuzz"
@@ -61,7 +61,7 @@ if [ "${1:-}" != disk ]; then
 fi
 if [ "${1:-}" = disk ] || [ "$secs" -gt 0 ]; then
   dsecs=0
-  [ "$secs" -gt 0 ] && dsecs=${FUZZ_DISK_SECONDS:-30}
+  [ "$secs" -gt 0 ] && dsecs=${FUZZ_DISK_SECONDS:-15}
   if run_target disk "$work/disk-corpus" "$dsecs"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 fi
 echo "fuzz: $passed passed, $failed failed"

@@ -73,6 +73,8 @@ free_disk
 # scans real images with thousands of inodes.
 # (`|| status=...`: a failed pass is counted and reported, not an early exit.)
 status=0
+# Each run its own logs: two runs at once (two clones) must not mix them.
+test_log=$(mktemp /tmp/xfskit-test.XXXXXX)
 # Each stage's wall time, printed at the end (CI's limit is on the whole).
 stages=()
 t_stage=$(date +%s)
@@ -82,7 +84,7 @@ stage_done() { # NAME: the time since the previous stage ended
   stages+=("$(printf '%6d s  %s' $((now - t_stage)) "$1")")
   t_stage=$now
 }
-cargo test --workspace --no-fail-fast -- --test-threads=2 2>&1 | tee /tmp/xfskit-test.log || status=1
+cargo test --workspace --no-fail-fast -- --test-threads=2 2>&1 | tee "$test_log" || status=1
 
 stage_done "build and main test pass"
 
@@ -95,7 +97,7 @@ if [ -n "$uring_was" ]; then
   XFSKIT_TEST_IO_URING=1 cargo test --workspace --no-fail-fast \
     --test fuse_rw_acl --test fuse_rw_copy --test fuse_rw_crash --test fuse_rw_data \
     --test fuse_rw_flags --test fuse_rw_model --test fuse_rw_posix --test fuse_rw_robust \
-    -- --test-threads=2 2>&1 | tee -a /tmp/xfskit-test.log || status=1
+    -- --test-threads=2 2>&1 | tee -a "$test_log" || status=1
   echo "$uring_was" > "$uring"
 else
   # Counted as one skipped pass below (no test of it ran, so none passed).
@@ -111,7 +113,7 @@ if [ -d ../shared/xfsprogs-6.15 ]; then
   XFSKIT_TEST_MKFS=6.18 cargo test --workspace --no-fail-fast \
     --test fuse_rw_acl --test fuse_rw_copy --test fuse_rw_crash --test fuse_rw_data \
     --test fuse_rw_flags --test fuse_rw_model --test fuse_rw_posix --test fuse_rw_robust \
-    -- --test-threads=2 2>&1 | tee -a /tmp/xfskit-test.log || status=1
+    -- --test-threads=2 2>&1 | tee -a "$test_log" || status=1
 else
   pptr_skip="read-write mount tests on parent-pointer filesystems: ../shared/xfsprogs-6.15 is missing"
 fi
@@ -123,7 +125,7 @@ stage_done "parent-pointer pass of the read-write mount tests"
 # server and boto3 (tests of images in object storage) and ray (the fleet
 # scans on a local Ray instance) from PyPI, then
 # its tests run (python/tests; those that need root or a tool record why).
-py_log=/tmp/xfskit-pytest.log
+py_log=$(mktemp /tmp/xfskit-pytest.XXXXXX)
 : > "$py_log"
 py_skips=$(mktemp /tmp/xfskit-pyskips.XXXXXX)
 if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
@@ -145,7 +147,7 @@ else
     # The CLI's S3 test against moto's server from this venv (the main pass
     # skipped it when the system's python3 has no moto).
     XFSKIT_TEST_PYTHON="$venv/bin/python" cargo test --workspace --no-fail-fast --test remote \
-      -- --test-threads=2 s3_ 2>&1 | tee -a /tmp/xfskit-test.log || status=1
+      -- --test-threads=2 s3_ 2>&1 | tee -a "$test_log" || status=1
   fi
   rm -rf "$venv"
 fi
@@ -179,9 +181,9 @@ printf '%s\n' "${stages[@]}"
 # Each test file's time (the longest first), so that growth is seen.
 echo "test times (seconds; a file run in several passes is listed once per pass):"
 awk '/^ *Running /{name=$2; if (name=="unittests") name=$3" "$4} /^test result:/{for(i=1;i<=NF;i++) if($i=="in"){t=$(i+1); sub(/s$/,"",t); printf "%8.1f  %s\n", t, name}}' \
-  /tmp/xfskit-test.log | sort -rn | head -n 25
-passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' /tmp/xfskit-test.log | awk '{s+=$4} END {print s+0}')
-failed=$(grep -Eo '[0-9]+ failed' /tmp/xfskit-test.log | awk '{s+=$1} END {print s+0}')
+  "$test_log" | sort -rn | head -n 25
+passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$test_log" | awk '{s+=$4} END {print s+0}')
+failed=$(grep -Eo '[0-9]+ failed' "$test_log" | awk '{s+=$1} END {print s+0}')
 skipped=$(wc -l < "$XFSKIT_SKIP_LOG")
 if [ "$skipped" -gt 0 ]; then
   sed 's/^/  /' "$XFSKIT_SKIP_LOG"
@@ -209,7 +211,7 @@ if [ -n "${pptr_skip:-}" ]; then
   echo "  $pptr_skip"
   skipped=$((skipped + 1))
 fi
-rm -f "$XFSKIT_SKIP_LOG"
+rm -f "$XFSKIT_SKIP_LOG" "$test_log" "$py_log"
 free_disk
 echo "all tests: $passed passed, $failed failed, $skipped skipped"
 exit "$status"

@@ -1014,7 +1014,7 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
 /// xfskit to a model state no earlier than the last durable point.
 #[test]
 fn random_workloads_crashed_at_random_writes() {
-    random_crashes("crash-random", false, "XFSKIT_CRASH_SEEDS", 100);
+    random_crashes("crash-random", false, "XFSKIT_CRASH_SEEDS", 60);
 }
 
 /// The random workloads on filesystems with parent pointers (fewer seeds
