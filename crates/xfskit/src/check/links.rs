@@ -156,14 +156,11 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
     let mut metadir_ok = false;
     let is_root = |ino: u64| ino == root || Some(ino) == metadir;
 
-    loop {
-        let Some(k) = lowest([
-            inodes.peek().map(|r| r.ino),
-            entries.peek().map(|r| r.target),
-            dirs.peek().map(|r| r.ino),
-        ]) else {
-            break;
-        };
+    while let Some(k) = lowest([
+        inodes.peek().map(|r| r.ino),
+        entries.peek().map(|r| r.target),
+        dirs.peek().map(|r| r.ino),
+    ]) {
         // The inode (the first record of a number listed twice).
         let inode = inodes.take_first(|r| r.ino == k)?;
         let t = inode.and_then(|r| type_of(r.kind));
@@ -355,14 +352,11 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
     let mut dir_links = Peek::new(dir_links.into_sorted()?)?;
     let mut subdirs = Peek::new(subdirs.into_sorted()?)?;
     let mut parents = Peek::new(parents.into_sorted()?)?;
-    loop {
-        let Some(k) = lowest([
-            dir_links.peek().map(|r| r.ino),
-            subdirs.peek().map(|r| r.0),
-            parents.peek().map(|r| r.parent),
-        ]) else {
-            break;
-        };
+    while let Some(k) = lowest([
+        dir_links.peek().map(|r| r.ino),
+        subdirs.peek().map(|r| r.0),
+        parents.peek().map(|r| r.parent),
+    ]) {
         let d = dir_links.take_first(|r| r.ino == k)?;
         let mut n = 0u32;
         while subdirs.take_if(|r| r.0 == k)?.is_some() {
