@@ -18,7 +18,6 @@ use common::rtimg::{field, make_with, run_ok, s, tool, Layout, RtFile, RtImage, 
 use common::skip;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::process::Command;
 
 /// Bits a group block number takes (5,462 blocks a group).
 const RG_LOG: u64 = 13;
@@ -249,14 +248,6 @@ fn rtgroup_device_refused_when_wrong() {
     assert!(text.contains("realtime groups"), "{text}");
 }
 
-fn is_mounted(dir: &Path) -> bool {
-    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-    let want = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    mounts
-        .lines()
-        .any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
-}
-
 #[test]
 fn rtgroup_files_through_the_read_only_mount() {
     const TEST: &str = "rtgroup_files_through_the_read_only_mount";
@@ -265,42 +256,7 @@ fn rtgroup_files_through_the_read_only_mount() {
         return;
     }
     let Some(im) = make(TEST) else { return };
-    let dir = im.dir.join("mnt");
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_xfskit"))
-        .args(["mount", "--read-only", "--rtdev"])
-        .arg(&im.rtdev)
-        .arg(&im.img)
-        .arg(&dir)
-        .stdin(std::process::Stdio::null())
-        .spawn()
-        .expect("xfskit mount");
-    let t0 = std::time::Instant::now();
-    while !is_mounted(&dir) {
-        if let Ok(Some(st)) = child.try_wait() {
-            panic!("xfskit mount exited early: {st}");
-        }
-        if t0.elapsed() > std::time::Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("the FUSE mount did not appear within 20 s");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let got: Vec<(String, std::io::Result<Vec<u8>>)> = im
-        .files
-        .iter()
-        .map(|(p, _)| (p.clone(), std::fs::read(dir.join(&p[1..]))))
-        .collect();
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status();
-    let st = child.wait().expect("wait");
-    for ((path, want), (_, got)) in im.files.iter().zip(got) {
-        let got = got.unwrap_or_else(|e| panic!("read {path} through the mount: {e}"));
-        assert!(got == *want, "{path} through the mount: the bytes differ");
-    }
-    assert!(st.success(), "xfskit mount exited with {st}");
+    im.assert_read_through_read_only_mount();
 }
 
 fn check(im: &RtImage, img: &Path, rtdev: &Path) -> (Option<i32>, String) {

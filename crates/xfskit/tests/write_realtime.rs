@@ -6,31 +6,16 @@
 //! with the realtime device), by xfskit's check and by xfs_repair -n -r
 //! 6.15 (the kernel here has no realtime support).
 
+mod namespace_common;
 mod write_common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use namespace_common::meta;
 use write_common::*;
-use xfskit::build::{Meta, NodeKind};
-use xfskit::inode::Timestamp;
+use xfskit::build::NodeKind;
 use xfskit::{Fs, Ino, OpenOptions};
-
-fn meta(mode: u16) -> Meta {
-    let t = Timestamp {
-        sec: 1_700_000_000,
-        nsec: 0,
-    };
-    Meta {
-        mode,
-        uid: 0,
-        gid: 0,
-        atime: t,
-        mtime: t,
-        ctime: t,
-        crtime: t,
-    }
-}
 
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut r = Rng(seed | 1);
@@ -69,7 +54,7 @@ fn workload(fs: &Fs, seed: u64) -> Model {
     let root = fs.geometry().root_ino;
     let bs = fs.geometry().block_size as usize;
     let rtdir = fs
-        .create(root, b"rt", &NodeKind::Dir, &meta(0o755))
+        .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
         .unwrap();
     fs.set_realtime(rtdir, true).unwrap();
     let mut m = Model::new();
@@ -79,7 +64,7 @@ fn workload(fs: &Fs, seed: u64) -> Model {
                 rtdir,
                 name.as_bytes(),
                 &NodeKind::File { size: 0 },
-                &meta(0o644),
+                &meta(0o644, 0),
             )
             .unwrap();
         assert!(
@@ -92,14 +77,14 @@ fn workload(fs: &Fs, seed: u64) -> Model {
     }
     // A file outside keeps its data on the data device.
     let plain = fs
-        .create(root, b"plain", &NodeKind::File { size: 0 }, &meta(0o644))
+        .create(root, b"plain", &NodeKind::File { size: 0 }, &meta(0o644, 0))
         .unwrap();
     assert!(!fs.inode(plain).unwrap().is_realtime());
     m.insert("/plain".into(), (plain, Vec::new()));
     write(fs, &mut m, "/plain", 0, &pattern(seed + 9, 5 * bs));
     // An empty file made realtime by hand; one with data refuses.
     let own = fs
-        .create(root, b"own", &NodeKind::File { size: 0 }, &meta(0o644))
+        .create(root, b"own", &NodeKind::File { size: 0 }, &meta(0o644, 0))
         .unwrap();
     fs.set_realtime(own, true).unwrap();
     assert!(fs.inode(own).unwrap().is_realtime());

@@ -9,32 +9,17 @@
 //! new), and every file made durable by the log force still there.
 
 mod crash_common;
+mod namespace_common;
 mod write_common;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crash_common::{CrashDevice, Shared};
+use namespace_common::meta;
 use write_common::*;
 use xfskit::build::{Meta, NodeKind};
-use xfskit::inode::Timestamp;
 use xfskit::{Fs, Ino, OpenOptions};
-
-fn meta() -> Meta {
-    let t = Timestamp {
-        sec: 1_700_000_000,
-        nsec: 0,
-    };
-    Meta {
-        mode: 0o644,
-        uid: 0,
-        gid: 0,
-        atime: t,
-        mtime: t,
-        ctime: t,
-        crtime: t,
-    }
-}
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
@@ -64,7 +49,7 @@ fn workload(fs: &Fs, h: &mut History) -> bool {
     };
     let mut forced = false;
     let mut step = || -> xfskit::Result<()> {
-        let a = fs.create(rt, b"a", &NodeKind::File { size: 0 }, &meta())?;
+        let a = fs.create(rt, b"a", &NodeKind::File { size: 0 }, &meta(0o644, 0))?;
         h.push(("a", Vec::new()));
         let mut va = pattern(1, 9 * bs + 5);
         fs.write_at(a, 0, &va)?;
@@ -79,7 +64,7 @@ fn workload(fs: &Fs, h: &mut History) -> bool {
         h.push(("old", vo.clone()));
         fs.force_log()?;
         forced = true;
-        let b = fs.create(rt, b"b", &NodeKind::File { size: 0 }, &meta())?;
+        let b = fs.create(rt, b"b", &NodeKind::File { size: 0 }, &meta(0o644, 0))?;
         h.push(("b", Vec::new()));
         let vb = pattern(3, 20 * bs);
         fs.write_at(b, 0, &vb)?;
@@ -116,13 +101,13 @@ fn realtime_writes_survive_a_crash_at_every_point() {
                 &NodeKind::Dir,
                 &Meta {
                     mode: 0o755,
-                    ..meta()
+                    ..meta(0o644, 0)
                 },
             )
             .unwrap();
         fs.set_realtime(rt, true).unwrap();
         let old = fs
-            .create(rt, b"old", &NodeKind::File { size: 0 }, &meta())
+            .create(rt, b"old", &NodeKind::File { size: 0 }, &meta(0o644, 0))
             .unwrap();
         let v = pattern(9, 6 * bs + 100);
         fs.write_at(old, 0, &v).unwrap();

@@ -86,6 +86,48 @@ impl RtImage {
         let o = c.arg(&self.img).output().expect("xfs_repair -n");
         (o.status.success(), output_text(&o))
     }
+
+    /// Mounts the image read-only through `xfskit mount --rtdev` and
+    /// checks that every file reads back as made; the mount must exit
+    /// cleanly when terminated.
+    pub fn assert_read_through_read_only_mount(&self) {
+        let dir = self.dir.join("mnt");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_xfskit"))
+            .args(["mount", "--read-only", "--rtdev"])
+            .arg(&self.rtdev)
+            .arg(&self.img)
+            .arg(&dir)
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("xfskit mount");
+        let t0 = std::time::Instant::now();
+        while !is_mounted(&dir) {
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!("xfskit mount exited early: {st}");
+            }
+            if t0.elapsed() > std::time::Duration::from_secs(20) {
+                let _ = child.kill();
+                panic!("the FUSE mount did not appear within 20 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let got: Vec<(String, std::io::Result<Vec<u8>>)> = self
+            .files
+            .iter()
+            .map(|(p, _)| (p.clone(), std::fs::read(dir.join(&p[1..]))))
+            .collect();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let st = child.wait().expect("wait");
+        for ((path, want), (_, got)) in self.files.iter().zip(got) {
+            let got = got.unwrap_or_else(|e| panic!("read {path} through the mount: {e}"));
+            assert!(got == *want, "{path} through the mount: the bytes differ");
+        }
+        assert!(st.success(), "xfskit mount exited with {st}");
+    }
 }
 
 /// The realtime device's size, its extent size, the mkfs options and the
@@ -294,4 +336,13 @@ pub fn make_with(test: &str, layout: Layout) -> Option<RtImage> {
         "{sb}\nxfs_repair -r said: {repaired}"
     );
     Some(im)
+}
+
+/// True when `dir` is a mount point in /proc/mounts.
+fn is_mounted(dir: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let want = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
 }

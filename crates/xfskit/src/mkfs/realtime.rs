@@ -194,7 +194,7 @@ fn alloc_near(free: &mut Vec<(u32, u32)>, target: u32, len: u32) -> Option<Vec<(
         if got == 0 {
             return None;
         }
-        take(free, start, got);
+        super::writer::carve(free, start, got);
         match out.last_mut() {
             Some((s, l)) if *s + *l == start => *l += got,
             _ => out.push((start, got)),
@@ -203,25 +203,6 @@ fn alloc_near(free: &mut Vec<(u32, u32)>, target: u32, len: u32) -> Option<Vec<(
         target = start + got;
     }
     Some(out)
-}
-
-fn take(free: &mut Vec<(u32, u32)>, start: u32, len: u32) {
-    let end = start + len;
-    let mut out = Vec::with_capacity(free.len() + 1);
-    for &(s, l) in free.iter() {
-        let e = s + l;
-        if e <= start || s >= end {
-            out.push((s, l));
-            continue;
-        }
-        if s < start {
-            out.push((s, start - s));
-        }
-        if e > end {
-            out.push((end, e - end));
-        }
-    }
-    *free = out;
 }
 
 /// The bitmap file's contents: every realtime extent free.
