@@ -2,7 +2,7 @@
 # Scale: how xfskit's time and memory grow with the number of inodes.
 # Generates a tar stream of N inodes (directories of 1,000 files; one file
 # in ten has 4 KiB of data, one in twenty an xattr, one in a hundred a
-# second name), builds an image from it on stdin, then runs, each with a
+# second name; DATA_EVERY sets the one-in-ten), builds an image from it on stdin, then runs, each with a
 # cold cache under /usr/bin/time: bulkstat, ls -R, check (with its default
 # memory bound, and with 64 MiB, which spills), and xfs_repair -n
 # beside them. Prints wall time, peak RSS and RSS per inode of each
@@ -12,7 +12,9 @@
 # Env:   XFSKIT (binary, default target/release/xfskit, built if missing),
 #        WORK (scratch directory, default /var/tmp; the tar is kept compressed
 #        by zstd, about N * 5 B, and decompressed into the build's stdin,
-#        the sparse image N * 3 KiB), REPAIR=0 to leave xfs_repair out
+#        the sparse image N * 3 KiB), REPAIR=0 to leave xfs_repair out,
+#        DATA_EVERY (default 10: one file in ten has 4 KiB of data; 100 makes
+#        a 50M-inode image of about 28 GB instead of 47 GB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: bench/scale.sh N [N...]" >&2; exit 2; }
@@ -33,9 +35,10 @@ IMG=$DIR/img
 gen_tar() { # N: a tar stream on stdout
     # ustar headers made by hand (tarfile's objects take most of the
     # time at tens of millions of entries).
-    python3 - "$1" <<'PY'
+    python3 - "$1" "${DATA_EVERY:-10}" <<'PY'
 import sys
 n = int(sys.argv[1])
+every = int(sys.argv[2])
 w = sys.stdout.buffer.write
 def header(name, typ, size=0, mode=0o644, link=""):
     h = bytearray(512)
@@ -75,7 +78,7 @@ while made < n:
         if k % 100 == 99 and i > 0:
             entry(name, b"1", link=f"{top}/f{i - 1:03d}")
             continue
-        entry(name, size=4096 if k % 10 == 0 else 0, xattr="v" * 20 if k % 20 == 0 else None)
+        entry(name, size=4096 if k % every == 0 else 0, xattr="v" * 20 if k % 20 == 0 else None)
     made += min(1000, n - made)
     d += 1
 w(bytes(1024))
