@@ -56,28 +56,6 @@ impl Handle {
     }
 }
 
-/// A new bytes object of `n` bytes and its contents to fill, without
-/// zeroing them first (the file's data is written over every byte; the
-/// read's error drops the object unseen).
-#[allow(unsafe_code)]
-fn uninit_bytes(py: Python<'_>, n: usize) -> PyResult<(Bound<'_, PyBytes>, &mut [u8])> {
-    let len = pyo3::ffi::Py_ssize_t::try_from(n)
-        .map_err(|_| errors::os(libc::EFBIG, "file too large", None))?;
-    // SAFETY: PyBytes_FromStringAndSize with a null pointer allocates an
-    // object of `len` bytes that no one else holds until we return it; the
-    // slice covers exactly those bytes and lives no longer than the object
-    // (its Bound keeps it alive and is returned with it). The bytes may be
-    // uninitialized: they are only written through the slice, never read,
-    // until every one was written (read_mapped's part, then the zero fill).
-    unsafe {
-        let raw = pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), len);
-        let obj = Bound::from_owned_ptr_or_err(py, raw)?.cast_into_unchecked::<PyBytes>();
-        let data = pyo3::ffi::PyBytes_AsString(obj.as_ptr()) as *mut u8;
-        let buf = std::slice::from_raw_parts_mut(data, n);
-        Ok((obj, buf))
-    }
-}
-
 #[pymethods]
 impl Handle {
     /// The inode number.
@@ -100,13 +78,13 @@ impl Handle {
         let fs = self.fs(py)?;
         if let Some((size, map, dev)) = &self.map {
             let want = size.saturating_sub(off).min(n as u64) as usize;
-            let (obj, buf) = uninit_bytes(py, want)?;
-            py.detach(|| {
-                let got = xfskit::inode::read_mapped(&fs, map, *dev, *size, off, buf).py()?;
-                buf[got..].fill(0);
-                Ok::<_, PyErr>(())
-            })?;
-            return Ok(obj);
+            return PyBytes::new_with(py, want, |buf| {
+                py.detach(|| {
+                    let got = xfskit::inode::read_mapped(&fs, map, *dev, *size, off, buf).py()?;
+                    buf[got..].fill(0);
+                    Ok(())
+                })
+            });
         }
         let v = py.detach(|| {
             let ip = fs.inode(self.ino).py()?;
