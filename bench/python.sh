@@ -2,7 +2,8 @@
 # Python readers side by side: walk + stat + read + sha256 of every file of
 # an image holding a copy of /usr/share/doc (a 1 GiB image made by mkfs.xfs
 # with Debian's 6.1 defaults and filled through a kernel loop mount), with
-#   xfskit    this package (pip install ./python, release build)
+#   xfskit    this package (pip install ./python, release build), os.scandir-style
+#   xfskit-paths  the same package, os.walk-style (a path lookup per lstat and read)
 #   dissect   dissect.xfs (PyPI, pure Python)
 #   pyfsxfs   libfsxfs-python (PyPI, libyal's C library)
 # and `xfskit extract` to a directory in /dev/shm (the CLI, no Python),
@@ -54,7 +55,7 @@ best() { # tool arg -> the fastest run's JSON line
 }
 
 results=()
-for t in xfskit dissect pyfsxfs; do
+for t in xfskit xfskit-paths dissect pyfsxfs; do
   results+=("$(best "$t" "$IMG")")
 done
 # xfskit extract, then the same hash pass over the extracted tree.

@@ -116,6 +116,44 @@ def test_scandir_entries(kernel_image, mounted):
         assert fs.listdir(b"/links") == [os.fsencode(n) for n in fs.listdir("/links")]
 
 
+def test_open_and_read_a_scandir_entry(kernel_image, mounted):
+    """fs.open(entry) and fs.read_bytes(entry) read the entry's inode: the
+    kernel's contents for every file reached by scandir (after its stat, as
+    a walk does, and without one); a symbolic link's entry is followed by
+    its path, as os.open(entry) does; a directory's is EISDIR."""
+    top = os.fsencode(str(mounted))
+    seen = {"f": 0, "l": 0, "d": 0}
+    with xfskit.open(kernel_image) as fs:
+        stack = [b"/"]
+        while stack:
+            d = stack.pop()
+            for k, e in enumerate(fs.scandir(d)):
+                host = top + e.path
+                if k % 2:
+                    e.stat(follow_symlinks=False)
+                if e.is_symlink():
+                    seen["l"] += 1
+                    want = outcome(lambda: open(host, "rb").read())
+                    assert outcome(lambda: fs.read_bytes(e)) == want, e.path
+                    assert outcome(lambda: fs.open(e).read()) == want, e.path
+                elif e.is_dir():
+                    seen["d"] += 1
+                    stack.append(e.path)
+                    with pytest.raises(IsADirectoryError):
+                        fs.open(e)
+                elif e.is_file():
+                    seen["f"] += 1
+                    with open(host, "rb") as f:
+                        want = f.read()
+                    assert fs.read_bytes(e) == want, e.path
+                    with fs.open(e, buffering=0) as f:
+                        assert f.read() == want, e.path
+                    # Another inode's stat in between: still this one's data.
+                    fs.lstat(b"/")
+                    assert sha(fs.read_bytes(e)) == sha(want), e.path
+    assert min(seen.values()) > 0, seen
+
+
 def test_open_is_raw_io_with_seek(kernel_image, mounted):
     want = (mounted / "data" / "fragmented").read_bytes()
     with xfskit.open(kernel_image) as fs:

@@ -608,6 +608,9 @@ class Filesystem:
         "xb", "ab", "r+b", "w+b", "a+b" (and their text forms). Binary
         files are buffered (``io.BufferedReader``/``Writer``/``Random``)
         unless ``buffering=0``, which gives the raw :class:`FileIO`.
+        ``path`` may be a :class:`DirEntry` from :meth:`scandir`: on a
+        read-only filesystem its inode is opened without a path lookup
+        (a symbolic link's entry is followed by its path, as ``os`` does).
         """
         m = set(mode)
         if not m <= set("rwxabt+") or len(m & set("rwxa")) != 1:
@@ -616,7 +619,8 @@ class Filesystem:
         plus = "+" in m
         p = _enc(path)
         if "r" in m and not plus:
-            h = self._inner.open_read(p)
+            ino = self._entry_ino(path)
+            h = self._inner.open_read(p) if ino is None else self._inner.open_read_ino(ino)
             readable, writable, append = True, False, False
         else:
             create = "r" not in m
@@ -643,8 +647,26 @@ class Filesystem:
         return io.TextIOWrapper(f, encoding=encoding, errors=errors, newline=newline)
 
     def read_bytes(self, path: Any) -> bytes:
-        """The whole contents of a file."""
+        """The whole contents of a file. A :class:`DirEntry` of this
+        filesystem's ``scandir`` is read by its inode, as :meth:`open` does."""
+        ino = self._entry_ino(path)
+        if ino is not None:
+            return self._inner.read_file_ino(ino)
         return self._inner.read_file(_enc(path))
+
+    def _entry_ino(self, path: Any) -> int | None:
+        """The inode of ``path`` when it is an entry of this filesystem's
+        scandir that is not a symbolic link (then opening it needs no path
+        lookup), else None. On a writable filesystem the entry may be
+        stale: its path is looked up again."""
+        if (
+            isinstance(path, DirEntry)
+            and path._fs is self
+            and not self._inner.writable
+            and path._ltype() != "l"
+        ):
+            return path._ino
+        return None
 
     def bulkstat(self, *, ag: int | None = None, threads: int = 0) -> Iterator[BulkstatRecord]:
         """Every allocated inode, from the inode btrees in inode order (no

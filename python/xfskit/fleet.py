@@ -27,6 +27,7 @@ instead and needs no Ray.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import fnmatch
 import hashlib
@@ -208,65 +209,193 @@ def _text(p: bytes) -> tuple[str, bytes | None]:
         return p.decode(errors="backslashreplace"), p
 
 
-def _inventory_table(fs: xfskit.Filesystem, image: str, params: dict) -> Any:
-    import pyarrow as pa
+#: Rows of an inventory written to its Parquet file at a time (one row
+#: group each): what the task holds at once besides the bulkstat columns.
+BATCH_ROWS = 65536
 
-    table = fs.bulkstat_table(threads=params.get("threads", 0))
-    dirs, sizes = _dirs_and_sizes(table)
-    root = fs._inner.stat(b"/", False).st_ino
-    paths, inos = [], []
-    for p, ino in _paths(fs, root, dirs):
-        paths.append(p)
-        inos.append(ino)
-    # Inodes no path reaches (open but unlinked, lost) keep a row without one.
-    reached = set(inos)
-    for ino in table["ino"].to_pylist():
-        if ino not in reached:
-            paths.append(None)
-            inos.append(ino)
-    text, raw = [], []
-    for p in paths:
+
+def _u_view(table: Any, name: str, code: str) -> memoryview:
+    """A column of fixed-width integers as a memoryview (no Python object
+    per value): ``code`` is its struct letter (Q, I, H)."""
+    arr = table[name].combine_chunks()
+    width = {"Q": 8, "I": 4, "H": 2}[code]
+    buf = arr.buffers()[1]
+    start = arr.offset * width
+    return memoryview(buf).cast("B")[start : start + len(arr) * width].cast(code)
+
+
+class _Inventory:
+    """Writes one image's inventory as the walk goes, ``BATCH_ROWS`` rows
+    per row group. Per inode it keeps only the bulkstat columns (a few
+    fixed-width numbers) and one byte (reached yet); paths, xattr names and
+    digests live only as long as their batch."""
+
+    def __init__(self, fs: xfskit.Filesystem, image: str, params: dict, writer_for):
+        import pyarrow as pa
+
+        self.pa = pa
+        self.fs = fs
+        self.image = image
+        self.xattrs = params.get("xattrs", True)
+        self.algo = params.get("hash")
+        self.batch_rows = int(params.get("batch_rows") or BATCH_ROWS)
+        table = fs.bulkstat_table(threads=params.get("threads", 0))
+        # Bulkstat gives inodes in increasing order: a row is found by bisection.
+        self.fields = table.drop_columns(["ino"])
+        self.inos = _u_view(table, "ino", "Q")
+        self.modes = _u_view(table, "mode", "H")
+        self.nlinks = _u_view(table, "nlink", "I")
+        self.forkoffs = _u_view(table, "forkoff", "I")
+        if any(self.inos[i] >= self.inos[i + 1] for i in range(0, len(self.inos) - 1, 4096)):
+            raise ValueError("bulkstat did not give the inodes in order")
+        self.reached = bytearray(len(self.inos))
+        # Digests and xattr names of inodes with several links, so that
+        # their later paths repeat the first one's without a second read.
+        self.linked: dict[int, tuple] = {}
+        self.writer_for = writer_for
+        self.writer = None
+        self.rows = 0
+        self._clear()
+
+    def _clear(self) -> None:
+        self.b_text: list = []
+        self.b_raw: list = []
+        self.b_ino: list = []
+        self.b_row: list = []
+        self.b_xattrs: list = []
+        self.b_hash: list = []
+
+    def row_of(self, ino: int) -> int | None:
+        i = bisect.bisect_left(self.inos, ino)
+        if i < len(self.inos) and self.inos[i] == ino:
+            return i
+        return None
+
+    def add(self, p: bytes | None, ino: int, row: int | None) -> None:
+        first = row is not None and not self.reached[row]
+        if row is not None:
+            self.reached[row] = 1
         if p is None:
-            text.append(None)
-            raw.append(None)
+            self.b_text.append(None)
+            self.b_raw.append(None)
         else:
             t, r = _text(p)
-            text.append(t)
-            raw.append(r)
-    first_path: dict[int, bytes] = {}
-    for p, ino in zip(paths, inos):
-        if p is not None and ino not in first_path:
-            first_path[ino] = p
-    cols: dict[str, Any] = {
-        "image": pa.array([image] * len(paths), pa.string()),
-        "path": pa.array(text, pa.string()),
-        "path_bytes": pa.array(raw, pa.binary()),
-        "ino": pa.array(inos, pa.uint64()),
-    }
-    if params.get("xattrs", True):
-        # Only inodes with an attribute fork can have names (forkoff != 0).
-        import pyarrow.compute as pc
+            self.b_text.append(t)
+            self.b_raw.append(r)
+        self.b_ino.append(ino)
+        self.b_row.append(row)
+        if self.xattrs or self.algo:
+            names, digest = self._extras(p, ino, row, first)
+            self.b_xattrs.append(names)
+            self.b_hash.append(digest)
+        if len(self.b_ino) >= self.batch_rows:
+            self.flush()
 
-        with_fork = pc.filter(table["ino"], pc.not_equal(table["forkoff"], 0)).to_pylist()
-        names: dict[int, list[str]] = {}
-        listxattr = fs._inner.listxattr
-        for ino in with_fork:
-            p = first_path.get(ino)
-            if p is not None:
-                names[ino] = [n.decode(errors="backslashreplace") for n in listxattr(p, False)]
-        cols["xattrs"] = pa.array([names.get(i, []) for i in inos], pa.list_(pa.string()))
-    algo = params.get("hash")
-    if algo:
-        digests = {ino: _hash(fs, first_path[ino], algo) for ino in sizes if ino in first_path}
-        cols[algo] = pa.array([digests.get(i) for i in inos], pa.string())
-    # Each row takes its inode's bulkstat fields (a take by row number:
-    # walk order kept, no hash join).
-    row_of = {ino: i for i, ino in enumerate(table["ino"].to_pylist())}
-    take = [row_of.get(i) for i in inos]
-    fields = table.drop_columns(["ino"]).take(pa.array(take, pa.int64()))
-    for name in fields.column_names:
-        cols[name] = fields[name]
-    return pa.table(cols)
+    def _extras(self, p: bytes | None, ino: int, row: int | None, first: bool) -> tuple:
+        """The xattr names and the digest of a row (those of the inode's
+        first path; none for a row without a path)."""
+        if row is None or p is None:
+            return [], None
+        if not first:
+            got = self.linked.get(ino)
+            if got is not None:
+                return got
+            return [], None  # its first path had nothing to give
+        names: list = []
+        digest = None
+        if self.xattrs and self.forkoffs[row] != 0:
+            names = [n.decode(errors="backslashreplace") for n in self.fs._inner.listxattr(p, False)]
+        if self.algo and (self.modes[row] & 0o170000) == _stat.S_IFREG:
+            digest = _hash(self.fs, p, self.algo)
+        if self.nlinks[row] > 1 and (names or digest is not None):
+            self.linked[ino] = (names, digest)
+        return names, digest
+
+    def flush(self) -> None:
+        if not self.b_ino:
+            return
+        pa = self.pa
+        n = len(self.b_ino)
+        cols: dict[str, Any] = {
+            "image": pa.array([self.image] * n, pa.string()),
+            "path": pa.array(self.b_text, pa.string()),
+            "path_bytes": pa.array(self.b_raw, pa.binary()),
+            "ino": pa.array(self.b_ino, pa.uint64()),
+        }
+        if self.xattrs:
+            cols["xattrs"] = pa.array(self.b_xattrs, pa.list_(pa.string()))
+        if self.algo:
+            cols[self.algo] = pa.array(self.b_hash, pa.string())
+        # Each row takes its inode's bulkstat fields (walk order kept).
+        fields = self.fields.take(pa.array(self.b_row, pa.int64()))
+        for name in fields.column_names:
+            cols[name] = fields[name]
+        t = pa.table(cols)
+        if self.writer is None:
+            self.writer = self.writer_for(t.schema)
+        self.writer.write_table(t, row_group_size=n)
+        self.rows += n
+        self._clear()
+
+    def run(self, root_ino: int) -> int:
+        """Walks every path from the root (each directory listed once),
+        then gives the inodes no path reaches (open but unlinked, lost) a
+        row without a path. Returns the number of rows."""
+        scandir = self.fs._inner.scandir
+        root_row = self.row_of(root_ino)
+        self.add(b"/", root_ino, root_row)
+        stack = [b""]
+        while stack:
+            d = stack.pop()
+            for name, ino, _t in scandir(d or b"/"):
+                p = d + b"/" + name
+                row = self.row_of(ino)
+                seen = row is None or self.reached[row]
+                self.add(p, ino, row)
+                if not seen and (self.modes[row] & 0o170000) == _stat.S_IFDIR:
+                    stack.append(p)
+        i = self.reached.find(0)
+        while i != -1:
+            self.add(None, self.inos[i], i)
+            i = self.reached.find(0, i + 1)
+        self.flush()
+        return self.rows
+
+
+def _write_inventory(fs: xfskit.Filesystem, image: str, params: dict, tmp: str, ofs: Any) -> int:
+    """Writes the inventory of ``fs`` to ``tmp`` (a path in the pyarrow
+    filesystem ``ofs``) in row groups of ``BATCH_ROWS``; returns its rows."""
+    import pyarrow.parquet as pq
+
+    writers: list = []
+
+    def writer_for(schema):
+        w = pq.ParquetWriter(tmp, schema, filesystem=ofs)
+        writers.append(w)
+        return w
+
+    inv = _Inventory(fs, image, params, writer_for)
+    try:
+        return inv.run(fs._inner.stat(b"/", False).st_ino)
+    finally:
+        for w in writers:
+            w.close()
+
+
+def _inventory_table(fs: xfskit.Filesystem, image: str, params: dict) -> Any:
+    """One image's whole inventory as a table in memory (what its Parquet
+    file holds; for small images and tests)."""
+    import pyarrow as pa
+
+    batches: list = []
+
+    class _Collect:
+        def write_table(self, t, row_group_size=None):
+            batches.append(t)
+
+    inv = _Inventory(fs, image, params, lambda schema: _Collect())
+    inv.run(fs._inner.stat(b"/", False).st_ino)
+    return pa.concat_tables(batches)
 
 
 def _slug(index: int, source: str) -> str:
@@ -317,15 +446,11 @@ def run_one(kind: str, index: int, spec: dict, params: dict) -> dict:
     try:
         with _open(spec) as fs:
             if kind == "inventory":
-                import pyarrow.parquet as pq
-
-                t = _inventory_table(fs, spec["source"], params)
                 ofs, base = _out_fs(params["out"])
                 name = f"{base}/inventory/{_slug(index, spec['source'])}"
                 tmp = f"{base}/inventory/.{_slug(index, spec['source'])}.tmp"
-                pq.write_table(t, tmp, filesystem=ofs)
+                row["rows"] = _write_inventory(fs, spec["source"], params, tmp, ofs)
                 ofs.move(tmp, name)
-                row["rows"] = t.num_rows
                 row["file"] = name
             elif kind == "check":
                 rep = fs.check(threads=params.get("threads", 0), memory=params.get("memory", 0))
@@ -594,6 +719,7 @@ def inventory(
     threads: int = 0,
     overwrite: bool = False,
     progress: bool = True,
+    batch_rows: int = BATCH_ROWS,
 ) -> Any:
     """Writes every path of every image to ``OUT/inventory/`` (one Parquet
     file per image): the image, the path (``path_bytes`` holds it when it
@@ -602,7 +728,14 @@ def inventory(
     xattr names, and with ``hash`` (a hashlib name such as "sha256") a
     column of that name with each regular file's digest. A hard link gives
     a row per path; an inode no path reaches, a row without one.
+
+    Each task writes its file as the walk goes, ``batch_rows`` rows per
+    Parquet row group: besides that batch it keeps about 120 bytes per
+    inode of the image (the bulkstat columns and a mark of the inodes
+    reached), not the paths.
     """
+    if batch_rows < 1:
+        raise ValueError(f"batch_rows must be at least 1, not {batch_rows}")
     if hash is not None:
         hashlib.new(hash)  # an unknown name fails here, not in every task
     _prepare_out(out, ["inventory", "images.parquet"], overwrite)
@@ -610,7 +743,7 @@ def inventory(
         "inventory",
         images,
         out,
-        {"hash": hash, "xattrs": xattrs, "threads": threads},
+        {"hash": hash, "xattrs": xattrs, "threads": threads, "batch_rows": batch_rows},
         partition=partition,
         lv=lv,
         storage_options=storage_options,

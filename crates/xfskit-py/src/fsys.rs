@@ -20,6 +20,13 @@ pub struct PyFs {
     /// (its path as given, and its inode): a walk stats the entries of
     /// one directory after another, so most lookups start there.
     last_dir: Mutex<Option<(Vec<u8>, Inode)>>,
+    /// The last path looked up on a read-only filesystem and its inode
+    /// (never a symbolic link): `lstat(p)` then `open(p)` or
+    /// `read_bytes(p)` find the inode once.
+    last_hit: Mutex<Option<(Vec<u8>, Inode)>>,
+    /// The last inode `stat_ino` read on a read-only filesystem: a scandir
+    /// entry's `stat()` then `open(entry)` read it once.
+    last_ino: Mutex<Option<Inode>>,
     /// Opened with `writable=True`.
     #[pyo3(get)]
     pub writable: bool,
@@ -59,6 +66,8 @@ impl PyFs {
         PyFs {
             inner: RwLock::new(Some(Arc::new(fs))),
             last_dir: Mutex::new(None),
+            last_hit: Mutex::new(None),
+            last_ino: Mutex::new(None),
             writable,
         }
     }
@@ -85,6 +94,14 @@ impl PyFs {
         if self.writable || name.is_empty() || name == b"." || name == b".." || name.len() > 255 {
             return lookup(fs, path, follow);
         }
+        {
+            let g = self.last_hit.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((p, ip)) = g.as_ref() {
+                if p == path {
+                    return Ok(ip.clone());
+                }
+            }
+        }
         let cached = {
             let g = self.last_dir.lock().unwrap_or_else(|p| p.into_inner());
             g.as_ref().filter(|(d, _)| d == dir).map(|(_, ip)| ip.clone())
@@ -106,9 +123,14 @@ impl PyFs {
         match xfskit::dir::lookup(fs, &dir_ip, name) {
             Ok(Some(ino)) => {
                 let ip = fs.inode(ino).at(path)?;
-                if follow && ip.file_type == FileType::Symlink {
-                    return lookup(fs, path, follow);
+                if ip.file_type == FileType::Symlink {
+                    if follow {
+                        return lookup(fs, path, follow);
+                    }
+                    return Ok(ip);
                 }
+                *self.last_hit.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((path.to_vec(), ip.clone()));
                 Ok(ip)
             }
             _ => lookup(fs, path, follow),
@@ -185,7 +207,11 @@ impl PyFs {
         let fs = self.get()?;
         py.detach(|| {
             let ip = fs.inode(Ino(ino)).py()?;
-            Ok(StatResult::of(&ip, fs.geometry().block_size))
+            let st = StatResult::of(&ip, fs.geometry().block_size);
+            if !self.writable {
+                *self.last_ino.lock().unwrap_or_else(|p| p.into_inner()) = Some(ip);
+            }
+            Ok(st)
         })
     }
 
@@ -195,7 +221,7 @@ impl PyFs {
     fn scandir(&self, py: Python<'_>, path: &[u8]) -> PyResult<Py<PyList>> {
         let fs = self.get()?;
         let entries = py.detach(|| {
-            let ip = lookup(&fs, path, true)?;
+            let ip = self.lookup_fast(&fs, path, true)?;
             if ip.file_type != FileType::Dir {
                 return Err(errors::os(libc::ENOTDIR, "not a directory", Some(path)));
             }
@@ -274,6 +300,40 @@ impl PyFs {
             }
         })?;
         crate::file::Handle::new(slf.clone().unbind(), &fs, ip, me.writable, false)
+    }
+
+    /// Opens regular file inode `ino` for reading (a scandir entry's
+    /// inode: no path lookup).
+    fn open_read_ino(slf: &Bound<'_, Self>, ino: u64) -> PyResult<crate::file::Handle> {
+        let me = slf.get();
+        let fs = me.get()?;
+        let py = slf.py();
+        let ip = py.detach(|| {
+            let cached = if me.writable {
+                None
+            } else {
+                me.last_ino
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()
+                    .filter(|ip| ip.ino.0 == ino)
+            };
+            let ip = match cached {
+                Some(ip) => ip,
+                None => fs.inode(Ino(ino)).py()?,
+            };
+            match ip.file_type {
+                FileType::Dir => Err(errors::os(libc::EISDIR, "is a directory", None)),
+                _ => Ok(ip),
+            }
+        })?;
+        crate::file::Handle::new(slf.clone().unbind(), &fs, ip, me.writable, false)
+    }
+
+    /// The whole contents of regular file inode `ino`.
+    fn read_file_ino<'py>(slf: &Bound<'py, Self>, ino: u64) -> PyResult<Bound<'py, PyBytes>> {
+        let h = Self::open_read_ino(slf, ino)?;
+        h.read_all(slf.py())
     }
 
     /// The whole contents of regular file `path` (one call: lookup, map, read).
