@@ -134,6 +134,60 @@ fn repair_clean(img: &Path, what: &str) {
     assert!(ok, "{what}: xfs_repair -n:\n{out}");
 }
 
+/// Cuts the recovery of `img` at write `n` of `total` (torn when odd), then
+/// recovers again and compares the tree and check; every `stride`-th point
+/// and the last ones also go through the kernel's recovery and xfs_repair.
+#[allow(clippy::too_many_arguments)]
+fn crash_point(
+    img: &Path,
+    n: u64,
+    total: u64,
+    stride: u64,
+    want: &Tree,
+    crashed: &Path,
+    again: &Path,
+    kernel_looks: &std::sync::atomic::AtomicU64,
+) {
+    let tear = n % 2 == 1;
+    let (dev, r) = recover_on(img, Some(n), tear);
+    assert!(r.is_err(), "write {n} of {total} failed, yet recovery returned");
+    let what = format!("crash at write {n} of {total}{}", if tear { " (torn)" } else { "" });
+    let look = n % stride == 0 || n + 6 > total;
+    if look {
+        dev.save(img, crashed);
+    }
+    // The machine comes back and xfskit recovers what the crash left.
+    dev.revive();
+    if let Err(e) = recover_device(Arc::new(Shared(dev.clone())), &RecoverOptions::default()) {
+        panic!("{what}: recovery after the crash: {e}");
+    }
+    let fs = Fs::from_device(Box::new(Shared(dev.clone())), &OpenOptions::default()).unwrap();
+    assert_tree_eq(want, &walk_lib(&fs), &what);
+    let report = xfskit::check::check(
+        &fs,
+        &xfskit::check::CheckOptions {
+            threads: 1,
+            progress: None,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        report.is_clean(),
+        "{what}: check after recovery: {:?}",
+        report.problems
+    );
+    drop(fs);
+    if look {
+        kernel_looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        dev.save(img, again);
+        repair_clean(again, &format!("{what}, recovered by xfskit"));
+        let got = kernel_tree(crashed);
+        assert_tree_eq(want, &got, &format!("{what}, recovered by the kernel"));
+        repair_clean(crashed, &format!("{what}, recovered by the kernel"));
+    }
+}
+
 #[test]
 fn recovery_interrupted_at_every_write() {
     if skip_unless_root("recovery_interrupted_at_every_write") {
@@ -159,51 +213,29 @@ fn recovery_interrupted_at_every_write() {
         "recovery makes {total} writes ({} extents freed, {} inodes freed)",
         full.efi_extents_freed, full.unlinked.freed
     );
-    let crashed = dir.join("crashed.img");
-    let again = dir.join("again.img");
     // The kernel's look is slow: every few writes, and every one of the
     // last writes (the work after replay and the unmount record).
     let stride = (total / 8).max(1);
-    let mut kernel_looks = 0;
-    for n in 1..=total {
-        let tear = n % 2 == 1;
-        let (dev, r) = recover_on(&img, Some(n), tear);
-        assert!(r.is_err(), "write {n} of {total} failed, yet recovery returned");
-        let what = format!("crash at write {n} of {total}{}", if tear { " (torn)" } else { "" });
-        let look = n % stride == 0 || n + 6 > total;
-        if look {
-            dev.save(&img, &crashed);
+    let kernel_looks = std::sync::atomic::AtomicU64::new(0);
+    let next = std::sync::atomic::AtomicU64::new(1);
+    // Two workers take the crash points in turn (each point is
+    // independent: its own device over the same dirty image).
+    std::thread::scope(|sc| {
+        for w in 0..2 {
+            let (img, dir, want, next, kernel_looks) = (&img, &dir, &want, &next, &kernel_looks);
+            sc.spawn(move || {
+                let crashed = dir.join(format!("crashed{w}.img"));
+                let again = dir.join(format!("again{w}.img"));
+                loop {
+                    let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if n > total {
+                        break;
+                    }
+                    crash_point(img, n, total, stride, want, &crashed, &again, kernel_looks);
+                }
+            });
         }
-        // The machine comes back and xfskit recovers what the crash left.
-        dev.revive();
-        if let Err(e) = recover_device(Arc::new(Shared(dev.clone())), &RecoverOptions::default()) {
-            panic!("{what}: recovery after the crash: {e}");
-        }
-        let fs = Fs::from_device(Box::new(Shared(dev.clone())), &OpenOptions::default()).unwrap();
-        assert_tree_eq(&want, &walk_lib(&fs), &what);
-        let report = xfskit::check::check(
-            &fs,
-            &xfskit::check::CheckOptions {
-                threads: 2,
-                progress: None,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        assert!(
-            report.is_clean(),
-            "{what}: check after recovery: {:?}",
-            report.problems
-        );
-        drop(fs);
-        if look {
-            kernel_looks += 1;
-            dev.save(&img, &again);
-            repair_clean(&again, &format!("{what}, recovered by xfskit"));
-            let got = kernel_tree(&crashed);
-            assert_tree_eq(&want, &got, &format!("{what}, recovered by the kernel"));
-            repair_clean(&crashed, &format!("{what}, recovered by the kernel"));
-        }
-    }
+    });
+    let kernel_looks = kernel_looks.into_inner();
     println!("{total} crash points, {kernel_looks} also recovered by the kernel");
 }
