@@ -120,7 +120,7 @@ fi
 
 stage_done "parent-pointer pass of the read-write mount tests"
 
-# The Python package (python/): pip builds it (maturin, release) into a
+# The Python package (python/): pip builds it (maturin) into a
 # fresh virtual environment with pytest, pyarrow, fsspec, moto's S3
 # server and boto3 (tests of images in object storage) and ray (the fleet
 # scans on a local Ray instance) from PyPI, then
@@ -136,7 +136,11 @@ else
     py_skip="Python package tests: python3 -m venv failed"
   elif ! "$venv/bin/pip" install -q maturin pytest pyarrow fsspec "moto[server]" boto3 ray 2>&1 | tail -n 5; then
     py_skip="Python package tests: pip could not install maturin, pytest, pyarrow, fsspec, moto[server], boto3 and ray (is PyPI reachable?)"
-  elif ! "$venv/bin/pip" install -q ./python 2>&1 | tail -n 20; then
+  # The wheel is built in the dev profile: it reuses the dependencies the
+  # test pass compiled (target/debug) instead of compiling them all again
+  # for release, which took most of this stage (`pip install ./python`
+  # without this variable, as users run it, is the release build).
+  elif ! MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/pip" install -q ./python 2>&1 | tail -n 20; then
     echo "python: pip install ./python failed (above)"
     status=1
   else
