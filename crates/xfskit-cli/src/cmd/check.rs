@@ -26,15 +26,15 @@ pub struct Args {
     /// Check even if the log needs replay (like the kernel's norecovery).
     #[arg(long)]
     pub norecovery: bool,
-    /// Bound on what the check keeps per inode and per directory entry
-    /// (k m g suffixes; default 512m). Past it, sorted runs go to a temporary
-    /// file, so a filesystem of any number of inodes is checked in about
-    /// this memory plus the buffer cache and the per-extent maps. Like
-    /// xfs_repair's -m.
+    /// Bound on what the check keeps per inode, per directory entry and per
+    /// file extent (k m g suffixes; default 512m). Past it, sorted runs go to
+    /// a temporary file, so a filesystem of any number of inodes is checked
+    /// in about this memory plus the buffer cache and the map of claimed
+    /// extents. Like xfs_repair's -m.
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
     /// Directory for that temporary file (default: $TMPDIR or /tmp). It
-    /// takes about 30 bytes per inode and per entry past the bound.
+    /// takes about 30 bytes per inode, entry and extent past the bound.
     #[arg(long, value_name = "DIR")]
     pub tmpdir: Option<PathBuf>,
 }

@@ -116,9 +116,10 @@ pub struct CheckOptions<'a> {
     pub threads: usize,
     /// Called after each AG of each parallel pass with (pass, done, total).
     pub progress: Option<Progress<'a>>,
-    /// Bound on the memory of what the namespace pass keeps per inode and
-    /// per directory entry (0: [`DEFAULT_MEMORY`]); past it, sorted runs go
-    /// to a temporary file.
+    /// Bound on the memory of what the check keeps per inode, per
+    /// directory entry (three quarters) and per file mapping that the
+    /// rmapbt is compared with (a quarter) (0: [`DEFAULT_MEMORY`]); past
+    /// it, sorted runs go to a temporary file.
     pub memory: usize,
     /// Directory of that temporary file (None: the system's, `TMPDIR`).
     pub tmpdir: Option<std::path::PathBuf>,
@@ -317,21 +318,22 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     fs.read_bytes(0, &mut sb0)?;
     // The superblock must be readable; everything else is a problem.
     let sb = links::read_sb_counters(fs)?;
+    // The bound: a quarter for the file mappings the rmapbt is compared
+    // with, the rest for the namespace pass's records.
+    let memory = if opts.memory == 0 {
+        DEFAULT_MEMORY
+    } else {
+        opts.memory
+    };
+    let spill_config = spill::SpillConfig {
+        dir: opts.tmpdir.clone(),
+    };
     let ctx = Ctx {
         fs,
         sink: Sink::default(),
         map: space::OwnerMap::new(geo),
-        rmaps: rmap::Rmaps::new(geo),
-        ns: ns::NsStore::new(
-            if opts.memory == 0 {
-                DEFAULT_MEMORY
-            } else {
-                opts.memory
-            },
-            spill::SpillConfig {
-                dir: opts.tmpdir.clone(),
-            },
-        ),
+        rmaps: rmap::Rmaps::new(geo, memory / 4, spill_config.clone()),
+        ns: ns::NsStore::new(memory - memory / 4, spill_config),
         counters: Counters::default(),
         sb0,
         meta_roots: sb.meta_inodes.iter().copied().chain(sb.metadir).collect(),
@@ -395,7 +397,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         return Err(Error::Io(e));
     }
 
-    ctx.rmaps.finish(&ctx, threads);
+    ctx.rmaps.finish(&ctx).map_err(Error::Io)?;
     // The realtime section, when its device was given (as xfs_repair
     // needs it): bitmap, summary and free count against the files.
     if geo.rt_blocks > 0 && fs.rt_readable() {

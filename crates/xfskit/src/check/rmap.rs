@@ -14,15 +14,18 @@
 //! rebuilds the tree from what it expects, so such a record would go).
 //!
 //! Memory: pass 1 keeps the expected non-file mappings of the AGs being
-//! checked and drops them when the AG is done; what is kept to the end is
-//! one record per file mapping (expected and found), which follows the
-//! file extents, not the size of the filesystem nor the number of AGs.
+//! checked and drops them when the AG is done. The file mappings (expected
+//! and found) go to sorters that keep at most their share of the check's
+//! memory bound and spill sorted runs past it; the comparison at the end
+//! merges the two sorted streams one owner of one AG at a time.
 
 use super::Ctx;
 use crate::bytes::{be32, be64};
 use crate::error::Location;
 use crate::geometry::{AgNumber, Ino};
+use super::spill::{get_u32, get_u64, put_u32, put_u64, Peek, Rec, SpillConfig, Sorter};
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use xfs_format::btree as xbt;
 
@@ -429,140 +432,270 @@ pub(crate) fn compare_in(
     mut want: Vec<Rmap>,
     mut found: Vec<Rmap>,
 ) {
-    let order = |r: &Rmap| (r.kind(), r.start, r.len, r.offset, r.flags);
-    want.sort_unstable_by_key(order);
-    want.dedup();
-    found.sort_unstable_by_key(order);
+    want.sort_unstable_by_key(Rmap::order);
+    found.sort_unstable_by_key(Rmap::order);
+    let mut t = Tally::new(ctx, what, Box::new(at), scope.to_string());
+    t.compare(&mut want, &found);
+    t.end();
+}
 
-    // Every expected mapping is held by one record.
-    let mut missing = 0usize;
-    for w in &want {
-        // Records of w's kind starting at or before w, the latest first.
-        let i = found.partition_point(|b| (b.kind(), b.start) <= (w.kind(), w.start));
-        let mut near = None;
-        let mut ok = false;
-        for b in found[..i].iter().rev().take(16) {
-            if b.kind() != w.kind() {
-                break;
-            }
-            if b.holds(w) {
-                ok = true;
-                break;
-            }
-            if b.end() > u64::from(w.start) && near.is_none() {
-                near = Some(*b);
-            }
-        }
-        if ok {
-            continue;
-        }
-        missing += 1;
-        if missing > MAX_REPORTS {
-            continue;
-        }
-        let d = match near {
-            Some(b) => format!("reverse mapping {b} does not match {w}"),
-            None => format!("no reverse mapping for {w}"),
-        };
-        ctx.sink.add(what, at(w.start), d);
-    }
-    if missing > MAX_REPORTS {
-        ctx.sink.add(
-            what,
-            Location::Other(scope.to_string()),
-            format!(
-                "{} more expected mapping(s) not found",
-                missing - MAX_REPORTS
-            ),
-        );
-    }
-
-    // Every record holds only expected blocks of its owner.
-    let mut extra = 0usize;
-    for b in &found {
-        let mut i = want.partition_point(|w| (w.kind(), w.start) < (b.kind(), b.start));
-        // Step back over expected mappings of the kind that reach into b.
-        let mut back = 0;
-        while i > 0
-            && back < 16
-            && want[i - 1].kind() == b.kind()
-            && want[i - 1].end() > u64::from(b.start)
-        {
-            i -= 1;
-            back += 1;
-        }
-        let mut covered = u64::from(b.start);
-        for w in &want[i..] {
-            if w.kind() != b.kind() || u64::from(w.start) > covered || covered >= b.end() {
-                break;
-            }
-            if w.end() > covered && b.agrees(w) {
-                covered = w.end();
-            }
-        }
-        if covered >= b.end() {
-            continue;
-        }
-        extra += 1;
-        if extra > MAX_REPORTS {
-            continue;
-        }
-        ctx.sink.add(
-            what,
-            at(b.start),
-            format!("record {b}: block {covered} is not mapped so by its owner"),
-        );
-    }
-    if extra > MAX_REPORTS {
-        ctx.sink.add(
-            what,
-            Location::Other(scope.to_string()),
-            format!(
-                "{} more record(s) not matching their owners",
-                extra - MAX_REPORTS
-            ),
-        );
+impl Rmap {
+    /// The order of the comparison: by owner, fork and bmbt flag, then start.
+    fn order(&self) -> ((u64, u8), u32, u32, u64, u8) {
+        (self.kind(), self.start, self.len, self.offset, self.flags)
     }
 }
 
-/// Expected and found mappings of the AGs of one lock.
-#[derive(Default)]
+/// The problems of one group's comparison, counted over all its owners.
+struct Tally<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+    what: &'static str,
+    at: Box<dyn Fn(u32) -> Location + 'c>,
+    scope: String,
+    missing: usize,
+    extra: usize,
+}
+
+impl<'c, 'a> Tally<'c, 'a> {
+    fn new(
+        ctx: &'c Ctx<'a>,
+        what: &'static str,
+        at: Box<dyn Fn(u32) -> Location + 'c>,
+        scope: String,
+    ) -> Self {
+        Tally {
+            ctx,
+            what,
+            at,
+            scope,
+            missing: 0,
+            extra: 0,
+        }
+    }
+
+    /// Compares `want` with `found`, both sorted by [`Rmap::order`]
+    /// (`want` loses its duplicates).
+    fn compare(&mut self, want: &mut Vec<Rmap>, found: &[Rmap]) {
+        let (ctx, what, at) = (self.ctx, self.what, &self.at);
+        want.dedup();
+        // Every expected mapping is held by one record.
+        for w in want.iter() {
+            // Records of w's kind starting at or before w, the latest first.
+            let i = found.partition_point(|b| (b.kind(), b.start) <= (w.kind(), w.start));
+            let mut near = None;
+            let mut ok = false;
+            for b in found[..i].iter().rev().take(16) {
+                if b.kind() != w.kind() {
+                    break;
+                }
+                if b.holds(w) {
+                    ok = true;
+                    break;
+                }
+                if b.end() > u64::from(w.start) && near.is_none() {
+                    near = Some(*b);
+                }
+            }
+            if ok {
+                continue;
+            }
+            self.missing += 1;
+            if self.missing > MAX_REPORTS {
+                continue;
+            }
+            let d = match near {
+                Some(b) => format!("reverse mapping {b} does not match {w}"),
+                None => format!("no reverse mapping for {w}"),
+            };
+            ctx.sink.add(what, at(w.start), d);
+        }
+
+        // Every record holds only expected blocks of its owner.
+        for b in found {
+            let mut i = want.partition_point(|w| (w.kind(), w.start) < (b.kind(), b.start));
+            // Step back over expected mappings of the kind that reach into b.
+            let mut back = 0;
+            while i > 0
+                && back < 16
+                && want[i - 1].kind() == b.kind()
+                && want[i - 1].end() > u64::from(b.start)
+            {
+                i -= 1;
+                back += 1;
+            }
+            let mut covered = u64::from(b.start);
+            for w in &want[i..] {
+                if w.kind() != b.kind() || u64::from(w.start) > covered || covered >= b.end() {
+                    break;
+                }
+                if w.end() > covered && b.agrees(w) {
+                    covered = w.end();
+                }
+            }
+            if covered >= b.end() {
+                continue;
+            }
+            self.extra += 1;
+            if self.extra > MAX_REPORTS {
+                continue;
+            }
+            ctx.sink.add(
+                what,
+                at(b.start),
+                format!("record {b}: block {covered} is not mapped so by its owner"),
+            );
+        }
+    }
+
+    /// The counts of what was not reported one by one.
+    fn end(self) {
+        if self.missing > MAX_REPORTS {
+            self.ctx.sink.add(
+                self.what,
+                Location::Other(self.scope.clone()),
+                format!(
+                    "{} more expected mapping(s) not found",
+                    self.missing - MAX_REPORTS
+                ),
+            );
+        }
+        if self.extra > MAX_REPORTS {
+            self.ctx.sink.add(
+                self.what,
+                Location::Other(self.scope),
+                format!(
+                    "{} more record(s) not matching their owners",
+                    self.extra - MAX_REPORTS
+                ),
+            );
+        }
+    }
+}
+
+/// A file mapping of an AG, as the sorters keep it: ordered by AG, then
+/// as [`Rmap::order`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AgRmap {
+    agno: u32,
+    r: Rmap,
+}
+
+impl AgRmap {
+    fn key(&self) -> (u32, ((u64, u8), u32, u32, u64, u8)) {
+        (self.agno, self.r.order())
+    }
+
+    /// The comparison's unit: one owner's fork (or bmbt blocks) in one AG.
+    fn group(&self) -> (u32, (u64, u8)) {
+        (self.agno, self.r.kind())
+    }
+}
+
+impl PartialOrd for AgRmap {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for AgRmap {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&o.key())
+    }
+}
+
+impl Rec for AgRmap {
+    const SIZE: usize = 29;
+    fn put(&self, b: &mut [u8]) {
+        put_u32(b, 0, self.agno);
+        put_u32(b, 4, self.r.start);
+        put_u32(b, 8, self.r.len);
+        put_u64(b, 12, self.r.owner);
+        put_u64(b, 20, self.r.offset);
+        b[28] = self.r.flags;
+    }
+    fn get(b: &[u8]) -> Self {
+        AgRmap {
+            agno: get_u32(b, 0),
+            r: Rmap {
+                start: get_u32(b, 4),
+                len: get_u32(b, 8),
+                owner: get_u64(b, 12),
+                offset: get_u64(b, 20),
+                flags: b[28],
+            },
+        }
+    }
+}
+
+/// Sorters the file mappings are spread over (by thread, so that the
+/// inode pass's workers seldom wait for each other).
+const SHARDS: usize = 8;
+
+/// One shard: the file mappings expected and found.
 struct Shard {
-    want: HashMap<u32, Vec<Rmap>>,
-    found: HashMap<u32, Vec<Rmap>>,
+    want: Sorter<AgRmap>,
+    found: Sorter<AgRmap>,
 }
 
-/// Locks the AG sets are spread over.
-const SHARDS: u32 = 64;
+fn my_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local!(static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS);
+    SHARD.with(|s| *s)
+}
 
-/// The mappings kept between the passes, per AG that has any.
+/// The mappings kept between the passes.
 pub(crate) struct Rmaps {
     on: bool,
     ag_count: u32,
+    /// Expected mappings of non-inode owners, per AG, until pass 1 is
+    /// done with the AG.
+    ag_want: Mutex<HashMap<u32, Vec<Rmap>>>,
     shards: Vec<Mutex<Shard>>,
     /// AGs whose rmapbt could not be read whole: not compared.
     skip: Mutex<HashSet<u32>>,
+    /// The first error writing or reading a spill file.
+    failed: Mutex<Option<std::io::Error>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Rmaps {
-    pub(crate) fn new(ctx_geo: &crate::geometry::Geometry) -> Rmaps {
+    /// Mappings of `geo`'s filesystem kept in about `memory` bytes, past
+    /// which sorted runs are spilled as `config` says.
+    pub(crate) fn new(
+        geo: &crate::geometry::Geometry,
+        memory: usize,
+        config: SpillConfig,
+    ) -> Rmaps {
+        let share = memory / (2 * SHARDS);
         Rmaps {
-            on: ctx_geo.features.rmapbt,
-            ag_count: ctx_geo.ag_count,
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            on: geo.features.rmapbt,
+            ag_count: geo.ag_count,
+            ag_want: Mutex::new(HashMap::new()),
+            shards: (0..if geo.features.rmapbt { SHARDS } else { 0 })
+                .map(|_| {
+                    Mutex::new(Shard {
+                        want: Sorter::new(share, config.clone()),
+                        found: Sorter::new(share, config.clone()),
+                    })
+                })
+                .collect(),
             skip: Mutex::new(HashSet::new()),
+            failed: Mutex::new(None),
         }
-    }
-
-    fn shard(&self, agno: u32) -> std::sync::MutexGuard<'_, Shard> {
-        self.shards[(agno % SHARDS) as usize]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// True when the filesystem has reverse mappings to compare.
     pub(crate) fn on(&self) -> bool {
         self.on
+    }
+
+    fn note(&self, r: std::io::Result<()>) {
+        if let Err(e) = r {
+            lock(&self.failed).get_or_insert(e);
+        }
     }
 
     /// Records that the check expects mapping `r` in AG `agno`. Mappings
@@ -571,7 +704,12 @@ impl Rmaps {
         if !self.on || agno >= self.ag_count || r.len == 0 {
             return;
         }
-        self.shard(agno).want.entry(agno).or_default().push(r);
+        if non_inode(r.owner) {
+            lock(&self.ag_want).entry(agno).or_default().push(r);
+            return;
+        }
+        let res = lock(&self.shards[my_shard()]).want.push(AgRmap { agno, r });
+        self.note(res);
     }
 
     /// Keeps the file mappings found in AG `agno`'s rmapbt for [`Rmaps::finish`].
@@ -579,56 +717,120 @@ impl Rmaps {
         if !self.on || recs.is_empty() {
             return;
         }
-        self.shard(agno).found.entry(agno).or_default().extend(recs);
+        let mut v: Vec<AgRmap> = recs.into_iter().map(|r| AgRmap { agno, r }).collect();
+        let res = lock(&self.shards[my_shard()]).found.append(&mut v);
+        self.note(res);
     }
 
     /// Leaves AG `agno` out of the comparison.
     pub(crate) fn skip(&self, agno: u32) {
-        self.skip
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(agno);
+        lock(&self.skip).insert(agno);
     }
 
     /// Takes what pass 1 expects of AG `agno` (no file has been read yet).
     pub(crate) fn take_expected(&self, agno: u32) -> Vec<Rmap> {
-        self.shard(agno).want.remove(&agno).unwrap_or_default()
+        lock(&self.ag_want).remove(&agno).unwrap_or_default()
     }
 
-    /// Compares the file mappings of every AG that has any, on `threads`
-    /// threads.
-    pub(crate) fn finish(&self, ctx: &Ctx<'_>, threads: usize) {
+    /// Compares the file mappings of every AG that has any, merging the
+    /// sorted streams one owner of one AG at a time. Errs only when a
+    /// spill file could not be written or read back.
+    pub(crate) fn finish(&self, ctx: &Ctx<'_>) -> std::io::Result<()> {
         if !self.on {
-            return;
+            return Ok(());
         }
-        let skip = std::mem::take(&mut *self.skip.lock().unwrap_or_else(|p| p.into_inner()));
-        let mut ags: Vec<u32> = Vec::new();
-        for s in &self.shards {
-            let s = s.lock().unwrap_or_else(|p| p.into_inner());
-            ags.extend(s.want.keys().chain(s.found.keys()).copied());
+        if let Some(e) = lock(&self.failed).take() {
+            return Err(e);
         }
-        ags.sort_unstable();
-        ags.dedup();
-        ags.retain(|a| !skip.contains(a));
-        super::per_ag(
-            ags.len() as u32,
-            threads,
-            "reverse mappings",
-            None,
-            (),
-            &|i| {
-                let agno = ags[i as usize];
-                let (want, found) = {
-                    let mut s = self.shard(agno);
-                    (
-                        s.want.remove(&agno).unwrap_or_default(),
-                        s.found.remove(&agno).unwrap_or_default(),
-                    )
-                };
-                compare(ctx, agno, want, found);
-            },
-            &|_, _, _| {},
-        );
+        let skip = std::mem::take(&mut *lock(&self.skip));
+        let mut wants = Vec::with_capacity(SHARDS + 1);
+        let mut founds = Vec::with_capacity(SHARDS);
+        // Anything of a non-inode owner expected after its AG's pass 1
+        // is compared here too.
+        let mut late: Vec<AgRmap> = std::mem::take(&mut *lock(&self.ag_want))
+            .into_iter()
+            .flat_map(|(agno, v)| v.into_iter().map(move |r| AgRmap { agno, r }))
+            .collect();
+        // (few: kept in memory whatever their number)
+        let mut s = Sorter::new(usize::MAX, SpillConfig { dir: None });
+        s.append(&mut late)?;
+        wants.push(Peek::new(s.into_sorted()?)?);
+        for sh in &self.shards {
+            let sh = std::mem::replace(
+                &mut *lock(sh),
+                Shard {
+                    want: Sorter::new(0, SpillConfig { dir: None }),
+                    found: Sorter::new(0, SpillConfig { dir: None }),
+                },
+            );
+            wants.push(Peek::new(sh.want.into_sorted()?)?);
+            founds.push(Peek::new(sh.found.into_sorted()?)?);
+        }
+        let mut want = Merge(wants);
+        let mut found = Merge(founds);
+        let mut wg: Vec<Rmap> = Vec::new();
+        let mut fg: Vec<Rmap> = Vec::new();
+        let mut cur: Option<(u32, Tally)> = None;
+        loop {
+            let g = match (want.peek().map(AgRmap::group), found.peek().map(AgRmap::group)) {
+                (None, None) => break,
+                (Some(a), None) | (None, Some(a)) => a,
+                (Some(a), Some(b)) => a.min(b),
+            };
+            wg.clear();
+            fg.clear();
+            while let Some(r) = want.take_if(|r| r.group() == g)? {
+                wg.push(r.r);
+            }
+            while let Some(r) = found.take_if(|r| r.group() == g)? {
+                fg.push(r.r);
+            }
+            let agno = g.0;
+            if skip.contains(&agno) {
+                continue;
+            }
+            if cur.as_ref().is_none_or(|(a, _)| *a != agno) {
+                if let Some((_, t)) = cur.take() {
+                    t.end();
+                }
+                let at = Box::new(move |agbno| Location::AgBlock { agno, agbno });
+                cur = Some((agno, Tally::new(ctx, "rmapbt", at, format!("AG {agno} rmapbt"))));
+            }
+            let (_, t) = cur.as_mut().expect("just set");
+            t.compare(&mut wg, &fg);
+        }
+        if let Some((_, t)) = cur {
+            t.end();
+        }
+        Ok(())
+    }
+}
+
+/// The k-way merge of the shards' sorted streams.
+struct Merge(Vec<Peek<AgRmap>>);
+
+impl Merge {
+    fn head(&self) -> Option<usize> {
+        let mut best: Option<(usize, &AgRmap)> = None;
+        for (i, p) in self.0.iter().enumerate() {
+            if let Some(r) = p.peek() {
+                if best.is_none_or(|(_, b)| r < b) {
+                    best = Some((i, r));
+                }
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+
+    fn peek(&self) -> Option<&AgRmap> {
+        self.head().and_then(|i| self.0[i].peek())
+    }
+
+    fn take_if(&mut self, f: impl Fn(&AgRmap) -> bool) -> std::io::Result<Option<AgRmap>> {
+        match self.head() {
+            Some(i) => self.0[i].take_if(f),
+            None => Ok(None),
+        }
     }
 }
 
