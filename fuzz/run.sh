@@ -6,7 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=0
-[ "${1:-}" = short ] && secs=${FUZZ_SECONDS:-30}
+# The short run builds without optimizations (with debug assertions and
+# overflow checks): it is a smoke test whose build would otherwise take most
+# of its time; the long runs are optimized.
+profile=(--release)
+if [ "${1:-}" = short ]; then secs=${FUZZ_SECONDS:-30}; profile=(--dev); fi
 
 if ! command -v cargo-fuzz >/dev/null && [ ! -x /tmp/cargo-fuzz/bin/cargo-fuzz ]; then
   echo "fuzz: installing cargo-fuzz"
@@ -47,7 +51,7 @@ run_target() {
   [ "$3" -gt 0 ] && args+=(-max_total_time="$3")
   echo "fuzz: running target '$1' ${3:+for ${3}s}"
   set +e
-  cargo "${toolchain[@]}" fuzz run --release "$1" "$2" -- "${args[@]}" > "$work/fuzz-$1.log" 2>&1
+  cargo "${toolchain[@]}" fuzz run "${profile[@]}" "$1" "$2" -- "${args[@]}" > "$work/fuzz-$1.log" 2>&1
   local st=$?
   set -e
   tail -n 15 "$work/fuzz-$1.log"

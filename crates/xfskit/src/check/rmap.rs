@@ -439,9 +439,13 @@ pub(crate) fn compare_in(
     t.end();
 }
 
+/// The comparison's sort key: owner with fork and bmbt flag, start, length,
+/// offset, flags.
+type OrderKey = ((u64, u8), u32, u32, u64, u8);
+
 impl Rmap {
     /// The order of the comparison: by owner, fork and bmbt flag, then start.
-    fn order(&self) -> ((u64, u8), u32, u32, u64, u8) {
+    fn order(&self) -> OrderKey {
         (self.kind(), self.start, self.len, self.offset, self.flags)
     }
 }
@@ -581,7 +585,7 @@ struct AgRmap {
 }
 
 impl AgRmap {
-    fn key(&self) -> (u32, ((u64, u8), u32, u32, u64, u8)) {
+    fn key(&self) -> (u32, OrderKey) {
         (self.agno, self.r.order())
     }
 
