@@ -152,7 +152,7 @@ fn crash_point(
     let (dev, r) = recover_on(img, Some(n), tear);
     assert!(r.is_err(), "write {n} of {total} failed, yet recovery returned");
     let what = format!("crash at write {n} of {total}{}", if tear { " (torn)" } else { "" });
-    let look = n % stride == 0 || n + 6 > total;
+    let look = n.is_multiple_of(stride) || n + 6 > total;
     if look {
         dev.save(img, crashed);
     }
