@@ -99,8 +99,8 @@ echo "|---|---|---|---|---|"
 for n in "$@"; do
     rm -f "$IMG"
     # inodes may take a quarter of the space (imaxpct 25): 2 KiB per
-    # inode for them, 1 KiB more for data and directories, 1 GiB spare
-    size=$(( (n * 3072 / 1048576 + 1024) ))m
+    # inode for them, 1 KiB more for directories, the data, 1 GiB spare
+    size=$(( (n * 3072 / 1048576 + n / ${DATA_EVERY:-10} * 4096 / 1048576 + 1024) ))m
     # Compressed: the tar of 50M entries is 50 GB, its zstd a few.
     gen_tar "$n" | zstd -q -1 -T0 > "$DIR/src.tar.zst"
     measure "build (tar on stdin, --size $size)" "$n" \
