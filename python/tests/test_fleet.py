@@ -616,3 +616,122 @@ def test_inventory_memory_is_bounded(tmp_path):
     # scan's transient copy of them; the whole table in memory would be
     # well over 100 MiB more.
     assert grown_mib < 64, f"peak RSS grew {grown_mib:.0f} MiB for 180k more inodes"
+
+
+@pytest.fixture
+def ray_cluster(tmp_path_factory):
+    """A Ray cluster of its own: `ray start --head --block` in a new session
+    (so that it and every process it starts can be ended by its process
+    group, leaving other Ray instances on the machine alone), a free port,
+    a temp dir of its own; yields its address. `ray stop` is not used: it
+    stops every Ray instance of the machine."""
+    import secrets
+    import signal
+    import tempfile
+    import time
+
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        record_skip("fleet --address: ray is not installed (pip install 'xfskit[fleet]')")
+    ray_bin = Path(sys.executable).parent / "ray"
+    if not ray_bin.exists():
+        record_skip(f"fleet --address: ray is importable but its command {ray_bin} is missing")
+    # A short temp dir: Ray's Unix sockets live under it (108 bytes at most).
+    temp = tempfile.mkdtemp(prefix="xr", dir="/tmp")
+    log = open(Path(temp) / "start.log", "w+")
+    # Token authentication, as a real cluster has it, with a token of its
+    # own (the command reaches it through the same variables).
+    token = Path(temp) / "token"
+    token.write_text(secrets.token_hex(32))
+    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
+    # Loopback only: Ray replaces 127.0.0.1 by the machine's address unless
+    # it believes it runs on one machine, which this variable (false) says.
+    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    env.pop("RAY_AUTH_TOKEN", None)
+    with xfskit.fleet._neutral_cwd():
+        proc = subprocess.Popen(
+            [str(ray_bin), "start", "--head", "--block", "--port=0", f"--temp-dir={temp}",
+             "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+        )
+    try:
+        address_file = Path(temp) / "ray_current_cluster"
+        deadline = time.monotonic() + 90
+        while not address_file.exists() or not address_file.read_text().strip():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                raise AssertionError(f"ray start did not come up (exit {proc.poll()}):\n{log.read()}")
+            time.sleep(0.2)
+        yield address_file.read_text().strip(), env, Path(temp)
+    finally:
+        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait)
+                # The group's other members (raylet, workers) may outlive it.
+                deadline = time.monotonic() + wait
+                while time.monotonic() < deadline:
+                    os.killpg(proc.pid, 0)
+                    time.sleep(0.2)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                pass
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _dataset_rows(out: Path) -> list:
+    """Every row of an inventory dataset, times as ns integers, in a fixed
+    order (image, then path, then inode)."""
+    import pyarrow.dataset as ds
+
+    t = _ns_ints(ds.dataset(str(out / "inventory"), format="parquet").to_table())
+    return sorted(t.to_pylist(), key=lambda r: (r["image"], r["path"] or "", r["ino"]))
+
+
+def _verdicts(out: Path) -> list:
+    """images.parquet's image, ok, error and rows; the time an HTTP error
+    message quotes ("in 1.25ms") left out."""
+    import re
+
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(out / "images.parquet", columns=["image", "ok", "error", "rows"]).to_pylist()
+    for r in rows:
+        if r["error"]:
+            r["error"] = re.sub(r" in [0-9.]+\S*s\b", "", r["error"])
+    return rows
+
+
+def test_inventory_on_a_ray_cluster_by_address(fleet, ray_cluster, tmp_path):
+    """`python -m xfskit.fleet inventory --address ADDR` on a Ray cluster
+    started apart from the command (`ray start --head`) gives the rows and
+    per-image verdicts of the --local run."""
+    import pyarrow.parquet as pq
+
+    address, env, temp = ray_cluster
+    assert address.startswith("127.0.0.1:"), address
+    sources = [fleet["sources"][i] for i in (0, 1, 2, 5)] + [fleet["damaged"], fleet["missing"]]
+    outs = {}
+    for how in (["--address", address], ["--local", "-j", "2"]):
+        out = tmp_path / how[0].lstrip("-")
+        cmd = [sys.executable, "-m", "xfskit.fleet", "inventory", *sources, "--hash", "sha256",
+               "--out", str(out), *how]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=240, env=env)
+        assert r.returncode == 0, r.stderr
+        if how[0] == "--address":
+            # The command was a driver of that cluster (not a Ray of its own).
+            drivers = list((temp / "session_latest" / "logs").glob("python-core-driver-*"))
+            assert drivers, sorted(os.listdir(temp / "session_latest" / "logs"))
+        assert f"[{len(sources)}/{len(sources)}]" in r.stderr, r.stderr
+        outs[how[0]] = out
+    remote, local = outs["--address"], outs["--local"]
+    assert _verdicts(remote) == _verdicts(local)
+    # Four good images; the damaged one and the missing URL are error rows.
+    assert [r["ok"] for r in _verdicts(remote)] == [True] * 4 + [False, False]
+    got, want = _dataset_rows(remote), _dataset_rows(local)
+    assert got == want
+    assert len(got) > 100 and {r["image"] for r in got} >= set(sources[:4])
