@@ -10,6 +10,7 @@ import hashlib
 import http.server
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 
 import xfskit
 import xfskit.fleet
-from conftest import record_skip
+from conftest import record_skip, run
 from test_remote import s3  # noqa: F401  (the moto S3 server fixture)
 
 N_IMAGES = 12
@@ -735,3 +736,139 @@ def test_inventory_on_a_ray_cluster_by_address(fleet, ray_cluster, tmp_path):
     got, want = _dataset_rows(remote), _dataset_rows(local)
     assert got == want
     assert len(got) > 100 and {r["image"] for r in got} >= set(sources[:4])
+
+
+def _split_tree(root: Path) -> None:
+    """Subtrees of several sizes and depths, hard links across them, a
+    symlink, xattrs, a big (block format) directory and files at the top."""
+    for j in range(30):
+        (root / "a" / "x").mkdir(parents=True, exist_ok=True)
+        (root / "a" / f"f{j}").write_bytes(f"a{j}".encode() * (j + 1))
+        if j < 20:
+            (root / "a" / "x" / f"g{j}").write_bytes(f"x{j}".encode())
+    for s in range(3):
+        d = root / "b" / f"s{s}"
+        d.mkdir(parents=True)
+        for j in range(100 if s == 1 else 15):
+            (d / f"a-somewhat-longer-file-name-{j:04d}").write_bytes(bytes([s, j % 256]) * j)
+    deep = root / "d" / "e" / "f" / "g"
+    deep.mkdir(parents=True)
+    for j in range(25):
+        (deep / f"h{j}").write_text(f"deep {j}\n")
+    (root / "c").mkdir()
+    for j in range(0, 30, 7):
+        os.link(root / "a" / f"f{j}", root / "c" / f"link{j}")
+    os.link(root / "b" / "s0" / "a-somewhat-longer-file-name-0003", root / "top-link")
+    os.symlink("../a/f1", root / "c" / "sym")
+    os.setxattr(root / "a" / "f7", "user.split", b"1")
+    os.setxattr(root / "b" / "s2", "user.dir", b"2")
+    for j in range(4):
+        (root / f"top{j}").write_text(str(j))
+
+
+@pytest.fixture(scope="module")
+def split_image(tmp_path_factory):
+    _needs_pyarrow()
+    tmp = tmp_path_factory.mktemp("split")
+    src = tmp / "src"
+    _split_tree(src)
+    img = tmp / "split.img"
+    xfskit.build(src, img, defaults="6.1")
+    return img
+
+
+def _inventory_rows(out: Path, parts: bool) -> list:
+    files = sorted((out / "inventory").iterdir())
+    assert files and all(bool(re.search(r"\.p\d{5}\.parquet$", f.name)) == parts for f in files), files
+    return _dataset_rows(out)
+
+
+def test_split_inventory_equals_the_whole(split_image, engine, tmp_path):
+    """With --split-inodes smaller than the image, the image's inventory is
+    planned, then done by several tasks of subtrees, each its own Parquet
+    file; the rows (paths, fields, xattr names, digests of hard links in
+    other subtrees) are those of the unsplit run. find is split the same
+    way and finds the same files."""
+    import pyarrow.parquet as pq
+
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    kw = dict(hash="sha256", progress=False, **engine)
+    xfskit.fleet.inventory([str(split_image)], str(whole), split_inodes=0, **kw)
+    t = xfskit.fleet.inventory([str(split_image)], str(split), split_inodes=20, **kw)
+    want, got = _inventory_rows(whole, False), _inventory_rows(split, True)
+    assert got == want
+    assert len(got) > 200
+    rows = t.to_pylist()
+    assert all(r["ok"] for r in rows), rows
+    # The plan (part 0: no inode is unreached here) and the subtrees.
+    assert [r["part"] for r in rows] == list(range(len(rows)))
+    assert rows[0]["subtree"] is None and rows[0]["rows"] == 0
+    tops = [r["subtree"] for r in rows[1:]]
+    assert tops[0] == "/" and "/b/s1" in tops and len(tops) >= 5, tops
+    assert sum(r["rows"] for r in rows) == len(want)
+    assert pq.read_table(split / "images.parquet").num_rows == len(rows)
+    # Each part's file holds its own rows (no path twice across parts).
+    paths = [r["path"] for r in got]
+    assert len(paths) == len(set(paths))
+    # find, split and whole.
+    for how in (dict(glob="*/a/*"), dict(same_as=[str(tmp_path / "needle")])):
+        (tmp_path / "needle").write_bytes(b"a7" * 8)
+        res = {}
+        for n in (0, 20):
+            o = tmp_path / f"find{n}-{len(res)}-{'glob' in how}"
+            s = xfskit.fleet.find([str(split_image)], str(o), split_inodes=n, progress=False, **how, **engine)
+            assert all(s["ok"].to_pylist())
+            assert (s.num_rows > 1) == (n > 0)
+            res[n] = sorted(map(str, pq.read_table(o / "found.parquet").to_pylist()))
+        assert res[0] == res[20] and res[0], how
+    # The hard links of /a/f7 in another subtree: found by content too.
+    assert sum("/c/link7" in r for r in res[20]) == 1
+
+
+def _damage_dir_block(img: Path, path: str) -> Path:
+    """A copy of the image with a byte of a directory's first block
+    flipped (its CRC no longer matches): the directory cannot be listed,
+    its inode (and bulkstat) is intact."""
+    r = run(["xfs_db", "-r", "-c", f"path {path}", "-c", "bmap", str(img)])
+    m = re.search(r"startblock \d+ \((\d+)/(\d+)\)", r.stdout)
+    assert m, r.stdout
+    with xfskit.open(str(img)) as fs:
+        agsize = fs.info["meta_data"]["agsize"]
+        bsize = fs.info["data"]["bsize"]
+    off = (int(m.group(1)) * agsize + int(m.group(2))) * bsize + 200
+    bad = img.with_name("dirdamage.img")
+    shutil.copyfile(img, bad)
+    with open(bad, "r+b") as f:
+        f.seek(off)
+        b = f.read(1)
+        f.seek(off)
+        f.write(bytes([b[0] ^ 0xFF]))
+    return bad
+
+
+def test_split_part_failure_is_that_parts_row(split_image, tmp_path):
+    """A directory that cannot be listed fails the part that holds it (and
+    the plan's part: the inodes no path reaches are then unknown); the
+    other parts' rows are written."""
+    if shutil.which("xfs_db") is None:
+        record_skip("split part failure: xfs_db is not installed")
+    bad = _damage_dir_block(split_image, "/b/s1")
+    with xfskit.open(str(bad)) as fs:
+        fs.bulkstat_table()  # intact
+        with pytest.raises(OSError) as e:
+            fs.listdir("/b/s1")
+    out = tmp_path / "out"
+    t = xfskit.fleet.inventory([str(bad)], str(out), split_inodes=20, local=True, jobs=2, progress=False)
+    rows = t.to_pylist()
+    failed = [r for r in rows if not r["ok"]]
+    assert [r["part"] for r in failed][0] == 0 and len(failed) == 2, failed
+    assert "no path reaches" in failed[0]["error"] and str(e.value) in failed[0]["error"]
+    assert str(e.value) in failed[1]["error"]
+    assert "/b/s1".startswith(failed[1]["subtree"].rstrip("/") + "/"), failed[1]
+    ok = [r for r in rows if r["ok"]]
+    assert len(ok) >= 4
+    got = _dataset_rows(out)
+    assert len(got) == sum(r["rows"] for r in ok) > 80
+    assert not any(r["path"].startswith("/b/s1/") for r in got)
+    # No part's unfinished file is left behind.
+    assert not [f for f in os.listdir(out / "inventory") if f.endswith(".tmp")]

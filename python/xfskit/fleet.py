@@ -156,39 +156,6 @@ def _read_counter() -> int:
     return n + int(xfskit._xfskit.remote_stats()["bytes"])
 
 
-def _dirs_and_sizes(table: Any) -> tuple[set, dict]:
-    """The directory inodes and the regular files' sizes of a bulkstat table."""
-    import pyarrow.compute as pc
-
-    fmt = pc.bit_wise_and(table["mode"], 0o170000)
-    dirs = pc.filter(table["ino"], pc.equal(fmt, _stat.S_IFDIR)).to_pylist()
-    reg = pc.equal(fmt, _stat.S_IFREG)
-    sizes = dict(
-        zip(
-            pc.filter(table["ino"], reg).to_pylist(),
-            pc.filter(table["size"], reg).to_pylist(),
-        )
-    )
-    return set(dirs), sizes
-
-
-def _paths(fs: xfskit.Filesystem, root_ino: int, dirs: set) -> Iterator[tuple[bytes, int]]:
-    """Every (path, inode) reachable from the root, directories by the
-    bulkstat table (so no stat per entry), each directory listed once."""
-    yield b"/", root_ino
-    seen = {root_ino}
-    stack = [b""]
-    inner = fs._inner
-    while stack:
-        d = stack.pop()
-        for name, ino, _t in inner.scandir(d or b"/"):
-            p = d + b"/" + name
-            yield p, ino
-            if ino in dirs and ino not in seen:
-                seen.add(ino)
-                stack.append(p)
-
-
 def _hash(fs: xfskit.Filesystem, path: bytes, algo: str) -> str:
     h = hashlib.new(algo)
     with fs.open(path, "rb", buffering=0) as f:
@@ -213,6 +180,10 @@ def _text(p: bytes) -> tuple[str, bytes | None]:
 #: group each): what the task holds at once besides the bulkstat columns.
 BATCH_ROWS = 65536
 
+#: An image with more inodes than this is inventoried (and searched) in
+#: several tasks, subtrees of about this many entries each (0: never).
+SPLIT_INODES = 1_000_000
+
 
 def _u_view(table: Any, name: str, code: str) -> memoryview:
     """A column of fixed-width integers as a memoryview (no Python object
@@ -224,13 +195,182 @@ def _u_view(table: Any, name: str, code: str) -> memoryview:
     return memoryview(buf).cast("B")[start : start + len(arr) * width].cast(code)
 
 
-class _Inventory:
-    """Writes one image's inventory as the walk goes, ``BATCH_ROWS`` rows
-    per row group. Per inode it keeps only the bulkstat columns (a few
-    fixed-width numbers) and one byte (reached yet); paths, xattr names and
-    digests live only as long as their batch."""
+class _Cols:
+    """One bulkstat table (inodes in increasing order) as column views, and
+    a byte per inode: reached by the walk yet."""
 
-    def __init__(self, fs: xfskit.Filesystem, image: str, params: dict, writer_for):
+    def __init__(self, table: Any):
+        self.fields = table.drop_columns(["ino"])
+        self.inos = _u_view(table, "ino", "Q")
+        self.modes = _u_view(table, "mode", "H")
+        self.nlinks = _u_view(table, "nlink", "I")
+        self.forkoffs = _u_view(table, "forkoff", "I")
+        self.sizes = _u_view(table, "size", "Q")
+        if any(self.inos[i] >= self.inos[i + 1] for i in range(0, len(self.inos) - 1, 4096)):
+            raise ValueError("bulkstat did not give the inodes in order")
+        self.reached = bytearray(len(self.inos))
+
+    def find(self, ino: int) -> int | None:
+        i = bisect.bisect_left(self.inos, ino)
+        if i < len(self.inos) and self.inos[i] == ino:
+            return i
+        return None
+
+
+class _Lookup:
+    """An inode's bulkstat row: from the whole image's table, or (for a
+    part of a split image) from its AG's table, read when the walk first
+    reaches that AG, so that a part costs the AGs it touches."""
+
+    def __init__(self, fs: xfskit.Filesystem, threads: int, per_ag: bool = False):
+        self.fs = fs
+        self.threads = threads
+        self.whole: _Cols | None = None
+        self.ags: dict[int, _Cols] = {}
+        if per_ag:
+            meta = fs.info["meta_data"]
+            bsize = fs.info["data"]["bsize"]
+            agblklog = (meta["agsize"] - 1).bit_length()
+            inopblog = (bsize // meta["isize"]).bit_length() - 1
+            self.agshift = agblklog + inopblog
+            self.agcount = meta["agcount"]
+        else:
+            self.whole = _Cols(fs.bulkstat_table(threads=threads))
+
+    def row_of(self, ino: int) -> tuple[_Cols, int] | None:
+        cols = self.whole
+        if cols is None:
+            ag = ino >> self.agshift
+            cols = self.ags.get(ag)
+            if cols is None:
+                if ag >= self.agcount:
+                    return None
+                cols = self.ags[ag] = _Cols(self.fs.bulkstat_table(ag=ag, threads=self.threads))
+        i = cols.find(ino)
+        return None if i is None else (cols, i)
+
+    def tables(self) -> list[_Cols]:
+        return [self.whole] if self.whole is not None else list(self.ags.values())
+
+
+def _is_dir(ref: tuple[_Cols, int] | None) -> bool:
+    return ref is not None and (ref[0].modes[ref[1]] & 0o170000) == _stat.S_IFDIR
+
+
+def _walk(fs: xfskit.Filesystem, lookup: _Lookup, top: bytes, unit: dict | None) -> Iterator[tuple]:
+    """(path, ino, bulkstat row, first reach) of every entry under ``top``
+    (b"" for the root; the top's own row is not given), depth first, each
+    directory listed once, at its first path. ``unit`` (a part of a split
+    image) says which directories other parts list: ``cuts`` (their
+    inodes) and ``dup_first`` (a directory with several entries, listed
+    under the first of them only), as the plan found them."""
+    scandir = fs._inner.scandir
+    cuts = set(unit["cuts"]) if unit else ()
+    dup_first = unit["dup_first"] if unit else {}
+    stack = [top]
+    while stack:
+        d = stack.pop()
+        for name, ino, _t in scandir(d or b"/"):
+            p = d + b"/" + name
+            ref = lookup.row_of(ino)
+            first = ref is not None and not ref[0].reached[ref[1]]
+            if ref is not None:
+                ref[0].reached[ref[1]] = 1
+            yield p, ino, ref, first
+            if _is_dir(ref) and ino not in cuts:
+                if (dup_first[ino] == p) if ino in dup_first else first:
+                    stack.append(p)
+
+
+def _plan(fs: xfskit.Filesystem, lookup: _Lookup, target: int) -> tuple[list[dict], dict, str | None]:
+    """Walks the image's directories as the inventory does (no stat, xattr
+    or content) and cuts the tree into subtrees of at least ``target``
+    entries, bottom up. Returns the parts (``top`` path, ``ino``,
+    ``entries``; the root's part first) and the directories listed under
+    their first entry only (inode -> path), and the first directory that
+    could not be listed (then the part that holds it fails with that error,
+    and the inodes no path reaches are not known). The walk marks every
+    inode it reaches in ``lookup``'s table. Per directory it keeps 40
+    bytes and its name."""
+    from array import array
+
+    cols = lookup.whole
+    assert cols is not None
+    root = fs._inner.stat(b"/", False).st_ino
+    ref = lookup.row_of(root)
+    if ref is not None:
+        ref[0].reached[ref[1]] = 1
+    d_ino, d_parent, d_own = array("Q", [root]), array("q", [-1]), array("Q", [0])
+    names, name_at = bytearray(), array("Q", [0, 0])
+    index_of: dict[int, int] | None = None  # built at the first directory seen twice
+    dup_first: dict[int, bytes] = {}
+
+    def path_of(i: int) -> bytes:
+        parts = []
+        while i > 0:
+            parts.append(bytes(names[name_at[i] : name_at[i + 1]]))
+            i = d_parent[i]
+        return b"/" + b"/".join(reversed(parts)) if parts else b"/"
+
+    scandir = fs._inner.scandir
+    stack: list[tuple[bytes, int]] = [(b"", 0)]
+    error = None
+    while stack:
+        d, di = stack.pop()
+        n = 0
+        try:
+            listing = scandir(d or b"/")
+        except OSError as e:
+            error = error or f"{type(e).__name__}: {e}"
+            listing = []
+        for name, ino, _t in listing:
+            n += 1
+            ref = lookup.row_of(ino)
+            first = ref is not None and not cols.reached[ref[1]]
+            if ref is None or not _is_dir(ref):
+                if ref is not None:
+                    cols.reached[ref[1]] = 1
+                continue
+            cols.reached[ref[1]] = 1
+            if first:
+                d_ino.append(ino)
+                d_parent.append(di)
+                d_own.append(0)
+                names.extend(name)
+                name_at.append(len(names))
+                if index_of is not None:
+                    index_of[ino] = len(d_ino) - 1
+                stack.append((d + b"/" + name, len(d_ino) - 1))
+            elif ino not in dup_first:
+                if index_of is None:
+                    index_of = {x: i for i, x in enumerate(d_ino)}
+                j = index_of.get(ino)
+                if j is not None:
+                    dup_first[ino] = path_of(j) if j else b""
+        d_own[di] = n
+    # Bottom up (a directory comes after its parent): a subtree of at
+    # least `target` entries not yet in a part becomes one.
+    rem = array("Q", d_own)
+    cut = []
+    for i in range(len(d_ino) - 1, 0, -1):
+        if rem[i] >= target:
+            cut.append(i)
+        else:
+            rem[d_parent[i]] += rem[i]
+    parts = [{"top": b"", "ino": root, "entries": rem[0]}]
+    for i in reversed(cut):
+        parts.append({"top": path_of(i), "ino": d_ino[i], "entries": rem[i]})
+    return parts, dup_first, error
+
+
+class _Inventory:
+    """Writes one image's inventory (or one part's) as the walk goes,
+    ``BATCH_ROWS`` rows per row group. Per inode it keeps only the
+    bulkstat columns (a few fixed-width numbers) and one byte (reached
+    yet); paths, xattr names and digests live only as long as their
+    batch."""
+
+    def __init__(self, fs: xfskit.Filesystem, image: str, params: dict, writer_for, lookup: _Lookup | None = None):
         import pyarrow as pa
 
         self.pa = pa
@@ -239,16 +379,7 @@ class _Inventory:
         self.xattrs = params.get("xattrs", True)
         self.algo = params.get("hash")
         self.batch_rows = int(params.get("batch_rows") or BATCH_ROWS)
-        table = fs.bulkstat_table(threads=params.get("threads", 0))
-        # Bulkstat gives inodes in increasing order: a row is found by bisection.
-        self.fields = table.drop_columns(["ino"])
-        self.inos = _u_view(table, "ino", "Q")
-        self.modes = _u_view(table, "mode", "H")
-        self.nlinks = _u_view(table, "nlink", "I")
-        self.forkoffs = _u_view(table, "forkoff", "I")
-        if any(self.inos[i] >= self.inos[i + 1] for i in range(0, len(self.inos) - 1, 4096)):
-            raise ValueError("bulkstat did not give the inodes in order")
-        self.reached = bytearray(len(self.inos))
+        self.lookup = lookup or _Lookup(fs, params.get("threads", 0))
         # Digests and xattr names of inodes with several links, so that
         # their later paths repeat the first one's without a second read.
         self.linked: dict[int, tuple] = {}
@@ -261,20 +392,11 @@ class _Inventory:
         self.b_text: list = []
         self.b_raw: list = []
         self.b_ino: list = []
-        self.b_row: list = []
+        self.b_ref: list = []
         self.b_xattrs: list = []
         self.b_hash: list = []
 
-    def row_of(self, ino: int) -> int | None:
-        i = bisect.bisect_left(self.inos, ino)
-        if i < len(self.inos) and self.inos[i] == ino:
-            return i
-        return None
-
-    def add(self, p: bytes | None, ino: int, row: int | None) -> None:
-        first = row is not None and not self.reached[row]
-        if row is not None:
-            self.reached[row] = 1
+    def add(self, p: bytes | None, ino: int, ref: tuple | None, first: bool) -> None:
         if p is None:
             self.b_text.append(None)
             self.b_raw.append(None)
@@ -283,33 +405,66 @@ class _Inventory:
             self.b_text.append(t)
             self.b_raw.append(r)
         self.b_ino.append(ino)
-        self.b_row.append(row)
+        self.b_ref.append(ref)
         if self.xattrs or self.algo:
-            names, digest = self._extras(p, ino, row, first)
+            names, digest = self._extras(p, ino, ref, first)
             self.b_xattrs.append(names)
             self.b_hash.append(digest)
         if len(self.b_ino) >= self.batch_rows:
             self.flush()
 
-    def _extras(self, p: bytes | None, ino: int, row: int | None, first: bool) -> tuple:
+    def _extras(self, p: bytes | None, ino: int, ref: tuple | None, first: bool) -> tuple:
         """The xattr names and the digest of a row (those of the inode's
         first path; none for a row without a path)."""
-        if row is None or p is None:
+        if ref is None or p is None:
             return [], None
         if not first:
             got = self.linked.get(ino)
             if got is not None:
                 return got
             return [], None  # its first path had nothing to give
+        cols, row = ref
         names: list = []
         digest = None
-        if self.xattrs and self.forkoffs[row] != 0:
+        if self.xattrs and cols.forkoffs[row] != 0:
             names = [n.decode(errors="backslashreplace") for n in self.fs._inner.listxattr(p, False)]
-        if self.algo and (self.modes[row] & 0o170000) == _stat.S_IFREG:
+        if self.algo and (cols.modes[row] & 0o170000) == _stat.S_IFREG:
             digest = _hash(self.fs, p, self.algo)
-        if self.nlinks[row] > 1 and (names or digest is not None):
+        if cols.nlinks[row] > 1 and (names or digest is not None):
             self.linked[ino] = (names, digest)
         return names, digest
+
+    def _fields(self) -> Any:
+        """The bulkstat fields of the batch's rows, in its order (a row
+        whose inode bulkstat did not give has nulls)."""
+        pa = self.pa
+        tabs: dict[int, tuple[_Cols, list]] = {}
+        for ref in self.b_ref:
+            if ref is not None and id(ref[0]) not in tabs:
+                tabs[id(ref[0])] = (ref[0], [])
+        if len(tabs) <= 1:
+            cols = next(iter(tabs.values()))[0] if tabs else self.lookup.tables()[0]
+            return cols.fields.take(pa.array([None if r is None else r[1] for r in self.b_ref], pa.int64()))
+        # Rows from several AGs' tables: each table's rows, then back in order.
+        base, at = {}, 0
+        for ref in self.b_ref:
+            if ref is not None:
+                tabs[id(ref[0])][1].append(ref[1])
+        pieces = []
+        for key, (cols, idx) in tabs.items():
+            base[key] = at
+            at += len(idx)
+            pieces.append(cols.fields.take(pa.array(idx, pa.int64())))
+        seen = dict.fromkeys(tabs, 0)
+        order = []
+        for ref in self.b_ref:
+            if ref is None:
+                order.append(None)
+            else:
+                k = id(ref[0])
+                order.append(base[k] + seen[k])
+                seen[k] += 1
+        return pa.concat_tables(pieces).take(pa.array(order, pa.int64()))
 
     def flush(self) -> None:
         if not self.b_ino:
@@ -327,7 +482,7 @@ class _Inventory:
         if self.algo:
             cols[self.algo] = pa.array(self.b_hash, pa.string())
         # Each row takes its inode's bulkstat fields (walk order kept).
-        fields = self.fields.take(pa.array(self.b_row, pa.int64()))
+        fields = self._fields()
         for name in fields.column_names:
             cols[name] = fields[name]
         t = pa.table(cols)
@@ -337,49 +492,97 @@ class _Inventory:
         self.rows += n
         self._clear()
 
-    def run(self, root_ino: int) -> int:
-        """Walks every path from the root (each directory listed once),
-        then gives the inodes no path reaches (open but unlinked, lost) a
-        row without a path. Returns the number of rows."""
-        scandir = self.fs._inner.scandir
-        root_row = self.row_of(root_ino)
-        self.add(b"/", root_ino, root_row)
-        stack = [b""]
-        while stack:
-            d = stack.pop()
-            for name, ino, _t in scandir(d or b"/"):
-                p = d + b"/" + name
-                row = self.row_of(ino)
-                seen = row is None or self.reached[row]
-                self.add(p, ino, row)
-                if not seen and (self.modes[row] & 0o170000) == _stat.S_IFDIR:
-                    stack.append(p)
-        i = self.reached.find(0)
+    def walk(self, top: bytes, unit: dict | None = None) -> None:
+        """The rows of every path under ``top`` (b"" for the root), and
+        with ``unit`` only those of its part."""
+        for p, ino, ref, first in _walk(self.fs, self.lookup, top, unit):
+            self.add(p, ino, ref, first)
+
+    def root(self) -> None:
+        root = self.fs._inner.stat(b"/", False).st_ino
+        ref = self.lookup.row_of(root)
+        first = ref is not None and not ref[0].reached[ref[1]]
+        if ref is not None:
+            ref[0].reached[ref[1]] = 1
+        self.add(b"/", root, ref, first)
+
+    def unreached(self) -> None:
+        """A row without a path for each inode no path reaches (open but
+        unlinked, or lost)."""
+        cols = self.lookup.whole
+        assert cols is not None
+        i = cols.reached.find(0)
         while i != -1:
-            self.add(None, self.inos[i], i)
-            i = self.reached.find(0, i + 1)
+            self.add(None, cols.inos[i], (cols, i), True)
+            i = cols.reached.find(0, i + 1)
+
+    def run(self) -> int:
+        """The whole image: every path from the root (each directory listed
+        once), then the inodes no path reaches. Returns the rows."""
+        self.root()
+        self.walk(b"")
+        self.unreached()
         self.flush()
         return self.rows
 
 
-def _write_inventory(fs: xfskit.Filesystem, image: str, params: dict, tmp: str, ofs: Any) -> int:
-    """Writes the inventory of ``fs`` to ``tmp`` (a path in the pyarrow
-    filesystem ``ofs``) in row groups of ``BATCH_ROWS``; returns its rows."""
+def _parquet_writer(tmp: str, ofs: Any, writers: list):
     import pyarrow.parquet as pq
-
-    writers: list = []
 
     def writer_for(schema):
         w = pq.ParquetWriter(tmp, schema, filesystem=ofs)
         writers.append(w)
         return w
 
-    inv = _Inventory(fs, image, params, writer_for)
+    return writer_for
+
+
+def _write_inventory(
+    fs: xfskit.Filesystem, image: str, params: dict, tmp: str, ofs: Any
+) -> tuple[int, list | None, str | None]:
+    """Writes the inventory of ``fs`` to ``tmp`` (a path in the pyarrow
+    filesystem ``ofs``) in row groups of ``BATCH_ROWS``. An image of more
+    than ``split_inodes`` inodes with more than one subtree of that size
+    is split instead: this task writes the rows of the inodes no path
+    reaches, and returns the parts for other tasks. Returns (rows, parts
+    or None, the plan's error: a directory it could not list)."""
+    writers: list = []
+    unit = params.get("unit")
     try:
-        return inv.run(fs._inner.stat(b"/", False).st_ino)
+        if unit is not None:
+            lookup = _Lookup(fs, params.get("threads", 0), per_ag=True)
+            inv = _Inventory(fs, image, params, _parquet_writer(tmp, ofs, writers), lookup)
+            if unit["top"] == b"":
+                inv.root()
+            inv.walk(unit["top"], unit)
+            inv.flush()
+            return inv.rows, None, None
+        inv = _Inventory(fs, image, params, _parquet_writer(tmp, ofs, writers))
+        split = int(params.get("split_inodes") or 0)
+        whole = inv.lookup.whole
+        if split and whole is not None and len(whole.inos) > split:
+            parts, dup_first, error = _plan(fs, inv.lookup, split)
+            if len(parts) > 1:
+                if error is None:
+                    inv.unreached()
+                    inv.flush()
+                return inv.rows, _units(parts, dup_first), error
+            whole.reached[:] = bytes(len(whole.reached))
+        return inv.run(), None, None
     finally:
         for w in writers:
             w.close()
+
+
+def _units(parts: list[dict], dup_first: dict) -> list[dict]:
+    """What each part's task gets: its top, and the directories listed
+    elsewhere (the other parts' tops, and the later entries of directories
+    with several)."""
+    cuts = sorted(p["ino"] for p in parts[1:])
+    out = []
+    for p in parts:
+        out.append({"top": p["top"], "ino": p["ino"], "entries": p["entries"], "cuts": cuts, "dup_first": dup_first})
+    return out
 
 
 def _inventory_table(fs: xfskit.Filesystem, image: str, params: dict) -> Any:
@@ -394,13 +597,14 @@ def _inventory_table(fs: xfskit.Filesystem, image: str, params: dict) -> Any:
             batches.append(t)
 
     inv = _Inventory(fs, image, params, lambda schema: _Collect())
-    inv.run(fs._inner.stat(b"/", False).st_ino)
+    inv.run()
     return pa.concat_tables(batches)
 
 
-def _slug(index: int, source: str) -> str:
+def _slug(index: int, source: str, part: int | None = None) -> str:
     base = re.sub(r"[^A-Za-z0-9._-]+", "_", source.rstrip("/").rsplit("/", 1)[-1])[:60]
-    return f"{index:06d}-{base or 'image'}.parquet"
+    tail = "" if part is None else f".p{part:05d}"
+    return f"{index:06d}-{base or 'image'}{tail}.parquet"
 
 
 def _out_fs(out: str) -> tuple[Any, str]:
@@ -423,9 +627,15 @@ def run_one(kind: str, index: int, spec: dict, params: dict) -> dict:
     ``OUT/inventory/INDEX-NAME.parquet``, a directory that must exist) and
     the options of :func:`inventory` (``hash``, ``xattrs``), :func:`check`
     (``memory``) or :func:`find` (``glob``; ``sha256``: a dict of digest
-    to size or None), and ``threads``. Returns the image's row (image,
-    ok, error, rows, seconds, bytes_read...) with ``extra``: check's
-    problems or find's matches."""
+    to size or None), ``threads`` and ``split_inodes``. Returns the image's
+    row (image, ok, error, rows, seconds, bytes_read...) with ``extra``:
+    check's problems or find's matches.
+
+    An inventory or find of an image of more than ``split_inodes`` inodes
+    is split: this task plans the parts (its row is part 0, with the
+    inventory's rows of inodes no path reaches) and ``extra["parts"]``
+    holds the params of each part's task (``unit`` and ``part`` added),
+    to run with the same ``kind``, ``index`` and ``spec``."""
     # Imported before the count starts: module loading reads files too.
     import pyarrow.compute  # noqa: F401
     import pyarrow.parquet  # noqa: F401
@@ -441,17 +651,30 @@ def run_one(kind: str, index: int, spec: dict, params: dict) -> dict:
         "rows": 0,
         "seconds": 0.0,
         "bytes_read": 0,
+        "part": params.get("part"),
+        "subtree": _unit_text(params.get("unit")),
     }
     extra: dict[str, Any] = {}
+    tmp = ofs = None
     try:
         with _open(spec) as fs:
             if kind == "inventory":
                 ofs, base = _out_fs(params["out"])
-                name = f"{base}/inventory/{_slug(index, spec['source'])}"
-                tmp = f"{base}/inventory/.{_slug(index, spec['source'])}.tmp"
-                row["rows"] = _write_inventory(fs, spec["source"], params, tmp, ofs)
-                ofs.move(tmp, name)
-                row["file"] = name
+                part = params.get("part")
+                tmp = f"{base}/inventory/.{_slug(index, spec['source'], part)}.tmp"
+                row["rows"], parts, plan_error = _write_inventory(fs, spec["source"], params, tmp, ofs)
+                if parts is not None:
+                    part = row["part"] = 0
+                    extra["parts"] = [dict(params, unit=u, part=k + 1) for k, u in enumerate(parts)]
+                name = f"{base}/inventory/{_slug(index, spec['source'], part)}"
+                if row["rows"]:
+                    ofs.move(tmp, name)
+                    row["file"] = name
+                tmp = None
+                if plan_error is not None:
+                    # The other parts run; this one (the inodes no path
+                    # reaches) cannot be known.
+                    raise _PlanError(plan_error)
             elif kind == "check":
                 rep = fs.check(threads=params.get("threads", 0), memory=params.get("memory", 0))
                 row["clean"] = rep.clean
@@ -461,52 +684,96 @@ def run_one(kind: str, index: int, spec: dict, params: dict) -> dict:
                 row["rows"] = 1
                 extra["problems"] = [tuple(p) for p in rep.problems]
             elif kind == "find":
-                found = _find_in(fs, params)
+                found, parts = _find_in(fs, params)
                 row["rows"] = len(found)
                 extra["found"] = found
+                if parts is not None:
+                    row["part"] = 0
+                    extra["parts"] = [dict(params, unit=u, part=k + 1) for k, u in enumerate(parts)]
             else:
                 raise ValueError(f"unknown scan {kind!r}")
         row["ok"] = True
     except Exception as e:  # one image's failure is its row, never the job's
         row["error"] = f"{type(e).__name__}: {e}"
+        if tmp is not None:
+            with contextlib.suppress(Exception):
+                ofs.delete_file(tmp)
     row["seconds"] = time.monotonic() - t0
     row["bytes_read"] = _read_counter() - read0
     row["extra"] = extra
     return row
 
 
-def _find_in(fs: xfskit.Filesystem, params: dict) -> list[tuple]:
+class _PlanError(Exception):
+    def __str__(self) -> str:
+        return f"the inodes no path reaches are not known: {self.args[0]}"
+
+
+def _unit_text(unit: dict | None) -> str | None:
+    if unit is None:
+        return None
+    return _text(unit["top"] or b"/")[0]
+
+
+def _find_in(fs: xfskit.Filesystem, params: dict) -> tuple[list[tuple], list | None]:
+    """The matches of the image (or of its part ``params["unit"]``), and
+    the parts when the image is split. Per inode only the bulkstat columns
+    are kept (no Python object), and the digests of files with several
+    links (their other paths are not read again)."""
     glob = params.get("glob")
     want: dict[str, int | None] = params.get("sha256") or {}
-    table = fs.bulkstat_table(threads=params.get("threads", 0))
-    dirs, sizes = _dirs_and_sizes(table)
-    root = fs._inner.stat(b"/", False).st_ino
+    unit = params.get("unit")
+    threads = params.get("threads", 0)
+    lookup = _Lookup(fs, threads, per_ag=unit is not None)
+    if unit is None:
+        split = int(params.get("split_inodes") or 0)
+        whole = lookup.whole
+        if split and whole is not None and len(whole.inos) > split:
+            parts, dup_first, _error = _plan(fs, lookup, split)
+            if len(parts) > 1:
+                # A directory the plan could not list fails its part.
+                return [], _units(parts, dup_first)
+            whole.reached[:] = bytes(len(whole.reached))
     # A digest of a given file comes with its size: only files of that size are read.
     known_sizes = None
     if want and all(s is not None for s in want.values()):
         known_sizes = set(want.values())
     rx = re.compile(fnmatch.translate(glob)) if glob else None
-    hashed: dict[int, str] = {}
-    out = []
-    for p, ino in _paths(fs, root, dirs):
-        size = sizes.get(ino)
-        if size is None:
-            if not rx or want:
-                continue  # only regular files have contents to match
+    linked: dict[int, str] = {}
+    out: list[tuple] = []
+
+    def consider(p: bytes, ino: int, ref: tuple | None) -> None:
+        size = None
+        if ref is not None and (ref[0].modes[ref[1]] & 0o170000) == _stat.S_IFREG:
+            size = ref[0].sizes[ref[1]]
+        elif not rx or want:
+            return  # only regular files have contents to match
         text, _raw = _text(p)
         if rx and not rx.match(text):
-            continue
+            return
         digest = None
         if want:
             if known_sizes is not None and size not in known_sizes:
-                continue
-            if ino not in hashed:
-                hashed[ino] = _hash(fs, p, "sha256")
-            digest = hashed[ino]
+                return
+            digest = linked.get(ino)
+            if digest is None:
+                digest = _hash(fs, p, "sha256")
+                if ref[0].nlinks[ref[1]] > 1:
+                    linked[ino] = digest
             if digest not in want:
-                continue
+                return
         out.append((text, ino, size, digest))
-    return out
+
+    top = unit["top"] if unit is not None else b""
+    if top == b"":
+        root = fs._inner.stat(b"/", False).st_ino
+        ref = lookup.row_of(root)
+        if ref is not None:
+            ref[0].reached[ref[1]] = 1
+        consider(b"/", root, ref)
+    for p, ino, ref, _first in _walk(fs, lookup, top, unit):
+        consider(p, ino, ref)
+    return out, None
 
 
 # -- running the tasks -------------------------------------------------------
@@ -514,8 +781,13 @@ def _find_in(fs: xfskit.Filesystem, params: dict) -> list[tuple]:
 
 def _progress(done: int, total: int, row: dict) -> None:
     what = "ok" if row["ok"] else f"FAILED {row['error']}"
+    part = ""
+    if row.get("part") is not None:
+        part = f" part {row['part']}" + (f" ({row['subtree']})" if row.get("subtree") else " (plan)")
+        if row["extra"].get("parts"):
+            what += f", split in {len(row['extra']['parts'])} parts"
     sys.stderr.write(
-        f"[{done}/{total}] {row['image']}: {what} ({row['rows']} rows, "
+        f"[{done}/{total}] {row['image']}{part}: {what} ({row['rows']} rows, "
         f"{row['seconds']:.2f} s, {row['bytes_read']:,} bytes read)\n"
     )
     sys.stderr.flush()
@@ -541,19 +813,21 @@ def _run_ray(kind, specs, params, address, num_cpus, report) -> list[dict]:
         started = True
     try:
         task = ray.remote(num_cpus=1, max_retries=0)(run_one)
-        pending = {task.remote(kind, i, s, params): i for i, s in enumerate(specs)}
-        rows: list[dict | None] = [None] * len(specs)
+        pending = {task.remote(kind, i, s, params): (i, params) for i, s in enumerate(specs)}
+        rows: list[tuple] = []
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
-                i = pending.pop(ref)
+                i, p = pending.pop(ref)
                 try:
                     row = ray.get(ref)
-                except Exception as e:  # the worker died: still one image's row
-                    row = _failed(specs[i], e)
-                rows[i] = row
+                except Exception as e:  # the worker died: still one image's (or part's) row
+                    row = _failed(specs[i], e, p)
+                for more in row["extra"].get("parts", ()):
+                    pending[task.remote(kind, i, specs[i], more)] = (i, more)
+                rows.append((i, row))
                 report(row)
-        return [r for r in rows if r is not None]
+        return _in_order(rows)
     finally:
         if started:
             ray.shutdown()
@@ -577,8 +851,19 @@ def _neutral_cwd() -> Iterator[None]:
         yield
 
 
-def _failed(spec: dict, e: BaseException) -> dict:
+def _in_order(rows: list[tuple]) -> list[dict]:
+    """The rows of the images in the order given, an image's parts in order."""
+    rows.sort(key=lambda x: (x[0], x[1].get("part") or 0))
+    for _i, r in rows:
+        r["extra"].pop("parts", None)
+    return [r for _i, r in rows]
+
+
+def _failed(spec: dict, e: BaseException, params: dict | None = None) -> dict:
+    params = params or {}
     return {
+        "part": params.get("part"),
+        "subtree": _unit_text(params.get("unit")),
         "image": spec["source"],
         "partition": spec.get("partition"),
         "lv": spec.get("lv"),
@@ -595,20 +880,24 @@ def _run_local(kind, specs, params, jobs, report) -> list[dict]:
     import concurrent.futures as cf
     import multiprocessing as mp
 
-    rows: list[dict | None] = [None] * len(specs)
+    rows: list[tuple] = []
     # spawn: the parent may hold threads (the engine's, pyarrow's).
     ctx = mp.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futs = {pool.submit(run_one, kind, i, s, params): i for i, s in enumerate(specs)}
-        for fut in cf.as_completed(futs):
-            i = futs[fut]
-            try:
-                row = fut.result()
-            except Exception as e:  # the process died: still one image's row
-                row = _failed(specs[i], e)
-            rows[i] = row
-            report(row)
-    return [r for r in rows if r is not None]
+        futs = {pool.submit(run_one, kind, i, s, params): (i, params) for i, s in enumerate(specs)}
+        while futs:
+            ready, _ = cf.wait(futs, return_when=cf.FIRST_COMPLETED)
+            for fut in ready:
+                i, p = futs.pop(fut)
+                try:
+                    row = fut.result()
+                except Exception as e:  # the process died: still one image's (or part's) row
+                    row = _failed(specs[i], e, p)
+                for more in row["extra"].get("parts", ()):
+                    futs[pool.submit(run_one, kind, i, specs[i], more)] = (i, more)
+                rows.append((i, row))
+                report(row)
+    return _in_order(rows)
 
 
 def _run(
@@ -628,13 +917,13 @@ def _run(
     specs = [s.to_dict() for s in _sources(images, partition, lv, storage_options)]
     params = dict(params, out=out)
     jobs = jobs or os.cpu_count() or 1
-    total = len(specs)
-    done = [0]
+    done, total = [0], [len(specs)]
 
     def report(row: dict) -> None:
         done[0] += 1
+        total[0] += len(row["extra"].get("parts", ()))
         if progress:
-            _progress(done[0], total, row)
+            _progress(done[0], total[0], row)
 
     if local:
         return _run_local(kind, specs, params, jobs, report)
@@ -687,6 +976,8 @@ def _images_table(rows: list[dict]) -> Any:
             "rows": pa.array([r["rows"] for r in rows], pa.int64()),
             "seconds": pa.array([r["seconds"] for r in rows], pa.float64()),
             "bytes_read": pa.array([r["bytes_read"] for r in rows], pa.int64()),
+            "part": pa.array([r.get("part") for r in rows], pa.int64()),
+            "subtree": pa.array([r.get("subtree") for r in rows], pa.string()),
         }
     )
 
@@ -720,6 +1011,7 @@ def inventory(
     overwrite: bool = False,
     progress: bool = True,
     batch_rows: int = BATCH_ROWS,
+    split_inodes: int = SPLIT_INODES,
 ) -> Any:
     """Writes every path of every image to ``OUT/inventory/`` (one Parquet
     file per image): the image, the path (``path_bytes`` holds it when it
@@ -733,9 +1025,20 @@ def inventory(
     Parquet row group: besides that batch it keeps about 120 bytes per
     inode of the image (the bulkstat columns and a mark of the inodes
     reached), not the paths.
+
+    An image of more than ``split_inodes`` inodes (0: never) is split: a
+    first task walks its directories (no stat, xattr or content read) and
+    cuts the tree into subtrees of at least ``split_inodes`` entries, each
+    then inventoried by a task of its own into its own Parquet file
+    (``INDEX-NAME.pNNNNN.parquet``; part 0 holds the inodes no path
+    reaches); a part reads the bulkstat of the AGs its inodes are in. The
+    rows are those of the unsplit run; ``images.parquet`` has a row per
+    part (``part``, ``subtree``), a failed part's error in its row.
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, not {batch_rows}")
+    if split_inodes < 0:
+        raise ValueError(f"split_inodes must be 0 (never) or more, not {split_inodes}")
     if hash is not None:
         hashlib.new(hash)  # an unknown name fails here, not in every task
     _prepare_out(out, ["inventory", "images.parquet"], overwrite)
@@ -743,7 +1046,13 @@ def inventory(
         "inventory",
         images,
         out,
-        {"hash": hash, "xattrs": xattrs, "threads": threads, "batch_rows": batch_rows},
+        {
+            "hash": hash,
+            "xattrs": xattrs,
+            "threads": threads,
+            "batch_rows": batch_rows,
+            "split_inodes": split_inodes,
+        },
         partition=partition,
         lv=lv,
         storage_options=storage_options,
@@ -866,13 +1175,15 @@ def find(
     threads: int = 0,
     overwrite: bool = False,
     progress: bool = True,
+    split_inodes: int = SPLIT_INODES,
 ) -> Any:
     """Finds files in every image: those whose absolute path matches
     ``glob`` (``fnmatch`` rules: ``*`` also matches ``/``), and/or regular
     files whose content has one of the ``sha256`` digests or the digest of
     one of the local files ``same_as`` (only files of those files' sizes
     are read). ``OUT/found.parquet``: image, path, ino, size, sha256 (when
-    digests were asked).
+    digests were asked). An image of more than ``split_inodes`` inodes is
+    searched in parts, as :func:`inventory` splits it.
     """
     import pyarrow as pa
 
@@ -888,12 +1199,14 @@ def find(
             want[d] = n
     if glob is None and not want:
         raise ValueError("find needs a glob, a digest or a file to match")
+    if split_inodes < 0:
+        raise ValueError(f"split_inodes must be 0 (never) or more, not {split_inodes}")
     _prepare_out(out, ["found.parquet", "images.parquet"], overwrite)
     rows = _run(
         "find",
         images,
         out,
-        {"glob": glob, "sha256": want, "threads": threads},
+        {"glob": glob, "sha256": want, "threads": threads, "split_inodes": split_inodes},
         partition=partition,
         lv=lv,
         storage_options=storage_options,
@@ -961,10 +1274,18 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--threads", type=int, default=0, help="engine threads per image (0: default)")
         sp.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
+    def split(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--split-inodes", type=int, default=SPLIT_INODES, metavar="N",
+            help="split an image of more than N inodes into tasks of subtrees of about N "
+            f"entries each (0: never; default {SPLIT_INODES:,})",
+        )
+
     inv = sub.add_parser("inventory", help="every path of every image, as a Parquet dataset")
     common(inv)
     inv.add_argument("--hash", help="a hashlib algorithm (sha256...) for every regular file")
     inv.add_argument("--no-xattrs", action="store_true", help="leave out the xattr names")
+    split(inv)
     chk = sub.add_parser("check", help="check every image: one row per image, and the problems")
     common(chk)
     chk.add_argument("--memory", type=int, default=0, help="check's memory bound per image, bytes")
@@ -976,6 +1297,7 @@ def _parser() -> argparse.ArgumentParser:
         "--same-as", action="append", default=[], metavar="FILE",
         help="a local file whose content to look for",
     )
+    split(fnd)
     return p
 
 
@@ -1008,18 +1330,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         if args.cmd == "inventory":
-            t = inventory(images, args.out, hash=args.hash, xattrs=not args.no_xattrs, **common)
+            t = inventory(
+                images, args.out, hash=args.hash, xattrs=not args.no_xattrs,
+                split_inodes=args.split_inodes, **common,
+            )
         elif args.cmd == "check":
             t = check(images, args.out, memory=args.memory, **common)
         else:
-            t = find(images, args.out, glob=args.glob, sha256=args.sha256, same_as=args.same_as, **common)
+            t = find(
+                images, args.out, glob=args.glob, sha256=args.sha256, same_as=args.same_as,
+                split_inodes=args.split_inodes, **common,
+            )
     except (ValueError, RuntimeError, OSError) as e:
         print(f"xfskit.fleet: {e}", file=sys.stderr)
         return 2
-    failed = sum(1 for ok in t["ok"].to_pylist() if not ok)
+    # An image split in parts failed when one of its parts did.
+    verdict: dict[str, bool] = {}
+    for image, ok in zip(t["image"].to_pylist(), t["ok"].to_pylist()):
+        verdict[image] = verdict.get(image, True) and ok
+    failed = sum(1 for ok in verdict.values() if not ok)
     if not args.quiet:
         sys.stderr.write(
-            f"{t.num_rows - failed} of {t.num_rows} images scanned, {failed} failed "
+            f"{len(verdict) - failed} of {len(verdict)} images scanned, {failed} failed "
             f"(their errors are in images.parquet); results in {args.out}\n"
         )
     return 0
