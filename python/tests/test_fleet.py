@@ -589,7 +589,17 @@ def _many_files_image(tmp: Path, n: int) -> Path:
     return img
 
 
-def test_inventory_memory_is_bounded(tmp_path):
+@pytest.fixture(scope="module")
+def many_images(tmp_path_factory):
+    """Images of 20k and 200k empty files (1,000 a directory), shared by
+    the memory tests."""
+    _needs_pyarrow()
+    tmp = tmp_path_factory.mktemp("many")
+    yield {n: _many_files_image(tmp, n) for n in (20_000, 200_000)}
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_inventory_memory_is_bounded(many_images, tmp_path):
     """A worker's peak RSS for an image of 200k inodes stays within a few
     tens of MiB of its peak for 20k inodes: the rows go to the file in
     batches, and per inode only the bulkstat columns stay (about 120
@@ -598,8 +608,7 @@ def test_inventory_memory_is_bounded(tmp_path):
     _needs_pyarrow()
 
     rss = {}
-    for n in (20_000, 200_000):
-        img = _many_files_image(tmp_path, n)
+    for n, img in many_images.items():
         out = tmp_path / f"out{n}"
         (out / "inventory").mkdir(parents=True)
         r = subprocess.run(
@@ -610,7 +619,6 @@ def test_inventory_memory_is_bounded(tmp_path):
         assert got["ok"], got["error"]
         assert got["rows"] > n
         rss[n] = got["maxrss_kib"]
-        img.unlink()
     grown_mib = (rss[200_000] - rss[20_000]) / 1024
     print(f"peak RSS: {rss[20_000] / 1024:.0f} MiB at 20k inodes, {rss[200_000] / 1024:.0f} MiB at 200k")
     # 180k more inodes at ~120 bytes each (columns) is ~21 MiB, plus the
@@ -872,3 +880,38 @@ def test_split_part_failure_is_that_parts_row(split_image, tmp_path):
     assert not any(r["path"].startswith("/b/s1/") for r in got)
     # No part's unfinished file is left behind.
     assert not [f for f in os.listdir(out / "inventory") if f.endswith(".tmp")]
+
+
+_FIND_RSS_SCRIPT = """
+import json, sys
+import xfskit.fleet
+row = xfskit.fleet.run_one(
+    "find", 0, {"source": sys.argv[1]},
+    {"out": sys.argv[2], "glob": "*/d0001/*-00012?"},
+)
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+print(json.dumps({"ok": row["ok"], "error": row["error"], "found": sorted(f[0] for f in row["extra"]["found"]),
+                  "maxrss_kib": int(hwm.split()[1])}))
+"""
+
+
+def test_find_memory_is_bounded(many_images, tmp_path):
+    """find's peak RSS for 200k inodes stays within 32 MiB of its peak for
+    20k: per inode it keeps five bulkstat columns (27 bytes), read AG by
+    AG, not a dict of sizes and a set of directories (which took about 47
+    MiB more for those 180k inodes). It finds the files it must."""
+    _needs_pyarrow()
+    rss = {}
+    for n, img in many_images.items():
+        r = subprocess.run(
+            [sys.executable, "-c", _FIND_RSS_SCRIPT, str(img), str(tmp_path)],
+            capture_output=True, text=True, check=True, cwd=tmp_path,
+        )
+        got = json.loads(r.stdout.strip().splitlines()[-1])
+        assert got["ok"], got["error"]
+        # The glob's ten files.
+        assert got["found"] == [f"/d0001/file-with-a-longer-name-{j:06d}" for j in range(120, 130)]
+        rss[n] = got["maxrss_kib"]
+    grown_mib = (rss[200_000] - rss[20_000]) / 1024
+    print(f"find peak RSS: {rss[20_000] / 1024:.0f} MiB at 20k inodes, {rss[200_000] / 1024:.0f} MiB at 200k")
+    assert grown_mib < 32, f"find's peak RSS grew {grown_mib:.0f} MiB for 180k more inodes"

@@ -197,10 +197,11 @@ def _u_view(table: Any, name: str, code: str) -> memoryview:
 
 class _Cols:
     """One bulkstat table (inodes in increasing order) as column views, and
-    a byte per inode: reached by the walk yet."""
+    a byte per inode: reached by the walk yet. Without ``fields`` only the
+    columns the walk reads stay (27 bytes per inode)."""
 
-    def __init__(self, table: Any):
-        self.fields = table.drop_columns(["ino"])
+    def __init__(self, table: Any, fields: bool = True):
+        self.fields = table.drop_columns(["ino"]) if fields else None
         self.inos = _u_view(table, "ino", "Q")
         self.modes = _u_view(table, "mode", "H")
         self.nlinks = _u_view(table, "nlink", "I")
@@ -222,9 +223,10 @@ class _Lookup:
     part of a split image) from its AG's table, read when the walk first
     reaches that AG, so that a part costs the AGs it touches."""
 
-    def __init__(self, fs: xfskit.Filesystem, threads: int, per_ag: bool = False):
+    def __init__(self, fs: xfskit.Filesystem, threads: int, per_ag: bool = False, fields: bool = True):
         self.fs = fs
         self.threads = threads
+        self.keep_fields = fields
         self.whole: _Cols | None = None
         self.ags: dict[int, _Cols] = {}
         if per_ag:
@@ -235,7 +237,7 @@ class _Lookup:
             self.agshift = agblklog + inopblog
             self.agcount = meta["agcount"]
         else:
-            self.whole = _Cols(fs.bulkstat_table(threads=threads))
+            self.whole = _Cols(fs.bulkstat_table(threads=threads), fields)
 
     def row_of(self, ino: int) -> tuple[_Cols, int] | None:
         cols = self.whole
@@ -245,7 +247,7 @@ class _Lookup:
             if cols is None:
                 if ag >= self.agcount:
                     return None
-                cols = self.ags[ag] = _Cols(self.fs.bulkstat_table(ag=ag, threads=self.threads))
+                cols = self.ags[ag] = _Cols(self.fs.bulkstat_table(ag=ag, threads=self.threads), self.keep_fields)
         i = cols.find(ino)
         return None if i is None else (cols, i)
 
@@ -294,8 +296,6 @@ def _plan(fs: xfskit.Filesystem, lookup: _Lookup, target: int) -> tuple[list[dic
     bytes and its name."""
     from array import array
 
-    cols = lookup.whole
-    assert cols is not None
     root = fs._inner.stat(b"/", False).st_ino
     ref = lookup.row_of(root)
     if ref is not None:
@@ -326,12 +326,11 @@ def _plan(fs: xfskit.Filesystem, lookup: _Lookup, target: int) -> tuple[list[dic
         for name, ino, _t in listing:
             n += 1
             ref = lookup.row_of(ino)
-            first = ref is not None and not cols.reached[ref[1]]
-            if ref is None or not _is_dir(ref):
-                if ref is not None:
-                    cols.reached[ref[1]] = 1
+            first = ref is not None and not ref[0].reached[ref[1]]
+            if ref is not None:
+                ref[0].reached[ref[1]] = 1
+            if not _is_dir(ref):
                 continue
-            cols.reached[ref[1]] = 1
             if first:
                 d_ino.append(ino)
                 d_parent.append(di)
@@ -717,23 +716,26 @@ def _unit_text(unit: dict | None) -> str | None:
 
 def _find_in(fs: xfskit.Filesystem, params: dict) -> tuple[list[tuple], list | None]:
     """The matches of the image (or of its part ``params["unit"]``), and
-    the parts when the image is split. Per inode only the bulkstat columns
-    are kept (no Python object), and the digests of files with several
-    links (their other paths are not read again)."""
+    the parts when the image is split (past ``split_inodes`` inodes by the
+    superblock's count). Per inode only the five bulkstat columns it reads
+    are kept (27 bytes, no Python object; each AG's read when the walk first
+    reaches it), and the digests of files with several links (their other
+    paths are not read again)."""
     glob = params.get("glob")
     want: dict[str, int | None] = params.get("sha256") or {}
     unit = params.get("unit")
     threads = params.get("threads", 0)
-    lookup = _Lookup(fs, threads, per_ag=unit is not None)
+    # Each AG's bulkstat as the walk reaches it, only the columns it reads.
+    lookup = _Lookup(fs, threads, per_ag=True, fields=False)
     if unit is None:
         split = int(params.get("split_inodes") or 0)
-        whole = lookup.whole
-        if split and whole is not None and len(whole.inos) > split:
+        counters = fs.info["counters"]
+        if split and counters["icount"] - counters["ifree"] > split:
             parts, dup_first, _error = _plan(fs, lookup, split)
             if len(parts) > 1:
                 # A directory the plan could not list fails its part.
                 return [], _units(parts, dup_first)
-            whole.reached[:] = bytes(len(whole.reached))
+            lookup = _Lookup(fs, threads, per_ag=True, fields=False)
     # A digest of a given file comes with its size: only files of that size are read.
     known_sizes = None
     if want and all(s is not None for s in want.values()):
