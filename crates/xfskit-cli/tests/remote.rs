@@ -6,13 +6,16 @@
 //! served by a Range-capable server in this test; S3 by moto's server mode
 //! when Python has moto (`XFSKIT_TEST_PYTHON`, else python3), otherwise
 //! that test records its skip. Root is not needed: images come from
-//! `xfskit build`.
+//! `xfskit build`. As root with /dev/fuse: `xfskit mount` of a URL (HTTP and
+//! S3) shows the tree a mount of the local file shows, and a qcow2 overlay
+//! (qemu-img) whose backing file is named relative to it is read in place
+//! with its base, both served.
 
 mod common;
 
 use common::rangeserver::RangeServer;
-use common::{output_text_of as text, skip, TempDir};
-use std::path::Path;
+use common::{diff_walks, output_text_of as text, skip, umount_retrying, walk_host, TempDir};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -224,49 +227,9 @@ fn s3_reads_equal_the_local_file() {
     };
     let tmp = TempDir::new("remote-s3");
     let srv = images(&tmp);
-    let port = free_port();
-    let child = Command::new(&py)
-        .args([
-            "-m",
-            "moto.server",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start moto");
-    let _moto = Moto(child);
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "moto did not start on {port}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let upload = format!(
-        r#"
-import boto3, sys
-s3 = boto3.client("s3", endpoint_url="{endpoint}", region_name="us-east-1",
-                  aws_access_key_id="testing", aws_secret_access_key="testing")
-s3.create_bucket(Bucket="images")
-for name in ["disk.qcow2", "large.qcow2"]:
-    s3.upload_file(sys.argv[1] + "/" + name, "images", "disks/" + name)
-"#
-    );
-    let o = Command::new(&py)
-        .args(["-c", &upload, srv.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "upload: {}", text(&o));
-    let env = [
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ENDPOINT_URL", endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-    ];
+    let (_moto, endpoint) = start_moto(&py);
+    upload(&py, &endpoint, &srv, &["disk.qcow2", "large.qcow2"]);
+    let env = s3_env(&endpoint);
     // qcow2 files only: moto keeps objects in memory, and a raw image is
     // hundreds of MB even when sparse (HTTP covers raw images above).
     same_as_local(
@@ -287,4 +250,259 @@ for name in ["disk.qcow2", "large.qcow2"]:
     );
     let o = xfskit(&["ls", "s3://images/disks/missing.img", "/"], &env);
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+}
+
+/// moto's S3 server on a free port of 127.0.0.1, and its endpoint.
+fn start_moto(py: &str) -> (Moto, String) {
+    let port = free_port();
+    let child = Command::new(py)
+        .args([
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start moto");
+    let moto = Moto(child);
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "moto did not start on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (moto, endpoint)
+}
+
+/// Uploads `names` from `dir` to s3://images/disks/ (the bucket made once).
+fn upload(py: &str, endpoint: &str, dir: &Path, names: &[&str]) {
+    let script = format!(
+        r#"
+import boto3, sys
+s3 = boto3.client("s3", endpoint_url="{endpoint}", region_name="us-east-1",
+                  aws_access_key_id="testing", aws_secret_access_key="testing")
+if "images" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+    s3.create_bucket(Bucket="images")
+for name in sys.argv[2:]:
+    s3.upload_file(sys.argv[1] + "/" + name, "images", "disks/" + name)
+"#
+    );
+    let mut args = vec!["-c", &script, dir.to_str().unwrap()];
+    args.extend_from_slice(names);
+    let o = Command::new(py).args(&args).output().unwrap();
+    assert!(o.status.success(), "upload: {}", text(&o));
+}
+
+/// The environment that points xfskit at moto.
+fn s3_env(endpoint: &str) -> [(&'static str, &str); 5] {
+    [
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ENDPOINT_URL", endpoint),
+        ("AWS_ALLOW_HTTP", "true"),
+    ]
+}
+
+/// `xfskit mount --read-only IMAGE MNT` (a path or a URL) until dropped.
+struct Mounted {
+    child: Child,
+    mnt: PathBuf,
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let want = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    std::fs::read_to_string("/proc/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(1).map(Path::new) == Some(want.as_path()))
+}
+
+impl Mounted {
+    fn new(image: &str, mnt: &Path, env: &[(&str, &str)], read_only: bool) -> Mounted {
+        std::fs::create_dir_all(mnt).unwrap();
+        let mut c = Command::new(env!("CARGO_BIN_EXE_xfskit"));
+        c.arg("mount");
+        if read_only {
+            c.arg("--read-only");
+        }
+        c.arg(image).arg(mnt).stdin(Stdio::null());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("run xfskit mount");
+        let t0 = Instant::now();
+        while !is_mounted(mnt) {
+            if let Some(st) = child.try_wait().unwrap() {
+                panic!("xfskit mount {image} exited early: {st}");
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!("xfskit mount {image}: no mount after 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Mounted {
+            child,
+            mnt: mnt.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if !umount_retrying(&self.mnt) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// Why the FUSE mounts of URLs cannot be tested here, or None.
+fn mount_skip_reason() -> Option<String> {
+    if !common::is_root() {
+        return Some("not root".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing".into());
+    }
+    if Command::new("qemu-img").arg("--version").output().is_err() {
+        return Some("qemu-img is not installed (qemu-utils)".into());
+    }
+    None
+}
+
+/// A qcow2 overlay made by qemu-img in `dir` over `base` (named as given:
+/// relative to the overlay, or absolute), then changed by xfskit's edits
+/// (copy-on-write into the overlay): a new file, a removed one.
+fn overlay(dir: &Path, name: &str, base: &str, fmt: &str) -> PathBuf {
+    let o = Command::new("qemu-img")
+        .current_dir(dir)
+        .args(["create", "-q", "-f", "qcow2", "-b", base, "-F", fmt, name])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "qemu-img create: {}", text(&o));
+    let img = dir.join(name);
+    let new = dir.join("new.txt");
+    std::fs::write(&new, b"only in the overlay\n").unwrap();
+    let dest = format!("{}:/etc/new.txt", img.display());
+    let o = xfskit(&["cp", new.to_str().unwrap(), &dest], &[]);
+    assert!(o.status.success(), "cp into {name}: {}", text(&o));
+    std::fs::remove_file(&new).unwrap();
+    let o = xfskit(
+        &[
+            "rm",
+            img.to_str().unwrap(),
+            "/many/file-with-a-longer-name-7",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "rm in {name}: {}", text(&o));
+    img
+}
+
+/// Mounts `local` and `url` read-only and compares what the kernel shows
+/// of both (every path, type, mode, owner, size, times, link, xattr and
+/// content digest).
+fn mounts_equal(tmp: &Path, local: &Path, url: &str, env: &[(&str, &str)]) -> usize {
+    let ml = tmp.join("mnt-local");
+    let mr = tmp.join("mnt-url");
+    let a = Mounted::new(local.to_str().unwrap(), &ml, &[], true);
+    // A URL is mounted read-only even unasked.
+    let b = Mounted::new(url, &mr, env, false);
+    let (wl, wr) = (walk_host(&a.mnt), walk_host(&b.mnt));
+    drop((a, b));
+    let diffs = diff_walks(&wl, &wr);
+    assert!(
+        diffs.is_empty(),
+        "{url} mounted differs from {}: {diffs:#?}",
+        local.display()
+    );
+    wl.len()
+}
+
+#[test]
+fn mounts_and_qcow2_overlays_of_urls() {
+    if let Some(why) = mount_skip_reason() {
+        skip("mounts_and_qcow2_overlays_of_urls", &why);
+        return;
+    }
+    let tmp = TempDir::new("remote-mount");
+    let src = tmp.path().join("src");
+    tree(&src);
+    let srv = tmp.path().join("srv");
+    std::fs::create_dir_all(srv.join("vms")).unwrap();
+    build(&srv, &src, "base.img", &[]);
+    let base_before = std::fs::read(srv.join("base.img")).unwrap();
+    // Overlays in a subdirectory: the backing name climbs out of it.
+    let top = overlay(&srv.join("vms"), "top.qcow2", "../base.img", "raw");
+    let abs = srv.join("base.img");
+    overlay(&srv.join("vms"), "abs.qcow2", abs.to_str().unwrap(), "raw");
+    assert!(
+        std::fs::read(srv.join("base.img")).unwrap() == base_before,
+        "the base changed"
+    );
+    let server = RangeServer::start(&srv);
+
+    // Read in place: the overlay's commands print what the local file's do,
+    // its base fetched from the server too.
+    let url = server.url("vms/top.qcow2");
+    same_as_local(&top, &url, &[]);
+    let o = xfskit(&["cat", &url, "/etc/new.txt"], &[]);
+    assert_eq!(o.stdout, b"only in the overlay\n", "{}", text(&o));
+    let o = xfskit(&["cat", &url, "/etc/hostname"], &[]);
+    assert_eq!(o.stdout, b"remote-test\n", "{}", text(&o));
+    let o = xfskit(&["ls", &url, "/many"], &[]);
+    let listing = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && listing.contains("file-with-a-longer-name-8"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !listing.contains("file-with-a-longer-name-7\n"),
+        "{listing}"
+    );
+    // An absolute local path as the backing name is refused, named.
+    let o = xfskit(&["ls", &server.url("vms/abs.qcow2"), "/"], &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("absolute path"),
+        "{}",
+        text(&o)
+    );
+
+    // FUSE mounts of URLs: the raw image and the overlay.
+    let before = server.sent();
+    let n = mounts_equal(
+        tmp.path(),
+        &srv.join("base.img"),
+        &server.url("base.img"),
+        &[],
+    );
+    assert!(n > 600, "{n} entries");
+    mounts_equal(tmp.path(), &top, &url, &[]);
+    assert!(server.sent().1 > before.1, "the mounts fetched nothing");
+
+    // The same from S3, with a qcow2 base.
+    let Some(py) = python_with_moto() else {
+        skip(
+            "mounts_and_qcow2_overlays_of_urls (S3 part)",
+            "no Python with moto[server] and boto3 (set XFSKIT_TEST_PYTHON)",
+        );
+        return;
+    };
+    build(&srv, &src, "base.qcow2", &["--format", "qcow2"]);
+    let top2 = overlay(&srv, "top2.qcow2", "base.qcow2", "qcow2");
+    let (_moto, endpoint) = start_moto(&py);
+    upload(&py, &endpoint, &srv, &["base.qcow2", "top2.qcow2"]);
+    let env = s3_env(&endpoint);
+    let s3url = "s3://images/disks/top2.qcow2";
+    let o = xfskit(&["cat", s3url, "/etc/new.txt"], &env);
+    assert_eq!(o.stdout, b"only in the overlay\n", "{}", text(&o));
+    mounts_equal(tmp.path(), &top2, s3url, &env);
 }

@@ -19,10 +19,10 @@ mod store;
 
 pub use device::{CacheOptions, RemoteDevice, Stats};
 pub use object_store;
-pub use store::{from_store, is_url, open_device};
+pub use store::{backing_url, from_store, is_url, open_device};
 
 use device::Counters;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use xfskit::dev::Device;
 use xfskit::disk::{Format, Image, ImageOptions};
@@ -50,7 +50,21 @@ pub fn open_disk(
         dev.read_at(&mut magic, 0)?;
     }
     if xfskit::disk::qcow2::is_qcow2(&magic) {
-        let q = xfskit::disk::qcow2::Qcow2::open(Path::new(url), Box::new(dev))?;
+        // Its backing chain is read in place too, each name resolved
+        // against the URL of the file that names it.
+        let backing = |at: &Path, name: &str| -> Result<(PathBuf, Box<dyn Device>)> {
+            let at = at.to_str().unwrap_or_default();
+            let burl = backing_url(at, name)?;
+            let dev = open_device(&burl, storage_options, cache).map_err(|e| match e {
+                Error::Io(io) => Error::Io(std::io::Error::new(
+                    io.kind(),
+                    format!("backing file {name} of {at}: {io}"),
+                )),
+                e => e,
+            })?;
+            Ok((PathBuf::from(burl), Box::new(dev)))
+        };
+        let q = xfskit::disk::qcow2::Qcow2::open_with(Path::new(url), Box::new(dev), &backing)?;
         return Ok((Arc::new(q), Format::Qcow2));
     }
     Ok((Arc::new(dev), Format::Raw))

@@ -99,6 +99,39 @@ fn store_of(url: &str, options: &[(String, String)]) -> Result<(Arc<dyn ObjectSt
     Ok((store, path))
 }
 
+/// The URL of the backing file `name` that the qcow2 file at `url` names:
+/// resolved against the URL's directory as a relative link is (`base.img`,
+/// `../bases/base.img`). A name that is itself a URL must point into the
+/// same store (scheme, bucket or host, port). A name starting with `/` is a
+/// path on the machine that made the image, which a URL cannot reach: it is
+/// refused, as are other schemes (`file:`, `json:`...), so that an image
+/// read from a URL never reads local files or other servers.
+pub fn backing_url(url: &str, name: &str) -> Result<String> {
+    let refuse = |why: &str| {
+        Error::Unsupported(format!(
+            "backing file {name:?} of {url}: {why}; only names relative to the image's URL \
+             (or URLs into the same store) are followed"
+        ))
+    };
+    if name.starts_with('/') || name.starts_with('\\') {
+        return Err(refuse(
+            "an absolute path on the machine that made the image",
+        ));
+    }
+    let base = Url::parse(url).map_err(|e| invalid(url, e))?;
+    let joined = base.join(name).map_err(|e| refuse(&e.to_string()))?;
+    let same = joined.scheme() == base.scheme()
+        && joined.host_str() == base.host_str()
+        && joined.port_or_known_default() == base.port_or_known_default();
+    if !same {
+        return Err(refuse("it is not in the same store"));
+    }
+    if joined.query().is_some() || joined.fragment().is_some() {
+        return Err(refuse("it has a query or fragment"));
+    }
+    Ok(joined.to_string())
+}
+
 /// Opens the object at `url` as a read-only device (one HEAD request for
 /// its size).
 pub fn open_device(
@@ -163,6 +196,35 @@ mod tests {
         assert!(!is_url("disk.img"));
         assert!(!is_url("ftp://example.com/disk.img"));
         assert!(!is_url("./s3:/x"));
+    }
+
+    #[test]
+    fn backing_names_resolve_against_the_url() {
+        let ok = |u: &str, n: &str| backing_url(u, n).unwrap();
+        assert_eq!(
+            ok("s3://b/vms/top.qcow2", "base.img"),
+            "s3://b/vms/base.img"
+        );
+        assert_eq!(
+            ok("s3://b/vms/a/top.qcow2", "../bases/base.qcow2"),
+            "s3://b/vms/bases/base.qcow2"
+        );
+        assert_eq!(
+            ok("http://127.0.0.1:8000/d/top.qcow2", "sub/base.raw"),
+            "http://127.0.0.1:8000/d/sub/base.raw"
+        );
+        assert_eq!(
+            ok("https://h/d/top.qcow2", "https://h/other/base.img"),
+            "https://h/other/base.img"
+        );
+        // Never above the bucket, whatever the dots.
+        assert_eq!(ok("gs://b/top.qcow2", "../../../x.img"), "gs://b/x.img");
+        let no = |u: &str, n: &str| backing_url(u, n).err().unwrap().to_string();
+        assert!(no("s3://b/top.qcow2", "/var/lib/base.img").contains("absolute path"));
+        assert!(no("s3://b/top.qcow2", "s3://other/base.img").contains("same store"));
+        assert!(no("http://h:1/top.qcow2", "http://h:2/base.img").contains("same store"));
+        assert!(no("http://h/top.qcow2", "file:///etc/passwd").contains("same store"));
+        assert!(no("http://h/top.qcow2", "json:{\"file\":1}").contains("same store"));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! SIGTERM or SIGHUP, which unmount it cleanly. Read-write when the image
 //! can be opened for writing (the image is written back and flushed at
 //! unmount, and at every fsync), read-only with `--read-only`, with
-//! `--norecovery`, or when the image cannot be written.
+//! `--norecovery`, or when the image cannot be written (a URL's image,
+//! read in place, is never written).
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -14,7 +15,8 @@ use xfskit::{Error, Fs, OpenOptions};
 /// Arguments of `xfskit mount`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The image file or block device.
+    /// The image file or block device, or the URL of an image read in place
+    /// (s3://, gs://, az://, http(s)://; mounted read-only).
     pub image: PathBuf,
     #[command(flatten)]
     pub disk: super::DiskArgs,
@@ -159,6 +161,14 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
 fn open(args: &Args, filestreams: bool) -> Result<Fs, Error> {
     if args.read_only || args.norecovery {
         return super::open_in(&args.image, &args.disk, args.norecovery);
+    }
+    if super::remote_url(&args.image).is_some() {
+        // Read in place through the remote device, which cannot write.
+        eprintln!(
+            "xfskit mount: {} is a URL: mounting read-only",
+            args.image.display()
+        );
+        return super::open_in(&args.image, &args.disk, false);
     }
     let img = xfskit::disk::open(
         &args.image,

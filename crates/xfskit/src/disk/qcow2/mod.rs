@@ -43,6 +43,29 @@ pub fn is_qcow2(magic: &[u8]) -> bool {
     magic.get(..4) == Some(&header::MAGIC[..])
 }
 
+/// Opens the backing file `name` of the qcow2 file at the location given
+/// first: returns where the backing file is (its name in errors, and the
+/// location its own backing file is taken relative to) and the file.
+pub type BackingOpener<'a> = dyn Fn(&Path, &str) -> Result<(PathBuf, Box<dyn Device>)> + 'a;
+
+/// The backing file `name` of the local qcow2 file `path`: relative to the
+/// directory `path` is in (an absolute name is taken as it is).
+pub fn local_backing(path: &Path, name: &str) -> Result<(PathBuf, Box<dyn Device>)> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let bpath = dir.join(name);
+    let bfile = FileDevice::open_read_only(&bpath).map_err(|e| {
+        Error::Io(io::Error::new(
+            e.kind(),
+            format!(
+                "backing file {} of {}: {e}",
+                bpath.display(),
+                path.display()
+            ),
+        ))
+    })?;
+    Ok((bpath, Box::new(bfile)))
+}
+
 /// A qcow2 file seen as the disk it holds.
 pub struct Qcow2 {
     file: Box<dyn Device>,
@@ -73,8 +96,15 @@ impl Qcow2 {
     /// device: tests use memory), and its backing chain; backing file names
     /// are taken relative to `path`'s directory.
     pub fn open(path: &Path, file: Box<dyn Device>) -> Result<Qcow2> {
+        Qcow2::open_with(path, file, &local_backing)
+    }
+
+    /// [`Qcow2::open`] with the backing files opened by `backing` (for a
+    /// qcow2 file that is not local: its backing file name is resolved
+    /// where it is).
+    pub fn open_with(path: &Path, file: Box<dyn Device>, backing: &BackingOpener) -> Result<Qcow2> {
         let mut seen = Vec::new();
-        Qcow2::open_chain(path, file, &mut seen)
+        Qcow2::open_chain(path, file, &mut seen, backing)
     }
 
     /// The checked header.
@@ -82,7 +112,12 @@ impl Qcow2 {
         &self.header
     }
 
-    fn open_chain(path: &Path, file: Box<dyn Device>, seen: &mut Vec<PathBuf>) -> Result<Qcow2> {
+    fn open_chain(
+        path: &Path,
+        file: Box<dyn Device>,
+        seen: &mut Vec<PathBuf>,
+        opener: &BackingOpener,
+    ) -> Result<Qcow2> {
         let canon = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         if seen.contains(&canon) {
             return Err(crate::disk::corrupt(
@@ -145,26 +180,15 @@ impl Qcow2 {
         let backing = match header.backing_file.take() {
             None => None,
             Some(name) => {
-                let dir = path.parent().unwrap_or(Path::new("."));
-                let bpath = dir.join(&name);
-                let bfile = FileDevice::open_read_only(&bpath).map_err(|e| {
-                    Error::Io(io::Error::new(
-                        e.kind(),
-                        format!(
-                            "backing file {} of {}: {e}",
-                            bpath.display(),
-                            path.display()
-                        ),
-                    ))
-                })?;
+                let (bpath, bfile) = opener(path, &name)?;
                 header.backing_file = Some(name);
                 let mut magic = [0u8; 4];
                 let is_q = bfile.read_at(&mut magic, 0).is_ok() && is_qcow2(&magic);
                 let dev: Box<dyn Device> = match header.backing_format.as_deref() {
                     Some("qcow2") | None if is_q => {
-                        Box::new(Qcow2::open_chain(&bpath, Box::new(bfile), seen)?)
+                        Box::new(Qcow2::open_chain(&bpath, bfile, seen, opener)?)
                     }
-                    Some("raw") | None => Box::new(bfile),
+                    Some("raw") | None => bfile,
                     Some(f) => {
                         return Err(Error::Unsupported(format!(
                             "backing file {} in format {f}",
