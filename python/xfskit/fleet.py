@@ -442,6 +442,8 @@ class _Inventory:
             if ref is not None and id(ref[0]) not in tabs:
                 tabs[id(ref[0])] = (ref[0], [])
         if len(tabs) <= 1:
+            if not tabs and not self.lookup.tables():
+                self.lookup.row_of(0)  # no row of the batch has fields: AG 0's give the schema
             cols = next(iter(tabs.values()))[0] if tabs else self.lookup.tables()[0]
             return cols.fields.take(pa.array([None if r is None else r[1] for r in self.b_ref], pa.int64()))
         # Rows from several AGs' tables: each table's rows, then back in order.
