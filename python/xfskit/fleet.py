@@ -259,9 +259,9 @@ def _is_dir(ref: tuple[_Cols, int] | None) -> bool:
     return ref is not None and (ref[0].modes[ref[1]] & 0o170000) == _stat.S_IFDIR
 
 
-def _walk(fs: xfskit.Filesystem, lookup: _Lookup, top: bytes, unit: dict | None) -> Iterator[tuple]:
-    """(path, ino, bulkstat row, first reach) of every entry under ``top``
-    (b"" for the root; the top's own row is not given), depth first, each
+def _walk(fs: xfskit.Filesystem, lookup: _Lookup, tops: list[bytes], unit: dict | None) -> Iterator[tuple]:
+    """(path, ino, bulkstat row, first reach) of every entry under ``tops``
+    (b"" for the root; the tops' own rows are not given), depth first, each
     directory listed once, at its first path. ``unit`` (a part of a split
     image) says which directories other parts list: ``cuts`` (their
     inodes) and ``dup_first`` (a directory with several entries, listed
@@ -269,7 +269,7 @@ def _walk(fs: xfskit.Filesystem, lookup: _Lookup, top: bytes, unit: dict | None)
     scandir = fs._inner.scandir
     cuts = set(unit["cuts"]) if unit else ()
     dup_first = unit["dup_first"] if unit else {}
-    stack = [top]
+    stack = list(reversed(tops))
     while stack:
         d = stack.pop()
         for name, ino, _t in scandir(d or b"/"):
@@ -287,8 +287,10 @@ def _walk(fs: xfskit.Filesystem, lookup: _Lookup, top: bytes, unit: dict | None)
 def _plan(fs: xfskit.Filesystem, lookup: _Lookup, target: int) -> tuple[list[dict], dict, str | None]:
     """Walks the image's directories as the inventory does (no stat, xattr
     or content) and cuts the tree into subtrees of at least ``target``
-    entries, bottom up. Returns the parts (``top`` path, ``ino``,
-    ``entries``; the root's part first) and the directories listed under
+    entries, bottom up: a part is a directory's subtree, or several sibling
+    subtrees together (a wide directory's small subdirectories). Returns the
+    parts (``tops`` paths, their ``inos``, ``entries``; the root's part
+    first) and the directories listed under
     their first entry only (inode -> path), and the first directory that
     could not be listed (then the part that holds it fails with that error,
     and the inodes no path reaches are not known). The walk marks every
@@ -301,6 +303,8 @@ def _plan(fs: xfskit.Filesystem, lookup: _Lookup, target: int) -> tuple[list[dic
     if ref is not None:
         ref[0].reached[ref[1]] = 1
     d_ino, d_parent, d_own = array("Q", [root]), array("q", [-1]), array("Q", [0])
+    # A directory's subdirectories get consecutive numbers: the first, how many.
+    d_first, d_kids = array("Q", [0]), array("Q", [0])
     names, name_at = bytearray(), array("Q", [0, 0])
     index_of: dict[int, int] | None = None  # built at the first directory seen twice
     dup_first: dict[int, bytes] = {}
@@ -318,6 +322,7 @@ def _plan(fs: xfskit.Filesystem, lookup: _Lookup, target: int) -> tuple[list[dic
     while stack:
         d, di = stack.pop()
         n = 0
+        d_first[di] = len(d_ino)
         try:
             listing = scandir(d or b"/")
         except OSError as e:
@@ -335,6 +340,8 @@ def _plan(fs: xfskit.Filesystem, lookup: _Lookup, target: int) -> tuple[list[dic
                 d_ino.append(ino)
                 d_parent.append(di)
                 d_own.append(0)
+                d_first.append(0)
+                d_kids.append(0)
                 names.extend(name)
                 name_at.append(len(names))
                 if index_of is not None:
@@ -347,18 +354,43 @@ def _plan(fs: xfskit.Filesystem, lookup: _Lookup, target: int) -> tuple[list[dic
                 if j is not None:
                     dup_first[ino] = path_of(j) if j else b""
         d_own[di] = n
-    # Bottom up (a directory comes after its parent): a subtree of at
-    # least `target` entries not yet in a part becomes one.
+        d_kids[di] = len(d_ino) - d_first[di]
+    # Bottom up (a directory comes after its subdirectories): rem is what a
+    # directory's subtree holds that no part took yet. Where that reaches
+    # `target`, its subdirectories not yet taken are grouped in order into
+    # parts of at least `target` entries; then the directory itself (its
+    # entries and what is left below it) is one if it still reaches it.
     rem = array("Q", d_own)
-    cut = []
-    for i in range(len(d_ino) - 1, 0, -1):
+    taken = bytearray(len(d_ino))
+    groups: list[list[int]] = []
+    for i in range(len(d_ino) - 1, -1, -1):
         if rem[i] >= target:
-            cut.append(i)
-        else:
+            group, total = [], 0
+            for c in range(d_first[i], d_first[i] + d_kids[i]):
+                if taken[c]:
+                    continue
+                group.append(c)
+                total += rem[c]
+                if total >= target:
+                    groups.append(group)
+                    for g in group:
+                        taken[g] = 1
+                    rem[i] -= total
+                    group, total = [], 0
+            if i and rem[i] >= target:
+                groups.append([i])
+                taken[i] = 1
+        if i and not taken[i]:
             rem[d_parent[i]] += rem[i]
-    parts = [{"top": b"", "ino": root, "entries": rem[0]}]
-    for i in reversed(cut):
-        parts.append({"top": path_of(i), "ino": d_ino[i], "entries": rem[i]})
+    parts = [{"tops": [b""], "inos": [root], "entries": rem[0]}]
+    for group in reversed(groups):
+        parts.append(
+            {
+                "tops": [path_of(c) for c in group],
+                "inos": [d_ino[c] for c in group],
+                "entries": sum(rem[c] for c in group),
+            }
+        )
     return parts, dup_first, error
 
 
@@ -493,10 +525,10 @@ class _Inventory:
         self.rows += n
         self._clear()
 
-    def walk(self, top: bytes, unit: dict | None = None) -> None:
-        """The rows of every path under ``top`` (b"" for the root), and
+    def walk(self, tops: list[bytes], unit: dict | None = None) -> None:
+        """The rows of every path under ``tops`` (b"" for the root), and
         with ``unit`` only those of its part."""
-        for p, ino, ref, first in _walk(self.fs, self.lookup, top, unit):
+        for p, ino, ref, first in _walk(self.fs, self.lookup, tops, unit):
             self.add(p, ino, ref, first)
 
     def root(self) -> None:
@@ -521,7 +553,7 @@ class _Inventory:
         """The whole image: every path from the root (each directory listed
         once), then the inodes no path reaches. Returns the rows."""
         self.root()
-        self.walk(b"")
+        self.walk([b""])
         self.unreached()
         self.flush()
         return self.rows
@@ -553,9 +585,9 @@ def _write_inventory(
         if unit is not None:
             lookup = _Lookup(fs, params.get("threads", 0), per_ag=True)
             inv = _Inventory(fs, image, params, _parquet_writer(tmp, ofs, writers), lookup)
-            if unit["top"] == b"":
+            if b"" in unit["tops"]:
                 inv.root()
-            inv.walk(unit["top"], unit)
+            inv.walk(unit["tops"], unit)
             inv.flush()
             return inv.rows, None, None
         inv = _Inventory(fs, image, params, _parquet_writer(tmp, ofs, writers))
@@ -579,11 +611,8 @@ def _units(parts: list[dict], dup_first: dict) -> list[dict]:
     """What each part's task gets: its top, and the directories listed
     elsewhere (the other parts' tops, and the later entries of directories
     with several)."""
-    cuts = sorted(p["ino"] for p in parts[1:])
-    out = []
-    for p in parts:
-        out.append({"top": p["top"], "ino": p["ino"], "entries": p["entries"], "cuts": cuts, "dup_first": dup_first})
-    return out
+    cuts = sorted(ino for p in parts[1:] for ino in p["inos"])
+    return [dict(p, cuts=cuts, dup_first=dup_first) for p in parts]
 
 
 def _inventory_table(fs: xfskit.Filesystem, image: str, params: dict) -> Any:
@@ -713,7 +742,9 @@ class _PlanError(Exception):
 def _unit_text(unit: dict | None) -> str | None:
     if unit is None:
         return None
-    return _text(unit["top"] or b"/")[0]
+    tops = unit["tops"]
+    more = f" and {len(tops) - 1} more" if len(tops) > 1 else ""
+    return _text(tops[0] or b"/")[0] + more
 
 
 def _find_in(fs: xfskit.Filesystem, params: dict) -> tuple[list[tuple], list | None]:
@@ -768,14 +799,14 @@ def _find_in(fs: xfskit.Filesystem, params: dict) -> tuple[list[tuple], list | N
                 return
         out.append((text, ino, size, digest))
 
-    top = unit["top"] if unit is not None else b""
-    if top == b"":
+    tops = unit["tops"] if unit is not None else [b""]
+    if b"" in tops:
         root = fs._inner.stat(b"/", False).st_ino
         ref = lookup.row_of(root)
         if ref is not None:
             ref[0].reached[ref[1]] = 1
         consider(b"/", root, ref)
-    for p, ino, ref, _first in _walk(fs, lookup, top, unit):
+    for p, ino, ref, _first in _walk(fs, lookup, tops, unit):
         consider(p, ino, ref)
     return out, None
 
