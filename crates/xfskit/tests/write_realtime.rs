@@ -1,4 +1,6 @@
-//! Writing realtime files on classic realtime sections: a directory with
+//! Writing realtime files on classic realtime sections and on realtime
+//! groups (mkfs.xfs 6.15's `-m metadir=1,rmapbt=0,reflink=0`, one group
+//! and several, a file that spans groups): a directory with
 //! RTINHERIT, files made in it (realtime) and outside (data device), data
 //! written, overwritten, appended, preallocated, punched, truncated and
 //! removed, with realtime extents of one block and of several. Every
@@ -111,6 +113,34 @@ fn workload(fs: &Fs, seed: u64) -> Model {
     // Removal frees everything.
     fs.unlink(rtdir, b"a").unwrap();
     m.remove("a");
+    if fs.geometry().has_rtgroups() {
+        // A file larger than a group takes extents in several groups,
+        // never one that crosses a group's end.
+        let g = fs.geometry();
+        let group = (g.rg_blocks() * u64::from(g.block_size)) as usize;
+        let n = if g.rg_count > 1 {
+            group + 3 * bs + 5
+        } else {
+            group / 2
+        };
+        let ino = fs
+            .create(rtdir, b"f", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+            .unwrap();
+        m.insert("f".into(), (ino, Vec::new()));
+        write(fs, &mut m, "f", 0, &pattern(seed + 20, n));
+        punch(fs, &mut m, "f", 5 * bs, 9 * bs);
+        truncate(fs, &mut m, "f", n - 2 * bs);
+        if g.rg_count > 1 {
+            let ip = fs.inode(ino).unwrap();
+            let ext = xfskit::inode::extents(fs, &ip, xfskit::inode::Fork::Data).unwrap();
+            let groups: std::collections::BTreeSet<u32> =
+                ext.iter().map(|e| g.rtb_split(e.start.0).0).collect();
+            assert!(groups.len() > 1, "f stays in one group: {ext:?}");
+            for e in &ext {
+                assert!(g.rtb_range_valid(e.start.0, e.len), "{e:?} crosses a group");
+            }
+        }
+    }
     m
 }
 
@@ -141,12 +171,22 @@ fn verify(img: &Path, rt: &Path, m: &Model, what: &str) {
 }
 
 fn run_case(tag: &str, opts: &str, seed: u64) {
+    run_case_with(tag, opts, seed, mkfs_rt);
+}
+
+type Mkfs = fn(&Path, u64, &Path, u64, &str);
+
+fn run_case_with(tag: &str, opts: &str, seed: u64, mkfs: Mkfs) {
     if skip_without_615(&format!("write_realtime {tag}")) {
         return;
     }
     let s = Scratch::new(&format!("rtw-{tag}"));
     let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
-    mkfs_rt(&img, 512 << 20, &rt, 64 << 20, opts);
+    mkfs(&img, 512 << 20, &rt, 64 << 20, opts);
+    let fresh = Fs::open(&img, &OpenOptions::default())
+        .unwrap()
+        .geometry()
+        .rt_frextents;
     let m = {
         let fs = open_rw_rt(&img, &rt);
         let m = workload(&fs, seed);
@@ -167,9 +207,12 @@ fn run_case(tag: &str, opts: &str, seed: u64) {
     let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
     let g = fs.geometry();
     assert_eq!(
-        g.rt_frextents, g.rt_extents,
+        g.rt_frextents, fresh,
         "{tag}: not every extent is free again"
     );
+    if !g.has_rtgroups() {
+        assert_eq!(g.rt_frextents, g.rt_extents, "{tag}");
+    }
     drop(fs);
     assert_repair_615_rt_clean(&img, &rt);
 }
@@ -187,6 +230,53 @@ fn realtime_files_written_with_four_block_extents() {
 #[test]
 fn realtime_files_written_with_1k_blocks() {
     run_case("1k", "-b size=1024 -r extsize=12k", 3);
+}
+
+#[test]
+fn realtime_group_files_written_in_one_group() {
+    let o = "-m metadir=1,rmapbt=0,reflink=0 -r rgcount=1";
+    run_case_with("rg1", o, 4, mkfs_615_rtg);
+}
+
+#[test]
+fn realtime_group_files_written_in_four_groups_of_four_block_extents() {
+    // 20 MiB groups: the last of the 64 MiB is short.
+    let o = "-m metadir=1,rmapbt=0,reflink=0 -r rgsize=20m -r extsize=16k";
+    run_case_with("rg3", o, 5, mkfs_615_rtg);
+}
+
+#[test]
+fn realtime_group_files_written_with_1k_blocks_in_six_groups() {
+    let o = "-b size=1024 -m metadir=1,rmapbt=0,reflink=0 -r rgsize=12m -r extsize=8k";
+    run_case_with("rg5-1k", o, 6, mkfs_615_rtg);
+}
+
+/// Realtime groups with the realtime rmap btree stay read-only, with a
+/// message that names it.
+#[test]
+fn realtime_groups_with_rmap_refuse_writes() {
+    if skip_without_615("write_realtime rg-rmap") {
+        return;
+    }
+    let s = Scratch::new("rtw-rg-rmap");
+    let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
+    mkfs_615_rtg(
+        &img,
+        512 << 20,
+        &rt,
+        16 << 20,
+        "-m metadir=1,rmapbt=1,reflink=0",
+    );
+    let e = Fs::open_rw(
+        &img,
+        &OpenOptions {
+            rtdev: Some(rt.clone()),
+            ..OpenOptions::default()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("realtime rmap btree"), "{e}");
 }
 
 /// Writing needs the realtime device; without it the open is refused.
