@@ -288,3 +288,111 @@ fn writing_needs_the_realtime_device() {
     let e = Fs::open_rw(&img, &OpenOptions::default()).err().unwrap();
     assert!(e.to_string().contains("--rtdev"), "{e}");
 }
+
+/// An extent-free intent for realtime blocks (EFI_RT, as the kernel logs
+/// one when it frees realtime extents on realtime groups) without its
+/// done item: recovery frees the extents in their group's bitmap and
+/// summary and logs an EFD_RT; xfs_repair -n -r 6.15 then finds the image
+/// clean and every extent but the realtime superblock's free. An EFI_RT
+/// past its group's end is refused, naming the intent.
+#[test]
+fn unfinished_realtime_extent_free_is_recovered() {
+    if skip_without_615("write_realtime efi_rt") {
+        return;
+    }
+    let efi_rt = |id: u64, start: u64, len: u32| {
+        let mut v = Vec::new();
+        v.extend_from_slice(&xfs_format::log_item::XFS_LI_EFI_RT.to_le_bytes());
+        v.extend_from_slice(&1u16.to_le_bytes());
+        v.extend_from_slice(&1u32.to_le_bytes());
+        v.extend_from_slice(&id.to_le_bytes());
+        v.extend_from_slice(&start.to_le_bytes());
+        v.extend_from_slice(&len.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
+        v
+    };
+    let s = Scratch::new("rtw-efi-rt");
+    let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
+    let opts = "-m metadir=1,rmapbt=0,reflink=0 -r rgcount=2 -r extsize=8k";
+    mkfs_615_rtg(&img, 512 << 20, &rt, 16 << 20, opts);
+    let fresh = Fs::open(&img, &OpenOptions::default())
+        .unwrap()
+        .geometry()
+        .rt_frextents;
+    let (ino, ext) = {
+        let fs = open_rw_rt(&img, &rt);
+        let root = fs.geometry().root_ino;
+        let dir = fs
+            .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
+            .unwrap();
+        fs.set_realtime(dir, true).unwrap();
+        let ino = fs
+            .create(dir, b"v", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+            .unwrap();
+        fs.write_at(ino, 0, &pattern(77, 40 << 10)).unwrap();
+        fs.sync().unwrap();
+        let ip = fs.inode(ino).unwrap();
+        let ext = xfskit::inode::extents(&fs, &ip, xfskit::inode::Fork::Data).unwrap();
+        assert_eq!(ext.len(), 1, "{ext:?}");
+        (ino, ext[0])
+    };
+    // The file lets go of its extent behind the filesystem's back: the
+    // extents stay allocated in the bitmap, owned by nobody.
+    let (ok, out) = run_615(
+        "xfs_db",
+        &[
+            "-x",
+            "-R",
+            &rt.display().to_string(),
+            "-c",
+            &format!("inode {}", ino.0),
+            "-c",
+            "write core.nextents 0",
+            "-c",
+            "write core.size 0",
+            "-c",
+            "write core.nblocks 0",
+            &img.display().to_string(),
+        ],
+    );
+    assert!(ok, "xfs_db: {out}");
+    let bad = s.0.join("bad.img");
+    for (path, start, len) in [
+        (&img, ext.start.0, ext.len as u32),
+        // Past the end of group 1.
+        (&bad, ext.start.0 | (1 << 20), 1 << 14),
+    ] {
+        if path == &bad {
+            std::fs::copy(s.0.join("clean.img"), &bad).unwrap();
+        } else {
+            std::fs::copy(&img, s.0.join("clean.img")).unwrap();
+        }
+        let fs = Fs::open_rw(
+            path,
+            &OpenOptions {
+                rtdev: Some(rt.clone()),
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+        let mut tp = fs.trans().unwrap();
+        tp.log_raw_item(vec![efi_rt(0xef12, start, len)]);
+        tp.commit().unwrap();
+        fs.force_log().unwrap();
+        // Dropped without sync: the EFI_RT is only in the log.
+    }
+    let report = Fs::recover(&img, &xfskit::log::recover::RecoverOptions::default()).unwrap();
+    assert_eq!(report.efi_extents_freed, 1, "{report:?}");
+    assert_repair_615_rt_clean(&img, &rt);
+    let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
+    assert_eq!(
+        fs.geometry().rt_frextents,
+        fresh,
+        "the extent is not free again"
+    );
+    drop(fs);
+    let e = Fs::recover(&bad, &xfskit::log::recover::RecoverOptions::default())
+        .err()
+        .expect("an EFI_RT past its group is refused");
+    assert!(e.to_string().contains("extent-free intent"), "{e}");
+}
