@@ -392,7 +392,74 @@ fn unfinished_realtime_extent_free_is_recovered() {
     );
     drop(fs);
     let e = Fs::recover(&bad, &xfskit::log::recover::RecoverOptions::default())
-        .err()
-        .expect("an EFI_RT past its group is refused");
+        .expect_err("an EFI_RT past its group is refused");
     assert!(e.to_string().contains("extent-free intent"), "{e}");
+}
+
+/// Bad input on realtime groups: a bitmap block whose header lies gives
+/// an error naming the group and the file block (never a panic), and a
+/// section with no free extent left refuses the write with ENOSPC and
+/// leaves a filesystem xfs_repair -n -r 6.15 accepts.
+#[test]
+fn realtime_group_damage_and_full_groups_are_errors() {
+    if skip_without_615("write_realtime rg-bad") {
+        return;
+    }
+    let s = Scratch::new("rtw-rg-bad");
+    let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
+    let opts = "-m metadir=1,rmapbt=0,reflink=0 -r rgcount=2";
+    mkfs_615_rtg(&img, 512 << 20, &rt, 8 << 20, opts);
+    let (dir, file) = {
+        let fs = open_rw_rt(&img, &rt);
+        let root = fs.geometry().root_ino;
+        let dir = fs
+            .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
+            .unwrap();
+        fs.set_realtime(dir, true).unwrap();
+        let file = fs
+            .create(dir, b"f", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+            .unwrap();
+        fs.sync().unwrap();
+        (dir, file)
+    };
+    // More than the section holds: what fits is written, then ENOSPC.
+    {
+        let fs = open_rw_rt(&img, &rt);
+        let e = fs.write_at(file, 0, &pattern(5, 9 << 20)).unwrap_err();
+        assert!(matches!(e, xfskit::Error::NoSpace(_)), "{e}");
+        assert!(e.to_string().contains("realtime groups"), "{e}");
+        fs.unlink(dir, b"f").unwrap();
+        fs.sync().unwrap();
+    }
+    assert_repair_615_rt_clean(&img, &rt);
+    // Group 0's first bitmap block loses its magic.
+    let daddr = {
+        let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
+        let g = fs.geometry().clone();
+        let look = |d: Ino, name: &[u8]| {
+            let ip = fs.inode(d).unwrap();
+            xfskit::dir::lookup(&fs, &ip, name).unwrap().unwrap()
+        };
+        let groups = look(g.metadir_ino, b"rtgroups");
+        let bm = fs.inode(look(groups, b"0.bitmap")).unwrap();
+        let ext = xfskit::inode::extents(&fs, &bm, xfskit::inode::Fork::Data).unwrap();
+        g.fsb_to_daddr(ext[0].start).0
+    };
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+        f.write_all_at(b"XXXX", daddr * 512).unwrap();
+    }
+    let fs = open_rw_rt(&img, &rt);
+    let f = fs
+        .create(dir, b"g", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+        .unwrap();
+    let e = fs.write_at(f, 0, &pattern(6, 10_000)).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("realtime group 0")
+            && text.contains("file block 0")
+            && text.contains("magic"),
+        "{text}"
+    );
 }
