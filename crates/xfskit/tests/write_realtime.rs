@@ -139,6 +139,16 @@ fn workload(fs: &Fs, seed: u64) -> Model {
             for e in &ext {
                 assert!(g.rtb_range_valid(e.start.0, e.len), "{e:?} crosses a group");
             }
+            // New files start in the groups in turn (the kernel's rotor).
+            let first: std::collections::BTreeSet<u32> = ["c", "d", "e"]
+                .iter()
+                .filter_map(|n| {
+                    let ip = fs.inode(m[*n].0).unwrap();
+                    let ext = xfskit::inode::extents(fs, &ip, xfskit::inode::Fork::Data).unwrap();
+                    ext.first().map(|e| g.rtb_split(e.start.0).0)
+                })
+                .collect();
+            assert!(first.len() > 1, "every new file starts in group {first:?}");
         }
     }
     m

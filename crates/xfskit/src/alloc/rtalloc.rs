@@ -400,10 +400,12 @@ impl Rt {
 /// realtime block `goal` (the first free run the summary shows at least
 /// `minlen` long, in bitmap order from the goal's bitmap block, wrapping;
 /// with realtime groups, in the goal's group first, then each following
-/// group in turn); returns (first realtime block, extents).
+/// group in turn; without a goal, as the kernel does for a file's first
+/// extents, from the next group of a rotor); returns (first realtime
+/// block, extents).
 pub(crate) fn rt_alloc_blocks(
     tp: &mut Trans<'_>,
-    goal: u64,
+    goal: Option<u64>,
     minlen: u64,
     maxlen: u64,
 ) -> Result<(u64, u64)> {
@@ -417,12 +419,21 @@ pub(crate) fn rt_alloc_blocks(
     if !geo.has_rtgroups() {
         let rt = Rt::open(tp)?;
         let (x, n) = rt
-            .alloc_in(tp, goal / r, minlen, maxlen)?
+            .alloc_in(tp, goal.unwrap_or(0) / r, minlen, maxlen)?
             .ok_or_else(|| Error::NoSpace(format!("no run of {minlen} free realtime extents")))?;
         return Ok((x * r, n));
     }
-    let (g0, gb) = geo.rtb_split(goal);
     let count = geo.rg_count;
+    let (g0, gb) = match goal {
+        Some(g) => geo.rtb_split(g),
+        None => {
+            let ws = tp.fs().write_state()?;
+            let n = ws
+                .rtg_rotor
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (n % count.max(1), 0)
+        }
+    };
     let g0 = if g0 < count { g0 } else { 0 };
     for i in 0..count {
         let rgno = (g0 + i) % count;

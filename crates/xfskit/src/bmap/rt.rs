@@ -61,7 +61,7 @@ pub(crate) fn alloc_range(
             ));
         }
         let prev = win.iter().rev().find(|e| e.end() <= pos);
-        let goal = prev.map_or(0, |e| e.start.0 + e.len);
+        let goal = prev.map(|e| e.start.0 + e.len);
         let max_rtx = ((hole_end - pos) / r).min(edit::MAX_EXTLEN / r).max(1);
         let (start, n) = crate::alloc::rtalloc::rt_alloc_blocks(tp, goal, 1, max_rtx)?;
         let got = n * r;
