@@ -60,6 +60,14 @@ pub const XFS_LI_ATTRD: u16 = 0x1247;
 pub const XFS_LI_XMI: u16 = 0x1248;
 /// Item type: file mapping exchange done.
 pub const XFS_LI_XMD: u16 = 0x1249;
+/// Item type: realtime extent free intent (realtime groups).
+pub const XFS_LI_EFI_RT: u16 = 0x124a;
+/// Item type: realtime extent free done.
+pub const XFS_LI_EFD_RT: u16 = 0x124b;
+/// Item type: realtime reverse-mapping update intent (realtime groups).
+pub const XFS_LI_RUI_RT: u16 = 0x124c;
+/// Item type: realtime reverse-mapping update done.
+pub const XFS_LI_RUD_RT: u16 = 0x124d;
 
 /// Short name of an item type, as the kernel's trace tables spell it.
 pub fn item_type_name(t: u16) -> &'static str {
@@ -82,6 +90,10 @@ pub fn item_type_name(t: u16) -> &'static str {
         XFS_LI_ATTRD => "ATTRD",
         XFS_LI_XMI => "XMI",
         XFS_LI_XMD => "XMD",
+        XFS_LI_EFI_RT => "EFI_RT",
+        XFS_LI_EFD_RT => "EFD_RT",
+        XFS_LI_RUI_RT => "RUI_RT",
+        XFS_LI_RUD_RT => "RUD_RT",
         _ => "UNKNOWN",
     }
 }

@@ -31,7 +31,10 @@ fn check_with(img: &Path, extra: &[&str]) -> (i32, String) {
 /// The report's problem lines, sorted (the summary line, which holds the
 /// time taken, left out).
 fn problems(text: &str) -> Vec<&str> {
-    let mut v: Vec<&str> = text.lines().filter(|l| !l.starts_with("checked ")).collect();
+    let mut v: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("checked "))
+        .collect();
     v.sort_unstable();
     v
 }

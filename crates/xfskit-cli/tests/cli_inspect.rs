@@ -430,11 +430,7 @@ fn exit_codes() {
     let tmp = TempDir::new("xfskit-exit");
     let v4 = mkfs(tmp.path(), "v4.img", 300 << 20, &["-m", "crc=0"]);
     // v4 is read (ls exits 0) but never written (exit 3).
-    assert_eq!(
-        xfskit(&["ls", s(&v4)]).status.code(),
-        Some(0),
-        "v4 is read"
-    );
+    assert_eq!(xfskit(&["ls", s(&v4)]).status.code(), Some(0), "v4 is read");
     assert_eq!(
         xfskit(&["mkdir", s(&v4), "/d"]).status.code(),
         Some(3),

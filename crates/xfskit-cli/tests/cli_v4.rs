@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::skip::skip;
 use common::fixtures::{output_text, repair_check, xfskit_output};
+use common::skip::skip;
 use common::TempDir;
 use std::fs;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -35,7 +35,11 @@ fn make_source(dir: &Path) {
         fs::write(dir.join(format!("blockdir/f{i}")), i.to_string()).unwrap();
     }
     for i in 0..300 {
-        fs::write(dir.join(format!("leafdir/entry_with_longer_name_{i:05}")), b"").unwrap();
+        fs::write(
+            dir.join(format!("leafdir/entry_with_longer_name_{i:05}")),
+            b"",
+        )
+        .unwrap();
     }
     for i in 0..3000 {
         fs::write(dir.join(format!("nodedir/n{i:06}_padding_padding")), b"").unwrap();
@@ -195,9 +199,7 @@ fn v4_read_commands_match_the_source() {
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
                 .collect();
             if d.is_empty() {
-                want.extend(
-                    ["lnk_short", "lnk_long", "cdev", "bdev", "fifo"].map(String::from),
-                );
+                want.extend(["lnk_short", "lnk_long", "cdev", "bdev", "fifo"].map(String::from));
             }
             want.sort();
             assert_eq!(got, want, "{name}: ls /{d}");
@@ -221,22 +223,30 @@ fn v4_read_commands_match_the_source() {
         let md = fs::symlink_metadata(out.join("big.bin")).unwrap();
         assert_eq!((md.mode() & 0o7777, md.uid(), md.gid()), (0o644, 1000, 100));
         assert_eq!(
-            fs::read_link(out.join("lnk_long")).unwrap().to_str().unwrap(),
+            fs::read_link(out.join("lnk_long"))
+                .unwrap()
+                .to_str()
+                .unwrap(),
             long_target(),
             "{name}: remote symlink"
         );
         assert_eq!(
-            fs::read_link(out.join("lnk_short")).unwrap().to_str().unwrap(),
+            fs::read_link(out.join("lnk_short"))
+                .unwrap()
+                .to_str()
+                .unwrap(),
             "small.txt"
         );
         // stat names the device numbers the protofile gave.
         let st = String::from_utf8(run_ok(&["ls", "-l", i, "/"])).unwrap();
         assert!(
-            st.lines().any(|l| l.starts_with("crw-------") && l.contains("4, 64")),
+            st.lines()
+                .any(|l| l.starts_with("crw-------") && l.contains("4, 64")),
             "{name}: {st}"
         );
         assert!(
-            st.lines().any(|l| l.starts_with("brw-rw----") && l.contains("8, 1")),
+            st.lines()
+                .any(|l| l.starts_with("brw-rw----") && l.contains("8, 1")),
             "{name}: {st}"
         );
         // bulkstat sees every inode: the source's files and directories,
@@ -247,7 +257,12 @@ fn v4_read_commands_match_the_source() {
             .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
             .count();
         // 3320 in the three big directories, 4 root files, 4 directories.
-        assert_eq!(n, 3320 + 4 + 4 + 5 + 1, "{name}: bulkstat rows\n{}", &bs[..bs.len().min(400)]);
+        assert_eq!(
+            n,
+            3320 + 4 + 4 + 5 + 1,
+            "{name}: bulkstat rows\n{}",
+            &bs[..bs.len().min(400)]
+        );
         // check and xfs_repair -n agree: clean.
         let o = xfskit_output(&["check", i]);
         assert!(o.status.success(), "{name}: check: {}", output_text(&o));
@@ -259,7 +274,10 @@ fn v4_read_commands_match_the_source() {
 #[test]
 fn v4_info_matches_xfs_db() {
     let Some(d) = common::fixtures::xfsprogs_615() else {
-        skip("v4_info_matches_xfs_db", "xfsprogs 6.15 not beside the project");
+        skip(
+            "v4_info_matches_xfs_db",
+            "xfsprogs 6.15 not beside the project",
+        );
         return;
     };
     let Some(im) = images("v4_info_matches_xfs_db") else {
@@ -274,7 +292,9 @@ fn v4_info_matches_xfs_db() {
             .output()
             .unwrap();
         let want = String::from_utf8_lossy(&want.stdout).replace(img.to_str().unwrap(), "");
-        let got = String::from_utf8(got).unwrap().replace(img.to_str().unwrap(), "");
+        let got = String::from_utf8(got)
+            .unwrap()
+            .replace(img.to_str().unwrap(), "");
         assert_eq!(got, want, "{name}: info");
     }
 }
@@ -306,7 +326,10 @@ fn v4_writes_are_refused() {
             output_text(&o)
         );
     }
-    assert!(fs::read(img).unwrap() == before, "a refused write changed the image");
+    assert!(
+        fs::read(img).unwrap() == before,
+        "a refused write changed the image"
+    );
 }
 
 /// Byte offset of the first filesystem block of `path`'s data fork, from xfs_db.
@@ -354,7 +377,10 @@ fn v4_damage_is_found_by_check_and_xfs_repair() {
     // 64 MiB images of 4 AGs: 4096 blocks of 4 KiB per AG (mkfs's layout
     // for this size, checked by info below).
     let info = String::from_utf8(run_ok(&["info", clean.to_str().unwrap()])).unwrap();
-    assert!(info.contains("agsize=4096 blks") && info.contains("bsize=4096"), "{info}");
+    assert!(
+        info.contains("agsize=4096 blks") && info.contains("bsize=4096"),
+        "{info}"
+    );
     // A directory data block with a bad magic.
     let img = im._dir.path().join("bad-dir.img");
     fs::copy(clean, &img).unwrap();
@@ -366,7 +392,11 @@ fn v4_damage_is_found_by_check_and_xfs_repair() {
     assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     let text = output_text(&o);
     assert!(text.contains("bad magic"), "{text}");
-    assert_ne!(repair_check(&img).0, 0, "xfs_repair -n misses the bad directory magic");
+    assert_ne!(
+        repair_check(&img).0,
+        0,
+        "xfs_repair -n misses the bad directory magic"
+    );
     let o = xfskit_output(&["ls", img.to_str().unwrap(), "/blockdir"]);
     assert_eq!(o.status.code(), Some(5), "{}", output_text(&o));
     // An inode with a bad magic.
@@ -379,7 +409,11 @@ fn v4_damage_is_found_by_check_and_xfs_repair() {
     let o = xfskit_output(&["check", img.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     assert!(output_text(&o).contains("inode"), "{}", output_text(&o));
-    assert_ne!(repair_check(&img).0, 0, "xfs_repair -n misses the bad inode magic");
+    assert_ne!(
+        repair_check(&img).0,
+        0,
+        "xfs_repair -n misses the bad inode magic"
+    );
     let o = xfskit_output(&["cat", img.to_str().unwrap(), "/small.txt"]);
     assert_eq!(o.status.code(), Some(5), "{}", output_text(&o));
 }

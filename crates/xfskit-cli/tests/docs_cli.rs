@@ -11,8 +11,6 @@ use common::TempDir;
 use std::path::Path;
 use std::process::Command;
 
-
-
 /// The subcommands `xfskit --help` lists (its "Commands:" section), less
 /// clap's own `help`.
 fn subcommands() -> Vec<String> {

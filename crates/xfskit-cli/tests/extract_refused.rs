@@ -14,8 +14,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-
-
 fn sh(script: &str) {
     let o = Command::new("sh").args(["-c", script]).output().unwrap();
     assert!(o.status.success(), "{script}: {}", text(&o));

@@ -555,7 +555,11 @@ fn rename_whiteout_leaves_a_whiteout() {
     assert_eq!(nlink(&p("e")), e_links + 1);
     // With RENAME_EXCHANGE it is refused.
     assert_eq!(
-        rename2(&p("g"), &p("e/d"), libc::RENAME_WHITEOUT | libc::RENAME_EXCHANGE),
+        rename2(
+            &p("g"),
+            &p("e/d"),
+            libc::RENAME_WHITEOUT | libc::RENAME_EXCHANGE
+        ),
         libc::EINVAL
     );
     m.finish();

@@ -14,7 +14,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
 }

@@ -734,3 +734,62 @@ fn zoned_inside_the_data_device() {
     };
     zoned_case(TEST, layout);
 }
+
+/// Writes through the edits on realtime groups without rmap or reflink:
+/// `mkdir --realtime`, `cp` (a file larger than a group, so its extents
+/// go to more than one group), `truncate` and `rm`, beside the files
+/// mkfs.xfs made; the data read back, `check --rtdev` and `xfs_repair -n
+/// -r` 6.15 clean after the writes and after the frees.
+#[test]
+fn rtgroup_edits_write_and_free() {
+    const TEST: &str = "rtgroup_edits_write_and_free";
+    let mut layout = rtg_layout(rtg_files(), 36 + 1);
+    layout.mkfs_args = vec!["-m", "metadir=1,rmapbt=0,reflink=0", "-d", "agcount=2"];
+    let Some(im) = make_with(TEST, layout) else {
+        return;
+    };
+    let (img, rtdev) = (s(&im.img), s(&im.rtdev));
+    let src = im.dir.join("big");
+    // 5,462 blocks a group: 6,000 blocks cannot stay in one.
+    let big = common::rtimg::pattern(7, 6000 * BS as usize + 77);
+    std::fs::write(&src, &big).expect("big");
+    let run = |args: &[&str]| {
+        let o = xfskit(args);
+        assert!(o.status.success(), "{args:?}: {}", output_text(&o));
+        o
+    };
+    run(&["mkdir", "--rtdev", rtdev, "--realtime", img, "/rt"]);
+    run(&["cp", "--rtdev", rtdev, s(&src), &format!("{img}:/rt/big")]);
+    let o = run(&["cat", "--rtdev", rtdev, img, "/rt/big"]);
+    assert!(o.stdout == big, "the copy reads back different");
+    let o = run(&["stat", "--rtdev", rtdev, img, "/rt/big"]);
+    assert!(
+        output_text(&o).contains("RT-BLOCK-RANGE"),
+        "{}",
+        output_text(&o)
+    );
+    let o = run(&["cat", "--rtdev", rtdev, img, "/two"]);
+    assert_eq!(o.stdout, im.files.iter().find(|f| f.0 == "/two").unwrap().1);
+    assert_clean(&im, "after cp");
+    let (ok, out) = im.repair_n();
+    assert!(ok, "xfs_repair -n -r after cp: {out}");
+    run(&["truncate", "--rtdev", rtdev, "-s", "100000", img, "/rt/big"]);
+    let o = run(&["cat", "--rtdev", rtdev, img, "/rt/big"]);
+    assert!(o.stdout == big[..100000], "the truncated copy differs");
+    run(&["rm", "--rtdev", rtdev, img, "/rt/big", "/zero"]);
+    assert_clean(&im, "after truncate and rm");
+    let (ok, out) = im.repair_n();
+    assert!(ok, "xfs_repair -n -r after rm: {out}");
+    // Everything but the files mkfs.xfs made and the realtime superblock is free.
+    let sb = run_ok(
+        tool(&im.x615, "xfs_db")
+            .args(["-r", "-c", "sb 0", "-c", "print frextents rextents"])
+            .arg(&im.img),
+        "xfs_db sb",
+    );
+    assert_eq!(
+        field(&sb, "frextents"),
+        field(&sb, "rextents") - 16 - 1,
+        "{sb}"
+    );
+}

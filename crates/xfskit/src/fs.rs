@@ -161,9 +161,17 @@ impl Fs {
                     "writing to a zoned filesystem: zoned realtime sections are read-only in xfskit (their zones are written only at their write pointers and freed by garbage collection, which xfskit does not do)".into(),
                 ));
             }
-            if probe.geo.has_rtgroups() {
+            // Realtime groups are written through their bitmaps and
+            // summaries; their reverse-mapping and reference count btrees
+            // are not.
+            if probe.geo.has_rtgroups() && probe.geo.features.rmapbt {
                 return Err(Error::Unsupported(
-                    "writing to a filesystem with realtime groups: realtime group filesystems are read-only in xfskit".into(),
+                    "writing to a filesystem with realtime groups and reverse mapping: the realtime rmap btree (/rtgroups/N.rmap) is not written by xfskit; such filesystems are read-only".into(),
+                ));
+            }
+            if probe.geo.has_rtgroups() && probe.geo.features.reflink {
+                return Err(Error::Unsupported(
+                    "writing to a filesystem with realtime groups and reflink: the realtime refcount btree (/rtgroups/N.refcount) is not written by xfskit; such filesystems are read-only".into(),
                 ));
             }
             if probe.rt.is_none() {

@@ -91,8 +91,14 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         // tmpfs cannot drop its pages: only a real disk shows the drop.
         if cold != 0 {
-            println!("NOTE: {} keeps evicted pages (tmpfs?): drop not tested", dir.display());
+            println!(
+                "NOTE: {} keeps evicted pages (tmpfs?): drop not tested",
+                dir.display()
+            );
         }
-        assert!(warm >= 256 << 10, "{warm} bytes cached after reading 256 KiB");
+        assert!(
+            warm >= 256 << 10,
+            "{warm} bytes cached after reading 256 KiB"
+        );
     }
 }

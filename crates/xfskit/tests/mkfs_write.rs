@@ -593,10 +593,17 @@ fn memory_device_matches_file_target() {
     let size = 512u64 << 20;
     let dev = MemDevice::new(size as usize);
     // As ours(): xfsprogs 6.1's defaults.
-    let args: Vec<String> = ["--defaults", "6.1", "-m", &format!("uuid={UUID}"), "-L", "mem"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let args: Vec<String> = [
+        "--defaults",
+        "6.1",
+        "-m",
+        &format!("uuid={UUID}"),
+        "-L",
+        "mem",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let o = parse_mkfs_args(&args).unwrap();
     let w = WriteOptions {
         timestamp: Some(TS),
@@ -639,8 +646,18 @@ const NEWER: &[(u64, &str, &str, bool)] = &[
     ),
     (G, "-m rmapbt=1 -i nrext64=1", "--defaults 6.12", true),
     // mkfs.xfs 6.15's own defaults are those of the 6.12 line.
-    (G, "-n parent=1 -m reflink=0", "--defaults 6.12 -n parent=1 -m reflink=0", true),
-    (G, "-n parent=1 -i exchange=0", "--defaults 6.12 -n parent=1 -i exchange=0", true),
+    (
+        G,
+        "-n parent=1 -m reflink=0",
+        "--defaults 6.12 -n parent=1 -m reflink=0",
+        true,
+    ),
+    (
+        G,
+        "-n parent=1 -i exchange=0",
+        "--defaults 6.12 -n parent=1 -i exchange=0",
+        true,
+    ),
     (
         100 * G,
         "-n parent=1 -i exchange=1 -m rmapbt=1 -i nrext64=1",

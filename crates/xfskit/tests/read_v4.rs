@@ -21,7 +21,10 @@ fn make(img: &Path, dir: &Path, opts: &[&str]) -> bool {
     proto += &format!("data.bin ---640 7 8 {}\n", dir.join("data.bin").display());
     proto += "big d--750 1 2\n";
     for i in 0..500 {
-        proto += &format!("entry{i:04} ---600 0 0 {}\n", dir.join("data.bin").display());
+        proto += &format!(
+            "entry{i:04} ---600 0 0 {}\n",
+            dir.join("data.bin").display()
+        );
     }
     proto += "$\nsmall d--755 0 0\n";
     for i in 0..40 {
@@ -33,7 +36,10 @@ fn make(img: &Path, dir: &Path, opts: &[&str]) -> bool {
     fs::File::create(img).unwrap().set_len(64 << 20).unwrap();
     let mut args = vec!["-q", "-f", "-m", "crc=0"];
     args.extend_from_slice(opts);
-    let (ps, is) = (p.to_str().unwrap().to_string(), img.to_str().unwrap().to_string());
+    let (ps, is) = (
+        p.to_str().unwrap().to_string(),
+        img.to_str().unwrap().to_string(),
+    );
     args.extend_from_slice(&["-p", &ps, &is]);
     std::env::set_var("TEST_DIR", "/tmp");
     std::env::set_var("TEST_DEV", "/dev/null");
@@ -90,7 +96,10 @@ fn v4_images_read_through_the_library() {
         let small = fs_.lookup_path(b"/small").unwrap();
         assert_eq!(xfskit::dir::read_dir(&fs_, &small).unwrap().len(), 40);
         let link = fs_.lookup_path(b"/link").unwrap();
-        assert_eq!(xfskit::symlink::read_link(&fs_, &link).unwrap(), b"data.bin");
+        assert_eq!(
+            xfskit::symlink::read_link(&fs_, &link).unwrap(),
+            b"data.bin"
+        );
         // Writing is refused with the v4 message.
         match Fs::open_rw(&img, &OpenOptions::default()) {
             Err(Error::Unsupported(m)) => assert!(m.contains("read-only"), "{m}"),

@@ -55,7 +55,6 @@ fn write_fragmented(path: &Path, n: u64, pat: u8) {
     );
 }
 
-
 /// A dirty image from the kernel whose recovery has intents to finish and
 /// unlinked inodes to free, or None after some tries.
 fn dirty_image(dir: &Path) -> Option<(PathBuf, RecoverReport)> {
@@ -150,8 +149,14 @@ fn crash_point(
 ) {
     let tear = n % 2 == 1;
     let (dev, r) = recover_on(img, Some(n), tear);
-    assert!(r.is_err(), "write {n} of {total} failed, yet recovery returned");
-    let what = format!("crash at write {n} of {total}{}", if tear { " (torn)" } else { "" });
+    assert!(
+        r.is_err(),
+        "write {n} of {total} failed, yet recovery returned"
+    );
+    let what = format!(
+        "crash at write {n} of {total}{}",
+        if tear { " (torn)" } else { "" }
+    );
     let look = n.is_multiple_of(stride) || n + 6 > total;
     if look {
         dev.save(img, crashed);
@@ -208,7 +213,11 @@ fn recovery_interrupted_at_every_write() {
     let total = dev.writes();
     let whole = dir.join("whole.img");
     dev.save(&img, &whole);
-    assert_tree_eq(&want, &walk_lib(&Fs::open(&whole, &OpenOptions::default()).unwrap()), "uninterrupted recovery");
+    assert_tree_eq(
+        &want,
+        &walk_lib(&Fs::open(&whole, &OpenOptions::default()).unwrap()),
+        "uninterrupted recovery",
+    );
     println!(
         "recovery makes {total} writes ({} extents freed, {} inodes freed)",
         full.efi_extents_freed, full.unlinked.freed

@@ -634,12 +634,18 @@ fn a_crash_at_every_write_of_a_chained_exchange_recovers() {
     assert_ne!(old, new);
     eprintln!("the exchange: {checkpoints} checkpoints, {writes} writes with its sync");
     assert!(checkpoints >= 10, "only {checkpoints} checkpoints");
-    let seen = crash_sweep(&s, &base, &opts, &names, (&old, &new), true, |fs| {
-        match exchange(fs) {
+    let seen = crash_sweep(
+        &s,
+        &base,
+        &opts,
+        &names,
+        (&old, &new),
+        true,
+        |fs| match exchange(fs) {
             Err(e) => (true, Err(e)),
             Ok(()) => (false, fs.sync()),
-        }
-    });
+        },
+    );
     eprintln!(
         "{} crashes of {writes} writes: {} recovered the old files, \
          {} cut the exchange part way and recovery finished it",

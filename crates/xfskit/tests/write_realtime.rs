@@ -1,4 +1,6 @@
-//! Writing realtime files on classic realtime sections: a directory with
+//! Writing realtime files on classic realtime sections and on realtime
+//! groups (mkfs.xfs 6.15's `-m metadir=1,rmapbt=0,reflink=0`, one group
+//! and several, a file that spans groups): a directory with
 //! RTINHERIT, files made in it (realtime) and outside (data device), data
 //! written, overwritten, appended, preallocated, punched, truncated and
 //! removed, with realtime extents of one block and of several. Every
@@ -111,6 +113,44 @@ fn workload(fs: &Fs, seed: u64) -> Model {
     // Removal frees everything.
     fs.unlink(rtdir, b"a").unwrap();
     m.remove("a");
+    if fs.geometry().has_rtgroups() {
+        // A file larger than a group takes extents in several groups,
+        // never one that crosses a group's end.
+        let g = fs.geometry();
+        let group = (g.rg_blocks() * u64::from(g.block_size)) as usize;
+        let n = if g.rg_count > 1 {
+            group + 3 * bs + 5
+        } else {
+            group / 2
+        };
+        let ino = fs
+            .create(rtdir, b"f", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+            .unwrap();
+        m.insert("f".into(), (ino, Vec::new()));
+        write(fs, &mut m, "f", 0, &pattern(seed + 20, n));
+        punch(fs, &mut m, "f", 5 * bs, 9 * bs);
+        truncate(fs, &mut m, "f", n - 2 * bs);
+        if g.rg_count > 1 {
+            let ip = fs.inode(ino).unwrap();
+            let ext = xfskit::inode::extents(fs, &ip, xfskit::inode::Fork::Data).unwrap();
+            let groups: std::collections::BTreeSet<u32> =
+                ext.iter().map(|e| g.rtb_split(e.start.0).0).collect();
+            assert!(groups.len() > 1, "f stays in one group: {ext:?}");
+            for e in &ext {
+                assert!(g.rtb_range_valid(e.start.0, e.len), "{e:?} crosses a group");
+            }
+            // New files start in the groups in turn (the kernel's rotor).
+            let first: std::collections::BTreeSet<u32> = ["c", "d", "e"]
+                .iter()
+                .filter_map(|n| {
+                    let ip = fs.inode(m[*n].0).unwrap();
+                    let ext = xfskit::inode::extents(fs, &ip, xfskit::inode::Fork::Data).unwrap();
+                    ext.first().map(|e| g.rtb_split(e.start.0).0)
+                })
+                .collect();
+            assert!(first.len() > 1, "every new file starts in group {first:?}");
+        }
+    }
     m
 }
 
@@ -141,12 +181,22 @@ fn verify(img: &Path, rt: &Path, m: &Model, what: &str) {
 }
 
 fn run_case(tag: &str, opts: &str, seed: u64) {
+    run_case_with(tag, opts, seed, mkfs_rt);
+}
+
+type Mkfs = fn(&Path, u64, &Path, u64, &str);
+
+fn run_case_with(tag: &str, opts: &str, seed: u64, mkfs: Mkfs) {
     if skip_without_615(&format!("write_realtime {tag}")) {
         return;
     }
     let s = Scratch::new(&format!("rtw-{tag}"));
     let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
-    mkfs_rt(&img, 512 << 20, &rt, 64 << 20, opts);
+    mkfs(&img, 512 << 20, &rt, 64 << 20, opts);
+    let fresh = Fs::open(&img, &OpenOptions::default())
+        .unwrap()
+        .geometry()
+        .rt_frextents;
     let m = {
         let fs = open_rw_rt(&img, &rt);
         let m = workload(&fs, seed);
@@ -167,9 +217,12 @@ fn run_case(tag: &str, opts: &str, seed: u64) {
     let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
     let g = fs.geometry();
     assert_eq!(
-        g.rt_frextents, g.rt_extents,
+        g.rt_frextents, fresh,
         "{tag}: not every extent is free again"
     );
+    if !g.has_rtgroups() {
+        assert_eq!(g.rt_frextents, g.rt_extents, "{tag}");
+    }
     drop(fs);
     assert_repair_615_rt_clean(&img, &rt);
 }
@@ -189,6 +242,53 @@ fn realtime_files_written_with_1k_blocks() {
     run_case("1k", "-b size=1024 -r extsize=12k", 3);
 }
 
+#[test]
+fn realtime_group_files_written_in_one_group() {
+    let o = "-m metadir=1,rmapbt=0,reflink=0 -r rgcount=1";
+    run_case_with("rg1", o, 4, mkfs_615_rtg);
+}
+
+#[test]
+fn realtime_group_files_written_in_four_groups_of_four_block_extents() {
+    // 20 MiB groups: the last of the 64 MiB is short.
+    let o = "-m metadir=1,rmapbt=0,reflink=0 -r rgsize=20m -r extsize=16k";
+    run_case_with("rg3", o, 5, mkfs_615_rtg);
+}
+
+#[test]
+fn realtime_group_files_written_with_1k_blocks_in_six_groups() {
+    let o = "-b size=1024 -m metadir=1,rmapbt=0,reflink=0 -r rgsize=12m -r extsize=8k";
+    run_case_with("rg5-1k", o, 6, mkfs_615_rtg);
+}
+
+/// Realtime groups with the realtime rmap btree stay read-only, with a
+/// message that names it.
+#[test]
+fn realtime_groups_with_rmap_refuse_writes() {
+    if skip_without_615("write_realtime rg-rmap") {
+        return;
+    }
+    let s = Scratch::new("rtw-rg-rmap");
+    let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
+    mkfs_615_rtg(
+        &img,
+        512 << 20,
+        &rt,
+        16 << 20,
+        "-m metadir=1,rmapbt=1,reflink=0",
+    );
+    let e = Fs::open_rw(
+        &img,
+        &OpenOptions {
+            rtdev: Some(rt.clone()),
+            ..OpenOptions::default()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("realtime rmap btree"), "{e}");
+}
+
 /// Writing needs the realtime device; without it the open is refused.
 #[test]
 fn writing_needs_the_realtime_device() {
@@ -197,4 +297,179 @@ fn writing_needs_the_realtime_device() {
     mkfs_rt(&img, 512 << 20, &rt, 16 << 20, "");
     let e = Fs::open_rw(&img, &OpenOptions::default()).err().unwrap();
     assert!(e.to_string().contains("--rtdev"), "{e}");
+}
+
+/// An extent-free intent for realtime blocks (EFI_RT, as the kernel logs
+/// one when it frees realtime extents on realtime groups) without its
+/// done item: recovery frees the extents in their group's bitmap and
+/// summary and logs an EFD_RT; xfs_repair -n -r 6.15 then finds the image
+/// clean and every extent but the realtime superblock's free. An EFI_RT
+/// past its group's end is refused, naming the intent.
+#[test]
+fn unfinished_realtime_extent_free_is_recovered() {
+    if skip_without_615("write_realtime efi_rt") {
+        return;
+    }
+    let efi_rt = |id: u64, start: u64, len: u32| {
+        let mut v = Vec::new();
+        v.extend_from_slice(&xfs_format::log_item::XFS_LI_EFI_RT.to_le_bytes());
+        v.extend_from_slice(&1u16.to_le_bytes());
+        v.extend_from_slice(&1u32.to_le_bytes());
+        v.extend_from_slice(&id.to_le_bytes());
+        v.extend_from_slice(&start.to_le_bytes());
+        v.extend_from_slice(&len.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
+        v
+    };
+    let s = Scratch::new("rtw-efi-rt");
+    let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
+    let opts = "-m metadir=1,rmapbt=0,reflink=0 -r rgcount=2 -r extsize=8k";
+    mkfs_615_rtg(&img, 512 << 20, &rt, 16 << 20, opts);
+    let fresh = Fs::open(&img, &OpenOptions::default())
+        .unwrap()
+        .geometry()
+        .rt_frextents;
+    let (ino, ext) = {
+        let fs = open_rw_rt(&img, &rt);
+        let root = fs.geometry().root_ino;
+        let dir = fs
+            .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
+            .unwrap();
+        fs.set_realtime(dir, true).unwrap();
+        let ino = fs
+            .create(dir, b"v", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+            .unwrap();
+        fs.write_at(ino, 0, &pattern(77, 40 << 10)).unwrap();
+        fs.sync().unwrap();
+        let ip = fs.inode(ino).unwrap();
+        let ext = xfskit::inode::extents(&fs, &ip, xfskit::inode::Fork::Data).unwrap();
+        assert_eq!(ext.len(), 1, "{ext:?}");
+        (ino, ext[0])
+    };
+    // The file lets go of its extent behind the filesystem's back: the
+    // extents stay allocated in the bitmap, owned by nobody.
+    let (ok, out) = run_615(
+        "xfs_db",
+        &[
+            "-x",
+            "-R",
+            &rt.display().to_string(),
+            "-c",
+            &format!("inode {}", ino.0),
+            "-c",
+            "write core.nextents 0",
+            "-c",
+            "write core.size 0",
+            "-c",
+            "write core.nblocks 0",
+            &img.display().to_string(),
+        ],
+    );
+    assert!(ok, "xfs_db: {out}");
+    let bad = s.0.join("bad.img");
+    for (path, start, len) in [
+        (&img, ext.start.0, ext.len as u32),
+        // Past the end of group 1.
+        (&bad, ext.start.0 | (1 << 20), 1 << 14),
+    ] {
+        if path == &bad {
+            std::fs::copy(s.0.join("clean.img"), &bad).unwrap();
+        } else {
+            std::fs::copy(&img, s.0.join("clean.img")).unwrap();
+        }
+        let fs = Fs::open_rw(
+            path,
+            &OpenOptions {
+                rtdev: Some(rt.clone()),
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+        let mut tp = fs.trans().unwrap();
+        tp.log_raw_item(vec![efi_rt(0xef12, start, len)]);
+        tp.commit().unwrap();
+        fs.force_log().unwrap();
+        // Dropped without sync: the EFI_RT is only in the log.
+    }
+    let report = Fs::recover(&img, &xfskit::log::recover::RecoverOptions::default()).unwrap();
+    assert_eq!(report.efi_extents_freed, 1, "{report:?}");
+    assert_repair_615_rt_clean(&img, &rt);
+    let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
+    assert_eq!(
+        fs.geometry().rt_frextents,
+        fresh,
+        "the extent is not free again"
+    );
+    drop(fs);
+    let e = Fs::recover(&bad, &xfskit::log::recover::RecoverOptions::default())
+        .expect_err("an EFI_RT past its group is refused");
+    assert!(e.to_string().contains("extent-free intent"), "{e}");
+}
+
+/// Bad input on realtime groups: a bitmap block whose header lies gives
+/// an error naming the group and the file block (never a panic), and a
+/// section with no free extent left refuses the write with ENOSPC and
+/// leaves a filesystem xfs_repair -n -r 6.15 accepts.
+#[test]
+fn realtime_group_damage_and_full_groups_are_errors() {
+    if skip_without_615("write_realtime rg-bad") {
+        return;
+    }
+    let s = Scratch::new("rtw-rg-bad");
+    let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
+    let opts = "-m metadir=1,rmapbt=0,reflink=0 -r rgcount=2";
+    mkfs_615_rtg(&img, 512 << 20, &rt, 8 << 20, opts);
+    let (dir, file) = {
+        let fs = open_rw_rt(&img, &rt);
+        let root = fs.geometry().root_ino;
+        let dir = fs
+            .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
+            .unwrap();
+        fs.set_realtime(dir, true).unwrap();
+        let file = fs
+            .create(dir, b"f", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+            .unwrap();
+        fs.sync().unwrap();
+        (dir, file)
+    };
+    // More than the section holds: what fits is written, then ENOSPC.
+    {
+        let fs = open_rw_rt(&img, &rt);
+        let e = fs.write_at(file, 0, &pattern(5, 9 << 20)).unwrap_err();
+        assert!(matches!(e, xfskit::Error::NoSpace(_)), "{e}");
+        assert!(e.to_string().contains("realtime groups"), "{e}");
+        fs.unlink(dir, b"f").unwrap();
+        fs.sync().unwrap();
+    }
+    assert_repair_615_rt_clean(&img, &rt);
+    // Group 0's first bitmap block loses its magic.
+    let daddr = {
+        let fs = Fs::open(&img, &OpenOptions::default()).unwrap();
+        let g = fs.geometry().clone();
+        let look = |d: Ino, name: &[u8]| {
+            let ip = fs.inode(d).unwrap();
+            xfskit::dir::lookup(&fs, &ip, name).unwrap().unwrap()
+        };
+        let groups = look(g.metadir_ino, b"rtgroups");
+        let bm = fs.inode(look(groups, b"0.bitmap")).unwrap();
+        let ext = xfskit::inode::extents(&fs, &bm, xfskit::inode::Fork::Data).unwrap();
+        g.fsb_to_daddr(ext[0].start).0
+    };
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+        f.write_all_at(b"XXXX", daddr * 512).unwrap();
+    }
+    let fs = open_rw_rt(&img, &rt);
+    let f = fs
+        .create(dir, b"g", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+        .unwrap();
+    let e = fs.write_at(f, 0, &pattern(6, 10_000)).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("realtime group 0")
+            && text.contains("file block 0")
+            && text.contains("magic"),
+        "{text}"
+    );
 }

@@ -6,7 +6,9 @@
 //! recovery (`Fs::open_rw`, which replays the log) must leave what
 //! xfs_repair -n -r 6.15 and xfskit's check accept, every file present
 //! holding the data of some state the workload passed through (old or
-//! new), and every file made durable by the log force still there.
+//! new), and every file made durable by the log force still there. The
+//! same on a classic section and on realtime groups (mkfs.xfs 6.15,
+//! `-m metadir=1,rmapbt=0,reflink=0`, two groups).
 
 mod crash_common;
 mod namespace_common;
@@ -82,13 +84,31 @@ fn workload(fs: &Fs, h: &mut History) -> bool {
 
 #[test]
 fn realtime_writes_survive_a_crash_at_every_point() {
-    let test = "realtime_writes_survive_a_crash_at_every_point";
+    crash_case(
+        "realtime_writes_survive_a_crash_at_every_point",
+        "rtw-crash",
+        mkfs_rt,
+        "-r extsize=8k",
+    );
+}
+
+#[test]
+fn realtime_group_writes_survive_a_crash_at_every_point() {
+    crash_case(
+        "realtime_group_writes_survive_a_crash_at_every_point",
+        "rtw-crash-rg",
+        mkfs_615_rtg,
+        "-m metadir=1,rmapbt=0,reflink=0 -r rgcount=2 -r extsize=8k",
+    );
+}
+
+fn crash_case(test: &str, tag: &str, mkfs: fn(&Path, u64, &Path, u64, &str), opts: &str) {
     if skip_without_615(test) {
         return;
     }
-    let s = Scratch::new("rtw-crash");
+    let s = Scratch::new(tag);
     let (base, base_rt) = (s.0.join("base.img"), s.0.join("base.rt"));
-    mkfs_rt(&base, 300 << 20, &base_rt, 8 << 20, "-r extsize=8k");
+    mkfs(&base, 300 << 20, &base_rt, 8 << 20, opts);
     let bs = 4096;
     let mut h0: History = Vec::new();
     {
@@ -214,6 +234,3 @@ fn realtime_writes_survive_a_crash_at_every_point() {
     }
     println!("{runs} crash points of {total} writes");
 }
-
-#[allow(dead_code)]
-fn unused(_: &Path) {}

@@ -68,6 +68,7 @@ fn item_counts(c: &LogContents) -> BTreeMap<&'static str, usize> {
 /// The log item name of an intent.
 fn kind(i: &Intent) -> &'static str {
     match i {
+        Intent::Efi(e) if e.realtime => "EFI_RT",
         Intent::Efi(_) => "EFI",
         Intent::Rui(_) => "RUI",
         Intent::Cui(_) => "CUI",
@@ -383,6 +384,7 @@ mod tests {
             lsn: 0,
             rec_blk: 0,
             extents: vec![(100, 8)],
+            realtime: false,
         });
         let (key, v, text) = details(&efi);
         assert_eq!(key, "extents");

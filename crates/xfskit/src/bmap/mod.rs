@@ -357,7 +357,7 @@ pub fn convert_unwritten(
     let end = range_end(lblk, len)?;
     let realtime = fork == Fork::Data && ip.is_realtime();
     let ag_log = if realtime {
-        rt::RT_MERGE_LOG
+        rt::rt_merge_log(tp.geo())
     } else {
         tp.geo().ag_blk_log
     };

@@ -12,8 +12,14 @@ use crate::inode::{Extent, Fork, Inode};
 use crate::trans::Trans;
 
 /// Realtime block numbers have no AG boundaries: records merge whenever
-/// they are contiguous.
-pub(crate) const RT_MERGE_LOG: u8 = 63;
+/// they are contiguous, but never across realtime groups.
+pub(crate) fn rt_merge_log(geo: &crate::geometry::Geometry) -> u8 {
+    if geo.has_rtgroups() {
+        geo.rg_blklog
+    } else {
+        63
+    }
+}
 
 fn rext(tp: &Trans<'_>) -> u64 {
     u64::from(tp.geo().rt_extsize.max(1))
@@ -55,10 +61,9 @@ pub(crate) fn alloc_range(
             ));
         }
         let prev = win.iter().rev().find(|e| e.end() <= pos);
-        let goal = prev.map_or(0, |e| (e.start.0 + e.len) / r);
+        let goal = prev.map(|e| e.start.0 + e.len);
         let max_rtx = ((hole_end - pos) / r).min(edit::MAX_EXTLEN / r).max(1);
-        let (rtx, n) = crate::alloc::rtalloc::rt_alloc(tp, goal, 1, max_rtx)?;
-        let start = rtx * r;
+        let (start, n) = crate::alloc::rtalloc::rt_alloc_blocks(tp, goal, 1, max_rtx)?;
         let got = n * r;
         if !unwritten {
             // Blocks of the new extents that the caller does not write,
@@ -72,7 +77,7 @@ pub(crate) fn alloc_range(
             len: got,
             unwritten,
         };
-        let new = edit::insert(&win, e, RT_MERGE_LOG);
+        let new = edit::insert(&win, e, rt_merge_log(tp.geo()));
         fork::replace(tp, ip, Fork::Data, &win, &new)?;
         ip.nblocks += got;
         pos += got;
@@ -96,7 +101,9 @@ fn zero_outside(
             return Ok(());
         }
         let buf = vec![0u8; ((to - from) * bs) as usize];
-        tp.fs().write_rt_bytes((start + from - off) * bs, &buf)
+        let geo = tp.geo();
+        tp.fs()
+            .write_rt_bytes(geo.rtb_to_bytes(start + from - off), &buf)
     };
     zero(off, keep_lo.clamp(off, off + len))?;
     zero(keep_hi.clamp(off, off + len), off + len)
@@ -108,9 +115,12 @@ pub(crate) fn free_pieces(tp: &mut Trans<'_>, ino: u64, mut pieces: Vec<(u64, u6
     let r = rext(tp);
     pieces.sort_unstable();
     let mut runs: Vec<(u64, u64)> = Vec::new();
+    let geo = tp.geo();
     for (s, l) in pieces {
         match runs.last_mut() {
-            Some((rs, rl)) if *rs + *rl == s => *rl += l,
+            Some((rs, rl)) if *rs + *rl == s && geo.rtb_split(*rs).0 == geo.rtb_split(s).0 => {
+                *rl += l
+            }
             _ => runs.push((s, l)),
         }
     }
@@ -122,7 +132,7 @@ pub(crate) fn free_pieces(tp: &mut Trans<'_>, ino: u64, mut pieces: Vec<(u64, u6
                 format!("unmapping realtime blocks {s}+{l}: not whole realtime extents of {r}"),
             ));
         }
-        crate::alloc::rtalloc::rt_free(tp, s / r, l / r)?;
+        crate::alloc::rtalloc::rt_free_blocks(tp, s, l)?;
     }
     Ok(())
 }

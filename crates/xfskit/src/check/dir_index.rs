@@ -9,11 +9,9 @@ use super::Ctx;
 use crate::buf::verify::Verifier;
 use crate::bytes::{be16, be32};
 use crate::dir::data::{self, DirMap, FREE_TAG};
-use xfs_format::layout::Layout;
-use crate::dir::lookup::{
-    name_hash, DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC,
-};
+use crate::dir::lookup::{name_hash, DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
 use crate::inode::Inode;
+use xfs_format::layout::Layout;
 
 /// XDF3: magic of a directory free-index block.
 const XDF3_MAGIC: u32 = 0x5844_4633;
@@ -133,7 +131,12 @@ fn data_block(d: &mut Dir<'_, '_>, db: u64, buf: &[u8]) -> Option<Vec<Leaf>> {
         d.bad(db, "two unused regions touch (they should be one)".into());
     }
     let table: Vec<(u16, u16)> = (0..3)
-        .map(|i| (be16(buf, d.l().dir_bestfree + 4 * i), be16(buf, d.l().dir_bestfree + 2 + 4 * i)))
+        .map(|i| {
+            (
+                be16(buf, d.l().dir_bestfree + 4 * i),
+                be16(buf, d.l().dir_bestfree + 2 + 4 * i),
+            )
+        })
         .collect();
     let mut lens: Vec<u16> = free.iter().map(|f| f.1).collect();
     lens.sort_unstable_by(|a, b| b.cmp(a));

@@ -2,16 +2,24 @@
 //! the namespace pass needs as fixed-size records (no names), and
 //! verify the hash index blocks that reading the entries does not touch.
 
+use super::ns::{kind_of, DirRec, EntryRec, NsBatch};
 use super::Ctx;
 use crate::buf::verify::Verifier;
 use crate::dir::data::DirMap;
 use crate::error::Result;
-use super::ns::{kind_of, DirRec, EntryRec, NsBatch};
 use crate::inode::{FileType, ForkFormat, Inode};
 use std::sync::atomic::Ordering;
 
 /// Adds an entry of directory `dir` to the batch, at the next position.
-fn push(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize, target: u64, name: &[u8], file_type: Option<FileType>) {
+fn push(
+    ctx: &Ctx<'_>,
+    dir: &Inode,
+    out: &mut NsBatch,
+    e0: usize,
+    target: u64,
+    name: &[u8],
+    file_type: Option<FileType>,
+) {
     let fp = if crate::namespace::pptr::enabled(ctx.fs.geometry()) {
         super::pptrs::fingerprint(target, dir.ino.0, dir.gen, name)
     } else {
@@ -98,7 +106,10 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize) -> Res
                 ctx.sink.add(
                     "directory",
                     crate::error::Location::Inode(dir.ino.0),
-                    format!("single-block directory of size {}, not its block size {bsize}", dir.size),
+                    format!(
+                        "single-block directory of size {}, not its block size {bsize}",
+                        dir.size
+                    ),
                 );
             }
             if parent.is_none() {

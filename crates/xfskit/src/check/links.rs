@@ -327,8 +327,11 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
                 check: true,
             })?;
         } else if inode.nlink != refs {
-            ctx.sink
-                .add("inode", at(), format!("nlink {}, counted {refs}", inode.nlink));
+            ctx.sink.add(
+                "inode",
+                at(),
+                format!("nlink {}, counted {refs}", inode.nlink),
+            );
         }
     }
     drop((inodes, entries, dirs));

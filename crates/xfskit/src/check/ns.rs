@@ -9,7 +9,7 @@
 //! directory and position, and the name is read again when the report is
 //! written.
 
-use super::spill::{get_u32, get_u64, put_u32, put_u64, Rec, SpillConfig, Sorter};
+use super::spill::{get_u32, get_u64, put_u32, put_u64, Rec, Sorter, SpillConfig};
 use crate::inode::FileType;
 use std::io;
 use std::sync::Mutex;

@@ -266,7 +266,9 @@ fn v4_feature_bits(sb: &Dsb, p: &mut Vec<String>) {
         ));
     }
     if f2 != 0 && vn & fsb::XFS_SB_VERSION_MOREBITSBIT == 0 {
-        p.push(format!("features2 {f2:#x} without the MOREBITS version bit"));
+        p.push(format!(
+            "features2 {f2:#x} without the MOREBITS version bit"
+        ));
     }
 }
 

@@ -2,9 +2,9 @@
 
 use crate::error::{Error, Location, Result};
 use crate::geometry::{Geometry, Ino};
+use std::borrow::Cow;
 use xfs_format::inode::{self as di, Dinode};
 use xfs_format::types::{decode_timestamp, encode_timestamp, Uuid};
-use std::borrow::Cow;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// A point in time: seconds since the Unix epoch and nanoseconds.

@@ -4,8 +4,8 @@ pub(crate) mod bmap;
 mod core;
 mod file;
 
-pub(crate) use self::core::{check_core, core_of, CoreFacts};
 pub use self::core::crc_ok;
+pub(crate) use self::core::{check_core, core_of, CoreFacts};
 pub use self::core::{FileType, ForkFormat, Inode, Timestamp, CORE_SIZE};
 pub use bmap::{extents, lookup, Extent, Fork};
 pub use file::{needs_rtdev, read_at, read_mapped, require_data_dev, DataDev, FileReader};

@@ -36,7 +36,10 @@ use xfs_format::log_item::*;
 
 /// The kinds of intent recovery finishes (as `xfskit log` names them).
 pub fn can_finish(kind: &str) -> bool {
-    matches!(kind, "EFI" | "RUI" | "CUI" | "BUI" | "XMI" | "ATTRI")
+    matches!(
+        kind,
+        "EFI" | "EFI_RT" | "RUI" | "CUI" | "BUI" | "XMI" | "ATTRI"
+    )
 }
 
 /// An intent without its done item that recovery can finish.
@@ -98,8 +101,11 @@ pub struct Efi {
     pub lsn: u64,
     /// Log block of the record that committed it (for errors).
     pub rec_blk: u64,
-    /// Extents to free: (AG-encoded start block, length).
+    /// Extents to free: (AG-encoded start block, length), or with
+    /// `realtime` (an EFI_RT) realtime blocks (group-encoded).
     pub extents: Vec<(u64, u32)>,
+    /// Frees realtime extents (`XFS_LI_EFI_RT`, realtime groups).
+    pub realtime: bool,
 }
 
 fn le32(b: &[u8], o: usize) -> u32 {
@@ -163,13 +169,13 @@ pub fn unfinished(transactions: &[LogTrans]) -> Result<Vec<Intent>> {
                         order.push((ty, id));
                     }
                 }
-                XFS_LI_EFI | XFS_LI_RUI => {
+                XFS_LI_EFI | XFS_LI_EFI_RT | XFS_LI_RUI => {
                     if r.len() < 16 {
                         return Err(bad(format!("format region of {} bytes", r.len())));
                     }
                     let n = le32(r, 4) as usize;
                     let id = le64(r, 8);
-                    let intent = if ty == XFS_LI_EFI {
+                    let intent = if ty == XFS_LI_EFI || ty == XFS_LI_EFI_RT {
                         // 16-byte extents from 64-bit hosts, 12-byte packed
                         // ones from 32-bit hosts: the region length tells.
                         let size = if r.len() == 16 + n * 16 {
@@ -190,6 +196,7 @@ pub fn unfinished(transactions: &[LogTrans]) -> Result<Vec<Intent>> {
                             lsn: t.lsn,
                             rec_blk: t.commit_blk,
                             extents,
+                            realtime: ty == XFS_LI_EFI_RT,
                         })
                     } else {
                         if r.len() != 16 + n * 32 {
@@ -233,7 +240,8 @@ pub fn unfinished(transactions: &[LogTrans]) -> Result<Vec<Intent>> {
                     }
                     open.remove(&(XFS_LI_XMI, le64(r, 8)));
                 }
-                XFS_LI_EFD | XFS_LI_RUD | XFS_LI_CUD | XFS_LI_BUD => {
+                XFS_LI_EFD | XFS_LI_EFD_RT | XFS_LI_RUD | XFS_LI_RUD_RT | XFS_LI_CUD
+                | XFS_LI_BUD => {
                     if let Some(b) = r.get(8..16) {
                         open.remove(&(ty - 1, u64::from_le_bytes(b.try_into().expect("8 bytes"))));
                     }
@@ -487,7 +495,12 @@ pub(crate) fn done_item(ty: u16, id: u64) -> Vec<u8> {
 /// 64-bit hosts (the kernel checks the length against the count).
 fn efd_item(efi: &Efi) -> Vec<u8> {
     let mut v = Vec::with_capacity(16 + 16 * efi.extents.len());
-    v.extend_from_slice(&XFS_LI_EFD.to_le_bytes());
+    let ty = if efi.realtime {
+        XFS_LI_EFD_RT
+    } else {
+        XFS_LI_EFD
+    };
+    v.extend_from_slice(&ty.to_le_bytes());
     v.extend_from_slice(&1u16.to_le_bytes());
     v.extend_from_slice(&(efi.extents.len() as u32).to_le_bytes());
     v.extend_from_slice(&efi.id.to_le_bytes());
@@ -551,7 +564,17 @@ fn finish_all(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
     let geo = fs.geometry().clone();
     for efi in &efis {
         for &(start, len) in &efi.extents {
-            if len == 0 || !geo.fsb_range_valid(FsBlock(start), u64::from(len)) {
+            let valid = if efi.realtime {
+                let r = u64::from(geo.rt_extsize.max(1));
+                geo.has_rtgroups()
+                    && !geo.zoned
+                    && geo.rtb_range_valid(start, u64::from(len))
+                    && start % r == 0
+                    && u64::from(len) % r == 0
+            } else {
+                geo.fsb_range_valid(FsBlock(start), u64::from(len))
+            };
+            if len == 0 || !valid {
                 return Err(Error::corrupt(
                     "extent-free intent",
                     Location::Log { block: efi.rec_blk },
@@ -593,6 +616,13 @@ fn finish_all(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
             }
             Intent::Efi(efi) => {
                 for &(start, len) in &efi.extents {
+                    if efi.realtime {
+                        // Realtime groups with an rt rmap btree are not
+                        // opened for writing: nothing to unmap there.
+                        crate::alloc::rtalloc::rt_free_blocks(&mut tp, start, u64::from(len))?;
+                        freed += 1;
+                        continue;
+                    }
                     if geo.features.rmapbt {
                         unmap_freed(&mut tp, efi.id, start, len)?;
                     }

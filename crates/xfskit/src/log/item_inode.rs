@@ -135,9 +135,9 @@ pub(crate) fn inode_regions(
         if aoff + asize <= isize {
             let area = &raw[aoff..aoff + asize];
             // A short-form attribute list starts with its total size.
-            let used = area
-                .get(..2)
-                .map_or(area.len(), |b| usize::from(u16::from_be_bytes([b[0], b[1]])));
+            let used = area.get(..2).map_or(area.len(), |b| {
+                usize::from(u16::from_be_bytes([b[0], b[1]]))
+            });
             if let Some((flag, r)) = fork(
                 d.di_aformat,
                 area,

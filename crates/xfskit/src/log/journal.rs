@@ -86,12 +86,10 @@ fn intent_key(region: &[u8]) -> Option<((u16, u64), bool)> {
     let ty = u16::from_le_bytes(region.get(..2)?.try_into().ok()?);
     let id = u64::from_le_bytes(region.get(8..16)?.try_into().ok()?);
     match ty {
-        XFS_LI_EFI | XFS_LI_RUI | XFS_LI_CUI | XFS_LI_BUI | XFS_LI_ATTRI | XFS_LI_XMI => {
-            Some(((ty, id), true))
-        }
-        XFS_LI_EFD | XFS_LI_RUD | XFS_LI_CUD | XFS_LI_BUD | XFS_LI_ATTRD | XFS_LI_XMD => {
-            Some(((ty - 1, id), false))
-        }
+        XFS_LI_EFI | XFS_LI_RUI | XFS_LI_CUI | XFS_LI_BUI | XFS_LI_ATTRI | XFS_LI_XMI
+        | XFS_LI_EFI_RT | XFS_LI_RUI_RT => Some(((ty, id), true)),
+        XFS_LI_EFD | XFS_LI_RUD | XFS_LI_CUD | XFS_LI_BUD | XFS_LI_ATTRD | XFS_LI_XMD
+        | XFS_LI_EFD_RT | XFS_LI_RUD_RT => Some(((ty - 1, id), false)),
         _ => None,
     }
 }

@@ -169,7 +169,8 @@ impl<'a> Replayer<'a> {
                 XFS_LI_INODE => replay_inode(self, it, t.lsn, at)?,
                 XFS_LI_ICREATE => replay_icreate(self, it, at)?,
                 XFS_LI_EFI | XFS_LI_RUI | XFS_LI_CUI | XFS_LI_BUI | XFS_LI_ATTRI | XFS_LI_XMI
-                | XFS_LI_EFD | XFS_LI_RUD | XFS_LI_CUD | XFS_LI_BUD | XFS_LI_ATTRD | XFS_LI_XMD => {
+                | XFS_LI_EFI_RT | XFS_LI_RUI_RT | XFS_LI_EFD | XFS_LI_RUD | XFS_LI_CUD
+                | XFS_LI_BUD | XFS_LI_ATTRD | XFS_LI_XMD | XFS_LI_EFD_RT | XFS_LI_RUD_RT => {
                     intent_id(it, at)?;
                 }
                 XFS_LI_DQUOT | XFS_LI_QUOTAOFF => self.stats.bufs_quota += 1,
@@ -404,11 +405,13 @@ pub fn unfinished_intents(transactions: &[Trans]) -> Vec<(&'static str, u64, u64
             };
             let id = u64::from_le_bytes(id.try_into().expect("8 bytes"));
             match ty {
-                XFS_LI_EFI | XFS_LI_RUI | XFS_LI_CUI | XFS_LI_BUI | XFS_LI_ATTRI | XFS_LI_XMI => {
+                XFS_LI_EFI | XFS_LI_RUI | XFS_LI_CUI | XFS_LI_BUI | XFS_LI_ATTRI | XFS_LI_XMI
+                | XFS_LI_EFI_RT | XFS_LI_RUI_RT => {
                     open.insert((ty, id), (seq, t.lsn));
                     seq += 1;
                 }
-                XFS_LI_EFD | XFS_LI_RUD | XFS_LI_CUD | XFS_LI_BUD | XFS_LI_ATTRD | XFS_LI_XMD => {
+                XFS_LI_EFD | XFS_LI_RUD | XFS_LI_CUD | XFS_LI_BUD | XFS_LI_ATTRD | XFS_LI_XMD
+                | XFS_LI_EFD_RT | XFS_LI_RUD_RT => {
                     open.remove(&(ty - 1, id));
                 }
                 _ => {}

@@ -22,6 +22,8 @@ const ATTR_RMT: u32 = 0x5841_524d;
 const DIR3_BLOCK: u32 = 0x5844_4233;
 const DIR3_DATA: u32 = 0x5844_4433;
 const DIR3_FREE: u32 = 0x5844_4633;
+const RTBITMAP: u32 = xfs_format::rtgroup::XFS_RTBITMAP_MAGIC;
+const RTSUMMARY: u32 = xfs_format::rtgroup::XFS_RTSUMMARY_MAGIC;
 const DIR3_LEAF1: u16 = 0x3df1;
 const DIR3_LEAFN: u16 = 0x3dff;
 const ATTR3_LEAF: u16 = 0x3bee;
@@ -54,6 +56,8 @@ fn layout_by_magic(b: &[u8]) -> Option<Layout> {
         SYMLINK => return l(48, 16, 12),
         DIR3_BLOCK | DIR3_DATA | DIR3_FREE => return l(16, 24, 4),
         SB => return l(240, 32, 224),
+        // Realtime group bitmap and summary blocks' header.
+        RTBITMAP | RTSUMMARY => return l(24, 32, 4),
         _ => {}
     }
     match u16::from_be_bytes([b[8], b[9]]) {
@@ -68,7 +72,11 @@ fn layout_by_magic(b: &[u8]) -> Option<Layout> {
 /// UUID). `meta_uuid` is the filesystem's metadata UUID; for the
 /// superblock the field compared is `sb_meta_uuid` when `has_meta_uuid`.
 pub fn buf_lsn(b: &[u8], blft: u16, meta_uuid: &[u8; 16], has_meta_uuid: bool) -> Option<u64> {
-    if blft == XFS_BLFT_RTBITMAP_BUF || blft == XFS_BLFT_RTSUMMARY_BUF {
+    // Classic realtime bitmap and summary blocks have no header; those of
+    // realtime groups do.
+    if (blft == XFS_BLFT_RTBITMAP_BUF || blft == XFS_BLFT_RTSUMMARY_BUF)
+        && !(b.len() >= 4 && matches!(be32(b, 0), RTBITMAP | RTSUMMARY))
+    {
         return None;
     }
     let lay = layout_by_magic(b)?;
@@ -106,6 +114,8 @@ pub fn stamp_buf(b: &mut [u8], blft: u16, lsn: u64, block_size: usize) -> bool {
         XFS_BLFT_AGFL_BUF => b.len() >= 4 && be32(b, 0) == AGFL,
         XFS_BLFT_AGI_BUF => b.len() >= 4 && be32(b, 0) == AGI,
         XFS_BLFT_SB_BUF => b.len() >= 4 && be32(b, 0) == SB,
+        XFS_BLFT_RTBITMAP_BUF => b.len() >= 4 && be32(b, 0) == RTBITMAP,
+        XFS_BLFT_RTSUMMARY_BUF => b.len() >= 4 && be32(b, 0) == RTSUMMARY,
         XFS_BLFT_SYMLINK_BUF => b.len() >= 4 && be32(b, 0) == SYMLINK,
         XFS_BLFT_DIR_BLOCK_BUF => b.len() >= 4 && be32(b, 0) == DIR3_BLOCK,
         XFS_BLFT_DIR_DATA_BUF => b.len() >= 4 && be32(b, 0) == DIR3_DATA,
@@ -146,6 +156,27 @@ mod tests {
             Some(0x2_0000_0040)
         );
         assert!(xfs_format::crc::verify(&b, 52));
+    }
+
+    #[test]
+    fn rtgroup_bitmap_blocks_are_stamped_classic_ones_are_not() {
+        let mut b = vec![0u8; 4096];
+        b[0..4].copy_from_slice(&RTBITMAP.to_be_bytes());
+        b[32..48].copy_from_slice(&[7; 16]);
+        assert!(stamp_buf(
+            &mut b,
+            XFS_BLFT_RTBITMAP_BUF,
+            0x3_0000_0008,
+            4096
+        ));
+        assert!(xfs_format::crc::verify(&b, 4));
+        assert_eq!(
+            buf_lsn(&b, XFS_BLFT_RTBITMAP_BUF, &[7; 16], false),
+            Some(0x3_0000_0008)
+        );
+        let mut c = vec![0xffu8; 4096];
+        assert!(!stamp_buf(&mut c, XFS_BLFT_RTBITMAP_BUF, 5, 4096));
+        assert_eq!(buf_lsn(&c, XFS_BLFT_RTBITMAP_BUF, &[7; 16], false), None);
     }
 
     #[test]

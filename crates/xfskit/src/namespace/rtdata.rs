@@ -46,7 +46,11 @@ pub(crate) fn write(
         if had && partial {
             if let Some(rtb) = rtb_of(blk) {
                 let at = ((blk - first) * bs) as usize;
-                fs.read_rt_bytes(ip.ino.0, rtb * bs, &mut out[at..at + bs as usize])?;
+                fs.read_rt_bytes(
+                    ip.ino.0,
+                    fs.geometry().rtb_to_bytes(rtb),
+                    &mut out[at..at + bs as usize],
+                )?;
             }
         }
     }
@@ -61,7 +65,7 @@ pub(crate) fn write(
         let rtb = e.start.0 + (lo - e.offset);
         let s = ((lo - first) * bs) as usize;
         let t = ((hi - first) * bs) as usize;
-        fs.write_rt_bytes(rtb * bs, &out[s..t])?;
+        fs.write_rt_bytes(fs.geometry().rtb_to_bytes(rtb), &out[s..t])?;
     }
     fs.flush_rt()
 }
@@ -79,9 +83,9 @@ pub(crate) fn zero(fs: &Fs, tp: &mut Trans<'_>, ip: &Inode, from: u64, to: u64) 
             if !e.unwritten {
                 let rtb = e.start.0 + (blk - e.offset);
                 let mut block = vec![0u8; bs as usize];
-                fs.read_rt_bytes(ip.ino.0, rtb * bs, &mut block)?;
+                fs.read_rt_bytes(ip.ino.0, fs.geometry().rtb_to_bytes(rtb), &mut block)?;
                 block[(pos - blk * bs) as usize..(blk_end - blk * bs) as usize].fill(0);
-                fs.write_rt_bytes(rtb * bs, &block)?;
+                fs.write_rt_bytes(fs.geometry().rtb_to_bytes(rtb), &block)?;
             }
         }
         pos = blk_end;

@@ -13,8 +13,7 @@ use crate::fs::Fs;
 use crate::geometry::{AgBlock, AgNumber, Daddr};
 use xfs_format::ag::{Agi, XFS_AGI_SECTOR};
 use xfs_format::btree::{
-    InobtRec, XFS_IBT_CRC_MAGIC, XFS_INODES_PER_CHUNK,
-    XFS_INODES_PER_HOLEMASK_BIT,
+    InobtRec, XFS_IBT_CRC_MAGIC, XFS_INODES_PER_CHUNK, XFS_INODES_PER_HOLEMASK_BIT,
 };
 use zerocopy::FromBytes;
 
@@ -217,10 +216,7 @@ pub fn walk(
                 break;
             }
         }
-        agbno = be32(
-            &b,
-            hdr + maxrecs * KEY_LEN + pick * PTR_LEN,
-        );
+        agbno = be32(&b, hdr + maxrecs * KEY_LEN + pick * PTR_LEN);
     }
     // Along the leaves. Each leaf is visited once: the walk cannot take more
     // steps than the AG has blocks, and keys must strictly increase.

@@ -135,6 +135,9 @@ pub struct WriteState {
     /// The AG where the next new directory's inode search starts
     /// (crate::ialloc's rotor).
     pub dir_rotor: std::sync::atomic::AtomicU32,
+    /// The realtime group where the next file without realtime extents
+    /// starts looking (the kernel's realtime group rotor).
+    pub rtg_rotor: std::sync::atomic::AtomicU32,
     /// Per-AG locks.
     pub ags: LockSet,
     /// Realtime extents were freed since the last log force: they may not
@@ -195,6 +198,7 @@ impl WriteState {
             keep_dir_times: std::sync::atomic::AtomicBool::new(false),
             gen: std::sync::atomic::AtomicU64::new(0x9e37_79b9),
             dir_rotor: std::sync::atomic::AtomicU32::new(0),
+            rtg_rotor: std::sync::atomic::AtomicU32::new(0),
             ags: LockSet::default(),
             rt_freed: std::sync::atomic::AtomicBool::new(false),
             filestreams: Default::default(),

@@ -431,6 +431,44 @@ pub fn mkfs_rt(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
     xfskit::mkfs::mkfs_with(img, &o, &xfskit::mkfs::WriteOptions::default()).unwrap();
 }
 
+/// A realtime group filesystem made by mkfs.xfs 6.15 (its own defaults,
+/// the xfstests environment so that small sizes pass): `-m metadir=1`
+/// plus `opts`; `-r` options in `opts` join `rtdev=RT` (as [`mkfs_rt`]).
+pub fn mkfs_615_rtg(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
+    for (p, n) in [(img, size), (rt, rtsize)] {
+        let _ = std::fs::remove_file(p);
+        std::fs::File::create(p).unwrap().set_len(n).unwrap();
+    }
+    let dir = xfsprogs_615().expect("xfsprogs 6.15 beside the project");
+    let mut args: Vec<String> = Vec::new();
+    let mut r = format!("rtdev={}", rt.display());
+    let mut it = opts.split_whitespace();
+    while let Some(a) = it.next() {
+        if a == "-r" {
+            r = format!("{r},{}", it.next().unwrap());
+        } else {
+            args.push(a.to_string());
+        }
+    }
+    args.extend([
+        "-q".into(),
+        "-f".into(),
+        "-r".into(),
+        r,
+        img.display().to_string(),
+    ]);
+    let (ok, out) = run_command(
+        Command::new(dir.join("libexec/mkfs.xfs"))
+            .args(&args)
+            .env("LD_LIBRARY_PATH", dir.join("lib"))
+            .env("TEST_DIR", "/tmp")
+            .env("TEST_DEV", "/dev/null")
+            .env("QA_CHECK_FS", "1"),
+        "mkfs.xfs",
+    );
+    assert!(ok, "mkfs.xfs 6.15 {opts} -r {rtsize} bytes: {out}");
+}
+
 /// Opens an image with its realtime device for writing.
 pub fn open_rw_rt(img: &Path, rt: &Path) -> Fs {
     Fs::open_rw(
