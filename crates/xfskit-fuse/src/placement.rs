@@ -131,7 +131,10 @@ impl Placement {
                 continue;
             };
             let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-            let Some(n) = comm.trim().strip_prefix("fuser-").and_then(|n| n.parse::<usize>().ok())
+            let Some(n) = comm
+                .trim()
+                .strip_prefix("fuser-")
+                .and_then(|n| n.parse::<usize>().ok())
             else {
                 continue;
             };

@@ -22,7 +22,13 @@ pub struct Handle {
 
 impl Handle {
     /// A handle on `ip` (a regular file, else an error naming why).
-    pub fn new(owner: Py<PyFs>, fs: &Fs, ip: Inode, fs_writable: bool, _write: bool) -> PyResult<Handle> {
+    pub fn new(
+        owner: Py<PyFs>,
+        fs: &Fs,
+        ip: Inode,
+        fs_writable: bool,
+        _write: bool,
+    ) -> PyResult<Handle> {
         if ip.file_type != FileType::File {
             return Err(errors::os(
                 libc::EINVAL,

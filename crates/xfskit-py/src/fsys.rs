@@ -36,12 +36,12 @@ pub struct PyFs {
 pub fn lookup_err(e: LookupError, path: &[u8]) -> PyErr {
     match e {
         LookupError::Engine(e) => errors::engine(e, Some(path)),
-        LookupError::Loop => errors::os(
-            libc::ELOOP,
-            "too many levels of symbolic links",
-            Some(path),
-        ),
-        LookupError::NameTooLong => errors::os(libc::ENAMETOOLONG, "file name too long", Some(path)),
+        LookupError::Loop => {
+            errors::os(libc::ELOOP, "too many levels of symbolic links", Some(path))
+        }
+        LookupError::NameTooLong => {
+            errors::os(libc::ENAMETOOLONG, "file name too long", Some(path))
+        }
     }
 }
 
@@ -104,7 +104,9 @@ impl PyFs {
         }
         let cached = {
             let g = self.last_dir.lock().unwrap_or_else(|p| p.into_inner());
-            g.as_ref().filter(|(d, _)| d == dir).map(|(_, ip)| ip.clone())
+            g.as_ref()
+                .filter(|(d, _)| d == dir)
+                .map(|(_, ip)| ip.clone())
         };
         let dir_ip = match cached {
             Some(ip) => ip,
@@ -345,12 +347,7 @@ impl PyFs {
     /// Checks the whole filesystem read-only (as `xfskit check`):
     /// (clean, problems total, [(what, where, detail)], stats dict).
     #[pyo3(signature = (threads=0, memory=0))]
-    fn check(
-        &self,
-        py: Python<'_>,
-        threads: usize,
-        memory: usize,
-    ) -> PyResult<CheckTuple> {
+    fn check(&self, py: Python<'_>, threads: usize, memory: usize) -> PyResult<CheckTuple> {
         let fs = self.get()?;
         let r = py.detach(|| {
             let opts = xfskit::check::CheckOptions {
@@ -429,11 +426,7 @@ impl PyFs {
 
     /// Syncs (when writable) and closes; later calls raise ValueError.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let taken = self
-            .inner
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let taken = self.inner.write().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(fs) = taken {
             if self.writable {
                 py.detach(|| fs.sync().py())?;
@@ -445,6 +438,9 @@ impl PyFs {
     /// True once closed.
     #[getter]
     fn closed(&self) -> bool {
-        self.inner.read().unwrap_or_else(|p| p.into_inner()).is_none()
+        self.inner
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
     }
 }

@@ -40,9 +40,7 @@ impl Device for PyFileDevice {
             f.call_method1("seek", (off, 0)).map_err(py_io)?;
             let mut done = 0usize;
             while done < buf.len() {
-                let got = f
-                    .call_method1("read", (buf.len() - done,))
-                    .map_err(py_io)?;
+                let got = f.call_method1("read", (buf.len() - done,)).map_err(py_io)?;
                 let bytes = got.cast::<PyBytes>().map_err(|_| {
                     io::Error::other("the Python file object's read() returned no bytes object")
                 })?;

@@ -27,7 +27,8 @@ impl From<Error> for LookupError {
 }
 
 fn comps(path: &[u8]) -> impl DoubleEndedIterator<Item = &[u8]> {
-    path.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".")
+    path.split(|&b| b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
 }
 
 /// The inode `path` names; the last component's symbolic link is followed

@@ -8,13 +8,31 @@ use pyo3::types::PyBytes;
 use std::collections::VecDeque;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Mutex;
-use xfskit::scan::{BulkstatOptions, Bstat};
+use xfskit::scan::{Bstat, BulkstatOptions};
 
 /// The record fields in order (the Python `BulkstatRecord` names them).
 pub const FIELDS: [&str; 21] = [
-    "ino", "mode", "nlink", "uid", "gid", "rdev", "blksize", "size", "blocks", "xflags",
-    "extents", "aextents", "forkoff", "gen", "projid", "extsize", "cowextsize", "atime_ns",
-    "mtime_ns", "ctime_ns", "btime_ns",
+    "ino",
+    "mode",
+    "nlink",
+    "uid",
+    "gid",
+    "rdev",
+    "blksize",
+    "size",
+    "blocks",
+    "xflags",
+    "extents",
+    "aextents",
+    "forkoff",
+    "gen",
+    "projid",
+    "extsize",
+    "cowextsize",
+    "atime_ns",
+    "mtime_ns",
+    "ctime_ns",
+    "btime_ns",
 ];
 
 /// Nanoseconds as i64, saturating (bigtime reaches past the year 2262).
@@ -29,7 +47,9 @@ type Rec = (
 
 fn record(b: &Bstat) -> Rec {
     (
-        (b.ino, b.mode, b.nlink, b.uid, b.gid, b.rdev, b.blksize, b.size, b.blocks, b.xflags),
+        (
+            b.ino, b.mode, b.nlink, b.uid, b.gid, b.rdev, b.blksize, b.size, b.blocks, b.xflags,
+        ),
         (
             b.extents,
             b.aextents,
@@ -116,7 +136,10 @@ impl PyFs {
         py: Python<'py>,
         ag: Option<u32>,
         threads: usize,
-    ) -> PyResult<(usize, Vec<(&'static str, &'static str, Bound<'py, PyBytes>)>)> {
+    ) -> PyResult<(
+        usize,
+        Vec<(&'static str, &'static str, Bound<'py, PyBytes>)>,
+    )> {
         let fs = self.get()?;
         let mut u64s: [Vec<u64>; 4] = Default::default(); // ino size blocks extents
         let mut u32s: [Vec<u32>; 12] = Default::default();
@@ -165,8 +188,18 @@ impl PyFs {
         put("ino", "u64", ne(&u64s[0], u64::to_ne_bytes));
         put("mode", "u16", ne(&u16s, u16::to_ne_bytes));
         let names32 = [
-            "nlink", "uid", "gid", "rdev", "blksize", "xflags", "aextents", "forkoff", "gen",
-            "projid", "extsize", "cowextsize",
+            "nlink",
+            "uid",
+            "gid",
+            "rdev",
+            "blksize",
+            "xflags",
+            "aextents",
+            "forkoff",
+            "gen",
+            "projid",
+            "extsize",
+            "cowextsize",
         ];
         put("size", "u64", ne(&u64s[1], u64::to_ne_bytes));
         put("blocks", "u64", ne(&u64s[2], u64::to_ne_bytes));

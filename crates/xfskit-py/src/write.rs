@@ -153,9 +153,14 @@ impl PyFs {
         let fs = self.get_rw(path)?;
         py.detach(|| {
             let (dir, name) = parent(&fs, path)?;
-            fs.create(dir.ino, &name, &NodeKind::Symlink(target.to_vec()), &meta(0o777))
-                .at(path)
-                .map(|_| ())
+            fs.create(
+                dir.ino,
+                &name,
+                &NodeKind::Symlink(target.to_vec()),
+                &meta(0o777),
+            )
+            .at(path)
+            .map(|_| ())
         })
     }
 
@@ -167,7 +172,11 @@ impl PyFs {
         py.detach(|| {
             let ip = lookup(&fs, src, follow)?;
             if ip.file_type == FileType::Dir {
-                return Err(errors::os(libc::EPERM, "hard link to a directory", Some(src)));
+                return Err(errors::os(
+                    libc::EPERM,
+                    "hard link to a directory",
+                    Some(src),
+                ));
             }
             let (dir, name) = parent(&fs, dst)?;
             fs.link(dir.ino, &name, ip.ino).at(dst)
@@ -191,7 +200,13 @@ impl PyFs {
     ) -> PyResult<()> {
         let fs = self.get_rw(path)?;
         let time = |t: Option<i128>| {
-            t.map(|n| if n == -1 { SetTime::Now } else { SetTime::At(ts(n)) })
+            t.map(|n| {
+                if n == -1 {
+                    SetTime::Now
+                } else {
+                    SetTime::At(ts(n))
+                }
+            })
         };
         let change = AttrChange {
             mode: mode.map(|m| (m & 0o7777) as u16),
@@ -261,4 +276,3 @@ impl PyFs {
         })
     }
 }
-

@@ -19,11 +19,11 @@
 //! memory bound and spill sorted runs past it; the comparison at the end
 //! merges the two sorted streams one owner of one AG at a time.
 
+use super::spill::{get_u32, get_u64, put_u32, put_u64, Peek, Rec, Sorter, SpillConfig};
 use super::Ctx;
 use crate::bytes::{be32, be64};
 use crate::error::Location;
 use crate::geometry::{AgNumber, Ino};
-use super::spill::{get_u32, get_u64, put_u32, put_u64, Peek, Rec, SpillConfig, Sorter};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -776,7 +776,10 @@ impl Rmaps {
         let mut fg: Vec<Rmap> = Vec::new();
         let mut cur: Option<(u32, Tally)> = None;
         loop {
-            let g = match (want.peek().map(AgRmap::group), found.peek().map(AgRmap::group)) {
+            let g = match (
+                want.peek().map(AgRmap::group),
+                found.peek().map(AgRmap::group),
+            ) {
                 (None, None) => break,
                 (Some(a), None) | (None, Some(a)) => a,
                 (Some(a), Some(b)) => a.min(b),
@@ -798,7 +801,10 @@ impl Rmaps {
                     t.end();
                 }
                 let at = Box::new(move |agbno| Location::AgBlock { agno, agbno });
-                cur = Some((agno, Tally::new(ctx, "rmapbt", at, format!("AG {agno} rmapbt"))));
+                cur = Some((
+                    agno,
+                    Tally::new(ctx, "rmapbt", at, format!("AG {agno} rmapbt")),
+                ));
             }
             let (_, t) = cur.as_mut().expect("just set");
             t.compare(&mut wg, &fg);
