@@ -15,6 +15,17 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
 
+/// Free space of the filesystem holding `path`, in 4 KiB units.
+#[allow(unsafe_code)]
+fn free_blocks(path: &std::path::Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("path");
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    assert_eq!(r, 0, "statvfs {}", path.display());
+    st.f_bfree as u64 * st.f_frsize as u64 / 4096
+}
+
 #[test]
 fn a_full_image_says_enospc_and_keeps_what_it_has() {
     if skip("a_full_image_says_enospc_and_keeps_what_it_has") {
@@ -54,8 +65,20 @@ fn a_full_image_says_enospc_and_keeps_what_it_has() {
         size >= written,
         "fill has {size} bytes, {written} were written"
     );
-    // Freeing space makes writing possible again.
+    // Freeing space makes writing possible again. The mount frees an
+    // unlinked file's blocks when the kernel forgets the inode (FORGET,
+    // sent when the kernel evicts it, a moment after the unlink returns),
+    // so wait until statfs shows the space back.
+    let before = free_blocks(&p(""));
     fs::remove_file(p("fill")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while free_blocks(&p("")) <= before + 1280 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the unlinked file's space did not come back within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     fs::write(p("after"), vec![7u8; 5 << 20]).unwrap();
     m.finish();
 }
