@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the fuzz targets. `run.sh short` is the CI run (30 s of 'image', then
-# 15 s of 'disk'); `run.sh` alone runs 'image' until interrupted, `run.sh
+# Runs the fuzz targets. `run.sh short` is the CI run (20 s of 'image', then
+# 10 s of 'disk'); `run.sh` alone runs 'image' until interrupted, `run.sh
 # disk` the disk target. Needs cargo-fuzz (installed here when missing) and
 # a nightly toolchain, or stable with RUSTC_BOOTSTRAP=1.
 set -euo pipefail
@@ -10,7 +10,7 @@ secs=0
 # overflow checks): it is a smoke test whose build would otherwise take most
 # of its time; the long runs are optimized.
 profile=(--release)
-if [ "${1:-}" = short ]; then secs=${FUZZ_SECONDS:-30}; profile=(--dev); fi
+if [ "${1:-}" = short ]; then secs=${FUZZ_SECONDS:-20}; profile=(--dev); fi
 
 if ! command -v cargo-fuzz >/dev/null && [ ! -x /tmp/cargo-fuzz/bin/cargo-fuzz ]; then
   echo "fuzz: installing cargo-fuzz"
@@ -65,7 +65,7 @@ if [ "${1:-}" != disk ]; then
 fi
 if [ "${1:-}" = disk ] || [ "$secs" -gt 0 ]; then
   dsecs=0
-  [ "$secs" -gt 0 ] && dsecs=${FUZZ_DISK_SECONDS:-15}
+  [ "$secs" -gt 0 ] && dsecs=${FUZZ_DISK_SECONDS:-10}
   if run_target disk "$work/disk-corpus" "$dsecs"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 fi
 echo "fuzz: $passed passed, $failed failed"

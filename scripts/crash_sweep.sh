@@ -6,10 +6,10 @@
 # with xfs_repair -n. As root (the kernel's recovery is a loop mount).
 #
 # Usage: scripts/crash_sweep.sh [LAST_SEED [FIRST_SEED]]
-#   LAST_SEED   last seed of the plain sweep (default 500; CI runs 100)
+#   LAST_SEED   last seed of the plain sweep (default 500; CI runs 25)
 #   FIRST_SEED  first seed (default 1)
 # Env: PPTR_SEEDS  last seed of the parent-pointer sweep (default LAST_SEED / 2;
-#                  CI runs 30)
+#                  CI runs 12)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 last=${1:-500}

@@ -136,17 +136,17 @@ else
     py_skip="Python package tests: python3 -m venv failed"
   elif ! "$venv/bin/pip" install -q maturin pytest pyarrow fsspec "moto[server]" boto3 ray 2>&1 | tail -n 5; then
     py_skip="Python package tests: pip could not install maturin, pytest, pyarrow, fsspec, moto[server], boto3 and ray (is PyPI reachable?)"
-  # The wheel is built in the dev profile: it reuses the dependencies the
-  # test pass compiled (target/debug) instead of compiling them all again
-  # for release, which took most of this stage (`pip install ./python`
-  # without this variable, as users run it, is the release build).
-  elif ! MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/pip" install -q ./python 2>&1 | tail -n 20; then
+  # The wheel is built in the test profile: it reuses the dependencies the
+  # test pass compiled (target/debug) instead of compiling them all again,
+  # which took most of this stage (`pip install ./python` without this
+  # variable, as users run it, is the release build).
+  elif ! MATURIN_PEP517_ARGS="--profile test" "$venv/bin/pip" install -q ./python 2>&1 | tail -n 20; then
     echo "python: pip install ./python failed (above)"
     status=1
   else
     # The pytest script, not `python -m pytest`: that would put python/ first
     # on sys.path, and the source tree's xfskit has no native module.
-    (cd python && XFSKIT_SKIP_LOG="$py_skips" "$venv/bin/pytest" -q -p no:cacheprovider tests) \
+    (cd python && XFSKIT_SKIP_LOG="$py_skips" "$venv/bin/pytest" -q -p no:cacheprovider --durations=8 tests) \
       2>&1 | tee "$py_log" || status=1
     # The CLI's S3 test against moto's server from this venv (the main pass
     # skipped it when the system's python3 has no moto).

@@ -12,8 +12,9 @@ use common::{missing_tool, require_root, skip, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Every how many corpus cases one is run (about 680 of 25,000).
-const EVERY: usize = 37;
+/// Every how many corpus cases one is run (about 690 of the 41,000 the
+/// six images give with xfsprogs 6.15 beside the project, 420 without).
+const EVERY: usize = 60;
 /// Longest a check of one of these 40 MiB images may take, in seconds.
 const MAX_CHECK_SECONDS: f64 = 20.0;
 /// Largest peak RSS of one check, in KiB.
@@ -97,7 +98,7 @@ fn check_agrees_with_xfs_repair_on_fuzzed_images() {
     let results = std::fs::read_to_string(out.join("results.tsv")).expect("results.tsv");
     let cases: Vec<Case> = results.lines().map(parse).collect();
     let run_cases: Vec<&Case> = cases.iter().filter(|c| c.repair != "F").collect();
-    assert!(run_cases.len() > 500, "only {} cases ran", run_cases.len());
+    assert!(run_cases.len() > 350, "only {} cases ran", run_cases.len());
 
     // Every structure of the corpus is in the sample.
     let structs: std::collections::BTreeSet<&str> = run_cases

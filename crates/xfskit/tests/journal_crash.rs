@@ -1014,14 +1014,14 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
 /// xfskit to a model state no earlier than the last durable point.
 #[test]
 fn random_workloads_crashed_at_random_writes() {
-    random_crashes("crash-random", false, "XFSKIT_CRASH_SEEDS", 60);
+    random_crashes("crash-random", false, "XFSKIT_CRASH_SEEDS", 25);
 }
 
 /// The random workloads on filesystems with parent pointers (fewer seeds
 /// by default: `XFSKIT_CRASH_PPTR_SEEDS` sets the last).
 #[test]
 fn random_workloads_with_parent_pointers_crashed_at_random_writes() {
-    random_crashes("crash-random-pptr", true, "XFSKIT_CRASH_PPTR_SEEDS", 30);
+    random_crashes("crash-random-pptr", true, "XFSKIT_CRASH_PPTR_SEEDS", 12);
 }
 
 fn random_crashes(tag: &str, pptr: bool, seeds_var: &str, default_seeds: u64) {

@@ -361,7 +361,10 @@ struct Sweep {
 /// files `names` as in `old` or as in `new` with `xfs_repair -n` 6.15
 /// clean; with `same`, the two recoveries must also agree with each
 /// other. `run` returns whether the crash came before the exchange
-/// returned, and the result of the whole.
+/// returned, and the result of the whole. Two workers take the crash
+/// points in turn (each point is independent: its own device over the
+/// same base image, its own copies); every point before the first run
+/// that completes is checked.
 fn crash_sweep(
     s: &Scratch,
     base: &Path,
@@ -369,62 +372,102 @@ fn crash_sweep(
     names: &[&str],
     (old, new): (&Snap, &Snap),
     same: bool,
-    run: impl Fn(&Fs) -> (bool, xfskit::Result<()>),
+    run: impl Fn(&Fs) -> (bool, xfskit::Result<()>) + Sync,
 ) -> Sweep {
-    let (img, ours) = (s.0.join("img"), s.0.join("ours"));
-    let mut seen = Sweep::default();
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+    let seen = Mutex::new(Sweep::default());
     for tear in [false, true] {
-        for n in 1.. {
-            let dev = Arc::new(CrashDevice::new(base, Some(n), tear));
-            let fs = open_crashing(&dev, opts).unwrap();
-            let (during, r) = run(&fs);
-            drop(fs);
-            if r.is_ok() {
-                break;
+        let next = AtomicU64::new(1);
+        // The first crash point whose run completed: no point after it
+        // is taken.
+        let end = AtomicU64::new(u64::MAX);
+        std::thread::scope(|sc| {
+            for w in 0..2 {
+                let (next, end, seen, run) = (&next, &end, &seen, &run);
+                let img = s.0.join(format!("img{w}"));
+                let ours = s.0.join(format!("ours{w}"));
+                sc.spawn(move || loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= end.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let dev = Arc::new(CrashDevice::new(base, Some(n), tear));
+                    let fs = open_crashing(&dev, opts).unwrap();
+                    let (during, r) = run(&fs);
+                    drop(fs);
+                    if r.is_ok() {
+                        end.fetch_min(n, Ordering::Relaxed);
+                        break;
+                    }
+                    let x = crash_point(&dev, base, &img, &ours, n, tear, names, (old, new), same);
+                    let mut seen = seen.lock().unwrap();
+                    seen.crashes += 1;
+                    if x == *old {
+                        seen.old += 1;
+                    } else {
+                        seen.new += 1;
+                        if during {
+                            seen.finished += 1;
+                        }
+                    }
+                });
             }
-            seen.crashes += 1;
-            dev.save(base, &img);
-            std::fs::copy(&img, &ours).unwrap();
-            let what = format!("crash at write {n} (tear {tear})");
-            let fs = Fs::open_rw(&ours, &OpenOptions::default())
-                .unwrap_or_else(|e| panic!("{what}: xfskit recovery failed: {e}"));
-            fs.sync().unwrap();
-            drop(fs);
-            let x = snapshot_of(&ours, names);
-            assert!(
-                x == *old || x == *new,
-                "{what}, xfskit's recovery: {}",
-                describe(new, &x)
-            );
-            assert_repair_615_clean(&ours);
-            if let Err(e) = kernel_replay(&img) {
-                panic!("{what}: the kernel cannot replay our log: {e}");
-            }
-            assert_repair_615_clean(&img);
-            let k = snapshot_of(&img, names);
-            assert!(
-                k == *old || k == *new,
-                "{what}, the kernel's recovery: {}",
-                describe(new, &k)
-            );
-            if same {
-                assert!(
-                    k == x,
-                    "{what}: the kernel's recovery and xfskit's differ:\n{}",
-                    describe(&k, &x)
-                );
-            }
-            if x == *old {
-                seen.old += 1;
-            } else {
-                seen.new += 1;
-                if during {
-                    seen.finished += 1;
-                }
-            }
-        }
+        });
+        assert!(
+            end.into_inner() < u64::MAX,
+            "no run completed (tear {tear})"
+        );
     }
-    seen
+    seen.into_inner().unwrap()
+}
+
+/// Checks one crash point of [`crash_sweep`] and returns the files as
+/// xfskit's recovery left them.
+#[allow(clippy::too_many_arguments)]
+fn crash_point(
+    dev: &CrashDevice,
+    base: &Path,
+    img: &Path,
+    ours: &Path,
+    n: u64,
+    tear: bool,
+    names: &[&str],
+    (old, new): (&Snap, &Snap),
+    same: bool,
+) -> Snap {
+    dev.save(base, img);
+    std::fs::copy(img, ours).unwrap();
+    let what = format!("crash at write {n} (tear {tear})");
+    let fs = Fs::open_rw(ours, &OpenOptions::default())
+        .unwrap_or_else(|e| panic!("{what}: xfskit recovery failed: {e}"));
+    fs.sync().unwrap();
+    drop(fs);
+    let x = snapshot_of(ours, names);
+    assert!(
+        x == *old || x == *new,
+        "{what}, xfskit's recovery: {}",
+        describe(new, &x)
+    );
+    assert_repair_615_clean(ours);
+    if let Err(e) = kernel_replay(img) {
+        panic!("{what}: the kernel cannot replay our log: {e}");
+    }
+    assert_repair_615_clean(img);
+    let k = snapshot_of(img, names);
+    assert!(
+        k == *old || k == *new,
+        "{what}, the kernel's recovery: {}",
+        describe(new, &k)
+    );
+    if same {
+        assert!(
+            k == x,
+            "{what}: the kernel's recovery and xfskit's differ:\n{}",
+            describe(&k, &x)
+        );
+    }
+    x
 }
 
 /// A crash at every write of one exchange (and the sync after it): both
