@@ -136,11 +136,11 @@ else
     py_skip="Python package tests: python3 -m venv failed"
   elif ! "$venv/bin/pip" install -q maturin pytest pyarrow fsspec "moto[server]" boto3 ray 2>&1 | tail -n 5; then
     py_skip="Python package tests: pip could not install maturin, pytest, pyarrow, fsspec, moto[server], boto3 and ray (is PyPI reachable?)"
-  # The wheel is built in the test profile: it reuses the dependencies the
-  # test pass compiled (target/debug) instead of compiling them all again,
-  # which took most of this stage (`pip install ./python` without this
+  # The wheel is built in the dev profile, whose settings the test profile
+  # inherits unchanged: it reuses what the test pass compiled (target/debug)
+  # instead of compiling it all again (`pip install ./python` without this
   # variable, as users run it, is the release build).
-  elif ! MATURIN_PEP517_ARGS="--profile test" "$venv/bin/pip" install -q ./python 2>&1 | tail -n 20; then
+  elif ! MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/pip" install -q ./python 2>&1 | tail -n 20; then
     echo "python: pip install ./python failed (above)"
     status=1
   else
