@@ -84,6 +84,79 @@ fn ours(path: &Path, opts: &str) -> Result<xfskit::mkfs::MkfsReport, MkfsError> 
     )
 }
 
+/// The geometry summary mkfs.xfs 6.15 prints (`-N`: nothing written) for
+/// `opts` on `r`, against the one xfskit printed for the same options on
+/// `o`: None when equal (the image names aside).
+fn summary_diff_615(
+    opts: &str,
+    r: &Path,
+    report: &xfskit::mkfs::MkfsReport,
+    o: &Path,
+) -> Option<String> {
+    let mut args: Vec<&str> = opts.split_whitespace().collect();
+    let p = r.display().to_string();
+    args.extend(["-f", "-N", &p]);
+    let out = Command::new(
+        write_common::xfsprogs_615()
+            .unwrap()
+            .join("libexec/mkfs.xfs"),
+    )
+    .args(&args)
+    .env(
+        "LD_LIBRARY_PATH",
+        write_common::xfsprogs_615().unwrap().join("lib"),
+    )
+    .envs([
+        ("TEST_DIR", "/tmp"),
+        ("TEST_DEV", "/dev/null"),
+        ("QA_CHECK_FS", "1"),
+    ])
+    .output()
+    .unwrap();
+    // Only the summary's lines (a config file adds a line of its own).
+    let theirs: String = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            [
+                "meta-data=",
+                "data     =",
+                "naming   =",
+                "log      =",
+                "realtime =",
+                "         =",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p))
+        })
+        .map(|l| format!("{}\n", l.replacen(&p, "IMG", 1)))
+        .collect();
+    // Without a feature mkfs.xfs 6.1 lacks, xfskit prints 6.1's form: the
+    // same but for 6.15's lines of those features, realtime groups and zones.
+    let newer = ["exchange=1", "metadir=1", "parent=1"]
+        .iter()
+        .any(|f| theirs.contains(f));
+    let theirs = if newer {
+        theirs
+    } else {
+        theirs
+            .lines()
+            .filter(|l| {
+                !["exchange=", "rgcount=", "zoned="]
+                    .iter()
+                    .any(|f| l.contains(f))
+            })
+            .map(|l| format!("{}\n", l.trim_end_matches(", parent=0")))
+            .collect()
+    };
+    let ours = xfskit::mkfs::geometry_summary(&report.geometry).replacen(
+        &o.display().to_string(),
+        "IMG",
+        1,
+    );
+    (theirs != ours)
+        .then(|| format!("summary differs:\n--- mkfs.xfs 6.15 -N\n{theirs}--- xfskit\n{ours}"))
+}
+
 fn reference(path: &Path, opts: &str) {
     let mut args: Vec<&str> = opts.split_whitespace().collect();
     let u = format!("uuid={UUID}");
@@ -704,7 +777,12 @@ fn headers_match_mkfs_xfs_615_newer_defaults() {
         let (ok, out) = write_common::run_615("mkfs.xfs", &args);
         assert!(ok, "mkfs.xfs 6.15 {ref_opts}: {out}");
         let mut e = match ours(&o, our_opts) {
-            Ok(_) => compare(&r, &o, *whole, Ref::V615),
+            Ok(rep) => {
+                let mut e = compare(&r, &o, *whole, Ref::V615);
+                let opts = format!("{ref_opts} -m uuid={UUID}");
+                e.extend(summary_diff_615(&opts, &r, &rep, &o));
+                e
+            }
             Err(e) => vec![format!("xfskit mkfs failed: {e}")],
         };
         if e.is_empty() {
@@ -791,7 +869,12 @@ fn metadir_headers_match_mkfs_xfs_615() {
             String::from_utf8_lossy(&out.stderr)
         );
         let mut e = match ours(&o, &format!("--defaults 6.12 -m metadir=1 {opts}")) {
-            Ok(_) => compare(&r, &o, whole, Ref::V615),
+            Ok(rep) => {
+                let mut e = compare(&r, &o, whole, Ref::V615);
+                let opts = format!("{opts} -m uuid={UUID},metadir=1");
+                e.extend(summary_diff_615(&opts, &r, &rep, &o));
+                e
+            }
             Err(e) => vec![format!("xfskit mkfs failed: {e}")],
         };
         if e.is_empty() {
