@@ -16,6 +16,7 @@ pub mod intents;
 pub mod record;
 pub mod recover;
 pub mod replay;
+pub mod resv;
 mod replay_inode;
 mod sbcount;
 pub mod stamp;
