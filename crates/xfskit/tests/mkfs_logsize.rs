@@ -99,7 +99,15 @@ fn our_opts(tool: Tool, args: &[String]) -> xfskit::mkfs::MkfsOptions {
 }
 
 /// Explicit features for mkfs.xfs 6.15 and xfskit alike.
-fn feats(rmap: u8, reflink: u8, nrext64: u8, parent: u8, metadir: u8, finobt: u8, sparse: u8) -> String {
+fn feats(
+    rmap: u8,
+    reflink: u8,
+    nrext64: u8,
+    parent: u8,
+    metadir: u8,
+    finobt: u8,
+    sparse: u8,
+) -> String {
     let exchange = u8::from(parent == 1 || metadir == 1);
     format!(
         "-m crc=1,finobt={finobt},inobtcount={finobt},rmapbt={rmap},reflink={reflink},bigtime=1,metadir={metadir} \
@@ -129,8 +137,18 @@ fn grid() -> Vec<Point> {
     for bs in [1024, 2048, 4096, 8192, 16384, 32768, 65536] {
         add(Tool::Deb61, format!("-b size={bs}"), g, 0);
         add(Tool::V615, format!("@CONF -b size={bs}"), g, 0);
-        add(Tool::V615, format!("{} -b size={bs}", feats(0, 0, 0, 0, 0, 0, 0)), g, 0);
-        add(Tool::V615, format!("{} -b size={bs}", feats(1, 1, 1, 0, 1, 1, 1)), g, 0);
+        add(
+            Tool::V615,
+            format!("{} -b size={bs}", feats(0, 0, 0, 0, 0, 0, 0)),
+            g,
+            0,
+        );
+        add(
+            Tool::V615,
+            format!("{} -b size={bs}", feats(1, 1, 1, 0, 1, 1, 1)),
+            g,
+            0,
+        );
     }
     // Sector and inode sizes.
     for extra in [
@@ -150,7 +168,12 @@ fn grid() -> Vec<Point> {
         for reflink in 0..2 {
             for nrext64 in 0..2 {
                 for parent in 0..2 {
-                    add(Tool::V615, feats(rmap, reflink, nrext64, parent, 0, 1, 1), g, 0);
+                    add(
+                        Tool::V615,
+                        feats(rmap, reflink, nrext64, parent, 0, 1, 1),
+                        g,
+                        0,
+                    );
                 }
                 add(Tool::Deb61, feats61(rmap, reflink, nrext64, 1, 1), g, 0);
             }
@@ -162,13 +185,23 @@ fn grid() -> Vec<Point> {
     }
     for parent in 0..2 {
         add(Tool::V615, feats(1, 1, 1, parent, 1, 1, 1), g, 0);
-        add(Tool::V615, format!("{} -b size=1024", feats(0, 0, 0, parent, 1, 1, 1)), g, 0);
+        add(
+            Tool::V615,
+            format!("{} -b size=1024", feats(0, 0, 0, parent, 1, 1, 1)),
+            g,
+            0,
+        );
     }
     // Log stripe units.
     for su in ["32k", "64k", "256k"] {
         add(Tool::Deb61, format!("-l su={su}"), g, 0);
         add(Tool::V615, format!("@CONF -l su={su}"), g, 0);
-        add(Tool::V615, format!("{} -l su={su}", feats(1, 0, 1, 0, 0, 1, 1)), g, 0);
+        add(
+            Tool::V615,
+            format!("{} -l su={su}", feats(1, 0, 1, 0, 0, 1, 1)),
+            g,
+            0,
+        );
     }
     add(Tool::V615, "@CONF -b size=65536 -l su=256k".into(), g, 0);
     add(Tool::Deb61, "-d su=64k,sw=4".into(), g, 0);
@@ -184,10 +217,20 @@ fn grid() -> Vec<Point> {
     ] {
         add(Tool::Deb61, d.to_string(), size, 0);
         add(Tool::V615, format!("@CONF {d}"), size, 0);
-        add(Tool::V615, format!("{} {d}", feats(1, 0, 0, 0, 0, 1, 1)), size, 0);
+        add(
+            Tool::V615,
+            format!("{} {d}", feats(1, 0, 0, 0, 0, 1, 1)),
+            size,
+            0,
+        );
     }
     // A classic realtime section (no rmapbt or reflink there).
-    for extra in ["", "-b size=65536", "-r extsize=65536", "-b size=1024 -r extsize=1m"] {
+    for extra in [
+        "",
+        "-b size=65536",
+        "-r extsize=65536",
+        "-b size=1024 -r extsize=1m",
+    ] {
         add(
             Tool::Deb61,
             format!("-m rmapbt=0,reflink=0 {extra}"),
@@ -219,12 +262,18 @@ fn feats61(rmap: u8, reflink: u8, nrext64: u8, finobt: u8, sparse: u8) -> String
 fn point_args(dir: &Path, i: usize, p: &Point, log_size: &str) -> (PathBuf, Vec<String>) {
     let img = dir.join(format!("p{i}.img"));
     let _ = std::fs::remove_file(&img);
-    std::fs::File::create(&img).unwrap().set_len(p.size).unwrap();
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(p.size)
+        .unwrap();
     let mut opts = expand(&p.opts);
     if p.rt_size > 0 {
         let rt = dir.join(format!("p{i}.rt"));
         let _ = std::fs::remove_file(&rt);
-        std::fs::File::create(&rt).unwrap().set_len(p.rt_size).unwrap();
+        std::fs::File::create(&rt)
+            .unwrap()
+            .set_len(p.rt_size)
+            .unwrap();
         opts = format!("{opts} -r rtdev={}", rt.display());
     }
     let mut args = words(&opts);
@@ -249,7 +298,10 @@ fn minimum_matches_mkfs_xfs_over_the_grid() {
         theirs_args.extend(["-N".into(), "-f".into(), img.display().to_string()]);
         let out = run_mkfs(p.tool, false, &theirs_args);
         let Some(want) = min_line(&out) else {
-            failures.push(format!("{:?} {}: mkfs.xfs names no minimum:\n{out}", p.tool, p.opts));
+            failures.push(format!(
+                "{:?} {}: mkfs.xfs names no minimum:\n{out}",
+                p.tool, p.opts
+            ));
             continue;
         };
         let o = our_opts(p.tool, &args);
@@ -259,12 +311,20 @@ fn minimum_matches_mkfs_xfs_over_the_grid() {
         };
         compared += 1;
         if got != want {
-            failures.push(format!("{:?} {}:\n  mkfs.xfs: {want}\n  xfskit:   {got}", p.tool, p.opts));
+            failures.push(format!(
+                "{:?} {}:\n  mkfs.xfs: {want}\n  xfskit:   {got}",
+                p.tool, p.opts
+            ));
         }
         let _ = std::fs::remove_file(&img);
     }
     eprintln!("{compared} of {} grid points compared", points.len());
-    assert!(failures.is_empty(), "{} differ:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert_eq!(compared, points.len());
 }
 
@@ -292,8 +352,16 @@ fn default_log_matches_mkfs_xfs_where_the_minimum_decides() {
         (Tool::V615, "@CONF -l su=256k".into(), 128 * m),
         (Tool::V615, feats(1, 0, 1, 0, 0, 1, 1), 128 * m),
         (Tool::V615, feats(1, 1, 1, 1, 1, 1, 1), 128 * m),
-        (Tool::V615, format!("{} -b size=65536", feats(1, 1, 1, 0, 0, 1, 1)), 512 * m),
-        (Tool::V615, format!("{} -b size=65536", feats(1, 0, 1, 0, 0, 1, 1)), 2048 * m),
+        (
+            Tool::V615,
+            format!("{} -b size=65536", feats(1, 1, 1, 0, 0, 1, 1)),
+            512 * m,
+        ),
+        (
+            Tool::V615,
+            format!("{} -b size=65536", feats(1, 0, 1, 0, 0, 1, 1)),
+            2048 * m,
+        ),
         (Tool::V615, "@CONF -b size=65536".into(), 512 * m),
         (Tool::Deb61, String::new(), 128 * m),
         (Tool::Deb61, "-b size=1024".into(), 64 * m),
@@ -313,7 +381,9 @@ fn default_log_matches_mkfs_xfs_where_the_minimum_decides() {
         theirs.extend(["-N".into(), "-f".into(), img.display().to_string()]);
         let out = run_mkfs(*tool, true, &theirs);
         let Some(want) = summary_log_blocks(&out) else {
-            failures.push(format!("{tool:?} {opts} ({size}): no log size from mkfs.xfs:\n{out}"));
+            failures.push(format!(
+                "{tool:?} {opts} ({size}): no log size from mkfs.xfs:\n{out}"
+            ));
             continue;
         };
         let mut o = our_opts(*tool, &args);
@@ -399,7 +469,10 @@ fn engine_minimum_is_the_kernels() {
     for (i, opts) in rows.iter().enumerate() {
         let img = dir.0.join(format!("k{i}.img"));
         let _ = std::fs::remove_file(&img);
-        std::fs::File::create(&img).unwrap().set_len(512 << 20).unwrap();
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(512 << 20)
+            .unwrap();
         let mut args = words(&expand(opts));
         args.extend(["-q".into(), "-f".into(), img.display().to_string()]);
         let out = run_mkfs(Tool::V615, true, &args);
@@ -428,7 +501,9 @@ fn engine_minimum_is_the_kernels() {
             Ok(_) => failures.push(format!("{opts}: a log of 512 blocks opened for writing")),
             Err(e) => {
                 let msg = e.to_string();
-                if !msg.contains("512 blocks") || !msg.contains(&format!("minimum size is {kernel} blocks")) {
+                if !msg.contains("512 blocks")
+                    || !msg.contains(&format!("minimum size is {kernel} blocks"))
+                {
                     failures.push(format!("{opts}: refusal does not name the sizes: {msg}"));
                 }
             }
@@ -482,14 +557,18 @@ fn log_of_exactly_the_minimum_mounts() {
             .unwrap_or_else(|| panic!("{opts}: a log of {} blocks was made", min - 1));
         assert_eq!(
             err.to_string(),
-            format!("log size {} blocks too small, minimum size is {min} blocks", min - 1),
+            format!(
+                "log size {} blocks too small, minimum size is {min} blocks",
+                min - 1
+            ),
             "{opts}"
         );
         let report = mkfs_with(&img, &parse(&format!("{min}b")), &WriteOptions::default())
             .unwrap_or_else(|e| panic!("{opts}: {min} blocks: {e}"));
         assert_eq!(u64::from(report.geometry.logblocks), min, "{opts}");
         let mnt = dir.0.join(format!("e{i}.mnt"));
-        kernel_mount_rw_at(&img, &mnt).unwrap_or_else(|e| panic!("{opts}: log of {min} blocks: {e}"));
+        kernel_mount_rw_at(&img, &mnt)
+            .unwrap_or_else(|e| panic!("{opts}: log of {min} blocks: {e}"));
         std::fs::write(mnt.join("f"), vec![7u8; 1 << 20]).unwrap();
         kernel_umount(&mnt);
         let _ = std::fs::remove_dir(&mnt);

@@ -137,7 +137,12 @@ pub(crate) fn plan(
         }
         return Ok(());
     };
-    let rblocks = section_blocks(opts, g.blocksize, u32::from(g.blocklog), u32::from(g.sectsize))?;
+    let rblocks = section_blocks(
+        opts,
+        g.blocksize,
+        u32::from(g.blocklog),
+        u32::from(g.sectsize),
+    )?;
     let rextents = rblocks / u64::from(g.rextsize);
     if rextents == 0 {
         return Err(geom("cannot have an rt subvolume with zero extents".into()));

@@ -213,7 +213,8 @@ impl Mount {
     }
 
     fn inobt_res(&self) -> u64 {
-        self.buf_res(self.inobt_maxlevels, self.bs) + self.buf_res(self.allocfree_blocks(1), self.bs)
+        self.buf_res(self.inobt_maxlevels, self.bs)
+            + self.buf_res(self.allocfree_blocks(1), self.bs)
     }
 
     fn finobt_res(&self) -> u64 {

@@ -281,7 +281,10 @@ impl ResvGeometry {
             let levels = u64::from(compute_rextslog(extents)) + 1;
             let bmblocks = extents.div_ceil((bs - hdr) * 8);
             // A hostile superblock cannot overflow the sums below.
-            bmblocks.saturating_mul(levels).div_ceil((bs - hdr) / 4).min(u64::from(u32::MAX))
+            bmblocks
+                .saturating_mul(levels)
+                .div_ceil((bs - hdr) / 4)
+                .min(u64::from(u32::MAX))
         } else {
             0
         };
