@@ -152,6 +152,7 @@ impl Fs {
             },
         )?;
         probe.geo.require_writable_format()?;
+        crate::log::resv::require_log_size(&probe.geo)?;
         if probe.geo.rt_blocks > 0 && resume.is_none() {
             // Zoned sections and realtime groups (their bitmaps, summaries
             // and btrees under the metadata directory) are not written by

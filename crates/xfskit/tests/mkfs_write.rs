@@ -718,6 +718,21 @@ const NEWER: &[(u64, &str, &str, bool)] = &[
         false,
     ),
     (G, "-m rmapbt=1 -i nrext64=1", "--defaults 6.12", true),
+    // 64 KiB blocks: the default log is the reservation minimum, above
+    // the 64 MiB default (here 1127 blocks with parent pointers, 2570
+    // without).
+    (
+        16 * G,
+        "-n parent=1 -i exchange=1 -m rmapbt=1 -i nrext64=1 -b size=65536",
+        "--defaults 6.18 -b size=65536",
+        false,
+    ),
+    (
+        16 * G,
+        "-m rmapbt=1 -i nrext64=1 -b size=65536",
+        "--defaults 6.12 -b size=65536",
+        false,
+    ),
     // mkfs.xfs 6.15's own defaults are those of the 6.12 line.
     (
         G,

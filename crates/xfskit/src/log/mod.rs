@@ -17,6 +17,7 @@ pub mod record;
 pub mod recover;
 pub mod replay;
 mod replay_inode;
+pub mod resv;
 mod sbcount;
 pub mod stamp;
 pub mod trans;

@@ -60,6 +60,7 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
     let dev = shared.as_ref();
     let geo = read_geometry(dev)?;
     geo.require_writable_format()?;
+    super::resv::require_log_size(&geo)?;
     let rec: Recovery = super::replay(dev, &geo)?;
     let ends = rec.contents.ends.clone();
     let mut report = RecoverReport {

@@ -348,6 +348,26 @@ fn metadir_layout(g: &MkfsGeometry, align: u64) -> Result<MetadirLayout, MkfsErr
     })
 }
 
+/// The sizes mkfs.xfs supports (it makes smaller ones only for fstests).
+fn supported_sizes(cfg: &Cfg, log: &LogPlacement) -> Result<(), MkfsError> {
+    if cfg.dblocks < mib_blocks(300, cfg.blocklog) {
+        return Err(MkfsError::Geometry(
+            "Filesystem must be larger than 300MB.".into(),
+        ));
+    }
+    if log.logblocks < mib_blocks(64, cfg.blocklog) {
+        return Err(MkfsError::Geometry(
+            "Log size must be at least 64MB.".into(),
+        ));
+    }
+    if cfg.agcount < 2 {
+        return Err(MkfsError::Geometry(
+            "Filesystem must have at least 2 superblocks for redundancy!".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Fill in the superblock values from the finished configuration.
 pub(crate) fn finish(
     opts: &MkfsOptions,
@@ -363,20 +383,8 @@ pub(crate) fn finish(
     let rootino = root_bno << inopblog;
     let ialloc_inos = INODES_PER_CHUNK.max(inopblock);
     let ialloc_blocks = ialloc_inos >> inopblog;
-    if cfg.dblocks < mib_blocks(300, cfg.blocklog) {
-        return Err(MkfsError::Geometry(
-            "Filesystem must be larger than 300MB.".into(),
-        ));
-    }
-    if log.logblocks < mib_blocks(64, cfg.blocklog) {
-        return Err(MkfsError::Geometry(
-            "Log size must be at least 64MB.".into(),
-        ));
-    }
-    if cfg.agcount < 2 {
-        return Err(MkfsError::Geometry(
-            "Filesystem must have at least 2 superblocks for redundancy!".into(),
-        ));
+    if !opts.unsupported {
+        supported_sizes(&cfg, &log)?;
     }
     let fdblocks = cfg.dblocks - cfg.agcount * prealloc - log.logblocks - ialloc_blocks;
     let mut label = [0u8; 12];

@@ -4,6 +4,7 @@
 use super::geometry::Cfg;
 use super::layout::*;
 use super::options::{MkfsError, MkfsOptions};
+use crate::log::resv;
 
 /// Where the internal log goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,19 +21,63 @@ fn geom(msg: String) -> MkfsError {
     MkfsError::Geometry(msg)
 }
 
-/// Lower bound for the log length in blocks.
-///
-/// mkfs.xfs derives the true minimum from the largest transaction
-/// reservation; xfskit does not model reservations yet and uses the fixed
-/// floors only (512 blocks, or 10 MiB on filesystems of 1 GiB and more when
-/// no log size was given).  Default logs are never affected: they are at
-/// least 64 MiB, far above any reservation-based minimum.
-pub(crate) fn min_log_blocks(cfg: &Cfg, user_size: bool) -> u64 {
-    let mut min = MIN_LOG_BLOCKS;
+/// Lower bound for the log length in blocks, as mkfs.xfs computes it: the
+/// smallest log the transaction reservations allow (`log::resv`), at least
+/// 512 blocks, and at least 10 MiB on filesystems of 1 GiB and more when
+/// no log size was given.
+pub(crate) fn min_log_blocks(opts: &MkfsOptions, cfg: &Cfg, user_size: bool) -> u64 {
+    let resv = resv::min_log_blocks(&resv_geometry(opts, cfg), resv::Rules::Mkfs);
+    let mut min = resv.max(MIN_LOG_BLOCKS);
     if !user_size && cfg.dblocks >= (1u64 << 30) >> cfg.blocklog {
         min = min.max(MIN_LOG_BYTES >> cfg.blocklog);
     }
     min
+}
+
+/// The superblock fields the reservations depend on, as mkfs.xfs has them
+/// when it sizes the log (the realtime section's size known, its bitmap
+/// and summary not yet laid out).
+fn resv_geometry(opts: &MkfsOptions, cfg: &Cfg) -> resv::ResvGeometry {
+    let f = cfg.feat;
+    let inode_align = if f.sparse {
+        (INODES_PER_CHUNK << cfg.inodelog) >> cfg.blocklog
+    } else {
+        ((INODE_CLUSTER_SIZE << cfg.inodelog) / 256) >> cfg.blocklog
+    };
+    let rt_extsize = super::realtime::extent_blocks(opts, cfg.blocksize, cfg.blocklog).unwrap_or(1);
+    // An unreadable device fails later, in the realtime planning, with
+    // mkfs.xfs's message; the minimum is then of no use.
+    let rt_blocks =
+        super::realtime::section_blocks(opts, cfg.blocksize, cfg.blocklog, cfg.sectorsize)
+            .unwrap_or(0);
+    resv::ResvGeometry {
+        block_log: cfg.blocklog,
+        sect_size: cfg.sectorsize,
+        inode_size: 1 << cfg.inodelog,
+        inopb_log: cfg.blocklog - cfg.inodelog,
+        ag_blocks: cfg.agsize as u32,
+        ag_blk_log: log2_roundup(cfg.agsize),
+        data_blocks: cfg.dblocks,
+        dir_blk_log: cfg.dirblocklog - cfg.blocklog,
+        inode_align: inode_align as u32,
+        log_sunit: if cfg.lsunit != 0 {
+            (cfg.lsunit << cfg.blocklog) as u32
+        } else {
+            1
+        },
+        logv2: true,
+        v5: true,
+        finobt: f.finobt,
+        rmapbt: f.rmapbt,
+        reflink: f.reflink,
+        nrext64: f.nrext64,
+        parent: f.parent,
+        metadir: f.metadir,
+        rt_blocks,
+        rt_extsize,
+        rg_extents: 0,
+        rsum_blocks: 0,
+    }
 }
 
 fn validate_size(logblocks: u64, blog: u32, min: u64) -> Result<(), MkfsError> {
@@ -117,7 +162,7 @@ fn align_size(
 pub(crate) fn place_log(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<LogPlacement, MkfsError> {
     let blog = cfg.blocklog;
     let user_size = opts.log_size.is_some();
-    let min = min_log_blocks(cfg, user_size);
+    let min = min_log_blocks(opts, cfg, user_size);
     let prealloc = super::features::prealloc_blocks(cfg);
     let mut max_logblocks = super::features::ag_max_usable(cfg).saturating_sub(1);
     if max_logblocks < min {

@@ -116,6 +116,12 @@ pub struct MkfsOptions {
     pub force: bool,
     /// `-q`: quiet.
     pub quiet: bool,
+    /// Make filesystems mkfs.xfs calls unsupported: under 300 MB, with one
+    /// AG, or with a log under 64 MiB (down to the minimum the log
+    /// reservations allow). mkfs.xfs allows them when fstests' environment
+    /// (`TEST_DIR`, `TEST_DEV` and `QA_CHECK_FS`) is set, and
+    /// [`parse_mkfs_args`] reads the same variables.
+    pub unsupported: bool,
 }
 
 fn bad(msg: String) -> MkfsError {
@@ -513,6 +519,10 @@ pub fn parse_mkfs_args(args: &[String]) -> Result<MkfsOptions, MkfsError> {
         }
         _ => return Err(bad("extra arguments".into())),
     }
+    // As mkfs.xfs: fstests makes tiny filesystems on purpose.
+    p.opts.unsupported = ["TEST_DIR", "TEST_DEV", "QA_CHECK_FS"]
+        .iter()
+        .all(|v| std::env::var_os(v).is_some());
     if let Some(path) = p.opts.config_file.clone() {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| bad(format!("cannot read config file {path}: {e}")))?;

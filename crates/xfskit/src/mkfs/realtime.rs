@@ -85,6 +85,41 @@ pub(crate) fn extent_blocks(
     Ok((bytes >> blocklog) as u32)
 }
 
+/// Blocks of the realtime section (`-r rtdev=`, `size=`), 0 without one.
+pub(crate) fn section_blocks(
+    opts: &MkfsOptions,
+    blocksize: u32,
+    blocklog: u32,
+    sectsize: u32,
+) -> Result<u64, MkfsError> {
+    let Some(name) = &opts.rt_dev else {
+        return Ok(0);
+    };
+    let dev_blocks = device_bytes(name)? >> blocklog;
+    if dev_blocks == 0 {
+        return Err(geom("Invalid zero length rt subvolume found".into()));
+    }
+    let Some(text) = &opts.rt_size else {
+        return Ok(dev_blocks);
+    };
+    let bytes = convert_size(text, u64::from(blocksize), u64::from(sectsize))
+        .filter(|&v| v > 0)
+        .ok_or_else(|| MkfsError::BadOption(format!("Invalid value {text} for -r size option")))?
+        as u64;
+    if !bytes.is_multiple_of(u64::from(blocksize)) {
+        return Err(geom(format!(
+            "rt size {bytes} not a multiple of fs blocksize {blocksize}"
+        )));
+    }
+    let blocks = bytes >> blocklog;
+    if blocks > dev_blocks {
+        return Err(geom(format!(
+            "size {text} specified for rt subvolume is too large, maximum is {dev_blocks} blocks"
+        )));
+    }
+    Ok(blocks)
+}
+
 /// Size the realtime section of `g` (rextsize already chosen) from the
 /// options and the device, and place its bitmap and summary files among
 /// AG 0's free extents `free` (taken from it): each allocated near its
@@ -102,33 +137,12 @@ pub(crate) fn plan(
         }
         return Ok(());
     };
-    let dev_blocks = device_bytes(&name)? >> g.blocklog;
-    if dev_blocks == 0 {
-        return Err(geom("Invalid zero length rt subvolume found".into()));
-    }
-    let rblocks = match &opts.rt_size {
-        Some(text) => {
-            let bytes = convert_size(text, u64::from(g.blocksize), u64::from(g.sectsize))
-                .filter(|&v| v > 0)
-                .ok_or_else(|| {
-                    MkfsError::BadOption(format!("Invalid value {text} for -r size option"))
-                })? as u64;
-            if !bytes.is_multiple_of(u64::from(g.blocksize)) {
-                return Err(geom(format!(
-                    "rt size {bytes} not a multiple of fs blocksize {}",
-                    g.blocksize
-                )));
-            }
-            let blocks = bytes >> g.blocklog;
-            if blocks > dev_blocks {
-                return Err(geom(format!(
-                    "size {text} specified for rt subvolume is too large, maximum is {dev_blocks} blocks"
-                )));
-            }
-            blocks
-        }
-        None => dev_blocks,
-    };
+    let rblocks = section_blocks(
+        opts,
+        g.blocksize,
+        u32::from(g.blocklog),
+        u32::from(g.sectsize),
+    )?;
     let rextents = rblocks / u64::from(g.rextsize);
     if rextents == 0 {
         return Err(geom("cannot have an rt subvolume with zero extents".into()));
