@@ -733,6 +733,21 @@ const NEWER: &[(u64, &str, &str, bool)] = &[
         "--defaults 6.12 -b size=65536",
         false,
     ),
+    // 64 KiB blocks in AGs of 4,096 blocks: free-space btrees that can
+    // never pass one level, where xfsprogs 6.8 and later keep a shorter
+    // free list than 6.1 (so the root inode comes earlier).
+    (
+        G,
+        "-n parent=1 -i exchange=1 -m rmapbt=1 -i nrext64=1 -b size=65536",
+        "--defaults 6.18 -b size=65536",
+        true,
+    ),
+    (
+        G,
+        "-m rmapbt=1 -i nrext64=1 -b size=65536",
+        "--defaults 6.12 -b size=65536",
+        true,
+    ),
     // mkfs.xfs 6.15's own defaults are those of the 6.12 line.
     (
         G,

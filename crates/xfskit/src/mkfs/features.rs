@@ -177,17 +177,28 @@ fn space_to_height(node: u64, leaf_blocks: u64) -> u64 {
     height
 }
 
-/// Blocks a fresh AG keeps on its free list: for each free-space btree (and
-/// the rmap btree) one more than its height of 1, capped by the tallest that
-/// tree can ever be in an AG of this size.
+/// Blocks a fresh AG keeps on its free list, for each free-space btree
+/// (and the rmap btree) from its height of 1 and the tallest that tree can
+/// ever be in an AG of this size (`max`). xfsprogs before 6.8 (as mkfs.xfs
+/// 6.1) keeps min(2, max) blocks; 6.8 and later (as mkfs.xfs and
+/// xfs_repair 6.15 and the kernel) 2 * min(2, max) - 2, which differs only
+/// for a tree that can never grow past one level (big blocks, small AGs):
+/// xfs_repair 6.15 expects the root inode where its rule puts it.
 pub(crate) fn min_freelist(cfg: &Cfg) -> u64 {
+    let per = |max: u64| {
+        if cfg.agfl_v2 {
+            (2u64.min(max) * 2).saturating_sub(2)
+        } else {
+            2u64.min(max)
+        }
+    };
     let bs = u64::from(cfg.blocksize);
     let hdr = 56;
     // Minimum records per block are half the maximum.
     let alloc_leaf = (bs - hdr) / 8 / 2;
     let alloc_node = (bs - hdr) / 12 / 2;
     let alloc_max = compute_maxlevels(alloc_leaf, alloc_node, cfg.agsize.div_ceil(2));
-    let mut free = 2u64.min(alloc_max) * 2;
+    let mut free = per(alloc_max) * 2;
     if cfg.feat.rmapbt {
         let rmap_leaf = (bs - hdr) / 24 / 2;
         let rmap_node = (bs - hdr) / 44 / 2;
@@ -196,7 +207,7 @@ pub(crate) fn min_freelist(cfg: &Cfg) -> u64 {
         } else {
             compute_maxlevels(rmap_leaf, rmap_node, cfg.agsize)
         };
-        free += 2u64.min(rmap_max);
+        free += per(rmap_max);
     }
     free
 }

@@ -215,6 +215,9 @@ pub(crate) struct Cfg {
     pub lsunit: u64,
     pub imaxpct: u32,
     pub feat: features::FeatureSet,
+    /// The free list a fresh AG keeps is sized by the rule of xfsprogs
+    /// 6.8 and later (`--defaults` 6.12 or newer), else by the older one.
+    pub agfl_v2: bool,
     pub warnings: Vec<String>,
 }
 
@@ -462,6 +465,7 @@ pub fn compute_geometry(
         lsunit: 0,
         imaxpct: 0,
         feat,
+        agfl_v2: opts.defaults.unwrap_or_default() >= super::profiles::Defaults::V6_12,
         warnings,
     };
     if let Some(t) = &opts.data_size {

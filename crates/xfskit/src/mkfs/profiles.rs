@@ -8,7 +8,7 @@ use super::features::FeatureSet;
 use super::options::MkfsError;
 
 /// An xfsprogs release line whose defaults mkfs follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum Defaults {
     /// Linux/xfsprogs 4.19: no reflink, no bigtime.
     V4_19,
