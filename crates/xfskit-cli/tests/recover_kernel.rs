@@ -578,16 +578,22 @@ fn unfinished_intents(test: &str, mkfs_args: &[&str]) {
     let mnt = dir.join("mnt");
     std::fs::create_dir_all(&mnt).expect("mkdir");
     let mut found = false;
-    for attempt in 0..6 {
+    const TRIES: u32 = 10;
+    for attempt in 0..TRIES {
         fresh_mount(&img, &mnt, mkfs_args);
         for f in 0..8 {
             write_fragmented(&mnt.join(format!("f{f}")), 3000);
         }
         run("sync", &[]);
+        // The shutdown waits for the first names to go (the rm has
+        // started, however busy the machine), then a little more: the
+        // kernel frees the unlinked files' extents in the background
+        // after that, so the shutdown lands among its intents.
         let script = format!(
-            "rm -f {m}/f* & sleep 0.{d}; xfs_io -x -c 'shutdown -f' {m}; wait",
+            "rm -f {m}/f* & while [ $(ls {m} | wc -l) -gt 6 ]; do sleep 0.005; done; \
+             sleep 0.0{d}; xfs_io -x -c 'shutdown -f' {m}; wait",
             m = s(&mnt),
-            d = 1 + attempt % 5
+            d = attempt % 10
         );
         let _ = Command::new("bash").args(["-c", &script]).status();
         run("umount", &[s(&mnt)]);
@@ -620,7 +626,7 @@ fn unfinished_intents(test: &str, mkfs_args: &[&str]) {
     if !found {
         common::skip(
             test,
-            "no crash fell between an intent and its done item in 6 tries",
+            &format!("no crash fell between an intent and its done item in {TRIES} tries"),
         );
         return;
     }
