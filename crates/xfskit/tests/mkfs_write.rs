@@ -96,23 +96,10 @@ fn summary_diff_615(
     let mut args: Vec<&str> = opts.split_whitespace().collect();
     let p = r.display().to_string();
     args.extend(["-f", "-N", &p]);
-    let out = Command::new(
-        write_common::xfsprogs_615()
-            .unwrap()
-            .join("libexec/mkfs.xfs"),
-    )
-    .args(&args)
-    .env(
-        "LD_LIBRARY_PATH",
-        write_common::xfsprogs_615().unwrap().join("lib"),
-    )
-    .envs([
-        ("TEST_DIR", "/tmp"),
-        ("TEST_DEV", "/dev/null"),
-        ("QA_CHECK_FS", "1"),
-    ])
-    .output()
-    .unwrap();
+    let out = write_common::command_615_qa("mkfs.xfs")
+        .args(&args)
+        .output()
+        .unwrap();
     // Only the summary's lines (a config file adds a line of its own).
     let theirs: String = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -875,24 +862,11 @@ fn metadir_headers_match_mkfs_xfs_615() {
         let u = format!("uuid={UUID},metadir=1");
         let p = r.display().to_string();
         args.extend(["-q", "-m", &u, &p]);
-        let out = std::process::Command::new(
-            write_common::xfsprogs_615()
-                .unwrap()
-                .join("libexec/mkfs.xfs"),
-        )
-        .args(&args)
-        .env(
-            "LD_LIBRARY_PATH",
-            write_common::xfsprogs_615().unwrap().join("lib"),
-        )
         // Sizes under 300 MB and single-AG layouts are test-only for mkfs.xfs.
-        .envs([
-            ("TEST_DIR", "/tmp"),
-            ("TEST_DEV", "/dev/null"),
-            ("QA_CHECK_FS", "1"),
-        ])
-        .output()
-        .unwrap();
+        let out = write_common::command_615_qa("mkfs.xfs")
+            .args(&args)
+            .output()
+            .unwrap();
         assert!(
             out.status.success(),
             "mkfs.xfs 6.15 {opts}: {}",

@@ -304,6 +304,19 @@ pub fn mkfs_618(path: &Path, size: u64, opts: &str) {
     assert!(ok, "mkfs.xfs 6.15 (6.18 defaults) {opts}: {out}");
 }
 
+/// A command running xfsprogs 6.15's `tool` in the environment of
+/// xfstests (`TEST_DIR`, `TEST_DEV`, `QA_CHECK_FS`), under which mkfs.xfs
+/// accepts filesystems under 300 MB, one AG and logs under 64 MiB.
+pub fn command_615_qa(tool: &str) -> Command {
+    let dir = xfsprogs_615().expect("xfsprogs 6.15 beside the project");
+    let mut c = Command::new(dir.join("libexec").join(tool));
+    c.env("LD_LIBRARY_PATH", dir.join("lib"))
+        .env("TEST_DIR", "/tmp")
+        .env("TEST_DEV", "/dev/null")
+        .env("QA_CHECK_FS", "1");
+    c
+}
+
 /// [`mkfs_618`] with the environment of xfstests (`TEST_DIR`, `TEST_DEV`,
 /// `QA_CHECK_FS`), under which mkfs.xfs 6.15 accepts logs smaller than
 /// 64 MiB (down to the minimum its log reservations allow) and
@@ -317,15 +330,7 @@ pub fn mkfs_618_qa(path: &Path, size: u64, opts: &str) {
     args.extend(opts.split_whitespace());
     let p = path.display().to_string();
     args.extend(["-q", "-f", &p]);
-    let (ok, out) = run_command(
-        Command::new(dir.join("libexec/mkfs.xfs"))
-            .args(&args)
-            .env("LD_LIBRARY_PATH", dir.join("lib"))
-            .env("TEST_DIR", "/tmp")
-            .env("TEST_DEV", "/dev/null")
-            .env("QA_CHECK_FS", "1"),
-        "mkfs.xfs",
-    );
+    let (ok, out) = run_command(command_615_qa("mkfs.xfs").args(&args), "mkfs.xfs");
     assert!(ok, "mkfs.xfs 6.15 (6.18 defaults, QA) {opts}: {out}");
 }
 
