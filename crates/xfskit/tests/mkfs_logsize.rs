@@ -508,8 +508,19 @@ fn engine_minimum_is_the_kernels() {
                 }
             }
         }
-        if let Err(e) = Fs::open(&img, &OpenOptions::default()) {
-            failures.push(format!("{opts}: read-only open refused: {e}"));
+        match Fs::open(&img, &OpenOptions::default()) {
+            Err(e) => failures.push(format!("{opts}: read-only open refused: {e}")),
+            // check says why the kernel will not mount it (a warning, not a
+            // problem: xfs_repair -n reports nothing of the kind).
+            Ok(fs) => match xfskit::check::check(&fs, &Default::default()) {
+                Err(e) => failures.push(format!("{opts}: check failed: {e}")),
+                Ok(r) => {
+                    let want = format!("the log is 512 blocks, below the minimum of {kernel} blocks");
+                    if !r.warnings.iter().any(|w| w.contains(&want)) {
+                        failures.push(format!("{opts}: check's warnings {:?} lack {want:?}", r.warnings));
+                    }
+                }
+            },
         }
         let _ = std::fs::remove_file(&img);
     }

@@ -114,6 +114,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             "clean": report.is_clean(),
             "problems": problems,
             "unchecked": report.unchecked,
+            "warnings": report.warnings,
             "stats": {
                 "ags": s.ags, "btree_blocks": s.btree_blocks, "inode_chunks": s.inode_chunks,
                 "inodes": s.inodes, "directories": s.directories, "dir_entries": s.dir_entries,
@@ -147,6 +148,9 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     if !args.json {
         for u in &report.unchecked {
             out.push_str(&format!("not checked: {u}\n"));
+        }
+        for w in &report.warnings {
+            out.push_str(&format!("warning: {w}\n"));
         }
     }
     // A closed pipe (`| head`) is not an error of the check.

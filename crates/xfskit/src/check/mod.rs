@@ -137,6 +137,11 @@ pub struct CheckReport {
     /// realtime section, without its device): a clean report with these
     /// is not a full check.
     pub unchecked: Vec<String>,
+    /// What is valid on disk but keeps the filesystem from being used as
+    /// usual, in words (a log below the kernel's minimum size, which
+    /// Linux refuses to mount). Not problems: `xfs_repair -n` reports
+    /// none of these.
+    pub warnings: Vec<String>,
 }
 
 impl CheckReport {
@@ -457,5 +462,23 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         problems: ctx.sink.into_problems(),
         stats,
         unchecked,
+        warnings: warnings(geo),
     })
+}
+
+/// The report's warnings for `geo` (see [`CheckReport::warnings`]).
+fn warnings(geo: &crate::geometry::Geometry) -> Vec<String> {
+    use crate::log::resv;
+    let mut out = Vec::new();
+    if geo.v5 {
+        let min = resv::min_log_blocks(&resv::ResvGeometry::from_geometry(geo), resv::Rules::Kernel);
+        if u64::from(geo.log_blocks) < min {
+            out.push(format!(
+                "the log is {} blocks, below the minimum of {min} blocks that Linux requires for \
+                 this geometry: the kernel refuses to mount it, and xfskit refuses to write to it",
+                geo.log_blocks
+            ));
+        }
+    }
+    out
 }
