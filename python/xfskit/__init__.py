@@ -20,7 +20,7 @@ import stat as _stat
 from typing import Any, Iterator
 
 from . import _xfskit
-from ._xfskit import CorruptError, StatResult
+from ._xfskit import CorruptError, DirEntry, StatResult
 
 __all__ = [
     "open",
@@ -64,7 +64,9 @@ Problem.__doc__ = "One inconsistency check found: the structure, where it is, wh
 class CheckReport:
     """The result of :meth:`Filesystem.check`."""
 
-    def __init__(self, clean: bool, total: int, problems: list, stats: dict):
+    def __init__(
+        self, clean: bool, total: int, problems: list, stats: dict, warnings: list = ()
+    ):
         #: True when no problem was found.
         self.clean = clean
         #: Problems found (at most 10,000 are kept; see problems_total).
@@ -73,6 +75,9 @@ class CheckReport:
         self.problems_total = total
         #: What was looked at (AGs, inodes, directories...).
         self.stats = stats
+        #: What is valid but keeps the filesystem from normal use, in words
+        #: (a log below the kernel's minimum size); not problems.
+        self.warnings = list(warnings)
 
     def __bool__(self) -> bool:
         return self.clean
@@ -236,73 +241,6 @@ def build(
 def recover(image: Any, *, allow_unfinished_intents: bool = False) -> dict:
     """Replays the log of ``image`` in place, as a kernel mount would."""
     return _xfskit.recover(os.fsdecode(image), allow_unfinished_intents)
-
-
-class DirEntry:
-    """An entry of :meth:`Filesystem.scandir`, like ``os.DirEntry``."""
-
-    __slots__ = ("name", "path", "_ino", "_type", "_fs", "_lstat", "_stat")
-
-    def __init__(self, fs: "Filesystem", top: Any, name: Any, ino: int, dtype: str | None):
-        self._fs = fs
-        self.name = name
-        self.path = _join(top, name)
-        self._ino = ino
-        self._type = dtype
-        self._lstat: StatResult | None = None
-        self._stat: StatResult | None = None
-
-    def inode(self) -> int:
-        return self._ino
-
-    def _ltype(self) -> str:
-        if self._type is None:
-            m = self.stat(follow_symlinks=False).st_mode
-            self._type = {
-                _stat.S_IFDIR: "d",
-                _stat.S_IFREG: "f",
-                _stat.S_IFLNK: "l",
-            }.get(_stat.S_IFMT(m), "o")
-        return self._type
-
-    def is_symlink(self) -> bool:
-        return self._ltype() == "l"
-
-    def is_dir(self, *, follow_symlinks: bool = True) -> bool:
-        t = self._ltype()
-        if t == "l" and follow_symlinks:
-            try:
-                return _stat.S_ISDIR(self.stat().st_mode)
-            except FileNotFoundError:
-                return False
-        return t == "d"
-
-    def is_file(self, *, follow_symlinks: bool = True) -> bool:
-        t = self._ltype()
-        if t == "l" and follow_symlinks:
-            try:
-                return _stat.S_ISREG(self.stat().st_mode)
-            except FileNotFoundError:
-                return False
-        return t == "f"
-
-    def is_junction(self) -> bool:
-        return False
-
-    def stat(self, *, follow_symlinks: bool = True) -> StatResult:
-        if not follow_symlinks or self._ltype() != "l":
-            if self._lstat is None:
-                self._lstat = self._fs._inner.stat_ino(self._ino)
-            return self._lstat
-        if self._stat is None:
-            self._stat = self._fs.stat(self.path)
-        return self._stat
-
-    def __fspath__(self) -> Any:
-        return self.path
-
-    def __repr__(self) -> str:
-        return f"<xfskit.DirEntry {self.name!r}>"
 
 
 class _ScandirIterator:
@@ -481,12 +419,7 @@ class Filesystem:
     def scandir(self, path: Any = "/") -> _ScandirIterator:
         """As ``os.scandir``: entries in on-disk order, without . and .."""
         top = os.fspath(path)
-        raw = self._inner.scandir(_enc(top))
-        as_bytes = isinstance(top, bytes)
-        entries = [
-            DirEntry(self, top, n if as_bytes else os.fsdecode(n), ino, t) for n, ino, t in raw
-        ]
-        return _ScandirIterator(entries)
+        return _ScandirIterator(self._inner.scandir_entries(self, top, _enc(top)))
 
     def listdir(self, path: Any = "/") -> list:
         """As ``os.listdir``."""

@@ -84,7 +84,7 @@ impl Handle {
         let fs = self.fs(py)?;
         if let Some((size, map, dev)) = &self.map {
             let want = size.saturating_sub(off).min(n as u64) as usize;
-            return PyBytes::new_with(py, want, |buf| {
+            return bytes_filled(py, want, |buf| {
                 py.detach(|| {
                     let got = xfskit::inode::read_mapped(&fs, map, *dev, *size, off, buf).py()?;
                     buf[got..].fill(0);
@@ -134,4 +134,36 @@ impl Handle {
             Ok(StatResult::of(&ip, fs.geometry().block_size))
         })
     }
+}
+
+/// A new `bytes` object of `len` bytes whose contents are not yet
+/// written, and its buffer. The caller must write every byte before the
+/// object is seen by anyone (or drop it unseen).
+fn bytes_uninit(py: Python<'_>, len: usize) -> PyResult<(Bound<'_, PyBytes>, *mut u8)> {
+    let n = pyo3::ffi::Py_ssize_t::try_from(len)
+        .map_err(|_| errors::os(libc::EFBIG, "file too large", None))?;
+    // SAFETY: PyBytes_FromStringAndSize(NULL, n) returns a new bytes
+    // object of n bytes (or NULL with an exception set), whose buffer is
+    // ours to write until the object is shared.
+    unsafe {
+        let p = pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), n);
+        let obj = Bound::from_owned_ptr_or_err(py, p)?.cast_into_unchecked::<PyBytes>();
+        let buf = pyo3::ffi::PyBytes_AsString(p).cast::<u8>();
+        Ok((obj, buf))
+    }
+}
+
+/// A new `bytes` of `len` bytes that `fill` writes, every one of them,
+/// or fails. As `PyBytes::new_with` without zeroing the buffer first (a
+/// file's data is read straight into the object Python gets).
+fn bytes_filled<'py>(
+    py: Python<'py>,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]) -> PyResult<()>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let (obj, buf) = bytes_uninit(py, len)?;
+    // SAFETY: `buf` holds `len` bytes and only `fill` uses it before the
+    // object is returned; on an error the object is dropped unseen.
+    fill(unsafe { std::slice::from_raw_parts_mut(buf, len) })?;
+    Ok(obj)
 }

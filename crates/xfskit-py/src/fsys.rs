@@ -45,8 +45,12 @@ pub fn lookup_err(e: LookupError, path: &[u8]) -> PyErr {
     }
 }
 
-/// What `check` returns: (clean, problems total, [(what, where, detail)], stats).
-type CheckTuple = (bool, u64, Vec<(String, String, String)>, Py<PyDict>);
+/// A directory entry as the engine gives it: name, inode, type letter.
+pub type RawEntry = (Vec<u8>, u64, Option<&'static str>);
+
+/// What `check` returns: (clean, problems total, [(what, where, detail)], stats,
+/// warnings).
+type CheckTuple = (bool, u64, Vec<(String, String, String)>, Py<PyDict>, Vec<String>);
 
 /// A one-letter file type: d, f, l, c, b, p, s.
 pub fn type_letter(t: FileType) -> &'static str {
@@ -139,6 +143,27 @@ impl PyFs {
         }
     }
 
+    /// Directory `path`'s entries (name, inode, type letter), "." and
+    /// ".." left out, read with the GIL released.
+    pub fn read_dir(
+        &self,
+        py: Python<'_>,
+        path: &[u8],
+    ) -> PyResult<Vec<RawEntry>> {
+        let fs = self.get()?;
+        py.detach(|| {
+            let ip = self.lookup_fast(&fs, path, true)?;
+            if ip.file_type != FileType::Dir {
+                return Err(errors::os(libc::ENOTDIR, "not a directory", Some(path)));
+            }
+            let entries = xfskit::dir::read_dir(&fs, &ip).at(path)?;
+            Ok(entries
+                .into_iter()
+                .map(|e| (e.name, e.ino.0, e.file_type.map(type_letter)))
+                .collect())
+        })
+    }
+
     /// The engine for a change: EROFS unless opened writable.
     pub fn get_rw(&self, path: &[u8]) -> PyResult<Arc<Fs>> {
         let fs = self.get()?;
@@ -205,7 +230,7 @@ impl PyFs {
     }
 
     /// Stat of inode `ino` (which must be allocated).
-    fn stat_ino(&self, py: Python<'_>, ino: u64) -> PyResult<StatResult> {
+    pub(crate) fn stat_ino(&self, py: Python<'_>, ino: u64) -> PyResult<StatResult> {
         let fs = self.get()?;
         py.detach(|| {
             let ip = fs.inode(Ino(ino)).py()?;
@@ -221,20 +246,25 @@ impl PyFs {
     /// None when the directory does not record types), in on-disk order,
     /// "." and ".." left out.
     fn scandir(&self, py: Python<'_>, path: &[u8]) -> PyResult<Py<PyList>> {
-        let fs = self.get()?;
-        let entries = py.detach(|| {
-            let ip = self.lookup_fast(&fs, path, true)?;
-            if ip.file_type != FileType::Dir {
-                return Err(errors::os(libc::ENOTDIR, "not a directory", Some(path)));
-            }
-            xfskit::dir::read_dir(&fs, &ip).at(path)
-        })?;
         let list = PyList::empty(py);
-        for e in entries {
-            let t = e.file_type.map(type_letter);
-            list.append((PyBytes::new(py, &e.name), e.ino.0, t))?;
+        for (name, ino, t) in self.read_dir(py, path)? {
+            list.append((PyBytes::new(py, &name), ino, t))?;
         }
         Ok(list.unbind())
+    }
+
+    /// The entries of directory `path` as `xfskit.DirEntry` objects of
+    /// the Python filesystem `fs`; `top` is the path as the caller gave
+    /// it (str or bytes), `path` its bytes.
+    fn scandir_entries(
+        slf: &Bound<'_, Self>,
+        fs: &Bound<'_, PyAny>,
+        top: &Bound<'_, PyAny>,
+        path: &[u8],
+    ) -> PyResult<Vec<Py<crate::entry::DirEntry>>> {
+        let py = slf.py();
+        let raw = slf.get().read_dir(py, path)?;
+        crate::entry::DirEntry::build(py, fs, slf, top, path, raw)
     }
 
     /// The target of symbolic link `path`.
@@ -334,8 +364,7 @@ impl PyFs {
 
     /// The whole contents of regular file inode `ino`.
     fn read_file_ino<'py>(slf: &Bound<'py, Self>, ino: u64) -> PyResult<Bound<'py, PyBytes>> {
-        let h = Self::open_read_ino(slf, ino)?;
-        h.read_all(slf.py())
+        Self::open_read_ino(slf, ino)?.read_all(slf.py())
     }
 
     /// The whole contents of regular file `path` (one call: lookup, map, read).
@@ -345,7 +374,7 @@ impl PyFs {
     }
 
     /// Checks the whole filesystem read-only (as `xfskit check`):
-    /// (clean, problems total, [(what, where, detail)], stats dict).
+    /// (clean, problems total, [(what, where, detail)], stats dict, warnings).
     #[pyo3(signature = (threads=0, memory=0))]
     fn check(&self, py: Python<'_>, threads: usize, memory: usize) -> PyResult<CheckTuple> {
         let fs = self.get()?;
@@ -371,7 +400,7 @@ impl PyFs {
             .iter()
             .map(|p| (p.what.to_string(), p.location.to_string(), p.detail.clone()))
             .collect();
-        Ok((r.is_clean(), s.problems_total, problems, d.unbind()))
+        Ok((r.is_clean(), s.problems_total, problems, d.unbind(), r.warnings.clone()))
     }
 
     /// Copies `path` of the image (a directory's contents, or one file)

@@ -3,6 +3,7 @@
 //! with every engine call made with the GIL released. The Python layer
 //! (python/xfskit) gives it the shape of `os`, `os.path` and `io`.
 
+mod entry;
 mod errors;
 mod file;
 mod fsys;
@@ -275,6 +276,7 @@ fn _xfskit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("BULKSTAT_FIELDS", scan::FIELDS.to_vec())?;
     m.add_class::<PyFs>()?;
     m.add_class::<stat::StatResult>()?;
+    m.add_class::<entry::DirEntry>()?;
     m.add_class::<file::Handle>()?;
     m.add_class::<scan::BulkstatIter>()?;
     m.add_function(wrap_pyfunction!(open_path, m)?)?;

@@ -56,6 +56,11 @@ fn blksize(block_size: u32) -> u32 {
 }
 
 impl StatResult {
+    /// `st_mode`.
+    pub fn mode(&self) -> u32 {
+        self.st_mode
+    }
+
     /// The stat of `ip` on a filesystem of `block_size`-byte blocks.
     pub fn of(ip: &Inode, block_size: u32) -> StatResult {
         let rdev = match ip.file_type {
