@@ -256,6 +256,104 @@ pub fn bmdr_to_bmbt_root(bmdr: &[u8], ino: u64, uuid: &Uuid) -> Result<Vec<u8>> 
     Ok(out)
 }
 
+/// The layout of a metadata btree root (fork format `META_BTREE`) of
+/// metadata file type `metatype`: magic, record bytes, node key bytes (a
+/// low and a high key in the overlapping rmap btree).
+fn meta_tree(metatype: u16) -> Option<(u32, usize, usize)> {
+    match metatype {
+        xfs_format::inode::XFS_METAFILE_RTRMAP => {
+            Some((xfs_format::rtgroup::XFS_RTRMAP_CRC_MAGIC, 24, 40))
+        }
+        xfs_format::inode::XFS_METAFILE_RTREFCOUNT => {
+            Some((xfs_format::rtgroup::XFS_RTREFC_CRC_MAGIC, 12, 4))
+        }
+        _ => None,
+    }
+}
+
+/// The logged form of the on-disk metadata btree root `root` (a fork of
+/// `root.len()` bytes) of metadata file type `metatype`, inode `ino`: the
+/// kernel logs its in-core root, a long btree block header (null
+/// siblings and block number) followed by the records of a leaf root, or
+/// by the keys and then the pointers of a node root, sized for what it
+/// holds.
+pub fn meta_root_to_log(root: &[u8], metatype: u16, ino: u64, uuid: &Uuid) -> Result<Vec<u8>> {
+    let bad = |d: String| Error::corrupt("metadata btree root", Location::Inode(ino), d);
+    let (magic, rec, key) =
+        meta_tree(metatype).ok_or_else(|| bad(format!("metadata file type {metatype}")))?;
+    if root.len() < BMDR_HDR {
+        return Err(bad("fork too small for a root".into()));
+    }
+    let level = be16(root, 0);
+    let n = usize::from(be16(root, 2));
+    let hdr = XFS_BTREE_LBLOCK_CRC_LEN;
+    let room = root.len() - BMDR_HDR;
+    let body = if level == 0 {
+        if n > room / rec {
+            return Err(bad(format!("{n} records but the fork holds {}", room / rec)));
+        }
+        root[BMDR_HDR..BMDR_HDR + n * rec].to_vec()
+    } else {
+        let max = room / (key + PTR_LEN);
+        if n > max {
+            return Err(bad(format!("{n} pointers but the fork holds {max}")));
+        }
+        let mut b = root[BMDR_HDR..BMDR_HDR + n * key].to_vec();
+        let p = BMDR_HDR + max * key;
+        b.extend_from_slice(&root[p..p + n * PTR_LEN]);
+        b
+    };
+    let mut out = vec![0u8; hdr];
+    out[0..4].copy_from_slice(&magic.to_be_bytes());
+    out[4..6].copy_from_slice(&level.to_be_bytes());
+    out[6..8].copy_from_slice(&(n as u16).to_be_bytes());
+    out[8..32].fill(0xff); // siblings and block number: none
+    out[40..56].copy_from_slice(&uuid.0);
+    out[56..64].copy_from_slice(&ino.to_be_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// Converts a logged metadata btree root (`src`, see [`meta_root_to_log`])
+/// into the on-disk root of a fork of `dst.len()` bytes; the rest of
+/// `dst` is zeroed.
+pub fn meta_root_to_disk(src: &[u8], dst: &mut [u8], metatype: u16, ino: u64) -> Result<()> {
+    let bad = |d: String| Error::corrupt("logged metadata btree root", Location::Inode(ino), d);
+    let (_, rec, key) =
+        meta_tree(metatype).ok_or_else(|| bad(format!("metadata file type {metatype}")))?;
+    let hdr = XFS_BTREE_LBLOCK_CRC_LEN;
+    if src.len() < hdr || dst.len() < BMDR_HDR {
+        return Err(bad(format!("{} bytes, shorter than a block header", src.len())));
+    }
+    let level = be16(src, 4);
+    let n = usize::from(be16(src, 6));
+    let room = dst.len() - BMDR_HDR;
+    let mut out = vec![0u8; dst.len()];
+    out[0..2].copy_from_slice(&level.to_be_bytes());
+    out[2..4].copy_from_slice(&(n as u16).to_be_bytes());
+    if level == 0 {
+        if n * rec > src.len() - hdr || n > room / rec {
+            return Err(bad(format!("{n} records do not fit")));
+        }
+        out[BMDR_HDR..BMDR_HDR + n * rec].copy_from_slice(&src[hdr..hdr + n * rec]);
+    } else {
+        // Pointers of the logged root follow as many keys as it holds room for.
+        let src_max = (src.len() - hdr) / (key + PTR_LEN);
+        let max = room / (key + PTR_LEN);
+        if n > src_max || n > max {
+            return Err(bad(format!(
+                "{n} pointers, more than the logged root ({src_max}) or the fork ({max}) holds"
+            )));
+        }
+        out[BMDR_HDR..BMDR_HDR + n * key].copy_from_slice(&src[hdr..hdr + n * key]);
+        let sp = hdr + src_max * key;
+        let dp = BMDR_HDR + max * key;
+        out[dp..dp + n * PTR_LEN].copy_from_slice(&src[sp..sp + n * PTR_LEN]);
+    }
+    dst.copy_from_slice(&out);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
