@@ -278,9 +278,19 @@ fn realtime_group_files_written_with_rmap_in_four_groups_of_four_block_extents()
 }
 
 #[test]
-fn realtime_group_files_written_with_rmap_reflink_and_1k_blocks_in_six_groups() {
-    let o = format!("{} -b size=1024 -r rgsize=12m", conf_618_metadir(true));
-    run_case_with("rg5-1k-rmap-reflink", &o, 9, mkfs_615_rtg);
+fn realtime_group_files_written_with_rmap_and_1k_blocks_in_six_groups() {
+    let o = format!(
+        "{} -b size=1024 -r rgsize=12m -r extsize=8k",
+        conf_618_metadir(false)
+    );
+    run_case_with("rg5-1k-rmap", &o, 9, mkfs_615_rtg);
+}
+
+#[test]
+fn realtime_group_files_written_with_rmap_and_reflink_in_six_groups() {
+    // Realtime reflink wants 4 KiB blocks and one-block realtime extents.
+    let o = format!("{} -r rgsize=12m", conf_618_metadir(true));
+    run_case_with("rg6-rmap-reflink", &o, 10, mkfs_615_rtg);
 }
 
 /// Writing needs the realtime device; without it the open is refused.
