@@ -239,3 +239,149 @@ fn freeing_a_shared_realtime_extent_is_refused() {
     let e = fs.unlink(dir, b"f").and_then(|_| fs.sync()).unwrap_err();
     assert!(e.to_string().contains("shared"), "{e}");
 }
+
+/// Files written, their realtime rmap btree grown into blocks, the log
+/// forced and the filesystem dropped without writeback: recovery replays
+/// the rmap inode's logged root (the kernel's in-core form) and the
+/// tree's blocks, and the result is the written one.
+#[test]
+fn rtrmap_changes_come_back_from_the_log() {
+    if skip_without_615("write_realtime_rmap replay") {
+        return;
+    }
+    let s = Scratch::new("rtw-rmap-replay");
+    let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
+    let o = format!("{} -b size=1024 -r rgcount=2", conf_618_metadir(false));
+    mkfs_615_rtg(&img, 512 << 20, &rt, 16 << 20, &o);
+    let want = {
+        let fs = open_rw_rt(&img, &rt);
+        let bs = u64::from(fs.geometry().block_size);
+        let root = fs.geometry().root_ino;
+        let dir = fs
+            .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
+            .unwrap();
+        fs.set_realtime(dir, true).unwrap();
+        let file = fs
+            .create(dir, b"f", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+            .unwrap();
+        fs.write_at(file, 0, &vec![5u8; (300 * 4 * bs) as usize])
+            .unwrap();
+        for x in (1..300).step_by(2) {
+            fs.punch_hole(file, x * 4 * bs, 4 * bs).unwrap();
+        }
+        fs.force_log().unwrap();
+        let mut tp = fs.trans().unwrap();
+        let want = xfskit::alloc::rt_rmap_records(&mut tp, 0).unwrap();
+        drop(tp);
+        assert!(rmap_shape(&fs).0 >= 1, "the tree stayed in the inode");
+        want
+        // Dropped without sync: the changes are only in the log.
+    };
+    let report = Fs::recover(&img, &xfskit::log::recover::RecoverOptions::default()).unwrap();
+    assert!(report.stats.inodes_replayed > 0, "{report:?}");
+    {
+        let fs = open_rw_rt(&img, &rt);
+        let mut tp = fs.trans().unwrap();
+        assert_eq!(xfskit::alloc::rt_rmap_records(&mut tp, 0).unwrap(), want);
+    }
+    assert_check_clean(&img, &rt, "replayed");
+}
+
+/// A realtime rmap intent (RUI_RT) and a realtime extent-free intent
+/// without their done items, as the kernel leaves them when it crashes
+/// while freeing a realtime file's extent: recovery removes the reverse
+/// mapping from the group's tree and frees the extent, and xfs_repair
+/// -n -r 6.15 finds the result clean.
+#[test]
+fn unfinished_realtime_rmap_intent_is_recovered() {
+    if skip_without_615("write_realtime_rmap rui_rt") {
+        return;
+    }
+    use xfs_format::log_intent::XFS_RMAP_EXTENT_UNMAP;
+    use xfs_format::log_item::{XFS_LI_EFI_RT, XFS_LI_RUI_RT};
+    let s = Scratch::new("rtw-rmap-rui");
+    let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
+    let o = format!("{} -r rgcount=2", conf_618_metadir(false));
+    mkfs_615_rtg(&img, 512 << 20, &rt, 16 << 20, &o);
+    let (ino, ext) = {
+        let fs = open_rw_rt(&img, &rt);
+        let root = fs.geometry().root_ino;
+        let dir = fs
+            .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
+            .unwrap();
+        fs.set_realtime(dir, true).unwrap();
+        let ino = fs
+            .create(dir, b"v", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+            .unwrap();
+        fs.write_at(ino, 0, &[3u8; 40 << 10]).unwrap();
+        fs.sync().unwrap();
+        let ip = fs.inode(ino).unwrap();
+        let ext = xfskit::inode::extents(&fs, &ip, Fork::Data).unwrap();
+        assert_eq!(ext.len(), 1, "{ext:?}");
+        (ino, ext[0])
+    };
+    // The file lets go of its extent behind the filesystem's back; the
+    // group's tree and bitmap still give it to the file.
+    let (ok, out) = run_615(
+        "xfs_db",
+        &[
+            "-x",
+            "-R",
+            &rt.display().to_string(),
+            "-c",
+            &format!("inode {}", ino.0),
+            "-c",
+            "write core.nextents 0",
+            "-c",
+            "write core.size 0",
+            "-c",
+            "write core.nblocks 0",
+            &img.display().to_string(),
+        ],
+    );
+    assert!(ok, "xfs_db: {out}");
+    {
+        let fs = open_rw_rt(&img, &rt);
+        let mut rui = Vec::new();
+        rui.extend_from_slice(&XFS_LI_RUI_RT.to_le_bytes());
+        rui.extend_from_slice(&1u16.to_le_bytes());
+        rui.extend_from_slice(&1u32.to_le_bytes());
+        rui.extend_from_slice(&0x5a01u64.to_le_bytes());
+        rui.extend_from_slice(&ino.0.to_le_bytes());
+        rui.extend_from_slice(&ext.start.0.to_le_bytes());
+        rui.extend_from_slice(&0u64.to_le_bytes());
+        rui.extend_from_slice(&(ext.len as u32).to_le_bytes());
+        rui.extend_from_slice(&XFS_RMAP_EXTENT_UNMAP.to_le_bytes());
+        let mut efi = Vec::new();
+        efi.extend_from_slice(&XFS_LI_EFI_RT.to_le_bytes());
+        efi.extend_from_slice(&1u16.to_le_bytes());
+        efi.extend_from_slice(&1u32.to_le_bytes());
+        efi.extend_from_slice(&0x5a02u64.to_le_bytes());
+        efi.extend_from_slice(&ext.start.0.to_le_bytes());
+        efi.extend_from_slice(&(ext.len as u32).to_le_bytes());
+        efi.extend_from_slice(&0u32.to_le_bytes());
+        let mut tp = fs.trans().unwrap();
+        tp.log_raw_item(vec![rui]);
+        tp.log_raw_item(vec![efi]);
+        tp.commit().unwrap();
+        fs.force_log().unwrap();
+        // Dropped without sync: the intents are only in the log.
+    }
+    let report = Fs::recover(&img, &xfskit::log::recover::RecoverOptions::default()).unwrap();
+    assert_eq!(
+        (report.rui_updates, report.efi_extents_freed),
+        (1, 1),
+        "{report:?}"
+    );
+    {
+        let fs = open_rw_rt(&img, &rt);
+        let mut tp = fs.trans().unwrap();
+        let (g, _) = fs.geometry().rtb_split(ext.start.0);
+        let left = xfskit::alloc::rt_rmap_records(&mut tp, g).unwrap();
+        assert!(
+            left.iter().all(|r| r.2 != ino.0),
+            "the file's mapping is still there: {left:?}"
+        );
+    }
+    assert_check_clean(&img, &rt, "recovered");
+}

@@ -38,7 +38,7 @@ use xfs_format::log_item::*;
 pub fn can_finish(kind: &str) -> bool {
     matches!(
         kind,
-        "EFI" | "EFI_RT" | "RUI" | "CUI" | "BUI" | "XMI" | "ATTRI"
+        "EFI" | "EFI_RT" | "RUI" | "RUI_RT" | "CUI" | "BUI" | "XMI" | "ATTRI"
     )
 }
 
