@@ -431,6 +431,45 @@ mod tests {
     }
 
     #[test]
+    fn rtrmap_root_round_trip() {
+        use xfs_format::inode::XFS_METAFILE_RTRMAP;
+        let uuid = Uuid([7; 16]);
+        // A leaf root of 2 records in a 336-byte fork (room for 13).
+        let mut leaf = vec![0u8; 336];
+        leaf[2..4].copy_from_slice(&2u16.to_be_bytes());
+        for (i, b) in leaf[4..52].iter_mut().enumerate() {
+            *b = i as u8 + 1;
+        }
+        let logged = meta_root_to_log(&leaf, XFS_METAFILE_RTRMAP, 131, &uuid).unwrap();
+        assert_eq!(logged.len(), 72 + 48);
+        assert_eq!(&logged[0..4], b"MAPR");
+        assert_eq!(&logged[56..64], &131u64.to_be_bytes());
+        assert_eq!(&logged[72..], &leaf[4..52]);
+        let mut back = vec![0xaau8; 336];
+        meta_root_to_disk(&logged, &mut back, XFS_METAFILE_RTRMAP, 131).unwrap();
+        assert_eq!(back, leaf);
+        // A node root of 2 entries: 40-byte key pairs, pointers after the
+        // fork's room of 6 pairs.
+        let mut node = vec![0u8; 336];
+        node[0..2].copy_from_slice(&1u16.to_be_bytes());
+        node[2..4].copy_from_slice(&2u16.to_be_bytes());
+        node[4..84].fill(3);
+        let p = 4 + 6 * 40;
+        node[p..p + 8].copy_from_slice(&900u64.to_be_bytes());
+        node[p + 8..p + 16].copy_from_slice(&901u64.to_be_bytes());
+        let logged = meta_root_to_log(&node, XFS_METAFILE_RTRMAP, 131, &uuid).unwrap();
+        assert_eq!(logged.len(), 72 + 2 * 48);
+        assert_eq!(&logged[152..160], &900u64.to_be_bytes());
+        let mut back = vec![0x55u8; 336];
+        meta_root_to_disk(&logged, &mut back, XFS_METAFILE_RTRMAP, 131).unwrap();
+        assert_eq!(back, node);
+        // Another metadata type, or more entries than the fork holds.
+        assert!(meta_root_to_log(&node, 99, 131, &uuid).is_err());
+        let mut small = vec![0u8; 60];
+        assert!(meta_root_to_disk(&logged, &mut small, XFS_METAFILE_RTRMAP, 131).is_err());
+    }
+
+    #[test]
     fn broot_round_trip() {
         // A 2-record root in a 72-byte data fork (maxrecs 4).
         let mut bmdr = vec![0u8; 72];
