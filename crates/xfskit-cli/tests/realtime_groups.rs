@@ -241,11 +241,22 @@ fn rtgroup_device_refused_when_wrong() {
         assert_eq!(o.status.code(), Some(5), "{text}");
         assert!(text.contains(want), "{text}");
     }
-    // Writing stays refused, naming realtime groups.
+    // Writing works with the device (the realtime rmap btree kept), and
+    // xfs_repair -n -r 6.15 finds the result clean.
     let o = xfskit(&["mkdir", "--rtdev", s(&im.rtdev), img, "/new"]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    // Extents that xfs_repair put in the groups' rmap btrees are freed.
+    for (path, size) in [("/zero", "0"), ("/two", "8192")] {
+        let o = xfskit(&["truncate", "--rtdev", s(&im.rtdev), "-s", size, img, path]);
+        assert_eq!(o.status.code(), Some(0), "{path}: {}", output_text(&o));
+    }
+    let (ok, out) = im.repair_n();
+    assert!(ok, "xfs_repair -n -r after writing: {out}");
+    // Without the device writing is refused, naming it.
+    let o = xfskit(&["mkdir", img, "/new2"]);
     let text = output_text(&o);
     assert_eq!(o.status.code(), Some(3), "{text}");
-    assert!(text.contains("realtime groups"), "{text}");
+    assert!(text.contains("--rtdev"), "{text}");
 }
 
 #[test]

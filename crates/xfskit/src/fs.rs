@@ -154,25 +154,12 @@ impl Fs {
         probe.geo.require_writable_format()?;
         crate::log::resv::require_log_size(&probe.geo)?;
         if probe.geo.rt_blocks > 0 && resume.is_none() {
-            // Zoned sections and realtime groups (their bitmaps, summaries
-            // and btrees under the metadata directory) are not written by
-            // xfskit; a classic realtime section is, given its device.
+            // Zoned sections are not written by xfskit; a classic realtime
+            // section and realtime groups (their bitmaps, summaries and
+            // rmap btrees; refcount btrees are read) are, given the device.
             if probe.geo.zoned {
                 return Err(Error::Unsupported(
                     "writing to a zoned filesystem: zoned realtime sections are read-only in xfskit (their zones are written only at their write pointers and freed by garbage collection, which xfskit does not do)".into(),
-                ));
-            }
-            // Realtime groups are written through their bitmaps and
-            // summaries; their reverse-mapping and reference count btrees
-            // are not.
-            if probe.geo.has_rtgroups() && probe.geo.features.rmapbt {
-                return Err(Error::Unsupported(
-                    "writing to a filesystem with realtime groups and reverse mapping: the realtime rmap btree (/rtgroups/N.rmap) is not written by xfskit; such filesystems are read-only".into(),
-                ));
-            }
-            if probe.geo.has_rtgroups() && probe.geo.features.reflink {
-                return Err(Error::Unsupported(
-                    "writing to a filesystem with realtime groups and reflink: the realtime refcount btree (/rtgroups/N.refcount) is not written by xfskit; such filesystems are read-only".into(),
                 ));
             }
             if probe.rt.is_none() {

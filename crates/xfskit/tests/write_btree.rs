@@ -20,6 +20,10 @@ fn run_random(long: bool, inode_root: bool, tag: &str) {
 }
 
 fn run_random_mode(long: bool, inode_root: bool, overlap: bool, tag: &str) {
+    run_random_full(long, inode_root, overlap, false, tag)
+}
+
+fn run_random_full(long: bool, inode_root: bool, overlap: bool, iroot_records: bool, tag: &str) {
     let dir = Scratch::new(tag);
     let img = dir.0.join("bt.img");
     mkfs_xfs(&img, 320 << 20, "-b size=1024 -d agcount=4");
@@ -29,6 +33,7 @@ fn run_random_mode(long: bool, inode_root: bool, overlap: bool, tag: &str) {
         long,
         overlap,
         inode_root,
+        iroot_records,
         root: 0,
         levels: 1,
         blocks: HashSet::new(),
@@ -122,7 +127,14 @@ fn run_random_mode(long: bool, inode_root: bool, overlap: bool, tag: &str) {
     }
     // Free the remaining (root) blocks.
     let mut tp = fs.trans().unwrap();
-    if inode_root {
+    if inode_root && iroot_records {
+        // Emptied, the tree is a leaf root in the inode again.
+        assert_eq!(
+            (c.levels(), c.ops.blocks.len()),
+            (1, 0),
+            "the tree did not come back into the inode"
+        );
+    } else if inode_root {
         assert!(
             c.ops.blocks.is_empty() || c.levels() <= 2,
             "leftover levels"
@@ -157,6 +169,15 @@ fn overlapping_btree_random_against_model() {
 #[test]
 fn long_btree_inode_root_random_against_model() {
     run_random(true, true, "bt-long");
+}
+
+/// A root in the inode that may hold records (as the realtime rmap
+/// btree's): it grows out of the inode and, emptied, comes back as a leaf
+/// root with no blocks. (Overlapping keys in such a tree: the realtime
+/// rmap tests.)
+#[test]
+fn leaf_inode_root_random_against_model() {
+    run_random_full(true, true, false, true, "bt-leaf-iroot");
 }
 
 /// The inobt/finobt ops (root and level in the AGI, inobtcount block

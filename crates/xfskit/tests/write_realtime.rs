@@ -1,6 +1,7 @@
 //! Writing realtime files on classic realtime sections and on realtime
-//! groups (mkfs.xfs 6.15's `-m metadir=1,rmapbt=0,reflink=0`, one group
-//! and several, a file that spans groups): a directory with
+//! groups (mkfs.xfs 6.15's `-m metadir=1,rmapbt=0,reflink=0`, and with
+//! Linux 6.18's defaults their realtime rmap and refcount btrees; one
+//! group and several, a file that spans groups): a directory with
 //! RTINHERIT, files made in it (realtime) and outside (data device), data
 //! written, overwritten, appended, preallocated, punched, truncated and
 //! removed, with realtime extents of one block and of several. Every
@@ -261,32 +262,35 @@ fn realtime_group_files_written_with_1k_blocks_in_six_groups() {
     run_case_with("rg5-1k", o, 6, mkfs_615_rtg);
 }
 
-/// Realtime groups with the realtime rmap btree stay read-only, with a
-/// message that names it.
 #[test]
-fn realtime_groups_with_rmap_refuse_writes() {
-    if skip_without_615("write_realtime rg-rmap") {
-        return;
-    }
-    let s = Scratch::new("rtw-rg-rmap");
-    let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
-    mkfs_615_rtg(
-        &img,
-        512 << 20,
-        &rt,
-        16 << 20,
-        "-m metadir=1,rmapbt=1,reflink=0",
+fn realtime_group_files_written_with_rmap_in_one_group() {
+    // Linux 6.18's defaults with a metadata directory: a realtime rmap
+    // btree per group.
+    let o = format!("{} -r rgcount=1", conf_618_metadir(false));
+    run_case_with("rg1-rmap", &o, 7, mkfs_615_rtg);
+}
+
+#[test]
+fn realtime_group_files_written_with_rmap_in_four_groups_of_four_block_extents() {
+    // mkfs.xfs refuses reflink with a realtime extent size of its own.
+    let o = format!("{} -r rgsize=20m -r extsize=16k", conf_618_metadir(false));
+    run_case_with("rg3-rmap", &o, 8, mkfs_615_rtg);
+}
+
+#[test]
+fn realtime_group_files_written_with_rmap_and_1k_blocks_in_six_groups() {
+    let o = format!(
+        "{} -b size=1024 -r rgsize=12m -r extsize=8k",
+        conf_618_metadir(false)
     );
-    let e = Fs::open_rw(
-        &img,
-        &OpenOptions {
-            rtdev: Some(rt.clone()),
-            ..OpenOptions::default()
-        },
-    )
-    .err()
-    .unwrap();
-    assert!(e.to_string().contains("realtime rmap btree"), "{e}");
+    run_case_with("rg5-1k-rmap", &o, 9, mkfs_615_rtg);
+}
+
+#[test]
+fn realtime_group_files_written_with_rmap_and_reflink_in_six_groups() {
+    // Realtime reflink wants 4 KiB blocks and one-block realtime extents.
+    let o = format!("{} -r rgsize=12m", conf_618_metadir(true));
+    run_case_with("rg6-rmap-reflink", &o, 10, mkfs_615_rtg);
 }
 
 /// Writing needs the realtime device; without it the open is refused.

@@ -8,7 +8,8 @@
 //! holding the data of some state the workload passed through (old or
 //! new), and every file made durable by the log force still there. The
 //! same on a classic section and on realtime groups (mkfs.xfs 6.15,
-//! `-m metadir=1,rmapbt=0,reflink=0`, two groups).
+//! `-m metadir=1,rmapbt=0,reflink=0`, two groups; and with Linux 6.18's
+//! defaults, whose realtime rmap btree changes with every mapping).
 
 mod crash_common;
 mod namespace_common;
@@ -99,6 +100,18 @@ fn realtime_group_writes_survive_a_crash_at_every_point() {
         "rtw-crash-rg",
         mkfs_615_rtg,
         "-m metadir=1,rmapbt=0,reflink=0 -r rgcount=2 -r extsize=8k",
+    );
+}
+
+#[test]
+fn realtime_group_rmap_writes_survive_a_crash_at_every_point() {
+    // Linux 6.18's defaults with a metadata directory: a realtime rmap
+    // btree and a realtime refcount btree per group.
+    crash_case(
+        "realtime_group_rmap_writes_survive_a_crash_at_every_point",
+        "rtw-crash-rg-rmap",
+        mkfs_615_rtg,
+        &format!("{} -r rgcount=2", conf_618_metadir(true)),
     );
 }
 

@@ -401,6 +401,7 @@ mod tests {
                 3,
                 XFS_RMAP_EXTENT_CONVERT | XFS_RMAP_EXTENT_UNWRITTEN,
             )],
+            realtime: false,
         });
         let (key, v, text) = details(&rui);
         assert_eq!(key, "updates");

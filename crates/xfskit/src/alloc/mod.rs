@@ -20,6 +20,8 @@ pub mod filestream;
 mod refcount;
 mod rmap;
 pub(crate) mod rtalloc;
+pub(crate) mod rtrefc;
+pub(crate) mod rtrmap;
 mod space;
 
 use crate::error::{Error, Result};
@@ -462,4 +464,11 @@ pub fn ag_free_extents(tp: &mut Trans<'_>, agno: AgNumber) -> Result<Vec<(u32, u
         more = c.increment(tp)?;
     }
     Ok(out)
+}
+
+/// Reverse mappings of realtime group `rgno`'s realtime rmap btree as
+/// (start in the group, length, owner, offset with flag bits), by start
+/// (for checks and tests).
+pub fn rt_rmap_records(tp: &mut Trans<'_>, rgno: u32) -> Result<Vec<(u32, u32, u64, u64)>> {
+    rtrmap::records(tp, rgno)
 }

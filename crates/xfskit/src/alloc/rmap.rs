@@ -214,22 +214,15 @@ impl BtreeOps for RmapBt {
     }
 
     fn key_of_rec(&self, rec: &[u8], key: &mut [u8]) {
-        key_of(rec, key);
+        rec_key(rec, key);
     }
 
     fn high_key_of_rec(&self, rec: &[u8], key: &mut [u8]) {
-        let r = Rmap::from_rec(rec);
-        let adj = r.len.saturating_sub(1);
-        let mut h = r;
-        h.start = r.start.saturating_add(adj);
-        if r.has_offset() {
-            h.offset = (r.offset + u64::from(adj)) & xbt::XFS_RMAP_OFF_MASK;
-        }
-        key_of(&h.to_rec(), key);
+        rec_high_key(rec, key);
     }
 
     fn cmp_keys(&self, a: &[u8], b: &[u8]) -> Ordering {
-        (be32(a, 0), be64(a, 4), be64(a, 12)).cmp(&(be32(b, 0), be64(b, 4), be64(b, 12)))
+        cmp_rmap_keys(a, b)
     }
 }
 
@@ -237,36 +230,106 @@ fn bad(agno: AgNumber, detail: String) -> Error {
     Error::corrupt("rmapbt", Location::Other(format!("AG {}", agno.0)), detail)
 }
 
-fn cur(c: &Cursor<RmapBt>, tp: &Trans<'_>) -> Result<Rmap> {
+/// Where a reverse-mapping btree lives: an AG's rmapbt, or a realtime
+/// group's rmap btree rooted in its inode (`alloc/rtrmap.rs`). The record
+/// logic below (merging an owner's neighbours, trimming and splitting)
+/// serves both: their records and keys are the same.
+pub(crate) trait RmapSite {
+    /// The btree type.
+    type Ops: BtreeOps;
+    /// A cursor over the tree as this transaction sees it.
+    fn cursor(&mut self, tp: &mut Trans<'_>) -> Result<Cursor<Self::Ops>>;
+    /// Takes back a cursor that changed the tree (a root in an inode is
+    /// kept from it).
+    fn done(&mut self, tp: &mut Trans<'_>, c: Cursor<Self::Ops>) -> Result<()>;
+    /// Blocks of the AG or group.
+    fn blocks(&self, tp: &Trans<'_>) -> u64;
+    /// Records of different owners may overlap (reflink).
+    fn shared(&self, tp: &Trans<'_>) -> bool;
+    /// A corruption error naming the tree and where it is.
+    fn bad(&self, detail: String) -> Error;
+}
+
+/// The rmapbt of one AG as a [`RmapSite`].
+pub(crate) struct AgSite(pub AgNumber);
+
+impl RmapSite for AgSite {
+    type Ops = RmapBt;
+
+    fn cursor(&mut self, tp: &mut Trans<'_>) -> Result<Cursor<RmapBt>> {
+        Ok(RmapBt::cursor(tp, self.0))
+    }
+
+    fn done(&mut self, _tp: &mut Trans<'_>, _c: Cursor<RmapBt>) -> Result<()> {
+        Ok(())
+    }
+
+    fn blocks(&self, tp: &Trans<'_>) -> u64 {
+        u64::from(tp.geo().ag_len(self.0))
+    }
+
+    fn shared(&self, tp: &Trans<'_>) -> bool {
+        tp.geo().features.reflink
+    }
+
+    fn bad(&self, detail: String) -> Error {
+        bad(self.0, detail)
+    }
+}
+
+/// Record ops shared by both trees: the key of a record (start, owner,
+/// offset without the unwritten flag) and its high key.
+pub(crate) fn rec_key(rec: &[u8], key: &mut [u8]) {
+    key_of(rec, key);
+}
+
+/// See [`rec_key`]: the key of the record's last block.
+pub(crate) fn rec_high_key(rec: &[u8], key: &mut [u8]) {
+    let r = Rmap::from_rec(rec);
+    let adj = r.len.saturating_sub(1);
+    let mut h = r;
+    h.start = r.start.saturating_add(adj);
+    if r.has_offset() {
+        h.offset = (r.offset + u64::from(adj)) & xbt::XFS_RMAP_OFF_MASK;
+    }
+    key_of(&h.to_rec(), key);
+}
+
+/// Orders two rmap keys.
+pub(crate) fn cmp_rmap_keys(a: &[u8], b: &[u8]) -> Ordering {
+    (be32(a, 0), be64(a, 4), be64(a, 12)).cmp(&(be32(b, 0), be64(b, 4), be64(b, 12)))
+}
+
+fn cur<S: RmapSite>(s: &S, c: &Cursor<S::Ops>, tp: &Trans<'_>) -> Result<Rmap> {
     let r = Rmap::from_rec(&c.get_rec(tp)?);
-    if r.len == 0 || r.end() > u64::from(tp.geo().ag_len(c.ops.agno)) {
-        return Err(bad(c.ops.agno, format!("record {r:?}")));
+    if r.len == 0 || r.end() > s.blocks(tp) {
+        return Err(s.bad(format!("record {r:?}")));
     }
     Ok(r)
 }
 
 /// Positions `c` on exactly `r`'s record.
-fn seek(c: &mut Cursor<RmapBt>, tp: &mut Trans<'_>, r: &Rmap) -> Result<()> {
+fn seek<S: RmapSite>(s: &S, c: &mut Cursor<S::Ops>, tp: &mut Trans<'_>, r: &Rmap) -> Result<()> {
     if !c.lookup(tp, &r.key(), Dir::Eq)? {
-        return Err(bad(c.ops.agno, format!("record {r:?} vanished")));
+        return Err(s.bad(format!("record {r:?} vanished")));
     }
     Ok(())
 }
 
-/// The records of AG `agno` holding block `bno`, of any owner.
-fn holding(tp: &mut Trans<'_>, agno: AgNumber, bno: u32) -> Result<Vec<Rmap>> {
-    let mut c = RmapBt::cursor(tp, agno);
+/// The records of the tree holding block `bno`, of any owner.
+fn holding<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, bno: u32) -> Result<Vec<Rmap>> {
+    let mut c = s.cursor(tp)?;
     let mut lo = [0u8; 20];
     lo[0..4].copy_from_slice(&bno.to_be_bytes());
     let mut hi = [0xffu8; 20];
     hi[0..4].copy_from_slice(&bno.to_be_bytes());
     let recs = c.query_range(tp, &lo, &hi)?;
-    let ag_len = u64::from(tp.geo().ag_len(agno));
+    let len = s.blocks(tp);
     recs.iter()
         .map(|b| {
             let r = Rmap::from_rec(b);
-            if r.len == 0 || r.end() > ag_len {
-                return Err(bad(agno, format!("record {r:?}")));
+            if r.len == 0 || r.end() > len {
+                return Err(s.bad(format!("record {r:?}")));
             }
             Ok(r)
         })
@@ -275,68 +338,75 @@ fn holding(tp: &mut Trans<'_>, agno: AgNumber, bno: u32) -> Result<Vec<Rmap>> {
 
 /// The record of `r`'s owner (and fork/bmbt flags) holding `r`'s first
 /// block at `r`'s file offset.
-fn owned(tp: &mut Trans<'_>, agno: AgNumber, r: &Rmap) -> Result<Option<Rmap>> {
+fn owned<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: &Rmap) -> Result<Option<Rmap>> {
     let same = |l: &Rmap| {
         l.owner == r.owner
             && (l.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN) == (r.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN)
             && (!l.has_offset() || l.offset + u64::from(r.start - l.start) == r.offset)
     };
-    Ok(holding(tp, agno, r.start)?.into_iter().find(same))
+    Ok(holding(tp, s, r.start)?.into_iter().find(same))
 }
 
 /// [`map`] where records may overlap (reflink): neighbours of the same
 /// owner are found by range queries, other owners' records are let be.
-fn map_shared(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
-    if let Some(o) = owned(tp, agno, &r)? {
-        return Err(bad(agno, format!("mapping {r:?} overlaps {o:?}")));
+fn map_shared<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap) -> Result<()> {
+    if let Some(o) = owned(tp, s, &r)? {
+        return Err(s.bad(format!("mapping {r:?} overlaps {o:?}")));
     }
     let left = if r.start > 0 {
-        holding(tp, agno, r.start - 1)?
+        holding(tp, s, r.start - 1)?
             .into_iter()
             .find(|l| l.joins(&r))
     } else {
         None
     };
-    let right = if r.end() < u64::from(tp.geo().ag_len(agno)) {
-        holding(tp, agno, r.start + r.len)?
+    let right = if r.end() < s.blocks(tp) {
+        holding(tp, s, r.start + r.len)?
             .into_iter()
             .find(|g| g.start == r.start + r.len && r.joins(g))
     } else {
         None
     };
-    let mut c = RmapBt::cursor(tp, agno);
-    join(&mut c, tp, r, left, right, true)
+    let mut c = s.cursor(tp)?;
+    join(s, &mut c, tp, r, left, right, true)?;
+    s.done(tp, c)
 }
 
 /// Records that `r` is now owned (merging with neighbours).
 pub(crate) fn map(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
-    if tp.geo().features.reflink {
-        return map_shared(tp, agno, r);
+    map_in(tp, &mut AgSite(agno), r)
+}
+
+/// [`map`] in any reverse-mapping tree.
+pub(crate) fn map_in<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap) -> Result<()> {
+    if s.shared(tp) {
+        return map_shared(tp, s, r);
     }
-    let mut c = RmapBt::cursor(tp, agno);
+    let mut c = s.cursor(tp)?;
     let left = if c.lookup(tp, &r.key(), Dir::Le)? {
-        Some(cur(&c, tp)?)
+        Some(cur(s, &c, tp)?)
     } else {
         None
     };
     if let Some(l) = left {
         if l.end() > u64::from(r.start) {
-            return Err(bad(agno, format!("mapping {r:?} overlaps {l:?}")));
+            return Err(s.bad(format!("mapping {r:?} overlaps {l:?}")));
         }
     }
     let right = if c.lookup(tp, &r.key(), Dir::Ge)? {
-        Some(cur(&c, tp)?)
+        Some(cur(s, &c, tp)?)
     } else {
         None
     };
     if let Some(g) = right {
         if r.end() > u64::from(g.start) {
-            return Err(bad(agno, format!("mapping {r:?} overlaps {g:?}")));
+            return Err(s.bad(format!("mapping {r:?} overlaps {g:?}")));
         }
     }
     let left = left.filter(|l| l.joins(&r));
     let right = right.filter(|g| r.joins(g));
-    join(&mut c, tp, r, left, right, false)
+    join(s, &mut c, tp, r, left, right, false)?;
+    s.done(tp, c)
 }
 
 /// Inserts `r`, merged with `left` (ending where it starts) and `right`
@@ -344,8 +414,9 @@ pub(crate) fn map(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
 /// With overlapping records (`shared`) a record whose start changes is
 /// moved (deleted and inserted): other owners' records may sit between
 /// its old and new keys.
-fn join(
-    c: &mut Cursor<RmapBt>,
+fn join<S: RmapSite>(
+    s: &S,
+    c: &mut Cursor<S::Ops>,
     tp: &mut Trans<'_>,
     r: Rmap,
     left: Option<Rmap>,
@@ -356,21 +427,21 @@ fn join(
         (Some(l), Some(g))
             if u64::from(l.len) + u64::from(r.len) + u64::from(g.len) <= u64::from(u32::MAX) =>
         {
-            seek(c, tp, &g)?;
+            seek(s, c, tp, &g)?;
             c.delete(tp)?;
-            seek(c, tp, &l)?;
+            seek(s, c, tp, &l)?;
             let mut m = l;
             m.len += r.len + g.len;
             c.update(tp, &m.to_rec())
         }
         (Some(l), _) => {
-            seek(c, tp, &l)?;
+            seek(s, c, tp, &l)?;
             let mut m = l;
             m.len += r.len;
             c.update(tp, &m.to_rec())
         }
         (None, Some(g)) => {
-            seek(c, tp, &g)?;
+            seek(s, c, tp, &g)?;
             let mut m = r;
             m.len += g.len;
             if shared {
@@ -388,9 +459,14 @@ fn join(
 /// records holding it; it may span several records of its owner, e.g.
 /// written and unwritten parts). The unwritten flag of `r` is ignored.
 pub(crate) fn unmap(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
+    unmap_in(tp, &mut AgSite(agno), r)
+}
+
+/// [`unmap`] in any reverse-mapping tree.
+pub(crate) fn unmap_in<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap) -> Result<()> {
     let mut rest = r;
     while rest.len > 0 {
-        let piece = unmap_one(tp, agno, rest)?;
+        let piece = unmap_one(tp, s, rest)?;
         rest.start += piece;
         rest.len -= piece;
         if rest.has_offset() {
@@ -402,27 +478,27 @@ pub(crate) fn unmap(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
 
 /// Unmaps the start of `r` from the one record holding its first block;
 /// returns how many blocks that was.
-fn unmap_one(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<u32> {
-    let mut c = RmapBt::cursor(tp, agno);
-    let shared = tp.geo().features.reflink;
+fn unmap_one<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap) -> Result<u32> {
+    let shared = s.shared(tp);
     let found = if shared {
-        let f = owned(tp, agno, &r)?;
-        if let Some(l) = &f {
-            seek(&mut c, tp, l)?;
-        }
-        f
-    } else if c.lookup(tp, &r.key(), Dir::Le)? {
-        Some(cur(&c, tp)?)
+        owned(tp, s, &r)?
     } else {
-        None
+        let mut c = s.cursor(tp)?;
+        if c.lookup(tp, &r.key(), Dir::Le)? {
+            Some(cur(s, &c, tp)?)
+        } else {
+            None
+        }
     };
     let Some(l) = found else {
-        return Err(bad(agno, format!("no mapping holds {r:?}")));
+        return Err(s.bad(format!("no mapping holds {r:?}")));
     };
+    let mut c = s.cursor(tp)?;
+    seek(s, &mut c, tp, &l)?;
     let same_owner = l.owner == r.owner
         && (l.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN) == (r.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN);
     if l.start > r.start || l.end() <= u64::from(r.start) {
-        return Err(bad(agno, format!("no mapping holds {r:?}")));
+        return Err(s.bad(format!("no mapping holds {r:?}")));
     }
     // The part of `r` inside this record.
     let mut r = r;
@@ -431,7 +507,7 @@ fn unmap_one(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<u32> {
     let offset_ok =
         inside && (!l.has_offset() || l.offset + u64::from(r.start - l.start) == r.offset);
     if !same_owner || !offset_ok {
-        return Err(bad(agno, format!("unmapping {r:?} from {l:?}")));
+        return Err(s.bad(format!("unmapping {r:?} from {l:?}")));
     }
     let head = r.start - l.start;
     let tail = (l.end() - r.end()) as u32;
@@ -471,6 +547,7 @@ fn unmap_one(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<u32> {
             c.insert(tp, &t.to_rec())?
         }
     }
+    s.done(tp, c)?;
     Ok(r.len)
 }
 
@@ -501,7 +578,7 @@ pub(crate) fn records(tp: &mut Trans<'_>, agno: AgNumber) -> Result<Vec<(u32, u3
     let mut out = Vec::new();
     let mut more = c.lookup(tp, &[0u8; 20], Dir::Ge)?;
     while more {
-        let r = cur(&c, tp)?;
+        let r = cur(&AgSite(agno), &c, tp)?;
         out.push((r.start, r.len, r.owner, r.offset | r.flags));
         more = c.increment(tp)?;
     }
@@ -531,7 +608,7 @@ pub(crate) fn records_overlapping(
     let mut more = c.lookup(tp, &key, Dir::Le)? || c.lookup(tp, &[0u8; 20], Dir::Ge)?;
     let mut out = Vec::new();
     while more {
-        let r = cur(&c, tp)?;
+        let r = cur(&AgSite(agno), &c, tp)?;
         if r.start >= hi {
             break;
         }

@@ -84,7 +84,7 @@ fn group_corrupt(what: &'static str, rgno: u32, detail: String) -> Error {
 }
 
 /// The inode of `name` in the metadata directory's `rtgroups` directory.
-fn rtgroup_file(tp: &Trans<'_>, rgno: u32, name: &str) -> Result<crate::geometry::Ino> {
+pub(crate) fn rtgroup_file(tp: &Trans<'_>, rgno: u32, name: &str) -> Result<crate::geometry::Ino> {
     let fs = tp.fs();
     let geo = fs.geometry();
     let what = "metadata directory";

@@ -310,7 +310,23 @@ fn unmap_inner(
             offset: a,
             bmbt: false,
         };
-        if !free {
+        if realtime {
+            // The realtime rmap btree's record goes in either case (the
+            // unmapping is the file's; freeing is the caller's choice).
+            crate::alloc::rtrmap::unmap(
+                tp,
+                crate::alloc::rtrmap::RtMapping {
+                    rtb: freed.start.0,
+                    len: freed.len,
+                    ino: ip.ino,
+                    offset: a,
+                    unwritten: freed.unwritten,
+                },
+            )?;
+            if free {
+                rt_pieces.push((freed.start.0, freed.len));
+            }
+        } else if !free {
             crate::alloc::rmap_apply(
                 tp,
                 freed.start,
@@ -328,8 +344,6 @@ fn unmap_inner(
                 },
                 false,
             )?;
-        } else if realtime {
-            rt_pieces.push((freed.start.0, freed.len));
         } else if fork == Fork::Data && ip.may_share() {
             alloc::release_extent(tp, freed.start, freed.len as u32, &owner)?;
         } else {
@@ -371,6 +385,17 @@ pub fn convert_unwritten(
         }
         let b = e.end().min(end);
         if e.unwritten && realtime {
+            let a = pos.max(e.offset);
+            crate::alloc::rtrmap::convert(
+                tp,
+                crate::alloc::rtrmap::RtMapping {
+                    rtb: e.start.0 + (a - e.offset),
+                    len: b - a,
+                    ino: ip.ino,
+                    offset: a,
+                    unwritten: false,
+                },
+            )?;
             let win = fork::window(tp, ip, fork, e.offset, e.end())?;
             let new = edit::set_written(&win, pos.max(e.offset), b, ag_log);
             fork::replace(tp, ip, fork, &win, &new)?;

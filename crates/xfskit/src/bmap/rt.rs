@@ -65,6 +65,16 @@ pub(crate) fn alloc_range(
         let max_rtx = ((hole_end - pos) / r).min(edit::MAX_EXTLEN / r).max(1);
         let (start, n) = crate::alloc::rtalloc::rt_alloc_blocks(tp, goal, 1, max_rtx)?;
         let got = n * r;
+        crate::alloc::rtrmap::map(
+            tp,
+            crate::alloc::rtrmap::RtMapping {
+                rtb: start,
+                len: got,
+                ino: ip.ino,
+                offset: pos,
+                unwritten,
+            },
+        )?;
         if !unwritten {
             // Blocks of the new extents that the caller does not write,
             // durable before the transaction that maps them.
@@ -132,6 +142,7 @@ pub(crate) fn free_pieces(tp: &mut Trans<'_>, ino: u64, mut pieces: Vec<(u64, u6
                 format!("unmapping realtime blocks {s}+{l}: not whole realtime extents of {r}"),
             ));
         }
+        crate::alloc::rtrefc::refuse_shared(tp, s, l)?;
         crate::alloc::rtalloc::rt_free_blocks(tp, s, l)?;
     }
     Ok(())

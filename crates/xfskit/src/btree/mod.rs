@@ -40,6 +40,12 @@
 //! bmap code can adjust the inode's block count. Converting between the
 //! extents format and a btree (a leaf directly below the inode) is the
 //! bmap code's job, as is resizing the fork area.
+//!
+//! A tree whose in-inode root may hold records ([`BtreeOps::iroot_records`],
+//! the realtime rmap btree) starts as a level-0 root in the inode; it
+//! grows into a block when the fork is full and comes back into the inode,
+//! as the kernel's does, when a 1-entry root's underfull only child has no
+//! more entries than the fork holds key/pointer pairs.
 
 mod block;
 mod cursor;
@@ -181,4 +187,11 @@ pub trait BtreeOps {
 
     /// Orders two keys.
     fn cmp_keys(&self, a: &[u8], b: &[u8]) -> Ordering;
+
+    /// The in-inode root may be a leaf (records in the inode, as the
+    /// realtime rmap btree's): a 1-entry root whose child is a leaf takes
+    /// the leaf's records back when they fit. The bmbt's may not.
+    fn iroot_records(&self) -> bool {
+        false
+    }
 }

@@ -186,15 +186,15 @@ impl<O: BtreeOps> Cursor<O> {
                 }
                 break;
             }
+            if n >= lay.maxrecs / 2 {
+                break;
+            }
             if level + 1 == top && self.path[top].loc == Loc::IRoot {
                 let rlay = self.lay(top, Loc::IRoot);
                 if rlay.numrecs(&self.iroot) == 1 {
                     self.try_kill_iroot(tp)?;
                     break;
                 }
-            }
-            if n >= lay.maxrecs / 2 {
-                break;
             }
             match self.rebalance(tp, level, n)? {
                 Some(pidx) => {
@@ -305,7 +305,7 @@ impl<O: BtreeOps> Cursor<O> {
     /// entries fit in the inode, pulls them up (the tree shrinks a level).
     fn try_kill_iroot(&mut self, tp: &mut Trans<'_>) -> Result<()> {
         let top = self.path.len() - 1;
-        if top < 2 {
+        if top == 0 || (top == 1 && !self.ops.iroot_records()) {
             return Ok(());
         }
         let rlay = self.lay(top, Loc::IRoot);
@@ -316,8 +316,11 @@ impl<O: BtreeOps> Cursor<O> {
         let cid = self.read_block(tp, child, top - 1)?;
         let clay = self.lay(top - 1, Loc::Buf(cid));
         let ents = clay.ents(tp.buf(cid));
+        // The kernel measures the child against the room of the root's
+        // own level (key/pointer pairs), also when the child is a leaf.
+        let room = Lay::iroot(&self.ops.shape(), top, self.iroot.len()).maxrecs;
         let nlay = Lay::iroot(&self.ops.shape(), top - 1, self.iroot.len());
-        if ents.len() > nlay.maxrecs {
+        if ents.len() > room || ents.len() > nlay.maxrecs {
             return Ok(());
         }
         nlay.set_level(&mut self.iroot, top - 1);

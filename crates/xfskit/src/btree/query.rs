@@ -13,18 +13,29 @@ use std::cmp::Ordering;
 
 impl<O: BtreeOps> Cursor<O> {
     /// The records whose interval `[low key, high key]` meets `[lo, hi]`,
-    /// in key order. For block-rooted trees.
+    /// in key order. For roots in blocks and in inodes.
     pub fn query_range(
         &mut self,
         tp: &mut Trans<'_>,
         lo: &[u8],
         hi: &[u8],
     ) -> Result<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        if self.ops.shape().root_in_inode {
+            if self.iroot.len() < 4 {
+                return Err(self.corrupt("in-inode root too short"));
+            }
+            let level = usize::from(crate::bytes::be16(&self.iroot, 0));
+            if level >= MAX_LEVELS {
+                return Err(self.corrupt(format!("{} levels", level + 1)));
+            }
+            self.visit_at(tp, Loc::IRoot, level, lo, hi, &mut out)?;
+            return Ok(out);
+        }
         let (ptr, levels) = self.ops.root(tp)?;
         if levels == 0 || levels > MAX_LEVELS {
             return Err(self.corrupt(format!("{levels} levels")));
         }
-        let mut out = Vec::new();
         self.visit(tp, ptr, levels - 1, lo, hi, &mut out)?;
         Ok(out)
     }
@@ -39,7 +50,18 @@ impl<O: BtreeOps> Cursor<O> {
         out: &mut Vec<Vec<u8>>,
     ) -> Result<()> {
         let id = self.read_block(tp, ptr, level)?;
-        let loc = Loc::Buf(id);
+        self.visit_at(tp, Loc::Buf(id), level, lo, hi, out)
+    }
+
+    fn visit_at(
+        &mut self,
+        tp: &mut Trans<'_>,
+        loc: Loc,
+        level: usize,
+        lo: &[u8],
+        hi: &[u8],
+        out: &mut Vec<Vec<u8>>,
+    ) -> Result<()> {
         let lay = self.lay(level, loc);
         let d = self.data(tp, loc);
         let n = lay.numrecs(d);

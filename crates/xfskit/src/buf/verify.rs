@@ -26,6 +26,13 @@ pub enum Verifier<'a> {
     },
     /// A bmbt block owned by inode `owner`.
     Bmbt { owner: u64, level: Option<u16> },
+    /// A block of an inode-rooted metadata btree (the realtime rmap
+    /// btree, magic `MAPR`) owned by inode `owner`: the bmbt's header.
+    MetaBtree {
+        magic: u32,
+        owner: u64,
+        level: Option<u16>,
+    },
     /// A v3 directory/attr block with a 32-bit magic at 0 (XDB3, XDD3, XDF3) owned by `owner`.
     Dir3 { magics: &'a [u32], owner: u64 },
     /// A da-btree style block (da node, dir leaf, attr leaf): 16-bit magic at 8.
@@ -59,6 +66,10 @@ impl Verifier<'_> {
                 _ => "btree block",
             },
             Verifier::Bmbt { .. } => "bmbt block",
+            Verifier::MetaBtree { magic, .. } => match *magic {
+                xfs_format::rtgroup::XFS_RTRMAP_CRC_MAGIC => "realtime rmap btree block",
+                _ => "realtime refcount btree block",
+            },
             Verifier::Dir3 { .. } => "directory block",
             Verifier::Da3 { .. } => "dir/attr btree block",
             Verifier::Remote { magic, .. } => {
@@ -93,7 +104,7 @@ impl Verifier<'_> {
             Verifier::Agi { .. } => xag::XFS_AGI_LSN_OFF,
             Verifier::Agfl { .. } => xag::XFS_AGFL_LSN_OFF,
             Verifier::ShortBtree { .. } => xbt::XFS_BTREE_SBLOCK_LSN_OFF,
-            Verifier::Bmbt { .. } => xbt::XFS_BTREE_LBLOCK_LSN_OFF,
+            Verifier::Bmbt { .. } | Verifier::MetaBtree { .. } => xbt::XFS_BTREE_LBLOCK_LSN_OFF,
             Verifier::Dir3 { .. } => xfs_format::dir::block::XFS_DIR3_DATA_LSN_OFF,
             Verifier::Da3 { .. } => xfs_format::da::XFS_DA3_LSN_OFF,
             Verifier::Remote { magic, .. } if *magic == REMOTE_SYMLINK_MAGIC => {
@@ -127,6 +138,7 @@ impl Verifier<'_> {
         }
         let location = match self {
             Verifier::Bmbt { owner, .. }
+            | Verifier::MetaBtree { owner, .. }
             | Verifier::Dir3 { owner, .. }
             | Verifier::Da3 { owner, .. }
             | Verifier::Remote { owner, .. } => {
@@ -163,7 +175,7 @@ impl Verifier<'_> {
                 uuid: 32,
                 owner: Some((48, 4)),
             },
-            Verifier::Bmbt { .. } => Ident {
+            Verifier::Bmbt { .. } | Verifier::MetaBtree { .. } => Ident {
                 crc: xbt::XFS_BTREE_LBLOCK_CRC_OFF,
                 blkno: 24,
                 uuid: 40,
@@ -259,6 +271,7 @@ impl Verifier<'_> {
             Verifier::Agfl { .. } => !geo.v5 || be32(buf, 0) == xag::XFS_AGFL_MAGIC,
             Verifier::ShortBtree { magic, .. } => be32(buf, 0) == l.btree_magic(*magic),
             Verifier::Bmbt { .. } => be32(buf, 0) == l.bmap_magic,
+            Verifier::MetaBtree { magic, .. } => be32(buf, 0) == *magic,
             Verifier::Dir3 { magics, .. } => magics.iter().any(|&m| l.magic32(m) == be32(buf, 0)),
             Verifier::Da3 { magics, .. } => magics.iter().any(|&m| l.magic16(m) == be16(buf, 8)),
             // v4 remote blocks are bare data.
@@ -296,6 +309,7 @@ impl Verifier<'_> {
         let want_owner = match self {
             Verifier::ShortBtree { agno, .. } => Some(u64::from(*agno)),
             Verifier::Bmbt { owner, .. }
+            | Verifier::MetaBtree { owner, .. }
             | Verifier::Dir3 { owner, .. }
             | Verifier::Da3 { owner, .. }
             | Verifier::Remote { owner, .. } => Some(*owner),
@@ -342,7 +356,9 @@ impl Verifier<'_> {
             Verifier::Agfl { agno } if be32(buf, 4) != *agno => {
                 return Err(self.corrupt(geo, daddr, format!("seqno {}", be32(buf, 4))));
             }
-            Verifier::ShortBtree { level, .. } | Verifier::Bmbt { level, .. } => {
+            Verifier::ShortBtree { level, .. }
+            | Verifier::Bmbt { level, .. }
+            | Verifier::MetaBtree { level, .. } => {
                 let lvl = be16(buf, 4);
                 if level.is_some_and(|l| l != lvl) || lvl > 20 {
                     return Err(self.corrupt(
@@ -354,6 +370,13 @@ impl Verifier<'_> {
                 let numrecs = usize::from(be16(buf, 6));
                 let (hdr, rec, key, ptr) = match self {
                     Verifier::Bmbt { .. } => (geo.layout().lblock_hdr, 16, 8, 8),
+                    Verifier::MetaBtree { magic, .. } => {
+                        if *magic == xfs_format::rtgroup::XFS_RTRMAP_CRC_MAGIC {
+                            (geo.layout().lblock_hdr, 24, 40, 8)
+                        } else {
+                            (geo.layout().lblock_hdr, 12, 4, 8)
+                        }
+                    }
                     Verifier::ShortBtree { magic, .. } => {
                         let (_, rec, key, ptr) = short_btree_sizes(*magic);
                         (geo.layout().sblock_hdr, rec, key, ptr)

@@ -168,6 +168,10 @@ pub struct Inode {
     pub data_fork: Vec<u8>,
     /// Attr fork bytes (empty without an attr fork).
     pub attr_fork: Vec<u8>,
+    /// Metadata file type (`di_metatype`, kept in the `di_onlink` slot)
+    /// of a metadata directory inode ([`di::XFS_DIFLAG2_METADATA`]); 0
+    /// for every other inode.
+    pub metatype: u16,
 }
 
 /// What the checks every inode reader makes establish about a core.
@@ -396,6 +400,11 @@ impl Inode {
             rdev,
             data_fork,
             attr_fork,
+            metatype: if flags2 & di::XFS_DIFLAG2_METADATA != 0 {
+                d.di_onlink.get()
+            } else {
+                0
+            },
         })
     }
 
@@ -449,6 +458,7 @@ impl Inode {
             rdev: 0,
             data_fork: vec![0u8; lit],
             attr_fork: Vec::new(),
+            metatype: 0,
         })
     }
 
@@ -541,6 +551,9 @@ impl Inode {
         d.di_lsn.set(self.lsn);
         d.di_flags2.set(self.flags2);
         d.di_ino.set(self.ino.0);
+        if self.flags2 & di::XFS_DIFLAG2_METADATA != 0 {
+            d.di_onlink.set(self.metatype);
+        }
         d.di_uuid = Uuid(geo.meta_uuid);
         raw.fill(0);
         raw[..CORE_SIZE].copy_from_slice(d.as_bytes());

@@ -79,7 +79,9 @@ pub(crate) fn classify(b: &[u8]) -> Option<BufKind> {
         XFS_AGFL_MAGIC => return k(blft::AGFL, 24),
         XFS_ABTB_CRC_MAGIC | XFS_ABTC_CRC_MAGIC | XFS_IBT_CRC_MAGIC | XFS_FIBT_CRC_MAGIC
         | XFS_RMAP_CRC_MAGIC | XFS_REFC_CRC_MAGIC => return k(blft::BTREE, 24),
-        XFS_BMAP_CRC_MAGIC => return k(blft::BTREE, 32),
+        XFS_BMAP_CRC_MAGIC
+        | xfs_format::rtgroup::XFS_RTRMAP_CRC_MAGIC
+        | xfs_format::rtgroup::XFS_RTREFC_CRC_MAGIC => return k(blft::BTREE, 32),
         XFS_DIR3_BLOCK_MAGIC => return k(blft::DIR_BLOCK, 16),
         XFS_DIR3_DATA_MAGIC => return k(blft::DIR_DATA, 16),
         XFS_DIR3_FREE_MAGIC => return k(blft::DIR_FREE, 16),

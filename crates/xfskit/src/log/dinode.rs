@@ -256,6 +256,104 @@ pub fn bmdr_to_bmbt_root(bmdr: &[u8], ino: u64, uuid: &Uuid) -> Result<Vec<u8>> 
     Ok(out)
 }
 
+/// The layout of a metadata btree root (fork format `META_BTREE`) of
+/// metadata file type `metatype`: magic, record bytes, node key bytes (a
+/// low and a high key in the overlapping rmap btree).
+fn meta_tree(metatype: u16) -> Option<(u32, usize, usize)> {
+    match metatype {
+        xfs_format::inode::XFS_METAFILE_RTRMAP => {
+            Some((xfs_format::rtgroup::XFS_RTRMAP_CRC_MAGIC, 24, 40))
+        }
+        xfs_format::inode::XFS_METAFILE_RTREFCOUNT => {
+            Some((xfs_format::rtgroup::XFS_RTREFC_CRC_MAGIC, 12, 4))
+        }
+        _ => None,
+    }
+}
+
+/// The logged form of the on-disk metadata btree root `root` (a fork of
+/// `root.len()` bytes) of metadata file type `metatype`, inode `ino`: the
+/// kernel logs its in-core root, a long btree block header (null
+/// siblings and block number) followed by the records of a leaf root, or
+/// by the keys and then the pointers of a node root, sized for what it
+/// holds.
+pub fn meta_root_to_log(root: &[u8], metatype: u16, ino: u64, uuid: &Uuid) -> Result<Vec<u8>> {
+    let bad = |d: String| Error::corrupt("metadata btree root", Location::Inode(ino), d);
+    let (magic, rec, key) =
+        meta_tree(metatype).ok_or_else(|| bad(format!("metadata file type {metatype}")))?;
+    if root.len() < BMDR_HDR {
+        return Err(bad("fork too small for a root".into()));
+    }
+    let level = be16(root, 0);
+    let n = usize::from(be16(root, 2));
+    let hdr = XFS_BTREE_LBLOCK_CRC_LEN;
+    let room = root.len() - BMDR_HDR;
+    let body = if level == 0 {
+        if n > room / rec {
+            return Err(bad(format!("{n} records but the fork holds {}", room / rec)));
+        }
+        root[BMDR_HDR..BMDR_HDR + n * rec].to_vec()
+    } else {
+        let max = room / (key + PTR_LEN);
+        if n > max {
+            return Err(bad(format!("{n} pointers but the fork holds {max}")));
+        }
+        let mut b = root[BMDR_HDR..BMDR_HDR + n * key].to_vec();
+        let p = BMDR_HDR + max * key;
+        b.extend_from_slice(&root[p..p + n * PTR_LEN]);
+        b
+    };
+    let mut out = vec![0u8; hdr];
+    out[0..4].copy_from_slice(&magic.to_be_bytes());
+    out[4..6].copy_from_slice(&level.to_be_bytes());
+    out[6..8].copy_from_slice(&(n as u16).to_be_bytes());
+    out[8..32].fill(0xff); // siblings and block number: none
+    out[40..56].copy_from_slice(&uuid.0);
+    out[56..64].copy_from_slice(&ino.to_be_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// Converts a logged metadata btree root (`src`, see [`meta_root_to_log`])
+/// into the on-disk root of a fork of `dst.len()` bytes; the rest of
+/// `dst` is zeroed.
+pub fn meta_root_to_disk(src: &[u8], dst: &mut [u8], metatype: u16, ino: u64) -> Result<()> {
+    let bad = |d: String| Error::corrupt("logged metadata btree root", Location::Inode(ino), d);
+    let (_, rec, key) =
+        meta_tree(metatype).ok_or_else(|| bad(format!("metadata file type {metatype}")))?;
+    let hdr = XFS_BTREE_LBLOCK_CRC_LEN;
+    if src.len() < hdr || dst.len() < BMDR_HDR {
+        return Err(bad(format!("{} bytes, shorter than a block header", src.len())));
+    }
+    let level = be16(src, 4);
+    let n = usize::from(be16(src, 6));
+    let room = dst.len() - BMDR_HDR;
+    let mut out = vec![0u8; dst.len()];
+    out[0..2].copy_from_slice(&level.to_be_bytes());
+    out[2..4].copy_from_slice(&(n as u16).to_be_bytes());
+    if level == 0 {
+        if n * rec > src.len() - hdr || n > room / rec {
+            return Err(bad(format!("{n} records do not fit")));
+        }
+        out[BMDR_HDR..BMDR_HDR + n * rec].copy_from_slice(&src[hdr..hdr + n * rec]);
+    } else {
+        // Pointers of the logged root follow as many keys as it holds room for.
+        let src_max = (src.len() - hdr) / (key + PTR_LEN);
+        let max = room / (key + PTR_LEN);
+        if n > src_max || n > max {
+            return Err(bad(format!(
+                "{n} pointers, more than the logged root ({src_max}) or the fork ({max}) holds"
+            )));
+        }
+        out[BMDR_HDR..BMDR_HDR + n * key].copy_from_slice(&src[hdr..hdr + n * key]);
+        let sp = hdr + src_max * key;
+        let dp = BMDR_HDR + max * key;
+        out[dp..dp + n * PTR_LEN].copy_from_slice(&src[sp..sp + n * PTR_LEN]);
+    }
+    dst.copy_from_slice(&out);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,6 +428,45 @@ mod tests {
         log_dinode_to_disk(&ld, &mut back, 0x5_0000_0010);
         assert_eq!(back.nextents(), 5);
         assert_eq!(back.anextents(), 2);
+    }
+
+    #[test]
+    fn rtrmap_root_round_trip() {
+        use xfs_format::inode::XFS_METAFILE_RTRMAP;
+        let uuid = Uuid([7; 16]);
+        // A leaf root of 2 records in a 336-byte fork (room for 13).
+        let mut leaf = vec![0u8; 336];
+        leaf[2..4].copy_from_slice(&2u16.to_be_bytes());
+        for (i, b) in leaf[4..52].iter_mut().enumerate() {
+            *b = i as u8 + 1;
+        }
+        let logged = meta_root_to_log(&leaf, XFS_METAFILE_RTRMAP, 131, &uuid).unwrap();
+        assert_eq!(logged.len(), 72 + 48);
+        assert_eq!(&logged[0..4], b"MAPR");
+        assert_eq!(&logged[56..64], &131u64.to_be_bytes());
+        assert_eq!(&logged[72..], &leaf[4..52]);
+        let mut back = vec![0xaau8; 336];
+        meta_root_to_disk(&logged, &mut back, XFS_METAFILE_RTRMAP, 131).unwrap();
+        assert_eq!(back, leaf);
+        // A node root of 2 entries: 40-byte key pairs, pointers after the
+        // fork's room of 6 pairs.
+        let mut node = vec![0u8; 336];
+        node[0..2].copy_from_slice(&1u16.to_be_bytes());
+        node[2..4].copy_from_slice(&2u16.to_be_bytes());
+        node[4..84].fill(3);
+        let p = 4 + 6 * 40;
+        node[p..p + 8].copy_from_slice(&900u64.to_be_bytes());
+        node[p + 8..p + 16].copy_from_slice(&901u64.to_be_bytes());
+        let logged = meta_root_to_log(&node, XFS_METAFILE_RTRMAP, 131, &uuid).unwrap();
+        assert_eq!(logged.len(), 72 + 2 * 48);
+        assert_eq!(&logged[152..160], &900u64.to_be_bytes());
+        let mut back = vec![0x55u8; 336];
+        meta_root_to_disk(&logged, &mut back, XFS_METAFILE_RTRMAP, 131).unwrap();
+        assert_eq!(back, node);
+        // Another metadata type, or more entries than the fork holds.
+        assert!(meta_root_to_log(&node, 99, 131, &uuid).is_err());
+        let mut small = vec![0u8; 60];
+        assert!(meta_root_to_disk(&logged, &mut small, XFS_METAFILE_RTRMAP, 131).is_err());
     }
 
     #[test]

@@ -38,7 +38,7 @@ use xfs_format::log_item::*;
 pub fn can_finish(kind: &str) -> bool {
     matches!(
         kind,
-        "EFI" | "EFI_RT" | "RUI" | "CUI" | "BUI" | "XMI" | "ATTRI"
+        "EFI" | "EFI_RT" | "RUI" | "RUI_RT" | "CUI" | "BUI" | "XMI" | "ATTRI"
     )
 }
 
@@ -90,6 +90,9 @@ pub struct Rui {
     pub rec_blk: u64,
     /// (owner, start block, file offset, length, flags) of each update.
     pub maps: Vec<(u64, u64, u64, u32, u32)>,
+    /// Updates a realtime group's rmap btree (`XFS_LI_RUI_RT`: start
+    /// blocks are group-encoded realtime blocks).
+    pub realtime: bool,
 }
 
 /// An extent-free intent without its done item.
@@ -169,7 +172,7 @@ pub fn unfinished(transactions: &[LogTrans]) -> Result<Vec<Intent>> {
                         order.push((ty, id));
                     }
                 }
-                XFS_LI_EFI | XFS_LI_EFI_RT | XFS_LI_RUI => {
+                XFS_LI_EFI | XFS_LI_EFI_RT | XFS_LI_RUI | XFS_LI_RUI_RT => {
                     if r.len() < 16 {
                         return Err(bad(format!("format region of {} bytes", r.len())));
                     }
@@ -207,6 +210,7 @@ pub fn unfinished(transactions: &[LogTrans]) -> Result<Vec<Intent>> {
                             id,
                             rec_blk: t.commit_blk,
                             maps,
+                            realtime: ty == XFS_LI_RUI_RT,
                         })
                     };
                     if open.insert((ty, id), intent).is_none() {
@@ -403,6 +407,48 @@ fn finish_bui(tp: &mut crate::trans::Trans<'_>, b: &Bui) -> Result<()> {
     Ok(())
 }
 
+/// Finishes a realtime rmap intent: each update of a realtime file's
+/// mapping applied to its group's realtime rmap btree.
+fn finish_rui_rt(tp: &mut crate::trans::Trans<'_>, r: &Rui) -> Result<()> {
+    use crate::alloc::rtrmap::{self, RtMapping};
+    for &(owner, start, off, len, flags) in &r.maps {
+        let op = flags & XFS_RMAP_EXTENT_TYPE_MASK;
+        if owner & (1 << 63) != 0
+            || flags & (XFS_RMAP_EXTENT_ATTR_FORK | XFS_RMAP_EXTENT_BMBT_BLOCK) != 0
+        {
+            return Err(Error::corrupt(
+                "realtime rmap intent",
+                Location::Other(format!("log block {}", r.rec_blk)),
+                format!("update of owner {owner:#x} with flags {flags:#x}: not a realtime file's data"),
+            ));
+        }
+        let m = RtMapping {
+            rtb: start,
+            len: u64::from(len),
+            ino: crate::geometry::Ino(owner),
+            offset: off,
+            unwritten: flags & XFS_RMAP_EXTENT_UNWRITTEN != 0,
+        };
+        match op {
+            XFS_RMAP_EXTENT_CONVERT | XFS_RMAP_EXTENT_CONVERT_SHARED => {
+                // The intent carries the state before the conversion.
+                rtrmap::convert(
+                    tp,
+                    RtMapping {
+                        unwritten: !m.unwritten,
+                        ..m
+                    },
+                )?
+            }
+            XFS_RMAP_EXTENT_MAP | XFS_RMAP_EXTENT_MAP_SHARED | XFS_RMAP_EXTENT_ALLOC => {
+                rtrmap::map(tp, m)?
+            }
+            _ => rtrmap::unmap(tp, m)?,
+        }
+    }
+    Ok(())
+}
+
 fn finish_rui(tp: &mut crate::trans::Trans<'_>, r: &Rui) -> Result<()> {
     for &(owner, start, off, len, flags) in &r.maps {
         let op = flags & XFS_RMAP_EXTENT_TYPE_MASK;
@@ -595,8 +641,13 @@ fn finish_all(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
         match i {
             Intent::Xmi(_) => {}
             Intent::Rui(r) => {
-                finish_rui(&mut tp, r)?;
-                tp.log_done(done_item(XFS_LI_RUD, r.id));
+                if r.realtime {
+                    finish_rui_rt(&mut tp, r)?;
+                    tp.log_done(done_item(XFS_LI_RUD_RT, r.id));
+                } else {
+                    finish_rui(&mut tp, r)?;
+                    tp.log_done(done_item(XFS_LI_RUD, r.id));
+                }
                 rmaps += r.maps.len();
             }
             Intent::Cui(c) => {
@@ -617,8 +668,8 @@ fn finish_all(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
             Intent::Efi(efi) => {
                 for &(start, len) in &efi.extents {
                     if efi.realtime {
-                        // Realtime groups with an rt rmap btree are not
-                        // opened for writing: nothing to unmap there.
+                        // Its reverse mapping went in an RUI_RT of its
+                        // own, as the kernel logs them.
                         crate::alloc::rtalloc::rt_free_blocks(&mut tp, start, u64::from(len))?;
                         freed += 1;
                         continue;

@@ -9,7 +9,7 @@
 //! itself instead of replaying 64 of them.
 
 use super::cil::ClusterGeo;
-use super::dinode::{bmdr_to_bmbt_root, disk_to_log_dinode};
+use super::dinode::{bmdr_to_bmbt_root, disk_to_log_dinode, meta_root_to_log};
 use crate::error::{Error, Location, Result};
 use crate::geometry::{Geometry, Ino};
 use xfs_format::inode::Dinode;
@@ -58,7 +58,7 @@ fn fork(
     area: &[u8],
     (nextents, used): (u64, usize),
     flags: [u32; 3],
-    ino: u64,
+    (ino, metatype): (u64, u16),
     uuid: &Uuid,
 ) -> Result<Option<(u32, Vec<u8>)>> {
     let [data, ext, broot] = flags;
@@ -80,6 +80,7 @@ fn fork(
             (len > 0).then(|| (ext, area[..len].to_vec()))
         }
         3 => Some((broot, bmdr_to_bmbt_root(area, ino, uuid)?)),
+        5 => Some((broot, meta_root_to_log(area, metatype, ino, uuid)?)),
         _ => None,
     })
 }
@@ -123,7 +124,7 @@ pub(crate) fn inode_regions(
             usize::try_from(d.di_size.get()).unwrap_or(usize::MAX),
         ),
         [XFS_ILOG_DDATA, XFS_ILOG_DEXT, XFS_ILOG_DBROOT],
-        ino.0,
+        (ino.0, d.di_onlink.get()),
         &uuid,
     )? {
         fields |= flag;
@@ -143,7 +144,7 @@ pub(crate) fn inode_regions(
                 area,
                 (u64::from(d.anextents()), used),
                 [XFS_ILOG_ADATA, XFS_ILOG_AEXT, XFS_ILOG_ABROOT],
-                ino.0,
+                (ino.0, 0),
                 &uuid,
             )? {
                 fields |= flag;

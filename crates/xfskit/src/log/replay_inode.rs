@@ -6,7 +6,7 @@
 //! roots are converted from their in-memory block form to the fork's
 //! on-disk root. The inode then gets the transaction's LSN and a new CRC.
 
-use super::dinode::{bmbt_root_to_bmdr, check_log_dinode, log_dinode_to_disk};
+use super::dinode::{bmbt_root_to_bmdr, check_log_dinode, log_dinode_to_disk, meta_root_to_disk};
 use super::replay::{ItemAt, Replayer};
 use super::trans::Item;
 use crate::error::Result;
@@ -20,6 +20,8 @@ const S_IFDIR: u16 = 0o040000;
 const FMT_LOCAL: u8 = 1;
 const FMT_EXTENTS: u8 = 2;
 const FMT_BTREE: u8 = 3;
+/// A metadata file's btree rooted in the inode (realtime rmap, refcount).
+const FMT_META_BTREE: u8 = 5;
 
 /// The fields of an inode format region that replay needs.
 struct InodeFmt {
@@ -115,7 +117,9 @@ pub(crate) fn replay_inode(rp: &mut Replayer<'_>, it: &Item, lsn: u64, at: ItemA
     }
     let mode = ld.di_mode.get() & S_IFMT;
     let fmt = ld.di_format;
-    if (mode == S_IFREG && fmt != FMT_EXTENTS && fmt != FMT_BTREE)
+    let meta_btree = fmt == FMT_META_BTREE
+        && ld.di_flags2.get() & xfs_format::inode::XFS_DIFLAG2_METADATA != 0;
+    if (mode == S_IFREG && fmt != FMT_EXTENTS && fmt != FMT_BTREE && !meta_btree)
         || (mode == S_IFDIR && !matches!(fmt, FMT_LOCAL | FMT_EXTENTS | FMT_BTREE))
     {
         return Err(loc(format!(
@@ -149,6 +153,9 @@ pub(crate) fn replay_inode(rp: &mut Replayer<'_>, it: &Item, lsn: u64, at: ItemA
                     return Err(loc(format!("{} bytes of data fork in {dsize}", src.len())));
                 }
                 dst[..src.len()].copy_from_slice(src);
+            }
+            XFS_ILOG_DBROOT if meta_btree => {
+                meta_root_to_disk(src, dst, ld.di_metatype.get(), f.ino)?
             }
             XFS_ILOG_DBROOT => bmbt_root_to_bmdr(src, dst, f.ino)?,
             x => return Err(loc(format!("data fork flags {x:#x}"))),

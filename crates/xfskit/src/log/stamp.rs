@@ -23,6 +23,8 @@ const DIR3_BLOCK: u32 = 0x5844_4233;
 const DIR3_DATA: u32 = 0x5844_4433;
 const DIR3_FREE: u32 = 0x5844_4633;
 const RTBITMAP: u32 = xfs_format::rtgroup::XFS_RTBITMAP_MAGIC;
+const RTRMAP: u32 = xfs_format::rtgroup::XFS_RTRMAP_CRC_MAGIC;
+const RTREFC: u32 = xfs_format::rtgroup::XFS_RTREFC_CRC_MAGIC;
 const RTSUMMARY: u32 = xfs_format::rtgroup::XFS_RTSUMMARY_MAGIC;
 const DIR3_LEAF1: u16 = 0x3df1;
 const DIR3_LEAFN: u16 = 0x3dff;
@@ -49,7 +51,7 @@ fn layout_by_magic(b: &[u8]) -> Option<Layout> {
     let l = |lsn, uuid, crc| Some(Layout { lsn, uuid, crc });
     match m32 {
         ABTB | ABTC | IBT | FIBT | RMAP | REFC => return l(XFS_BTREE_SBLOCK_LSN_OFF, 32, 52),
-        BMAP => return l(XFS_BTREE_LBLOCK_LSN_OFF, 40, 64),
+        BMAP | RTRMAP | RTREFC => return l(XFS_BTREE_LBLOCK_LSN_OFF, 40, 64),
         AGF => return l(XFS_AGF_LSN_OFF, 64, 216),
         AGFL => return l(XFS_AGFL_LSN_OFF, 8, 32),
         AGI => return l(XFS_AGI_LSN_OFF, 296, 312),

@@ -77,6 +77,11 @@ impl Fs {
             let sp = regular(&mut tp, src)?;
             let dp = regular(&mut tp, dst)?;
             super::guard::may_change(&dp, "cloning into")?;
+            if sp.is_realtime() || dp.is_realtime() {
+                return Err(Error::Unsupported(
+                    "cloning realtime files: xfskit does not share realtime extents".into(),
+                ));
+            }
             sp.size
         };
         if !src_off.is_multiple_of(bs) || !dst_off.is_multiple_of(bs) {

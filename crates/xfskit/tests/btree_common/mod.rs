@@ -19,6 +19,8 @@ pub struct TestOps {
     /// Records are intervals [k, k + v % 50] with high keys in nodes.
     pub overlap: bool,
     pub inode_root: bool,
+    /// The in-inode root may hold records (shrinks back to a leaf root).
+    pub iroot_records: bool,
     pub root: u64,
     pub levels: usize,
     pub blocks: HashSet<u64>,
@@ -117,6 +119,10 @@ impl BtreeOps for TestOps {
     fn cmp_keys(&self, a: &[u8], b: &[u8]) -> Ordering {
         let n = if self.long { 8 } else { 4 };
         a[..n].cmp(&b[..n])
+    }
+
+    fn iroot_records(&self) -> bool {
+        self.iroot_records
     }
 }
 

@@ -504,3 +504,35 @@ pub fn assert_repair_615_rt_clean(img: &Path, rt: &Path) {
         img.display()
     );
 }
+
+/// `-c options=FILE` for mkfs.xfs 6.15 with the defaults of Linux 6.18
+/// (its `lts_6.18.conf`) plus a metadata directory, `reflink` as given:
+/// with a realtime device, realtime groups with a realtime rmap btree
+/// per group (and a refcount btree with reflink). mkfs.xfs refuses an
+/// option given both there and on its command line, so the file says
+/// it. Empty without xfsprogs 6.15 (the caller's test skips).
+pub fn conf_618_metadir(reflink: bool) -> String {
+    let Some(dir) = xfsprogs_615() else {
+        return String::new();
+    };
+    let base = std::fs::read_to_string(dir.join("conf/lts_6.18.conf")).unwrap();
+    let text: String = base
+        .lines()
+        .map(|l| match l.trim() {
+            "metadir=0" => "metadir=1".to_string(),
+            "reflink=1" if !reflink => "reflink=0".to_string(),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("metadir=1"), "lts_6.18.conf changed:\n{base}");
+    // A file of its own per call: tests run side by side.
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "xfskit-618-metadir-{}-{}.conf",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::write(&path, text + "\n").unwrap();
+    format!("-c options={}", path.display())
+}
