@@ -526,13 +526,17 @@ pub fn conf_618_metadir(reflink: bool) -> String {
         .collect::<Vec<_>>()
         .join("\n");
     assert!(text.contains("metadir=1"), "lts_6.18.conf changed:\n{base}");
-    // A file of its own per call: tests run side by side.
+    // One file per variant, replaced whole (written aside, then renamed):
+    // tests run side by side, and nothing piles up in the temp directory.
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let path = std::env::temp_dir().join(format!(
-        "xfskit-618-metadir-{}-{}.conf",
+    let tmp = std::env::temp_dir();
+    let path = tmp.join(format!("xfskit-618-metadir-reflink{}.conf", u8::from(reflink)));
+    let aside = tmp.join(format!(
+        "xfskit-618-metadir-{}-{}.tmp",
         std::process::id(),
         N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
-    std::fs::write(&path, text + "\n").unwrap();
+    std::fs::write(&aside, text + "\n").unwrap();
+    std::fs::rename(&aside, &path).unwrap();
     format!("-c options={}", path.display())
 }
