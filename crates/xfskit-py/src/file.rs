@@ -7,6 +7,7 @@ use crate::fsys::PyFs;
 use crate::stat::StatResult;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::mem::MaybeUninit;
 use xfskit::inode::{DataDev, Extent, FileType, Fork, Inode};
 use xfskit::{Fs, Ino};
 
@@ -84,13 +85,17 @@ impl Handle {
         let fs = self.fs(py)?;
         if let Some((size, map, dev)) = &self.map {
             let want = size.saturating_sub(off).min(n as u64) as usize;
-            return bytes_filled(py, want, |buf| {
-                py.detach(|| {
-                    let got = xfskit::inode::read_mapped(&fs, map, *dev, *size, off, buf).py()?;
-                    buf[got..].fill(0);
-                    Ok(())
-                })
-            });
+            let (obj, ptr) = bytes_uninit(py, want)?;
+            // SAFETY: the object's buffer holds `want` bytes, and nobody
+            // else sees it before it is returned; as MaybeUninit nothing
+            // reads it before it is written.
+            let buf = unsafe { std::slice::from_raw_parts_mut(ptr.cast::<MaybeUninit<u8>>(), want) };
+            py.detach(|| {
+                let got = xfskit::inode::read_mapped_uninit(&fs, map, *dev, *size, off, buf).py()?;
+                buf[got..].fill(MaybeUninit::new(0));
+                Ok::<_, PyErr>(())
+            })?;
+            return Ok(obj);
         }
         let v = py.detach(|| {
             let ip = fs.inode(self.ino).py()?;
@@ -136,9 +141,9 @@ impl Handle {
     }
 }
 
-/// A new `bytes` object of `len` bytes whose contents are not yet
-/// written, and its buffer. The caller must write every byte before the
-/// object is seen by anyone (or drop it unseen).
+/// A new `bytes` object of `len` bytes whose contents are not written
+/// yet, and its buffer: the data is read straight into it (no zeroing
+/// pass first). The caller writes every byte before anyone sees it.
 fn bytes_uninit(py: Python<'_>, len: usize) -> PyResult<(Bound<'_, PyBytes>, *mut u8)> {
     let n = pyo3::ffi::Py_ssize_t::try_from(len)
         .map_err(|_| errors::os(libc::EFBIG, "file too large", None))?;
@@ -151,19 +156,4 @@ fn bytes_uninit(py: Python<'_>, len: usize) -> PyResult<(Bound<'_, PyBytes>, *mu
         let buf = pyo3::ffi::PyBytes_AsString(p).cast::<u8>();
         Ok((obj, buf))
     }
-}
-
-/// A new `bytes` of `len` bytes that `fill` writes, every one of them,
-/// or fails. As `PyBytes::new_with` without zeroing the buffer first (a
-/// file's data is read straight into the object Python gets).
-fn bytes_filled<'py>(
-    py: Python<'py>,
-    len: usize,
-    fill: impl FnOnce(&mut [u8]) -> PyResult<()>,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let (obj, buf) = bytes_uninit(py, len)?;
-    // SAFETY: `buf` holds `len` bytes and only `fill` uses it before the
-    // object is returned; on an error the object is dropped unseen.
-    fill(unsafe { std::slice::from_raw_parts_mut(buf, len) })?;
-    Ok(obj)
 }

@@ -590,6 +590,15 @@ impl Fs {
         self.dev.read_at(buf, off).map_err(Error::Io)
     }
 
+    /// As [`Fs::read_bytes`] into memory that may not be initialized yet;
+    /// every byte is on success.
+    pub fn read_bytes_uninit(&self, off: u64, buf: &mut [std::mem::MaybeUninit<u8>]) -> Result<()> {
+        if self.write.is_some() {
+            return self.read_bytes(off, crate::dev::zeroed(buf));
+        }
+        self.dev.read_uninit_at(buf, off).map_err(Error::Io)
+    }
+
     /// The realtime device, when it was given.
     pub fn rt_device(&self) -> Option<&dyn Device> {
         self.rt.as_deref()

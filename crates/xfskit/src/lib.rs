@@ -7,7 +7,8 @@
 //! filesystem tying them together).
 //!
 //! Unsafe code is denied everywhere but in `sys`, which wraps the one
-//! system call that libc and rustix do not (yet) wrap.
+//! system call that libc and rustix do not (yet) wrap and one slice
+//! conversion (zeroed `MaybeUninit` bytes as bytes) not yet in std.
 #![deny(unsafe_code)]
 
 pub mod alloc;

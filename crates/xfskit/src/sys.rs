@@ -1,4 +1,5 @@
-//! System calls that neither `rustix` nor `libc` wraps yet.
+//! System calls that neither `rustix` nor `libc` wraps yet, and the one
+//! slice conversion the standard library has not stabilized.
 //!
 //! `cachestat` (Linux 6.5) tells how much of a file range is in the page
 //! cache without touching it. The alternative, a read with `RWF_NOWAIT`,
@@ -61,6 +62,15 @@ pub(crate) fn cached_bytes(file: &File, off: u64, len: u64) -> Option<u64> {
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     let page = u64::try_from(page).ok().filter(|&p| p > 0)?;
     Some(st.nr_cache.saturating_mul(page))
+}
+
+/// `buf` with every byte set to zero, as initialized bytes (what
+/// `<[MaybeUninit<u8>]>::write_filled(0)` does once it is stable).
+pub fn zeroed(buf: &mut [std::mem::MaybeUninit<u8>]) -> &mut [u8] {
+    buf.fill(std::mem::MaybeUninit::new(0));
+    // SAFETY: every element was just initialized, and MaybeUninit<u8> has
+    // the size, alignment and validity of u8 once initialized.
+    unsafe { &mut *(buf as *mut [std::mem::MaybeUninit<u8>] as *mut [u8]) }
 }
 
 #[cfg(test)]

@@ -202,22 +202,49 @@ fn block_device_len(file: &File) -> io::Result<u64> {
     f.seek(SeekFrom::End(0))
 }
 
-impl Device for FileDevice {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|end| end > self.len)
-        {
+impl FileDevice {
+    fn check_read(&self, len: usize, off: u64) -> io::Result<()> {
+        if off.checked_add(len as u64).is_none_or(|end| end > self.len) {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 format!(
-                    "read of {} bytes at offset {off} is past the end of the device ({} bytes)",
-                    buf.len(),
+                    "read of {len} bytes at offset {off} is past the end of the device ({} bytes)",
                     self.len
                 ),
             ));
         }
+        Ok(())
+    }
+}
+
+impl Device for FileDevice {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        self.check_read(buf.len(), off)?;
         self.file.read_exact_at(buf, off)
+    }
+
+    fn read_uninit_at(&self, buf: &mut [std::mem::MaybeUninit<u8>], off: u64) -> io::Result<()> {
+        self.check_read(buf.len(), off)?;
+        let mut rest = buf;
+        let mut pos = off;
+        while !rest.is_empty() {
+            match rustix::io::pread(&self.file, &mut *rest, pos) {
+                Ok(([], _)) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("the file ends before byte {pos}"),
+                    ))
+                }
+                Ok((got, _)) => {
+                    let n = got.len();
+                    pos += n as u64;
+                    rest = &mut rest[n..];
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
@@ -304,4 +331,32 @@ pub(crate) fn pwritev_all(file: &File, bufs: &[&[u8]], off: u64) -> io::Result<u
         }
     }
     Ok(calls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::MaybeUninit;
+
+    #[test]
+    #[allow(unsafe_code)]
+    fn reads_into_new_memory_as_into_bytes() {
+        let path = std::env::temp_dir().join(format!("xfskit-uninit-{}", std::process::id()));
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let dev = FileDevice::open_read_only(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        for (off, len) in [(0usize, 20_000usize), (1, 4095), (12_345, 7_655), (19_999, 1)] {
+            let mut a = vec![MaybeUninit::<u8>::uninit(); len];
+            dev.read_uninit_at(&mut a, off as u64).unwrap();
+            // SAFETY: read_uninit_at succeeded, so it wrote every byte.
+            let a: Vec<u8> = a.iter().map(|x| unsafe { x.assume_init() }).collect();
+            assert_eq!(a, data[off..off + len]);
+        }
+        let mut past = vec![MaybeUninit::<u8>::uninit(); 2];
+        let e = dev.read_uninit_at(&mut past, 19_999).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        let mut z = vec![MaybeUninit::<u8>::uninit(); 9];
+        assert_eq!(crate::sys::zeroed(&mut z), &[0u8; 9]);
+    }
 }

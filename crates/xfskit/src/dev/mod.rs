@@ -16,6 +16,7 @@ pub use overlay::{Overlay, OverlayDevice};
 pub use window::Window;
 
 use std::io;
+use std::mem::MaybeUninit;
 
 /// A device addressed by byte offset. Methods take `&self` so that many
 /// threads (one per AG) can read at once.
@@ -43,4 +44,13 @@ pub trait Device: Send + Sync {
     }
     /// Hints that the range will be read soon; the default does nothing.
     fn will_need(&self, _off: u64, _len: u64) {}
+    /// As [`Device::read_at`] into memory that may not be initialized yet
+    /// (a new buffer the data goes to directly); on success every byte is.
+    /// The default zeroes it first; devices that read with a system call
+    /// fill it without that pass.
+    fn read_uninit_at(&self, buf: &mut [MaybeUninit<u8>], off: u64) -> io::Result<()> {
+        self.read_at(zeroed(buf), off)
+    }
 }
+
+pub use crate::sys::zeroed;

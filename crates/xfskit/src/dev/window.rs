@@ -67,6 +67,11 @@ impl Device for Window {
         self.inner.read_at(buf, abs)
     }
 
+    fn read_uninit_at(&self, buf: &mut [std::mem::MaybeUninit<u8>], off: u64) -> io::Result<()> {
+        let abs = self.map(off, buf.len())?;
+        self.inner.read_uninit_at(buf, abs)
+    }
+
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
         let abs = self.map(off, buf.len())?;
         self.inner.write_at(buf, abs)

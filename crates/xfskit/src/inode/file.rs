@@ -4,6 +4,8 @@ use super::{bmap, Extent, Fork, Inode};
 use crate::error::Result;
 use crate::fs::Fs;
 use crate::geometry::FsBlock;
+use std::mem::MaybeUninit;
+use std::ops::Range;
 
 /// The device a data fork's extents address: the data device (AG-encoded
 /// filesystem blocks) or, for a realtime file, the realtime device
@@ -129,6 +131,66 @@ pub fn read_mapped(
     off: u64,
     buf: &mut [u8],
 ) -> Result<usize> {
+    read_mapped_into(fs, map, dev, size, off, buf)
+}
+
+/// As [`read_mapped`] into memory that may not be initialized yet (a new
+/// buffer the data goes to directly, without zeroing it first). The
+/// first `n` bytes are initialized when it returns `Ok(n)`.
+pub fn read_mapped_uninit(
+    fs: &Fs,
+    map: &[Extent],
+    dev: DataDev,
+    size: u64,
+    off: u64,
+    buf: &mut [MaybeUninit<u8>],
+) -> Result<usize> {
+    read_mapped_into(fs, map, dev, size, off, buf)
+}
+
+/// What a mapped read fills: initialized bytes, or new memory.
+trait Target {
+    fn len(&self) -> usize;
+    fn zero(&mut self, r: Range<usize>);
+    fn read(&mut self, fs: &Fs, dev: DataDev, start: FsBlock, within: u64, r: Range<usize>) -> Result<()>;
+}
+
+impl Target for [u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+    fn zero(&mut self, r: Range<usize>) {
+        self[r].fill(0);
+    }
+    fn read(&mut self, fs: &Fs, dev: DataDev, start: FsBlock, within: u64, r: Range<usize>) -> Result<()> {
+        dev.read(fs, start, within, &mut self[r])
+    }
+}
+
+impl Target for [MaybeUninit<u8>] {
+    fn len(&self) -> usize {
+        <[MaybeUninit<u8>]>::len(self)
+    }
+    fn zero(&mut self, r: Range<usize>) {
+        self[r].fill(MaybeUninit::new(0));
+    }
+    fn read(&mut self, fs: &Fs, dev: DataDev, start: FsBlock, within: u64, r: Range<usize>) -> Result<()> {
+        let buf = &mut self[r];
+        match dev {
+            DataDev::Data => fs.read_bytes_uninit(dev.byte_offset(fs, start, within), buf),
+            DataDev::Realtime { .. } => dev.read(fs, start, within, crate::dev::zeroed(buf)),
+        }
+    }
+}
+
+fn read_mapped_into<B: Target + ?Sized>(
+    fs: &Fs,
+    map: &[Extent],
+    dev: DataDev,
+    size: u64,
+    off: u64,
+    buf: &mut B,
+) -> Result<usize> {
     if off >= size {
         return Ok(0);
     }
@@ -145,17 +207,17 @@ pub fn read_mapped(
                 let ext_bytes_left = (e.end() - fblock) * bs - within;
                 let n = ext_bytes_left.min((want - done) as u64) as usize;
                 if e.unwritten {
-                    buf[done..done + n].fill(0);
+                    buf.zero(done..done + n);
                 } else {
                     let within = (fblock - e.offset) * bs + within;
-                    dev.read(fs, e.start, within, &mut buf[done..done + n])?;
+                    buf.read(fs, dev, e.start, within, done..done + n)?;
                 }
                 n
             }
             Err(next) => {
                 let hole_end = next.map(|o| o * bs).unwrap_or(u64::MAX);
                 let n = (hole_end - pos).min((want - done) as u64) as usize;
-                buf[done..done + n].fill(0);
+                buf.zero(done..done + n);
                 n
             }
         };

@@ -8,7 +8,9 @@ pub use self::core::crc_ok;
 pub(crate) use self::core::{check_core, core_of, CoreFacts};
 pub use self::core::{FileType, ForkFormat, Inode, Timestamp, CORE_SIZE};
 pub use bmap::{extents, lookup, Extent, Fork};
-pub use file::{needs_rtdev, read_at, read_mapped, require_data_dev, DataDev, FileReader};
+pub use file::{
+    needs_rtdev, read_at, read_mapped, read_mapped_uninit, require_data_dev, DataDev, FileReader,
+};
 
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
