@@ -314,17 +314,6 @@ fn unfinished_realtime_extent_free_is_recovered() {
     if skip_without_615("write_realtime efi_rt") {
         return;
     }
-    let efi_rt = |id: u64, start: u64, len: u32| {
-        let mut v = Vec::new();
-        v.extend_from_slice(&xfs_format::log_item::XFS_LI_EFI_RT.to_le_bytes());
-        v.extend_from_slice(&1u16.to_le_bytes());
-        v.extend_from_slice(&1u32.to_le_bytes());
-        v.extend_from_slice(&id.to_le_bytes());
-        v.extend_from_slice(&start.to_le_bytes());
-        v.extend_from_slice(&len.to_le_bytes());
-        v.extend_from_slice(&0u32.to_le_bytes());
-        v
-    };
     let s = Scratch::new("rtw-efi-rt");
     let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
     let opts = "-m metadir=1,rmapbt=0,reflink=0 -r rgcount=2 -r extsize=8k";
@@ -352,24 +341,7 @@ fn unfinished_realtime_extent_free_is_recovered() {
     };
     // The file lets go of its extent behind the filesystem's back: the
     // extents stay allocated in the bitmap, owned by nobody.
-    let (ok, out) = run_615(
-        "xfs_db",
-        &[
-            "-x",
-            "-R",
-            &rt.display().to_string(),
-            "-c",
-            &format!("inode {}", ino.0),
-            "-c",
-            "write core.nextents 0",
-            "-c",
-            "write core.size 0",
-            "-c",
-            "write core.nblocks 0",
-            &img.display().to_string(),
-        ],
-    );
-    assert!(ok, "xfs_db: {out}");
+    drop_data_fork_615(&img, &rt, ino.0);
     let bad = s.0.join("bad.img");
     for (path, start, len) in [
         (&img, ext.start.0, ext.len as u32),
@@ -390,7 +362,7 @@ fn unfinished_realtime_extent_free_is_recovered() {
         )
         .unwrap();
         let mut tp = fs.trans().unwrap();
-        tp.log_raw_item(vec![efi_rt(0xef12, start, len)]);
+        tp.log_raw_item(vec![efi_rt_item(0xef12, start, len)]);
         tp.commit().unwrap();
         fs.force_log().unwrap();
         // Dropped without sync: the EFI_RT is only in the log.

@@ -298,7 +298,6 @@ fn unfinished_realtime_rmap_intent_is_recovered() {
         return;
     }
     use xfs_format::log_intent::XFS_RMAP_EXTENT_UNMAP;
-    use xfs_format::log_item::{XFS_LI_EFI_RT, XFS_LI_RUI_RT};
     let s = Scratch::new("rtw-rmap-rui");
     let (img, rt) = (s.0.join("d.img"), s.0.join("rt.img"));
     let o = format!("{} -r rgcount=2", conf_618_metadir(false));
@@ -322,44 +321,18 @@ fn unfinished_realtime_rmap_intent_is_recovered() {
     };
     // The file lets go of its extent behind the filesystem's back; the
     // group's tree and bitmap still give it to the file.
-    let (ok, out) = run_615(
-        "xfs_db",
-        &[
-            "-x",
-            "-R",
-            &rt.display().to_string(),
-            "-c",
-            &format!("inode {}", ino.0),
-            "-c",
-            "write core.nextents 0",
-            "-c",
-            "write core.size 0",
-            "-c",
-            "write core.nblocks 0",
-            &img.display().to_string(),
-        ],
-    );
-    assert!(ok, "xfs_db: {out}");
+    drop_data_fork_615(&img, &rt, ino.0);
     {
         let fs = open_rw_rt(&img, &rt);
-        let mut rui = Vec::new();
-        rui.extend_from_slice(&XFS_LI_RUI_RT.to_le_bytes());
-        rui.extend_from_slice(&1u16.to_le_bytes());
-        rui.extend_from_slice(&1u32.to_le_bytes());
-        rui.extend_from_slice(&0x5a01u64.to_le_bytes());
-        rui.extend_from_slice(&ino.0.to_le_bytes());
-        rui.extend_from_slice(&ext.start.0.to_le_bytes());
-        rui.extend_from_slice(&0u64.to_le_bytes());
-        rui.extend_from_slice(&(ext.len as u32).to_le_bytes());
-        rui.extend_from_slice(&XFS_RMAP_EXTENT_UNMAP.to_le_bytes());
-        let mut efi = Vec::new();
-        efi.extend_from_slice(&XFS_LI_EFI_RT.to_le_bytes());
-        efi.extend_from_slice(&1u16.to_le_bytes());
-        efi.extend_from_slice(&1u32.to_le_bytes());
-        efi.extend_from_slice(&0x5a02u64.to_le_bytes());
-        efi.extend_from_slice(&ext.start.0.to_le_bytes());
-        efi.extend_from_slice(&(ext.len as u32).to_le_bytes());
-        efi.extend_from_slice(&0u32.to_le_bytes());
+        let rui = rui_rt_item(
+            0x5a01,
+            ino.0,
+            ext.start.0,
+            0,
+            ext.len as u32,
+            XFS_RMAP_EXTENT_UNMAP,
+        );
+        let efi = efi_rt_item(0x5a02, ext.start.0, ext.len as u32);
         let mut tp = fs.trans().unwrap();
         tp.log_raw_item(vec![rui]);
         tp.log_raw_item(vec![efi]);

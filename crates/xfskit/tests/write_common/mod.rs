@@ -540,3 +540,59 @@ pub fn conf_618_metadir(reflink: bool) -> String {
     std::fs::rename(&aside, &path).unwrap();
     format!("-c options={}", path.display())
 }
+
+/// An extent-free intent for realtime blocks (EFI_RT) of one extent, as
+/// the kernel logs it (the 64-bit EFI format: type, size 1, one extent,
+/// the intent's id, then start and length).
+pub fn efi_rt_item(id: u64, start: u64, len: u32) -> Vec<u8> {
+    let mut v = Vec::new();
+    v.extend_from_slice(&xfs_format::log_item::XFS_LI_EFI_RT.to_le_bytes());
+    v.extend_from_slice(&1u16.to_le_bytes());
+    v.extend_from_slice(&1u32.to_le_bytes());
+    v.extend_from_slice(&id.to_le_bytes());
+    v.extend_from_slice(&start.to_le_bytes());
+    v.extend_from_slice(&len.to_le_bytes());
+    v.extend_from_slice(&0u32.to_le_bytes());
+    v
+}
+
+/// A realtime reverse-mapping update intent (RUI_RT) of one mapping:
+/// `owner`'s `len` blocks at realtime block `start`, file offset
+/// `offset`, update kind and fork flags `flags` (XFS_RMAP_EXTENT_*).
+pub fn rui_rt_item(id: u64, owner: u64, start: u64, offset: u64, len: u32, flags: u32) -> Vec<u8> {
+    let mut v = Vec::new();
+    v.extend_from_slice(&xfs_format::log_item::XFS_LI_RUI_RT.to_le_bytes());
+    v.extend_from_slice(&1u16.to_le_bytes());
+    v.extend_from_slice(&1u32.to_le_bytes());
+    v.extend_from_slice(&id.to_le_bytes());
+    v.extend_from_slice(&owner.to_le_bytes());
+    v.extend_from_slice(&start.to_le_bytes());
+    v.extend_from_slice(&offset.to_le_bytes());
+    v.extend_from_slice(&len.to_le_bytes());
+    v.extend_from_slice(&flags.to_le_bytes());
+    v
+}
+
+/// Makes inode `ino` of `img` (realtime device `rt`) let go of its data
+/// behind the filesystem's back with xfs_db 6.15: no extents, size 0,
+/// no blocks. What it mapped stays allocated, owned by nobody.
+pub fn drop_data_fork_615(img: &Path, rt: &Path, ino: u64) {
+    let (ok, out) = run_615(
+        "xfs_db",
+        &[
+            "-x",
+            "-R",
+            &rt.display().to_string(),
+            "-c",
+            &format!("inode {ino}"),
+            "-c",
+            "write core.nextents 0",
+            "-c",
+            "write core.size 0",
+            "-c",
+            "write core.nblocks 0",
+            &img.display().to_string(),
+        ],
+    );
+    assert!(ok, "xfs_db: {out}");
+}
