@@ -816,7 +816,8 @@ pub(crate) fn finish(ctx: &Ctx<'_>, used_linear: Vec<(u64, u64)>) {
                         let found = rmap_records(ctx, rgno, &raw);
                         let mut want = gmaps.clone();
                         if rgno == 0 && !zoned {
-                            want.push(Rmap::ag(0, 1, xbt::XFS_RMAP_OWN_FS));
+                            // The realtime superblock's whole extent.
+                            want.push(Rmap::ag(0, rx as u32, xbt::XFS_RMAP_OWN_FS));
                         }
                         rmap::compare_in(
                             ctx,
