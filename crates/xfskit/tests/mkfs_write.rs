@@ -1116,17 +1116,24 @@ fn rtgroups_headers_match_mkfs_xfs_615() {
         return;
     }
     realtime_rows("rtgroups", RTGROUPS, "-m metadir=1");
-    let conf = write_common::xfsprogs_615()
-        .unwrap()
-        .join("conf/lts_6.18.conf")
-        .display()
-        .to_string();
-    let extra = format!("-c options={conf} -m metadir=1");
+    // mkfs.xfs refuses an option both in the file and on the command
+    // line: the 6.18 file with metadir turned on.
+    let text = std::fs::read_to_string(
+        write_common::xfsprogs_615()
+            .unwrap()
+            .join("conf/lts_6.18.conf"),
+    )
+    .unwrap();
+    assert!(text.contains("metadir=0"), "{text}");
+    let conf = tmpdir("rtgroups-conf").join("lts_6.18_metadir.conf");
+    std::fs::write(&conf, text.replace("metadir=0", "metadir=1")).unwrap();
+    let extra = format!("-c options={}", conf.display());
     realtime_rows(
         "rtgroups-618",
         &[(G, G, ",rgcount=2", ""), (G, 2 * G, "", "-d agcount=5")],
         &extra,
     );
+    let _ = std::fs::remove_dir_all(conf.parent().unwrap());
 }
 
 /// Realtime options xfskit does not make are refused before anything is
