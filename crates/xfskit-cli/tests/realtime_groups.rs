@@ -821,16 +821,31 @@ fn xfskit_mkfs_rtgroups_take_realtime_writes() {
     };
     let rarg = format!("rtdev={rt_s},rgcount=3");
     run(&[
-        "mkfs", "-m", "metadir=1,rmapbt=0,reflink=0", "-d", "agcount=2", "-r", &rarg, img_s,
+        "mkfs",
+        "-m",
+        "metadir=1,rmapbt=0,reflink=0",
+        "-d",
+        "agcount=2",
+        "-r",
+        &rarg,
+        img_s,
     ]);
     let repair = |what: &str| {
         let o = tool(&x615, "xfs_repair")
             .args(["-n", "-r", rt_s, img_s])
             .output()
             .expect("xfs_repair");
-        assert!(o.status.success(), "xfs_repair -n -r {what}: {}", output_text(&o));
+        assert!(
+            o.status.success(),
+            "xfs_repair -n -r {what}: {}",
+            output_text(&o)
+        );
         let o = xfskit(&["check", "--rtdev", rt_s, img_s]);
-        assert!(o.status.success(), "check --rtdev {what}: {}", output_text(&o));
+        assert!(
+            o.status.success(),
+            "check --rtdev {what}: {}",
+            output_text(&o)
+        );
     };
     repair("after mkfs");
     let sb = run_ok(
@@ -849,7 +864,11 @@ fn xfskit_mkfs_rtgroups_take_realtime_writes() {
     let o = run(&["cat", "--rtdev", rt_s, img_s, "/rt/big"]);
     assert!(o.stdout == big, "the copy reads back different");
     let o = run(&["stat", "--rtdev", rt_s, img_s, "/rt/big"]);
-    assert!(output_text(&o).contains("RT-BLOCK-RANGE"), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("RT-BLOCK-RANGE"),
+        "{}",
+        output_text(&o)
+    );
     repair("after cp");
     let after = run_ok(
         tool(&x615, "xfs_db")

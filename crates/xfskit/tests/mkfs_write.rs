@@ -1096,7 +1096,12 @@ const RTGROUPS: &[(u64, u64, &str, &str)] = &[
     (G, 3 * G, ",rgsize=1g", ""),
     (G, 2 * G, ",rgcount=3", "-m rmapbt=1"),
     (G, 3 * G, ",extsize=65536", "-m reflink=0"),
-    (G, 5 * G, ",extsize=20480,rgcount=2", "-m reflink=0,rmapbt=1"),
+    (
+        G,
+        5 * G,
+        ",extsize=20480,rgcount=2",
+        "-m reflink=0,rmapbt=1",
+    ),
     (2 * G, 2 * G, "", "-m reflink=0 -b size=1024"),
     (G, G, ",rgcount=2", "-b size=8192 -m rmapbt=1"),
     (G, G, "", "-n parent=1 -i nrext64=1 -m rmapbt=1"),
@@ -1150,8 +1155,14 @@ fn realtime_refusals() {
     for (opts, want) in [
         (format!("-m reflink=1 -r rtdev={r}"), "realtime groups"),
         (format!("-r rtdev={r},rgcount=4"), "metadir=1"),
-        (format!("-m metadir=1,reflink=1 -r rtdev={r},extsize=8k"), "extent sizes > 1"),
-        (format!("-m metadir=1 -r rtdev={r},rgcount=2,rgsize=8m"), "mutually exclusive"),
+        (
+            format!("-m metadir=1,reflink=1 -r rtdev={r},extsize=8k"),
+            "extent sizes > 1",
+        ),
+        (
+            format!("-m metadir=1 -r rtdev={r},rgcount=2,rgsize=8m"),
+            "mutually exclusive",
+        ),
         (format!("-r rtdev={r},zoned=1"), "zoned"),
         (format!("-r rtdev={r},size=1g"), "too large"),
         ("-r size=10m".to_string(), "non-existent rt subvolume"),

@@ -44,13 +44,9 @@ fn resv_geometry(opts: &MkfsOptions, cfg: &Cfg) -> resv::ResvGeometry {
     } else {
         ((INODE_CLUSTER_SIZE << cfg.inodelog) / 256) >> cfg.blocklog
     };
-    let rt_extsize = super::realtime::extent_blocks(
-        opts,
-        cfg.blocksize,
-        cfg.blocklog,
-        f.reflink && f.metadir,
-    )
-    .unwrap_or(1);
+    let rt_extsize =
+        super::realtime::extent_blocks(opts, cfg.blocksize, cfg.blocklog, f.reflink && f.metadir)
+            .unwrap_or(1);
     // An unreadable device fails later, in the realtime planning, with
     // mkfs.xfs's message; the minimum is then of no use.
     let rt_blocks =

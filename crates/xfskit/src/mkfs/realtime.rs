@@ -226,7 +226,11 @@ pub(crate) fn plan(
 /// near-block allocator does for a metadata file: the longest piece
 /// (up to what is still needed) closest to the target, the target moving to
 /// the end of each piece taken.
-pub(crate) fn alloc_near(free: &mut Vec<(u32, u32)>, target: u32, len: u32) -> Option<Vec<(u32, u32)>> {
+pub(crate) fn alloc_near(
+    free: &mut Vec<(u32, u32)>,
+    target: u32,
+    len: u32,
+) -> Option<Vec<(u32, u32)>> {
     let mut out = Vec::new();
     let mut left = len;
     let mut target = target;

@@ -276,11 +276,10 @@ pub(crate) fn rtdir_chunk(g: &MkfsGeometry, uuid: &Uuid, now: Timestamp) -> Opti
     let m = g.metadir?;
     let isize = usize::from(g.inodesize);
     let mut buf = vec![0u8; g.ialloc_blocks as usize * g.blocksize as usize];
-    let files = g
-        .rt
-        .as_ref()
-        .and_then(|rt| rt.groups.as_ref())
-        .map_or(&[][..], |gr| &gr.files[..]);
+    let files =
+        g.rt.as_ref()
+            .and_then(|rt| rt.groups.as_ref())
+            .map_or(&[][..], |gr| &gr.files[..]);
     let names: Vec<Vec<u8>> = files
         .iter()
         .map(|f| format!("{}.{}", f.rgno, f.kind.suffix()).into_bytes())

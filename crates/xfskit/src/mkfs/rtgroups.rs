@@ -105,7 +105,13 @@ fn default_rgsize(blocklog: u32, rblocks: u64) -> u64 {
 
 /// A group size that leaves the last group at least two extents: tried in
 /// `steps` from `start` up, then down.
-fn first_fit(rblocks: u64, rext: u64, start: u64, up: &dyn Fn(u64) -> u64, down: &dyn Fn(u64) -> u64) -> Option<u64> {
+fn first_fit(
+    rblocks: u64,
+    rext: u64,
+    start: u64,
+    up: &dyn Fn(u64) -> u64,
+    down: &dyn Fn(u64) -> u64,
+) -> Option<u64> {
     let fits = |s: u64| s != 0 && rblocks % s >= 2 * rext;
     let mut s = start;
     while s != 0 && s <= MAX_RGBLOCKS - rext {
@@ -389,7 +395,10 @@ pub(crate) fn plan(
             });
             ino += 1;
         }
-        for (f, len) in files[first..first + 2].iter_mut().zip([rbmblocks, rsumblocks]) {
+        for (f, len) in files[first..first + 2]
+            .iter_mut()
+            .zip([rbmblocks, rsumblocks])
+        {
             f.extents = super::realtime::alloc_near(free, inode_block(f.ino), len as u32)
                 .ok_or_else(|| {
                     geom(format!(
@@ -402,7 +411,8 @@ pub(crate) fn plan(
     }
     // The `rtgroups` directory stays short form in its inode's data fork
     // (past it mkfs.xfs would make a directory block).
-    let wide = files.iter().any(|f| f.ino > u64::from(u32::MAX)) || m.metadirino > u64::from(u32::MAX);
+    let wide =
+        files.iter().any(|f| f.ino > u64::from(u32::MAX)) || m.metadirino > u64::from(u32::MAX);
     let isz = if wide { 8 } else { 4 };
     let dir_bytes: usize = 2
         + isz
