@@ -804,3 +804,92 @@ fn rtgroup_edits_write_and_free() {
         "{sb}"
     );
 }
+
+/// A realtime group filesystem made by `xfskit mkfs` (without rmap or
+/// reflink, three groups) takes realtime writes as one mkfs.xfs 6.15
+/// made does: `mkdir --realtime`, `cp` of a file larger than a group,
+/// read back; `check --rtdev` and `xfs_repair -n -r` 6.15 clean.
+#[test]
+fn xfskit_mkfs_rtgroups_take_realtime_writes() {
+    const TEST: &str = "xfskit_mkfs_rtgroups_take_realtime_writes";
+    let Some(x615) = common::fixtures::xfsprogs_615() else {
+        skip::skip(TEST, "xfsprogs 6.15 is not beside the project");
+        return;
+    };
+    let tmp = common::TempDir::new("xfskit-mkfs-rtg");
+    let (img, rt) = (tmp.path().join("img"), tmp.path().join("rt"));
+    std::fs::File::create(&img)
+        .and_then(|f| f.set_len(300 << 20))
+        .expect("img");
+    std::fs::File::create(&rt)
+        .and_then(|f| f.set_len(64 << 20))
+        .expect("rt");
+    let (img_s, rt_s) = (s(&img), s(&rt));
+    let run = |args: &[&str]| {
+        let o = xfskit(args);
+        assert!(o.status.success(), "{args:?}: {}", output_text(&o));
+        o
+    };
+    let rarg = format!("rtdev={rt_s},rgcount=3");
+    run(&[
+        "mkfs",
+        "-m",
+        "metadir=1,rmapbt=0,reflink=0",
+        "-d",
+        "agcount=2",
+        "-r",
+        &rarg,
+        img_s,
+    ]);
+    let repair = |what: &str| {
+        let o = tool(&x615, "xfs_repair")
+            .args(["-n", "-r", rt_s, img_s])
+            .output()
+            .expect("xfs_repair");
+        assert!(
+            o.status.success(),
+            "xfs_repair -n -r {what}: {}",
+            output_text(&o)
+        );
+        let o = xfskit(&["check", "--rtdev", rt_s, img_s]);
+        assert!(
+            o.status.success(),
+            "check --rtdev {what}: {}",
+            output_text(&o)
+        );
+    };
+    repair("after mkfs");
+    let sb = run_ok(
+        tool(&x615, "xfs_db")
+            .args(["-r", "-c", "sb 0", "-c", "print rgcount rextents frextents"])
+            .arg(&img),
+        "xfs_db sb",
+    );
+    assert_eq!(field(&sb, "rgcount"), 3, "{sb}");
+    let src = tmp.path().join("big");
+    // A group holds a third of 16,384 blocks: 6,000 cannot stay in one.
+    let big = common::rtimg::pattern(9, 6000 * BS as usize + 5);
+    std::fs::write(&src, &big).expect("big");
+    run(&["mkdir", "--rtdev", rt_s, "--realtime", img_s, "/rt"]);
+    run(&["cp", "--rtdev", rt_s, s(&src), &format!("{img_s}:/rt/big")]);
+    let o = run(&["cat", "--rtdev", rt_s, img_s, "/rt/big"]);
+    assert!(o.stdout == big, "the copy reads back different");
+    let o = run(&["stat", "--rtdev", rt_s, img_s, "/rt/big"]);
+    assert!(
+        output_text(&o).contains("RT-BLOCK-RANGE"),
+        "{}",
+        output_text(&o)
+    );
+    repair("after cp");
+    let after = run_ok(
+        tool(&x615, "xfs_db")
+            .args(["-r", "-c", "sb 0", "-c", "print frextents"])
+            .arg(&img),
+        "xfs_db sb",
+    );
+    assert_eq!(
+        field(&after, "frextents"),
+        field(&sb, "frextents") - 6001,
+        "{after}"
+    );
+}

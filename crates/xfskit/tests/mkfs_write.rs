@@ -991,29 +991,60 @@ fn realtime_headers_match_mkfs_xfs_615() {
     if write_common::skip_without_615("realtime_headers_match_mkfs_xfs_615") {
         return;
     }
-    let dir = tmpdir("realtime");
-    let rt = dir.join("rt.img");
+    realtime_rows("realtime", REALTIME, "");
+}
+
+/// Make each row's filesystem with mkfs.xfs 6.15 and with xfskit (options
+/// `extra` before the row's own), each with its own realtime device;
+/// compare the data devices (every AG's headers, the log and what follows
+/// it, AG 0's first 4 MiB), the realtime devices' first 64 KiB and the
+/// geometry summaries; then xfs_repair -n -r 6.15 and xfskit's check with
+/// the device on ours.
+fn realtime_rows(tag: &str, rows: &[(u64, u64, &str, &str)], extra: &str) {
+    let dir = tmpdir(tag);
+    let (rt_ref, rt) = (dir.join("rt-ref.img"), dir.join("rt.img"));
     let rts = rt.display().to_string();
+    let rts_ref = rt_ref.display().to_string();
     let mut errs = Vec::new();
-    for &(size, rtsize, ropts, opts) in REALTIME {
+    for &(size, rtsize, ropts, opts) in rows {
+        let opts = format!("{extra} {opts}");
         let (r, o) = (dir.join("ref.img"), dir.join("ours.img"));
         sparse(&r, size);
         sparse(&o, size);
         sparse(&rt, rtsize);
+        sparse(&rt_ref, rtsize);
         let mut args: Vec<&str> = opts.split_whitespace().collect();
         let u = format!("uuid={UUID}");
+        let rarg_ref = format!("rtdev={rts_ref}{ropts}");
         let rarg = format!("rtdev={rts}{ropts}");
         let p = r.display().to_string();
-        args.extend(["-q", "-m", &u, "-r", &rarg, &p]);
-        let (ok, out) = write_common::run_615("mkfs.xfs", &args);
-        assert!(ok, "mkfs.xfs 6.15 -r {rarg} {opts}: {out}");
+        args.extend(["-q", "-m", &u, "-r", &rarg_ref, &p]);
+        let out = write_common::command_615_qa("mkfs.xfs")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mkfs.xfs 6.15 -r {rarg_ref} {opts}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let mut e = match ours(&o, &format!("--defaults 6.12 -r {rarg} {opts}")) {
-            Ok(_) => {
+            Ok(mut rep) => {
                 // Every AG's headers, the log, and AG 0's first 4 MiB:
                 // the root chunk and the realtime files' blocks near it.
                 let mut e = compare(&r, &o, false, Ref::V615);
                 let (a, b) = (File::open(&r).unwrap(), File::open(&o).unwrap());
                 e.extend(cmp_region(&a, &b, &sb(&a), "AG 0", (0, 4 << 20), Ref::V615));
+                let (a, b) = (File::open(&rt_ref).unwrap(), File::open(&rt).unwrap());
+                let n = (64 << 10).min(rtsize);
+                if read(&a, 0, n as usize) != read(&b, 0, n as usize) {
+                    e.push("the realtime devices' first 64 KiB differ".into());
+                }
+                if let Some(rtl) = rep.geometry.rt.as_mut() {
+                    rtl.name = rts_ref.clone();
+                }
+                let sopts = format!("{opts} -m uuid={UUID} -r {rarg_ref}");
+                e.extend(summary_diff_615(&sopts, &r, &rep, &o));
                 e
             }
             Err(e) => vec![format!("xfskit mkfs failed: {e}")],
@@ -1055,9 +1086,65 @@ fn realtime_headers_match_mkfs_xfs_615() {
     );
 }
 
+/// Rows of realtime groups (`-m metadir=1` with `-r rtdev=`): (data size,
+/// realtime device size, `-r` sub-options after rtdev, other options).
+/// mkfs.xfs 6.15's defaults have reflink on, which on a realtime section
+/// needs one-block realtime extents.
+const RTGROUPS: &[(u64, u64, &str, &str)] = &[
+    (G, 100 << 20, "", ""),
+    (G, G, ",rgcount=4", "-m reflink=0"),
+    (G, 3 * G, ",rgsize=1g", ""),
+    (G, 2 * G, ",rgcount=3", "-m rmapbt=1"),
+    (G, 3 * G, ",extsize=65536", "-m reflink=0"),
+    (
+        G,
+        5 * G,
+        ",extsize=20480,rgcount=2",
+        "-m reflink=0,rmapbt=1",
+    ),
+    (2 * G, 2 * G, "", "-m reflink=0 -b size=1024"),
+    (G, G, ",rgcount=2", "-b size=8192 -m rmapbt=1"),
+    (G, G, "", "-n parent=1 -i nrext64=1 -m rmapbt=1"),
+];
+
+/// `xfskit mkfs -m metadir=1 -r rtdev=FILE[,rgcount=|rgsize=]` writes what
+/// mkfs.xfs 6.15 writes for realtime groups (the superblocks' group
+/// fields, the realtime superblock, `/rtgroups` with each group's bitmap,
+/// summary, rmap and refcount inodes, the bitmap and summary blocks with
+/// their headers, the free counts), but for inode times, generations and
+/// CRCs; the summaries print the same; xfs_repair -n -r 6.15 and xfskit's
+/// check find ours clean. The last rows take mkfs.xfs's 6.18 config file.
+#[test]
+fn rtgroups_headers_match_mkfs_xfs_615() {
+    need_tools();
+    if write_common::skip_without_615("rtgroups_headers_match_mkfs_xfs_615") {
+        return;
+    }
+    realtime_rows("rtgroups", RTGROUPS, "-m metadir=1");
+    // mkfs.xfs refuses an option both in the file and on the command
+    // line: the 6.18 file with metadir turned on.
+    let text = std::fs::read_to_string(
+        write_common::xfsprogs_615()
+            .unwrap()
+            .join("conf/lts_6.18.conf"),
+    )
+    .unwrap();
+    assert!(text.contains("metadir=0"), "{text}");
+    let conf = tmpdir("rtgroups-conf").join("lts_6.18_metadir.conf");
+    std::fs::write(&conf, text.replace("metadir=0", "metadir=1")).unwrap();
+    let extra = format!("-c options={}", conf.display());
+    realtime_rows(
+        "rtgroups-618",
+        &[(G, G, ",rgcount=2", ""), (G, 2 * G, "", "-d agcount=5")],
+        &extra,
+    );
+    let _ = std::fs::remove_dir_all(conf.parent().unwrap());
+}
+
 /// Realtime options xfskit does not make are refused before anything is
-/// written: realtime groups (metadir, or reflink/rmapbt asked for, with a
-/// realtime section), zoned sections, a size past the device.
+/// written: reflink/rmapbt asked for on a classic realtime section, group
+/// options without metadir, reflink with realtime extents over a block,
+/// zoned sections, a size past the device.
 #[test]
 fn realtime_refusals() {
     let dir = tmpdir("rt-refuse");
@@ -1066,9 +1153,16 @@ fn realtime_refusals() {
     let o = dir.join("o.img");
     let r = rt.display().to_string();
     for (opts, want) in [
-        (format!("-m metadir=1 -r rtdev={r}"), "realtime groups"),
         (format!("-m reflink=1 -r rtdev={r}"), "realtime groups"),
-        (format!("-r rtdev={r},rgcount=4"), "realtime groups"),
+        (format!("-r rtdev={r},rgcount=4"), "metadir=1"),
+        (
+            format!("-m metadir=1,reflink=1 -r rtdev={r},extsize=8k"),
+            "extent sizes > 1",
+        ),
+        (
+            format!("-m metadir=1 -r rtdev={r},rgcount=2,rgsize=8m"),
+            "mutually exclusive",
+        ),
         (format!("-r rtdev={r},zoned=1"), "zoned"),
         (format!("-r rtdev={r},size=1g"), "too large"),
         ("-r size=10m".to_string(), "non-existent rt subvolume"),

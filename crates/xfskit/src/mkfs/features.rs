@@ -101,12 +101,19 @@ pub(crate) fn choose(opts: &MkfsOptions) -> Result<FeatureSet, MkfsError> {
     }
     // As mkfs.xfs 6.15: a classic realtime section has no reverse mapping
     // or reflink (they come only with realtime groups, which need metadir).
-    let rt = opts.rt_dev.is_some();
-    if rt && (metadir || opts.reflink == Some(true) || opts.rmapbt == Some(true)) {
-        return Err(MkfsError::Unsupported(
-            "realtime groups (a realtime section with -m metadir=1, reflink=1 or rmapbt=1)".into(),
+    let classic_rt = opts.rt_dev.is_some() && !metadir;
+    if classic_rt && (opts.reflink == Some(true) || opts.rmapbt == Some(true)) {
+        return Err(MkfsError::BadOption(
+            "reverse mapping and reflink on a realtime section need realtime groups (-m metadir=1)"
+                .into(),
         ));
     }
+    if !metadir && (opts.rt_rgcount.is_some() || opts.rt_rgsize.is_some()) {
+        return Err(MkfsError::BadOption(
+            "realtime groups (-r rgcount=, rgsize=) need -m metadir=1".into(),
+        ));
+    }
+    let rt = classic_rt;
     Ok(FeatureSet {
         finobt,
         sparse: opts.sparse.unwrap_or(d.sparse),
@@ -354,6 +361,7 @@ fn metadir_layout(g: &MkfsGeometry, align: u64) -> Result<MetadirLayout, MkfsErr
         rtdir_ino,
         rtdir_agno: agno,
         rtdir_agbno: agbno as u32,
+        rgcount: 0,
         rgextents: rgextents as u32,
         rgblklog: rgblklog as u8,
     })
@@ -427,7 +435,12 @@ pub(crate) fn finish(
         dblocks: cfg.dblocks,
         rblocks: 0,
         rextents: 0,
-        rextsize: super::realtime::extent_blocks(opts, cfg.blocksize, cfg.blocklog)?,
+        rextsize: super::realtime::extent_blocks(
+            opts,
+            cfg.blocksize,
+            cfg.blocklog,
+            cfg.feat.reflink && metadir,
+        )?,
         logstart: log.logstart,
         log_agno: log.agno as u32,
         logblocks: log.logblocks as u32,
@@ -474,9 +487,15 @@ pub(crate) fn finish(
         g.fdblocks -= ialloc_blocks;
     }
     if opts.rt_dev.is_some() || opts.rt_size.is_some() {
-        let (mut free, _) = super::writer::free_after_agfl(&g, 0);
-        if let Some((start, len, _)) = g.chunk_in(0) {
+        // The realtime files' blocks go near their inodes: AG 0's chunk,
+        // or with realtime groups the `rtgroups` directory's.
+        let agno = g.metadir.map_or(0, |m| m.rtdir_agno);
+        let (mut free, _) = super::writer::free_after_agfl(&g, agno);
+        if let Some((start, len, _)) = g.chunk_in(agno) {
             super::writer::carve(&mut free, start, len);
+        }
+        if let (0, Some(m)) = (agno, g.metadir) {
+            super::writer::carve(&mut free, m.rtdir_agbno, g.ialloc_blocks);
         }
         super::realtime::plan(opts, &mut g, &mut free)?;
     }

@@ -293,7 +293,7 @@ fn write_fs(
         writer::daddr(g, 0, root_bno) * 512,
         root_chunk(g, &uuid, now),
     );
-    if let Some(rt) = &g.rt {
+    if let Some(rt) = g.rt.as_ref().filter(|rt| rt.groups.is_none()) {
         let files = [
             (&rt.rbm_extents, super::realtime::bitmap_image(g, rt)),
             (&rt.rsum_extents, super::realtime::summary_image(g, rt)),
@@ -304,6 +304,26 @@ fn write_fs(
                 let n = len as usize * g.blocksize as usize;
                 batch.push(writer::daddr(g, 0, start) * 512, data[at..at + n].to_vec());
                 at += n;
+            }
+        }
+    }
+    if let (Some(m), Some(groups)) = (g.metadir, g.rt.as_ref().and_then(|rt| rt.groups.as_ref())) {
+        for f in groups.files.iter().filter(|f| !f.extents.is_empty()) {
+            let blocks: Vec<u32> = f
+                .extents
+                .iter()
+                .flat_map(|&(start, len)| start..start + len)
+                .collect();
+            let at = |b: u64| writer::daddr(g, m.rtdir_agno, blocks[b as usize]);
+            let data = super::rtgroups::file_image(g, f, &uuid, &at);
+            let mut pos = 0usize;
+            for &(start, len) in &f.extents {
+                let n = len as usize * g.blocksize as usize;
+                batch.push(
+                    writer::daddr(g, m.rtdir_agno, start) * 512,
+                    data[pos..pos + n].to_vec(),
+                );
+                pos += n;
             }
         }
     }
@@ -327,9 +347,42 @@ fn write_fs(
     stats.write_calls += st.write_calls;
     stats.bytes_written += st.bytes_written;
     sink.flush().map_err(|e| io_err("sync", e))?;
+    if let Some(rt) = g.rt.as_ref().filter(|rt| rt.groups.is_some()) {
+        write_rtsb(g, rt, &uuid, &mut stats)?;
+    }
     Ok(MkfsReport {
         geometry: g.clone(),
         uuid: uuid_bytes,
         stats,
     })
+}
+
+/// Write the realtime superblock at the start of the realtime device, and
+/// the section's last block (zero) as mkfs.xfs does to prove it writable.
+fn write_rtsb(
+    g: &MkfsGeometry,
+    rt: &super::realtime::RtLayout,
+    uuid: &Uuid,
+    stats: &mut IoStats,
+) -> Result<(), MkfsError> {
+    use std::os::unix::fs::FileExt;
+    let what = format!("realtime device {}", rt.name);
+    let f = OpenOptions::new()
+        .write(true)
+        .open(&rt.name)
+        .map_err(|e| io_err(&format!("cannot open {what} for writing"), e))?;
+    let bs = u64::from(g.blocksize);
+    let last = (g.rblocks - 1) * bs;
+    if last > 0 {
+        f.write_all_at(&vec![0u8; bs as usize], last)
+            .map_err(|e| io_err(&what, e))?;
+        stats.write_calls += 1;
+        stats.bytes_written += bs;
+    }
+    f.write_all_at(&super::rtgroups::rtsb_image(g, uuid), 0)
+        .map_err(|e| io_err(&what, e))?;
+    f.sync_all().map_err(|e| io_err(&what, e))?;
+    stats.write_calls += 1;
+    stats.bytes_written += bs;
+    Ok(())
 }

@@ -150,6 +150,8 @@ pub struct MetadirLayout {
     pub rtdir_agno: u32,
     /// First AG block of that chunk.
     pub rtdir_agbno: u32,
+    /// sb_rgcount (0 without a realtime section).
+    pub rgcount: u32,
     /// sb_rgextents.
     pub rgextents: u32,
     /// sb_rgblklog.
@@ -180,7 +182,12 @@ impl MkfsGeometry {
             ));
         }
         let m = self.metadir?;
-        (m.rtdir_agno == agno).then_some((m.rtdir_agbno, self.ialloc_blocks, 1))
+        let files = self
+            .rt
+            .as_ref()
+            .and_then(|rt| rt.groups.as_ref())
+            .map_or(0, |gr| gr.files.len() as u32);
+        (m.rtdir_agno == agno).then_some((m.rtdir_agbno, self.ialloc_blocks, 1 + files))
     }
 
     /// Blocks in AG `agno` (the last AG may be short).

@@ -44,7 +44,9 @@ fn resv_geometry(opts: &MkfsOptions, cfg: &Cfg) -> resv::ResvGeometry {
     } else {
         ((INODE_CLUSTER_SIZE << cfg.inodelog) / 256) >> cfg.blocklog
     };
-    let rt_extsize = super::realtime::extent_blocks(opts, cfg.blocksize, cfg.blocklog).unwrap_or(1);
+    let rt_extsize =
+        super::realtime::extent_blocks(opts, cfg.blocksize, cfg.blocklog, f.reflink && f.metadir)
+            .unwrap_or(1);
     // An unreadable device fails later, in the realtime planning, with
     // mkfs.xfs's message; the minimum is then of no use.
     let rt_blocks =
@@ -75,7 +77,19 @@ fn resv_geometry(opts: &MkfsOptions, cfg: &Cfg) -> resv::ResvGeometry {
         metadir: f.metadir,
         rt_blocks,
         rt_extsize,
-        rg_extents: 0,
+        rg_extents: if f.metadir && rt_blocks > 0 {
+            super::rtgroups::group_geometry(
+                opts,
+                cfg.blocksize,
+                cfg.blocklog,
+                cfg.sectorsize,
+                rt_blocks,
+                u64::from(rt_extsize.max(1)),
+            )
+            .map_or(0, |(size, _)| (size / u64::from(rt_extsize.max(1))) as u32)
+        } else {
+            0
+        },
         rsum_blocks: 0,
     }
 }

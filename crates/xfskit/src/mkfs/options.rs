@@ -101,6 +101,10 @@ pub struct MkfsOptions {
     pub rt_size: Option<String>,
     /// `-r extsize=`: realtime extent size in bytes, as typed.
     pub rt_extsize: Option<String>,
+    /// `-r rgcount=`: realtime groups (metadir filesystems).
+    pub rt_rgcount: Option<u64>,
+    /// `-r rgsize=`: realtime group size in bytes, as typed.
+    pub rt_rgsize: Option<String>,
     /// `--defaults VERSION`: the feature defaults of that xfsprogs release.
     pub defaults: Option<super::profiles::Defaults>,
     /// `-c options=FILE`: a mkfs.xfs config file (its values apply where
@@ -363,10 +367,17 @@ impl Parser {
             ('r', "file") | ('r', "noalign") => {
                 flag(group, name, value)?;
             }
-            ('r', "rgcount") | ('r', "rgsize") => {
-                return Err(MkfsError::Unsupported(
-                    "realtime groups (-r rgcount=, rgsize=)".into(),
-                ))
+            ('r', "rgcount") => {
+                if o.rt_rgsize.is_some() {
+                    return Err(bad("-r rgcount and rgsize are mutually exclusive".into()));
+                }
+                o.rt_rgcount = Some(num(1, UINT_MAX, false, false)? as u64)
+            }
+            ('r', "rgsize") => {
+                if o.rt_rgcount.is_some() {
+                    return Err(bad("-r rgcount and rgsize are mutually exclusive".into()));
+                }
+                o.rt_rgsize = Some(need(value)?)
             }
             ('r', "zoned") | ('r', "start") | ('r', "reserved") => {
                 if name != "zoned" || flag(group, name, value)? {

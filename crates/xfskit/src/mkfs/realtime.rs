@@ -31,6 +31,9 @@ pub struct RtLayout {
     pub rbm_extents: Vec<(u32, u32)>,
     /// The summary file's blocks in AG 0.
     pub rsum_extents: Vec<(u32, u32)>,
+    /// Realtime groups (metadir filesystems): the per-group files; the
+    /// counts above are then each group's.
+    pub groups: Option<super::rtgroups::RtgLayout>,
 }
 
 fn geom(msg: String) -> MkfsError {
@@ -53,9 +56,21 @@ pub(crate) fn extent_blocks(
     opts: &MkfsOptions,
     blocksize: u32,
     blocklog: u32,
+    reflink: bool,
 ) -> Result<u32, MkfsError> {
     let bs = u64::from(blocksize);
+    let rt_reflink = reflink && opts.rt_dev.is_some();
     let Some(text) = &opts.rt_extsize else {
+        // As mkfs.xfs 6.15: reflink on a realtime section shares single
+        // blocks, so the extent is one block (of at least 4 KiB).
+        if rt_reflink {
+            if bs < MIN_RTEXTSIZE {
+                return Err(MkfsError::BadOption(format!(
+                    "reflink not supported on rt volume with blocksize {blocksize}"
+                )));
+            }
+            return Ok(1);
+        }
         return Ok(if bs < MIN_RTEXTSIZE {
             (MIN_RTEXTSIZE >> blocklog) as u32
         } else {
@@ -81,6 +96,11 @@ pub(crate) fn extent_blocks(
         return Err(geom(format!(
             "illegal rt extent size {bytes}, not a multiple of {blocksize}"
         )));
+    }
+    if rt_reflink && bytes > bs {
+        return Err(MkfsError::BadOption(
+            "reflink not supported on realtime with extent sizes > 1".into(),
+        ));
     }
     Ok((bytes >> blocklog) as u32)
 }
@@ -147,6 +167,32 @@ pub(crate) fn plan(
     if rextents == 0 {
         return Err(geom("cannot have an rt subvolume with zero extents".into()));
     }
+    if g.metadir.is_some() {
+        g.rblocks = rblocks;
+        g.rextents = rextents;
+        g.rt = Some(RtLayout {
+            name,
+            rbmblocks: 0,
+            rsumblocks: 0,
+            rextslog: 0,
+            rbm_extents: Vec::new(),
+            rsum_extents: Vec::new(),
+            groups: None,
+        });
+        let groups = super::rtgroups::plan(opts, g, free)?;
+        let used: u64 = groups
+            .files
+            .iter()
+            .flat_map(|f| f.extents.iter())
+            .map(|e| u64::from(e.1))
+            .sum();
+        g.fdblocks -= used;
+        g.ifree -= groups.files.len() as u64;
+        if let Some(rt) = g.rt.as_mut() {
+            rt.groups = Some(groups);
+        }
+        return Ok(());
+    }
     let bits_per_block = 8 * u64::from(g.blocksize);
     let rbmblocks = rextents.div_ceil(bits_per_block);
     let rextslog = 63 - rextents.leading_zeros();
@@ -171,6 +217,7 @@ pub(crate) fn plan(
         rextslog: rextslog as u8,
         rbm_extents,
         rsum_extents,
+        groups: None,
     });
     Ok(())
 }
@@ -179,7 +226,11 @@ pub(crate) fn plan(
 /// near-block allocator does for a metadata file: the longest piece
 /// (up to what is still needed) closest to the target, the target moving to
 /// the end of each piece taken.
-fn alloc_near(free: &mut Vec<(u32, u32)>, target: u32, len: u32) -> Option<Vec<(u32, u32)>> {
+pub(crate) fn alloc_near(
+    free: &mut Vec<(u32, u32)>,
+    target: u32,
+    len: u32,
+) -> Option<Vec<(u32, u32)>> {
     let mut out = Vec::new();
     let mut left = len;
     let mut target = target;

@@ -3,11 +3,13 @@
 //! and every other slot of the chunk as a valid free inode.
 
 use xfs_format::attr::XFS_ATTR_PARENT;
+use xfs_format::btree::XFS_RMAP_OWN_FS;
 use xfs_format::crc::stamp;
 use xfs_format::inode::{Dinode, XFS_DINODE_CRC_OFF, XFS_DINODE_MAGIC, XFS_DINODE_VERSION_3};
 use xfs_format::inode::{
     XFS_DIFLAG2_BIGTIME, XFS_DIFLAG2_METADATA, XFS_DIFLAG2_NREXT64, XFS_DIFLAG_NEWRTBM,
-    XFS_METADIR_DIFLAGS, XFS_METAFILE_DIR,
+    XFS_METADIR_DIFLAGS, XFS_METAFILE_DIFLAGS, XFS_METAFILE_DIR, XFS_METAFILE_RTBITMAP,
+    XFS_METAFILE_RTREFCOUNT, XFS_METAFILE_RTRMAP, XFS_METAFILE_RTSUMMARY,
 };
 use xfs_format::types::{
     encode_timestamp, BmbtIrec, Uuid, NULLAGINO, XFS_DINODE_FMT_EXTENTS, XFS_DINODE_FMT_LOCAL,
@@ -15,6 +17,7 @@ use xfs_format::types::{
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::geometry::MkfsGeometry;
+use super::rtgroups::{RgFile, RgFileKind};
 
 const S_IFDIR: u16 = 0o040000;
 const S_IFREG: u16 = 0o100000;
@@ -119,16 +122,74 @@ fn short_dir(slot: &mut [u8], parent: u64, entries: &[(&[u8], u64, u8)]) -> u64 
 }
 
 const FT_DIR: u8 = 2;
+const FT_REG: u8 = 1;
+
+/// A realtime group's metadata file: a regular file of the metadata tree,
+/// its blocks mapped (bitmap, summary) or an empty btree rooted in the
+/// inode (rmap, refcount; group 0's rmap holds the realtime superblock).
+fn rtgroup_file(
+    g: &MkfsGeometry,
+    f: &RgFile,
+    slot: &mut [u8],
+    agno: u32,
+    now: Timestamp,
+    uuid: &Uuid,
+) -> Dinode {
+    let mut d = new_inode(g, f.ino, S_IFREG, 1, now, uuid);
+    d.di_flags.set(XFS_METAFILE_DIFLAGS);
+    d.di_flags2.set(d.di_flags2.get() | XFS_DIFLAG2_METADATA);
+    let metatype = match f.kind {
+        RgFileKind::Bitmap => XFS_METAFILE_RTBITMAP,
+        RgFileKind::Summary => XFS_METAFILE_RTSUMMARY,
+        RgFileKind::Rmap => XFS_METAFILE_RTRMAP,
+        RgFileKind::Refcount => XFS_METAFILE_RTREFCOUNT,
+    };
+    d.di_onlink.set(metatype);
+    // A group's files carry its number as their project id.
+    d.di_projid_lo.set(f.rgno as u16);
+    d.di_projid_hi.set((f.rgno >> 16) as u16);
+    match f.kind {
+        RgFileKind::Bitmap | RgFileKind::Summary => {
+            d.di_format = XFS_DINODE_FMT_EXTENTS;
+            d.di_changecount.set(3);
+            map_blocks(g, &mut d, slot, agno, &f.extents);
+        }
+        RgFileKind::Rmap | RgFileKind::Refcount => {
+            d.di_format = XFS_DINODE_FMT_META_BTREE;
+            let fork = &mut slot[xfs_format::inode::LITERAL_OFFSET..];
+            // Root header: level 0, then the record count and records.
+            fork[..4].fill(0);
+            if f.kind == RgFileKind::Rmap && f.rgno == 0 {
+                // The realtime superblock's extent, owned by the filesystem;
+                // the record's insertion logs the inode once more.
+                d.di_changecount.set(3);
+                fork[2..4].copy_from_slice(&1u16.to_be_bytes());
+                let mut rec = [0u8; 24];
+                rec[4..8].copy_from_slice(&g.rextsize.to_be_bytes());
+                rec[8..16].copy_from_slice(&XFS_RMAP_OWN_FS.to_be_bytes());
+                fork[4..28].copy_from_slice(&rec);
+            }
+        }
+    }
+    d
+}
 
 /// Give a realtime metadata file the AG 0 blocks `extents` (in file
 /// order) as extent records, its size and block count.
-fn map_blocks(g: &MkfsGeometry, d: &mut Dinode, slot: &mut [u8], extents: &[(u32, u32)]) {
+fn map_blocks(
+    g: &MkfsGeometry,
+    d: &mut Dinode,
+    slot: &mut [u8],
+    agno: u32,
+    extents: &[(u32, u32)],
+) {
     let mut off = 0u64;
+    let ag = u64::from(agno) << g.agblklog;
     let fork = &mut slot[xfs_format::inode::LITERAL_OFFSET..];
     for (i, &(start, len)) in extents.iter().enumerate() {
         let rec = BmbtIrec {
             startoff: off,
-            startblock: u64::from(start),
+            startblock: ag | u64::from(start),
             blockcount: u64::from(len),
             unwritten: false,
         };
@@ -142,6 +203,8 @@ fn map_blocks(g: &MkfsGeometry, d: &mut Dinode, slot: &mut [u8], extents: &[(u32
     d.set_nextents(extents.len() as u64);
 }
 const IN_PARENT: u32 = 0x80;
+/// Data fork format of a btree rooted in a metadata inode.
+const XFS_DINODE_FMT_META_BTREE: u8 = 5;
 /// The attribute fork offset (in 8-byte units) the kernel gives a new inode
 /// of 512 bytes or more: past a data fork btree root of 12 pointers.
 const PPTR_FORKOFF: u8 = 24;
@@ -187,7 +250,7 @@ pub(crate) fn root_chunk(g: &MkfsGeometry, uuid: &Uuid, now: Timestamp) -> Vec<u
             if let Some(rt) = &g.rt {
                 // Created, its blocks mapped, then its last free logged.
                 d.di_changecount.set(4);
-                map_blocks(g, &mut d, slot, &rt.rbm_extents);
+                map_blocks(g, &mut d, slot, 0, &rt.rbm_extents);
             }
             d
         } else if g.metadir.is_none() && ino == g.rsumino {
@@ -195,7 +258,7 @@ pub(crate) fn root_chunk(g: &MkfsGeometry, uuid: &Uuid, now: Timestamp) -> Vec<u
             d.di_format = XFS_DINODE_FMT_EXTENTS;
             if let Some(rt) = &g.rt {
                 d.di_changecount.set(3);
-                map_blocks(g, &mut d, slot, &rt.rsum_extents);
+                map_blocks(g, &mut d, slot, 0, &rt.rsum_extents);
             }
             d
         } else {
@@ -213,11 +276,36 @@ pub(crate) fn rtdir_chunk(g: &MkfsGeometry, uuid: &Uuid, now: Timestamp) -> Opti
     let m = g.metadir?;
     let isize = usize::from(g.inodesize);
     let mut buf = vec![0u8; g.ialloc_blocks as usize * g.blocksize as usize];
+    let files =
+        g.rt.as_ref()
+            .and_then(|rt| rt.groups.as_ref())
+            .map_or(&[][..], |gr| &gr.files[..]);
+    let names: Vec<Vec<u8>> = files
+        .iter()
+        .map(|f| format!("{}.{}", f.rgno, f.kind.suffix()).into_bytes())
+        .collect();
+    let pptr = g.features.incompat & IN_PARENT != 0;
     for (i, slot) in buf.chunks_exact_mut(isize).enumerate() {
         let ino = m.rtdir_ino + i as u64;
-        let core = if i == 0 {
+        let core = if let Some(f) = i.checked_sub(1).and_then(|k| files.get(k)) {
+            let mut d = rtgroup_file(g, f, slot, m.rtdir_agno, now, uuid);
+            if pptr {
+                d.di_forkoff = PPTR_FORKOFF;
+                d.di_aformat = XFS_DINODE_FMT_LOCAL;
+                let mut value = [0u8; 12];
+                value[..8].copy_from_slice(&m.rtdir_ino.to_be_bytes());
+                short_attr(slot, &names[i - 1], &value, XFS_ATTR_PARENT);
+            }
+            d
+        } else if i == 0 {
             let mut d = metadir_dir(g, ino, 2, now, uuid);
-            d.di_size.set(short_dir(slot, m.metadirino, &[]));
+            let entries: Vec<(&[u8], u64, u8)> = files
+                .iter()
+                .zip(&names)
+                .map(|(f, n)| (&n[..], f.ino, FT_REG))
+                .collect();
+            d.di_changecount.set(2 + entries.len() as u64);
+            d.di_size.set(short_dir(slot, m.metadirino, &entries));
             if g.features.incompat & IN_PARENT != 0 {
                 // Its parent pointer (the metadata root's generation is 0).
                 d.di_forkoff = PPTR_FORKOFF;

@@ -98,12 +98,12 @@ pub fn geometry_summary(g: &MkfsGeometry) -> String {
         g.rextents
     );
     if newer {
-        // xfskit makes no realtime groups: rgsize is the group size the
+        // Without a realtime section rgsize is the group size the
         // superblock records for a metadata directory filesystem.
         s += &format!(
             "         ={:<22} rgcount={:<4} rgsize={} extents\n",
             "",
-            0,
+            g.metadir.as_ref().map_or(0, |m| m.rgcount),
             g.metadir.as_ref().map_or(0, |m| m.rgextents)
         );
         s += &format!(

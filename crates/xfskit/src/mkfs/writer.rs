@@ -18,6 +18,7 @@ use xfs_format::sb::{Dsb, DsbMetadir, XFS_SB_CRC_OFF, XFS_SB_MAGIC, XFS_SB_METAD
 use xfs_format::types::{Uuid, NULLAGBLOCK, NULLAGINO, NULLFSINO};
 use zerocopy::{FromZeros, IntoBytes};
 
+use super::freesp::FreeTrees;
 use super::geometry::MkfsGeometry;
 
 /// Where each fixed metadata block of an AG lives (AG block numbers).
@@ -75,12 +76,16 @@ pub(crate) struct AgState {
     pub length: u32,
     /// Free extents `(start, len)` sorted by start.
     pub free: Vec<(u32, u32)>,
+    /// The free-space btree leaves, stale slots included.
+    pub trees: FreeTrees,
     /// AGFL blocks in slot order (slots 1..).
     pub agfl: Vec<u32>,
     /// The log extent inside this AG, if any.
     pub log: Option<(u32, u32)>,
     /// The inode chunk allocated here: (first AG block, blocks, inodes in use).
     pub chunk: Option<(u32, u32, u32)>,
+    /// Blocks of metadata files here: (first AG block, blocks, inode, file offset).
+    pub files: Vec<(u32, u32, u64, u64)>,
 }
 
 /// Remove `[start, start+len)` from a sorted free-extent list.
@@ -106,6 +111,13 @@ pub(crate) fn carve(free: &mut Vec<(u32, u32)>, start: u32, len: u32) {
 /// The free extents of AG `agno` and its free list once mkfs has filled
 /// it, before any inode chunk is allocated there.
 pub(crate) fn free_after_agfl(g: &MkfsGeometry, agno: u32) -> (Vec<(u32, u32)>, Vec<u32>) {
+    let (trees, agfl) = agfl_fill(g, agno);
+    (trees.free(), agfl)
+}
+
+/// The free-space leaves of AG `agno` once mkfs has filled its free list,
+/// and the list.
+fn agfl_fill(g: &MkfsGeometry, agno: u32) -> (FreeTrees, Vec<u32>) {
     let length = g.ag_size(agno) as u32;
     let prealloc = g.prealloc_blocks;
     let mut free = vec![(prealloc, length - prealloc)];
@@ -113,11 +125,13 @@ pub(crate) fn free_after_agfl(g: &MkfsGeometry, agno: u32) -> (Vec<(u32, u32)>, 
         carve(&mut free, start, len);
     }
     free.retain(|&(_, l)| l != 0);
+    let mut trees = FreeTrees::new(&free);
     // The free list is filled by a by-size allocation: the smallest extent
     // that holds everything still needed (lowest block on ties), taken from
     // its start; failing that the largest extent, and repeat.
     let mut agfl = Vec::new();
-    while (agfl.len() as u32) < g.agfl_min && !free.is_empty() {
+    while (agfl.len() as u32) < g.agfl_min && trees.bno.n > 0 {
+        let free = trees.free();
         let need = g.agfl_min - agfl.len() as u32;
         let pick = free
             .iter()
@@ -128,9 +142,9 @@ pub(crate) fn free_after_agfl(g: &MkfsGeometry, agno: u32) -> (Vec<(u32, u32)>, 
         let Some((s, l)) = pick else { break };
         let take = need.min(l);
         agfl.extend(s..s + take);
-        carve(&mut free, s, take);
+        trees.alloc(s, take);
     }
-    (free, agfl)
+    (trees, agfl)
 }
 
 fn log_extent(g: &MkfsGeometry, agno: u32) -> Option<(u32, u32)> {
@@ -143,23 +157,38 @@ fn log_extent(g: &MkfsGeometry, agno: u32) -> Option<(u32, u32)> {
 /// Compute the state of AG `agno` after mkfs has filled its free list.
 pub(crate) fn ag_state(g: &MkfsGeometry, agno: u32) -> AgState {
     let length = g.ag_size(agno) as u32;
-    let (mut free, agfl) = free_after_agfl(g, agno);
+    let (mut trees, agfl) = agfl_fill(g, agno);
     let log = log_extent(g, agno);
     let chunk = g.chunk_in(agno);
     if let Some((start, len, _)) = chunk {
-        carve(&mut free, start, len);
+        trees.alloc(start, len);
     }
     if let (0, Some(rt)) = (agno, &g.rt) {
         for &(start, len) in rt.rbm_extents.iter().chain(&rt.rsum_extents) {
-            carve(&mut free, start, len);
+            trees.alloc(start, len);
+        }
+    }
+    let mut files = Vec::new();
+    if let (Some(m), Some(gr)) = (g.metadir, g.rt.as_ref().and_then(|rt| rt.groups.as_ref())) {
+        if m.rtdir_agno == agno {
+            for f in &gr.files {
+                let mut off = 0u64;
+                for &(start, len) in &f.extents {
+                    trees.alloc(start, len);
+                    files.push((start, len, f.ino, off));
+                    off += u64::from(len);
+                }
+            }
         }
     }
     AgState {
         length,
-        free,
+        free: trees.free(),
+        trees,
         agfl,
         log,
         chunk,
+        files,
     }
 }
 
@@ -216,7 +245,9 @@ pub(crate) fn primary_sb(g: &MkfsGeometry, uuid: &Uuid) -> Dsb {
     if let Some(rt) = &g.rt {
         sb.sb_rbmblocks.set(rt.rbmblocks);
         sb.sb_rextslog = rt.rextslog;
-        sb.sb_frextents.set(g.rextents);
+        // With realtime groups the realtime superblock takes the first extent.
+        let used = u64::from(rt.groups.is_some());
+        sb.sb_frextents.set(g.rextents - used);
     }
     sb
 }
@@ -231,7 +262,7 @@ pub(crate) fn metadir_sb(g: &MkfsGeometry, agno: u32) -> Option<DsbMetadir> {
     } else {
         NULLFSINO
     });
-    t.sb_rgcount.set(0);
+    t.sb_rgcount.set(m.rgcount);
     t.sb_rgextents.set(m.rgextents);
     t.sb_rgblklog = m.rgblklog;
     Some(t)
@@ -355,20 +386,24 @@ fn rmap_recs(fb: &FixedBlocks, st: &AgState) -> Vec<RmapRec> {
         raw.push((s, l, XFS_RMAP_OWN_INODES));
     }
     raw.sort_by_key(|r| r.0);
-    let mut merged: Vec<(u32, u32, u64)> = Vec::with_capacity(raw.len());
+    let mut merged: Vec<(u32, u32, u64, u64)> = Vec::with_capacity(raw.len());
     for r in raw {
         match merged.last_mut() {
             Some(last) if last.2 == r.2 && last.0 + last.1 == r.0 => last.1 += r.1,
-            _ => merged.push(r),
+            _ => merged.push((r.0, r.1, r.2, 0)),
         }
     }
+    // Metadata files' blocks: owned by their inode at their file offset.
+    merged.extend(st.files.iter().copied());
+    merged.sort_by_key(|r| (r.0, r.2, r.3));
     merged
         .into_iter()
-        .map(|(s, l, o)| {
+        .map(|(s, l, o, off)| {
             let mut r = RmapRec::new_zeroed();
             r.rm_startblock.set(s);
             r.rm_blockcount.set(l);
             r.rm_owner.set(o);
+            r.rm_offset.set(off);
             r
         })
         .collect()
@@ -497,17 +532,16 @@ pub(crate) fn ag_image_into(
         short_block(b, magic, n, g, agno, agbno, &uuid);
         stamp(b, XFS_BTREE_SBLOCK_CRC_OFF);
     };
-    let by_bno = alloc_recs(&st.free);
-    let mut by_cnt_ext = st.free.clone();
-    by_cnt_ext.sort_by_key(|&(s, l)| (l, s));
-    let by_cnt = alloc_recs(&by_cnt_ext);
+    // Every slot written (stale ones past the count keep their bytes).
+    let by_bno = alloc_recs(&st.trees.bno.slots);
+    let by_cnt = alloc_recs(&st.trees.cnt.slots);
     block(fb.bno, XFS_ABTB_CRC_MAGIC, &|b| {
         put_recs(b, &by_bno);
-        by_bno.len()
+        st.trees.bno.n
     });
     block(fb.cnt, XFS_ABTC_CRC_MAGIC, &|b| {
         put_recs(b, &by_cnt);
-        by_cnt.len()
+        st.trees.cnt.n
     });
     block(fb.ino, XFS_IBT_CRC_MAGIC, &|b| {
         put_recs(b, &recs);
