@@ -26,7 +26,7 @@ use std::process::ExitCode;
     name = "xfskit",
     version,
     about = "Make, inspect, mount, scan and extract XFS filesystems in userspace",
-    long_about = "xfskit reads and writes the XFS v5 on-disk format without the kernel: make \
+    long_about = "xfskit reads and writes the XFS on-disk format without the kernel: make \
 filesystems (mkfs), build populated images (build), inspect images (info, ls, cat, stat), copy files out (extract), \
 edit images offline (cp, mkdir, rm, mv, ln, chmod, chown, touch, truncate, setfattr, getfattr), \
 mount them through FUSE (mount), scan every inode in parallel (bulkstat), and show or \
@@ -36,6 +36,13 @@ IMAGE may be a bare XFS filesystem, a partitioned disk (MBR or GPT, LVM2 linear 
 qcow2 file (v2 or v3, compressed clusters and backing files included) holding either: the XFS \
 partition or volume is found by its superblock, or named with --partition N or --lv VG/LV \
 (see `xfskit parts`).\n\n\
+Formats: every filesystem mkfs.xfs up to 6.15 makes is read and checked; v5 ones are written \
+too, with metadata directories, parent pointers, exchange-range and realtime sections or \
+groups (give the realtime device as --rtdev FILE). Read-only, writing refused with exit 3: \
+v4 (crc=0) filesystems, a deprecated format that Linux removes in 2030; zoned realtime \
+sections, since a zone is written only at its write pointer and reclaimed by garbage \
+collection, which xfskit does not do; a v5 log smaller than the kernel's minimum for the \
+geometry, which Linux refuses to mount. Not opened (exit 3): needsrepair.\n\n\
 Exit codes: 0 success; 1 not found, or problems found; 2 usage error; \
 3 unsupported filesystem, no XFS on the disk, or intents recover cannot finish; \
 4 I/O error; 5 corrupt metadata, log, partition table or qcow2 structure; 6 extracted \

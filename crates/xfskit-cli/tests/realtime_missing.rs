@@ -270,10 +270,11 @@ fn realtime_groups_without_their_device() {
         let o = xfskit(&args);
         assert_eq!(o.status.code(), Some(0), "{cmd}: {}", output_text(&o));
     }
+    // Realtime groups are written with their device only.
     let o = xfskit(&["mkdir", s(&img), "/new"]);
     assert_eq!(o.status.code(), Some(3), "mkdir: {}", output_text(&o));
     assert!(
-        output_text(&o).contains("realtime groups"),
+        output_text(&o).contains("needs the realtime device: --rtdev"),
         "{}",
         output_text(&o)
     );
