@@ -515,9 +515,13 @@ fn engine_minimum_is_the_kernels() {
             Ok(fs) => match xfskit::check::check(&fs, &Default::default()) {
                 Err(e) => failures.push(format!("{opts}: check failed: {e}")),
                 Ok(r) => {
-                    let want = format!("the log is 512 blocks, below the minimum of {kernel} blocks");
+                    let want =
+                        format!("the log is 512 blocks, below the minimum of {kernel} blocks");
                     if !r.warnings.iter().any(|w| w.contains(&want)) {
-                        failures.push(format!("{opts}: check's warnings {:?} lack {want:?}", r.warnings));
+                        failures.push(format!(
+                            "{opts}: check's warnings {:?} lack {want:?}",
+                            r.warnings
+                        ));
                     }
                 }
             },

@@ -68,6 +68,20 @@ fn assert_check_clean(img: &Path, rt: &Path, what: &str) {
     assert_repair_615_rt_clean(img, rt);
 }
 
+/// A realtime directory /rt (RTINHERIT) and an empty realtime file
+/// `name` in it.
+fn rt_dir_and_file(fs: &Fs, name: &[u8]) -> (Ino, Ino) {
+    let root = fs.geometry().root_ino;
+    let dir = fs
+        .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
+        .unwrap();
+    fs.set_realtime(dir, true).unwrap();
+    let file = fs
+        .create(dir, name, &NodeKind::File { size: 0 }, &meta(0o644, 0))
+        .unwrap();
+    (dir, file)
+}
+
 #[test]
 fn rtrmap_grows_into_blocks_and_back_into_the_inode() {
     if skip_without_615("write_realtime_rmap grow") {
@@ -88,14 +102,7 @@ fn rtrmap_grows_into_blocks_and_back_into_the_inode() {
         // Only the realtime superblock's record: a leaf root in the inode.
         assert_eq!(rmap_shape(&fs), (0, 1, 0), "a fresh tree");
         let bs = u64::from(fs.geometry().block_size);
-        let root = fs.geometry().root_ino;
-        let dir = fs
-            .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
-            .unwrap();
-        fs.set_realtime(dir, true).unwrap();
-        let file = fs
-            .create(dir, b"f", &NodeKind::File { size: 0 }, &meta(0o644, 0))
-            .unwrap();
+        let (dir, file) = rt_dir_and_file(&fs, b"f");
         let data: Vec<u8> = (0..n * rx * bs).map(|i| (i % 251) as u8).collect();
         fs.write_at(file, 0, &data).unwrap();
         // Every other realtime extent goes: one record per extent left.
@@ -108,7 +115,10 @@ fn rtrmap_grows_into_blocks_and_back_into_the_inode() {
     {
         let fs = open_rw_rt(&img, &rt);
         let (level, _, blocks) = rmap_shape(&fs);
-        assert!(level >= 2 && blocks > 10, "tree level {level}, {blocks} blocks");
+        assert!(
+            level >= 2 && blocks > 10,
+            "tree level {level}, {blocks} blocks"
+        );
         // One record per extent of the file, as the kernel keeps them.
         let ip = fs.inode(file).unwrap();
         let ext = xfskit::inode::extents(&fs, &ip, Fork::Data).unwrap();
@@ -180,14 +190,7 @@ fn freeing_a_shared_realtime_extent_is_refused() {
     mkfs_615_rtg(&img, 512 << 20, &rt, 16 << 20, &o);
     let (dir, file, rgbno, refc) = {
         let fs = open_rw_rt(&img, &rt);
-        let root = fs.geometry().root_ino;
-        let dir = fs
-            .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
-            .unwrap();
-        fs.set_realtime(dir, true).unwrap();
-        let file = fs
-            .create(dir, b"f", &NodeKind::File { size: 0 }, &meta(0o644, 0))
-            .unwrap();
+        let (dir, file) = rt_dir_and_file(&fs, b"f");
         fs.write_at(file, 0, &[7u8; 40 << 10]).unwrap();
         let other = fs
             .create(dir, b"g", &NodeKind::File { size: 0 }, &meta(0o644, 0))
@@ -216,7 +219,11 @@ fn freeing_a_shared_realtime_extent_is_refused() {
             .unwrap();
         let mut raw = vec![0u8; g.inode_size as usize];
         f.read_exact_at(&mut raw, at).unwrap();
-        assert_eq!(&raw[176..180], &[0, 0, 0, 0], "the refcount tree is not empty");
+        assert_eq!(
+            &raw[176..180],
+            &[0, 0, 0, 0],
+            "the refcount tree is not empty"
+        );
         raw[178..180].copy_from_slice(&1u16.to_be_bytes());
         raw[180..184].copy_from_slice(&(rgbno + 3).to_be_bytes());
         raw[184..188].copy_from_slice(&2u32.to_be_bytes());
@@ -256,14 +263,7 @@ fn rtrmap_changes_come_back_from_the_log() {
     let want = {
         let fs = open_rw_rt(&img, &rt);
         let bs = u64::from(fs.geometry().block_size);
-        let root = fs.geometry().root_ino;
-        let dir = fs
-            .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
-            .unwrap();
-        fs.set_realtime(dir, true).unwrap();
-        let file = fs
-            .create(dir, b"f", &NodeKind::File { size: 0 }, &meta(0o644, 0))
-            .unwrap();
+        let (_, file) = rt_dir_and_file(&fs, b"f");
         fs.write_at(file, 0, &vec![5u8; (300 * 4 * bs) as usize])
             .unwrap();
         for x in (1..300).step_by(2) {
@@ -304,14 +304,7 @@ fn unfinished_realtime_rmap_intent_is_recovered() {
     mkfs_615_rtg(&img, 512 << 20, &rt, 16 << 20, &o);
     let (ino, ext) = {
         let fs = open_rw_rt(&img, &rt);
-        let root = fs.geometry().root_ino;
-        let dir = fs
-            .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
-            .unwrap();
-        fs.set_realtime(dir, true).unwrap();
-        let ino = fs
-            .create(dir, b"v", &NodeKind::File { size: 0 }, &meta(0o644, 0))
-            .unwrap();
+        let (_, ino) = rt_dir_and_file(&fs, b"v");
         fs.write_at(ino, 0, &[3u8; 40 << 10]).unwrap();
         fs.sync().unwrap();
         let ip = fs.inode(ino).unwrap();

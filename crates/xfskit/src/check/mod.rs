@@ -471,7 +471,8 @@ fn warnings(geo: &crate::geometry::Geometry) -> Vec<String> {
     use crate::log::resv;
     let mut out = Vec::new();
     if geo.v5 {
-        let min = resv::min_log_blocks(&resv::ResvGeometry::from_geometry(geo), resv::Rules::Kernel);
+        let min =
+            resv::min_log_blocks(&resv::ResvGeometry::from_geometry(geo), resv::Rules::Kernel);
         if u64::from(geo.log_blocks) < min {
             out.push(format!(
                 "the log is {} blocks, below the minimum of {min} blocks that Linux requires for \

@@ -346,7 +346,12 @@ mod tests {
         std::fs::write(&path, &data).unwrap();
         let dev = FileDevice::open_read_only(&path).unwrap();
         let _ = std::fs::remove_file(&path);
-        for (off, len) in [(0usize, 20_000usize), (1, 4095), (12_345, 7_655), (19_999, 1)] {
+        for (off, len) in [
+            (0usize, 20_000usize),
+            (1, 4095),
+            (12_345, 7_655),
+            (19_999, 1),
+        ] {
             let mut a = vec![MaybeUninit::<u8>::uninit(); len];
             dev.read_uninit_at(&mut a, off as u64).unwrap();
             // SAFETY: read_uninit_at succeeded, so it wrote every byte.

@@ -152,7 +152,14 @@ pub fn read_mapped_uninit(
 trait Target {
     fn len(&self) -> usize;
     fn zero(&mut self, r: Range<usize>);
-    fn read(&mut self, fs: &Fs, dev: DataDev, start: FsBlock, within: u64, r: Range<usize>) -> Result<()>;
+    fn read(
+        &mut self,
+        fs: &Fs,
+        dev: DataDev,
+        start: FsBlock,
+        within: u64,
+        r: Range<usize>,
+    ) -> Result<()>;
 }
 
 impl Target for [u8] {
@@ -162,7 +169,14 @@ impl Target for [u8] {
     fn zero(&mut self, r: Range<usize>) {
         self[r].fill(0);
     }
-    fn read(&mut self, fs: &Fs, dev: DataDev, start: FsBlock, within: u64, r: Range<usize>) -> Result<()> {
+    fn read(
+        &mut self,
+        fs: &Fs,
+        dev: DataDev,
+        start: FsBlock,
+        within: u64,
+        r: Range<usize>,
+    ) -> Result<()> {
         dev.read(fs, start, within, &mut self[r])
     }
 }
@@ -174,7 +188,14 @@ impl Target for [MaybeUninit<u8>] {
     fn zero(&mut self, r: Range<usize>) {
         self[r].fill(MaybeUninit::new(0));
     }
-    fn read(&mut self, fs: &Fs, dev: DataDev, start: FsBlock, within: u64, r: Range<usize>) -> Result<()> {
+    fn read(
+        &mut self,
+        fs: &Fs,
+        dev: DataDev,
+        start: FsBlock,
+        within: u64,
+        r: Range<usize>,
+    ) -> Result<()> {
         let buf = &mut self[r];
         match dev {
             DataDev::Data => fs.read_bytes_uninit(dev.byte_offset(fs, start, within), buf),

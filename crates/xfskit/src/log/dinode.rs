@@ -290,7 +290,10 @@ pub fn meta_root_to_log(root: &[u8], metatype: u16, ino: u64, uuid: &Uuid) -> Re
     let room = root.len() - BMDR_HDR;
     let body = if level == 0 {
         if n > room / rec {
-            return Err(bad(format!("{n} records but the fork holds {}", room / rec)));
+            return Err(bad(format!(
+                "{n} records but the fork holds {}",
+                room / rec
+            )));
         }
         root[BMDR_HDR..BMDR_HDR + n * rec].to_vec()
     } else {
@@ -323,7 +326,10 @@ pub fn meta_root_to_disk(src: &[u8], dst: &mut [u8], metatype: u16, ino: u64) ->
         meta_tree(metatype).ok_or_else(|| bad(format!("metadata file type {metatype}")))?;
     let hdr = XFS_BTREE_LBLOCK_CRC_LEN;
     if src.len() < hdr || dst.len() < BMDR_HDR {
-        return Err(bad(format!("{} bytes, shorter than a block header", src.len())));
+        return Err(bad(format!(
+            "{} bytes, shorter than a block header",
+            src.len()
+        )));
     }
     let level = be16(src, 4);
     let n = usize::from(be16(src, 6));

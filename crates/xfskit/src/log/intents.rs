@@ -419,7 +419,9 @@ fn finish_rui_rt(tp: &mut crate::trans::Trans<'_>, r: &Rui) -> Result<()> {
             return Err(Error::corrupt(
                 "realtime rmap intent",
                 Location::Other(format!("log block {}", r.rec_blk)),
-                format!("update of owner {owner:#x} with flags {flags:#x}: not a realtime file's data"),
+                format!(
+                    "update of owner {owner:#x} with flags {flags:#x}: not a realtime file's data"
+                ),
             ));
         }
         let m = RtMapping {

@@ -117,8 +117,8 @@ pub(crate) fn replay_inode(rp: &mut Replayer<'_>, it: &Item, lsn: u64, at: ItemA
     }
     let mode = ld.di_mode.get() & S_IFMT;
     let fmt = ld.di_format;
-    let meta_btree = fmt == FMT_META_BTREE
-        && ld.di_flags2.get() & xfs_format::inode::XFS_DIFLAG2_METADATA != 0;
+    let meta_btree =
+        fmt == FMT_META_BTREE && ld.di_flags2.get() & xfs_format::inode::XFS_DIFLAG2_METADATA != 0;
     if (mode == S_IFREG && fmt != FMT_EXTENTS && fmt != FMT_BTREE && !meta_btree)
         || (mode == S_IFDIR && !matches!(fmt, FMT_LOCAL | FMT_EXTENTS | FMT_BTREE))
     {

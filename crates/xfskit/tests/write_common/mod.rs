@@ -530,7 +530,10 @@ pub fn conf_618_metadir(reflink: bool) -> String {
     // tests run side by side, and nothing piles up in the temp directory.
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let tmp = std::env::temp_dir();
-    let path = tmp.join(format!("xfskit-618-metadir-reflink{}.conf", u8::from(reflink)));
+    let path = tmp.join(format!(
+        "xfskit-618-metadir-reflink{}.conf",
+        u8::from(reflink)
+    ));
     let aside = tmp.join(format!(
         "xfskit-618-metadir-{}-{}.tmp",
         std::process::id(),
