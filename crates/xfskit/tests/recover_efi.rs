@@ -24,19 +24,6 @@ use xfskit::build::NodeKind;
 use xfskit::log::recover::RecoverOptions;
 use xfskit::{Fs, OpenOptions};
 
-/// An EFI format region naming one extent (64-bit hosts' 16-byte extents).
-fn efi(id: u64, start: u64, len: u32) -> Vec<u8> {
-    let mut v = Vec::new();
-    v.extend_from_slice(&xfs_format::log_item::XFS_LI_EFI.to_le_bytes());
-    v.extend_from_slice(&1u16.to_le_bytes());
-    v.extend_from_slice(&1u32.to_le_bytes());
-    v.extend_from_slice(&id.to_le_bytes());
-    v.extend_from_slice(&start.to_le_bytes());
-    v.extend_from_slice(&len.to_le_bytes());
-    v.extend_from_slice(&0u32.to_le_bytes());
-    v
-}
-
 fn free_blocks(img: &Path) -> u64 {
     let fs = Fs::open(img, &OpenOptions::default()).unwrap();
     let report = xfskit::check::check(&fs, &xfskit::check::CheckOptions::default()).unwrap();
@@ -100,7 +87,7 @@ fn dirty_image(img: &Path, efi_len: impl Fn(u32) -> u32) -> (u64, u32) {
     );
     let fs = open_rw(img);
     let mut tp = fs.trans().unwrap();
-    tp.log_raw_item(vec![efi(0xef1, start, efi_len(len))]);
+    tp.log_raw_item(vec![efi_item(0xef1, start, efi_len(len))]);
     tp.commit().unwrap();
     fs.force_log().unwrap();
     // Dropped without sync: the EFI is only in the log.

@@ -548,8 +548,17 @@ pub fn conf_618_metadir(reflink: bool) -> String {
 /// the kernel logs it (the 64-bit EFI format: type, size 1, one extent,
 /// the intent's id, then start and length).
 pub fn efi_rt_item(id: u64, start: u64, len: u32) -> Vec<u8> {
+    efi_item_of(xfs_format::log_item::XFS_LI_EFI_RT, id, start, len)
+}
+
+/// An extent-free intent (EFI) of one extent of the data device.
+pub fn efi_item(id: u64, start: u64, len: u32) -> Vec<u8> {
+    efi_item_of(xfs_format::log_item::XFS_LI_EFI, id, start, len)
+}
+
+fn efi_item_of(kind: u16, id: u64, start: u64, len: u32) -> Vec<u8> {
     let mut v = Vec::new();
-    v.extend_from_slice(&xfs_format::log_item::XFS_LI_EFI_RT.to_le_bytes());
+    v.extend_from_slice(&kind.to_le_bytes());
     v.extend_from_slice(&1u16.to_le_bytes());
     v.extend_from_slice(&1u32.to_le_bytes());
     v.extend_from_slice(&id.to_le_bytes());
