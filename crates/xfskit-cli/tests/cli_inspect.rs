@@ -462,11 +462,7 @@ fn exit_codes() {
         .arg(&mnt)
         .status()
         .expect("xfs_io");
-    assert!(Command::new("umount")
-        .arg(&mnt)
-        .status()
-        .expect("umount")
-        .success());
+    common::must_umount(&mnt);
     assert!(shut.success(), "xfs_io shutdown");
     // A dirty log is replayed in memory: the file is there, the image
     // unchanged.

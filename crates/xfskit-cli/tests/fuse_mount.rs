@@ -305,7 +305,7 @@ fn fuse_mount_matches_kernel() {
         &["-o", "loop", img.to_str().unwrap(), kdir.to_str().unwrap()],
     );
     populate(&kdir);
-    run("umount", &[kdir.to_str().unwrap()]);
+    mounts::must_umount(&kdir);
     run(
         "mount",
         &[

@@ -176,8 +176,7 @@ fn kernel_replay(image: &Path, mnt: &Path, d: &Durable) -> Vec<String> {
         return vec!["the kernel cannot mount the killed image".into()];
     }
     let bad = check_tree(mnt, d, "kernel replay");
-    let st = Command::new("umount").arg(mnt).status().unwrap();
-    assert!(st.success(), "umount {}", mnt.display());
+    common::must_umount(mnt);
     bad
 }
 

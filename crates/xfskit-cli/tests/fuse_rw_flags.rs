@@ -262,7 +262,7 @@ fn immutable_and_append_only_refuse_what_the_kernel_refuses() {
     fx("a", &d.join("appsuid"));
     fx("i", &d.join("dimm"));
     fx("a", &d.join("dapp"));
-    run(&["umount", kdir.to_str().unwrap()]);
+    common::must_umount(&kdir);
     // The kernel's answers, on a copy.
     let copy = m.dir.join("kernel.img");
     fs::copy(&m.image, &copy).unwrap();
@@ -274,7 +274,7 @@ fn immutable_and_append_only_refuse_what_the_kernel_refuses() {
         kdir.to_str().unwrap(),
     ]);
     let kernel = calls(&kdir);
-    run(&["umount", kdir.to_str().unwrap()]);
+    common::must_umount(&kdir);
     // Answers that do not depend on the kernel alone.
     let has = |what: &str, e: i32| {
         assert!(

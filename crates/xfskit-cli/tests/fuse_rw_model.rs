@@ -423,11 +423,7 @@ fn statfs_case(tag: &str, mkfs: &[&str]) {
         .unwrap();
     assert!(st.success(), "kernel mount");
     let kernel_rw = statvfs(&kdir);
-    assert!(Command::new("umount")
-        .arg(&kdir)
-        .status()
-        .unwrap()
-        .success());
+    common::must_umount(&kdir);
     assert_eq!(
         fuse_rw, kernel_rw,
         "{tag}: statfs read-write (blocks, bfree, bavail, files, ffree)"

@@ -483,11 +483,7 @@ fn set_id_bits_cleared_as_the_kernel_clears_them() {
     assert!(st.success(), "kernel mount");
     let kernel = set_id_cases(&kdir);
     fs::remove_dir_all(kdir.join("setid")).unwrap();
-    let st = std::process::Command::new("umount")
-        .arg(&kdir)
-        .status()
-        .unwrap();
-    assert!(st.success(), "kernel umount");
+    common::must_umount(&kdir);
     // The expected answers do not depend on the kernel alone.
     let expect = |name: &str, mode: &str, cap: bool| {
         assert!(

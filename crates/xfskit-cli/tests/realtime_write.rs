@@ -166,8 +166,7 @@ fn realtime_files_through_the_read_write_mount() {
         std::fs::remove_file(mnt.join("rt/g"))?;
         std::fs::read(mnt.join("rt/f"))
     })();
-    let st = Command::new("umount").arg(&mnt).status().unwrap();
-    assert!(st.success(), "umount");
+    common::must_umount(&mnt);
     let t0 = Instant::now();
     let st = loop {
         if let Some(st) = child.try_wait().unwrap() {

@@ -135,7 +135,7 @@ fn dirty_image(dir: &Path, name: &str, mkfs_args: &[&str], opts: &Opts) -> PathB
         .output()
         .expect("bash");
     let shut = shutdown(&mnt);
-    run("umount", &[s(&mnt)]);
+    common::must_umount(&mnt);
     assert!(
         w.status.success(),
         "workload: {}",
@@ -257,7 +257,7 @@ fn check_with(test: &str, mkfs_args: &[&str], opts: &Opts) {
     let kmnt = dir.join("kmnt");
     std::fs::create_dir_all(&kmnt).expect("mkdir");
     run("mount", &["-o", "loop,nouuid", s(&kimg), s(&kmnt)]);
-    run("umount", &[s(&kmnt)]);
+    common::must_umount(&kmnt);
     let km = LoopMount::new(&kimg, &kmnt).expect("mount kernel-recovered");
     let want = walk_host(km.path());
     let want_extra = extra(km.path(), &want);
@@ -596,7 +596,7 @@ fn unfinished_intents(test: &str, mkfs_args: &[&str]) {
             d = attempt % 10
         );
         let _ = Command::new("bash").args(["-c", &script]).status();
-        run("umount", &[s(&mnt)]);
+        common::must_umount(&mnt);
         let l = xfskit(&["log", "--json", s(&img)]);
         let v: serde_json::Value = serde_json::from_slice(&l.stdout).expect("json");
         let efis = v["unfinished_intents"]
@@ -636,7 +636,7 @@ fn unfinished_intents(test: &str, mkfs_args: &[&str]) {
     copy(&img, &kimg);
     copy(&img, &ximg);
     run("mount", &["-o", "loop,nouuid", s(&kimg), s(&mnt)]);
-    run("umount", &[s(&mnt)]);
+    common::must_umount(&mnt);
     let r = xfskit(&["recover", "--json", s(&ximg)]);
     assert!(
         r.status.success(),
@@ -733,7 +733,7 @@ fn refcount_and_bmap_intents(test: &str, mkfs_args: &[&str]) {
             d = 1 + attempt % 5
         );
         let _ = Command::new("bash").args(["-c", &script]).status();
-        run("umount", &[s(&mnt)]);
+        common::must_umount(&mnt);
         let l = xfskit(&["log", "--json", s(&img)]);
         let v: serde_json::Value = serde_json::from_slice(&l.stdout).expect("json");
         let n = v["unfinished_intents"]
@@ -773,7 +773,7 @@ fn refcount_and_bmap_intents(test: &str, mkfs_args: &[&str]) {
         assert_eq!(code, 0, "{test}: xfs_repair -n:\n{text}");
         run("mount", &["-o", "loop,nouuid", s(&kimg), s(&mnt)]);
         let kernel = file_hashes(&mnt);
-        run("umount", &[s(&mnt)]);
+        common::must_umount(&mnt);
         // The superblock's totals; how an AG's free blocks split between
         // its free list and its free space btrees may differ.
         let sb = |p: &Path| counters(p).lines().take(3).collect::<Vec<_>>().join("\n");
@@ -784,7 +784,7 @@ fn refcount_and_bmap_intents(test: &str, mkfs_args: &[&str]) {
         );
         run("mount", &["-o", "loop,ro,nouuid", s(&ximg), s(&mnt)]);
         let ours = file_hashes(&mnt);
-        run("umount", &[s(&mnt)]);
+        common::must_umount(&mnt);
         assert_eq!(
             kernel, ours,
             "{test}: contents differ from the kernel's recovery"

@@ -54,7 +54,7 @@ fn overlapping_reads_return_the_right_bytes() {
             f.write_all(&buf).unwrap();
         }
     }
-    run("umount", &[kmnt.to_str().unwrap()]);
+    mounts::must_umount(&kmnt);
 
     let fs_ = xfskit::Fs::open(&img, &xfskit::OpenOptions::default()).unwrap();
     let fmnt = dir.join("fuse");

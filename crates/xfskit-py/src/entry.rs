@@ -193,7 +193,11 @@ impl DirEntry {
     /// The entry's stat, kept after the first call. A symbolic link is
     /// followed by its path unless `follow_symlinks=False`.
     #[pyo3(signature = (*, follow_symlinks=true))]
-    fn stat<'py>(&self, py: Python<'py>, follow_symlinks: bool) -> PyResult<Bound<'py, StatResult>> {
+    fn stat<'py>(
+        &self,
+        py: Python<'py>,
+        follow_symlinks: bool,
+    ) -> PyResult<Bound<'py, StatResult>> {
         if !follow_symlinks || self.type_letter(py)? != b'l' {
             return self.lstat_of(py);
         }

@@ -89,9 +89,11 @@ impl Handle {
             // SAFETY: the object's buffer holds `want` bytes, and nobody
             // else sees it before it is returned; as MaybeUninit nothing
             // reads it before it is written.
-            let buf = unsafe { std::slice::from_raw_parts_mut(ptr.cast::<MaybeUninit<u8>>(), want) };
+            let buf =
+                unsafe { std::slice::from_raw_parts_mut(ptr.cast::<MaybeUninit<u8>>(), want) };
             py.detach(|| {
-                let got = xfskit::inode::read_mapped_uninit(&fs, map, *dev, *size, off, buf).py()?;
+                let got =
+                    xfskit::inode::read_mapped_uninit(&fs, map, *dev, *size, off, buf).py()?;
                 buf[got..].fill(MaybeUninit::new(0));
                 Ok::<_, PyErr>(())
             })?;

@@ -50,7 +50,13 @@ pub type RawEntry = (Vec<u8>, u64, Option<&'static str>);
 
 /// What `check` returns: (clean, problems total, [(what, where, detail)], stats,
 /// warnings).
-type CheckTuple = (bool, u64, Vec<(String, String, String)>, Py<PyDict>, Vec<String>);
+type CheckTuple = (
+    bool,
+    u64,
+    Vec<(String, String, String)>,
+    Py<PyDict>,
+    Vec<String>,
+);
 
 /// A one-letter file type: d, f, l, c, b, p, s.
 pub fn type_letter(t: FileType) -> &'static str {
@@ -145,11 +151,7 @@ impl PyFs {
 
     /// Directory `path`'s entries (name, inode, type letter), "." and
     /// ".." left out, read with the GIL released.
-    pub fn read_dir(
-        &self,
-        py: Python<'_>,
-        path: &[u8],
-    ) -> PyResult<Vec<RawEntry>> {
+    pub fn read_dir(&self, py: Python<'_>, path: &[u8]) -> PyResult<Vec<RawEntry>> {
         let fs = self.get()?;
         py.detach(|| {
             let ip = self.lookup_fast(&fs, path, true)?;
@@ -400,7 +402,13 @@ impl PyFs {
             .iter()
             .map(|p| (p.what.to_string(), p.location.to_string(), p.detail.clone()))
             .collect();
-        Ok((r.is_clean(), s.problems_total, problems, d.unbind(), r.warnings.clone()))
+        Ok((
+            r.is_clean(),
+            s.problems_total,
+            problems,
+            d.unbind(),
+            r.warnings.clone(),
+        ))
     }
 
     /// Copies `path` of the image (a directory's contents, or one file)

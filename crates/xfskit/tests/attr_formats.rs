@@ -2,6 +2,7 @@
 //! loop-mounted image made by mkfs.xfs, read back with xfskit and compared
 //! with what we set and what getfattr reported while mounted.
 
+mod umount_retry;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -80,8 +81,7 @@ impl Img {
     }
 
     fn umount(&mut self) {
-        let st = Command::new("umount").arg(&self.mnt).status().unwrap();
-        assert!(st.success(), "umount failed");
+        umount_retry::must_umount(&self.mnt);
         self.mounted = false;
     }
 }

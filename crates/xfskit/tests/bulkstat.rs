@@ -2,6 +2,7 @@
 //! on images made by mkfs.xfs and filled through a loop mount.
 //! Needs root (loop mounts); prints SKIP otherwise.
 
+mod umount_retry;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -49,7 +50,7 @@ impl Scratch {
     }
 
     fn umount(&mut self) {
-        run("umount", &[self.mnt.to_str().expect("utf8")]);
+        umount_retry::must_umount(&self.mnt);
         self.mounted = false;
     }
 }

@@ -639,7 +639,7 @@ fn kernel_mounts_and_writes() {
             assert_eq!(std::fs::read(mnt.join("a.bin"))?, data);
             Ok(())
         })();
-        let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+        let (ok, out) = write_common::umount(&mnt);
         assert!(ok, "umount: {out}");
         written.unwrap();
         repair_clean(&p).unwrap();

@@ -93,7 +93,8 @@ fn dirty_image(dir: &Path) -> Option<(PathBuf, RecoverReport)> {
             d = 1 + attempt % 4
         );
         let _ = Command::new("bash").args(["-c", &script]).status();
-        must("umount", &[&s(&mnt)]);
+        let (ok, out) = write_common::umount(&mnt);
+        assert!(ok, "umount: {out}");
         let (_, r) = recover_on(&img, None, false);
         let rep = match r {
             Ok(rep) => rep,
@@ -118,7 +119,8 @@ fn kernel_tree(img: &Path) -> Tree {
     std::fs::create_dir_all(&mnt).unwrap();
     must("mount", &["-o", "loop,nouuid", &s(img), &s(&mnt)]);
     let t = std::panic::catch_unwind(|| walk_host(&mnt));
-    must("umount", &[&s(&mnt)]);
+    let (ok, out) = write_common::umount(&mnt);
+    assert!(ok, "umount: {out}");
     let _ = std::fs::remove_dir(&mnt);
     t.unwrap_or_else(|e| std::panic::resume_unwind(e))
 }

@@ -41,7 +41,7 @@ fn image_with_files(img: &Path, opts: &str, n: usize) -> Option<Vec<u64>> {
         std::fs::File::create(&p).unwrap();
         inos.push(std::fs::metadata(&p).unwrap().ino());
     }
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    let (ok, out) = write_common::umount(&mnt);
     assert!(ok, "umount: {out}");
     let _ = std::fs::remove_dir(&mnt);
     Some(inos)

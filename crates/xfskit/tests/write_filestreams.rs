@@ -131,7 +131,7 @@ fn kernel_rw(img: &Path, opts: &str, f: impl FnOnce(&Path)) {
     );
     assert!(ok, "kernel mount: {out}");
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mnt)));
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    let (ok, out) = write_common::umount(&mnt);
     assert!(ok, "umount: {out}");
     if let Err(e) = r {
         std::panic::resume_unwind(e);

@@ -207,7 +207,7 @@ fn kernel_clones(test: &str, opts: &str) {
         assert!(ok, "cp --reflink: {out}");
         m.insert(name.into(), a.clone());
     }
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    let (ok, out) = write_common::umount(&mnt);
     assert!(ok, "umount: {out}");
     assert_repair_clean(&img);
     {
@@ -247,7 +247,7 @@ fn kernel_clones(test: &str, opts: &str) {
     for name in m.keys() {
         std::fs::remove_file(mnt.join(name)).unwrap();
     }
-    let (ok, out) = run("umount", &[&mnt.display().to_string()]);
+    let (ok, out) = write_common::umount(&mnt);
     assert!(ok, "umount: {out}");
     assert_repair_clean(&img);
 }

@@ -24,9 +24,12 @@ pub mod rwmount;
 pub use fixtures::output_text as output_text_of;
 
 /// Unmounts `mnt`; true when it worked. A mount is busy while any process
-/// has a file or its working directory in it, a walk of /tmp by another
-/// program beside the tests (find, du) included: such a walk moves on, so
-/// a busy unmount is tried again, up to 50 times.
+/// has a file or its working directory in it. Two such holders go away by
+/// themselves: a walk of /tmp by another program beside the tests (find,
+/// du), and a child that another test thread of the same binary is
+/// starting, which holds copies of every file this thread has open until it
+/// execs (on a loaded machine it may wait for a CPU between the two). So a
+/// busy unmount is tried again, up to 50 times 200 ms apart.
 pub fn umount_retrying(mnt: &std::path::Path) -> bool {
     for _ in 0..50 {
         match std::process::Command::new("umount").arg(mnt).output() {
@@ -38,4 +41,10 @@ pub fn umount_retrying(mnt: &std::path::Path) -> bool {
         }
     }
     false
+}
+
+/// Unmounts `mnt` (see [`umount_retrying`]) or panics.
+#[allow(dead_code)]
+pub fn must_umount(mnt: &std::path::Path) {
+    assert!(umount_retrying(mnt), "umount {} failed", mnt.display());
 }

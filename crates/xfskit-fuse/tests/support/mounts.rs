@@ -39,6 +39,27 @@ pub fn run(cmd: &str, args: &[&str]) {
 }
 
 /// True when `dir` is a mount point.
+/// Unmounts `mnt` or panics. A mount is busy while any process has a file
+/// in it; a child that another test thread is starting holds copies of
+/// every file this thread has open until it execs, which on a loaded
+/// machine may take a while, so a busy unmount is tried again (up to 50
+/// times, 200 ms apart).
+pub fn must_umount(mnt: &Path) {
+    let mut last = String::new();
+    for _ in 0..50 {
+        let out = Command::new("umount").arg(mnt).output().expect("umount");
+        if out.status.success() {
+            return;
+        }
+        last = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !last.contains("busy") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    panic!("umount {}: {last}", mnt.display());
+}
+
 pub fn is_mounted(dir: &Path) -> bool {
     let want = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     fs::read_to_string("/proc/mounts")

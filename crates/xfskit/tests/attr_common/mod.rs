@@ -10,6 +10,10 @@ use xfskit::attr::{self, Namespace};
 use xfskit::inode::ForkFormat;
 use xfskit::{Fs, Ino};
 
+#[path = "../umount_retry/mod.rs"]
+#[allow(clippy::duplicate_mod)] // several helper modules of one test file include it
+mod umount_retry;
+
 pub type Model = BTreeMap<(Namespace, Vec<u8>), Vec<u8>>;
 
 /// One test filesystem: the image, and the files the kernel made in it
@@ -66,7 +70,7 @@ pub fn image(tag: &str, opts: &str, names: &[&str]) -> Option<Img> {
             std::fs::write(mnt.join(n), b"data").unwrap();
         }
     }
-    let (ok, out) = run("umount", &[mnt.to_str().unwrap()]);
+    let (ok, out) = umount_retry::umount(&mnt);
     assert!(ok, "umount: {out}");
     let fs = open_rw(&path);
     let files = names

@@ -5,6 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "../umount_retry/mod.rs"]
+#[allow(clippy::duplicate_mod)] // several helper modules of one test file include it
+mod umount_retry;
+
 /// A sparse image file and, while populated, its mount point.
 pub struct Image {
     pub path: PathBuf,
@@ -75,11 +79,7 @@ impl Image {
     /// Unmounts (flushing everything to the image).
     pub fn unmount(&mut self) {
         if self.mounted {
-            let st = Command::new("umount")
-                .arg(&self.mnt)
-                .status()
-                .expect("umount");
-            assert!(st.success(), "umount failed");
+            umount_retry::must_umount(&self.mnt);
             self.mounted = false;
         }
     }

@@ -13,6 +13,10 @@ use xfskit::inode::Inode;
 use xfskit::scan::inobt;
 use xfskit::Fs;
 
+#[path = "../umount_retry/mod.rs"]
+#[allow(clippy::duplicate_mod)] // several helper modules of one test file include it
+mod umount_retry;
+
 pub const S_IFREG: u16 = 0o100000;
 
 pub const S_IFDIR: u16 = 0o040000;
@@ -180,7 +184,7 @@ pub fn with_rw_mount<T>(img: &Path, what: &str, f: impl FnOnce(&Path) -> T) -> O
     let (ok, out) = run("mount", &["-o", "loop", &img.display().to_string(), &m]);
     assert!(ok, "mount: {out}");
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mnt)));
-    let (ok, out) = run("umount", &[&m]);
+    let (ok, out) = umount_retry::umount(&mnt);
     assert!(ok, "umount: {out}");
     let _ = std::fs::remove_dir(&mnt);
     match r {

@@ -11,6 +11,10 @@ use xfskit::dev::{Device, FileDevice};
 use xfskit::inode::{FileReader, FileType};
 use xfskit::{Fs, Ino, OpenOptions};
 
+#[path = "../umount_retry/mod.rs"]
+#[allow(clippy::duplicate_mod)] // several helper modules of one test file include it
+mod umount_retry;
+
 /// True when the tests can loop-mount (root with XFS and loop support).
 pub fn can_mount(test: &str) -> bool {
     let root = Command::new("id")
@@ -77,7 +81,7 @@ pub fn make_image(s: &Scratch, args: &[&str], populate: impl FnOnce(&Path)) -> P
         &["-o", "loop,nouuid", imgs, mnt.to_str().expect("utf8")],
     );
     populate(&mnt);
-    run("umount", &[mnt.to_str().expect("utf8")]);
+    umount_retry::must_umount(&mnt);
     img
 }
 

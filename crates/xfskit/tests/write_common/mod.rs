@@ -6,6 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use xfskit::{Fs, OpenOptions};
 
+#[path = "../umount_retry/mod.rs"]
+#[allow(clippy::duplicate_mod)] // several helper modules of one test file include it
+mod umount_retry;
+
 /// Runs a command, returning success and its combined output.
 pub fn run(cmd: &str, args: &[&str]) -> (bool, String) {
     run_command(Command::new(cmd).args(args), cmd)
@@ -137,22 +141,7 @@ pub fn kernel_umount(mnt: &Path) {
     assert!(ok, "umount {}: {out}", mnt.display());
 }
 
-/// Runs `umount mnt`. A mount is busy while any process has a file or its
-/// working directory in it, a walk of /tmp by another program beside the
-/// tests (find, du) included: such a walk moves on, so a busy unmount is
-/// tried again, up to 50 times, before its failure is returned.
-pub fn umount(mnt: &Path) -> (bool, String) {
-    let m = mnt.display().to_string();
-    let mut r = run("umount", &[&m]);
-    for _ in 0..50 {
-        if r.0 || !r.1.contains("busy") {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        r = run("umount", &[&m]);
-    }
-    r
-}
+pub use umount_retry::umount;
 
 /// Mounts `img` read-write and unmounts it, so that the kernel replays
 /// its log (see [`kernel_mount_rw_at`]).
