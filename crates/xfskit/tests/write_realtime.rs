@@ -15,7 +15,7 @@ mod write_common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use namespace_common::meta;
+use namespace_common::{meta, rt_dir_and_file};
 use write_common::*;
 use xfskit::build::NodeKind;
 use xfskit::{Fs, Ino, OpenOptions};
@@ -324,14 +324,7 @@ fn unfinished_realtime_extent_free_is_recovered() {
         .rt_frextents;
     let (ino, ext) = {
         let fs = open_rw_rt(&img, &rt);
-        let root = fs.geometry().root_ino;
-        let dir = fs
-            .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
-            .unwrap();
-        fs.set_realtime(dir, true).unwrap();
-        let ino = fs
-            .create(dir, b"v", &NodeKind::File { size: 0 }, &meta(0o644, 0))
-            .unwrap();
+        let (_, ino) = rt_dir_and_file(&fs, b"v");
         fs.write_at(ino, 0, &pattern(77, 40 << 10)).unwrap();
         fs.sync().unwrap();
         let ip = fs.inode(ino).unwrap();
@@ -397,14 +390,7 @@ fn realtime_group_damage_and_full_groups_are_errors() {
     mkfs_615_rtg(&img, 512 << 20, &rt, 8 << 20, opts);
     let (dir, file) = {
         let fs = open_rw_rt(&img, &rt);
-        let root = fs.geometry().root_ino;
-        let dir = fs
-            .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
-            .unwrap();
-        fs.set_realtime(dir, true).unwrap();
-        let file = fs
-            .create(dir, b"f", &NodeKind::File { size: 0 }, &meta(0o644, 0))
-            .unwrap();
+        let (dir, file) = rt_dir_and_file(&fs, b"f");
         fs.sync().unwrap();
         (dir, file)
     };

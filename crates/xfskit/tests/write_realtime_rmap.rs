@@ -14,7 +14,7 @@ mod write_common;
 
 use std::path::Path;
 
-use namespace_common::meta;
+use namespace_common::{meta, rt_dir_and_file};
 use write_common::*;
 use xfskit::build::NodeKind;
 use xfskit::inode::Fork;
@@ -66,20 +66,6 @@ fn assert_check_clean(img: &Path, rt: &Path, what: &str) {
     );
     drop(fs);
     assert_repair_615_rt_clean(img, rt);
-}
-
-/// A realtime directory /rt (RTINHERIT) and an empty realtime file
-/// `name` in it.
-fn rt_dir_and_file(fs: &Fs, name: &[u8]) -> (Ino, Ino) {
-    let root = fs.geometry().root_ino;
-    let dir = fs
-        .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
-        .unwrap();
-    fs.set_realtime(dir, true).unwrap();
-    let file = fs
-        .create(dir, name, &NodeKind::File { size: 0 }, &meta(0o644, 0))
-        .unwrap();
-    (dir, file)
 }
 
 #[test]

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use xfskit::build::Meta;
+use xfskit::build::{Meta, NodeKind};
 use xfskit::inode::{FileType, Timestamp};
-use xfskit::Fs;
+use xfskit::{Fs, Ino};
 
 /// What a path holds, as compared between the model and the readers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,4 +247,18 @@ pub fn assert_tree_eq(want: &Tree, got: &Tree, who: &str) {
             String::from_utf8_lossy(p)
         );
     }
+}
+
+/// A realtime directory /rt (RTINHERIT) and an empty realtime file
+/// `name` in it.
+pub fn rt_dir_and_file(fs: &Fs, name: &[u8]) -> (Ino, Ino) {
+    let root = fs.geometry().root_ino;
+    let dir = fs
+        .create(root, b"rt", &NodeKind::Dir, &meta(0o755, 0))
+        .unwrap();
+    fs.set_realtime(dir, true).unwrap();
+    let file = fs
+        .create(dir, name, &NodeKind::File { size: 0 }, &meta(0o644, 0))
+        .unwrap();
+    (dir, file)
 }
