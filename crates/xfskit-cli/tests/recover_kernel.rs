@@ -498,19 +498,15 @@ fn counters(img: &Path) -> String {
     let out = Command::new("xfs_db").args(&args).output().expect("xfs_db");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let mut res = String::new();
-    let mut ag_sum: Option<u64> = None;
+    let mut ag_sum = 0u64;
     for line in text.lines() {
-        let Some((key, val)) = line.split_once(" = ") else {
-            res.push_str(line);
-            res.push('\n');
-            continue;
-        };
-        match key {
-            "freeblks" | "flcount" | "btreeblks" => {
-                let n: u64 = val.trim().parse().expect("xfs_db number");
-                ag_sum = Some(ag_sum.unwrap_or(0) + n);
+        match line.split_once(" = ") {
+            Some((key @ ("freeblks" | "flcount" | "btreeblks"), val)) => {
+                ag_sum += val.trim().parse::<u64>().expect("xfs_db number");
+                // btreeblks is the last of an AG's three fields.
                 if key == "btreeblks" {
-                    res.push_str(&format!("ag unused = {}\n", ag_sum.take().unwrap_or(0)));
+                    res.push_str(&format!("ag unused = {ag_sum}\n"));
+                    ag_sum = 0;
                 }
             }
             _ => {
