@@ -49,8 +49,8 @@ Exit codes: 0 success; 1 not found, or problems found; 2 usage error; \
 (extract, cp out of an image) with some entries incomplete: the destination refused an \
 xattr, a device node, a name or the space for a file, each reported. Several XFS \
 partitions without --partition, or a --partition the disk lacks, are usage errors (2).\n\n\
-Every subcommand has a manual page: install them with \
-`xfskit manpages /usr/local/share/man/man1`, then `man xfskit-build`. Shell completions: \
+Every subcommand has a manual page: install them beside the program with \
+`xfskit manpages`, then `man xfskit-build`. Shell completions: \
 `xfskit completions bash|zsh|fish`.",
     propagate_version = true
 )]

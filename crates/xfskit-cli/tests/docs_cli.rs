@@ -1,7 +1,9 @@
 //! The documentation xfskit makes of itself: `xfskit manpages DIR` writes a
 //! page for every subcommand `xfskit --help` lists, each of which man(1)
-//! renders without a troff warning; `xfskit completions bash` is a script
-//! that bash loads and that names every subcommand.
+//! renders without a troff warning, and `xfskit manpages` alone puts them
+//! where a plain `man xfskit-build` finds them; `xfskit completions bash` is
+//! a script that bash loads (by itself, or through the bash-completion
+//! package from the README's place) and that completes every subcommand.
 
 mod common;
 
@@ -70,10 +72,75 @@ fn manpages_for_every_subcommand_render_cleanly() {
     assert!(page.contains("--strict"), "{page}");
     assert!(page.contains("incomplete"), "{page}");
     let page = man(&dir.join("xfskit-manpages.1"));
+    assert!(page.contains("BIN/../share/man/man1"), "{page}");
+}
+
+/// The README's install step: `xfskit manpages` without a directory puts
+/// the pages beside the program, where a plain `man xfskit-build` finds
+/// them for a program whose directory is in PATH (as ~/.cargo/bin is after
+/// `cargo install`).
+#[test]
+fn manpages_without_dir_install_where_man_finds_them() {
+    if let Some(t) = common::missing_tool(&["man"]) {
+        panic!("`{t}` is missing: install man-db (scripts/test.sh does) to test the man pages");
+    }
+    let tmp = TempDir::new("manpages-install");
+    let bin = tmp.path().join("prefix/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // A program of its own in bin/ (the pages' place follows the program's
+    // real path, so a symbolic link would not do).
+    let exe = bin.join("xfskit");
+    let built = env!("CARGO_BIN_EXE_xfskit");
+    if std::fs::hard_link(built, &exe).is_err() {
+        std::fs::copy(built, &exe).unwrap();
+    }
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    let o = Command::new(&exe)
+        .arg("manpages")
+        .env("PATH", &path)
+        .env_remove("MANPATH")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let man1 = tmp.path().join("prefix/share/man/man1");
+    let page = man1.join("xfskit-build.1");
+    assert!(page.is_file(), "no {}: {}", page.display(), text(&o));
+    let listed = String::from_utf8_lossy(&o.stdout);
     assert!(
-        page.contains("xfskit manpages /usr/local/share/man/man1"),
-        "{page}"
+        listed.lines().any(|l| Path::new(l) == page),
+        "{} not listed:\n{listed}",
+        page.display()
     );
+
+    // man, given nothing but the page's name and this PATH, finds it.
+    let man_here = |args: &[&str]| {
+        Command::new("man")
+            .args(args)
+            .env("PATH", &path)
+            .env("HOME", tmp.path())
+            .env("MANWIDTH", "80")
+            .env("LC_ALL", "C.UTF-8")
+            .env_remove("MANPATH")
+            .output()
+            .expect("run man")
+    };
+    let o = man_here(&["-w", "xfskit-build"]);
+    assert!(o.status.success(), "man -w xfskit-build: {}", text(&o));
+    let found = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    assert_eq!(Path::new(&found), page, "man -w found another page");
+    let o = man_here(&["xfskit-build"]);
+    assert!(o.status.success(), "man xfskit-build: {}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let name = out
+        .lines()
+        .skip_while(|l| *l != "NAME")
+        .nth(1)
+        .unwrap_or("");
+    assert!(
+        name.split_whitespace().next() == Some("xfskit-build"),
+        "man xfskit-build:\n{out}"
+    );
+    assert!(out.contains("--reproducible"), "man xfskit-build:\n{out}");
 }
 
 /// man's rendering of the page at `path` (80 columns, to a pipe).
@@ -155,8 +222,23 @@ fn bash_completion_loads_and_knows_every_subcommand() {
             "the bash completion does not know {c}"
         );
     }
-    // Options of a subcommand complete too.
-    assert!(script.contains("--strict"), "no --strict in the script");
+    // TAB after a prefix gives the subcommands it begins, and the options
+    // and values of a subcommand complete too.
+    let setup = format!("source '{}'", file.display());
+    let mut bu = complete(&setup, &[], &["xfskit", "bu"]);
+    bu.sort();
+    assert_eq!(bu, ["build", "bulkstat"]);
+    let all = complete(&setup, &[], &["xfskit", ""]);
+    for c in subcommands() {
+        assert!(all.contains(&c), "{c} not completed: {all:?}");
+    }
+    let strict = complete(&setup, &[], &["xfskit", "extract", "--st"]);
+    assert_eq!(strict, ["--strict"]);
+    // (An empty word is offered the options too.)
+    let mut shells = complete(&setup, &[], &["xfskit", "completions", ""]);
+    shells.retain(|w| !w.starts_with('-'));
+    shells.sort();
+    assert_eq!(shells, ["bash", "fish", "zsh"]);
 
     // zsh and fish scripts are made (their shells may not be here).
     for shell in ["zsh", "fish"] {
@@ -171,4 +253,80 @@ fn bash_completion_loads_and_knows_every_subcommand() {
     // Any other shell is a usage error.
     let o = xfskit(&["completions", "tcsh"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+/// The completions bash offers for the command line `words` (the cursor at
+/// the end of the last word) after running `setup`, in a bash with `env`.
+fn complete(setup: &str, env: &[(&str, &str)], words: &[&str]) -> Vec<String> {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let script = format!(
+        "{setup}\n\
+         spec=$(complete -p xfskit) || exit 3\n\
+         fn=${{spec##*-F }}; fn=${{fn%% *}}\n\
+         COMP_WORDS=({words}); COMP_CWORD={cword}\n\
+         COMP_LINE=\"${{COMP_WORDS[*]}}\"; COMP_POINT=${{#COMP_LINE}}\n\
+         \"$fn\" xfskit \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"\n\
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        words = quoted.join(" "),
+        cword = words.len() - 1,
+    );
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .envs(env.iter().copied())
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("BASH_COMPLETION_USER_DIR")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "completing {words:?}: {}\n{script}",
+        text(&o)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The README's bash step: the script written to
+/// ~/.local/share/bash-completion/completions/xfskit is loaded by the
+/// bash-completion package the first time xfskit is completed.
+#[test]
+fn bash_completion_package_loads_the_installed_script() {
+    let framework = Path::new("/usr/share/bash-completion/bash_completion");
+    if !framework.is_file() {
+        panic!(
+            "{} is missing: install bash-completion (scripts/test.sh does) to test the README's step",
+            framework.display()
+        );
+    }
+    let tmp = TempDir::new("bash-completion");
+    let home = tmp.path().display().to_string();
+    let bin = Path::new(env!("CARGO_BIN_EXE_xfskit")).parent().unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let env = [("HOME", home.as_str()), ("PATH", path.as_str())];
+    // The README's two lines, as a user's shell runs them.
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(
+            "set -e\nmkdir -p ~/.local/share/bash-completion/completions\n\
+             xfskit completions bash > ~/.local/share/bash-completion/completions/xfskit",
+        )
+        .env_clear()
+        .envs(env)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    // Nothing is registered until bash-completion's loader (its `complete
+    // -D` function, which bash calls on the first TAB) finds the file.
+    let setup = format!(
+        "source {}\n! complete -p xfskit 2>/dev/null || exit 4\n\
+         _completion_loader xfskit; [ $? = 124 ] || exit 5",
+        framework.display()
+    );
+    let mut got = complete(&setup, &env, &["xfskit", "ext"]);
+    got.sort();
+    assert_eq!(got, ["extract"]);
 }

@@ -12,12 +12,16 @@ pub const MANPAGES_ABOUT: &str = concat!(
 if missing): xfskit.1, then xfskit-SUB.1 for each subcommand (xfskit-build.1, \
 xfskit-cp.1, ...), with the same text as --help. Existing pages of the same names \
 are replaced; the pages written are listed on standard output.\n\n",
-    "To install them where man(1) finds them:\n",
-    "  xfskit manpages /usr/local/share/man/man1\n",
+    "Without DIR the pages go beside the xfskit program, into BIN/../share/man/man1 \
+for the BIN directory that holds it (~/.cargo/share/man/man1 after `cargo install`, \
+/usr/local/share/man/man1 for /usr/local/bin/xfskit). man(1) looks there for every \
+BIN directory in PATH, so this is all the installing they need:\n",
+    "  xfskit manpages\n",
     "  man xfskit-build\n\n",
     "(run mandb afterwards if `man -k xfskit` should find them too). To read one \
 without installing: `man -l DIR/xfskit-extract.1`.\n\n\
-Exit status: 0 on success, 4 if DIR cannot be made or written."
+Exit status: 0 on success, 4 if DIR cannot be made or written, 2 if DIR is not \
+given and the program's directory has no parent."
 );
 
 /// The long help of `xfskit completions`.
@@ -25,8 +29,10 @@ pub const COMPLETIONS_ABOUT: &str = concat!(
     "Print the shell completion script for xfskit to standard output: subcommands, \
 options and their values complete with TAB.\n\n",
     "To load it:\n",
-    "  bash: xfskit completions bash > ~/.local/share/bash-completion/completions/xfskit\n",
-    "        (or: source <(xfskit completions bash) in ~/.bashrc)\n",
+    "  bash: mkdir -p ~/.local/share/bash-completion/completions\n",
+    "        xfskit completions bash > ~/.local/share/bash-completion/completions/xfskit\n",
+    "        (loaded by the bash-completion package when xfskit is first completed;\n",
+    "        without it: source <(xfskit completions bash) in ~/.bashrc)\n",
     "  zsh:  xfskit completions zsh > ~/.zfunc/_xfskit\n",
     "        (with fpath+=~/.zfunc before compinit in ~/.zshrc)\n",
     "  fish: xfskit completions fish > ~/.config/fish/completions/xfskit.fish\n\n",
@@ -36,8 +42,9 @@ options and their values complete with TAB.\n\n",
 /// Arguments of `xfskit manpages`.
 #[derive(clap::Args)]
 pub struct ManpagesArgs {
-    /// The directory to write the pages into (created if missing).
-    pub dir: PathBuf,
+    /// The directory to write the pages into (created if missing); by
+    /// default BIN/../share/man/man1 beside the xfskit program.
+    pub dir: Option<PathBuf>,
 }
 
 /// Arguments of `xfskit completions`.
@@ -61,17 +68,34 @@ pub enum Shell {
 
 /// Writes the pages of `cli` (the whole command) into `a.dir`.
 pub fn manpages(a: ManpagesArgs, cli: clap::Command) -> Result<ExitCode, Error> {
-    std::fs::create_dir_all(&a.dir).map_err(|e| at(&a.dir, e))?;
+    let dir = match a.dir {
+        Some(dir) => dir,
+        None => beside_program()?,
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| at(&dir, e))?;
     // Built, every subcommand knows its full name ("xfskit cp") and its
     // page's name ("xfskit-cp"); `help` is no command of its own here.
     let mut cli = cli.disable_help_subcommand(true);
     cli.build();
     let mut written = Vec::new();
-    write_pages(&cli, &a.dir, &mut written)?;
+    write_pages(&cli, &dir, &mut written)?;
     for p in &written {
         println!("{}", p.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// BIN/../share/man/man1 for the BIN directory that holds this program: the
+/// directory man-db searches for each directory of PATH.
+fn beside_program() -> Result<PathBuf, Error> {
+    let exe = std::env::current_exe().map_err(|e| at(Path::new("the xfskit program"), e))?;
+    let prefix = exe.parent().and_then(Path::parent).ok_or_else(|| {
+        Error::Invalid(format!(
+            "{}: no directory above the program's to hold share/man; give DIR",
+            exe.display()
+        ))
+    })?;
+    Ok(prefix.join("share/man/man1"))
 }
 
 /// Writes the page of `cmd`, then those of its subcommands, recursively.
