@@ -114,12 +114,10 @@ fn manpages_without_dir_install_where_man_finds_them() {
 
     // man, given nothing but the page's name and this PATH, finds it.
     let man_here = |args: &[&str]| {
-        Command::new("man")
+        man_command()
             .args(args)
             .env("PATH", &path)
             .env("HOME", tmp.path())
-            .env("MANWIDTH", "80")
-            .env("LC_ALL", "C.UTF-8")
             .env_remove("MANPATH")
             .output()
             .expect("run man")
@@ -131,26 +129,23 @@ fn manpages_without_dir_install_where_man_finds_them() {
     let o = man_here(&["xfskit-build"]);
     assert!(o.status.success(), "man xfskit-build: {}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    let name = out
-        .lines()
-        .skip_while(|l| *l != "NAME")
-        .nth(1)
-        .unwrap_or("");
-    assert!(
-        name.split_whitespace().next() == Some("xfskit-build"),
-        "man xfskit-build:\n{out}"
-    );
+    check_page(&out, "xfskit-build", "man xfskit-build");
     assert!(out.contains("--reproducible"), "man xfskit-build:\n{out}");
+}
+
+/// man, rendering 80 columns wide in a UTF-8 locale.
+fn man_command() -> Command {
+    let mut c = Command::new("man");
+    c.env("MANWIDTH", "80").env("LC_ALL", "C.UTF-8");
+    c
 }
 
 /// man's rendering of the page at `path` (80 columns, to a pipe).
 fn man(path: &Path) -> String {
-    let o = Command::new("man")
+    let o = man_command()
         .arg("--warnings")
         .arg("-l")
         .arg(path)
-        .env("MANWIDTH", "80")
-        .env("LC_ALL", "C.UTF-8")
         .output()
         .expect("run man");
     assert!(
@@ -170,15 +165,19 @@ fn man(path: &Path) -> String {
 
 /// Renders a page and checks its sections.
 fn render(path: &Path) {
-    let out = man(path);
+    let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+    check_page(&man(path), &name, &path.display().to_string());
+}
+
+/// Checks that `out`, man's rendering of `what`, has the NAME, SYNOPSIS and
+/// DESCRIPTION sections and that its NAME section names `name`.
+fn check_page(out: &str, name: &str, what: &str) {
     for section in ["NAME", "SYNOPSIS", "DESCRIPTION"] {
         assert!(
             out.lines().any(|l| l == section),
-            "{}: no {section} section:\n{out}",
-            path.display()
+            "{what}: no {section} section:\n{out}"
         );
     }
-    let name = path.file_stem().unwrap().to_string_lossy().into_owned();
     // "NAME" then "       xfskit-cp - Copy files ..." (justified: any spaces).
     let line = out
         .lines()
@@ -187,9 +186,8 @@ fn render(path: &Path) {
         .unwrap_or("");
     let words: Vec<&str> = line.split_whitespace().take(2).collect();
     assert!(
-        words == [name.as_str(), "-"],
-        "{}: the NAME section does not name {name}:\n{out}",
-        path.display()
+        words == [name, "-"],
+        "{what}: the NAME section does not name {name}:\n{out}"
     );
 }
 

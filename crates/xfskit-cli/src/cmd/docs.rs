@@ -66,7 +66,8 @@ pub enum Shell {
     Fish,
 }
 
-/// Writes the pages of `cli` (the whole command) into `a.dir`.
+/// Writes the pages of `cli` (the whole command) into `a.dir`, or beside
+/// the program without it.
 pub fn manpages(a: ManpagesArgs, cli: clap::Command) -> Result<ExitCode, Error> {
     let dir = match a.dir {
         Some(dir) => dir,
