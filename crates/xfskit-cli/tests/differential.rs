@@ -152,7 +152,7 @@ impl ScratchXfs {
 
 impl Drop for ScratchXfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mnt).status();
+        common::umount_for_guard(&self.mnt);
     }
 }
 

@@ -48,7 +48,7 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        common::umount_for_guard(&self.0);
     }
 }
 

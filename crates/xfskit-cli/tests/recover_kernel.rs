@@ -202,7 +202,7 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        common::umount_for_guard(&self.0);
     }
 }
 
@@ -992,7 +992,7 @@ struct Unmount(PathBuf);
 
 impl Drop for Unmount {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).output();
+        common::umount_for_guard(&self.0);
     }
 }
 
@@ -1312,8 +1312,9 @@ fn recoveries_agree(test: &str, dir: &Path, img: &Path, mnt: &Path) {
             .args(["-o", "ro,nouuid", &dev, s(&mnt)])
             .output()
             .expect("mount");
-        let _ = Command::new("umount").arg(&mnt).output();
+        let unmounted = !m.status.success() || common::umount_retrying(&mnt);
         let _ = Command::new("losetup").args(["-d", &dev]).output();
+        assert!(unmounted, "{test}: umount {} failed", s(&mnt));
         assert!(
             m.status.success(),
             "{test}: the kernel's recovery: {}",
