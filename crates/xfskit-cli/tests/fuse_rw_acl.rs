@@ -133,9 +133,10 @@ fn acls_work_as_on_the_kernel() {
         .unwrap()
         .success());
     let kernel = std::panic::catch_unwind(|| steps(&km));
-    let _ = Command::new("umount").arg(&km).status();
+    let unmounted = common::umount_retrying(&km);
     let _ = fs::remove_dir_all(&kdir);
     let kernel = kernel.unwrap();
+    assert!(unmounted, "umount {} failed", km.display());
     let m = RwMount::new("acl", 320, &[]);
     let fuse = steps(&m.mnt);
     assert_eq!(fuse.1, kernel.1, "reads by user 1000 and 1001 (allowed?)");

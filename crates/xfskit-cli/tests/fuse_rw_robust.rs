@@ -469,7 +469,7 @@ fn sigkill_keeps_what_was_fsynced() {
         .unwrap();
     assert!(st.success(), "the kernel cannot mount the killed image");
     let got = fs::read(kdir.join("synced"));
-    let _ = std::process::Command::new("umount").arg(&kdir).status();
+    common::must_umount(&kdir);
     assert!(got.unwrap() == synced, "the fsynced file after SIGKILL");
     let (code, out) = common::repair_check(&m.image);
     assert_eq!(code, 0, "xfs_repair -n after the kernel's replay:\n{out}");
