@@ -152,7 +152,7 @@ impl ScratchXfs {
 
 impl Drop for ScratchXfs {
     fn drop(&mut self) {
-        common::umount_for_guard(&self.mnt);
+        common::must_umount(&self.mnt);
     }
 }
 

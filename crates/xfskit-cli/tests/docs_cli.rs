@@ -39,13 +39,17 @@ fn subcommands() -> Vec<String> {
     list
 }
 
-#[test]
-fn manpages_for_every_subcommand_render_cleanly() {
-    // scripts/test.sh installs man-db; a machine without man must not
-    // pass this test unseen.
+/// scripts/test.sh installs man-db; a machine without `man` must not pass
+/// the man-page tests unseen.
+fn need_man() {
     if let Some(t) = common::missing_tool(&["man"]) {
         panic!("`{t}` is missing: install man-db (scripts/test.sh does) to test the man pages");
     }
+}
+
+#[test]
+fn manpages_for_every_subcommand_render_cleanly() {
+    need_man();
     let tmp = TempDir::new("manpages");
     let dir = tmp.path().join("man1");
     let o = xfskit(&["manpages", &dir.display().to_string()]);
@@ -81,9 +85,7 @@ fn manpages_for_every_subcommand_render_cleanly() {
 /// `cargo install`).
 #[test]
 fn manpages_without_dir_install_where_man_finds_them() {
-    if let Some(t) = common::missing_tool(&["man"]) {
-        panic!("`{t}` is missing: install man-db (scripts/test.sh does) to test the man pages");
-    }
+    need_man();
     let tmp = TempDir::new("manpages-install");
     let bin = tmp.path().join("prefix/bin");
     std::fs::create_dir_all(&bin).unwrap();

@@ -48,7 +48,7 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        common::umount_for_guard(&self.0);
+        common::must_umount(&self.0);
     }
 }
 

@@ -202,7 +202,7 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        common::umount_for_guard(&self.0);
+        common::must_umount(&self.0);
     }
 }
 
@@ -992,7 +992,7 @@ struct Unmount(PathBuf);
 
 impl Drop for Unmount {
     fn drop(&mut self) {
-        common::umount_for_guard(&self.0);
+        common::must_umount(&self.0);
     }
 }
 

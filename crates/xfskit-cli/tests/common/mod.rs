@@ -43,20 +43,14 @@ pub fn umount_retrying(mnt: &std::path::Path) -> bool {
     false
 }
 
-/// For a guard's `drop`: unmounts `mnt` (see [`umount_retrying`]), and
-/// panics if that fails, unless the thread is already unwinding. A guard
-/// that ignored a failed unmount would let the test go on to read an image
-/// the kernel still has mounted, whose superblock counters it has not
-/// written yet.
+/// Unmounts `mnt` (see [`umount_retrying`]) or panics, unless the thread is
+/// already unwinding (a guard's `drop` calls it then, and a second panic
+/// would abort). A caller that ignored a failed unmount would let the test
+/// go on to read an image the kernel still has mounted, whose superblock
+/// counters it has not written yet.
 #[allow(dead_code)]
-pub fn umount_for_guard(mnt: &std::path::Path) {
+pub fn must_umount(mnt: &std::path::Path) {
     if !umount_retrying(mnt) && !std::thread::panicking() {
         panic!("umount {} failed", mnt.display());
     }
-}
-
-/// Unmounts `mnt` (see [`umount_retrying`]) or panics.
-#[allow(dead_code)]
-pub fn must_umount(mnt: &std::path::Path) {
-    assert!(umount_retrying(mnt), "umount {} failed", mnt.display());
 }
