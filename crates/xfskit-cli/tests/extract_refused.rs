@@ -33,7 +33,7 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        common::umount_for_guard(&self.0);
+        common::must_umount(&self.0);
     }
 }
 
@@ -189,6 +189,82 @@ fn extract_goes_on_past_an_xattr_ext4_refuses() {
         "{all}"
     );
     assert_eq!(std::fs::read(out3.join("b/two.txt")).unwrap(), b"two\n");
+}
+
+/// A file with more xattrs than ext4's one xattr block holds: the first
+/// five refused are named, one line counts the rest, and the summary
+/// counts them all.
+#[test]
+fn extract_counts_a_files_many_refused_xattrs_in_one_line() {
+    if !require_root("extract_counts_a_files_many_refused_xattrs_in_one_line") {
+        return;
+    }
+    if let Some(t) = common::missing_tool(&["mkfs.ext4"]) {
+        panic!("{t} is missing (e2fsprogs)");
+    }
+    let tmp = TempDir::new("extract-ext4-many");
+    let img = make_image(tmp.path(), &[]);
+    let i = img.display().to_string();
+    // 40 xattrs of 300 bytes: about 12 KiB, three times what ext4 holds.
+    let value = format!("0x{}", "cd".repeat(300));
+    for k in 0..40 {
+        let name = format!("user.m{k:02}");
+        let o = xfskit(&["setfattr", "-n", &name, "-v", &value, &i, "/top.txt"]);
+        assert!(o.status.success(), "setfattr {name}: {}", text(&o));
+    }
+    let ext4 = tmp.path().join("ext4.img");
+    sh(&format!(
+        "truncate -s 64M {0} && mkfs.ext4 -q -F -b 4096 -O ^ea_inode {0}",
+        ext4.display()
+    ));
+    let mnt = tmp.path().join("mnt");
+    let _m = Mounted::new(&["-o", "loop", &ext4.display().to_string()], &mnt);
+
+    let out = mnt.join("out");
+    let o = xfskit(&["extract", &i, &out.display().to_string()]);
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(6), "{all}");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let top = format!("xfskit: extract: {}: ", out.join("top.txt").display());
+    let named = stderr
+        .lines()
+        .filter(|l| l.starts_with(&top) && l.contains("setting xattr user.m"))
+        .filter(|l| !l.contains(" more xattrs not set"))
+        .count();
+    assert_eq!(named, 5, "five refused xattrs named:\n{all}");
+    let more: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with(&top) && l.contains(" more xattrs not set"))
+        .collect();
+    assert_eq!(more.len(), 1, "one line counts the rest:\n{all}");
+    let n: usize = more[0][top.len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {:?}", more[0]));
+    // The xattrs ext4 kept are on the copy; with those refused, all 40.
+    let kept = (0..40)
+        .filter(|k| {
+            let name = std::ffi::CString::new(format!("user.m{k:02}")).unwrap();
+            let path =
+                std::ffi::CString::new(out.join("top.txt").into_os_string().into_encoded_bytes())
+                    .unwrap();
+            // SAFETY: two valid C strings; a zero-length buffer asks only for the size.
+            unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) == 300 }
+        })
+        .count();
+    assert!(kept > 0 && kept < 35, "ext4 kept {kept} of the 40:\n{all}");
+    assert_eq!(
+        kept + 5 + n,
+        40,
+        "kept {kept}, named 5, counted {n}:\n{all}"
+    );
+    let summary = format!(
+        "xfskit: extract: 2 entries not fully extracted ({} xattrs)",
+        5 + n + 1
+    );
+    assert!(stderr.contains(&summary), "no {summary:?}:\n{all}");
+    assert_extracted(&out, &[], &[]);
 }
 
 #[test]

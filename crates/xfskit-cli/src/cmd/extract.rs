@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use xfskit::extract::{extract, ExtractOptions, ExtractReport, Progress};
+use xfskit::extract::{extract, ExtractOptions, ExtractReport, Incomplete, Part, Progress};
 use xfskit::Error;
 
 /// The long help (`--help`, the man page).
@@ -28,7 +28,8 @@ What the destination refuses does not stop the extraction: an xattr it
 cannot store (too big, too many, ENOSPC or E2BIG), a device node made
 without privilege, a name too long or invalid for it, a file for which
 there is no space (removed rather than left short). Each is reported as
-`xfskit: extract: PATH: what failed: why`, the rest of the tree is
+`xfskit: extract: PATH: what failed: why` (past the first five refused
+xattrs of one file, one line counts the rest), the rest of the tree is
 extracted, directory times are still set, a summary line counts the
 entries not fully extracted, and the exit status is 6. With --strict the
 first such error stops the extraction (exit status 4). Other errors of
@@ -135,27 +136,65 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
 /// summary of each, every line starting with `prefix`; returns the exit
 /// status they call for: 5 for damage, 6 for refusals, else 0.
 pub fn report_skips(report: &ExtractReport, prefix: &str) -> u8 {
+    let mut err = std::io::stderr().lock();
+    write_skips(report, prefix, &mut err)
+}
+
+/// How many refused xattrs of one entry are named one per line; the rest
+/// of that entry's are counted in one line.
+const XATTR_LINES: usize = 5;
+
+/// [`report_skips`], writing to `out`. A file whose xattrs the destination
+/// refuses by the thousand (an ext4 that is full of them) gets its first
+/// [`XATTR_LINES`] named and one line that counts the rest, not a line each.
+fn write_skips(report: &ExtractReport, prefix: &str, out: &mut impl std::io::Write) -> u8 {
+    // Per entry with xattrs beyond the limit: how many, and the last one.
+    let mut named: std::collections::HashMap<&std::path::Path, usize> = Default::default();
+    let mut more: Vec<(&Incomplete, usize)> = Vec::new();
     for i in &report.incomplete {
-        eprintln!("{prefix}{i}");
+        if i.part == Part::Xattr {
+            let n = named.entry(i.path.as_path()).or_default();
+            *n += 1;
+            if *n > XATTR_LINES {
+                match more.iter_mut().find(|(m, _)| m.path == i.path) {
+                    Some(m) => *m = (i, m.1 + 1),
+                    None => more.push((i, 1)),
+                }
+                continue;
+            }
+        }
+        let _ = writeln!(out, "{prefix}{i}");
+    }
+    for (last, n) in &more {
+        let _ = writeln!(
+            out,
+            "{prefix}{}: {n} more {} not set (the last: {}: {})",
+            last.path.display(),
+            Part::Xattr.noun(*n),
+            last.what,
+            last.why
+        );
     }
     for (path, e) in &report.damaged {
-        eprintln!("{prefix}skipped {path}: {e}");
+        let _ = writeln!(out, "{prefix}skipped {path}: {e}");
     }
     if let Some(summary) = report.incomplete_summary() {
-        eprintln!("{prefix}{summary}");
+        let _ = writeln!(out, "{prefix}{summary}");
     }
     for (path, e) in &report.unreadable {
-        eprintln!("{prefix}skipped {path}: {e}");
+        let _ = writeln!(out, "{prefix}skipped {path}: {e}");
     }
     if !report.damaged.is_empty() {
-        eprintln!(
+        let _ = writeln!(
+            out,
             "{prefix}{} entries were skipped: the image is damaged there (run xfskit check)",
             report.damaged.len()
         );
         return 5;
     }
     if !report.unreadable.is_empty() {
-        eprintln!(
+        let _ = writeln!(
+            out,
             "{prefix}{} realtime files were skipped: their data is on the realtime device, which was not given (needs the realtime device: --rtdev)",
             report.unreadable.len()
         );
@@ -169,3 +208,78 @@ pub fn report_skips(report: &ExtractReport, prefix: &str) -> u8 {
 
 /// The exit status of an extraction that left some entries incomplete.
 pub const INCOMPLETE: u8 = 6;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(path: &str, part: Part, what: &str) -> Incomplete {
+        Incomplete {
+            path: path.into(),
+            part,
+            what: what.into(),
+            why: "No space left on device".into(),
+        }
+    }
+
+    /// Thousands of refused xattrs of one file read as its first few and a
+    /// count; other entries' refusals, and the summary, are unchanged.
+    #[test]
+    fn many_refused_xattrs_of_one_file_fold_into_a_count() {
+        let mut report = ExtractReport::default();
+        for k in 0..4464 {
+            let what = format!("setting xattr trusted.leaf{k:04} (70 bytes)");
+            report
+                .incomplete
+                .push(refused("/d/many", Part::Xattr, &what));
+            if k == 2 {
+                // Another file's, between them (threads interleave).
+                report.incomplete.push(refused(
+                    "/d/big",
+                    Part::Xattr,
+                    "setting xattr user.big (65536 bytes)",
+                ));
+                report.incomplete.push(refused(
+                    "/d/dev",
+                    Part::DeviceNode,
+                    "creating the device node",
+                ));
+            }
+        }
+        let mut out = Vec::new();
+        assert_eq!(write_skips(&report, "x: ", &mut out), INCOMPLETE);
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let expected = [
+            "x: /d/many: setting xattr trusted.leaf0000 (70 bytes): No space left on device",
+            "x: /d/many: setting xattr trusted.leaf0001 (70 bytes): No space left on device",
+            "x: /d/many: setting xattr trusted.leaf0002 (70 bytes): No space left on device",
+            "x: /d/big: setting xattr user.big (65536 bytes): No space left on device",
+            "x: /d/dev: creating the device node: No space left on device",
+            "x: /d/many: setting xattr trusted.leaf0003 (70 bytes): No space left on device",
+            "x: /d/many: setting xattr trusted.leaf0004 (70 bytes): No space left on device",
+            "x: /d/many: 4459 more xattrs not set (the last: setting xattr trusted.leaf4463 (70 bytes): No space left on device)",
+            "x: 3 entries not fully extracted (1 device node, 4465 xattrs)",
+        ];
+        assert_eq!(lines, expected, "{text}");
+    }
+
+    /// Up to the limit, every refused xattr has its own line.
+    #[test]
+    fn a_few_refused_xattrs_are_each_named() {
+        let mut report = ExtractReport::default();
+        for k in 0..XATTR_LINES {
+            let what = format!("setting xattr user.x{k}");
+            report.incomplete.push(refused("/f", Part::Xattr, &what));
+        }
+        let mut out = Vec::new();
+        assert_eq!(write_skips(&report, "", &mut out), INCOMPLETE);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().count(), XATTR_LINES + 1, "{text}");
+        assert!(!text.contains("more xattrs"), "{text}");
+        assert!(
+            text.ends_with("1 entry not fully extracted (5 xattrs)\n"),
+            "{text}"
+        );
+    }
+}
