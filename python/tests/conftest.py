@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,17 @@ class Mount:
         return self.mnt
 
     def __exit__(self, *exc) -> None:
-        run(["umount", str(self.mnt)])
+        # A busy unmount (a child still holding a file of the mount for a
+        # moment) is retried, as the Rust tests do; any other failure, or a
+        # mount still busy after 10 s, fails the test.
+        for _ in range(50):
+            r = run(["umount", str(self.mnt)], check=False)
+            if r.returncode == 0:
+                return
+            if "busy" not in r.stderr:
+                break
+            time.sleep(0.2)
+        raise AssertionError(f"umount {self.mnt} failed ({r.returncode}): {r.stderr}")
 
 
 def populate(root: Path) -> None:
