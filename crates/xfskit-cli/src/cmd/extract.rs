@@ -148,18 +148,22 @@ const XATTR_LINES: usize = 5;
 /// refuses by the thousand (an ext4 that is full of them) gets its first
 /// [`XATTR_LINES`] named and one line that counts the rest, not a line each.
 fn write_skips(report: &ExtractReport, prefix: &str, out: &mut impl std::io::Write) -> u8 {
-    // Per entry with xattrs beyond the limit: how many, and the last one.
-    let mut named: std::collections::HashMap<&std::path::Path, usize> = Default::default();
+    // Per entry: its refused xattrs so far, and (once past the limit) the
+    // index in `more` of the line that counts the rest.
+    let mut seen: std::collections::HashMap<&std::path::Path, (usize, usize)> = Default::default();
+    // The entries past the limit, in the order they got there: the last
+    // refused xattr and how many were not named.
     let mut more: Vec<(&Incomplete, usize)> = Vec::new();
     for i in &report.incomplete {
         if i.part == Part::Xattr {
-            let n = named.entry(i.path.as_path()).or_default();
+            let (n, at) = seen.entry(i.path.as_path()).or_insert((0, usize::MAX));
             *n += 1;
             if *n > XATTR_LINES {
-                match more.iter_mut().find(|(m, _)| m.path == i.path) {
-                    Some(m) => *m = (i, m.1 + 1),
-                    None => more.push((i, 1)),
+                if *at == usize::MAX {
+                    *at = more.len();
+                    more.push((i, 0));
                 }
+                more[*at] = (i, more[*at].1 + 1);
                 continue;
             }
         }
