@@ -4,6 +4,7 @@
 //! found; 2 usage errors; 3 unsupported or dirty filesystem; 4 I/O error;
 //! 5 corrupt image; 6 extracted, but the destination refused some entries.
 
+use crate::cmd::out::errln;
 mod cmd;
 
 /// mimalloc instead of glibc's allocator: the build hands memory allocated
@@ -48,7 +49,9 @@ Exit codes: 0 success; 1 not found, or problems found; 2 usage error; \
 4 I/O error; 5 corrupt metadata, log, partition table or qcow2 structure; 6 extracted \
 (extract, cp out of an image) with some entries incomplete: the destination refused an \
 xattr, a device node, a name or the space for a file, each reported. Several XFS \
-partitions without --partition, or a --partition the disk lacks, are usage errors (2).\n\n\
+partitions without --partition, or a --partition the disk lacks, are usage errors (2). \
+A reader that closes the output early (`| head`) ends it quietly: the command still \
+finishes its work and exits with its usual code.\n\n\
 Every subcommand has a manual page: install them beside the program with \
 `xfskit manpages`, then `man xfskit-build`. Shell completions: \
 `xfskit completions bash|zsh|fish`.",
@@ -175,10 +178,20 @@ fn main() -> ExitCode {
         Command::Completions(a) => cmd::docs::completions(a, Cli::command()),
     };
     cmd::print_remote_stats();
+    // Standard output that could not be written (not a closed pipe, which
+    // ends the output quietly) is an I/O error, unless the command failed
+    // on its own.
+    let unwritten = cmd::out::finish();
     match r {
-        Ok(code) => code,
+        Ok(code) => match unwritten {
+            Some(e) => {
+                errln!("xfskit: writing standard output: {e}");
+                ExitCode::from(4)
+            }
+            None => code,
+        },
         Err(e) => {
-            eprintln!("xfskit: {}", cmd::message(&e));
+            errln!("xfskit: {}", cmd::message(&e));
             cmd::exit_code(&e)
         }
     }

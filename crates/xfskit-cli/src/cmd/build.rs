@@ -1,6 +1,7 @@
 //! `xfskit build [OPTIONS] SOURCE IMAGE [mkfs.xfs options]`: a populated
 //! XFS image from a directory or a tar archive, without root.
 
+use crate::cmd::out::{out, outln};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -225,11 +226,11 @@ fn split_positional(raw: &[String]) -> Result<(Vec<String>, Vec<String>), Error>
 
 fn print_plan(p: &BuildPlan) {
     let c = &p.census;
-    println!(
+    outln!(
         "source: {} dirs, {} files, {} symlinks, {} special, {} hard links, {} xattrs, {} bytes of data",
         c.dirs, c.files, c.symlinks, c.specials, c.hardlinks, c.xattrs, c.data_bytes
     );
-    println!(
+    outln!(
         "needs: {} data + {} directory + {} xattr + {} symlink + {} extent map blocks, {} inodes",
         c.data_blocks,
         c.dir_blocks,
@@ -239,9 +240,9 @@ fn print_plan(p: &BuildPlan) {
         c.inodes()
     );
     if let Some(n) = p.image_bytes {
-        println!("image: {n} bytes ({} MiB)", n >> 20);
+        outln!("image: {n} bytes ({} MiB)", n >> 20);
     }
-    print!("{}", geometry_summary(&p.geometry));
+    out!("{}", geometry_summary(&p.geometry));
 }
 
 fn hex(u: &[u8; 16]) -> String {
@@ -329,7 +330,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
                 "symlink_blocks": c.symlink_blocks, "bmbt_blocks": c.bmbt_blocks,
                 "inodes": c.inodes(),
             });
-            println!("{v}");
+            outln!("{v}");
         } else {
             print_plan(&p);
         }
@@ -378,9 +379,9 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
             "seconds": secs, "scan_seconds": r.plan.scan_elapsed.as_secs_f64(),
             "entries_per_second": files_per_s,
         });
-        println!("{v}");
+        outln!("{v}");
     } else if !quiet {
-        println!(
+        outln!(
             "{}: {} dirs, {} files, {} symlinks, {} special, {} hard links, {} MiB of data \
              in {secs:.2} s ({files_per_s:.0} entries/s); image {} MiB, uuid {}",
             image.display(),

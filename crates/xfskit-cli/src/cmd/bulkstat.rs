@@ -1,5 +1,6 @@
 //! `xfskit bulkstat`: stat every allocated inode of an image.
 
+use crate::cmd::out::errln;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -136,7 +137,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         r => r?,
     }
     if args.stats {
-        eprintln!(
+        errln!(
             "{} inodes ({} skipped) in {} AGs: {} inobt blocks, {} chunks, {} clusters in {} reads ({} bytes)",
             stats.inodes,
             stats.skipped,
@@ -150,7 +151,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     }
     let bad = path_errors.load(Ordering::Relaxed);
     if bad > 0 {
-        eprintln!("xfskit: the paths of {bad} inodes could not be found (damaged parent pointers)");
+        errln!("xfskit: the paths of {bad} inodes could not be found (damaged parent pointers)");
         return Ok(ExitCode::from(5));
     }
     Ok(ExitCode::SUCCESS)

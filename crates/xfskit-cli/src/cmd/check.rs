@@ -1,5 +1,6 @@
 //! `xfskit check`: a read-only consistency check, like `xfs_repair -n`.
 
+use crate::cmd::out::errout;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -78,7 +79,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     };
     let tty = std::io::stderr().is_terminal() && !args.json;
     let progress = |pass: &str, done: u32, total: u32| {
-        eprint!("\r\x1b[K{pass}: AG {done}/{total}");
+        errout!("\r\x1b[K{pass}: AG {done}/{total}");
     };
     let memory = match &args.memory {
         None => 0,
@@ -100,7 +101,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let t0 = Instant::now();
     let report = check(&fs, &opts)?;
     if tty {
-        eprint!("\r\x1b[K");
+        errout!("\r\x1b[K");
     }
     let s = &report.stats;
     let mut out = String::new();

@@ -2,6 +2,7 @@
 //! from the command's own clap definitions, so it never disagrees with
 //! `--help`.
 
+use crate::cmd::out::outln;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use xfskit::Error;
@@ -81,7 +82,7 @@ pub fn manpages(a: ManpagesArgs, cli: clap::Command) -> Result<ExitCode, Error> 
     let mut written = Vec::new();
     write_pages(&cli, &dir, &mut written)?;
     for p in &written {
-        println!("{}", p.display());
+        outln!("{}", p.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -127,10 +128,10 @@ pub fn completions(a: CompletionsArgs, mut cli: clap::Command) -> Result<ExitCod
     clap_complete::generate(shell, &mut cli, "xfskit", &mut script);
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(&script)
-        .and_then(|()| stdout.flush())
-        .map_err(|e| at(Path::new("standard output"), e))?;
+    if let Err(e) = stdout.write_all(&script).and_then(|()| stdout.flush()) {
+        // A closed pipe ends quietly; other failures exit 4 at the end.
+        crate::cmd::out::stdout_failed(e);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,5 +1,6 @@
 //! `xfskit extract`: copy a tree out of an image.
 
+use crate::cmd::out::errln;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -118,11 +119,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         r
     })?;
     for w in &report.warnings {
-        eprintln!("xfskit: warning: {w}");
+        errln!("xfskit: warning: {w}");
     }
     if !args.quiet {
         let secs = start.elapsed().as_secs_f64();
-        eprintln!(
+        errln!(
             "extracted {} entries ({} hard links), {:.1} MiB in {secs:.2}s",
             report.entries,
             report.hard_links,

@@ -1,6 +1,7 @@
 //! `xfskit info`: the geometry block of xfs_info (xfsprogs 6.15), read
 //! from an image.
 
+use crate::cmd::out::{out, outln};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use xfskit::info::{render_rt, to_json};
@@ -46,13 +47,13 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     if args.json {
         let state = format!("{:?}", fs.log_state()).to_lowercase();
         let v = to_json(g, &state);
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| xfskit::Error::Invalid(e.to_string()))?
         );
     } else {
         let rtdev = args.disk.rtdev.as_ref().map(|p| p.to_string_lossy());
-        print!(
+        out!(
             "{}",
             render_rt(g, &args.image.to_string_lossy(), rtdev.as_deref())
         );

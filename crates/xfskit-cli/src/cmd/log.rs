@@ -1,5 +1,6 @@
 //! `xfskit log`: what the log holds, like `xfs_logprint -t` in summary.
 
+use crate::cmd::out::outln;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -313,29 +314,29 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
                 .collect::<Vec<_>>(),
             "transaction_list": if args.transactions { serde_json::Value::Array(txs) } else { serde_json::Value::Null },
         });
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| xfskit::Error::Invalid(e.to_string()))?
         );
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "log: {} blocks of 512 bytes, {state}",
         fs.geometry().log_blocks as u64 * fs.geometry().block_size as u64 / 512
     );
-    println!("head: block {} cycle {}", e.head_blk, e.head_cycle);
-    println!("tail: block {} (lsn {})", e.tail_blk, lsn(e.tail_lsn));
+    outln!("head: block {} cycle {}", e.head_blk, e.head_cycle);
+    outln!("tail: block {} (lsn {})", e.tail_blk, lsn(e.tail_lsn));
     if !e.torn.is_empty() {
-        println!("torn records dropped at the head: blocks {:?}", e.torn);
+        outln!("torn records dropped at the head: blocks {:?}", e.torn);
     }
-    println!(
+    outln!(
         "records: {}  committed transactions: {}  uncommitted: {}",
         c.records.len(),
         c.transactions.len(),
         c.uncommitted
     );
     let items: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!(
+    outln!(
         "items: {}",
         if items.is_empty() {
             "none".into()
@@ -344,10 +345,10 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         }
     );
     for (t, id, l) in &unfinished {
-        println!("unfinished intent: {t} id {id:#x} lsn {}", lsn(*l));
+        outln!("unfinished intent: {t} id {id:#x} lsn {}", lsn(*l));
         if let Some(i) = intents.get(&(*t, *id)) {
             for line in details(i).2 {
-                println!("  {line}");
+                outln!("  {line}");
             }
         }
     }
@@ -358,7 +359,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
                 *per.entry(item_type_name(it.item_type())).or_insert(0) += 1;
             }
             let s: Vec<String> = per.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            println!(
+            outln!(
                 "trans {:#010x} lsn {} blocks {}..{} type {}: {}",
                 t.tid,
                 lsn(t.lsn),

@@ -1,5 +1,6 @@
 //! `xfskit ls`: list a directory of an image, like ls(1).
 
+use crate::cmd::out::errln;
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
@@ -263,7 +264,7 @@ static SKIPPED: AtomicU64 = AtomicU64::new(0);
 /// Reports an entry `ls -R` skips and goes on with the rest of the tree.
 fn skipped(path: &str, e: &Error) {
     SKIPPED.fetch_add(1, Ordering::Relaxed);
-    eprintln!("xfskit: skipped {path}: {e}");
+    errln!("xfskit: skipped {path}: {e}");
 }
 
 /// Runs the command.

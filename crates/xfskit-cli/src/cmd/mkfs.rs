@@ -3,6 +3,7 @@
 //! Everything after the xfskit-only options is parsed with mkfs.xfs syntax
 //! (`-b size=4096 -d agcount=8 -m reflink=0 -L label -f -N -K -q ...`).
 
+use crate::cmd::out::{errln, out, outln};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -82,7 +83,7 @@ fn take_long(raw: &mut Vec<String>, name: &str) -> Option<String> {
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("xfskit mkfs: {msg}");
+    errln!("xfskit mkfs: {msg}");
     ExitCode::from(1)
 }
 
@@ -104,7 +105,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     };
     if profile.as_deref() == Some("help") {
         for (n, d) in PROFILES {
-            println!("{n:<14}{d}");
+            outln!("{n:<14}{d}");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -160,10 +161,10 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         Ok(r) => {
             let g = &r.geometry;
             for warn in &g.warnings {
-                eprintln!("{warn}");
+                errln!("{warn}");
             }
             if !opts.quiet || opts.dry_run {
-                print!("{}", geometry_summary(g));
+                out!("{}", geometry_summary(g));
             }
             Ok(ExitCode::SUCCESS)
         }

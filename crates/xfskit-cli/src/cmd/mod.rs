@@ -1,5 +1,6 @@
 //! Subcommands. Each module has `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
+use crate::cmd::out::errln;
 pub mod build;
 pub mod bulkstat;
 pub mod cat;
@@ -12,6 +13,7 @@ pub mod log;
 pub mod ls;
 pub mod mkfs;
 pub mod mount;
+pub mod out;
 pub mod parts;
 pub mod recover;
 pub mod stat;
@@ -114,7 +116,7 @@ pub fn open_with(image: &Path, disk: &DiskArgs, opts: &OpenOptions) -> Result<Fs
         None => xfskit::disk::open(image, &iopts)?,
     };
     for note in &img.notes {
-        eprintln!("xfskit: warning: {}: {note}", image.display());
+        errln!("xfskit: warning: {}: {note}", image.display());
     }
     Fs::from_device(img.device, &with_rtdev(opts, disk))
 }
@@ -173,9 +175,10 @@ pub fn print_remote_stats() {
     #[cfg(feature = "remote")]
     if std::env::var_os("XFSKIT_REMOTE_STATS").is_some() {
         let t = xfskit_remote::totals();
-        eprintln!(
+        errln!(
             "xfskit: remote: {} requests, {} bytes fetched",
-            t.requests, t.bytes
+            t.requests,
+            t.bytes
         );
     }
 }

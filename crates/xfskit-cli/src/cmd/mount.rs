@@ -6,6 +6,7 @@
 //! `--norecovery`, or when the image cannot be written (a URL's image,
 //! read in place, is never written).
 
+use crate::cmd::out::errln;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::path::PathBuf;
@@ -82,7 +83,7 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     if !args.mountpoint.is_dir() {
-        eprintln!(
+        errln!(
             "xfskit mount: {} is not a directory",
             args.mountpoint.display()
         );
@@ -132,21 +133,21 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         .name("signals".into())
         .spawn(move || {
             for sig in signals.forever() {
-                eprintln!("xfskit mount: signal {sig}, unmounting {where_}");
+                errln!("xfskit mount: signal {sig}, unmounting {where_}");
                 if let Err(e) = unmounter.unmount() {
                     // Busy: detach it instead, so the serving loop still ends.
-                    eprintln!("xfskit mount: unmount failed: {e}; detaching lazily");
+                    errln!("xfskit mount: unmount failed: {e}; detaching lazily");
                     let lazy = std::process::Command::new("umount")
                         .arg("-l")
                         .arg(&where_)
                         .status();
                     if !matches!(lazy, Ok(s) if s.success()) {
-                        eprintln!("xfskit mount: lazy unmount of {where_} failed too");
+                        errln!("xfskit mount: lazy unmount of {where_} failed too");
                     }
                 }
             }
         })?;
-    eprintln!(
+    errln!(
         "xfskit mount: {} mounted {mode} on {}",
         args.image.display(),
         args.mountpoint.display()
@@ -164,7 +165,7 @@ fn open(args: &Args, filestreams: bool) -> Result<Fs, Error> {
     }
     if super::remote_url(&args.image).is_some() {
         // Read in place through the remote device, which cannot write.
-        eprintln!(
+        errln!(
             "xfskit mount: {} is a URL: mounting read-only",
             args.image.display()
         );
@@ -185,7 +186,7 @@ fn open(args: &Args, filestreams: bool) -> Result<Fs, Error> {
                 std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
             ) =>
         {
-            eprintln!(
+            errln!(
                 "xfskit mount: {} cannot be written ({e}); mounting read-only",
                 args.image.display()
             );
@@ -194,7 +195,7 @@ fn open(args: &Args, filestreams: bool) -> Result<Fs, Error> {
         r => r?,
     };
     for note in &img.notes {
-        eprintln!("xfskit: warning: {}: {note}", args.image.display());
+        errln!("xfskit: warning: {}: {note}", args.image.display());
     }
     let opts = OpenOptions {
         filestreams,

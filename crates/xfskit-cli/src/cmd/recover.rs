@@ -1,5 +1,6 @@
 //! `xfskit recover`: replay the log into the image, as a kernel mount would.
 
+use crate::cmd::out::{errln, outln};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use xfskit::log::recover::RecoverOptions;
@@ -90,60 +91,64 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             "xmi_mappings_exchanged": r.xmi_exchanged,
             "warnings": s.warnings,
         });
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| xfskit::Error::Invalid(e.to_string()))?
         );
     } else if r.was_clean {
-        println!("log is clean: nothing to recover");
+        outln!("log is clean: nothing to recover");
     } else {
-        println!(
+        outln!(
             "recovered: {} records, {} transactions from tail block {} to head block {}",
-            r.records, s.transactions, r.tail_blk, r.head_blk
+            r.records,
+            s.transactions,
+            r.tail_blk,
+            r.head_blk
         );
-        println!(
+        outln!(
             "buffers: {} replayed, {} already newer, {} cancelled; inodes: {} replayed, {} already newer, {} cancelled; inode chunks: {}",
             s.bufs_replayed, s.bufs_newer, s.bufs_cancelled, s.inodes_replayed, s.inodes_newer,
             s.inodes_cancelled, s.icreates
         );
         if !r.torn.is_empty() {
-            println!("torn records dropped at the head: blocks {:?}", r.torn);
+            outln!("torn records dropped at the head: blocks {:?}", r.torn);
         }
-        println!("{} sectors written; the log is clean", r.sectors_written);
+        outln!("{} sectors written; the log is clean", r.sectors_written);
         if r.unlinked.freed + r.unlinked.kept > 0 {
-            println!(
+            outln!(
                 "unlinked lists: {} inodes freed, {} still linked taken off",
-                r.unlinked.freed, r.unlinked.kept
+                r.unlinked.freed,
+                r.unlinked.kept
             );
         }
     }
     if !args.json && r.efi_extents_freed + r.rui_updates > 0 {
-        println!(
+        outln!(
             "unfinished intents finished: {} extents freed, {} mapping, reference count and attribute updates done",
             r.efi_extents_freed, r.rui_updates
         );
     }
     if !args.json && r.xmi_exchanged > 0 {
-        println!(
+        outln!(
             "unfinished mapping exchanges finished: {} pairs of mappings exchanged",
             r.xmi_exchanged
         );
     }
     if !args.json && r.cow.freed > 0 {
-        println!("copy-on-write staging extents freed: {}", r.cow.freed);
+        outln!("copy-on-write staging extents freed: {}", r.cow.freed);
     }
     for ag in &r.cow.left_in_ags {
-        eprintln!("xfskit: warning: AG {ag}: copy-on-write staging extents in a multi-level refcount btree were left (the kernel frees them at mount)");
+        errln!("xfskit: warning: AG {ag}: copy-on-write staging extents in a multi-level refcount btree were left (the kernel frees them at mount)");
     }
     for w in &s.warnings {
-        eprintln!("xfskit: warning: {w}");
+        errln!("xfskit: warning: {w}");
     }
     for (t, id, l) in s
         .unfinished_intents
         .iter()
         .filter(|(t, _, _)| !xfskit::log::intents::can_finish(t))
     {
-        eprintln!(
+        errln!(
             "xfskit: warning: unfinished intent {t} {id:#x} (lsn {}/{}) left as is",
             l >> 32,
             *l as u32

@@ -1,6 +1,7 @@
 //! `xfskit stat`: every inode field, the xattrs and the extent maps.
 
 use super::ls::{format_time, mode_string};
+use crate::cmd::out::{out, outln};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -358,7 +359,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             "extents".into(),
             json!({ "data": ext(&data), "attr": ext(&attr_map) }),
         );
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&Value::Object(m))
                 .map_err(|e| Error::Invalid(e.to_string()))?
@@ -419,6 +420,6 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             );
         }
     }
-    print!("{s}");
+    out!("{s}");
     Ok(ExitCode::SUCCESS)
 }

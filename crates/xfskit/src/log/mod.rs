@@ -161,6 +161,16 @@ pub fn inspect(fs: &Fs) -> Result<LogState> {
 /// Where the next record of a clean or empty log goes: the cycle to
 /// write, the head block and the last record's block.
 /// Found by the same head and tail search recovery uses (the kernel's).
+///
+/// As the kernel's mount does before its first log write, the blocks
+/// just past the head (as many as in-flight log buffers could reach,
+/// never past the tail) are stamped with the previous cycle first, when
+/// some of them carry another (the logs mkfs.xfs, the kernel and xfskit
+/// leave need no write). A log
+/// that xfsprogs cleared (`xfs_repair -L`, `xfs_copy`, `xfs_mdrestore`)
+/// has its head at block 0 of a cycle above 1 and zeroed blocks after its
+/// first record: without this, the records written there would be hidden
+/// behind those zeros and the next search would not find them.
 pub(crate) fn head_pos(fs: &Fs) -> Result<Option<journal::HeadPos>> {
     let geo = fs.geometry();
     if geo.log_start.0 == 0 {
@@ -177,6 +187,16 @@ pub(crate) fn head_pos(fs: &Fs) -> Result<Option<journal::HeadPos>> {
     }
     if !ends.clean {
         return Ok(None);
+    }
+    if recover::stale_ahead(&log, ends.head_blk, ends.head_cycle, ends.tail_lsn)? {
+        recover::clear_stale(
+            &log,
+            ends.head_blk,
+            ends.head_cycle,
+            ends.tail_lsn,
+            &geo.uuid,
+        )?;
+        fs.device().flush().map_err(Error::Io)?;
     }
     Ok(Some(journal::HeadPos {
         cycle: ends.head_cycle,

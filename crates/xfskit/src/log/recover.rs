@@ -272,28 +272,20 @@ const STALE_BBS: u64 = 8 * 256 * 1024 / 512;
 /// Overwrites the blocks after the head that a torn write may have stamped
 /// with the head's cycle: empty record headers of the previous cycle (of
 /// the head's cycle once they wrap), as far as the old tail allows.
-fn clear_stale(
+/// `tail_lsn` is the tail of the last record before the head, as found
+/// (for a clean log, before the tail is moved to the head).
+pub(crate) fn clear_stale(
     log: &LogDev<'_>,
     head: u64,
     cycle: u32,
     tail_lsn: u64,
     uuid: &[u8; 16],
 ) -> Result<()> {
-    let (tc, tb) = ((tail_lsn >> 32) as u32, u64::from(tail_lsn as u32));
-    let dist = if tc == cycle {
-        tb + log.nbb - head
-    } else {
-        tb.saturating_sub(head)
-    };
-    let n = dist.min(STALE_BBS);
+    let n = stale_window(log, head, cycle, tail_lsn);
     let mut buf = vec![0u8; (n * BB) as usize];
     for i in 0..n {
         let blk = head + i;
-        let (c, b) = if blk >= log.nbb {
-            (cycle, blk - log.nbb)
-        } else {
-            (cycle.wrapping_sub(1), blk)
-        };
+        let (c, b) = stale_stamp(log, blk, cycle);
         let h = &mut buf[(i * BB) as usize..((i + 1) * BB) as usize];
         h[0..4].copy_from_slice(&XLOG_HEADER_MAGIC_NUM.to_be_bytes());
         h[4..8].copy_from_slice(&c.to_be_bytes());
@@ -304,6 +296,52 @@ fn clear_stale(
         h[304..320].copy_from_slice(uuid);
     }
     write_log(log, head, &buf)
+}
+
+/// How many blocks past `head` [`clear_stale`] stamps: as many as
+/// in-flight log writes could reach, never up to the tail.
+fn stale_window(log: &LogDev<'_>, head: u64, cycle: u32, tail_lsn: u64) -> u64 {
+    let (tc, tb) = ((tail_lsn >> 32) as u32, u64::from(tail_lsn as u32));
+    let dist = if tc == cycle {
+        tb + log.nbb - head
+    } else {
+        tb.saturating_sub(head)
+    };
+    dist.min(STALE_BBS)
+}
+
+/// The cycle and block number [`clear_stale`] stamps on block `blk` (past
+/// the log's end once it wraps): the previous pass's cycle before the
+/// wrap, the head's after it.
+fn stale_stamp(log: &LogDev<'_>, blk: u64, cycle: u32) -> (u32, u64) {
+    if blk >= log.nbb {
+        (cycle, blk - log.nbb)
+    } else {
+        (cycle.wrapping_sub(1), blk)
+    }
+}
+
+/// Whether some block [`clear_stale`] would stamp carries another cycle
+/// than the one it would stamp: a block of the head's cycle that a torn
+/// write left, or the zeroed blocks after the first record of a log that
+/// libxfs cleared. The logs mkfs.xfs, the kernel and xfskit leave carry
+/// the right cycles already and need no write.
+pub(crate) fn stale_ahead(log: &LogDev<'_>, head: u64, cycle: u32, tail_lsn: u64) -> Result<bool> {
+    let n = stale_window(log, head, cycle, tail_lsn);
+    const CHUNK: u64 = 256;
+    let mut i = 0;
+    while i < n {
+        let c = CHUNK.min(n - i);
+        let b = log.read(head + i, c)?;
+        for j in 0..c {
+            let want = stale_stamp(log, head + i + j, cycle).0;
+            if super::record::cycle_of(&b[(j * BB) as usize..]) != want {
+                return Ok(true);
+            }
+        }
+        i += c;
+    }
+    Ok(false)
 }
 
 fn write_log(log: &LogDev<'_>, blk: u64, buf: &[u8]) -> Result<()> {

@@ -14,6 +14,7 @@
 //! the worst of the codes [`super::code_of`] gives them (see
 //! [`super::worse`]).
 
+use crate::cmd::out::errln;
 pub mod attrs;
 pub mod cp;
 mod cp_in;
@@ -43,7 +44,7 @@ pub fn open_rw(image: &Path, disk: &super::DiskArgs) -> Result<Fs, Error> {
         },
     )?;
     for note in &img.notes {
-        eprintln!("xfskit: warning: {}: {note}", image.display());
+        errln!("xfskit: warning: {}: {note}", image.display());
     }
     Fs::from_device_rw(
         img.device,
@@ -65,13 +66,13 @@ impl Outcome {
 
     /// Reports that `path` failed with `e` and keeps the highest code.
     pub fn fail(&mut self, path: &str, e: &Error) {
-        eprintln!("xfskit {}: {path}: {}", self.cmd, short_message(e));
+        errln!("xfskit {}: {path}: {}", self.cmd, short_message(e));
         self.code = super::worse(self.code, super::code_of(e));
     }
 
     /// Reports a failure that is not an engine error.
     pub fn fail_msg(&mut self, path: &str, msg: &str, code: u8) {
-        eprintln!("xfskit {}: {path}: {msg}", self.cmd);
+        errln!("xfskit {}: {path}: {msg}", self.cmd);
         self.code = super::worse(self.code, code);
     }
 
