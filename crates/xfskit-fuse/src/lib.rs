@@ -11,6 +11,7 @@ mod bdi;
 mod behind;
 mod cache;
 mod copy;
+mod creds;
 mod data;
 mod dirplus;
 mod dispatch;
