@@ -568,8 +568,7 @@ fn mount_flags(mnt: &Path) -> Vec<String> {
     let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
     let line = info
         .lines()
-        .filter(|l| l.split(' ').nth(4).map(Path::new) == Some(want.as_path()))
-        .last()
+        .rfind(|l| l.split(' ').nth(4).map(Path::new) == Some(want.as_path()))
         .unwrap_or_else(|| panic!("{} is not in /proc/self/mountinfo", want.display()));
     let flags = line.split(' ').nth(5).unwrap();
     flags.split(',').map(str::to_string).collect()
