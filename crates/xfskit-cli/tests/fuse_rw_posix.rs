@@ -560,3 +560,62 @@ fn rename_whiteout_leaves_a_whiteout() {
     );
     m.finish();
 }
+
+/// The per-mount options /proc/self/mountinfo shows for mount point `mnt`
+/// (its sixth field: rw or ro, nosuid, nodev, noexec, noatime...).
+fn mount_flags(mnt: &Path) -> Vec<String> {
+    let want = fs::canonicalize(mnt).unwrap();
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = info
+        .lines()
+        .rfind(|l| l.split(' ').nth(4).map(Path::new) == Some(want.as_path()))
+        .unwrap_or_else(|| panic!("{} is not in /proc/self/mountinfo", want.display()));
+    let flags = line.split(' ').nth(5).unwrap();
+    flags.split(',').map(str::to_string).collect()
+}
+
+/// As mount(8) takes them, the last of two conflicting options wins
+/// (`-o suid,nosuid` is nosuid, `-o nosuid -o suid` suid), in one list or
+/// across several `-o`, for each pair: suid, dev, exec, atime, rw.
+#[test]
+fn conflicting_mount_options_last_one_wins() {
+    if skip("conflicting_mount_options_last_one_wins") {
+        return;
+    }
+    let mut m = RwMount::new("options", 320, &[]);
+    let cases: [(&[&str], &[&str], &[&str]); 7] = [
+        (&["-o", "suid,nosuid"], &["nosuid"], &[]),
+        (&["-o", "nosuid", "-o", "suid"], &[], &["nosuid"]),
+        (&["-o", "dev,nodev,exec"], &["nodev"], &["noexec"]),
+        (
+            &["-o", "nodev,noexec", "-o", "dev,exec"],
+            &[],
+            &["nodev", "noexec"],
+        ),
+        (&["-o", "atime,noatime"], &["noatime"], &[]),
+        (&["-o", "ro,rw"], &["rw"], &["ro"]),
+        (&["-o", "rw", "-o", "nosuid,ro"], &["ro", "nosuid"], &["rw"]),
+    ];
+    for (args, set, unset) in cases {
+        m.unmount();
+        m.mount(args);
+        let flags = mount_flags(&m.mnt);
+        for f in set {
+            assert!(
+                flags.iter().any(|x| x == f),
+                "{args:?}: no {f} in {flags:?}"
+            );
+        }
+        for f in unset {
+            assert!(!flags.iter().any(|x| x == f), "{args:?}: {f} in {flags:?}");
+        }
+        // The last of ro and rw decides whether the mount writes.
+        let name = format!("written-{}", args.join(""));
+        let wrote = err_of(fs::write(m.p(&name), b"x"));
+        let ro = flags.iter().any(|x| x == "ro");
+        assert_eq!(wrote, if ro { libc::EROFS } else { 0 }, "{args:?}: write");
+    }
+    m.unmount();
+    m.mount(&[]);
+    m.finish();
+}

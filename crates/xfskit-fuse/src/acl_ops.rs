@@ -5,6 +5,7 @@
 
 use crate::acl::{self, Entry};
 use crate::errno::to_errno;
+use crate::names::Caller;
 use crate::ops::XfsFuse;
 use fuser::Errno;
 use xfskit::attr::acl::{
@@ -70,28 +71,37 @@ impl XfsFuse {
             .map_err(|e| to_errno(&e))
     }
 
-    /// setxattr of `system.posix_acl_access`: the mode follows the ACL,
-    /// and an ACL the mode says all of is not stored (an old one goes).
-    pub(crate) fn set_access_acl(&self, ino: Ino, value: &[u8]) -> Result<(), Errno> {
+    /// setxattr of `system.posix_acl_access` by `who`: the mode follows
+    /// the ACL, and an ACL the mode says all of is not stored (an old one
+    /// goes). Set-group-id goes unless `who` is in the file's group or has
+    /// CAP_FSETID (as the kernel's ACL update does; a chmod gets the same
+    /// rule from the kernel itself). A stored ACL and the mode are one
+    /// transaction: an ACL there is no room for leaves the mode as it was.
+    pub(crate) fn set_access_acl(&self, who: Caller, ino: Ino, value: &[u8]) -> Result<(), Errno> {
         let a = acl::parse(value).ok_or(Errno::EINVAL)?;
         let ip = self.fs.inode(ino).map_err(|e| to_errno(&e))?;
         let (perm, equiv) = acl::mode_of(&a);
+        let mut mode = (ip.mode & 0o7000) | perm;
+        if mode & 0o2000 != 0 && !who.in_group_or_fsetid(ip.gid) {
+            mode &= !0o2000;
+        }
+        if !equiv {
+            return self
+                .fs
+                .set_xattr_mode(ino, POSIX_ACL_ACCESS, value, mode)
+                .map_err(|e| to_errno(&e));
+        }
+        match self.fs.remove_xattr(ino, POSIX_ACL_ACCESS) {
+            Ok(()) | Err(xfskit::Error::NoAttr(_)) => {}
+            Err(e) => return Err(to_errno(&e)),
+        }
         let change = AttrChange {
-            mode: Some((ip.mode & 0o7000) | perm),
+            mode: Some(mode),
             ..Default::default()
         };
         self.fs
             .change_attrs(ino, &change)
-            .map_err(|e| to_errno(&e))?;
-        if !equiv {
-            return self
-                .fs
-                .set_xattr(ino, POSIX_ACL_ACCESS, value)
-                .map_err(|e| to_errno(&e));
-        }
-        match self.fs.remove_xattr(ino, POSIX_ACL_ACCESS) {
-            Ok(()) | Err(xfskit::Error::NoAttr(_)) => Ok(()),
-            Err(e) => Err(to_errno(&e)),
-        }
+            .map(drop)
+            .map_err(|e| to_errno(&e))
     }
 }

@@ -20,6 +20,7 @@
 //! a size change also stamps mtime, a truncate to the same size nothing.
 
 use crate::errno::to_errno;
+use crate::names::Caller;
 use crate::ops::XfsFuse;
 use fuser::{Errno, INodeNo, TimeOrNow};
 use std::ffi::OsStr;
@@ -345,9 +346,10 @@ impl XfsFuse {
         r.map_err(|e| to_errno(&e))
     }
 
-    /// setxattr(2) with its XATTR_CREATE / XATTR_REPLACE rules.
+    /// setxattr(2) by `who` with its XATTR_CREATE / XATTR_REPLACE rules.
     pub(crate) fn do_setxattr(
         &self,
+        who: Caller,
         node: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -365,7 +367,7 @@ impl XfsFuse {
             }
         }
         if name == xfskit::attr::acl::POSIX_ACL_ACCESS {
-            return self.set_access_acl(self.ino(node), value);
+            return self.set_access_acl(who, self.ino(node), value);
         }
         self.fs
             .set_xattr(self.ino(node), name, value)

@@ -382,7 +382,7 @@ impl Filesystem for &'static XfsFuse {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -390,8 +390,8 @@ impl Filesystem for &'static XfsFuse {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        answer!(self.do_setxattr(ino, name, value, flags), reply, |()| reply
-            .ok());
+        let r = self.do_setxattr(req.into(), ino, name, value, flags);
+        answer!(r, reply, |()| reply.ok());
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {

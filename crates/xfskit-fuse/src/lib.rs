@@ -11,6 +11,7 @@ mod bdi;
 mod behind;
 mod cache;
 mod copy;
+mod creds;
 mod data;
 mod dirplus;
 mod dispatch;
@@ -171,13 +172,14 @@ pub fn fuser_config(opts: &MountOptions, euid: u32, writable: bool) -> Config {
         // mount option too, so /proc/mounts shows "fuse.xfskit" either way.
         o.push(MountOption::CUSTOM("subtype=xfskit".into()));
     }
-    for s in opts
-        .extra
-        .iter()
-        .flat_map(|s| s.split(','))
-        .filter(|s| !s.is_empty())
-    {
+    for s in words(&opts.extra) {
         let opt = parse_option(s);
+        // As mount(8) reads them, the last of two opposite options wins
+        // (fuser refuses a list holding both); this also lets `ro` or `rw`
+        // override the access chosen above.
+        if let Some(other) = opposite(&opt) {
+            o.retain(|x| *x != other);
+        }
         if !o.contains(&opt) {
             o.push(opt);
         }
@@ -194,6 +196,48 @@ pub fn fuser_config(opts: &MountOptions, euid: u32, writable: bool) -> Config {
     c
 }
 
+/// The words of comma-separated `-o` lists, in order.
+fn words(lists: &[String]) -> impl Iterator<Item = &str> {
+    lists
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter(|s| !s.is_empty())
+}
+
+/// Whether the last of `ro` and `rw` in the `-o` lists `extra` is `rw`
+/// (true), `ro` (false), or neither is there (None): the access they ask
+/// for, the last one winning as in mount(8).
+pub fn asks_rw(extra: &[String]) -> Option<bool> {
+    words(extra)
+        .filter_map(|w| match w {
+            "rw" => Some(true),
+            "ro" => Some(false),
+            _ => None,
+        })
+        .last()
+}
+
+/// The option that `o` turns off (suid and nosuid, dev and nodev, exec
+/// and noexec, atime and noatime, ro and rw, sync and async), if any.
+fn opposite(o: &MountOption) -> Option<MountOption> {
+    use MountOption as M;
+    Some(match o {
+        M::Suid => M::NoSuid,
+        M::NoSuid => M::Suid,
+        M::Dev => M::NoDev,
+        M::NoDev => M::Dev,
+        M::Exec => M::NoExec,
+        M::NoExec => M::Exec,
+        M::Atime => M::NoAtime,
+        M::NoAtime => M::Atime,
+        M::RO => M::RW,
+        M::RW => M::RO,
+        M::Sync => M::Async,
+        M::Async => M::Sync,
+        _ => return None,
+    })
+}
+
 /// One `-o` word as a fuser option.
 fn parse_option(s: &str) -> MountOption {
     match s {
@@ -207,6 +251,9 @@ fn parse_option(s: &str) -> MountOption {
         "noexec" => MountOption::NoExec,
         "atime" => MountOption::Atime,
         "noatime" => MountOption::NoAtime,
+        "sync" => MountOption::Sync,
+        "async" => MountOption::Async,
+        "dirsync" => MountOption::DirSync,
         "default_permissions" => MountOption::DefaultPermissions,
         "auto_unmount" => MountOption::AutoUnmount,
         other => MountOption::CUSTOM(other.to_string()),
@@ -217,13 +264,7 @@ fn parse_option(s: &str) -> MountOption {
 /// writing, else read-only. The filesystem is kept for the rest of the
 /// process (open files borrow it from any serving thread).
 pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mounted> {
-    if !fs.is_writable()
-        && opts
-            .extra
-            .iter()
-            .flat_map(|s| s.split(','))
-            .any(|s| s == "rw")
-    {
+    if !fs.is_writable() && asks_rw(&opts.extra) == Some(true) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "`rw` needs an image opened for writing",
@@ -269,4 +310,45 @@ fn nix_euid() -> u32 {
     std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
         .unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(extra: &[&str], writable: bool) -> Vec<MountOption> {
+        let opts = MountOptions {
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        fuser_config(&opts, 0, writable).mount_options
+    }
+
+    #[test]
+    fn the_last_of_two_opposite_options_wins() {
+        let o = options(&["suid,nosuid"], true);
+        assert!(o.contains(&MountOption::NoSuid) && !o.contains(&MountOption::Suid));
+        let o = options(&["nosuid", "suid"], true);
+        assert!(o.contains(&MountOption::Suid) && !o.contains(&MountOption::NoSuid));
+        let o = options(&["noexec,nodev,exec", "noatime,atime,sync,async"], true);
+        for gone in [MountOption::NoExec, MountOption::NoAtime, MountOption::Sync] {
+            assert!(!o.contains(&gone), "{gone:?} in {o:?}");
+        }
+        for kept in [MountOption::NoDev, MountOption::Exec, MountOption::Async] {
+            assert!(o.contains(&kept), "no {kept:?} in {o:?}");
+        }
+        // `ro` overrides the read-write default, and a later `rw` it.
+        let o = options(&["ro"], true);
+        assert!(o.contains(&MountOption::RO) && !o.contains(&MountOption::RW));
+        let o = options(&["ro", "rw"], true);
+        assert!(o.contains(&MountOption::RW) && !o.contains(&MountOption::RO));
+    }
+
+    #[test]
+    fn ro_or_rw_asked_for() {
+        let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(asks_rw(&l(&["nosuid"])), None);
+        assert_eq!(asks_rw(&l(&["rw,nosuid", "ro"])), Some(false));
+        assert_eq!(asks_rw(&l(&["ro,rw"])), Some(true));
+    }
 }

@@ -60,11 +60,14 @@ pub(crate) fn split_rdev(rdev: u32) -> (u32, u32) {
     )
 }
 
-/// Who asks: the user and group ids of the calling process.
+/// Who asks: the fs user and group ids of the calling thread, and its id
+/// (in the server's pid namespace; 0 when not visible there). What else a
+/// rule needs of it, [`crate::creds`] reads.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Caller {
     pub uid: u32,
     pub gid: u32,
+    pub pid: u32,
 }
 
 impl From<&fuser::Request> for Caller {
@@ -72,6 +75,7 @@ impl From<&fuser::Request> for Caller {
         Caller {
             uid: r.uid(),
             gid: r.gid(),
+            pid: r.pid(),
         }
     }
 }

@@ -288,6 +288,7 @@ pub(crate) fn serve(
     let who = Caller {
         uid: h.u32(24),
         gid: h.u32(28),
+        pid: h.u32(32),
     };
     let arg: [u8; HEADER_LEN - OP_IN] = header[OP_IN..].try_into().unwrap();
     // A bug met while answering fails this request, not the queue (whose
@@ -528,7 +529,7 @@ fn decide(
             let value = input
                 .get(name_len + 1..name_len + 1 + size)
                 .ok_or(Errno::EINVAL)?;
-            fs.do_setxattr(node, name, value, flags)?;
+            fs.do_setxattr(who, node, name, value, flags)?;
             Reply::Empty
         }
         op::GETXATTR | op::LISTXATTR => {

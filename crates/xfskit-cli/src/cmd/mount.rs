@@ -29,7 +29,9 @@ pub struct Args {
     /// Read even if the log needs replay (like the kernel's norecovery).
     #[arg(long)]
     pub norecovery: bool,
-    /// Extra mount options, comma-separated (e.g. `-o noexec,nosuid`).
+    /// Extra mount options, comma-separated (e.g. `-o noexec,nosuid`); of
+    /// two opposite ones (suid and nosuid, ro and rw...) the last wins, as
+    /// with mount(8); `ro` mounts read-only.
     /// `filestreams` is XFS's: read-write, each directory's files get their
     /// data from one AG, and directories written at the same time get
     /// different AGs (as the kernel's `-o filestreams`; without it, only
@@ -90,7 +92,9 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         return Ok(ExitCode::from(2));
     }
     let (filestreams, extra) = xfs_options(&args.options);
-    let fs = open(&args, filestreams)?;
+    // `-o ro` (unless a later `rw` overrides it) is --read-only.
+    let read_only = args.read_only || xfskit_fuse::asks_rw(&extra) == Some(false);
+    let fs = open(&args, read_only, filestreams)?;
     let mode = if fs.is_writable() {
         "read-write"
     } else {
@@ -157,10 +161,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
 }
 
 /// Opens the image (bare, a partition of a disk, an LVM volume, qcow2)
-/// for writing unless told otherwise or it cannot be written (a read-only
+/// for writing unless `read_only` or it cannot be written (a read-only
 /// file or device), then read-only. A dirty log is recovered first.
-fn open(args: &Args, filestreams: bool) -> Result<Fs, Error> {
-    if args.read_only || args.norecovery {
+fn open(args: &Args, read_only: bool, filestreams: bool) -> Result<Fs, Error> {
+    if read_only || args.norecovery {
         return super::open_in(&args.image, &args.disk, args.norecovery);
     }
     if super::remote_url(&args.image).is_some() {

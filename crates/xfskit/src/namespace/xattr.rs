@@ -45,12 +45,34 @@ impl Fs {
 
     /// [`Fs::set_xattr`] that leaves ctime alone when `touch` is false.
     pub fn set_xattr_opt(&self, ino: Ino, name: &[u8], value: &[u8], touch: bool) -> Result<()> {
+        self.set_xattr_with(ino, name, value, None, touch)
+    }
+
+    /// [`Fs::set_xattr`] that also sets the permission, set-id and sticky
+    /// bits of `ino` to `mode`, in the same transaction: an access ACL and
+    /// the mode it implies, which a refused write (no room for the ACL)
+    /// leaves both as they were.
+    pub fn set_xattr_mode(&self, ino: Ino, name: &[u8], value: &[u8], mode: u16) -> Result<()> {
+        self.set_xattr_with(ino, name, value, Some(mode), true)
+    }
+
+    fn set_xattr_with(
+        &self,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        mode: Option<u16>,
+        touch: bool,
+    ) -> Result<()> {
         let now = self.now()?;
         let mut tp = self.trans()?;
         tp.lock_inode(ino);
         let mut ip = tp.read_inode(ino)?;
         super::guard::may_change(&ip, "setting an xattr")?;
         set_xattr_in(&mut tp, &mut ip, name, value)?;
+        if let Some(m) = mode {
+            ip.mode = (ip.mode & !0o7777) | (m & 0o7777);
+        }
         if touch {
             self.touch_change(&mut ip, now)?;
         }
