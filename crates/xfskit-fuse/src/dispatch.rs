@@ -475,7 +475,7 @@ impl XfsFuse {
         self.count_lookup(i.ino);
         Ok(Entry {
             attr: file_attr(&i, self.node(i.ino), self.block_size),
-            generation: Generation(u64::from(i.gen)),
+            generation: self.generation(&i),
         })
     }
 
@@ -486,7 +486,9 @@ impl XfsFuse {
         entry_name(name)?;
         match self.do_lookup(parent, name) {
             Ok(i) => {
-                self.note_stream_parent(&i, parent);
+                if name != "." && name != ".." {
+                    self.note_stream_parent(&i, parent);
+                }
                 self.entry_of(Ok(i))
             }
             Err(Errno::ENOENT) => Ok(Entry {
