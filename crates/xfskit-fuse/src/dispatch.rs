@@ -51,11 +51,13 @@ impl Filesystem for &'static XfsFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        answer!(self.lookup_answer(parent, name), reply, |e| reply.entry(
-            &self.ttl,
-            &e.attr,
-            e.generation
-        ));
+        answer!(self.lookup_answer(parent, name), reply, |e| reply
+            .entry_with_ttls(
+                &attr_ttl(self.ttl, &e),
+                &self.ttl,
+                &e.attr,
+                e.generation
+            ));
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -452,6 +454,20 @@ impl XfsFuse {
             &e.attr,
             e.generation
         ));
+    }
+}
+
+/// How long the kernel may keep the attributes of entry `e`: the mount's
+/// TTL, except for the root. An entry reply's node id doubles as the
+/// attributes' inode number (fuser sends one number for both), so a root
+/// entry (the answer to the LOOKUP of ".." that reconnects a directory
+/// opened by handle) shows `st_ino` 1 where GETATTR shows the XFS root's
+/// number; with no time to live, the next stat asks again.
+pub(crate) fn attr_ttl(ttl: std::time::Duration, e: &Entry) -> std::time::Duration {
+    if e.attr.ino.0 == 1 {
+        std::time::Duration::ZERO
+    } else {
+        ttl
     }
 }
 
