@@ -65,7 +65,13 @@ impl XfsFuse {
         // through getxattr, as it does on its own XFS mounts. DONT_MASK:
         // on a read-write mount the umask is ours to apply, since a
         // parent's default ACL replaces it (crate::acl_ops).
+        // EXPORT_SUPPORT: node ids are inode numbers, so a file handle
+        // (node id and generation) opens again after the kernel forgot the
+        // inode or the image was mounted anew, through a LOOKUP of "."
+        // (crate::ops::XfsFuse::inode_by_handle) and, to reconnect a
+        // directory, of "..".
         let mut wanted = InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_EXPORT_SUPPORT
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_POSIX_ACL
             | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
@@ -165,7 +171,7 @@ impl XfsFuse {
                 OsStr::from_bytes(&e.name),
                 &self.ttl,
                 &attr,
-                Generation(u64::from(i.gen)),
+                self.generation(&i),
             );
             if !full {
                 self.count_lookup(i.ino);

@@ -51,11 +51,13 @@ impl Filesystem for &'static XfsFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        answer!(self.lookup_answer(parent, name), reply, |e| reply.entry(
-            &self.ttl,
-            &e.attr,
-            e.generation
-        ));
+        answer!(self.lookup_answer(parent, name), reply, |e| reply
+            .entry_with_ttls(
+                &attr_ttl(self.ttl, &e),
+                &self.ttl,
+                &e.attr,
+                e.generation
+            ));
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -455,6 +457,20 @@ impl XfsFuse {
     }
 }
 
+/// How long the kernel may keep the attributes of entry `e`: the mount's
+/// TTL, except for the root. An entry reply's node id doubles as the
+/// attributes' inode number (fuser sends one number for both), so a root
+/// entry (the answer to the LOOKUP of ".." that reconnects a directory
+/// opened by handle) shows `st_ino` 1 where GETATTR shows the XFS root's
+/// number; with no time to live, the next stat asks again.
+pub(crate) fn attr_ttl(ttl: std::time::Duration, e: &Entry) -> std::time::Duration {
+    if e.attr.ino.0 == 1 {
+        std::time::Duration::ZERO
+    } else {
+        ttl
+    }
+}
+
 /// What a request that names an inode answers (the TTL is the mount's).
 pub(crate) struct Entry {
     pub attr: fuser::FileAttr,
@@ -475,7 +491,7 @@ impl XfsFuse {
         self.count_lookup(i.ino);
         Ok(Entry {
             attr: file_attr(&i, self.node(i.ino), self.block_size),
-            generation: Generation(u64::from(i.gen)),
+            generation: self.generation(&i),
         })
     }
 
@@ -486,7 +502,9 @@ impl XfsFuse {
         entry_name(name)?;
         match self.do_lookup(parent, name) {
             Ok(i) => {
-                self.note_stream_parent(&i, parent);
+                if name != "." && name != ".." {
+                    self.note_stream_parent(&i, parent);
+                }
                 self.entry_of(Ok(i))
             }
             Err(Errno::ENOENT) => Ok(Entry {

@@ -2,7 +2,10 @@
 //!
 //! Node ids are XFS inode numbers, except that FUSE's root node 1 stands
 //! for the XFS root directory (no XFS inode can be number 1: that spot holds
-//! the superblock). `st_ino` always shows the real XFS number.
+//! the superblock). `st_ino` always shows the real XFS number. The root's
+//! own number is never a node id, so each node id names one inode and can
+//! be decoded without a prior lookup: that is what makes the mount's file
+//! handles exportable (see [`XfsFuse::inode_by_handle`]).
 //!
 //! On a read-only mount, speed comes from asking the kernel as little as
 //! possible and answering from memory: long attribute and entry TTLs (the image cannot change),
@@ -110,6 +113,15 @@ impl XfsFuse {
     /// [`crate::pool`]; 0 keeps every READ on the thread that received it).
     pub fn new(fs: &'static Fs, ttl: Duration, read_threads: usize) -> XfsFuse {
         let geo = fs.geometry();
+        if fs.is_writable() {
+            // Every opening of an image starts the engine's generation
+            // sequence at the same point: a file made in this mount in an
+            // inode number freed since an earlier one would get the very
+            // generation an old handle carries, and the handle would open
+            // it. A random start, as kernel XFS gives new inodes random
+            // generations.
+            let _ = fs.seed_generations(random_seed());
+        }
         XfsFuse {
             fs,
             root: geo.root_ino,
@@ -183,11 +195,53 @@ impl XfsFuse {
         Ok(inode)
     }
 
+    /// The inode behind node id `node` as a file handle carries it, for
+    /// the kernel's LOOKUP of "." on a node it no longer holds (or never
+    /// held in this mount): open_by_handle_at, NFS export. A number that
+    /// names no inode in use (free, never allocated, outside the
+    /// filesystem, unlinked, or not an inode at all) is ENOENT, which the
+    /// kernel turns into ESTALE; the kernel itself then compares the
+    /// generation of the reply with the handle's, so an inode freed and
+    /// reused since the handle was made is ESTALE too, never the new file.
+    pub(crate) fn inode_by_handle(&self, node: INodeNo) -> Result<Arc<Inode>, Errno> {
+        if node.0 != ROOT_NODE && node.0 == self.root.0 {
+            // The root is only ever node 1.
+            return Err(Errno::ENOENT);
+        }
+        let ino = self.ino(node);
+        if !self.fs.geometry().ino_valid(ino) {
+            return Err(Errno::ENOENT);
+        }
+        match self.fs.live_inode(ino) {
+            Ok(Some(i)) if i.nlink > 0 => Ok(Arc::new(i)),
+            Ok(_) => Err(Errno::ENOENT),
+            // A handle may name any number: one whose block holds no
+            // inode (or a damaged one) is stale, not a damaged filesystem.
+            Err(e) if e.is_corruption() => Err(Errno::ENOENT),
+            Err(e) => Err(to_errno(&e)),
+        }
+    }
+
+    /// The generation an entry reply carries: the inode's, except for the
+    /// root, whose FUSE inode the kernel makes with generation 0.
+    pub(crate) fn generation(&self, i: &Inode) -> fuser::Generation {
+        if i.ino == self.root {
+            fuser::Generation(0)
+        } else {
+            fuser::Generation(u64::from(i.gen))
+        }
+    }
+
     pub(crate) fn do_lookup(&self, parent: INodeNo, name: &OsStr) -> Result<Arc<Inode>, Errno> {
-        let dir = self.dir_inode(parent)?;
         let name = name.as_bytes();
+        if name == b"." {
+            // Only the kernel's export code asks for "." (the VFS resolves
+            // "." in paths itself), with a node id from a file handle that
+            // may name a file as well as a directory.
+            return self.inode_by_handle(parent);
+        }
+        let dir = self.dir_inode(parent)?;
         let ino = match name {
-            b"." => dir.ino,
             b".." => xfskit::dir::parent(self.fs, &dir).map_err(|e| to_errno(&e))?,
             _ => xfskit::dir::lookup(self.fs, &dir, name)
                 .map_err(|e| to_errno(&e))?
@@ -408,6 +462,21 @@ pub(crate) fn check_access(i: &Inode, uid: u32, gid: u32, mask: AccessFlags) -> 
     } else {
         Err(Errno::EACCES)
     }
+}
+
+/// 64 random bits from the kernel (the time and process id if it has none
+/// to give).
+fn random_seed() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most b.len() bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == b.len() as isize {
+        return u64::from_ne_bytes(b);
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (t.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32)
 }
 
 /// Memory held by a cached inode.

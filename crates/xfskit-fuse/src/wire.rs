@@ -149,12 +149,13 @@ impl Out<'_> {
 
     /// `fuse_entry_out`.
     fn entry(&mut self, ttl: Duration, e: &Entry) {
+        let attr_ttl = crate::dispatch::attr_ttl(ttl, e);
         self.u64(e.attr.ino.0);
         self.u64(e.generation.0);
         self.u64(ttl.as_secs());
-        self.u64(ttl.as_secs());
+        self.u64(attr_ttl.as_secs());
         self.u32(ttl.subsec_nanos());
-        self.u32(ttl.subsec_nanos());
+        self.u32(attr_ttl.subsec_nanos());
         self.attr(&e.attr);
     }
 
