@@ -376,3 +376,40 @@ for d in $(seq 1 30); do mkdir d$d; for i in $(seq 1 200); do echo "file $d $i" 
     assert_eq!(r.code, 0, "an edit after the kill: {}", r.stderr);
     img.assert_clean("an edit after the kill");
 }
+
+/// Each opening for writing starts the inode generations at a random
+/// point: a file that a later edit makes in an inode number an earlier
+/// edit freed gets another generation than the old file had (each edit
+/// started the same sequence, so it got the old one's, and a file handle
+/// of the old file, as NFS keeps them, opened the new file).
+#[test]
+fn a_reused_inode_number_gets_a_new_generation_in_each_edit() {
+    let tmp = TempDir::new("xfskit-edit-gen");
+    let img = Image::make(Kind::Bare, tmp.path());
+    let field = |out: &str, name: &str| -> u64 {
+        out.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("no {name} in:\n{out}"))
+            .parse()
+            .unwrap()
+    };
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let dest = format!("{}:/f", img.s());
+        assert_eq!(xfskit(&["cp", "/etc/hostname", &dest], LIMIT).code, 0);
+        let st = xfskit(&["stat", img.s(), "/f"], LIMIT);
+        assert_eq!(st.code, 0, "stat: {}", st.stderr);
+        seen.push((field(&st.stdout, "ino"), field(&st.stdout, "gen")));
+        assert_eq!(xfskit(&["rm", img.s(), "/f"], LIMIT).code, 0);
+    }
+    // The point of the test: the same inode number each time.
+    assert!(
+        seen.iter().all(|s| s.0 == seen[0].0),
+        "the inode number was not reused: {seen:?}"
+    );
+    let mut gens: Vec<u64> = seen.iter().map(|s| s.1).collect();
+    gens.sort_unstable();
+    gens.dedup();
+    assert_eq!(gens.len(), seen.len(), "a generation came back: {seen:?}");
+    img.assert_clean("four edits that reuse one inode");
+}

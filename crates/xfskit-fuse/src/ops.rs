@@ -113,15 +113,6 @@ impl XfsFuse {
     /// [`crate::pool`]; 0 keeps every READ on the thread that received it).
     pub fn new(fs: &'static Fs, ttl: Duration, read_threads: usize) -> XfsFuse {
         let geo = fs.geometry();
-        if fs.is_writable() {
-            // Every opening of an image starts the engine's generation
-            // sequence at the same point: a file made in this mount in an
-            // inode number freed since an earlier one would get the very
-            // generation an old handle carries, and the handle would open
-            // it. A random start, as kernel XFS gives new inodes random
-            // generations.
-            let _ = fs.seed_generations(random_seed());
-        }
         XfsFuse {
             fs,
             root: geo.root_ino,
@@ -462,21 +453,6 @@ pub(crate) fn check_access(i: &Inode, uid: u32, gid: u32, mask: AccessFlags) -> 
     } else {
         Err(Errno::EACCES)
     }
-}
-
-/// 64 random bits from the kernel (the time and process id if it has none
-/// to give).
-fn random_seed() -> u64 {
-    let mut b = [0u8; 8];
-    // SAFETY: getrandom writes at most b.len() bytes into b.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n == b.len() as isize {
-        return u64::from_ne_bytes(b);
-    }
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    (t.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32)
 }
 
 /// Memory held by a cached inode.

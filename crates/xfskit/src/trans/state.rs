@@ -196,7 +196,7 @@ impl WriteState {
             queried: Mutex::new(FastSet::default()),
             fixed_time: Mutex::new(None),
             keep_dir_times: std::sync::atomic::AtomicBool::new(false),
-            gen: std::sync::atomic::AtomicU64::new(0x9e37_79b9),
+            gen: std::sync::atomic::AtomicU64::new(random_seed()),
             dir_rotor: std::sync::atomic::AtomicU32::new(0),
             rtg_rotor: std::sync::atomic::AtomicU32::new(0),
             ags: LockSet::default(),
@@ -521,8 +521,12 @@ impl WriteState {
         self.gen.store(seed, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// The next inode generation number: a deterministic sequence that
-    /// looks random (splitmix64 over a counter).
+    /// The next inode generation number: a sequence that looks random
+    /// (splitmix64 over a counter), from a random start unless seeded. A
+    /// fixed start would give a file made in an inode number freed since an
+    /// earlier opening the very generation the old file had, and a file
+    /// handle of the old file (NFS, open_by_handle_at) would open the new
+    /// one; kernel XFS gives new inodes random generations.
     pub fn next_gen(&self) -> u32 {
         let n = self
             .gen
@@ -908,4 +912,16 @@ fn take_data_first(data: &mut DataRun, j: &Journal) -> BTreeMap<u64, Run> {
         r.recycle();
     }
     runs
+}
+
+/// A random 64-bit value: std's hash keys, which come from the operating
+/// system's random source, over the clock.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    h.write_u128(t.as_nanos());
+    h.finish()
 }
