@@ -89,8 +89,13 @@ impl Fs {
 
     /// Inode `ino` if it is in use; None when it is a free inode (its
     /// CRC and magic intact, its mode 0), as a name's inode is after its
-    /// last link went, so a caller that still knew the number can tell
-    /// "gone" from "corrupt".
+    /// last link went, or when the inode btree says it is not in use (its
+    /// whole chunk was freed with it: the blocks are free space, zeros
+    /// where the chunk never reached the disk, the inode's last written
+    /// state where it did), so a caller that still knew the number can
+    /// tell "gone" from "corrupt". Committed bytes not yet written are
+    /// the truth (a chunk's are dropped in the commit that frees it);
+    /// bytes read from the disk are believed once the btree agrees.
     pub fn live_inode(&self, ino: Ino) -> Result<Option<Inode>> {
         let geo = self.geometry();
         if !geo.ino_valid(ino) {
@@ -102,12 +107,12 @@ impl Fs {
         }
         let off = geo.ino_to_bytes(ino);
         let len = geo.inode_size as usize;
-        let raw = match crate::fs::pending_inode(self, off, len) {
-            Some(r) => r,
+        let (raw, on_disk) = match crate::fs::pending_inode(self, off, len) {
+            Some(r) => (r, false),
             None => {
                 let mut v = vec![0u8; len];
                 self.read_bytes(off, &mut v)?;
-                v.into()
+                (v.into(), true)
             }
         };
         let d = xfs_format::inode::Dinode::ref_from_prefix(&raw[..])
@@ -117,6 +122,9 @@ impl Fs {
             && d.di_mode.get() == 0
             && xfs_format::crc::verify(&raw, crate::inode::INODE_CRC_OFF)
         {
+            return Ok(None);
+        }
+        if on_disk && self.is_writable() && !crate::ialloc::in_use(self, ino)? {
             return Ok(None);
         }
         crate::inode::decode_checked(self, ino, &raw).map(Some)
