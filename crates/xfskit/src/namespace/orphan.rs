@@ -97,6 +97,12 @@ impl Fs {
     /// the truth (a chunk's are dropped in the commit that frees it);
     /// bytes read from the disk are believed once the btree agrees.
     pub fn live_inode(&self, ino: Ino) -> Result<Option<Inode>> {
+        self.live_inode_as(ino, true)
+    }
+
+    /// [`Fs::live_inode`]; the inode btree is asked about bytes read from
+    /// the disk only when `ask_btree`.
+    fn live_inode_as(&self, ino: Ino, ask_btree: bool) -> Result<Option<Inode>> {
         let geo = self.geometry();
         if !geo.ino_valid(ino) {
             return Err(Error::corrupt(
@@ -124,10 +130,38 @@ impl Fs {
         {
             return Ok(None);
         }
-        if on_disk && self.is_writable() && !crate::ialloc::in_use(self, ino)? {
+        if on_disk && ask_btree && self.is_writable() && !crate::ialloc::in_use(self, ino)? {
             return Ok(None);
         }
         crate::inode::decode_checked(self, ino, &raw).map(Some)
+    }
+
+    /// Runs `f` on inode `ino` as committed (None when it is gone, as
+    /// [`Fs::live_inode`] tells), with the inode locked on a writable
+    /// filesystem: no transaction changes the inode or the blocks of its
+    /// forks until `f` returns, so a reader of its attribute fork sees it
+    /// whole in one format, never halfway through a conversion between
+    /// short form and leaf (the kernel holds the ILOCK shared for the
+    /// same). `f` must not start a transaction on `ino`.
+    pub fn with_inode<T>(&self, ino: Ino, f: impl FnOnce(&Inode) -> T) -> Result<Option<T>> {
+        let Ok(ws) = self.write_state() else {
+            return Ok(self.live_inode(ino)?.map(|ip| f(&ip)));
+        };
+        // The inode btree is asked before the inode is locked: the
+        // allocator locks a free inode while it holds the AG, so asking
+        // under the inode's lock could wait for it forever.
+        if self.live_inode(ino)?.is_none() {
+            return Ok(None);
+        }
+        ws.inodes.lock(ino.0);
+        struct Unlock<'a>(&'a crate::trans::LockSet, u64);
+        impl Drop for Unlock<'_> {
+            fn drop(&mut self) {
+                self.0.unlock(self.1);
+            }
+        }
+        let _held = Unlock(&ws.inodes, ino.0);
+        Ok(self.live_inode_as(ino, false)?.map(|ip| f(&ip)))
     }
 
     /// Frees orphan `ino` (link count 0, on its unlinked list): takes it
