@@ -353,8 +353,8 @@ fn open_files_outlive_their_names() {
     fs::remove_dir(p("gone")).unwrap();
     let md = d.metadata().unwrap();
     assert!(md.is_dir() && md.nlink() == 0, "fstat of a removed dir");
-    drop(d);
     let used_open = inodes_used(&m.mnt);
+    drop(d);
     for i in (0..20).rev().step_by(3) {
         held.remove(i);
     }
