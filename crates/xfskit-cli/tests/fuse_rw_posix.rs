@@ -374,10 +374,10 @@ fn open_files_outlive_their_names() {
 }
 
 /// What fstat of an open directory says after a rename replaced it and
-/// after an rmdir removed it (generic/035): (is a directory, mode, links)
-/// each time, the directories made in `root`, each the first in its
+/// after an rmdir removed it (generic/035): (is a directory, mode, links,
+/// size) each time, the directories made in `root`, each the first in its
 /// chunk or not as the directory rotor places it.
-fn open_dirs_replaced(root: &Path) -> Vec<(bool, u32, u64)> {
+fn open_dirs_replaced(root: &Path) -> Vec<(bool, u32, u64, u64)> {
     use std::os::unix::fs::DirBuilderExt;
     let mut out = Vec::new();
     for i in 0..6 {
@@ -387,11 +387,11 @@ fn open_dirs_replaced(root: &Path) -> Vec<(bool, u32, u64)> {
         let fd = fs::File::open(&b).unwrap();
         fs::rename(&a, &b).unwrap();
         let md = fd.metadata().unwrap();
-        out.push((md.is_dir(), md.mode(), md.nlink()));
+        out.push((md.is_dir(), md.mode(), md.nlink(), md.len()));
         let fd2 = fs::File::open(&b).unwrap();
         fs::remove_dir(&b).unwrap();
         let md = fd2.metadata().unwrap();
-        out.push((md.is_dir(), md.mode(), md.nlink()));
+        out.push((md.is_dir(), md.mode(), md.nlink(), md.len()));
         assert_eq!(err_of(fs::read_dir(&b)), libc::ENOENT);
     }
     out
