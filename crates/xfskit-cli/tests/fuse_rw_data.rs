@@ -425,3 +425,77 @@ fn mmap_and_o_direct() {
     assert_eq!(fs::metadata(m.p("direct")).unwrap().len(), 4 << 20);
     m.finish();
 }
+
+/// generic/403: getxattr of one attribute never fails, and always gives
+/// its value, while another thread sets and removes a second attribute
+/// big enough to turn the attribute fork from short form into a leaf
+/// block and back each time (the reader must never see the fork between
+/// the two). Several serving threads, so that the requests overlap.
+#[test]
+fn getxattr_while_the_fork_changes_format() {
+    if skip("getxattr_while_the_fork_changes_format") {
+        return;
+    }
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+    let mut m = RwMount::new("xattr-race", 320, &[]);
+    m.unmount();
+    m.mount(&["--threads", "4"]);
+    let f = m.p("f");
+    fs::write(&f, b"").unwrap();
+    let want = b"the value that stays".to_vec();
+    assert_eq!(setxattr(&f, "trusted.stays", &want, 0), 0);
+    let big = vec![b'x'; 1000];
+    let done = AtomicBool::new(false);
+    let (reads, bad) = (AtomicU64::new(0), AtomicU64::new(0));
+    let first_bad = std::sync::Mutex::new(None::<String>);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let path = c(&f);
+                let name = c(Path::new("trusted.stays"));
+                let mut buf = vec![0u8; 256];
+                while !done.load(Relaxed) {
+                    // SAFETY: valid strings and a buffer of buf.len() bytes.
+                    let n = unsafe {
+                        libc::getxattr(
+                            path.as_ptr(),
+                            name.as_ptr(),
+                            buf.as_mut_ptr().cast(),
+                            buf.len(),
+                        )
+                    };
+                    reads.fetch_add(1, Relaxed);
+                    let what = if n < 0 {
+                        Some(format!("errno {}", errno(-1)))
+                    } else if buf[..n as usize] != want[..] {
+                        Some(format!(
+                            "value {:?}",
+                            String::from_utf8_lossy(&buf[..n as usize])
+                        ))
+                    } else {
+                        None
+                    };
+                    if let Some(w) = what {
+                        bad.fetch_add(1, Relaxed);
+                        first_bad.lock().unwrap().get_or_insert(w);
+                    }
+                }
+            });
+        }
+        for _ in 0..1500 {
+            assert_eq!(setxattr(&f, "trusted.big", &big, 0), 0);
+            assert_eq!(removexattr(&f, "trusted.big"), 0);
+        }
+        done.store(true, Relaxed);
+    });
+    let (reads, bad) = (reads.into_inner(), bad.into_inner());
+    eprintln!("{reads} getxattr calls, {bad} bad");
+    assert!(reads > 0, "no getxattr ran");
+    assert_eq!(
+        bad,
+        0,
+        "{bad} of {reads} getxattr calls failed or read a wrong value, first: {}",
+        first_bad.into_inner().unwrap().unwrap_or_default()
+    );
+    m.finish();
+}

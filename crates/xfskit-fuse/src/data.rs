@@ -383,14 +383,15 @@ impl XfsFuse {
     }
 
     fn xattr_exists(&self, node: INodeNo, full: &[u8]) -> Result<bool, Errno> {
-        let ip = self.inode(node)?;
         let (ns, short) = match xfskit::attr::acl::disk_name(full) {
             Some(d) => (xfskit::attr::Namespace::Trusted, d),
             None => xfskit::attr::parse_full_name(full).ok_or(Errno::EOPNOTSUPP)?,
         };
-        xfskit::attr::get(self.fs, &ip, ns, short)
-            .map(|v| v.is_some())
-            .map_err(|e| to_errno(&e))
+        self.with_inode(node, |ip| {
+            xfskit::attr::get(self.fs, ip, ns, short)
+                .map(|v| v.is_some())
+                .map_err(|e| to_errno(&e))
+        })
     }
 }
 

@@ -586,8 +586,9 @@ impl XfsFuse {
 
     /// LISTXATTR: the names `uid` may see, in the list format.
     pub(crate) fn listxattr_answer(&self, uid: u32, ino: INodeNo) -> Result<Vec<u8>, Errno> {
-        let i = self.inode(ino)?;
-        let all = xfskit::attr::list_names(self.fs, &i).map_err(|e| to_errno(&e))?;
+        let all = self.with_inode(ino, |i| {
+            xfskit::attr::list_names(self.fs, i).map_err(|e| to_errno(&e))
+        })?;
         Ok(name_list(&all, uid))
     }
 

@@ -205,13 +205,13 @@ impl XfsFuse {
         self.check_writable()?;
         let name = entry_name(name)?;
         let p = self.ino(parent);
-        if dir {
-            return self.fs.rmdir(p, name).map_err(|e| to_errno(&e));
+        let in_use = |i| self.in_use(i);
+        let orphan = if dir {
+            self.fs.rmdir_keeping(p, name, &in_use)
+        } else {
+            self.fs.unlink_keeping(p, name, &in_use)
         }
-        let orphan = self
-            .fs
-            .unlink_keeping(p, name, &|i| self.in_use(i))
-            .map_err(|e| to_errno(&e))?;
+        .map_err(|e| to_errno(&e))?;
         if let Some(o) = orphan {
             self.keep_orphan(o);
         }

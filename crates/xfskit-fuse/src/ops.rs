@@ -163,8 +163,8 @@ impl XfsFuse {
     /// Inode `ino`, from the cache or read, checked and decoded.
     pub(crate) fn inode_by_ino(&self, ino: Ino) -> Result<Arc<Inode>, Errno> {
         if self.writable {
-            // A number the kernel still knows may have been freed since
-            // (a directory removed while it was someone's cwd): ENOENT.
+            // A number the kernel still holds is kept until its last
+            // FORGET (crate::orphans); one freed anyway reads as ENOENT.
             return match self.fs.live_inode(ino) {
                 Ok(Some(i)) => Ok(Arc::new(i)),
                 Ok(None) => Err(Errno::ENOENT),

@@ -1,11 +1,12 @@
-//! Files that lose their last name while open stay usable until the
-//! kernel lets go of them, as on a kernel mount.
+//! Files that lose their last name while open, and directories removed
+//! or replaced by a rename while open, stay usable (a directory statable,
+//! with no links) until the kernel lets go of them, as on a kernel mount.
 //!
 //! The kernel holds a FUSE inode for as long as it has a lookup count on
 //! it: every reply that hands it an inode (lookup, create, mknod, mkdir,
 //! symlink, link) adds one, FORGET takes them back. With `no_open` the
 //! kernel sends no OPEN or RELEASE, so the lookup count is the only sign
-//! of an open file. An unlink or a rename that drops the last link of an
+//! of an open file. An unlink, rmdir or rename that drops the last link of an
 //! inode the kernel still holds leaves it an orphan in the engine (link
 //! count 0, on the AGI unlinked list); the FORGET that brings its count
 //! to zero frees it, and so does the end of the mount.

@@ -11,6 +11,7 @@ use crate::errno::to_errno;
 use crate::ops::XfsFuse;
 use fuser::{Errno, INodeNo, ReplyXattr};
 use xfskit::attr::{acl, full_name, Namespace, XattrName};
+use xfskit::inode::Inode;
 
 /// Answers a getxattr/listxattr request for `data` with a caller buffer of
 /// `size` bytes: size 0 asks for the needed length; a buffer that is too
@@ -71,6 +72,27 @@ pub fn name_list(attrs: &[XattrName], uid: u32) -> Vec<u8> {
 }
 
 impl XfsFuse {
+    /// Runs `f` on the inode of `node`. On a read-write mount the engine
+    /// holds the inode's lock meanwhile, so that a reader of its attribute
+    /// fork never sees a transaction's change halfway (a set or remove
+    /// turning the fork from short form into a leaf block or back: the
+    /// inode read before, the blocks after, gave "bad magic" on a block
+    /// the change had just freed). Gone: ENOENT.
+    pub(crate) fn with_inode<T>(
+        &self,
+        node: INodeNo,
+        f: impl FnOnce(&Inode) -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        if !self.writable {
+            return f(&*self.inode(node)?);
+        }
+        match self.fs.with_inode(self.ino(node), f) {
+            Ok(Some(r)) => r,
+            Ok(None) => Err(Errno::ENOENT),
+            Err(e) => Err(to_errno(&e)),
+        }
+    }
+
     /// The value of xattr `name` of `node` as a caller with user id `uid`
     /// may see it (ACLs in the Linux encoding; hidden names: ENODATA).
     pub(crate) fn xattr_value(
@@ -80,20 +102,22 @@ impl XfsFuse {
         name: &[u8],
     ) -> Result<Vec<u8>, Errno> {
         if let Some(disk) = acl::disk_name(name) {
-            let i = self.inode(node)?;
-            let raw = xfskit::attr::get(self.fs, &i, Namespace::Trusted, disk)
-                .map_err(|e| to_errno(&e))?
-                .ok_or(Errno::ENODATA)?;
-            return acl::to_linux(i.ino.0, &raw).map_err(|e| to_errno(&e));
+            return self.with_inode(node, |i| {
+                let raw = xfskit::attr::get(self.fs, i, Namespace::Trusted, disk)
+                    .map_err(|e| to_errno(&e))?
+                    .ok_or(Errno::ENODATA)?;
+                acl::to_linux(i.ino.0, &raw).map_err(|e| to_errno(&e))
+            });
         }
         let (ns, short) = xfskit::attr::parse_full_name(name).ok_or(Errno::ENODATA)?;
         if !visible_to(ns, uid) {
             return Err(Errno::ENODATA);
         }
-        let i = self.inode(node)?;
-        xfskit::attr::get(self.fs, &i, ns, short)
-            .map_err(|e| to_errno(&e))?
-            .ok_or(Errno::ENODATA)
+        self.with_inode(node, |i| {
+            xfskit::attr::get(self.fs, i, ns, short)
+                .map_err(|e| to_errno(&e))?
+                .ok_or(Errno::ENODATA)
+        })
     }
 }
 

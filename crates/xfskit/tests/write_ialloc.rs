@@ -398,3 +398,63 @@ fn many_chunks_odd_sized_last_ag() {
     // 5 AGs, the last one (40 MiB) shorter than the others.
     many_chunks("-d agsize=70m");
 }
+
+/// The number of an inode whose whole chunk was freed reads as gone, not
+/// as corrupt: the chunk's blocks are free space now, holding whatever
+/// was last written there (zeros for a chunk that never reached the
+/// disk, so no inode magic or CRC). `Fs::live_inode` is what a FUSE
+/// getattr of a number the kernel still knew asks.
+#[test]
+fn inode_of_a_freed_chunk_reads_as_gone() {
+    let s = Scratch::new("ialloc-freed-chunk");
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 320 << 20, "");
+    let fs = open_rw(&img);
+    let root = fs.geometry().root_ino;
+    let m = xfskit::build::Meta {
+        mode: 0o755,
+        uid: 0,
+        gid: 0,
+        atime: Default::default(),
+        mtime: Default::default(),
+        ctime: Default::default(),
+        crtime: Default::default(),
+    };
+    // New directories in the root go where the directory rotor says:
+    // past the root's chunk, into a chunk of their own, which goes with
+    // them. First a chunk that never reached the disk (its blocks read
+    // as zeros), then one that did (its blocks keep the directory's last
+    // inode as it was written).
+    let kind = xfskit::build::NodeKind::Dir;
+    let in_root_chunk = |i: Ino| i.0 >= root.0 && i.0 < root.0 + 64;
+    let mut n = 0;
+    let mut new_dir = |fs: &xfskit::Fs| loop {
+        n += 1;
+        let name = format!("d{n}");
+        let d = fs.create(root, name.as_bytes(), &kind, &m).unwrap();
+        if !in_root_chunk(d) {
+            return (d, name);
+        }
+    };
+    let gone = |fs: &xfskit::Fs, ino: Ino, when: &str| match fs.live_inode(ino) {
+        Ok(None) => {}
+        other => panic!("inode {} of a freed chunk ({when}): {other:?}", ino.0),
+    };
+    let before = chunks(&fs).len();
+    let (d, name) = new_dir(&fs);
+    fs.rmdir(root, name.as_bytes()).unwrap();
+    gone(&fs, d, "never written");
+    fs.sync().unwrap();
+    gone(&fs, d, "never written, synced");
+    assert_eq!(chunks(&fs).len(), before, "the chunk was freed");
+    let (e, name) = new_dir(&fs);
+    fs.sync().unwrap();
+    assert_eq!(chunks(&fs).len(), before + 1, "a chunk of its own");
+    fs.rmdir(root, name.as_bytes()).unwrap();
+    gone(&fs, e, "written");
+    fs.sync().unwrap();
+    gone(&fs, e, "written, synced");
+    assert_eq!(chunks(&fs).len(), before, "the chunk was freed");
+    drop(fs);
+    assert_repair_clean(&img);
+}

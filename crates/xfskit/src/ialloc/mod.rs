@@ -295,6 +295,20 @@ fn pick_inobt(
     Ok(None)
 }
 
+/// Whether inode `ino` is in use as the inode btree says: its chunk
+/// exists and the inode is neither free nor in a sparse hole. Takes the
+/// AG lock for the lookup (in a transaction that changes nothing).
+pub(crate) fn in_use(fs: &crate::fs::Fs, ino: Ino) -> Result<bool> {
+    let mut tp = fs.trans()?;
+    let geo = tp.geo();
+    let agno = geo.ino_agno(ino);
+    let agino = geo.ino_agino(ino);
+    agi::read_agi(&mut tp, agno)?;
+    let rec = tree::lookup_le(&mut tp, agno, Tree::Ino, agino)?
+        .filter(|r| agino - r.startino < XFS_INODES_PER_CHUNK);
+    Ok(rec.is_some_and(|r| r.free & (1u64 << (agino - r.startino)) == 0))
+}
+
 /// Frees inode `ino` (its forks must already be empty): the on-disk inode
 /// becomes a free inode, the btrees and counters are updated, and the
 /// chunk is freed when none of its inodes is in use.

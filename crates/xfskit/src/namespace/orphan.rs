@@ -89,9 +89,20 @@ impl Fs {
 
     /// Inode `ino` if it is in use; None when it is a free inode (its
     /// CRC and magic intact, its mode 0), as a name's inode is after its
-    /// last link went, so a caller that still knew the number can tell
-    /// "gone" from "corrupt".
+    /// last link went, or when the inode btree says it is not in use (its
+    /// whole chunk was freed with it: the blocks are free space, zeros
+    /// where the chunk never reached the disk, the inode's last written
+    /// state where it did), so a caller that still knew the number can
+    /// tell "gone" from "corrupt". Committed bytes not yet written are
+    /// the truth (a chunk's are dropped in the commit that frees it);
+    /// bytes read from the disk are believed once the btree agrees.
     pub fn live_inode(&self, ino: Ino) -> Result<Option<Inode>> {
+        self.live_inode_as(ino, true)
+    }
+
+    /// [`Fs::live_inode`]; the inode btree is asked about bytes read from
+    /// the disk only when `ask_btree`.
+    fn live_inode_as(&self, ino: Ino, ask_btree: bool) -> Result<Option<Inode>> {
         let geo = self.geometry();
         if !geo.ino_valid(ino) {
             return Err(Error::corrupt(
@@ -102,12 +113,12 @@ impl Fs {
         }
         let off = geo.ino_to_bytes(ino);
         let len = geo.inode_size as usize;
-        let raw = match crate::fs::pending_inode(self, off, len) {
-            Some(r) => r,
+        let (raw, on_disk) = match crate::fs::pending_inode(self, off, len) {
+            Some(r) => (r, false),
             None => {
                 let mut v = vec![0u8; len];
                 self.read_bytes(off, &mut v)?;
-                v.into()
+                (v.into(), true)
             }
         };
         let d = xfs_format::inode::Dinode::ref_from_prefix(&raw[..])
@@ -119,7 +130,38 @@ impl Fs {
         {
             return Ok(None);
         }
+        if on_disk && ask_btree && self.is_writable() && !crate::ialloc::in_use(self, ino)? {
+            return Ok(None);
+        }
         crate::inode::decode_checked(self, ino, &raw).map(Some)
+    }
+
+    /// Runs `f` on inode `ino` as committed (None when it is gone, as
+    /// [`Fs::live_inode`] tells), with the inode locked on a writable
+    /// filesystem: no transaction changes the inode or the blocks of its
+    /// forks until `f` returns, so a reader of its attribute fork sees it
+    /// whole in one format, never halfway through a conversion between
+    /// short form and leaf (the kernel holds the ILOCK shared for the
+    /// same). `f` must not start a transaction on `ino`.
+    pub fn with_inode<T>(&self, ino: Ino, f: impl FnOnce(&Inode) -> T) -> Result<Option<T>> {
+        let Ok(ws) = self.write_state() else {
+            return Ok(self.live_inode(ino)?.map(|ip| f(&ip)));
+        };
+        // The inode btree is asked before the inode is locked: the
+        // allocator locks a free inode while it holds the AG, so asking
+        // under the inode's lock could wait for it forever.
+        if self.live_inode(ino)?.is_none() {
+            return Ok(None);
+        }
+        ws.inodes.lock(ino.0);
+        struct Unlock<'a>(&'a crate::trans::LockSet, u64);
+        impl Drop for Unlock<'_> {
+            fn drop(&mut self) {
+                self.0.unlock(self.1);
+            }
+        }
+        let _held = Unlock(&ws.inodes, ino.0);
+        Ok(self.live_inode_as(ino, false)?.map(|ip| f(&ip)))
     }
 
     /// Frees orphan `ino` (link count 0, on its unlinked list): takes it

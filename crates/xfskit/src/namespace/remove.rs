@@ -39,10 +39,10 @@ pub(crate) fn destroy(tp: &mut Trans<'_>, mut ip: Inode) -> Result<()> {
 /// open file): it then becomes an orphan instead of being freed.
 pub type InUse<'a> = &'a dyn Fn(Ino) -> bool;
 
-/// Drops one link of `ip`; frees it at zero, unless it is a non-directory
-/// `in_use` says is still used: then it stays, with no links, on the
-/// unlinked list, and its number is returned. A directory also drops its
-/// own '.' link.
+/// Drops one link of `ip`; frees it at zero, unless `in_use` says it is
+/// still used (an open file, or an open directory that was removed or
+/// replaced): then it stays, with no links, on the unlinked list, and its
+/// number is returned. A directory also drops its own '.' link.
 fn drop_link(
     fs: &Fs,
     tp: &mut Trans<'_>,
@@ -52,7 +52,7 @@ fn drop_link(
 ) -> Result<Option<Ino>> {
     let links = if ip.file_type == FileType::Dir { 2 } else { 1 };
     if ip.nlink <= links {
-        if ip.file_type != FileType::Dir && in_use(ip.ino) {
+        if in_use(ip.ino) {
             ip.nlink = 0;
             fs.touch_change(&mut ip, now)?;
             super::orphan::add(tp, &mut ip)?;
@@ -90,6 +90,18 @@ impl Fs {
     /// Removes the empty directory `name` from `parent`.
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
         self.remove_name(parent, name, true, &|_| false).map(|_| ())
+    }
+
+    /// [`Fs::rmdir`] that keeps the directory as an orphan (no links, its
+    /// empty contents kept) while `in_use` says it is used; returns the
+    /// orphan. Free it with [`Fs::free_orphan`].
+    pub fn rmdir_keeping(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        in_use: InUse<'_>,
+    ) -> Result<Option<Ino>> {
+        self.remove_name(parent, name, true, in_use)
     }
 
     fn remove_name(
