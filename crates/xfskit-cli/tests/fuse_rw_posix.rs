@@ -690,3 +690,50 @@ fn conflicting_mount_options_last_one_wins() {
     m.mount(&[]);
     m.finish();
 }
+
+/// One writer at a time (generic/732 mounts one filesystem twice, which the
+/// kernel serves from one superblock): while an image is mounted
+/// read-write, a second read-write mount and an offline edit are refused
+/// with a message that says why, and change nothing; reading it offline
+/// still works; once the mount is gone the edit works.
+#[test]
+fn a_second_writer_of_a_mounted_image_is_refused() {
+    if skip("a_second_writer_of_a_mounted_image_is_refused") {
+        return;
+    }
+    let m = RwMount::new("twowriters", 300, &[]);
+    fs::write(m.p("kept"), b"first writer\n").unwrap();
+    let img = m.image.to_str().unwrap().to_string();
+    let second = m.dir.join("second");
+    fs::create_dir_all(&second).unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_xfskit"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for args in [
+        &["mount", &img, second.to_str().unwrap()][..],
+        &["mkdir", &img, "/x"],
+    ] {
+        let o = run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(4), "xfskit {args:?}: {err}");
+        assert!(
+            err.contains("open for writing by another process"),
+            "xfskit {args:?}: {err}"
+        );
+    }
+    let o = run(&["ls", &img, "/"]);
+    assert!(o.status.success(), "ls while mounted: {o:?}");
+    assert!(!m.p("x").exists(), "the refused mkdir made /x");
+    // Once the mount is gone, its lock is too: the edit works, and the
+    // image mounts again with the edit in it.
+    let mut m = m;
+    m.unmount();
+    let o = run(&["mkdir", &img, "/x"]);
+    assert!(o.status.success(), "mkdir after the unmount: {o:?}");
+    m.mount(&[]);
+    assert!(m.p("x").is_dir());
+    m.finish();
+}

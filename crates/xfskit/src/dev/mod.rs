@@ -9,6 +9,7 @@ mod window;
 
 pub use aligned::{AlignedBuf, FileData, SharedBytes};
 pub use concat::Concat;
+pub(crate) use file::lock_for_writing;
 pub(crate) use file::pwritev_all;
 pub use file::FileDevice;
 pub use mem::MemDevice;

@@ -80,6 +80,7 @@ impl Qcow2 {
     /// chain read-only).
     pub fn open_rw(path: &Path) -> Result<Qcow2> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
+        crate::dev::lock_for_writing(&file, path)?;
         let len = file.metadata()?.len();
         let host = HostFile {
             file,
