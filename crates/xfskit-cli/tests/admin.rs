@@ -446,13 +446,13 @@ fn partitioned_and_qcow2_disks() {
             "{kind:?}"
         );
         img.assert_clean(&format!("{kind:?}: admin"));
-        xfskit(&["mkdir", img.s(), "/after"]);
-        img.assert_clean(&format!("{kind:?}: admin, mkdir"));
         // The kernel mounts it (a raw copy for qcow2) and writes.
         let l = img.loop_dev();
         let blkid = sh(&format!("blkid -o export {}", l.dev));
         assert!(blkid.contains(&format!("UUID={u}")) && blkid.contains("LABEL=disk"), "{blkid}");
         kernel_writes(&l.dev, &dir.join("mnt"), "k");
         drop(l);
+        xfskit(&["mkdir", img.s(), "/after"]);
+        img.assert_clean(&format!("{kind:?}: admin, mkdir"));
     }
 }
