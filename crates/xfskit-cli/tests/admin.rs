@@ -76,7 +76,14 @@ fn sb_field(bin: &Path, img: &Path, agno: u32, field: &str) -> String {
     let out = tool(
         bin,
         "xfs_db",
-        &["-r", "-c", &format!("sb {agno}"), "-c", &format!("p {field}"), s(img)],
+        &[
+            "-r",
+            "-c",
+            &format!("sb {agno}"),
+            "-c",
+            &format!("p {field}"),
+            s(img),
+        ],
     );
     out.trim()
         .strip_prefix(&format!("{field} = "))
@@ -92,7 +99,11 @@ fn incompat(bin: &Path, img: &Path, agno: u32) -> u32 {
 /// Every field of AG `agno`'s superblock as xfs_db prints it; the
 /// primary's `lsn` and `crc` left out (see the module comment).
 fn sb_fields(bin: &Path, img: &Path, agno: u32) -> Vec<String> {
-    let out = tool(bin, "xfs_db", &["-r", "-c", &format!("sb {agno}"), "-c", "p", s(img)]);
+    let out = tool(
+        bin,
+        "xfs_db",
+        &["-r", "-c", &format!("sb {agno}"), "-c", "p", s(img)],
+    );
     out.lines()
         .filter(|l| agno != 0 || !(l.starts_with("lsn = ") || l.starts_with("crc = ")))
         .map(str::to_string)
@@ -143,7 +154,10 @@ fn assert_clean(bin: &Path, img: &Path, uuid: Option<&str>, after: &str) {
             .filter_map(|l| l.trim().strip_prefix("uuid: "))
             .map(|r| r.split_whitespace().next().unwrap_or(""))
             .collect();
-        assert!(!uuids.is_empty(), "{after}: xfs_logprint shows no record:\n{lp}");
+        assert!(
+            !uuids.is_empty(),
+            "{after}: xfs_logprint shows no record:\n{lp}"
+        );
         assert!(
             uuids.iter().all(|x| *x == u),
             "{after}: log records name another UUID than {u}: {uuids:?}"
@@ -156,9 +170,17 @@ fn assert_clean(bin: &Path, img: &Path, uuid: Option<&str>, after: &str) {
 fn assert_admin_prints(bin: &Path, a: &Path, b: &Path, label: &str, uuid: &str, after: &str) {
     let want = format!("label = \"{label}\"\nUUID = {uuid}\n");
     for img in [a, b] {
-        assert_eq!(tool(bin, "xfs_admin", &["-l", "-u", s(img)]), want, "{after}: {img:?}");
+        assert_eq!(
+            tool(bin, "xfs_admin", &["-l", "-u", s(img)]),
+            want,
+            "{after}: {img:?}"
+        );
     }
-    assert_eq!(xfskit(&["admin", "-l", "-u", s(a)]), want, "{after}: xfskit admin -l -u");
+    assert_eq!(
+        xfskit(&["admin", "-l", "-u", s(a)]),
+        want,
+        "{after}: xfskit admin -l -u"
+    );
 }
 
 fn copy(from: &Path, to: &Path) {
@@ -177,10 +199,18 @@ fn label_set_clear_and_too_long() {
         copy(&a, &b);
         let uuid = sb_field(&bin, &a, 0, "uuid");
         assert_admin_prints(&bin, &a, &b, "first", &uuid, "mkfs");
-        for (arg, label) in [("root", "root"), ("abcdefghijkl", "abcdefghijkl"), ("--", "")] {
+        for (arg, label) in [
+            ("root", "root"),
+            ("abcdefghijkl", "abcdefghijkl"),
+            ("--", ""),
+        ] {
             let after = format!("-L {arg} (debian mkfs: {debian})");
             let out = xfskit(&["admin", "-L", arg, s(&a)]);
-            assert_eq!(out, format!("writing all SBs\nnew label = \"{label}\"\n"), "{after}");
+            assert_eq!(
+                out,
+                format!("writing all SBs\nnew label = \"{label}\"\n"),
+                "{after}"
+            );
             tool(&bin, "xfs_admin", &["-L", arg, s(&b)]);
             assert_admin_prints(&bin, &a, &b, label, &uuid, &after);
             assert_same_sbs(&bin, &a, &b, &after);
@@ -195,10 +225,16 @@ fn label_set_clear_and_too_long() {
             "{}",
             output_text(&o)
         );
-        assert!(std::fs::read(&a).unwrap() == before, "a refused label changed the image");
+        assert!(
+            std::fs::read(&a).unwrap() == before,
+            "a refused label changed the image"
+        );
         // Twelve bytes of a multi-byte name fit; thirteen do not.
         xfskit(&["admin", "-L", "ééééé", s(&a)]);
-        assert_eq!(tool(&bin, "xfs_admin", &["-l", s(&a)]), "label = \"ééééé\"\n");
+        assert_eq!(
+            tool(&bin, "xfs_admin", &["-l", s(&a)]),
+            "label = \"ééééé\"\n"
+        );
         let o = xfskit_output(&["admin", "-L", "éééééééx", s(&a)]);
         assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
         // An xfskit edit after the change works and leaves a clean log.
@@ -218,8 +254,16 @@ fn uuid_steps(bin: &Path, a: &Path, b: &Path, after: &str) {
         (explicit.into(), explicit.into(), true),
         ("generate".into(), String::new(), true),
         ("restore".into(), orig.clone(), false),
-        ("nil".into(), "00000000-0000-0000-0000-000000000000".into(), true),
-        ("NIL".into(), "00000000-0000-0000-0000-000000000000".into(), true),
+        (
+            "nil".into(),
+            "00000000-0000-0000-0000-000000000000".into(),
+            true,
+        ),
+        (
+            "NIL".into(),
+            "00000000-0000-0000-0000-000000000000".into(),
+            true,
+        ),
         // The metadata UUID given explicitly clears the feature too.
         (orig.to_uppercase(), orig.clone(), false),
     ];
@@ -243,7 +287,11 @@ fn uuid_steps(bin: &Path, a: &Path, b: &Path, after: &str) {
         assert_eq!(&new, want, "{step}");
         // xfs_admin makes the same change on the copy (the generated UUID
         // given explicitly).
-        let theirs = if arg == "generate" { want.clone() } else { arg.clone() };
+        let theirs = if arg == "generate" {
+            want.clone()
+        } else {
+            arg.clone()
+        };
         tool(bin, "xfs_admin", &["-U", &theirs, s(b)]);
         assert_admin_prints(bin, a, b, "", want, &step);
         for agno in 0..ags {
@@ -263,7 +311,10 @@ fn uuid_steps(bin: &Path, a: &Path, b: &Path, after: &str) {
     // Restore without META_UUID: nothing to do, nothing printed.
     let before = std::fs::read(a).unwrap();
     assert_eq!(xfskit(&["admin", "-U", "restore", s(a)]), "");
-    assert!(std::fs::read(a).unwrap() == before, "{after}: a restore with nothing to do wrote");
+    assert!(
+        std::fs::read(a).unwrap() == before,
+        "{after}: a restore with nothing to do wrote"
+    );
     // Invalid: refused before anything is opened.
     let o = xfskit_output(&["admin", "-U", "6a2f1c3e-9b7d-4e21-8f55-0c1d2e3f4a5", s(a)]);
     assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
@@ -287,7 +338,13 @@ fn uuid_generate_explicit_nil_restore() {
     }
     // A log of 4k sectors with a stripe unit, and more AGs.
     let (a, b) = (t.path().join("a.img"), t.path().join("b.img"));
-    mkfs_d(&bin, &a, false, "size=1g,agcount=12", &["-s", "size=4096", "-l", "su=32k"]);
+    mkfs_d(
+        &bin,
+        &a,
+        false,
+        "size=1g,agcount=12",
+        &["-s", "size=4096", "-l", "su=32k"],
+    );
     copy(&a, &b);
     uuid_steps(&bin, &a, &b, "4k sectors, log su=32k, 12 AGs");
 }
@@ -307,23 +364,41 @@ fn label_and_uuid_in_qcow2() {
         t.path().join("back.img"),
     );
     mkfs(&bin, &raw, false, &[]);
-    sh(&format!("qemu-img convert -O qcow2 '{}' '{}'", s(&raw), s(&q)));
+    sh(&format!(
+        "qemu-img convert -O qcow2 '{}' '{}'",
+        s(&raw),
+        s(&q)
+    ));
     let u = "0f0e0d0c-0b0a-4908-8706-050403020100";
     let out = xfskit(&["admin", "-L", "inqcow", "-U", u, s(&q)]);
-    assert!(out.contains("new label = \"inqcow\"") && out.contains(&format!("new UUID = {u}")), "{out}");
+    assert!(
+        out.contains("new label = \"inqcow\"") && out.contains(&format!("new UUID = {u}")),
+        "{out}"
+    );
     assert_eq!(
         xfskit(&["admin", "-l", "-u", s(&q)]),
         format!("label = \"inqcow\"\nUUID = {u}\n")
     );
-    let check = sh(&format!("qemu-img check '{}' 2>&1 && echo QCOW2-CLEAN || true", s(&q)));
+    let check = sh(&format!(
+        "qemu-img check '{}' 2>&1 && echo QCOW2-CLEAN || true",
+        s(&q)
+    ));
     assert!(check.contains("QCOW2-CLEAN"), "{check}");
-    sh(&format!("qemu-img convert -O raw '{}' '{}'", s(&q), s(&back)));
+    sh(&format!(
+        "qemu-img convert -O raw '{}' '{}'",
+        s(&q),
+        s(&back)
+    ));
     tool(&bin, "xfs_admin", &["-L", "inqcow", "-U", u, s(&raw)]);
     assert_admin_prints(&bin, &back, &raw, "inqcow", u, "qcow2");
     assert_same_sbs(&bin, &back, &raw, "qcow2");
     assert_clean(&bin, &back, Some(u), "qcow2");
     xfskit(&["mkdir", s(&q), "/after"]);
-    sh(&format!("rm -f '{1}'; qemu-img convert -O raw '{}' '{}'", s(&q), s(&back)));
+    sh(&format!(
+        "rm -f '{1}'; qemu-img convert -O raw '{}' '{}'",
+        s(&q),
+        s(&back)
+    ));
     assert_clean(&bin, &back, Some(u), "qcow2, mkdir after");
 }
 
@@ -347,7 +422,11 @@ fn kernel_mounts_and_writes_after_changes() {
     let configs: [(bool, &str, &[&str]); 3] = [
         (false, "size=300m", &[]),
         (true, "size=300m", &[]),
-        (false, "size=1g,agcount=12", &["-s", "size=4096", "-l", "su=32k"]),
+        (
+            false,
+            "size=1g,agcount=12",
+            &["-s", "size=4096", "-l", "su=32k"],
+        ),
     ];
     for (debian, d, extra) in configs {
         let img = t.path().join("k.img");
@@ -373,9 +452,17 @@ fn kernel_mounts_and_writes_after_changes() {
             sh(&format!("losetup -d {loopdev}"));
             assert_clean(&bin, &img, None, &format!("{after}, kernel write"));
             xfskit(&["mkdir", &l, &format!("/x{i}")]);
-            assert_clean(&bin, &img, None, &format!("{after}, kernel write, xfskit mkdir"));
+            assert_clean(
+                &bin,
+                &img,
+                None,
+                &format!("{after}, kernel write, xfskit mkdir"),
+            );
             let ls = xfskit(&["ls", &l, "/"]);
-            assert!(ls.contains(&format!("k{i}")) && ls.contains(&format!("x{i}")), "{after}: {ls}");
+            assert!(
+                ls.contains(&format!("k{i}")) && ls.contains(&format!("x{i}")),
+                "{after}: {ls}"
+            );
         }
     }
 }
@@ -416,11 +503,18 @@ fn uuid_refuses_a_dirty_log() {
         assert_eq!(o.status.code(), Some(3), "{args:?}: {}", output_text(&o));
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("xfskit recover"), "{err}");
-        assert!(std::fs::read(&img).unwrap() == before, "{args:?}: the image changed");
+        assert!(
+            std::fs::read(&img).unwrap() == before,
+            "{args:?}: the image changed"
+        );
     }
     xfskit(&["recover", s(&img)]);
     let out = xfskit(&["admin", "-U", "generate", s(&img)]);
-    let new = out.lines().find_map(|l| l.strip_prefix("new UUID = ")).unwrap().to_string();
+    let new = out
+        .lines()
+        .find_map(|l| l.strip_prefix("new UUID = "))
+        .unwrap()
+        .to_string();
     assert_clean(&bin, &img, Some(&new), "-U after recover");
     assert!(xfskit(&["ls", s(&img), "/"]).contains('f'));
 }
@@ -449,7 +543,10 @@ fn partitioned_and_qcow2_disks() {
         // The kernel mounts it (a raw copy for qcow2) and writes.
         let l = img.loop_dev();
         let blkid = sh(&format!("blkid -o export {}", l.dev));
-        assert!(blkid.contains(&format!("UUID={u}")) && blkid.contains("LABEL=disk"), "{blkid}");
+        assert!(
+            blkid.contains(&format!("UUID={u}")) && blkid.contains("LABEL=disk"),
+            "{blkid}"
+        );
         kernel_writes(&l.dev, &dir.join("mnt"), "k");
         drop(l);
         xfskit(&["mkdir", img.s(), "/after"]);

@@ -187,10 +187,14 @@ pub fn identity(fs: &Fs) -> Result<Identity> {
             break;
         }
         let s = read_sb(fs, agno)?;
-        if id.label_differs.is_none() && s[FNAME_OFF..FNAME_OFF + 12] != primary[FNAME_OFF..FNAME_OFF + 12] {
+        if id.label_differs.is_none()
+            && s[FNAME_OFF..FNAME_OFF + 12] != primary[FNAME_OFF..FNAME_OFF + 12]
+        {
             id.label_differs = Some(agno);
         }
-        if id.uuid_differs.is_none() && s[UUID_OFF..UUID_OFF + 16] != primary[UUID_OFF..UUID_OFF + 16] {
+        if id.uuid_differs.is_none()
+            && s[UUID_OFF..UUID_OFF + 16] != primary[UUID_OFF..UUID_OFF + 16]
+        {
             id.uuid_differs = Some(agno);
         }
     }

@@ -10,7 +10,8 @@ use xfskit::admin::{self, NewUuid};
 use xfskit::OpenOptions;
 
 /// The long help (`--help`, the man page).
-pub const LONG_ABOUT: &str = "Show or change the label and the UUID of an XFS image, as xfs_admin does,
+pub const LONG_ABOUT: &str =
+    "Show or change the label and the UUID of an XFS image, as xfs_admin does,
 with its flags and its output.
 
   -l          prints the label: label = \"...\"
