@@ -30,6 +30,7 @@ use std::process::ExitCode;
     long_about = "xfskit reads and writes the XFS on-disk format without the kernel: make \
 filesystems (mkfs), build populated images (build), inspect images (info, ls, cat, stat), copy files out (extract), \
 edit images offline (cp, mkdir, rm, mv, ln, chmod, chown, touch, truncate, setfattr, getfattr), \
+show or change the label and UUID (admin), \
 mount them through FUSE (mount), scan every inode in parallel (bulkstat), and show or \
 replay the log (log, recover). A log left dirty by a crash is replayed in memory when an \
 image is opened: the image is only read.\n\n\
@@ -139,6 +140,9 @@ enum Command {
     /// Print extended attributes of files in an image.
     #[command(long_about = cmd::edit::help::GETFATTR)]
     Getfattr(cmd::edit::xattr::GetArgs),
+    /// Show or change the label and UUID (xfs_admin -l -u -L -U).
+    #[command(long_about = cmd::admin::LONG_ABOUT)]
+    Admin(cmd::admin::Args),
     /// Write the manual pages of xfskit and every subcommand into a directory.
     #[command(long_about = cmd::docs::MANPAGES_ABOUT)]
     Manpages(cmd::docs::ManpagesArgs),
@@ -174,6 +178,7 @@ fn main() -> ExitCode {
         Command::Truncate(a) => cmd::edit::attrs::truncate(a),
         Command::Setfattr(a) => cmd::edit::xattr::setfattr(a),
         Command::Getfattr(a) => cmd::edit::xattr::getfattr(a),
+        Command::Admin(a) => cmd::admin::run(a),
         Command::Manpages(a) => cmd::docs::manpages(a, Cli::command()),
         Command::Completions(a) => cmd::docs::completions(a, Cli::command()),
     };

@@ -11,6 +11,7 @@
 //! conversion (zeroed `MaybeUninit` bytes as bytes) not yet in std.
 #![deny(unsafe_code)]
 
+pub mod admin;
 pub mod alloc;
 pub mod attr;
 pub mod bmap;

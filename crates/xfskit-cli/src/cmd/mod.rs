@@ -1,6 +1,7 @@
 //! Subcommands. Each module has `Args` (clap) and `run(Args) -> Result<ExitCode>`.
 
 use crate::cmd::out::errln;
+pub mod admin;
 pub mod build;
 pub mod bulkstat;
 pub mod cat;

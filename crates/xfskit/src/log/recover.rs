@@ -287,15 +287,29 @@ pub(crate) fn clear_stale(
         let blk = head + i;
         let (c, b) = stale_stamp(log, blk, cycle);
         let h = &mut buf[(i * BB) as usize..((i + 1) * BB) as usize];
-        h[0..4].copy_from_slice(&XLOG_HEADER_MAGIC_NUM.to_be_bytes());
-        h[4..8].copy_from_slice(&c.to_be_bytes());
-        h[8..12].copy_from_slice(&XLOG_VERSION_2.to_be_bytes());
-        h[16..24].copy_from_slice(&xlog_assign_lsn(c, b as u32).to_be_bytes());
-        h[24..32].copy_from_slice(&tail_lsn.to_be_bytes());
-        h[300..304].copy_from_slice(&1u32.to_be_bytes());
-        h[304..320].copy_from_slice(uuid);
+        stamp_header(h, c, b, tail_lsn, uuid);
     }
     write_log(log, head, &buf)
+}
+
+/// Fills the 512-byte `h` with an empty record header (no operations, no
+/// data) of cycle `cycle` at log block `blk`, as the kernel stamps blocks
+/// past its head.
+fn stamp_header(h: &mut [u8], cycle: u32, blk: u64, tail_lsn: u64, uuid: &[u8; 16]) {
+    h.fill(0);
+    h[0..4].copy_from_slice(&XLOG_HEADER_MAGIC_NUM.to_be_bytes());
+    h[4..8].copy_from_slice(&cycle.to_be_bytes());
+    h[8..12].copy_from_slice(&XLOG_VERSION_2.to_be_bytes());
+    h[16..24].copy_from_slice(&xlog_assign_lsn(cycle, blk as u32).to_be_bytes());
+    h[24..32].copy_from_slice(&tail_lsn.to_be_bytes());
+    h[300..304].copy_from_slice(&1u32.to_be_bytes());
+    h[304..320].copy_from_slice(uuid);
+}
+
+/// [`stamp_header`] with its own LSN as the tail: a block that is no part
+/// of any record still needed (a log rewritten for a new UUID).
+pub(crate) fn empty_header(h: &mut [u8], cycle: u32, blk: u64, uuid: &[u8; 16]) {
+    stamp_header(h, cycle, blk, xlog_assign_lsn(cycle, blk as u32), uuid);
 }
 
 /// How many blocks past `head` [`clear_stale`] stamps: as many as

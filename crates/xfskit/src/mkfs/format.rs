@@ -65,7 +65,8 @@ pub fn default_timestamp() -> Timestamp {
     }
 }
 
-fn random_uuid() -> [u8; 16] {
+/// A random (version 4) UUID from /dev/urandom (the clock and pid without it).
+pub(crate) fn random_uuid() -> [u8; 16] {
     let mut u = [0u8; 16];
     let ok = File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut u))

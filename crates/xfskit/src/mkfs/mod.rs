@@ -21,6 +21,7 @@ mod wipe;
 mod writer;
 
 pub use features::{FeatureSet, Features};
+pub(crate) use format::random_uuid;
 pub use format::{
     default_timestamp, mkfs, mkfs_device, mkfs_with, plan, MkfsReport, Progress, WriteOptions,
 };

@@ -1,0 +1,403 @@
+//! The filesystem's identity, as `xfs_admin -l -u -L -U` shows and sets it:
+//! the label (`sb_fname`) and the UUID (`sb_uuid`, with `sb_meta_uuid` and
+//! the META_UUID incompat feature on v5).
+//!
+//! Every superblock copy is changed, one sector per AG. The primary goes
+//! through the journal (a logged superblock buffer, written back and the
+//! log left clean by [`Fs::sync`]), then the secondary copies are written
+//! in place with their CRCs, as the kernel's online label change updates
+//! them after its logged primary.
+//!
+//! A UUID change also rewrites the log, as `xfs_admin -U` clears it: every
+//! log record header carries the filesystem UUID and the kernel refuses to
+//! mount a filesystem whose last log record names another ("log has
+//! mismatched uuid"). A dirty log is refused ([`require_clean_log`]).
+//! After the journaled superblock change, a new unmount record carrying
+//! the new UUID goes at the log head, in the head's cycle (so its LSN is
+//! past every LSN in the metadata, as a v5 log must move forward); every
+//! other written log block is then stamped as an empty record header of
+//! the cycle it already carried, with the new UUID, so the head and tail
+//! search finds the same head and no record names the old UUID. Zeroed
+//! log blocks stay zero. A crash between the superblock's write-back and
+//! the new unmount record leaves the new UUID in the superblock and the
+//! old one in the log's last record: the kernel refuses that mount until
+//! the same `xfskit admin -U` is run again (it reads such a log as clean).
+
+use crate::error::{Error, Location, Result};
+use crate::fs::Fs;
+use crate::geometry::{AgBlock, AgNumber, Daddr, Geometry};
+use crate::log::buftype::{blft, BufKind};
+use crate::log::record::{cycle_of, LogDev, BB};
+use std::mem::offset_of;
+use xfs_format::sb::{self as fsb, Dsb};
+
+/// Bytes of a label (`sb_fname`).
+pub const LABEL_MAX: usize = 12;
+
+const UUID_OFF: usize = offset_of!(Dsb, sb_uuid);
+const FNAME_OFF: usize = offset_of!(Dsb, sb_fname);
+const INCOMPAT_OFF: usize = offset_of!(Dsb, sb_features_incompat);
+const META_UUID_OFF: usize = offset_of!(Dsb, sb_meta_uuid);
+const QUOTINO_OFFS: [usize; 3] = [
+    offset_of!(Dsb, sb_uquotino),
+    offset_of!(Dsb, sb_gquotino),
+    offset_of!(Dsb, sb_pquotino),
+];
+
+const SB_KIND: BufKind = BufKind {
+    blft: blft::SB,
+    lsn_off: Some(fsb::XFS_SB_LSN_OFF),
+};
+
+/// The label and UUID of a filesystem, from its primary superblock, and
+/// the first secondary copy that disagrees with it, if any.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// The label, without its NUL padding.
+    pub label: Vec<u8>,
+    /// `sb_uuid`.
+    pub uuid: [u8; 16],
+    /// `sb_meta_uuid` when the META_UUID feature is set.
+    pub meta_uuid: Option<[u8; 16]>,
+    /// The first AG whose superblock carries another label.
+    pub label_differs: Option<u32>,
+    /// The first AG whose superblock carries another UUID.
+    pub uuid_differs: Option<u32>,
+}
+
+/// The UUID `xfs_admin -U` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewUuid {
+    /// A new random (version 4) UUID.
+    Generate,
+    /// All zeros.
+    Nil,
+    /// Back to the UUID the metadata is stamped with (`sb_meta_uuid`);
+    /// nothing to do without the META_UUID feature.
+    Restore,
+    /// This one.
+    Value([u8; 16]),
+}
+
+impl NewUuid {
+    /// Parses what `xfs_admin -U` accepts: `generate`, `nil`, `restore`
+    /// (any case) or a UUID in its 36-character form.
+    pub fn parse(s: &str) -> Option<NewUuid> {
+        match s.to_ascii_lowercase().as_str() {
+            "generate" => Some(NewUuid::Generate),
+            "nil" => Some(NewUuid::Nil),
+            "restore" => Some(NewUuid::Restore),
+            _ => parse_uuid(s).map(NewUuid::Value),
+        }
+    }
+}
+
+/// Parses a UUID written as 8-4-4-4-12 hexadecimal digits.
+pub fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+    let b = s.as_bytes();
+    if b.len() != 36 {
+        return None;
+    }
+    let mut hex = Vec::with_capacity(32);
+    for (i, &c) in b.iter().enumerate() {
+        if matches!(i, 8 | 13 | 18 | 23) {
+            if c != b'-' {
+                return None;
+            }
+        } else {
+            hex.push((c as char).to_digit(16)? as u8);
+        }
+    }
+    let mut out = [0u8; 16];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = hex[2 * i] << 4 | hex[2 * i + 1];
+    }
+    Some(out)
+}
+
+/// A UUID in its usual lowercase 8-4-4-4-12 form.
+pub fn uuid_string(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// The label `xfs_admin -L` would write for `arg`: at most
+/// [`LABEL_MAX`] bytes (a longer one is refused: xfs_admin cuts it to 12
+/// bytes with a warning, which can split a character, while the kernel's
+/// online label change refuses it); `--`, `""` and `''` (as xfs_db takes
+/// them) and the empty string clear it. A NUL byte is refused.
+pub fn label_from_arg(arg: &[u8]) -> Result<Vec<u8>> {
+    if matches!(arg, b"--" | b"\"\"" | b"''") {
+        return Ok(Vec::new());
+    }
+    if arg.contains(&0) {
+        return Err(Error::Invalid("a label cannot hold a NUL byte".into()));
+    }
+    if arg.len() > LABEL_MAX {
+        return Err(Error::Invalid(format!(
+            "label is {} bytes long: at most {LABEL_MAX} bytes fit in the superblock",
+            arg.len()
+        )));
+    }
+    Ok(arg.to_vec())
+}
+
+fn sb_daddr(geo: &Geometry, agno: u32) -> Daddr {
+    geo.agb_to_daddr(AgNumber(agno), AgBlock(0))
+}
+
+/// Reads the superblock sector of AG `agno`, which must carry the magic.
+fn read_sb(fs: &Fs, agno: u32) -> Result<Vec<u8>> {
+    let geo = fs.geometry();
+    let mut s = vec![0u8; geo.sect_size as usize];
+    fs.device()
+        .read_at(&mut s, sb_daddr(geo, agno).bytes())
+        .map_err(Error::Io)?;
+    if crate::bytes::be32(&s, 0) != fsb::XFS_SB_MAGIC {
+        return Err(Error::corrupt(
+            "superblock",
+            Location::Sb(agno),
+            "bad magic number",
+        ));
+    }
+    Ok(s)
+}
+
+/// The label and UUID, with every superblock copy compared to the
+/// primary's (one sector read per AG).
+pub fn identity(fs: &Fs) -> Result<Identity> {
+    let geo = fs.geometry();
+    let primary = read_sb(fs, 0)?;
+    let mut id = Identity {
+        label: geo.label.clone(),
+        uuid: geo.uuid,
+        meta_uuid: geo.features.meta_uuid.then_some(geo.meta_uuid),
+        label_differs: None,
+        uuid_differs: None,
+    };
+    for agno in 1..geo.ag_count {
+        if id.label_differs.is_some() && id.uuid_differs.is_some() {
+            break;
+        }
+        let s = read_sb(fs, agno)?;
+        if id.label_differs.is_none()
+            && s[FNAME_OFF..FNAME_OFF + 12] != primary[FNAME_OFF..FNAME_OFF + 12]
+        {
+            id.label_differs = Some(agno);
+        }
+        if id.uuid_differs.is_none()
+            && s[UUID_OFF..UUID_OFF + 16] != primary[UUID_OFF..UUID_OFF + 16]
+        {
+            id.uuid_differs = Some(agno);
+        }
+    }
+    Ok(id)
+}
+
+/// Refuses a log that needs replay, as `xfs_admin -U` does: a UUID
+/// change rewrites the log, and what a dirty log holds would be lost.
+/// An external log is refused too (it is not rewritten here).
+pub fn require_clean_log(fs: &Fs) -> Result<()> {
+    let geo = fs.geometry();
+    if geo.log_start.0 == 0 {
+        return Err(Error::Unsupported(
+            "changing the UUID of a filesystem with an external log".into(),
+        ));
+    }
+    let log = crate::log::log_dev(fs.device(), geo)?;
+    let ends = crate::log::find::find_ends(&log)?;
+    if ends.clean || ends.empty {
+        return Ok(());
+    }
+    Err(Error::DirtyLog(
+        "the log holds metadata changes that were not written back, and a UUID change rewrites the log".into(),
+    ))
+}
+
+fn refuse_rtgroups(geo: &Geometry) -> Result<()> {
+    if geo.has_rtgroups() && geo.rt_blocks > 0 {
+        return Err(Error::Unsupported(
+            "changing the label or UUID of a filesystem with realtime groups: its realtime superblock is not updated by xfskit".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes a quota inode field of 0 (none, as mkfs.xfs leaves it) as
+/// NULLFSINO, as the kernel and libxfs write every superblock they change
+/// (xfs_admin's copies show `null` there); a metadata directory
+/// filesystem keeps zeros, its quota inodes live in the metadata tree.
+fn quota_inos_to_disk(geo: &Geometry, s: &mut [u8]) {
+    if geo.features.metadir {
+        return;
+    }
+    let n = if geo.v5 { 3 } else { 2 };
+    for &off in &QUOTINO_OFFS[..n] {
+        if crate::bytes::be64(s, off) == 0 {
+            s[off..off + 8].copy_from_slice(&u64::MAX.to_be_bytes());
+        }
+    }
+}
+
+/// Changes the primary superblock through the journal (`f` edits its
+/// sector) and writes it back, leaving the log clean.
+fn change_primary(fs: &Fs, f: impl FnOnce(&mut [u8])) -> Result<()> {
+    let geo = fs.geometry();
+    let sect = geo.sect_size;
+    let mut tp = fs.trans()?;
+    let id = tp.read_raw_buf(Daddr(0), sect, SB_KIND, Some(fsb::XFS_SB_CRC_OFF))?;
+    let b = tp.buf_mut(id);
+    f(b);
+    quota_inos_to_disk(geo, b);
+    tp.commit()?;
+    fs.sync()
+}
+
+/// Rewrites every secondary superblock with `f`, CRC stamped; then
+/// flushes the device.
+fn change_secondaries(fs: &Fs, mut f: impl FnMut(&mut [u8])) -> Result<()> {
+    let geo = fs.geometry();
+    for agno in 1..geo.ag_count {
+        let mut s = read_sb(fs, agno)?;
+        f(&mut s);
+        quota_inos_to_disk(geo, &mut s);
+        if geo.v5 {
+            xfs_format::crc::stamp(&mut s, fsb::XFS_SB_CRC_OFF);
+        }
+        fs.device()
+            .write_at(&s, sb_daddr(geo, agno).bytes())
+            .map_err(Error::Io)?;
+    }
+    fs.device().flush().map_err(Error::Io)
+}
+
+/// Sets the label of a filesystem opened for writing (journaled) in
+/// every superblock; `label` as [`label_from_arg`] returns it. The
+/// filesystem must not be used for writing afterwards.
+pub fn set_label(fs: &Fs, label: &[u8]) -> Result<()> {
+    let label = label_from_arg(label)?;
+    refuse_rtgroups(fs.geometry())?;
+    let mut fname = [0u8; LABEL_MAX];
+    fname[..label.len()].copy_from_slice(&label);
+    let put = |s: &mut [u8]| s[FNAME_OFF..FNAME_OFF + LABEL_MAX].copy_from_slice(&fname);
+    change_primary(fs, put)?;
+    change_secondaries(fs, put)
+}
+
+/// Sets the UUID of a filesystem opened for writing (journaled) in every
+/// superblock, as `xfs_admin -U` does; returns the new UUID, or None for
+/// [`NewUuid::Restore`] without the META_UUID feature (nothing to do).
+/// The caller checks the log with [`require_clean_log`] before the
+/// read-write open (which would replay it). The filesystem must not be
+/// used for writing afterwards.
+///
+/// On v5, metadata keeps the UUID it is stamped with: when the new UUID
+/// differs from it and META_UUID is not set, the feature is set and
+/// `sb_meta_uuid` keeps the old UUID; when the new UUID equals it again,
+/// the feature is cleared and `sb_meta_uuid` zeroed. Each copy is judged
+/// by its own feature bit against the primary's metadata UUID, as xfs_db
+/// does.
+pub fn set_uuid(fs: &Fs, new: NewUuid) -> Result<Option<[u8; 16]>> {
+    let geo = fs.geometry();
+    refuse_rtgroups(geo)?;
+    require_clean_log(fs)?;
+    let meta = geo.meta_uuid;
+    let uuid = match new {
+        NewUuid::Generate => crate::mkfs::random_uuid(),
+        NewUuid::Nil => [0; 16],
+        NewUuid::Restore if !geo.features.meta_uuid => return Ok(None),
+        NewUuid::Restore => meta,
+        NewUuid::Value(u) => u,
+    };
+    let v5 = geo.v5;
+    let put = move |s: &mut [u8]| {
+        if v5 {
+            let incompat = crate::bytes::be32(s, INCOMPAT_OFF);
+            let has = incompat & fsb::XFS_SB_FEAT_INCOMPAT_META_UUID != 0;
+            if !has && uuid != meta {
+                let old: [u8; 16] = s[UUID_OFF..UUID_OFF + 16].try_into().unwrap_or([0; 16]);
+                s[META_UUID_OFF..META_UUID_OFF + 16].copy_from_slice(&old);
+                let v = incompat | fsb::XFS_SB_FEAT_INCOMPAT_META_UUID;
+                s[INCOMPAT_OFF..INCOMPAT_OFF + 4].copy_from_slice(&v.to_be_bytes());
+            } else if has && uuid == meta {
+                s[META_UUID_OFF..META_UUID_OFF + 16].fill(0);
+                let v = incompat & !fsb::XFS_SB_FEAT_INCOMPAT_META_UUID;
+                s[INCOMPAT_OFF..INCOMPAT_OFF + 4].copy_from_slice(&v.to_be_bytes());
+            }
+        }
+        s[UUID_OFF..UUID_OFF + 16].copy_from_slice(&uuid);
+    };
+    change_primary(fs, put)?;
+    let log = crate::log::log_dev(fs.device(), geo)?;
+    restamp_log(&log, &uuid)?;
+    change_secondaries(fs, put)?;
+    Ok(Some(uuid))
+}
+
+/// Blocks read and written at a time when the log is restamped.
+const CHUNK_BBS: u64 = 2048;
+
+/// Puts an unmount record carrying `uuid` at the head of a clean log, then
+/// stamps every other written block as an empty record header of the
+/// cycle it carries, with `uuid`.
+fn restamp_log(log: &LogDev<'_>, uuid: &[u8; 16]) -> Result<()> {
+    let ends = crate::log::find::find_ends(log)?;
+    if !(ends.clean || ends.empty) {
+        return Err(Error::DirtyLog(
+            "the log is not clean after the superblock was written back".into(),
+        ));
+    }
+    let (head, cycle) = if ends.empty {
+        (0, 1)
+    } else {
+        (ends.head_blk, ends.head_cycle)
+    };
+    let prev = ends.last.as_ref().map_or(0, |h| h.blk);
+    crate::log::recover::write_unmount(log, head, cycle, prev, uuid)?;
+    log.dev.flush().map_err(Error::Io)?;
+    let mine = [head % log.nbb, (head + 1) % log.nbb];
+    let mut blk = 0;
+    while blk < log.nbb {
+        let n = CHUNK_BBS.min(log.nbb - blk);
+        let mut buf = log.read(blk, n)?;
+        if buf.iter().all(|&b| b == 0) {
+            blk += n;
+            continue;
+        }
+        for i in 0..n {
+            let b = blk + i;
+            let h = &mut buf[(i * BB) as usize..((i + 1) * BB) as usize];
+            if mine.contains(&b) || h.iter().all(|&x| x == 0) {
+                continue;
+            }
+            let c = cycle_of(h);
+            crate::log::recover::empty_header(h, c, b, uuid);
+        }
+        // The record just written is inside this chunk: write around it.
+        let mut i = 0;
+        while i < n {
+            if mine.contains(&(blk + i)) {
+                i += 1;
+                continue;
+            }
+            let mut j = i;
+            while j < n && !mine.contains(&(blk + j)) {
+                j += 1;
+            }
+            let bytes = &buf[(i * BB) as usize..(j * BB) as usize];
+            log.dev
+                .write_at(bytes, log.start + (blk + i) * BB)
+                .map_err(Error::Io)?;
+            i = j;
+        }
+        blk += n;
+    }
+    log.dev.flush().map_err(Error::Io)
+}
