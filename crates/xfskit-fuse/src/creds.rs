@@ -3,7 +3,10 @@
 //! supplementary groups or capabilities, which /proc/<tid>/status shows
 //! (the thread's own credentials, "Groups:" and "CapEff:").
 //!
-//! Used where the kernel leaves a decision to the server: setting an
+//! Used where the kernel leaves a decision to the server (or where the
+//! server checks again what the kernel checked): the file attribute
+//! ioctls' owner, CAP_FOWNER and CAP_LINUX_IMMUTABLE rules
+//! ([`crate::ioctl`]), and setting an
 //! access ACL clears set-group-id unless the caller is in the file's group
 //! or has CAP_FSETID (the kernel would say so with
 //! `FUSE_SETXATTR_ACL_KILL_SGID`, but only with `FUSE_SETXATTR_EXT`, a
@@ -11,8 +14,14 @@
 
 use crate::names::Caller;
 
-/// CAP_FSETID's bit in a capability set.
-const CAP_FSETID: u64 = 1 << 4;
+/// CAP_FOWNER's bit in a capability set.
+pub(crate) const CAP_FOWNER: u64 = 1 << 3;
+/// CAP_FSETID's bit.
+pub(crate) const CAP_FSETID: u64 = 1 << 4;
+/// CAP_LINUX_IMMUTABLE's bit.
+pub(crate) const CAP_LINUX_IMMUTABLE: u64 = 1 << 9;
+/// CAP_SYS_ADMIN's bit.
+pub(crate) const CAP_SYS_ADMIN: u64 = 1 << 21;
 
 /// What /proc/<tid>/status says of a thread: supplementary groups and
 /// effective capabilities.
@@ -47,21 +56,34 @@ impl Caller {
         if self.gid == gid {
             return true;
         }
-        let status = (self.pid != 0)
+        decide(self, &self.status(), gid)
+    }
+
+    /// Whether the caller has capability `cap` (a bit of
+    /// [`CAP_FOWNER`] and the like) in its effective set; where the
+    /// thread's status cannot be read, root is taken to have it.
+    pub(crate) fn capable(&self, cap: u64) -> bool {
+        has_cap(self, &self.status(), cap)
+    }
+
+    fn status(&self) -> Status {
+        (self.pid != 0)
             .then(|| std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok())
             .flatten()
             .map(|t| parse_status(&t))
-            .unwrap_or_default();
-        decide(self, &status, gid)
+            .unwrap_or_default()
+    }
+}
+
+fn has_cap(c: &Caller, s: &Status, cap: u64) -> bool {
+    match s.cap_eff {
+        Some(caps) => caps & cap != 0,
+        None => c.uid == 0,
     }
 }
 
 fn decide(c: &Caller, s: &Status, gid: u32) -> bool {
-    let capable = match s.cap_eff {
-        Some(caps) => caps & CAP_FSETID != 0,
-        None => c.uid == 0,
-    };
-    c.gid == gid || capable || s.groups.contains(&gid)
+    c.gid == gid || has_cap(c, s, CAP_FSETID) || s.groups.contains(&gid)
 }
 
 #[cfg(test)]

@@ -70,7 +70,10 @@ impl XfsFuse {
         // inode or the image was mounted anew, through a LOOKUP of "."
         // (crate::ops::XfsFuse::inode_by_handle) and, to reconnect a
         // directory, of "..".
+        // HAS_IOCTL_DIR: ioctls on directories reach the server too
+        // (crate::ioctl), as on kernel XFS.
         let mut wanted = InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_HAS_IOCTL_DIR
             | InitFlags::FUSE_EXPORT_SUPPORT
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_POSIX_ACL

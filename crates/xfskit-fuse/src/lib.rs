@@ -17,6 +17,7 @@ mod dirplus;
 mod dispatch;
 pub mod errno;
 mod handles;
+mod ioctl;
 mod names;
 mod ops;
 mod orphans;

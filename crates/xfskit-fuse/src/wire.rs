@@ -55,6 +55,7 @@ mod op {
     pub const ACCESS: u32 = 34;
     pub const CREATE: u32 = 35;
     pub const DESTROY: u32 = 38;
+    pub const IOCTL: u32 = 39;
     pub const FALLOCATE: u32 = 43;
     pub const READDIRPLUS: u32 = 44;
     pub const RENAME2: u32 = 45;
@@ -346,6 +347,8 @@ enum Reply {
     /// getxattr/listxattr size probe: `fuse_getxattr_out`.
     Size(u32),
     Offset(i64),
+    /// `fuse_ioctl_out` (result 0, no retry) and the argument's bytes.
+    Ioctl(Vec<u8>),
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -422,6 +425,12 @@ fn answer(
             }
         }
         Reply::Offset(o) => out.u64(o as u64),
+        Reply::Ioctl(b) => {
+            for _ in 0..4 {
+                out.u32(0);
+            }
+            out.put(&b);
+        }
     }
     Ok(out.len)
 }
@@ -577,6 +586,12 @@ fn decide(
         op::COPY_FILE_RANGE => {
             let (off_in, node_out, off_out, len) = (a.u64(8), a.u64(16), a.u64(32), a.u64(40));
             Reply::Written(fs.do_copy_file_range(node, off_in, INodeNo(node_out), off_out, len)?)
+        }
+        op::IOCTL => {
+            // fuse_ioctl_in: fh, flags, cmd, arg, in_size, out_size.
+            let (cmd, in_size, out_size) = (a.u32(12), a.u32(24) as usize, a.u32(28));
+            let data = input.get(..in_size).ok_or(Errno::EINVAL)?;
+            Reply::Ioctl(fs.ioctl_answer(who, node, cmd, data, out_size)?)
         }
         _ => return Err(Errno::ENOSYS),
     })

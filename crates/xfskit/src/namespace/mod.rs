@@ -17,6 +17,7 @@ mod create;
 mod data;
 mod exchange;
 mod exchange_range;
+mod fileattr;
 pub(crate) mod guard;
 mod orphan;
 pub(crate) mod pptr;
@@ -29,6 +30,9 @@ mod xattr;
 pub use batch::{NewFile, NewFileOwned, BATCH_BYTES, BATCH_FILES};
 pub(crate) use create::symlink_to_local;
 pub use exchange_range::ExchangeFlags;
+pub use fileattr::{
+    fl, flags_of_xflags, fsxattr_of, xflags_of_flags, FileAttrSet, FsxAttr, XFLAGS_COMMON,
+};
 pub use remove::InUse;
 pub use setattr::{AgCounters, AttrChange, SetTime};
 pub(crate) use xattr::set_disk_in;
