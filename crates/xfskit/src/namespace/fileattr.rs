@@ -111,7 +111,7 @@ pub fn fsxattr_of(geo: &Geometry, ip: &Inode) -> FsxAttr {
         // A directory hint that would not pass the set checks (realtime
         // inheritance with a hint off the realtime extent size) is hidden.
         let rtx = geo.rt_extsize.max(1);
-        if ip.flags & di::XFS_DIFLAG_RTINHERIT != 0 && ip.extsize % rtx != 0 {
+        if ip.flags & di::XFS_DIFLAG_RTINHERIT != 0 && !ip.extsize.is_multiple_of(rtx) {
             x &= !(xflag::EXTSIZE | xflag::EXTSZINHERIT);
         } else {
             extsize = ip.extsize.saturating_mul(bs);
@@ -208,14 +208,15 @@ fn check_extsize(geo: &Geometry, ft: FileType, f: u16, blocks: u64) -> bool {
         1
     };
     let (is_dir, is_file) = (ft == FileType::Dir, ft == FileType::File);
-    !((hint || inherit) && !(is_dir || is_file)
-        || hint && !is_file
+    // A hint only on a file, an inheriting hint only on a directory.
+    let bad = hint && !is_file
         || inherit && !is_dir
         || (hint || inherit) && blocks == 0
         || !(hint || inherit) && blocks != 0
-        || blocks % unit != 0
+        || !blocks.is_multiple_of(unit)
         || blocks > MAX_EXTLEN
-        || !rt && blocks > u64::from(geo.ag_blocks / 2))
+        || !rt && blocks > u64::from(geo.ag_blocks / 2);
+    !bad
 }
 
 /// XFS's checks of a copy-on-write hint (xfs_inode_validate_cowextsize).
@@ -305,7 +306,7 @@ impl Fs {
             }
             if new_f & di::XFS_DIFLAG_RTINHERIT != 0
                 && new_f & di::XFS_DIFLAG_EXTSZINHERIT != 0
-                && (want.extsize / bs) % geo.rt_extsize.max(1) != 0
+                && !(want.extsize / bs).is_multiple_of(geo.rt_extsize.max(1))
             {
                 return Err(invalid(&ip, "a hint off the realtime extent size"));
             }
