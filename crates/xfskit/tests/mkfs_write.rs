@@ -822,6 +822,126 @@ fn headers_match_mkfs_xfs_615_newer_defaults() {
     );
 }
 
+/// Option sets compared with mkfs.xfs 7.2 (its own defaults; xfskit's
+/// default profile is the same): (size, options for both, compare the
+/// whole image).
+const V72: &[(u64, &str, bool)] = &[
+    (2 * G, "", true),
+    (G, "-m autofsck=check", true),
+    (G, "-m autofsck=optimize -i size=2048", true),
+    (G, "-m autofsck=none -i size=1024", true),
+    (G, "-m autofsck", true),
+    (G, "-m autofsck=repair,autofsck=0", true),
+    (G, "-m rmapbt=0", true),
+    (G, "-n parent=0", true),
+    (G, "-n parent=0 -m rmapbt=0,autofsck=1", true),
+    (G, "-m metadir=1", true),
+    (2 * G, "-b size=65536", true),
+    (G, "-b size=1024 -m autofsck=check", true),
+    (100 * G, "", false),
+];
+
+/// xfskit's default profile and `-m autofsck=` give the headers and root
+/// directory mkfs.xfs 7.2 writes (the root's `xfs:autofsck` attribute, the
+/// attribute bit where mkfs.xfs sets it, the secondary superblocks from
+/// before the attribute), with mkfs.xfs 7.2's warnings; each config file of
+/// 7.2 (`lts_*.conf`, `-c options=`) gives what 7.2 makes with it; and
+/// xfs_repair 7.2 finds every image clean.
+#[test]
+fn headers_match_mkfs_xfs_72() {
+    need_tools();
+    if write_common::skip_without_72("headers_match_mkfs_xfs_72") {
+        return;
+    }
+    let bin = write_common::xfsprogs_72_bin().unwrap();
+    let confs = bin.join("../conf");
+    let dir = tmpdir("v72");
+    let mut rows: Vec<(u64, String, bool)> =
+        V72.iter().map(|&(s, o, w)| (s, o.to_string(), w)).collect();
+    for lts in ["4.19", "5.4", "5.10", "5.15", "6.1", "6.6", "6.12", "6.18"] {
+        let conf = confs.join(format!("lts_{lts}.conf"));
+        assert!(conf.exists(), "{} missing", conf.display());
+        rows.push((G, format!("-c options={}", conf.display()), true));
+    }
+    rows.push((
+        G,
+        format!(
+            "-c options={} -m autofsck=check",
+            confs.join("lts_6.1.conf").display()
+        ),
+        true,
+    ));
+    let mut errs = Vec::new();
+    let mut attrs = 0;
+    for (size, opts, whole) in &rows {
+        let (r, o) = (dir.join("ref.img"), dir.join("ours.img"));
+        sparse(&r, *size);
+        sparse(&o, *size);
+        let mut args: Vec<&str> = opts.split_whitespace().collect();
+        let u = format!("uuid={UUID}");
+        let p = r.display().to_string();
+        args.extend(["-q", "-m", &u, &p]);
+        let out = Command::new(bin.join("mkfs.xfs"))
+            .args(&args)
+            .output()
+            .unwrap();
+        // mkfs.xfs 7.2 prints these warnings on stdout.
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "mkfs.xfs 7.2 {opts}: {said}");
+        let theirs: Vec<&str> = said
+            .lines()
+            .filter(|l| l.contains("less effective"))
+            .collect();
+        let mut e = match ours(&o, &format!("--defaults 7.2 {opts}")) {
+            Ok(rep) => {
+                let mut e = compare(&r, &o, *whole, Ref::V615);
+                let mine: Vec<&str> = rep
+                    .geometry
+                    .warnings
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|l| l.contains("less effective"))
+                    .collect();
+                if mine != theirs {
+                    e.push(format!(
+                        "warnings: mkfs.xfs 7.2 {theirs:?}, xfskit {mine:?}"
+                    ));
+                }
+                attrs += usize::from(rep.geometry.autofsck.is_some());
+                e
+            }
+            Err(e) => vec![format!("xfskit mkfs failed: {e}")],
+        };
+        if e.is_empty() {
+            let out = Command::new(bin.join("xfs_repair"))
+                .args(["-n", &o.display().to_string()])
+                .output()
+                .unwrap();
+            if !out.status.success() {
+                e.push(format!(
+                    "xfs_repair -n 7.2: {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        errs.extend(e.into_iter().map(|e| format!("size {size} [{opts}]: {e}")));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        errs.is_empty(),
+        "{} rows differ:\n{}",
+        errs.len(),
+        errs.join("\n")
+    );
+    // The rows without an attribute are -m rmapbt=0 and -n parent=0 alone.
+    assert_eq!(attrs, rows.len() - 2, "rows whose root has xfs:autofsck");
+}
+
 /// Rows of `-m metadir=1` (no realtime section): (size, options for both,
 /// compare the whole image).
 /// mkfs.xfs 6.15 takes `-m metadir=1` and its own defaults; xfskit the same

@@ -106,7 +106,7 @@ pub struct Args {
     #[arg(long)]
     pub gpt: bool,
     /// The feature defaults of an xfsprogs release (4.19, 5.4, 5.10, 5.15,
-    /// 6.1, 6.6, 6.12, 6.18), for images that kernels of that release
+    /// 6.1, 6.6, 6.12, 6.18, 7.2 (the default)), for images that kernels of that release
     /// must mount; options given explicitly still win.
     #[arg(long, value_name = "VERSION")]
     pub defaults: Option<String>,

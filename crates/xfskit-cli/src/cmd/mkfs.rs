@@ -17,13 +17,13 @@ use xfskit::mkfs::{
 #[command(disable_help_flag = false)]
 pub struct Args {
     /// Feature profile applied to options not given explicitly:
-    /// `default` (mkfs.xfs 6.18), `6.1`, `conservative` (old kernels and GRUB), or `help`.
+    /// `default` (mkfs.xfs 7.2), `6.1`, `conservative` (old kernels and GRUB), or `help`.
     #[arg(long)]
     pub profile: Option<String>,
     /// The feature defaults of an xfsprogs release (4.19, 5.4, 5.10, 5.15,
-    /// 6.1, 6.6, 6.12, 6.18; a later release takes the newest), for
-    /// filesystems that kernels of that release must mount. Options given
-    /// explicitly (and `-c options=FILE`) still win.
+    /// 6.1, 6.6, 6.12, 6.18, 7.2 (the default); a later release takes the
+    /// newest), for filesystems that kernels of that release must mount.
+    /// Options given explicitly (and `-c options=FILE`) still win.
     #[arg(long, value_name = "VERSION")]
     pub defaults: Option<String>,
     /// Seconds since the epoch for new inode times (else SOURCE_DATE_EPOCH, else now).
@@ -40,7 +40,7 @@ pub struct Args {
 
 /// Named sets of feature choices.
 const PROFILES: &[(&str, &str)] = &[
-    ("default", "mkfs.xfs 6.18 defaults: crc, finobt, sparse, reflink, rmapbt, bigtime, inobtcount, nrext64, parent pointers, exchange-range"),
+    ("default", "mkfs.xfs 7.2 defaults: crc, finobt, sparse, reflink, rmapbt, bigtime, inobtcount, nrext64, parent pointers, exchange-range; the root directory's xfs:autofsck=repair"),
     ("6.1", "mkfs.xfs 6.1 defaults (Debian 12): crc, finobt, sparse, reflink, bigtime, inobtcount; no rmapbt, nrext64, parent pointers or exchange-range"),
     (
         "conservative",

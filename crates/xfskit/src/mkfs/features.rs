@@ -29,7 +29,51 @@ pub struct FeatureSet {
     pub exchange: bool,
     /// Metadata directory tree (incompat METADIR).
     pub metadir: bool,
+    /// The `xfs:autofsck` attribute the root directory gets, if any.
+    pub autofsck: Option<Autofsck>,
 }
+
+/// The online fsck policy mkfs.xfs 7.2 records on the root directory as
+/// the trusted attribute `xfs:autofsck` (`-m autofsck=`), for xfs_scrub's
+/// background service to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Autofsck {
+    /// `none` (or `0`): no background checking.
+    None,
+    /// `check`: check only.
+    Check,
+    /// `optimize`: check and optimise.
+    Optimize,
+    /// `repair` (or `1`, or the option alone): check and repair.
+    Repair,
+}
+
+impl Autofsck {
+    /// The value of `-m autofsck=VALUE` as mkfs.xfs 7.2 takes it.
+    pub fn parse(value: &str) -> Option<Autofsck> {
+        Some(match value {
+            "none" | "0" => Autofsck::None,
+            "check" => Autofsck::Check,
+            "optimize" => Autofsck::Optimize,
+            "repair" | "1" | "" => Autofsck::Repair,
+            _ => return None,
+        })
+    }
+
+    /// The attribute's value.
+    pub fn value(self) -> &'static [u8] {
+        match self {
+            Autofsck::None => b"none",
+            Autofsck::Check => b"check",
+            Autofsck::Optimize => b"optimize",
+            Autofsck::Repair => b"repair",
+        }
+    }
+}
+
+/// The name of the root directory's online fsck attribute (trusted
+/// namespace).
+pub const AUTOFSCK_NAME: &[u8] = b"xfs:autofsck";
 
 /// The superblock words that hold feature bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -114,7 +158,7 @@ pub(crate) fn choose(opts: &MkfsOptions) -> Result<FeatureSet, MkfsError> {
         ));
     }
     let rt = classic_rt;
-    Ok(FeatureSet {
+    let mut f = FeatureSet {
         finobt,
         sparse: opts.sparse.unwrap_or(d.sparse),
         rmapbt: !rt && opts.rmapbt.unwrap_or(d.rmapbt),
@@ -130,7 +174,36 @@ pub(crate) fn choose(opts: &MkfsOptions) -> Result<FeatureSet, MkfsError> {
                 .exchange
                 .unwrap_or(d.exchange || opts.parent == Some(true)),
         metadir,
-    })
+        autofsck: None,
+    };
+    // As mkfs.xfs 7.2: the policy asked for; else, with 7.2's defaults,
+    // `repair` when every back-reference online repair uses is there
+    // (reverse mapping and parent pointers); else none.
+    f.autofsck = opts
+        .autofsck
+        .or_else(|| (d.autofsck.is_some() && f.rmapbt && f.parent).then_some(Autofsck::Repair));
+    Ok(f)
+}
+
+/// mkfs.xfs 7.2's warnings about a background fsck policy on a filesystem
+/// without what online repair relies on.
+pub(crate) fn autofsck_warnings(f: &FeatureSet) -> Vec<String> {
+    let Some(a) = f.autofsck.filter(|a| *a != Autofsck::None) else {
+        return Vec::new();
+    };
+    let name = String::from_utf8_lossy(a.value()).into_owned();
+    let mut w = Vec::new();
+    if !f.rmapbt {
+        w.push(format!(
+            "-m autofsck={name} is less effective without reverse mapping"
+        ));
+    }
+    if !f.parent {
+        w.push(format!(
+            "-m autofsck={name} is less effective without parent pointers"
+        ));
+    }
+    w
 }
 
 /// AG block of the AGFL (the fourth header sector).
@@ -233,9 +306,10 @@ fn feature_words(cfg: &Cfg) -> (Features, u32, u32) {
     }
     let features2 = F2_LAZYSBCOUNT | F2_PROJID32 | F2_CRC | F2_ATTR2;
     v |= VERSION_MOREBITSBIT;
-    if f.parent {
+    if f.parent || f.autofsck.is_some() {
         // As mkfs.xfs: the attribute bit goes on with parent pointers, even
-        // before the first one is written.
+        // before the first one is written, and with the root's autofsck
+        // attribute.
         v |= VERSION_ATTRBIT;
     }
     let mut ro = 0;
@@ -475,6 +549,8 @@ pub(crate) fn finish(
         uuid: opts.uuid.unwrap_or([0; 16]),
         data_name: opts.data_name.clone(),
         warnings: cfg.warnings,
+        autofsck: cfg.feat.autofsck,
+        root_atime: opts.defaults.unwrap_or_default() >= super::profiles::Defaults::V6_12,
     };
     if metadir {
         // The realtime inodes live under the metadata directory (none

@@ -134,6 +134,11 @@ pub struct MkfsGeometry {
     pub data_name: Option<String>,
     /// Warnings mkfs.xfs would print on stderr/stdout.
     pub warnings: Vec<String>,
+    /// The root directory's `xfs:autofsck` attribute, if it gets one.
+    pub autofsck: Option<super::features::Autofsck>,
+    /// The root directory's access time is the creation time (mkfs.xfs
+    /// 6.15 and later), not the epoch (6.1).
+    pub root_atime: bool,
 }
 
 /// What `-m metadir=1` adds: the metadata directory root (the inode after
@@ -444,6 +449,7 @@ pub fn compute_geometry(
     let (blocksize, sectorsize) = sizes(opts, &topo, &mut warnings)?;
     let blocklog = highbit(u64::from(blocksize));
     let feat = features::choose(opts)?;
+    warnings.extend(features::autofsck_warnings(&feat));
     let dirblocklog = match &opts.dir_block_size {
         Some(t) => {
             let v = N_SIZE.number(t, u64::from(blocksize), u64::from(sectorsize))? as u64;

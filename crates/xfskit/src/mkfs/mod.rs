@@ -20,7 +20,7 @@ mod summary;
 mod wipe;
 mod writer;
 
-pub use features::{FeatureSet, Features};
+pub use features::{Autofsck, FeatureSet, Features};
 pub(crate) use format::random_uuid;
 pub use format::{
     default_timestamp, mkfs, mkfs_device, mkfs_with, plan, MkfsReport, Progress, WriteOptions,

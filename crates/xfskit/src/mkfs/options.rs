@@ -95,6 +95,9 @@ pub struct MkfsOptions {
     pub exchange: Option<bool>,
     /// `-m metadir=`: a metadata directory tree (incompat METADIR).
     pub metadir: Option<bool>,
+    /// `-m autofsck=`: the online fsck policy mkfs records on the root
+    /// directory (the trusted attribute `xfs:autofsck`).
+    pub autofsck: Option<super::features::Autofsck>,
     /// `-r rtdev=`: the realtime device (a file or block device).
     pub rt_dev: Option<String>,
     /// `-r size=`: realtime section size, as typed.
@@ -306,7 +309,8 @@ struct Parser {
 impl Parser {
     fn sub(&mut self, group: char, name: &str, value: &str) -> Result<(), MkfsError> {
         // `-s size` and `-d sectsize` set the same thing; mkfs tracks them apart.
-        if !self.seen.insert((group, name.to_string())) {
+        // As mkfs.xfs 7.2: `-m autofsck` may be given again, the last wins.
+        if !self.seen.insert((group, name.to_string())) && (group, name) != ('m', "autofsck") {
             return Err(bad(format!("-{group} {name} option respecified")));
         }
         for &(g, a, b) in CONFLICTS {
@@ -387,9 +391,10 @@ impl Parser {
                 }
             }
             ('m', "autofsck") => {
-                if !matches!(value, "0" | "none") {
-                    return Err(MkfsError::Unsupported(format!("-m autofsck={value}")));
-                }
+                o.autofsck =
+                    Some(super::features::Autofsck::parse(value).ok_or_else(|| {
+                        bad(format!("Invalid value {value} for -m autofsck option"))
+                    })?)
             }
             ('i', "align") | ('i', "projid32bit") | ('l', "lazy-count") | ('n', "ftype") => {
                 if !flag(group, "option", value)? {
@@ -538,8 +543,11 @@ pub fn parse_mkfs_args(args: &[String]) -> Result<MkfsOptions, MkfsError> {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| bad(format!("cannot read config file {path}: {e}")))?;
         for (group, name, value) in parse_config(&path, &text)? {
-            // The command line wins over the file.
-            if !p.seen.contains(&(group, name.clone())) {
+            // The command line wins over the file, but for autofsck, which
+            // mkfs.xfs 7.2 takes from the file last.
+            if !p.seen.contains(&(group, name.clone()))
+                || (group, name.as_str()) == ('m', "autofsck")
+            {
                 p.sub(group, &name, &value)?;
             }
         }

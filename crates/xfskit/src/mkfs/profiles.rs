@@ -24,10 +24,14 @@ pub enum Defaults {
     V6_6,
     /// 6.12.
     V6_12,
-    /// 6.18 and later: parent pointers and exchange-range (the default,
-    /// as a plain mkfs.xfs of today makes).
-    #[default]
+    /// 6.18: parent pointers and exchange-range.
     V6_18,
+    /// xfsprogs 7.2, the newest release (the default, as a plain mkfs.xfs
+    /// of today makes): 6.18's features, and the root directory's
+    /// `xfs:autofsck` attribute set to `repair` when reverse mapping and
+    /// parent pointers are both on.
+    #[default]
+    V7_2,
 }
 
 /// Every profile with the version text `--defaults` takes.
@@ -40,10 +44,11 @@ pub const ALL: &[(&str, Defaults)] = &[
     ("6.6", Defaults::V6_6),
     ("6.12", Defaults::V6_12),
     ("6.18", Defaults::V6_18),
+    ("7.2", Defaults::V7_2),
 ];
 
 impl Defaults {
-    /// Parses a release given to `--defaults` ("6.1", "6.18"; a later
+    /// Parses a release given to `--defaults` ("6.1", "7.2"; a later
     /// release than the newest known takes the newest profile).
     pub fn parse(text: &str) -> Result<Defaults, MkfsError> {
         if let Some((_, d)) = ALL.iter().find(|(v, _)| *v == text) {
@@ -54,7 +59,7 @@ impl Defaults {
             Some((a.parse().ok()?, b.split('.').next()?.parse().ok()?))
         };
         match num(text) {
-            Some(v) if v > (6, 18) => Ok(Defaults::V6_18),
+            Some(v) if v > (7, 2) => Ok(Defaults::V7_2),
             Some(v) if v >= (4, 19) => {
                 // The newest profile at or before the release asked for.
                 let mut best = Defaults::V4_19;
@@ -87,6 +92,8 @@ impl Defaults {
             parent: at_least(V6_18),
             exchange: at_least(V6_18),
             metadir: false,
+            // A marker: this release records a policy of its own choosing.
+            autofsck: at_least(V7_2).then_some(super::features::Autofsck::Repair),
         }
     }
 }
@@ -106,7 +113,10 @@ mod tests {
         assert!(!Defaults::V4_19.features().reflink);
         assert_eq!(Defaults::parse("6.12").unwrap(), Defaults::V6_12);
         assert_eq!(Defaults::parse("6.9").unwrap(), Defaults::V6_6);
-        assert_eq!(Defaults::parse("7.2").unwrap(), Defaults::V6_18);
+        assert_eq!(Defaults::parse("7.2").unwrap(), Defaults::V7_2);
+        assert_eq!(Defaults::parse("7.1").unwrap(), Defaults::V6_18);
+        assert_eq!(Defaults::parse("8.0").unwrap(), Defaults::V7_2);
+        assert_eq!(Defaults::default(), Defaults::V7_2);
         assert!(Defaults::parse("3.10").is_err());
         assert!(Defaults::parse("new").is_err());
     }

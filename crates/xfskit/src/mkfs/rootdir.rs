@@ -2,7 +2,7 @@
 //! short form), the realtime bitmap and summary inodes (empty regular files),
 //! and every other slot of the chunk as a valid free inode.
 
-use xfs_format::attr::XFS_ATTR_PARENT;
+use xfs_format::attr::{XFS_ATTR_PARENT, XFS_ATTR_ROOT};
 use xfs_format::btree::XFS_RMAP_OWN_FS;
 use xfs_format::crc::stamp;
 use xfs_format::inode::{Dinode, XFS_DINODE_CRC_OFF, XFS_DINODE_MAGIC, XFS_DINODE_VERSION_3};
@@ -16,6 +16,7 @@ use xfs_format::types::{
 };
 use zerocopy::{FromZeros, IntoBytes};
 
+use super::features::AUTOFSCK_NAME;
 use super::geometry::MkfsGeometry;
 use super::rtgroups::{RgFile, RgFileKind};
 
@@ -211,9 +212,30 @@ const PPTR_FORKOFF: u8 = 24;
 
 /// Write a short-form attribute fork of one entry after the data fork.
 fn short_attr(slot: &mut [u8], name: &[u8], value: &[u8], flags: u8) {
-    let off = xfs_format::inode::LITERAL_OFFSET + usize::from(PPTR_FORKOFF) * 8;
+    short_attr_at(slot, PPTR_FORKOFF, name, value, flags);
+}
+
+/// Bytes of a short-form attribute fork holding one entry.
+fn short_attr_size(name: &[u8], value: &[u8]) -> usize {
+    4 + 3 + name.len() + value.len()
+}
+
+/// The attribute fork offset (in 8-byte units) the kernel's short-form
+/// fit gives a first attribute of `bytes` bytes on an inode whose data
+/// fork is local: as far back as the attribute allows, but leaving room
+/// for an attribute btree root of two pointers.
+fn first_attr_forkoff(inodesize: u16, bytes: usize) -> u8 {
+    let litino = usize::from(inodesize) - xfs_format::inode::LITERAL_OFFSET;
+    // xfs_bmdr_block header (4 bytes) and two keys and pointers.
+    let max = (litino - (4 + 2 * 16)) >> 3;
+    (litino.saturating_sub(bytes) >> 3).min(max) as u8
+}
+
+/// Write a short-form attribute fork of one entry at fork offset `forkoff`.
+fn short_attr_at(slot: &mut [u8], forkoff: u8, name: &[u8], value: &[u8], flags: u8) {
+    let off = xfs_format::inode::LITERAL_OFFSET + usize::from(forkoff) * 8;
     let a = &mut slot[off..];
-    let total = 4 + 3 + name.len() + value.len();
+    let total = short_attr_size(name, value);
     a[..2].copy_from_slice(&(total as u16).to_be_bytes());
     a[2] = 1;
     a[3] = 0;
@@ -236,6 +258,20 @@ pub(crate) fn root_chunk(g: &MkfsGeometry, uuid: &Uuid, now: Timestamp) -> Vec<u
             let mut d = new_inode(g, ino, S_IFDIR | 0o755, 2, now, uuid);
             d.di_format = XFS_DINODE_FMT_LOCAL;
             d.di_size.set(short_dir(slot, ino, &[]));
+            if g.root_atime {
+                d.di_atime = d.di_mtime;
+            }
+            if let Some(policy) = g.autofsck {
+                // mkfs.xfs 7.2 sets the attribute in a transaction of its
+                // own, which logs the inode twice more.
+                let value = policy.value();
+                let forkoff =
+                    first_attr_forkoff(g.inodesize, short_attr_size(AUTOFSCK_NAME, value));
+                d.di_forkoff = forkoff;
+                d.di_aformat = XFS_DINODE_FMT_LOCAL;
+                d.di_changecount.set(4);
+                short_attr_at(slot, forkoff, AUTOFSCK_NAME, value, XFS_ATTR_ROOT);
+            }
             d
         } else if let Some(m) = g.metadir.filter(|m| m.metadirino == ino) {
             let mut d = metadir_dir(g, ino, 3, now, uuid);

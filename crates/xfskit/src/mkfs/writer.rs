@@ -14,7 +14,10 @@ use xfs_format::ag::{
 };
 use xfs_format::btree::*;
 use xfs_format::crc::stamp;
-use xfs_format::sb::{Dsb, DsbMetadir, XFS_SB_CRC_OFF, XFS_SB_MAGIC, XFS_SB_METADIR_OFF};
+use xfs_format::sb::{
+    Dsb, DsbMetadir, XFS_SB_CRC_OFF, XFS_SB_FEAT_INCOMPAT_PARENT, XFS_SB_MAGIC, XFS_SB_METADIR_OFF,
+    XFS_SB_VERSION_ATTRBIT,
+};
 use xfs_format::types::{Uuid, NULLAGBLOCK, NULLAGINO, NULLFSINO};
 use zerocopy::{FromZeros, IntoBytes};
 
@@ -295,6 +298,12 @@ pub(crate) fn sb_for_ag(primary: &Dsb, g: &MkfsGeometry, agno: u32) -> Dsb {
     }
     if !sb_keeps_root(g, agno) {
         sb.sb_rootino.set(NULLFSINO);
+    }
+    // The root's autofsck attribute turns the attribute bit on after the
+    // copies are written; parent pointers turn it on from the start.
+    if g.autofsck.is_some() && g.features.incompat & XFS_SB_FEAT_INCOMPAT_PARENT == 0 {
+        let v = sb.sb_versionnum.get() & !XFS_SB_VERSION_ATTRBIT;
+        sb.sb_versionnum.set(v);
     }
     sb
 }

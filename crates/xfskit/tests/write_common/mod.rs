@@ -597,3 +597,28 @@ pub fn drop_data_fork_615(img: &Path, rt: &Path, ino: u64) {
     );
     assert!(ok, "xfs_db: {out}");
 }
+
+/// xfsprogs 7.2's commands beside the project (`../shared/xfsprogs-7.2/bin`,
+/// each of which runs its binary with the libraries it needs), when there.
+pub fn xfsprogs_72_bin() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-7.2/bin");
+    dir.join("mkfs.xfs").exists().then_some(dir)
+}
+
+/// True (after recording the skip) when xfsprogs 7.2 is not beside the
+/// project or does not run.
+pub fn skip_without_72(test: &str) -> bool {
+    let why = match xfsprogs_72_bin() {
+        None => "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2".to_string(),
+        Some(bin) => match Command::new(bin.join("mkfs.xfs")).arg("-V").output() {
+            Ok(o) if o.status.success() => return false,
+            Ok(o) => format!(
+                "xfsprogs 7.2 does not run: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ),
+            Err(e) => format!("xfsprogs 7.2 does not run: {e}"),
+        },
+    };
+    record_skip(&format!("SKIP {test}: {why}"));
+    true
+}
