@@ -1,0 +1,284 @@
+//! `xfskit db`: the superblock and AG header prints compared line by line
+//! with `xfs_db -r -c 'HEADER N' -c print` of xfsprogs 7.2 and of Debian's
+//! 6.1, on images of mkfs.xfs 6.1 and 7.2 defaults, v4, metadir with a
+//! realtime device and zoned, and on headers with damage poked in.
+
+mod common;
+
+use common::{skip, TempDir};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn xfskit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xfskit"))
+        .args(args)
+        .output()
+        .expect("run xfskit")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+/// xfsprogs 7.2 beside the project (`../shared/xfsprogs-7.2`).
+fn x72() -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-7.2/bin");
+    d.join("xfs_db").exists().then_some(d)
+}
+
+/// Debian's xfs_db (6.1), or the 7.2 one.
+fn xfs_db(v72: bool) -> Command {
+    match x72().filter(|_| v72) {
+        Some(d) => Command::new(d.join("xfs_db")),
+        None => Command::new("/usr/sbin/xfs_db"),
+    }
+}
+
+fn run_db(v72: bool, img: &Path, cmds: &[&str]) -> String {
+    let mut c = xfs_db(v72);
+    c.arg("-r");
+    for x in cmds {
+        c.args(["-c", x]);
+    }
+    let o = c.arg(img).output().expect("run xfs_db");
+    assert!(o.status.success(), "xfs_db {cmds:?}: {o:?}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn ours(img: &Path, args: &[&str]) -> String {
+    let mut a = vec!["db", s(img)];
+    a.extend_from_slice(args);
+    let o = xfskit(&a);
+    assert!(
+        o.status.success(),
+        "xfskit {a:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Makes an image of `size` bytes with mkfs.xfs (7.2's when `v72`) and
+/// `opts`; the file is made first, so `opts` may name more files.
+fn mkfs(v72: bool, img: &Path, size: u64, opts: &[&str]) {
+    std::fs::File::create(img)
+        .and_then(|f| f.set_len(size))
+        .expect("create image");
+    let mut c = match x72().filter(|_| v72) {
+        Some(d) => Command::new(d.join("mkfs.xfs")),
+        None => Command::new("/usr/sbin/mkfs.xfs"),
+    };
+    let o = c
+        .args(["-q", "-f"])
+        .args(opts)
+        .arg(img)
+        .output()
+        .expect("mkfs.xfs");
+    assert!(o.status.success(), "mkfs.xfs {opts:?}: {o:?}");
+}
+
+/// Compares every header of AGs 0, 1 and the last with xfs_db's print,
+/// line by line, with 7.2's xfs_db and, when `with_61`, Debian's.
+fn compare_headers(img: &Path, agcount: u32, with_61: bool) {
+    let mut ags = vec![0, 1, agcount - 1];
+    ags.dedup();
+    for h in ["sb", "agf", "agi", "agfl"] {
+        for &a in &ags {
+            let a = a.to_string();
+            let got = ours(img, &[h, &a]);
+            let mut tools = vec![true];
+            if with_61 {
+                tools.push(false);
+            }
+            for v72 in tools {
+                let want = run_db(v72, img, &[&format!("{h} {a}"), "print"]);
+                let tool = if v72 { "7.2" } else { "6.1" };
+                for (i, (g, w)) in got.lines().zip(want.lines()).enumerate() {
+                    assert_eq!(
+                        g,
+                        w,
+                        "{} {h} {a}, line {}, xfs_db {tool}",
+                        img.display(),
+                        i + 1
+                    );
+                }
+                assert_eq!(
+                    got.lines().count(),
+                    want.lines().count(),
+                    "{} {h} {a}: line count, xfs_db {tool}\nours:\n{got}\nxfs_db:\n{want}",
+                    img.display()
+                );
+                assert_eq!(got, want);
+            }
+        }
+    }
+}
+
+fn agcount(img: &Path) -> u32 {
+    let out = run_db(true, img, &["sb 0", "print agcount"]);
+    out.trim()
+        .strip_prefix("agcount = ")
+        .and_then(|v| v.parse().ok())
+        .expect("agcount")
+}
+
+#[test]
+fn headers_match_xfs_db_on_each_mkfs() {
+    let Some(_) = x72() else {
+        skip(
+            "headers_match_xfs_db_on_each_mkfs",
+            "xfsprogs 7.2 is missing",
+        );
+        return;
+    };
+    let tmp = TempDir::new("xfskit-dbprint");
+    let d = tmp.path();
+    // (name, mkfs 7.2?, size, options, xfs_db 6.1 reads it too)
+    let rt = d.join("rt.dev");
+    std::fs::File::create(&rt)
+        .and_then(|f| f.set_len(256 << 20))
+        .expect("rt device");
+    let rtopt = format!("size=128m,rtdev={}", rt.display());
+    let cases: Vec<(&str, bool, u64, Vec<&str>, bool)> = vec![
+        ("d61.img", false, 1 << 30, vec![], true),
+        ("d72.img", true, 1 << 30, vec![], true),
+        ("v4.img", false, 512 << 20, vec!["-m", "crc=0"], true),
+        (
+            "v4b.img",
+            false,
+            300 << 20,
+            vec![
+                "-m",
+                "crc=0",
+                "-b",
+                "size=2048",
+                "-s",
+                "size=1024",
+                "-L",
+                "l?b\"l",
+            ],
+            true,
+        ),
+        (
+            "mdrt.img",
+            true,
+            512 << 20,
+            vec!["-m", "metadir=1", "-r", &rtopt, "-L", "md"],
+            false,
+        ),
+        (
+            "zoned.img",
+            true,
+            4 << 30,
+            vec!["-r", "zoned=1,start=1g"],
+            false,
+        ),
+    ];
+    for (name, v72, size, opts, with_61) in cases {
+        let img = d.join(name);
+        mkfs(v72, &img, size, &opts);
+        compare_headers(&img, agcount(&img), with_61);
+    }
+}
+
+/// Damage xfs_db still prints: a label with characters it escapes, an
+/// unlinked list in one AGI bucket (the array's spacing), a free list slot
+/// of 0 (skipped), and the CRCs then bad.
+#[test]
+fn damaged_headers_match_xfs_db() {
+    let Some(_) = x72() else {
+        skip("damaged_headers_match_xfs_db", "xfsprogs 7.2 is missing");
+        return;
+    };
+    let tmp = TempDir::new("xfskit-dbprint");
+    let img = tmp.path().join("d.img");
+    mkfs(true, &img, 1 << 30, &[]);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&img)
+        .expect("open");
+    let agblocks = 65536u64 * 4096;
+    // AG 1: label bytes of the superblock copy, AGI bucket 5 and 63, AGFL slot 2.
+    f.write_all_at(b"a\\b\t\x7f\xe9 '?\n", agblocks + 108)
+        .expect("poke");
+    f.write_all_at(&77u32.to_be_bytes(), agblocks + 1024 + 40 + 4 * 5)
+        .expect("poke");
+    f.write_all_at(&640u32.to_be_bytes(), agblocks + 1024 + 40 + 4 * 63)
+        .expect("poke");
+    f.write_all_at(&0u32.to_be_bytes(), agblocks + 1536 + 36 + 4 * 2)
+        .expect("poke");
+    // AG 2: one bucket before the last, so a trailing space follows it.
+    f.write_all_at(&9u32.to_be_bytes(), 2 * agblocks + 1024 + 40 + 4 * 7)
+        .expect("poke");
+    drop(f);
+    for (h, a) in [("sb", "1"), ("agi", "1"), ("agfl", "1"), ("agi", "2")] {
+        let got = ours(&img, &[h, a]);
+        let mut want = run_db(true, &img, &[&format!("{h} {a}"), "print"]);
+        if h == "agi" {
+            // xfs_db reads every AGI when it starts, reports the bad CRC
+            // on stderr ("Metadata CRC error detected ... xfs_agi"), and
+            // then prints the cached buffer's CRC as correct.
+            let o = xfs_db(true)
+                .args(["-r", "-c", &format!("agi {a}"), "-c", "print crc"])
+                .arg(&img)
+                .output()
+                .expect("xfs_db");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("CRC error") && err.contains("xfs_agi"),
+                "{err}"
+            );
+            want = want.replace("(correct)", "(bad)");
+        }
+        assert_eq!(got, want, "{h} {a}");
+        assert!(got.contains("(bad)"), "{h} {a}: the CRC is bad now:\n{got}");
+    }
+    let agi2 = ours(&img, &["agi", "2"]);
+    assert!(agi2.contains("unlinked[0-63] = 7:9 \n"), "{agi2}");
+}
+
+/// --json carries the same values: every decimal and hex field of
+/// xfs_db's print is the number under its name.
+#[test]
+fn json_has_xfs_db_values() {
+    let tmp = TempDir::new("xfskit-dbprint");
+    let img = tmp.path().join("j.img");
+    mkfs(false, &img, 1 << 30, &[]);
+    for h in ["sb", "agf", "agi"] {
+        let o = xfskit(&["db", "--json", s(&img), h, "1"]);
+        assert!(o.status.success(), "{o:?}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["header"], h);
+        assert_eq!(v["agno"], 1);
+        let want = run_db(false, &img, &[&format!("{h} 1"), "print"]);
+        let mut n = 0;
+        for line in want.lines() {
+            let (name, val) = line.split_once(" = ").expect("name = value");
+            let num = match val.strip_prefix("0x") {
+                Some(x) => u64::from_str_radix(x, 16).ok(),
+                None => val.parse::<u64>().ok(),
+            };
+            match (num, val) {
+                (Some(x), _) => assert_eq!(v["fields"][name], x, "{h} {name}"),
+                (None, "null") => assert!(v["fields"][name].is_null(), "{h} {name}"),
+                _ => continue,
+            }
+            n += 1;
+        }
+        assert!(n > 10, "{h}: only {n} fields compared");
+    }
+    let o = xfskit(&["db", "--json", s(&img), "agi", "0"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["fields"]["crc"]["state"], "correct");
+}
+
+#[test]
+fn bad_ag_number_is_a_usage_error() {
+    let tmp = TempDir::new("xfskit-dbprint");
+    let img = tmp.path().join("b.img");
+    mkfs(false, &img, 512 << 20, &[]);
+    let o = xfskit(&["db", s(&img), "agf", "4"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("AG") && err.contains('4'), "{err}");
+}
