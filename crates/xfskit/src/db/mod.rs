@@ -1,4 +1,7 @@
 //! `xfs_db`-style inspection: the superblock and AG headers field by field
-//! ([`fields`]), with xfs_db's names and value formats.
+//! ([`fields`]), with xfs_db's names and value formats, and the free space
+//! histogram ([`freesp`]), each with xfs_db's output.
 
+mod btree;
 pub mod fields;
+pub mod freesp;
