@@ -430,3 +430,177 @@ fn freesp_names_damaged_blocks() {
     assert_eq!(o.status.code(), Some(5), "{err}");
     assert!(err.contains("AGF") && err.contains("AG 2"), "{err}");
 }
+
+/// `xfskit db IMG frag ARGS` against xfs_db's `frag ARGS`, 7.2's and,
+/// when `with_61`, 6.1's.
+fn compare_frag(img: &Path, args: &[&str], with_61: bool) {
+    let mut a = vec!["frag"];
+    a.extend_from_slice(args);
+    let got = ours(img, &a);
+    let cmd = a.join(" ");
+    let mut tools = vec![true];
+    if with_61 {
+        tools.push(false);
+    }
+    for v72 in tools {
+        let want = run_db(v72, img, &[&cmd]);
+        assert_eq!(got, want, "{}: {cmd}, xfs_db 7.2: {v72}", img.display());
+    }
+}
+
+const FRAG_ARGS: &[&[&str]] = &[
+    &[],
+    &["-v"],
+    &["-f"],
+    &["-d"],
+    &["-a"],
+    &["-l", "-q"],
+    &["-R", "-r"],
+];
+
+#[test]
+fn frag_matches_xfs_db_on_fresh_images() {
+    let Some(_) = x72() else {
+        skip(
+            "frag_matches_xfs_db_on_fresh_images",
+            "xfsprogs 7.2 is missing",
+        );
+        return;
+    };
+    let tmp = TempDir::new("xfskit-dbprint");
+    let rt = tmp.path().join("rt.dev");
+    std::fs::File::create(&rt)
+        .and_then(|f| f.set_len(128 << 20))
+        .expect("rt device");
+    let rtopt = format!("size=64m,rtdev={}", rt.display());
+    for (name, v72, opts, with_61) in [
+        ("d61.img", false, vec![], true),
+        ("d72.img", true, vec![], true),
+        ("v4.img", false, vec!["-m", "crc=0"], true),
+        (
+            "mdrt.img",
+            true,
+            vec!["-m", "metadir=1", "-r", &rtopt],
+            false,
+        ),
+    ] {
+        let img = tmp.path().join(name);
+        mkfs(v72, &img, 1 << 30, &opts);
+        for a in FRAG_ARGS {
+            compare_frag(&img, a, with_61);
+        }
+    }
+}
+
+/// Fragmentation after the kernel wrote files in interleaved pieces (data
+/// forks in btree format), large directories, long symlinks and xattrs big
+/// enough for attribute leaf blocks, then removed some.
+#[test]
+fn frag_matches_xfs_db_after_kernel_churn() {
+    if !common::require_root("frag_matches_xfs_db_after_kernel_churn") {
+        return;
+    }
+    let Some(_) = x72() else {
+        skip(
+            "frag_matches_xfs_db_after_kernel_churn",
+            "xfsprogs 7.2 is missing",
+        );
+        return;
+    };
+    let tmp = TempDir::new("xfskit-dbprint");
+    for (name, v72) in [("c61.img", false), ("c72.img", true)] {
+        let img = tmp.path().join(name);
+        mkfs(v72, &img, 1 << 30, &[]);
+        let mnt = tmp.path().join("mnt");
+        std::fs::create_dir_all(&mnt).expect("mkdir");
+        let st = Command::new("mount")
+            .args(["-t", "xfs", "-o", "loop"])
+            .arg(&img)
+            .arg(&mnt)
+            .status()
+            .expect("mount");
+        assert!(st.success(), "mount");
+        // Three files written a block at a time in turn, synced as they
+        // go, so their extents interleave.
+        let mut files: Vec<std::fs::File> = (0..3)
+            .map(|i| std::fs::File::create(mnt.join(format!("frag{i}"))).expect("create"))
+            .collect();
+        let block = vec![0xa5u8; 4096];
+        for n in 0..120u64 {
+            for f in &mut files {
+                f.write_all_at(&block, n * 8192).expect("write");
+                f.sync_data().expect("sync");
+            }
+        }
+        drop(files);
+        let dir = mnt.join("big");
+        std::fs::create_dir(&dir).expect("mkdir");
+        for i in 0..2000 {
+            std::fs::write(dir.join(format!("name-{i:05}-padding-padding")), b"x").expect("write");
+        }
+        for i in 0..40 {
+            let target = "t".repeat(300 + i);
+            std::os::unix::fs::symlink(&target, mnt.join(format!("l{i}"))).expect("symlink");
+            let p = mnt.join(format!("x{i}"));
+            std::fs::write(&p, b"").expect("write");
+            for k in 0..(i % 5 + 1) {
+                let st = Command::new("setfattr")
+                    .args([
+                        "-n",
+                        &format!("user.a{k}"),
+                        "-v",
+                        &"v".repeat(2000 + 100 * k),
+                    ])
+                    .arg(&p)
+                    .status()
+                    .expect("setfattr");
+                assert!(st.success());
+            }
+        }
+        for i in (0..2000).step_by(3) {
+            std::fs::remove_file(dir.join(format!("name-{i:05}-padding-padding"))).expect("rm");
+        }
+        std::fs::remove_file(mnt.join("frag1")).expect("rm");
+        common::must_umount(&mnt);
+        let v = ours(&img, &["frag", "-v"]);
+        assert!(
+            v.lines().any(|l| l
+                .split_whitespace()
+                .nth(3)
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| n > 40)),
+            "a file should have more extents than its inode holds:\n{v}"
+        );
+        for a in FRAG_ARGS {
+            compare_frag(&img, a, true);
+        }
+    }
+}
+
+/// A damaged inode is an error naming it (exit 5).
+#[test]
+fn frag_names_a_damaged_inode() {
+    let Some(_) = x72() else {
+        skip("frag_names_a_damaged_inode", "xfsprogs 7.2 is missing");
+        return;
+    };
+    let tmp = TempDir::new("xfskit-dbprint");
+    let img = tmp.path().join("bad.img");
+    mkfs(true, &img, 512 << 20, &[]);
+    let out = run_db(true, &img, &["convert inode 128 byte"]);
+    // "0x10000 (65536)"
+    let byte: u64 = out
+        .split(['(', ')'])
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("convert: {out}"));
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&img)
+        .expect("open");
+    f.write_all_at(b"\xff\xff", byte + 300).expect("poke");
+    let o = xfskit(&["db", s(&img), "frag"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert!(err.contains("inode 128"), "{err}");
+}

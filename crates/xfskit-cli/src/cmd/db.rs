@@ -1,5 +1,5 @@
 //! `xfskit db`: xfs_db's read-only inspection commands (sb, agf, agi,
-//! agfl print, freesp), with xfs_db's output.
+//! agfl print, freesp, frag), with xfs_db's output.
 
 use crate::cmd::out::{out, outln};
 use std::path::PathBuf;
@@ -18,6 +18,8 @@ run read-only, with the same output, so the two can be compared with diff:
   agfl [AGNO]   the AG free list (`-c 'agfl AGNO' -c print`)
   freesp [-bcds] [-a AGNO]... [-A N] [-e N] [-h N]... [-m N]
                 the free space histogram (`-c 'freesp ...'`)
+  frag [-adflqRrv]
+                file fragmentation (`-c 'frag ...'`)
 
 AGNO is 0 when left out. The headers are printed field by field with
 xfs_db's names and value formats (decimal, %#x hex, \"null\" for an all-ones
@@ -45,6 +47,16 @@ is an error naming the AG and the block. (xfs_db 7.2 loses the bins that
 -h asks for and prints a single bin from 1 to the AG size; xfskit makes
 them, as 6.1 does.)
 
+frag walks every AG's inode btree and reads the clusters of its allocated
+inodes, as xfs_db does: for the data fork of directories, regular files and
+symbolic links and the attribute fork of every inode that has one (-a -d -f
+-l -q -R -r choose: attribute forks, directories, files, symbolic links,
+quota files, the realtime bitmap and summary, realtime files; all when none
+is given), \"actual\" counts extent records and \"ideal\" the runs of them
+that follow one another in the file; the factor is (actual - ideal) /
+actual. -v adds a line per inode. Extent maps are streamed (one bmbt block
+per level held); a damaged inode or bmbt block is an error naming it.
+
 The image is only read and its log is not replayed (xfs_db -r does not
 replay it either): the structures are shown as they are on disk.
 
@@ -54,6 +66,7 @@ Examples:
   xfskit db --json disk.img agi 0 | jq .fields.freecount
   xfskit db disk.img freesp -s
   xfskit db disk.img freesp -a 0 -c
+  xfskit db disk.img frag -f
   diff <(xfskit db disk.img sb 0) <(xfs_db -r -c 'sb 0' -c print disk.img)";
 
 /// Arguments of `xfskit db`.
@@ -93,9 +106,66 @@ pub enum What {
         /// The AG (0 when left out).
         agno: Option<u32>,
     },
+    /// File fragmentation (xfs_db `frag`).
+    Frag(FragArgs),
     /// The free space histogram (xfs_db `freesp`).
     #[command(disable_help_flag = true)]
     Freesp(FreespArgs),
+}
+
+/// The options of xfs_db's frag, with its letters: which forks count
+/// (every kind when none is given).
+#[derive(clap::Args)]
+pub struct FragArgs {
+    /// Attribute forks.
+    #[arg(short = 'a')]
+    pub attr: bool,
+    /// Directories.
+    #[arg(short = 'd')]
+    pub dirs: bool,
+    /// Regular files.
+    #[arg(short = 'f')]
+    pub files: bool,
+    /// Symbolic links.
+    #[arg(short = 'l')]
+    pub links: bool,
+    /// Quota files.
+    #[arg(short = 'q')]
+    pub quota: bool,
+    /// The realtime bitmap and summary files.
+    #[arg(short = 'R')]
+    pub rt_meta: bool,
+    /// Realtime files.
+    #[arg(short = 'r')]
+    pub realtime: bool,
+    /// A line per inode counted: its number, extents and runs.
+    #[arg(short = 'v')]
+    pub verbose: bool,
+}
+
+fn frag(fs: &xfskit::Fs, a: &FragArgs, json: bool) -> Result<ExitCode, xfskit::Error> {
+    use xfskit::db::frag::{self, Options};
+    let opts = Options {
+        attr: a.attr,
+        dirs: a.dirs,
+        files: a.files,
+        links: a.links,
+        quota: a.quota,
+        rt_meta: a.rt_meta,
+        realtime: a.realtime,
+    };
+    let verbose = a.verbose && !json;
+    let r = frag::scan(fs, opts, &mut |ino, r| {
+        if verbose {
+            outln!("inode {ino} actual {} ideal {}", r.actual, r.ideal);
+        }
+    })?;
+    if json {
+        json_out(&frag::to_json(&r))?;
+    } else {
+        out!("{}", frag::render(&r));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The options of xfs_db's freesp, with its letters.
@@ -182,6 +252,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let fs = super::open_in(&args.image, &args.disk, true)?;
     let (header, agno) = match args.what {
         What::Freesp(f) => return freesp(&fs, &f, args.json),
+        What::Frag(f) => return frag(&fs, &f, args.json),
         What::Sb { agno } => (Header::Sb, agno),
         What::Agf { agno } => (Header::Agf, agno),
         What::Agi { agno } => (Header::Agi, agno),
