@@ -152,7 +152,12 @@ fn add(
     len: u32,
 ) {
     let geo = fs.geometry();
-    if opts.alignment != 0 && geo.fsb_make(AgNumber(agno), AgBlock(agbno)).0 % opts.alignment != 0 {
+    if opts.alignment != 0
+        && !geo
+            .fsb_make(AgNumber(agno), AgBlock(agbno))
+            .0
+            .is_multiple_of(opts.alignment)
+    {
         return;
     }
     extent(agno, agbno, len);
