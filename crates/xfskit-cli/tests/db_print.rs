@@ -604,3 +604,96 @@ fn frag_names_a_damaged_inode() {
     assert_eq!(o.status.code(), Some(5), "{err}");
     assert!(err.contains("inode 128"), "{err}");
 }
+
+/// Which fields xfs_db prints as "null" when all ones, and which as
+/// numbers: every number field of a zoned metadir superblock copy set to
+/// all ones.
+#[test]
+fn all_ones_superblock_fields_match_xfs_db() {
+    let Some(_) = x72() else {
+        skip(
+            "all_ones_superblock_fields_match_xfs_db",
+            "xfsprogs 7.2 is missing",
+        );
+        return;
+    };
+    let tmp = TempDir::new("xfskit-dbprint");
+    let img = tmp.path().join("z.img");
+    mkfs(true, &img, 4 << 30, &["-r", "zoned=1,start=1g"]);
+    let agblocks: u64 = run_db(true, &img, &["sb 0", "print agblocks"])
+        .trim()
+        .strip_prefix("agblocks = ")
+        .and_then(|v| v.parse().ok())
+        .expect("agblocks");
+    let sb1 = agblocks * 4096;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&img)
+        .expect("open");
+    // Every field but the magic, sizes, logs and the feature words.
+    let fields: &[(u64, usize)] = &[
+        (8, 8),
+        (16, 8),
+        (24, 8),
+        (48, 8),
+        (56, 8),
+        (64, 8),
+        (72, 8),
+        (80, 4),
+        (84, 4),
+        (88, 4),
+        (92, 4),
+        (96, 4),
+        (106, 2),
+        (125, 3),
+        (128, 8),
+        (136, 8),
+        (144, 8),
+        (152, 8),
+        (160, 8),
+        (168, 8),
+        (176, 2),
+        (178, 1),
+        (179, 1),
+        (180, 4),
+        (184, 4),
+        (188, 4),
+        (192, 1),
+        (196, 4),
+        (228, 4),
+        (232, 8),
+        (240, 8),
+        (264, 8),
+        (272, 4),
+        (276, 4),
+        (281, 1),
+        (288, 8),
+        (296, 8),
+    ];
+    for &(off, n) in fields {
+        f.write_all_at(&vec![0xff; n], sb1 + off).expect("poke");
+    }
+    drop(f);
+    let got = ours(&img, &["sb", "1"]);
+    let want = run_db(true, &img, &["sb 1", "print"]);
+    assert_eq!(got, want);
+    assert!(got.contains("rgextents = null") && got.contains("rtreserved = 18446744073709551615"));
+    // The AGF and AGI of AG 1, every field past the magic number.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&img)
+        .expect("open");
+    f.write_all_at(&[0xff; 92], sb1 + 512 + 4).expect("poke");
+    f.write_all_at(&[0xff; 8], sb1 + 512 + 208).expect("poke");
+    f.write_all_at(&[0xff; 292], sb1 + 1024 + 4).expect("poke");
+    f.write_all_at(&[0xff; 24], sb1 + 1024 + 320).expect("poke");
+    drop(f);
+    for h in ["agf", "agi"] {
+        let got = ours(&img, &[h, "1"]);
+        // xfs_db reads the AG headers when it starts and then calls the
+        // cached buffers' CRCs correct (see damaged_headers_match_xfs_db).
+        let want = run_db(true, &img, &[&format!("{h} 1"), "print"]).replace("(correct)", "(bad)");
+        assert_eq!(got, want, "{h}");
+        assert!(got.contains("null"), "{got}");
+    }
+}

@@ -303,14 +303,14 @@ fn sb(b: &mut Builder<'_>) {
         let m = XFS_SB_METADIR_OFF;
         b.n("metadirino", m, 8, N);
         b.n("rgcount", m + 8, 4, N);
-        b.n("rgextents", m + 12, 4, D);
+        b.n("rgextents", m + 12, 4, N);
         b.n("rgblklog", m + 16, 1, D);
         // xfs_db prints the first byte of the padding.
         b.n("pad", m + 17, 1, X);
     }
     if incompat & XFS_SB_FEAT_INCOMPAT_ZONED != 0 {
         b.n("rtstart", XFS_DSB_METADIR_SIZE, 8, N);
-        b.n("rtreserved", XFS_DSB_METADIR_SIZE + 8, 8, N);
+        b.n("rtreserved", XFS_DSB_METADIR_SIZE + 8, 8, D);
     }
 }
 
