@@ -29,7 +29,9 @@ the metadata directory fields (metadirino, rgcount, rgextents, rgblklog,
 pad) on a metadir filesystem and rtstart, rtreserved on a zoned one, as
 xfsprogs 7.2 prints them. The CRC is checked: \"(correct)\", \"(bad)\", or
 \"(unchecked)\" on a v4 filesystem. The sector is read raw, as xfs_db reads
-it, so a damaged header still prints. With --json the same fields by name.
+it, so a damaged header still prints. (xfs_db reads every AGF and AGI when
+it starts, reports a bad CRC there on stderr, and then prints that
+header's CRC as correct; xfskit says bad.) With --json the same fields by name.
 
 freesp counts the free extents of each AG as xfs_db does: the blocks on
 its free list (one-block extents), then the records of the by-block free
