@@ -28,7 +28,7 @@ use std::process::ExitCode;
     version,
     about = "Make, inspect, mount, scan and extract XFS filesystems in userspace",
     long_about = "xfskit reads and writes the XFS on-disk format without the kernel: make \
-filesystems (mkfs), build populated images (build), inspect images (info, ls, cat, stat), copy files out (extract), \
+filesystems (mkfs), build populated images (build), inspect images (info, db, ls, cat, stat), copy files out (extract), \
 edit images offline (cp, mkdir, rm, mv, ln, chmod, chown, touch, truncate, setfattr, getfattr), \
 show or change the label and UUID (admin), \
 mount them through FUSE (mount), scan every inode in parallel (bulkstat), and show or \
@@ -77,6 +77,9 @@ enum Command {
     /// Write a file's contents to standard output.
     #[command(long_about = cmd::cat::LONG_ABOUT)]
     Cat(cmd::cat::Args),
+    /// Print the superblock and AG headers as xfs_db prints them.
+    #[command(long_about = cmd::db::LONG_ABOUT)]
+    Db(cmd::db::Args),
     /// Print every inode field, the xattrs and the extent map of a file.
     #[command(long_about = cmd::stat::LONG_ABOUT)]
     Stat(cmd::stat::Args),
@@ -158,6 +161,7 @@ fn main() -> ExitCode {
         Command::Parts(a) => cmd::parts::run(a),
         Command::Ls(a) => cmd::ls::run(a),
         Command::Cat(a) => cmd::cat::run(a),
+        Command::Db(a) => cmd::db::run(a),
         Command::Stat(a) => cmd::stat::run(a),
         Command::Extract(a) => cmd::extract::run(a),
         Command::Mount(a) => cmd::mount::run(a),

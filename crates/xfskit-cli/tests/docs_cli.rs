@@ -16,7 +16,21 @@ use std::process::Command;
 /// The subcommands `xfskit --help` lists (its "Commands:" section), less
 /// clap's own `help`.
 fn subcommands() -> Vec<String> {
-    let o = xfskit(&["--help"]);
+    let list = commands_of(&[]);
+    for c in ["build", "extract", "cp", "manpages", "completions"] {
+        assert!(
+            list.iter().any(|x| x == c),
+            "{c} not among the subcommands {list:?}"
+        );
+    }
+    list
+}
+
+/// The subcommands the help of `xfskit PATH...` lists, less `help`.
+fn commands_of(path: &[&str]) -> Vec<String> {
+    let mut args = path.to_vec();
+    args.push("--help");
+    let o = xfskit(&args);
     assert!(o.status.success(), "{}", text(&o));
     let help = String::from_utf8_lossy(&o.stdout).into_owned();
     let list: Vec<String> = help
@@ -30,12 +44,6 @@ fn subcommands() -> Vec<String> {
         .filter(|c| *c != "help")
         .map(str::to_owned)
         .collect();
-    for c in ["build", "extract", "cp", "manpages", "completions"] {
-        assert!(
-            list.iter().any(|x| x == c),
-            "{c} not among the subcommands {list:?} of:\n{help}"
-        );
-    }
     list
 }
 
@@ -55,7 +63,15 @@ fn manpages_for_every_subcommand_render_cleanly() {
     let o = xfskit(&["manpages", &dir.display().to_string()]);
     assert!(o.status.success(), "{}", text(&o));
     let mut pages = vec!["xfskit.1".to_string()];
-    pages.extend(subcommands().iter().map(|c| format!("xfskit-{c}.1")));
+    for c in subcommands() {
+        pages.push(format!("xfskit-{c}.1"));
+        // A subcommand's own subcommands (`xfskit db sb`) have pages too.
+        pages.extend(
+            commands_of(&[&c])
+                .iter()
+                .map(|sub| format!("xfskit-{c}-{sub}.1")),
+        );
+    }
     for page in &pages {
         let path = dir.join(page);
         assert!(

@@ -20,6 +20,7 @@ pub mod buf;
 pub mod build;
 mod bytes;
 pub mod check;
+pub mod db;
 pub mod dev;
 pub mod dir;
 pub mod disk;

@@ -6,6 +6,7 @@ pub mod build;
 pub mod bulkstat;
 pub mod cat;
 pub mod check;
+pub mod db;
 pub mod docs;
 pub mod edit;
 pub mod extract;

@@ -65,7 +65,11 @@ struct Collector<'a> {
     fs: &'a Fs,
     ino: u64,
     fork: Fork,
-    out: Vec<Extent>,
+    /// Where each extent goes, in file offset order.
+    sink: &'a mut dyn FnMut(&Extent) -> Result<()>,
+    /// Extents handed to the sink so far, and where the last one ended.
+    count: u64,
+    last_end: Option<u64>,
     /// Extent records the inode claims; we never collect more.
     limit: u64,
     /// The data fork of a realtime file: records map realtime blocks.
@@ -90,7 +94,7 @@ impl Collector<'_> {
         let geo = self.fs.geometry();
         for i in 0..n {
             let r = decode_rec(&recs[i * REC_SIZE..(i + 1) * REC_SIZE]);
-            if self.out.len() as u64 >= self.limit {
+            if self.count >= self.limit {
                 return Err(self.corrupt(format!(
                     "more extent records than the {} the inode counts",
                     self.limit
@@ -122,21 +126,23 @@ impl Collector<'_> {
                     r.startoff, r.blockcount, r.startblock
                 )));
             }
-            if let Some(prev) = self.out.last() {
-                if r.startoff < prev.end() {
+            if let Some(end) = self.last_end {
+                if r.startoff < end {
                     return Err(self.corrupt(format!(
-                        "extent at file block {} overlaps or precedes the one ending at {}",
+                        "extent at file block {} overlaps or precedes the one ending at {end}",
                         r.startoff,
-                        prev.end()
                     )));
                 }
             }
-            self.out.push(Extent {
+            let e = Extent {
                 offset: r.startoff,
                 start: FsBlock(r.startblock),
                 len: r.blockcount,
                 unwritten: r.unwritten,
-            });
+            };
+            self.count += 1;
+            self.last_end = Some(e.end());
+            (self.sink)(&e)?;
         }
         Ok(())
     }
@@ -179,6 +185,23 @@ impl Collector<'_> {
 /// Reads the whole extent map of a fork, checked: records in order, no
 /// overlap, inside the data section, no more than the inode's count.
 pub fn extents(fs: &Fs, inode: &Inode, fork: Fork) -> Result<Vec<Extent>> {
+    let mut out = Vec::new();
+    for_each_extent(fs, inode, fork, &mut |e| {
+        out.push(*e);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Hands every extent of a fork to `f` in file offset order, checked as
+/// [`extents`] checks them, holding one btree block per level, never the
+/// whole map.
+pub fn for_each_extent(
+    fs: &Fs,
+    inode: &Inode,
+    fork: Fork,
+    f: &mut dyn FnMut(&Extent) -> Result<()>,
+) -> Result<()> {
     let (bytes, format, count) = match fork {
         Fork::Data => (&inode.data_fork, inode.format, inode.nextents),
         Fork::Attr => (&inode.attr_fork, inode.aformat, u64::from(inode.anextents)),
@@ -187,7 +210,9 @@ pub fn extents(fs: &Fs, inode: &Inode, fork: Fork) -> Result<Vec<Extent>> {
         fs,
         ino: inode.ino.0,
         fork,
-        out: Vec::new(),
+        sink: f,
+        count: 0,
+        last_end: None,
         limit: count,
         realtime: fork == Fork::Data && inode.is_realtime(),
         blocks_left: inode.nblocks.saturating_add(1),
@@ -201,7 +226,6 @@ pub fn extents(fs: &Fs, inode: &Inode, fork: Fork) -> Result<Vec<Extent>> {
                     bytes.len()
                 )));
             }
-            c.out.reserve(count as usize);
             c.push_records(bytes, count as usize)?;
         }
         ForkFormat::Btree => {
@@ -221,16 +245,16 @@ pub fn extents(fs: &Fs, inode: &Inode, fork: Fork) -> Result<Vec<Extent>> {
                 let p = u64::from_be_bytes(ptrs[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
                 c.visit(p, level - 1)?;
             }
-            if (c.out.len() as u64) != count {
+            if c.count != count {
                 return Err(c.corrupt(format!(
                     "btree holds {} extents, the inode counts {count}",
-                    c.out.len()
+                    c.count
                 )));
             }
         }
         ForkFormat::Local | ForkFormat::Dev | ForkFormat::MetaBtree => {}
     }
-    Ok(c.out)
+    Ok(())
 }
 
 /// Finds the extent covering file block `fblock`, or the hole length up to

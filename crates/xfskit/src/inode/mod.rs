@@ -7,7 +7,7 @@ mod file;
 pub use self::core::crc_ok;
 pub(crate) use self::core::{check_core, core_of, CoreFacts};
 pub use self::core::{FileType, ForkFormat, Inode, Timestamp, CORE_SIZE};
-pub use bmap::{extents, lookup, Extent, Fork};
+pub use bmap::{extents, for_each_extent, lookup, Extent, Fork};
 pub use file::{
     needs_rtdev, read_at, read_mapped, read_mapped_uninit, require_data_dev, DataDev, FileReader,
 };
