@@ -101,6 +101,16 @@ pub struct Args {
         group = "what"
     )]
     pub uuid: Option<String>,
+    /// Add features: bigtime, inobtcount, nrext64, exchange (each =1;
+    /// comma-separated or -O given again).
+    #[arg(
+        short = 'O',
+        long = "feature",
+        value_name = "FEATURE=1[,FEATURE=1...]",
+        group = "what",
+        action = clap::ArgAction::Append
+    )]
+    pub features: Vec<String>,
     #[command(flatten)]
     pub disk: super::DiskArgs,
 }
@@ -128,6 +138,34 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         },
         None => None,
     };
+    let mut features: Vec<admin::Feature> = Vec::new();
+    for arg in &args.features {
+        match admin::parse_features(arg) {
+            Ok(f) => features.extend(f),
+            Err(e) => {
+                errln!("xfskit admin: {}", super::message(&e));
+                return Ok(ExitCode::from(super::code_of(&e)));
+            }
+        }
+    }
+    features.sort();
+    features.dedup();
+    if !features.is_empty() {
+        // Refused before anything is written (the label and UUID too).
+        let opts = OpenOptions {
+            norecovery: true,
+            ..Default::default()
+        };
+        let fs = super::open_with(&args.image, &args.disk, &opts)?;
+        if let Err(e) = admin::check_features(fs.geometry(), &features) {
+            errln!(
+                "xfskit admin: {}: {}",
+                args.image.display(),
+                super::message(&e)
+            );
+            return Ok(ExitCode::from(super::code_of(&e)));
+        }
+    }
     if uuid.is_some() {
         // Before any read-write open, which would replay the log.
         let opts = OpenOptions {
@@ -160,6 +198,17 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             outln!("Clearing log and setting UUID");
             outln!("writing all SBs");
             outln!("new UUID = {}", admin::uuid_string(&u));
+        }
+    }
+    if !features.is_empty() {
+        // Opened again after a label or UUID change.
+        let fs = super::edit::open_rw(&args.image, &args.disk)?;
+        for (f, added) in admin::add_features(&fs, &features)? {
+            if added {
+                outln!("{}", f.adding_message());
+            } else {
+                outln!("{}", f.already_message());
+            }
         }
     }
     if args.show_label || args.show_uuid {
