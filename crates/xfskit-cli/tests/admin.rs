@@ -834,14 +834,6 @@ fn features_refused() {
         xfskit(&["admin", "-O", "lazycount=1", s(&plain)]),
         "Lazy-counters are already enabled\n"
     );
-    // A log too small for the new features' transactions is refused
-    // (7.2 refuses it too); a log that allows them is not.
-    let small = t.path().join("small.img");
-    mkfs(&bin, &small, false, &["-i", "nrext64=0"]);
-    let have: u64 = sb_field(&bin, &small, 0, "logblocks").parse().unwrap();
-    assert!(have > 0);
-    let o = xfskit_output(&["admin", "-O", "nrext64=1", s(&small)]);
-    assert!(o.status.success(), "{}", output_text(&o));
 }
 
 /// As root: files written by the kernel before the change, every feature
