@@ -643,7 +643,10 @@ fn assert_repair_clean(bin: &Path, img: &Path, after: &str) {
 #[test]
 fn features_added_one_by_one_as_xfs_admin_adds_them() {
     let Some(bin) = xfsprogs_72() else {
-        return skip("features_added_one_by_one_as_xfs_admin_adds_them", "no xfsprogs 7.2");
+        return skip(
+            "features_added_one_by_one_as_xfs_admin_adds_them",
+            "no xfsprogs 7.2",
+        );
     };
     let t = TempDir::new("admin-features");
     let proto = protofile(t.path(), 6000);
@@ -677,7 +680,11 @@ fn features_added_one_by_one_as_xfs_admin_adds_them() {
             };
             assert!(version.contains(word), "{after}: xfs_db version: {version}");
             let id = tool(&bin, "xfs_admin", &["-l", "-u", s(&a)]);
-            assert_eq!(id, tool(&bin, "xfs_admin", &["-l", "-u", s(&base)]), "{after}");
+            assert_eq!(
+                id,
+                tool(&bin, "xfs_admin", &["-l", "-u", s(&base)]),
+                "{after}"
+            );
             if name == "inobtcount" {
                 let ags: u32 = sb_field(&bin, &a, 0, "agcount").parse().unwrap();
                 for agno in 0..ags {
@@ -685,11 +692,21 @@ fn features_added_one_by_one_as_xfs_admin_adds_them() {
                         tool(
                             &bin,
                             "xfs_db",
-                            &["-r", "-c", &format!("agi {agno}"), "-c", "p level ino_blocks fino_blocks", s(img)],
+                            &[
+                                "-r",
+                                "-c",
+                                &format!("agi {agno}"),
+                                "-c",
+                                "p level ino_blocks fino_blocks",
+                                s(img),
+                            ],
                         )
                     };
                     let ours = q(&a);
-                    assert!(!ours.contains("ino_blocks = 0"), "{after}: AG {agno}: {ours}");
+                    assert!(
+                        !ours.contains("ino_blocks = 0"),
+                        "{after}: AG {agno}: {ours}"
+                    );
                     if agno == 0 && extra.is_empty() {
                         // Same trees on both sides (xfs_repair rebuilds
                         // its own): the same counts.
@@ -722,7 +739,11 @@ fn features_added_one_by_one_as_xfs_admin_adds_them() {
         }
         let ags: u32 = sb_field(&bin, &a, 0, "agcount").parse().unwrap();
         for agno in 0..ags {
-            assert_eq!(features(&bin, &a, agno), (ro0 | 0x8, inc0 | 0x68), "AG {agno}");
+            assert_eq!(
+                features(&bin, &a, agno),
+                (ro0 | 0x8, inc0 | 0x68),
+                "AG {agno}"
+            );
         }
         assert_repair_clean(&bin, &a, "all four");
         assert_eq!(tree(&a), before);
@@ -765,7 +786,11 @@ fn debian_61_defaults_brought_forward() {
         .output()
         .unwrap();
     assert!(output_text(&theirs).contains("Filesystem already supports large timestamps."));
-    assert_eq!(features(&bin, &b, 0), (0xd, 0xb), "xfs_repair -c added after all");
+    assert_eq!(
+        features(&bin, &b, 0),
+        (0xd, 0xb),
+        "xfs_repair -c added after all"
+    );
     let theirs = tool(&bin, "xfs_admin", &["-O", "nrext64=1,exchange=1", s(&b)]);
     assert!(theirs.contains("Adding nrext64"), "{theirs}");
     assert_same_features(&bin, &a, &b, "6.1 brought forward");
@@ -782,7 +807,10 @@ fn debian_61_defaults_brought_forward() {
             err.contains(&format!("the {name} feature cannot be added")) && err.contains(opt),
             "{err}"
         );
-        assert!(std::fs::read(&a).unwrap() == img_before, "{name}: refused, yet written");
+        assert!(
+            std::fs::read(&a).unwrap() == img_before,
+            "{name}: refused, yet written"
+        );
         // 7.2 refuses it too.
         let theirs = Command::new(bin.join("xfs_repair"))
             .args(["-c", &format!("{name}=1"), s(&b)])
@@ -807,33 +835,130 @@ fn features_refused() {
         &bin,
         &plain,
         false,
-        &["-m", "reflink=0,rmapbt=0,finobt=0,inobtcount=0", "-i", "exchange=0", "-n", "parent=0"],
+        &[
+            "-m",
+            "reflink=0,rmapbt=0,finobt=0,inobtcount=0",
+            "-i",
+            "exchange=0",
+            "-n",
+            "parent=0",
+        ],
     );
     let cases: [(&Path, &str, u8, &str); 10] = [
-        (&v4, "bigtime=1", 3, "Large timestamp feature only supported on V5 filesystems."),
-        (&v4, "nrext64=1", 3, "Nrext64 only supported on V5 filesystems."),
-        (&plain, "inobtcount=1", 3, "Inode btree count feature requires free inode btree"),
-        (&plain, "exchange=1", 3, "File exchange-range feature cannot be added without reflink"),
-        (&plain, "bigtime=1,finobt=1", 3, "the finobt feature cannot be added"),
+        (
+            &v4,
+            "bigtime=1",
+            3,
+            "Large timestamp feature only supported on V5 filesystems.",
+        ),
+        (
+            &v4,
+            "nrext64=1",
+            3,
+            "Nrext64 only supported on V5 filesystems.",
+        ),
+        (
+            &plain,
+            "inobtcount=1",
+            3,
+            "Inode btree count feature requires free inode btree",
+        ),
+        (
+            &plain,
+            "exchange=1",
+            3,
+            "File exchange-range feature cannot be added without reflink",
+        ),
+        (
+            &plain,
+            "bigtime=1,finobt=1",
+            3,
+            "the finobt feature cannot be added",
+        ),
         (&plain, "frobnicate=1", 2, "unknown feature 'frobnicate'"),
         (&plain, "bigtime=0", 2, "bigtime only supports upgrades"),
         (&plain, "bigtime", 2, "-O bigtime requires a value"),
         (&plain, "bigtime=yes", 2, "the value must be 1"),
-        (&plain, "lazycount=0", 3, "Cannot disable lazy-counters on V5 fs"),
+        (
+            &plain,
+            "lazycount=0",
+            3,
+            "Cannot disable lazy-counters on V5 fs",
+        ),
     ];
     for (img, arg, code, msg) in cases {
         let before = std::fs::read(img).unwrap();
         let o = xfskit_output(&["admin", "-L", "x", "-O", arg, s(img)]);
-        assert_eq!(o.status.code(), Some(i32::from(code)), "-O {arg}: {}", output_text(&o));
+        assert_eq!(
+            o.status.code(),
+            Some(i32::from(code)),
+            "-O {arg}: {}",
+            output_text(&o)
+        );
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(msg), "-O {arg}: {err}");
-        assert!(std::fs::read(img).unwrap() == before, "-O {arg}: refused, yet written");
+        assert!(
+            std::fs::read(img).unwrap() == before,
+            "-O {arg}: refused, yet written"
+        );
     }
     // lazycount=1 is a no-op on v5, as with xfs_repair.
     assert_eq!(
         xfskit(&["admin", "-O", "lazycount=1", s(&plain)]),
         "Lazy-counters are already enabled\n"
     );
+    // nrext64 raises the smallest log the kernel mounts: a log of the
+    // minimum without it is refused (xfs_repair 7.2 refuses it too).
+    // mkfs.xfs makes a log under 64 MiB in the environment of xfstests.
+    let small = t.path().join("small.img");
+    std::fs::File::create(&small)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap();
+    let qa = |args: &[&str]| {
+        Command::new(bin.join("mkfs.xfs"))
+            .env("TEST_DIR", "/tmp")
+            .env("TEST_DEV", "/dev/null")
+            .env("QA_CHECK_FS", "1")
+            .args(["-f", "-i", "nrext64=0"])
+            .args(args)
+            .arg(&small)
+            .output()
+            .unwrap()
+    };
+    let o = qa(&["-l", "size=512b"]);
+    let text = output_text(&o);
+    let min = text
+        .split("minimum size is ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no minimum log size in: {text}"));
+    let o = qa(&["-q", "-l", &format!("size={min}b")]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let before = std::fs::read(&small).unwrap();
+    let o = xfskit_output(&["admin", "-O", "nrext64=1", s(&small)]);
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("Filesystem log too small to upgrade filesystem; need "),
+        "{}",
+        output_text(&o)
+    );
+    assert!(
+        std::fs::read(&small).unwrap() == before,
+        "refused, yet written"
+    );
+    let theirs = Command::new(bin.join("xfs_admin"))
+        .args(["-O", "nrext64=1", s(&small)])
+        .output()
+        .unwrap();
+    assert!(
+        output_text(&theirs).contains("Filesystem log too small"),
+        "{}",
+        output_text(&theirs)
+    );
+    // bigtime does not change the reservations: added.
+    xfskit(&["admin", "-O", "bigtime=1", s(&small)]);
 }
 
 /// As root: files written by the kernel before the change, every feature
@@ -845,13 +970,18 @@ fn kernel_reads_the_same_tree_after_features_are_added() {
         return;
     }
     let Some(bin) = xfsprogs_72() else {
-        return skip("kernel_reads_the_same_tree_after_features_are_added", "no xfsprogs 7.2");
+        return skip(
+            "kernel_reads_the_same_tree_after_features_are_added",
+            "no xfsprogs 7.2",
+        );
     };
     let t = TempDir::new("admin-features-kernel");
     let mnt = t.path().join("mnt");
     let proto = protofile(t.path(), 10);
     let listing = |img: &Path| -> String {
-        let loopdev = sh(&format!("losetup -f --show '{}'", s(img))).trim().to_string();
+        let loopdev = sh(&format!("losetup -f --show '{}'", s(img)))
+            .trim()
+            .to_string();
         let m = DevMount::new(&loopdev, &mnt, true);
         let l = sh(&format!(
             "cd '{}' && find . -printf '%p %y %m %s %T@ %n\\n' | sort && find . -type f -exec md5sum {{}} + | sort",
@@ -877,7 +1007,9 @@ fn kernel_reads_the_same_tree_after_features_are_added() {
             mkfs_old(&bin, &img, &proto, "size=300m", &[]);
         }
         // The kernel writes files (old-format inodes) before the change.
-        let loopdev = sh(&format!("losetup -f --show '{}'", s(&img))).trim().to_string();
+        let loopdev = sh(&format!("losetup -f --show '{}'", s(&img)))
+            .trim()
+            .to_string();
         let m = DevMount::new(&loopdev, &mnt, false);
         sh(&format!(
             "cd '{}' && mkdir -p k && for i in $(seq 1 500); do echo $i > k/f$i; done && touch -d 1999-01-01 k/f1 && dd if=/dev/urandom of=k/big bs=64k count=40 status=none",
@@ -888,8 +1020,14 @@ fn kernel_reads_the_same_tree_after_features_are_added() {
         let before = listing(&img);
         xfskit(&["admin", "-O", feats, s(&img)]);
         assert_repair_clean(&bin, &img, &after);
-        assert_eq!(listing(&img), before, "{after}: the kernel reads another tree");
-        let loopdev = sh(&format!("losetup -f --show '{}'", s(&img))).trim().to_string();
+        assert_eq!(
+            listing(&img),
+            before,
+            "{after}: the kernel reads another tree"
+        );
+        let loopdev = sh(&format!("losetup -f --show '{}'", s(&img)))
+            .trim()
+            .to_string();
         kernel_writes(&loopdev, &mnt, "written-after");
         sh(&format!("losetup -d {loopdev}"));
         assert_repair_clean(&bin, &img, &format!("{after}, kernel write"));

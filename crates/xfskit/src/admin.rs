@@ -714,7 +714,10 @@ fn count_inode_btrees(fs: &Fs) -> Result<()> {
             let id = tp.read_buf(d, geo.sect_size, &crate::buf::Verifier::Agi { agno: a })?;
             let b = tp.buf(id);
             let be = |o| crate::bytes::be32(b, o);
-            let (root, level) = (be(offset_of!(Agi, agi_root)), be(offset_of!(Agi, agi_level)));
+            let (root, level) = (
+                be(offset_of!(Agi, agi_root)),
+                be(offset_of!(Agi, agi_level)),
+            );
             let (froot, flevel) = (
                 be(offset_of!(Agi, agi_free_root)),
                 be(offset_of!(Agi, agi_free_level)),

@@ -99,7 +99,8 @@ fn sb_features(img: &Path) -> Vec<(u32, u32)> {
     (0..agcount)
         .map(|a| {
             let mut s = [0u8; 512];
-            f.read_exact_at(&mut s, u64::from(a) * agblocks * bsize).unwrap();
+            f.read_exact_at(&mut s, u64::from(a) * agblocks * bsize)
+                .unwrap();
             (be(&s, 212), be(&s, 216))
         })
         .collect()
@@ -121,7 +122,9 @@ fn copy(a: &Path, b: &Path) {
 /// superblock copy is in the logged transaction (few AGs).
 fn crash_at_every_write(tag: &str, ags: u32, size: &str, files: u32, tear: bool, logged: bool) {
     let Some(bin) = xfsprogs_72() else {
-        record_skip(&format!("SKIP {tag}: no xfsprogs 7.2 at ../shared/xfsprogs-7.2"));
+        record_skip(&format!(
+            "SKIP {tag}: no xfsprogs 7.2 at ../shared/xfsprogs-7.2"
+        ));
         return;
     };
     let s = Scratch::new(tag);
@@ -144,7 +147,10 @@ fn crash_at_every_write(tag: &str, ags: u32, size: &str, files: u32, tear: bool,
     dev.save(&base, &full);
     assert_eq!(sb_features(&full), new, "{tag}: the run without a crash");
     let (ok, out) = repair_72(&bin, &full);
-    assert!(ok, "{tag}: xfs_repair -n after the run without a crash:\n{out}");
+    assert!(
+        ok,
+        "{tag}: xfs_repair -n after the run without a crash:\n{out}"
+    );
     eprintln!("{tag}: {total} writes; crashing at each (every 13th among many in-place copies)");
     let lo = {
         let fs = Fs::open(&base, &OpenOptions::default()).unwrap();
@@ -218,7 +224,10 @@ fn crash_at_every_write(tag: &str, ags: u32, size: &str, files: u32, tear: bool,
             if logged {
                 assert!(got == old || got == new, "{what}: features {got:x?}");
                 let (ok, out) = repair_72(&bin, &img);
-                assert!(ok, "{what}: xfs_repair -n after the kernel's recovery:\n{out}");
+                assert!(
+                    ok,
+                    "{what}: xfs_repair -n after the kernel's recovery:\n{out}"
+                );
             }
         }
     }
@@ -227,7 +236,10 @@ fn crash_at_every_write(tag: &str, ags: u32, size: &str, files: u32, tear: bool,
         "{tag}: the crashes left only one state (old {seen_old}, new {seen_new})"
     );
     if !logged {
-        assert!(mixed > 0, "{tag}: no crash point fell among the in-place copies");
+        assert!(
+            mixed > 0,
+            "{tag}: no crash point fell among the in-place copies"
+        );
     }
     if !is_root() {
         record_skip(&format!("SKIP {tag} (kernel recovery part): needs root"));
