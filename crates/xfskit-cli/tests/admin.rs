@@ -1035,3 +1035,55 @@ fn kernel_reads_the_same_tree_after_features_are_added() {
         assert_repair_clean(&bin, &img, &format!("{after}, kernel write, xfskit mkdir"));
     }
 }
+
+#[test]
+fn features_added_in_qcow2() {
+    let Some(bin) = xfsprogs_72() else {
+        return skip("features_added_in_qcow2", "no xfsprogs 7.2");
+    };
+    if let Some(t) = common::missing_tool(&["qemu-img"]) {
+        return skip("features_added_in_qcow2", &format!("no {t}"));
+    }
+    let t = TempDir::new("admin-features-qcow2");
+    let proto = protofile(t.path(), 100);
+    let (raw, q, back) = (
+        t.path().join("raw.img"),
+        t.path().join("fs.qcow2"),
+        t.path().join("back.img"),
+    );
+    mkfs_old(&bin, &raw, &proto, "size=300m", &[]);
+    let (ro0, inc0) = features(&bin, &raw, 0);
+    let before = tree(&raw);
+    sh(&format!(
+        "qemu-img convert -O qcow2 '{}' '{}'",
+        s(&raw),
+        s(&q)
+    ));
+    let out = xfskit(&[
+        "admin",
+        "-O",
+        "bigtime=1,inobtcount=1,nrext64=1,exchange=1",
+        s(&q),
+    ]);
+    assert_eq!(out.lines().count(), 4, "{out}");
+    let check = sh(&format!(
+        "qemu-img check '{}' 2>&1 && echo QCOW2-CLEAN || true",
+        s(&q)
+    ));
+    assert!(check.contains("QCOW2-CLEAN"), "{check}");
+    sh(&format!(
+        "qemu-img convert -O raw '{}' '{}'",
+        s(&q),
+        s(&back)
+    ));
+    let ags: u32 = sb_field(&bin, &back, 0, "agcount").parse().unwrap();
+    for agno in 0..ags {
+        assert_eq!(
+            features(&bin, &back, agno),
+            (ro0 | 0x8, inc0 | 0x68),
+            "AG {agno}"
+        );
+    }
+    assert_repair_clean(&bin, &back, "qcow2 -O");
+    assert_eq!(tree(&back), before);
+}

@@ -821,3 +821,46 @@ pub fn add_features(fs: &Fs, want: &[Feature]) -> Result<Vec<(Feature, bool)>> {
     }
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_features_names_values_and_refusals() {
+        assert_eq!(
+            parse_features("nrext64=1,bigtime=1,nrext64=1").unwrap(),
+            vec![Feature::Bigtime, Feature::Nrext64]
+        );
+        assert_eq!(
+            parse_features("exchange=1,inobtcount=1,lazycount=1").unwrap(),
+            vec![Feature::Lazycount, Feature::Inobtcount, Feature::Exchange]
+        );
+        for bad in [
+            "bogus=1",
+            "bigtime=0",
+            "bigtime",
+            "bigtime=2",
+            "",
+            "bigtime=1,",
+        ] {
+            assert!(
+                matches!(parse_features(bad), Err(Error::Invalid(_))),
+                "{bad:?}"
+            );
+        }
+        for known in [
+            "rmapbt=1",
+            "parent=1",
+            "finobt=1",
+            "reflink=1",
+            "metadir=1",
+            "lazycount=0",
+        ] {
+            assert!(
+                matches!(parse_features(known), Err(Error::Unsupported(_))),
+                "{known:?}"
+            );
+        }
+    }
+}
