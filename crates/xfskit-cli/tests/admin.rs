@@ -957,6 +957,16 @@ fn features_refused() {
         "{}",
         output_text(&theirs)
     );
+    // The same minimum as 7.2's.
+    let need = |t: &str| {
+        t.split("need ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .map(str::to_string)
+    };
+    let ours = need(&String::from_utf8_lossy(&o.stderr));
+    assert!(ours.is_some());
+    assert_eq!(ours, need(&output_text(&theirs)), "the minimum log size");
     // bigtime does not change the reservations: added.
     xfskit(&["admin", "-O", "bigtime=1", s(&small)]);
 }

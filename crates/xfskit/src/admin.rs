@@ -584,8 +584,9 @@ pub fn parse_features(arg: &str) -> Result<Vec<Feature>> {
 
 /// Refuses what xfs_repair 7.2 refuses: any feature on a v4 filesystem,
 /// inobtcount without the free inode btree, exchange without reflink, and
-/// a log too small for the new features' transactions (the kernel would
-/// refuse to mount it). Reads nothing but the geometry.
+/// a log too small for the new features' transactions (smaller than the
+/// kernel's minimum, which it would refuse to mount, or than libxfs's,
+/// which xfs_repair 7.2 checks). Reads nothing but the geometry.
 pub fn check_features(geo: &Geometry, want: &[Feature]) -> Result<()> {
     for &f in want {
         if !geo.v5 {
@@ -613,7 +614,10 @@ pub fn check_features(geo: &Geometry, want: &[Feature]) -> Result<()> {
     }
     let mut rg = crate::log::resv::ResvGeometry::from_geometry(geo);
     rg.nrext64 |= want.contains(&Feature::Nrext64);
-    let need = crate::log::resv::min_log_blocks(&rg, crate::log::resv::Rules::Kernel);
+    // The kernel's minimum, and libxfs's (its worst-case record size),
+    // which xfs_repair 7.2 demands for an upgrade and is the larger.
+    use crate::log::resv::{min_log_blocks, Rules};
+    let need = min_log_blocks(&rg, Rules::Kernel).max(min_log_blocks(&rg, Rules::Mkfs));
     if u64::from(geo.log_blocks) < need {
         return Err(Error::Unsupported(format!(
             "Filesystem log too small to upgrade filesystem; need {need} blocks, have {}.",

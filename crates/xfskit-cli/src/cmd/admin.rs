@@ -80,7 +80,8 @@ secondary copies are written in place after the logged primary, and the
 same command run again brings copies an interrupted run left behind in
 line. Refused (exit 3), as xfs_repair 7.2 refuses them: any feature on a
 v4 filesystem, inobtcount without finobt, exchange without reflink, and a
-log smaller than the kernel's minimum with the new features. Existing
+log smaller than the minimum with the new features (xfs_repair 7.2's
+number, a few blocks above the kernel's). Existing
 inodes keep their format (the kernel and xfskit convert each one to
 bigtime and nrext64 as they next write it); the tree is unchanged.
 
