@@ -22,6 +22,18 @@
 //! the new unmount record leaves the new UUID in the superblock and the
 //! old one in the log's last record: the kernel refuses that mount until
 //! the same `xfskit admin -U` is run again (it reads such a log as clean).
+//!
+//! Features are added as `xfs_admin -O` (`xfs_repair -c`) of xfsprogs 7.2
+//! adds them ([`add_features`]): bigtime, inobtcount, nrext64 and exchange
+//! (exchange-range), the only ones 7.2 can add offline. Each is a feature
+//! bit; inobtcount also needs `agi_iblocks` / `agi_fblocks` counted from
+//! each AG's inode btrees. The counters are set first, through the log, in
+//! batches of AGs (no reader looks at them while the bit is off); then one
+//! transaction sets the bits in the primary superblock and, when there are
+//! at most [`LOGGED_SB_AGS`] AGs, in every secondary copy too, so a crash
+//! leaves either the old or the new features everywhere. With more AGs the
+//! secondary copies are written in place after the logged primary, and
+//! running the same command again finishes an interrupted change.
 
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
@@ -37,6 +49,7 @@ pub const LABEL_MAX: usize = 12;
 const UUID_OFF: usize = offset_of!(Dsb, sb_uuid);
 const FNAME_OFF: usize = offset_of!(Dsb, sb_fname);
 const INCOMPAT_OFF: usize = offset_of!(Dsb, sb_features_incompat);
+const RO_COMPAT_OFF: usize = offset_of!(Dsb, sb_features_ro_compat);
 const META_UUID_OFF: usize = offset_of!(Dsb, sb_meta_uuid);
 const QUOTINO_OFFS: [usize; 3] = [
     offset_of!(Dsb, sb_uquotino),
@@ -400,4 +413,458 @@ fn restamp_log(log: &LogDev<'_>, uuid: &[u8; 16]) -> Result<()> {
         blk += n;
     }
     log.dev.flush().map_err(Error::Io)
+}
+
+/// A feature `xfskit admin -O` can add (xfsprogs 7.2's `xfs_repair -c`
+/// names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Feature {
+    /// Lazy superblock counters: always on for v5, accepted as a no-op.
+    Lazycount,
+    /// Inode btree block counters in the AGI (a ro_compat bit).
+    Inobtcount,
+    /// Timestamps to 2486 (an incompat bit; inodes convert as they change).
+    Bigtime,
+    /// 64-bit extent counters (an incompat bit; inodes convert as they change).
+    Nrext64,
+    /// File exchange-range (an incompat bit).
+    Exchange,
+}
+
+/// Features xfsprogs 7.2 knows but cannot add to an existing filesystem,
+/// with the mkfs.xfs option that makes them.
+const NOT_ADDABLE: &[(&str, &str)] = &[
+    ("crc", "-m crc=1"),
+    ("finobt", "-m finobt=1"),
+    ("rmapbt", "-m rmapbt=1"),
+    ("reflink", "-m reflink=1"),
+    ("parent", "-n parent=1"),
+    ("metadir", "-m metadir=1"),
+    ("sparse", "-i sparse=1"),
+    ("ftype", "-n ftype=1"),
+    ("exchange-range", "-i exchange=1"),
+    ("rtgroups", "-r rtgroups=1"),
+    ("zoned", "-r zoned=1"),
+    ("autofsck", "-m autofsck=1"),
+];
+
+impl Feature {
+    /// Every feature that can be added, in the order they are applied.
+    pub const ALL: [Feature; 5] = [
+        Feature::Lazycount,
+        Feature::Inobtcount,
+        Feature::Bigtime,
+        Feature::Nrext64,
+        Feature::Exchange,
+    ];
+
+    /// The name `-O` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::Lazycount => "lazycount",
+            Feature::Inobtcount => "inobtcount",
+            Feature::Bigtime => "bigtime",
+            Feature::Nrext64 => "nrext64",
+            Feature::Exchange => "exchange",
+        }
+    }
+
+    /// (ro_compat, incompat) bits of the feature.
+    fn bits(self) -> (u32, u32) {
+        match self {
+            Feature::Lazycount => (0, 0),
+            Feature::Inobtcount => (fsb::XFS_SB_FEAT_RO_COMPAT_INOBTCNT, 0),
+            Feature::Bigtime => (0, fsb::XFS_SB_FEAT_INCOMPAT_BIGTIME),
+            Feature::Nrext64 => (0, fsb::XFS_SB_FEAT_INCOMPAT_NREXT64),
+            Feature::Exchange => (0, fsb::XFS_SB_FEAT_INCOMPAT_EXCHRANGE),
+        }
+    }
+
+    /// xfs_repair's words for the feature in its messages.
+    fn words(self) -> &'static str {
+        match self {
+            Feature::Lazycount => "Lazy-counters",
+            Feature::Inobtcount => "Inode btree count feature",
+            Feature::Bigtime => "Large timestamp feature",
+            Feature::Nrext64 => "Nrext64",
+            Feature::Exchange => "File exchange-range feature",
+        }
+    }
+
+    /// What is printed when the feature is added (xfs_repair 7.2's line).
+    pub fn adding_message(self) -> &'static str {
+        match self {
+            Feature::Lazycount => "Lazy-counters are already enabled",
+            Feature::Inobtcount => "Adding inode btree counts to filesystem.",
+            Feature::Bigtime => "Adding large timestamp support to filesystem.",
+            Feature::Nrext64 => "Adding nrext64 to filesystem.",
+            Feature::Exchange => "Adding file exchange-range support to filesystem.",
+        }
+    }
+
+    /// What is printed when the filesystem already has it.
+    pub fn already_message(self) -> &'static str {
+        match self {
+            Feature::Lazycount => "Lazy-counters are already enabled",
+            Feature::Inobtcount => "Filesystem already has inode btree counts.",
+            Feature::Bigtime => "Filesystem already supports large timestamps.",
+            Feature::Nrext64 => "Filesystem already supports nrext64.",
+            Feature::Exchange => "Filesystem already supports exchange-range.",
+        }
+    }
+
+    /// True when the primary superblock (`geo`) has the feature.
+    pub fn present(self, geo: &Geometry) -> bool {
+        let (ro, inc) = self.bits();
+        geo.v5 && geo.features_ro_compat & ro == ro && geo.features_incompat & inc == inc
+    }
+}
+
+/// Parses what `-O` takes: `NAME=1[,NAME=1...]`, the names of
+/// [`Feature::ALL`]. A name xfsprogs knows but cannot add, a value other
+/// than 1 and an unknown name are refused: [`Error::Unsupported`] for the
+/// first, [`Error::Invalid`] for the others.
+pub fn parse_features(arg: &str) -> Result<Vec<Feature>> {
+    let names = || {
+        Feature::ALL
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = Vec::new();
+    for item in arg.split(',') {
+        let (name, value) = match item.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (item, None),
+        };
+        let Some(f) = Feature::ALL.iter().copied().find(|f| f.name() == name) else {
+            if let Some((n, mkfs)) = NOT_ADDABLE.iter().find(|(n, _)| *n == name) {
+                return Err(Error::Unsupported(format!(
+                    "the {n} feature cannot be added to an existing filesystem (xfsprogs 7.2's \
+                     xfs_admin -O and xfs_repair -c cannot add it either): make a new filesystem \
+                     with it (mkfs.xfs {mkfs}, or xfskit mkfs) and copy the files into it"
+                )));
+            }
+            return Err(Error::Invalid(format!(
+                "unknown feature '{name}' in -O {arg}: features that can be added are {}",
+                names()
+            )));
+        };
+        match value {
+            Some("1") => {}
+            Some("0") if f == Feature::Lazycount => {
+                return Err(Error::Unsupported(
+                    "Cannot disable lazy-counters on V5 fs (lazycount=0)".into(),
+                ))
+            }
+            Some("0") => {
+                return Err(Error::Invalid(format!(
+                    "-O {name}=0: {name} only supports upgrades, a feature cannot be removed"
+                )))
+            }
+            Some(v) => {
+                return Err(Error::Invalid(format!(
+                    "-O {name}={v}: the value must be 1 ({name}=1 adds the feature)"
+                )))
+            }
+            None => {
+                return Err(Error::Invalid(format!(
+                    "-O {name} requires a value: {name}=1"
+                )))
+            }
+        }
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Refuses what xfs_repair 7.2 refuses: any feature on a v4 filesystem,
+/// inobtcount without the free inode btree, exchange without reflink, and
+/// a log too small for the new features' transactions (smaller than the
+/// kernel's minimum, which it would refuse to mount, or than libxfs's,
+/// which xfs_repair 7.2 checks). Reads nothing but the geometry.
+pub fn check_features(geo: &Geometry, want: &[Feature]) -> Result<()> {
+    for &f in want {
+        if !geo.v5 {
+            return Err(Error::Unsupported(format!(
+                "{} only supported on V5 filesystems.",
+                f.words()
+            )));
+        }
+        if f.present(geo) {
+            continue;
+        }
+        match f {
+            Feature::Inobtcount if !geo.features.finobt => {
+                return Err(Error::Unsupported(
+                    "Inode btree count feature requires free inode btree (finobt), which cannot be added to an existing filesystem.".into(),
+                ))
+            }
+            Feature::Exchange if !geo.features.reflink => {
+                return Err(Error::Unsupported(
+                    "File exchange-range feature cannot be added without reflink, which cannot be added to an existing filesystem.".into(),
+                ))
+            }
+            _ => {}
+        }
+    }
+    let mut rg = crate::log::resv::ResvGeometry::from_geometry(geo);
+    rg.nrext64 |= want.contains(&Feature::Nrext64);
+    // The kernel's minimum, and libxfs's (its worst-case record size),
+    // which xfs_repair 7.2 demands for an upgrade and is the larger.
+    use crate::log::resv::{min_log_blocks, Rules};
+    let need = min_log_blocks(&rg, Rules::Kernel).max(min_log_blocks(&rg, Rules::Mkfs));
+    if u64::from(geo.log_blocks) < need {
+        return Err(Error::Unsupported(format!(
+            "Filesystem log too small to upgrade filesystem; need {need} blocks, have {}.",
+            geo.log_blocks
+        )));
+    }
+    Ok(())
+}
+
+/// AGIs changed per transaction when the inode btree counters are set.
+const AGI_BATCH: u32 = 32;
+
+/// With at most this many AGs every superblock copy is changed in the
+/// one logged transaction; with more, the secondaries are written in
+/// place after it.
+pub const LOGGED_SB_AGS: u32 = 128;
+
+/// Blocks of the short-pointer btree with `magic` rooted at `root` of
+/// `levels` levels in AG `agno`: its node blocks are read (CRC and
+/// structure checked), the leaves are counted from the pointers of the
+/// level-1 nodes.
+fn btree_blocks(fs: &Fs, agno: u32, magic: u32, root: u32, levels: u32) -> Result<u32> {
+    let geo = fs.geometry();
+    let aglen = geo.ag_len(AgNumber(agno));
+    let loc = || Location::Other(format!("AG {agno} AGI"));
+    if levels == 0 || levels as usize > crate::btree::MAX_LEVELS {
+        return Err(Error::corrupt(
+            "AGI",
+            loc(),
+            format!("inode btree of {levels} levels"),
+        ));
+    }
+    let shape = crate::btree::Shape {
+        magic,
+        long_ptrs: false,
+        rec_len: 16,
+        key_len: 4,
+        block_size: geo.block_size as usize,
+        owner: u64::from(agno),
+        root_in_inode: false,
+        overlapping: false,
+    };
+    let mut total: u32 = 0;
+    let mut stack = vec![(root, levels - 1)];
+    while let Some((bno, level)) = stack.pop() {
+        if bno == 0 || bno >= aglen {
+            return Err(Error::corrupt(
+                "inode btree",
+                loc(),
+                format!("block pointer {bno} outside the AG"),
+            ));
+        }
+        total += 1;
+        if total > aglen {
+            return Err(Error::corrupt(
+                "inode btree",
+                loc(),
+                "more blocks than the AG holds (a loop)",
+            ));
+        }
+        if level == 0 {
+            continue;
+        }
+        let d = fs.read_meta(
+            geo.agb_to_daddr(AgNumber(agno), AgBlock(bno)),
+            geo.block_size,
+            &crate::buf::Verifier::ShortBtree {
+                magic,
+                agno,
+                level: Some(level as u16),
+            },
+        )?;
+        let lay = crate::btree::block::Lay::block(&shape, level as usize);
+        let n = lay.numrecs(&d);
+        for i in 0..n {
+            let p = lay.ptr(&d, i) as u32;
+            stack.push((p, level - 1));
+        }
+    }
+    Ok(total)
+}
+
+/// Sets `agi_iblocks` and `agi_fblocks` of every AG from its inode
+/// btrees, through the log, [`AGI_BATCH`] AGs a transaction.
+fn count_inode_btrees(fs: &Fs) -> Result<()> {
+    use xfs_format::ag::{self as xag, Agi};
+    let geo = fs.geometry();
+    let iblocks = offset_of!(Agi, agi_iblocks);
+    let fblocks = offset_of!(Agi, agi_fblocks);
+    let mut agno = 0;
+    while agno < geo.ag_count {
+        let end = (agno + AGI_BATCH).min(geo.ag_count);
+        let mut tp = fs.trans()?;
+        for a in agno..end {
+            tp.lock_ag(AgNumber(a));
+            let ag0 = geo.agb_to_daddr(AgNumber(a), AgBlock(0));
+            let d = Daddr(ag0.0 + xag::XFS_AGI_SECTOR * u64::from(geo.sect_size >> 9));
+            let id = tp.read_buf(d, geo.sect_size, &crate::buf::Verifier::Agi { agno: a })?;
+            let b = tp.buf(id);
+            let be = |o| crate::bytes::be32(b, o);
+            let (root, level) = (
+                be(offset_of!(Agi, agi_root)),
+                be(offset_of!(Agi, agi_level)),
+            );
+            let (froot, flevel) = (
+                be(offset_of!(Agi, agi_free_root)),
+                be(offset_of!(Agi, agi_free_level)),
+            );
+            let i = btree_blocks(fs, a, xfs_format::btree::XFS_IBT_CRC_MAGIC, root, level)?;
+            let f = btree_blocks(fs, a, xfs_format::btree::XFS_FIBT_CRC_MAGIC, froot, flevel)?;
+            let b = tp.buf_mut(id);
+            b[iblocks..iblocks + 4].copy_from_slice(&i.to_be_bytes());
+            b[fblocks..fblocks + 4].copy_from_slice(&f.to_be_bytes());
+        }
+        tp.commit()?;
+        agno = end;
+    }
+    Ok(())
+}
+
+/// ORs `ro` and `inc` into a superblock sector's feature fields; true when
+/// that changed it.
+fn or_features(s: &mut [u8], ro: u32, inc: u32) -> bool {
+    let (r0, i0) = (
+        crate::bytes::be32(s, RO_COMPAT_OFF),
+        crate::bytes::be32(s, INCOMPAT_OFF),
+    );
+    s[RO_COMPAT_OFF..RO_COMPAT_OFF + 4].copy_from_slice(&(r0 | ro).to_be_bytes());
+    s[INCOMPAT_OFF..INCOMPAT_OFF + 4].copy_from_slice(&(i0 | inc).to_be_bytes());
+    r0 | ro != r0 || i0 | inc != i0
+}
+
+/// Adds features to a filesystem opened for writing, as `xfs_admin -O`
+/// (`xfs_repair -c`) of xfsprogs 7.2 does, every superblock copy included;
+/// returns each asked-for feature with true when it was added (false: the
+/// filesystem already had it). Checked first with [`check_features`]. A
+/// secondary superblock that lacks a feature the primary has (a change
+/// interrupted after the primary) is brought in line. The filesystem must
+/// not be used for writing afterwards.
+pub fn add_features(fs: &Fs, want: &[Feature]) -> Result<Vec<(Feature, bool)>> {
+    let geo = fs.geometry();
+    check_features(geo, want)?;
+    let report: Vec<(Feature, bool)> = want
+        .iter()
+        .map(|&f| (f, f != Feature::Lazycount && !f.present(geo)))
+        .collect();
+    let (mut ro, mut inc) = (0, 0);
+    for &f in want {
+        let (r, i) = f.bits();
+        ro |= r;
+        inc |= i;
+    }
+    if ro == 0 && inc == 0 {
+        return Ok(report);
+    }
+    if report.contains(&(Feature::Inobtcount, true)) {
+        count_inode_btrees(fs)?;
+    }
+    let sect = geo.sect_size;
+    let logged_secondaries = geo.ag_count <= LOGGED_SB_AGS;
+    let primary_changes = report.iter().any(|r| r.1);
+    let mut tp = fs.trans()?;
+    let mut dirty = false;
+    if primary_changes {
+        let id = tp.read_raw_buf(Daddr(0), sect, SB_KIND, Some(fsb::XFS_SB_CRC_OFF))?;
+        let b = tp.buf_mut(id);
+        or_features(b, ro, inc);
+        quota_inos_to_disk(geo, b);
+        dirty = true;
+    }
+    if logged_secondaries {
+        for agno in 1..geo.ag_count {
+            let d = sb_daddr(geo, agno);
+            let s = read_sb(fs, agno)?;
+            let mut probe = s.clone();
+            if !or_features(&mut probe, ro, inc) {
+                continue;
+            }
+            let id = tp.read_raw_buf(d, sect, SB_KIND, Some(fsb::XFS_SB_CRC_OFF))?;
+            let b = tp.buf_mut(id);
+            or_features(b, ro, inc);
+            quota_inos_to_disk(geo, b);
+            dirty = true;
+        }
+    }
+    if dirty {
+        tp.commit()?;
+        fs.sync()?;
+    } else {
+        drop(tp);
+    }
+    if !logged_secondaries {
+        for agno in 1..geo.ag_count {
+            let mut s = read_sb(fs, agno)?;
+            if !or_features(&mut s, ro, inc) {
+                continue;
+            }
+            quota_inos_to_disk(geo, &mut s);
+            xfs_format::crc::stamp(&mut s, fsb::XFS_SB_CRC_OFF);
+            fs.device()
+                .write_at(&s, sb_daddr(geo, agno).bytes())
+                .map_err(Error::Io)?;
+        }
+        fs.device().flush().map_err(Error::Io)?;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_features_names_values_and_refusals() {
+        assert_eq!(
+            parse_features("nrext64=1,bigtime=1,nrext64=1").unwrap(),
+            vec![Feature::Bigtime, Feature::Nrext64]
+        );
+        assert_eq!(
+            parse_features("exchange=1,inobtcount=1,lazycount=1").unwrap(),
+            vec![Feature::Lazycount, Feature::Inobtcount, Feature::Exchange]
+        );
+        for bad in [
+            "bogus=1",
+            "bigtime=0",
+            "bigtime",
+            "bigtime=2",
+            "",
+            "bigtime=1,",
+        ] {
+            assert!(
+                matches!(parse_features(bad), Err(Error::Invalid(_))),
+                "{bad:?}"
+            );
+        }
+        for known in [
+            "rmapbt=1",
+            "parent=1",
+            "finobt=1",
+            "reflink=1",
+            "metadir=1",
+            "lazycount=0",
+        ] {
+            assert!(
+                matches!(parse_features(known), Err(Error::Unsupported(_))),
+                "{known:?}"
+            );
+        }
+    }
 }

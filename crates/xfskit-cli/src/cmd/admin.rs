@@ -1,5 +1,5 @@
-//! `xfskit admin`: show or change the label and UUID of an image, with
-//! xfs_admin's flags and output.
+//! `xfskit admin`: show or change the label and UUID of an image and add
+//! features, with xfs_admin's flags and output.
 
 use crate::cmd::out::{errln, outln};
 use std::ffi::OsString;
@@ -11,8 +11,8 @@ use xfskit::OpenOptions;
 
 /// The long help (`--help`, the man page).
 pub const LONG_ABOUT: &str =
-    "Show or change the label and the UUID of an XFS image, as xfs_admin does,
-with its flags and its output.
+    "Show or change the label and the UUID of an XFS image and add features to
+it, as xfs_admin does, with its flags and its output.
 
   -l          prints the label: label = \"...\"
   -u          prints the UUID: UUID = ...
@@ -22,9 +22,25 @@ with its flags and its output.
               8-4-4-4-12 hexadecimal digits, `generate` (a new random one),
               `nil` (all zeros) or `restore` (back to the UUID the metadata
               is stamped with; nothing to do when it already is).
+  -O FEATURE=1[,FEATURE=1...]
+              adds features offline, as xfs_admin -O (xfs_repair -c) of
+              xfsprogs 7.2 does; -O may be given more than once:
+                bigtime=1     timestamps to 2486 (incompat bit; inodes
+                              change format as they are next written)
+                inobtcount=1  inode btree block counters in every AGI
+                              (ro_compat bit; needs finobt)
+                nrext64=1     64-bit extent counters (incompat bit; needs
+                              a log large enough for its transactions)
+                exchange=1    file exchange-range (incompat bit; needs
+                              reflink)
+                lazycount=1   always on for v5: nothing to do
+              These are all xfsprogs 7.2 can add. finobt, rmapbt, reflink,
+              parent, metadir, sparse, ftype and crc cannot be added to an
+              existing filesystem (by 7.2 neither): refused, exit 3; make
+              a new filesystem with them and copy the files into it.
 
-Changes are made first (the label, then the UUID), then -l and -u print
-what the image holds. A label longer than 12 bytes is refused (exit 2):
+Changes are made first (the label, then the UUID, then the features),
+then -l and -u print what the image holds. A label longer than 12 bytes is refused (exit 2):
 xfs_admin on an unmounted filesystem cuts it to 12 bytes with a warning,
 which can split a character, and the kernel's online label change
 refuses it.
@@ -52,16 +68,34 @@ and `xfskit log` find a clean log. Interrupted between the superblock and
 the log, the image holds the new UUID and a log naming the old one, which
 the kernel refuses to mount until the same `xfskit admin -U` is run again.
 
+-O prints xfs_repair's line for each feature (\"Adding nrext64 to
+filesystem.\") or, when the filesystem already has it, \"Filesystem already
+supports nrext64.\" and goes on with the others (xfs_repair 7.2 stops there
+and adds none). inobtcount first counts the blocks of each AG's inode and
+free inode btrees into its AGI, through the log; then the feature bits go
+into the primary superblock and, with at most 128 AGs, into every
+secondary copy in the same logged transaction, so a crash at any write
+leaves the old features or the new ones in every copy. With more AGs the
+secondary copies are written in place after the logged primary, and the
+same command run again brings copies an interrupted run left behind in
+line. Refused (exit 3), as xfs_repair 7.2 refuses them: any feature on a
+v4 filesystem, inobtcount without finobt, exchange without reflink, and a
+log smaller than the minimum with the new features (xfs_repair 7.2's
+number, a few blocks above the kernel's). Existing
+inodes keep their format (the kernel and xfskit convert each one to
+bigtime and nrext64 as they next write it); the tree is unchanged.
+
 IMAGE may be a bare XFS filesystem, a partitioned disk (MBR or GPT, LVM2
 linear volumes) or a qcow2 file holding either (--partition N or --lv
 VG/LV when there are several). -l and -u only read (URLs too); -L and -U
-need a writable v5 filesystem (v4 is read-only in xfskit, exit 3;
+and -O need a writable v5 filesystem (v4 is read-only in xfskit, exit 3;
 filesystems with realtime groups are refused, exit 3, as their realtime
 superblock is not updated). -l and -u warn, as xfs_admin does, when a
 secondary superblock carries another label or UUID than the primary.
 
-Exit codes: 0 done; 2 usage error, an invalid UUID or a label too long;
-3 unsupported filesystem, or -U on a log that needs replay; 4 I/O error;
+Exit codes: 0 done; 2 usage error, an invalid UUID, a label too long, an
+unknown feature or a value other than 1; 3 unsupported filesystem, -U on a
+log that needs replay, or a feature that cannot be added; 4 I/O error;
 5 corrupt superblock. (xfs_admin exits 0 after an invalid UUID and after
 refusing a dirty log.)
 
@@ -70,7 +104,8 @@ Examples:
   xfskit admin -L root disk.qcow2
   xfskit admin -L -- disk.img                # clear the label
   xfskit admin -U generate disk.img          # a copy of an image gets its own UUID
-  xfskit admin -U restore disk.img";
+  xfskit admin -U restore disk.img
+  xfskit admin -O bigtime=1,inobtcount=1,nrext64=1,exchange=1 old.img";
 
 /// Arguments of `xfskit admin`.
 #[derive(clap::Args)]
@@ -101,6 +136,16 @@ pub struct Args {
         group = "what"
     )]
     pub uuid: Option<String>,
+    /// Add features: bigtime, inobtcount, nrext64, exchange (each =1;
+    /// comma-separated or -O given again).
+    #[arg(
+        short = 'O',
+        long = "feature",
+        value_name = "FEATURE=1[,FEATURE=1...]",
+        group = "what",
+        action = clap::ArgAction::Append
+    )]
+    pub features: Vec<String>,
     #[command(flatten)]
     pub disk: super::DiskArgs,
 }
@@ -128,6 +173,34 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         },
         None => None,
     };
+    let mut features: Vec<admin::Feature> = Vec::new();
+    for arg in &args.features {
+        match admin::parse_features(arg) {
+            Ok(f) => features.extend(f),
+            Err(e) => {
+                errln!("xfskit admin: {}", super::message(&e));
+                return Ok(ExitCode::from(super::code_of(&e)));
+            }
+        }
+    }
+    features.sort();
+    features.dedup();
+    if !features.is_empty() {
+        // Refused before anything is written (the label and UUID too).
+        let opts = OpenOptions {
+            norecovery: true,
+            ..Default::default()
+        };
+        let fs = super::open_with(&args.image, &args.disk, &opts)?;
+        if let Err(e) = admin::check_features(fs.geometry(), &features) {
+            errln!(
+                "xfskit admin: {}: {}",
+                args.image.display(),
+                super::message(&e)
+            );
+            return Ok(ExitCode::from(super::code_of(&e)));
+        }
+    }
     if uuid.is_some() {
         // Before any read-write open, which would replay the log.
         let opts = OpenOptions {
@@ -160,6 +233,17 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             outln!("Clearing log and setting UUID");
             outln!("writing all SBs");
             outln!("new UUID = {}", admin::uuid_string(&u));
+        }
+    }
+    if !features.is_empty() {
+        // Opened again after a label or UUID change.
+        let fs = super::edit::open_rw(&args.image, &args.disk)?;
+        for (f, added) in admin::add_features(&fs, &features)? {
+            if added {
+                outln!("{}", f.adding_message());
+            } else {
+                outln!("{}", f.already_message());
+            }
         }
     }
     if args.show_label || args.show_uuid {

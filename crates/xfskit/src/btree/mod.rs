@@ -47,7 +47,7 @@
 //! as the kernel's does, when a 1-entry root's underfull only child has no
 //! more entries than the fork holds key/pointer pairs.
 
-mod block;
+pub(crate) mod block;
 mod cursor;
 pub mod inobt;
 mod modify;
