@@ -301,3 +301,11 @@ pub fn output_text(o: &std::process::Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// xfsprogs 7.2's commands beside the project (`../shared/xfsprogs-7.2/bin`,
+/// each of which runs its binary with the libraries it needs), when there.
+#[allow(dead_code)]
+pub fn xfsprogs_72_bin() -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-7.2/bin");
+    d.join("mkfs.xfs").exists().then_some(d)
+}

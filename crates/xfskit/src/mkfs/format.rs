@@ -104,6 +104,8 @@ fn block_topology(meta: &std::fs::Metadata) -> DeviceTopology {
             .filter(|&v| v > logical)
             .unwrap_or(0),
         stripe_width: sysfs_u32(&dev, "optimal_io_size").unwrap_or(0),
+        // BLKROTATIONAL, which mkfs.xfs asks, reads the same queue flag.
+        solid_state: sysfs_u32(&dev, "rotational") == Some(0),
     }
 }
 

@@ -28,6 +28,10 @@ pub struct DeviceTopology {
     pub stripe_unit: u32,
     /// Optimal I/O stripe width in bytes (optimal_io_size), 0 if none.
     pub stripe_width: u32,
+    /// The device says it is not rotational (an SSD, NVMe, virtio disk
+    /// flagged so): mkfs.xfs 6.10 and later then size the AGs and log for
+    /// one writer per processor unless told otherwise.
+    pub solid_state: bool,
 }
 
 impl TargetKind {
@@ -38,6 +42,7 @@ impl TargetKind {
                 physical_sector_size: 512,
                 stripe_unit: 0,
                 stripe_width: 0,
+                solid_state: false,
             },
             TargetKind::BlockDevice(t) => t,
         }
@@ -230,6 +235,12 @@ pub(crate) struct Cfg {
     /// The free list a fresh AG keeps is sized by the rule of xfsprogs
     /// 6.8 and later (`--defaults` 6.12 or newer), else by the older one.
     pub agfl_v2: bool,
+    /// Writer threads the AGs are sized for (`-d concurrency=`, or the
+    /// processors on a solid-state device); 0 for the classic geometry.
+    pub data_threads: u64,
+    /// Writer threads the log is sized for (`-l concurrency=`, or as
+    /// above); 0 for the classic size.
+    pub log_threads: u64,
     pub warnings: Vec<String>,
 }
 
@@ -345,8 +356,42 @@ fn initial_ag_geometry(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsErro
         cfg.agsize = cfg.dblocks.div_ceil(n);
     } else {
         (cfg.agsize, cfg.agcount) = default_ag_geometry(cfg.blocklog, cfg.dblocks, cfg.dsunit != 0);
+        if cfg.data_threads > 0 {
+            cfg.agsize = concurrency_agsize(cfg, cfg.data_threads, cfg.agsize, cfg.agcount);
+            cfg.agcount = cfg.dblocks.div_ceil(cfg.agsize);
+        }
     }
     Ok(())
+}
+
+/// The AG size `-d concurrency=threads` gives, as mkfs.xfs 6.10 and later
+/// compute it from the default geometry (`def_agsize`, `def_agcount`):
+/// never fewer AGs than the default, one AG per thread where that leaves
+/// AGs of 4 GiB or more (fewer threads until it does), and on large
+/// filesystems a multiple of the threads that brings the AGs under both
+/// the maximum and the default size.
+fn concurrency_agsize(cfg: &Cfg, threads: u64, def_agsize: u64, def_agcount: u64) -> u64 {
+    if threads < def_agcount {
+        return def_agsize;
+    }
+    let four_gib = (4u64 << 30) >> cfg.blocklog;
+    let mut tries = threads;
+    let mut agsize = cfg.dblocks / tries;
+    if agsize < four_gib {
+        while agsize < four_gib {
+            tries -= 1;
+            if tries <= def_agcount {
+                return def_agsize;
+            }
+            agsize = cfg.dblocks / tries;
+        }
+        return agsize;
+    }
+    while agsize > ag_max_blocks(cfg.blocklog) && agsize > def_agsize {
+        tries += threads;
+        agsize = cfg.dblocks / tries;
+    }
+    agsize
 }
 
 /// Align the AG size to the stripe unit, avoid AGs that all start on the same
@@ -479,8 +524,19 @@ pub fn compute_geometry(
         imaxpct: 0,
         feat,
         agfl_v2: opts.defaults.unwrap_or_default() >= super::profiles::Defaults::V6_12,
+        data_threads: 0,
+        log_threads: 0,
         warnings,
     };
+    // Asked for, or (as mkfs.xfs 6.10 and later) one per processor on a
+    // solid-state device.
+    let auto = || {
+        (topo.solid_state && cfg.agfl_v2)
+            .then(super::options::online_cpus)
+            .unwrap_or(0)
+    };
+    cfg.data_threads = opts.data_concurrency.unwrap_or_else(auto);
+    cfg.log_threads = opts.log_concurrency.unwrap_or_else(auto);
     if let Some(t) = &opts.data_size {
         cfg.dblocks = dev_blocks(t, &D_SIZE, "data", &mut cfg)?;
     }

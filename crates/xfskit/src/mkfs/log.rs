@@ -94,6 +94,22 @@ fn resv_geometry(opts: &MkfsOptions, cfg: &Cfg) -> resv::ResvGeometry {
     }
 }
 
+/// The log `-l concurrency=threads` asks for, as mkfs.xfs 6.10 and later
+/// size it: room for that many of the largest transactions at once, and
+/// half as much again for background work, never smaller than `logblocks`
+/// nor larger than a log can be; unchanged on filesystems under 1 GiB.
+fn concurrency_log_blocks(opts: &MkfsOptions, cfg: &Cfg, logblocks: u64, threads: u64) -> u64 {
+    if cfg.dblocks < (1u64 << 30) >> cfg.blocklog {
+        return logblocks;
+    }
+    let max = resv::max_trans_res(&resv_geometry(opts, cfg), resv::Rules::Mkfs);
+    // mkfs.xfs keeps the product in 32 bits, the rest in 64.
+    let tx_bytes = u64::from((max.logres * max.logcount) as u32);
+    let bytes = tx_bytes * 3 * threads / 2;
+    let wanted = (MAX_LOG_BYTES >> cfg.blocklog).min(u64::from((bytes >> cfg.blocklog) as u32));
+    logblocks.max(wanted)
+}
+
 fn validate_size(logblocks: u64, blog: u32, min: u64) -> Result<(), MkfsError> {
     if logblocks < min {
         return Err(geom(format!(
@@ -187,6 +203,9 @@ pub(crate) fn place_log(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<LogPlacemen
     let mut logblocks = cfg.logblocks;
     if logblocks == 0 {
         logblocks = ((cfg.dblocks << blog) / 2048) >> blog;
+        if cfg.log_threads > 0 {
+            logblocks = concurrency_log_blocks(opts, cfg, logblocks, cfg.log_threads);
+        }
         logblocks = logblocks.max(mib_blocks(64, blog));
         if cfg.dblocks < mib_blocks(300, blog) {
             logblocks = min;

@@ -95,6 +95,13 @@ pub struct MkfsOptions {
     pub exchange: Option<bool>,
     /// `-m metadir=`: a metadata directory tree (incompat METADIR).
     pub metadir: Option<bool>,
+    /// `-d concurrency=`: AGs for this many writer threads (0: the
+    /// classic AG geometry); `nr_cpus` or 1 is resolved to the processors
+    /// online.
+    pub data_concurrency: Option<u64>,
+    /// `-l concurrency=`: a log for this many writer threads (0: the
+    /// classic log size).
+    pub log_concurrency: Option<u64>,
     /// `-m autofsck=`: the online fsck policy mkfs records on the root
     /// directory (the trusted attribute `xfs:autofsck`).
     pub autofsck: Option<super::features::Autofsck>,
@@ -288,6 +295,9 @@ fn parse_uuid(value: &str) -> Result<[u8; 16], MkfsError> {
 /// Pairs of sub-options that mkfs.xfs refuses to combine.
 const CONFLICTS: &[(char, &str, &str)] = &[
     ('d', "agcount", "agsize"),
+    ('d', "agcount", "concurrency"),
+    ('d', "agsize", "concurrency"),
+    ('l', "size", "concurrency"),
     ('d', "su", "sunit"),
     ('d', "su", "swidth"),
     ('d', "sw", "sunit"),
@@ -348,6 +358,21 @@ impl Parser {
             }
             ('d', "size") => o.data_size = Some(need(value)?),
             ('d', "agcount") => o.agcount = Some(num(1, UINT_MAX - 1, false, false)? as u64),
+            ('d', "concurrency") | ('l', "concurrency") => {
+                // As mkfs.xfs: `nr_cpus`, 1 or the name alone ask for one
+                // per online processor; 0 turns the scheme off.
+                let n = match value {
+                    "" | "nr_cpus" => 1,
+                    _ => rule(group, name, 0, i64::from(i32::MAX), false, false)
+                        .number(value, 0, 0)? as u64,
+                };
+                let n = if n == 1 { online_cpus() } else { n };
+                if group == 'd' {
+                    o.data_concurrency = Some(n);
+                } else {
+                    o.log_concurrency = Some(n);
+                }
+            }
             ('d', "agsize") => o.agsize = Some(need(value)?),
             ('d', "su") => o.data_su = Some(need(value)?),
             ('d', "sw") => o.data_sw = Some(num(0, UINT_MAX, false, false)? as u32),
@@ -593,4 +618,24 @@ fn parse_config(path: &str, text: &str) -> Result<Vec<(char, String, String)>, M
         out.push((g, name.trim().to_string(), value.trim().to_string()));
     }
     Ok(out)
+}
+
+/// Processors online, as mkfs.xfs counts them for `concurrency=nr_cpus`
+/// (`sysconf(_SC_NPROCESSORS_ONLN)`, which reads this list); 0 when it
+/// cannot be read, which turns the scheme off as mkfs.xfs does.
+pub(crate) fn online_cpus() -> u64 {
+    let Ok(list) = std::fs::read_to_string("/sys/devices/system/cpu/online") else {
+        return std::thread::available_parallelism().map_or(0, |n| n.get() as u64);
+    };
+    list.trim()
+        .split(',')
+        .filter(|r| !r.is_empty())
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => match (a.parse::<u64>(), b.parse::<u64>()) {
+                (Ok(a), Ok(b)) if b >= a => b - a + 1,
+                _ => 0,
+            },
+            None => u64::from(r.parse::<u64>().is_ok()),
+        })
+        .sum()
 }
