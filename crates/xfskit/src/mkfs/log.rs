@@ -225,7 +225,24 @@ pub(crate) fn place_log(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<LogPlacemen
             "internal log size {logblocks} too large, must fit in allocation group"
         )));
     }
-    let agno = cfg.agcount / 2;
+    let agno = match opts.log_agnum {
+        Some(n) if n >= cfg.agcount => {
+            return Err(MkfsError::BadOption(format!(
+                "log ag number {n} too large, must be less than {}",
+                cfg.agcount
+            )))
+        }
+        Some(n) => n,
+        None => cfg.agcount / 2,
+    };
+    if agno == 0 && cfg.feat.metadir {
+        // mkfs.xfs then takes the metadata directory's children from the
+        // root directory's chunk; xfskit lays out a chunk of their own.
+        return Err(MkfsError::Unsupported(
+            "a metadata directory with the log in AG 0 (-m metadir=1 with -l agnum=0 or one AG)"
+                .into(),
+        ));
+    }
     if agno == 0 {
         let ichunk = (INODES_PER_CHUNK << cfg.inodelog) >> blog;
         let backoff = (ichunk * 4).max(cfg.dsunit * 2);

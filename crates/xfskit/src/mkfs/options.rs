@@ -102,6 +102,8 @@ pub struct MkfsOptions {
     /// `-l concurrency=`: a log for this many writer threads (0: the
     /// classic log size).
     pub log_concurrency: Option<u64>,
+    /// `-l agnum=`: the AG that holds the internal log (else the middle one).
+    pub log_agnum: Option<u64>,
     /// `-m autofsck=`: the online fsck policy mkfs records on the root
     /// directory (the trusted attribute `xfs:autofsck`).
     pub autofsck: Option<super::features::Autofsck>,
@@ -434,6 +436,7 @@ impl Parser {
                 }
             }
             ('l', "size") => o.log_size = Some(need(value)?),
+            ('l', "agnum") => o.log_agnum = Some(num(0, UINT_MAX, false, false)? as u64),
             ('l', "su") => o.log_su = Some(need(value)?),
             ('l', "sunit") => o.log_sunit = Some(num(1, 512, false, false)? as u32),
             ('l', "internal") => {
