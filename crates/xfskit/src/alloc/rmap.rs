@@ -295,9 +295,10 @@ pub(crate) fn rec_high_key(rec: &[u8], key: &mut [u8]) {
     key_of(&h.to_rec(), key);
 }
 
-/// Orders two rmap keys.
+/// Orders two rmap keys: (start, owner, offset), all big-endian and
+/// unsigned, so the order is that of their bytes.
 pub(crate) fn cmp_rmap_keys(a: &[u8], b: &[u8]) -> Ordering {
-    (be32(a, 0), be64(a, 4), be64(a, 12)).cmp(&(be32(b, 0), be64(b, 4), be64(b, 12)))
+    a[..20].cmp(&b[..20])
 }
 
 fn cur<S: RmapSite>(s: &S, c: &Cursor<S::Ops>, tp: &Trans<'_>) -> Result<Rmap> {
@@ -375,6 +376,15 @@ fn map_shared<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap) -> Result<()>
 /// Records that `r` is now owned (merging with neighbours).
 pub(crate) fn map(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
     map_in(tp, &mut AgSite(agno), r)
+}
+
+/// [`map`] for blocks just taken from free space for an owner that has
+/// no other mapping they could join (a new inode's first data): no record
+/// can overlap them or merge with them, so the record goes in as it is,
+/// without [`map`]'s searches for neighbours.
+pub(crate) fn map_unjoined(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
+    let mut c = RmapBt::cursor(tp, agno);
+    c.insert(tp, &r.to_rec())
 }
 
 /// [`map`] in any reverse-mapping tree.
