@@ -195,7 +195,7 @@ fn alloc_in_ag(
     space::take(tp, agno, f, s, len)?;
     if tp.geo().features.rmapbt {
         match pieces {
-            None => rmap::map(tp, agno, rmap::Rmap::new(s, len, &req.owner))?,
+            None => rmap::map_fresh(tp, agno, rmap::Rmap::new(s, len, &req.owner))?,
             Some(pieces) => {
                 let (mut at, mut left) = (s, len);
                 for (n, owner) in pieces {

@@ -350,9 +350,13 @@ fn owned<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: &Rmap) -> Result<Option<
 
 /// [`map`] where records may overlap (reflink): neighbours of the same
 /// owner are found by range queries, other owners' records are let be.
-fn map_shared<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap) -> Result<()> {
-    if let Some(o) = owned(tp, s, &r)? {
-        return Err(s.bad(format!("mapping {r:?} overlaps {o:?}")));
+/// With `fresh`, the blocks were just taken from free space, so no record
+/// of their owner can hold them and that search is left out.
+fn map_shared<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap, fresh: bool) -> Result<()> {
+    if !fresh {
+        if let Some(o) = owned(tp, s, &r)? {
+            return Err(s.bad(format!("mapping {r:?} overlaps {o:?}")));
+        }
     }
     let left = if r.start > 0 {
         holding(tp, s, r.start - 1)?
@@ -389,8 +393,19 @@ pub(crate) fn map_unjoined(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Resul
 
 /// [`map`] in any reverse-mapping tree.
 pub(crate) fn map_in<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap) -> Result<()> {
+    map_in_as(tp, s, r, false)
+}
+
+/// [`map`] of blocks just taken from free space: with reflink the search
+/// for a record of the owner already holding them is left out (nothing
+/// holds free blocks); neighbours are still merged with.
+pub(crate) fn map_fresh(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
+    map_in_as(tp, &mut AgSite(agno), r, true)
+}
+
+fn map_in_as<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap, fresh: bool) -> Result<()> {
     if s.shared(tp) {
-        return map_shared(tp, s, r);
+        return map_shared(tp, s, r, fresh);
     }
     let mut c = s.cursor(tp)?;
     let left = if c.lookup(tp, &r.key(), Dir::Le)? {
