@@ -8,7 +8,9 @@
 # on (a) generated trees of 4 KiB files (100,000 in 100 directories and
 # 200,000 in 1,000 directories) and (b) this machine's /usr.
 #
-# Usage: bench/build.sh [a] [b] [small]    (default: a b; small: a smoke run)
+# Usage: bench/build.sh [a] [b] [f] [small] [fsmall]
+#        (default: a b; f: the features table of issue 49, below; small and
+#        fsmall: smoke runs of a and f)
 # Env:   XFSKIT   xfskit binary (default target/release/xfskit, built if missing)
 #        SCRATCH  work directory (default target/bench-build); needs room for
 #                 the trees and one image at a time
@@ -188,6 +190,79 @@ bench() {
     printf "  %-8s %9s %10s %12s %10s\n" kernel "$TC" "$(rate "$TC")" "$WC" "$(ratio "$TC" "$TK")"
 }
 
+# Set f (issue 49): what the features of today's defaults cost a build, on
+# the 100,000-file tree, warm (the source is read once first), in a 2 GiB
+# image for every tool: xfskit at its defaults (xfsprogs 7.2's: rmapbt,
+# reflink, parent pointers, exchange-range), without the rmapbt, without
+# parent pointers, without both, and at --defaults 6.1, against mkfs.xfs -p
+# 6.1 (Debian's, its own defaults) and 7.2 (MKFS72, its defaults). ROUNDS
+# rounds (default 3), every row once per round in turn; the figures are the
+# median and the range of the rounds. BASE=binary adds that xfskit at the
+# defaults and without both (before/after in one run).
+MKFS72=${MKFS72:-/work/shared/xfsprogs-7.2/bin/mkfs.xfs}
+REPAIR72=${REPAIR72:-$(dirname "$MKFS72")/xfs_repair}
+FSIZE=$((2 << 30))
+fkit() { rm -f "$IMG"; "$XFSKIT" build -q "$SRC" "$IMG" --size "$FSIZE" -f "$@"; }
+fproto() { rm -f "$IMG"; truncate -s "$FSIZE" "$IMG"; "$1" -q -f -p "$SCRATCH/proto.txt" "$IMG"; }
+# range LABEL: min-max of LABEL's runs; fmed LABEL: their median (seconds to
+# two decimals).
+range() { awk -v l="$1" '$1 == l {print $2}' "$SCRATCH/times.txt" | sort -n | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.2f-%.2f", lo, hi}'; }
+fmed() { local m; m=$(med "$1"); [ "$m" = - ] && echo - || printf "%.2f" "$m"; }
+features() {
+    SRC=$1
+    local rounds=${ROUNDS:-3} r row
+    local rows=(kit kit-normap kit-nopptr kit-neither kit-6.1 mkfs-6.1 mkfs-7.2)
+    [ -n "${BASE:-}" ] && rows+=(base base-neither)
+    echo "== features: $(find "$SRC" | wc -l) entries, warm, 2 GiB image, $rounds rounds"
+    protofile "$SRC" > "$SCRATCH/proto.txt"
+    tar -cf - -C "$SRC" . | cat > /dev/null
+    : > "$SCRATCH/times.txt"
+    for ((r = 0; r < rounds; r++)); do
+        for row in "${rows[@]}"; do
+            case $row in
+            kit) DROP=0 timed "$row" fkit ;;
+            kit-normap) DROP=0 timed "$row" fkit -m rmapbt=0 ;;
+            kit-nopptr) DROP=0 timed "$row" fkit -n parent=0 ;;
+            kit-neither) DROP=0 timed "$row" fkit -m rmapbt=0 -n parent=0 ;;
+            kit-6.1) DROP=0 timed "$row" fkit --defaults 6.1 ;;
+            mkfs-6.1) DROP=0 timed "$row" fproto mkfs.xfs ;;
+            mkfs-7.2) DROP=0 timed "$row" fproto "$MKFS72" ;;
+            base) DROP=0 XFSKIT=$BASE timed "$row" fkit ;;
+            base-neither) DROP=0 XFSKIT=$BASE timed "$row" fkit -m rmapbt=0 -n parent=0 ;;
+            esac
+            echo "$row $T" >> "$SCRATCH/times.txt"
+        done
+    done
+    # Every xfskit image once more, checked by xfs_repair -n 7.2.
+    for row in kit kit-normap kit-nopptr kit-neither kit-6.1; do
+        case $row in
+        kit) fkit ;; kit-normap) fkit -m rmapbt=0 ;; kit-nopptr) fkit -n parent=0 ;;
+        kit-neither) fkit -m rmapbt=0 -n parent=0 ;; kit-6.1) fkit --defaults 6.1 ;;
+        esac >/dev/null 2>&1
+        if "$REPAIR72" -n "$IMG" >/dev/null 2>&1; then echo "  $row image: xfs_repair -n 7.2 clean"
+        else echo "  $row image: xfs_repair -n 7.2 FOUND PROBLEMS"; fi
+    done
+    echo "  all runs: $(tr '\n' ' ' < "$SCRATCH/times.txt")"
+    local tk tn t61 tm61 tm72
+    tk=$(med kit); tn=$(med kit-neither); t61=$(med kit-6.1); tm61=$(med mkfs-6.1); tm72=$(med mkfs-7.2)
+    printf "  %-40s %8s %12s\n" row median range
+    printf "  %-40s %8s %12s\n" "xfskit build (7.2 defaults)" "$(fmed kit)" "$(range kit)"
+    printf "  %-40s %8s %12s\n" "xfskit build -m rmapbt=0" "$(fmed kit-normap)" "$(range kit-normap)"
+    printf "  %-40s %8s %12s\n" "xfskit build -n parent=0" "$(fmed kit-nopptr)" "$(range kit-nopptr)"
+    printf "  %-40s %8s %12s\n" "xfskit build -m rmapbt=0 -n parent=0" "$(fmed kit-neither)" "$(range kit-neither)"
+    printf "  %-40s %8s %12s\n" "xfskit build --defaults 6.1" "$(fmed kit-6.1)" "$(range kit-6.1)"
+    printf "  %-40s %8s %12s\n" "mkfs.xfs 6.1 -p" "$(fmed mkfs-6.1)" "$(range mkfs-6.1)"
+    printf "  %-40s %8s %12s\n" "mkfs.xfs 7.2 -p" "$(fmed mkfs-7.2)" "$(range mkfs-7.2)"
+    if [ -n "${BASE:-}" ]; then
+        printf "  %-40s %8s %12s\n" "BASE build (7.2 defaults)" "$(fmed base)" "$(range base)"
+        printf "  %-40s %8s %12s\n" "BASE build -m rmapbt=0 -n parent=0" "$(fmed base-neither)" "$(range base-neither)"
+        echo "  BASE at 7.2 defaults / BASE without both: $(ratio "$(med base)" "$(med base-neither)")x; BASE / xfskit: $(ratio "$(med base)" "$tk")x"
+    fi
+    echo "  7.2 defaults: xfskit / xfskit without rmapbt and parent pointers: $(ratio "$tk" "$tn")x (target: at most 1.1)"
+    echo "  7.2 defaults: mkfs.xfs 7.2 -p / xfskit: $(ratio "$tm72" "$tk")x (target: at least 3)"
+    echo "  6.1 defaults: mkfs.xfs 6.1 -p / xfskit --defaults 6.1: $(ratio "$tm61" "$t61")x"
+}
+
 for s in "${SETS[@]}"; do
     case $s in
     a)
@@ -197,10 +272,18 @@ for s in "${SETS[@]}"; do
         bench "200,000 x 4 KiB in 1,000 dirs" "$SCRATCH/t200k"
         ;;
     b) bench "/usr" /usr ;;
+    f)
+        make_tree "$SCRATCH/t100k" 100000 100
+        features "$SCRATCH/t100k"
+        ;;
+    fsmall)  # a quick smoke run of set f
+        make_tree "$SCRATCH/t2k" 2000 20
+        features "$SCRATCH/t2k"
+        ;;
     small)  # a quick smoke run of this script
         make_tree "$SCRATCH/t2k" 2000 20
         bench "2,000 x 4 KiB in 20 dirs" "$SCRATCH/t2k"
         ;;
-    *) echo "unknown set $s (a or b)"; exit 2 ;;
+    *) echo "unknown set $s (a, b, f, small or fsmall)"; exit 2 ;;
     esac
 done

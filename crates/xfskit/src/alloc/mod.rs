@@ -84,6 +84,39 @@ pub struct AllocReq {
 /// (unless `ag_only`). Locks the AGs it touches. Returns the first block
 /// and the length. `Error::NoSpace` when nothing fits anywhere.
 pub fn alloc_extent(tp: &mut Trans<'_>, req: &AllocReq) -> Result<(FsBlock, u32)> {
+    alloc_extent_for(tp, req, None)
+}
+
+/// [`alloc_extent`] for blocks that go to several owners: one extent of
+/// `req.minlen..=req.maxlen` blocks whose blocks are handed to `pieces` in
+/// order (`(blocks, owner)` each), every piece recorded in the rmapbt
+/// under its own owner as it would be had it been allocated alone. The
+/// free space btrees, the free list and the counters change once for
+/// the whole extent. The extent may be shorter than the pieces' total:
+/// then only the pieces (and the part of a piece) it covers are mapped.
+/// `req.maxlen` must not exceed the total; `req.owner` is not used.
+/// Every owner must be one with no reverse mapping its piece could join
+/// (a new inode's first data blocks, at file offset 0): the records are
+/// inserted without looking for neighbours to merge with.
+pub fn alloc_extent_pieces(
+    tp: &mut Trans<'_>,
+    req: &AllocReq,
+    pieces: &[(u32, Owner)],
+) -> Result<(FsBlock, u32)> {
+    let total: u64 = pieces.iter().map(|p| u64::from(p.0)).sum();
+    if u64::from(req.maxlen) > total {
+        return Err(Error::Invalid(format!(
+            "allocation request {req:?} for pieces of {total} blocks"
+        )));
+    }
+    alloc_extent_for(tp, req, Some(pieces))
+}
+
+fn alloc_extent_for(
+    tp: &mut Trans<'_>,
+    req: &AllocReq,
+    pieces: Option<&[(u32, Owner)]>,
+) -> Result<(FsBlock, u32)> {
     let geo = tp.geo();
     if req.minlen == 0 || req.maxlen < req.minlen || req.alignment == 0 {
         return Err(Error::Invalid(format!("allocation request {req:?}")));
@@ -115,7 +148,7 @@ pub fn alloc_extent(tp: &mut Trans<'_>, req: &AllocReq) -> Result<(FsBlock, u32)
             tp.lock_ag(ag);
         }
         let target = if agno == tag { tbno } else { 0 };
-        if let Some((s, len)) = alloc_in_ag(tp, ag, target, req)? {
+        if let Some((s, len)) = alloc_in_ag(tp, ag, target, req, pieces)? {
             tp.delta_mut().fdblocks -= i64::from(len);
             return Ok((geo.fsb_make(ag, AgBlock(s)), len));
         }
@@ -132,6 +165,7 @@ fn alloc_in_ag(
     agno: AgNumber,
     target: u32,
     req: &AllocReq,
+    pieces: Option<&[(u32, Owner)]>,
 ) -> Result<Option<(u32, u32)>> {
     let id = agf::read_agf(tp, agno)?;
     let freeblks = i64::from(agf::get(tp, id, agf::off::FREEBLKS));
@@ -160,7 +194,21 @@ fn alloc_in_ag(
     };
     space::take(tp, agno, f, s, len)?;
     if tp.geo().features.rmapbt {
-        rmap::map(tp, agno, rmap::Rmap::new(s, len, &req.owner))?;
+        match pieces {
+            None => rmap::map_fresh(tp, agno, rmap::Rmap::new(s, len, &req.owner))?,
+            Some(pieces) => {
+                let (mut at, mut left) = (s, len);
+                for (n, owner) in pieces {
+                    let k = (*n).min(left);
+                    if k == 0 {
+                        break;
+                    }
+                    rmap::map_unjoined(tp, agno, rmap::Rmap::new(at, k, owner))?;
+                    at += k;
+                    left -= k;
+                }
+            }
+        }
     }
     space::update_longest(tp, agno)?;
     Ok(Some((s, len)))

@@ -295,9 +295,10 @@ pub(crate) fn rec_high_key(rec: &[u8], key: &mut [u8]) {
     key_of(&h.to_rec(), key);
 }
 
-/// Orders two rmap keys.
+/// Orders two rmap keys: (start, owner, offset), all big-endian and
+/// unsigned, so the order is that of their bytes.
 pub(crate) fn cmp_rmap_keys(a: &[u8], b: &[u8]) -> Ordering {
-    (be32(a, 0), be64(a, 4), be64(a, 12)).cmp(&(be32(b, 0), be64(b, 4), be64(b, 12)))
+    a[..20].cmp(&b[..20])
 }
 
 fn cur<S: RmapSite>(s: &S, c: &Cursor<S::Ops>, tp: &Trans<'_>) -> Result<Rmap> {
@@ -349,9 +350,13 @@ fn owned<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: &Rmap) -> Result<Option<
 
 /// [`map`] where records may overlap (reflink): neighbours of the same
 /// owner are found by range queries, other owners' records are let be.
-fn map_shared<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap) -> Result<()> {
-    if let Some(o) = owned(tp, s, &r)? {
-        return Err(s.bad(format!("mapping {r:?} overlaps {o:?}")));
+/// With `fresh`, the blocks were just taken from free space, so no record
+/// of their owner can hold them and that search is left out.
+fn map_shared<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap, fresh: bool) -> Result<()> {
+    if !fresh {
+        if let Some(o) = owned(tp, s, &r)? {
+            return Err(s.bad(format!("mapping {r:?} overlaps {o:?}")));
+        }
     }
     let left = if r.start > 0 {
         holding(tp, s, r.start - 1)?
@@ -377,10 +382,30 @@ pub(crate) fn map(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
     map_in(tp, &mut AgSite(agno), r)
 }
 
+/// [`map`] for blocks just taken from free space for an owner that has
+/// no other mapping they could join (a new inode's first data): no record
+/// can overlap them or merge with them, so the record goes in as it is,
+/// without [`map`]'s searches for neighbours.
+pub(crate) fn map_unjoined(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
+    let mut c = RmapBt::cursor(tp, agno);
+    c.insert(tp, &r.to_rec())
+}
+
 /// [`map`] in any reverse-mapping tree.
 pub(crate) fn map_in<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap) -> Result<()> {
+    map_in_as(tp, s, r, false)
+}
+
+/// [`map`] of blocks just taken from free space: with reflink the search
+/// for a record of the owner already holding them is left out (nothing
+/// holds free blocks); neighbours are still merged with.
+pub(crate) fn map_fresh(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
+    map_in_as(tp, &mut AgSite(agno), r, true)
+}
+
+fn map_in_as<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap, fresh: bool) -> Result<()> {
     if s.shared(tp) {
-        return map_shared(tp, s, r);
+        return map_shared(tp, s, r, fresh);
     }
     let mut c = s.cursor(tp)?;
     let left = if c.lookup(tp, &r.key(), Dir::Le)? {

@@ -159,23 +159,23 @@ impl<O: BtreeOps> Cursor<O> {
     pub(crate) fn block_key(&self, lay: &Lay, d: &[u8]) -> Vec<u8> {
         let mut k = self.entry_key(lay, d, 0);
         if lay.overlapping {
-            let mut high: Option<Vec<u8>> = None;
+            // The highest high key of the entries, found with two buffers
+            // (this runs on every insert into an overlapping tree).
+            let n = lay.low_len;
+            let mut high = vec![0u8; n];
+            let mut h = vec![0u8; n];
             for i in 0..lay.numrecs(d) {
-                let h = if lay.leaf {
-                    let mut h = vec![0u8; lay.low_len];
+                let cand: &[u8] = if lay.leaf {
                     self.ops.high_key_of_rec(lay.rec(d, i), &mut h);
-                    h
+                    &h
                 } else {
-                    lay.key(d, i)[lay.low_len..].to_vec()
+                    &lay.key(d, i)[n..]
                 };
-                if high
-                    .as_ref()
-                    .is_none_or(|m| self.ops.cmp_keys(&h, m) == Ordering::Greater)
-                {
-                    high = Some(h);
+                if i == 0 || self.ops.cmp_keys(cand, &high) == Ordering::Greater {
+                    high.copy_from_slice(&cand[..n]);
                 }
             }
-            k.extend_from_slice(&high.unwrap_or_else(|| vec![0u8; lay.low_len]));
+            k.extend_from_slice(&high);
         }
         k
     }
@@ -354,6 +354,39 @@ impl<O: BtreeOps> Cursor<O> {
             }
             level += 1;
         }
+    }
+
+    /// [`Self::fix_keys`] after entry `ent` was inserted into the block at
+    /// `level` (which did not split). In an overlapping tree the block's
+    /// new high key is the higher of the one its parent holds and `ent`'s,
+    /// so the block's entries need not all be read again: inserting into a
+    /// leaf costs what the one record costs.
+    pub(crate) fn fix_keys_inserted(&mut self, tp: &mut Trans<'_>, level: usize, ent: &[u8]) {
+        if !self.overlapping() || level + 1 >= self.path.len() {
+            return self.fix_keys(tp, level);
+        }
+        let l = self.path[level];
+        let lay = self.lay(level, l.loc);
+        let n = lay.low_len;
+        let mut k = self.entry_key(&lay, self.data(tp, l.loc), 0);
+        let mut high = vec![0u8; n];
+        if lay.leaf {
+            self.ops.high_key_of_rec(ent, &mut high);
+        } else {
+            high.copy_from_slice(&ent[n..2 * n]);
+        }
+        let p = self.path[level + 1];
+        let play = self.lay(level + 1, p.loc);
+        let old = play.key(self.data(tp, p.loc), p.idx);
+        if self.ops.cmp_keys(&old[n..2 * n], &high) == Ordering::Greater {
+            high.copy_from_slice(&old[n..2 * n]);
+        }
+        k.extend_from_slice(&high);
+        if old == &k[..] {
+            return;
+        }
+        play.set_key(self.data_mut(tp, p.loc), p.idx, &k);
+        self.fix_keys(tp, level + 1);
     }
 
     /// Moves to the next record; false (cursor past the end) when none.

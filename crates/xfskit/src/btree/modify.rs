@@ -30,7 +30,7 @@ impl<O: BtreeOps> Cursor<O> {
                 lay.insert(self.data_mut(tp, l.loc), idx, &ent);
                 self.path[level].idx = idx;
                 if idx == 0 || self.overlapping() {
-                    self.fix_keys(tp, level);
+                    self.fix_keys_inserted(tp, level, &ent);
                 }
                 break;
             }

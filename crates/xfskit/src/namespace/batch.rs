@@ -160,9 +160,9 @@ impl Fs {
         self.touch_dir(&mut dp, now)?;
         tp.log_inode(&dp)?;
         // The data of all the files: one extent when the allocator has
-        // one, handed out file by file; what it could not give, and every
-        // file when reverse mappings are kept (each file needs its own
-        // rmap record), is allocated per file.
+        // one, handed out file by file (with reverse mappings, each file's
+        // piece gets its own rmap record); what it could not give is
+        // allocated per file.
         let bs = u64::from(self.geometry().block_size);
         let blocks: Vec<u64> = files
             .iter()
@@ -170,22 +170,30 @@ impl Fs {
             .collect();
         let total: u64 = blocks.iter().sum();
         let mut given = None;
-        if !self.geometry().features.rmapbt && blocks.iter().filter(|&&b| b > 0).count() > 1 {
+        if blocks.iter().filter(|&&b| b > 0).count() > 1 && total <= u64::from(u32::MAX) {
             let first = files.iter().position(|f| !f.data.is_empty()).unwrap_or(0);
+            let owner = |ip: &crate::inode::Inode| crate::alloc::Owner::Inode {
+                ino: ip.ino,
+                attr_fork: false,
+                offset: 0,
+                bmbt: false,
+            };
+            // The pieces in the order they are handed out below.
+            let pieces: Vec<(u32, crate::alloc::Owner)> = blocks
+                .iter()
+                .zip(&ips)
+                .filter(|(&b, _)| b > 0)
+                .map(|(&b, ip)| (b as u32, owner(ip)))
+                .collect();
             let req = crate::alloc::AllocReq {
                 target: crate::bmap::new_file_target(tp, &ips[first]),
                 minlen: 1,
-                maxlen: total.min(u64::from(u32::MAX)) as u32,
+                maxlen: total as u32,
                 alignment: 1,
                 ag_only: false,
-                owner: crate::alloc::Owner::Inode {
-                    ino: ips[first].ino,
-                    attr_fork: false,
-                    offset: 0,
-                    bmbt: false,
-                },
+                owner: owner(&ips[first]),
             };
-            given = Some(crate::alloc::alloc_extent(tp, &req)?);
+            given = Some(crate::alloc::alloc_extent_pieces(tp, &req, &pieces)?);
         }
         let mut runs = Vec::with_capacity(files.len());
         for (i, f) in files.iter().enumerate() {
