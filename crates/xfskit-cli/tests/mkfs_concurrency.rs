@@ -33,6 +33,11 @@ const OPTS: &[&str] = &[
     "-l size=64m,concurrency=8",
     "-l concurrency=-1",
     "-d concurrency=abc",
+    // Not concurrency, but summarised the same way: the log's AG.
+    "-l agnum=0",
+    "-l agnum=3",
+    "-l agnum=4",
+    "-l agnum=-1",
 ];
 
 /// What a mkfs prints for `-N`: its stdout, or on failure the first line

@@ -838,6 +838,9 @@ const V72: &[(u64, &str, bool)] = &[
     (G, "-m metadir=1", true),
     (2 * G, "-b size=65536", true),
     (G, "-b size=1024 -m autofsck=check", true),
+    (2 * G, "-l agnum=0", true),
+    (2 * G, "-l agnum=1 -d su=64k,sw=4", true),
+    (2 * G, "-l agnum=3 -m metadir=1", true),
     (100 * G, "", false),
 ];
 
