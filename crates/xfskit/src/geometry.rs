@@ -252,6 +252,16 @@ fn check_rtgroups(
     Ok(())
 }
 
+/// The format version of an xfs_metadump file whose first four bytes are
+/// `magic` (v1: "XFSM", v2: "XMD2"), if it is one.
+fn metadump_version(magic: u32) -> Option<u32> {
+    match &magic.to_be_bytes() {
+        b"XFSM" => Some(1),
+        b"XMD2" => Some(2),
+        _ => None,
+    }
+}
+
 impl Geometry {
     /// Magic numbers and header sizes of this filesystem's metadata.
     pub fn layout(&self) -> &'static xfs_format::layout::Layout {
@@ -263,6 +273,12 @@ impl Geometry {
         let sb = Dsb::ref_from_prefix(sector)
             .map_err(|_| bad("superblock sector is shorter than the superblock"))?
             .0;
+        if let Some(v) = metadump_version(sb.sb_magicnum.get()) {
+            return Err(Error::Unsupported(format!(
+                "this is an xfs_metadump file (format v{v}), not a filesystem image: \
+                 restore it with xfs_mdrestore first"
+            )));
+        }
         if sb.sb_magicnum.get() != fsb::XFS_SB_MAGIC {
             return Err(Error::corrupt(
                 "superblock",

@@ -450,7 +450,7 @@ fn supported_sizes(cfg: &Cfg, log: &LogPlacement) -> Result<(), MkfsError> {
     }
     if log.logblocks < mib_blocks(64, cfg.blocklog) {
         return Err(MkfsError::Geometry(
-            "Log size must be at least 64MB.".into(),
+            "Log size must be at least 64MiB.".into(),
         ));
     }
     if cfg.agcount < 2 {
