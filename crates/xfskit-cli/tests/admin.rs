@@ -14,33 +14,15 @@ mod common;
 
 use common::disks::{sh, DevMount};
 use common::editimg::{Image, Kind};
-use common::fixtures::{output_text, xfskit_output};
+use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_bin};
 use common::{require_root, skip, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const META_UUID_BIT: u32 = 0x4;
 
-/// xfsprogs 7.2's commands beside the project (`../shared/xfsprogs-7.2`).
-fn xfsprogs_72() -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-7.2/bin");
-    d.join("xfs_admin").exists().then_some(d)
-}
-
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// Runs xfsprogs 7.2's `name`; panics with its output on failure.
-fn tool(bin: &Path, name: &str, args: &[&str]) -> String {
-    let out = Command::new(bin.join(name)).args(args).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{name} {args:?} failed:\n{text}");
-    text
 }
 
 /// Runs xfskit, which must succeed; returns stdout.
@@ -73,7 +55,7 @@ fn mkfs_d(bin: &Path, img: &Path, debian: bool, d: &str, extra: &[&str]) {
 
 /// `xfs_db -r -c 'sb N' -c 'p FIELD'`'s value.
 fn sb_field(bin: &Path, img: &Path, agno: u32, field: &str) -> String {
-    let out = tool(
+    let out = tool_72(
         bin,
         "xfs_db",
         &[
@@ -99,7 +81,7 @@ fn incompat(bin: &Path, img: &Path, agno: u32) -> u32 {
 /// Every field of AG `agno`'s superblock as xfs_db prints it; the
 /// primary's `lsn` and `crc` left out (see the module comment).
 fn sb_fields(bin: &Path, img: &Path, agno: u32) -> Vec<String> {
-    let out = tool(
+    let out = tool_72(
         bin,
         "xfs_db",
         &["-r", "-c", &format!("sb {agno}"), "-c", "p", s(img)],
@@ -148,7 +130,7 @@ fn assert_clean(bin: &Path, img: &Path, uuid: Option<&str>, after: &str) {
         "{after}: log not clean:\n{log}"
     );
     if let Some(u) = uuid {
-        let lp = tool(bin, "xfs_logprint", &[s(img)]);
+        let lp = tool_72(bin, "xfs_logprint", &[s(img)]);
         let uuids: Vec<&str> = lp
             .lines()
             .filter_map(|l| l.trim().strip_prefix("uuid: "))
@@ -171,7 +153,7 @@ fn assert_admin_prints(bin: &Path, a: &Path, b: &Path, label: &str, uuid: &str, 
     let want = format!("label = \"{label}\"\nUUID = {uuid}\n");
     for img in [a, b] {
         assert_eq!(
-            tool(bin, "xfs_admin", &["-l", "-u", s(img)]),
+            tool_72(bin, "xfs_admin", &["-l", "-u", s(img)]),
             want,
             "{after}: {img:?}"
         );
@@ -189,7 +171,7 @@ fn copy(from: &Path, to: &Path) {
 
 #[test]
 fn label_set_clear_and_too_long() {
-    let Some(bin) = xfsprogs_72() else {
+    let Some(bin) = xfsprogs_72_bin() else {
         return skip("label_set_clear_and_too_long", "no xfsprogs 7.2");
     };
     let t = TempDir::new("admin-label");
@@ -211,7 +193,7 @@ fn label_set_clear_and_too_long() {
                 format!("writing all SBs\nnew label = \"{label}\"\n"),
                 "{after}"
             );
-            tool(&bin, "xfs_admin", &["-L", arg, s(&b)]);
+            tool_72(&bin, "xfs_admin", &["-L", arg, s(&b)]);
             assert_admin_prints(&bin, &a, &b, label, &uuid, &after);
             assert_same_sbs(&bin, &a, &b, &after);
             assert_clean(&bin, &a, None, &after);
@@ -232,7 +214,7 @@ fn label_set_clear_and_too_long() {
         // Twelve bytes of a multi-byte name fit; thirteen do not.
         xfskit(&["admin", "-L", "ééééé", s(&a)]);
         assert_eq!(
-            tool(&bin, "xfs_admin", &["-l", s(&a)]),
+            tool_72(&bin, "xfs_admin", &["-l", s(&a)]),
             "label = \"ééééé\"\n"
         );
         let o = xfskit_output(&["admin", "-L", "éééééééx", s(&a)]);
@@ -292,7 +274,7 @@ fn uuid_steps(bin: &Path, a: &Path, b: &Path, after: &str) {
         } else {
             arg.clone()
         };
-        tool(bin, "xfs_admin", &["-U", &theirs, s(b)]);
+        tool_72(bin, "xfs_admin", &["-U", &theirs, s(b)]);
         assert_admin_prints(bin, a, b, "", want, &step);
         for agno in 0..ags {
             let set = incompat(bin, a, agno) & META_UUID_BIT != 0;
@@ -326,7 +308,7 @@ fn uuid_steps(bin: &Path, a: &Path, b: &Path, after: &str) {
 
 #[test]
 fn uuid_generate_explicit_nil_restore() {
-    let Some(bin) = xfsprogs_72() else {
+    let Some(bin) = xfsprogs_72_bin() else {
         return skip("uuid_generate_explicit_nil_restore", "no xfsprogs 7.2");
     };
     let t = TempDir::new("admin-uuid");
@@ -351,7 +333,7 @@ fn uuid_generate_explicit_nil_restore() {
 
 #[test]
 fn label_and_uuid_in_qcow2() {
-    let Some(bin) = xfsprogs_72() else {
+    let Some(bin) = xfsprogs_72_bin() else {
         return skip("label_and_uuid_in_qcow2", "no xfsprogs 7.2");
     };
     if let Some(t) = common::missing_tool(&["qemu-img"]) {
@@ -389,7 +371,7 @@ fn label_and_uuid_in_qcow2() {
         s(&q),
         s(&back)
     ));
-    tool(&bin, "xfs_admin", &["-L", "inqcow", "-U", u, s(&raw)]);
+    tool_72(&bin, "xfs_admin", &["-L", "inqcow", "-U", u, s(&raw)]);
     assert_admin_prints(&bin, &back, &raw, "inqcow", u, "qcow2");
     assert_same_sbs(&bin, &back, &raw, "qcow2");
     assert_clean(&bin, &back, Some(u), "qcow2");
@@ -414,7 +396,7 @@ fn kernel_mounts_and_writes_after_changes() {
     if !require_root("kernel_mounts_and_writes_after_changes") {
         return;
     }
-    let Some(bin) = xfsprogs_72() else {
+    let Some(bin) = xfsprogs_72_bin() else {
         return skip("kernel_mounts_and_writes_after_changes", "no xfsprogs 7.2");
     };
     let t = TempDir::new("admin-kernel");
@@ -472,7 +454,7 @@ fn uuid_refuses_a_dirty_log() {
     if !require_root("uuid_refuses_a_dirty_log") {
         return;
     }
-    let Some(bin) = xfsprogs_72() else {
+    let Some(bin) = xfsprogs_72_bin() else {
         return skip("uuid_refuses_a_dirty_log", "no xfsprogs 7.2");
     };
     let t = TempDir::new("admin-dirty");
@@ -493,7 +475,7 @@ fn uuid_refuses_a_dirty_log() {
     // xfs_admin refuses it too (and exits 0).
     let copy_img = t.path().join("copy.img");
     copy(&img, &copy_img);
-    let theirs = tool(&bin, "xfs_admin", &["-U", "generate", s(&copy_img)]);
+    let theirs = tool_72(&bin, "xfs_admin", &["-U", "generate", s(&copy_img)]);
     assert!(theirs.contains("needs to\nbe replayed"), "{theirs}");
     for args in [vec!["-U", "generate"], vec!["-L", "x", "-U", "generate"]] {
         let mut a = vec!["admin"];
@@ -642,7 +624,7 @@ fn assert_repair_clean(bin: &Path, img: &Path, after: &str) {
 
 #[test]
 fn features_added_one_by_one_as_xfs_admin_adds_them() {
-    let Some(bin) = xfsprogs_72() else {
+    let Some(bin) = xfsprogs_72_bin() else {
         return skip(
             "features_added_one_by_one_as_xfs_admin_adds_them",
             "no xfsprogs 7.2",
@@ -665,13 +647,13 @@ fn features_added_one_by_one_as_xfs_admin_adds_them() {
             copy(&base, &b);
             let out = xfskit(&["admin", "-O", &format!("{name}=1"), s(&a)]);
             assert_eq!(out, format!("{}\n", adding_line(name)), "{after}");
-            let theirs = tool(&bin, "xfs_admin", &["-O", &format!("{name}=1"), s(&b)]);
+            let theirs = tool_72(&bin, "xfs_admin", &["-O", &format!("{name}=1"), s(&b)]);
             assert!(theirs.contains(adding_line(name)), "{after}: {theirs}");
             assert_same_features(&bin, &a, &b, &after);
             assert_eq!(features(&bin, &a, 0), (ro0 | ro, inc0 | inc), "{after}");
             assert_repair_clean(&bin, &a, &after);
             // xfs_db and xfs_admin read what xfskit set.
-            let version = tool(&bin, "xfs_db", &["-r", "-c", "version", s(&a)]);
+            let version = tool_72(&bin, "xfs_db", &["-r", "-c", "version", s(&a)]);
             let word = match name {
                 "bigtime" => "BIGTIME",
                 "inobtcount" => "INOBTCNT",
@@ -679,17 +661,17 @@ fn features_added_one_by_one_as_xfs_admin_adds_them() {
                 _ => "EXCHANGE",
             };
             assert!(version.contains(word), "{after}: xfs_db version: {version}");
-            let id = tool(&bin, "xfs_admin", &["-l", "-u", s(&a)]);
+            let id = tool_72(&bin, "xfs_admin", &["-l", "-u", s(&a)]);
             assert_eq!(
                 id,
-                tool(&bin, "xfs_admin", &["-l", "-u", s(&base)]),
+                tool_72(&bin, "xfs_admin", &["-l", "-u", s(&base)]),
                 "{after}"
             );
             if name == "inobtcount" {
                 let ags: u32 = sb_field(&bin, &a, 0, "agcount").parse().unwrap();
                 for agno in 0..ags {
                     let q = |img: &Path| {
-                        tool(
+                        tool_72(
                             &bin,
                             "xfs_db",
                             &[
@@ -756,7 +738,7 @@ fn features_added_one_by_one_as_xfs_admin_adds_them() {
 /// cannot add, are refused by name.
 #[test]
 fn debian_61_defaults_brought_forward() {
-    let Some(bin) = xfsprogs_72() else {
+    let Some(bin) = xfsprogs_72_bin() else {
         return skip("debian_61_defaults_brought_forward", "no xfsprogs 7.2");
     };
     let t = TempDir::new("admin-forward");
@@ -791,7 +773,7 @@ fn debian_61_defaults_brought_forward() {
         (0xd, 0xb),
         "xfs_repair -c added after all"
     );
-    let theirs = tool(&bin, "xfs_admin", &["-O", "nrext64=1,exchange=1", s(&b)]);
+    let theirs = tool_72(&bin, "xfs_admin", &["-O", "nrext64=1,exchange=1", s(&b)]);
     assert!(theirs.contains("Adding nrext64"), "{theirs}");
     assert_same_features(&bin, &a, &b, "6.1 brought forward");
     // 7.2's mkfs features but rmapbt (ro 0x2) and parent (incompat 0x80).
@@ -824,7 +806,7 @@ fn debian_61_defaults_brought_forward() {
 /// errors (exit 2); nothing is written either way.
 #[test]
 fn features_refused() {
-    let Some(bin) = xfsprogs_72() else {
+    let Some(bin) = xfsprogs_72_bin() else {
         return skip("features_refused", "no xfsprogs 7.2");
     };
     let t = TempDir::new("admin-refused");
@@ -979,7 +961,7 @@ fn kernel_reads_the_same_tree_after_features_are_added() {
     if !require_root("kernel_reads_the_same_tree_after_features_are_added") {
         return;
     }
-    let Some(bin) = xfsprogs_72() else {
+    let Some(bin) = xfsprogs_72_bin() else {
         return skip(
             "kernel_reads_the_same_tree_after_features_are_added",
             "no xfsprogs 7.2",
@@ -1059,7 +1041,7 @@ fn kernel_reads_the_same_tree_after_features_are_added() {
 
 #[test]
 fn features_added_in_qcow2() {
-    let Some(bin) = xfsprogs_72() else {
+    let Some(bin) = xfsprogs_72_bin() else {
         return skip("features_added_in_qcow2", "no xfsprogs 7.2");
     };
     if let Some(t) = common::missing_tool(&["qemu-img"]) {

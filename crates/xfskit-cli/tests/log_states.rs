@@ -11,32 +11,14 @@
 
 mod common;
 
-use common::fixtures::xfskit_output;
+use common::fixtures::{tool_72, xfskit_output, xfsprogs_72_bin};
 use common::{is_root, must_umount, skip, TempDir};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// xfsprogs 7.2's commands beside the project (`../shared/xfsprogs-7.2`).
-fn xfsprogs_72() -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-7.2/bin");
-    d.join("xfs_repair").exists().then_some(d)
-}
-
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// Runs xfsprogs 7.2's `tool` with `args`; panics with its output on failure.
-fn tool(bin: &Path, name: &str, args: &[&str]) -> String {
-    let out = Command::new(bin.join(name)).args(args).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{name} {args:?} failed:\n{text}");
-    text
 }
 
 /// Runs xfskit with `args`, which must succeed; returns stdout.
@@ -87,7 +69,7 @@ fn assert_repair_clean(bin: &Path, img: &Path, after: &str) {
 /// A fresh 512 MiB filesystem of mkfs.xfs 7.2's defaults.
 fn mkfs(bin: &Path, img: &Path) {
     fs::File::create(img).unwrap().set_len(512 << 20).unwrap();
-    tool(bin, "mkfs.xfs", &["-q", "-f", s(img)]);
+    tool_72(bin, "mkfs.xfs", &["-q", "-f", s(img)]);
 }
 
 /// The states, each made in `dir` from a fresh filesystem whose log was
@@ -104,20 +86,20 @@ fn make_state(bin: &Path, dir: &Path, state: &str) -> PathBuf {
     match state {
         "xfs_repair -L" => {
             fs::rename(&base, &img).unwrap();
-            tool(bin, "xfs_repair", &["-L", s(&img)]);
+            tool_72(bin, "xfs_repair", &["-L", s(&img)]);
         }
         "xfs_copy" => {
-            tool(bin, "xfs_copy", &[s(&base), s(&img)]);
+            tool_72(bin, "xfs_copy", &[s(&base), s(&img)]);
         }
         "xfs_admin -U" => {
             fs::rename(&base, &img).unwrap();
-            tool(bin, "xfs_admin", &["-U", "generate", s(&img)]);
+            tool_72(bin, "xfs_admin", &["-U", "generate", s(&img)]);
         }
         "xfs_mdrestore" => {
             let dump = dir.join("md");
             // -o: names kept, so that the files written before are found.
-            tool(bin, "xfs_metadump", &["-o", s(&base), s(&dump)]);
-            tool(bin, "xfs_mdrestore", &[s(&dump), s(&img)]);
+            tool_72(bin, "xfs_metadump", &["-o", s(&base), s(&dump)]);
+            tool_72(bin, "xfs_mdrestore", &[s(&dump), s(&img)]);
         }
         _ => unreachable!("{state}"),
     }
@@ -136,7 +118,7 @@ const STATES: [&str; 5] = [
 /// again; the log clean after each and the result clean and readable.
 #[test]
 fn edits_and_mounts_start_from_every_cleared_log() {
-    let Some(bin) = xfsprogs_72() else {
+    let Some(bin) = xfsprogs_72_bin() else {
         skip(
             "edits_and_mounts_start_from_every_cleared_log",
             "../shared/xfsprogs-7.2 is missing",
@@ -228,7 +210,7 @@ fn edits_and_mounts_start_from_every_cleared_log() {
 /// write into cleanly.
 #[test]
 fn recover_then_edits_from_every_cleared_log() {
-    let Some(bin) = xfsprogs_72() else {
+    let Some(bin) = xfsprogs_72_bin() else {
         skip(
             "recover_then_edits_from_every_cleared_log",
             "../shared/xfsprogs-7.2 is missing",

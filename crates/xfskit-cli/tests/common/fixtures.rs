@@ -309,3 +309,18 @@ pub fn xfsprogs_72_bin() -> Option<PathBuf> {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-7.2/bin");
     d.join("mkfs.xfs").exists().then_some(d)
 }
+
+/// Runs xfsprogs 7.2's `name` from `bin` (see [`xfsprogs_72_bin`]) with
+/// `args`; panics with its output on failure, else returns it (stdout,
+/// then stderr).
+#[allow(dead_code)]
+pub fn tool_72(bin: &Path, name: &str, args: &[&str]) -> String {
+    let out = Command::new(bin.join(name)).args(args).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{name} {args:?} failed:\n{text}");
+    text
+}
