@@ -201,30 +201,64 @@ impl FileDevice {
 /// exclusive `flock`, released when the file is closed, also by a crash):
 /// two writers of one image (two read-write mounts, an edit beside a
 /// mount) would each keep their own allocation state and journal, and
-/// corrupt it. A second writer is refused at once, naming the image.
-/// Readers take no lock.
+/// corrupt it. A second writer in another process is refused at once,
+/// naming the image. Readers take no lock.
+///
+/// A lock this process took is waited for, a few seconds at most: a
+/// child this process is starting holds a copy of every descriptor
+/// until it runs its program (the copy closes then, being close-on-exec),
+/// and with it the lock of an image this process has just closed.
 #[allow(unsafe_code)]
 pub(crate) fn lock_for_writing(file: &File, path: &Path) -> io::Result<()> {
     use std::os::fd::AsRawFd;
-    // SAFETY: flock on a descriptor this function borrows open.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(());
+    use std::os::unix::fs::MetadataExt;
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+    let mut waited = None;
+    loop {
+        // SAFETY: flock on a descriptor this function borrows open.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        // A filesystem without flock (some network ones): no lock to take.
+        if e.raw_os_error() == Some(libc::ENOLCK) || e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            return Ok(());
+        }
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(e);
+        }
+        let ours = file.metadata().ok().and_then(|m| {
+            let locks = std::fs::read_to_string("/proc/locks").ok()?;
+            flock_holder(&locks, m.dev(), m.ino())
+        }) == Some(std::process::id());
+        let start = *waited.get_or_insert_with(std::time::Instant::now);
+        if !ours || start.elapsed() >= WAIT {
+            return Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                format!(
+                    "{} is open for writing by another process (an xfskit mount, edit or build holds it): one writer at a time",
+                    path.display()
+                ),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        return Err(io::Error::new(
-            io::ErrorKind::ResourceBusy,
-            format!(
-                "{} is open for writing by another process (an xfskit mount, edit or build holds it): one writer at a time",
-                path.display()
-            ),
-        ));
-    }
-    // A filesystem without flock (some network ones): no lock to take.
-    if e.raw_os_error() == Some(libc::ENOLCK) || e.raw_os_error() == Some(libc::EOPNOTSUPP) {
-        return Ok(());
-    }
-    Err(e)
+}
+
+/// The process that holds the `flock` of the file `(dev, ino)`, from the
+/// text of /proc/locks (lines such as `1: FLOCK  ADVISORY  WRITE 2224
+/// fe:00:9977992 0 EOF`, the device as hexadecimal major:minor).
+fn flock_holder(locks: &str, dev: u64, ino: u64) -> Option<u32> {
+    let want = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
+    locks.lines().find_map(|l| {
+        // Locks being waited for are listed as "1: -> FLOCK ...": their
+        // second field is not the lock's type, so they are passed over.
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.get(1) != Some(&"FLOCK") || f.get(5) != Some(&want.as_str()) {
+            return None;
+        }
+        f.get(4)?.parse().ok()
+    })
 }
 
 fn block_device_len(file: &File) -> io::Result<u64> {
@@ -368,6 +402,67 @@ pub(crate) fn pwritev_all(file: &File, bufs: &[&[u8]], off: u64) -> io::Result<u
 mod tests {
     use super::*;
     use std::mem::MaybeUninit;
+
+    #[test]
+    fn flock_holder_reads_proc_locks() {
+        let locks = "1: FLOCK  ADVISORY  WRITE 2224 fe:00:9977992 0 EOF\n\
+                     1: -> FLOCK  ADVISORY  WRITE 2300 fe:00:9977992 0 EOF\n\
+                     2: POSIX  ADVISORY  WRITE 17 fe:00:55 0 EOF\n\
+                     3: FLOCK  ADVISORY  WRITE 99 103:0a:55 0 EOF\n";
+        let dev = |ma, mi| libc::makedev(ma, mi);
+        assert_eq!(flock_holder(locks, dev(0xfe, 0), 9977992), Some(2224));
+        assert_eq!(flock_holder(locks, dev(0x103, 0x0a), 55), Some(99));
+        assert_eq!(flock_holder(locks, dev(0xfe, 0), 55), None);
+        assert_eq!(flock_holder(locks, dev(0xfe, 1), 9977992), None);
+    }
+
+    /// A child holding a copy of the descriptor of an image this process
+    /// wrote (as one being started does until it runs its program) holds
+    /// its lock: opening the image for writing again waits for the child
+    /// instead of calling it another writer. Another process's lock is
+    /// refused.
+    #[test]
+    fn own_lock_in_a_child_is_waited_for_another_process_refused() {
+        let path = std::env::temp_dir().join(format!("xfskit-lock-{}", std::process::id()));
+        std::fs::write(&path, vec![0u8; 4096]).unwrap();
+        let dev = FileDevice::open_read_write(&path).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.3")
+            .stdin(std::process::Stdio::from(dev.file.try_clone().unwrap()))
+            .spawn()
+            .unwrap();
+        drop(dev);
+        let again = FileDevice::open_read_write(&path);
+        child.wait().unwrap();
+        assert!(again.is_ok(), "{:?}", again.err());
+        drop(again);
+        // Another process takes the lock and keeps it until its stdin
+        // closes.
+        let mut other = std::process::Command::new("flock")
+            .arg("-x")
+            .arg(&path)
+            .args(["cat"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let held = |p: &Path| {
+            let m = std::fs::metadata(p).unwrap();
+            let locks = std::fs::read_to_string("/proc/locks").unwrap();
+            use std::os::unix::fs::MetadataExt;
+            flock_holder(&locks, m.dev(), m.ino()).is_some()
+        };
+        while !held(&path) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let e = FileDevice::open_read_write(&path).err().expect("a second writer");
+        assert_eq!(e.kind(), io::ErrorKind::ResourceBusy, "{e}");
+        assert!(e.to_string().contains("one writer at a time"), "{e}");
+        drop(other.stdin.take());
+        other.wait().unwrap();
+        assert!(FileDevice::open_read_write(&path).is_ok());
+        let _ = std::fs::remove_file(&path);
+    }
 
     #[test]
     #[allow(unsafe_code)]
