@@ -122,6 +122,13 @@ fn edits_on(kind: Kind, src: &Path, tmp: &Path) {
         &["cp", &a_txt, &big, "IMG:/a/"],
         &format!("cp '{a_txt}' '{big}' a/"),
     );
+    // SRC/. merges what the directory holds into an existing one.
+    edit(
+        &img,
+        &model,
+        &["cp", "-a", &format!("{s}/."), "IMG:/a/b/c"],
+        &format!("cp -a '{s}/.' a/b/c"),
+    );
     edit(&img, &model, &["rm", "IMG", "/a/*.txt"], "rm a/*.txt");
     edit(
         &img,

@@ -455,7 +455,9 @@ mod tests {
         while !held(&path) {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        let e = FileDevice::open_read_write(&path).err().expect("a second writer");
+        let e = FileDevice::open_read_write(&path)
+            .err()
+            .expect("a second writer");
         assert_eq!(e.kind(), io::ErrorKind::ResourceBusy, "{e}");
         assert!(e.to_string().contains("one writer at a time"), "{e}");
         drop(other.stdin.take());

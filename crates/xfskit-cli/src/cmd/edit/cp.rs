@@ -148,6 +148,15 @@ fn copy_into(
     };
     for src in srcs {
         let p = Path::new(src);
+        // SRC/. names what the directory holds, merged into DEST, as cp(1)
+        // takes it (Path drops the trailing "." from the name).
+        if let Some(d) = into_dir
+            .as_ref()
+            .filter(|_| src == "." || src.ends_with("/."))
+        {
+            super::cp_in::copy_contents_in(&fs, p, d.ino, recursive, &o, Some(&show), &mut out);
+            continue;
+        }
         let target = match &into_dir {
             Some(d) => {
                 let name = p

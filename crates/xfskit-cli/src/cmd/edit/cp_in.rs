@@ -264,6 +264,52 @@ pub fn copy_in(
     }
 }
 
+/// Copies what the host directory `src` holds into the image directory
+/// `dir`, merging into it (`cp -r SRC/. DEST` of an existing DEST). With
+/// `archive`, `dir` then takes the source directory's attributes and
+/// xattrs, as `cp -a` gives them; otherwise it keeps its own.
+#[allow(clippy::too_many_arguments)]
+pub fn copy_contents_in(
+    fs: &Fs,
+    src: &Path,
+    dir: Ino,
+    recursive: bool,
+    o: &InOptions,
+    progress: Option<&dyn Fn(&FeedStats)>,
+    out: &mut Outcome,
+) {
+    let shown = src.display().to_string();
+    let r = (|| -> Result<(), Error> {
+        let md = std::fs::metadata(src)?;
+        if !md.is_dir() {
+            return Err(Error::NotDir(shown.clone()));
+        }
+        if !recursive {
+            return Err(Error::Invalid("is a directory (use -r)".into()));
+        }
+        let ids = IdMap::default();
+        let fo = FeedOptions {
+            ids: &ids,
+            default_time: o.now,
+            one_file_system: false,
+            progress,
+            jobs: 1,
+        };
+        let mut inner = Into { fs, root: dir, o };
+        xfskit::build::source_dir::feed(src, &mut inner, &fo)?;
+        if o.archive {
+            for (n, v) in host_xattrs(src) {
+                inner.set_xattr(dir, &n, &v)?;
+            }
+            inner.set_meta(dir, &host_meta(&md))?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = r {
+        out.fail(&shown, &e);
+    }
+}
+
 /// Copies a regular host file: small ones in one transaction, larger
 /// ones data segment by data segment (holes stay holes).
 fn copy_file(
