@@ -29,7 +29,7 @@ use std::process::ExitCode;
     about = "Make, inspect, mount, scan and extract XFS filesystems in userspace",
     long_about = "xfskit reads and writes the XFS on-disk format without the kernel: make \
 filesystems (mkfs), build populated images (build), inspect images (info, db, ls, cat, stat), copy files out (extract), \
-edit images offline (cp, mkdir, rm, mv, ln, chmod, chown, touch, truncate, setfattr, getfattr), \
+edit images offline (cp, mkdir, rm, mv, ln, chmod, chown, touch, truncate, setfattr, getfattr, chattr, lsattr, chproj, lsproj), \
 show or change the label and UUID (admin), \
 mount them through FUSE (mount), scan every inode in parallel (bulkstat), and show or \
 replay the log (log, recover). A log left dirty by a crash is replayed in memory when an \
@@ -143,6 +143,18 @@ enum Command {
     /// Print extended attributes of files in an image.
     #[command(long_about = cmd::edit::help::GETFATTR)]
     Getfattr(cmd::edit::xattr::GetArgs),
+    /// Change XFS inode flags in an image (xfs_io chattr).
+    #[command(long_about = cmd::edit::help::CHATTR)]
+    Chattr(cmd::edit::flags::ChattrArgs),
+    /// List XFS inode flags of files in an image (xfs_io lsattr).
+    #[command(long_about = cmd::edit::help::LSATTR)]
+    Lsattr(cmd::edit::flags::LsattrArgs),
+    /// Set project ids in an image (xfs_io chproj).
+    #[command(long_about = cmd::edit::help::CHPROJ)]
+    Chproj(cmd::edit::flags::ChprojArgs),
+    /// Print project ids of files in an image (xfs_io lsproj).
+    #[command(long_about = cmd::edit::help::LSPROJ)]
+    Lsproj(cmd::edit::flags::LsprojArgs),
     /// Show or change the label and UUID (xfs_admin -l -u -L -U).
     #[command(long_about = cmd::admin::LONG_ABOUT)]
     Admin(cmd::admin::Args),
@@ -182,6 +194,10 @@ fn main() -> ExitCode {
         Command::Truncate(a) => cmd::edit::attrs::truncate(a),
         Command::Setfattr(a) => cmd::edit::xattr::setfattr(a),
         Command::Getfattr(a) => cmd::edit::xattr::getfattr(a),
+        Command::Chattr(a) => cmd::edit::flags::chattr(a),
+        Command::Lsattr(a) => cmd::edit::flags::lsattr(a),
+        Command::Chproj(a) => cmd::edit::flags::chproj(a),
+        Command::Lsproj(a) => cmd::edit::flags::lsproj(a),
         Command::Admin(a) => cmd::admin::run(a),
         Command::Manpages(a) => cmd::docs::manpages(a, Cli::command()),
         Command::Completions(a) => cmd::docs::completions(a, Cli::command()),

@@ -152,3 +152,76 @@ pub const CP_EXAMPLES: &str = "Examples:
   xfskit cp -r --partition 2 site/ disk.img:/srv/www
   xfskit cp disk.qcow2:/etc/os-release .
   xfskit cp -r disk.img:'/var/log/*.log' logs/";
+
+/// What the flag commands' help says about the flags.
+macro_rules! flag_letters {
+    () => {
+        "\n\nThe flags, as xfs_io names them (`lsattr -v` prints the long names): \
+r realtime (a file's data in the realtime section; only on an empty file of a \
+filesystem with one), p prealloc (the file has preallocated extents; not settable), \
+i immutable, a append-only, s sync, A no-atime, d no-dump, t rt-inherit (new files \
+in the directory are realtime), P proj-inherit (new entries take the directory's \
+project id), n nosymlinks (no symlinks made in the directory), e extsize (the file \
+observes its extent size hint), E extsz-inherit (new entries take the directory's \
+hint), f no-defrag, S filestream (the filestreams allocator for the directory), x dax, \
+C cowextsize (the file observes its copy-on-write hint), X has-xattr (not settable). \
+A flag the inode's type cannot take is left off, as kernel XFS leaves it (P on a \
+file, e on a directory); e, E and C need a hint already set (`xfs_io -c extsize` \
+on a mount), or they are dropped."
+    };
+}
+
+pub const CHATTR: &str = concat!(
+    "Change the XFS inode flags of files in an XFS image, as `xfs_io -c chattr` does \
+on a mounted filesystem: +LETTERS sets flags, -LETTERS clears them (+i-d does both). \
+Each change is checked as the kernel's FS_IOC_FSSETXATTR checks it, and stamps the \
+change time. -R also changes everything under the directories named (symlinks and \
+device nodes included, as xfs_io 7.2 does), -D only the directories under them.",
+    flag_letters!(),
+    common!(),
+    "\n\nExamples:\n  xfskit chattr disk.img +i /etc/resolv.conf\n  \
+xfskit chattr -R disk.img +d /var/cache\n  xfskit chattr disk.img -ia /var/log/audit.log"
+);
+
+pub const LSATTR: &str = concat!(
+    "List the XFS inode flags of files in an XFS image, in the format of `xfs_io -c \
+lsattr`: one letter per flag in the order rpiasAdtPneEfSxCX ('-' where unset), then \
+the path. -v prints the long names in brackets instead, -a appends every flag letter \
+after a '/', --json prints one object per line with the letters, the names, the \
+project id and the extent size hints in bytes. -R lists everything under the \
+directories named, -D the directories under them; each directory comes after what \
+it holds, entries in directory order, as xfs_io's walk gives them.",
+    flag_letters!(),
+    "\n\nIMAGE may be a bare XFS filesystem or a partitioned disk (raw or qcow2), as for \
+`xfskit ls`; it is only read. '*', '?' and '[...]' in paths match as globs.\n\n\
+Exit status: 0 on success; 1 if a path was not found; 2 usage error; 3 unsupported; \
+4 I/O error; 5 corrupt image.\n\n\
+Examples:\n  xfskit lsattr -R disk.img /etc\n  xfskit lsattr --json disk.img / | jq -r .flags"
+);
+
+pub const CHPROJ: &str = concat!(
+    "Set the project id of files in an XFS image, as `xfs_io -c chproj` does on a \
+mounted filesystem; with --inherit directories also get the proj-inherit flag (P), \
+so that what is made in them later takes the id: together, `chproj -R --inherit ID \
+IMAGE DIR` sets up a directory tree for a project quota as `xfs_quota -x -c \
+'project -s'` does. Ids above 65535 need a filesystem with 32-bit project ids \
+(every v5 filesystem and v4 ones with projid32bit). -R changes everything under the \
+directories named, -D only the directories under them. Each change stamps the \
+change time. Quota usage recorded in the image is not updated, as for every offline \
+edit today.",
+    common!(),
+    "\n\nExamples:\n  xfskit chproj -R --inherit disk.img 42 /srv/projects/web\n  \
+xfskit lsproj -R disk.img /srv/projects"
+);
+
+pub const LSPROJ: &str = concat!(
+    "Print the project id of files in an XFS image, as `xfs_io -c lsproj` does: \
+'projid = N' for one path, '[N] PATH' for each of several and with -R (everything \
+under the directories named) or -D (the directories under them), each directory \
+after what it holds.",
+    "\n\nIMAGE may be a bare XFS filesystem or a partitioned disk (raw or qcow2), as for \
+`xfskit ls`; it is only read. '*', '?' and '[...]' in paths match as globs.\n\n\
+Exit status: 0 on success; 1 if a path was not found; 2 usage error; 3 unsupported; \
+4 I/O error; 5 corrupt image.\n\n\
+Examples:\n  xfskit lsproj disk.img /srv/projects/web\n  xfskit lsproj -D disk.img /srv"
+);

@@ -1,6 +1,6 @@
 //! Offline edits of an image: `cp`, `mkdir`, `rm`, `mv`, `ln`, `chmod`,
-//! `chown`, `touch`, `truncate`, `setfattr` (and `getfattr`, which only
-//! reads).
+//! `chown`, `touch`, `truncate`, `setfattr`, `chattr`, `chproj` (and
+//! `getfattr`, `lsattr` and `lsproj`, which only read).
 //!
 //! Every editing command opens the filesystem (bare, in a partition, an
 //! LVM volume or a qcow2 disk) for writing with the journal on, makes all
@@ -18,6 +18,7 @@ use crate::cmd::out::errln;
 pub mod attrs;
 pub mod cp;
 mod cp_in;
+pub mod flags;
 mod glob;
 pub mod help;
 pub mod names;
