@@ -45,6 +45,17 @@ pub(crate) struct Tree {
 
 /// Calls `f` with every leaf record of `t`, in key order.
 pub(crate) fn walk(fs: &Fs, t: &Tree, f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+    walk_where(fs, t, &|_| true, f)
+}
+
+/// [`walk`] into only the subtrees whose node key (`key_len` bytes) `keep`
+/// accepts: a range query reads the blocks on its way and no others.
+pub(crate) fn walk_where(
+    fs: &Fs,
+    t: &Tree,
+    keep: &dyn Fn(&[u8]) -> bool,
+    f: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
     let loc = || Location::Other(format!("AG {} {} root", t.agno, t.what));
     if t.levels == 0 || t.levels > MAX_LEVELS {
         return Err(Error::corrupt(
@@ -53,7 +64,7 @@ pub(crate) fn walk(fs: &Fs, t: &Tree, f: &mut dyn FnMut(&[u8]) -> Result<()>) ->
             format!("{} height {}", t.what, t.levels),
         ));
     }
-    visit(fs, t, t.root, t.levels - 1, f)
+    visit(fs, t, t.root, t.levels - 1, keep, f)
 }
 
 fn visit(
@@ -61,6 +72,7 @@ fn visit(
     t: &Tree,
     agbno: u32,
     level: u32,
+    keep: &dyn Fn(&[u8]) -> bool,
     f: &mut dyn FnMut(&[u8]) -> Result<()>,
 ) -> Result<()> {
     let geo = fs.geometry();
@@ -98,7 +110,9 @@ fn visit(
     }
     let ptrs = &body[maxrecs * t.key_len..];
     for i in 0..numrecs {
-        visit(fs, t, be32(ptrs, i * 4), level - 1, f)?;
+        if keep(&body[i * t.key_len..(i + 1) * t.key_len]) {
+            visit(fs, t, be32(ptrs, i * 4), level - 1, keep, f)?;
+        }
     }
     Ok(())
 }

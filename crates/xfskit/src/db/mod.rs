@@ -1,9 +1,10 @@
 //! `xfs_db`-style inspection: the superblock and AG headers field by field
 //! ([`fields`]), with xfs_db's names and value formats, and the free space
-//! histogram ([`freesp`]) and file fragmentation ([`frag`]), each with
-//! xfs_db's output.
+//! histogram ([`freesp`]), file fragmentation ([`frag`]) and the reverse
+//! mappings ([`fsmap`]), each with xfs_db's output.
 
 mod btree;
 pub mod fields;
 pub mod frag;
 pub mod freesp;
+pub mod fsmap;
