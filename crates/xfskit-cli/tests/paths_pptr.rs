@@ -1,7 +1,9 @@
 //! Paths from parent pointers: on an image the kernel filled (mkfs.xfs
 //! 6.15 with the 6.18 defaults: parent pointers), `xfskit bulkstat --paths`
 //! and `xfskit stat` give every inode the set of paths a walk of the
-//! kernel's mount finds, and what `xfs_io -c "parent -p"` 6.15 prints.
+//! kernel's mount finds, and what `xfs_io -c "parent -p"` 6.15 prints;
+//! without parent pointers, bulkstat --paths finds the same from an index
+//! of every directory entry.
 
 mod common;
 
@@ -323,10 +325,40 @@ fn damaged_generation(x615: &Path, img: &Path, want: &BTreeMap<u64, BTreeSet<Str
     std::fs::remove_file(&bad).ok();
 }
 
-/// Without parent pointers, --paths is refused (exit 3, naming why) and
-/// stat shows no paths.
+/// The paths bulkstat --paths --json prints, by inode.
+fn bulkstat_paths(args: &[&str]) -> (BTreeMap<u64, BTreeSet<String>>, String) {
+    let o = xfskit(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut got = BTreeMap::new();
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+        let paths = v["paths"].as_array().expect("a paths array");
+        got.insert(
+            v["ino"].as_u64().expect("ino"),
+            paths
+                .iter()
+                .map(|p| p.as_str().expect("path string").to_owned())
+                .collect(),
+        );
+    }
+    (got, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Without parent pointers (Debian's mkfs.xfs 6.1), --paths reads every
+/// directory first and indexes its entries: every inode gets the paths
+/// the kernel's walk finds, with the index in memory and, under a small
+/// --memory, in temporary files. stat shows no paths there.
 #[test]
-fn paths_need_parent_pointers() {
+fn paths_without_parent_pointers_come_from_every_directory() {
+    const TEST: &str = "paths_without_parent_pointers_come_from_every_directory";
+    if !is_root() {
+        skip(TEST, "needs root for a read-write loop mount");
+        return;
+    }
     let tmp = TempDir::new("xfskit-nopptr");
     let img = tmp.path().join("plain.img");
     std::fs::File::create(&img)
@@ -336,13 +368,44 @@ fn paths_need_parent_pointers() {
         Command::new("mkfs.xfs").args(["-q", "-f"]).arg(&img),
         "mkfs.xfs",
     );
-    let o = xfskit(&["bulkstat", "--paths", s(&img)]);
-    assert_eq!(o.status.code(), Some(3));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("no parent pointers"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let mnt = tmp.path().join("mnt");
+    let want = {
+        let m = Mounted::new(&img, &mnt);
+        fill(&m.0);
+        // Enough entries that a 1 MiB index spills.
+        std::fs::create_dir(m.0.join("bulk")).expect("mkdir");
+        for i in 0..40_000 {
+            std::fs::write(m.0.join(format!("bulk/f{i:05}")), b"").expect("write");
+        }
+        kernel_paths(&m.0)
+    };
+    for (memory, where_) in [("256m", "in memory"), ("1m", "in temporary files")] {
+        let (got, err) = bulkstat_paths(&[
+            "bulkstat",
+            "--paths",
+            "--json",
+            "--stats",
+            "--memory",
+            memory,
+            s(&img),
+        ]);
+        assert!(err.contains(where_), "--memory {memory}: {err}");
+        let diffs: Vec<String> = want
+            .iter()
+            .filter(|(ino, p)| got.get(ino) != Some(p))
+            .map(|(ino, p)| format!("inode {ino}: kernel {p:?}, xfskit {:?}", got.get(ino)))
+            .chain(
+                got.keys()
+                    .filter(|ino| !want.contains_key(ino))
+                    .map(|ino| format!("inode {ino}: not in the kernel's walk")),
+            )
+            .take(20)
+            .collect();
+        assert!(diffs.is_empty(), "--memory {memory}:\n{}", diffs.join("\n"));
+    }
+    assert!(want.len() > 40_500, "{} inodes", want.len());
+    let o = xfskit(&["bulkstat", "--memory", "1m", s(&img)]);
+    assert_eq!(o.status.code(), Some(2), "--memory without --paths");
     let o = xfskit(&["stat", "--json", "--inode", "128", s(&img)]);
     assert!(o.status.success());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");

@@ -38,6 +38,7 @@ pub mod namespace;
 pub mod paths;
 pub mod rtgroup;
 pub mod scan;
+mod spill;
 pub mod symlink;
 #[allow(unsafe_code)]
 mod sys;

@@ -19,11 +19,14 @@ Fields: ino, mode (octal in the table), nlink, uid, gid, rdev (32-bit sysv form:
 blksize, size (bytes), blocks (filesystem blocks, 0 for inline and device inodes), xflags \
 (FS_XFLAG_* bits), extents, aextents, forkoff (bytes), gen, projectid, extsize_blks, \
 cowextsize_blks, atime, mtime, ctime, btime (nanoseconds since the epoch).\n\n\
-With --paths (filesystems with parent pointers only; exit 3 on others) each inode's paths \
-follow it, found from its parent pointers up to the root without walking the tree (directories' \
-paths are cached, within a bounded budget): in the table one line per path, starting with a tab; \
-in JSON the array \"paths\". An inode whose pointers are damaged gets \"paths_error\" (JSON) or \
-a tab and \"error:\" (table), the scan goes on, and the exit status is 5.";
+With --paths each inode's paths follow it, found from its parent pointers up to the root \
+without walking the tree (directories' paths are cached, within a bounded budget): in the table \
+one line per path, starting with a tab; in JSON the array \"paths\". An inode whose pointers are \
+damaged gets \"paths_error\" (JSON) or a tab and \"error:\" (table), the scan goes on, and the \
+exit status is 5. On a filesystem without parent pointers (made before mkfs.xfs 6.x turned them \
+on, or with -n parent=0) every directory is read first, as xfs_ncheck does, and its entries are \
+indexed by the inode they name in --memory (default 256m; past it sorted runs go to temporary \
+files in --tmpdir); the paths are then found the same way.";
 
 /// Arguments of `xfskit bulkstat`.
 #[derive(clap::Args)]
@@ -53,20 +56,60 @@ pub struct Args {
     /// Read even if the log needs replay (like the kernel's norecovery).
     #[arg(long)]
     pub norecovery: bool,
-    /// Add each inode's paths, from its parent pointers.
+    /// Add each inode's paths: from its parent pointers, or, on a
+    /// filesystem without them, from an index of every directory entry
+    /// made first.
     #[arg(long)]
     pub paths: bool,
+    /// Memory for the index of directory entries that --paths makes on a
+    /// filesystem without parent pointers (k m g suffixes; default 256m).
+    /// Past it, sorted runs and names go to temporary files.
+    #[arg(long, value_name = "SIZE", requires = "paths")]
+    pub memory: Option<String>,
+    /// Directory for those temporary files (default: $TMPDIR or /tmp):
+    /// about 60 bytes per directory entry past the bound.
+    #[arg(long, value_name = "DIR", requires = "paths")]
+    pub tmpdir: Option<PathBuf>,
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let fs = super::open_in(&args.image, &args.disk, args.norecovery)?;
-    if args.paths && !paths::has_parent_pointers(&fs) {
-        return Err(paths::unsupported());
-    }
-    let cache = args
-        .paths
-        .then(|| paths::PathCache::new(paths::DEFAULT_CACHE_BYTES));
+    let memory = match &args.memory {
+        None => DEFAULT_INDEX_MEMORY,
+        Some(m) => match xfskit::build::size::parse_size(m) {
+            Ok(xfskit::build::size::SizeSpec::Fixed(b)) => usize::try_from(b).unwrap_or(usize::MAX),
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "--memory takes a size like 256m or 2g, not {m:?}"
+                )))
+            }
+        },
+    };
+    let indexed = args.paths && !paths::has_parent_pointers(&fs);
+    let cache = if indexed {
+        // No parent pointers: every directory is read first and its
+        // entries indexed by the inode they name.
+        let index = paths::NameIndex::build(&fs, args.threads, memory, args.tmpdir.clone())?;
+        if args.stats {
+            errln!(
+                "name index: {} directory entries ({})",
+                index.entries(),
+                if index.spilled() {
+                    "past --memory: in temporary files"
+                } else {
+                    "in memory"
+                }
+            );
+        }
+        Some(paths::PathCache::with_index(
+            paths::DEFAULT_CACHE_BYTES,
+            index,
+        ))
+    } else {
+        args.paths
+            .then(|| paths::PathCache::new(paths::DEFAULT_CACHE_BYTES))
+    };
     let path_errors = AtomicU64::new(0);
     let opts = BulkstatOptions {
         threads: args.threads,
@@ -157,11 +200,14 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The paths of the inode of `b` (none without an attribute fork, unless
-/// a directory: the root has no pointers).
+/// Memory of the index --paths makes without parent pointers.
+const DEFAULT_INDEX_MEMORY: usize = 256 << 20;
+
+/// The paths of the inode of `b` (with parent pointers, none without an
+/// attribute fork, unless a directory: the root has no pointers).
 fn paths_of(fs: &Fs, cache: &paths::PathCache, b: &Bstat) -> Result<Vec<Vec<u8>>, Error> {
     let dir = u32::from(b.mode) & 0o170000 == 0o040000;
-    if b.forkoff == 0 && !dir {
+    if b.forkoff == 0 && !dir && paths::has_parent_pointers(fs) {
         return Ok(Vec::new());
     }
     cache.paths(fs, &fs.inode(xfskit::Ino(b.ino))?)

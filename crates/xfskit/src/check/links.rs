@@ -127,24 +127,24 @@ struct Pending {
 /// the number of inodes.
 pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result<()> {
     use super::ns::{lock, type_of, DirLinks, Key, ParentRec, KIND_UNDECODED};
-    use super::spill::{lowest, Peek};
+    use crate::spill::{lowest, Peek};
     let fs = ctx.fs;
     let root = fs.geometry().root_ino.0;
     let ftype_feature = fs.geometry().features.ftype;
     let pptr = crate::namespace::pptr::enabled(fs.geometry());
-    fn take<R: super::spill::Rec>(
-        m: &std::sync::Mutex<super::spill::Sorter<R>>,
-        cfg: &super::spill::SpillConfig,
-    ) -> super::spill::Sorter<R> {
-        std::mem::replace(&mut *lock(m), super::spill::Sorter::new(0, cfg.clone()))
+    fn take<R: crate::spill::Rec>(
+        m: &std::sync::Mutex<crate::spill::Sorter<R>>,
+        cfg: &crate::spill::SpillConfig,
+    ) -> crate::spill::Sorter<R> {
+        std::mem::replace(&mut *lock(m), crate::spill::Sorter::new(0, cfg.clone()))
     }
     let cfg = &ctx.ns.config;
     let mut inodes = Peek::new(take(&ctx.ns.inodes, cfg).into_sorted()?)?;
     let mut entries = Peek::new(take(&ctx.ns.entries, cfg).into_sorted()?)?;
     let mut dirs = Peek::new(take(&ctx.ns.dirs, cfg).into_sorted()?)?;
-    let mut subdirs: super::spill::Sorter<Key> = ctx.ns.second();
-    let mut parents: super::spill::Sorter<ParentRec> = ctx.ns.second();
-    let mut dir_links: super::spill::Sorter<DirLinks> = ctx.ns.second();
+    let mut subdirs: crate::spill::Sorter<Key> = ctx.ns.second();
+    let mut parents: crate::spill::Sorter<ParentRec> = ctx.ns.second();
+    let mut dir_links: crate::spill::Sorter<DirLinks> = ctx.ns.second();
     let mut pending: Vec<Pending> = Vec::new();
     let mut bad: Vec<(u64, Vec<(u64, u32)>)> = Vec::new();
     let mut unexplained = 0u64;

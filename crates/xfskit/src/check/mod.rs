@@ -54,7 +54,7 @@ mod rt;
 mod rtgroups;
 mod sb;
 pub mod space;
-mod spill;
+use crate::spill;
 
 pub use ns::DEFAULT_MEMORY;
 

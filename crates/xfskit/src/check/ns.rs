@@ -9,8 +9,8 @@
 //! directory and position, and the name is read again when the report is
 //! written.
 
-use super::spill::{get_u32, get_u64, put_u32, put_u64, Rec, Sorter, SpillConfig};
 use crate::inode::FileType;
+use crate::spill::{get_u32, get_u64, put_u32, put_u64, Rec, Sorter, SpillConfig};
 use std::io;
 use std::sync::Mutex;
 
@@ -246,7 +246,7 @@ impl NsStore {
     }
 
     /// A sorter for one of the second join's streams.
-    pub(crate) fn second<R: super::spill::Rec>(&self) -> Sorter<R> {
+    pub(crate) fn second<R: crate::spill::Rec>(&self) -> Sorter<R> {
         Sorter::new(self.memory / 30, self.config.clone())
     }
 

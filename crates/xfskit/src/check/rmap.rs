@@ -19,11 +19,11 @@
 //! memory bound and spill sorted runs past it; the comparison at the end
 //! merges the two sorted streams one owner of one AG at a time.
 
-use super::spill::{get_u32, get_u64, put_u32, put_u64, Peek, Rec, Sorter, SpillConfig};
 use super::Ctx;
 use crate::bytes::{be32, be64};
 use crate::error::Location;
 use crate::geometry::{AgNumber, Ino};
+use crate::spill::{get_u32, get_u64, put_u32, put_u64, Peek, Rec, Sorter, SpillConfig};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

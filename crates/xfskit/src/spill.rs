@@ -1,4 +1,6 @@
-//! Sorted streams of fixed-size records in bounded memory.
+//! Sorted streams of fixed-size records in bounded memory (the check's
+//! namespace and rmap passes, the name index of paths without parent
+//! pointers).
 //!
 //! The namespace pass of the check joins what it learnt of every inode with
 //! every directory entry. Held as arrays, that grows with the filesystem

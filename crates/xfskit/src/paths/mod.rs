@@ -2,6 +2,9 @@
 //! each pointer names a directory and the entry's name in it, and the
 //! directory's own pointer leads on up to the root. Nothing walks the tree,
 //! so the cost follows the inodes asked about and their ancestors.
+//! Without parent pointers, a [`NameIndex`] of every directory entry (one
+//! pass over every directory, sorted by the inode named, bounded in
+//! memory) stands in for them.
 //!
 //! Every step checks the pointer's generation against the directory it
 //! names and that the directory is one; a chain that comes back to a
@@ -9,6 +12,10 @@
 //! [`MAX_DEPTH`]. [`PathCache`] keeps directories' paths (bounded in
 //! bytes, least recently used out first) for callers that ask about many
 //! inodes, as bulkstat does.
+
+mod index;
+
+pub use index::NameIndex;
 
 use crate::attr;
 use crate::error::{Error, Location, Result};
@@ -66,6 +73,8 @@ struct Lru {
 pub struct PathCache {
     lru: Mutex<Lru>,
     max_bytes: usize,
+    /// Where names come from on a filesystem without parent pointers.
+    index: Option<NameIndex>,
 }
 
 /// One directory whose paths are being put together: its pointers, the
@@ -88,8 +97,10 @@ fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
     p
 }
 
-fn pointers(fs: &Fs, inode: &Inode) -> Result<Vec<(Vec<u8>, u64, u32)>> {
-    if inode.has_attr_fork() {
+fn pointers(fs: &Fs, index: Option<&NameIndex>, inode: &Inode) -> Result<Vec<(Vec<u8>, u64, u32)>> {
+    if let Some(index) = index {
+        index.parents(inode.ino.0)
+    } else if inode.has_attr_fork() {
         attr::parent_pointers(fs, inode)
     } else {
         Ok(Vec::new())
@@ -106,6 +117,16 @@ impl PathCache {
         PathCache {
             lru: Mutex::new(Lru::default()),
             max_bytes,
+            index: None,
+        }
+    }
+
+    /// An empty cache whose names come from `index` (a filesystem without
+    /// parent pointers) instead of parent pointers.
+    pub fn with_index(max_bytes: usize, index: NameIndex) -> PathCache {
+        PathCache {
+            index: Some(index),
+            ..PathCache::new(max_bytes)
         }
     }
 
@@ -156,7 +177,7 @@ impl PathCache {
 
     /// Every path of `inode`, sorted (see [`paths_of`]).
     pub fn paths(&self, fs: &Fs, inode: &Inode) -> Result<Vec<Vec<u8>>> {
-        if !has_parent_pointers(fs) {
+        if self.index.is_none() && !has_parent_pointers(fs) {
             return Err(unsupported());
         }
         let ino = inode.ino.0;
@@ -164,7 +185,7 @@ impl PathCache {
             return Ok(self.dir_paths(fs, ino, inode.gen, ino)?.to_vec());
         }
         let mut out = Vec::new();
-        for (name, pino, pgen) in pointers(fs, inode)? {
+        for (name, pino, pgen) in pointers(fs, self.index.as_ref(), inode)? {
             for d in self.dir_paths(fs, pino, pgen, ino)?.iter() {
                 out.push(join(d, &name));
             }
@@ -225,7 +246,7 @@ impl PathCache {
                     stack.push(Frame {
                         ino,
                         gen,
-                        ptrs: pointers(fs, &d)?,
+                        ptrs: pointers(fs, self.index.as_ref(), &d)?,
                         next: 0,
                         acc: Vec::new(),
                     });
