@@ -29,7 +29,12 @@ flags; for an attribute update, ATTRI, the inode, the operation, the
 namespace filter and the name and value lengths; for the others, each
 extent to free, reverse-mapping or reference-count update and block
 mapping, with its blocks and flags). With --transactions each transaction
-is listed with its LSN and items.
+is listed with its LSN and items; with --items also what each item changes,
+as xfs_logprint -t shows it: a buffer's disk address, length, kind (AGF,
+AGI, btree, inode cluster, dir data...) and logged 128-byte chunks, an
+inode's number, logged parts (core, data-extents, attr-local...) and
+cluster, a new inode chunk's AG and blocks, an intent's id and extent count
+and a done item's intent.
 
 The image is only read. A log that cannot be read (a bad CRC in the middle
 of the live log, garbage where a record header should be, a tail that is
@@ -41,7 +46,8 @@ corrupt.
 Examples:
   xfskit log disk.img
   xfskit log --json disk.img | jq .items
-  xfskit log --transactions disk.img";
+  xfskit log --transactions disk.img
+  xfskit log --items disk.img | grep 'INODE ino 131'";
 
 /// Arguments of `xfskit log`.
 #[derive(clap::Args)]
@@ -54,6 +60,12 @@ pub struct Args {
     /// List every committed transaction.
     #[arg(long)]
     pub transactions: bool,
+    /// List every committed transaction and what each of its items changes
+    /// (as xfs_logprint -t does): a buffer's disk address, length, kind and
+    /// logged chunks; an inode's number and logged parts; an inode chunk's
+    /// AG and blocks; an intent's or done item's id.
+    #[arg(long)]
+    pub items: bool,
 }
 
 fn item_counts(c: &LogContents) -> BTreeMap<&'static str, usize> {
@@ -284,11 +296,17 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             .transactions
             .iter()
             .map(|t| {
-                serde_json::json!({
+                let mut v = serde_json::json!({
                     "tid": t.tid, "lsn": lsn(t.lsn), "start_block": t.start_blk,
                     "commit_block": t.commit_blk, "type": t.trans_type,
                     "items": t.items.iter().map(|i| item_type_name(i.item_type())).collect::<Vec<_>>(),
-                })
+                });
+                if args.items {
+                    v["item_details"] = (0..t.items.len())
+                        .map(|i| xfskit::log::describe::item(t, i).json)
+                        .collect();
+                }
+                v
             })
             .collect();
         let v = serde_json::json!({
@@ -312,7 +330,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
                     v
                 })
                 .collect::<Vec<_>>(),
-            "transaction_list": if args.transactions { serde_json::Value::Array(txs) } else { serde_json::Value::Null },
+            "transaction_list": if args.transactions || args.items { serde_json::Value::Array(txs) } else { serde_json::Value::Null },
         });
         outln!(
             "{}",
@@ -352,7 +370,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             }
         }
     }
-    if args.transactions {
+    if args.transactions || args.items {
         for t in &c.transactions {
             let mut per: BTreeMap<&str, usize> = BTreeMap::new();
             for it in &t.items {
@@ -368,6 +386,11 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
                 t.trans_type,
                 s.join(", ")
             );
+            if args.items {
+                for i in 0..t.items.len() {
+                    outln!("  {i}: {}", xfskit::log::describe::item(t, i).text);
+                }
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -9,6 +9,7 @@
 
 pub mod attr;
 pub mod cow;
+pub mod describe;
 pub mod dinode;
 pub mod exchange;
 pub mod find;

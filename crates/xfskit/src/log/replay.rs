@@ -378,7 +378,7 @@ impl BufFmt {
     }
 }
 
-fn intent_id(it: &Item, at: ItemAt) -> Result<u64> {
+pub(crate) fn intent_id(it: &Item, at: ItemAt) -> Result<u64> {
     let r = &it.regions[0];
     // Every intent and done format keeps the intent's id at byte 8.
     r.get(8..16)

@@ -24,17 +24,17 @@ const FMT_BTREE: u8 = 3;
 const FMT_META_BTREE: u8 = 5;
 
 /// The fields of an inode format region that replay needs.
-struct InodeFmt {
-    size: u16,
-    fields: u32,
-    ino: u64,
-    rdev: u32,
-    blkno: i64,
-    len: i32,
-    boffset: i32,
+pub(crate) struct InodeFmt {
+    pub(crate) size: u16,
+    pub(crate) fields: u32,
+    pub(crate) ino: u64,
+    pub(crate) rdev: u32,
+    pub(crate) blkno: i64,
+    pub(crate) len: i32,
+    pub(crate) boffset: i32,
 }
 
-fn parse_inode_fmt(r: &[u8], at: ItemAt) -> Result<InodeFmt> {
+pub(crate) fn parse_inode_fmt(r: &[u8], at: ItemAt) -> Result<InodeFmt> {
     if r.len() == XFS_INODE_LOG_FORMAT_SIZE {
         let f = InodeLogFormat::read_from_bytes(r).expect("size checked");
         Ok(InodeFmt {
