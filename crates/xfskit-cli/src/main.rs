@@ -146,6 +146,9 @@ enum Command {
     /// Show or change the label and UUID (xfs_admin -l -u -L -U).
     #[command(long_about = cmd::admin::LONG_ABOUT)]
     Admin(cmd::admin::Args),
+    /// Restore an xfs_metadump file (v1 or v2) into a sparse image, as xfs_mdrestore.
+    #[command(long_about = cmd::mdrestore::LONG_ABOUT)]
+    Mdrestore(cmd::mdrestore::Args),
     /// Write the manual pages of xfskit and every subcommand into a directory.
     #[command(long_about = cmd::docs::MANPAGES_ABOUT)]
     Manpages(cmd::docs::ManpagesArgs),
@@ -183,6 +186,7 @@ fn main() -> ExitCode {
         Command::Setfattr(a) => cmd::edit::xattr::setfattr(a),
         Command::Getfattr(a) => cmd::edit::xattr::getfattr(a),
         Command::Admin(a) => cmd::admin::run(a),
+        Command::Mdrestore(a) => cmd::mdrestore::run(a),
         Command::Manpages(a) => cmd::docs::manpages(a, Cli::command()),
         Command::Completions(a) => cmd::docs::completions(a, Cli::command()),
     };

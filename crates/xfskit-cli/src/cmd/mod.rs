@@ -13,6 +13,7 @@ pub mod extract;
 pub mod info;
 pub mod log;
 pub mod ls;
+pub mod mdrestore;
 pub mod mkfs;
 pub mod mount;
 pub mod out;
