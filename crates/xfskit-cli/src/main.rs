@@ -146,6 +146,9 @@ enum Command {
     /// Show or change the label and UUID (xfs_admin -l -u -L -U).
     #[command(long_about = cmd::admin::LONG_ABOUT)]
     Admin(cmd::admin::Args),
+    /// Copy a filesystem's metadata into an xfs_metadump file (v2 or v1).
+    #[command(long_about = cmd::metadump::LONG_ABOUT)]
+    Metadump(cmd::metadump::Args),
     /// Restore an xfs_metadump file (v1 or v2) into a sparse image, as xfs_mdrestore.
     #[command(long_about = cmd::mdrestore::LONG_ABOUT)]
     Mdrestore(cmd::mdrestore::Args),
@@ -186,6 +189,7 @@ fn main() -> ExitCode {
         Command::Setfattr(a) => cmd::edit::xattr::setfattr(a),
         Command::Getfattr(a) => cmd::edit::xattr::getfattr(a),
         Command::Admin(a) => cmd::admin::run(a),
+        Command::Metadump(a) => cmd::metadump::run(a),
         Command::Mdrestore(a) => cmd::mdrestore::run(a),
         Command::Manpages(a) => cmd::docs::manpages(a, Cli::command()),
         Command::Completions(a) => cmd::docs::completions(a, Cli::command()),

@@ -14,6 +14,7 @@ pub mod info;
 pub mod log;
 pub mod ls;
 pub mod mdrestore;
+pub mod metadump;
 pub mod mkfs;
 pub mod mount;
 pub mod out;
