@@ -34,7 +34,8 @@ required. Both are refused with exit 3 until then. An external log is not
 dumped yet (exit 3).
 
 Exit codes: 0 written; 2 usage; 3 unsupported (see above); 4 I/O error;
-5 the superblock is corrupt.
+5 the primary superblock is corrupt or fails its CRC (xfs_metadump dumps
+such a filesystem anyway; xfskit cannot open it yet).
 
 Examples:
   xfskit metadump -o -a disk.img fs.md
@@ -87,7 +88,14 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
                 .into(),
         ));
     }
-    let fs = crate::cmd::open_in(&args.image, &args.disk, true)?;
+    // Never replayed (the log is copied as it is), and a damaged root
+    // inode does not stop the dump: it is copied like any other.
+    let open = xfskit::OpenOptions {
+        norecovery: true,
+        any_root: true,
+        ..Default::default()
+    };
+    let fs = crate::cmd::open_with(&args.image, &args.disk, &open)?;
     let opts = DumpOptions {
         version: args.format_version,
         full_blocks: args.all_blocks,
