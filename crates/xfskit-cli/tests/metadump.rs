@@ -295,4 +295,31 @@ fn unsupported_modes_are_refused() {
         let out = xfskit_output(&a);
         assert_eq!(out.status.code(), Some(3), "{a:?}: {}", output_text(&out));
     }
+    // Realtime groups: not dumped yet.
+    let Some(bin) = xfsprogs_72_bin() else {
+        skip(
+            "unsupported_modes_are_refused (realtime groups)",
+            "xfsprogs 7.2 not found",
+        );
+        return;
+    };
+    let (rg, rt) = (dir.path().join("rg.img"), dir.path().join("rt.img"));
+    File::create(&rg).unwrap().set_len(512 << 20).unwrap();
+    File::create(&rt).unwrap().set_len(256 << 20).unwrap();
+    tool_72(
+        &bin,
+        "mkfs.xfs",
+        &[
+            "-q",
+            "-m",
+            "metadir=1",
+            "-r",
+            &format!("rtdev={},rgcount=2", s(&rt)),
+            s(&rg),
+        ],
+    );
+    let md = dir.path().join("rg.md");
+    let out = xfskit_output(&["metadump", "-o", "-a", "--rtdev", s(&rt), s(&rg), s(&md)]);
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("realtime groups"));
 }

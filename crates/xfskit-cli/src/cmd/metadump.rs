@@ -30,8 +30,10 @@ filesystem, a partitioned disk, qcow2, LVM, an object store URL).
 
 Not yet done: obfuscation (xfs_metadump's default), so -o is required; and
 the zeroing of stale bytes (xfs_metadump's default without -a), so -a is
-required. Both are refused with exit 3 until then. An external log is not
-dumped yet (exit 3).
+required. Both are refused with exit 3 until then. Not dumped yet either
+(exit 3): an external log; realtime groups (their realtime superblocks and
+realtime rmap and refcount btrees). A classic realtime section needs
+nothing from the realtime device: its bitmap and summary are copied.
 
 Exit codes: 0 written; 2 usage; 3 unsupported (see above); 4 I/O error;
 5 the primary superblock is corrupt or fails its CRC (xfs_metadump dumps

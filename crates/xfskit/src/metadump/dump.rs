@@ -414,6 +414,13 @@ pub fn dump(
             "an external log is not dumped yet: xfs_metadump -l LOGDEV does".into(),
         ));
     }
+    if geo.features.metadir && geo.rg_count > 0 {
+        return Err(Error::Unsupported(
+            "realtime groups are not dumped yet (their superblocks on the realtime device \
+             and their rmap and refcount btree blocks): use xfs_metadump -r RTDEV"
+                .into(),
+        ));
+    }
     let dirty = matches!(fs.log_state(), LogState::Dirty(_));
     let mut sb0 = vec![0u8; geo.sect_size as usize];
     fs.read_bytes(0, &mut sb0)?;
