@@ -158,6 +158,12 @@ enum Command {
     /// Show or change the label and UUID (xfs_admin -l -u -L -U).
     #[command(long_about = cmd::admin::LONG_ABOUT)]
     Admin(cmd::admin::Args),
+    /// Copy a filesystem's metadata into an xfs_metadump file (v2 or v1).
+    #[command(long_about = cmd::metadump::LONG_ABOUT)]
+    Metadump(cmd::metadump::Args),
+    /// Restore an xfs_metadump file (v1 or v2) into a sparse image, as xfs_mdrestore.
+    #[command(long_about = cmd::mdrestore::LONG_ABOUT)]
+    Mdrestore(cmd::mdrestore::Args),
     /// Write the manual pages of xfskit and every subcommand into a directory.
     #[command(long_about = cmd::docs::MANPAGES_ABOUT)]
     Manpages(cmd::docs::ManpagesArgs),
@@ -199,6 +205,8 @@ fn main() -> ExitCode {
         Command::Chproj(a) => cmd::edit::flags::chproj(a),
         Command::Lsproj(a) => cmd::edit::flags::lsproj(a),
         Command::Admin(a) => cmd::admin::run(a),
+        Command::Metadump(a) => cmd::metadump::run(a),
+        Command::Mdrestore(a) => cmd::mdrestore::run(a),
         Command::Manpages(a) => cmd::docs::manpages(a, Cli::command()),
         Command::Completions(a) => cmd::docs::completions(a, Cli::command()),
     };

@@ -44,7 +44,7 @@ fn metadump_files_are_named() {
             );
             assert!(
                 err.contains(&format!("xfs_metadump file (format v{v})"))
-                    && err.contains("xfs_mdrestore"),
+                    && err.contains("xfskit mdrestore"),
                 "xfskit {cmd} of a v{v} metadump: {err}"
             );
         }

@@ -276,7 +276,8 @@ impl Geometry {
         if let Some(v) = metadump_version(sb.sb_magicnum.get()) {
             return Err(Error::Unsupported(format!(
                 "this is an xfs_metadump file (format v{v}), not a filesystem image: \
-                 restore it with xfs_mdrestore first"
+                 restore it into an image first with `xfskit mdrestore METADUMP OUT` \
+                 (or xfs_mdrestore)"
             )));
         }
         if sb.sb_magicnum.get() != fsb::XFS_SB_MAGIC {

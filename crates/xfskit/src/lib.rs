@@ -32,6 +32,7 @@ pub mod ialloc;
 pub mod info;
 pub mod inode;
 pub mod log;
+pub mod metadump;
 pub mod mkfs;
 mod namei;
 pub mod namespace;

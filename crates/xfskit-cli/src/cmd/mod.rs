@@ -13,6 +13,8 @@ pub mod extract;
 pub mod info;
 pub mod log;
 pub mod ls;
+pub mod mdrestore;
+pub mod metadump;
 pub mod mkfs;
 pub mod mount;
 pub mod out;
