@@ -19,7 +19,7 @@ pub(crate) const INFO_BACK: usize = 4;
 /// Offset of the 16-bit magic.
 pub(crate) const INFO_MAGIC: usize = 8;
 /// Magic of a v5 attribute leaf block.
-pub(crate) const ATTR3_LEAF_MAGIC: u16 = 0x3bee;
+pub(crate) const ATTR3_LEAF_MAGIC: u16 = xfs_format::attr::XFS_ATTR3_LEAF_MAGIC;
 
 /// Offset of the entry count (be16).
 pub(crate) const HDR_COUNT: usize = 56;

@@ -17,7 +17,7 @@ use crate::inode::{extents, lookup, Extent, Fork, Inode};
 use std::sync::Arc;
 
 /// Magic of a v5 da btree node block.
-pub(crate) const DA3_NODE_MAGIC: u16 = 0x3ebe;
+pub(crate) const DA3_NODE_MAGIC: u16 = xfs_format::da::XFS_DA3_NODE_MAGIC;
 /// Offset of the entry count in a node.
 pub(crate) const NODE_COUNT: usize = 56;
 /// Offset of the level in a node (leaves are level 0).

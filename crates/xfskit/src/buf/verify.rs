@@ -400,9 +400,9 @@ impl Verifier<'_> {
 }
 
 /// XSLM: remote symlink block magic.
-pub const REMOTE_SYMLINK_MAGIC: u32 = 0x58534c4d;
+pub const REMOTE_SYMLINK_MAGIC: u32 = xfs_format::symlink::XFS_SYMLINK_MAGIC;
 /// XARM: remote attribute value block magic.
-pub const REMOTE_ATTR_MAGIC: u32 = 0x5841524d;
+pub const REMOTE_ATTR_MAGIC: u32 = xfs_format::attr::XFS_ATTR3_RMT_MAGIC;
 
 /// True when metadata stamped `lsn` was written at or after the log head
 /// `head` (both `cycle << 32 | block`), by libxfs's signed comparison;

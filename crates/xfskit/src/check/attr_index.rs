@@ -12,8 +12,8 @@ use crate::bytes::{be16, be32};
 use crate::error::{Error, Location};
 use crate::inode::{ForkFormat, Inode};
 
-const LEAF_MAGIC: u16 = 0x3bee;
-const NODE_MAGIC: u16 = 0x3ebe;
+const LEAF_MAGIC: u16 = xfs_format::attr::XFS_ATTR3_LEAF_MAGIC;
+const NODE_MAGIC: u16 = xfs_format::da::XFS_DA3_NODE_MAGIC;
 /// Header sizes of v5 leaf and node blocks.
 const FLAG_LOCAL: u8 = 0x01;
 const FLAG_INCOMPLETE: u8 = 0x80;

@@ -14,7 +14,7 @@ use crate::inode::Inode;
 use xfs_format::layout::Layout;
 
 /// XDF3: magic of a directory free-index block.
-const XDF3_MAGIC: u32 = 0x5844_4633;
+const XDF3_MAGIC: u32 = xfs_format::dir::XFS_DIR3_FREE_MAGIC;
 /// A best-free entry for a data block that does not exist.
 const NULL_BEST: u16 = 0xffff;
 /// Deepest da-btree.

@@ -190,7 +190,7 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize) -> Res
 }
 
 /// XDF3: magic of a directory free-index block.
-const XDF3_MAGIC: u32 = 0x5844_4633;
+const XDF3_MAGIC: u32 = xfs_format::dir::XFS_DIR3_FREE_MAGIC;
 
 /// Verifies the leaf, node and free-index blocks of a directory, which
 /// reading the entries does not touch.

@@ -16,9 +16,9 @@ use std::sync::Arc;
 // xfs-format crate once it has a dir module.
 
 /// Magic of a single-block directory ("XDB3"): data and leaf in one block.
-pub const XDB3_MAGIC: u32 = 0x5844_4233;
+pub const XDB3_MAGIC: u32 = xfs_format::dir::XFS_DIR3_BLOCK_MAGIC;
 /// Magic of a data block of a multi-block directory ("XDD3").
-pub const XDD3_MAGIC: u32 = 0x5844_4433;
+pub const XDD3_MAGIC: u32 = xfs_format::dir::XFS_DIR3_DATA_MAGIC;
 /// Size of the v3 data block header: the 48-byte self-describing header,
 /// three best-free slots (offset, length: 2 bytes each) and 4 bytes pad
 /// (v4: 16 bytes, see `Geometry::layout`).

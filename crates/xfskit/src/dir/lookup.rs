@@ -18,11 +18,11 @@ use crate::inode::Inode;
 // Layout facts from xfs_da_format.h; to move into xfs-format later.
 
 /// Magic (be16 at byte 8) of a leaf block of a leaf-form directory.
-pub const DIR3_LEAF1_MAGIC: u16 = 0x3df1;
+pub const DIR3_LEAF1_MAGIC: u16 = xfs_format::dir::XFS_DIR3_LEAF1_MAGIC;
 /// Magic of a leaf block of a node-form directory.
-pub const DIR3_LEAFN_MAGIC: u16 = 0x3dff;
+pub const DIR3_LEAFN_MAGIC: u16 = xfs_format::dir::XFS_DIR3_LEAFN_MAGIC;
 /// Magic of a da-btree interior node block.
-pub const DA3_NODE_MAGIC: u16 = 0x3ebe;
+pub const DA3_NODE_MAGIC: u16 = xfs_format::da::XFS_DA3_NODE_MAGIC;
 /// Size of the v3 leaf and node headers: the 56-byte block info (forw,
 /// back, magic, pad, crc, blkno, lsn, uuid, owner) plus count and
 /// stale/level (be16 each) and 4 bytes pad (v4: see `Geometry::layout`).

@@ -23,7 +23,7 @@ const XFS_LI_BUF: u16 = 0x123c;
 /// `blf_flags`: the buffer was freed; replay nothing of it before this.
 const XFS_BLF_CANCEL: u16 = 1 << 1;
 /// Transaction header magic ("TRAN").
-const XFS_TRANS_HEADER_MAGIC: u32 = 0x5452_414e;
+const XFS_TRANS_HEADER_MAGIC: u32 = xfs_format::log_item::XFS_TRANS_HEADER_MAGIC;
 /// Transaction type of a checkpoint.
 const XFS_TRANS_CHECKPOINT: u32 = 40;
 /// Bytes of `xfs_buf_log_format` before its dirty map.

@@ -20,7 +20,9 @@ pub(crate) fn update_sb_counters(rp: &mut Replayer<'_>) -> Result<()> {
         let sbb = ss as u64 / 512;
         let agf = rp.read(base + sbb, sbb)?;
         let agi = rp.read(base + 2 * sbb, sbb)?;
-        if be32(&agf, 0) != 0x5841_4746 || be32(&agi, 0) != 0x5841_4749 {
+        if be32(&agf, 0) != xfs_format::ag::XFS_AGF_MAGIC
+            || be32(&agi, 0) != xfs_format::ag::XFS_AGI_MAGIC
+        {
             return Err(Error::corrupt(
                 "AG headers",
                 Location::Sb(ag),

@@ -6,7 +6,7 @@
 use xfs_format::types::Uuid;
 
 const BBSIZE: usize = 512;
-const RECORD_MAGIC: u32 = 0xFEED_BABE;
+const RECORD_MAGIC: u32 = xfs_format::log::XLOG_HEADER_MAGIC_NUM;
 /// Size of the cycle data one record header can hold (32 KiB of payload).
 const HEADER_CYCLE_SIZE: usize = 32 * 1024;
 /// Buffer size recorded in `h_size` when the stripe unit is smaller.
@@ -22,7 +22,7 @@ const CLIENT_LOG: u8 = 0xaa;
 /// Operation header flag: unmount record.
 const OP_UNMOUNT: u8 = 0x20;
 /// Unmount record payload magic (stored in host, i.e. little-endian, order).
-const UNMOUNT_MAGIC: u16 = 0x556e;
+const UNMOUNT_MAGIC: u16 = xfs_format::log::XLOG_UNMOUNT_TYPE;
 
 // Offsets inside the record header block.
 const H_CYCLE_DATA: usize = 44;

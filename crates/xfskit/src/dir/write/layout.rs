@@ -7,7 +7,7 @@ use crate::dir::data::{DATA_ALIGN, LEAF_SPACE_OFFSET};
 use crate::geometry::{Daddr, Geometry};
 
 /// Magic of a free-index block of a node directory ("XDF3").
-pub(crate) const XDF3_MAGIC: u32 = 0x5844_4633;
+pub(crate) const XDF3_MAGIC: u32 = xfs_format::dir::XFS_DIR3_FREE_MAGIC;
 /// Byte offset of the free-index space (64 GiB).
 pub(crate) const FREE_SPACE_OFFSET: u64 = 64 << 30;
 /// CRC offset of data and free-index blocks (32-bit magic first).
