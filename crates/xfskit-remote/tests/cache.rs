@@ -120,8 +120,14 @@ fn will_need_reads_ahead() {
         &data[8 * CHUNK as usize..16 * CHUNK as usize]
     );
     assert_eq!(dev.stats().requests, 2, "the read found it all");
-    // Read-ahead fills at most half the cache.
+    // Read-ahead fills at most half the cache: it starts (more is
+    // fetched), and stops at the bound.
     dev.will_need(0, 64 * CHUNK);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dev.stats().bytes <= 8 * CHUNK {
+        assert!(Instant::now() < deadline, "the second read-ahead never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     std::thread::sleep(Duration::from_millis(200));
     assert!(
         dev.stats().bytes <= 8 * CHUNK + 16 * CHUNK,
