@@ -12,6 +12,7 @@
 #![deny(unsafe_code)]
 
 pub mod admin;
+pub mod grow;
 pub mod alloc;
 pub mod attr;
 pub mod bmap;

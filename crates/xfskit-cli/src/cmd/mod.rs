@@ -2,6 +2,7 @@
 
 use crate::cmd::out::errln;
 pub mod admin;
+pub mod grow;
 pub mod build;
 pub mod bulkstat;
 pub mod cat;

@@ -1,0 +1,188 @@
+//! `xfskit grow`: grow the XFS data section of an unmounted image, as
+//! `xfs_growfs -d` does on a mounted filesystem.
+
+use crate::cmd::out::{errln, outln};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use xfskit::grow;
+
+/// The long help (`--help`, the man page).
+pub const LONG_ABOUT: &str = "Grow the XFS filesystem in an image file, offline, as xfs_growfs -d
+grows a mounted one: the image file is extended when SIZE asks for more
+than it holds, the last AG is extended to a full AG, new AGs are added
+after it (the last one possibly shorter), and every superblock gets the
+new size and AG count.
+
+SIZE is the new size of the data section in bytes, with an optional
+binary suffix (K, M, G, T, P, E: powers of 1024), or `+SIZE` for that much
+more than now. Without SIZE the filesystem grows to fill the image file
+(extended beforehand, e.g. with truncate -s). As the kernel does, the size
+is cut to whole filesystem blocks and a trailing piece after the last
+whole AG smaller than 64 blocks is left unused (a message says how much).
+
+The result is what the kernel's xfs_growfs leaves: the same superblock
+fields, AG headers, free-space btrees and reverse mappings (checked
+against xfs_growfs on a loop mount in the tests). New AGs get their
+headers and empty btrees with an empty free list; the grown last AG's new
+space is one free extent (joined to a free extent at its old end). A
+warning is printed when the filesystem grows past 10 times its size: the
+AG size stays what mkfs chose for the small filesystem, so a large one
+ends up with many small AGs (mkfs.xfs on the final size gives fewer).
+
+Crash safety, as the kernel's: the new AGs' headers are written and
+flushed first, in space the old filesystem does not reference; then one
+logged transaction changes the primary superblock and the old last AG;
+then the secondary superblocks are rewritten. A crash before the
+transaction reaches the log leaves the old filesystem; after it, log
+recovery (xfskit's or the kernel's at mount) gives the new one. Running
+the same command again after an interrupted run finishes it (secondary
+superblocks left behind are brought in line).
+
+Refused (exit 3): shrinking; v4 filesystems; a realtime section; an
+external log; a metadata directory (realtime groups); a partitioned disk
+or a qcow2 image (not done yet); a last AG whose free-space btrees have
+more than one level (not done yet).
+
+Exit codes: 0 done (or nothing to do); 2 usage error (a bad SIZE); 3
+unsupported (see above); 4 I/O error; 5 corrupt filesystem.
+
+Examples:
+  xfskit grow disk.img 20G
+  xfskit grow disk.img +10G
+  truncate -s 8G disk.img && xfskit grow disk.img";
+
+/// Arguments of `xfskit grow`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The image file.
+    pub image: PathBuf,
+    /// New size of the data section (bytes, K/M/G/T/P/E suffixes), `+SIZE`
+    /// to add, or absent to fill the image file.
+    pub size: Option<String>,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
+}
+
+/// Parses `20G`, `+10G`, `1048576`: (relative, bytes).
+pub fn parse_size(s: &str) -> Option<(bool, u64)> {
+    let (rel, s) = match s.strip_prefix('+') {
+        Some(r) => (true, r),
+        None => (false, s),
+    };
+    let s = s.trim();
+    let (num, shift) = match s.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                'P' => 50,
+                'E' => 60,
+                _ => return None,
+            };
+            (&s[..i], shift)
+        }
+        _ => (s, 0),
+    };
+    let n: u64 = num.parse().ok()?;
+    n.checked_mul(1u64 << shift).map(|v| (rel, v))
+}
+
+fn refuse(image: &std::path::Path, msg: &str) -> ExitCode {
+    errln!("xfskit grow: {}: {msg}", image.display());
+    ExitCode::from(3)
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
+    let size = match &args.size {
+        Some(s) => match parse_size(s) {
+            Some(v) => Some(v),
+            None => {
+                errln!("xfskit grow: invalid SIZE: {s} (bytes with an optional K, M, G, T, P or E suffix, or +SIZE)");
+                return Ok(ExitCode::from(2));
+            }
+        },
+        None => None,
+    };
+    if args.disk.partition.is_some() || args.disk.lv.is_some() {
+        return Ok(refuse(&args.image, "--partition and --lv are not supported by grow yet"));
+    }
+    if args.disk.rtdev.is_some() {
+        return Ok(refuse(&args.image, "a realtime section cannot be grown"));
+    }
+    // A bare filesystem only (for now): its first sector is the superblock.
+    let mut magic = [0u8; 4];
+    {
+        use std::io::Read;
+        let mut f = std::fs::File::open(&args.image).map_err(xfskit::Error::Io)?;
+        f.read_exact(&mut magic).map_err(xfskit::Error::Io)?;
+    }
+    if &magic != b"XFSB" {
+        return Ok(refuse(
+            &args.image,
+            "not a bare XFS filesystem: growing a partitioned disk or a qcow2 image is not supported yet",
+        ));
+    }
+    let fs = super::open_in(&args.image, &args.disk, true)?;
+    let geo = fs.geometry().clone();
+    drop(fs);
+    if let Err(e) = grow::check_supported(&geo) {
+        errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
+        return Ok(ExitCode::from(super::code_of(&e)));
+    }
+    let bs = u64::from(geo.block_size);
+    let file_len = std::fs::metadata(&args.image).map_err(xfskit::Error::Io)?.len();
+    let cur = geo.data_blocks * bs;
+    let want = match size {
+        None => file_len,
+        Some((true, add)) => cur.saturating_add(add),
+        Some((false, v)) => v,
+    };
+    let plan = match grow::plan(&geo, want / bs) {
+        Ok(p) => p,
+        Err(e) => {
+            errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
+            return Ok(ExitCode::from(super::code_of(&e)));
+        }
+    };
+    if plan.dropped > 0 && !plan.is_noop() {
+        errln!(
+            "xfskit grow: {}: the last {} blocks are too few for an AG (fewer than {}) and stay unused",
+            args.image.display(),
+            plan.dropped,
+            grow::MIN_AG_BLOCKS
+        );
+    }
+    if plan.new_dblocks > grow::WARN_FACTOR * plan.old_dblocks {
+        errln!(
+            "xfskit grow: warning: growing {}x leaves {} AGs of {} blocks; mkfs on the final size would make fewer, larger AGs",
+            plan.new_dblocks / plan.old_dblocks.max(1),
+            plan.new_agcount,
+            plan.agblocks
+        );
+    }
+    let need = plan.new_dblocks * bs;
+    if file_len < need {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&args.image)
+            .map_err(xfskit::Error::Io)?;
+        f.set_len(need).map_err(xfskit::Error::Io)?;
+        f.sync_all().map_err(xfskit::Error::Io)?;
+    }
+    let fs = super::edit::open_rw(&args.image, &args.disk)?;
+    grow::grow(&fs, &plan)?;
+    drop(fs);
+    if plan.is_noop() {
+        outln!("data size unchanged, skipping");
+    } else {
+        outln!(
+            "data blocks changed from {} to {}",
+            plan.old_dblocks,
+            plan.new_dblocks
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
