@@ -106,13 +106,12 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         },
         None => None,
     };
-    if args.disk.partition.is_some() || args.disk.lv.is_some() {
-        return Ok(refuse(&args.image, "--partition and --lv are not supported by grow yet"));
+    if args.disk.lv.is_some() {
+        return Ok(refuse(&args.image, "LVM volumes are not supported by grow yet"));
     }
     if args.disk.rtdev.is_some() {
         return Ok(refuse(&args.image, "a realtime section cannot be grown"));
     }
-    // A bare filesystem only (for now): its first sector is the superblock.
     let mut magic = [0u8; 4];
     {
         use std::io::Read;
@@ -120,18 +119,15 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         f.read_exact(&mut magic).map_err(xfskit::Error::Io)?;
     }
     if &magic != b"XFSB" {
-        return Ok(refuse(
-            &args.image,
-            "not a bare XFS filesystem: growing a partitioned disk or a qcow2 image is not supported yet",
-        ));
+        return grow_disk(&args, size);
     }
-    let fs = super::open_in(&args.image, &args.disk, true)?;
-    let geo = fs.geometry().clone();
-    drop(fs);
-    if let Err(e) = grow::check_supported(&geo) {
-        errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
-        return Ok(ExitCode::from(super::code_of(&e)));
+    if args.disk.partition.is_some() {
+        return Ok(refuse(&args.image, "--partition: the image is a bare filesystem"));
     }
+    let geo = match checked_geometry(&args) {
+        Ok(g) => g,
+        Err(code) => return Ok(code),
+    };
     let bs = u64::from(geo.block_size);
     let file_len = std::fs::metadata(&args.image).map_err(xfskit::Error::Io)?.len();
     let cur = geo.data_blocks * bs;
@@ -140,7 +136,122 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         Some((true, add)) => cur.saturating_add(add),
         Some((false, v)) => v,
     };
-    let plan = match grow::plan(&geo, want / bs) {
+    let file_len = if file_len < want { want } else { file_len };
+    let _ = file_len;
+    finish(&args, &geo, want, true)
+}
+
+/// The filesystem's geometry, checked for grow (exit code on refusal).
+fn checked_geometry(args: &Args) -> Result<xfskit::Geometry, ExitCode> {
+    let fs = match super::open_in(&args.image, &args.disk, true) {
+        Ok(f) => f,
+        Err(e) => {
+            errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
+            return Err(ExitCode::from(super::code_of(&e)));
+        }
+    };
+    let geo = fs.geometry().clone();
+    drop(fs);
+    if let Err(e) = grow::check_supported(&geo) {
+        errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
+        return Err(ExitCode::from(super::code_of(&e)));
+    }
+    Ok(geo)
+}
+
+/// A qcow2 or partitioned raw disk: SIZE is the disk's new size; the
+/// disk is grown, then its GPT, then the filesystem in the partition.
+fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit::Error> {
+    use xfskit::disk::{self, Format, Scheme};
+    let geo = match checked_geometry(args) {
+        Ok(g) => g,
+        Err(code) => return Ok(code),
+    };
+    let (dev, format) = disk::open_disk(&args.image, false)?;
+    let cur = dev.len();
+    let Some(table) = disk::read_table(&*dev)? else {
+        return Ok(refuse(&args.image, "no partition table and no XFS superblock at its start"));
+    };
+    drop(dev);
+    if table.scheme != Scheme::Gpt {
+        return Ok(refuse(&args.image, "MBR disks are not supported by grow yet (GPT only)"));
+    }
+    // The partition: named, or the one holding this filesystem.
+    let opened = disk::open(
+        &args.image,
+        &disk::ImageOptions {
+            partition: args.disk.partition,
+            lv: None,
+            writable: false,
+        },
+    )?;
+    let part_len = opened.device.len();
+    drop(opened);
+    let number = match args.disk.partition {
+        Some(n) => n,
+        None => {
+            let mut xfs = Vec::new();
+            for p in &table.partitions {
+                if p.size_bytes == part_len {
+                    xfs.push(p.number);
+                }
+            }
+            match xfs.as_slice() {
+                [n] => *n,
+                _ => return Ok(refuse(&args.image, "name the partition with --partition N")),
+            }
+        }
+    };
+    let want = match size {
+        None => cur,
+        Some((true, add)) => cur.saturating_add(add),
+        Some((false, v)) => v,
+    } / 512
+        * 512;
+    if want < cur {
+        return Ok(refuse(&args.image, &format!("the disk is {cur} bytes; shrinking it is not supported")));
+    }
+    match format {
+        Format::Qcow2 => {
+            if let Err(e) = disk::grow::qcow2_resize(&args.image, want) {
+                errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
+                return Ok(ExitCode::from(super::code_of(&e)));
+            }
+        }
+        _ => {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&args.image)
+                .map_err(xfskit::Error::Io)?;
+            if f.metadata().map_err(xfskit::Error::Io)?.len() < want {
+                f.set_len(want).map_err(xfskit::Error::Io)?;
+                f.sync_all().map_err(xfskit::Error::Io)?;
+            }
+        }
+    }
+    let (dev, _) = disk::open_disk(&args.image, true)?;
+    let (_, len) = match disk::grow::gpt_grow(&*dev, number) {
+        Ok(r) => r,
+        Err(e) => {
+            errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
+            return Ok(ExitCode::from(super::code_of(&e)));
+        }
+    };
+    drop(dev);
+    let mut a = args.disk.clone();
+    a.partition = Some(number);
+    let args = Args {
+        image: args.image.clone(),
+        size: None,
+        disk: a,
+    };
+    finish(&args, &geo, len, false)
+}
+
+/// Grows the filesystem to `want` bytes (extending a bare image file).
+fn finish(args: &Args, geo: &xfskit::Geometry, want: u64, bare: bool) -> Result<ExitCode, xfskit::Error> {
+    let bs = u64::from(geo.block_size);
+    let plan = match grow::plan(geo, want / bs) {
         Ok(p) => p,
         Err(e) => {
             errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
@@ -164,7 +275,8 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         );
     }
     let need = plan.new_dblocks * bs;
-    if file_len < need {
+    let file_len = std::fs::metadata(&args.image).map_err(xfskit::Error::Io)?.len();
+    if bare && file_len < need {
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(&args.image)
