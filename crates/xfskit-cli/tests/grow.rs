@@ -194,9 +194,69 @@ fn grow_refusals_and_noop() {
     mkfs(Path::new("/usr/sbin/mkfs.xfs"), &v4, "300M", &["-m", "crc=0"]);
     let o = xfskit_grow(&[s(&v4), "1G"]);
     assert_eq!(o.status.code(), Some(3), "v4: {}", output_text(&o));
-    // A partitioned disk.
+    // An MBR disk.
     let disk = t.path().join("disk");
-    sh(&format!("truncate -s 400M {0}; sgdisk -q -n 1:2048:0 {0} >/dev/null", s(&disk)));
-    let o = xfskit_grow(&[s(&disk)]);
-    assert_eq!(o.status.code(), Some(3), "gpt: {}", output_text(&o));
+    sh(&format!(
+        "truncate -s 400M {0}; echo 'start=2048, type=83' | sfdisk -q {0} >/dev/null",
+        s(&disk)
+    ));
+    let o = xfskit_output(&["mkfs", "--partition", "1", s(&disk)]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let o = xfskit_grow(&[s(&disk), "1G"]);
+    assert_eq!(o.status.code(), Some(3), "mbr: {}", output_text(&o));
+}
+
+/// The issue's case: a qcow2 GPT disk of 2 GiB grown to 20 GiB; the
+/// kernel mounts the partition (qemu-img convert to raw, a loop device at
+/// its offset), df shows the space, 3 GiB can be allocated there, the old
+/// files read back; qemu-img check and sgdisk -v are clean.
+#[test]
+fn grow_qcow2_gpt_2g_to_20g() {
+    let test = "grow_qcow2_gpt";
+    let Some(bin) = xfsprogs_72_bin() else {
+        return skip(test, "no xfsprogs 7.2");
+    };
+    if let Some(t) = common::missing_tool(&["qemu-img", "sgdisk"]) {
+        return skip(test, &format!("no {t}"));
+    }
+    let t = TempDir::new(test);
+    let (src, img, raw) = (t.path().join("src"), t.path().join("d.qcow2"), t.path().join("d.raw"));
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("hello"), b"before the grow\n").unwrap();
+    let o = xfskit_output(&["build", s(&src), s(&img), "--gpt", "--format", "qcow2", "--size", "2046m", "-q"]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let o = xfskit_grow(&[s(&img), "20G"]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("warning: growing"), "{}", output_text(&o));
+    let info = sh(&format!("qemu-img info {0} | grep 'virtual size'; qemu-img check {0} >/dev/null", s(&img)));
+    assert!(info.contains("21474836480 bytes"), "{info}");
+    sh(&format!("qemu-img convert -O raw {} {}", s(&img), s(&raw)));
+    let v = sh(&format!("sgdisk -v {}", s(&raw)));
+    assert!(v.contains("No problems found"), "{v}");
+    let parts = String::from_utf8_lossy(&xfskit_output(&["parts", s(&img)]).stdout).into_owned();
+    assert!(parts.contains("21473771008"), "{parts}");
+    let info = String::from_utf8_lossy(&xfskit_output(&["info", s(&img)]).stdout).into_owned();
+    assert!(info.contains(&format!("blocks={},", 21473771008u64 / 4096)), "{info}");
+    let o = xfskit_output(&["cat", s(&img), "/hello"]);
+    assert_eq!(o.stdout, b"before the grow\n", "{}", output_text(&o));
+    if !require_root(test) {
+        return;
+    }
+    let mnt = t.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let out = sh(&format!(
+        "lo=$(losetup -f --show -o 1048576 --sizelimit 21473771008 {raw}); \
+         {b}/xfs_repair -n $lo >/dev/null 2>&1 || {{ losetup -d $lo; echo REPAIR; exit 1; }}; \
+         mount $lo {m}; df -B1 --output=size {m} | tail -1; cat {m}/hello; \
+         fallocate -l 3G {m}/big; echo new > {m}/new; umount {m}; \
+         mount $lo {m}; stat -c %s {m}/big; cat {m}/new; umount {m}; \
+         {b}/xfs_repair -n $lo >/dev/null 2>&1 || echo REPAIR-AFTER; losetup -d $lo",
+        raw = s(&raw),
+        m = s(&mnt),
+        b = s(&bin)
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    let size: u64 = lines[0].trim().parse().unwrap();
+    assert!(size > 20_000_000_000, "{out}");
+    assert_eq!(&lines[1..], ["before the grow", "3221225472", "new"], "{out}");
 }
