@@ -7,16 +7,25 @@ use std::process::ExitCode;
 use xfskit::grow;
 
 /// The long help (`--help`, the man page).
-pub const LONG_ABOUT: &str = "Grow the XFS filesystem in an image file, offline, as xfs_growfs -d
-grows a mounted one: the image file is extended when SIZE asks for more
-than it holds, the last AG is extended to a full AG, new AGs are added
-after it (the last one possibly shorter), and every superblock gets the
-new size and AG count.
+pub const LONG_ABOUT: &str = "Grow the XFS filesystem in an image, offline, as xfs_growfs -d grows a
+mounted one: the image is extended when SIZE asks for more than it holds,
+the last AG is extended to a full AG, new AGs are added after it (the
+last one possibly shorter), and every superblock gets the new size and
+AG count.
 
-SIZE is the new size of the data section in bytes, with an optional
-binary suffix (K, M, G, T, P, E: powers of 1024), or `+SIZE` for that much
-more than now. Without SIZE the filesystem grows to fill the image file
-(extended beforehand, e.g. with truncate -s). As the kernel does, the size
+IMAGE is a bare filesystem (raw file), or a GPT disk, raw or qcow2, whose
+XFS partition is the last one (--partition N to name it). SIZE is the new
+size of the image (of the filesystem for a bare one; of the whole disk
+otherwise) in bytes, with an optional binary suffix (K, M, G, T, P, E:
+powers of 1024), or `+SIZE` for that much more than now. Without SIZE
+the filesystem grows to fill the image as it is (a file extended
+beforehand with truncate -s, a disk with qemu-img resize). A disk is
+grown in this order: the raw file's length or the qcow2 virtual size
+(its header; refused when the qcow2 L1 table would have to move, or the
+file has snapshots or a backing file), then the GPT (the backup entry
+array and header written at the new end first, then the primary with the
+partition extended to the last usable sector, and the protective MBR),
+then the filesystem to fill the partition. As the kernel does, the size
 is cut to whole filesystem blocks and a trailing piece after the last
 whole AG smaller than 64 blocks is left unused (a message says how much).
 
@@ -39,9 +48,9 @@ the same command again after an interrupted run finishes it (secondary
 superblocks left behind are brought in line).
 
 Refused (exit 3): shrinking; v4 filesystems; a realtime section; an
-external log; a metadata directory (realtime groups); a partitioned disk
-or a qcow2 image (not done yet); a last AG whose free-space btrees have
-more than one level (not done yet).
+external log; a metadata directory (realtime groups); MBR disks and LVM
+volumes (not done yet); a partition that is not the disk's last; a last
+AG whose free-space btrees have more than one level (not done yet).
 
 Exit codes: 0 done (or nothing to do); 2 usage error (a bad SIZE); 3
 unsupported (see above); 4 I/O error; 5 corrupt filesystem.
@@ -49,15 +58,16 @@ unsupported (see above); 4 I/O error; 5 corrupt filesystem.
 Examples:
   xfskit grow disk.img 20G
   xfskit grow disk.img +10G
+  xfskit grow vm.qcow2 20G                   # GPT disk: disk, table, partition, XFS
   truncate -s 8G disk.img && xfskit grow disk.img";
 
 /// Arguments of `xfskit grow`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The image file.
+    /// The image: a bare filesystem, or a raw or qcow2 GPT disk.
     pub image: PathBuf,
-    /// New size of the data section (bytes, K/M/G/T/P/E suffixes), `+SIZE`
-    /// to add, or absent to fill the image file.
+    /// New size of the image (bytes, K/M/G/T/P/E suffixes), `+SIZE` to
+    /// add, or absent to fill the image as it is.
     pub size: Option<String>,
     #[command(flatten)]
     pub disk: super::DiskArgs,
