@@ -6,9 +6,10 @@
 #                                          filesystem size xfskit build makes)
 # Env:   XFSKIT   path of the xfskit binary (default target/release/xfskit)
 #        ROUNDS=N timed runs per tool, the median printed (default 3)
+#        VIRT_RESIZE=0 skip virt-resize (use the fallback below)
 # The other side: with virt-resize (libguestfs-tools) installed,
 #   qemu-img create -f qcow2 NEW SIZE + virt-resize --expand /dev/sda1 OLD NEW;
-# otherwise (needs root)
+# otherwise, or when its appliance does not boot within 3 minutes (needs root)
 #   qemu-img resize + qemu-img convert to raw + sgdisk -e + sgdisk to grow the
 #   partition + loop mount at its offset + xfs_growfs + umount,
 # the same end state (a grown qcow2, or a raw disk the kernel mounted).
@@ -36,7 +37,8 @@ xfskit_once() {
     echo "$(now) - $t0" | bc
 }
 
-if command -v virt-resize >/dev/null && virt-resize --version >/dev/null 2>&1; then
+# libguestfs must boot its appliance (within 3 minutes) to count as usable.
+if [ "${VIRT_RESIZE:-1}" != 0 ] && command -v virt-resize >/dev/null && timeout 180 guestfish -a /dev/null run >/dev/null 2>&1; then
     OTHER="qemu-img create + virt-resize --expand"
     other_once() {
         rm -f "$W/o.qcow2"; sync
