@@ -46,7 +46,13 @@ fn field(bin: &Path, img: &Path, cmds: &[&str], name: &str) -> u64 {
 /// last AG and the new AGs, with the fields that differ by nature left out.
 fn headers(bin: &Path, img: &Path, from_ag: u64, rmap: bool) -> String {
     let agcount = field(bin, img, &["sb 0", "p agcount"], "agcount");
-    let mut a: Vec<String> = vec!["-r".into(), "-c".into(), "sb 0".into(), "-c".into(), "p".into()];
+    let mut a: Vec<String> = vec![
+        "-r".into(),
+        "-c".into(),
+        "sb 0".into(),
+        "-c".into(),
+        "p".into(),
+    ];
     let mut c = |x: String| {
         a.push("-c".into());
         a.push(x);
@@ -86,7 +92,11 @@ fn repair_clean(bin: &Path, img: &Path, what: &str) {
         .args(["-n", s(img)])
         .output()
         .unwrap();
-    assert!(o.status.success(), "{what}: xfs_repair -n: {}", output_text(&o));
+    assert!(
+        o.status.success(),
+        "{what}: xfs_repair -n: {}",
+        output_text(&o)
+    );
 }
 
 fn against_kernel(test: &str, mk: &Path, extra: &[&str], size0: &str, size1: &str, rmap: bool) {
@@ -100,7 +110,12 @@ fn against_kernel(test: &str, mk: &Path, extra: &[&str], size0: &str, size1: &st
     let (o, k, x) = (t.path().join("o"), t.path().join("k"), t.path().join("x"));
     mkfs(mk, &o, size0, extra);
     let old_ag = field(&bin, &o, &["sb 0", "p agcount"], "agcount");
-    sh(&format!("cp --sparse=always {0} {1}; cp --sparse=always {0} {2}", s(&o), s(&k), s(&x)));
+    sh(&format!(
+        "cp --sparse=always {0} {1}; cp --sparse=always {0} {2}",
+        s(&o),
+        s(&k),
+        s(&x)
+    ));
     let mnt = t.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     sh(&format!(
@@ -110,7 +125,10 @@ fn against_kernel(test: &str, mk: &Path, extra: &[&str], size0: &str, size1: &st
     ));
     let out = xfskit_grow(&[s(&x), size1]);
     assert!(out.status.success(), "{test}: {}", output_text(&out));
-    let (hk, hx) = (headers(&bin, &k, old_ag - 1, rmap), headers(&bin, &x, old_ag - 1, rmap));
+    let (hk, hx) = (
+        headers(&bin, &k, old_ag - 1, rmap),
+        headers(&bin, &x, old_ag - 1, rmap),
+    );
     if hk != hx {
         let diff = sh(&format!(
             "diff <(printf %s '{}') <(printf %s '{}') || true",
@@ -138,7 +156,10 @@ fn against_kernel(test: &str, mk: &Path, extra: &[&str], size0: &str, size1: &st
         t = s(t.path())
     ));
     let size: u64 = df.trim().parse().unwrap();
-    assert!(size > old && size <= dblocks * bs, "{test}: df {size}, old {old}");
+    assert!(
+        size > old && size <= dblocks * bs,
+        "{test}: df {size}, old {old}"
+    );
     repair_clean(&bin, &x, &format!("{test} after the kernel wrote"));
 }
 
@@ -148,7 +169,14 @@ fn grow_72_defaults_like_xfs_growfs() {
     let Some(bin) = xfsprogs_72_bin() else {
         return skip("grow_72", "no xfsprogs 7.2");
     };
-    against_kernel("grow_72", &bin.join("mkfs.xfs"), &["-d", "agcount=3"], "300M", "1000M", true);
+    against_kernel(
+        "grow_72",
+        &bin.join("mkfs.xfs"),
+        &["-d", "agcount=3"],
+        "300M",
+        "1000M",
+        true,
+    );
 }
 
 #[test]
@@ -157,12 +185,26 @@ fn grow_72_fill_the_file_like_xfs_growfs() {
     let Some(bin) = xfsprogs_72_bin() else {
         return skip("grow_72_fill", "no xfsprogs 7.2");
     };
-    against_kernel("grow_72_fill", &bin.join("mkfs.xfs"), &[], "320M", "1111M", true);
+    against_kernel(
+        "grow_72_fill",
+        &bin.join("mkfs.xfs"),
+        &[],
+        "320M",
+        "1111M",
+        true,
+    );
 }
 
 #[test]
 fn grow_61_defaults_like_xfs_growfs() {
-    against_kernel("grow_61", Path::new("/usr/sbin/mkfs.xfs"), &[], "300M", "+700M", false);
+    against_kernel(
+        "grow_61",
+        Path::new("/usr/sbin/mkfs.xfs"),
+        &[],
+        "300M",
+        "+700M",
+        false,
+    );
 }
 
 #[test]
@@ -179,19 +221,35 @@ fn grow_refusals_and_noop() {
     assert_eq!(code(&[s(&img), "+x"]), Some(2), "bad size");
     let o = xfskit_grow(&[s(&img)]);
     assert!(o.status.success(), "{}", output_text(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("unchanged"), "{}", output_text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("unchanged"),
+        "{}",
+        output_text(&o)
+    );
     // A piece under 64 blocks after the last whole AG is left out.
     let agblocks = field(&bin, &img, &["sb 0", "p agblocks"], "agblocks");
     let agcount = field(&bin, &img, &["sb 0", "p agcount"], "agcount");
     let want = (agcount + 2) * agblocks * 4096 + 40 * 4096;
     let o = xfskit_grow(&[s(&img), &want.to_string()]);
     assert!(o.status.success(), "{}", output_text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("too few for an AG"), "{}", output_text(&o));
-    assert_eq!(field(&bin, &img, &["sb 0", "p dblocks"], "dblocks"), (agcount + 2) * agblocks);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("too few for an AG"),
+        "{}",
+        output_text(&o)
+    );
+    assert_eq!(
+        field(&bin, &img, &["sb 0", "p dblocks"], "dblocks"),
+        (agcount + 2) * agblocks
+    );
     repair_clean(&bin, &img, "grown with a piece left out");
     // v4.
     let v4 = t.path().join("v4");
-    mkfs(Path::new("/usr/sbin/mkfs.xfs"), &v4, "300M", &["-m", "crc=0"]);
+    mkfs(
+        Path::new("/usr/sbin/mkfs.xfs"),
+        &v4,
+        "300M",
+        &["-m", "crc=0"],
+    );
     let o = xfskit_grow(&[s(&v4), "1G"]);
     assert_eq!(o.status.code(), Some(3), "v4: {}", output_text(&o));
     // An MBR disk.
@@ -220,15 +278,36 @@ fn grow_qcow2_gpt_2g_to_20g() {
         return skip(test, &format!("no {t}"));
     }
     let t = TempDir::new(test);
-    let (src, img, raw) = (t.path().join("src"), t.path().join("d.qcow2"), t.path().join("d.raw"));
+    let (src, img, raw) = (
+        t.path().join("src"),
+        t.path().join("d.qcow2"),
+        t.path().join("d.raw"),
+    );
     std::fs::create_dir(&src).unwrap();
     std::fs::write(src.join("hello"), b"before the grow\n").unwrap();
-    let o = xfskit_output(&["build", s(&src), s(&img), "--gpt", "--format", "qcow2", "--size", "2046m", "-q"]);
+    let o = xfskit_output(&[
+        "build",
+        s(&src),
+        s(&img),
+        "--gpt",
+        "--format",
+        "qcow2",
+        "--size",
+        "2046m",
+        "-q",
+    ]);
     assert!(o.status.success(), "{}", output_text(&o));
     let o = xfskit_grow(&[s(&img), "20G"]);
     assert!(o.status.success(), "{}", output_text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("warning: growing"), "{}", output_text(&o));
-    let info = sh(&format!("qemu-img info {0} | grep 'virtual size'; qemu-img check {0} >/dev/null", s(&img)));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("warning: growing"),
+        "{}",
+        output_text(&o)
+    );
+    let info = sh(&format!(
+        "qemu-img info {0} | grep 'virtual size'; qemu-img check {0} >/dev/null",
+        s(&img)
+    ));
     assert!(info.contains("21474836480 bytes"), "{info}");
     sh(&format!("qemu-img convert -O raw {} {}", s(&img), s(&raw)));
     let v = sh(&format!("sgdisk -v {}", s(&raw)));
@@ -236,7 +315,10 @@ fn grow_qcow2_gpt_2g_to_20g() {
     let parts = String::from_utf8_lossy(&xfskit_output(&["parts", s(&img)]).stdout).into_owned();
     assert!(parts.contains("21473771008"), "{parts}");
     let info = String::from_utf8_lossy(&xfskit_output(&["info", s(&img)]).stdout).into_owned();
-    assert!(info.contains(&format!("blocks={},", 21473771008u64 / 4096)), "{info}");
+    assert!(
+        info.contains(&format!("blocks={},", 21473771008u64 / 4096)),
+        "{info}"
+    );
     let o = xfskit_output(&["cat", s(&img), "/hello"]);
     assert_eq!(o.stdout, b"before the grow\n", "{}", output_text(&o));
     if !require_root(test) {
@@ -258,5 +340,9 @@ fn grow_qcow2_gpt_2g_to_20g() {
     let lines: Vec<&str> = out.lines().collect();
     let size: u64 = lines[0].trim().parse().unwrap();
     assert!(size > 20_000_000_000, "{out}");
-    assert_eq!(&lines[1..], ["before the grow", "3221225472", "new"], "{out}");
+    assert_eq!(
+        &lines[1..],
+        ["before the grow", "3221225472", "new"],
+        "{out}"
+    );
 }

@@ -446,17 +446,33 @@ fn grow_data(fs: &Fs, geo: &Geometry, plan: &GrowPlan) -> Result<()> {
         tp.lock_ag(AgNumber(last));
         let base = sb_daddr(geo, last);
         let sbb = ss as u64 / 512;
-        let agf_id = tp.read_raw_buf(Daddr(base.0 + sbb), ss as u32, AGF_KIND, Some(XFS_AGF_CRC_OFF))?;
-        let agi_id = tp.read_raw_buf(Daddr(base.0 + 2 * sbb), ss as u32, AGI_KIND, Some(XFS_AGI_CRC_OFF))?;
+        let agf_id = tp.read_raw_buf(
+            Daddr(base.0 + sbb),
+            ss as u32,
+            AGF_KIND,
+            Some(XFS_AGF_CRC_OFF),
+        )?;
+        let agi_id = tp.read_raw_buf(
+            Daddr(base.0 + 2 * sbb),
+            ss as u32,
+            AGI_KIND,
+            Some(XFS_AGI_CRC_OFF),
+        )?;
         let agf = tp.buf(agf_id).to_vec();
         if be32(&agf, 0) != XFS_AGF_MAGIC || be32(&agf, offset_of!(Agf, agf_length)) != old_len {
             return Err(Error::corrupt(
                 "AGF",
-                Location::AgBlock { agno: last, agbno: 0 },
+                Location::AgBlock {
+                    agno: last,
+                    agbno: 0,
+                },
                 "bad magic or a length other than the superblock's",
             ));
         }
-        let loc = Location::AgBlock { agno: last, agbno: 0 };
+        let loc = Location::AgBlock {
+            agno: last,
+            agbno: 0,
+        };
         let bno_root = be32(&agf, offset_of!(Agf, agf_bno_root));
         let cnt_root = be32(&agf, offset_of!(Agf, agf_cnt_root));
         let bno_level = be32(&agf, offset_of!(Agf, agf_bno_level));
@@ -469,8 +485,18 @@ fn grow_data(fs: &Fs, geo: &Geometry, plan: &GrowPlan) -> Result<()> {
         }
         let bt_len = geo.block_size;
         let at = |b: u32| geo.agb_to_daddr(AgNumber(last), AgBlock(b));
-        let bno_id = tp.read_raw_buf(at(bno_root), bt_len, BT_KIND, Some(XFS_BTREE_SBLOCK_CRC_OFF))?;
-        let cnt_id = tp.read_raw_buf(at(cnt_root), bt_len, BT_KIND, Some(XFS_BTREE_SBLOCK_CRC_OFF))?;
+        let bno_id = tp.read_raw_buf(
+            at(bno_root),
+            bt_len,
+            BT_KIND,
+            Some(XFS_BTREE_SBLOCK_CRC_OFF),
+        )?;
+        let cnt_id = tp.read_raw_buf(
+            at(cnt_root),
+            bt_len,
+            BT_KIND,
+            Some(XFS_BTREE_SBLOCK_CRC_OFF),
+        )?;
         let maxrecs = (geo.block_size as usize - XFS_BTREE_SBLOCK_CRC_LEN) / 8;
         let read_recs = |b: &[u8], magic: u32| -> Result<Vec<(u32, u32)>> {
             let n = u16::from_be_bytes([b[6], b[7]]) as usize;

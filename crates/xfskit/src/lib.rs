@@ -12,7 +12,6 @@
 #![deny(unsafe_code)]
 
 pub mod admin;
-pub mod grow;
 pub mod alloc;
 pub mod attr;
 pub mod bmap;
@@ -29,6 +28,7 @@ pub mod error;
 pub mod extract;
 pub mod fs;
 pub mod geometry;
+pub mod grow;
 pub mod ialloc;
 pub mod info;
 pub mod inode;

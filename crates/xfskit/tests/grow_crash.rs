@@ -12,9 +12,9 @@ mod namespace_common;
 mod write_common;
 
 use crash_common::{CrashDevice, Shared};
+use namespace_common::*;
 use std::path::Path;
 use std::sync::Arc;
-use namespace_common::*;
 use write_common::*;
 use xfskit::build::NodeKind;
 use xfskit::grow;
@@ -105,9 +105,15 @@ fn crash_at_every_write(tag: &str, tear: bool) {
     let full = s.0.join("full");
     dev.save(&base, &full);
     let new = sizes(&full);
-    assert!(new.len() > old.len() && new.iter().all(|&x| x == new[0]), "{new:?}");
+    assert!(
+        new.len() > old.len() && new.iter().all(|&x| x == new[0]),
+        "{new:?}"
+    );
     let (ok, out) = repair_72(&full);
-    assert!(ok, "{tag}: xfs_repair -n after the grow without a crash:\n{out}");
+    assert!(
+        ok,
+        "{tag}: xfs_repair -n after the grow without a crash:\n{out}"
+    );
     eprintln!("{tag}: {total} writes; crashing at each");
     let lo = {
         let fs = Fs::open(&base, &OpenOptions::default()).unwrap();
@@ -124,7 +130,14 @@ fn crash_at_every_write(tag: &str, tear: bool) {
         let r = open_dev(dev.clone()).and_then(|fs| grow_fs(&fs));
         assert!(r.is_err(), "{what}: the grow succeeded");
         dev.save(&base, &img);
-        run("cp", &["--sparse=always", img.to_str().unwrap(), ours.to_str().unwrap()]);
+        run(
+            "cp",
+            &[
+                "--sparse=always",
+                img.to_str().unwrap(),
+                ours.to_str().unwrap(),
+            ],
+        );
         {
             let fs = Fs::open_rw(&ours, &OpenOptions::default())
                 .unwrap_or_else(|e| panic!("{what}: xfskit recovery failed: {e}"));
@@ -146,14 +159,22 @@ fn crash_at_every_write(tag: &str, tear: bool) {
                 // counts fewer free blocks than the superblock says.
                 let other: Vec<&str> = out
                     .lines()
-                    .filter(|l| l.starts_with("would ") || l.starts_with("bad ") || l.contains("rror") || l.contains("counted"))
+                    .filter(|l| {
+                        l.starts_with("would ")
+                            || l.starts_with("bad ")
+                            || l.contains("rror")
+                            || l.contains("counted")
+                    })
                     .filter(|l| {
                         !l.starts_with("would reset bad sb for ag ")
                             && !l.starts_with("bad uncorrected agheader ")
                             && !l.starts_with("sb_fdblocks ")
                     })
                     .collect();
-                assert!(other.is_empty(), "{what}: xfs_repair -n finds more than lagging copies:\n{out}");
+                assert!(
+                    other.is_empty(),
+                    "{what}: xfs_repair -n finds more than lagging copies:\n{out}"
+                );
             } else {
                 assert!(ok, "{what}: xfs_repair -n after xfskit's recovery:\n{out}");
             }

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use xfskit::grow;
 
 /// The long help (`--help`, the man page).
-pub const LONG_ABOUT: &str = "Grow the XFS filesystem in an image, offline, as xfs_growfs -d grows a
+pub const LONG_ABOUT: &str =
+    "Grow the XFS filesystem in an image, offline, as xfs_growfs -d grows a
 mounted one: the image is extended when SIZE asks for more than it holds,
 the last AG is extended to a full AG, new AGs are added after it (the
 last one possibly shorter), and every superblock gets the new size and
@@ -117,7 +118,10 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         None => None,
     };
     if args.disk.lv.is_some() {
-        return Ok(refuse(&args.image, "LVM volumes are not supported by grow yet"));
+        return Ok(refuse(
+            &args.image,
+            "LVM volumes are not supported by grow yet",
+        ));
     }
     if args.disk.rtdev.is_some() {
         return Ok(refuse(&args.image, "a realtime section cannot be grown"));
@@ -132,14 +136,19 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         return grow_disk(&args, size);
     }
     if args.disk.partition.is_some() {
-        return Ok(refuse(&args.image, "--partition: the image is a bare filesystem"));
+        return Ok(refuse(
+            &args.image,
+            "--partition: the image is a bare filesystem",
+        ));
     }
     let geo = match checked_geometry(&args) {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
     let bs = u64::from(geo.block_size);
-    let file_len = std::fs::metadata(&args.image).map_err(xfskit::Error::Io)?.len();
+    let file_len = std::fs::metadata(&args.image)
+        .map_err(xfskit::Error::Io)?
+        .len();
     let cur = geo.data_blocks * bs;
     let want = match size {
         None => file_len,
@@ -156,14 +165,22 @@ fn checked_geometry(args: &Args) -> Result<xfskit::Geometry, ExitCode> {
     let fs = match super::open_in(&args.image, &args.disk, true) {
         Ok(f) => f,
         Err(e) => {
-            errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
+            errln!(
+                "xfskit grow: {}: {}",
+                args.image.display(),
+                super::message(&e)
+            );
             return Err(ExitCode::from(super::code_of(&e)));
         }
     };
     let geo = fs.geometry().clone();
     drop(fs);
     if let Err(e) = grow::check_supported(&geo) {
-        errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
+        errln!(
+            "xfskit grow: {}: {}",
+            args.image.display(),
+            super::message(&e)
+        );
         return Err(ExitCode::from(super::code_of(&e)));
     }
     Ok(geo)
@@ -180,11 +197,17 @@ fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit:
     let (dev, format) = disk::open_disk(&args.image, false)?;
     let cur = dev.len();
     let Some(table) = disk::read_table(&*dev)? else {
-        return Ok(refuse(&args.image, "no partition table and no XFS superblock at its start"));
+        return Ok(refuse(
+            &args.image,
+            "no partition table and no XFS superblock at its start",
+        ));
     };
     drop(dev);
     if table.scheme != Scheme::Gpt {
-        return Ok(refuse(&args.image, "MBR disks are not supported by grow yet (GPT only)"));
+        return Ok(refuse(
+            &args.image,
+            "MBR disks are not supported by grow yet (GPT only)",
+        ));
     }
     // The partition: named, or the one holding this filesystem.
     let opened = disk::open(
@@ -219,12 +242,19 @@ fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit:
     } / 512
         * 512;
     if want < cur {
-        return Ok(refuse(&args.image, &format!("the disk is {cur} bytes; shrinking it is not supported")));
+        return Ok(refuse(
+            &args.image,
+            &format!("the disk is {cur} bytes; shrinking it is not supported"),
+        ));
     }
     match format {
         Format::Qcow2 => {
             if let Err(e) = disk::grow::qcow2_resize(&args.image, want) {
-                errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
+                errln!(
+                    "xfskit grow: {}: {}",
+                    args.image.display(),
+                    super::message(&e)
+                );
                 return Ok(ExitCode::from(super::code_of(&e)));
             }
         }
@@ -243,7 +273,11 @@ fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit:
     let (_, len) = match disk::grow::gpt_grow(&*dev, number) {
         Ok(r) => r,
         Err(e) => {
-            errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
+            errln!(
+                "xfskit grow: {}: {}",
+                args.image.display(),
+                super::message(&e)
+            );
             return Ok(ExitCode::from(super::code_of(&e)));
         }
     };
@@ -259,12 +293,21 @@ fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit:
 }
 
 /// Grows the filesystem to `want` bytes (extending a bare image file).
-fn finish(args: &Args, geo: &xfskit::Geometry, want: u64, bare: bool) -> Result<ExitCode, xfskit::Error> {
+fn finish(
+    args: &Args,
+    geo: &xfskit::Geometry,
+    want: u64,
+    bare: bool,
+) -> Result<ExitCode, xfskit::Error> {
     let bs = u64::from(geo.block_size);
     let plan = match grow::plan(geo, want / bs) {
         Ok(p) => p,
         Err(e) => {
-            errln!("xfskit grow: {}: {}", args.image.display(), super::message(&e));
+            errln!(
+                "xfskit grow: {}: {}",
+                args.image.display(),
+                super::message(&e)
+            );
             return Ok(ExitCode::from(super::code_of(&e)));
         }
     };
@@ -285,7 +328,9 @@ fn finish(args: &Args, geo: &xfskit::Geometry, want: u64, bare: bool) -> Result<
         );
     }
     let need = plan.new_dblocks * bs;
-    let file_len = std::fs::metadata(&args.image).map_err(xfskit::Error::Io)?.len();
+    let file_len = std::fs::metadata(&args.image)
+        .map_err(xfskit::Error::Io)?
+        .len();
     if bare && file_len < need {
         let f = std::fs::OpenOptions::new()
             .write(true)

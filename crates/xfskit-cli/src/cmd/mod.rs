@@ -2,7 +2,6 @@
 
 use crate::cmd::out::errln;
 pub mod admin;
-pub mod grow;
 pub mod build;
 pub mod bulkstat;
 pub mod cat;
@@ -11,6 +10,7 @@ pub mod db;
 pub mod docs;
 pub mod edit;
 pub mod extract;
+pub mod grow;
 pub mod info;
 pub mod log;
 pub mod ls;

@@ -51,7 +51,9 @@ pub fn qcow2_resize(path: &Path, size: u64) -> Result<u64> {
         return Ok(size);
     }
     if !size.is_multiple_of(512) {
-        return Err(Error::Invalid(format!("grow: {size} is not a multiple of 512 bytes")));
+        return Err(Error::Invalid(format!(
+            "grow: {size} is not a multiple of 512 bytes"
+        )));
     }
     if h.snapshots != 0 || h.backing_file.is_some() {
         return Err(Error::Unsupported(
@@ -99,7 +101,9 @@ pub fn gpt_grow(dev: &dyn Device, number: u32) -> Result<(u64, u64)> {
     let mut h = vec![0u8; SECTOR as usize];
     dev.read_at(&mut h, SECTOR).map_err(Error::Io)?;
     if &h[0..8] != b"EFI PART" {
-        return Err(bad("no primary header at LBA 1 (512-byte sectors only)".into()));
+        return Err(bad(
+            "no primary header at LBA 1 (512-byte sectors only)".into()
+        ));
     }
     let hsize = le32(&h, 12) as usize;
     if !(92..=512).contains(&hsize) {
@@ -114,7 +118,8 @@ pub fn gpt_grow(dev: &dyn Device, number: u32) -> Result<(u64, u64)> {
     let array_bytes = n * esize;
     let array_sectors = array_bytes.div_ceil(SECTOR);
     let mut array = vec![0u8; (array_sectors * SECTOR) as usize];
-    dev.read_at(&mut array, array_lba * SECTOR).map_err(Error::Io)?;
+    dev.read_at(&mut array, array_lba * SECTOR)
+        .map_err(Error::Io)?;
     if crc32(&array[..array_bytes as usize]) != le32(&h, 88) {
         return Err(Error::corrupt(
             "GPT entry array",
@@ -164,15 +169,23 @@ pub fn gpt_grow(dev: &dyn Device, number: u32) -> Result<(u64, u64)> {
     };
     // The backup first, where nothing points yet; then the primary.
     let backup_array = last - array_sectors;
-    dev.write_at(&array, backup_array * SECTOR).map_err(Error::Io)?;
-    dev.write_at(&mk(last, 1, backup_array), last * SECTOR).map_err(Error::Io)?;
+    dev.write_at(&array, backup_array * SECTOR)
+        .map_err(Error::Io)?;
+    dev.write_at(&mk(last, 1, backup_array), last * SECTOR)
+        .map_err(Error::Io)?;
     dev.flush().map_err(Error::Io)?;
-    dev.write_at(&array, array_lba * SECTOR).map_err(Error::Io)?;
-    dev.write_at(&mk(1, last, array_lba), SECTOR).map_err(Error::Io)?;
+    dev.write_at(&array, array_lba * SECTOR)
+        .map_err(Error::Io)?;
+    dev.write_at(&mk(1, last, array_lba), SECTOR)
+        .map_err(Error::Io)?;
     let mut mbr = vec![0u8; SECTOR as usize];
     dev.read_at(&mut mbr, 0).map_err(Error::Io)?;
     if mbr[450] == 0xEE && mbr[510] == 0x55 && mbr[511] == 0xAA {
-        put32(&mut mbr, 446 + 12, (sectors - 1).min(u64::from(u32::MAX)) as u32);
+        put32(
+            &mut mbr,
+            446 + 12,
+            (sectors - 1).min(u64::from(u32::MAX)) as u32,
+        );
         dev.write_at(&mbr, 0).map_err(Error::Io)?;
     }
     dev.flush().map_err(Error::Io)?;
