@@ -30,7 +30,7 @@ use std::process::ExitCode;
     long_about = "xfskit reads and writes the XFS on-disk format without the kernel: make \
 filesystems (mkfs), build populated images (build), inspect images (info, db, ls, cat, stat), copy files out (extract), \
 edit images offline (cp, mkdir, rm, mv, ln, chmod, chown, touch, truncate, setfattr, getfattr, chattr, lsattr, chproj, lsproj), \
-show or change the label and UUID (admin), \
+show or change the label and UUID (admin), grow a filesystem offline (grow), \
 mount them through FUSE (mount), scan every inode in parallel (bulkstat), and show or \
 replay the log (log, recover). A log left dirty by a crash is replayed in memory when an \
 image is opened: the image is only read.\n\n\
@@ -164,6 +164,9 @@ enum Command {
     /// Restore an xfs_metadump file (v1 or v2) into a sparse image, as xfs_mdrestore.
     #[command(long_about = cmd::mdrestore::LONG_ABOUT)]
     Mdrestore(cmd::mdrestore::Args),
+    /// Grow the filesystem in an image file offline (xfs_growfs -d).
+    #[command(long_about = cmd::grow::LONG_ABOUT)]
+    Grow(cmd::grow::Args),
     /// Write the manual pages of xfskit and every subcommand into a directory.
     #[command(long_about = cmd::docs::MANPAGES_ABOUT)]
     Manpages(cmd::docs::ManpagesArgs),
@@ -207,6 +210,7 @@ fn main() -> ExitCode {
         Command::Admin(a) => cmd::admin::run(a),
         Command::Metadump(a) => cmd::metadump::run(a),
         Command::Mdrestore(a) => cmd::mdrestore::run(a),
+        Command::Grow(a) => cmd::grow::run(a),
         Command::Manpages(a) => cmd::docs::manpages(a, Cli::command()),
         Command::Completions(a) => cmd::docs::completions(a, Cli::command()),
     };

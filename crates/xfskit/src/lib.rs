@@ -28,6 +28,7 @@ pub mod error;
 pub mod extract;
 pub mod fs;
 pub mod geometry;
+pub mod grow;
 pub mod ialloc;
 pub mod info;
 pub mod inode;

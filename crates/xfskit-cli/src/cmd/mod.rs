@@ -10,6 +10,7 @@ pub mod db;
 pub mod docs;
 pub mod edit;
 pub mod extract;
+pub mod grow;
 pub mod info;
 pub mod log;
 pub mod ls;

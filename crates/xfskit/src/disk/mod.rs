@@ -15,6 +15,7 @@
 
 mod gpt;
 pub mod gpt_write;
+pub mod grow;
 pub mod lvm;
 mod mbr;
 mod probe;

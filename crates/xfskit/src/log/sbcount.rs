@@ -15,7 +15,18 @@ pub(crate) fn update_sb_counters(rp: &mut Replayer<'_>) -> Result<()> {
     let geo = rp.geo;
     let ss = geo.sect_size as usize;
     let (mut icount, mut ifree, mut fdblocks) = (0u64, 0u64, 0u64);
-    for ag in 0..geo.ag_count {
+    // The AG count of the replayed superblock: a replayed grow (xfskit
+    // grow, the kernel's growfs) adds AGs the opening geometry lacks.
+    let mut sb = rp.read(0, ss as u64 / 512)?;
+    let agcount = be32(&sb, std::mem::offset_of!(xfs_format::sb::Dsb, sb_agcount));
+    if agcount < geo.ag_count {
+        return Err(Error::corrupt(
+            "superblock",
+            Location::Sb(0),
+            "fewer AGs after recovery than before",
+        ));
+    }
+    for ag in 0..agcount {
         let base = geo.agb_to_daddr(AgNumber(ag), AgBlock(0)).0;
         let sbb = ss as u64 / 512;
         let agf = rp.read(base + sbb, sbb)?;
@@ -37,7 +48,6 @@ pub(crate) fn update_sb_counters(rp: &mut Replayer<'_>) -> Result<()> {
         icount += u64::from(be32(&agi, offset_of!(Agi, agi_count)));
         ifree += u64::from(be32(&agi, offset_of!(Agi, agi_freecount)));
     }
-    let mut sb = rp.read(0, ss as u64 / 512)?;
     use xfs_format::sb::Dsb;
     let o = std::mem::offset_of!(Dsb, sb_icount);
     sb[o..o + 8].copy_from_slice(&icount.to_be_bytes());

@@ -11,7 +11,7 @@
 //! small, so we keep our own, with a bounds check on every pointer.
 
 mod create;
-mod header;
+pub(crate) mod header;
 mod write;
 
 pub use create::create;
