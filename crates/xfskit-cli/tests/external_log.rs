@@ -110,6 +110,22 @@ fn offline_edits_and_refusals() {
     xfskit(&["check", "--logdev", l, i]);
     // The other filesystem's log was not touched.
     repair_clean(&bin, &other, &olog);
+
+    // xfs_admin -U rewrites the external log: so does admin -U --logdev.
+    let u = "11111111-2222-3333-4444-555555555555";
+    let (rc, err) = xfskit_fails(&["admin", "-U", u, i]);
+    assert_eq!(rc, 3, "{err}");
+    assert!(err.contains("--logdev"), "{err}");
+    xfskit(&["admin", "--logdev", l, "-U", u, i]);
+    let lp = tool_72(&bin, "xfs_logprint", &["-l", l, i]);
+    assert!(lp.contains(&format!("uuid: {u}")), "{lp}");
+    let sb = tool_72(&bin, "xfs_db", &["-r", "-l", l, "-c", "sb 0", "-c", "p uuid", i]);
+    assert!(sb.contains(u), "{sb}");
+    repair_clean(&bin, &img, &log);
+    assert_eq!(
+        xfskit(&["cat", "--logdev", l, i, "/x/in.txt"]),
+        "external log data\n"
+    );
 }
 
 struct Loops(Vec<String>);
