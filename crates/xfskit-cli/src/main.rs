@@ -40,7 +40,8 @@ partition or volume is found by its superblock, or named with --partition N or -
 (see `xfskit parts`).\n\n\
 Formats: every filesystem mkfs.xfs up to 6.15 makes is read and checked; v5 ones are written \
 too, with metadata directories, parent pointers, exchange-range and realtime sections or \
-groups (give the realtime device as --rtdev FILE). Read-only, writing refused with exit 3: \
+groups (give the realtime device as --rtdev FILE) and external logs (give the log device as \
+--logdev FILE, as mount -o logdev= takes it). Read-only, writing refused with exit 3: \
 v4 (crc=0) filesystems, a deprecated format that Linux removes in 2030; zoned realtime \
 sections, since a zone is written only at its write pointer and reclaimed by garbage \
 collection, which xfskit does not do; a v5 log smaller than the kernel's minimum for the \

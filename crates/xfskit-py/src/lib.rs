@@ -257,6 +257,7 @@ fn recover(py: Python<'_>, image: PathBuf, allow_unfinished_intents: bool) -> Py
     let r = py.detach(|| {
         let opts = xfskit::log::recover::RecoverOptions {
             allow_unfinished_intents,
+            ..Default::default()
         };
         Fs::recover(&image, &opts).py()
     })?;

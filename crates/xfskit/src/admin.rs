@@ -216,13 +216,15 @@ pub fn identity(fs: &Fs) -> Result<Identity> {
 
 /// Refuses a log that needs replay, as `xfs_admin -U` does: a UUID
 /// change rewrites the log, and what a dirty log holds would be lost.
-/// An external log is refused too (it is not rewritten here).
+/// An external log is rewritten on its device, which the open must carry
+/// (`--logdev`); without it the change is refused.
 pub fn require_clean_log(fs: &Fs) -> Result<()> {
     let geo = fs.geometry();
-    if geo.log_start.0 == 0 {
-        return Err(Error::Unsupported(
-            "changing the UUID of a filesystem with an external log".into(),
-        ));
+    if crate::log::log_missing(fs.device(), geo) {
+        return Err(Error::Unsupported(format!(
+            "changing the UUID of a filesystem with an external log rewrites the log: {}",
+            crate::log::NEEDS_LOGDEV.trim_start_matches("the filesystem has an external log: ")
+        )));
     }
     let log = crate::log::log_dev(fs.device(), geo)?;
     let ends = crate::log::find::find_ends(&log)?;

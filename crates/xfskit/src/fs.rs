@@ -45,6 +45,11 @@ pub struct OpenOptions {
     /// block device that holds the realtime section of a filesystem that
     /// has one. Without it, realtime files' data cannot be read.
     pub rtdev: Option<std::path::PathBuf>,
+    /// The external log device (`xfs_db -l`, `xfs_repair -l`, `mount -o
+    /// logdev=`) of a filesystem whose log is not inside the data section
+    /// (`sb_logstart` 0). Without it such a log is neither read nor
+    /// written: reads go on without replaying it and writes are refused.
+    pub logdev: Option<std::path::PathBuf>,
 }
 
 /// An XFS filesystem opened for reading.
@@ -112,8 +117,12 @@ impl Fs {
         path: &Path,
         opts: &crate::log::recover::RecoverOptions,
     ) -> Result<crate::log::recover::RecoverReport> {
-        let dev = FileDevice::open_read_write(path)?;
-        crate::log::recover::recover_device(Arc::new(dev), opts)
+        let dev: Arc<dyn Device> = Arc::new(FileDevice::open_read_write(path)?);
+        let dev = match &opts.logdev {
+            Some(p) => with_logdev(dev, p, true)?,
+            None => dev,
+        };
+        crate::log::recover::recover_device(dev, opts)
     }
 
     /// Opens a filesystem on any device for reading and writing.
@@ -144,6 +153,10 @@ impl Fs {
         opts: &OpenOptions,
         resume: Option<(crate::log::journal::HeadPos, u64)>,
     ) -> Result<Fs> {
+        let dev = match &opts.logdev {
+            Some(p) if dev.log_base().is_none() => with_logdev(dev, p, true)?,
+            _ => dev,
+        };
         let probe = Fs::from_device(
             Box::new(crate::log::recover::Shared(dev.clone())),
             &OpenOptions {
@@ -188,9 +201,15 @@ impl Fs {
                 "writing to a filesystem whose log still needs recovery".into(),
             ));
         }
+        if resume.is_none() && fs.log_state == LogState::External {
+            return Err(Error::Unsupported(format!(
+                "writing to a filesystem with an external log: {}",
+                crate::log::NEEDS_LOGDEV.trim_start_matches("the filesystem has an external log: ")
+            )));
+        }
         if resume.is_none() && !matches!(fs.log_state, LogState::Clean | LogState::Empty) {
             return Err(Error::Unsupported(
-                "writing to a filesystem with an external or unreadable log".into(),
+                "writing to a filesystem with an unreadable log".into(),
             ));
         }
         let mut sb = vec![0u8; fs.geo.sect_size as usize];
@@ -207,12 +226,16 @@ impl Fs {
             ws.data_limit = data.max(1);
         }
         if let Some((pos, tail)) = resume {
-            ws.set_journal(crate::log::journal::Journal::resume(&fs.geo, pos, tail)?);
+            let (start, _) = crate::log::log_region(fs.dev.as_ref(), &fs.geo)?;
+            ws.set_journal(crate::log::journal::Journal::resume(
+                &fs.geo, start, pos, tail,
+            )?);
         } else if !opts.no_journal {
             let pos = crate::log::head_pos(&fs)?.ok_or_else(|| {
                 Error::Unsupported("journaling into a log whose head was not found".into())
             })?;
-            ws.set_journal(crate::log::journal::Journal::new(&fs.geo, pos)?);
+            let (start, _) = crate::log::log_region(fs.dev.as_ref(), &fs.geo)?;
+            ws.set_journal(crate::log::journal::Journal::new(&fs.geo, start, pos)?);
         }
         fs.write = Some(ws);
         Ok(fs)
@@ -408,6 +431,12 @@ impl Fs {
     }
 
     fn open_device(dev: Box<dyn Device>, opts: &OpenOptions) -> Result<Fs> {
+        let dev: Box<dyn Device> = match &opts.logdev {
+            Some(p) if dev.log_base().is_none() => Box::new(crate::log::recover::Shared(
+                with_logdev(Arc::from(dev), p, false)?,
+            )),
+            _ => dev,
+        };
         let mut sector = vec![0u8; 512];
         dev.read_at(&mut sector, 0)
             .map_err(|e| short_device(e, dev.len()))?;
@@ -754,6 +783,53 @@ fn open_rtdev(path: &Path, geo: &Geometry) -> Result<Arc<dyn Device>> {
         crate::rtgroup::require_rtsb(path, geo, &dev)?;
     }
     Ok(Arc::new(dev))
+}
+
+/// `dev` with the external log device at `path` beside it
+/// ([`crate::dev::WithLog`]); checked against the superblock on `dev`:
+/// the filesystem's log must be external, the device must hold all of
+/// it, and a record header at its start must name this filesystem.
+fn with_logdev(dev: Arc<dyn Device>, path: &Path, writable: bool) -> Result<Arc<dyn Device>> {
+    let geo = crate::log::recover::read_geometry(dev.as_ref())?;
+    if geo.log_start.0 != 0 {
+        return Err(Error::Invalid(format!(
+            "a log device was given ({}), but the filesystem's log is internal (at fs block {})",
+            path.display(),
+            geo.log_start.0
+        )));
+    }
+    let open = if writable {
+        FileDevice::open_read_write(path)
+    } else {
+        FileDevice::open_read_only(path)
+    };
+    let log = open.map_err(|e| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("the log device {}: {e}", path.display()),
+        ))
+    })?;
+    let need = u64::from(geo.log_blocks) * u64::from(geo.block_size);
+    if log.len() < need {
+        return Err(Error::Invalid(format!(
+            "the log device {} has {} bytes, but the log needs {need} ({} blocks of {} bytes)",
+            path.display(),
+            log.len(),
+            geo.log_blocks,
+            geo.block_size
+        )));
+    }
+    if let Some(other) = crate::log::first_record_uuid(&log)? {
+        if other != geo.uuid {
+            return Err(Error::Invalid(format!(
+                "the log device {} holds the log of another filesystem (its records name UUID {}, this filesystem is {})",
+                path.display(),
+                crate::admin::uuid_string(&other),
+                crate::admin::uuid_string(&geo.uuid)
+            )));
+        }
+    }
+    Ok(Arc::new(crate::dev::WithLog::new(dev, Arc::new(log))))
 }
 
 /// The realtime device opened for writing (checked as [`open_rtdev`]).

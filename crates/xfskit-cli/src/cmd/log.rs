@@ -10,7 +10,7 @@ use xfskit::log::item_type_name;
 use xfskit::log::LogContents;
 
 /// The long help of `xfskit log`.
-pub const LONG_ABOUT: &str = "Print what the internal log of an XFS image holds.
+pub const LONG_ABOUT: &str = "Print what the log of an XFS image holds (an external log: --logdev).
 
 The log is read the way the kernel reads it at mount: the head is found
 where the cycle number stamped on every 512-byte log block drops, records
@@ -40,20 +40,27 @@ The image is only read. A log that cannot be read (a bad CRC in the middle
 of the live log, garbage where a record header should be, a tail that is
 not behind the head) is reported as an error naming the log block.
 
-Exit codes: 0 the log was read; 3 external log; 4 I/O error; 5 the log is
-corrupt.
+An external log (mkfs.xfs -l logdev=) is read from the device given with
+--logdev, as xfs_logprint -l takes it; a log device whose records name
+another filesystem is refused.
+
+Exit codes: 0 the log was read; 2 a wrong log device; 3 an external log
+without --logdev; 4 I/O error; 5 the log is corrupt.
 
 Examples:
   xfskit log disk.img
   xfskit log --json disk.img | jq .items
   xfskit log --transactions disk.img
-  xfskit log --items disk.img | grep 'INODE ino 131'";
+  xfskit log --items disk.img | grep 'INODE ino 131'
+  xfskit log --logdev log.img disk.img";
 
 /// Arguments of `xfskit log`.
 #[derive(clap::Args)]
 pub struct Args {
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -271,7 +278,7 @@ fn lsn(l: u64) -> String {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
-    let fs = super::open(&args.image, true)?;
+    let fs = super::open_in(&args.image, &args.disk, true)?;
     let c = xfskit::log::read_log(fs.device(), fs.geometry())?;
     let unfinished = xfskit::log::replay::unfinished_intents(&c.transactions);
     // What each unfinished intent still asks for (a malformed intent is

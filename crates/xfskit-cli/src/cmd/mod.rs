@@ -97,6 +97,14 @@ pub struct DiskArgs {
     /// realtime section with it.
     #[arg(long, value_name = "FILE")]
     pub rtdev: Option<PathBuf>,
+    /// The external log device (a file or block device) of a filesystem
+    /// made with `mkfs.xfs -l logdev=`, as `xfs_db -l`, `xfs_repair -l` and
+    /// `mount -o logdev=` take it: a dirty log is replayed from it, `log`,
+    /// `recover` and `check` read it, and edits journal into it. Without
+    /// it such a filesystem is read without its log (changes only the log
+    /// holds are not seen) and writing is refused.
+    #[arg(long, value_name = "FILE")]
+    pub logdev: Option<PathBuf>,
 }
 
 /// Opens the filesystem in an image (bare, partitioned disk or qcow2)
@@ -123,14 +131,25 @@ pub fn open_with(image: &Path, disk: &DiskArgs, opts: &OpenOptions) -> Result<Fs
     for note in &img.notes {
         errln!("xfskit: warning: {}: {note}", image.display());
     }
-    Fs::from_device(img.device, &with_rtdev(opts, disk))
+    let fs = Fs::from_device(img.device, &with_rtdev(opts, disk))?;
+    if *fs.log_state() == xfskit::log::LogState::External {
+        errln!(
+            "xfskit: warning: {}: the external log was not read (give its device with --logdev): changes only the log holds are not seen",
+            image.display()
+        );
+    }
+    Ok(fs)
 }
 
-/// `opts` with the realtime device of `disk`, when one was given.
+/// `opts` with the realtime and external log devices of `disk`, when
+/// they were given.
 pub fn with_rtdev(opts: &OpenOptions, disk: &DiskArgs) -> OpenOptions {
     let mut o = opts.clone();
     if disk.rtdev.is_some() {
         o.rtdev = disk.rtdev.clone();
+    }
+    if disk.logdev.is_some() {
+        o.logdev = disk.logdev.clone();
     }
     o
 }

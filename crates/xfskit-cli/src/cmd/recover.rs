@@ -38,19 +38,28 @@ the inode's generation is checked).
 A clean log is left untouched. To read a dirty image without changing it,
 use the other commands directly: they replay the log in memory.
 
+An external log (mkfs.xfs -l logdev=) is read from and written to the
+device given with --logdev.
+
 Exit codes: 0 recovered (or already clean); 3 unfinished intents of another kind or an
-external log; 4 I/O error; 5 the log or the metadata it names is corrupt
+external log without --logdev; 4 I/O error; 5 the log or the metadata it names is corrupt
 (nothing was written).
 
 Examples:
   xfskit recover disk.img
-  xfskit recover --json disk.img";
+  xfskit recover --json disk.img
+  xfskit recover --logdev log.img disk.img";
 
 /// Arguments of `xfskit recover`.
 #[derive(clap::Args)]
 pub struct Args {
     /// The image file or block device (opened read-write).
     pub image: PathBuf,
+    /// The external log device of a filesystem made with `mkfs.xfs -l
+    /// logdev=` (as `mount -o logdev=`): the log is replayed from it and
+    /// left clean there.
+    #[arg(long, value_name = "FILE")]
+    pub logdev: Option<PathBuf>,
     /// Write the replay even if intents are left unfinished.
     #[arg(long)]
     pub allow_unfinished_intents: bool,
@@ -63,6 +72,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let opts = RecoverOptions {
         allow_unfinished_intents: args.allow_unfinished_intents,
+        logdev: args.logdev.clone(),
     };
     let r = xfskit::Fs::recover(&args.image, &opts)?;
     let s = &r.stats;

@@ -458,6 +458,12 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
             geo.rt_blocks
         ));
     }
+    if crate::log::log_missing(fs.device(), geo) {
+        unchecked.push(format!(
+            "the external log ({} blocks) was not checked, nor replayed: needs the log device: --logdev",
+            geo.log_blocks
+        ));
+    }
     Ok(CheckReport {
         problems: ctx.sink.into_problems(),
         stats,

@@ -2,6 +2,7 @@
 
 pub mod aligned;
 mod concat;
+pub mod extlog;
 mod file;
 mod mem;
 pub mod overlay;
@@ -9,6 +10,7 @@ mod window;
 
 pub use aligned::{AlignedBuf, FileData, SharedBytes};
 pub use concat::Concat;
+pub use extlog::{WithLog, EXTERNAL_LOG_BASE};
 pub(crate) use file::lock_for_writing;
 pub(crate) use file::pwritev_all;
 pub use file::FileDevice;
@@ -51,6 +53,11 @@ pub trait Device: Send + Sync {
     /// fill it without that pass.
     fn read_uninit_at(&self, buf: &mut [MaybeUninit<u8>], off: u64) -> io::Result<()> {
         self.read_at(zeroed(buf), off)
+    }
+    /// An external log device beside this one ([`WithLog`]): where its
+    /// byte 0 is addressed and its length. Wrappers pass it on.
+    fn log_base(&self) -> Option<(u64, u64)> {
+        None
     }
 }
 

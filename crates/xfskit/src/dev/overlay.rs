@@ -131,7 +131,11 @@ impl Device for OverlayDevice {
                 "overlay writes must be whole 512-byte sectors",
             ));
         }
-        if off + buf.len() as u64 > self.inner.len() {
+        let in_log = self
+            .inner
+            .log_base()
+            .is_some_and(|(b, n)| off >= b && off + buf.len() as u64 <= b + n);
+        if !in_log && off + buf.len() as u64 > self.inner.len() {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "write past the end of the device",
@@ -155,6 +159,10 @@ impl Device for OverlayDevice {
 
     fn will_need(&self, off: u64, len: u64) {
         self.inner.will_need(off, len)
+    }
+
+    fn log_base(&self) -> Option<(u64, u64)> {
+        self.inner.log_base()
     }
 }
 

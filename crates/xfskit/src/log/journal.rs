@@ -103,8 +103,10 @@ pub(crate) struct HeadPos {
 }
 
 impl Journal {
-    /// A writer continuing a clean log whose head is at `pos`.
-    pub(crate) fn new(geo: &Geometry, pos: HeadPos) -> Result<Journal> {
+    /// A writer continuing a clean log whose head is at `pos`; the log's
+    /// first byte is at `start_bytes` of the device written to (see
+    /// [`crate::log::log_region`]).
+    pub(crate) fn new(geo: &Geometry, start_bytes: u64, pos: HeadPos) -> Result<Journal> {
         let nbb = u64::from(geo.log_blocks) * u64::from(geo.block_size) / BB;
         let sunit = if geo.log_sunit > 1 { geo.log_sunit } else { 0 };
         let roundoff = (sunit as usize).max(geo.log_sect_size as usize).max(512);
@@ -122,7 +124,7 @@ impl Journal {
             )));
         }
         let lg = LogGeo {
-            start_bytes: geo.fsb_to_daddr(geo.log_start).bytes(),
+            start_bytes,
             nbb,
             roundoff,
             h_size,
@@ -162,8 +164,13 @@ impl Journal {
     /// [`Journal::unpin`], so that a crash before then replays the old
     /// log again with what was written since. No unmount record is
     /// written while pinned.
-    pub(crate) fn resume(geo: &Geometry, pos: HeadPos, tail_lsn: u64) -> Result<Journal> {
-        let mut j = Journal::new(geo, pos)?;
+    pub(crate) fn resume(
+        geo: &Geometry,
+        start_bytes: u64,
+        pos: HeadPos,
+        tail_lsn: u64,
+    ) -> Result<Journal> {
+        let mut j = Journal::new(geo, start_bytes, pos)?;
         j.tail = tail_lsn;
         j.pinned = true;
         j.clean = false;

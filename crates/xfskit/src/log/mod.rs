@@ -99,10 +99,29 @@ fn cycle_of(block: &[u8]) -> u32 {
     }
 }
 
-/// The internal log of the filesystem `geo` on `dev`.
-pub fn log_dev<'a>(dev: &'a dyn Device, geo: &Geometry) -> Result<record::LogDev<'a>> {
+/// What an external log without its device is refused with.
+pub const NEEDS_LOGDEV: &str = "the filesystem has an external log: needs the log device: --logdev";
+
+/// Where the log of the filesystem `geo` is on `dev`: its first byte and
+/// its length in basic blocks. An internal log is inside the data
+/// section; an external one (`sb_logstart` 0) is on the log device that
+/// `dev` carries beside the data device ([`crate::dev::WithLog`]), at
+/// its start.
+pub fn log_region(dev: &dyn Device, geo: &Geometry) -> Result<(u64, u64)> {
+    let nbb = u64::from(geo.log_blocks) * u64::from(geo.block_size) / BB;
     if geo.log_start.0 == 0 {
-        return Err(Error::Unsupported("an external log".into()));
+        let Some((base, len)) = dev.log_base() else {
+            return Err(Error::Unsupported(NEEDS_LOGDEV.into()));
+        };
+        if geo.log_blocks == 0 || len < nbb * BB {
+            return Err(Error::Invalid(format!(
+                "the log device has {len} bytes, but the log needs {} ({} blocks of {} bytes)",
+                nbb * BB,
+                geo.log_blocks,
+                geo.block_size
+            )));
+        }
+        return Ok((base, nbb));
     }
     if geo.log_blocks == 0 || !geo.fsb_range_valid(geo.log_start, u64::from(geo.log_blocks)) {
         return Err(Error::corrupt(
@@ -114,11 +133,19 @@ pub fn log_dev<'a>(dev: &'a dyn Device, geo: &Geometry) -> Result<record::LogDev
             ),
         ));
     }
-    Ok(record::LogDev {
-        dev,
-        start: geo.fsb_to_daddr(geo.log_start).bytes(),
-        nbb: u64::from(geo.log_blocks) * u64::from(geo.block_size) / BB,
-    })
+    Ok((geo.fsb_to_daddr(geo.log_start).bytes(), nbb))
+}
+
+/// The log of the filesystem `geo` on `dev` (see [`log_region`]).
+pub fn log_dev<'a>(dev: &'a dyn Device, geo: &Geometry) -> Result<record::LogDev<'a>> {
+    let (start, nbb) = log_region(dev, geo)?;
+    Ok(record::LogDev { dev, start, nbb })
+}
+
+/// True when the filesystem's log is external and its device was not
+/// given: the log can be neither read nor written.
+pub fn log_missing(dev: &dyn Device, geo: &Geometry) -> bool {
+    geo.log_start.0 == 0 && dev.log_base().is_none()
 }
 
 /// Finds the log's head and tail and reads every committed transaction
@@ -174,7 +201,7 @@ pub fn inspect(fs: &Fs) -> Result<LogState> {
 /// behind those zeros and the next search would not find them.
 pub(crate) fn head_pos(fs: &Fs) -> Result<Option<journal::HeadPos>> {
     let geo = fs.geometry();
-    if geo.log_start.0 == 0 {
+    if log_missing(fs.device(), geo) {
         return Ok(None);
     }
     let log = log_dev(fs.device(), geo)?;
@@ -208,19 +235,23 @@ pub(crate) fn head_pos(fs: &Fs) -> Result<Option<journal::HeadPos>> {
 
 fn locate(fs: &Fs) -> Result<LogState> {
     let geo = fs.geometry();
-    if geo.log_start.0 == 0 {
+    if log_missing(fs.device(), geo) {
         return Ok(LogState::External);
     }
-    if !geo.fsb_range_valid(geo.log_start, u64::from(geo.log_blocks)) || geo.log_blocks == 0 {
-        return Ok(LogState::Dirty(format!(
-            "the log ({} blocks at fs block {}) lies outside the data section",
-            geo.log_blocks, geo.log_start.0
-        )));
-    }
+    let (start, nbb) = match log_region(fs.device(), geo) {
+        Ok(r) => r,
+        Err(Error::Corrupt { .. }) => {
+            return Ok(LogState::Dirty(format!(
+                "the log ({} blocks at fs block {}) lies outside the data section",
+                geo.log_blocks, geo.log_start.0
+            )))
+        }
+        Err(e) => return Err(e),
+    };
     let r = LogReader {
         fs,
-        start: geo.fsb_to_daddr(geo.log_start),
-        nbb: u64::from(geo.log_blocks) * u64::from(geo.block_size) / BB,
+        start: Daddr(start / BB),
+        nbb,
     };
     let first = r.cycle(0)?;
     let last = r.cycle(r.nbb - 1)?;
@@ -298,4 +329,21 @@ fn find_last_record(r: &LogReader<'_>, head: u64) -> Result<LogState> {
     Ok(LogState::Dirty(format!(
         "no log record header found before the log head at block {head}"
     )))
+}
+
+/// The filesystem UUID the first record header in the first 64 basic
+/// blocks of a log device names (`None` when there is none: a log never
+/// written, or a device that is no log).
+pub fn first_record_uuid(log: &dyn Device) -> Result<Option<[u8; 16]>> {
+    let n = 64u64.min(log.len() / BB);
+    let mut buf = vec![0u8; (n * BB) as usize];
+    log.read_at(&mut buf, 0).map_err(Error::Io)?;
+    for blk in buf.chunks_exact(BB as usize) {
+        if be32(blk, 0) == XLOG_HEADER_MAGIC_NUM {
+            let mut u = [0u8; 16];
+            u.copy_from_slice(&blk[304..320]);
+            return Ok(Some(u));
+        }
+    }
+    Ok(None)
 }

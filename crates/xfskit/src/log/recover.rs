@@ -53,6 +53,11 @@ pub struct RecoverOptions {
     /// finish (parent pointer updates, unknown operations) were left
     /// unfinished; no intent is finished then.
     pub allow_unfinished_intents: bool,
+    /// The external log device (`mount -o logdev=`) of a filesystem
+    /// whose log is not inside the data section; used by
+    /// [`crate::Fs::recover`] (a device handed to [`recover_device`]
+    /// carries its log itself: [`crate::dev::WithLog`]).
+    pub logdev: Option<std::path::PathBuf>,
 }
 
 /// Recovers the filesystem on `dev` in place.
@@ -236,9 +241,22 @@ impl Device for Shared {
     fn len(&self) -> u64 {
         self.0.len()
     }
+    fn read_uninit_at(
+        &self,
+        buf: &mut [std::mem::MaybeUninit<u8>],
+        off: u64,
+    ) -> std::io::Result<()> {
+        self.0.read_uninit_at(buf, off)
+    }
+    fn will_need(&self, off: u64, len: u64) {
+        self.0.will_need(off, len)
+    }
+    fn log_base(&self) -> Option<(u64, u64)> {
+        self.0.log_base()
+    }
 }
 
-fn read_geometry(dev: &dyn Device) -> Result<Geometry> {
+pub(crate) fn read_geometry(dev: &dyn Device) -> Result<Geometry> {
     let mut s = vec![0u8; 512];
     dev.read_at(&mut s, 0).map_err(Error::Io)?;
     let ss = u16::from_be_bytes([s[102], s[103]]);
