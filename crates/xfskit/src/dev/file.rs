@@ -207,7 +207,9 @@ impl FileDevice {
 /// A lock this process took is waited for, a few seconds at most: a
 /// child this process is starting holds a copy of every descriptor
 /// until it runs its program (the copy closes then, being close-on-exec),
-/// and with it the lock of an image this process has just closed.
+/// and with it the lock of an image this process has just closed. The
+/// copy may close between the refused lock and the look at /proc/locks:
+/// a lock no longer listed is tried again too.
 #[allow(unsafe_code)]
 pub(crate) fn lock_for_writing(file: &File, path: &Path) -> io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -227,12 +229,16 @@ pub(crate) fn lock_for_writing(file: &File, path: &Path) -> io::Result<()> {
         if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
             return Err(e);
         }
-        let ours = file.metadata().ok().and_then(|m| {
+        // Another process's lock is refused at once. This process's, or
+        // none listed any more (the child that held it has just run its
+        // program, closing the copy), is tried again.
+        let holder = file.metadata().ok().and_then(|m| {
             let locks = std::fs::read_to_string("/proc/locks").ok()?;
             flock_holder(&locks, m.dev(), m.ino())
-        }) == Some(std::process::id());
+        });
+        let other = holder.is_some_and(|pid| pid != std::process::id());
         let start = *waited.get_or_insert_with(std::time::Instant::now);
-        if !ours || start.elapsed() >= WAIT {
+        if other || start.elapsed() >= WAIT {
             return Err(io::Error::new(
                 io::ErrorKind::ResourceBusy,
                 format!(
