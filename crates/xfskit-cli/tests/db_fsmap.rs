@@ -7,19 +7,10 @@
 
 mod common;
 
+use common::disks::sh;
 use common::fixtures::{tool_72, xfsprogs_72_bin};
 use common::{skip, TempDir};
 use std::process::Command;
-
-fn sh(cmd: &str) {
-    let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
-    assert!(
-        o.status.success(),
-        "{cmd}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 fn xfskit(args: &[&str]) -> (i32, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_xfskit"))

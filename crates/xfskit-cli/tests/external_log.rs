@@ -119,7 +119,11 @@ fn offline_edits_and_refusals() {
     xfskit(&["admin", "--logdev", l, "-U", u, i]);
     let lp = tool_72(&bin, "xfs_logprint", &["-l", l, i]);
     assert!(lp.contains(&format!("uuid: {u}")), "{lp}");
-    let sb = tool_72(&bin, "xfs_db", &["-r", "-l", l, "-c", "sb 0", "-c", "p uuid", i]);
+    let sb = tool_72(
+        &bin,
+        "xfs_db",
+        &["-r", "-l", l, "-c", "sb 0", "-c", "p uuid", i],
+    );
     assert!(sb.contains(u), "{sb}");
     repair_clean(&bin, &img, &log);
     assert_eq!(

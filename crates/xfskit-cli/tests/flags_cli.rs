@@ -7,34 +7,16 @@
 
 mod common;
 
-use common::fixtures::{tool_72, xfsprogs_72_bin};
+use common::disks::sh;
+use common::fixtures::{tool_72, xfskit_output as xfskit, xfsprogs_72_bin};
 use common::{skip, TempDir};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn xfskit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xfskit"))
-        .args(args)
-        .output()
-        .expect("run xfskit")
-}
 
 fn ok(args: &[&str]) -> String {
     let o = xfskit(args);
     assert!(
         o.status.success(),
         "xfskit {args:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn sh(cmd: &str) -> String {
-    let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
-    assert!(
-        o.status.success(),
-        "{cmd}: {}{}",
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );

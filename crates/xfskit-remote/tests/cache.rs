@@ -125,7 +125,10 @@ fn will_need_reads_ahead() {
     dev.will_need(0, 64 * CHUNK);
     let deadline = Instant::now() + Duration::from_secs(10);
     while dev.stats().bytes <= 8 * CHUNK {
-        assert!(Instant::now() < deadline, "the second read-ahead never started");
+        assert!(
+            Instant::now() < deadline,
+            "the second read-ahead never started"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(200));

@@ -78,7 +78,12 @@ fn workload(img: &Path, log: &Path, limit: u64) -> (usize, usize, u64, [Arc<Cras
         for n in 0..FILES {
             tried = n + 1;
             let name = format!("f{n}");
-            fs.create(dir, name.as_bytes(), &NodeKind::File { size: 0 }, &meta(0o644, 0))?;
+            fs.create(
+                dir,
+                name.as_bytes(),
+                &NodeKind::File { size: 0 },
+                &meta(0o644, 0),
+            )?;
             fs.force_log()?;
             durable = n + 1;
         }
@@ -132,8 +137,14 @@ fn external_log_crash_every_write() {
     let bin = xfsprogs_72_bin().unwrap();
     let s = Scratch::new("extlog-crash");
     let (img, log) = (s.0.join("d.img"), s.0.join("l.img"));
-    std::fs::File::create(&img).unwrap().set_len(300 << 20).unwrap();
-    std::fs::File::create(&log).unwrap().set_len(64 << 20).unwrap();
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap();
+    std::fs::File::create(&log)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
     let l = format!("logdev={},size=64m", log.display());
     let st = std::process::Command::new(bin.join("mkfs.xfs"))
         .args(["-q", "-f", "-l", &l])
@@ -179,7 +190,11 @@ fn external_log_crash_every_write() {
             "crash at write {limit}: xfs_repair -n -l:\n{}",
             String::from_utf8_lossy(&o.stdout)
         );
-        assert_eq!(names(&ci, &cl), seen, "crash at write {limit}: after recover");
+        assert_eq!(
+            names(&ci, &cl),
+            seen,
+            "crash at write {limit}: after recover"
+        );
     }
 }
 
@@ -195,7 +210,14 @@ fn kernel_names(img: &Path, log: &Path) -> usize {
     std::fs::create_dir_all(&mnt).unwrap();
     let (ok, out) = run(
         "mount",
-        &["-t", "xfs", "-o", &format!("logdev={ll}"), &ld, mnt.to_str().unwrap()],
+        &[
+            "-t",
+            "xfs",
+            "-o",
+            &format!("logdev={ll}"),
+            &ld,
+            mnt.to_str().unwrap(),
+        ],
     );
     let n = if ok {
         let n = std::fs::read_dir(mnt.join("d"))

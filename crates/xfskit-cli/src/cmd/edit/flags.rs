@@ -241,31 +241,11 @@ pub struct ChattrArgs {
 pub fn chattr(a: ChattrArgs) -> Result<ExitCode, Error> {
     let change = parse_change(&a.flags)?;
     let fs = super::open_rw(&a.image, &a.disk)?;
-    let mut out = Outcome::new("chattr");
-    for_each(
-        &fs,
-        &a.paths,
-        walk_of(a.recursive, a.dirs),
-        &mut out,
-        &mut |out, p, ip| {
-            out.run(p, || {
-                let old = fs.file_attr(ip.ino)?;
-                let attr = FsxAttr {
-                    xflags: (old.xflags | change.set) & !change.clear,
-                    ..old
-                };
-                if attr != old {
-                    let set = FileAttrSet::Fsx {
-                        attr,
-                        clear_setid: false,
-                    };
-                    fs.set_file_attr(ip.ino, &set)?;
-                }
-                Ok(())
-            });
-        },
-    );
-    out.finish(&fs)
+    let walk = walk_of(a.recursive, a.dirs);
+    change_attrs(fs, "chattr", &a.paths, walk, |_, old| FsxAttr {
+        xflags: (old.xflags | change.set) & !change.clear,
+        ..old
+    })
 }
 
 /// Arguments of `xfskit lsattr`.
@@ -381,33 +361,44 @@ pub struct ChprojArgs {
 /// Runs `xfskit chproj`.
 pub fn chproj(a: ChprojArgs) -> Result<ExitCode, Error> {
     let fs = super::open_rw(&a.image, &a.disk)?;
-    let mut out = Outcome::new("chproj");
-    for_each(
-        &fs,
-        &a.paths,
-        walk_of(a.recursive, a.dirs),
-        &mut out,
-        &mut |out, p, ip| {
-            out.run(p, || {
-                let old = fs.file_attr(ip.ino)?;
-                let mut attr = FsxAttr {
-                    projid: a.projid,
-                    ..old
+    let walk = walk_of(a.recursive, a.dirs);
+    change_attrs(fs, "chproj", &a.paths, walk, |ip, old| {
+        let mut attr = FsxAttr {
+            projid: a.projid,
+            ..old
+        };
+        if a.inherit && ip.file_type == FileType::Dir {
+            attr.xflags |= xflag::PROJINHERIT;
+        }
+        attr
+    })
+}
+
+/// Gives every path `paths` and `walk` name the file attributes `edit`
+/// makes of its own, through FS_IOC_FSSETXATTR's checks (an inode whose
+/// attributes stay the same is left alone), then syncs.
+fn change_attrs(
+    fs: Fs,
+    cmd: &'static str,
+    paths: &[String],
+    walk: Walk,
+    edit: impl Fn(&Inode, FsxAttr) -> FsxAttr,
+) -> Result<ExitCode, Error> {
+    let mut out = Outcome::new(cmd);
+    for_each(&fs, paths, walk, &mut out, &mut |out, p, ip| {
+        out.run(p, || {
+            let old = fs.file_attr(ip.ino)?;
+            let attr = edit(ip, old);
+            if attr != old {
+                let set = FileAttrSet::Fsx {
+                    attr,
+                    clear_setid: false,
                 };
-                if a.inherit && ip.file_type == FileType::Dir {
-                    attr.xflags |= xflag::PROJINHERIT;
-                }
-                if attr != old {
-                    let set = FileAttrSet::Fsx {
-                        attr,
-                        clear_setid: false,
-                    };
-                    fs.set_file_attr(ip.ino, &set)?;
-                }
-                Ok(())
-            });
-        },
-    );
+                fs.set_file_attr(ip.ino, &set)?;
+            }
+            Ok(())
+        });
+    });
     out.finish(&fs)
 }
 
