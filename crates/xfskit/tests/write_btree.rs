@@ -23,8 +23,15 @@ fn run_random_mode(long: bool, inode_root: bool, overlap: bool, tag: &str) {
     run_random_full(long, inode_root, overlap, false, tag)
 }
 
-fn run_random_full(long: bool, inode_root: bool, overlap: bool, iroot_records: bool, tag: &str) {
-    let dir = Scratch::new(tag);
+/// A fresh 1k-block image and an empty scratch tree of the given shape
+/// whose blocks come from its allocator.
+fn new_tree(
+    dir: &Scratch,
+    long: bool,
+    inode_root: bool,
+    overlap: bool,
+    iroot_records: bool,
+) -> (std::path::PathBuf, xfskit::fs::Fs, Cursor<TestOps>) {
     let img = dir.0.join("bt.img");
     mkfs_xfs(&img, 320 << 20, "-b size=1024 -d agcount=4");
     let fs = open_rw(&img);
@@ -59,10 +66,16 @@ fn run_random_full(long: bool, inode_root: bool, overlap: bool, iroot_records: b
         }
         tp.commit().unwrap();
     }
+    let c = Cursor::with_inode_root(ops, iroot);
+    (img, fs, c)
+}
+
+fn run_random_full(long: bool, inode_root: bool, overlap: bool, iroot_records: bool, tag: &str) {
+    let dir = Scratch::new(tag);
+    let (img, fs, mut c) = new_tree(&dir, long, inode_root, overlap, iroot_records);
     let mut model = BTreeMap::new();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (long as u64) ^ ((inode_root as u64) << 1));
     let keyspace = 40_000u64;
-    let mut c = Cursor::with_inode_root(ops, iroot);
     // Phase 1: grow; phase 2: shrink to nothing.
     for phase in 0..2 {
         for batch in 0..40 {
@@ -70,7 +83,27 @@ fn run_random_full(long: bool, inode_root: bool, overlap: bool, iroot_records: b
             for _ in 0..400 {
                 let k = rng.next() % keyspace;
                 let grow = phase == 0 && rng.next() % 10 < 8;
-                if grow || model.is_empty() && phase == 0 {
+                if grow && rng.next() % 8 == 0 {
+                    // A run of ascending keys, each after the first put in
+                    // beside the one before (insert_next), stepping over
+                    // the keys that are present (their records lie between
+                    // the run's, sometimes first in the next leaf).
+                    let len = 1 + rng.next() % 40;
+                    let mut first = true;
+                    for rk in k..(k + len).min(keyspace) {
+                        if model.contains_key(&rk) {
+                            continue;
+                        }
+                        let v = rng.next() % 1000;
+                        if std::mem::take(&mut first) {
+                            c.insert(&mut tp, &rec(long, rk, v)).unwrap();
+                        } else {
+                            c.insert_next(&mut tp, &rec(long, rk, v)).unwrap();
+                        }
+                        assert_eq!(unrec(long, c.get(&tp).unwrap()), (rk, v));
+                        model.insert(rk, v);
+                    }
+                } else if grow || model.is_empty() && phase == 0 {
                     let v = rng.next() % 1000;
                     if let Some(old) = model.get_mut(&k) {
                         assert!(c.lookup(&mut tp, &key(long, k), Dir::Eq).unwrap());
@@ -169,6 +202,35 @@ fn overlapping_btree_random_against_model() {
 #[test]
 fn long_btree_inode_root_random_against_model() {
     run_random(true, true, "bt-long");
+}
+
+/// Ascending inserts into an overlapping tree, every record reaching past
+/// all before it: each one raises the high key of every block on its path,
+/// up to the root of a 3-level tree (single inserts and runs put in beside
+/// the record before).
+#[test]
+fn overlapping_btree_ascending_high_keys() {
+    let dir = Scratch::new("bt-overlap-asc");
+    let (_img, fs, mut c) = new_tree(&dir, false, false, true, false);
+    let mut model = BTreeMap::new();
+    for batch in 0..25u64 {
+        let mut tp = fs.trans().unwrap();
+        for i in 0..600u64 {
+            let k = batch * 600 + i;
+            // high_of = k + 49: past every earlier record's end.
+            if i % 3 == 0 {
+                c.insert(&mut tp, &rec(false, k, 49)).unwrap();
+            } else {
+                c.insert_next(&mut tp, &rec(false, k, 49)).unwrap();
+            }
+            model.insert(k, 49);
+        }
+        check_structure(&c, &mut tp);
+        tp.commit().unwrap();
+    }
+    let mut tp = fs.trans().unwrap();
+    check_model(&mut c, &mut tp, false, &model);
+    assert!(c.levels() >= 3, "tree of {} levels", c.levels());
 }
 
 /// A root in the inode that may hold records (as the realtime rmap

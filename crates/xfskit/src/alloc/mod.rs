@@ -198,15 +198,17 @@ fn alloc_in_ag(
             None => rmap::map_fresh(tp, agno, rmap::Rmap::new(s, len, &req.owner))?,
             Some(pieces) => {
                 let (mut at, mut left) = (s, len);
-                for (n, owner) in pieces {
+                let run = pieces.iter().map_while(|(n, owner)| {
                     let k = (*n).min(left);
                     if k == 0 {
-                        break;
+                        return None;
                     }
-                    rmap::map_unjoined(tp, agno, rmap::Rmap::new(at, k, owner))?;
+                    let r = rmap::Rmap::new(at, k, owner);
                     at += k;
                     left -= k;
-                }
+                    Some(r)
+                });
+                rmap::map_unjoined_run(tp, agno, run)?;
             }
         }
     }

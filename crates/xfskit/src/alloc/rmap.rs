@@ -84,6 +84,14 @@ impl Rmap {
         u64::from(self.start) + u64::from(self.len)
     }
 
+    /// Blocks that reflink may share with other owners: a file's data
+    /// fork (not its bmbt blocks or attribute fork, nor any non-inode
+    /// owner's).
+    fn sharable(&self) -> bool {
+        !non_inode(self.owner)
+            && self.flags & (xbt::XFS_RMAP_OFF_BMBT_BLOCK | xbt::XFS_RMAP_OFF_ATTR_FORK) == 0
+    }
+
     /// File offsets matter (inode data, not bmbt blocks).
     fn has_offset(&self) -> bool {
         !non_inode(self.owner) && self.flags & xbt::XFS_RMAP_OFF_BMBT_BLOCK == 0
@@ -382,13 +390,29 @@ pub(crate) fn map(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
     map_in(tp, &mut AgSite(agno), r)
 }
 
-/// [`map`] for blocks just taken from free space for an owner that has
-/// no other mapping they could join (a new inode's first data): no record
-/// can overlap them or merge with them, so the record goes in as it is,
-/// without [`map`]'s searches for neighbours.
-pub(crate) fn map_unjoined(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<()> {
+/// Records mappings of blocks just taken from free space for owners that
+/// have no other mapping they could join (new inodes' first data): no
+/// record can overlap them or merge with them, so each goes in as it is,
+/// without [`map`]'s searches for neighbours. The run is ascending and
+/// adjacent (one extent split among new files): each record after the
+/// first goes in beside the one before it, without a lookup from the root
+/// while the leaf has room.
+pub(crate) fn map_unjoined_run(
+    tp: &mut Trans<'_>,
+    agno: AgNumber,
+    run: impl IntoIterator<Item = Rmap>,
+) -> Result<()> {
     let mut c = RmapBt::cursor(tp, agno);
-    c.insert(tp, &r.to_rec())
+    let mut first = true;
+    for r in run {
+        if first {
+            c.insert(tp, &r.to_rec())?;
+            first = false;
+        } else {
+            c.insert_next(tp, &r.to_rec())?;
+        }
+    }
+    Ok(())
 }
 
 /// [`map`] in any reverse-mapping tree.
@@ -404,7 +428,12 @@ pub(crate) fn map_fresh(tp: &mut Trans<'_>, agno: AgNumber, r: Rmap) -> Result<(
 }
 
 fn map_in_as<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap, fresh: bool) -> Result<()> {
-    if s.shared(tp) {
+    // Only file data is ever shared. Fresh blocks of any other owner (inode
+    // chunks, btree blocks, attribute forks) overlap no record, and their
+    // only possible neighbours to join, being unshared too, are the ones
+    // found by the plain lookups below: the shared tree's range queries are
+    // left out, as the kernel maps metadata with its plain rmap_map.
+    if s.shared(tp) && !(fresh && !r.sharable()) {
         return map_shared(tp, s, r, fresh);
     }
     let mut c = s.cursor(tp)?;
@@ -430,7 +459,10 @@ fn map_in_as<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap, fresh: bool) -
     }
     let left = left.filter(|l| l.joins(&r));
     let right = right.filter(|g| r.joins(g));
-    join(s, &mut c, tp, r, left, right, false)?;
+    // A right neighbour taken in moves rather than changing its key in
+    // place wherever records may overlap.
+    let shared = s.shared(tp);
+    join(s, &mut c, tp, r, left, right, shared)?;
     s.done(tp, c)
 }
 

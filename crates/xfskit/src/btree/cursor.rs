@@ -357,36 +357,40 @@ impl<O: BtreeOps> Cursor<O> {
     }
 
     /// [`Self::fix_keys`] after entry `ent` was inserted into the block at
-    /// `level` (which did not split). In an overlapping tree the block's
-    /// new high key is the higher of the one its parent holds and `ent`'s,
-    /// so the block's entries need not all be read again: inserting into a
-    /// leaf costs what the one record costs.
+    /// `level` (which did not split). In an overlapping tree each block on
+    /// the path gains at most `ent`'s high key: its new high key is the
+    /// higher of the one its parent holds and `ent`'s, so no block's
+    /// entries need be read again on the way up, and inserting costs what
+    /// the one record costs however full the nodes above it are.
     pub(crate) fn fix_keys_inserted(&mut self, tp: &mut Trans<'_>, level: usize, ent: &[u8]) {
         if !self.overlapping() || level + 1 >= self.path.len() {
             return self.fix_keys(tp, level);
         }
-        let l = self.path[level];
-        let lay = self.lay(level, l.loc);
-        let n = lay.low_len;
-        let mut k = self.entry_key(&lay, self.data(tp, l.loc), 0);
+        let n = self.lay(level, self.path[level].loc).low_len;
         let mut high = vec![0u8; n];
-        if lay.leaf {
+        if self.lay(level, self.path[level].loc).leaf {
             self.ops.high_key_of_rec(ent, &mut high);
         } else {
             high.copy_from_slice(&ent[n..2 * n]);
         }
-        let p = self.path[level + 1];
-        let play = self.lay(level + 1, p.loc);
-        let old = play.key(self.data(tp, p.loc), p.idx);
-        if self.ops.cmp_keys(&old[n..2 * n], &high) == Ordering::Greater {
-            high.copy_from_slice(&old[n..2 * n]);
+        let mut level = level;
+        while level + 1 < self.path.len() {
+            let l = self.path[level];
+            let lay = self.lay(level, l.loc);
+            let mut k = self.entry_key(&lay, self.data(tp, l.loc), 0);
+            let p = self.path[level + 1];
+            let play = self.lay(level + 1, p.loc);
+            let old = play.key(self.data(tp, p.loc), p.idx);
+            if self.ops.cmp_keys(&old[n..2 * n], &high) == Ordering::Greater {
+                high.copy_from_slice(&old[n..2 * n]);
+            }
+            k.extend_from_slice(&high);
+            if old == &k[..] {
+                return;
+            }
+            play.set_key(self.data_mut(tp, p.loc), p.idx, &k);
+            level += 1;
         }
-        k.extend_from_slice(&high);
-        if old == &k[..] {
-            return;
-        }
-        play.set_key(self.data_mut(tp, p.loc), p.idx, &k);
-        self.fix_keys(tp, level + 1);
     }
 
     /// Moves to the next record; false (cursor past the end) when none.

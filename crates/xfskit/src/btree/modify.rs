@@ -7,6 +7,7 @@ use super::cursor::{Cursor, Dir, Loc, Lvl};
 use super::BtreeOps;
 use crate::error::{Error, Result};
 use crate::trans::{BufId, Trans};
+use std::cmp::Ordering;
 
 impl<O: BtreeOps> Cursor<O> {
     /// Inserts record `rec` (its key must not be in the tree yet). The
@@ -22,6 +23,7 @@ impl<O: BtreeOps> Cursor<O> {
         let mut level = 0;
         let mut idx = self.path[0].idx;
         let mut ent = rec.to_vec();
+        let mut reshaped = false;
         loop {
             let l = self.path[level];
             let lay = self.lay(level, l.loc);
@@ -34,6 +36,7 @@ impl<O: BtreeOps> Cursor<O> {
                 }
                 break;
             }
+            reshaped = true;
             if level + 1 == self.path.len() {
                 match l.loc {
                     Loc::IRoot => {
@@ -47,8 +50,60 @@ impl<O: BtreeOps> Cursor<O> {
             level += 1;
             idx = self.path[level].idx + 1;
         }
-        self.lookup(tp, &key, Dir::Eq)?;
+        // Without a split the path already ends on the new record.
+        if reshaped {
+            self.lookup(tp, &key, Dir::Eq)?;
+        }
         Ok(())
+    }
+
+    /// Inserts `rec` right after the record under the cursor when that is
+    /// its place and the leaf has room: the next of a run of ascending
+    /// records, put in without a lookup from the root. Anywhere else it
+    /// is [`Self::insert`]. The cursor ends on the new record.
+    pub fn insert_next(&mut self, tp: &mut Trans<'_>, rec: &[u8]) -> Result<()> {
+        if !self.fits_next(tp, rec) {
+            return self.insert(tp, rec);
+        }
+        let l = self.path[0];
+        let lay = self.lay(0, l.loc);
+        let idx = l.idx + 1;
+        lay.insert(self.data_mut(tp, l.loc), idx, rec);
+        self.path[0].idx = idx;
+        // Not the leaf's first entry: only an overlapping tree's high keys
+        // can change above it.
+        if self.overlapping() {
+            self.fix_keys_inserted(tp, 0, rec);
+        }
+        Ok(())
+    }
+
+    /// True when `rec` belongs just after the record under the cursor, in
+    /// the same leaf block, and the leaf is not full: its key is above the
+    /// current record's, and below the next record's, or the leaf is the
+    /// last one.
+    fn fits_next(&self, tp: &Trans<'_>, rec: &[u8]) -> bool {
+        let Some(l) = self.path.first().copied() else {
+            return false;
+        };
+        if self.before_first || !matches!(l.loc, Loc::Buf(_)) {
+            return false;
+        }
+        let lay = self.lay(0, l.loc);
+        let d = self.data(tp, l.loc);
+        let n = lay.numrecs(d);
+        if l.idx >= n || n >= lay.maxrecs {
+            return false;
+        }
+        let key = self.key_of(rec);
+        if self.cmp_entry(&lay, d, l.idx, &key) != Ordering::Less {
+            return false;
+        }
+        if l.idx + 1 < n {
+            self.cmp_entry(&lay, d, l.idx + 1, &key) == Ordering::Greater
+        } else {
+            lay.rightsib(d) == NULL_LONG
+        }
     }
 
     /// A new, empty block at `level` (header written).
