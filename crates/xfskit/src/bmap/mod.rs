@@ -188,7 +188,19 @@ pub fn alloc_range_min(
                 bmbt: false,
             },
         };
-        let (start, got) = alloc::alloc_extent(tp, &req)?;
+        // The new blocks' reverse mapping can join only this fork's
+        // mapping of the blocks just before it (ending at `pos`) or just
+        // after (starting where the new one could end). With neither, it
+        // goes in as it is, without the neighbour searches (in the
+        // overlapping tree of a reflink filesystem, two range queries).
+        let next = win.iter().find(|e| e.offset > pos);
+        let alone = prev.is_none_or(|e| e.end() < pos)
+            && next.is_none_or(|e| e.offset > pos + u64::from(want));
+        let (start, got) = if alone {
+            alloc::alloc_extent_alone(tp, &req)?
+        } else {
+            alloc::alloc_extent(tp, &req)?
+        };
         if got == 0 || got < req.minlen || got > want {
             return Err(Error::Invalid(format!(
                 "allocator returned {got} blocks for a request of {}..={want}",

@@ -16,6 +16,17 @@ pub(crate) fn alloc_extent(tp: &mut Trans<'_>, req: &AllocReq) -> Result<(FsBloc
     crate::alloc::alloc_extent(tp, req)
 }
 
+/// [`alloc_extent`] for an owner whose new mapping cannot join another of
+/// its mappings: the reverse mapping goes in without neighbour searches
+/// (see [`crate::alloc::alloc_extent_pieces`]).
+pub(crate) fn alloc_extent_alone(tp: &mut Trans<'_>, req: &AllocReq) -> Result<(FsBlock, u32)> {
+    #[cfg(test)]
+    if let Some(r) = pool::alloc(req) {
+        return r;
+    }
+    crate::alloc::alloc_extent_pieces(tp, req, &[(req.maxlen, req.owner)])
+}
+
 /// Frees one extent (see [`crate::alloc::free_extent`]).
 pub(crate) fn free_extent(
     tp: &mut Trans<'_>,
