@@ -83,7 +83,7 @@ fn run_random_full(long: bool, inode_root: bool, overlap: bool, iroot_records: b
             for _ in 0..400 {
                 let k = rng.next() % keyspace;
                 let grow = phase == 0 && rng.next() % 10 < 8;
-                if grow && rng.next() % 8 == 0 {
+                if grow && rng.next().is_multiple_of(8) {
                     // A run of ascending keys, each after the first put in
                     // beside the one before (insert_next), stepping over
                     // the keys that are present (their records lie between

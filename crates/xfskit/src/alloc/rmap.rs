@@ -433,7 +433,7 @@ fn map_in_as<S: RmapSite>(tp: &mut Trans<'_>, s: &mut S, r: Rmap, fresh: bool) -
     // only possible neighbours to join, being unshared too, are the ones
     // found by the plain lookups below: the shared tree's range queries are
     // left out, as the kernel maps metadata with its plain rmap_map.
-    if s.shared(tp) && !(fresh && !r.sharable()) {
+    if s.shared(tp) && (r.sharable() || !fresh) {
         return map_shared(tp, s, r, fresh);
     }
     let mut c = s.cursor(tp)?;
