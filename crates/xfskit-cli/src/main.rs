@@ -165,6 +165,12 @@ enum Command {
     /// Restore an xfs_metadump file (v1 or v2) into a sparse image, as xfs_mdrestore.
     #[command(long_about = cmd::mdrestore::LONG_ABOUT)]
     Mdrestore(cmd::mdrestore::Args),
+    /// List deleted files that can be recovered, with their names where they survive.
+    #[command(long_about = cmd::deleted::DELETED_ABOUT, after_long_help = cmd::deleted::EVIDENCE)]
+    Deleted(cmd::deleted::Args),
+    /// Write deleted files out of an image into a directory, under their paths.
+    #[command(long_about = cmd::deleted::UNDELETE_ABOUT, after_long_help = cmd::deleted::EVIDENCE)]
+    Undelete(cmd::deleted::UndeleteArgs),
     /// Grow the filesystem in an image file offline (xfs_growfs -d).
     #[command(long_about = cmd::grow::LONG_ABOUT)]
     Grow(cmd::grow::Args),
@@ -185,6 +191,8 @@ fn main() -> ExitCode {
         Command::Cat(a) => cmd::cat::run(a),
         Command::Db(a) => cmd::db::run(a),
         Command::Stat(a) => cmd::stat::run(a),
+        Command::Deleted(a) => cmd::deleted::run(a),
+        Command::Undelete(a) => cmd::deleted::undelete(a),
         Command::Extract(a) => cmd::extract::run(a),
         Command::Mount(a) => cmd::mount::run(a),
         Command::Bulkstat(a) => cmd::bulkstat::run(a),

@@ -26,6 +26,7 @@ pub mod dir;
 pub mod disk;
 pub mod error;
 pub mod extract;
+pub mod forensic;
 pub mod fs;
 pub mod geometry;
 pub mod grow;

@@ -7,6 +7,7 @@ pub mod bulkstat;
 pub mod cat;
 pub mod check;
 pub mod db;
+pub mod deleted;
 pub mod docs;
 pub mod edit;
 pub mod extract;

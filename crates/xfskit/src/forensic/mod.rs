@@ -1,0 +1,753 @@
+//! Deleted files: what an unlink leaves behind, gathered and paired.
+//!
+//! Evidence, each named in the records it gives:
+//! - `inode`: a freed inode in an allocated chunk. Freeing resets the mode,
+//!   the size and the extent count and bumps the generation, but keeps the
+//!   owner, the times and the literal area: the old extent records (or the
+//!   root of the old mapping btree) and, on parent-pointer filesystems,
+//!   the short-form attribute that named the file and its directory.
+//! - `freed-chunk`: the same, for inodes of a chunk that was freed whole
+//!   and left the inode btree (found in free space, v5 only: the inode
+//!   names its own number).
+//! - `parent-pointer`: that attribute.
+//! - `dir-entry`: a removed entry in a directory still in use. Removal
+//!   turns the entry into a free region whose tag and length overwrite the
+//!   first four bytes; the name, its file type and the low 32 bits of the
+//!   inode number stay until the space is reused (entries merged into a
+//!   region that began before them keep all 64 bits).
+//! - `freed-dir-block`: an entry in a directory block that was freed (the
+//!   directory shrank, or was removed), found in free space by its v5
+//!   header, which names the directory that owned it.
+//!
+//! Only inodes that are free now count: an entry naming an inode in use is
+//! a rename's or a relink's leftover, not a deletion. Nothing is written:
+//! the filesystem is read as any read-only command reads it (a dirty log
+//! replayed in memory).
+//!
+//! Cost: the inode btrees, every directory in use, and (unless
+//! [`Options::skip_free_space`]) every free block, read once in large
+//! reads. Memory follows the freed inodes and the names found for them.
+
+pub mod raw;
+
+use crate::dir::data::DirMap;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::geometry::{AgBlock, AgNumber, FsBlock, Ino};
+use crate::inode::{Extent, FileType, ForkFormat};
+use raw::{DeadEntry, FreedCore, Time};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use xfs_format::dir::block::{XFS_DIR3_BLK_HDR_SIZE, XFS_DIR3_DATA_CRC_OFF};
+use xfs_format::dir::{XFS_DIR3_BLOCK_MAGIC, XFS_DIR3_DATA_MAGIC};
+use xfs_format::inode::{litino, LITERAL_OFFSET, XFS_DINODE_MAGIC};
+
+/// What to look at.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Leave free space unread: no freed chunks, no freed directory
+    /// blocks (the scan then costs the inode btrees and the directories).
+    pub skip_free_space: bool,
+}
+
+/// Where a piece of evidence came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Source {
+    /// A freed inode in an allocated chunk.
+    Inode,
+    /// A freed inode of a chunk that was freed.
+    FreedChunk,
+    /// The parent pointer left in a freed inode.
+    ParentPointer,
+    /// A removed entry of a directory in use.
+    DirEntry,
+    /// An entry of a freed directory block.
+    FreedDirBlock,
+}
+
+impl Source {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Inode => "inode",
+            Source::FreedChunk => "freed-chunk",
+            Source::ParentPointer => "parent-pointer",
+            Source::DirEntry => "dir-entry",
+            Source::FreedDirBlock => "freed-dir-block",
+        }
+    }
+}
+
+/// How far a record can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Confidence {
+    /// Some of the data blocks are in use again: the content may belong
+    /// to another file now.
+    Reused,
+    /// No name was found: data (or an inode) only.
+    DataOnly,
+    /// The name comes from one source.
+    Named,
+    /// Two independent sources give the same name, and the data blocks
+    /// are all still free.
+    Confirmed,
+}
+
+impl Confidence {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Confidence::Reused => "reused",
+            Confidence::DataOnly => "data-only",
+            Confidence::Named => "named",
+            Confidence::Confirmed => "confirmed",
+        }
+    }
+}
+
+/// One name of a deleted inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Name {
+    /// The directory that held it.
+    pub dir: u64,
+    pub name: Vec<u8>,
+    /// The sources that give it.
+    pub sources: Vec<Source>,
+    /// The full path, when every directory up to the root is known (in use,
+    /// or deleted and named itself).
+    pub path: Option<Vec<u8>>,
+}
+
+/// An extent of a deleted file and whether its blocks are still free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeletedExtent {
+    pub extent: Extent,
+    /// Every block of it is free now (not reused since the deletion).
+    pub free: bool,
+}
+
+/// One deleted inode and what is known of it.
+#[derive(Debug, Clone)]
+pub struct Deleted {
+    pub ino: u64,
+    /// The generation it was freed with (the file had this minus one).
+    pub gen: u32,
+    /// Its type, from a directory entry's file type or from what it held.
+    pub file_type: Option<FileType>,
+    pub uid: u32,
+    pub gid: u32,
+    pub projid: u32,
+    pub atime: Time,
+    pub mtime: Time,
+    /// The time of the last change, which is the deletion's.
+    pub ctime: Time,
+    pub crtime: Time,
+    /// Names, the best first (most sources, then a full path).
+    pub names: Vec<Name>,
+    /// The data fork's extents that survive.
+    pub extents: Vec<DeletedExtent>,
+    /// The target of a short symlink, from the literal area.
+    pub symlink: Option<Vec<u8>>,
+    /// The sources of the inode itself and its names.
+    pub sources: Vec<Source>,
+    pub confidence: Confidence,
+}
+
+impl Deleted {
+    /// The best full path, if any.
+    pub fn path(&self) -> Option<&[u8]> {
+        self.names.iter().find_map(|n| n.path.as_deref())
+    }
+
+    /// Bytes the surviving extents reach (the size itself is reset when a
+    /// file is freed: the last block is whole).
+    pub fn mapped_bytes(&self, block_size: u32) -> u64 {
+        self.extents
+            .iter()
+            .map(|e| e.extent.end())
+            .max()
+            .unwrap_or(0)
+            * u64::from(block_size)
+    }
+}
+
+/// What a scan looked at.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Freed inodes read (in allocated chunks and in free space).
+    pub freed_inodes: u64,
+    /// Directories in use read.
+    pub dirs: u64,
+    /// Free blocks read.
+    pub free_blocks_read: u64,
+    /// Freed directory blocks found.
+    pub freed_dir_blocks: u64,
+}
+
+/// A candidate while names are gathered.
+struct Cand {
+    core: FreedCore,
+    source: Source,
+    extents: Vec<Extent>,
+    symlink: Option<Vec<u8>>,
+    /// Owner of freed directory blocks: it was a directory.
+    was_dir: bool,
+}
+
+/// A directory in use: its parent, its name there, its generation.
+struct LiveDir {
+    parent: u64,
+    name: Vec<u8>,
+    gen: u32,
+}
+
+/// Finds the deleted inodes of `fs`, calling `progress` with (bytes of
+/// free space read, bytes of it in all) during the free-space sweep.
+pub fn scan(
+    fs: &Fs,
+    opts: &Options,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(Vec<Deleted>, Stats)> {
+    let geo = fs.geometry().clone();
+    let mut stats = Stats::default();
+    // Free space of each AG, by block.
+    let mut free: Vec<Vec<(u32, u32)>> = vec![Vec::new(); geo.ag_count as usize];
+    crate::db::freesp::scan(
+        fs,
+        &crate::db::freesp::Options::default(),
+        &mut |a, b, l| {
+            free[a as usize].push((b, l));
+        },
+    )?;
+    for f in &mut free {
+        f.sort_unstable();
+    }
+    let mut cands: HashMap<u64, Cand> = HashMap::new();
+    freed_in_chunks(fs, &mut cands, &mut stats)?;
+    let mut freed_blocks: Vec<(u64, Vec<DeadEntry>)> = Vec::new();
+    if !opts.skip_free_space {
+        sweep_free(
+            fs,
+            &free,
+            &mut cands,
+            &mut freed_blocks,
+            &mut stats,
+            progress,
+        )?;
+    }
+    // Names from directories in use (and the map of their paths).
+    let mut live: HashMap<u64, LiveDir> = HashMap::new();
+    let mut dead: Vec<(u64, DeadEntry, Source)> = Vec::new();
+    walk_dirs(fs, &mut live, &mut dead, &mut stats)?;
+    for (dir, ents) in freed_blocks {
+        if let Some(c) = cands.get_mut(&dir) {
+            c.was_dir = true;
+        }
+        for e in ents {
+            dead.push((dir, e, Source::FreedDirBlock));
+        }
+    }
+    // Pair the names with the freed inodes.
+    let mut low: HashMap<u32, Vec<u64>> = HashMap::new();
+    for &i in cands.keys() {
+        low.entry(i as u32).or_default().push(i);
+    }
+    let mut names: HashMap<u64, BTreeMap<(u64, Vec<u8>), Vec<Source>>> = HashMap::new();
+    let mut ftypes: HashMap<u64, u8> = HashMap::new();
+    for (dir, e, src) in dead {
+        let targets: Vec<u64> = if e.low32_only {
+            low.get(&(e.ino as u32)).cloned().unwrap_or_default()
+        } else if cands.contains_key(&e.ino) {
+            vec![e.ino]
+        } else {
+            Vec::new()
+        };
+        // A clobbered number matching several freed inodes names none.
+        if targets.len() != 1 || targets[0] == dir {
+            continue;
+        }
+        let t = targets[0];
+        let s = names
+            .entry(t)
+            .or_default()
+            .entry((dir, e.name))
+            .or_default();
+        if !s.contains(&src) {
+            s.push(src);
+        }
+        if let Some(f) = e.ftype {
+            ftypes.entry(t).or_insert(f);
+        }
+    }
+    for (i, c) in &cands {
+        if let Some((dir, pgen, name)) = &c.core.pptr {
+            // The pointer names the directory with its generation: a
+            // directory in use since then under another generation is
+            // another directory.
+            let ok = match live.get(dir) {
+                Some(l) => l.gen == *pgen,
+                None => cands
+                    .get(dir)
+                    .is_some_and(|d| d.core.gen == pgen.wrapping_add(1)),
+            };
+            if ok || *dir == geo.root_ino.0 {
+                let s = names
+                    .entry(*i)
+                    .or_default()
+                    .entry((*dir, name.clone()))
+                    .or_default();
+                s.push(Source::ParentPointer);
+            }
+        }
+    }
+    // Paths, and the records.
+    let mut out = Vec::new();
+    let root = geo.root_ino.0;
+    let resolver = Resolver {
+        root,
+        live: &live,
+        names: &names,
+    };
+    for (i, c) in &cands {
+        let mut ns: Vec<Name> = names
+            .get(i)
+            .map(|m| {
+                m.iter()
+                    .map(|((dir, name), srcs)| {
+                        let mut sources = srcs.clone();
+                        sources.sort_unstable();
+                        Name {
+                            dir: *dir,
+                            name: name.clone(),
+                            path: resolver.path_in(*dir, name, &mut HashSet::from([*i])),
+                            sources,
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        ns.sort_by(|a, b| {
+            b.sources
+                .len()
+                .cmp(&a.sources.len())
+                .then(b.path.is_some().cmp(&a.path.is_some()))
+                .then(a.name.cmp(&b.name))
+        });
+        let file_type = ftypes
+            .get(i)
+            .and_then(|&f| crate::dir::decode_ftype(f).ok().flatten())
+            .or(c.was_dir.then_some(FileType::Dir));
+        let (extents, symlink) = match file_type {
+            Some(FileType::Dir) => (Vec::new(), None),
+            Some(FileType::Symlink) if c.symlink.is_some() => (Vec::new(), c.symlink.clone()),
+            Some(FileType::File) | None => (c.extents.clone(), None),
+            _ => (Vec::new(), None),
+        };
+        if ns.is_empty() && extents.is_empty() {
+            continue;
+        }
+        let extents: Vec<DeletedExtent> = extents
+            .into_iter()
+            .map(|e| DeletedExtent {
+                free: is_free(&geo, &free, e.start, e.len),
+                extent: e,
+            })
+            .collect();
+        let mut sources = vec![c.source];
+        for n in &ns {
+            for s in &n.sources {
+                if !sources.contains(s) {
+                    sources.push(*s);
+                }
+            }
+        }
+        let confidence = if extents.iter().any(|e| !e.free) {
+            Confidence::Reused
+        } else if ns.is_empty() {
+            Confidence::DataOnly
+        } else if ns[0].sources.len() >= 2 {
+            Confidence::Confirmed
+        } else {
+            Confidence::Named
+        };
+        out.push(Deleted {
+            ino: *i,
+            gen: c.core.gen,
+            file_type,
+            uid: c.core.uid,
+            gid: c.core.gid,
+            projid: c.core.projid,
+            atime: c.core.atime,
+            mtime: c.core.mtime,
+            ctime: c.core.ctime,
+            crtime: c.core.crtime,
+            names: ns,
+            extents,
+            symlink,
+            sources,
+            confidence,
+        });
+    }
+    out.sort_by_key(|d| d.ino);
+    Ok((out, stats))
+}
+
+struct Resolver<'a> {
+    root: u64,
+    live: &'a HashMap<u64, LiveDir>,
+    names: &'a HashMap<u64, BTreeMap<(u64, Vec<u8>), Vec<Source>>>,
+}
+
+impl Resolver<'_> {
+    /// The path of `name` in directory `dir`, `seen` guarding loops.
+    fn path_in(&self, dir: u64, name: &[u8], seen: &mut HashSet<u64>) -> Option<Vec<u8>> {
+        let mut p = self.dir_path(dir, seen)?;
+        p.push(b'/');
+        p.extend_from_slice(name);
+        Some(p)
+    }
+
+    fn dir_path(&self, dir: u64, seen: &mut HashSet<u64>) -> Option<Vec<u8>> {
+        if dir == self.root {
+            return Some(Vec::new());
+        }
+        if !seen.insert(dir) || seen.len() > 4096 {
+            return None;
+        }
+        if let Some(l) = self.live.get(&dir) {
+            return self.path_in(l.parent, &l.name, seen);
+        }
+        // A deleted directory: by its best name.
+        let m = self.names.get(&dir)?;
+        let ((parent, name), _) = m.iter().max_by_key(|(_, s)| s.len())?;
+        self.path_in(*parent, name, seen)
+    }
+}
+
+/// True when `len` blocks from `start` all lie in one free extent.
+fn is_free(
+    geo: &crate::geometry::Geometry,
+    free: &[Vec<(u32, u32)>],
+    start: FsBlock,
+    len: u64,
+) -> bool {
+    let (AgNumber(a), AgBlock(b)) = geo.fsb_split(start);
+    let Some(f) = free.get(a as usize) else {
+        return false;
+    };
+    let i = f.partition_point(|&(s, _)| s <= b);
+    i > 0 && {
+        let (s, l) = f[i - 1];
+        u64::from(b) + len <= u64::from(s) + u64::from(l)
+    }
+}
+
+/// Decodes what a freed inode slot holds into a candidate.
+fn candidate(fs: &Fs, ino: u64, raw: &[u8], source: Source) -> Option<Cand> {
+    let geo = fs.geometry();
+    let core = raw::freed_core(geo, ino, raw)?;
+    let isize = raw.len();
+    let fork_end = core.attr_off.unwrap_or(isize);
+    let mut extents = raw::literal_extents(geo, raw, fork_end);
+    if extents.is_empty() {
+        // A mapping btree's root: the fork's size decides where its
+        // pointers lie; try the attribute area's start, then the whole
+        // literal area.
+        let mut sizes = vec![litino(isize)];
+        if let Some(a) = core.attr_off {
+            sizes.insert(0, a - LITERAL_OFFSET);
+        }
+        for s in sizes {
+            if let Some((level, ptrs)) = raw::literal_bmbt_root(raw, s) {
+                if let Some(v) = follow_bmbt(fs, ino, level, &ptrs) {
+                    extents = v;
+                    break;
+                }
+            }
+        }
+    }
+    let symlink = raw::literal_symlink(raw, fork_end);
+    Some(Cand {
+        core,
+        source,
+        extents,
+        symlink,
+        was_dir: false,
+    })
+}
+
+/// The extents of a mapping btree whose blocks are still as they were.
+fn follow_bmbt(fs: &Fs, owner: u64, level: u16, ptrs: &[u64]) -> Option<Vec<Extent>> {
+    let geo = fs.geometry();
+    let mut out: Vec<Extent> = Vec::new();
+    let mut stack: Vec<(u16, u64)> = ptrs.iter().rev().map(|&p| (level - 1, p)).collect();
+    let mut budget = 1 << 16;
+    while let Some((lv, p)) = stack.pop() {
+        budget -= 1;
+        if budget == 0 || !geo.fsb_valid(FsBlock(p)) {
+            return None;
+        }
+        let mut buf = vec![0u8; geo.block_size as usize];
+        fs.read_bytes(geo.fsb_to_daddr(FsBlock(p)).bytes(), &mut buf)
+            .ok()?;
+        match raw::bmbt_block(geo, &buf, owner, lv)? {
+            raw::BmbtNode::Leaf(v) => {
+                for e in v {
+                    if out.last().is_some_and(|l| e.offset < l.end()) {
+                        return None;
+                    }
+                    out.push(e);
+                }
+            }
+            raw::BmbtNode::Node(v) => {
+                if lv == 0 {
+                    return None;
+                }
+                stack.extend(v.iter().rev().map(|&c| (lv - 1, c)));
+            }
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// Freed inodes of the chunks the inode btrees list.
+fn freed_in_chunks(fs: &Fs, cands: &mut HashMap<u64, Cand>, stats: &mut Stats) -> Result<()> {
+    let geo = fs.geometry().clone();
+    let isize = geo.inode_size as usize;
+    for agno in 0..geo.ag_count {
+        let mut chunks = Vec::new();
+        crate::scan::inobt::walk(fs, agno, 0, |r| {
+            let holes = r.hole_inodes();
+            let free = r.free & !holes;
+            if free != 0 {
+                chunks.push((r.startino, free));
+            }
+            Ok(true)
+        })?;
+        for (startino, free) in chunks {
+            let first = geo.ino_make(AgNumber(agno), startino);
+            let n = (64 - free.leading_zeros()) as usize;
+            let lo = free.trailing_zeros() as usize;
+            let mut buf = vec![0u8; (n - lo) * isize];
+            fs.read_bytes(geo.ino_to_bytes(Ino(first.0 + lo as u64)), &mut buf)?;
+            for i in lo..n {
+                if free & (1 << i) == 0 {
+                    continue;
+                }
+                let ino = first.0 + i as u64;
+                let raw = &buf[(i - lo) * isize..(i - lo + 1) * isize];
+                stats.freed_inodes += 1;
+                if let Some(c) = candidate(fs, ino, raw, Source::Inode) {
+                    cands.insert(ino, c);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads every free block once: freed inode chunks and freed directory
+/// blocks (v5: both name themselves).
+fn sweep_free(
+    fs: &Fs,
+    free: &[Vec<(u32, u32)>],
+    cands: &mut HashMap<u64, Cand>,
+    blocks: &mut Vec<(u64, Vec<DeadEntry>)>,
+    stats: &mut Stats,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<()> {
+    let geo = fs.geometry().clone();
+    if !geo.v5 {
+        return Ok(());
+    }
+    let bs = geo.block_size as usize;
+    let total: u64 = free
+        .iter()
+        .flatten()
+        .map(|&(_, l)| u64::from(l) * bs as u64)
+        .sum();
+    let mut done = 0u64;
+    let per_read = (1usize << 20) / bs;
+    let mut buf = vec![0u8; per_read * bs];
+    let uuid = if geo.features.meta_uuid {
+        geo.meta_uuid
+    } else {
+        geo.uuid
+    };
+    let isize = geo.inode_size as usize;
+    let dirfsbs = geo.dir_blk_fsbs() as usize;
+    for (agno, exts) in free.iter().enumerate() {
+        let agno = agno as u32;
+        for &(start, len) in exts {
+            let mut b = start;
+            while b < start + len {
+                let n = ((start + len - b) as usize).min(per_read);
+                let daddr = geo.agb_to_daddr(AgNumber(agno), AgBlock(b));
+                let chunk = &mut buf[..n * bs];
+                fs.read_bytes(daddr.bytes(), chunk)?;
+                for k in 0..n {
+                    let blk = &chunk[k * bs..(k + 1) * bs];
+                    let agbno = b + k as u32;
+                    let magic = u32::from_be_bytes([blk[0], blk[1], blk[2], blk[3]]);
+                    if u16::from_be_bytes([blk[0], blk[1]]) == XFS_DINODE_MAGIC {
+                        for s in 0..geo.inodes_per_block as usize {
+                            let agino = (agbno << geo.inopb_log) | s as u32;
+                            let ino = geo.ino_make(AgNumber(agno), agino).0;
+                            let raw = &blk[s * isize..(s + 1) * isize];
+                            if cands.contains_key(&ino) {
+                                continue;
+                            }
+                            stats.freed_inodes += 1;
+                            if let Some(c) = candidate(fs, ino, raw, Source::FreedChunk) {
+                                cands.insert(ino, c);
+                            }
+                        }
+                    } else if magic == XFS_DIR3_BLOCK_MAGIC || magic == XFS_DIR3_DATA_MAGIC {
+                        let db = if dirfsbs == 1 {
+                            blk.to_vec()
+                        } else {
+                            let mut v = vec![0u8; dirfsbs * bs];
+                            let d = geo.agb_to_daddr(AgNumber(agno), AgBlock(agbno));
+                            if fs.read_bytes(d.bytes(), &mut v).is_err() {
+                                continue;
+                            }
+                            v
+                        };
+                        let here = geo.agb_to_daddr(AgNumber(agno), AgBlock(agbno)).0;
+                        if let Some((owner, ents)) = freed_dir_block(&geo, &db, here, &uuid, magic)
+                        {
+                            stats.freed_dir_blocks += 1;
+                            blocks.push((owner, ents));
+                        }
+                    }
+                }
+                stats.free_blocks_read += n as u64;
+                done += (n * bs) as u64;
+                progress(done, total);
+                b += n as u32;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The owner and entries of a freed v5 directory data block at `daddr`.
+fn freed_dir_block(
+    geo: &crate::geometry::Geometry,
+    db: &[u8],
+    daddr: u64,
+    uuid: &[u8; 16],
+    magic: u32,
+) -> Option<(u64, Vec<DeadEntry>)> {
+    let h = <xfs_format::dir::block::Dir3BlkHdr as zerocopy::FromBytes>::ref_from_prefix(db)
+        .ok()?
+        .0;
+    if h.blkno.get() != daddr
+        || &h.uuid.0 != uuid
+        || !xfs_format::crc::verify(db, XFS_DIR3_DATA_CRC_OFF)
+        || !geo.ino_valid(Ino(h.owner.get()))
+    {
+        return None;
+    }
+    let hdr = geo.layout().dir_data_hdr;
+    debug_assert!(hdr >= XFS_DIR3_BLK_HDR_SIZE);
+    let end = if magic == XFS_DIR3_BLOCK_MAGIC {
+        let tail = db.len() - 8;
+        let count = u32::from_be_bytes(db[tail..tail + 4].try_into().ok()?) as usize;
+        tail.checked_sub(count * 8)?
+    } else {
+        db.len()
+    };
+    Some((h.owner.get(), raw::block_entries(geo, db, hdr, end, true)))
+}
+
+/// Walks every directory in use from the root: their paths, and the names
+/// their blocks no longer list.
+fn walk_dirs(
+    fs: &Fs,
+    live: &mut HashMap<u64, LiveDir>,
+    dead: &mut Vec<(u64, DeadEntry, Source)>,
+    stats: &mut Stats,
+) -> Result<()> {
+    let geo = fs.geometry().clone();
+    let root = fs.root()?;
+    let mut queue = vec![root];
+    while let Some(d) = queue.pop() {
+        stats.dirs += 1;
+        let ents = match crate::dir::read_dir(fs, &d) {
+            Ok(e) => e,
+            Err(Error::Io(e)) => return Err(Error::Io(e)),
+            // A damaged directory: what it lists is lost to the walk, not
+            // the scan.
+            Err(_) => continue,
+        };
+        for e in &ents {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let is_dir = match e.file_type {
+                Some(t) => t == FileType::Dir,
+                None => fs.inode(e.ino).is_ok_and(|i| i.file_type == FileType::Dir),
+            };
+            if is_dir && !live.contains_key(&e.ino.0) && e.ino != geo.root_ino {
+                if let Ok(i) = fs.inode(e.ino) {
+                    if i.file_type == FileType::Dir {
+                        live.insert(
+                            e.ino.0,
+                            LiveDir {
+                                parent: d.ino.0,
+                                name: e.name.clone(),
+                                gen: i.gen,
+                            },
+                        );
+                        queue.push(i);
+                    }
+                }
+            }
+        }
+        if d.format == ForkFormat::Local {
+            continue;
+        }
+        let Ok(map) = DirMap::new(fs, &d) else {
+            continue;
+        };
+        let dbs: Vec<u64> = map.dbs_below(map.leaf_first_db()).collect();
+        for db in dbs {
+            let Ok(buf) = map.read_data(db) else {
+                continue;
+            };
+            let Ok((end, _)) = crate::dir::data::data_end(&geo, d.ino.0, db, &buf) else {
+                continue;
+            };
+            for e in raw::block_entries(&geo, &buf, geo.layout().dir_data_hdr, end, false) {
+                dead.push((d.ino.0, e, Source::DirEntry));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads the surviving data of `d` into `out` (a sparse file: holes and
+/// unwritten extents are skipped), returning the bytes written up to.
+pub fn read_data(fs: &Fs, d: &Deleted, out: &std::fs::File) -> Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let geo = fs.geometry();
+    let bs = u64::from(geo.block_size);
+    let mut buf = vec![0u8; 1 << 20];
+    for e in &d.extents {
+        if e.extent.unwritten {
+            continue;
+        }
+        let mut done = 0u64;
+        let total = e.extent.len * bs;
+        let base = geo.fsb_to_daddr(e.extent.start).bytes();
+        while done < total {
+            let n = (total - done).min(buf.len() as u64) as usize;
+            fs.read_bytes(base + done, &mut buf[..n])?;
+            out.write_all_at(&buf[..n], e.extent.offset * bs + done)?;
+            done += n as u64;
+        }
+    }
+    let size = d.mapped_bytes(geo.block_size);
+    out.set_len(size)?;
+    Ok(size)
+}
