@@ -255,6 +255,7 @@ pub fn record(d: &Deleted, block_size: u32) -> Value {
             "free": e.free,
         })).collect::<Vec<_>>(),
         "mapped_bytes": d.mapped_bytes(block_size),
+        "size": d.size,
         "symlink": d.symlink.as_deref().map(lossy),
         "sources": d.sources.iter().map(|s| s.name()).collect::<Vec<_>>(),
         "confidence": d.confidence.name(),

@@ -147,6 +147,9 @@ pub struct Deleted {
     pub extents: Vec<DeletedExtent>,
     /// The target of a short symlink, from the literal area.
     pub symlink: Option<Vec<u8>>,
+    /// The file's size, when the inode survives as it was before the
+    /// deletion (else unknown: freeing resets it).
+    pub size: Option<u64>,
     /// The sources of the inode itself and its names.
     pub sources: Vec<Source>,
     pub confidence: Confidence,
@@ -191,6 +194,10 @@ struct Cand {
     symlink: Option<Vec<u8>>,
     /// Owner of freed directory blocks: it was a directory.
     was_dir: bool,
+    /// The whole inode as it was before the deletion (a chunk freed before
+    /// the inode's own free was written back: its buffer was dropped), so
+    /// its type and size are known and its generation was not bumped.
+    stale: Option<(FileType, u64)>,
 }
 
 /// A directory in use: its parent, its name there, its generation.
@@ -285,9 +292,9 @@ pub fn scan(
             // another directory.
             let ok = match live.get(dir) {
                 Some(l) => l.gen == *pgen,
-                None => cands
-                    .get(dir)
-                    .is_some_and(|d| d.core.gen == pgen.wrapping_add(1)),
+                None => cands.get(dir).is_some_and(|d| {
+                    d.core.gen == pgen.wrapping_add(if d.stale.is_some() { 0 } else { 1 })
+                }),
             };
             if ok || *dir == geo.root_ino.0 {
                 let s = names
@@ -332,10 +339,12 @@ pub fn scan(
                 .then(b.path.is_some().cmp(&a.path.is_some()))
                 .then(a.name.cmp(&b.name))
         });
-        let file_type = ftypes
-            .get(i)
-            .and_then(|&f| crate::dir::decode_ftype(f).ok().flatten())
-            .or(c.was_dir.then_some(FileType::Dir));
+        let file_type = c.stale.map(|(t, _)| t).or_else(|| {
+            ftypes
+                .get(i)
+                .and_then(|&f| crate::dir::decode_ftype(f).ok().flatten())
+                .or(c.was_dir.then_some(FileType::Dir))
+        });
         let (extents, symlink) = match file_type {
             Some(FileType::Dir) => (Vec::new(), None),
             Some(FileType::Symlink) if c.symlink.is_some() => (Vec::new(), c.symlink.clone()),
@@ -383,6 +392,7 @@ pub fn scan(
             names: ns,
             extents,
             symlink,
+            size: c.stale.map(|(_, z)| z),
             sources,
             confidence,
         });
@@ -450,18 +460,30 @@ fn candidate(fs: &Fs, ino: u64, raw: &[u8], source: Source) -> Option<Cand> {
     let mut extents = raw::literal_extents(geo, raw, fork_end);
     if extents.is_empty() {
         // A mapping btree's root: the fork's size decides where its
-        // pointers lie; try the attribute area's start, then the whole
-        // literal area.
-        let mut sizes = vec![litino(isize)];
+        // pointers lie. Try the attribute area's start, the whole literal
+        // area, then every other size; a pointer counts only when it
+        // leads to a mapping block of this inode.
+        let most = (litino(isize) - 4) / 16;
+        let mut tries: Vec<usize> = Vec::new();
         if let Some(a) = core.attr_off {
-            sizes.insert(0, a - LITERAL_OFFSET);
+            tries.push((a - LITERAL_OFFSET).saturating_sub(4) / 16);
         }
-        for s in sizes {
-            if let Some((level, ptrs)) = raw::literal_bmbt_root(raw, s) {
-                if let Some(v) = follow_bmbt(fs, ino, level, &ptrs) {
-                    extents = v;
+        tries.push(most);
+        tries.extend((1..most).rev());
+        let mut seen = HashSet::new();
+        for m in tries {
+            if m == 0 || !seen.insert(m) {
+                continue;
+            }
+            let Some((level, ptrs)) = raw::literal_bmbt_root(raw, m) else {
+                if m == most {
                     break;
                 }
+                continue;
+            };
+            if let Some(v) = follow_bmbt(fs, ino, level, &ptrs) {
+                extents = v;
+                break;
             }
         }
     }
@@ -472,6 +494,77 @@ fn candidate(fs: &Fs, ino: u64, raw: &[u8], source: Source) -> Option<Cand> {
         extents,
         symlink,
         was_dir: false,
+        stale: None,
+    })
+}
+
+/// An inode of a freed chunk whose last write before the chunk was freed
+/// still shows it in use: decoded whole (its CRC must hold). Its entries,
+/// when it is a short-form directory, go to `names`.
+fn stale_candidate(
+    fs: &Fs,
+    ino: u64,
+    raw: &[u8],
+    names: &mut Vec<(u64, DeadEntry)>,
+) -> Option<Cand> {
+    let geo = fs.geometry();
+    let i = crate::inode::decode_checked(fs, Ino(ino), raw).ok()?;
+    if i.nlink == 0 && i.mode == 0 {
+        return None;
+    }
+    let t = |t: crate::inode::Timestamp| (t.sec, t.nsec);
+    let mut core = FreedCore {
+        ino,
+        gen: i.gen,
+        uid: i.uid,
+        gid: i.gid,
+        projid: i.projid,
+        atime: t(i.atime),
+        mtime: t(i.mtime),
+        ctime: t(i.ctime),
+        crtime: t(i.crtime),
+        pptr: None,
+        attr_off: None,
+    };
+    if let Some(c) = raw::freed_core_any_mode(geo, ino, raw) {
+        core.pptr = c.pptr;
+        core.attr_off = c.attr_off;
+    }
+    let extents = match i.format {
+        ForkFormat::Extents | ForkFormat::Btree if i.file_type != FileType::Dir => {
+            crate::inode::extents(fs, &i, crate::inode::Fork::Data).unwrap_or_default()
+        }
+        _ => Vec::new(),
+    };
+    let symlink = (i.file_type == FileType::Symlink && i.format == ForkFormat::Local)
+        .then(|| i.data_fork[..(i.size as usize).min(i.data_fork.len())].to_vec());
+    if i.file_type == FileType::Dir && i.format == ForkFormat::Local {
+        if let Some(h) = xfs_format::dir::sf::parse_sf_hdr(&i.data_fork) {
+            for e in
+                xfs_format::dir::sf::SfIter::new(&i.data_fork, &h, geo.features.ftype).flatten()
+            {
+                if raw::valid_name(e.name) && geo.ino_valid(Ino(e.inumber)) {
+                    names.push((
+                        ino,
+                        DeadEntry {
+                            ino: e.inumber,
+                            low32_only: false,
+                            name: e.name.to_vec(),
+                            ftype: e.ftype,
+                            live: true,
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    Some(Cand {
+        core,
+        source: Source::FreedChunk,
+        extents,
+        symlink,
+        was_dir: i.file_type == FileType::Dir,
+        stale: Some((i.file_type, i.size)),
     })
 }
 
@@ -575,6 +668,7 @@ fn sweep_free(
     };
     let isize = geo.inode_size as usize;
     let dirfsbs = geo.dir_blk_fsbs() as usize;
+    let mut stale_names: Vec<(u64, DeadEntry)> = Vec::new();
     for (agno, exts) in free.iter().enumerate() {
         let agno = agno as u32;
         for &(start, len) in exts {
@@ -597,7 +691,9 @@ fn sweep_free(
                                 continue;
                             }
                             stats.freed_inodes += 1;
-                            if let Some(c) = candidate(fs, ino, raw, Source::FreedChunk) {
+                            let c = candidate(fs, ino, raw, Source::FreedChunk)
+                                .or_else(|| stale_candidate(fs, ino, raw, &mut stale_names));
+                            if let Some(c) = c {
                                 cands.insert(ino, c);
                             }
                         }
@@ -626,6 +722,9 @@ fn sweep_free(
                 b += n as u32;
             }
         }
+    }
+    for (dir, e) in stale_names {
+        blocks.push((dir, vec![e]));
     }
     Ok(())
 }
@@ -747,7 +846,7 @@ pub fn read_data(fs: &Fs, d: &Deleted, out: &std::fs::File) -> Result<u64> {
             done += n as u64;
         }
     }
-    let size = d.mapped_bytes(geo.block_size);
+    let size = d.size.unwrap_or_else(|| d.mapped_bytes(geo.block_size));
     out.set_len(size)?;
     Ok(size)
 }

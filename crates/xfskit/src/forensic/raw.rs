@@ -41,7 +41,16 @@ pub struct FreedCore {
 /// timestamps at all (an inode never allocated since its chunk was made).
 pub fn freed_core(geo: &Geometry, ino: u64, raw: &[u8]) -> Option<FreedCore> {
     let d = Dinode::ref_from_prefix(raw).ok()?.0;
-    if d.di_magic.get() != XFS_DINODE_MAGIC || d.di_mode.get() != 0 {
+    if d.di_mode.get() != 0 {
+        return None;
+    }
+    freed_core_any_mode(geo, ino, raw)
+}
+
+/// [`freed_core`] without the test of the mode.
+pub fn freed_core_any_mode(geo: &Geometry, ino: u64, raw: &[u8]) -> Option<FreedCore> {
+    let d = Dinode::ref_from_prefix(raw).ok()?.0;
+    if d.di_magic.get() != XFS_DINODE_MAGIC {
         return None;
     }
     if geo.v5 {
@@ -175,14 +184,18 @@ pub fn literal_extents(geo: &Geometry, raw: &[u8], end: usize) -> Vec<Extent> {
 }
 
 /// The root of a block-mapping btree left in a freed inode's literal area
-/// (a fork that was in btree format): its level and child pointers, for a
-/// data fork of `fork_size` bytes.
-pub fn literal_bmbt_root(raw: &[u8], fork_size: usize) -> Option<(u16, Vec<u64>)> {
-    let lit = raw.get(LITERAL_OFFSET..LITERAL_OFFSET + fork_size)?;
+/// (a fork that was in btree format): its level and child pointers, read
+/// as a root of `maxrecs` entries (which follows from the fork's size then,
+/// not known any more).
+pub fn literal_bmbt_root(raw: &[u8], maxrecs: usize) -> Option<(u16, Vec<u64>)> {
+    let lit = raw.get(LITERAL_OFFSET..)?;
     let level = be16(lit, 0);
     let numrecs = usize::from(be16(lit, 2));
-    let maxrecs = (fork_size.checked_sub(4)?) / 16;
-    if !(1..=5).contains(&level) || numrecs == 0 || numrecs > maxrecs {
+    if !(1..=5).contains(&level)
+        || numrecs == 0
+        || numrecs > maxrecs
+        || 4 + maxrecs * 16 > lit.len()
+    {
         return None;
     }
     let ptrs = 4 + maxrecs * 8;
