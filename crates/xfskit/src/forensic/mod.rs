@@ -186,6 +186,10 @@ pub struct Stats {
     pub freed_dir_blocks: u64,
 }
 
+/// The names found for each freed inode: (directory, name) and the
+/// sources that give it.
+type NameMap = HashMap<u64, BTreeMap<(u64, Vec<u8>), Vec<Source>>>;
+
 /// A candidate while names are gathered.
 struct Cand {
     core: FreedCore,
@@ -258,7 +262,7 @@ pub fn scan(
     for &i in cands.keys() {
         low.entry(i as u32).or_default().push(i);
     }
-    let mut names: HashMap<u64, BTreeMap<(u64, Vec<u8>), Vec<Source>>> = HashMap::new();
+    let mut names: NameMap = HashMap::new();
     let mut ftypes: HashMap<u64, u8> = HashMap::new();
     for (dir, e, src) in dead {
         let targets: Vec<u64> = if e.low32_only {
@@ -404,7 +408,7 @@ pub fn scan(
 struct Resolver<'a> {
     root: u64,
     live: &'a HashMap<u64, LiveDir>,
-    names: &'a HashMap<u64, BTreeMap<(u64, Vec<u8>), Vec<Source>>>,
+    names: &'a NameMap,
 }
 
 impl Resolver<'_> {

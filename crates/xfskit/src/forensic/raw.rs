@@ -15,6 +15,9 @@ use zerocopy::FromBytes;
 /// A timestamp as (seconds since the epoch, nanoseconds).
 pub type Time = (i64, u32);
 
+/// A parent pointer: the directory, its generation, the name in it.
+pub type ParentPtr = (u64, u32, Vec<u8>);
+
 /// The fields a freed inode keeps.
 #[derive(Debug, Clone)]
 pub struct FreedCore {
@@ -29,7 +32,7 @@ pub struct FreedCore {
     pub crtime: Time,
     /// The parent pointer left in the attribute area: (directory, its
     /// generation, name).
-    pub pptr: Option<(u64, u32, Vec<u8>)>,
+    pub pptr: Option<ParentPtr>,
     /// Where the attribute area that held it started (bytes into the inode).
     pub attr_off: Option<usize>,
 }
@@ -97,7 +100,7 @@ pub fn freed_core_any_mode(geo: &Geometry, ino: u64, raw: &[u8]) -> Option<Freed
 /// A short-form attribute area holding a parent pointer, looked for at
 /// every 8-byte fork offset of the literal area (the fork offset was reset
 /// when the inode was freed). Returns where it starts and the pointer.
-fn parent_remnant(geo: &Geometry, raw: &[u8]) -> Option<(usize, (u64, u32, Vec<u8>))> {
+fn parent_remnant(geo: &Geometry, raw: &[u8]) -> Option<(usize, ParentPtr)> {
     let end = raw.len();
     let mut off = LITERAL_OFFSET + 8;
     while off + 4 + 3 + 12 < end {
@@ -109,7 +112,7 @@ fn parent_remnant(geo: &Geometry, raw: &[u8]) -> Option<(usize, (u64, u32, Vec<u
     None
 }
 
-fn sf_parent_at(geo: &Geometry, area: &[u8]) -> Option<(u64, u32, Vec<u8>)> {
+fn sf_parent_at(geo: &Geometry, area: &[u8]) -> Option<ParentPtr> {
     let totsize = usize::from(be16(area, 0));
     let count = area[2];
     if count == 0 || area[3] != 0 || totsize < 4 + 3 || totsize > area.len() {
