@@ -149,7 +149,9 @@ pub fn valid_name(n: &[u8]) -> bool {
 
 /// An extent record that fits the filesystem: inside one AG, not empty.
 fn plausible(geo: &Geometry, r: &BmbtIrec) -> bool {
-    if r.blockcount == 0 || r.startoff > (1 << 53) {
+    // Past the largest file offset (bytes within an i64) is no mapping.
+    let max_blocks = (i64::MAX as u64) >> geo.block_log;
+    if r.blockcount == 0 || r.startoff.saturating_add(r.blockcount) > max_blocks {
         return false;
     }
     geo.fsb_range_valid(crate::geometry::FsBlock(r.startblock), r.blockcount)
