@@ -135,7 +135,9 @@ fn kernel_stats(m: &Path, save: &Path) -> BTreeMap<Vec<u8>, Stat> {
     );
     std::fs::write(save, &o.stdout).expect("save the kernel's stat");
     let links = run_ok(
-        Command::new("find").arg(m).args(["-type", "l", "-printf", "%p\\0%l\\0"]),
+        Command::new("find")
+            .arg(m)
+            .args(["-type", "l", "-printf", "%p\\0%l\\0"]),
         "find -printf %l",
     );
     let sums = run_ok(
@@ -265,7 +267,9 @@ fn timeline_matches_the_kernel(test: &str, mkfs: &Path) {
         fill(&m.0);
         // Nothing the snapshot reads may move an atime.
         run_ok(
-            Command::new("mount").args(["-o", "remount,noatime"]).arg(&m.0),
+            Command::new("mount")
+                .args(["-o", "remount,noatime"])
+                .arg(&m.0),
             "remount noatime",
         );
         kernel_stats(&m.0, &tmp.path().join("kernel-stat.txt"))
@@ -274,7 +278,11 @@ fn timeline_matches_the_kernel(test: &str, mkfs: &Path) {
     let before = sha256(&img);
 
     let o = xfskit(&["timeline", s(&img)]);
-    assert!(o.status.success() && o.stderr.is_empty(), "{}", output_text(&o));
+    assert!(
+        o.status.success() && o.stderr.is_empty(),
+        "{}",
+        output_text(&o)
+    );
     let body_path = tmp.path().join("body.txt");
     std::fs::write(&body_path, &o.stdout).expect("save the body file");
     let got = parse_body(&o.stdout);
@@ -323,7 +331,11 @@ fn timeline_matches_the_kernel(test: &str, mkfs: &Path) {
     assert!(diffs.is_empty(), "timeline vs stat:\n{}", diffs.join("\n"));
     // The odd values made it through: nanoseconds, before 1970, past 2038.
     let body = String::from_utf8_lossy(&o.stdout);
-    for t in ["|981173106.123456789|", "|-1.500000000|", "|10427386150.987654321|"] {
+    for t in [
+        "|981173106.123456789|",
+        "|-1.500000000|",
+        "|10427386150.987654321|",
+    ] {
         assert!(body.contains(t), "{t} in\n{body}");
     }
 
@@ -333,7 +345,12 @@ fn timeline_matches_the_kernel(test: &str, mkfs: &Path) {
     for (path, st) in &want {
         let f = &parse_body(&o.stdout)[&body_name(path, st)];
         let w = st.md5.clone().unwrap_or_else(|| "0".into());
-        assert_eq!(String::from_utf8_lossy(&f[0]), w, "{}", String::from_utf8_lossy(path));
+        assert_eq!(
+            String::from_utf8_lossy(&f[0]),
+            w,
+            "{}",
+            String::from_utf8_lossy(path)
+        );
     }
 
     // --seconds: whole seconds, rounded down.
@@ -355,8 +372,7 @@ fn timeline_matches_the_kernel(test: &str, mkfs: &Path) {
 
     // mactime takes it: every path is in its timeline.
     let o = run_ok(
-        Command::new("mactime")
-            .args(["-b", s(&body_path), "-d", "-y", "-z", "UTC"]),
+        Command::new("mactime").args(["-b", s(&body_path), "-d", "-y", "-z", "UTC"]),
         "mactime",
     );
     let listed: BTreeSet<Vec<u8>> = o
@@ -366,8 +382,13 @@ fn timeline_matches_the_kernel(test: &str, mkfs: &Path) {
         .filter(|l| !l.is_empty())
         .map(|l| {
             let name = l.splitn(8, |&c| c == b',').nth(7).expect("8 columns");
-            let name = name.strip_prefix(b"\"").and_then(|n| n.strip_suffix(b"\"")).expect("quoted");
-            String::from_utf8_lossy(name).replace("\"\"", "\"").into_bytes()
+            let name = name
+                .strip_prefix(b"\"")
+                .and_then(|n| n.strip_suffix(b"\""))
+                .expect("quoted");
+            String::from_utf8_lossy(name)
+                .replace("\"\"", "\"")
+                .into_bytes()
         })
         .collect();
     assert_eq!(show(&listed), show(&names), "the names mactime lists");

@@ -179,7 +179,12 @@ fn push_escaped(out: &mut Vec<u8>, name: &[u8], escape: Escape) {
             }
             Escape::Backslash if c == b'|' || c == b'\\' => out.extend_from_slice(&[b'\\', c]),
             Escape::Backslash if control => {
-                out.extend_from_slice(&[b'\\', b'x', hex_digit(c >> 4, false), hex_digit(c, false)]);
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'x',
+                    hex_digit(c >> 4, false),
+                    hex_digit(c, false),
+                ]);
             }
             _ => out.push(c),
         }
@@ -404,7 +409,11 @@ fn batch_records(fs: &Fs, opts: &Options, cache: &PathCache, batch: &[Bstat]) ->
         } else {
             let last = names.len() - 1;
             for (k, p) in names.into_iter().enumerate() {
-                let mut r = if k == last { std::mem::take(&mut rec) } else { rec.clone() };
+                let mut r = if k == last {
+                    std::mem::take(&mut rec)
+                } else {
+                    rec.clone()
+                };
                 r.path = Some(p);
                 out.records.push(r);
             }

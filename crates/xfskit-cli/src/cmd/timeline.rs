@@ -235,9 +235,7 @@ pub fn run_body(fs: &Fs, run: &Run, body: &BodyArgs) -> Result<ExitCode, Error> 
     let stats = match r {
         Ok(s) => s,
         // A closed pipe (`| head`) ends the output quietly.
-        Err(Error::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => {
-            return Ok(ExitCode::SUCCESS)
-        }
+        Err(Error::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
         Err(e) => return Err(e),
     };
     match flushed {
