@@ -245,9 +245,18 @@ fn sha256(p: &Path) -> String {
         .to_owned()
 }
 
+/// How the kernel leaves the filled image.
+#[derive(Clone, Copy)]
+enum Log {
+    /// Unmounted cleanly.
+    Clean,
+    /// Shut down with the log flushed: the changes are only in the log.
+    Dirty,
+}
+
 /// Makes an image with `mkfs`, fills it on a kernel mount, then checks
 /// every line of `xfskit timeline` against what the kernel showed.
-fn timeline_matches_the_kernel(test: &str, mkfs: &Path) {
+fn timeline_matches_the_kernel(test: &str, mkfs: &Path, log: Log) {
     if !is_root() {
         skip(test, "needs root for a read-write loop mount");
         return;
@@ -262,6 +271,7 @@ fn timeline_matches_the_kernel(test: &str, mkfs: &Path) {
         .expect("create image");
     run_ok(Command::new(mkfs).args(["-q", "-f"]).arg(&img), "mkfs.xfs");
     let mnt = tmp.path().join("mnt");
+    let saved = tmp.path().join("kernel-stat.txt");
     let want = {
         let m = Mounted::new(&img, &mnt);
         fill(&m.0);
@@ -272,8 +282,41 @@ fn timeline_matches_the_kernel(test: &str, mkfs: &Path) {
                 .arg(&m.0),
             "remount noatime",
         );
-        kernel_stats(&m.0, &tmp.path().join("kernel-stat.txt"))
+        match log {
+            Log::Clean => Some(kernel_stats(&m.0, &saved)),
+            Log::Dirty => {
+                // The log flushed, nothing else written back: what the
+                // files are now is only in the log.
+                run_ok(
+                    Command::new("xfs_io")
+                        .args(["-x", "-c", "shutdown -f"])
+                        .arg(&m.0),
+                    "xfs_io shutdown -f",
+                );
+                None
+            }
+        }
     };
+    let want = want.unwrap_or_else(|| {
+        // The kernel replays a copy of the dirty image at mount: what it
+        // shows then is what xfskit must show of the image as it is.
+        let o = xfskit(&["log", "--json", s(&img)]);
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("\"state\": \"dirty\""),
+            "the log is dirty: {}",
+            output_text(&o)
+        );
+        let copy = tmp.path().join("replayed.img");
+        std::fs::copy(&img, &copy).expect("copy the dirty image");
+        let m = Mounted::new(&copy, &mnt);
+        run_ok(
+            Command::new("mount")
+                .args(["-o", "remount,noatime"])
+                .arg(&m.0),
+            "remount noatime",
+        );
+        kernel_stats(&m.0, &saved)
+    });
     assert!(want.len() >= 20, "{want:?}");
     let before = sha256(&img);
 
@@ -417,7 +460,7 @@ fn timeline_of_an_image_with_parent_pointers_matches_stat_and_mactime() {
         skip(TEST, "xfsprogs 7.2 is missing (../shared/xfsprogs-7.2)");
         return;
     };
-    timeline_matches_the_kernel(TEST, &bin.join("mkfs.xfs"));
+    timeline_matches_the_kernel(TEST, &bin.join("mkfs.xfs"), Log::Clean);
 }
 
 #[test]
@@ -428,5 +471,140 @@ fn timeline_without_parent_pointers_matches_stat_and_mactime() {
         skip(TEST, "Debian's mkfs.xfs (xfsprogs 6.1) is missing");
         return;
     }
-    timeline_matches_the_kernel(TEST, mkfs);
+    timeline_matches_the_kernel(TEST, mkfs, Log::Clean);
+}
+
+/// A log left dirty (the kernel shut down after the log was flushed, no
+/// file data or inodes written back): the body file of the image as it is
+/// matches what the kernel shows after replaying a copy at mount, and the
+/// image is left as it was (the replay is xfskit's, in memory).
+#[test]
+fn timeline_of_a_dirty_log_matches_the_kernels_replay() {
+    const TEST: &str = "timeline_of_a_dirty_log_matches_the_kernels_replay";
+    let Some(bin) = common::fixtures::xfsprogs_72_bin() else {
+        skip(TEST, "xfsprogs 7.2 is missing (../shared/xfsprogs-7.2)");
+        return;
+    };
+    timeline_matches_the_kernel(TEST, &bin.join("mkfs.xfs"), Log::Dirty);
+}
+
+/// A v4 filesystem (Debian's mkfs.xfs 6.1 -m crc=0, filled from a
+/// protofile, so no root is needed): its inodes keep no creation time, so
+/// crtime is 0 on every line; the other fields are what the protofile and
+/// xfs_db say, and mactime lists every name.
+#[test]
+fn timeline_of_a_v4_image_has_no_creation_times() {
+    const TEST: &str = "timeline_of_a_v4_image_has_no_creation_times";
+    let mkfs = Path::new("/usr/sbin/mkfs.xfs");
+    if !mkfs.exists() {
+        skip(TEST, "Debian's mkfs.xfs (xfsprogs 6.1) is missing");
+        return;
+    }
+    let tmp = TempDir::new("xfskit-timeline-v4");
+    let src = tmp.path().join("src");
+    std::fs::write(&src, b"hello v4\n").expect("write");
+    let proto = tmp.path().join("proto");
+    let f = s(&src);
+    std::fs::write(
+        &proto,
+        format!(
+            "/dev/null\n0 0\nd--755 0 0\na|b ---644 1000 100 {f}\ndir d--750 7 8\n \
+             inner ---600 0 0 {f}\n $\nlnk l--777 0 0 a|b\nfifo p--644 0 0\n\
+             cdev c--644 0 0 1 3\n$\n"
+        ),
+    )
+    .expect("write the protofile");
+    let img = tmp.path().join("v4.img");
+    std::fs::File::create(&img)
+        .and_then(|f| f.set_len(320 << 20))
+        .expect("create image");
+    run_ok(
+        Command::new(mkfs)
+            .args(["-q", "-f", "-m", "crc=0", "-p"])
+            .arg(&proto)
+            .arg(&img),
+        "mkfs.xfs -m crc=0 -p",
+    );
+    let before = sha256(&img);
+    let o = xfskit(&["timeline", "--md5", s(&img)]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let got = parse_body(&o.stdout);
+    let names: Vec<String> = got
+        .keys()
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "/",
+            "/a|b",
+            "/cdev",
+            "/dir",
+            "/dir/inner",
+            "/fifo",
+            "/lnk -> a|b"
+        ],
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    for f in got.values() {
+        assert_eq!(f[10], b"0", "crtime of {}", String::from_utf8_lossy(&f[1]));
+    }
+    let field =
+        |name: &str, i: usize| String::from_utf8_lossy(&got[name.as_bytes()][i]).into_owned();
+    let sum = run_ok(Command::new("md5sum").arg(&src), "md5sum");
+    let sum = String::from_utf8_lossy(&sum.stdout)[..32].to_owned();
+    for (name, fields) in [
+        ("/a|b", [sum.as_str(), "r/rrw-r--r--", "1000", "100", "9"]),
+        ("/dir/inner", [sum.as_str(), "r/rrw-------", "0", "0", "9"]),
+        ("/dir", ["0", "d/drwxr-x---", "7", "8", "19"]),
+        ("/lnk -> a|b", ["0", "l/lrwxrwxrwx", "0", "0", "3"]),
+        ("/cdev", ["0", "c/crw-r--r--", "0", "0", "0"]),
+        ("/fifo", ["0", "p/prw-r--r--", "0", "0", "0"]),
+    ] {
+        let got: Vec<String> = [0, 3, 4, 5, 6].iter().map(|&i| field(name, i)).collect();
+        assert_eq!(got, fields, "{name}");
+    }
+    // The nanoseconds of the mtime xfs_db prints.
+    let ino = field("/a|b", 2);
+    let db = run_ok(
+        Command::new("xfs_db")
+            .args([
+                "-r",
+                "-c",
+                &format!("inode {ino}"),
+                "-c",
+                "p core.mtime.nsec",
+            ])
+            .arg(&img),
+        "xfs_db",
+    );
+    let nsec: i128 = String::from_utf8_lossy(&db.stdout)
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .expect("core.mtime.nsec");
+    assert_eq!(nanos(&field("/a|b", 8)).rem_euclid(1_000_000_000), nsec);
+    if common::missing_tool(&["mactime"]).is_some() {
+        skip(
+            TEST,
+            "mactime (Debian's sleuthkit) is missing: the body file was not run through it",
+        );
+    } else {
+        let body = tmp.path().join("body.txt");
+        std::fs::write(&body, &o.stdout).expect("save");
+        let m = run_ok(
+            Command::new("mactime").args(["-b", s(&body), "-d", "-y", "-z", "UTC"]),
+            "mactime",
+        );
+        let text = String::from_utf8_lossy(&m.stdout);
+        for n in &names {
+            assert!(
+                text.contains(&format!(",\"{n}\"")),
+                "{n} in mactime's\n{text}"
+            );
+        }
+    }
+    assert_eq!(sha256(&img), before, "the image changed");
 }
