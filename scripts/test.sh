@@ -19,6 +19,7 @@ command -v cc >/dev/null || need+=(gcc)  # mimalloc is C, built by cargo
 command -v fincore >/dev/null || need+=(util-linux)
 [ -x /usr/bin/time ] || need+=(time)  # peak memory of check in tests/check_fuzz.rs
 command -v man >/dev/null || need+=(man-db)  # the man pages in tests/docs_cli.rs
+command -v mactime >/dev/null || need+=(sleuthkit)  # mactime reads the body files of tests/timeline.rs
 [ -f /usr/share/bash-completion/bash_completion ] || need+=(bash-completion)  # its loader in tests/docs_cli.rs
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)  # a destination in tests/extract_refused.rs
 # Disk image tests: GPT (sgdisk), MBR (sfdisk), qcow2 (qemu-img), LVM2.

@@ -31,7 +31,8 @@ use std::process::ExitCode;
 filesystems (mkfs), build populated images (build), inspect images (info, db, ls, cat, stat), copy files out (extract), \
 edit images offline (cp, mkdir, rm, mv, ln, chmod, chown, touch, truncate, setfattr, getfattr, chattr, lsattr, chproj, lsproj), \
 show or change the label and UUID (admin), grow a filesystem offline (grow), \
-mount them through FUSE (mount), scan every inode in parallel (bulkstat), and show or \
+mount them through FUSE (mount), scan every inode in parallel (bulkstat), print a forensic \
+timeline of every inode for mactime and plaso (timeline), and show or \
 replay the log (log, recover). A log left dirty by a crash is replayed in memory when an \
 image is opened: the image is only read.\n\n\
 IMAGE may be a bare XFS filesystem, a partitioned disk (MBR or GPT, LVM2 linear volumes) or a \
@@ -92,6 +93,9 @@ enum Command {
     /// Scan every allocated inode, one thread per AG.
     #[command(long_about = cmd::bulkstat::LONG_ABOUT)]
     Bulkstat(cmd::bulkstat::Args),
+    /// Print a timeline body file (The Sleuth Kit's mactime format) of every inode.
+    #[command(long_about = cmd::timeline::LONG_ABOUT)]
+    Timeline(cmd::timeline::Args),
     /// Make an XFS filesystem (mkfs.xfs options and output).
     Mkfs(cmd::mkfs::Args),
     /// Check an unmounted image for consistency, like `xfs_repair -n`.
@@ -196,6 +200,7 @@ fn main() -> ExitCode {
         Command::Extract(a) => cmd::extract::run(a),
         Command::Mount(a) => cmd::mount::run(a),
         Command::Bulkstat(a) => cmd::bulkstat::run(a),
+        Command::Timeline(a) => cmd::timeline::run(a),
         Command::Mkfs(a) => cmd::mkfs::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Build(a) => cmd::build::run(a),

@@ -66,6 +66,8 @@ fn reading_commands_end_quietly_on_a_closed_pipe() {
         &["stat", i, "/files"],
         &["cat", i, "/files/small"],
         &["bulkstat", i],
+        &["timeline", i],
+        &["bulkstat", "--bodyfile", "--md5", i],
         &["log", i],
         &["log", "--json", "--transactions", i],
         &["check", i],

@@ -15,6 +15,7 @@ pub mod admin;
 pub mod alloc;
 pub mod attr;
 pub mod bmap;
+pub mod bodyfile;
 pub mod btree;
 pub mod buf;
 pub mod build;

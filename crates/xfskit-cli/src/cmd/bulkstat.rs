@@ -26,10 +26,14 @@ damaged gets \"paths_error\" (JSON) or a tab and \"error:\" (table), the scan go
 exit status is 5. On a filesystem without parent pointers (made before mkfs.xfs 6.x turned them \
 on, or with -n parent=0) every directory is read first, as xfs_ncheck does, and its entries are \
 indexed by the inode they name in --memory (default 256m; past it sorted runs go to temporary \
-files in --tmpdir); the paths are then found the same way.";
+files in --tmpdir); the paths are then found the same way.\n\n\
+With --bodyfile the output is The Sleuth Kit's body file (mactime's input) instead, one line per \
+path, with the options --md5, --seconds, --escape and --prefix: what `xfskit timeline` prints \
+(see its manual page).";
 
 /// Arguments of `xfskit bulkstat`.
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("names").args(["paths", "bodyfile"]).multiple(true)))]
 pub struct Args {
     /// The image file or block device.
     pub image: PathBuf,
@@ -64,51 +68,54 @@ pub struct Args {
     /// Memory for the index of directory entries that --paths makes on a
     /// filesystem without parent pointers (k m g suffixes; default 256m).
     /// Past it, sorted runs and names go to temporary files.
-    #[arg(long, value_name = "SIZE", requires = "paths")]
+    #[arg(long, value_name = "SIZE", requires = "names")]
     pub memory: Option<String>,
     /// Directory for those temporary files (default: $TMPDIR or /tmp):
     /// about 60 bytes per directory entry past the bound.
-    #[arg(long, value_name = "DIR", requires = "paths")]
+    #[arg(long, value_name = "DIR", requires = "names")]
     pub tmpdir: Option<PathBuf>,
+    /// Print The Sleuth Kit's body file (mactime's input) instead: one
+    /// line per path of every inode, as `xfskit timeline` prints it.
+    #[arg(long, conflicts_with = "json")]
+    pub bodyfile: bool,
+    #[command(flatten)]
+    pub body: super::timeline::BodyArgs,
+}
+
+impl Args {
+    /// What --bodyfile prints, from the scan options.
+    fn body_options(&self) -> super::timeline::Run {
+        super::timeline::Run {
+            scan: BulkstatOptions {
+                threads: self.threads,
+                batch: self.batch,
+                ag: self.ag,
+                start_ino: self.start_ino,
+            },
+            memory: self.memory.clone(),
+            tmpdir: self.tmpdir.clone(),
+            stats: self.stats,
+        }
+    }
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let fs = super::open_in(&args.image, &args.disk, args.norecovery)?;
-    let memory = match &args.memory {
-        None => DEFAULT_INDEX_MEMORY,
-        Some(m) => match xfskit::build::size::parse_size(m) {
-            Ok(xfskit::build::size::SizeSpec::Fixed(b)) => usize::try_from(b).unwrap_or(usize::MAX),
-            _ => {
-                return Err(Error::Invalid(format!(
-                    "--memory takes a size like 256m or 2g, not {m:?}"
-                )))
-            }
-        },
-    };
-    let indexed = args.paths && !paths::has_parent_pointers(&fs);
-    let cache = if indexed {
-        // No parent pointers: every directory is read first and its
-        // entries indexed by the inode they name.
-        let index = paths::NameIndex::build(&fs, args.threads, memory, args.tmpdir.clone())?;
-        if args.stats {
-            errln!(
-                "name index: {} directory entries ({})",
-                index.entries(),
-                if index.spilled() {
-                    "past --memory: in temporary files"
-                } else {
-                    "in memory"
-                }
-            );
-        }
-        Some(paths::PathCache::with_index(
-            paths::DEFAULT_CACHE_BYTES,
-            index,
-        ))
+    if args.bodyfile {
+        return super::timeline::run_body(&fs, &args.body_options(), &args.body);
+    }
+    args.body.refuse_without("bulkstat --bodyfile")?;
+    let cache = if args.paths {
+        Some(path_cache(
+            &fs,
+            args.threads,
+            args.memory.as_deref(),
+            args.tmpdir.clone(),
+            args.stats,
+        )?)
     } else {
-        args.paths
-            .then(|| paths::PathCache::new(paths::DEFAULT_CACHE_BYTES))
+        None
     };
     let path_errors = AtomicU64::new(0);
     let opts = BulkstatOptions {
@@ -198,6 +205,50 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         return Ok(ExitCode::from(5));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The source of paths for --paths and body files: parent pointers, or
+/// on a filesystem without them an index of every directory entry made
+/// first in `memory` (a size like 256m; the default when None).
+pub fn path_cache(
+    fs: &Fs,
+    threads: usize,
+    memory: Option<&str>,
+    tmpdir: Option<PathBuf>,
+    stats: bool,
+) -> Result<paths::PathCache, Error> {
+    let memory = match memory {
+        None => DEFAULT_INDEX_MEMORY,
+        Some(m) => match xfskit::build::size::parse_size(m) {
+            Ok(xfskit::build::size::SizeSpec::Fixed(b)) => usize::try_from(b).unwrap_or(usize::MAX),
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "--memory takes a size like 256m or 2g, not {m:?}"
+                )))
+            }
+        },
+    };
+    if paths::has_parent_pointers(fs) {
+        return Ok(paths::PathCache::new(paths::DEFAULT_CACHE_BYTES));
+    }
+    // No parent pointers: every directory is read first and its entries
+    // indexed by the inode they name.
+    let index = paths::NameIndex::build(fs, threads, memory, tmpdir)?;
+    if stats {
+        errln!(
+            "name index: {} directory entries ({})",
+            index.entries(),
+            if index.spilled() {
+                "past --memory: in temporary files"
+            } else {
+                "in memory"
+            }
+        );
+    }
+    Ok(paths::PathCache::with_index(
+        paths::DEFAULT_CACHE_BYTES,
+        index,
+    ))
 }
 
 /// Memory of the index --paths makes without parent pointers.

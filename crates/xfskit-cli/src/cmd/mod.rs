@@ -23,6 +23,7 @@ pub mod out;
 pub mod parts;
 pub mod recover;
 pub mod stat;
+pub mod timeline;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
