@@ -207,6 +207,32 @@ fn run(mkfs: &str, after: After, pptr: bool) {
         gone.len()
     );
     let (scores, _) = score(dir.path(), &img, &gone);
+    // The timeline lists the same deleted files, marked as fls marks them,
+    // in a body file mactime takes.
+    let o = xfskit_output(&["timeline", "--deleted", s(&img)]);
+    assert!(
+        o.status.success(),
+        "timeline: {}",
+        common::output_text_of(&o)
+    );
+    let body = String::from_utf8_lossy(&o.stdout).into_owned();
+    for (p, sc) in &scores {
+        if *sc == Score::FullPath {
+            assert!(
+                body.contains(&format!("|{p} (deleted)|")),
+                "{p} is not in the timeline as deleted"
+            );
+        }
+    }
+    if common::missing_tool(&["mactime"]).is_none() {
+        let f = dir.path().join("body.txt");
+        std::fs::write(&f, &body).unwrap();
+        let t = sh(&format!("mactime -b '{}' -d -y", s(&f)));
+        assert!(
+            t.lines().filter(|l| l.contains(" (deleted)")).count() >= gone.len(),
+            "mactime lists fewer deleted names than were deleted"
+        );
+    }
     for prefix in [
         "/sf",
         "/blk",
