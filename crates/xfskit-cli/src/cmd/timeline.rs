@@ -26,8 +26,8 @@ before mkfs.xfs 6.x turned them on) from an index of every directory entry made 
 bulkstat --paths does (--memory, --tmpdir). A file with several hard links has one line per \
 path. The root is \"/\". A symlink's name is followed by \" -> TARGET\". An inode no directory \
 names (unlinked while still open) is \"/$OrphanFiles/OrphanFile-INODE\", as fls names orphans. \
-Deleted entries, when a source of them adds its records, end in \" (deleted)\", or \
-\" (deleted-realloc)\" when the inode has been allocated again, as fls marks them. mactime \
+With --deleted, the deleted inodes `xfskit deleted` finds follow, each ending in \
+\" (deleted)\" as fls marks them (see xfskit-deleted(1); --quick leaves out free space). mactime \
 splits lines at every \"|\" and decodes %XX in each field, so \"|\", \"%\" and control bytes in \
 names are written as %7C, %25, %0A... (--escape percent, the default); --escape backslash writes \
 \\|, \\\\ and \\xNN instead, the form plaso and dfImageTools read. (fls itself writes \"|\" as \
