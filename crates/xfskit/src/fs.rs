@@ -65,6 +65,8 @@ pub struct Fs {
     base: SbCounters,
     /// Set when a dirty log was replayed in memory at open.
     recovery: Option<crate::log::ReplayStats>,
+    /// The device as it was before that replay (see [`Fs::before_log`]).
+    unreplayed: Option<Arc<dyn Device>>,
     /// The log head (`cycle << 32 | block`) that metadata LSNs must be
     /// behind, 0 when not watched (see [`Fs::watch_lsns`]).
     lsn_limit: std::sync::atomic::AtomicU64,
@@ -482,6 +484,7 @@ impl Fs {
             write: None,
             base: SbCounters::default(),
             recovery: None,
+            unreplayed: None,
             lsn_limit: std::sync::atomic::AtomicU64::new(0),
             lsn_ahead: std::sync::Mutex::new(None),
         };
@@ -531,6 +534,7 @@ impl Fs {
         let mut fs = Fs::from_device(Box::new(crate::log::recover::Shared(dev)), &o)?;
         fs.log_state = self.log_state;
         fs.recovery = Some(rec.stats);
+        fs.unreplayed = Some(self.dev.clone());
         Ok(fs)
     }
 
@@ -588,6 +592,23 @@ impl Fs {
     /// What the in-memory replay of a dirty log did, when there was one.
     pub fn recovery(&self) -> Option<&crate::log::ReplayStats> {
         self.recovery.as_ref()
+    }
+
+    /// When a dirty log was replayed in memory at open: the filesystem as
+    /// the device holds it, before the log (read-only, `norecovery`). What
+    /// the log changed last is older there, which is what forensic work
+    /// wants of blocks and inodes that were freed.
+    pub fn before_log(&self) -> Option<Result<Fs>> {
+        let dev = self.unreplayed.clone()?;
+        let opts = OpenOptions {
+            norecovery: true,
+            any_root: true,
+            ..Default::default()
+        };
+        Some(Fs::from_device(
+            Box::new(crate::log::recover::Shared(dev)),
+            &opts,
+        ))
     }
 
     /// The validated geometry.

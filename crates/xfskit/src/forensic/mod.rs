@@ -233,11 +233,15 @@ pub fn scan(
         f.sort_unstable();
     }
     let mut cands: HashMap<u64, Cand> = HashMap::new();
-    freed_in_chunks(fs, &mut cands, &mut stats)?;
+    // A log replayed at open: the device's own blocks are older than the
+    // log's, and for what the log freed, older is what was deleted.
+    let before = fs.before_log().and_then(|r| r.ok());
+    freed_in_chunks(fs, before.as_ref(), &mut cands, &mut stats)?;
     let mut freed_blocks: Vec<(u64, Vec<DeadEntry>)> = Vec::new();
     if !opts.skip_free_space {
         sweep_free(
             fs,
+            before.as_ref(),
             &free,
             &mut cands,
             &mut freed_blocks,
@@ -456,7 +460,7 @@ fn is_free(
 }
 
 /// Decodes what a freed inode slot holds into a candidate.
-fn candidate(fs: &Fs, ino: u64, raw: &[u8], source: Source) -> Option<Cand> {
+fn candidate(fs: &Fs, before: Option<&Fs>, ino: u64, raw: &[u8], source: Source) -> Option<Cand> {
     let geo = fs.geometry();
     let core = raw::freed_core(geo, ino, raw)?;
     let isize = raw.len();
@@ -485,7 +489,7 @@ fn candidate(fs: &Fs, ino: u64, raw: &[u8], source: Source) -> Option<Cand> {
                 }
                 continue;
             };
-            if let Some(v) = follow_bmbt(fs, ino, level, &ptrs) {
+            if let Some(v) = follow_bmbt(fs, before, ino, level, &ptrs) {
                 extents = v;
                 break;
             }
@@ -572,8 +576,55 @@ fn stale_candidate(
     })
 }
 
+/// The same inode before the log replayed at open (`raw`, read from
+/// `before`), when it was still in use there: the deletion, or the end of
+/// the file's life, is only in the log, and the device still holds the
+/// inode as it was. It replaces what `after` kept (read through the log)
+/// when it is the same life of the inode (the same creation time on v5;
+/// the generation equal, or one behind where `after` is a freed slot, as
+/// a free bumps it) and the log's mapping is the device's with extents
+/// taken off its end (a truncation). `after`'s times stay: its ctime is
+/// the deletion's.
+fn before_deletion(before: &Fs, ino: u64, raw: &[u8], after: &Cand) -> Option<Cand> {
+    let mut names = Vec::new();
+    let b = stale_candidate(before, ino, raw, &mut names)?;
+    let gen = if after.stale.is_some() {
+        b.core.gen
+    } else {
+        b.core.gen.wrapping_add(1)
+    };
+    let same_life =
+        after.core.gen == gen && (!before.geometry().v5 || after.core.crtime == b.core.crtime);
+    let kind = |c: &Cand| c.stale.map(|(t, _)| t);
+    if !same_life
+        || kind(&b) == Some(FileType::Dir)
+        || (after.stale.is_some() && kind(after) != kind(&b))
+        || b.extents.is_empty()
+        || !raw::truncation_of(&after.extents, &b.extents)
+    {
+        return None;
+    }
+    Some(Cand {
+        core: FreedCore {
+            pptr: after.core.pptr.clone().or(b.core.pptr),
+            ..after.core.clone()
+        },
+        source: after.source,
+        ..b
+    })
+}
+
 /// The extents of a mapping btree whose blocks are still as they were.
-fn follow_bmbt(fs: &Fs, owner: u64, level: u16, ptrs: &[u64]) -> Option<Vec<Extent>> {
+/// With `before` (the device before the log replayed at open), a block is
+/// taken as it was there when the log's version only lost records from
+/// its end (a truncation the log holds).
+fn follow_bmbt(
+    fs: &Fs,
+    before: Option<&Fs>,
+    owner: u64,
+    level: u16,
+    ptrs: &[u64],
+) -> Option<Vec<Extent>> {
     let geo = fs.geometry();
     let mut out: Vec<Extent> = Vec::new();
     let mut stack: Vec<(u16, u64)> = ptrs.iter().rev().map(|&p| (level - 1, p)).collect();
@@ -584,9 +635,20 @@ fn follow_bmbt(fs: &Fs, owner: u64, level: u16, ptrs: &[u64]) -> Option<Vec<Exte
             return None;
         }
         let mut buf = vec![0u8; geo.block_size as usize];
-        fs.read_bytes(geo.fsb_to_daddr(FsBlock(p)).bytes(), &mut buf)
-            .ok()?;
-        match raw::bmbt_block(geo, &buf, owner, lv)? {
+        let at = geo.fsb_to_daddr(FsBlock(p)).bytes();
+        fs.read_bytes(at, &mut buf).ok()?;
+        let now = raw::bmbt_block(geo, &buf, owner, lv);
+        let old = before.and_then(|b| {
+            let mut v = vec![0u8; buf.len()];
+            b.read_bytes(at, &mut v).ok()?;
+            raw::bmbt_block(geo, &v, owner, lv)
+        });
+        let node = match (now, old) {
+            (Some(n), Some(o)) if n.truncates(&o) => o,
+            (Some(n), _) => n,
+            (None, o) => o?,
+        };
+        match node {
             raw::BmbtNode::Leaf(v) => {
                 for e in v {
                     if out.last().is_some_and(|l| e.offset < l.end()) {
@@ -607,7 +669,12 @@ fn follow_bmbt(fs: &Fs, owner: u64, level: u16, ptrs: &[u64]) -> Option<Vec<Exte
 }
 
 /// Freed inodes of the chunks the inode btrees list.
-fn freed_in_chunks(fs: &Fs, cands: &mut HashMap<u64, Cand>, stats: &mut Stats) -> Result<()> {
+fn freed_in_chunks(
+    fs: &Fs,
+    before: Option<&Fs>,
+    cands: &mut HashMap<u64, Cand>,
+    stats: &mut Stats,
+) -> Result<()> {
     let geo = fs.geometry().clone();
     let isize = geo.inode_size as usize;
     for agno in 0..geo.ag_count {
@@ -625,7 +692,12 @@ fn freed_in_chunks(fs: &Fs, cands: &mut HashMap<u64, Cand>, stats: &mut Stats) -
             let n = (64 - free.leading_zeros()) as usize;
             let lo = free.trailing_zeros() as usize;
             let mut buf = vec![0u8; (n - lo) * isize];
-            fs.read_bytes(geo.ino_to_bytes(Ino(first.0 + lo as u64)), &mut buf)?;
+            let at = geo.ino_to_bytes(Ino(first.0 + lo as u64));
+            fs.read_bytes(at, &mut buf)?;
+            let old = before.and_then(|b| {
+                let mut v = vec![0u8; buf.len()];
+                b.read_bytes(at, &mut v).ok().map(|_| v)
+            });
             for i in lo..n {
                 if free & (1 << i) == 0 {
                     continue;
@@ -633,9 +705,18 @@ fn freed_in_chunks(fs: &Fs, cands: &mut HashMap<u64, Cand>, stats: &mut Stats) -
                 let ino = first.0 + i as u64;
                 let raw = &buf[(i - lo) * isize..(i - lo + 1) * isize];
                 stats.freed_inodes += 1;
-                if let Some(c) = candidate(fs, ino, raw, Source::Inode) {
-                    cands.insert(ino, c);
+                let Some(mut c) = candidate(fs, before, ino, raw, Source::Inode) else {
+                    continue;
+                };
+                if let (Some(b), Some(o)) = (before, &old) {
+                    let raw = &o[(i - lo) * isize..(i - lo + 1) * isize];
+                    if raw != &buf[(i - lo) * isize..(i - lo + 1) * isize] {
+                        if let Some(w) = before_deletion(b, ino, raw, &c) {
+                            c = w;
+                        }
+                    }
                 }
+                cands.insert(ino, c);
             }
         }
     }
@@ -646,6 +727,7 @@ fn freed_in_chunks(fs: &Fs, cands: &mut HashMap<u64, Cand>, stats: &mut Stats) -
 /// blocks (v5: both name themselves).
 fn sweep_free(
     fs: &Fs,
+    before: Option<&Fs>,
     free: &[Vec<(u32, u32)>],
     cands: &mut HashMap<u64, Cand>,
     blocks: &mut Vec<(u64, Vec<DeadEntry>)>,
@@ -687,6 +769,11 @@ fn sweep_free(
                     let agbno = b + k as u32;
                     let magic = u32::from_be_bytes([blk[0], blk[1], blk[2], blk[3]]);
                     if u16::from_be_bytes([blk[0], blk[1]]) == XFS_DINODE_MAGIC {
+                        let at = geo.agb_to_daddr(AgNumber(agno), AgBlock(b + k as u32));
+                        let old = before.and_then(|f| {
+                            let mut v = vec![0u8; bs];
+                            f.read_bytes(at.bytes(), &mut v).ok().map(|_| v)
+                        });
                         for s in 0..geo.inodes_per_block as usize {
                             let agino = (agbno << geo.inopb_log) | s as u32;
                             let ino = geo.ino_make(AgNumber(agno), agino).0;
@@ -695,11 +782,18 @@ fn sweep_free(
                                 continue;
                             }
                             stats.freed_inodes += 1;
-                            let c = candidate(fs, ino, raw, Source::FreedChunk)
+                            let c = candidate(fs, before, ino, raw, Source::FreedChunk)
                                 .or_else(|| stale_candidate(fs, ino, raw, &mut stale_names));
-                            if let Some(c) = c {
-                                cands.insert(ino, c);
+                            let Some(mut c) = c else {
+                                continue;
+                            };
+                            if let (Some(f), Some(o)) = (before, &old) {
+                                let raw = &o[s * isize..(s + 1) * isize];
+                                if let Some(w) = before_deletion(f, ino, raw, &c) {
+                                    c = w;
+                                }
                             }
+                            cands.insert(ino, c);
                         }
                     } else if magic == XFS_DIR3_BLOCK_MAGIC || magic == XFS_DIR3_DATA_MAGIC {
                         let db = if dirfsbs == 1 {

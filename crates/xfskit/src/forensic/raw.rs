@@ -218,6 +218,36 @@ pub enum BmbtNode {
     Leaf(Vec<Extent>),
 }
 
+impl BmbtNode {
+    /// True when `self` is `older` with records taken off its end, as a
+    /// truncation leaves a block (its last extent possibly shortened).
+    pub fn truncates(&self, older: &BmbtNode) -> bool {
+        match (self, older) {
+            (BmbtNode::Node(a), BmbtNode::Node(b)) => a.len() < b.len() && b.starts_with(a),
+            (BmbtNode::Leaf(a), BmbtNode::Leaf(b)) => a != b && truncation_of(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// True when the mapping `now` is `older` with extents taken off its end
+/// (or equal to it), the last one kept possibly shortened: what a
+/// truncation in progress leaves.
+pub fn truncation_of(now: &[Extent], older: &[Extent]) -> bool {
+    match now.split_last() {
+        None => true,
+        Some((last, init)) => {
+            older.starts_with(init)
+                && older.get(init.len()).is_some_and(|o| {
+                    o.offset == last.offset
+                        && o.start == last.start
+                        && o.unwritten == last.unwritten
+                        && last.len <= o.len
+                })
+        }
+    }
+}
+
 pub fn bmbt_block(geo: &Geometry, buf: &[u8], owner: u64, level: u16) -> Option<BmbtNode> {
     let hdr = xfs_format::btree::BtreeBlockLong::ref_from_prefix(buf)
         .ok()?
@@ -418,4 +448,42 @@ fn entry_at(
 pub fn split(geo: &Geometry, fsb: u64) -> Option<(AgNumber, AgBlock)> {
     let f = crate::geometry::FsBlock(fsb);
     geo.fsb_valid(f).then(|| geo.fsb_split(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::FsBlock;
+
+    fn e(offset: u64, start: u64, len: u64) -> Extent {
+        Extent {
+            offset,
+            start: FsBlock(start),
+            len,
+            unwritten: false,
+        }
+    }
+
+    #[test]
+    fn a_truncation_takes_extents_off_the_end() {
+        let old = [e(0, 100, 4), e(6, 200, 3), e(10, 300, 8)];
+        assert!(truncation_of(&old, &old));
+        assert!(truncation_of(&old[..2], &old));
+        assert!(truncation_of(&[], &old));
+        // The last one kept may be shortened, not moved or lengthened.
+        assert!(truncation_of(&[e(0, 100, 4), e(6, 200, 1)], &old));
+        assert!(!truncation_of(&[e(0, 100, 4), e(6, 201, 1)], &old));
+        assert!(!truncation_of(&[e(0, 100, 5)], &old));
+        // Another mapping, or one that grew, is not a truncation.
+        assert!(!truncation_of(
+            &[e(0, 100, 4), e(6, 200, 3), e(10, 300, 8), e(20, 9, 1)],
+            &old
+        ));
+        assert!(!truncation_of(&[e(0, 900, 4)], &old));
+        let leaf = |v: &[Extent]| BmbtNode::Leaf(v.to_vec());
+        assert!(leaf(&old[..1]).truncates(&leaf(&old)));
+        assert!(!leaf(&old).truncates(&leaf(&old)));
+        assert!(BmbtNode::Node(vec![5]).truncates(&BmbtNode::Node(vec![5, 6])));
+        assert!(!BmbtNode::Node(vec![6]).truncates(&BmbtNode::Node(vec![5, 6])));
+    }
 }
