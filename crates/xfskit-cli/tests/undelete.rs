@@ -206,7 +206,7 @@ fn run(mkfs: &str, after: After, pptr: bool) {
         "the corpus lists {} deletions",
         gone.len()
     );
-    let (scores, _) = score(dir.path(), &img, &gone);
+    let (scores, recs) = score(dir.path(), &img, &gone);
     // The timeline lists the same deleted files, marked as fls marks them,
     // in a body file mactime takes.
     let o = xfskit_output(&["timeline", "--deleted", s(&img)]);
@@ -276,13 +276,27 @@ fn run(mkfs: &str, after: After, pptr: bool) {
         // The root is a block directory: its removed entries name them.
         assert_eq!(sc, Score::FullPath, "{p}");
     }
-    if pptr {
-        // Short-form directories keep no removed entry: the parent
-        // pointer names them.
-        for (p, sc) in &scores {
-            if p.starts_with("/sf/") || p.starts_with("/gone/a/b/") {
-                assert_eq!(*sc, Score::FullPath, "{p}");
-            }
+    // Short-form directories keep no removed entry: the parent pointer
+    // names them where there is one, and the log's items of the
+    // directory (its creation is still in the log) everywhere.
+    for (p, sc) in &scores {
+        if p.starts_with("/sf/") || p.starts_with("/gone/a/b/") {
+            assert_eq!(*sc, Score::FullPath, "{p} (parent pointers: {pptr})");
+        }
+    }
+    // Freeing resets the size; the log's item of the unlink still has it.
+    let by_ino: BTreeMap<u64, &Value> = recs
+        .iter()
+        .map(|r| (r["inode"].as_u64().unwrap(), r))
+        .collect();
+    for g in &gone {
+        if scores[&g.path] == Score::FullPath {
+            assert_eq!(
+                by_ino[&g.ino]["size"].as_u64(),
+                Some(g.size),
+                "{}: the size",
+                g.path
+            );
         }
     }
 }

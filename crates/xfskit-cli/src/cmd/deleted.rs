@@ -21,10 +21,17 @@ pub const EVIDENCE: &str = "Evidence, each named in the output (SOURCES):
   dir-entry        a removed entry still readable in a directory in use
   freed-dir-block  an entry of a directory block that was freed (found in
                    free space by its v5 header, which names its directory)
+  log              the log's items, its old passes' too (v5): the inode as
+                   its unlink logged it (with its size), the extents its
+                   allocation logged, the names a short-form directory held
+                   and the entries logged into directory blocks; counted
+                   only when every life of that inode number the log shows
+                   is the freed one (same generation and creation time)
 
 Only inodes that are free now are reported: a name pointing at an inode in
-use is what a rename or a relink left, not a deletion. The size of a freed
-file is not kept: data is whole blocks up to the last surviving extent.
+use is what a rename or a relink left, not a deletion. Freeing resets a
+file's size: unless the log or the whole inode keeps it, data is whole
+blocks up to the last surviving extent.
 
 CONFIDENCE is one of:
   confirmed   two sources give the same name and every data block is free
@@ -33,7 +40,8 @@ CONFIDENCE is one of:
   reused      some data blocks are in use again: content may be another file's
 
 The image is only read, as every read-only command reads it (a dirty log is
-replayed in memory, never on the image); the free-space sweep reads every
+replayed in memory, never on the image, and the blocks as they were before
+that replay are read too); the free-space sweep reads every
 free block once (--quick leaves it out: freed chunks and freed directory
 blocks are then not seen).";
 
@@ -67,8 +75,9 @@ Every file `xfskit deleted` lists (or the ones --path, --inode, --since and
 --until select) is written under OUTDIR: at OUTDIR/PATH where its full path
 is known, else at OUTDIR/lost+found/INODE or OUTDIR/lost+found/INODE_NAME
 when only a name is known. Data is read from the extents that survive (holes
-and preallocated extents left sparse); the file ends at the end of its last
-surviving block, since the size is reset when a file is freed. Further names
+and preallocated extents left sparse); the file is cut to its size where the
+evidence keeps it (the log, a whole inode), else it ends at the end of its
+last surviving block, since the size is reset when a file is freed. Further names
 of the same inode (hard links) become hard links. Short symlinks are made
 again from the target left in the inode; directories are made as paths need
 them. Access and modification times are set from the inode; owners are not

@@ -28,6 +28,7 @@
 //! [`Options::skip_free_space`]) every free block, read once in large
 //! reads. Memory follows the freed inodes and the names found for them.
 
+mod logsrc;
 pub mod raw;
 
 use crate::dir::data::DirMap;
@@ -40,6 +41,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use xfs_format::dir::block::{XFS_DIR3_BLK_HDR_SIZE, XFS_DIR3_DATA_CRC_OFF};
 use xfs_format::dir::{XFS_DIR3_BLOCK_MAGIC, XFS_DIR3_DATA_MAGIC};
 use xfs_format::inode::{litino, LITERAL_OFFSET, XFS_DINODE_MAGIC};
+use zerocopy::FromBytes;
+
+/// `di_format` of an extent list.
+const FORMAT_EXTENTS: u8 = 2;
 
 /// What to look at.
 #[derive(Debug, Clone, Default)]
@@ -62,6 +67,10 @@ pub enum Source {
     DirEntry,
     /// An entry of a freed directory block.
     FreedDirBlock,
+    /// The log's items: the inode as it was logged before its unlink
+    /// (its size, its mapping), and the directory entries logged when
+    /// names were added.
+    Log,
 }
 
 impl Source {
@@ -73,6 +82,7 @@ impl Source {
             Source::ParentPointer => "parent-pointer",
             Source::DirEntry => "dir-entry",
             Source::FreedDirBlock => "freed-dir-block",
+            Source::Log => "log",
         }
     }
 }
@@ -184,6 +194,8 @@ pub struct Stats {
     pub free_blocks_read: u64,
     /// Freed directory blocks found.
     pub freed_dir_blocks: u64,
+    /// Log transactions read (the old passes' included).
+    pub log_transactions: u64,
 }
 
 /// The names found for each freed inode: (directory, name) and the
@@ -202,6 +214,11 @@ struct Cand {
     /// the inode's own free was written back: its buffer was dropped), so
     /// its type and size are known and its generation was not bumped.
     stale: Option<(FileType, u64)>,
+    /// Its generation was bumped by the free (a freed inode's slot; a
+    /// stale inode's was not).
+    gen_bumped: bool,
+    /// Sources that added to it beside `source`.
+    also: Vec<Source>,
 }
 
 /// A directory in use: its parent, its name there, its generation.
@@ -249,10 +266,27 @@ pub fn scan(
             progress,
         )?;
     }
+    // The log: sizes and mappings as they were before the unlinks, and
+    // the names logged when they were made.
+    let wanted: HashSet<u64> = cands.keys().copied().collect();
+    let ev = logsrc::read(before.as_ref().unwrap_or(fs), &wanted)?;
+    stats.log_transactions = ev.transactions;
+    let log_ok = from_log(fs, before.as_ref(), &ev, &mut cands);
     // Names from directories in use (and the map of their paths).
     let mut live: HashMap<u64, LiveDir> = HashMap::new();
     let mut dead: Vec<(u64, DeadEntry, Source)> = Vec::new();
     walk_dirs(fs, &mut live, &mut dead, &mut stats)?;
+    for (dir, e) in ev.entries {
+        // A name the log gives counts for an inode whose one life in the
+        // log is the one found freed, in a directory in use or freed.
+        let dir_ok = dir == geo.root_ino.0
+            || live.contains_key(&dir)
+            || (cands.contains_key(&dir) && log_ok.contains(&dir))
+            || (cands.contains_key(&dir) && !ev.inodes.contains_key(&dir));
+        if dir_ok && log_ok.contains(&e.ino) {
+            dead.push((dir, e, Source::Log));
+        }
+    }
     for (dir, ents) in freed_blocks {
         if let Some(c) = cands.get_mut(&dir) {
             c.was_dir = true;
@@ -300,9 +334,9 @@ pub fn scan(
             // another directory.
             let ok = match live.get(dir) {
                 Some(l) => l.gen == *pgen,
-                None => cands.get(dir).is_some_and(|d| {
-                    d.core.gen == pgen.wrapping_add(if d.stale.is_some() { 0 } else { 1 })
-                }),
+                None => cands
+                    .get(dir)
+                    .is_some_and(|d| d.core.gen == pgen.wrapping_add(u32::from(d.gen_bumped))),
             };
             if ok || *dir == geo.root_ino.0 {
                 let s = names
@@ -370,6 +404,11 @@ pub fn scan(
             })
             .collect();
         let mut sources = vec![c.source];
+        for s in &c.also {
+            if !sources.contains(s) {
+                sources.push(*s);
+            }
+        }
         for n in &ns {
             for s in &n.sources {
                 if !sources.contains(s) {
@@ -503,6 +542,8 @@ fn candidate(fs: &Fs, before: Option<&Fs>, ino: u64, raw: &[u8], source: Source)
         symlink,
         was_dir: false,
         stale: None,
+        gen_bumped: true,
+        also: Vec::new(),
     })
 }
 
@@ -573,6 +614,8 @@ fn stale_candidate(
         symlink,
         was_dir: i.file_type == FileType::Dir,
         stale: Some((i.file_type, i.size)),
+        gen_bumped: false,
+        also: Vec::new(),
     })
 }
 
@@ -588,10 +631,10 @@ fn stale_candidate(
 fn before_deletion(before: &Fs, ino: u64, raw: &[u8], after: &Cand) -> Option<Cand> {
     let mut names = Vec::new();
     let b = stale_candidate(before, ino, raw, &mut names)?;
-    let gen = if after.stale.is_some() {
-        b.core.gen
-    } else {
+    let gen = if after.gen_bumped {
         b.core.gen.wrapping_add(1)
+    } else {
+        b.core.gen
     };
     let same_life =
         after.core.gen == gen && (!before.geometry().v5 || after.core.crtime == b.core.crtime);
@@ -610,8 +653,90 @@ fn before_deletion(before: &Fs, ino: u64, raw: &[u8], after: &Cand) -> Option<Ca
             ..after.core.clone()
         },
         source: after.source,
+        gen_bumped: after.gen_bumped,
+        also: after.also.clone(),
         ..b
     })
+}
+
+/// Adds what the log shows of each candidate: its type and size where the
+/// inode itself no longer has them, and its mapping where the one found
+/// is that one truncated (or none). Only where every life of the inode
+/// the log shows is the candidate's (same generation, same creation
+/// time): an inode number used again is another file. Returns the
+/// candidates for which that holds (the log may name them).
+fn from_log(
+    fs: &Fs,
+    before: Option<&Fs>,
+    ev: &logsrc::Evidence,
+    cands: &mut HashMap<u64, Cand>,
+) -> HashSet<u64> {
+    let mut ok = HashSet::new();
+    for (ino, c) in cands.iter_mut() {
+        let Some(li) = ev.inodes.get(ino) else {
+            continue;
+        };
+        let life = (
+            c.core.gen.wrapping_sub(u32::from(c.gen_bumped)),
+            c.core.crtime,
+        );
+        if li.lives.iter().any(|l| *l != life) {
+            continue;
+        }
+        ok.insert(*ino);
+        let Some(snap) = &li.last else {
+            continue;
+        };
+        let mut names = Vec::new();
+        let decoded = |f: &Fs, names: &mut Vec<_>| {
+            let mut raw = snap.raw.clone();
+            if !snap.fork {
+                // Its fork was not logged: the core alone.
+                let lit = xfs_format::inode::XFS_DINODE_SIZE;
+                raw[lit..].fill(0);
+                if let Ok((d, _)) = xfs_format::inode::Dinode::mut_from_prefix(&mut raw[..]) {
+                    d.di_format = FORMAT_EXTENTS;
+                    d.di_nextents.set(0);
+                    d.di_big_nextents.set(0);
+                    d.di_forkoff = 0;
+                    d.di_aformat = FORMAT_EXTENTS;
+                    d.di_anextents.set(0);
+                }
+                xfs_format::crc::stamp(&mut raw, xfs_format::inode::XFS_DINODE_CRC_OFF);
+            }
+            stale_candidate(f, *ino, &raw, names)
+        };
+        let b = before
+            .and_then(|f| decoded(f, &mut names))
+            .filter(|b| !b.extents.is_empty())
+            .or_else(|| decoded(fs, &mut names));
+        let Some(b) = b else {
+            continue;
+        };
+        let Some((kind, size)) = b.stale else {
+            continue;
+        };
+        if kind == FileType::Dir {
+            continue;
+        }
+        let mut added = false;
+        if c.stale.is_none() {
+            c.stale = Some((kind, size));
+            added = true;
+        }
+        if snap.fork && !b.extents.is_empty() && raw::truncation_of(&c.extents, &b.extents) {
+            added |= c.extents != b.extents;
+            c.extents = b.extents;
+        }
+        if c.symlink.is_none() && b.symlink.is_some() {
+            c.symlink = b.symlink;
+            added = true;
+        }
+        if added && !c.also.contains(&Source::Log) {
+            c.also.push(Source::Log);
+        }
+    }
+    ok
 }
 
 /// The extents of a mapping btree whose blocks are still as they were.

@@ -358,6 +358,28 @@ pub fn block_entries(
     out
 }
 
+/// Entries in `[start, end)` of a directory data block of which only some
+/// bytes are known (the chunks a log item holds): wherever one can be read
+/// whose tag holds its own offset, as a live entry's does.
+pub fn entries_in(geo: &Geometry, buf: &[u8], start: usize, end: usize) -> Vec<DeadEntry> {
+    let ftype = geo.features.ftype;
+    let end = end.min(buf.len());
+    let mut out = Vec::new();
+    let mut off = start.next_multiple_of(8);
+    while off + 16 <= end {
+        match entry_at(geo, buf, off, end, ftype, false) {
+            Some((e, size)) if usize::from(be16(buf, off + size - 2)) == off => {
+                if e.name != b"." && e.name != b".." {
+                    out.push(DeadEntry { live: true, ..e });
+                }
+                off += size;
+            }
+            _ => off += 8,
+        }
+    }
+    out
+}
+
 /// Entries inside the free region `[start, end)`.
 fn dead_in(
     geo: &Geometry,

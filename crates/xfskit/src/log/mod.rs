@@ -156,6 +156,26 @@ pub fn read_log(dev: &dyn Device, geo: &Geometry) -> Result<LogContents> {
     trans::read_log(&log, ends, &geo.uuid)
 }
 
+/// The inode number and field flags of an inode item of such a
+/// transaction (`None`: not a whole inode item).
+pub fn inode_item_fields(it: &trans::Item) -> Option<(u64, u32)> {
+    replay_inode::inode_item_fields(it)
+}
+
+/// Applies an inode item of such a transaction over `slot` (one inode's
+/// bytes) as recovery would, CRC stamped; false when it does not apply.
+pub fn apply_inode_item(geo: &Geometry, it: &trans::Item, lsn: u64, slot: &mut [u8]) -> bool {
+    replay_inode::apply_inode_item(geo, it, lsn, slot)
+}
+
+/// Every committed transaction the log still holds, its old passes'
+/// included (see [`trans::read_whole`]): evidence of what was there before.
+pub fn read_whole_log(dev: &dyn Device, geo: &Geometry) -> Result<Vec<trans::Trans>> {
+    let log = log_dev(dev, geo)?;
+    let ends = find::find_ends(&log)?;
+    trans::read_whole(&log, &ends, &geo.uuid)
+}
+
 /// The result of replaying a log in memory.
 pub struct Recovery {
     /// What was read.

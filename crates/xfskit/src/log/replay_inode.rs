@@ -10,6 +10,7 @@ use super::dinode::{bmbt_root_to_bmdr, check_log_dinode, log_dinode_to_disk, met
 use super::replay::{ItemAt, Replayer};
 use super::trans::Item;
 use crate::error::Result;
+use crate::geometry::Geometry;
 use xfs_format::inode::{Dinode, XFS_DINODE_CRC_OFF, XFS_DINODE_MAGIC, XFS_DINODE_SIZE};
 use xfs_format::log_item::*;
 use zerocopy::{FromBytes, IntoBytes};
@@ -100,6 +101,41 @@ pub(crate) fn replay_inode(rp: &mut Replayer<'_>, it: &Item, lsn: u64, at: ItemA
     let mut buf = rp.read(daddr + s0 as u64, (s1 - s0) as u64)?;
     let ioff = ioff - s0 * 512;
     let slot = &mut buf[ioff..ioff + isize];
+    match apply(rp.geo, &f, it, slot, lsn, at, &mut rp.stats.warnings)? {
+        Applied::Newer => {
+            rp.stats.inodes_newer += 1;
+            return Ok(());
+        }
+        Applied::Done => {}
+    }
+    xfs_format::crc::stamp(slot, XFS_DINODE_CRC_OFF);
+    rp.write_part(daddr, daddr + s0 as u64, &buf);
+    rp.stats.inodes_replayed += 1;
+    Ok(())
+}
+
+/// What [`apply`] did.
+pub(crate) enum Applied {
+    /// The item went over the inode.
+    Done,
+    /// The inode on disk is newer than the item: left alone.
+    Newer,
+}
+
+/// Applies inode item `it` (format `f`, logged under `lsn`) over the
+/// inode `slot` (its on-disk bytes, magic checked), as recovery does; the
+/// CRC is left to the caller.
+fn apply(
+    geo: &Geometry,
+    f: &InodeFmt,
+    it: &Item,
+    slot: &mut [u8],
+    lsn: u64,
+    at: ItemAt,
+    warnings: &mut Vec<String>,
+) -> Result<Applied> {
+    let loc = |d: String| at.err("inode log item", format!("inode {}: {d}", f.ino));
+    let isize = slot.len();
     let mut dip = Dinode::read_from_bytes(&slot[..XFS_DINODE_SIZE]).expect("176 bytes");
     if dip.di_magic.get() != XFS_DINODE_MAGIC {
         return Err(loc("the inode in its buffer has a bad magic".into()));
@@ -109,11 +145,10 @@ pub(crate) fn replay_inode(rp: &mut Replayer<'_>, it: &Item, lsn: u64, at: ItemA
         return Err(loc(format!("log inode core of {} bytes", lr.len())));
     }
     let ld = LogDinode::read_from_bytes(&lr[..XFS_LOG_DINODE_SIZE]).expect("176 bytes");
-    check_log_dinode(&ld, f.ino, rp.geo.features_incompat & (1 << 5) != 0)?;
+    check_log_dinode(&ld, f.ino, geo.features_incompat & (1 << 5) != 0)?;
     let prior = dip.di_lsn.get();
     if dip.di_version >= 3 && prior != 0 && prior != u64::MAX && prior > lsn {
-        rp.stats.inodes_newer += 1;
-        return Ok(());
+        return Ok(Applied::Newer);
     }
     let mode = ld.di_mode.get() & S_IFMT;
     let fmt = ld.di_format;
@@ -182,15 +217,46 @@ pub(crate) fn replay_inode(rp: &mut Replayer<'_>, it: &Item, lsn: u64, at: ItemA
         }
     }
     if f.fields & (XFS_ILOG_DOWNER | XFS_ILOG_AOWNER) != 0 && dip.di_mode.get() != 0 {
-        rp.stats.warnings.push(format!(
+        warnings.push(format!(
             "inode {}: a fork owner change (from an extent swap) was not replayed",
             f.ino
         ));
     }
+    Ok(Applied::Done)
+}
+
+/// The inode number and field flags (`ilf_fields`) of inode item `it`,
+/// `None` when it is not a whole inode item.
+pub(crate) fn inode_item_fields(it: &Item) -> Option<(u64, u32)> {
+    let at = ItemAt {
+        rec_blk: 0,
+        index: 0,
+    };
+    let f = parse_inode_fmt(it.regions.first()?, at).ok()?;
+    (it.regions.len() >= 2 && usize::from(f.size) == it.regions.len()).then_some((f.ino, f.fields))
+}
+
+/// Applies inode item `it` (logged under `lsn`) over `slot`, the bytes of
+/// one inode (at least its magic), as recovery would, and stamps the CRC.
+/// For reading evidence from the log's items: over an inode of zeros, what
+/// the items do not log stays zero. False when the item does not apply.
+pub(crate) fn apply_inode_item(geo: &Geometry, it: &Item, lsn: u64, slot: &mut [u8]) -> bool {
+    let at = ItemAt {
+        rec_blk: xfs_format::log::block_lsn(lsn).into(),
+        index: 0,
+    };
+    let Some(f) = it.regions.first().and_then(|r| parse_inode_fmt(r, at).ok()) else {
+        return false;
+    };
+    if it.regions.len() < 2 || usize::from(f.size) != it.regions.len() {
+        return false;
+    }
+    let mut w = Vec::new();
+    if !matches!(apply(geo, &f, it, slot, lsn, at, &mut w), Ok(Applied::Done)) {
+        return false;
+    }
     xfs_format::crc::stamp(slot, XFS_DINODE_CRC_OFF);
-    rp.write_part(daddr, daddr + s0 as u64, &buf);
-    rp.stats.inodes_replayed += 1;
-    Ok(())
+    true
 }
 
 /// Initialises a new inode chunk, unless its clusters were freed later.

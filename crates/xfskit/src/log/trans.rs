@@ -156,6 +156,62 @@ pub fn read_log(log: &LogDev<'_>, ends: LogEnds, fs_uuid: &[u8; 16]) -> Result<L
     Ok(out)
 }
 
+/// Every committed transaction the log still holds, the old passes' too:
+/// records in LSN order, from the first whole record past the head around
+/// to the head. A block that starts no readable record of this filesystem
+/// (a record the newer pass partly overwrote, a torn write, zeros) is
+/// stepped over, and what was open across it is dropped, so no
+/// transaction is rebuilt with a region missing. For reading evidence
+/// (what was there before); recovery reads [`read_log`]'s tail to head.
+/// Reads the whole log once.
+pub fn read_whole(log: &LogDev<'_>, ends: &LogEnds, fs_uuid: &[u8; 16]) -> Result<Vec<Trans>> {
+    let mut out = Vec::new();
+    if ends.empty || log.nbb == 0 {
+        return Ok(out);
+    }
+    let mut open: HashMap<u32, Open> = HashMap::new();
+    let start = ends.head_blk % log.nbb;
+    // Blocks walked from the head; the walk stops where it began.
+    let mut walked = 0u64;
+    const CHUNK: u64 = 256;
+    while walked < log.nbb {
+        let blk = (start + walked) % log.nbb;
+        let rec = read_record(log, blk).ok().filter(|r| {
+            r.crc_ok
+                && u64::from(xfs_format::log::block_lsn(r.hdr.lsn)) == blk
+                && (r.hdr.uuid == *fs_uuid || r.hdr.uuid == [0; 16])
+        });
+        let Some(rec) = rec else {
+            open.clear();
+            // On to the next block that starts with a header's magic.
+            let mut step = 1;
+            'find: while walked + step < log.nbb {
+                let n = CHUNK.min(log.nbb - walked - step);
+                let b = log.read((blk + step) % log.nbb, n)?;
+                for j in 0..n {
+                    if super::record::is_header(&b[(j * 512) as usize..]) {
+                        step += j;
+                        break 'find;
+                    }
+                }
+                step += n;
+            }
+            walked += step;
+            continue;
+        };
+        let size = rec.hdr.hblks + rec.hdr.data_bbs();
+        if walked + size > log.nbb {
+            // It would run over the head: the newer pass cut it.
+            break;
+        }
+        if split_ops(&rec.data, &rec.hdr, &mut open, &mut out).is_err() {
+            open.clear();
+        }
+        walked += size;
+    }
+    Ok(out)
+}
+
 fn split_ops(
     data: &[u8],
     hdr: &super::record::RecHeader,
