@@ -262,4 +262,10 @@ def test_fleet_inventory_with_deleted(corpus, tmp_path):
     for path, (ino, size, _) in gone.items():
         assert rows[path]["ino"] == ino and rows[path]["mode"] == 0o100000
     assert rows[link_path]["mode"] == 0o120000 and rows["/gone"]["ino"] == gone_dir
+    # The command line's --deleted writes the same rows.
+    cli_out = tmp_path / "cli"
+    argv = ["inventory", str(img), "--out", str(cli_out), "--deleted", "--local", "-j", "1", "-q"]
+    assert xfskit.fleet.main(argv) == 0
+    (cf,) = list((cli_out / "inventory").iterdir())
+    assert pq.read_table(cf).equals(w)
     assert _image_sha(img) == before, "the image changed"
