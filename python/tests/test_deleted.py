@@ -8,7 +8,6 @@ inventory's ``deleted=True``."""
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -18,13 +17,13 @@ from pathlib import Path
 import pytest
 
 import xfskit
-from conftest import HERE, Mount, have_615, is_root, record_skip, run, tool
+from conftest import HERE, SHARED_615, Mount, have_615, is_root, record_skip, run, tool
 
 #: Debian's mkfs.xfs 6.1 defaults, and 6.15 with the 6.18 defaults
 #: (parent pointers) when beside the project.
 FORMATS = {
     "6.1": (False, []),
-    "6.18": (True, ["-c", "options=" + str(HERE.parents[2] / "shared" / "xfsprogs-6.15" / "conf" / "lts_6.18.conf")]),
+    "6.18": (True, ["-c", f"options={SHARED_615 / 'conf' / 'lts_6.18.conf'}"]),
 }
 
 
@@ -262,6 +261,21 @@ def test_fleet_inventory_with_deleted(corpus, tmp_path):
     for path, (ino, size, _) in gone.items():
         assert rows[path]["ino"] == ino and rows[path]["mode"] == 0o100000
     assert rows[link_path]["mode"] == 0o120000 and rows["/gone"]["ino"] == gone_dir
+    # Split in parts: the deleted rows are part 0's, the rows the same.
+    split = tmp_path / "split"
+    xfskit.fleet.inventory(
+        [str(img)], str(split), deleted=True, split_inodes=20, local=True, jobs=1, progress=False
+    )
+    parts = sorted((split / "inventory").iterdir())
+    assert len(parts) > 1
+    key = ("path", "ino", "deleted", "deleted_record")
+    got = sorted(
+        (tuple(r[k] for k in key) for f in parts for r in pq.read_table(f).select(list(key)).to_pylist()),
+        key=repr,
+    )
+    assert got == sorted((tuple(r[k] for k in key) for r in w.select(list(key)).to_pylist()), key=repr)
+    part0 = pq.read_table(parts[0]).select(["deleted"]).to_pylist()
+    assert sum(r["deleted"] for r in part0) == len(dele)
     # The command line's --deleted writes the same rows.
     cli_out = tmp_path / "cli"
     argv = ["inventory", str(img), "--out", str(cli_out), "--deleted", "--local", "-j", "1", "-q"]
