@@ -13,6 +13,7 @@ where it is. The engine runs with the GIL released.
 from __future__ import annotations
 
 import collections
+import errno
 import io
 import json
 import os
@@ -34,6 +35,7 @@ __all__ = [
     "BulkstatRecord",
     "CheckReport",
     "Problem",
+    "DeletedFile",
 ]
 
 __version__ = "0.1.0"
@@ -84,6 +86,30 @@ class CheckReport:
 
     def __repr__(self) -> str:
         return f"<CheckReport clean={self.clean} problems={self.problems_total}>"
+
+
+class DeletedFile(dict):
+    """One deleted file :meth:`Filesystem.deleted` found: a dict of the
+    fields of its record in ``xfskit deleted --json`` (``inode``,
+    ``generation``, ``type``, ``uid``, ``gid``, ``projid``, ``atime``,
+    ``mtime``, ``ctime`` (the deletion), ``crtime`` as ``{"sec", "nsec"}``,
+    ``path``, ``names`` (``dir``, ``name``, ``path``, ``sources``),
+    ``extents`` (``offset``, ``start``, ``len`` in blocks, ``unwritten``,
+    ``free``), ``mapped_bytes``, ``size``, ``symlink``, ``sources``,
+    ``confidence``), equal to that record. It also keeps what the scan
+    found, for :meth:`Filesystem.undelete`."""
+
+    def __init__(self, native: Any, fs: "Filesystem"):
+        super().__init__(json.loads(native.json()))
+        self._native = native
+        self._fs = fs
+
+    def __repr__(self) -> str:
+        where = self.get("path") or (self["names"][0]["name"] if self.get("names") else None)
+        return (
+            f"<xfskit.DeletedFile inode={self['inode']} {self['type']} "
+            f"{self['confidence']} {where!r}>"
+        )
 
 
 def _enc(path: Any) -> bytes:
@@ -651,6 +677,41 @@ class Filesystem:
         (or as ``chown`` says). Entries the image has damaged are skipped
         and listed under "damaged"."""
         return self._inner.extract(os.fsdecode(dest), _enc(path), threads, preserve, chown, strict)
+
+    # -- deleted files -----------------------------------------------------
+    def deleted(self, *, quick: bool = False) -> list:
+        """The deleted files that can still be recovered, as ``xfskit
+        deleted`` finds them: a list of :class:`DeletedFile` (dicts equal to
+        the records of ``xfskit deleted --json``). ``quick`` leaves out the
+        sweep of free space (``--quick``: no freed inode chunks, no freed
+        directory blocks). The image is only read."""
+        return [DeletedFile(d, self) for d in self._inner.deleted(quick)]
+
+    def undelete(self, rec: Any, dest: Any) -> int:
+        """Writes the recovered data of ``rec`` to the host path ``dest``,
+        which must not exist (``FileExistsError``), as ``xfskit undelete``
+        writes a file: holes and preallocated extents left sparse, the
+        access and modification times set from the inode, the length its
+        ``size`` when known, else the end of its last surviving block.
+        Returns that length. A symlink's record makes the symlink again
+        (returning the target's length); a directory's raises
+        ``IsADirectoryError``; a record with no surviving data ``OSError``
+        ENODATA.
+
+        ``rec`` is a :class:`DeletedFile` from this filesystem's
+        :meth:`deleted`, used as it is; or any mapping with ``"inode"``
+        (a line of ``deleted.jsonl``, a fleet row's record) or an inode
+        number, which is looked up by a new full scan
+        (``FileNotFoundError`` when no deleted file has that number)."""
+        native = rec._native if isinstance(rec, DeletedFile) and rec._fs is self else None
+        if native is None:
+            ino = int(rec) if isinstance(rec, int) else int(rec["inode"])
+            native = next((d for d in self._inner.deleted(False) if d.ino == ino), None)
+            if native is None:
+                raise FileNotFoundError(
+                    errno.ENOENT, f"no deleted file has inode {ino} in {self.name}", os.fsdecode(_enc(dest))
+                )
+        return self._inner.undelete(native, _enc(dest))
 
     # -- writing -----------------------------------------------------------
     def mkdir(self, path: Any, mode: int = 0o777) -> None:

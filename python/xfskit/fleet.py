@@ -409,6 +409,7 @@ class _Inventory:
         self.image = image
         self.xattrs = params.get("xattrs", True)
         self.algo = params.get("hash")
+        self.deleted = bool(params.get("deleted"))
         self.batch_rows = int(params.get("batch_rows") or BATCH_ROWS)
         self.lookup = lookup or _Lookup(fs, params.get("threads", 0))
         # Digests and xattr names of inodes with several links, so that
@@ -518,12 +519,70 @@ class _Inventory:
         fields = self._fields()
         for name in fields.column_names:
             cols[name] = fields[name]
-        t = pa.table(cols)
+        if self.deleted:
+            cols.update(_DELETED_COLUMNS(pa, [False] * n, [None] * n, [None] * n))
+        self._write(pa.table(cols))
+        self._clear()
+
+    def _write(self, t: Any) -> None:
         if self.writer is None:
             self.writer = self.writer_for(t.schema)
-        self.writer.write_table(t, row_group_size=n)
-        self.rows += n
-        self._clear()
+            self.schema = t.schema
+        elif t.schema != self.schema:
+            t = t.cast(self.schema)  # the deleted rows' columns built apart
+        self.writer.write_table(t, row_group_size=t.num_rows)
+        self.rows += t.num_rows
+
+    def deleted_rows(self) -> None:
+        """With ``deleted``: a row per full path of each deleted file
+        :meth:`Filesystem.deleted` finds (one without a path when none is
+        known), marked ``deleted``, with what the freed inode keeps in the
+        bulkstat columns and the whole record in ``deleted_record``."""
+        if not self.deleted:
+            return
+        self.flush()
+        pa = self.pa
+        if not self.lookup.tables():
+            self.lookup.row_of(0)  # the bulkstat columns' types
+        schema = self.lookup.tables()[0].fields.schema
+        recs = self.fs.deleted()
+        paths: list = []
+        owner: list = []
+        for k, r in enumerate(recs):
+            full = list(dict.fromkeys(n["path"] for n in r["names"] if n["path"] is not None))
+            for p in full or [None]:
+                paths.append(p)
+                owner.append(k)
+        for at in range(0, len(owner), self.batch_rows):
+            rows = owner[at : at + self.batch_rows]
+            ps = paths[at : at + self.batch_rows]
+            n = len(rows)
+            raw = [_text(os.fsencode(p)) if p is not None else (None, None) for p in ps]
+            cols: dict[str, Any] = {
+                "image": pa.array([self.image] * n, pa.string()),
+                "path": pa.array([t for t, _ in raw], pa.string()),
+                "path_bytes": pa.array([b for _, b in raw], pa.binary()),
+                "ino": pa.array([recs[k]["inode"] for k in rows], pa.uint64()),
+            }
+            if self.xattrs:
+                cols["xattrs"] = pa.array([[] for _ in rows], pa.list_(pa.string()))
+            if self.algo:
+                cols[self.algo] = pa.array([None] * n, pa.string())
+            for f in schema:
+                vals = [_deleted_field(recs[k], f.name) for k in rows]
+                if pa.types.is_timestamp(f.type):
+                    cols[f.name] = pa.array(vals, pa.int64()).cast(f.type)
+                else:
+                    cols[f.name] = pa.array(vals, f.type)
+            cols.update(
+                _DELETED_COLUMNS(
+                    pa,
+                    [True] * n,
+                    [recs[k]["confidence"] for k in rows],
+                    [recs[k]._native.json() for k in rows],
+                )
+            )
+            self._write(pa.table(cols))
 
     def walk(self, tops: list[bytes], unit: dict | None = None) -> None:
         """The rows of every path under ``tops`` (b"" for the root), and
@@ -551,12 +610,61 @@ class _Inventory:
 
     def run(self) -> int:
         """The whole image: every path from the root (each directory listed
-        once), then the inodes no path reaches. Returns the rows."""
+        once), then the inodes no path reaches (and with ``deleted`` the
+        deleted files). Returns the rows."""
         self.root()
         self.walk([b""])
         self.unreached()
         self.flush()
+        self.deleted_rows()
         return self.rows
+
+
+def _DELETED_COLUMNS(pa: Any, deleted: list, confidence: list, record: list) -> dict:
+    """The columns ``deleted=True`` adds to every inventory row."""
+    return {
+        "deleted": pa.array(deleted, pa.bool_()),
+        "confidence": pa.array(confidence, pa.string()),
+        "deleted_record": pa.array(record, pa.string()),
+    }
+
+
+#: The type bits of a deleted file's ``mode`` (a freed inode keeps no mode).
+_TYPE_BITS = {
+    "file": _stat.S_IFREG,
+    "dir": _stat.S_IFDIR,
+    "symlink": _stat.S_IFLNK,
+    "chardev": _stat.S_IFCHR,
+    "blockdev": _stat.S_IFBLK,
+    "fifo": _stat.S_IFIFO,
+    "socket": _stat.S_IFSOCK,
+}
+
+
+def _deleted_field(rec: dict, name: str) -> Any:
+    """A bulkstat column of a deleted file's row: what its record keeps
+    (owners, generation, times, size when known, surviving extents, the
+    type bits of mode), else null."""
+    def ns(t: dict) -> int:
+        return t["sec"] * 1_000_000_000 + t["nsec"]
+
+    if name in ("uid", "gid", "projid"):
+        return rec[name]
+    if name == "gen":
+        return rec["generation"]
+    if name in ("atime", "mtime", "ctime"):
+        return ns(rec[name])
+    if name == "btime":
+        return ns(rec["crtime"])
+    if name == "size":
+        return rec["size"]
+    if name == "extents":
+        return len(rec["extents"])
+    if name == "nlink":
+        return 0
+    if name == "mode":
+        return _TYPE_BITS.get(rec["type"])
+    return None
 
 
 def _parquet_writer(tmp: str, ofs: Any, writers: list):
@@ -599,6 +707,7 @@ def _write_inventory(
                 if error is None:
                     inv.unreached()
                     inv.flush()
+                    inv.deleted_rows()
                 return inv.rows, _units(parts, dup_first), error
             whole.reached[:] = bytes(len(whole.reached))
         return inv.run(), None, None
@@ -655,7 +764,7 @@ def run_one(kind: str, index: int, spec: dict, params: dict) -> dict:
     image's Parquet file; ``spec`` has ``source`` (and ``partition``,
     ``lv``, ``storage_options``); ``params`` has ``out`` (inventory writes
     ``OUT/inventory/INDEX-NAME.parquet``, a directory that must exist) and
-    the options of :func:`inventory` (``hash``, ``xattrs``), :func:`check`
+    the options of :func:`inventory` (``hash``, ``xattrs``, ``deleted``), :func:`check`
     (``memory``) or :func:`find` (``glob``; ``sha256``: a dict of digest
     to size or None), ``threads`` and ``split_inodes``. Returns the image's
     row (image, ok, error, rows, seconds, bytes_read...) with ``extra``:
@@ -1036,6 +1145,7 @@ def inventory(
     *,
     hash: str | None = None,
     xattrs: bool = True,
+    deleted: bool = False,
     partition: int | None = None,
     lv: str | None = None,
     storage_options: dict | None = None,
@@ -1055,6 +1165,18 @@ def inventory(
     xattr names, and with ``hash`` (a hashlib name such as "sha256") a
     column of that name with each regular file's digest. A hard link gives
     a row per path; an inode no path reaches, a row without one.
+
+    With ``deleted``, the deleted files :meth:`Filesystem.deleted` finds in
+    each image are rows too, after the others (part 0's, when split): one
+    per full path the evidence gives (one without a path when none is
+    known), the path column holding that path. Every row then has three
+    more columns: ``deleted`` (True for these rows, False for the others),
+    ``confidence`` and ``deleted_record`` (the record of ``xfskit deleted
+    --json``, as JSON text); a deleted row's bulkstat columns hold what the
+    freed inode keeps (``uid``, ``gid``, ``projid``, ``gen`` as the
+    record's ``generation``, the four times, ``size`` when known, ``extents``:
+    the surviving ones, ``nlink`` 0, ``mode``: the type bits only), the
+    others are null. Without it the output is as before.
 
     Each task writes its file as the walk goes, ``batch_rows`` rows per
     Parquet row group: besides that batch it keeps about 120 bytes per
@@ -1084,6 +1206,7 @@ def inventory(
         {
             "hash": hash,
             "xattrs": xattrs,
+            "deleted": deleted,
             "threads": threads,
             "batch_rows": batch_rows,
             "split_inodes": split_inodes,
@@ -1320,6 +1443,10 @@ def _parser() -> argparse.ArgumentParser:
     common(inv)
     inv.add_argument("--hash", help="a hashlib algorithm (sha256...) for every regular file")
     inv.add_argument("--no-xattrs", action="store_true", help="leave out the xattr names")
+    inv.add_argument(
+        "--deleted", action="store_true",
+        help="add a row per deleted file (xfskit deleted), marked in a 'deleted' column",
+    )
     split(inv)
     chk = sub.add_parser("check", help="check every image: one row per image, and the problems")
     common(chk)
@@ -1367,7 +1494,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "inventory":
             t = inventory(
                 images, args.out, hash=args.hash, xattrs=not args.no_xattrs,
-                split_inodes=args.split_inodes, **common,
+                deleted=args.deleted, split_inodes=args.split_inodes, **common,
             )
         elif args.cmd == "check":
             t = check(images, args.out, memory=args.memory, **common)

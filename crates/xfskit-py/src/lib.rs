@@ -3,6 +3,7 @@
 //! with every engine call made with the GIL released. The Python layer
 //! (python/xfskit) gives it the shape of `os`, `os.path` and `io`.
 
+mod deleted;
 mod entry;
 mod errors;
 mod file;
@@ -280,6 +281,7 @@ fn _xfskit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<entry::DirEntry>()?;
     m.add_class::<file::Handle>()?;
     m.add_class::<scan::BulkstatIter>()?;
+    m.add_class::<deleted::PyDeleted>()?;
     m.add_function(wrap_pyfunction!(open_path, m)?)?;
     m.add_function(wrap_pyfunction!(open_fileobj, m)?)?;
     m.add_function(wrap_pyfunction!(open_url, m)?)?;

@@ -215,60 +215,8 @@ fn find(fs: &Fs, sel: &Select) -> Result<Vec<Deleted>, Error> {
         .collect())
 }
 
-fn ftype_name(t: Option<FileType>) -> &'static str {
-    match t {
-        Some(FileType::File) => "file",
-        Some(FileType::Dir) => "dir",
-        Some(FileType::Symlink) => "symlink",
-        Some(FileType::CharDev) => "chardev",
-        Some(FileType::BlockDev) => "blockdev",
-        Some(FileType::Fifo) => "fifo",
-        Some(FileType::Socket) => "socket",
-        None => "unknown",
-    }
-}
-
-fn time_json(t: (i64, u32)) -> Value {
-    json!({"sec": t.0, "nsec": t.1})
-}
-
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// The JSON record of one deleted inode.
-pub fn record(d: &Deleted, block_size: u32) -> Value {
-    json!({
-        "inode": d.ino,
-        "generation": d.gen,
-        "type": ftype_name(d.file_type),
-        "uid": d.uid,
-        "gid": d.gid,
-        "projid": d.projid,
-        "atime": time_json(d.atime),
-        "mtime": time_json(d.mtime),
-        "ctime": time_json(d.ctime),
-        "crtime": time_json(d.crtime),
-        "path": d.path().map(lossy),
-        "names": d.names.iter().map(|n| json!({
-            "dir": n.dir,
-            "name": lossy(&n.name),
-            "path": n.path.as_deref().map(lossy),
-            "sources": n.sources.iter().map(|s| s.name()).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "extents": d.extents.iter().map(|e| json!({
-            "offset": e.extent.offset,
-            "start": e.extent.start.0,
-            "len": e.extent.len,
-            "unwritten": e.extent.unwritten,
-            "free": e.free,
-        })).collect::<Vec<_>>(),
-        "mapped_bytes": d.mapped_bytes(block_size),
-        "size": d.size,
-        "symlink": d.symlink.as_deref().map(lossy),
-        "sources": d.sources.iter().map(|s| s.name()).collect::<Vec<_>>(),
-        "confidence": d.confidence.name(),
-    })
 }
 
 fn shown_where(d: &Deleted) -> String {
@@ -287,7 +235,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let found = find(&fs, &args.select)?;
     let bs = fs.geometry().block_size;
     if args.json {
-        let v: Vec<Value> = found.iter().map(|d| record(d, bs)).collect();
+        let v: Vec<Value> = found.iter().map(|d| forensic::to_json(d, bs)).collect();
         outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     }
@@ -309,7 +257,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             }),
             d.mapped_bytes(bs),
             d.confidence.name(),
-            ftype_name(d.file_type),
+            forensic::type_name(d.file_type),
             shown_where(d)
         );
     }
@@ -387,7 +335,7 @@ pub fn undelete(args: UndeleteArgs) -> Result<ExitCode, Error> {
         _ => 1,
     });
     for d in order {
-        let mut rec = record(d, bs);
+        let mut rec = forensic::to_json(d, bs);
         let targets = target_of(d);
         match d.file_type {
             Some(FileType::Dir) => {
@@ -481,21 +429,7 @@ fn write_file(
     if let Some(p) = dest.parent() {
         std::fs::create_dir_all(p)?;
     }
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&dest)?;
-    let n = forensic::read_data(fs, d, &f)?;
-    let t = |t: (i64, u32)| {
-        std::time::UNIX_EPOCH
-            + std::time::Duration::from_secs(t.0.max(0) as u64)
-            + std::time::Duration::from_nanos(u64::from(t.1))
-    };
-    f.set_times(
-        std::fs::FileTimes::new()
-            .set_accessed(t(d.atime))
-            .set_modified(t(d.mtime)),
-    )?;
+    let n = forensic::write_new(fs, d, &dest)?;
     for m in more {
         let r2 = fresh(out, m, d.ino, used);
         let l = out.join(os(&r2));

@@ -183,6 +183,65 @@ impl Deleted {
     }
 }
 
+/// The name of a deleted inode's type in reports: "file", "dir",
+/// "symlink", "chardev", "blockdev", "fifo", "socket", or "unknown".
+pub fn type_name(t: Option<FileType>) -> &'static str {
+    match t {
+        Some(FileType::File) => "file",
+        Some(FileType::Dir) => "dir",
+        Some(FileType::Symlink) => "symlink",
+        Some(FileType::CharDev) => "chardev",
+        Some(FileType::BlockDev) => "blockdev",
+        Some(FileType::Fifo) => "fifo",
+        Some(FileType::Socket) => "socket",
+        None => "unknown",
+    }
+}
+
+/// The record of one deleted inode as `xfskit deleted --json` prints it
+/// (and the Python package gives it): inode, generation, type, owners,
+/// the four times as {sec, nsec}, the best path, the names (dir, name,
+/// path, sources), the extents (offset, start, len in blocks, unwritten,
+/// free), mapped_bytes, size (null when unknown), symlink, sources,
+/// confidence. Names and targets that are not UTF-8 show U+FFFD.
+pub fn to_json(d: &Deleted, block_size: u32) -> serde_json::Value {
+    use serde_json::json;
+    let time = |t: Time| json!({"sec": t.0, "nsec": t.1});
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let sources = |v: &[Source]| v.iter().map(|s| s.name()).collect::<Vec<_>>();
+    json!({
+        "inode": d.ino,
+        "generation": d.gen,
+        "type": type_name(d.file_type),
+        "uid": d.uid,
+        "gid": d.gid,
+        "projid": d.projid,
+        "atime": time(d.atime),
+        "mtime": time(d.mtime),
+        "ctime": time(d.ctime),
+        "crtime": time(d.crtime),
+        "path": d.path().map(lossy),
+        "names": d.names.iter().map(|n| json!({
+            "dir": n.dir,
+            "name": lossy(&n.name),
+            "path": n.path.as_deref().map(lossy),
+            "sources": sources(&n.sources),
+        })).collect::<Vec<_>>(),
+        "extents": d.extents.iter().map(|e| json!({
+            "offset": e.extent.offset,
+            "start": e.extent.start.0,
+            "len": e.extent.len,
+            "unwritten": e.extent.unwritten,
+            "free": e.free,
+        })).collect::<Vec<_>>(),
+        "mapped_bytes": d.mapped_bytes(block_size),
+        "size": d.size,
+        "symlink": d.symlink.as_deref().map(lossy),
+        "sources": sources(&d.sources),
+        "confidence": d.confidence.name(),
+    })
+}
+
 /// What a scan looked at.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
@@ -1072,4 +1131,27 @@ pub fn read_data(fs: &Fs, d: &Deleted, out: &std::fs::File) -> Result<u64> {
     let size = d.size.unwrap_or_else(|| d.mapped_bytes(geo.block_size));
     out.set_len(size)?;
     Ok(size)
+}
+
+/// Writes the surviving data of `d` to a new file at `dest` (refused with
+/// `EEXIST` if anything is there) as [`read_data`] does, and sets its
+/// access and modification times from the inode. Returns the file's
+/// length.
+pub fn write_new(fs: &Fs, d: &Deleted, dest: &std::path::Path) -> Result<u64> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dest)?;
+    let n = read_data(fs, d, &f)?;
+    let t = |t: Time| {
+        std::time::UNIX_EPOCH
+            + std::time::Duration::from_secs(t.0.max(0) as u64)
+            + std::time::Duration::from_nanos(u64::from(t.1))
+    };
+    f.set_times(
+        std::fs::FileTimes::new()
+            .set_accessed(t(d.atime))
+            .set_modified(t(d.mtime)),
+    )?;
+    Ok(n)
 }
