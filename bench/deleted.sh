@@ -11,13 +11,51 @@
 #
 # Prints the seconds of each and the ratios, and how many of the deleted
 # files each brings back with their content (xfskit also with the path).
+#
+# SCALE=1: the scan's cost at scale instead: N empty files (default
+# 1,000,000) in directories of 1,000, made by bench/mkfiles.c, one in ten
+# deleted by the kernel (find -delete), cleanly unmounted; times bulkstat,
+# deleted (with and without --quick), timeline and timeline --deleted, and
+# counts the deleted files named under their full path.
+#
+#   SCALE=1 N=1000000 bench/deleted.sh
 set -euo pipefail
-N=${N:-20000}
+if [ "${SCALE:-0}" = 1 ]; then N=${N:-1000000}; else N=${N:-20000}; fi
 MKFS=${MKFS:-mkfs.xfs}
 XFSKIT=${XFSKIT:-target/release/xfskit}
 SCRATCH=${SCRATCH:-$(mktemp -d)}
 I=$SCRATCH/del.img M=$SCRATCH/m
 mkdir -p "$M"
+t() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); echo "$e - $s" | bc; }
+if [ "${SCALE:-0}" = 1 ]; then
+    gcc -O2 -o "$SCRATCH/mkfiles" "$(dirname "$0")/mkfiles.c"
+    rm -f "$I"; truncate -s 8G "$I"
+    $MKFS -q -f "$I" >/dev/null
+    mount -o loop "$I" "$M"
+    "$SCRATCH/mkfiles" "$M" "$N" $((N / 1000))
+    umount "$M"; mount -o loop "$I" "$M"
+    gone=$(cd "$M" && find . -type f -name 'f*0' | wc -l)
+    find "$M" -type f -name 'f*0' -delete
+    umount "$M"
+    echo "== $N files, $gone deleted, $MKFS"
+    cat "$I" >/dev/null
+    b=$(t "$XFSKIT" bulkstat "$I")
+    d=$(t "$XFSKIT" deleted --json -q "$I")
+    q=$(t "$XFSKIT" deleted --json -q --quick "$I")
+    tl=$(t "$XFSKIT" timeline "$I")
+    td=$(t "$XFSKIT" timeline --deleted "$I")
+    named=$("$XFSKIT" deleted --json -q --quick "$I" | python3 -c '
+import json, re, sys
+r = json.load(sys.stdin)
+print(sum(1 for x in r if x["path"] and re.fullmatch(r"/d\d+/f\d*0", x["path"])))')
+    echo "  xfskit bulkstat            $b s"
+    echo "  xfskit deleted             $d s   ($(echo "scale=2; $d / $b" | bc)x bulkstat)"
+    echo "  xfskit deleted --quick     $q s   ($(echo "scale=2; $q / $b" | bc)x bulkstat)"
+    echo "  xfskit timeline            $tl s   ($(echo "scale=2; $tl / $b" | bc)x bulkstat)"
+    echo "  xfskit timeline --deleted  $td s   ($(echo "scale=2; $td / $b" | bc)x bulkstat)"
+    echo "  named under their full path: $named of $gone"
+    exit 0
+fi
 rm -f "$I"; truncate -s $((N / 1000 * 64 + 512))M "$I"
 $MKFS -q -f "$I" >/dev/null
 mount -o loop "$I" "$M"
@@ -31,7 +69,6 @@ while read -r f; do echo "$(stat -c '%i %s' "$M/$f") $(sha256sum <"$M/$f" | cut 
 xargs -a "$SCRATCH/list" -d '\n' -I{} rm "$M/{}"
 umount "$M"
 echo "== $N files, $(wc -l <"$SCRATCH/manifest") deleted, $MKFS"
-t() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); echo "$e - $s" | bc; }
 cat "$I" >/dev/null
 b=$(t "$XFSKIT" bulkstat "$I")
 d=$(t "$XFSKIT" deleted --json -q "$I")
