@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::fixtures::xfskit_output as xfskit;
+use common::fixtures::{xfskit_output as xfskit, LoopMount};
 
 use common::{is_root, skip, TempDir};
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,29 +29,6 @@ fn run_ok(c: &mut Command, what: &str) -> Output {
         String::from_utf8_lossy(&o.stderr)
     );
     o
-}
-
-/// A read-write loop mount, unmounted when dropped.
-struct Mounted(PathBuf);
-
-impl Mounted {
-    fn new(img: &Path, at: &Path) -> Mounted {
-        std::fs::create_dir_all(at).expect("mkdir mountpoint");
-        run_ok(
-            Command::new("mount")
-                .args(["-t", "xfs", "-o", "loop"])
-                .arg(img)
-                .arg(at),
-            "mount",
-        );
-        Mounted(at.to_path_buf())
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        common::must_umount(&self.0);
-    }
 }
 
 /// Inode number -> every path the kernel shows for it (walk of the mount).
@@ -169,9 +146,9 @@ fn paths_match_the_kernel_and_xfs_io() {
     );
     let mnt = tmp.path().join("mnt");
     let (want, from_xfs_io) = {
-        let m = Mounted::new(&img, &mnt);
-        let ask = fill(&m.0);
-        let want = kernel_paths(&m.0);
+        let m = LoopMount::rw(&img, &mnt);
+        let ask = fill(m.path());
+        let want = kernel_paths(m.path());
         let mut from_xfs_io = BTreeMap::new();
         for f in &ask {
             let o = run_ok(
@@ -181,7 +158,7 @@ fn paths_match_the_kernel_and_xfs_io() {
                     .arg(f),
                 "xfs_io parent -p",
             );
-            let prefix = s(&m.0).to_owned();
+            let prefix = s(m.path()).to_owned();
             let paths: BTreeSet<String> = String::from_utf8_lossy(&o.stdout)
                 .lines()
                 .map(|l| l.strip_prefix(&prefix).unwrap_or(l).to_owned())
@@ -370,14 +347,14 @@ fn paths_without_parent_pointers_come_from_every_directory() {
     );
     let mnt = tmp.path().join("mnt");
     let want = {
-        let m = Mounted::new(&img, &mnt);
-        fill(&m.0);
+        let m = LoopMount::rw(&img, &mnt);
+        fill(m.path());
         // Enough entries that a 1 MiB index spills.
-        std::fs::create_dir(m.0.join("bulk")).expect("mkdir");
+        std::fs::create_dir(m.path().join("bulk")).expect("mkdir");
         for i in 0..40_000 {
-            std::fs::write(m.0.join(format!("bulk/f{i:05}")), b"").expect("write");
+            std::fs::write(m.path().join(format!("bulk/f{i:05}")), b"").expect("write");
         }
-        kernel_paths(&m.0)
+        kernel_paths(m.path())
     };
     for (memory, where_) in [("256m", "in memory"), ("1m", "in temporary files")] {
         let (got, err) = bulkstat_paths(&[

@@ -9,10 +9,10 @@
 
 mod common;
 
-use common::fixtures::{output_text, xfskit_output as xfskit};
+use common::fixtures::{output_text, xfskit_output as xfskit, LoopMount};
 use common::{is_root, skip, TempDir};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn s(p: &Path) -> &str {
@@ -23,29 +23,6 @@ fn run_ok(c: &mut Command, what: &str) -> Output {
     let o = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(o.status.success(), "{what}: {}", output_text(&o));
     o
-}
-
-/// A read-write loop mount, unmounted when dropped.
-struct Mounted(PathBuf);
-
-impl Mounted {
-    fn new(img: &Path, at: &Path) -> Mounted {
-        std::fs::create_dir_all(at).expect("mkdir mountpoint");
-        run_ok(
-            Command::new("mount")
-                .args(["-t", "xfs", "-o", "loop"])
-                .arg(img)
-                .arg(at),
-            "mount",
-        );
-        Mounted(at.to_path_buf())
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        common::must_umount(&self.0);
-    }
 }
 
 /// Files of every kind: nested directories, a name with "|" and spaces,
@@ -273,24 +250,24 @@ fn timeline_matches_the_kernel(test: &str, mkfs: &Path, log: Log) {
     let mnt = tmp.path().join("mnt");
     let saved = tmp.path().join("kernel-stat.txt");
     let want = {
-        let m = Mounted::new(&img, &mnt);
-        fill(&m.0);
+        let m = LoopMount::rw(&img, &mnt);
+        fill(m.path());
         // Nothing the snapshot reads may move an atime.
         run_ok(
             Command::new("mount")
                 .args(["-o", "remount,noatime"])
-                .arg(&m.0),
+                .arg(m.path()),
             "remount noatime",
         );
         match log {
-            Log::Clean => Some(kernel_stats(&m.0, &saved)),
+            Log::Clean => Some(kernel_stats(m.path(), &saved)),
             Log::Dirty => {
                 // The log flushed, nothing else written back: what the
                 // files are now is only in the log.
                 run_ok(
                     Command::new("xfs_io")
                         .args(["-x", "-c", "shutdown -f"])
-                        .arg(&m.0),
+                        .arg(m.path()),
                     "xfs_io shutdown -f",
                 );
                 None
@@ -308,14 +285,14 @@ fn timeline_matches_the_kernel(test: &str, mkfs: &Path, log: Log) {
         );
         let copy = tmp.path().join("replayed.img");
         std::fs::copy(&img, &copy).expect("copy the dirty image");
-        let m = Mounted::new(&copy, &mnt);
+        let m = LoopMount::rw(&copy, &mnt);
         run_ok(
             Command::new("mount")
                 .args(["-o", "remount,noatime"])
-                .arg(&m.0),
+                .arg(m.path()),
             "remount noatime",
         );
-        kernel_stats(&m.0, &saved)
+        kernel_stats(m.path(), &saved)
     });
     assert!(want.len() >= 20, "{want:?}");
     let before = sha256(&img);

@@ -136,6 +136,27 @@ impl LoopMount {
         })
     }
 
+    /// Mount `image` read-write at `mountpoint` (created); panics when the
+    /// mount fails.
+    pub fn rw(image: &Path, mountpoint: &Path) -> LoopMount {
+        std::fs::create_dir_all(mountpoint).expect("mkdir mountpoint");
+        let out = Command::new("mount")
+            .args(["-t", "xfs", "-o", "loop"])
+            .arg(image)
+            .arg(mountpoint)
+            .output()
+            .unwrap_or_else(|e| panic!("mount: {e}"));
+        assert!(
+            out.status.success(),
+            "mount {}: {}",
+            image.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        LoopMount {
+            mountpoint: mountpoint.to_path_buf(),
+        }
+    }
+
     /// Where the filesystem is mounted.
     pub fn path(&self) -> &Path {
         &self.mountpoint
