@@ -27,6 +27,12 @@ command -v sgdisk >/dev/null || need+=(gdisk)
 command -v sfdisk >/dev/null || need+=(fdisk)
 command -v qemu-img >/dev/null || need+=(qemu-utils)
 command -v lvcreate >/dev/null || need+=(lvm2)
+# A kernel with XFS quota support under QEMU (this machine's own kernel has
+# none): Debian's kernel package, booted with a busybox initramfs.
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+command -v busybox >/dev/null || need+=(busybox)
+command -v cpio >/dev/null || need+=(cpio)
+ls /boot/vmlinuz-* >/dev/null 2>&1 || need+=(linux-image-amd64)
 # xfsprogs 6.15 beside the project (../shared/xfsprogs-6.15: parent pointers,
 # exchange-range) runs with these Debian libraries.
 if [ -d ../shared/xfsprogs-6.15 ]; then

@@ -187,7 +187,7 @@ const _: () = assert!(offset_of!(Dsb, sb_uuid) == 32);
 const _: () = assert!(offset_of!(Dsb, sb_versionnum) == 100);
 const _: () = assert!(offset_of!(Dsb, sb_fname) == 108);
 const _: () = assert!(offset_of!(Dsb, sb_icount) == 128);
-const _: () = assert!(offset_of!(Dsb, sb_qflags) == 176);
+const _: () = assert!(offset_of!(Dsb, sb_qflags) == XFS_SB_QFLAGS_OFF);
 const _: () = assert!(offset_of!(Dsb, sb_features2) == 200);
 const _: () = assert!(offset_of!(Dsb, sb_features_compat) == 208);
 const _: () = assert!(offset_of!(Dsb, sb_pquotino) == 232);
@@ -261,6 +261,22 @@ pub const XFS_SB_VERSION_ATTRBIT: u16 = 0x0010;
 pub const XFS_SB_VERSION_NLINKBIT: u16 = 0x0020;
 /// Feature: quotas used.
 pub const XFS_SB_VERSION_QUOTABIT: u16 = 0x0040;
+
+/// `sb_qflags`: user quota counts are checked (valid). A quota mount with
+/// the bit clear runs quotacheck; xfs_repair compares the counts only
+/// when it is set.
+pub const XFS_UQUOTA_CHKD: u16 = 0x0004;
+/// `sb_qflags`: group or project counts are checked (v4's shared file).
+pub const XFS_OQUOTA_CHKD: u16 = 0x0020;
+/// `sb_qflags`: group quota counts are checked.
+pub const XFS_GQUOTA_CHKD: u16 = 0x0100;
+/// `sb_qflags`: project quota counts are checked.
+pub const XFS_PQUOTA_CHKD: u16 = 0x0400;
+/// Every `sb_qflags` bit that says some counts are checked.
+pub const XFS_ALL_QUOTA_CHKD: u16 =
+    XFS_UQUOTA_CHKD | XFS_OQUOTA_CHKD | XFS_GQUOTA_CHKD | XFS_PQUOTA_CHKD;
+/// Byte offset of `sb_qflags`.
+pub const XFS_SB_QFLAGS_OFF: usize = 176;
 /// Feature: inode chunks aligned.
 pub const XFS_SB_VERSION_ALIGNBIT: u16 = 0x0080;
 /// Feature: data stripe alignment recorded.

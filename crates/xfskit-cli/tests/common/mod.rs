@@ -11,6 +11,7 @@ pub mod editimg;
 pub mod fixtures;
 pub mod hostwalk;
 pub mod skip;
+pub mod vm;
 
 pub use fixtures::{
     assert_kernel_sees, expected_counts, fixture_names, fixtures_dir, is_root, repair_check,

@@ -55,6 +55,19 @@ pub(crate) fn update_sb_counters(rp: &mut Replayer<'_>) -> Result<()> {
     sb[o..o + 8].copy_from_slice(&ifree.to_be_bytes());
     let o = std::mem::offset_of!(Dsb, sb_fdblocks);
     sb[o..o + 8].copy_from_slice(&fdblocks.to_be_bytes());
+    // Dquot items are not replayed: counts they changed must not stay
+    // marked checked (the next quota mount runs quotacheck).
+    let o = xfs_format::sb::XFS_SB_QFLAGS_OFF;
+    let q = u16::from_be_bytes([sb[o], sb[o + 1]]);
+    if rp.stats.bufs_quota > 0 && q & xfs_format::sb::XFS_ALL_QUOTA_CHKD != 0 {
+        let q = q & !xfs_format::sb::XFS_ALL_QUOTA_CHKD;
+        sb[o..o + 2].copy_from_slice(&q.to_be_bytes());
+        rp.stats.warnings.push(format!(
+            "{} quota log items were not replayed: the quota counts are marked unchecked, \
+             and the next quota mount recounts them",
+            rp.stats.bufs_quota
+        ));
+    }
     xfs_format::crc::stamp(&mut sb, xfs_format::sb::XFS_SB_CRC_OFF);
     rp.write(0, &sb, None);
     Ok(())

@@ -159,6 +159,11 @@ pub struct WriteState {
     /// The tail the log may move to when the writer thread's stream is
     /// written.
     flight_tail: Mutex<Option<u64>>,
+    /// The superblock's quota "checked" bits, until the first transaction
+    /// clears them (writes do not keep dquots: see `Fs::trans`).
+    pub(crate) quota_chkd: std::sync::atomic::AtomicU16,
+    /// Held while they are cleared.
+    pub(crate) quota_lock: Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -208,6 +213,8 @@ impl WriteState {
             data_limit: 32 << 20,
             journal: None,
             flight_tail: Mutex::new(None),
+            quota_chkd: std::sync::atomic::AtomicU16::new(0),
+            quota_lock: Mutex::new(()),
         }
     }
 

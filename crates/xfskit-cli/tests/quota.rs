@@ -1,0 +1,227 @@
+//! Quota images: what xfskit's writes and recovery leave of the counts.
+//!
+//! The images get their quota files and counts from a kernel with quota
+//! support (Debian's, booted under QEMU: see common/vm.rs; this machine's
+//! own kernel has none), mounted with `-o uquota,gquota,pquota` and
+//! written by several owners and a project. xfskit does not keep dquots
+//! yet, so after it changes usage the counts must not stay marked checked:
+//! then `xfs_repair -n` (7.2), which compares counts only where they are
+//! marked checked, stays clean, and the kernel's next quota mount recounts
+//! them (after which xfs_repair -n compares them again and they must be
+//! right). The format is the one that kernel (6.1) mounts: Debian's
+//! mkfs.xfs 6.1 defaults.
+
+mod common;
+
+use common::fixtures::{xfskit_output, xfsprogs_72_bin};
+use common::vm::Vm;
+use common::{skip, TempDir};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn xfskit(args: &[&str]) -> String {
+    let o = xfskit_output(args);
+    assert!(
+        o.status.success(),
+        "xfskit {args:?}: {}",
+        common::output_text_of(&o)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// xfs_repair -n 7.2: exit code and output.
+fn repair_n(bin: &Path, img: &Path) -> (i32, String) {
+    let o = Command::new(bin.join("xfs_repair"))
+        .args(["-n", s(img)])
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+/// `sb_qflags` as xfs_db 7.2 prints it.
+fn qflags(bin: &Path, img: &Path) -> u16 {
+    let o = Command::new(bin.join("xfs_db"))
+        .args(["-r", "-c", "sb 0", "-c", "print qflags", s(img)])
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    let v = t.trim().trim_start_matches("qflags = ");
+    u16::from_str_radix(v.trim_start_matches("0x"), 16).unwrap_or_else(|_| panic!("qflags: {t}"))
+}
+
+/// User, group and project "checked" bits.
+const CHKD: u16 = 0x0004 | 0x0100 | 0x0400;
+
+/// What is needed, or why the test cannot run.
+fn ready(test: &str) -> Option<(Vm, PathBuf)> {
+    let Some(bin) = xfsprogs_72_bin() else {
+        skip(test, "xfsprogs 7.2 is not beside the project");
+        return None;
+    };
+    match Vm::find() {
+        Ok(vm) => Some((vm, bin)),
+        Err(why) => {
+            skip(
+                test,
+                &format!("no kernel with XFS quota support to boot: {why}"),
+            );
+            None
+        }
+    }
+}
+
+/// A quota image written by the kernel: files of two users and groups, a
+/// project directory, counts checked.
+fn quota_image(vm: &Vm, bin: &Path, dir: &Path) -> PathBuf {
+    let img = dir.join("q.img");
+    Command::new("truncate")
+        .args(["-s", "320M", s(&img)])
+        .status()
+        .unwrap();
+    let o = Command::new("/usr/sbin/mkfs.xfs")
+        .args(["-q", "-f", s(&img)])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "mkfs.xfs: {o:?}");
+    vm.run(
+        &[&img],
+        r#"
+mount -o uquota,gquota,pquota /dev/vda /mnt
+mkdir /mnt/a /mnt/b /mnt/proj
+dd if=/dev/urandom of=/mnt/a/one bs=4k count=300 2>/dev/null
+dd if=/dev/urandom of=/mnt/b/two bs=4k count=120 2>/dev/null
+for i in 1 2 3 4 5; do echo $i > /mnt/b/small$i; done
+chown -R 1000:2000 /mnt/a; chown -R 1001:2001 /mnt/b
+xfs_quota -x -c 'project -s -p /mnt/proj 42' /mnt >/dev/null
+dd if=/dev/urandom of=/mnt/proj/p bs=4k count=50 2>/dev/null
+umount /mnt
+"#,
+    );
+    let (rc, out) = repair_n(bin, &img);
+    assert_eq!(rc, 0, "the kernel's quota image:\n{out}");
+    assert_eq!(
+        qflags(bin, &img) & CHKD,
+        CHKD,
+        "the kernel left the counts checked"
+    );
+    img
+}
+
+/// After the kernel's quota mount recounts, xfs_repair -n compares the
+/// counts again: they must be right.
+fn kernel_recounts(vm: &Vm, bin: &Path, img: &Path) {
+    let report = vm.run(
+        &[img],
+        "mount -o uquota,gquota,pquota /dev/vda /mnt\n\
+         xfs_quota -x -c 'report -ugpbn' /mnt\n\
+         umount /mnt\n",
+    );
+    assert_eq!(
+        qflags(bin, img) & CHKD,
+        CHKD,
+        "the quota mount did not recount:\n{report}"
+    );
+    let (rc, out) = repair_n(bin, img);
+    assert_eq!(rc, 0, "after the kernel's recount:\n{out}\n{report}");
+}
+
+#[test]
+fn edits_of_a_quota_image_leave_no_stale_counts_marked_checked() {
+    let test = "edits_of_a_quota_image_leave_no_stale_counts_marked_checked";
+    let Some((vm, bin)) = ready(test) else {
+        return;
+    };
+    let dir = TempDir::new("quota");
+    let img = quota_image(&vm, &bin, dir.path());
+    // check does not compare dquots yet: it says so (exit 3).
+    let o = xfskit_output(&["check", s(&img)]);
+    assert_eq!(o.status.code(), Some(3), "{}", common::output_text_of(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .contains("not checked: the user, group and project quota counts"),
+        "{}",
+        common::output_text_of(&o)
+    );
+    let blob = dir.path().join("blob");
+    std::fs::write(&blob, vec![7u8; 900_000]).unwrap();
+    let i = s(&img);
+    // Each command changes usage: blocks and inodes of owners, groups and
+    // the project.
+    xfskit(&["cp", s(&blob), &format!("{i}:/a/copied")]);
+    xfskit(&["chown", i, "1001:2001", "/a/copied"]);
+    xfskit(&["mkdir", i, "/proj/sub"]);
+    xfskit(&["rm", i, "/b/two", "/b/small1"]);
+    xfskit(&["truncate", i, "-s", "4096", "/a/one"]);
+    xfskit(&["chproj", i, "7", "/proj/p"]);
+    assert_eq!(
+        qflags(&bin, &img) & CHKD,
+        0,
+        "the edits left the stale counts marked checked"
+    );
+    let (rc, out) = repair_n(&bin, &img);
+    assert_eq!(rc, 0, "xfs_repair -n after the edits:\n{out}");
+    assert!(xfskit(&["check", i]).contains("no problems"));
+    kernel_recounts(&vm, &bin, &img);
+}
+
+#[test]
+fn recovery_of_a_quota_log_leaves_no_stale_counts_marked_checked() {
+    let test = "recovery_of_a_quota_log_leaves_no_stale_counts_marked_checked";
+    let Some((vm, bin)) = ready(test) else {
+        return;
+    };
+    let dir = TempDir::new("quota");
+    let img = quota_image(&vm, &bin, dir.path());
+    // Usage changed with its dquots only in the log.
+    vm.run(
+        &[&img],
+        r#"
+mount -o uquota,gquota,pquota /dev/vda /mnt
+dd if=/dev/urandom of=/mnt/a/late bs=4k count=200 2>/dev/null
+sync
+chown 1001:2001 /mnt/a/late
+rm /mnt/b/two
+for i in 1 2 3; do echo $i > /mnt/a/new$i; done
+xfs_io -x -c 'shutdown -f' /mnt
+umount /mnt
+"#,
+    );
+    let i = s(&img);
+    // In memory: the image is not changed, and what it shows is replayed.
+    let before = std::fs::read(&img).unwrap();
+    assert!(xfskit(&["ls", i, "/a"]).contains("new3"));
+    assert!(
+        std::fs::read(&img).unwrap() == before,
+        "a read changed the image"
+    );
+    let o = xfskit_output(&["recover", i]);
+    assert!(
+        o.status.success(),
+        "recover: {}",
+        common::output_text_of(&o)
+    );
+    let out = common::output_text_of(&o);
+    assert!(
+        out.contains("quota"),
+        "recover does not say the dquots were not replayed:\n{out}"
+    );
+    assert_eq!(
+        qflags(&bin, &img) & CHKD,
+        0,
+        "recovery left counts it did not replay marked checked"
+    );
+    let (rc, rep) = repair_n(&bin, &img);
+    assert_eq!(rc, 0, "xfs_repair -n after xfskit recover:\n{rep}");
+    kernel_recounts(&vm, &bin, &img);
+}
