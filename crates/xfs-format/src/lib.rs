@@ -17,6 +17,7 @@ pub mod layout;
 pub mod log;
 pub mod log_intent;
 pub mod log_item;
+pub mod quota;
 pub mod rtgroup;
 pub mod sb;
 pub mod symlink;

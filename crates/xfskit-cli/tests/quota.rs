@@ -82,8 +82,9 @@ fn ready(test: &str) -> Option<(Vm, PathBuf)> {
 }
 
 /// A quota image written by the kernel: files of two users and groups, a
-/// project directory, counts checked.
-fn quota_image(vm: &Vm, bin: &Path, dir: &Path) -> PathBuf {
+/// project directory, counts checked. Also returns the inode number of
+/// /a/one (user 1000).
+fn quota_image(vm: &Vm, bin: &Path, dir: &Path) -> (PathBuf, u64) {
     let img = dir.join("q.img");
     Command::new("truncate")
         .args(["-s", "320M", s(&img)])
@@ -94,7 +95,7 @@ fn quota_image(vm: &Vm, bin: &Path, dir: &Path) -> PathBuf {
         .output()
         .unwrap();
     assert!(o.status.success(), "mkfs.xfs: {o:?}");
-    vm.run(
+    let out = vm.run(
         &[&img],
         r#"
 mount -o uquota,gquota,pquota /dev/vda /mnt
@@ -105,9 +106,15 @@ for i in 1 2 3 4 5; do echo $i > /mnt/b/small$i; done
 chown -R 1000:2000 /mnt/a; chown -R 1001:2001 /mnt/b
 xfs_quota -x -c 'project -s -p /mnt/proj 42' /mnt >/dev/null
 dd if=/dev/urandom of=/mnt/proj/p bs=4k count=50 2>/dev/null
+stat -c 'INO %i' /mnt/a/one
 umount /mnt
 "#,
     );
+    let ino = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("INO "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no inode number in:\n{out}"));
     let (rc, out) = repair_n(bin, &img);
     assert_eq!(rc, 0, "the kernel's quota image:\n{out}");
     assert_eq!(
@@ -115,7 +122,7 @@ umount /mnt
         CHKD,
         "the kernel left the counts checked"
     );
-    img
+    (img, ino)
 }
 
 /// After the kernel's quota mount recounts, xfs_repair -n compares the
@@ -134,6 +141,7 @@ fn kernel_recounts(vm: &Vm, bin: &Path, img: &Path) {
     );
     let (rc, out) = repair_n(bin, img);
     assert_eq!(rc, 0, "after the kernel's recount:\n{out}\n{report}");
+    assert!(xfskit(&["check", s(img)]).contains("no problems"));
 }
 
 #[test]
@@ -143,16 +151,9 @@ fn edits_of_a_quota_image_leave_no_stale_counts_marked_checked() {
         return;
     };
     let dir = TempDir::new("quota");
-    let img = quota_image(&vm, &bin, dir.path());
-    // check does not compare dquots yet: it says so (exit 3).
-    let o = xfskit_output(&["check", s(&img)]);
-    assert_eq!(o.status.code(), Some(3), "{}", common::output_text_of(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stdout)
-            .contains("not checked: the user, group and project quota counts"),
-        "{}",
-        common::output_text_of(&o)
-    );
+    let (img, _) = quota_image(&vm, &bin, dir.path());
+    // check compares the kernel's counts: right.
+    assert!(xfskit(&["check", s(&img)]).contains("no problems"));
     let blob = dir.path().join("blob");
     std::fs::write(&blob, vec![7u8; 900_000]).unwrap();
     let i = s(&img);
@@ -182,7 +183,7 @@ fn recovery_of_a_quota_log_leaves_no_stale_counts_marked_checked() {
         return;
     };
     let dir = TempDir::new("quota");
-    let img = quota_image(&vm, &bin, dir.path());
+    let (img, _) = quota_image(&vm, &bin, dir.path());
     // Usage changed with its dquots only in the log.
     vm.run(
         &[&img],
@@ -224,4 +225,82 @@ umount /mnt
     let (rc, rep) = repair_n(&bin, &img);
     assert_eq!(rc, 0, "xfs_repair -n after xfskit recover:\n{rep}");
     kernel_recounts(&vm, &bin, &img);
+}
+
+/// Damage to dquots and to what they count, each made with xfs_db 7.2:
+/// xfs_repair -n flags every one, and so must check.
+#[test]
+fn check_compares_quota_counts_as_xfs_repair_does() {
+    let test = "check_compares_quota_counts_as_xfs_repair_does";
+    let Some((vm, bin)) = ready(test) else {
+        return;
+    };
+    let dir = TempDir::new("quota");
+    let (img, one) = quota_image(&vm, &bin, dir.path());
+    let inode = format!("inode {one}");
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "user bcount",
+            vec!["dquot -u 1000", "write diskdq.bcount 5"],
+        ),
+        (
+            "group icount",
+            vec!["dquot -g 2001", "write diskdq.icount 99"],
+        ),
+        (
+            "project rtbcount",
+            vec!["dquot -p 42", "write diskdq.rtbcount 3"],
+        ),
+        ("root's counts", vec!["dquot -u 0", "write diskdq.bcount 0"]),
+        ("id", vec!["dquot -u 1001", "write -d diskdq.id 7"]),
+        (
+            "magic",
+            vec!["dquot -u 1000", "write -d diskdq.magic 0x1234"],
+        ),
+        (
+            "version",
+            vec!["dquot -g 2000", "write -d diskdq.version 2"],
+        ),
+        ("type", vec!["dquot -u 0", "write -d diskdq.type 2"]),
+        ("CRC", vec!["dquot -p 42", "write -c crc 0"]),
+        (
+            "UUID",
+            vec![
+                "dquot -u 1000",
+                "write -d uuid 01234567-89ab-cdef-0123-456789abcdef",
+            ],
+        ),
+        (
+            "soft limit without timer",
+            vec!["dquot -u 1001", "write -d diskdq.blk_softlimit 1"],
+        ),
+        (
+            "an owner without a record",
+            vec![&inode, "write core.uid 5000"],
+        ),
+    ];
+    for (name, cmds) in cases {
+        let copy = dir.path().join("c.img");
+        std::fs::copy(&img, &copy).unwrap();
+        let mut db = Command::new(bin.join("xfs_db"));
+        db.arg("-x");
+        for c in &cmds {
+            db.args(["-c", c]);
+        }
+        let o = db.arg(&copy).output().unwrap();
+        assert!(o.status.success(), "xfs_db {cmds:?}: {o:?}");
+        let (rc, rep) = repair_n(&bin, &copy);
+        assert_ne!(rc, 0, "{name}: xfs_repair -n does not flag it:\n{rep}");
+        let o = xfskit_output(&["check", s(&copy)]);
+        let out = common::output_text_of(&o);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{name}: check does not flag it:\n{out}\nxfs_repair -n:\n{rep}"
+        );
+        assert!(
+            out.contains("quota"),
+            "{name}: check flags something else:\n{out}\nxfs_repair -n:\n{rep}"
+        );
+    }
 }

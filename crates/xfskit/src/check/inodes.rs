@@ -194,6 +194,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
     ctx.counters.inodes.fetch_add(1, Ordering::Relaxed);
     let realtime = ino.flags & xfs_format::inode::XFS_DIFLAG_REALTIME != 0;
     let mut mapped = 0u64;
+    let mut rtblocks = 0u64;
     let mut ok = true;
     let forks: &[Fork] = if ino.has_attr_fork() {
         &[Fork::Data, Fork::Attr]
@@ -238,6 +239,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
                 for e in &ext {
                     mapped += e.len;
                     if realtime && fork == Fork::Data {
+                        rtblocks += e.len;
                         continue;
                     }
                     claim_fsb(ctx, ino.ino.0, e.start, e.len, Use::Data, fork, e.offset);
@@ -253,6 +255,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
             mapped += bmbt_blocks(ctx, ino, fork);
         }
     }
+    ctx.quota.add(ino, rtblocks);
     if ok && mapped != ino.nblocks {
         ctx.sink.add(
             "inode",

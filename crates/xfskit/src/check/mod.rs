@@ -49,6 +49,7 @@ mod links;
 mod ns;
 mod owners;
 mod pptrs;
+mod quota;
 mod rmap;
 mod rt;
 mod rtgroups;
@@ -248,6 +249,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) rt: rt::RtClaims,
     /// Realtime groups' mappings and metadata btrees, for their check.
     pub(crate) rtg: rtgroups::RtgState,
+    /// What each user, group and project uses, for the quota counts.
+    pub(crate) quota: quota::Usage,
 }
 
 /// Runs `work(i)` for every `i` in `0..count` on at most `threads`
@@ -321,6 +324,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     };
     let mut sb0 = vec![0u8; geo.sect_size as usize];
     fs.read_bytes(0, &mut sb0)?;
+    let sb0_for_quota = sb0.clone();
     // The superblock must be readable; everything else is a problem.
     let sb = links::read_sb_counters(fs)?;
     // The bound: a quarter for the file mappings the rmapbt is compared
@@ -344,6 +348,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         meta_roots: sb.meta_inodes.iter().copied().chain(sb.metadir).collect(),
         rt: rt::RtClaims::default(),
         rtg: rtgroups::RtgState::default(),
+        quota: quota::Usage::new(&sb0_for_quota, geo.v5, geo.features.metadir),
     };
     // Metadata stamped at or past the log head is noted as it is read
     // (xfs_repair reformats the log then; the kernel refuses the blocks).
@@ -403,6 +408,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     }
 
     ctx.rmaps.finish(&ctx).map_err(Error::Io)?;
+    ctx.quota.finish(&ctx);
     // The realtime section, when its device was given (as xfs_repair
     // needs it): bitmap, summary and free count against the files.
     if geo.rt_blocks > 0 && fs.rt_readable() {
@@ -458,10 +464,10 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
             geo.rt_blocks
         ));
     }
-    if let Some(kinds) = checked_quotas(fs) {
+    if let Some(kinds) = checked_quotas(fs).filter(|_| geo.features.metadir) {
         unchecked.push(format!(
             "the {kinds} quota counts, which the superblock marks checked, were not compared \
-             with what the files use: xfskit does not read dquots yet (xfs_repair -n does)"
+             with what the files use: xfskit does not read the quota files of a metadata directory yet"
         ));
     }
     if crate::log::log_missing(fs.device(), geo) {
