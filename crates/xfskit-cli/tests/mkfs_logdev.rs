@@ -132,14 +132,16 @@ const ROWS: &[(u64, u64, &str, &str)] = &[
     (300 * M, 64 * M, ",su=32k", "-n parent=0"),
 ];
 
-/// xfskit mkfs with an external log writes the data device and the log
-/// device mkfs.xfs 7.2 writes for the same options; xfs_repair -n -l 7.2
-/// finds ours clean.
-#[test]
-fn external_log_matches_mkfs_xfs_72() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("external_log_matches_mkfs_xfs_72", "xfsprogs 7.2 not found");
-    };
+/// Make each row's filesystem with `mkfs` (mkfs.xfs) and with xfskit
+/// (`ours` options first), each with its own log device; compare the data
+/// devices, the log devices and the summaries' log lines; xfs_repair -n -l
+/// 7.2 on ours. Returns the differences.
+fn rows_against(
+    bin: &Path,
+    mkfs: &Path,
+    ours: &[&str],
+    rows: &[(u64, u64, &str, &str)],
+) -> Vec<String> {
     let t = TempDir::new("mkfs-logdev");
     let d = t.path();
     let (r, o, rl, ol) = (
@@ -149,7 +151,7 @@ fn external_log_matches_mkfs_xfs_72() {
         d.join("ours.log"),
     );
     let mut errs = Vec::new();
-    for &(size, lsize, lopts, opts) in ROWS {
+    for &(size, lsize, lopts, opts) in rows {
         for (p, n) in [(&r, size), (&o, size), (&rl, lsize), (&ol, lsize)] {
             sparse(p, n);
         }
@@ -157,9 +159,17 @@ fn external_log_matches_mkfs_xfs_72() {
         let la = format!("logdev={}{lopts}", s(&rl));
         let mut args: Vec<&str> = opts.split_whitespace().collect();
         args.extend(["-f", "-m", &u, "-l", &la, s(&r)]);
-        let theirs = tool_72(&bin, "mkfs.xfs", &args);
+        let out = Command::new(mkfs).args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{} {args:?}: {}",
+            mkfs.display(),
+            output_text(&out)
+        );
+        let theirs = String::from_utf8_lossy(&out.stdout).into_owned();
         let lb = format!("logdev={}{lopts}", s(&ol));
         let mut args: Vec<&str> = vec!["mkfs", "--timestamp", "1700000000"];
+        args.extend(ours);
         args.extend(opts.split_whitespace());
         args.extend(["-m", &u, "-l", &lb, s(&o)]);
         let out = xfskit_output(&args);
@@ -168,21 +178,53 @@ fn external_log_matches_mkfs_xfs_72() {
             errs.push(format!("{row}: xfskit mkfs: {}", output_text(&out)));
             continue;
         }
-        let ours = String::from_utf8_lossy(&out.stdout);
+        let mine = String::from_utf8_lossy(&out.stdout);
         let mut e = compare_data(&r, &o);
         let (a, b) = (fs::read(&rl).unwrap(), fs::read(&ol).unwrap());
         if let Some(i) = (0..a.len()).find(|&i| a[i] != b[i]) {
             e.push(format!("the log devices differ at byte {i}"));
         }
-        let (lt, lo) = (log_lines(&theirs, &rl), log_lines(&ours, &ol));
+        let (lt, lo) = (log_lines(&theirs, &rl), log_lines(&mine, &ol));
         if lt != lo || lt.is_empty() {
             e.push(format!("log lines: mkfs.xfs\n{lt}xfskit\n{lo}"));
         }
         if e.is_empty() {
-            e.extend(repair_clean(&bin, &o, &ol).err());
+            e.extend(repair_clean(bin, &o, &ol).err());
         }
         errs.extend(e.into_iter().map(|e| format!("{row}: {e}")));
     }
+    errs
+}
+
+/// xfskit mkfs with an external log writes the data device and the log
+/// device mkfs.xfs 7.2 writes for the same options; xfs_repair -n -l 7.2
+/// finds ours clean.
+#[test]
+fn external_log_matches_mkfs_xfs_72() {
+    let Some(bin) = xfsprogs_72_bin() else {
+        return skip("external_log_matches_mkfs_xfs_72", "xfsprogs 7.2 not found");
+    };
+    let errs = rows_against(&bin, &bin.join("mkfs.xfs"), &[], ROWS);
+    assert!(errs.is_empty(), "{}", errs.join("\n"));
+}
+
+/// The same against Debian's mkfs.xfs 6.1 (xfskit with `--defaults 6.1`).
+#[test]
+fn external_log_matches_mkfs_xfs_61() {
+    let Some(bin) = xfsprogs_72_bin() else {
+        return skip("external_log_matches_mkfs_xfs_61", "xfsprogs 7.2 not found");
+    };
+    let mkfs = Path::new("/usr/sbin/mkfs.xfs");
+    if !mkfs.exists() {
+        return skip("external_log_matches_mkfs_xfs_61", "no /usr/sbin/mkfs.xfs");
+    }
+    let rows = &[
+        (G, 100 * M, "", ""),
+        (G, 200 * M, ",size=80m", "-b size=1024"),
+        (2 * G, 100 * M, ",sunit=16", "-d su=64k,sw=4"),
+        (G, 100 * M, "", "-s size=4096 -m rmapbt=1"),
+    ];
+    let errs = rows_against(&bin, mkfs, &["--defaults", "6.1"], rows);
     assert!(errs.is_empty(), "{}", errs.join("\n"));
 }
 
