@@ -393,3 +393,38 @@ fn external_log_kernel_mounts_and_xfskit_writes() {
     repair_clean(&bin, &img, &log).unwrap();
     assert_eq!(xfskit_ok(&["cat", "--logdev", l, i, "/d/more"]), "more\n");
 }
+
+/// `xfskit build` takes the same `-l logdev=`: the image is filled through
+/// the log device, xfs_repair -n -l 7.2 finds it clean and xfskit reads
+/// the files back with --logdev.
+#[test]
+fn build_with_an_external_log() {
+    let Some(bin) = xfsprogs_72_bin() else {
+        return skip("build_with_an_external_log", "xfsprogs 7.2 not found");
+    };
+    let t = TempDir::new("mkfs-logdev-build");
+    let src = t.path().join("src");
+    fs::create_dir_all(src.join("a/b")).unwrap();
+    for n in 0..20 {
+        fs::write(src.join(format!("a/b/f{n}")), format!("built {n}\n")).unwrap();
+    }
+    let (img, log) = (t.path().join("b.img"), t.path().join("b.log"));
+    sparse(&log, 64 * M);
+    let la = format!("logdev={}", s(&log));
+    xfskit_ok(&["build", s(&src), s(&img), "-l", &la]);
+    repair_clean(&bin, &img, &log).unwrap();
+    let (i, l) = (s(&img), s(&log));
+    assert_eq!(
+        xfskit_ok(&["cat", "--logdev", l, i, "/a/b/f19"]),
+        "built 19\n"
+    );
+    let sb = tool_72(
+        &bin,
+        "xfs_db",
+        &["-r", "-l", l, "-c", "sb 0", "-c", "p logstart logblocks", i],
+    );
+    assert!(
+        sb.contains("logstart = 0") && sb.contains("logblocks = 16384"),
+        "{sb}"
+    );
+}
