@@ -296,6 +296,15 @@ fn external_log_refusals() {
         );
     }
     assert!(!missing.exists(), "a missing log file was created");
+    // Not made by xfskit: a metadata directory with an external log.
+    sparse(&img, G);
+    let la = format!("logdev={okl}");
+    let o = xfskit_output(&["mkfs", "-q", "-m", "metadir=1", "-l", &la, s(&img)]);
+    assert!(
+        output_text(&o).contains("metadata directory with an external log"),
+        "{}",
+        output_text(&o)
+    );
     // -l sectsize on an internal log, as mkfs.xfs.
     sparse(&img, G);
     let o = xfskit_output(&["mkfs", "-q", "-l", "sectsize=4096", s(&img)]);
