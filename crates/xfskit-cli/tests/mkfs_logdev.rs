@@ -305,6 +305,17 @@ fn external_log_refusals() {
         "{}",
         output_text(&o)
     );
+    // A log sector over the data sector is made (as mkfs.xfs makes it),
+    // with a warning: the kernel refuses to mount it.
+    sparse(&img, G);
+    let la = format!("logdev={okl},sectsize=4096");
+    let o = xfskit_output(&["mkfs", "-q", "-l", &la, s(&img)]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Linux will not mount"),
+        "{}",
+        output_text(&o)
+    );
     // -l sectsize on an internal log, as mkfs.xfs.
     sparse(&img, G);
     let o = xfskit_output(&["mkfs", "-q", "-l", "sectsize=4096", s(&img)]);
@@ -435,5 +446,59 @@ fn build_with_an_external_log() {
     assert!(
         sb.contains("logstart = 0") && sb.contains("logblocks = 16384"),
         "{sb}"
+    );
+}
+
+/// On block devices (loop devices for the data and the log): xfskit mkfs
+/// makes what mkfs.xfs 7.2 makes there (superblock and log device), and
+/// the kernel mounts it and writes.
+#[test]
+fn external_log_on_block_devices() {
+    let Some(bin) = xfsprogs_72_bin() else {
+        return skip("external_log_on_block_devices", "xfsprogs 7.2 not found");
+    };
+    if !is_root() {
+        return skip(
+            "external_log_on_block_devices",
+            "needs root for loop devices",
+        );
+    }
+    let t = TempDir::new("mkfs-logdev-bdev");
+    let (img, log) = (t.path().join("b.img"), t.path().join("b.log"));
+    sparse(&img, G);
+    sparse(&log, 100 * M);
+    let loops = Loops(vec![Loops::attach(&img), Loops::attach(&log)]);
+    let (d, l) = (loops.0[0].as_str(), loops.0[1].as_str());
+    let u = format!("uuid={UUID}");
+    let la = format!("logdev={l}");
+    let print = |dev: &str| {
+        let o = Command::new(bin.join("xfs_db"))
+            .args(["-r", "-l", l, "-c", "sb 0", "-c", "p", dev])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let theirs = tool_72(&bin, "mkfs.xfs", &["-q", "-f", "-m", &u, "-l", &la, d]);
+    let (sb_theirs, log_theirs) = (print(d), read(&File::open(l).unwrap(), 0, 1 << 20));
+    let ours = xfskit_ok(&["mkfs", "-q", "-f", "-m", &u, "-l", &la, d]);
+    assert_eq!(theirs.trim(), ours.trim());
+    assert_eq!(sb_theirs, print(d), "superblocks");
+    assert!(
+        log_theirs == read(&File::open(l).unwrap(), 0, 1 << 20),
+        "log devices"
+    );
+    let mnt = t.path().join("m");
+    fs::create_dir(&mnt).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "xfs", "-o", &la, d, s(&mnt)])
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount -o {la}");
+    fs::write(mnt.join("f"), b"on loop devices\n").unwrap();
+    must_umount(&mnt);
+    repair_clean(&bin, Path::new(d), Path::new(l)).unwrap();
+    assert_eq!(
+        xfskit_ok(&["cat", "--logdev", l, d, "/f"]),
+        "on loop devices\n"
     );
 }

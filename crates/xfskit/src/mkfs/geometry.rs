@@ -609,6 +609,15 @@ fn log_sector_size(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsError> {
             dev.sector
         ));
     }
+    if size > cfg.sectorsize {
+        // mkfs.xfs makes it, but Linux refuses to mount a log whose sector
+        // is larger than the data device's ("Log sector size too large").
+        cfg.warnings.push(format!(
+            "warning: log sector size {size} is larger than the data sector size {}: \
+             Linux will not mount this filesystem (give -s size={size} too)",
+            cfg.sectorsize
+        ));
+    }
     cfg.lsectorsize = size;
     cfg.logdev = Some(dev);
     Ok(())
