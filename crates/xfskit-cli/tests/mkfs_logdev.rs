@@ -106,11 +106,13 @@ fn log_lines(text: &str, log: &Path) -> String {
     out
 }
 
-fn repair_clean(bin: &Path, img: &Path, log: &Path) -> Result<(), String> {
-    let o = Command::new(bin.join("xfs_repair"))
-        .args(["-n", "-l", s(log), s(img)])
-        .output()
-        .unwrap();
+fn repair_clean(bin: &Path, img: &Path, log: &Path, rt: Option<&PathBuf>) -> Result<(), String> {
+    let mut c = Command::new(bin.join("xfs_repair"));
+    c.args(["-n", "-l", s(log)]);
+    if let Some(rt) = rt {
+        c.args(["-r", s(rt)]);
+    }
+    let o = c.arg(s(img)).output().unwrap();
     if o.status.success() {
         Ok(())
     } else {
@@ -130,6 +132,7 @@ const ROWS: &[(u64, u64, &str, &str)] = &[
     (2 * G, 100 * M, "", "-d su=64k,sw=4"),
     (G, 3 * G / 2, "", "-m rmapbt=0"),
     (300 * M, 64 * M, ",su=32k", "-n parent=0"),
+    (G, 100 * M, "", "-m reflink=0 -r rtdev=RT"),
 ];
 
 /// Make each row's filesystem with `mkfs` (mkfs.xfs) and with xfskit
@@ -155,6 +158,12 @@ fn rows_against(
         for (p, n) in [(&r, size), (&o, size), (&rl, lsize), (&ol, lsize)] {
             sparse(p, n);
         }
+        // RT in the options: a realtime device (each side makes its own).
+        let rt = d.join("rt.img");
+        if opts.contains("RT") {
+            sparse(&rt, 200 * M);
+        }
+        let opts = &opts.replace("RT", s(&rt));
         let u = format!("uuid={UUID}");
         let la = format!("logdev={}{lopts}", s(&rl));
         let mut args: Vec<&str> = opts.split_whitespace().collect();
@@ -167,6 +176,9 @@ fn rows_against(
             output_text(&out)
         );
         let theirs = String::from_utf8_lossy(&out.stdout).into_owned();
+        if opts.contains("rtdev") {
+            sparse(&rt, 200 * M);
+        }
         let lb = format!("logdev={}{lopts}", s(&ol));
         let mut args: Vec<&str> = vec!["mkfs", "--timestamp", "1700000000"];
         args.extend(ours);
@@ -189,7 +201,7 @@ fn rows_against(
             e.push(format!("log lines: mkfs.xfs\n{lt}xfskit\n{lo}"));
         }
         if e.is_empty() {
-            e.extend(repair_clean(bin, &o, &ol).err());
+            e.extend(repair_clean(bin, &o, &ol, opts.contains("rtdev").then_some(&rt)).err());
         }
         errs.extend(e.into_iter().map(|e| format!("{row}: {e}")));
     }
@@ -385,7 +397,7 @@ fn external_log_kernel_mounts_and_xfskit_writes() {
     sparse(&log, 64 * M);
     let la = format!("logdev={}", s(&log));
     xfskit_ok(&["mkfs", "-q", "-l", &la, s(&img)]);
-    repair_clean(&bin, &img, &log).unwrap();
+    repair_clean(&bin, &img, &log, None).unwrap();
     let mnt = t.path().join("m");
     fs::create_dir(&mnt).unwrap();
     with_mount(&img, &log, &mnt, |m| {
@@ -394,14 +406,14 @@ fn external_log_kernel_mounts_and_xfskit_writes() {
             fs::write(m.join(format!("k/f{n}")), format!("kernel {n}\n")).unwrap();
         }
     });
-    repair_clean(&bin, &img, &log).unwrap();
+    repair_clean(&bin, &img, &log, None).unwrap();
     let (i, l) = (s(&img), s(&log));
     assert_eq!(xfskit_ok(&["cat", "--logdev", l, i, "/k/f7"]), "kernel 7\n");
     xfskit_ok(&["mkdir", "--logdev", l, i, "/d"]);
     let src = t.path().join("in.txt");
     fs::write(&src, b"from xfskit\n").unwrap();
     xfskit_ok(&["cp", "--logdev", l, s(&src), &format!("{i}:/d/in.txt")]);
-    repair_clean(&bin, &img, &log).unwrap();
+    repair_clean(&bin, &img, &log, None).unwrap();
     with_mount(&img, &log, &mnt, |m| {
         assert_eq!(
             fs::read_to_string(m.join("d/in.txt")).unwrap(),
@@ -410,7 +422,7 @@ fn external_log_kernel_mounts_and_xfskit_writes() {
         assert_eq!(fs::read_to_string(m.join("k/f49")).unwrap(), "kernel 49\n");
         fs::write(m.join("d/more"), b"more\n").unwrap();
     });
-    repair_clean(&bin, &img, &log).unwrap();
+    repair_clean(&bin, &img, &log, None).unwrap();
     assert_eq!(xfskit_ok(&["cat", "--logdev", l, i, "/d/more"]), "more\n");
 }
 
@@ -432,7 +444,7 @@ fn build_with_an_external_log() {
     sparse(&log, 64 * M);
     let la = format!("logdev={}", s(&log));
     xfskit_ok(&["build", s(&src), s(&img), "-l", &la]);
-    repair_clean(&bin, &img, &log).unwrap();
+    repair_clean(&bin, &img, &log, None).unwrap();
     let (i, l) = (s(&img), s(&log));
     assert_eq!(
         xfskit_ok(&["cat", "--logdev", l, i, "/a/b/f19"]),
@@ -496,7 +508,7 @@ fn external_log_on_block_devices() {
     assert!(st.success(), "mount -o {la}");
     fs::write(mnt.join("f"), b"on loop devices\n").unwrap();
     must_umount(&mnt);
-    repair_clean(&bin, Path::new(d), Path::new(l)).unwrap();
+    repair_clean(&bin, Path::new(d), Path::new(l), None).unwrap();
     assert_eq!(
         xfskit_ok(&["cat", "--logdev", l, d, "/f"]),
         "on loop devices\n"
