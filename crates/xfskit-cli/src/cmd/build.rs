@@ -39,7 +39,8 @@ fails with exit code 4 when the image fills, and the image is removed.
 
 mkfs.xfs options may follow SOURCE and IMAGE (or come before them): -b size=, \
 -i size=, -n size=, -m crc=1,reflink=,bigtime=,uuid=..., -d agcount=, -l size=, \
--L label, -f (overwrite IMAGE), -N (print the plan, write nothing), -q (quiet).
+-l logdev=FILE (an external log on FILE, which must exist; use the image with \
+--logdev FILE), -L label, -f (overwrite IMAGE), -N (print the plan, write nothing), -q (quiet).
 
 Disk images, all without root: --gpt makes IMAGE a GPT disk with one XFS partition \
 (type Linux filesystem 0FC63DAF-8483-4772-8E79-3D69D8477DE4, starting at 1 MiB, its \

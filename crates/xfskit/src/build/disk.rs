@@ -57,6 +57,11 @@ fn make_and_fill(
         dev,
         &crate::OpenOptions {
             no_journal: true,
+            logdev: report
+                .geometry
+                .logdev
+                .as_ref()
+                .map(std::path::PathBuf::from),
             ..Default::default()
         },
     )?;

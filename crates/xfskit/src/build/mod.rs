@@ -401,6 +401,7 @@ pub fn write_engine(image: &Path, mkfs: &MkfsReport, populate: Populate<'_>) -> 
         image,
         &crate::OpenOptions {
             no_journal: true,
+            logdev: mkfs.geometry.logdev.as_ref().map(std::path::PathBuf::from),
             ..Default::default()
         },
     )?;

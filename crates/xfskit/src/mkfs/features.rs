@@ -393,7 +393,7 @@ fn root_chunk_block(cfg: &Cfg, log: &LogPlacement, inoalignmt: u64, agblklog: u3
     let bs = u64::from(cfg.blocksize);
     let mut first = (4 * u64::from(cfg.sectorsize)).div_ceil(bs) + 3 + min_freelist(cfg);
     first += u64::from(f.finobt) + u64::from(f.rmapbt) + u64::from(f.reflink);
-    if log.logstart >> agblklog == 0 {
+    if !log.external && log.logstart >> agblklog == 0 {
         first += log.logblocks;
     }
     let align = chunk_align(cfg, inoalignmt);
@@ -479,7 +479,8 @@ pub(crate) fn finish(
     if !opts.unsupported {
         supported_sizes(&cfg, &log)?;
     }
-    let fdblocks = cfg.dblocks - cfg.agcount * prealloc - log.logblocks - ialloc_blocks;
+    let internal_log = if log.external { 0 } else { log.logblocks };
+    let fdblocks = cfg.dblocks - cfg.agcount * prealloc - internal_log - ialloc_blocks;
     let mut label = [0u8; 12];
     if let Some(l) = &opts.label {
         let n = l.len().min(12);
@@ -516,6 +517,7 @@ pub(crate) fn finish(
             cfg.feat.reflink && metadir,
         )?,
         logstart: log.logstart,
+        logdev: cfg.logdev.as_ref().map(|d| d.name.clone()),
         log_agno: log.agno as u32,
         logblocks: log.logblocks as u32,
         logsunit: if cfg.lsunit != 0 {
@@ -552,6 +554,14 @@ pub(crate) fn finish(
         autofsck: cfg.feat.autofsck,
         root_atime: opts.defaults.unwrap_or_default() >= super::profiles::Defaults::V6_12,
     };
+    if metadir && log.external {
+        // mkfs.xfs then puts the metadata directory's children in AG 0,
+        // from the root directory's chunk; xfskit lays out a chunk of
+        // their own in the log's AG.
+        return Err(MkfsError::Unsupported(
+            "a metadata directory with an external log (-m metadir=1 with -l logdev=)".into(),
+        ));
+    }
     if metadir {
         // The realtime inodes live under the metadata directory (none
         // without a realtime section): the superblock's fields are zero.

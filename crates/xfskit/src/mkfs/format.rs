@@ -92,7 +92,7 @@ fn sysfs_u32(dev: &str, name: &str) -> Option<u32> {
         .ok()
 }
 
-fn block_topology(meta: &std::fs::Metadata) -> DeviceTopology {
+pub(crate) fn block_topology(meta: &std::fs::Metadata) -> DeviceTopology {
     use std::os::unix::fs::MetadataExt;
     let rdev = meta.rdev();
     let dev = format!("{}:{}", rustix::fs::major(rdev), rustix::fs::minor(rdev));
@@ -138,6 +138,16 @@ pub fn plan(
         }
         None => (0, TargetKind::File),
     };
+    if let (Some(m), Some(name)) = (&meta, &opts.log_dev) {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(l) = std::fs::metadata(name) {
+            if (l.dev(), l.ino(), l.rdev()) == (m.dev(), m.ino(), m.rdev()) {
+                return Err(MkfsError::BadOption(format!(
+                    "log device {name} is the data device: an external log needs a device of its own"
+                )));
+            }
+        }
+    }
     let mut o = opts.clone();
     if o.data_name.is_none() {
         o.data_name = Some(target.display().to_string());
@@ -284,7 +294,7 @@ fn write_fs(
         (g.logstart & ((1u64 << g.agblklog) - 1)) as u32,
     ) * 512;
     let log_len = u64::from(g.logblocks) * bs;
-    if !discarded {
+    if !discarded && g.logdev.is_none() {
         sink.zero_range(log_off, log_len, &mut stats)
             .map_err(|e| io_err("zeroing the log", e))?;
     }
@@ -338,7 +348,11 @@ fn write_fs(
     } else {
         u32::from(g.logsectsize)
     };
-    batch.push(log_off, logwriter::first_record(&uuid, lsunit));
+    let record = logwriter::first_record(&uuid, lsunit);
+    match &g.logdev {
+        None => batch.push(log_off, record),
+        Some(name) => write_external_log(name, log_len, &record, &mut stats)?,
+    }
     batch
         .flush_to(sink, &mut stats)
         .map_err(|e| io_err("write", e))?;
@@ -358,6 +372,34 @@ fn write_fs(
         uuid: uuid_bytes,
         stats,
     })
+}
+
+/// Clear the log on the external log device `name` over the log's `len`
+/// bytes (the rest of the device is left alone, as mkfs.xfs leaves it) and
+/// write its first record at block 0.
+fn write_external_log(
+    name: &str,
+    len: u64,
+    record: &[u8],
+    stats: &mut IoStats,
+) -> Result<(), MkfsError> {
+    let what = format!("log device {name}");
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name)
+        .map_err(|e| io_err(&format!("cannot open {what} for writing"), e))?;
+    let block_device = f.metadata().is_ok_and(|m| m.file_type().is_block_device());
+    let sink = Sink::File {
+        file: &f,
+        block_device,
+        direct: None,
+    };
+    sink.zero_range(0, len, stats)
+        .map_err(|e| io_err(&format!("zeroing {what}"), e))?;
+    sink.write_all_at(record, 0, stats)
+        .map_err(|e| io_err(&what, e))?;
+    sink.flush().map_err(|e| io_err(&what, e))
 }
 
 /// Write the realtime superblock at the start of the realtime device, and

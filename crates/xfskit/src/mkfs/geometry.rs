@@ -79,8 +79,11 @@ pub struct MkfsGeometry {
     pub rextents: u64,
     /// sb_rextsize in blocks.
     pub rextsize: u32,
-    /// sb_logstart: AG-encoded block number of the internal log.
+    /// sb_logstart: AG-encoded block number of the internal log (0 for
+    /// an external log).
     pub logstart: u64,
+    /// The external log device (`-l logdev=`) as named, if the log is on one.
+    pub logdev: Option<String>,
     /// AG holding the log.
     pub log_agno: u32,
     /// sb_logblocks.
@@ -242,6 +245,8 @@ pub(crate) struct Cfg {
     /// above); 0 for the classic size.
     pub log_threads: u64,
     pub warnings: Vec<String>,
+    /// The external log device (`-l logdev=`), if any.
+    pub logdev: Option<log::LogDevice>,
 }
 
 fn sizes(
@@ -527,7 +532,9 @@ pub fn compute_geometry(
         data_threads: 0,
         log_threads: 0,
         warnings,
+        logdev: None,
     };
+    log_sector_size(opts, &mut cfg)?;
     // Asked for, or (as mkfs.xfs 6.10 and later) one per processor on a
     // solid-state device.
     let auto = || {
@@ -571,6 +578,47 @@ pub fn compute_geometry(
         _ if cfg.dblocks < tib_blocks(50, blocklog) => 5,
         _ => 1,
     };
-    let log = log::place_log(opts, &mut cfg)?;
+    let log = match cfg.logdev.clone() {
+        Some(dev) => log::place_external_log(opts, &mut cfg, &dev)?,
+        None => log::place_log(opts, &mut cfg)?,
+    };
     features::finish(opts, cfg, log)
+}
+
+/// The log's sector size: the data sector size for an internal log (which
+/// `-l sectsize=` may not change), else `-l sectsize=` (or `-s size=`) or
+/// the log device's logical sector size, as mkfs.xfs chooses it.
+fn log_sector_size(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<(), MkfsError> {
+    let Some(name) = &opts.log_dev else {
+        if opts.log_sector_size.is_some_and(|s| s != cfg.sectorsize) {
+            return Err(MkfsError::BadOption(
+                "Can't change sector size on internal log!".into(),
+            ));
+        }
+        return Ok(());
+    };
+    let dev = log::log_device(name)?;
+    let size = opts.log_sector_size.unwrap_or(dev.sector);
+    if !(512..=32768).contains(&size) || !size.is_power_of_two() || size > cfg.blocksize {
+        return Err(geom(format!("illegal log sector size {size}")));
+    }
+    if dev.sector > size {
+        cfg.warnings.push(format!(
+            "Warning: the log subvolume sector size {size} is less than the sector size\n\
+             reported by the device ({}).",
+            dev.sector
+        ));
+    }
+    if size > cfg.sectorsize {
+        // mkfs.xfs makes it, but Linux refuses to mount a log whose sector
+        // is larger than the data device's ("Log sector size too large").
+        cfg.warnings.push(format!(
+            "warning: log sector size {size} is larger than the data sector size {}: \
+             Linux will not mount this filesystem (give -s size={size} too)",
+            cfg.sectorsize
+        ));
+    }
+    cfg.lsectorsize = size;
+    cfg.logdev = Some(dev);
+    Ok(())
 }

@@ -1,5 +1,6 @@
-//! Size and place the internal log: default size by filesystem size, the
-//! middle AG, and stripe-unit alignment of its start and length.
+//! Size and place the log: an internal one by filesystem size, in the
+//! middle AG, its start and length aligned to the stripe unit; an external
+//! one (`-l logdev=`) the whole log device or `-l size=`, from its block 0.
 
 use super::geometry::Cfg;
 use super::layout::*;
@@ -13,8 +14,104 @@ pub(crate) struct LogPlacement {
     pub logstart: u64,
     /// Length in blocks.
     pub logblocks: u64,
-    /// AG holding the log.
+    /// AG holding the log (0 for an external log).
     pub agno: u64,
+    /// The log is on its own device (`-l logdev=`): sb_logstart is 0 and
+    /// no AG holds it.
+    pub external: bool,
+}
+
+/// The external log device (`-l logdev=`) as mkfs.xfs sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LogDevice {
+    /// Its name on the command line.
+    pub name: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Its logical sector size (512 for a regular file).
+    pub sector: u32,
+}
+
+/// Look at the log device `name`: it must exist (mkfs.xfs does not create
+/// one) and be a regular file or a block device.
+pub(crate) fn log_device(name: &str) -> Result<LogDevice, MkfsError> {
+    use std::os::unix::fs::FileTypeExt;
+    let io =
+        |e: std::io::Error| MkfsError::Io(format!("Error accessing specified device {name}: {e}"));
+    let meta = std::fs::metadata(name).map_err(io)?;
+    let (bytes, sector) = if meta.file_type().is_block_device() {
+        let len = crate::dev::FileDevice::open_read_only(std::path::Path::new(name))
+            .map(|d| crate::dev::Device::len(&d))
+            .map_err(io)?;
+        (
+            len,
+            super::format::block_topology(&meta).logical_sector_size,
+        )
+    } else if meta.is_file() {
+        (meta.len(), 512)
+    } else {
+        return Err(MkfsError::Io(format!(
+            "log device {name}: not a regular file or block device"
+        )));
+    };
+    Ok(LogDevice {
+        name: name.to_string(),
+        bytes,
+        sector,
+    })
+}
+
+/// The blocks of the log device as mkfs.xfs counts them: its size in
+/// 512-byte units rounded down to whole log sectors (at least 1 KiB).
+pub(crate) fn device_blocks(dev: &LogDevice, lsectorsize: u32, blog: u32) -> u64 {
+    let lsectlog = lsectorsize.trailing_zeros().max(10);
+    let bb = (dev.bytes >> 9) & (u64::MAX << (lsectlog - 9));
+    bb >> (blog - 9)
+}
+
+/// The external log's length: the whole device unless `-l size=` asked
+/// for less, checked against the minimum the reservations need and
+/// rounded to the log stripe unit, as mkfs.xfs does.
+pub(crate) fn place_external_log(
+    opts: &MkfsOptions,
+    cfg: &mut Cfg,
+    dev: &LogDevice,
+) -> Result<LogPlacement, MkfsError> {
+    let blog = cfg.blocklog;
+    let dev_blocks = device_blocks(dev, cfg.lsectorsize, blog);
+    let user_size = opts.log_size.is_some();
+    let mut logblocks = cfg.logblocks;
+    if logblocks == 0 {
+        if dev_blocks == 0 {
+            return Err(MkfsError::BadOption(
+                "unable to get size of the log subvolume.".into(),
+            ));
+        }
+        logblocks = dev_blocks;
+    } else if logblocks > dev_blocks {
+        return Err(MkfsError::BadOption(format!(
+            "size {} specified for log subvolume is too large, maximum is {dev_blocks} blocks",
+            opts.log_size.as_deref().unwrap_or("")
+        )));
+    }
+    let min = min_log_blocks(opts, cfg, user_size);
+    if min > logblocks {
+        return Err(geom(format!(
+            "external log device size {logblocks} blocks too small, must be at least {min} blocks"
+        )));
+    }
+    if cfg.lsunit != 0 {
+        let max = dev_blocks.min(MAX_LOG_BLOCKS);
+        align_size(&mut logblocks, cfg.lsunit, max, user_size, blog)?;
+    }
+    validate_size(logblocks, blog, min)?;
+    cfg.logblocks = logblocks;
+    Ok(LogPlacement {
+        logstart: 0,
+        logblocks,
+        agno: 0,
+        external: true,
+    })
 }
 
 fn geom(msg: String) -> MkfsError {
@@ -292,5 +389,6 @@ pub(crate) fn place_log(opts: &MkfsOptions, cfg: &mut Cfg) -> Result<LogPlacemen
         logstart,
         logblocks,
         agno,
+        external: false,
     })
 }

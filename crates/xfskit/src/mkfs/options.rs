@@ -18,7 +18,8 @@ pub enum MkfsError {
     /// The requested geometry cannot be built (sizes, alignment, limits).
     #[error("{0}")]
     Geometry(String),
-    /// A valid mkfs.xfs request that xfskit does not implement (V4, external log).
+    /// A valid mkfs.xfs request that xfskit does not implement (V4, zoned
+    /// realtime sections).
     #[error("unsupported by xfskit: {0}")]
     Unsupported(String),
     /// The target holds a filesystem or partition table and `-f` was not given.
@@ -67,8 +68,19 @@ pub struct MkfsOptions {
     pub sparse: Option<bool>,
     /// `-i nrext64=`: large extent counters.
     pub nrext64: Option<bool>,
-    /// `-l size=`: internal log size, as typed.
+    /// `-l size=`: log size, as typed.
     pub log_size: Option<String>,
+    /// `-l logdev=` (or `-l name=`): the external log device, a file or
+    /// block device that must exist.
+    pub log_dev: Option<String>,
+    /// `-l file=`: the log device is a regular file.
+    pub log_file: bool,
+    /// `-l internal=0`: no internal log (then `-l logdev=` is required).
+    pub log_not_internal: bool,
+    /// `-l sectsize=` (also set by `-s size=`, as in mkfs.xfs): the log's
+    /// sector size in bytes; only an external log may differ from the
+    /// data sector size.
+    pub log_sector_size: Option<u32>,
     /// `-l su=`: log stripe unit in bytes, as typed.
     pub log_su: Option<String>,
     /// `-l sunit=`: log stripe unit in 512-byte units.
@@ -310,6 +322,15 @@ const CONFLICTS: &[(char, &str, &str)] = &[
     ('d', "noalign", "swidth"),
     ('i', "size", "perblock"),
     ('l', "su", "sunit"),
+    ('l', "agnum", "logdev"),
+    ('l', "agnum", "name"),
+    ('l', "logdev", "name"),
+    ('l', "logdev", "internal"),
+    ('l', "name", "internal"),
+    ('l', "logdev", "concurrency"),
+    ('l', "internal", "file"),
+    ('l', "internal", "sectsize"),
+    ('l', "file", "concurrency"),
     ('s', "size", "sectsize"),
 ];
 
@@ -356,8 +377,15 @@ impl Parser {
         match (group, name) {
             ('b', "size") => o.block_size = Some(num(512, 65536, true, true)? as u32),
             ('s', "size") | ('s', "sectsize") | ('d', "sectsize") => {
-                o.sector_size = Some(num(512, 32768, true, true)? as u32)
+                o.sector_size = Some(num(512, 32768, true, true)? as u32);
+                // As mkfs.xfs: -s sets the log's sector size too, -d not.
+                if group == 's' {
+                    o.log_sector_size = o.sector_size;
+                }
             }
+            ('l', "sectsize") => o.log_sector_size = Some(num(512, 32768, true, true)? as u32),
+            ('l', "logdev") | ('l', "name") => o.log_dev = Some(need(value)?),
+            ('l', "file") => o.log_file = flag(group, "file", value)?,
             ('d', "size") => o.data_size = Some(need(value)?),
             ('d', "agcount") => o.agcount = Some(num(1, UINT_MAX - 1, false, false)? as u64),
             ('d', "concurrency") | ('l', "concurrency") => {
@@ -439,11 +467,7 @@ impl Parser {
             ('l', "agnum") => o.log_agnum = Some(num(0, UINT_MAX, false, false)? as u64),
             ('l', "su") => o.log_su = Some(need(value)?),
             ('l', "sunit") => o.log_sunit = Some(num(1, 512, false, false)? as u32),
-            ('l', "internal") => {
-                if !flag(group, "internal", value)? {
-                    return Err(MkfsError::Unsupported("external log".into()));
-                }
-            }
+            ('l', "internal") => o.log_not_internal = !flag(group, "internal", value)?,
             ('l', "version") => {
                 if num(1, 2, false, false)? != 2 {
                     return Err(bad(
@@ -579,6 +603,15 @@ pub fn parse_mkfs_args(args: &[String]) -> Result<MkfsOptions, MkfsError> {
                 p.sub(group, &name, &value)?;
             }
         }
+    }
+    let o = &p.opts;
+    if o.log_file && (o.log_dev.is_none() || o.log_size.is_none()) {
+        return Err(bad(
+            "if -l file then -l name and -l size are required".into()
+        ));
+    }
+    if o.log_not_internal && o.log_dev.is_none() {
+        return Err(bad("No log device name specified".into()));
     }
     Ok(p.opts)
 }

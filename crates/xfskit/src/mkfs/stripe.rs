@@ -124,7 +124,8 @@ pub(crate) fn stripe_factors(
     }
     if lsunit_bb != 0 {
         cfg.lsunit = lsunit_bb >> (cfg.blocklog - 9);
-    } else if cfg.dsunit != 0 {
+    } else if cfg.dsunit != 0 && cfg.logdev.is_none() {
+        // Only an internal log takes the data stripe unit.
         cfg.lsunit = cfg.dsunit;
     }
     if cfg.lsunit * bs > 256 * 1024 {

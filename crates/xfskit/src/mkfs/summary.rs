@@ -82,7 +82,9 @@ pub fn geometry_summary(g: &MkfsGeometry) -> String {
     );
     s += &format!(
         "log      ={:<22} bsize={:<6} blocks={}, version=2\n",
-        "internal log", g.blocksize, g.logblocks
+        g.logdev.as_deref().unwrap_or("internal log"),
+        g.blocksize,
+        g.logblocks
     );
     s += &format!(
         "         ={:<22} sectsz={:<5} sunit={} blks, lazy-count=1\n",

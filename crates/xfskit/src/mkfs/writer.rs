@@ -151,7 +151,7 @@ fn agfl_fill(g: &MkfsGeometry, agno: u32) -> (FreeTrees, Vec<u32>) {
 }
 
 fn log_extent(g: &MkfsGeometry, agno: u32) -> Option<(u32, u32)> {
-    (g.logblocks != 0 && g.log_agno == agno).then(|| {
+    (g.logdev.is_none() && g.logblocks != 0 && g.log_agno == agno).then(|| {
         let start = (g.logstart & ((1u64 << g.agblklog) - 1)) as u32;
         (start, g.logblocks)
     })
@@ -291,7 +291,9 @@ pub(crate) fn sb_for_ag(primary: &Dsb, g: &MkfsGeometry, agno: u32) -> Dsb {
     // The realtime section is freed after the copies are written.
     sb.sb_frextents.set(0);
     let pre = u64::from(g.agcount) * u64::from(g.prealloc_blocks);
-    sb.sb_fdblocks.set(g.dblocks - pre - u64::from(g.logblocks));
+    let internal_log = if g.logdev.is_some() { 0 } else { g.logblocks };
+    sb.sb_fdblocks
+        .set(g.dblocks - pre - u64::from(internal_log));
     if g.metadir.is_none() {
         sb.sb_rbmino.set(NULLFSINO);
         sb.sb_rsumino.set(NULLFSINO);
