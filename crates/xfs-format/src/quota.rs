@@ -102,3 +102,62 @@ const _: () = assert!(size_of::<Dqblk>() == XFS_DQBLK_SIZE);
 const _: () = assert!(offset_of!(Dqblk, dd_crc) == XFS_DQUOT_CRC_OFF);
 const _: () = assert!(offset_of!(DiskDquot, d_bcount) == 40);
 const _: () = assert!(offset_of!(DiskDquot, d_rtbcount) == 88);
+
+/// Why `d` is not a valid dquot record (the kernel's dquot verifier:
+/// magic, version, kind, bigtime only where the filesystem has it and
+/// never for id 0, the id `id` when given, and a soft limit passed only
+/// with its timer running), None when it is. The CRC and UUID of the
+/// [`Dqblk`] around it are the caller's.
+pub fn dquot_problem(d: &DiskDquot, id: Option<u32>, bigtime: bool) -> Option<String> {
+    if d.d_magic.get() != XFS_DQUOT_MAGIC {
+        return Some(format!("bad magic {:#06x}", d.d_magic.get()));
+    }
+    if d.d_version != XFS_DQUOT_VERSION {
+        return Some(format!("version {}", d.d_version));
+    }
+    let t = d.d_type;
+    if t & !XFS_DQTYPE_ANY != 0
+        || !matches!(
+            t & XFS_DQTYPE_REC_MASK,
+            XFS_DQTYPE_USER | XFS_DQTYPE_PROJ | XFS_DQTYPE_GROUP
+        )
+    {
+        return Some(format!("type {t:#04x}"));
+    }
+    let did = d.d_id.get();
+    if t & XFS_DQTYPE_BIGTIME != 0 && (!bigtime || did == 0) {
+        return Some("bigtime timers where they cannot be".into());
+    }
+    if let Some(id) = id {
+        if did != id {
+            return Some(format!("id {did} in the slot of id {id}"));
+        }
+    }
+    if did != 0 {
+        for (what, count, soft, timer) in [
+            (
+                "block",
+                d.d_bcount.get(),
+                d.d_blk_softlimit.get(),
+                d.d_btimer.get(),
+            ),
+            (
+                "inode",
+                d.d_icount.get(),
+                d.d_ino_softlimit.get(),
+                d.d_itimer.get(),
+            ),
+            (
+                "realtime block",
+                d.d_rtbcount.get(),
+                d.d_rtb_softlimit.get(),
+                d.d_rtbtimer.get(),
+            ),
+        ] {
+            if soft != 0 && count > soft && timer == 0 {
+                return Some(format!("{what} soft limit passed without its timer"));
+            }
+        }
+    }
+    None
+}

@@ -285,46 +285,9 @@ impl Fs {
     }
 
     /// Starts a transaction. Fails on a filesystem opened read-only.
-    ///
-    /// The first one on a filesystem whose superblock says its quota
-    /// counts are checked is preceded by a transaction that clears those
-    /// bits: writes do not keep the dquots, so counts they changed must not
-    /// stay marked valid. The kernel's next quota mount then runs
-    /// quotacheck, and xfs_repair does not compare them (both as after
-    /// xfs_repair found counts wrong).
     pub fn trans(&self) -> Result<Trans<'_>> {
         let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
-        if ws.quota_chkd.load(std::sync::atomic::Ordering::Acquire) != 0 {
-            self.clear_quota_checked(ws)?;
-        }
         Ok(Trans::new(self, ws))
-    }
-
-    fn clear_quota_checked(&self, ws: &WriteState) -> Result<()> {
-        use std::sync::atomic::Ordering;
-        let _held = ws.quota_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let bits = ws.quota_chkd.load(Ordering::Acquire);
-        if bits == 0 {
-            return Ok(());
-        }
-        let mut tp = Trans::new(self, ws);
-        let kind = crate::log::buftype::BufKind {
-            blft: crate::log::buftype::blft::SB,
-            lsn_off: Some(xfs_format::sb::XFS_SB_LSN_OFF),
-        };
-        let id = tp.read_raw_buf(
-            crate::geometry::Daddr(0),
-            self.geo.sect_size,
-            kind,
-            Some(xfs_format::sb::XFS_SB_CRC_OFF),
-        )?;
-        let b = tp.buf_mut(id);
-        let o = xfs_format::sb::XFS_SB_QFLAGS_OFF;
-        let q = u16::from_be_bytes([b[o], b[o + 1]]) & !bits;
-        b[o..o + 2].copy_from_slice(&q.to_be_bytes());
-        tp.commit()?;
-        ws.quota_chkd.store(0, Ordering::Release);
-        Ok(())
     }
 
     /// True when opened for writing.

@@ -266,59 +266,15 @@ fn verify(
     if v5 && !xfs_format::crc::verify(rec, XFS_DQUOT_CRC_OFF) {
         return Some("bad CRC".into());
     }
-    if d.d_magic.get() != XFS_DQUOT_MAGIC {
-        return Some(format!("bad magic {:#06x}", d.d_magic.get()));
-    }
-    if d.d_version != XFS_DQUOT_VERSION {
-        return Some(format!("version {}", d.d_version));
+    if let Some(why) = dquot_problem(d, Some(id), bigtime) {
+        return Some(why);
     }
     let t = d.d_type;
-    if t & !XFS_DQTYPE_ANY != 0
-        || !matches!(
-            t & XFS_DQTYPE_REC_MASK,
-            XFS_DQTYPE_USER | XFS_DQTYPE_PROJ | XFS_DQTYPE_GROUP
-        )
-    {
-        return Some(format!("type {t:#04x}"));
-    }
-    let did = d.d_id.get();
-    if t & XFS_DQTYPE_BIGTIME != 0 && (!bigtime || did == 0) {
-        return Some("bigtime timers where they cannot be".into());
-    }
-    if did != id {
-        return Some(format!("id {did} in the slot of id {id}"));
-    }
     if v5 && b.dd_uuid.0 != *uuid {
         return Some("the UUID of another filesystem".into());
     }
     if t & XFS_DQTYPE_REC_MASK != dqtype && (v5 || dqtype == XFS_DQTYPE_USER || id != 0) {
         return Some(format!("type {t:#04x} in a file of type {dqtype:#04x}"));
-    }
-    if did != 0 {
-        for (what, count, soft, timer) in [
-            (
-                "block",
-                d.d_bcount.get(),
-                d.d_blk_softlimit.get(),
-                d.d_btimer.get(),
-            ),
-            (
-                "inode",
-                d.d_icount.get(),
-                d.d_ino_softlimit.get(),
-                d.d_itimer.get(),
-            ),
-            (
-                "realtime block",
-                d.d_rtbcount.get(),
-                d.d_rtb_softlimit.get(),
-                d.d_rtbtimer.get(),
-            ),
-        ] {
-            if soft != 0 && count > soft && timer == 0 {
-                return Some(format!("{what} soft limit passed without its timer"));
-            }
-        }
     }
     None
 }

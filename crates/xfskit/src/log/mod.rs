@@ -17,6 +17,7 @@ pub mod intents;
 pub mod record;
 pub mod recover;
 pub mod replay;
+mod replay_dquot;
 mod replay_inode;
 pub mod resv;
 mod sbcount;

@@ -34,8 +34,16 @@ pub struct ReplayStats {
     pub bufs_newer: usize,
     /// Buffer items skipped because the block was freed later.
     pub bufs_cancelled: usize,
-    /// Quota buffer items not replayed (quota accounting is not modelled).
+    /// Quota items and dquot buffers not replayed: the superblock has no
+    /// quota accounting on.
     pub bufs_quota: usize,
+    /// Dquot items copied into their records.
+    pub dquots_replayed: usize,
+    /// Dquot items skipped because the record was newer.
+    pub dquots_newer: usize,
+    /// Dquot items and dquot buffers skipped because a quota-off item in
+    /// the log turned their kind off.
+    pub dquots_off: usize,
     /// Inode items copied into their inodes.
     pub inodes_replayed: usize,
     /// Inode items skipped because the inode was newer.
@@ -81,6 +89,10 @@ pub struct Replayer<'a> {
     /// they touched had before them.
     group_lsn: u64,
     group_prior: HashMap<u64, Option<u64>>,
+    /// Dquot kinds a quota-off item of the log turned off.
+    pub(crate) quota_off: u8,
+    /// The superblock has quota accounting on: dquots are replayed.
+    quota_on: bool,
     /// Counters and notes.
     pub stats: ReplayStats,
 }
@@ -95,14 +107,21 @@ impl<'a> Replayer<'a> {
             cancel: HashMap::new(),
             group_lsn: 0,
             group_prior: HashMap::new(),
+            quota_off: 0,
+            quota_on: false,
             stats: ReplayStats::default(),
         }
     }
 
     /// Replays all of `transactions` (committed, in commit order).
     pub fn run(&mut self, transactions: &[Trans]) -> Result<()> {
+        let ss = u64::from(self.geo.sect_size);
+        self.quota_on = super::replay_dquot::accounting_on(&self.read(0, ss / 512)?);
         for t in transactions {
             for (i, it) in t.items.iter().enumerate() {
+                if it.item_type() == XFS_LI_QUOTAOFF {
+                    self.quota_off |= super::replay_dquot::quotaoff_kinds(it);
+                }
                 if it.item_type() == XFS_LI_BUF {
                     let at = ItemAt {
                         rec_blk: t.commit_blk,
@@ -173,7 +192,12 @@ impl<'a> Replayer<'a> {
                 | XFS_LI_BUD | XFS_LI_ATTRD | XFS_LI_XMD | XFS_LI_EFD_RT | XFS_LI_RUD_RT => {
                     intent_id(it, at)?;
                 }
-                XFS_LI_DQUOT | XFS_LI_QUOTAOFF => self.stats.bufs_quota += 1,
+                XFS_LI_DQUOT if self.quota_on => {
+                    super::replay_dquot::replay_dquot(self, it, t.lsn, at)?
+                }
+                XFS_LI_DQUOT => self.stats.bufs_quota += 1,
+                // Read in the first pass.
+                XFS_LI_QUOTAOFF => {}
                 ty => return Err(at.err("log item", format!("unknown item type {ty:#x}"))),
             }
         }
@@ -233,8 +257,13 @@ impl<'a> Replayer<'a> {
             self.stats.bufs_cancelled += 1;
             return Ok(());
         }
-        if f.flags & (XFS_BLF_UDQUOT_BUF | XFS_BLF_PDQUOT_BUF | XFS_BLF_GDQUOT_BUF) != 0 {
+        let dquots = super::replay_dquot::buf_kinds(f.flags);
+        if dquots != 0 && !self.quota_on {
             self.stats.bufs_quota += 1;
+            return Ok(());
+        }
+        if dquots & self.quota_off != 0 {
+            self.stats.dquots_off += 1;
             return Ok(());
         }
         let daddr = self.check_range(f.blkno, u64::from(f.len_bb), at)?;
@@ -242,6 +271,7 @@ impl<'a> Replayer<'a> {
         let blft = blft_from_flags(f.flags);
         let on_disk = match self.group_prior.get(&daddr) {
             Some(prior) => *prior,
+            None if dquots != 0 => dquot_buf_lsn(&b, self.geo),
             None => buf_lsn(&b, blft, &self.geo.meta_uuid, self.geo.features.meta_uuid),
         };
         if let Some(l) = on_disk {
@@ -262,6 +292,11 @@ impl<'a> Replayer<'a> {
                 })?;
                 if src.len() < nbits * XFS_BLF_CHUNK {
                     nbits = src.len() / XFS_BLF_CHUNK;
+                }
+                // A dquot buffer's region that starts with an invalid
+                // dquot is left out, as the kernel leaves it.
+                if dquots != 0 && !super::replay_dquot::region_ok(src, self.geo.features.bigtime) {
+                    continue;
                 }
                 let (off, n) = (bit * XFS_BLF_CHUNK, nbits * XFS_BLF_CHUNK);
                 if off + n > b.len() {
@@ -322,6 +357,19 @@ impl<'a> Replayer<'a> {
         }
         Ok(())
     }
+}
+
+/// The LSN a dquot buffer carries in its first record (v5, of this
+/// filesystem), as the kernel reads it to decide whether to replay.
+fn dquot_buf_lsn(b: &[u8], geo: &Geometry) -> Option<u64> {
+    if !geo.v5
+        || b.len() < 136
+        || u16::from_be_bytes([b[0], b[1]]) != xfs_format::quota::XFS_DQUOT_MAGIC
+    {
+        return None;
+    }
+    (b[120..136] == geo.meta_uuid[..])
+        .then(|| u64::from_be_bytes(b[112..120].try_into().expect("8")))
 }
 
 /// The decoded format region of a buffer item.

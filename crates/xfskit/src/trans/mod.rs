@@ -431,6 +431,13 @@ impl<'a> Trans<'a> {
     /// Makes every change durable in the filesystem's pending state, and
     /// in the next checkpoint of the log when the filesystem has one.
     pub fn commit(mut self) -> Result<()> {
+        // Writes keep no dquots yet: the first change of a write session
+        // to a filesystem whose superblock marks its quota counts checked
+        // clears those marks in the same transaction (the kernel's next
+        // quota mount then recounts; xfs_repair does not compare counts
+        // marked unchecked). Other transactions wait until it is
+        // published, so none is durable before it.
+        let quota_first = self.clear_quota_checked()?;
         let geo = self.geo();
         let journaled = self.ws.journaled();
         let mut c = Commit {
@@ -501,6 +508,12 @@ impl<'a> Trans<'a> {
                 .push((geo.ino_to_bytes(Ino(ino)), Ino(ino), raw, logged));
         }
         let next = self.ws.publish(c, &self.delta);
+        if let Some(held) = quota_first {
+            self.ws
+                .quota_chkd
+                .store(0, std::sync::atomic::Ordering::Release);
+            drop(held);
+        }
         self.release();
         match next {
             After::Writeback => self.fs.writeback_background()?,
@@ -508,6 +521,35 @@ impl<'a> Trans<'a> {
             After::Nothing => {}
         }
         Ok(())
+    }
+
+    /// When this transaction changes something and the quota "checked"
+    /// bits are still to be cleared: joins the superblock with them
+    /// cleared, and returns the lock held until the commit is published.
+    fn clear_quota_checked(&mut self) -> Result<Option<std::sync::MutexGuard<'a, ()>>> {
+        use std::sync::atomic::Ordering;
+        let ws = self.ws;
+        if ws.quota_chkd.load(Ordering::Acquire) == 0
+            || (self.inodes.is_empty() && !self.bufs.iter().any(|b| b.dirty || b.stale))
+        {
+            return Ok(None);
+        }
+        let held = ws.quota_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let bits = ws.quota_chkd.load(Ordering::Acquire);
+        if bits == 0 {
+            return Ok(None);
+        }
+        let kind = crate::log::buftype::BufKind {
+            blft: crate::log::buftype::blft::SB,
+            lsn_off: Some(xfs_format::sb::XFS_SB_LSN_OFF),
+        };
+        let sect = self.geo().sect_size;
+        let id = self.read_raw_buf(Daddr(0), sect, kind, Some(xfs_format::sb::XFS_SB_CRC_OFF))?;
+        let b = self.buf_mut(id);
+        let o = xfs_format::sb::XFS_SB_QFLAGS_OFF;
+        let q = u16::from_be_bytes([b[o], b[o + 1]]) & !bits;
+        b[o..o + 2].copy_from_slice(&q.to_be_bytes());
+        Ok(Some(held))
     }
 
     /// Commits this transaction and starts the next one of a chain
