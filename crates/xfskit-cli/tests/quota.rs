@@ -331,3 +331,67 @@ fn check_compares_quota_counts_as_xfs_repair_does() {
         );
     }
 }
+
+/// `xfs_db -r -c COMMAND -c print` of xfsprogs 7.2.
+fn db_print(bin: &Path, img: &Path, what: &str) -> String {
+    let o = Command::new(bin.join("xfs_db"))
+        .args(["-r", "-c", what, "-c", "print", s(img)])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// mkfs's quota options make what mkfs.xfs 7.2 makes: the persistent
+/// quota flags, with a metadata directory they turn on (no quota files:
+/// the first quota mount makes them and counts).
+#[test]
+fn mkfs_quota_options_as_mkfs_xfs_72() {
+    let Some(bin) = xfsprogs_72_bin() else {
+        skip(
+            "mkfs_quota_options_as_mkfs_xfs_72",
+            "xfsprogs 7.2 is not beside the project",
+        );
+        return;
+    };
+    let dir = TempDir::new("quota-mkfs");
+    let (theirs, ours) = (dir.path().join("a.img"), dir.path().join("b.img"));
+    let uuid = "11111111-2222-3333-4444-555555555555";
+    for opts in [
+        "uquota,gquota,pquota",
+        "uqnoenforce",
+        "gqnoenforce,pquota",
+        "pquota",
+        "gquota,uquota=0",
+        "metadir=1,uquota",
+    ] {
+        let m = format!("uuid={uuid},{opts}");
+        for img in [&theirs, &ours] {
+            let _ = std::fs::remove_file(img);
+            Command::new("truncate")
+                .args(["-s", "512M", s(img)])
+                .status()
+                .unwrap();
+        }
+        let o = Command::new(bin.join("mkfs.xfs"))
+            .args(["-q", "-f", "-m", &m, s(&theirs)])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "mkfs.xfs -m {m}: {o:?}");
+        xfskit(&["mkfs", "-q", "-f", "-m", &m, s(&ours)]);
+        for what in ["sb 0", "sb 1", "agf 0", "agi 0", "agf 3", "agi 3"] {
+            assert_eq!(
+                db_print(&bin, &ours, what),
+                db_print(&bin, &theirs, what),
+                "-m {m}: {what}"
+            );
+        }
+        assert_ne!(qflags(&bin, &ours), 0, "-m {m}");
+        let (rc, rep) = repair_n(&bin, &ours);
+        assert_eq!(rc, 0, "-m {m}: {rep}");
+    }
+    // Without a metadata directory there are no persistent quota flags.
+    let o = xfskit_output(&["mkfs", "-q", "-f", "-m", "metadir=0,uquota", s(&ours)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(common::output_text_of(&o)
+        .contains("persistent quota flags not supported without metadir support"));
+}

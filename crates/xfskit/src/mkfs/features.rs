@@ -31,6 +31,8 @@ pub struct FeatureSet {
     pub metadir: bool,
     /// The `xfs:autofsck` attribute the root directory gets, if any.
     pub autofsck: Option<Autofsck>,
+    /// Persistent quota flags (`sb_qflags`; metadir filesystems).
+    pub qflags: u16,
 }
 
 /// The online fsck policy mkfs.xfs 7.2 records on the root directory as
@@ -90,11 +92,14 @@ pub struct Features {
     pub incompat: u32,
     /// sb_features_log_incompat.
     pub log_incompat: u32,
+    /// sb_qflags: persistent quota flags.
+    pub qflags: u16,
 }
 
 // sb_versionnum bits.
 const VERSION_5: u16 = 5;
 const VERSION_ATTRBIT: u16 = 0x0010;
+const VERSION_QUOTABIT: u16 = 0x0040;
 const VERSION_NLINKBIT: u16 = 0x0020;
 const VERSION_ALIGNBIT: u16 = 0x0080;
 const VERSION_DALIGNBIT: u16 = 0x0100;
@@ -135,7 +140,18 @@ pub(crate) fn choose(opts: &MkfsOptions) -> Result<FeatureSet, MkfsError> {
         }
         inobtcount = false;
     }
-    let metadir = opts.metadir.unwrap_or(d.metadir);
+    let mut metadir = opts.metadir.unwrap_or(d.metadir);
+    // As mkfs.xfs 7.2: persistent quota flags need a metadata directory
+    // (older kernels, and old filesystems, drop the flags at a mount
+    // without quota options), which they turn on unless it was turned off.
+    if opts.qflags != 0 && !metadir {
+        if opts.metadir == Some(false) {
+            return Err(MkfsError::BadOption(
+                "persistent quota flags not supported without metadir support".into(),
+            ));
+        }
+        metadir = true;
+    }
     // As mkfs.xfs 6.15: a metadata directory brings exchange-range along,
     // and refuses it turned off.
     if metadir && opts.exchange == Some(false) {
@@ -175,6 +191,7 @@ pub(crate) fn choose(opts: &MkfsOptions) -> Result<FeatureSet, MkfsError> {
                 .unwrap_or(d.exchange || opts.parent == Some(true)),
         metadir,
         autofsck: None,
+        qflags: opts.qflags,
     };
     // As mkfs.xfs 7.2: the policy asked for; else, with 7.2's defaults,
     // `repair` when every back-reference online repair uses is there
@@ -347,6 +364,9 @@ fn feature_words(cfg: &Cfg) -> (Features, u32, u32) {
     if f.metadir {
         inc |= IN_METADIR;
     }
+    if f.qflags != 0 {
+        v |= VERSION_QUOTABIT;
+    }
     let words = Features {
         versionnum: v,
         features2,
@@ -354,6 +374,7 @@ fn feature_words(cfg: &Cfg) -> (Features, u32, u32) {
         ro_compat: ro,
         incompat: inc,
         log_incompat: 0,
+        qflags: f.qflags,
     };
     (words, inoalignmt, spino)
 }

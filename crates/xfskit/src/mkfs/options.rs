@@ -119,6 +119,10 @@ pub struct MkfsOptions {
     /// `-m autofsck=`: the online fsck policy mkfs records on the root
     /// directory (the trusted attribute `xfs:autofsck`).
     pub autofsck: Option<super::features::Autofsck>,
+    /// `-m uquota`, `gquota`, `pquota` (accounting and enforcement),
+    /// `uqnoenforce`, `gqnoenforce`, `pqnoenforce` (accounting only): the
+    /// superblock's persistent quota flags (`sb_qflags`).
+    pub qflags: u16,
     /// `-r rtdev=`: the realtime device (a file or block device).
     pub rt_dev: Option<String>,
     /// `-r size=`: realtime section size, as typed.
@@ -420,6 +424,25 @@ impl Parser {
             ('n', "parent") => o.parent = Some(flag(group, "parent", value)?),
             ('c', "options") => o.config_file = Some(need(value)?),
             ('m', "metadir") => o.metadir = Some(flag(group, "metadir", value)?),
+            (
+                'm',
+                q
+                @ ("uquota" | "gquota" | "pquota" | "uqnoenforce" | "gqnoenforce" | "pqnoenforce"),
+            ) => {
+                // As mkfs.xfs 7.2: accounting, with enforcement unless
+                // "noenforce"; a 0 adds nothing.
+                let bits = match q {
+                    "uquota" => 0x0001 | 0x0002,
+                    "gquota" => 0x0040 | 0x0080,
+                    "pquota" => 0x0008 | 0x0200,
+                    "uqnoenforce" => 0x0001,
+                    "gqnoenforce" => 0x0040,
+                    _ => 0x0008,
+                };
+                if flag(group, q, value)? {
+                    o.qflags |= bits;
+                }
+            }
             ('r', "rtdev") => o.rt_dev = Some(need(value)?),
             ('r', "size") => o.rt_size = Some(need(value)?),
             ('r', "extsize") => o.rt_extsize = Some(need(value)?),

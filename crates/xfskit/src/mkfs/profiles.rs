@@ -94,6 +94,7 @@ impl Defaults {
             metadir: false,
             // A marker: this release records a policy of its own choosing.
             autofsck: at_least(V7_2).then_some(super::features::Autofsck::Repair),
+            qflags: 0,
         }
     }
 }

@@ -218,6 +218,7 @@ pub(crate) fn primary_sb(g: &MkfsGeometry, uuid: &Uuid) -> Dsb {
     sb.sb_agcount.set(g.agcount);
     sb.sb_logblocks.set(g.logblocks);
     sb.sb_versionnum.set(g.features.versionnum);
+    sb.sb_qflags.set(g.features.qflags);
     sb.sb_sectsize.set(g.sectsize);
     sb.sb_inodesize.set(g.inodesize);
     sb.sb_inopblock.set(g.inopblock);
