@@ -169,6 +169,9 @@ enum Command {
     /// Restore an xfs_metadump file (v1 or v2) into a sparse image, as xfs_mdrestore.
     #[command(long_about = cmd::mdrestore::LONG_ABOUT)]
     Mdrestore(cmd::mdrestore::Args),
+    /// Print the quota records (xfs_quota -x -c report, offline).
+    #[command(long_about = cmd::quota::LONG_ABOUT)]
+    Quota(cmd::quota::Args),
     /// List deleted files that can be recovered, with their names where they survive.
     #[command(long_about = cmd::deleted::DELETED_ABOUT, after_long_help = cmd::deleted::EVIDENCE)]
     Deleted(cmd::deleted::Args),
@@ -195,6 +198,7 @@ fn main() -> ExitCode {
         Command::Cat(a) => cmd::cat::run(a),
         Command::Db(a) => cmd::db::run(a),
         Command::Stat(a) => cmd::stat::run(a),
+        Command::Quota(a) => cmd::quota::run(a),
         Command::Deleted(a) => cmd::deleted::run(a),
         Command::Undelete(a) => cmd::deleted::undelete(a),
         Command::Extract(a) => cmd::extract::run(a),

@@ -106,6 +106,9 @@ for i in 1 2 3 4 5; do echo $i > /mnt/b/small$i; done
 chown -R 1000:2000 /mnt/a; chown -R 1001:2001 /mnt/b
 xfs_quota -x -c 'project -s -p /mnt/proj 42' /mnt >/dev/null
 dd if=/dev/urandom of=/mnt/proj/p bs=4k count=50 2>/dev/null
+xfs_quota -x -c 'limit -u bsoft=100m bhard=200m isoft=10 ihard=20 1000' /mnt
+xfs_quota -x -c 'limit -g bsoft=50m bhard=60m 2001' /mnt
+xfs_quota -x -c 'limit -p ihard=1000 42' /mnt
 stat -c 'INO %i' /mnt/a/one
 umount /mnt
 "#,
@@ -131,9 +134,47 @@ fn kernel_recounts(vm: &Vm, bin: &Path, img: &Path) {
     let report = vm.run(
         &[img],
         "mount -o uquota,gquota,pquota /dev/vda /mnt\n\
-         xfs_quota -x -c 'report -ugpbn' /mnt\n\
+         for k in u g p; do echo KIND $k; xfs_quota -x -c \"report -$k -bi -nN\" /mnt; done\n\
          umount /mnt\n",
     );
+    // What the kernel reports is what `xfskit quota` reads.
+    let ours: Vec<serde_json::Value> =
+        serde_json::from_str(&xfskit(&["quota", "--json", s(img)])).unwrap();
+    let mut kind = "";
+    let mut lines = 0;
+    for l in report.lines() {
+        if let Some(k) = l.trim().strip_prefix("KIND ") {
+            kind = match k {
+                "u" => "user",
+                "g" => "group",
+                _ => "project",
+            };
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let Some(id) = f.first().and_then(|i| i.strip_prefix('#')) else {
+            continue;
+        };
+        // #ID used soft hard warn/grace [grace] used soft hard warn/grace [grace]
+        let nums: Vec<u64> = f[1..].iter().filter_map(|v| v.parse().ok()).collect();
+        let id: u64 = id.parse().unwrap();
+        let r = ours
+            .iter()
+            .find(|r| r["kind"] == kind && r["id"] == id)
+            .unwrap_or_else(|| panic!("{kind} {id} is not in xfskit quota:\n{report}"));
+        let want = [
+            r["blocks_kib"].as_u64().unwrap(),
+            r["blocks_soft_kib"].as_u64().unwrap(),
+            r["blocks_hard_kib"].as_u64().unwrap(),
+            r["inodes"].as_u64().unwrap(),
+            r["inodes_soft"].as_u64().unwrap(),
+            r["inodes_hard"].as_u64().unwrap(),
+        ];
+        let have = [nums[0], nums[1], nums[2], nums[4], nums[5], nums[6]];
+        assert_eq!(have, want, "{kind} {id}: the kernel's report line {l:?}");
+        lines += 1;
+    }
+    assert!(lines >= 7, "the kernel reported {lines} ids:\n{report}");
     assert_eq!(
         qflags(bin, img) & CHKD,
         CHKD,
@@ -154,6 +195,15 @@ fn edits_of_a_quota_image_leave_no_stale_counts_marked_checked() {
     let (img, _) = quota_image(&vm, &bin, dir.path());
     // check compares the kernel's counts: right.
     assert!(xfskit(&["check", s(&img)]).contains("no problems"));
+    let info = |img: &Path| -> serde_json::Value {
+        serde_json::from_str(&xfskit(&["info", "--json", s(img)])).unwrap()
+    };
+    let q = &info(&img)["quota"];
+    for k in ["user", "group", "project"] {
+        assert_eq!(q[k]["accounting"], true, "{q}");
+        assert_eq!(q[k]["checked"], true, "{q}");
+        assert!(q[k]["inode"].as_u64().is_some(), "{q}");
+    }
     let blob = dir.path().join("blob");
     std::fs::write(&blob, vec![7u8; 900_000]).unwrap();
     let i = s(&img);
@@ -170,6 +220,7 @@ fn edits_of_a_quota_image_leave_no_stale_counts_marked_checked() {
         0,
         "the edits left the stale counts marked checked"
     );
+    assert_eq!(info(&img)["quota"]["user"]["checked"], false);
     let (rc, out) = repair_n(&bin, &img);
     assert_eq!(rc, 0, "xfs_repair -n after the edits:\n{out}");
     assert!(xfskit(&["check", i]).contains("no problems"));

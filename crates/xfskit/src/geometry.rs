@@ -146,6 +146,12 @@ pub struct Geometry {
     pub features_incompat: u32,
     /// See `features_compat`.
     pub features_log_incompat: u32,
+    /// `sb_qflags`: quota accounting, enforcement and "checked" flags.
+    pub qflags: u16,
+    /// `sb_uquotino`, `sb_gquotino`, `sb_pquotino` as the superblock has
+    /// them (0 or all ones: none; metadir filesystems keep their quota
+    /// files in the metadata directory instead).
+    pub quota_inos: [u64; 3],
     /// Inode chunk alignment in blocks.
     pub inode_align: u32,
     /// Sparse inode chunk alignment in blocks.
@@ -515,6 +521,12 @@ impl Geometry {
             features_ro_compat: ro_compat,
             features_incompat: incompat,
             features_log_incompat: field(sb.sb_features_log_incompat.get()),
+            qflags: sb.sb_qflags.get(),
+            quota_inos: [
+                sb.sb_uquotino.get(),
+                sb.sb_gquotino.get(),
+                if v5 { sb.sb_pquotino.get() } else { 0 },
+            ],
             inode_align: inoalignmt,
             spino_align: field(sb.sb_spino_align.get()),
             stripe_unit: sb.sb_unit.get(),

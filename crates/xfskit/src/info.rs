@@ -213,6 +213,37 @@ fn features_json(g: &Geometry) -> serde_json::Value {
     })
 }
 
+/// What the superblock says of quotas: for each kind, whether usage is
+/// accounted, limits enforced and the counts marked checked, and its
+/// quota inode (none on metadir filesystems, which keep them in the
+/// metadata directory, or before the first quota mount made it).
+fn quota_json(g: &Geometry) -> serde_json::Value {
+    let q = g.qflags;
+    let ino = |i: u64| (i != 0 && i != u64::MAX).then_some(i);
+    // v4 keeps groups or projects in the one other file, with shared
+    // enforcement and checked bits.
+    let (g_enf, g_chk, p_enf, p_chk) = if g.v5 {
+        (0x0080, 0x0100, 0x0200, 0x0400)
+    } else {
+        (0x0010, 0x0020, 0x0010, 0x0020)
+    };
+    let kind = |acct: u16, enfd: u16, chkd: u16, inode: Option<u64>| {
+        serde_json::json!({
+            "accounting": q & acct != 0,
+            "enforced": q & enfd != 0,
+            "checked": q & chkd != 0,
+            "inode": inode,
+        })
+    };
+    let [u, gr, p] = g.quota_inos;
+    serde_json::json!({
+        "qflags": q,
+        "user": kind(0x0001, 0x0002, 0x0004, ino(u)),
+        "group": kind(0x0040, g_enf, g_chk, ino(gr).filter(|_| g.v5 || q & 0x0040 != 0)),
+        "project": kind(0x0008, p_enf, p_chk, if g.v5 { ino(p) } else { ino(gr).filter(|_| q & 0x0008 != 0) }),
+    })
+}
+
 /// The geometry as a JSON value.
 pub fn to_json(g: &Geometry, log_state: &str) -> serde_json::Value {
     let f = flags(g);
@@ -253,6 +284,7 @@ pub fn to_json(g: &Geometry, log_state: &str) -> serde_json::Value {
             "root": g.root_ino.0, "rbm": g.rbm_ino.0, "rsum": g.rsum_ino.0,
             "metadir": g.features.metadir.then_some(g.metadir_ino.0),
         },
+        "quota": quota_json(g),
         "counters": { "icount": g.icount, "ifree": g.ifree, "fdblocks": g.fdblocks },
         "raw": {
             "versionnum": g.versionnum, "features2": g.features2, "features_compat": g.features_compat,

@@ -40,6 +40,7 @@ pub mod mkfs;
 mod namei;
 pub mod namespace;
 pub mod paths;
+pub mod quota;
 pub mod rtgroup;
 pub mod scan;
 mod spill;

@@ -21,6 +21,7 @@ pub mod mkfs;
 pub mod mount;
 pub mod out;
 pub mod parts;
+pub mod quota;
 pub mod recover;
 pub mod stat;
 pub mod timeline;

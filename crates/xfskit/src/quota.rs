@@ -1,0 +1,213 @@
+//! Quota files read back: the dquot record of each user, group and
+//! project id that has one (`xfs_quota -x -c report`, offline).
+//!
+//! The superblock names the quota inodes (v5: one per kind; v4: the
+//! user's, and one shared by groups or projects, as its flags say).
+//! Filesystems with a metadata directory keep them there: not read yet.
+
+use crate::error::{Error, Location, Result};
+use crate::fs::Fs;
+use crate::geometry::{FsBlock, Geometry, Ino};
+use crate::inode::Fork;
+use xfs_format::quota::{
+    dquot_problem, Dqblk, XFS_DQBLK_SIZE, XFS_DQTYPE_BIGTIME, XFS_DQTYPE_GROUP, XFS_DQTYPE_PROJ,
+    XFS_DQTYPE_REC_MASK, XFS_DQTYPE_USER, XFS_DQUOT_CRC_OFF,
+};
+use zerocopy::FromBytes;
+
+/// A kind of quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    User,
+    Group,
+    Project,
+}
+
+impl Kind {
+    /// Every kind, in report order.
+    pub const ALL: [Kind; 3] = [Kind::User, Kind::Group, Kind::Project];
+
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::User => "user",
+            Kind::Group => "group",
+            Kind::Project => "project",
+        }
+    }
+
+    fn dqtype(self) -> u8 {
+        match self {
+            Kind::User => XFS_DQTYPE_USER,
+            Kind::Group => XFS_DQTYPE_GROUP,
+            Kind::Project => XFS_DQTYPE_PROJ,
+        }
+    }
+
+    /// Its accounting bit in `sb_qflags`.
+    fn acct(self) -> u16 {
+        match self {
+            Kind::User => 0x0001,
+            Kind::Group => 0x0040,
+            Kind::Project => 0x0008,
+        }
+    }
+}
+
+/// One id's quota record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dquot {
+    pub kind: Kind,
+    pub id: u32,
+    /// Data-section blocks used (filesystem blocks).
+    pub blocks: u64,
+    /// Inodes used.
+    pub inodes: u64,
+    /// Realtime blocks used (filesystem blocks).
+    pub rtblocks: u64,
+    /// Soft and hard limits (0: none), in the same units.
+    pub blocks_soft: u64,
+    pub blocks_hard: u64,
+    pub inodes_soft: u64,
+    pub inodes_hard: u64,
+    pub rtblocks_soft: u64,
+    pub rtblocks_hard: u64,
+    /// When each grace period ends, seconds since the epoch (0: not
+    /// running; for id 0, the kind's default grace period instead).
+    pub blocks_timer: i64,
+    pub inodes_timer: i64,
+    pub rtblocks_timer: i64,
+    /// Warnings issued.
+    pub blocks_warns: u16,
+    pub inodes_warns: u16,
+    pub rtblocks_warns: u16,
+}
+
+impl Dquot {
+    /// True when it records no usage and no limit.
+    pub fn is_empty(&self) -> bool {
+        self.blocks == 0
+            && self.inodes == 0
+            && self.rtblocks == 0
+            && self.blocks_soft == 0
+            && self.blocks_hard == 0
+            && self.inodes_soft == 0
+            && self.inodes_hard == 0
+            && self.rtblocks_soft == 0
+            && self.rtblocks_hard == 0
+    }
+}
+
+/// The quota inode of `kind`, when the filesystem accounts that kind and
+/// has made its file. `Err` on a metadata-directory filesystem.
+pub fn quota_inode(geo: &Geometry, kind: Kind) -> Result<Option<u64>> {
+    if geo.features.metadir {
+        return Err(Error::Unsupported(
+            "quota files in a metadata directory are not read yet".into(),
+        ));
+    }
+    if geo.qflags & kind.acct() == 0 {
+        return Ok(None);
+    }
+    let [u, g, p] = geo.quota_inos;
+    let ino = match kind {
+        Kind::User => u,
+        Kind::Group => g,
+        Kind::Project if geo.v5 => p,
+        // v4: the one other file serves projects when it accounts them.
+        Kind::Project => g,
+    };
+    Ok((ino != 0 && ino != u64::MAX).then_some(ino))
+}
+
+fn timer(raw: u32, bigtime: bool) -> i64 {
+    // Bigtime dquot timers count units of four seconds.
+    if bigtime {
+        i64::from(raw) << 2
+    } else {
+        i64::from(raw)
+    }
+}
+
+/// Every record of `kind`'s quota file, in id order (none when the kind
+/// is not accounted or has no file yet). A record that is not a valid
+/// dquot of its slot fails the read, naming the file and block.
+pub fn read(fs: &Fs, kind: Kind) -> Result<Vec<Dquot>> {
+    let geo = fs.geometry();
+    let Some(qino) = quota_inode(geo, kind)? else {
+        return Ok(Vec::new());
+    };
+    let inode = fs.inode(Ino(qino))?;
+    let ext = crate::inode::extents(fs, &inode, Fork::Data)?;
+    let bs = geo.block_size as usize;
+    let per_block = (bs / XFS_DQBLK_SIZE) as u64;
+    let uuid = if geo.features.meta_uuid {
+        geo.meta_uuid
+    } else {
+        geo.uuid
+    };
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; bs];
+    for e in &ext {
+        if e.unwritten {
+            continue;
+        }
+        for b in 0..e.len {
+            let off = e.offset + b;
+            fs.read_bytes(geo.fsb_to_daddr(FsBlock(e.start.0 + b)).bytes(), &mut buf)?;
+            for j in 0..per_block {
+                let id = off * per_block + j;
+                if id > u64::from(u32::MAX) {
+                    break;
+                }
+                let rec = &buf[j as usize * XFS_DQBLK_SIZE..(j as usize + 1) * XFS_DQBLK_SIZE];
+                let q = Dqblk::ref_from_prefix(rec).expect("136 bytes").0;
+                let d = &q.dd_diskdq;
+                let bad = |why: String| {
+                    Error::corrupt(
+                        "dquot",
+                        Location::InodeBlock {
+                            ino: qino,
+                            fork: "data",
+                            offset: off,
+                        },
+                        format!("{} quota id {id}: {why}", kind.name()),
+                    )
+                };
+                if geo.v5 && !xfs_format::crc::verify(rec, XFS_DQUOT_CRC_OFF) {
+                    return Err(bad("bad CRC".into()));
+                }
+                if let Some(why) = dquot_problem(d, Some(id as u32), geo.features.bigtime) {
+                    return Err(bad(why));
+                }
+                if geo.v5 && q.dd_uuid.0 != uuid {
+                    return Err(bad("the UUID of another filesystem".into()));
+                }
+                if geo.v5 && d.d_type & XFS_DQTYPE_REC_MASK != kind.dqtype() {
+                    return Err(bad(format!("a record of type {:#04x}", d.d_type)));
+                }
+                let big = d.d_type & XFS_DQTYPE_BIGTIME != 0;
+                out.push(Dquot {
+                    kind,
+                    id: id as u32,
+                    blocks: d.d_bcount.get(),
+                    inodes: d.d_icount.get(),
+                    rtblocks: d.d_rtbcount.get(),
+                    blocks_soft: d.d_blk_softlimit.get(),
+                    blocks_hard: d.d_blk_hardlimit.get(),
+                    inodes_soft: d.d_ino_softlimit.get(),
+                    inodes_hard: d.d_ino_hardlimit.get(),
+                    rtblocks_soft: d.d_rtb_softlimit.get(),
+                    rtblocks_hard: d.d_rtb_hardlimit.get(),
+                    blocks_timer: timer(d.d_btimer.get(), big),
+                    inodes_timer: timer(d.d_itimer.get(), big),
+                    rtblocks_timer: timer(d.d_rtbtimer.get(), big),
+                    blocks_warns: d.d_bwarns.get(),
+                    inodes_warns: d.d_iwarns.get(),
+                    rtblocks_warns: d.d_rtbwarns.get(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
