@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::fixtures::xfskit_ok as xfskit;
+
 use common::disks::{sh, DevMount};
 use common::editimg::{Image, Kind};
 use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_bin};
@@ -23,13 +25,6 @@ const META_UUID_BIT: u32 = 0x4;
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// Runs xfskit, which must succeed; returns stdout.
-fn xfskit(args: &[&str]) -> String {
-    let o = xfskit_output(args);
-    assert!(o.status.success(), "xfskit {args:?}: {}", output_text(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// A 300 MiB image made by mkfs.xfs 7.2 (`debian`: the system's mkfs.xfs).

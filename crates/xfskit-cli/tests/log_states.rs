@@ -11,6 +11,8 @@
 
 mod common;
 
+use common::fixtures::xfskit_ok as xfskit;
+
 use common::fixtures::{tool_72, xfskit_output, xfsprogs_72_bin};
 use common::{is_root, must_umount, skip, TempDir};
 use std::fs;
@@ -19,17 +21,6 @@ use std::process::Command;
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// Runs xfskit with `args`, which must succeed; returns stdout.
-fn xfskit(args: &[&str]) -> String {
-    let o = xfskit_output(args);
-    assert!(
-        o.status.success(),
-        "xfskit {args:?}: {}",
-        common::output_text_of(&o)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// (clean, head block, head cycle) as `xfskit log` reports them.

@@ -13,6 +13,8 @@
 
 mod common;
 
+use common::fixtures::xfskit_ok as xfskit;
+
 use common::fixtures::{xfskit_output, xfsprogs_72_bin};
 use common::vm::Vm;
 use common::{skip, TempDir};
@@ -21,16 +23,6 @@ use std::process::Command;
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-fn xfskit(args: &[&str]) -> String {
-    let o = xfskit_output(args);
-    assert!(
-        o.status.success(),
-        "xfskit {args:?}: {}",
-        common::output_text_of(&o)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// xfs_repair -n 7.2: exit code and output.

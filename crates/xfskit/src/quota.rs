@@ -120,6 +120,34 @@ pub fn quota_inode(geo: &Geometry, kind: Kind) -> Result<Option<u64>> {
     Ok((ino != 0 && ino != u64::MAX).then_some(ino))
 }
 
+/// Why the 136-byte record `rec`, in the slot of `id` in a quota file of
+/// kind `dqtype` (`XFS_DQTYPE_*`), is not a valid dquot there, None when it
+/// is: the v5 CRC, the kernel's dquot verifier, the v5 UUID, and the kind
+/// (v4's root record of the shared group/project file may be either).
+pub(crate) fn record_problem(geo: &Geometry, rec: &[u8], id: u32, dqtype: u8) -> Option<String> {
+    let q = Dqblk::ref_from_prefix(rec).ok()?.0;
+    let d = &q.dd_diskdq;
+    if geo.v5 && !xfs_format::crc::verify(rec, XFS_DQUOT_CRC_OFF) {
+        return Some("bad CRC".into());
+    }
+    if let Some(why) = dquot_problem(d, Some(id), geo.features.bigtime) {
+        return Some(why);
+    }
+    let uuid = if geo.features.meta_uuid {
+        geo.meta_uuid
+    } else {
+        geo.uuid
+    };
+    if geo.v5 && q.dd_uuid.0 != uuid {
+        return Some("the UUID of another filesystem".into());
+    }
+    let t = d.d_type;
+    if t & XFS_DQTYPE_REC_MASK != dqtype && (geo.v5 || dqtype == XFS_DQTYPE_USER || id != 0) {
+        return Some(format!("type {t:#04x} in a file of type {dqtype:#04x}"));
+    }
+    None
+}
+
 fn timer(raw: u32, bigtime: bool) -> i64 {
     // Bigtime dquot timers count units of four seconds.
     if bigtime {
@@ -141,11 +169,6 @@ pub fn read(fs: &Fs, kind: Kind) -> Result<Vec<Dquot>> {
     let ext = crate::inode::extents(fs, &inode, Fork::Data)?;
     let bs = geo.block_size as usize;
     let per_block = (bs / XFS_DQBLK_SIZE) as u64;
-    let uuid = if geo.features.meta_uuid {
-        geo.meta_uuid
-    } else {
-        geo.uuid
-    };
     let mut out = Vec::new();
     let mut buf = vec![0u8; bs];
     for e in &ext {
@@ -174,17 +197,8 @@ pub fn read(fs: &Fs, kind: Kind) -> Result<Vec<Dquot>> {
                         format!("{} quota id {id}: {why}", kind.name()),
                     )
                 };
-                if geo.v5 && !xfs_format::crc::verify(rec, XFS_DQUOT_CRC_OFF) {
-                    return Err(bad("bad CRC".into()));
-                }
-                if let Some(why) = dquot_problem(d, Some(id as u32), geo.features.bigtime) {
+                if let Some(why) = record_problem(geo, rec, id as u32, kind.dqtype()) {
                     return Err(bad(why));
-                }
-                if geo.v5 && q.dd_uuid.0 != uuid {
-                    return Err(bad("the UUID of another filesystem".into()));
-                }
-                if geo.v5 && d.d_type & XFS_DQTYPE_REC_MASK != kind.dqtype() {
-                    return Err(bad(format!("a record of type {:#04x}", d.d_type)));
                 }
                 let big = d.d_type & XFS_DQTYPE_BIGTIME != 0;
                 out.push(Dquot {

@@ -306,6 +306,13 @@ pub fn repair_sh() -> String {
 }
 
 /// Runs the `xfskit` binary under test with `args`.
+/// Runs xfskit with `args`, which must succeed; returns its stdout.
+pub fn xfskit_ok(args: &[&str]) -> String {
+    let o = xfskit_output(args);
+    assert!(o.status.success(), "xfskit {args:?}: {}", output_text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 pub fn xfskit_output(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_xfskit"))
         .args(args)

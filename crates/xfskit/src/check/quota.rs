@@ -163,11 +163,6 @@ fn compare(ctx: &Ctx<'_>, k: &Kind, mut counts: BTreeMap<u32, Count>) {
     };
     let bs = geo.block_size as usize;
     let per_block = (bs / XFS_DQBLK_SIZE) as u64;
-    let uuid = if geo.features.meta_uuid {
-        geo.meta_uuid
-    } else {
-        geo.uuid
-    };
     let mut buf = vec![0u8; bs];
     let mut seen = std::collections::BTreeSet::new();
     for e in &ext {
@@ -195,14 +190,7 @@ fn compare(ctx: &Ctx<'_>, k: &Kind, mut counts: BTreeMap<u32, Count>) {
                     break;
                 }
                 let rec = &buf[j as usize * XFS_DQBLK_SIZE..(j as usize + 1) * XFS_DQBLK_SIZE];
-                if let Some(why) = verify(
-                    geo.v5,
-                    geo.features.bigtime,
-                    &uuid,
-                    id as u32,
-                    k.dqtype,
-                    rec,
-                ) {
+                if let Some(why) = crate::quota::record_problem(geo, rec, id as u32, k.dqtype) {
                     bad = Some(format!("dquot {id}: {why}"));
                     break;
                 }
@@ -249,32 +237,4 @@ fn compare(ctx: &Ctx<'_>, k: &Kind, mut counts: BTreeMap<u32, Count>) {
             ),
         );
     }
-}
-
-/// Why the record `rec` is not a valid dquot of `id` and kind `dqtype`
-/// (the kernel's dquot verifier), None when it is.
-fn verify(
-    v5: bool,
-    bigtime: bool,
-    uuid: &[u8; 16],
-    id: u32,
-    dqtype: u8,
-    rec: &[u8],
-) -> Option<String> {
-    let b = Dqblk::ref_from_prefix(rec).ok()?.0;
-    let d = &b.dd_diskdq;
-    if v5 && !xfs_format::crc::verify(rec, XFS_DQUOT_CRC_OFF) {
-        return Some("bad CRC".into());
-    }
-    if let Some(why) = dquot_problem(d, Some(id), bigtime) {
-        return Some(why);
-    }
-    let t = d.d_type;
-    if v5 && b.dd_uuid.0 != *uuid {
-        return Some("the UUID of another filesystem".into());
-    }
-    if t & XFS_DQTYPE_REC_MASK != dqtype && (v5 || dqtype == XFS_DQTYPE_USER || id != 0) {
-        return Some(format!("type {t:#04x} in a file of type {dqtype:#04x}"));
-    }
-    None
 }
