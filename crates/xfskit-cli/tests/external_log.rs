@@ -13,8 +13,9 @@ mod common;
 
 use common::fixtures::xfskit_ok as xfskit;
 
+use common::fixtures::with_logdev_mount as with_mount;
 use common::fixtures::{tool_72, xfskit_output, xfsprogs_72_bin};
-use common::{is_root, must_umount, skip, TempDir};
+use common::{is_root, skip, TempDir};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -122,41 +123,6 @@ fn offline_edits_and_refusals() {
         xfskit(&["cat", "--logdev", l, i, "/x/in.txt"]),
         "external log data\n"
     );
-}
-
-struct Loops(Vec<String>);
-
-impl Loops {
-    fn attach(p: &Path) -> String {
-        let o = Command::new("losetup")
-            .args(["-f", "--show", s(p)])
-            .output()
-            .unwrap();
-        assert!(o.status.success());
-        String::from_utf8_lossy(&o.stdout).trim().to_string()
-    }
-}
-
-impl Drop for Loops {
-    fn drop(&mut self) {
-        for d in &self.0 {
-            let _ = Command::new("losetup").args(["-d", d]).status();
-        }
-    }
-}
-
-/// Mounts `img` with its external log `log` at `mnt`, runs `f`, unmounts.
-fn with_mount(img: &Path, log: &Path, mnt: &Path, f: impl FnOnce(&Path)) {
-    let loops = Loops(vec![Loops::attach(img), Loops::attach(log)]);
-    let st = Command::new("mount")
-        .args(["-t", "xfs", "-o", &format!("logdev={}", loops.0[1])])
-        .arg(&loops.0[0])
-        .arg(mnt)
-        .status()
-        .unwrap();
-    assert!(st.success(), "mount -o logdev");
-    f(mnt);
-    must_umount(mnt);
 }
 
 #[test]

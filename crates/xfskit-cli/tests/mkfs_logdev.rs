@@ -14,6 +14,7 @@
 mod common;
 
 use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_bin};
+use common::fixtures::{with_logdev_mount as with_mount, Loops};
 use common::{is_root, must_umount, skip, TempDir};
 use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
@@ -336,42 +337,6 @@ fn external_log_refusals() {
         "{}",
         output_text(&o)
     );
-}
-
-struct Loops(Vec<String>);
-
-impl Loops {
-    fn attach(p: &Path) -> String {
-        let o = Command::new("losetup")
-            .args(["-f", "--show", s(p)])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "losetup: {}", output_text(&o));
-        String::from_utf8_lossy(&o.stdout).trim().to_string()
-    }
-}
-
-impl Drop for Loops {
-    fn drop(&mut self) {
-        for d in &self.0 {
-            let _ = Command::new("losetup").args(["-d", d]).status();
-        }
-    }
-}
-
-/// Mounts `img` with its external log `log` at `mnt` (both on loop
-/// devices), runs `f`, unmounts.
-fn with_mount(img: &Path, log: &Path, mnt: &Path, f: impl FnOnce(&Path)) {
-    let loops = Loops(vec![Loops::attach(img), Loops::attach(log)]);
-    let st = Command::new("mount")
-        .args(["-t", "xfs", "-o", &format!("logdev={}", loops.0[1])])
-        .arg(&loops.0[0])
-        .arg(mnt)
-        .status()
-        .unwrap();
-    assert!(st.success(), "mount -o logdev");
-    f(mnt);
-    must_umount(mnt);
 }
 
 fn xfskit_ok(args: &[&str]) -> String {

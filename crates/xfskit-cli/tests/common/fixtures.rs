@@ -352,3 +352,43 @@ pub fn tool_72(bin: &Path, name: &str, args: &[&str]) -> String {
     assert!(out.status.success(), "{name} {args:?} failed:\n{text}");
     text
 }
+
+/// Loop devices attached for a test, detached when dropped.
+pub struct Loops(pub Vec<String>);
+
+impl Loops {
+    /// Attaches `p` to a free loop device; returns the device's path.
+    pub fn attach(p: &Path) -> String {
+        let o = Command::new("losetup")
+            .arg("-f")
+            .arg("--show")
+            .arg(p)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "losetup: {}", output_text(&o));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Loops {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = Command::new("losetup").args(["-d", d]).status();
+        }
+    }
+}
+
+/// Mounts `img` with its external log `log` at `mnt` (both on loop
+/// devices, as the kernel needs them), runs `f`, unmounts.
+pub fn with_logdev_mount(img: &Path, log: &Path, mnt: &Path, f: impl FnOnce(&Path)) {
+    let loops = Loops(vec![Loops::attach(img), Loops::attach(log)]);
+    let st = Command::new("mount")
+        .args(["-t", "xfs", "-o", &format!("logdev={}", loops.0[1])])
+        .arg(&loops.0[0])
+        .arg(mnt)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount -o logdev");
+    f(mnt);
+    super::must_umount(mnt);
+}
