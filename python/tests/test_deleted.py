@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import xfskit
+from xfskit.fleet import sha256_of
 from conftest import HERE, SHARED_615, Mount, have_615, is_root, record_skip, run, tool
 
 #: Debian's mkfs.xfs 6.1 defaults, and 6.15 with the 6.18 defaults
@@ -42,14 +43,7 @@ def _content(i: int, n: int) -> bytes:
 
 
 def _image_sha(img: Path) -> str:
-    h = hashlib.sha256()
-    with open(img, "rb") as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                break
-            h.update(b)
-    return h.hexdigest()
+    return sha256_of(str(img))[0]
 
 
 @pytest.fixture(scope="module", params=list(FORMATS))
