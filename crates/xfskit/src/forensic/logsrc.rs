@@ -70,6 +70,19 @@ pub(super) struct Evidence {
     pub entries: Vec<(u64, DeadEntry)>,
     /// Transactions read.
     pub transactions: u64,
+    /// The lives the log shows of every other inode (a directory named
+    /// in `entries` may have been freed and its number used again).
+    pub other_lives: HashMap<u64, Vec<Life>>,
+}
+
+impl Evidence {
+    /// The lives the log shows of inode `ino`.
+    pub fn lives(&self, ino: u64) -> &[Life] {
+        match self.inodes.get(&ino) {
+            Some(li) => &li.lives,
+            None => self.other_lives.get(&ino).map_or(&[], |v| v.as_slice()),
+        }
+    }
 }
 
 fn life_of(d: &Dinode) -> Life {
@@ -151,6 +164,12 @@ pub(super) fn read(fs: &Fs, wanted: &HashSet<u64>) -> Result<Evidence> {
                         scratch[..2].copy_from_slice(&XFS_DINODE_MAGIC.to_be_bytes());
                         if !crate::log::apply_inode_item(geo, it, t.lsn, &mut scratch) {
                             continue;
+                        }
+                        let d = Dinode::ref_from_prefix(&scratch[..]).expect("an inode").0;
+                        let life = life_of(d);
+                        let lives = ev.other_lives.entry(ino).or_default();
+                        if lives.last() != Some(&life) {
+                            lives.push(life);
                         }
                         &scratch
                     };

@@ -335,13 +335,18 @@ pub fn scan(
     let mut live: HashMap<u64, LiveDir> = HashMap::new();
     let mut dead: Vec<(u64, DeadEntry, Source)> = Vec::new();
     walk_dirs(fs, &mut live, &mut dead, &mut stats)?;
-    for (dir, e) in ev.entries {
+    for (dir, e) in &ev.entries {
+        let (dir, e) = (*dir, e.clone());
         // A name the log gives counts for an inode whose one life in the
-        // log is the one found freed, in a directory in use or freed.
+        // log is the one found freed, in a directory whose every life in
+        // the log is the one in use now (or the one found freed): a
+        // directory number used again is another directory.
         let dir_ok = dir == geo.root_ino.0
-            || live.contains_key(&dir)
+            || live
+                .get(&dir)
+                .is_some_and(|l| ev.lives(dir).iter().all(|&(gen, _)| gen == l.gen))
             || (cands.contains_key(&dir) && log_ok.contains(&dir))
-            || (cands.contains_key(&dir) && !ev.inodes.contains_key(&dir));
+            || (cands.contains_key(&dir) && ev.lives(dir).is_empty());
         if dir_ok && log_ok.contains(&e.ino) {
             dead.push((dir, e, Source::Log));
         }
@@ -349,6 +354,15 @@ pub fn scan(
     for (dir, ents) in freed_blocks {
         if let Some(c) = cands.get_mut(&dir) {
             c.was_dir = true;
+        }
+        // A freed block names its directory by number only: when the log
+        // shows that number in use by a directory of another life than
+        // the one in use now, the block may be the older one's.
+        if live
+            .get(&dir)
+            .is_some_and(|l| ev.lives(dir).iter().any(|&(gen, _)| gen != l.gen))
+        {
+            continue;
         }
         for e in ents {
             dead.push((dir, e, Source::FreedDirBlock));
