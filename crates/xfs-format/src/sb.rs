@@ -275,6 +275,8 @@ pub const XFS_PQUOTA_CHKD: u16 = 0x0400;
 /// Every `sb_qflags` bit that says some counts are checked.
 pub const XFS_ALL_QUOTA_CHKD: u16 =
     XFS_UQUOTA_CHKD | XFS_OQUOTA_CHKD | XFS_GQUOTA_CHKD | XFS_PQUOTA_CHKD;
+/// `sb_qflags`: every accounting bit (user, project, group).
+pub const XFS_ALL_QUOTA_ACCT: u16 = 0x0001 | 0x0008 | 0x0040;
 /// Byte offset of `sb_qflags`.
 pub const XFS_SB_QFLAGS_OFF: usize = 176;
 /// Feature: inode chunks aligned.

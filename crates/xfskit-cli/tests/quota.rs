@@ -3,13 +3,12 @@
 //! The images get their quota files and counts from a kernel with quota
 //! support (Debian's, booted under QEMU: see common/vm.rs; this machine's
 //! own kernel has none), mounted with `-o uquota,gquota,pquota` and
-//! written by several owners and a project. xfskit does not keep dquots
-//! yet, so after it changes usage the counts must not stay marked checked:
-//! then `xfs_repair -n` (7.2), which compares counts only where they are
-//! marked checked, stays clean, and the kernel's next quota mount recounts
-//! them (after which xfs_repair -n compares them again and they must be
-//! right). The format is the one that kernel (6.1) mounts: Debian's
-//! mkfs.xfs 6.1 defaults.
+//! written by several owners and a project. xfskit's writes (offline
+//! edits and the read-write mount) keep the counts exact: they stay marked
+//! checked, `xfs_repair -n` (7.2), which compares counts where they are
+//! marked checked, stays clean, and the kernel's next quota mount reports
+//! them as they are. The format is the one that kernel (6.1) mounts:
+//! Debian's mkfs.xfs 6.1 defaults.
 
 mod common;
 
@@ -79,7 +78,7 @@ fn ready(test: &str) -> Option<(Vm, PathBuf)> {
 fn quota_image(vm: &Vm, bin: &Path, dir: &Path) -> (PathBuf, u64) {
     let img = dir.join("q.img");
     Command::new("truncate")
-        .args(["-s", "320M", s(&img)])
+        .args(["-s", "512M", s(&img)])
         .status()
         .unwrap();
     let o = Command::new("/usr/sbin/mkfs.xfs")
@@ -178,8 +177,8 @@ fn kernel_recounts(vm: &Vm, bin: &Path, img: &Path) {
 }
 
 #[test]
-fn edits_of_a_quota_image_leave_no_stale_counts_marked_checked() {
-    let test = "edits_of_a_quota_image_leave_no_stale_counts_marked_checked";
+fn edits_of_a_quota_image_keep_its_counts_exact() {
+    let test = "edits_of_a_quota_image_keep_its_counts_exact";
     let Some((vm, bin)) = ready(test) else {
         return;
     };
@@ -201,22 +200,38 @@ fn edits_of_a_quota_image_leave_no_stale_counts_marked_checked() {
     let i = s(&img);
     // Each command changes usage: blocks and inodes of owners, groups and
     // the project.
+    let pre = xfskit(&["quota", "--json", i]);
     xfskit(&["cp", s(&blob), &format!("{i}:/a/copied")]);
     xfskit(&["chown", i, "1001:2001", "/a/copied"]);
+    // Ids with no record yet: a record block of their own.
+    xfskit(&["chown", i, "7000:7000", "/b/small2"]);
     xfskit(&["mkdir", i, "/proj/sub"]);
     xfskit(&["rm", i, "/b/two", "/b/small1"]);
     xfskit(&["truncate", i, "-s", "4096", "/a/one"]);
     xfskit(&["chproj", i, "7", "/proj/p"]);
+    // The counts were kept: still marked checked, and right.
     assert_eq!(
         qflags(&bin, &img) & CHKD,
-        0,
-        "the edits left the stale counts marked checked"
+        CHKD,
+        "the edits cleared the checked marks"
     );
-    assert_eq!(info(&img)["quota"]["user"]["checked"], false);
+    assert_eq!(info(&img)["quota"]["user"]["checked"], true);
     let (rc, out) = repair_n(&bin, &img);
     assert_eq!(rc, 0, "xfs_repair -n after the edits:\n{out}");
     assert!(xfskit(&["check", i]).contains("no problems"));
+    let before = xfskit(&["quota", "--json", i]);
+    assert_ne!(pre, before, "the edits changed no count");
+    let q: Vec<serde_json::Value> = serde_json::from_str(&before).unwrap();
+    for kind in ["user", "group"] {
+        assert!(
+            q.iter()
+                .any(|r| r["kind"] == kind && r["id"] == 7000 && r["inodes"] == 1),
+            "{kind} 7000: {before}"
+        );
+    }
+    // The kernel mounts it without a quotacheck and reports those counts.
     kernel_recounts(&vm, &bin, &img);
+    assert_eq!(xfskit(&["quota", "--json", i]), before);
 }
 
 /// The dquot fields of each id, as xfs_db 7.2 prints them.
@@ -437,4 +452,240 @@ fn mkfs_quota_options_as_mkfs_xfs_72() {
     assert_eq!(o.status.code(), Some(1));
     assert!(common::output_text_of(&o)
         .contains("persistent quota flags not supported without metadir support"));
+}
+
+/// Runs `args` as user `uid` and group `gid` (no other groups): (success,
+/// stderr).
+fn as_owner(uid: u32, gid: u32, args: &[&str]) -> (bool, String) {
+    let o = Command::new("setpriv")
+        .args(["--reuid", &uid.to_string(), "--regid", &gid.to_string()])
+        .args(["--clear-groups", "--"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_mount_keeps_quota_counts_and_enforces_the_limits() {
+    let test = "the_mount_keeps_quota_counts_and_enforces_the_limits";
+    if common::rwmount::skip_rw(test) {
+        return;
+    }
+    let Some((vm, bin)) = ready(test) else {
+        return;
+    };
+    let dir = TempDir::new("quota-mount");
+    let (img, _) = quota_image(&vm, &bin, dir.path());
+    let m = common::rwmount::RwMount::of_image("quota", &img);
+    let p = |rel: &str| m.p(rel).to_str().unwrap().to_string();
+    // User 1000: blocks past its 200 MiB hard limit are refused.
+    let (ok, err) = as_owner(
+        1000,
+        2000,
+        &[
+            "dd",
+            "if=/dev/zero",
+            &format!("of={}", p("a/big")),
+            "bs=1M",
+            "count=250",
+        ],
+    );
+    assert!(!ok && err.contains("Disk quota exceeded"), "dd: {err}");
+    let size = std::fs::metadata(m.p("a/big")).unwrap().len();
+    assert!(
+        (150 << 20..=200 << 20).contains(&size),
+        "a/big holds {size} bytes"
+    );
+    // Its inodes: /a, /a/one and /a/big count; the hard limit is 20.
+    let mut made = 0;
+    let mut refused = String::new();
+    for i in 0..30 {
+        let (ok, err) = as_owner(1000, 2000, &["touch", &p(&format!("a/f{i}"))]);
+        if !ok {
+            refused = err;
+            break;
+        }
+        made += 1;
+    }
+    assert_eq!(made, 17, "files made before the inode limit: {refused}");
+    assert!(refused.contains("Disk quota exceeded"), "{refused}");
+    // Group 2001: its 60 MiB hard limit, whoever writes.
+    let (ok, err) = as_owner(
+        1001,
+        2001,
+        &[
+            "dd",
+            "if=/dev/zero",
+            &format!("of={}", p("b/g")),
+            "bs=1M",
+            "count=100",
+        ],
+    );
+    assert!(!ok && err.contains("Disk quota exceeded"), "dd: {err}");
+    // Root is never refused; a new user's file gets records of its own.
+    std::fs::write(m.p("rootfile"), vec![1u8; 3 << 20]).unwrap();
+    std::fs::create_dir(m.p("proj/open")).unwrap();
+    Command::new("chmod")
+        .args(["1777", &p("proj/open")])
+        .status()
+        .unwrap();
+    let (ok, err) = as_owner(
+        5000,
+        5000,
+        &[
+            "dd",
+            "if=/dev/zero",
+            &format!("of={}", p("proj/open/new")),
+            "bs=64k",
+            "count=3",
+        ],
+    );
+    assert!(ok, "user 5000 in /proj: {err}");
+    drop(m);
+    // Past the soft limits (100 MiB, 10 inodes) the grace timers run.
+    let q: Vec<serde_json::Value> =
+        serde_json::from_str(&xfskit(&["quota", "--json", s(&img)])).unwrap();
+    let u1000 = q
+        .iter()
+        .find(|r| r["kind"] == "user" && r["id"] == 1000)
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    for t in ["blocks_timer", "inodes_timer"] {
+        let v = u1000[t].as_i64().unwrap_or(0);
+        assert!(
+            (now + 6 * 86400..=now + 7 * 86400 + 8).contains(&v),
+            "user 1000 {t} = {v} (now {now}): {u1000}"
+        );
+    }
+    assert!(q
+        .iter()
+        .any(|r| r["kind"] == "user" && r["id"] == 5000 && r["inodes"] == 1));
+    // The counts stayed exact: marked checked, xfs_repair -n compares
+    // them, and the kernel reports them without a quotacheck.
+    assert_eq!(qflags(&bin, &img) & CHKD, CHKD);
+    let (rc, out) = repair_n(&bin, &img);
+    assert_eq!(rc, 0, "xfs_repair -n after the mount's writes:\n{out}");
+    let before = xfskit(&["quota", "--json", s(&img)]);
+    kernel_recounts(&vm, &bin, &img);
+    assert_eq!(xfskit(&["quota", "--json", s(&img)]), before);
+}
+
+#[path = "../../xfskit/tests/crash_common/mod.rs"]
+mod crash_common;
+
+/// The writes of the crash test: a new file of user 1000 and group 2000,
+/// given to ids with no records yet, grown, another file removed, an
+/// fsync between (a checkpoint mid-way), then a sync.
+fn quota_workload(fs: &xfskit::Fs) -> xfskit::Result<()> {
+    let t = xfskit::inode::Timestamp {
+        sec: 1_700_000_000,
+        nsec: 0,
+    };
+    let meta = xfskit::build::Meta {
+        mode: 0o644,
+        uid: 1000,
+        gid: 2000,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        crtime: t,
+    };
+    let a = fs.lookup_path(b"/a")?.ino;
+    let b = fs.lookup_path(b"/b")?.ino;
+    let f = fs.create_file(a, b"new", &meta, &vec![5u8; 300_000], &[])?;
+    fs.fsync(f)?;
+    fs.chown(f, 7000, 7001)?;
+    fs.write_at(f, 300_000, &vec![6u8; 200_000])?;
+    fs.unlink(b, b"small3")?;
+    fs.fsync(f)?;
+    fs.unlink(b, b"two")?;
+    fs.sync()
+}
+
+#[test]
+fn a_crash_at_every_write_leaves_exact_counts_in_both_recoveries() {
+    let test = "a_crash_at_every_write_leaves_exact_counts_in_both_recoveries";
+    let Some((vm, bin)) = ready(test) else {
+        return;
+    };
+    use crash_common::{CrashDevice, Shared};
+    use std::sync::Arc;
+    let dir = TempDir::new("quota-crash");
+    let (img, _) = quota_image(&vm, &bin, dir.path());
+    let open = |dev: &Arc<CrashDevice>| {
+        xfskit::Fs::from_device_rw(
+            Box::new(Shared(dev.clone())),
+            &xfskit::OpenOptions::default(),
+        )
+    };
+    // The run without a crash: its writes counted, its result checked.
+    let dev = Arc::new(CrashDevice::new(&img, None, false));
+    quota_workload(&open(&dev).unwrap()).unwrap();
+    let total = dev.writes();
+    assert!(total > 5, "{total} writes");
+    let whole = dir.path().join("whole.img");
+    dev.save(&img, &whole);
+    let (rc, out) = repair_n(&bin, &whole);
+    assert_eq!(rc, 0, "after the whole run:\n{out}");
+    assert_eq!(qflags(&bin, &whole) & CHKD, CHKD);
+    // Every cut: xfskit's recovery leaves counts xfs_repair -n finds
+    // right, still marked checked. Some cuts go to the kernel too.
+    let mut for_kernel = Vec::new();
+    let mut dquots_replayed = 0;
+    for k in 1..=total {
+        let dev = Arc::new(CrashDevice::new(&img, Some(k), false));
+        let r = open(&dev).and_then(|fs| quota_workload(&fs));
+        assert!(r.is_err(), "cut at write {k} of {total} did not fail");
+        let cut = dir.path().join(format!("cut{k}.img"));
+        dev.save(&img, &cut);
+        if k % (total / 4).max(1) == 0 && for_kernel.len() < 4 {
+            let copy = dir.path().join(format!("kernel{k}.img"));
+            Command::new("cp")
+                .args(["--sparse=always", s(&cut), s(&copy)])
+                .status()
+                .unwrap();
+            for_kernel.push((k, cut.clone(), copy));
+        }
+        let r: serde_json::Value =
+            serde_json::from_str(&xfskit(&["recover", "--json", s(&cut)])).unwrap();
+        dquots_replayed += r["dquots_replayed"].as_u64().unwrap();
+        let (rc, out) = repair_n(&bin, &cut);
+        assert_eq!(
+            rc, 0,
+            "cut at write {k} of {total}, after xfskit recover:\n{out}"
+        );
+        assert_eq!(qflags(&bin, &cut) & CHKD, CHKD, "cut at write {k}");
+        if !for_kernel.iter().any(|(j, _, _)| *j == k) {
+            std::fs::remove_file(&cut).unwrap();
+        }
+    }
+    eprintln!("{total} writes cut, {dquots_replayed} dquot items replayed");
+    assert!(dquots_replayed > 0, "no cut left a dquot item to replay");
+    // The kernel's recovery (a quota mount replays dquots) gives the
+    // same records as xfskit's.
+    assert!(!for_kernel.is_empty());
+    let imgs: Vec<&Path> = for_kernel.iter().map(|(_, _, c)| c.as_path()).collect();
+    let mut script = String::new();
+    for (i, _) in imgs.iter().enumerate() {
+        let d = (b'a' + i as u8) as char;
+        script.push_str(&format!(
+            "mount -o uquota,gquota,pquota /dev/vd{d} /mnt && umount /mnt && echo MOUNTED {i}\n"
+        ));
+    }
+    let out = vm.run(&imgs, &script);
+    for (i, (k, ours, theirs)) in for_kernel.iter().enumerate() {
+        assert!(out.contains(&format!("MOUNTED {i}")), "cut {k}:\n{out}");
+        assert_eq!(
+            xfskit(&["quota", "--json", "--all", s(theirs)]),
+            xfskit(&["quota", "--json", "--all", s(ours)]),
+            "cut at write {k}: the kernel's recovery and xfskit's"
+        );
+    }
 }

@@ -11,7 +11,7 @@
 //! - the mount is writable, the range fits (EFBIG), the inode is a
 //!   regular file that its flags let this write change (EPERM), and a
 //!   failure of an earlier write-behind on it is reported now;
-//! - there is room: only while the free blocks exceed twice what is
+//! - there is room (and no quota limits are enforced): only while the free blocks exceed twice what is
 //!   queued plus a margin (1/16 of the filesystem, at least 16 MiB) is a
 //!   write deferred; near full every write is done in place, so ENOSPC
 //!   comes from write(2) exactly as before;
@@ -370,8 +370,13 @@ impl XfsFuse {
     }
 
     /// Whether `queued` bytes may wait for a worker: the free blocks must
-    /// stay over twice that plus a margin.
+    /// stay over twice that plus a margin, and no quota limit may refuse
+    /// them (a write that could fail with EDQUOT is done in place, so
+    /// write(2) returns it).
     fn room_for(&self, queued: usize) -> bool {
+        if self.fs.quotas_enforced() {
+            return false;
+        }
         let geo = self.fs.geometry();
         let bs = u64::from(geo.block_size);
         let want = 2 * (queued as u64).div_ceil(bs);

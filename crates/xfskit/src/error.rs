@@ -100,6 +100,9 @@ pub enum Error {
     /// an immutable or append-only inode), as the kernel's EPERM.
     #[error("operation not permitted: {0}")]
     NotPermitted(String),
+    /// A quota's limit refuses the change (the kernel's EDQUOT).
+    #[error("disk quota exceeded: {0}")]
+    QuotaExceeded(String),
     /// The device refuses writes after an earlier failure.
     #[error("device is read-only or poisoned after an earlier write failure")]
     ReadOnly,
@@ -137,6 +140,7 @@ impl Error {
             Error::Exists(_) => libc::EEXIST,
             Error::NotEmpty(_) => libc::ENOTEMPTY,
             Error::NotPermitted(_) => libc::EPERM,
+            Error::QuotaExceeded(_) => libc::EDQUOT,
             Error::Corrupt { .. } | Error::BadCrc { .. } => libc::EUCLEAN,
             Error::Io(e) if crate::disk::is_corruption(e) => libc::EUCLEAN,
             Error::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),

@@ -226,6 +226,9 @@ impl Fs {
             crate::bytes::be16(&sb, xfs_format::sb::XFS_SB_QFLAGS_OFF)
                 & xfs_format::sb::XFS_ALL_QUOTA_CHKD,
         );
+        if fs.geo.qflags & xfs_format::sb::XFS_ALL_QUOTA_ACCT != 0 {
+            ws.quota = Some(crate::quota::acct::Acct::open(&fs));
+        }
         ws.filestreams.all = opts.filestreams;
         if let Some((meta, data)) = opts.pending_limits {
             ws.dirty_limit = meta.max(1);

@@ -45,7 +45,7 @@ pub fn code_of(e: &Error) -> u8 {
         Error::Io(e) if xfskit::disk::is_corruption(e) => 5,
         Error::Io(_) => 4,
         Error::BadCrc { .. } | Error::Corrupt { .. } => 5,
-        Error::NoSpace(_) | Error::ReadOnly => 4,
+        Error::NoSpace(_) | Error::QuotaExceeded(_) | Error::ReadOnly => 4,
     }
 }
 

@@ -205,7 +205,11 @@ fn open(args: &Args, read_only: bool, filestreams: bool) -> Result<Fs, Error> {
         filestreams,
         ..Default::default()
     };
-    Fs::from_device_rw(img.device, &super::with_rtdev(&opts, &args.disk))
+    let fs = Fs::from_device_rw(img.device, &super::with_rtdev(&opts, &args.disk))?;
+    // As a kernel mount of a quota filesystem: the limits refuse writes
+    // past them (EDQUOT).
+    fs.enforce_quotas(true);
+    Ok(fs)
 }
 
 /// Takes the XFS options out of `-o` lists: (filestreams, the rest for FUSE).

@@ -99,7 +99,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let mut all = Vec::new();
     let mut none = Vec::new();
     for k in chosen {
-        if xfskit::quota::quota_inode(fs.geometry(), k)?.is_none() {
+        if xfskit::quota::quota_file(&fs, k)?.is_none() {
             none.push(k);
             continue;
         }

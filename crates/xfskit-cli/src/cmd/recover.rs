@@ -91,6 +91,8 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             "inodes_newer": s.inodes_newer,
             "inodes_cancelled": s.inodes_cancelled,
             "icreates": s.icreates,
+            "dquots_replayed": s.dquots_replayed,
+            "dquots_newer": s.dquots_newer,
             "unfinished_intents": s.unfinished_intents.len(),
             "sectors_written": r.sectors_written,
             "unlinked_freed": r.unlinked.freed,

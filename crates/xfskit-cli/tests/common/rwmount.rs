@@ -147,6 +147,23 @@ impl RwMount {
         m
     }
 
+    /// Mounts the existing image `image` read-write (at a mount point
+    /// of its own, removed on drop; the image is left where it is).
+    pub fn of_image(tag: &str, image: &Path) -> RwMount {
+        let dir = std::env::temp_dir().join(format!("xfskit-rw-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("fuse")).unwrap();
+        let mut m = RwMount {
+            mnt: dir.join("fuse"),
+            dir,
+            image: image.to_path_buf(),
+            child: None,
+            env: Vec::new(),
+        };
+        m.mount(&[]);
+        m
+    }
+
     /// Mounts the image again (after [`RwMount::unmount`]) with `args`.
     pub fn mount(&mut self, args: &[&str]) {
         // The io_uring pass of scripts/test.sh asks for it on every mount,

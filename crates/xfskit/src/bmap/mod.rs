@@ -362,6 +362,9 @@ fn unmap_inner(
             alloc::free_extent(tp, freed.start, freed.len as u32, &owner)?;
         }
         ip.nblocks = ip.nblocks.saturating_sub(freed.len);
+        if realtime {
+            tp.note_rt_blocks(ip.ino, -(freed.len as i64));
+        }
         pos = b;
     }
     if !rt_pieces.is_empty() {
@@ -541,6 +544,9 @@ pub fn map_given_as(
     let new = edit::insert(&win, e, tp.geo().ag_blk_log);
     fork::replace(tp, ip, fork, &win, &new)?;
     ip.nblocks += len;
+    if fork == Fork::Data && ip.is_realtime() {
+        tp.note_rt_blocks(ip.ino, len as i64);
+    }
     Ok(())
 }
 

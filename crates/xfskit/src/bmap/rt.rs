@@ -90,6 +90,7 @@ pub(crate) fn alloc_range(
         let new = edit::insert(&win, e, rt_merge_log(tp.geo()));
         fork::replace(tp, ip, Fork::Data, &win, &new)?;
         ip.nblocks += got;
+        tp.note_rt_blocks(ip.ino, got as i64);
         pos += got;
     }
     Ok(())

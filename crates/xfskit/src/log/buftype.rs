@@ -22,6 +22,9 @@ use xfs_format::symlink::XFS_SYMLINK_MAGIC;
 
 /// Buffer types of `blf_flags` (enum xfs_blft).
 pub(crate) mod blft {
+    pub const UDQUOT: u16 = 1;
+    pub const PDQUOT: u16 = 2;
+    pub const GDQUOT: u16 = 3;
     pub const BTREE: u16 = 4;
     pub const AGF: u16 = 5;
     pub const AGFL: u16 = 6;

@@ -20,6 +20,8 @@ use std::sync::Arc;
 pub(crate) const CHUNK: usize = 128;
 /// Buffer log item type.
 const XFS_LI_BUF: u16 = 0x123c;
+const XFS_LI_DQUOT: u16 = 0x123d;
+use xfs_format::quota::XFS_DISK_DQUOT_SIZE;
 /// `blf_flags`: the buffer was freed; replay nothing of it before this.
 const XFS_BLF_CANCEL: u16 = 1 << 1;
 /// Transaction header magic ("TRAN").
@@ -157,6 +159,20 @@ pub(crate) struct CilBuf {
     pub kind: BufKind,
 }
 
+/// A dquot record waiting for the next checkpoint: logged as a dquot
+/// item (its id, the block holding it and its offset there, and the
+/// 104-byte record), as the kernel logs a dquot.
+#[derive(Debug, Clone)]
+pub(crate) struct CilDquot {
+    pub id: u32,
+    /// Byte offset and length of the block of records.
+    pub buf_off: u64,
+    pub buf_len: u32,
+    /// Byte offset of the record in the block.
+    pub boffset: u32,
+    pub rec: [u8; XFS_DISK_DQUOT_SIZE],
+}
+
 /// Where an inode's cluster buffer is.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClusterGeo {
@@ -278,6 +294,8 @@ pub(crate) struct Cil {
     /// Done items recovery logs (and raw items tests log), the regions
     /// of each, its format region first.
     pub done: Vec<Vec<Vec<u8>>>,
+    /// Dquot records by byte offset, newest bytes.
+    pub dquots: BTreeMap<u64, CilDquot>,
     /// Bytes the checkpoint will log, roughly.
     pub bytes: usize,
 }
@@ -350,6 +368,7 @@ impl Cil {
             && self.cancels.is_empty()
             && self.icreates.is_empty()
             && self.done.is_empty()
+            && self.dquots.is_empty()
     }
 
     /// A block freed earlier in this checkpoint is logged again: its cancel
@@ -359,6 +378,14 @@ impl Cil {
     /// first does no harm.
     fn reused(&mut self, off: u64, len: u32) -> bool {
         self.cancels.get(&off) == Some(&len) && self.cancels.remove(&off).is_some()
+    }
+
+    /// Adds a changed dquot record (a newer one replaces the older).
+    pub(crate) fn add_dquot(&mut self, q: CilDquot) {
+        let at = q.buf_off + u64::from(q.boffset);
+        if self.dquots.insert(at, q).is_none() {
+            self.bytes += XFS_DISK_DQUOT_SIZE + 24 + 32;
+        }
     }
 
     /// Adds a changed buffer of kind `kind` (see [`classify`]).
@@ -472,7 +499,16 @@ pub(crate) fn format(cil: &Cil, geo: &Geometry, cg: &ClusterGeo, tid: u32) -> Re
         }
         let len = b.data.len();
         let runs = b.map.runs(len);
-        let flags = b.kind.blft << BLFT_SHIFT;
+        // A dquot buffer also carries its kind's flag: recovery replays
+        // it only where that kind's quota is on.
+        use xfs_format::log_item::{XFS_BLF_GDQUOT_BUF, XFS_BLF_PDQUOT_BUF, XFS_BLF_UDQUOT_BUF};
+        let dq = match b.kind.blft {
+            buftype::blft::UDQUOT => XFS_BLF_UDQUOT_BUF,
+            buftype::blft::PDQUOT => XFS_BLF_PDQUOT_BUF,
+            buftype::blft::GDQUOT => XFS_BLF_GDQUOT_BUF,
+            _ => 0,
+        };
+        let flags = b.kind.blft << BLFT_SHIFT | dq;
         regions.push(blf(off, len as u32, flags, runs.len(), &b.map));
         for (s, e) in runs {
             regions.push(b.data[s..e].to_vec());
@@ -492,6 +528,20 @@ pub(crate) fn format(cil: &Cil, geo: &Geometry, cg: &ClusterGeo, tid: u32) -> Re
         let (r, cluster) = inode_regions(geo, cg, *ino, data)?;
         regions.extend(r);
         logged.push(cluster);
+        items += 1;
+    }
+    for q in cil.dquots.values() {
+        // xfs_dq_logformat (host order), then the record as in memory.
+        let mut f = Vec::with_capacity(24);
+        le16(&mut f, XFS_LI_DQUOT);
+        le16(&mut f, 2);
+        le32(&mut f, q.id);
+        f.extend_from_slice(&((q.buf_off / 512) as i64).to_le_bytes());
+        le32(&mut f, 1);
+        le32(&mut f, q.boffset);
+        regions.push(f);
+        regions.push(q.rec.to_vec());
+        logged.push((q.buf_off, q.buf_len));
         items += 1;
     }
     for d in &cil.done {

@@ -260,6 +260,12 @@ impl Journal {
         self.cil.done.push(regions);
     }
 
+    /// Adds a changed dquot record to the next checkpoint.
+    pub(crate) fn add_dquot(&mut self, q: cil::CilDquot) {
+        self.clean = false;
+        self.cil.add_dquot(q);
+    }
+
     /// Adds a changed buffer to the next checkpoint.
     pub(crate) fn add_buf(&mut self, off: u64, data: Arc<[u8]>, map: DirtyMap, kind: BufKind) {
         self.clean = false;

@@ -60,6 +60,9 @@ impl Fs {
                 .map(|f| self.create_file(parent, f.name, f.meta, f.data, f.xattrs))
                 .collect();
         }
+        for f in files {
+            self.quota_prepare_create(parent, f.meta.uid, f.meta.gid)?;
+        }
         let mut tp = self.trans()?;
         let (inos, runs) = self.create_mapped(&mut tp, parent, files)?;
         // Data goes to the allocated blocks only once nothing can fail
@@ -75,6 +78,9 @@ impl Fs {
     /// a file whose blocks are one extent has its vector queued as it is
     /// (padded to whole blocks), not copied.
     pub fn create_files_owned(&self, parent: Ino, files: Vec<NewFileOwned>) -> Result<Vec<Ino>> {
+        for f in &files {
+            self.quota_prepare_create(parent, f.meta.uid, f.meta.gid)?;
+        }
         let mut tp = self.trans()?;
         let (inos, runs) = {
             let x: Vec<Vec<(&[u8], &[u8])>> = files

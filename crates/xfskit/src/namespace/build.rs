@@ -45,6 +45,7 @@ impl Fs {
             return Ok(ino);
         }
         super::create::check_kind(name, &kind)?;
+        self.quota_prepare_create(parent, meta.uid, meta.gid)?;
         let now = self.now()?;
         let gen = self.write_state()?.next_gen();
         let mut tp = self.trans()?;

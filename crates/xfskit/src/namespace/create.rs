@@ -85,6 +85,7 @@ impl Fs {
         dir_ag: Option<u32>,
     ) -> Result<Ino> {
         check_kind(name, kind)?;
+        self.quota_prepare_create(parent, meta.uid, meta.gid)?;
         let now = self.now()?;
         let gen = self.write_state()?.next_gen();
         let mut tp = self.trans()?;

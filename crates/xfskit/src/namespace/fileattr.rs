@@ -258,6 +258,9 @@ impl Fs {
                 )));
             }
         }
+        if let FileAttrSet::Fsx { attr, .. } = set {
+            self.quota_prepare_owner(ino, None, None, Some(attr.projid))?;
+        }
         let now = self.now()?;
         let mut tp = self.trans()?;
         tp.lock_inode(ino);

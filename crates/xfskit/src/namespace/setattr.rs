@@ -88,6 +88,7 @@ impl Fs {
         if change.is_empty() {
             return self.inode(ino);
         }
+        self.quota_prepare_owner(ino, change.uid, change.gid, None)?;
         let now = self.now()?;
         let mut tp = self.trans()?;
         tp.lock_inode(ino);

@@ -127,6 +127,7 @@ impl Fs {
 
     /// Changes the owner and group of `ino`.
     pub fn chown(&self, ino: Ino, uid: u32, gid: u32) -> Result<()> {
+        self.quota_prepare_owner(ino, Some(uid), Some(gid), None)?;
         let now = self.now()?;
         let mut tp = self.trans()?;
         tp.lock_inode(ino);

@@ -61,6 +61,9 @@ struct TBuf {
     /// The log's buffer type, for blocks with no magic number to tell it
     /// (realtime bitmap and summary; None: by magic).
     kind: Option<crate::log::buftype::BufKind>,
+    /// A block of dquot records: each changed record is logged as a
+    /// dquot item, not the buffer.
+    dquot: bool,
 }
 
 /// A set of changes that is committed whole or not at all.
@@ -86,6 +89,11 @@ pub struct Trans<'a> {
     /// Where a new directory's inode search starts, instead of the next
     /// AG of the rotor (see [`Trans::start_dirs_at`]).
     dir_start: Option<u32>,
+    /// With quotas kept exact: what each inode logged counted for before
+    /// this transaction (see `quota::acct`).
+    qbefore: BTreeMap<u64, crate::quota::acct::Use>,
+    /// Realtime blocks each realtime inode gained (lost: negative).
+    qrt: BTreeMap<u64, i64>,
 }
 
 impl<'a> Trans<'a> {
@@ -106,6 +114,8 @@ impl<'a> Trans<'a> {
             covered: Default::default(),
             done: Vec::new(),
             dir_start: None,
+            qbefore: BTreeMap::new(),
+            qrt: BTreeMap::new(),
         }
     }
 
@@ -261,9 +271,16 @@ impl<'a> Trans<'a> {
             dirty,
             stale: false,
             kind: None,
+            dquot: false,
         });
         self.index.insert(off, id);
         id
+    }
+
+    /// Sets the log's buffer type of a held buffer (blocks whose magic
+    /// number does not tell it).
+    pub(crate) fn set_buf_kind(&mut self, id: BufId, kind: crate::log::buftype::BufKind) {
+        self.bufs[id].kind = Some(kind);
     }
 
     /// The contents of a held buffer.
@@ -385,6 +402,7 @@ impl<'a> Trans<'a> {
     }
 
     pub fn log_inode(&mut self, ip: &Inode) -> Result<()> {
+        self.note_quota_before(ip.ino);
         let geo = self.geo();
         let mut raw = zeroed(geo.inode_size as usize);
         ip.encode(
@@ -394,6 +412,46 @@ impl<'a> Trans<'a> {
         self.inodes.insert(ip.ino.0, raw);
         self.covered.remove(&ip.ino.0);
         Ok(())
+    }
+
+    /// With quotas kept exact, notes what inode `ino` counted for before
+    /// this transaction, the first time the transaction logs it: nothing
+    /// when its chunk is new here.
+    fn note_quota_before(&mut self, ino: Ino) {
+        let Some(acct) = self.ws.quota.as_ref().filter(|a| a.exact()) else {
+            return;
+        };
+        if self.qbefore.contains_key(&ino.0) {
+            return;
+        }
+        use crate::quota::acct::Use;
+        let u = if self.covered.contains(&ino.0) || self.inodes.contains_key(&ino.0) {
+            Use::NONE
+        } else {
+            match self.fs.inode(ino) {
+                Ok(ip) => Use::of_inode(acct, &ip),
+                Err(_) => Use::NONE,
+            }
+        };
+        self.qbefore.insert(ino.0, u);
+    }
+
+    /// Notes that realtime inode `ino` gained `blocks` realtime blocks
+    /// (lost, when negative) in this transaction, for the quotas.
+    pub(crate) fn note_rt_blocks(&mut self, ino: Ino, blocks: i64) {
+        *self.qrt.entry(ino.0).or_insert(0) += blocks;
+    }
+
+    /// Reads (or finds in this transaction) a block of dquot records at
+    /// `daddr`; records changed in it are logged as dquot items.
+    pub(crate) fn read_dquot_buf(&mut self, daddr: Daddr, len: u32) -> Result<BufId> {
+        let kind = crate::log::buftype::BufKind {
+            blft: crate::log::buftype::blft::UDQUOT,
+            lsn_off: None,
+        };
+        let id = self.read_raw_buf(daddr, len, kind, None)?;
+        self.bufs[id].dquot = true;
+        Ok(id)
     }
 
     /// Records a new full inode chunk whose `n` inodes from `first` were
@@ -431,13 +489,15 @@ impl<'a> Trans<'a> {
     /// Makes every change durable in the filesystem's pending state, and
     /// in the next checkpoint of the log when the filesystem has one.
     pub fn commit(mut self) -> Result<()> {
-        // Writes keep no dquots yet: the first change of a write session
-        // to a filesystem whose superblock marks its quota counts checked
-        // clears those marks in the same transaction (the kernel's next
-        // quota mount then recounts; xfs_repair does not compare counts
-        // marked unchecked). Other transactions wait until it is
-        // published, so none is durable before it.
-        let quota_first = self.clear_quota_checked()?;
+        // Quotas: the changes of the inodes logged go into their owners'
+        // dquots (held locked until published). A kind whose counts
+        // cannot be kept exact has its "checked" mark cleared in the same
+        // transaction (the kernel's next quota mount then recounts;
+        // xfs_repair does not compare counts marked unchecked). Other
+        // transactions wait until that is published, so none is durable
+        // before it.
+        let (dquots_held, inexact) = self.account_quotas()?;
+        let quota_first = self.clear_quota_checked(inexact)?;
         let geo = self.geo();
         let journaled = self.ws.journaled();
         let mut c = Commit {
@@ -462,6 +522,24 @@ impl<'a> Trans<'a> {
             let data: Arc<[u8]> = match b.data {
                 Data::Owned(v) | Data::Shared(v) => v,
             };
+            if b.dquot {
+                // Each changed record is a dquot item; the block itself
+                // is written back, not logged.
+                if journaled {
+                    dquot_items(&b.orig, &data, b.off, &mut c.dquots);
+                }
+                self.fs.invalidate_cached(Daddr(b.off >> 9), len as u32);
+                c.bufs.push((
+                    b.off,
+                    Pending {
+                        data,
+                        crc_off: None,
+                        lsn: None,
+                    },
+                    None,
+                ));
+                continue;
+            }
             let log = if journaled {
                 let kind = match b.kind {
                     Some(k) => k,
@@ -508,12 +586,13 @@ impl<'a> Trans<'a> {
                 .push((geo.ino_to_bytes(Ino(ino)), Ino(ino), raw, logged));
         }
         let next = self.ws.publish(c, &self.delta);
-        if let Some(held) = quota_first {
+        if let Some((held, bits)) = quota_first {
             self.ws
                 .quota_chkd
-                .store(0, std::sync::atomic::Ordering::Release);
+                .fetch_and(!bits, std::sync::atomic::Ordering::AcqRel);
             drop(held);
         }
+        drop(dquots_held);
         self.release();
         match next {
             After::Writeback => self.fs.writeback_background()?,
@@ -523,19 +602,62 @@ impl<'a> Trans<'a> {
         Ok(())
     }
 
-    /// When this transaction changes something and the quota "checked"
-    /// bits are still to be cleared: joins the superblock with them
-    /// cleared, and returns the lock held until the commit is published.
-    fn clear_quota_checked(&mut self) -> Result<Option<std::sync::MutexGuard<'a, ()>>> {
+    /// Applies the quota changes of the inodes this transaction logged
+    /// to their dquots. Returns the dquot lock, held until the commit is
+    /// published, and the "checked" bits of kinds it could not keep exact.
+    #[allow(clippy::type_complexity)]
+    fn account_quotas(&mut self) -> Result<(Option<std::sync::MutexGuard<'a, ()>>, u16)> {
+        let ws = self.ws;
+        let Some(acct) = ws.quota.as_ref().filter(|a| a.exact()) else {
+            return Ok((None, 0));
+        };
+        if self.qbefore.is_empty() {
+            return Ok((None, 0));
+        }
+        use crate::quota::acct::{self as qa, Use};
+        let before = std::mem::take(&mut self.qbefore);
+        let (inodes, covered) = (&self.inodes, &self.covered);
+        let (d, mut inexact) = qa::deltas(
+            acct,
+            &before,
+            |ino| match inodes.get(&ino) {
+                Some(raw) if !covered.contains(&ino) => Use::of_raw(acct, ino, raw),
+                _ => Use::NONE,
+            },
+            &self.qrt,
+        );
+        if d.is_empty() {
+            return Ok((None, inexact));
+        }
+        let held = acct.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let enforce = acct.enforce.load(std::sync::atomic::Ordering::Relaxed);
+        let now = ws.now().0;
+        inexact |= qa::apply(self, acct, &d, now, enforce)?;
+        Ok((Some(held), inexact))
+    }
+
+    /// When this transaction changes something and quota "checked" bits
+    /// are to be cleared (those of kinds never kept exact, and `inexact`):
+    /// joins the superblock with them cleared, and returns the lock held
+    /// until the commit is published, with the bits cleared.
+    #[allow(clippy::type_complexity)]
+    fn clear_quota_checked(
+        &mut self,
+        inexact: u16,
+    ) -> Result<Option<(std::sync::MutexGuard<'a, ()>, u16)>> {
         use std::sync::atomic::Ordering;
         let ws = self.ws;
-        if ws.quota_chkd.load(Ordering::Acquire) == 0
+        let want = inexact
+            | ws.quota
+                .as_ref()
+                .map_or(xfs_format::sb::XFS_ALL_QUOTA_CHKD, |a| a.never_exact());
+        if ws.quota_chkd.load(Ordering::Acquire) & want == 0
             || (self.inodes.is_empty() && !self.bufs.iter().any(|b| b.dirty || b.stale))
         {
             return Ok(None);
         }
         let held = ws.quota_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let bits = ws.quota_chkd.load(Ordering::Acquire);
+        let bits = ws.quota_chkd.load(Ordering::Acquire) & want;
         if bits == 0 {
             return Ok(None);
         }
@@ -549,7 +671,7 @@ impl<'a> Trans<'a> {
         let o = xfs_format::sb::XFS_SB_QFLAGS_OFF;
         let q = u16::from_be_bytes([b[o], b[o + 1]]) & !bits;
         b[o..o + 2].copy_from_slice(&q.to_be_bytes());
-        Ok(Some(held))
+        Ok(Some((held, bits)))
     }
 
     /// Commits this transaction and starts the next one of a chain
@@ -574,6 +696,34 @@ impl<'a> Trans<'a> {
         for i in self.inode_locks.drain(..) {
             self.ws.inodes.unlock(i);
         }
+    }
+}
+
+/// The dquot items of the records that differ between `orig` and `data`
+/// (a block of dquot records at byte `off`).
+fn dquot_items(
+    orig: &Option<Arc<[u8]>>,
+    data: &[u8],
+    off: u64,
+    out: &mut Vec<crate::log::cil::CilDquot>,
+) {
+    use xfs_format::quota::{XFS_DISK_DQUOT_SIZE, XFS_DQBLK_SIZE};
+    for (i, rec) in data.chunks_exact(XFS_DQBLK_SIZE).enumerate() {
+        let at = i * XFS_DQBLK_SIZE;
+        if orig
+            .as_ref()
+            .is_some_and(|o| o.get(at..at + XFS_DQBLK_SIZE) == Some(rec))
+        {
+            continue;
+        }
+        let id = u32::from_be_bytes(rec[4..8].try_into().expect("4 bytes"));
+        out.push(crate::log::cil::CilDquot {
+            id,
+            buf_off: off,
+            buf_len: data.len() as u32,
+            boffset: at as u32,
+            rec: rec[..XFS_DISK_DQUOT_SIZE].try_into().expect("104 bytes"),
+        });
     }
 }
 

@@ -93,6 +93,8 @@ pub(crate) struct Commit {
     pub unshared: Vec<(u64, u64)>,
     /// Done items to log (the regions of each).
     pub done: Vec<Vec<Vec<u8>>>,
+    /// Changed dquot records, logged as dquot items.
+    pub dquots: Vec<crate::log::cil::CilDquot>,
 }
 
 /// What the committer should do after publishing.
@@ -164,6 +166,8 @@ pub struct WriteState {
     pub(crate) quota_chkd: std::sync::atomic::AtomicU16,
     /// Held while they are cleared.
     pub(crate) quota_lock: Mutex<()>,
+    /// Quota accounting (None: the superblock accounts no quota).
+    pub(crate) quota: Option<crate::quota::acct::Acct>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -215,6 +219,7 @@ impl WriteState {
             flight_tail: Mutex::new(None),
             quota_chkd: std::sync::atomic::AtomicU16::new(0),
             quota_lock: Mutex::new(()),
+            quota: None,
         }
     }
 
@@ -312,6 +317,9 @@ impl WriteState {
             if let Some(j) = j.as_mut() {
                 for r in c.done {
                     j.add_done(r);
+                }
+                for q in c.dquots {
+                    j.add_dquot(q);
                 }
                 for ic in c.icreates {
                     // Checked at open: the geometry maps every cluster.

@@ -3,7 +3,11 @@
 //!
 //! The superblock names the quota inodes (v5: one per kind; v4: the
 //! user's, and one shared by groups or projects, as its flags say).
-//! Filesystems with a metadata directory keep them there: not read yet.
+//! Filesystems with a metadata directory keep them there (`/quota/user`,
+//! `/quota/group`, `/quota/project`). [`acct`] keeps the counts exact in
+//! every transaction.
+
+pub(crate) mod acct;
 
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
@@ -120,6 +124,25 @@ pub fn quota_inode(geo: &Geometry, kind: Kind) -> Result<Option<u64>> {
     Ok((ino != 0 && ino != u64::MAX).then_some(ino))
 }
 
+/// The quota file of `kind`, found in the superblock or, on a
+/// metadata-directory filesystem, in `/quota` of that tree (None: the
+/// kind is not accounted or has no file yet).
+pub fn quota_file(fs: &Fs, kind: Kind) -> Result<Option<u64>> {
+    let geo = fs.geometry();
+    if !geo.features.metadir {
+        return quota_inode(geo, kind);
+    }
+    if geo.qflags & kind.acct() == 0 {
+        return Ok(None);
+    }
+    let mdir = fs.inode(geo.metadir_ino)?;
+    let Some(qdir) = crate::dir::lookup(fs, &mdir, b"quota")? else {
+        return Ok(None);
+    };
+    let qdir = fs.inode(qdir)?;
+    crate::dir::lookup(fs, &qdir, kind.name().as_bytes()).map(|o| o.map(|i| i.0))
+}
+
 /// Why the 136-byte record `rec`, in the slot of `id` in a quota file of
 /// kind `dqtype` (`XFS_DQTYPE_*`), is not a valid dquot there, None when it
 /// is: the v5 CRC, the kernel's dquot verifier, the v5 UUID, and the kind
@@ -162,7 +185,7 @@ fn timer(raw: u32, bigtime: bool) -> i64 {
 /// dquot of its slot fails the read, naming the file and block.
 pub fn read(fs: &Fs, kind: Kind) -> Result<Vec<Dquot>> {
     let geo = fs.geometry();
-    let Some(qino) = quota_inode(geo, kind)? else {
+    let Some(qino) = quota_file(fs, kind)? else {
         return Ok(Vec::new());
     };
     let inode = fs.inode(Ino(qino))?;
