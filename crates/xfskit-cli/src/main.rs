@@ -172,6 +172,9 @@ enum Command {
     /// Print the quota records (xfs_quota -x -c report, offline).
     #[command(long_about = cmd::quota::LONG_ABOUT)]
     Quota(cmd::quota::Args),
+    /// Turn quotas on offline: make the quota files and count every inode.
+    #[command(long_about = cmd::quotacheck::LONG_ABOUT)]
+    Quotacheck(cmd::quotacheck::Args),
     /// List deleted files that can be recovered, with their names where they survive.
     #[command(long_about = cmd::deleted::DELETED_ABOUT, after_long_help = cmd::deleted::EVIDENCE)]
     Deleted(cmd::deleted::Args),
@@ -199,6 +202,7 @@ fn main() -> ExitCode {
         Command::Db(a) => cmd::db::run(a),
         Command::Stat(a) => cmd::stat::run(a),
         Command::Quota(a) => cmd::quota::run(a),
+        Command::Quotacheck(a) => cmd::quotacheck::run(a),
         Command::Deleted(a) => cmd::deleted::run(a),
         Command::Undelete(a) => cmd::deleted::undelete(a),
         Command::Extract(a) => cmd::extract::run(a),

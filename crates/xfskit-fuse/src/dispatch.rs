@@ -173,7 +173,7 @@ impl Filesystem for &'static XfsFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        answer!(self.statfs_answer(), reply, |c| reply.statfs(
+        answer!(self.statfs_answer(_ino), reply, |c| reply.statfs(
             c.blocks, c.bfree, c.bfree, c.files, c.ffree, c.bsize, 255, c.bsize,
         ));
     }
@@ -621,10 +621,27 @@ impl XfsFuse {
     }
 
     /// STATFS counters.
-    pub(crate) fn statfs_answer(&self) -> Result<crate::statfs::Counters, Errno> {
-        self.statfs_counters().ok_or_else(|| {
+    /// statfs of the filesystem as seen from `node`: inside a project
+    /// whose quota is enforced, the project's limits bound it, as kernel
+    /// XFS bounds it (the soft limit, else the hard one; what is left of
+    /// it is what is free).
+    pub(crate) fn statfs_answer(&self, node: INodeNo) -> Result<crate::statfs::Counters, Errno> {
+        let mut c = self.statfs_counters().ok_or_else(|| {
             eprintln!("xfskit-fuse: statfs: an AG header could not be read (reported as EIO)");
             Errno::EIO
-        })
+        })?;
+        // A project record that cannot be read bounds nothing, as in the
+        // kernel.
+        if let Ok(Some(l)) = xfskit::quota::project_statfs(self.fs, self.ino(node)) {
+            if l.blocks != 0 {
+                c.blocks = c.blocks.min(l.blocks);
+                c.bfree = c.bfree.min(l.blocks.saturating_sub(l.blocks_used));
+            }
+            if l.inodes != 0 {
+                c.files = c.files.min(l.inodes);
+                c.ffree = c.ffree.min(l.inodes.saturating_sub(l.inodes_used));
+            }
+        }
+        Ok(c)
     }
 }

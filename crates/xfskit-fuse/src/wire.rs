@@ -524,7 +524,7 @@ fn decide(
             let data = input.get(..size).ok_or(Errno::EINVAL)?;
             Reply::Written(fs.write_behind(cpu, node, offset, data, kill, appending)?)
         }
-        op::STATFS => Reply::Statfs(fs.statfs_answer()?),
+        op::STATFS => Reply::Statfs(fs.statfs_answer(node)?),
         op::RELEASE | op::RELEASEDIR => {
             fs.handles.remove(a.u64(0));
             Reply::Empty

@@ -22,6 +22,7 @@ pub mod mount;
 pub mod out;
 pub mod parts;
 pub mod quota;
+pub mod quotacheck;
 pub mod recover;
 pub mod stat;
 pub mod timeline;

@@ -18,10 +18,10 @@ and the grace periods running. The counts are what the quota files say;
 whether they are current is what the superblock's \"checked\" flags say
 (`xfskit info --json | jq .quota`) and what `xfskit check` compares.
 
-Quota files are made by the first quota mount of the kernel; a filesystem
-made with quota options has none before it. Quota files kept in a metadata
-directory (mkfs.xfs 6.13 and later with -m metadir=1) are not read yet
-(exit 3).
+Quota files are made by the first quota mount of the kernel, or offline by
+`xfskit quotacheck`; a filesystem made with quota options has none before
+it. On a filesystem with a metadata directory (mkfs.xfs 6.13 and later with
+-m metadir=1) they are found under its /quota.
 
 Exit status: 0 on success; 2 usage error; 3 unsupported; 4 I/O error; 5 a
 quota record is damaged (named with its file block).

@@ -386,7 +386,12 @@ impl Fs {
 /// with the initialised records of its ids, as the kernel makes them: the
 /// magic, version, id and kind (bigtime for ids past 0 on a bigtime
 /// filesystem), on v5 the filesystem's UUID and each record's CRC.
-fn add_block(tp: &mut Trans<'_>, qip: &mut Inode, kind: Kind, fb: u64) -> Result<()> {
+pub(super) fn add_block(
+    tp: &mut Trans<'_>,
+    qip: &mut Inode,
+    kind: Kind,
+    fb: u64,
+) -> Result<crate::trans::BufId> {
     let geo = tp.geo();
     let bs = geo.block_size;
     let per_block = (bs as usize / XFS_DQBLK_SIZE) as u64;
@@ -431,7 +436,7 @@ fn add_block(tp: &mut Trans<'_>, qip: &mut Inode, kind: Kind, fb: u64) -> Result
             xfs_format::crc::stamp(slot, XFS_DQUOT_CRC_OFF);
         }
     }
-    Ok(())
+    Ok(b)
 }
 
 /// Where the record of `id` lives: its block's disk address and the

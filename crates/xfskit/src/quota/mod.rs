@@ -8,6 +8,8 @@
 //! every transaction.
 
 pub(crate) mod acct;
+mod enable;
+pub use enable::{enable, EnableOptions, EnabledKind};
 
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
@@ -180,6 +182,131 @@ fn timer(raw: u32, bigtime: bool) -> i64 {
     }
 }
 
+/// Reads the block of records at byte `off`, as the writes of this open
+/// left it (changed records wait in the pending set until written back).
+fn read_block(fs: &Fs, off: u64, buf: &mut [u8]) -> Result<()> {
+    if let Some(b) = fs.write_state().ok().and_then(|w| w.get(off, buf.len())) {
+        buf.copy_from_slice(&b);
+        return Ok(());
+    }
+    fs.read_bytes(off, buf)
+}
+
+fn decode(kind: Kind, id: u32, d: &xfs_format::quota::DiskDquot) -> Dquot {
+    let big = d.d_type & XFS_DQTYPE_BIGTIME != 0;
+    Dquot {
+        kind,
+        id,
+        blocks: d.d_bcount.get(),
+        inodes: d.d_icount.get(),
+        rtblocks: d.d_rtbcount.get(),
+        blocks_soft: d.d_blk_softlimit.get(),
+        blocks_hard: d.d_blk_hardlimit.get(),
+        inodes_soft: d.d_ino_softlimit.get(),
+        inodes_hard: d.d_ino_hardlimit.get(),
+        rtblocks_soft: d.d_rtb_softlimit.get(),
+        rtblocks_hard: d.d_rtb_hardlimit.get(),
+        blocks_timer: timer(d.d_btimer.get(), big),
+        inodes_timer: timer(d.d_itimer.get(), big),
+        rtblocks_timer: timer(d.d_rtbtimer.get(), big),
+        blocks_warns: d.d_bwarns.get(),
+        inodes_warns: d.d_iwarns.get(),
+        rtblocks_warns: d.d_rtbwarns.get(),
+    }
+}
+
+/// The record of `id` in `kind`'s quota file (None: no file, or no
+/// record block for it). A record that is not a valid dquot of its slot
+/// is an error naming the file and block.
+pub fn read_one(fs: &Fs, kind: Kind, id: u32) -> Result<Option<Dquot>> {
+    let geo = fs.geometry();
+    let Some(qino) = quota_file(fs, kind)? else {
+        return Ok(None);
+    };
+    let inode = fs.inode(Ino(qino))?;
+    let per_block = (geo.block_size as usize / XFS_DQBLK_SIZE) as u64;
+    let fb = u64::from(id) / per_block;
+    let ext = crate::inode::extents(fs, &inode, Fork::Data)?;
+    let Some(e) = ext
+        .iter()
+        .find(|e| !e.unwritten && e.offset <= fb && e.offset + e.len > fb)
+    else {
+        return Ok(None);
+    };
+    let mut buf = vec![0u8; geo.block_size as usize];
+    read_block(
+        fs,
+        geo.fsb_to_daddr(FsBlock(e.start.0 + (fb - e.offset)))
+            .bytes(),
+        &mut buf,
+    )?;
+    let at = (u64::from(id) % per_block) as usize * XFS_DQBLK_SIZE;
+    let rec = &buf[at..at + XFS_DQBLK_SIZE];
+    if let Some(why) = record_problem(geo, rec, id, kind.dqtype()) {
+        return Err(Error::corrupt(
+            "dquot",
+            Location::InodeBlock {
+                ino: qino,
+                fork: "data",
+                offset: fb,
+            },
+            format!("{} quota id {id}: {why}", kind.name()),
+        ));
+    }
+    let q = Dqblk::ref_from_prefix(rec).expect("136 bytes").0;
+    Ok(Some(decode(kind, id, &q.dd_diskdq)))
+}
+
+/// What statfs of inode `ino` is limited to by its project's quota, as
+/// kernel XFS limits it: for a directory (or file) that passes its project
+/// on (`PROJINHERIT`), with project quotas accounted and enforced, the
+/// project's block and inode limits (the soft one, else the hard one) and
+/// its usage. None: no such limit.
+pub fn project_statfs(fs: &Fs, ino: Ino) -> Result<Option<ProjectLimits>> {
+    let geo = fs.geometry();
+    const PQUOTA_ENFD: u16 = 0x0200;
+    let enfd = if geo.v5 { PQUOTA_ENFD } else { 0x0010 };
+    if geo.qflags & Kind::Project.acct() == 0 || geo.qflags & enfd == 0 {
+        return Ok(None);
+    }
+    let ip = fs.inode(ino)?;
+    if ip.flags & xfs_format::inode::XFS_DIFLAG_PROJINHERIT == 0 {
+        return Ok(None);
+    }
+    let Some(q) = read_one(fs, Kind::Project, ip.projid)? else {
+        return Ok(None);
+    };
+    let or = |soft: u64, hard: u64| if soft != 0 { soft } else { hard };
+    let rt = ip.flags
+        & (xfs_format::inode::XFS_DIFLAG_REALTIME | xfs_format::inode::XFS_DIFLAG_RTINHERIT)
+        != 0
+        && geo.rt_extents != 0;
+    Ok(Some(if rt {
+        ProjectLimits {
+            blocks: or(q.rtblocks_soft, q.rtblocks_hard),
+            blocks_used: q.rtblocks,
+            inodes: or(q.inodes_soft, q.inodes_hard),
+            inodes_used: q.inodes,
+        }
+    } else {
+        ProjectLimits {
+            blocks: or(q.blocks_soft, q.blocks_hard),
+            blocks_used: q.blocks,
+            inodes: or(q.inodes_soft, q.inodes_hard),
+            inodes_used: q.inodes,
+        }
+    }))
+}
+
+/// A project's limits as statfs applies them (0: no limit) and its usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProjectLimits {
+    pub blocks: u64,
+    pub blocks_used: u64,
+    pub inodes: u64,
+    pub inodes_used: u64,
+}
+
 /// Every record of `kind`'s quota file, in id order (none when the kind
 /// is not accounted or has no file yet). A record that is not a valid
 /// dquot of its slot fails the read, naming the file and block.
@@ -200,7 +327,11 @@ pub fn read(fs: &Fs, kind: Kind) -> Result<Vec<Dquot>> {
         }
         for b in 0..e.len {
             let off = e.offset + b;
-            fs.read_bytes(geo.fsb_to_daddr(FsBlock(e.start.0 + b)).bytes(), &mut buf)?;
+            read_block(
+                fs,
+                geo.fsb_to_daddr(FsBlock(e.start.0 + b)).bytes(),
+                &mut buf,
+            )?;
             for j in 0..per_block {
                 let id = off * per_block + j;
                 if id > u64::from(u32::MAX) {
@@ -223,26 +354,7 @@ pub fn read(fs: &Fs, kind: Kind) -> Result<Vec<Dquot>> {
                 if let Some(why) = record_problem(geo, rec, id as u32, kind.dqtype()) {
                     return Err(bad(why));
                 }
-                let big = d.d_type & XFS_DQTYPE_BIGTIME != 0;
-                out.push(Dquot {
-                    kind,
-                    id: id as u32,
-                    blocks: d.d_bcount.get(),
-                    inodes: d.d_icount.get(),
-                    rtblocks: d.d_rtbcount.get(),
-                    blocks_soft: d.d_blk_softlimit.get(),
-                    blocks_hard: d.d_blk_hardlimit.get(),
-                    inodes_soft: d.d_ino_softlimit.get(),
-                    inodes_hard: d.d_ino_hardlimit.get(),
-                    rtblocks_soft: d.d_rtb_softlimit.get(),
-                    rtblocks_hard: d.d_rtb_hardlimit.get(),
-                    blocks_timer: timer(d.d_btimer.get(), big),
-                    inodes_timer: timer(d.d_itimer.get(), big),
-                    rtblocks_timer: timer(d.d_rtbtimer.get(), big),
-                    blocks_warns: d.d_bwarns.get(),
-                    inodes_warns: d.d_iwarns.get(),
-                    rtblocks_warns: d.d_rtbwarns.get(),
-                });
+                out.push(decode(kind, id as u32, d));
             }
         }
     }

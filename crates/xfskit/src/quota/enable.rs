@@ -1,0 +1,350 @@
+//! Quotas turned on offline, as the kernel's first quota mount turns them
+//! on: the quota files made (or their records reset), every inode's usage
+//! counted into the records of its user, group and project, and the
+//! superblock's accounting, enforcement and "checked" flags set, so that
+//! the next mount with `-o uquota,gquota,pquota` runs no quotacheck and
+//! `xfs_repair -n` compares the counts.
+//!
+//! A new quota file is an inode of no directory (a regular file owned by
+//! root, its number in the superblock), its records one block per 30 ids
+//! (4 KiB blocks), made only for the ids that use something and for id
+//! 0. Each step is a journaled transaction: a crash leaves the flags
+//! without "checked", and the kernel then recounts.
+
+use super::Kind;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::geometry::{Daddr, FsBlock, Ino};
+use crate::inode::Fork;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use xfs_format::quota::{Dqblk, XFS_DQBLK_SIZE, XFS_DQTYPE_BIGTIME, XFS_DQUOT_CRC_OFF};
+use xfs_format::sb::Dsb;
+use zerocopy::FromBytes;
+
+/// Which quotas to turn on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnableOptions {
+    pub user: bool,
+    pub group: bool,
+    pub project: bool,
+    /// Limits enforced (else accounting only: `uqnoenforce`...).
+    pub enforce: bool,
+}
+
+/// What [`enable`] did, per kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnabledKind {
+    pub kind: Kind,
+    /// The quota file's inode.
+    pub ino: u64,
+    /// True when the file was made now (else its records were recounted).
+    pub made: bool,
+    /// Ids with a record that counts something.
+    pub ids: usize,
+}
+
+const ACCT: [u16; 3] = [0x0001, 0x0040, 0x0008];
+const ENFD_V5: [u16; 3] = [0x0002, 0x0080, 0x0200];
+const CHKD_V5: [u16; 3] = [0x0004, 0x0100, 0x0400];
+const XFS_OQUOTA_ENFD: u16 = 0x0010;
+const XFS_OQUOTA_CHKD: u16 = 0x0020;
+const S_IFREG: u16 = 0o100000;
+/// Default grace period (the kernel's, when id 0's record sets none).
+const DEFAULT_GRACE: i64 = 7 * 24 * 60 * 60;
+
+/// Per (kind index, id): blocks, inodes, realtime blocks.
+type Usage = BTreeMap<(usize, u32), [u64; 3]>;
+
+/// Counts every inode's usage (the quota files themselves excepted) into
+/// the kinds `want`.
+fn count(fs: &Fs, want: [bool; 3], quota_inos: &[u64]) -> Result<Usage> {
+    let usage = Mutex::new(Usage::new());
+    let rt_files = Mutex::new(Vec::new());
+    let add = |u: &mut Usage, ids: [u32; 3], v: [u64; 3]| {
+        for i in 0..3 {
+            if want[i] {
+                let e = u.entry((i, ids[i])).or_insert([0; 3]);
+                for r in 0..3 {
+                    e[r] += v[r];
+                }
+            }
+        }
+    };
+    crate::scan::bulkstat(fs, &crate::scan::BulkstatOptions::default(), |batch| {
+        let mut u = usage.lock().unwrap_or_else(|p| p.into_inner());
+        for b in batch {
+            if quota_inos.contains(&b.ino) {
+                continue;
+            }
+            let ids = [b.uid, b.gid, b.projectid];
+            if b.xflags & crate::scan::xflag::REALTIME != 0 && b.blocks != 0 {
+                rt_files
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(b.ino);
+                add(&mut u, ids, [0, 1, 0]);
+            } else {
+                add(&mut u, ids, [b.blocks, 1, 0]);
+            }
+        }
+    })?;
+    let mut u = usage.into_inner().unwrap_or_else(|p| p.into_inner());
+    let geo = fs.geometry();
+    // A realtime file's data blocks are realtime blocks; its other blocks
+    // (bmbt, attributes) are not.
+    let rt_files: Vec<u64> = rt_files.into_inner().unwrap_or_else(|p| p.into_inner());
+    for ino in rt_files {
+        let ip = fs.inode(Ino(ino))?;
+        let rt: u64 = crate::inode::extents(fs, &ip, Fork::Data)?
+            .iter()
+            .map(|e| e.len)
+            .sum();
+        add(
+            &mut u,
+            [ip.uid, ip.gid, ip.projid],
+            [ip.nblocks.saturating_sub(rt), 0, rt],
+        );
+    }
+    // The realtime bitmap and summary inodes are no one's files to
+    // bulkstat, but quotacheck counts them (root's).
+    if !geo.features.metadir {
+        for ino in [geo.rbm_ino, geo.rsum_ino] {
+            if ino.0 != 0 && ino.0 != u64::MAX && !quota_inos.contains(&ino.0) {
+                let ip = fs.inode(ino)?;
+                add(&mut u, [ip.uid, ip.gid, ip.projid], [ip.nblocks, 1, 0]);
+            }
+        }
+    }
+    Ok(u)
+}
+
+/// Turns on the quotas `opts` names on `fs` (opened read-write): see the
+/// module documentation. Refused on a metadata-directory filesystem (its
+/// quota files go in that tree: not made yet) and, on v4, for groups and
+/// projects together (one file serves either).
+pub fn enable(fs: &Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
+    let geo = fs.geometry();
+    let ws = fs.write_state()?;
+    let want = [opts.user, opts.group, opts.project];
+    if !want.iter().any(|&w| w) {
+        return Err(Error::Invalid("no quota kind to turn on".into()));
+    }
+    if geo.features.metadir {
+        return Err(Error::Unsupported(
+            "making quota files in a metadata directory".into(),
+        ));
+    }
+    if !geo.v5 && opts.group && opts.project {
+        return Err(Error::Invalid(
+            "a v4 filesystem keeps group or project quotas, not both".into(),
+        ));
+    }
+    if ws.quota.is_some() {
+        return Err(Error::Invalid(
+            "quotas are on already (the superblock accounts some): nothing to turn on".into(),
+        ));
+    }
+    // The files: those the superblock names, else new ones.
+    let sect = geo.sect_size;
+    let sb_kind = crate::log::buftype::BufKind {
+        blft: crate::log::buftype::blft::SB,
+        lsn_off: Some(xfs_format::sb::XFS_SB_LSN_OFF),
+    };
+    let valid = |i: u64| i != 0 && i != u64::MAX;
+    let mut files = [None; 3];
+    let mut made = [false; 3];
+    for (i, k) in Kind::ALL.into_iter().enumerate() {
+        if !want[i] {
+            continue;
+        }
+        let [u, g, p] = geo.quota_inos;
+        let have = match k {
+            Kind::User => u,
+            Kind::Group => g,
+            Kind::Project if geo.v5 => p,
+            Kind::Project => g,
+        };
+        if valid(have) && fs.inode(Ino(have)).is_ok_and(|ip| ip.mode != 0) {
+            files[i] = Some(have);
+            continue;
+        }
+        let mut tp = fs.trans()?;
+        let ino = crate::ialloc::alloc_inode(&mut tp, geo.root_ino, S_IFREG)?;
+        tp.lock_inode(ino);
+        let mut ip = crate::inode::Inode::new(geo, ino, S_IFREG, ws.next_gen())?;
+        let (sec, nsec) = ws.now();
+        let t = crate::inode::Timestamp { sec, nsec };
+        ip.atime = t;
+        ip.mtime = t;
+        ip.ctime = t;
+        ip.crtime = t;
+        ip.nlink = 1;
+        tp.log_inode(&ip)?;
+        let b = tp.read_raw_buf(
+            Daddr(0),
+            sect,
+            sb_kind,
+            Some(xfs_format::sb::XFS_SB_CRC_OFF),
+        )?;
+        let sb = Dsb::mut_from_prefix(tp.buf_mut(b))
+            .map_err(|_| Error::Invalid("superblock sector too short".into()))?
+            .0;
+        match (k, geo.v5) {
+            (Kind::User, _) => sb.sb_uquotino.set(ino.0),
+            (Kind::Project, true) => sb.sb_pquotino.set(ino.0),
+            _ => sb.sb_gquotino.set(ino.0),
+        }
+        sb.sb_versionnum
+            .set(sb.sb_versionnum.get() | xfs_format::sb::XFS_SB_VERSION_QUOTABIT);
+        tp.commit()?;
+        files[i] = Some(ino.0);
+        made[i] = true;
+    }
+    let quota_inos: Vec<u64> = files.iter().flatten().copied().collect();
+    // The scan reads the inodes as the device has them.
+    fs.writeback()?;
+    let usage = count(fs, want, &quota_inos)?;
+    let per_block = (geo.block_size as usize / XFS_DQBLK_SIZE) as u64;
+    let now = ws.now().0;
+    let mut out = Vec::new();
+    for (i, k) in Kind::ALL.into_iter().enumerate() {
+        let Some(qino) = files[i] else {
+            continue;
+        };
+        // Every block the file has, and every block an id in use needs.
+        let mut blocks: BTreeMap<u64, ()> = BTreeMap::new();
+        blocks.insert(0, ());
+        for &(ki, id) in usage.keys() {
+            if ki == i {
+                blocks.insert(u64::from(id) / per_block, ());
+            }
+        }
+        let qip = fs.inode(Ino(qino))?;
+        for e in crate::inode::extents(fs, &qip, Fork::Data)? {
+            for b in e.offset..e.offset + e.len {
+                blocks.insert(b, ());
+            }
+        }
+        let mut grace = [DEFAULT_GRACE; 3];
+        let mut ids = 0;
+        for &fb in blocks.keys() {
+            if fb * per_block > u64::from(u32::MAX) {
+                break;
+            }
+            let mut tp = fs.trans()?;
+            tp.lock_inode(Ino(qino));
+            let mut qip = tp.read_inode(Ino(qino))?;
+            let b = match crate::bmap::lookup(&mut tp, &qip, Fork::Data, fb)? {
+                Some(e) if !e.unwritten => {
+                    let d = geo.fsb_to_daddr(FsBlock(e.start.0 + (fb - e.offset)));
+                    tp.read_dquot_buf(d, geo.block_size)?
+                }
+                _ => {
+                    let b = super::acct::add_block(&mut tp, &mut qip, k, fb)?;
+                    tp.log_inode(&qip)?;
+                    b
+                }
+            };
+            let buf = tp.buf_mut(b);
+            for j in 0..per_block {
+                let id = fb * per_block + j;
+                let slot = &mut buf[j as usize * XFS_DQBLK_SIZE..(j as usize + 1) * XFS_DQBLK_SIZE];
+                if let Some(why) = super::record_problem(geo, slot, id as u32, k.dqtype()) {
+                    return Err(Error::corrupt(
+                        "dquot",
+                        crate::error::Location::InodeBlock {
+                            ino: qino,
+                            fork: "data",
+                            offset: fb,
+                        },
+                        format!("{} quota id {id}: {why}", k.name()),
+                    ));
+                }
+                let used = usage.get(&(i, id as u32)).copied().unwrap_or([0; 3]);
+                if used != [0; 3] {
+                    ids += 1;
+                }
+                let q = Dqblk::mut_from_prefix(&mut slot[..]).expect("136 bytes").0;
+                let d = &mut q.dd_diskdq;
+                d.d_bcount.set(used[0]);
+                d.d_icount.set(used[1]);
+                d.d_rtbcount.set(used[2]);
+                if id == 0 {
+                    // Id 0's timers are the kind's grace periods.
+                    let or = |t: u32| if t == 0 { DEFAULT_GRACE } else { i64::from(t) };
+                    grace = [
+                        or(d.d_btimer.get()),
+                        or(d.d_itimer.get()),
+                        or(d.d_rtbtimer.get()),
+                    ];
+                } else {
+                    let big = d.d_type & XFS_DQTYPE_BIGTIME != 0;
+                    let soft = [
+                        d.d_blk_softlimit.get(),
+                        d.d_ino_softlimit.get(),
+                        d.d_rtb_softlimit.get(),
+                    ];
+                    let mut t = [0u32; 3];
+                    for r in 0..3 {
+                        if soft[r] != 0 && used[r] > soft[r] {
+                            let at = now + grace[r];
+                            t[r] = if big {
+                                ((at + 3) >> 2) as u32
+                            } else {
+                                at as u32
+                            };
+                        }
+                    }
+                    d.d_btimer.set(t[0]);
+                    d.d_itimer.set(t[1]);
+                    d.d_rtbtimer.set(t[2]);
+                    d.d_bwarns.set(0);
+                    d.d_iwarns.set(0);
+                    d.d_rtbwarns.set(0);
+                }
+                if geo.v5 {
+                    xfs_format::crc::stamp(slot, XFS_DQUOT_CRC_OFF);
+                }
+            }
+            tp.commit()?;
+        }
+        out.push(EnabledKind {
+            kind: k,
+            ino: qino,
+            made: made[i],
+            ids,
+        });
+    }
+    // Last, the flags: accounting, enforcement and "checked" together.
+    let mut tp = fs.trans()?;
+    let b = tp.read_raw_buf(
+        Daddr(0),
+        sect,
+        sb_kind,
+        Some(xfs_format::sb::XFS_SB_CRC_OFF),
+    )?;
+    let sb = Dsb::mut_from_prefix(tp.buf_mut(b))
+        .map_err(|_| Error::Invalid("superblock sector too short".into()))?
+        .0;
+    let mut q = sb.sb_qflags.get();
+    for i in 0..3 {
+        if !want[i] {
+            continue;
+        }
+        q |= ACCT[i];
+        let (enfd, chkd) = if geo.v5 || i == 0 {
+            (ENFD_V5[i], CHKD_V5[i])
+        } else {
+            (XFS_OQUOTA_ENFD, XFS_OQUOTA_CHKD)
+        };
+        q |= chkd;
+        if opts.enforce {
+            q |= enfd;
+        }
+    }
+    sb.sb_qflags.set(q);
+    tp.commit()?;
+    fs.sync()?;
+    Ok(out)
+}
