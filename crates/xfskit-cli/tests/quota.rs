@@ -794,18 +794,17 @@ fn quotacheck_turns_quotas_on_as_the_kernels_first_quota_mount() {
     assert_eq!(xfskit(&["quota", "--json", s(&img)]), before);
 }
 
-#[test]
-fn quotas_on_the_72_defaults_stay_exact_through_edits() {
-    let test = "quotas_on_the_72_defaults_stay_exact_through_edits";
+/// mkfs.xfs 7.2 (options `mkfs`), files by xfskit, quotas turned on by
+/// `xfskit quotacheck`, then edits: after each step xfs_repair -n 7.2,
+/// which compares the counts, is clean. No kernel here mounts these
+/// formats with quotas (the one under QEMU is 6.1), so xfs_repair 7.2 is
+/// the judge; a count damaged by xfs_db 7.2 shows that it compares them,
+/// and that `xfskit check` does too.
+fn quotas_stay_exact_on(test: &str, mkfs: &[&str]) {
     let Some(bin) = xfsprogs_72_bin() else {
         skip(test, "xfsprogs 7.2 is not beside the project");
         return;
     };
-    // mkfs.xfs 7.2's defaults (parent pointers, exchange-range, ...) but
-    // without a metadata directory, whose quota files quotacheck does not
-    // make yet. No kernel here mounts this format with quotas (the one
-    // under QEMU is 6.1): xfs_repair -n 7.2, which compares the counts,
-    // is the judge.
     let dir = TempDir::new("quota72");
     let img = dir.path().join("q.img");
     Command::new("truncate")
@@ -813,10 +812,12 @@ fn quotas_on_the_72_defaults_stay_exact_through_edits() {
         .status()
         .unwrap();
     let o = Command::new(bin.join("mkfs.xfs"))
-        .args(["-q", "-f", "-m", "metadir=0", s(&img)])
+        .args(["-q", "-f"])
+        .args(mkfs)
+        .arg(&img)
         .output()
         .unwrap();
-    assert!(o.status.success(), "mkfs.xfs 7.2: {o:?}");
+    assert!(o.status.success(), "mkfs.xfs 7.2 {mkfs:?}: {o:?}");
     populate(&img, dir.path());
     xfskit(&["quotacheck", s(&img)]);
     assert_eq!(qflags(&bin, &img) & CHKD, CHKD);
@@ -836,5 +837,50 @@ fn quotas_on_the_72_defaults_stay_exact_through_edits() {
     let (rc, out) = repair_n(&bin, &img);
     assert_eq!(rc, 0, "xfs_repair -n 7.2 after the edits:\n{out}");
     assert_ne!(pre, xfskit(&["quota", "--json", i]));
-    assert!(xfskit(&["check", i]).contains("no problems"));
+    let report = xfskit(&["check", i]);
+    assert!(
+        report.contains("no problems") && !report.contains("quota"),
+        "{report}"
+    );
+    // A count made wrong: both see it.
+    let bad = dir.path().join("bad.img");
+    Command::new("cp")
+        .args(["--sparse=always", i, s(&bad)])
+        .status()
+        .unwrap();
+    let o = Command::new(bin.join("xfs_db"))
+        .args([
+            "-x",
+            "-c",
+            "dquot -u 3000",
+            "-c",
+            "write diskdq.bcount 5",
+            s(&bad),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "xfs_db: {o:?}");
+    let (rc, out) = repair_n(&bin, &bad);
+    assert_ne!(rc, 0, "xfs_repair -n missed the damaged count:\n{out}");
+    assert!(out.contains("user quota id 3000 has bcount 5"), "{out}");
+    let o = xfskit_output(&["check", s(&bad)]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("id 3000 has bcount 5"),
+        "{o:?}"
+    );
+}
+
+#[test]
+fn quotas_on_the_72_defaults_stay_exact_through_edits() {
+    // mkfs.xfs 7.2's defaults: parent pointers, exchange-range, no
+    // metadata directory.
+    quotas_stay_exact_on("quotas_on_the_72_defaults_stay_exact_through_edits", &[]);
+}
+
+#[test]
+fn quotas_in_a_metadata_directory_stay_exact_through_edits() {
+    quotas_stay_exact_on(
+        "quotas_in_a_metadata_directory_stay_exact_through_edits",
+        &["-m", "metadir=1"],
+    );
 }

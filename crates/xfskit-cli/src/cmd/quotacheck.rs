@@ -19,9 +19,10 @@ build into the image, the read-write mount) keeps them exact.
 
 Without -u, -g or -p all three are turned on (a v4 filesystem keeps groups
 or projects, not both). --noenforce accounts without enforcing limits (the
-uqnoenforce mount options). Refused when the superblock accounts quotas
-already, and on filesystems with a metadata directory (mkfs.xfs 6.13 and
-later with -m metadir=1; exit 3): their quota files live in that tree.
+uqnoenforce mount options). On a filesystem with a metadata directory
+(mkfs.xfs -m metadir=1) the files are /quota/user, group and project of that
+tree, as the kernel makes them. Refused when the superblock accounts quotas
+already.
 
 Each step is a journaled transaction: an interrupted run leaves the
 counts marked unchecked, and the kernel recounts at its next quota mount.

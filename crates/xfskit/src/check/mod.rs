@@ -348,7 +348,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         meta_roots: sb.meta_inodes.iter().copied().chain(sb.metadir).collect(),
         rt: rt::RtClaims::default(),
         rtg: rtgroups::RtgState::default(),
-        quota: quota::Usage::new(&sb0_for_quota, geo.v5, geo.features.metadir),
+        quota: quota::Usage::new(&sb0_for_quota, geo.v5, metadir_quota_files(fs)),
     };
     // Metadata stamped at or past the log head is noted as it is read
     // (xfs_repair reformats the log then; the kernel refuses the blocks).
@@ -464,10 +464,11 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
             geo.rt_blocks
         ));
     }
-    if let Some(kinds) = checked_quotas(fs).filter(|_| geo.features.metadir) {
+    let unfound = metadir_quota_files(fs).is_some_and(|f| f.iter().any(Option::is_none));
+    if let Some(kinds) = checked_quotas(fs).filter(|_| geo.features.metadir && unfound) {
         unchecked.push(format!(
             "the {kinds} quota counts, which the superblock marks checked, were not compared \
-             with what the files use: xfskit does not read the quota files of a metadata directory yet"
+             with what the files use: the quota files of the metadata directory were not all found"
         ));
     }
     if crate::log::log_missing(fs.device(), geo) {
@@ -486,6 +487,15 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
 
 /// The kinds of quota whose counts the primary superblock marks checked
 /// ("user, group and project"), None when none is.
+/// On a metadata-directory filesystem, its quota files (`/quota/user`,
+/// `group`, `project`; None where missing or not accounted).
+fn metadir_quota_files(fs: &Fs) -> Option<[Option<u64>; 3]> {
+    fs.geometry()
+        .features
+        .metadir
+        .then(|| crate::quota::Kind::ALL.map(|k| crate::quota::quota_file(fs, k).ok().flatten()))
+}
+
 fn checked_quotas(fs: &Fs) -> Option<String> {
     use xfs_format::sb::{XFS_GQUOTA_CHKD, XFS_OQUOTA_CHKD, XFS_PQUOTA_CHKD, XFS_UQUOTA_CHKD};
     let mut sb = vec![0u8; fs.geometry().sect_size as usize];

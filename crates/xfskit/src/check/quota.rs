@@ -10,8 +10,9 @@
 //! UUID), and its counts must be the ones found; an id that owns files
 //! must have a record.
 //!
-//! Filesystems with a metadata directory keep their quota files in it:
-//! not compared yet (the check says so).
+//! Filesystems with a metadata directory keep their quota files in it
+//! (`/quota/user`, `group`, `project`); a kind marked checked whose file
+//! is not found there is left out, and the check says so.
 
 use super::Ctx;
 use crate::error::Location;
@@ -57,24 +58,26 @@ pub(crate) struct Usage {
 impl Usage {
     /// The kinds to compare on the filesystem whose primary superblock
     /// sector is `sb0`.
-    pub(crate) fn new(sb0: &[u8], v5: bool, metadir: bool) -> Usage {
+    /// `metadir`: the quota files of a metadata directory, where the
+    /// filesystem has one.
+    pub(crate) fn new(sb0: &[u8], v5: bool, metadir: Option<[Option<u64>; 3]>) -> Usage {
         let Ok((sb, _)) = Dsb::ref_from_prefix(sb0) else {
             return Usage::default();
         };
         let q = sb.sb_qflags.get();
-        let (u, g, p) = (
-            sb.sb_uquotino.get(),
-            sb.sb_gquotino.get(),
-            if v5 { sb.sb_pquotino.get() } else { 0 },
-        );
+        let (u, g, p) = match metadir {
+            Some([u, g, p]) => (u.unwrap_or(0), g.unwrap_or(0), p.unwrap_or(0)),
+            None => (
+                sb.sb_uquotino.get(),
+                sb.sb_gquotino.get(),
+                if v5 { sb.sb_pquotino.get() } else { 0 },
+            ),
+        };
         let valid = |i: u64| i != 0 && i != NULL_INO;
         let mut out = Usage {
             kinds: Vec::new(),
             quota_inos: [u, g, p].into_iter().filter(|&i| valid(i)).collect(),
         };
-        if metadir {
-            return out;
-        }
         let mut want = vec![(XFS_DQTYPE_USER, "user quota", u, q & XFS_UQUOTA_CHKD != 0)];
         if v5 {
             want.push((XFS_DQTYPE_GROUP, "group quota", g, q & XFS_GQUOTA_CHKD != 0));

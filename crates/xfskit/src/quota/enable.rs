@@ -8,8 +8,9 @@
 //! A new quota file is an inode of no directory (a regular file owned by
 //! root, its number in the superblock), its records one block per 30 ids
 //! (4 KiB blocks), made only for the ids that use something and for id
-//! 0. Each step is a journaled transaction: a crash leaves the flags
-//! without "checked", and the kernel then recounts.
+//! 0; with a metadata directory, `/quota/user`, `group` and `project` of
+//! that tree. Each step is a journaled transaction: a crash leaves the
+//! flags without "checked", and the kernel then recounts.
 
 use super::Kind;
 use crate::error::{Error, Result};
@@ -119,21 +120,104 @@ fn count(fs: &Fs, want: [bool; 3], quota_inos: &[u64]) -> Result<Usage> {
     Ok(u)
 }
 
+/// The quota file of `kind` in the metadata directory, if made.
+fn metadir_file(fs: &Fs, kind: Kind) -> Result<Option<u64>> {
+    let geo = fs.geometry();
+    let mdir = fs.inode(geo.metadir_ino)?;
+    let Some(q) = crate::dir::lookup(fs, &mdir, b"quota")? else {
+        return Ok(None);
+    };
+    let q = fs.inode(q)?;
+    Ok(crate::dir::lookup(fs, &q, kind.name().as_bytes())?.map(|i| i.0))
+}
+
+/// A new inode of the metadata tree named `name` in `dp`: a directory or
+/// a regular file of `metatype`, owned by root with no permissions, the
+/// flags the kernel gives metadata inodes, and its parent pointer.
+fn new_metadir_inode(
+    tp: &mut crate::trans::Trans<'_>,
+    dp: &mut crate::inode::Inode,
+    name: &[u8],
+    metatype: u16,
+) -> Result<crate::inode::Inode> {
+    use xfs_format::inode as di;
+    let fs = tp.fs();
+    let geo = fs.geometry();
+    let ws = fs.write_state()?;
+    let dir = metatype == di::XFS_METAFILE_DIR;
+    let mode = if dir { 0o040000 } else { S_IFREG };
+    let ino = crate::ialloc::alloc_inode(tp, dp.ino, mode)?;
+    tp.lock_inode(ino);
+    let mut ip = crate::inode::Inode::new(geo, ino, mode, ws.next_gen())?;
+    let (sec, nsec) = ws.now();
+    let t = crate::inode::Timestamp { sec, nsec };
+    ip.atime = t;
+    ip.mtime = t;
+    ip.ctime = t;
+    ip.crtime = t;
+    ip.flags = if dir {
+        di::XFS_METADIR_DIFLAGS
+    } else {
+        di::XFS_METAFILE_DIFLAGS
+    };
+    ip.flags2 |= di::XFS_DIFLAG2_METADATA;
+    ip.metatype = metatype;
+    crate::namespace::pptr::init_fork(geo, &mut ip);
+    if dir {
+        ip.nlink = 2;
+        crate::dir::write::init(tp, &mut ip, dp.ino)?;
+        dp.nlink += 1;
+    } else {
+        ip.nlink = 1;
+    }
+    let ftype = if dir { 2 } else { 1 };
+    crate::dir::write::add(tp, dp, name, ino, ftype)?;
+    crate::namespace::pptr::add(tp, &mut ip, dp, name)?;
+    Ok(ip)
+}
+
+/// Makes `/quota/<kind>` in the metadata directory (and `/quota` when
+/// missing), as the kernel's first quota mount makes it.
+fn make_metadir_file(fs: &Fs, kind: Kind) -> Result<u64> {
+    use xfs_format::inode as di;
+    let geo = fs.geometry();
+    let mut tp = fs.trans()?;
+    tp.lock_inode(geo.metadir_ino);
+    let mut mdir = tp.read_inode(geo.metadir_ino)?;
+    let mut qdir = match crate::dir::write::lookup(&mut tp, &mdir, b"quota")? {
+        Some((q, _)) => {
+            tp.lock_inode(q);
+            tp.read_inode(q)?
+        }
+        None => {
+            let q = new_metadir_inode(&mut tp, &mut mdir, b"quota", di::XFS_METAFILE_DIR)?;
+            tp.log_inode(&mdir)?;
+            q
+        }
+    };
+    let metatype = match kind {
+        Kind::User => di::XFS_METAFILE_USRQUOTA,
+        Kind::Group => di::XFS_METAFILE_GRPQUOTA,
+        Kind::Project => di::XFS_METAFILE_PRJQUOTA,
+    };
+    let f = new_metadir_inode(&mut tp, &mut qdir, kind.name().as_bytes(), metatype)?;
+    tp.log_inode(&qdir)?;
+    tp.log_inode(&f)?;
+    let ino = f.ino.0;
+    tp.commit()?;
+    Ok(ino)
+}
+
 /// Turns on the quotas `opts` names on `fs` (opened read-write): see the
-/// module documentation. Refused on a metadata-directory filesystem (its
-/// quota files go in that tree: not made yet) and, on v4, for groups and
-/// projects together (one file serves either).
+/// module documentation. With a metadata directory the files are
+/// `/quota/user`, `group` and `project` of that tree. Refused on v4 for
+/// groups and projects together (one file serves either).
 pub fn enable(fs: &Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
     let geo = fs.geometry();
     let ws = fs.write_state()?;
     let want = [opts.user, opts.group, opts.project];
     if !want.iter().any(|&w| w) {
         return Err(Error::Invalid("no quota kind to turn on".into()));
-    }
-    if geo.features.metadir {
-        return Err(Error::Unsupported(
-            "making quota files in a metadata directory".into(),
-        ));
     }
     if !geo.v5 && opts.group && opts.project {
         return Err(Error::Invalid(
@@ -156,6 +240,18 @@ pub fn enable(fs: &Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
     let mut made = [false; 3];
     for (i, k) in Kind::ALL.into_iter().enumerate() {
         if !want[i] {
+            continue;
+        }
+        if geo.features.metadir {
+            // /quota/user, group, project of the metadata directory.
+            let ino = match metadir_file(fs, k)? {
+                Some(ino) => ino,
+                None => {
+                    made[i] = true;
+                    make_metadir_file(fs, k)?
+                }
+            };
+            files[i] = Some(ino);
             continue;
         }
         let [u, g, p] = geo.quota_inos;
@@ -344,6 +440,8 @@ pub fn enable(fs: &Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
         }
     }
     sb.sb_qflags.set(q);
+    sb.sb_versionnum
+        .set(sb.sb_versionnum.get() | xfs_format::sb::XFS_SB_VERSION_QUOTABIT);
     tp.commit()?;
     fs.sync()?;
     Ok(out)

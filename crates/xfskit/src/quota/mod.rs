@@ -104,14 +104,10 @@ impl Dquot {
     }
 }
 
-/// The quota inode of `kind`, when the filesystem accounts that kind and
-/// has made its file. `Err` on a metadata-directory filesystem.
-pub fn quota_inode(geo: &Geometry, kind: Kind) -> Result<Option<u64>> {
-    if geo.features.metadir {
-        return Err(Error::Unsupported(
-            "quota files in a metadata directory are not read yet".into(),
-        ));
-    }
+/// The quota inode of `kind` the superblock names, when the filesystem
+/// accounts that kind and has made its file (not for metadata-directory
+/// filesystems: see [`quota_file`]).
+fn quota_inode(geo: &Geometry, kind: Kind) -> Result<Option<u64>> {
     if geo.qflags & kind.acct() == 0 {
         return Ok(None);
     }
