@@ -884,3 +884,58 @@ fn quotas_in_a_metadata_directory_stay_exact_through_edits() {
         &["-m", "metadir=1"],
     );
 }
+
+#[test]
+fn build_with_quota_options_makes_the_counts() {
+    let test = "build_with_quota_options_makes_the_counts";
+    let Some(bin) = xfsprogs_72_bin() else {
+        skip(test, "xfsprogs 7.2 is not beside the project");
+        return;
+    };
+    if !common::is_root() {
+        skip(test, "not root: the source tree's owners need chown");
+        return;
+    }
+    let dir = TempDir::new("quota-build");
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("u")).unwrap();
+    std::fs::write(src.join("u/a"), vec![1u8; 300_000]).unwrap();
+    std::fs::write(src.join("u/b"), b"b\n").unwrap();
+    std::fs::write(src.join("top"), vec![2u8; 50_000]).unwrap();
+    for (p, o) in [
+        ("u", "1500:2500"),
+        ("u/a", "1500:2500"),
+        ("u/b", "1501:2500"),
+    ] {
+        let st = Command::new("chown")
+            .args([o, s(&src.join(p))])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let img = dir.path().join("q.img");
+    xfskit(&[
+        "build",
+        s(&src),
+        s(&img),
+        "--size",
+        "512M",
+        "-m",
+        "uquota,gquota,pquota",
+    ]);
+    assert_eq!(qflags(&bin, &img) & CHKD, CHKD);
+    let (rc, out) = repair_n(&bin, &img);
+    assert_eq!(rc, 0, "xfs_repair -n 7.2 after build:\n{out}");
+    let q: Vec<serde_json::Value> =
+        serde_json::from_str(&xfskit(&["quota", "--json", s(&img)])).unwrap();
+    let find = |kind: &str, id: u64| {
+        q.iter()
+            .find(|r| r["kind"] == kind && r["id"] == id)
+            .unwrap_or_else(|| panic!("{kind} {id}: {q:?}"))
+            .clone()
+    };
+    assert_eq!(find("user", 1500)["inodes"], 2);
+    assert_eq!(find("user", 1501)["inodes"], 1);
+    assert_eq!(find("group", 2500)["inodes"], 3);
+    assert!(find("user", 1500)["blocks"].as_u64().unwrap() >= 300_000 / 4096);
+}

@@ -282,6 +282,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
     };
     let quiet = mkfs.quiet;
     let dry_run = mkfs.dry_run;
+    let qflags = mkfs.qflags;
     let show_bar = !quiet && !args.json && !dry_run && std::io::stderr().is_terminal();
     let bar = show_bar.then(|| {
         let b = indicatif::ProgressBar::new_spinner();
@@ -364,6 +365,21 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
         b.finish_and_clear();
     }
     let r = r?;
+    // Quota options: the quota files and counts made now, as the kernel's
+    // first quota mount would make them (a bare image; the quota flags of
+    // a disk's filesystem are left for the kernel to count).
+    if qflags & 0x0049 != 0 && args.partition.is_none() && !args.gpt && !qcow2 && !dry_run {
+        let fs = super::edit::open_rw(&image, &super::DiskArgs::default())?;
+        xfskit::quota::enable(
+            fs,
+            &xfskit::quota::EnableOptions {
+                user: qflags & 0x0001 != 0,
+                group: qflags & 0x0040 != 0,
+                project: qflags & 0x0008 != 0,
+                enforce: false,
+            },
+        )?;
+    }
     let f = &r.fed;
     let secs = r.elapsed.as_secs_f64().max(1e-9);
     let files_per_s = f.entries() as f64 / secs;

@@ -21,8 +21,9 @@ Without -u, -g or -p all three are turned on (a v4 filesystem keeps groups
 or projects, not both). --noenforce accounts without enforcing limits (the
 uqnoenforce mount options). On a filesystem with a metadata directory
 (mkfs.xfs -m metadir=1) the files are /quota/user, group and project of that
-tree, as the kernel makes them. Refused when the superblock accounts quotas
-already.
+tree, as the kernel makes them. Accounting flags without \"checked\" (from
+mkfs -m uquota,...) are completed; refused when the superblock marks the
+counts of a kind asked for checked already.
 
 Each step is a journaled transaction: an interrupted run leaves the
 counts marked unchecked, and the kernel recounts at its next quota mount.
@@ -68,7 +69,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         enforce: !args.noenforce,
     };
     let fs = super::edit::open_rw(&args.image, &args.disk)?;
-    let done = match xfskit::quota::enable(&fs, &opts) {
+    let done = match xfskit::quota::enable(fs, &opts) {
         Ok(d) => d,
         Err(xfskit::Error::Invalid(m)) if m.contains("quotas are on already") => {
             crate::cmd::out::errln!("xfskit quotacheck: {m}");

@@ -212,7 +212,11 @@ fn make_metadir_file(fs: &Fs, kind: Kind) -> Result<u64> {
 /// module documentation. With a metadata directory the files are
 /// `/quota/user`, `group` and `project` of that tree. Refused on v4 for
 /// groups and projects together (one file serves either).
-pub fn enable(fs: &Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
+///
+/// `fs` is consumed: it is synced, and an open that goes on writing must
+/// be a new one (this one's writes would not keep the new counts).
+pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
+    let fs = &fs;
     let geo = fs.geometry();
     let ws = fs.write_state()?;
     let want = [opts.user, opts.group, opts.project];
@@ -224,9 +228,18 @@ pub fn enable(fs: &Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
             "a v4 filesystem keeps group or project quotas, not both".into(),
         ));
     }
-    if ws.quota.is_some() {
+    // Accounting flags without "checked" (mkfs's quota options, or a
+    // kernel that never mounted with them) are what this completes.
+    let chkd_of = |i: usize| {
+        if geo.v5 || i == 0 {
+            CHKD_V5[i]
+        } else {
+            XFS_OQUOTA_CHKD
+        }
+    };
+    if (0..3).any(|i| want[i] && geo.qflags & chkd_of(i) != 0) {
         return Err(Error::Invalid(
-            "quotas are on already (the superblock accounts some): nothing to turn on".into(),
+            "quotas are on already (the superblock marks their counts checked)".into(),
         ));
     }
     // The files: those the superblock names, else new ones.
