@@ -833,9 +833,46 @@ fn quotas_stay_exact_on(test: &str, mkfs: &[&str]) {
     xfskit(&["chproj", i, "43", "/p/in"]);
     xfskit(&["truncate", i, "-s", "100", "/p/sub/more"]);
     xfskit(&["rm", i, "/a/small"]);
+    // Through the engine: a clone (the shared blocks count for the new
+    // owner too, as the kernel counts them) and a mapping exchange with a
+    // sparse file of another owner (blocks change hands).
+    {
+        let fs = xfskit::Fs::open_rw(&img, &xfskit::OpenOptions::default()).unwrap();
+        let t = xfskit::inode::Timestamp {
+            sec: 1_700_000_000,
+            nsec: 0,
+        };
+        let meta = |uid: u32| xfskit::build::Meta {
+            mode: 0o644,
+            uid,
+            gid: uid,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            crtime: t,
+        };
+        let big = fs.lookup_path(b"/a/big").unwrap().ino;
+        let p = fs.lookup_path(b"/p").unwrap().ino;
+        let c = fs.create_file(p, b"clone", &meta(4000), &[], &[]).unwrap();
+        fs.clone_range(big, 0, c, 0, 0).unwrap();
+        let sp = fs.create_file(p, b"sparse", &meta(4001), &[], &[]).unwrap();
+        fs.truncate(sp, 1 << 20).unwrap();
+        fs.exchange_range(big, 0, sp, 0, 65536, xfskit::namespace::ExchangeFlags::NONE)
+            .unwrap();
+        fs.sync().unwrap();
+    }
     assert_eq!(qflags(&bin, &img) & CHKD, CHKD);
     let (rc, out) = repair_n(&bin, &img);
     assert_eq!(rc, 0, "xfs_repair -n 7.2 after the edits:\n{out}");
+    let q: Vec<serde_json::Value> =
+        serde_json::from_str(&xfskit(&["quota", "--json", "-u", i])).unwrap();
+    let blocks = |id: u64| {
+        q.iter()
+            .find(|r| r["id"] == id)
+            .map_or(0, |r| r["blocks"].as_u64().unwrap())
+    };
+    assert!(blocks(4000) >= 700_000 / 4096, "the clone's owner: {q:?}");
+    assert_eq!(blocks(4001), 16, "the exchange's receiver: {q:?}");
     assert_ne!(pre, xfskit(&["quota", "--json", i]));
     let report = xfskit(&["check", i]);
     assert!(

@@ -412,6 +412,7 @@ pub fn start_exchange(fs: &Fs, x: &Xmi) -> Result<Exchange> {
     x.check()?;
     let block_log = fs.geometry().block_log;
     let mut tp = fs.trans()?;
+    tp.without_quota_limits();
     lock(&mut tp, x);
     let mut ip1 = read_checked(&mut tp, x, x.inode1, x.igen1)?;
     let mut ip2 = read_checked(&mut tp, x, x.inode2, x.igen2)?;
@@ -432,6 +433,7 @@ pub fn continue_exchange(fs: &Fs, ex: &mut Exchange) -> Result<()> {
     let (i1, i2) = (Ino(ex.xmi.inode1), Ino(ex.xmi.inode2));
     while ex.left > 0 {
         let mut tp = fs.trans()?;
+        tp.without_quota_limits();
         lock(&mut tp, &ex.xmi);
         let mut ip1 = tp.read_inode(i1)?;
         let mut ip2 = tp.read_inode(i2)?;
@@ -446,6 +448,7 @@ pub fn continue_exchange(fs: &Fs, ex: &mut Exchange) -> Result<()> {
     }
     if ex.clear1 || ex.clear2 {
         let mut tp = fs.trans()?;
+        tp.without_quota_limits();
         lock(&mut tp, &ex.xmi);
         for (ino, clear) in [(i1, ex.clear1), (i2, ex.clear2)] {
             if clear {
@@ -462,6 +465,7 @@ pub fn continue_exchange(fs: &Fs, ex: &mut Exchange) -> Result<()> {
     // intent itself, so they run once the rest of the exchange is done.
     if let Some((off1, off2, m1, m2, len)) = ex.pending.take() {
         let mut tp = fs.trans()?;
+        tp.without_quota_limits();
         lock(&mut tp, &ex.xmi);
         let mut ip1 = tp.read_inode(i1)?;
         let mut ip2 = tp.read_inode(i2)?;

@@ -232,6 +232,7 @@ impl Fs {
         self.device().flush().map_err(Error::Io)?;
         let now = self.now()?;
         let mut tp = self.trans()?;
+        tp.without_quota_limits();
         tp.lock_inode(ino1.min(ino2));
         tp.lock_inode(ino1.max(ino2));
         let mut ip1 = regular(&mut tp, ino1)?;

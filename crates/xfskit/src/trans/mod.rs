@@ -94,6 +94,9 @@ pub struct Trans<'a> {
     qbefore: BTreeMap<u64, crate::quota::acct::Use>,
     /// Realtime blocks each realtime inode gained (lost: negative).
     qrt: BTreeMap<u64, i64>,
+    /// Quota limits may refuse this transaction (not a step of an
+    /// operation that cannot stop half-way).
+    quota_limits: bool,
 }
 
 impl<'a> Trans<'a> {
@@ -116,6 +119,7 @@ impl<'a> Trans<'a> {
             dir_start: None,
             qbefore: BTreeMap::new(),
             qrt: BTreeMap::new(),
+            quota_limits: true,
         }
     }
 
@@ -436,6 +440,13 @@ impl<'a> Trans<'a> {
         self.qbefore.insert(ino.0, u);
     }
 
+    /// Exempts this transaction (and those it rolls into) from quota
+    /// limits: the steps of a mapping exchange, which once its intent is
+    /// logged must finish, count their changes but are never refused.
+    pub(crate) fn without_quota_limits(&mut self) {
+        self.quota_limits = false;
+    }
+
     /// Notes that realtime inode `ino` gained `blocks` realtime blocks
     /// (lost, when negative) in this transaction, for the quotas.
     pub(crate) fn note_rt_blocks(&mut self, ino: Ino, blocks: i64) {
@@ -630,7 +641,7 @@ impl<'a> Trans<'a> {
             return Ok((None, inexact));
         }
         let held = acct.lock.lock().unwrap_or_else(|p| p.into_inner());
-        let enforce = acct.enforce.load(std::sync::atomic::Ordering::Relaxed);
+        let enforce = self.quota_limits && acct.enforce.load(std::sync::atomic::Ordering::Relaxed);
         let now = ws.now().0;
         inexact |= qa::apply(self, acct, &d, now, enforce)?;
         Ok((Some(held), inexact))
@@ -681,8 +692,10 @@ impl<'a> Trans<'a> {
     pub fn roll(mut self) -> Result<Trans<'a>> {
         let (fs, ws) = (self.fs, self.ws);
         let inodes = std::mem::take(&mut self.inode_locks);
+        let limits = self.quota_limits;
         let r = self.commit();
         let mut next = Trans::new(fs, ws);
+        next.quota_limits = limits;
         // Held by the new transaction from here: released at its end,
         // even when the commit failed.
         next.inode_locks = inodes;
