@@ -976,3 +976,87 @@ fn build_with_quota_options_makes_the_counts() {
     assert_eq!(find("group", 2500)["inodes"], 3);
     assert!(find("user", 1500)["blocks"].as_u64().unwrap() >= 300_000 / 4096);
 }
+
+#[test]
+fn realtime_blocks_are_counted_apart() {
+    // No kernel here keeps quotas on a realtime filesystem (Linux 6.1
+    // turns them off there), so xfskit quotacheck makes the counts and
+    // xfs_repair -n 7.2 (with the realtime device) compares them.
+    let test = "realtime_blocks_are_counted_apart";
+    let Some(bin) = xfsprogs_72_bin() else {
+        skip(test, "xfsprogs 7.2 is not beside the project");
+        return;
+    };
+    let dir = TempDir::new("quota-rt");
+    let img = dir.path().join("d.img");
+    let rt = dir.path().join("rt.img");
+    for (f, size) in [(&img, "320M"), (&rt, "64M")] {
+        Command::new("truncate")
+            .args(["-s", size, s(f)])
+            .status()
+            .unwrap();
+    }
+    let o = Command::new("/usr/sbin/mkfs.xfs")
+        .args(["-q", "-f", "-r", &format!("rtdev={}", s(&rt)), s(&img)])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "mkfs.xfs: {o:?}");
+    let repair = |img: &Path| -> (i32, String) {
+        let o = Command::new(bin.join("xfs_repair"))
+            .args(["-n", "-r", s(&rt), s(img)])
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        )
+    };
+    let (i, r) = (s(&img), s(&rt));
+    let blob = dir.path().join("blob");
+    std::fs::write(&blob, vec![4u8; 409_600]).unwrap();
+    let small = dir.path().join("small");
+    std::fs::write(&small, vec![5u8; 122_880]).unwrap();
+    xfskit(&["mkdir", "--rtdev", r, i, "/rt"]);
+    xfskit(&["chattr", "--rtdev", r, i, "+t", "/rt"]);
+    xfskit(&["cp", "--rtdev", r, s(&blob), &format!("{i}:/rt/f")]);
+    xfskit(&["cp", "--rtdev", r, s(&small), &format!("{i}:/rt/g")]);
+    xfskit(&["cp", "--rtdev", r, s(&small), &format!("{i}:/plain")]);
+    xfskit(&["chown", "--rtdev", r, "-R", i, "1000:2000", "/rt", "/plain"]);
+    xfskit(&["quotacheck", "--rtdev", r, i]);
+    assert_eq!(qflags(&bin, &img) & CHKD, CHKD);
+    let (rc, out) = repair(&img);
+    assert_eq!(rc, 0, "after quotacheck:\n{out}");
+    let rtq = |img: &Path| -> (u64, u64) {
+        let q: Vec<serde_json::Value> =
+            serde_json::from_str(&xfskit(&["quota", "--json", "-u", s(img)])).unwrap();
+        q.iter().find(|r| r["id"] == 1000).map_or((0, 0), |r| {
+            (
+                r["blocks"].as_u64().unwrap(),
+                r["rtblocks"].as_u64().unwrap(),
+            )
+        })
+    };
+    assert_eq!(
+        rtq(&img),
+        (30, 130),
+        "user 1000: /plain's 30 blocks, 100 + 30 realtime"
+    );
+    // Realtime blocks freed, allocated and removed: counted exactly.
+    xfskit(&["truncate", "--rtdev", r, i, "-s", "40960", "/rt/f"]);
+    xfskit(&["cp", "--rtdev", r, s(&blob), &format!("{i}:/rt/new")]);
+    xfskit(&["rm", "--rtdev", r, i, "/rt/g"]);
+    assert_eq!(qflags(&bin, &img) & CHKD, CHKD, "the counts were not kept");
+    let (rc, out) = repair(&img);
+    assert_eq!(rc, 0, "after the realtime edits:\n{out}");
+    assert_eq!(rtq(&img).1, 10, "after the edits");
+    // A realtime file given to another owner: its realtime blocks go with it.
+    xfskit(&["chown", "--rtdev", r, i, "1000:2000", "/rt/new"]);
+    assert_eq!(qflags(&bin, &img) & CHKD, CHKD, "the counts were not kept");
+    let (rc, out) = repair(&img);
+    assert_eq!(rc, 0, "after the chown:\n{out}");
+    assert_eq!(rtq(&img).1, 10 + 100, "after the chown");
+}

@@ -9,11 +9,14 @@
 //! kernel's next quota mount runs no quotacheck, and `xfs_repair -n`
 //! compares the counts.
 //!
-//! Where a count cannot be kept exact (an id with no record block in its
-//! quota file yet, a realtime file whose blocks change hands, a damaged
-//! record) that kind's "checked" bit is cleared in the same transaction
-//! instead, as xfs_repair leaves it, so that the kernel recounts: never
-//! stale counts marked good.
+//! A realtime file's realtime share is read from its mapping the first
+//! time a transaction logs it, and moved by what the realtime allocator
+//! notes ([`Trans::note_rt_blocks`]). Where a count cannot be kept exact
+//! (an id with no record block in its quota file, which [`prepare`] adds
+//! before creates and owner changes; a damaged record; a mapping that
+//! cannot be read) that kind's "checked" bit is cleared in the same
+//! transaction instead, as xfs_repair leaves it, so that the kernel
+//! recounts: never stale counts marked good.
 //!
 //! Limits are enforced when the read-write mount asks for it
 //! ([`Acct::enforce`]): an increase past a hard limit, or past a soft
@@ -46,6 +49,9 @@ pub(crate) struct Use {
     pub blocks: u64,
     /// A realtime file: its data blocks are realtime blocks.
     pub rt: bool,
+    /// Of `blocks`, the realtime ones (known for the state before a
+    /// transaction: see [`Use::of_inode`]).
+    pub rtblocks: u64,
 }
 
 impl Use {
@@ -55,10 +61,11 @@ impl Use {
         ids: [0; 3],
         blocks: 0,
         rt: false,
+        rtblocks: 0,
     };
 
-    /// The use of decoded inode `ip`.
-    pub(crate) fn of_inode(acct: &Acct, ip: &Inode) -> Use {
+    /// The use of decoded inode `ip`, its realtime share left unknown (0).
+    pub(crate) fn of_inode_core(acct: &Acct, ip: &Inode) -> Use {
         if ip.mode == 0 || acct.uncounted(ip.ino.0, ip.flags2) {
             return Use::NONE;
         }
@@ -67,7 +74,29 @@ impl Use {
             ids: [ip.uid, ip.gid, ip.projid],
             blocks: ip.nblocks,
             rt: ip.flags & xfs_format::inode::XFS_DIFLAG_REALTIME != 0,
+            rtblocks: 0,
         }
+    }
+
+    /// The use of decoded inode `ip` of `fs`; a realtime file's realtime
+    /// blocks are those its data fork maps.
+    pub(crate) fn of_inode(fs: &Fs, acct: &Acct, ip: &Inode) -> Result<Use> {
+        if ip.mode == 0 || acct.uncounted(ip.ino.0, ip.flags2) {
+            return Ok(Use::NONE);
+        }
+        let rt = ip.flags & xfs_format::inode::XFS_DIFLAG_REALTIME != 0;
+        let rtblocks = if rt && ip.nblocks != 0 {
+            crate::inode::extents(fs, ip, Fork::Data)?
+                .iter()
+                .map(|e| e.len)
+                .sum()
+        } else {
+            0
+        };
+        Ok(Use {
+            rtblocks,
+            ..Use::of_inode_core(acct, ip)
+        })
     }
 
     /// The use of the inode core at the start of `raw`.
@@ -93,6 +122,7 @@ impl Use {
             ids: [d.di_uid.get(), d.di_gid.get(), projid],
             blocks: d.di_nblocks.get(),
             rt: d.di_flags.get() & xfs_format::inode::XFS_DIFLAG_REALTIME != 0,
+            rtblocks: 0,
         }
     }
 }
@@ -225,42 +255,22 @@ pub(crate) fn deltas(
             continue;
         }
         let moved = rt_moved.get(&ino).copied().unwrap_or(0);
-        let (bb, ab) = (b.blocks as i64, if a.alive { a.blocks as i64 } else { 0 });
-        // Each side's (regular, realtime) blocks: a regular file's are all
-        // regular; a realtime file's split is known when the other side
-        // has no blocks (all of them came or went in this transaction).
-        let split = |u: &Use, n: i64, rt: i64| -> Option<(i64, i64)> {
-            if !u.rt || n == 0 {
-                Some((n, 0))
-            } else {
-                (rt >= 0 && rt <= n).then_some((n - rt, rt))
-            }
-        };
-        if b.alive && a.alive && b.ids == a.ids && (b.rt == a.rt || bb == 0 && ab == 0) {
-            add(&a.ids, [ab - bb - moved, 0, moved]);
-            continue;
-        }
-        let sb = if ab == 0 {
-            split(b, bb, -moved)
-        } else {
-            split(b, bb, -1)
-        };
-        let sa = if bb == 0 {
-            split(&a, ab, moved)
-        } else {
-            split(&a, ab, -1)
-        };
-        let (Some(sb), Some(sa)) = (sb, sa) else {
-            // A realtime file's blocks changing hands: their split
-            // between the sections is not known here.
+        let bb = b.blocks as i64;
+        let ab = if a.alive { a.blocks as i64 } else { 0 };
+        // The realtime share of each side: known before the transaction,
+        // and moved by what the realtime allocator noted since.
+        let b_rt = if b.rt { b.rtblocks as i64 } else { 0 };
+        let a_rt = if a.rt { b_rt + moved } else { 0 };
+        if !(0..=bb).contains(&b_rt) || !(0..=ab).contains(&a_rt) || (!a.rt && !b.rt && moved != 0)
+        {
             inexact |= acct.all_exact();
             continue;
-        };
+        }
         if b.alive {
-            add(&b.ids, [-sb.0, -1, -sb.1]);
+            add(&b.ids, [-(bb - b_rt), -1, -b_rt]);
         }
         if a.alive {
-            add(&a.ids, [sa.0, 1, sa.1]);
+            add(&a.ids, [ab - a_rt, 1, a_rt]);
         }
     }
     d.retain(|_, v| *v != [0; 3]);
@@ -640,6 +650,14 @@ mod tests {
             ids,
             blocks,
             rt,
+            rtblocks: 0,
+        }
+    }
+
+    fn rt_file(ids: [u32; 3], blocks: u64, rtblocks: u64) -> Use {
+        Use {
+            rtblocks,
+            ..file(ids, blocks, true)
         }
     }
 
@@ -670,11 +688,13 @@ mod tests {
     }
 
     #[test]
-    fn realtime_blocks_are_counted_apart_or_the_kind_marked_unchecked() {
+    fn realtime_blocks_are_counted_apart() {
         let a = acct();
         let mut before = BTreeMap::new();
-        before.insert(1, file([5, 6, 7], 3, true)); // grows by 16 rt + 1 bmbt
-        before.insert(2, Use::NONE); // new, 8 rt blocks
+        // 2 realtime blocks and a bmbt block; grows by 16 realtime blocks
+        // and another bmbt block.
+        before.insert(1, rt_file([5, 6, 7], 3, 2));
+        before.insert(2, Use::NONE); // new, 8 realtime blocks
         let after = |ino| match ino {
             1 => file([5, 6, 7], 20, true),
             _ => file([5, 6, 7], 8, true),
@@ -683,9 +703,16 @@ mod tests {
         let (d, inexact) = deltas(&a, &before, after, &rt);
         assert_eq!(inexact, 0);
         assert_eq!(d[&(0, 5)], [1, 1, 24]);
-        // A realtime file with blocks given to another owner: unknown split.
+        // Given to another owner: its share moves with it.
         let mut before = BTreeMap::new();
-        before.insert(1, file([5, 6, 7], 3, true));
+        before.insert(1, rt_file([5, 6, 7], 3, 2));
+        let (d, inexact) = deltas(&a, &before, |_| file([9, 6, 7], 3, true), &BTreeMap::new());
+        assert_eq!(inexact, 0);
+        assert_eq!(d[&(0, 5)], [-1, -1, -2]);
+        assert_eq!(d[&(0, 9)], [1, 1, 2]);
+        // A share that cannot be (the mapping was not read): marked.
+        let mut before = BTreeMap::new();
+        before.insert(1, rt_file([5, 6, 7], 3, u64::MAX));
         let (_, inexact) = deltas(&a, &before, |_| file([9, 6, 7], 3, true), &BTreeMap::new());
         assert_eq!(inexact, XFS_UQUOTA_CHKD | XFS_GQUOTA_CHKD | XFS_PQUOTA_CHKD);
     }

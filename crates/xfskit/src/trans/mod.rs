@@ -433,7 +433,13 @@ impl<'a> Trans<'a> {
             Use::NONE
         } else {
             match self.fs.inode(ino) {
-                Ok(ip) => Use::of_inode(acct, &ip),
+                // A realtime file whose mapping cannot be read: its
+                // share is unknown, and the commit marks the counts so.
+                Ok(ip) => Use::of_inode(self.fs, acct, &ip).unwrap_or(Use {
+                    rt: true,
+                    rtblocks: u64::MAX,
+                    ..Use::of_inode_core(acct, &ip)
+                }),
                 Err(_) => Use::NONE,
             }
         };
