@@ -15,7 +15,7 @@
 #    quota mount, needs a kernel with quota support, which this machine's
 #    lacks), and against a plain bulkstat.
 #
-#   N=20000 M=1000000 bench/quota.sh     (root: loop mounts and chown)
+#   N=20000 M=1000000 RUNS=5 bench/quota.sh     (root: loop mounts and chown)
 set -euo pipefail
 N=${N:-20000}
 M=${M:-1000000}
@@ -41,15 +41,23 @@ for i in range(n):
         f.write(os.urandom(1024 + (i * 7919) % 7168))
     os.chown(p, 1000 + i % 3, 2000 + i % 3)
 EOF
-for q in off on; do
-    img=$SCRATCH/w-$q.img
-    rm -f "$img"; truncate -s 2G "$img"
-    $MKFS -q -f "$img" >/dev/null
-    [ $q = on ] && "$XFSKIT" quotacheck "$img" >/dev/null
-    eval "w_$q=\$(t \"$XFSKIT\" cp -r \"$src\" \"$img:/tree\")"
+# RUNS rounds (default 5), the two alternating, each into a fresh image;
+# the medians are printed.
+RUNS=${RUNS:-5}
+for r in $(seq "$RUNS"); do
+    for q in off on; do
+        img=$SCRATCH/w-$q.img
+        rm -f "$img"; truncate -s 2G "$img"
+        $MKFS -q -f "$img" >/dev/null
+        [ $q = on ] && "$XFSKIT" quotacheck "$img" >/dev/null
+        t "$XFSKIT" cp -r "$src" "$img:/tree" >> "$SCRATCH/times-$q"
+    done
 done
+median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+w_off=$(median "$SCRATCH/times-off")
+w_on=$(median "$SCRATCH/times-on")
 "$REPAIR" -n "$SCRATCH/w-on.img" >/dev/null 2>&1 && ok=clean || ok="NOT CLEAN"
-echo "== cp -r of $N files (three owners)"
+echo "== cp -r of $N files (three owners), median of $RUNS"
 echo "  xfskit, no quotas         $w_off s"
 echo "  xfskit, quotas kept exact $w_on s   ($(echo "scale=2; $w_on / $w_off" | bc)x; xfs_repair -n 7.2 after: $ok)"
 

@@ -145,6 +145,10 @@ pub(crate) struct Acct {
     present: Mutex<std::collections::HashSet<(usize, u64)>>,
     /// Held while record blocks are added.
     adding: Mutex<()>,
+    /// Where record blocks are: (kind, file block) -> disk address (a
+    /// quota file's blocks never move while it is open; new ones are
+    /// added, none freed).
+    located: Mutex<std::collections::HashMap<(usize, u64), Daddr>>,
 }
 
 fn index(k: Kind) -> usize {
@@ -171,6 +175,7 @@ impl Acct {
             lock: Mutex::new(()),
             present: Mutex::new(Default::default()),
             adding: Mutex::new(()),
+            located: Mutex::new(Default::default()),
         };
         for k in Kind::ALL {
             let i = index(k);
@@ -451,10 +456,26 @@ pub(super) fn add_block(
 
 /// Where the record of `id` lives: its block's disk address and the
 /// record's byte offset in it (None: the quota file has no block there).
-fn locate(tp: &mut Trans<'_>, qino: u64, id: u32) -> Result<Option<(Daddr, usize)>> {
+fn locate(
+    tp: &mut Trans<'_>,
+    acct: &Acct,
+    k: usize,
+    qino: u64,
+    id: u32,
+) -> Result<Option<(Daddr, usize)>> {
     let geo = tp.geo();
     let per_block = (geo.block_size as usize / XFS_DQBLK_SIZE) as u64;
     let fblock = u64::from(id) / per_block;
+    let off = (u64::from(id) % per_block) as usize * XFS_DQBLK_SIZE;
+    let cached = acct
+        .located
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&(k, fblock))
+        .copied();
+    if let Some(d) = cached {
+        return Ok(Some((d, off)));
+    }
     let ip = tp.read_inode(Ino(qino))?;
     let Some(e) = crate::bmap::lookup(tp, &ip, Fork::Data, fblock)? else {
         return Ok(None);
@@ -463,8 +484,12 @@ fn locate(tp: &mut Trans<'_>, qino: u64, id: u32) -> Result<Option<(Daddr, usize
         return Ok(None);
     }
     let fsb = crate::geometry::FsBlock(e.start.0 + (fblock - e.offset));
-    let off = (u64::from(id) % per_block) as usize * XFS_DQBLK_SIZE;
-    Ok(Some((geo.fsb_to_daddr(fsb), off)))
+    let d = geo.fsb_to_daddr(fsb);
+    acct.located
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert((k, fblock), d);
+    Ok(Some((d, off)))
 }
 
 /// Bigtime dquot timers count units of four seconds (rounded up).
@@ -486,9 +511,9 @@ fn timer_from_disk(raw: u32, big: bool) -> i64 {
 
 /// Id 0's record of quota file `qino`: its timers are the kind's grace
 /// periods (blocks, inodes, realtime blocks).
-fn grace(tp: &mut Trans<'_>, qino: u64) -> Result<[i64; 3]> {
+fn grace(tp: &mut Trans<'_>, acct: &Acct, k: usize, qino: u64) -> Result<[i64; 3]> {
     let bs = tp.geo().block_size;
-    let Some((daddr, off)) = locate(tp, qino, 0)? else {
+    let Some((daddr, off)) = locate(tp, acct, k, qino, 0)? else {
         return Ok([DEFAULT_GRACE; 3]);
     };
     let id = tp.read_dquot_buf(daddr, bs)?;
@@ -523,7 +548,7 @@ pub(crate) fn apply(
             continue;
         };
         let dqtype = Kind::ALL[k].dqtype();
-        let Some((daddr, off)) = locate(tp, qino, id)? else {
+        let Some((daddr, off)) = locate(tp, acct, k, qino, id)? else {
             inexact |= acct.chkd[k];
             continue;
         };
@@ -592,7 +617,7 @@ pub(crate) fn apply(
                         let g = match graces[k] {
                             Some(g) => g,
                             None => {
-                                let g = grace(tp, qino)?;
+                                let g = grace(tp, acct, k, qino)?;
                                 graces[k] = Some(g);
                                 g
                             }
@@ -641,6 +666,7 @@ mod tests {
             lock: Mutex::new(()),
             present: Mutex::new(Default::default()),
             adding: Mutex::new(()),
+            located: Mutex::new(Default::default()),
         }
     }
 
