@@ -469,6 +469,14 @@ fn as_owner(uid: u32, gid: u32, args: &[&str]) -> (bool, String) {
     )
 }
 
+/// `dd` of `count` blocks of `bs` zeros to `path`, as `uid:gid`.
+fn dd_as(uid: u32, gid: u32, path: &str, bs: &str, count: u32) -> (bool, String) {
+    let of = format!("of={path}");
+    let bs = format!("bs={bs}");
+    let count = format!("count={count}");
+    as_owner(uid, gid, &["dd", "if=/dev/zero", &of, &bs, &count])
+}
+
 #[test]
 fn the_mount_keeps_quota_counts_and_enforces_the_limits() {
     let test = "the_mount_keeps_quota_counts_and_enforces_the_limits";
@@ -483,17 +491,7 @@ fn the_mount_keeps_quota_counts_and_enforces_the_limits() {
     let m = common::rwmount::RwMount::of_image("quota", &img);
     let p = |rel: &str| m.p(rel).to_str().unwrap().to_string();
     // User 1000: blocks past its 200 MiB hard limit are refused.
-    let (ok, err) = as_owner(
-        1000,
-        2000,
-        &[
-            "dd",
-            "if=/dev/zero",
-            &format!("of={}", p("a/big")),
-            "bs=1M",
-            "count=250",
-        ],
-    );
+    let (ok, err) = dd_as(1000, 2000, &p("a/big"), "1M", 250);
     assert!(!ok && err.contains("Disk quota exceeded"), "dd: {err}");
     let size = std::fs::metadata(m.p("a/big")).unwrap().len();
     assert!(
@@ -514,17 +512,7 @@ fn the_mount_keeps_quota_counts_and_enforces_the_limits() {
     assert_eq!(made, 17, "files made before the inode limit: {refused}");
     assert!(refused.contains("Disk quota exceeded"), "{refused}");
     // Group 2001: its 60 MiB hard limit, whoever writes.
-    let (ok, err) = as_owner(
-        1001,
-        2001,
-        &[
-            "dd",
-            "if=/dev/zero",
-            &format!("of={}", p("b/g")),
-            "bs=1M",
-            "count=100",
-        ],
-    );
+    let (ok, err) = dd_as(1001, 2001, &p("b/g"), "1M", 100);
     assert!(!ok && err.contains("Disk quota exceeded"), "dd: {err}");
     // Root is never refused; a new user's file gets records of its own.
     std::fs::write(m.p("rootfile"), vec![1u8; 3 << 20]).unwrap();
@@ -533,17 +521,7 @@ fn the_mount_keeps_quota_counts_and_enforces_the_limits() {
         .args(["1777", &p("proj/open")])
         .status()
         .unwrap();
-    let (ok, err) = as_owner(
-        5000,
-        5000,
-        &[
-            "dd",
-            "if=/dev/zero",
-            &format!("of={}", p("proj/open/new")),
-            "bs=64k",
-            "count=3",
-        ],
-    );
+    let (ok, err) = dd_as(5000, 5000, &p("proj/open/new"), "64k", 3);
     assert!(ok, "user 5000 in /proj: {err}");
     // statfs inside the project: its limits, as the kernel reports them
     // (checked against the kernel below).

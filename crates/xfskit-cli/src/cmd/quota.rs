@@ -30,13 +30,9 @@ Examples:
   xfskit quota disk.img
   xfskit quota -u --json disk.img | jq '.[] | select(.blocks_kib > 1048576)'";
 
-/// Arguments of `xfskit quota`.
+/// The kinds of quota a command is about (none given: all three).
 #[derive(clap::Args)]
-pub struct Args {
-    /// The image file or block device.
-    pub image: PathBuf,
-    #[command(flatten)]
-    pub disk: super::DiskArgs,
+pub struct KindArgs {
     /// User quotas.
     #[arg(short = 'u', long)]
     pub user: bool,
@@ -46,6 +42,25 @@ pub struct Args {
     /// Project quotas.
     #[arg(short = 'p', long)]
     pub project: bool,
+}
+
+impl KindArgs {
+    /// Whether user, group and project quotas are chosen.
+    pub fn chosen(&self) -> [bool; 3] {
+        let any = self.user || self.group || self.project;
+        [!any || self.user, !any || self.group, !any || self.project]
+    }
+}
+
+/// Arguments of `xfskit quota`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The image file or block device.
+    pub image: PathBuf,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
+    #[command(flatten)]
+    pub kinds: KindArgs,
     /// Every record, also those with no usage and no limit.
     #[arg(short = 'a', long)]
     pub all: bool,
@@ -85,16 +100,11 @@ fn record(q: &Dquot, bs: u64) -> serde_json::Value {
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let fs = super::open_in(&args.image, &args.disk, false)?;
     let bs = u64::from(fs.geometry().block_size);
+    let want = args.kinds.chosen();
     let chosen: Vec<Kind> = Kind::ALL
         .into_iter()
-        .filter(|k| {
-            !(args.user || args.group || args.project)
-                || match k {
-                    Kind::User => args.user,
-                    Kind::Group => args.group,
-                    Kind::Project => args.project,
-                }
-        })
+        .zip(want)
+        .filter_map(|(k, w)| w.then_some(k))
         .collect();
     let mut all = Vec::new();
     let mut none = Vec::new();

@@ -42,15 +42,8 @@ pub struct Args {
     pub image: PathBuf,
     #[command(flatten)]
     pub disk: super::DiskArgs,
-    /// User quotas.
-    #[arg(short = 'u', long)]
-    pub user: bool,
-    /// Group quotas.
-    #[arg(short = 'g', long)]
-    pub group: bool,
-    /// Project quotas.
-    #[arg(short = 'p', long)]
-    pub project: bool,
+    #[command(flatten)]
+    pub kinds: super::quota::KindArgs,
     /// Account without enforcing the limits.
     #[arg(long)]
     pub noenforce: bool,
@@ -61,11 +54,11 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
-    let any = args.user || args.group || args.project;
+    let [user, group, project] = args.kinds.chosen();
     let opts = xfskit::quota::EnableOptions {
-        user: !any || args.user,
-        group: !any || args.group,
-        project: !any || args.project,
+        user,
+        group,
+        project,
         enforce: !args.noenforce,
     };
     let fs = super::edit::open_rw(&args.image, &args.disk)?;

@@ -120,6 +120,44 @@ fn count(fs: &Fs, want: [bool; 3], quota_inos: &[u64]) -> Result<Usage> {
     Ok(u)
 }
 
+/// A new inode of type `mode` (no permissions) owned by root, placed
+/// near `parent`, its times now, locked in `tp`.
+fn new_root_inode(
+    tp: &mut crate::trans::Trans<'_>,
+    parent: Ino,
+    mode: u16,
+) -> Result<crate::inode::Inode> {
+    let fs = tp.fs();
+    let ws = fs.write_state()?;
+    let ino = crate::ialloc::alloc_inode(tp, parent, mode)?;
+    tp.lock_inode(ino);
+    let mut ip = crate::inode::Inode::new(fs.geometry(), ino, mode, ws.next_gen())?;
+    let (sec, nsec) = ws.now();
+    let t = crate::inode::Timestamp { sec, nsec };
+    ip.atime = t;
+    ip.mtime = t;
+    ip.ctime = t;
+    ip.crtime = t;
+    Ok(ip)
+}
+
+/// The primary superblock joined to `tp` as a logged SB buffer.
+fn join_sb(tp: &mut crate::trans::Trans<'_>) -> Result<crate::trans::BufId> {
+    let kind = crate::log::buftype::BufKind {
+        blft: crate::log::buftype::blft::SB,
+        lsn_off: Some(xfs_format::sb::XFS_SB_LSN_OFF),
+    };
+    let sect = tp.geo().sect_size;
+    tp.read_raw_buf(Daddr(0), sect, kind, Some(xfs_format::sb::XFS_SB_CRC_OFF))
+}
+
+/// The superblock fields of a joined superblock sector.
+fn sb_mut(buf: &mut [u8]) -> Result<&mut Dsb> {
+    Dsb::mut_from_prefix(buf)
+        .map(|(sb, _)| sb)
+        .map_err(|_| Error::Invalid("superblock sector too short".into()))
+}
+
 /// The quota file of `kind` in the metadata directory, if made.
 fn metadir_file(fs: &Fs, kind: Kind) -> Result<Option<u64>> {
     let geo = fs.geometry();
@@ -143,18 +181,9 @@ fn new_metadir_inode(
     use xfs_format::inode as di;
     let fs = tp.fs();
     let geo = fs.geometry();
-    let ws = fs.write_state()?;
     let dir = metatype == di::XFS_METAFILE_DIR;
     let mode = if dir { 0o040000 } else { S_IFREG };
-    let ino = crate::ialloc::alloc_inode(tp, dp.ino, mode)?;
-    tp.lock_inode(ino);
-    let mut ip = crate::inode::Inode::new(geo, ino, mode, ws.next_gen())?;
-    let (sec, nsec) = ws.now();
-    let t = crate::inode::Timestamp { sec, nsec };
-    ip.atime = t;
-    ip.mtime = t;
-    ip.ctime = t;
-    ip.crtime = t;
+    let mut ip = new_root_inode(tp, dp.ino, mode)?;
     ip.flags = if dir {
         di::XFS_METADIR_DIFLAGS
     } else {
@@ -171,7 +200,7 @@ fn new_metadir_inode(
         ip.nlink = 1;
     }
     let ftype = if dir { 2 } else { 1 };
-    crate::dir::write::add(tp, dp, name, ino, ftype)?;
+    crate::dir::write::add(tp, dp, name, ip.ino, ftype)?;
     crate::namespace::pptr::add(tp, &mut ip, dp, name)?;
     Ok(ip)
 }
@@ -243,11 +272,6 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
         ));
     }
     // The files: those the superblock names, else new ones.
-    let sect = geo.sect_size;
-    let sb_kind = crate::log::buftype::BufKind {
-        blft: crate::log::buftype::blft::SB,
-        lsn_off: Some(xfs_format::sb::XFS_SB_LSN_OFF),
-    };
     let valid = |i: u64| i != 0 && i != u64::MAX;
     let mut files = [None; 3];
     let mut made = [false; 3];
@@ -279,26 +303,12 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
             continue;
         }
         let mut tp = fs.trans()?;
-        let ino = crate::ialloc::alloc_inode(&mut tp, geo.root_ino, S_IFREG)?;
-        tp.lock_inode(ino);
-        let mut ip = crate::inode::Inode::new(geo, ino, S_IFREG, ws.next_gen())?;
-        let (sec, nsec) = ws.now();
-        let t = crate::inode::Timestamp { sec, nsec };
-        ip.atime = t;
-        ip.mtime = t;
-        ip.ctime = t;
-        ip.crtime = t;
+        let mut ip = new_root_inode(&mut tp, geo.root_ino, S_IFREG)?;
+        let ino = ip.ino;
         ip.nlink = 1;
         tp.log_inode(&ip)?;
-        let b = tp.read_raw_buf(
-            Daddr(0),
-            sect,
-            sb_kind,
-            Some(xfs_format::sb::XFS_SB_CRC_OFF),
-        )?;
-        let sb = Dsb::mut_from_prefix(tp.buf_mut(b))
-            .map_err(|_| Error::Invalid("superblock sector too short".into()))?
-            .0;
+        let b = join_sb(&mut tp)?;
+        let sb = sb_mut(tp.buf_mut(b))?;
         match (k, geo.v5) {
             (Kind::User, _) => sb.sb_uquotino.set(ino.0),
             (Kind::Project, true) => sb.sb_pquotino.set(ino.0),
@@ -427,15 +437,8 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
     }
     // Last, the flags: accounting, enforcement and "checked" together.
     let mut tp = fs.trans()?;
-    let b = tp.read_raw_buf(
-        Daddr(0),
-        sect,
-        sb_kind,
-        Some(xfs_format::sb::XFS_SB_CRC_OFF),
-    )?;
-    let sb = Dsb::mut_from_prefix(tp.buf_mut(b))
-        .map_err(|_| Error::Invalid("superblock sector too short".into()))?
-        .0;
+    let b = join_sb(&mut tp)?;
+    let sb = sb_mut(tp.buf_mut(b))?;
     let mut q = sb.sb_qflags.get();
     for i in 0..3 {
         if !want[i] {
