@@ -34,11 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use xfs_format::quota::{Dqblk, XFS_DQBLK_SIZE, XFS_DQTYPE_BIGTIME, XFS_DQUOT_CRC_OFF};
-use xfs_format::sb::{XFS_GQUOTA_CHKD, XFS_OQUOTA_CHKD, XFS_PQUOTA_CHKD, XFS_UQUOTA_CHKD};
 use zerocopy::FromBytes;
-
-/// Default grace period (the kernel's, when id 0's record sets none).
-const DEFAULT_GRACE: i64 = 7 * 24 * 60 * 60;
 
 /// What an inode counts for in the quotas: whether it is in use, its
 /// user, group and project ids, and its blocks (`di_nblocks`).
@@ -182,12 +178,7 @@ impl Acct {
             if q & k.acct() == 0 {
                 continue;
             }
-            let (chkd, enfd) = match (k, geo.v5) {
-                (Kind::User, _) => (XFS_UQUOTA_CHKD, 0x0002),
-                (Kind::Group, true) => (XFS_GQUOTA_CHKD, 0x0080),
-                (Kind::Project, true) => (XFS_PQUOTA_CHKD, 0x0200),
-                (_, false) => (XFS_OQUOTA_CHKD, 0x0010),
-            };
+            let (chkd, enfd) = (k.chkd(geo.v5), k.enfd(geo.v5));
             a.chkd[i] = chkd;
             a.enforced[i] = q & enfd != 0;
             if let Ok(Some(ino)) = super::quota_file(fs, k) {
@@ -492,40 +483,17 @@ fn locate(
     Ok(Some((d, off)))
 }
 
-/// Bigtime dquot timers count units of four seconds (rounded up).
-fn timer_to_disk(t: i64, big: bool) -> u32 {
-    if big {
-        ((t + 3) >> 2).clamp(0, i64::from(u32::MAX)) as u32
-    } else {
-        t.clamp(0, i64::from(u32::MAX)) as u32
-    }
-}
-
-fn timer_from_disk(raw: u32, big: bool) -> i64 {
-    if big {
-        i64::from(raw) << 2
-    } else {
-        i64::from(raw)
-    }
-}
-
 /// Id 0's record of quota file `qino`: its timers are the kind's grace
 /// periods (blocks, inodes, realtime blocks).
 fn grace(tp: &mut Trans<'_>, acct: &Acct, k: usize, qino: u64) -> Result<[i64; 3]> {
     let bs = tp.geo().block_size;
     let Some((daddr, off)) = locate(tp, acct, k, qino, 0)? else {
-        return Ok([DEFAULT_GRACE; 3]);
+        return Ok([super::DEFAULT_GRACE; 3]);
     };
     let id = tp.read_dquot_buf(daddr, bs)?;
     let rec = &tp.buf(id)[off..off + XFS_DQBLK_SIZE];
     let d = &Dqblk::ref_from_prefix(rec).expect("136 bytes").0.dd_diskdq;
-    // Id 0 keeps its grace periods in the legacy encoding.
-    let or_default = |t: u32| if t == 0 { DEFAULT_GRACE } else { i64::from(t) };
-    Ok([
-        or_default(d.d_btimer.get()),
-        or_default(d.d_itimer.get()),
-        or_default(d.d_rtbtimer.get()),
-    ])
+    Ok(super::grace_periods(d))
 }
 
 /// Applies `d` to the quota files' records within transaction `tp`, at
@@ -573,9 +541,9 @@ pub(crate) fn apply(
         ];
         let big = dq.d_type & XFS_DQTYPE_BIGTIME != 0;
         let timers = [
-            timer_from_disk(dq.d_btimer.get(), big),
-            timer_from_disk(dq.d_itimer.get(), big),
-            timer_from_disk(dq.d_rtbtimer.get(), big),
+            super::timer(dq.d_btimer.get(), big),
+            super::timer(dq.d_itimer.get(), big),
+            super::timer(dq.d_rtbtimer.get(), big),
         ];
         let mut new = [0u64; 3];
         for r in 0..3 {
@@ -642,9 +610,9 @@ pub(crate) fn apply(
         if big_now {
             dq.d_type |= XFS_DQTYPE_BIGTIME;
         }
-        dq.d_btimer.set(timer_to_disk(t[0], big_now));
-        dq.d_itimer.set(timer_to_disk(t[1], big_now));
-        dq.d_rtbtimer.set(timer_to_disk(t[2], big_now));
+        dq.d_btimer.set(super::timer_to_disk(t[0], big_now));
+        dq.d_itimer.set(super::timer_to_disk(t[1], big_now));
+        dq.d_rtbtimer.set(super::timer_to_disk(t[2], big_now));
         if geo.v5 {
             xfs_format::crc::stamp(slot, XFS_DQUOT_CRC_OFF);
         }
@@ -655,6 +623,7 @@ pub(crate) fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xfs_format::sb::{XFS_GQUOTA_CHKD, XFS_PQUOTA_CHKD, XFS_UQUOTA_CHKD};
 
     fn acct() -> Acct {
         Acct {

@@ -45,14 +45,7 @@ pub struct EnabledKind {
     pub ids: usize,
 }
 
-const ACCT: [u16; 3] = [0x0001, 0x0040, 0x0008];
-const ENFD_V5: [u16; 3] = [0x0002, 0x0080, 0x0200];
-const CHKD_V5: [u16; 3] = [0x0004, 0x0100, 0x0400];
-const XFS_OQUOTA_ENFD: u16 = 0x0010;
-const XFS_OQUOTA_CHKD: u16 = 0x0020;
 const S_IFREG: u16 = 0o100000;
-/// Default grace period (the kernel's, when id 0's record sets none).
-const DEFAULT_GRACE: i64 = 7 * 24 * 60 * 60;
 
 /// Per (kind index, id): blocks, inodes, realtime blocks.
 type Usage = BTreeMap<(usize, u32), [u64; 3]>;
@@ -259,14 +252,7 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
     }
     // Accounting flags without "checked" (mkfs's quota options, or a
     // kernel that never mounted with them) are what this completes.
-    let chkd_of = |i: usize| {
-        if geo.v5 || i == 0 {
-            CHKD_V5[i]
-        } else {
-            XFS_OQUOTA_CHKD
-        }
-    };
-    if (0..3).any(|i| want[i] && geo.qflags & chkd_of(i) != 0) {
+    if (0..3).any(|i| want[i] && geo.qflags & Kind::ALL[i].chkd(geo.v5) != 0) {
         return Err(Error::Invalid(
             "quotas are on already (the superblock marks their counts checked)".into(),
         ));
@@ -345,7 +331,7 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
                 blocks.insert(b, ());
             }
         }
-        let mut grace = [DEFAULT_GRACE; 3];
+        let mut grace = [super::DEFAULT_GRACE; 3];
         let mut ids = 0;
         for &fb in blocks.keys() {
             if fb * per_block > u64::from(u32::MAX) {
@@ -391,12 +377,7 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
                 d.d_rtbcount.set(used[2]);
                 if id == 0 {
                     // Id 0's timers are the kind's grace periods.
-                    let or = |t: u32| if t == 0 { DEFAULT_GRACE } else { i64::from(t) };
-                    grace = [
-                        or(d.d_btimer.get()),
-                        or(d.d_itimer.get()),
-                        or(d.d_rtbtimer.get()),
-                    ];
+                    grace = super::grace_periods(d);
                 } else {
                     let big = d.d_type & XFS_DQTYPE_BIGTIME != 0;
                     let soft = [
@@ -407,12 +388,7 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
                     let mut t = [0u32; 3];
                     for r in 0..3 {
                         if soft[r] != 0 && used[r] > soft[r] {
-                            let at = now + grace[r];
-                            t[r] = if big {
-                                ((at + 3) >> 2) as u32
-                            } else {
-                                at as u32
-                            };
+                            t[r] = super::timer_to_disk(now + grace[r], big);
                         }
                     }
                     d.d_btimer.set(t[0]);
@@ -440,19 +416,10 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
     let b = join_sb(&mut tp)?;
     let sb = sb_mut(tp.buf_mut(b))?;
     let mut q = sb.sb_qflags.get();
-    for i in 0..3 {
-        if !want[i] {
-            continue;
-        }
-        q |= ACCT[i];
-        let (enfd, chkd) = if geo.v5 || i == 0 {
-            (ENFD_V5[i], CHKD_V5[i])
-        } else {
-            (XFS_OQUOTA_ENFD, XFS_OQUOTA_CHKD)
-        };
-        q |= chkd;
+    for (k, _) in Kind::ALL.into_iter().zip(want).filter(|&(_, w)| w) {
+        q |= k.acct() | k.chkd(geo.v5);
         if opts.enforce {
-            q |= enfd;
+            q |= k.enfd(geo.v5);
         }
     }
     sb.sb_qflags.set(q);

@@ -58,6 +58,51 @@ impl Kind {
             Kind::Project => 0x0008,
         }
     }
+
+    /// Its "checked" bit in `sb_qflags` (v4: groups and projects share one).
+    fn chkd(self, v5: bool) -> u16 {
+        use xfs_format::sb::{XFS_GQUOTA_CHKD, XFS_OQUOTA_CHKD, XFS_PQUOTA_CHKD, XFS_UQUOTA_CHKD};
+        match (self, v5) {
+            (Kind::User, _) => XFS_UQUOTA_CHKD,
+            (Kind::Group, true) => XFS_GQUOTA_CHKD,
+            (Kind::Project, true) => XFS_PQUOTA_CHKD,
+            (_, false) => XFS_OQUOTA_CHKD,
+        }
+    }
+
+    /// Its enforcement bit in `sb_qflags` (v4: groups and projects share one).
+    fn enfd(self, v5: bool) -> u16 {
+        match (self, v5) {
+            (Kind::User, _) => 0x0002,
+            (Kind::Group, true) => 0x0080,
+            (Kind::Project, true) => 0x0200,
+            (_, false) => 0x0010,
+        }
+    }
+}
+
+/// The grace period when id 0's record sets none (the kernel's).
+const DEFAULT_GRACE: i64 = 7 * 24 * 60 * 60;
+
+/// The grace periods (blocks, inodes, realtime blocks) id 0's record `d`
+/// keeps in its timers, in the legacy encoding.
+fn grace_periods(d: &xfs_format::quota::DiskDquot) -> [i64; 3] {
+    let or_default = |t: u32| if t == 0 { DEFAULT_GRACE } else { i64::from(t) };
+    [
+        or_default(d.d_btimer.get()),
+        or_default(d.d_itimer.get()),
+        or_default(d.d_rtbtimer.get()),
+    ]
+}
+
+/// A grace timer (seconds since the epoch) as a record keeps it: bigtime
+/// records count units of four seconds (rounded up).
+fn timer_to_disk(t: i64, bigtime: bool) -> u32 {
+    if bigtime {
+        ((t + 3) >> 2).clamp(0, i64::from(u32::MAX)) as u32
+    } else {
+        t.clamp(0, i64::from(u32::MAX)) as u32
+    }
 }
 
 /// One id's quota record.
@@ -169,6 +214,7 @@ pub(crate) fn record_problem(geo: &Geometry, rec: &[u8], id: u32, dqtype: u8) ->
     None
 }
 
+/// A record's grace timer in seconds since the epoch.
 fn timer(raw: u32, bigtime: bool) -> i64 {
     // Bigtime dquot timers count units of four seconds.
     if bigtime {
@@ -260,9 +306,7 @@ pub fn read_one(fs: &Fs, kind: Kind, id: u32) -> Result<Option<Dquot>> {
 /// its usage. None: no such limit.
 pub fn project_statfs(fs: &Fs, ino: Ino) -> Result<Option<ProjectLimits>> {
     let geo = fs.geometry();
-    const PQUOTA_ENFD: u16 = 0x0200;
-    let enfd = if geo.v5 { PQUOTA_ENFD } else { 0x0010 };
-    if geo.qflags & Kind::Project.acct() == 0 || geo.qflags & enfd == 0 {
+    if geo.qflags & Kind::Project.acct() == 0 || geo.qflags & Kind::Project.enfd(geo.v5) == 0 {
         return Ok(None);
     }
     let ip = fs.inode(ino)?;
