@@ -193,7 +193,7 @@ printf '%s\n' "${stages[@]}"
 # Each test file's time (the longest first), so that growth is seen.
 echo "test times (seconds; a file run in several passes is listed once per pass):"
 awk '/^ *Running /{name=$2; if (name=="unittests") name=$3" "$4} /^test result:/{for(i=1;i<=NF;i++) if($i=="in"){t=$(i+1); sub(/s$/,"",t); printf "%8.1f  %s\n", t, name}}' \
-  "$test_log" | sort -rn | head -n 25
+  "$test_log" | sort -rn | sed -n 1,25p
 passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$test_log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$test_log" | awk '{s+=$1} END {print s+0}')
 skipped=$(wc -l < "$XFSKIT_SKIP_LOG")
