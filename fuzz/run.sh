@@ -18,7 +18,7 @@ if ! command -v cargo-fuzz >/dev/null && [ ! -x /tmp/cargo-fuzz/bin/cargo-fuzz ]
 fi
 export PATH="/tmp/cargo-fuzz/bin:$PATH"
 toolchain=()
-if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+if rustup toolchain list 2>/dev/null | grep '^nightly' >/dev/null; then
   toolchain=(+nightly)
 else
   export RUSTC_BOOTSTRAP=1
