@@ -19,9 +19,7 @@ use fsys::PyFs;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
-use std::sync::Arc;
-use xfskit::dev::Device;
-use xfskit::disk::{Format, Image, ImageOptions};
+use xfskit::disk::{Image, ImageOptions};
 use xfskit::{Fs, OpenOptions};
 
 fn engine_open(
@@ -92,17 +90,14 @@ fn open_fileobj(
 ) -> PyResult<(PyFs, Vec<String>)> {
     let dev = pydev::PyFileDevice::new(fileobj)?;
     py.detach(|| {
-        let mut magic = [0u8; 4];
-        let is_qcow2 = dev.len() >= 4
-            && dev.read_at(&mut magic, 0).is_ok()
-            && xfskit::disk::qcow2::is_qcow2(&magic);
-        let (disk, format): (Arc<dyn Device>, Format) = if is_qcow2 {
-            let q = xfskit::disk::qcow2::Qcow2::open(std::path::Path::new(&name), Box::new(dev))
-                .py()?;
-            (Arc::new(q), Format::Qcow2)
-        } else {
-            (Arc::new(dev), Format::Raw)
-        };
+        let format = xfskit::disk::container::detect(&dev).py()?;
+        let disk = xfskit::disk::container::open(
+            std::path::Path::new(&name),
+            Box::new(dev),
+            format,
+            &xfskit::disk::container::local_opener,
+        )
+        .py()?;
         let opts = ImageOptions {
             partition,
             lv,

@@ -38,36 +38,33 @@ pub fn totals() -> Stats {
 }
 
 /// The disk in the object at `url`: the object itself, or the disk inside
-/// it when it is a qcow2 file.
+/// it when it is a VM disk file (qcow2, VMDK, VHD, VHDX, VDI).
 pub fn open_disk(
     url: &str,
     storage_options: &[(String, String)],
     cache: CacheOptions,
 ) -> Result<(Arc<dyn Device>, Format)> {
     let dev = open_device(url, storage_options, cache)?;
-    let mut magic = [0u8; 4];
-    if dev.len() >= 4 {
-        dev.read_at(&mut magic, 0)?;
+    let format = xfskit::disk::container::detect(&dev)?;
+    if format == Format::Raw {
+        return Ok((Arc::new(dev), Format::Raw));
     }
-    if xfskit::disk::qcow2::is_qcow2(&magic) {
-        // Its backing chain is read in place too, each name resolved
-        // against the URL of the file that names it.
-        let backing = |at: &Path, name: &str| -> Result<(PathBuf, Box<dyn Device>)> {
-            let at = at.to_str().unwrap_or_default();
-            let burl = backing_url(at, name)?;
-            let dev = open_device(&burl, storage_options, cache).map_err(|e| match e {
-                Error::Io(io) => Error::Io(std::io::Error::new(
-                    io.kind(),
-                    format!("backing file {name} of {at}: {io}"),
-                )),
-                e => e,
-            })?;
-            Ok((PathBuf::from(burl), Box::new(dev)))
-        };
-        let q = xfskit::disk::qcow2::Qcow2::open_with(Path::new(url), Box::new(dev), &backing)?;
-        return Ok((Arc::new(q), Format::Qcow2));
-    }
-    Ok((Arc::new(dev), Format::Raw))
+    // Backing files, parents and extents are read in place too, each name
+    // resolved against the URL of the file that names it.
+    let backing = |at: &Path, name: &str| -> Result<(PathBuf, Box<dyn Device>)> {
+        let at = at.to_str().unwrap_or_default();
+        let burl = backing_url(at, name)?;
+        let dev = open_device(&burl, storage_options, cache).map_err(|e| match e {
+            Error::Io(io) => Error::Io(std::io::Error::new(
+                io.kind(),
+                format!("backing file {name} of {at}: {io}"),
+            )),
+            e => e,
+        })?;
+        Ok((PathBuf::from(burl), Box::new(dev)))
+    };
+    let disk = xfskit::disk::container::open(Path::new(url), Box::new(dev), format, &backing)?;
+    Ok((disk, format))
 }
 
 /// Opens the XFS filesystem in the image at `url` (read-only), as

@@ -11,6 +11,7 @@ use xfskit::build::feed::FeedStats;
 use xfskit::build::idmap::{parse_map, parse_owner, IdMap};
 use xfskit::build::size::{parse_size, parse_slack};
 use xfskit::build::{build, plan, write_engine, BuildOptions, BuildPlan, Source};
+use xfskit::disk::container::NewFormat;
 use xfskit::mkfs::{geometry_summary, parse_mkfs_args};
 use xfskit::Error;
 
@@ -338,12 +339,15 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let qcow2 = match args.format.as_str() {
-        "raw" => false,
-        "qcow2" => true,
-        f => return Err(usage(format!("unknown --format {f}: raw or qcow2"))),
+    let Some(format) = NewFormat::parse(&args.format) else {
+        return Err(usage(format!(
+            "unknown --format {}: {}",
+            args.format,
+            NewFormat::NAMES
+        )));
     };
-    let r = match (args.partition, args.gpt || qcow2) {
+    let container = format != NewFormat::Raw;
+    let r = match (args.partition, args.gpt || container) {
         (Some(_), true) => {
             return Err(usage(
                 "--partition builds into an existing disk: no --gpt or --format",
@@ -355,7 +359,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
             &image,
             DiskTarget::New {
                 gpt: args.gpt,
-                qcow2,
+                format,
             },
             &opts,
         ),
@@ -368,7 +372,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Error> {
     // Quota options: the quota files and counts made now, as the kernel's
     // first quota mount would make them (a bare image; the quota flags of
     // a disk's filesystem are left for the kernel to count).
-    if qflags & 0x0049 != 0 && args.partition.is_none() && !args.gpt && !qcow2 && !dry_run {
+    if qflags & 0x0049 != 0 && args.partition.is_none() && !args.gpt && !container && !dry_run {
         let fs = super::edit::open_rw(&image, &super::DiskArgs::default())?;
         xfskit::quota::enable(
             fs,

@@ -1,12 +1,12 @@
 //! `xfskit build` into disk images: into an existing partition of a raw or
-//! qcow2 disk, or a new disk (a GPT with one XFS partition, a qcow2 file,
-//! or both). The filesystem is made with [`crate::mkfs::mkfs_device`] on a
-//! window over the partition (or over the whole qcow2 disk) and filled by
+//! qcow2 disk, or a new disk (a GPT with one XFS partition, a VM disk file
+//! of any format [`NewFormat`] names, or both). The filesystem is made with
+//! [`crate::mkfs::mkfs_device`] on a window over the partition (or over
+//! the whole disk) and filled by
 //! the same feed and write engine as a bare image ([`super::populate_fs`]),
 //! without the journal.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::feed::{io_at, FeedOptions, FeedStats};
@@ -14,9 +14,9 @@ use super::size::SizeSpec;
 use super::{
     epoch, mkfs_error, plan, plan_with, populate_fs, BuildOptions, BuildPlan, BuildReport, Source,
 };
-use crate::dev::{Device, FileDevice, Window};
+use crate::dev::{Device, Window};
+use crate::disk::container::NewFormat;
 use crate::disk::gpt_write::{self, LINUX_FS};
-use crate::disk::qcow2::{self, Qcow2};
 use crate::error::{Error, Result};
 use crate::mkfs::{MkfsReport, WriteOptions};
 
@@ -27,13 +27,13 @@ pub enum DiskTarget {
     /// filesystem fills the partition; the rest of the disk is untouched.
     Partition(u32),
     /// A new disk image file: with `gpt`, a GPT disk holding one XFS
-    /// partition ("Linux filesystem" type, at 1 MiB, 1 MiB aligned); with
-    /// `qcow2`, a qcow2 v3 file instead of a raw one.
+    /// partition ("Linux filesystem" type, at 1 MiB, 1 MiB aligned), in
+    /// the file format `format` (qcow2, VMDK, VHD, VHDX, VDI or raw).
     New {
         /// Partition the disk with a GPT.
         gpt: bool,
-        /// Write qcow2.
-        qcow2: bool,
+        /// The file format.
+        format: NewFormat,
     },
 }
 
@@ -131,7 +131,7 @@ pub fn build_disk(
                 elapsed: start.elapsed(),
             })
         }
-        DiskTarget::New { gpt, qcow2 } => new_disk(source, disk, gpt, qcow2, opts, start),
+        DiskTarget::New { gpt, format } => new_disk(source, disk, gpt, format, opts, start),
     }
 }
 
@@ -139,14 +139,14 @@ fn new_disk(
     source: &Source,
     image: &Path,
     gpt: bool,
-    want_qcow2: bool,
+    format: NewFormat,
     opts: &BuildOptions<'_>,
     start: Instant,
 ) -> Result<BuildReport> {
     if let Ok(m) = std::fs::metadata(image) {
         if !m.is_file() {
             return Err(Error::Invalid(format!(
-                "{}: --gpt and --format qcow2 write image files",
+                "{}: --gpt and --format write image files",
                 image.display()
             )));
         }
@@ -181,7 +181,7 @@ fn new_disk(
     let fs_bytes = plan
         .image_bytes
         .ok_or_else(|| Error::Invalid("no image size was decided".into()))?;
-    let layout = if gpt {
+    let mut layout = if gpt {
         gpt_write::layout_for(fs_bytes)
     } else {
         let b = fs_bytes.div_ceil(512) * 512;
@@ -191,20 +191,17 @@ fn new_disk(
             size_bytes: b,
         }
     };
+    // The format may round the disk up (a fixed VHD for Azure: whole MiB);
+    // a GPT's backup table then moves to the new end, the partition keeps
+    // its size, and a bare filesystem keeps its own size inside the disk.
+    layout.disk_bytes = format.disk_size(layout.disk_bytes);
     match std::fs::remove_file(image) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_at(image, e)),
         _ => {}
     }
     let result = (|| -> Result<(MkfsReport, FeedStats)> {
-        let dev: Arc<dyn Device> = if want_qcow2 {
-            qcow2::create(image, layout.disk_bytes)?;
-            Arc::new(Qcow2::open_rw(image)?)
-        } else {
-            let f = std::fs::File::create_new(image).map_err(|e| io_at(image, e))?;
-            f.set_len(layout.disk_bytes).map_err(|e| io_at(image, e))?;
-            drop(f);
-            Arc::new(FileDevice::open_read_write(image).map_err(|e| io_at(image, e))?)
-        };
+        let new = format.create(image, layout.disk_bytes)?;
+        let dev = new.device.clone();
         let window = Window::new(dev.clone(), layout.start_bytes, layout.size_bytes)?;
         let (report, fed) = make_and_fill(source, Box::new(window), &plan, opts)?;
         if gpt {
@@ -216,7 +213,8 @@ fn new_disk(
                 .for_each(|(i, b)| *b ^= 0xA5u8.rotate_left(i as u32));
             gpt_write::write_single(dev.as_ref(), &layout, &LINUX_FS, "xfs", seed)?;
         }
-        dev.flush()?;
+        drop(dev);
+        new.finish()?;
         Ok((report, fed))
     })();
     match result {

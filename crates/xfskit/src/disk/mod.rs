@@ -1,11 +1,11 @@
-//! Disk images: the filesystem inside a partitioned disk or a qcow2 file.
+//! Disk images: the filesystem inside a partitioned disk or a VM disk file.
 //!
 //! [`open`] takes any image a user has, a bare XFS filesystem, a raw disk
 //! with an MBR or GPT partition table, LVM2 physical volumes on it, or a
-//! qcow2 file holding any of these, and returns the [`Device`] of the XFS
-//! filesystem in it: the file itself, a `Window` over one partition, a
-//! window (or a `Concat` of windows) over a linear logical volume, on a
-//! [`qcow2::Qcow2`] device when the file is qcow2. When none is named, the
+//! qcow2, VMDK, VHD, VHDX or VDI file holding any of these, and returns the
+//! [`Device`] of the XFS filesystem in it: the file itself, a `Window` over
+//! one partition, a window (or a `Concat` of windows) over a linear logical
+//! volume, on the container's device ([`container`]) when the file is one. When none is named, the
 //! one partition or logical volume whose superblock says XFS is taken.
 //! [`list`] describes what a disk holds (`xfskit parts`).
 //!
@@ -13,6 +13,7 @@
 //! made for them (gptman, mbrman) can panic or allocate without bound on a
 //! damaged table, and a table is a few hundred lines to read.
 
+pub mod container;
 mod gpt;
 pub mod gpt_write;
 pub mod grow;
@@ -21,10 +22,14 @@ mod mbr;
 mod probe;
 pub mod qcow2;
 mod select;
+pub mod vdi;
+pub mod vhd;
+pub mod vhdx;
+pub mod vmdk;
 
 pub use select::{list, list_device, open, open_device, open_partition};
 
-use crate::dev::{Device, FileDevice};
+use crate::dev::Device;
 use crate::error::{Error, Location, Result};
 use std::fmt;
 use std::path::Path;
@@ -96,6 +101,14 @@ pub enum Format {
     Raw,
     /// A qcow2 file (v2 or v3).
     Qcow2,
+    /// A VMDK (sparse, streamOptimized, or a descriptor with its extents).
+    Vmdk,
+    /// A VHD (fixed, dynamic or differencing).
+    Vhd,
+    /// A VHDX (fixed, dynamic or differencing).
+    Vhdx,
+    /// A VirtualBox VDI (dynamic or fixed).
+    Vdi,
 }
 
 impl fmt::Display for Format {
@@ -103,6 +116,10 @@ impl fmt::Display for Format {
         f.write_str(match self {
             Format::Raw => "raw",
             Format::Qcow2 => "qcow2",
+            Format::Vmdk => "vmdk",
+            Format::Vhd => "vhd",
+            Format::Vhdx => "vhdx",
+            Format::Vdi => "vdi",
         })
     }
 }
@@ -179,24 +196,10 @@ pub struct Found {
     pub fits: bool,
 }
 
-/// Opens the disk in `path`: the file, or the disk inside a qcow2 file.
+/// Opens the disk in `path`: the file, or the disk inside a qcow2, VMDK,
+/// VHD, VHDX or VDI file ([`container`]).
 pub fn open_disk(path: &Path, writable: bool) -> Result<(Arc<dyn Device>, Format)> {
-    let file = if writable {
-        FileDevice::open_read_write(path)?
-    } else {
-        FileDevice::open_read_only(path)?
-    };
-    let mut magic = [0u8; 4];
-    if file.read_at(&mut magic, 0).is_ok() && qcow2::is_qcow2(&magic) {
-        if writable {
-            drop(file);
-            let q = qcow2::Qcow2::open_rw(path)?;
-            return Ok((Arc::new(q), Format::Qcow2));
-        }
-        let q = qcow2::Qcow2::open(path, Box::new(file))?;
-        return Ok((Arc::new(q), Format::Qcow2));
-    }
-    Ok((Arc::new(file), Format::Raw))
+    container::open_local(path, writable)
 }
 
 /// Reads the partition table of `disk`, if it has one.
