@@ -8,6 +8,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use xfskit::disk::container::NewFormat;
 use xfskit::mkfs::{
     geometry_summary, mkfs_with, parse_mkfs_args, MkfsOptions, Timestamp, WriteOptions,
 };
@@ -33,6 +34,12 @@ pub struct Args {
     /// image (raw or qcow2; `xfskit parts` lists the partitions).
     #[arg(long, value_name = "N")]
     pub partition: Option<u32>,
+    /// Write TARGET as a new disk image file of this format: raw (the
+    /// default), qcow2, vmdk, vmdk-stream, vhd, vhd-fixed, vhdx or vdi; needs
+    /// -d size= (the disk may be rounded up as the format demands; the
+    /// filesystem keeps the size given).
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
     /// mkfs.xfs options followed by the target image or device.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
     pub args: Vec<String>,
@@ -87,6 +94,56 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(1)
 }
 
+/// Makes the filesystem in a new disk image file of `format` at `target`.
+fn new_container(
+    target: &std::path::Path,
+    format: NewFormat,
+    opts: &MkfsOptions,
+    w: &WriteOptions<'_>,
+) -> Result<xfskit::mkfs::MkfsReport, String> {
+    let Some(size) = opts.data_size.as_deref() else {
+        return Err(format!(
+            "--format {format} makes a new image: give its size with -d size="
+        ));
+    };
+    let bytes = match xfskit::build::size::parse_size(size) {
+        Ok(xfskit::build::size::SizeSpec::Fixed(b)) => b,
+        _ => return Err(format!("-d size={size}: not a size")),
+    };
+    match std::fs::metadata(target) {
+        Ok(m) if !m.is_file() => {
+            return Err(format!(
+                "{}: --format writes an image file",
+                target.display()
+            ))
+        }
+        Ok(m) if m.len() > 0 && !opts.force => {
+            return Err(format!(
+                "{} exists and is not empty (use -f to overwrite it)",
+                target.display()
+            ))
+        }
+        Ok(_) => std::fs::remove_file(target).map_err(|e| format!("{}: {e}", target.display()))?,
+        Err(_) => {}
+    }
+    let made = (|| {
+        let disk = format
+            .create(target, format.disk_size(bytes))
+            .map_err(|e| e.to_string())?;
+        let fs_bytes = bytes.div_ceil(512) * 512;
+        let window = xfskit::dev::Window::new(disk.device.clone(), 0, fs_bytes)
+            .map_err(|e| e.to_string())?;
+        let r = xfskit::mkfs::mkfs_device(&window, opts, w).map_err(|e| e.to_string())?;
+        drop(window);
+        disk.finish().map_err(|e| e.to_string())?;
+        Ok(r)
+    })();
+    if made.is_err() {
+        let _ = std::fs::remove_file(target);
+    }
+    made
+}
+
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let mut raw = args.args;
@@ -97,6 +154,13 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         Some(Ok(n)) => Some(n),
         Some(Err(_)) => return Ok(fail("--partition takes a partition number")),
         None => args.partition,
+    };
+    let format = match take_long(&mut raw, "format").or(args.format) {
+        None => NewFormat::Raw,
+        Some(f) => match NewFormat::parse(&f) {
+            Some(f) => f,
+            None => return Ok(fail(format!("unknown --format {f}: {}", NewFormat::NAMES))),
+        },
     };
     let timestamp = match ts_text.map(|t| t.parse::<i64>()) {
         Some(Ok(s)) => Some(s),
@@ -147,6 +211,14 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         progress: Some(&progress),
     };
     let made = match partition {
+        _ if format != NewFormat::Raw && !opts.dry_run => {
+            if partition.is_some() {
+                return Ok(fail(
+                    "--partition makes the filesystem in an existing disk: no --format",
+                ));
+            }
+            new_container(&target, format, &opts, &w)
+        }
         // Into partition N of a disk image (raw or qcow2): through a window.
         Some(n) => xfskit::disk::open_partition(&target, n, !opts.dry_run)
             .map_err(|e| e.to_string())
