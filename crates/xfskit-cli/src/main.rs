@@ -184,6 +184,9 @@ enum Command {
     /// Grow the filesystem in an image file offline (xfs_growfs -d).
     #[command(long_about = cmd::grow::LONG_ABOUT)]
     Grow(cmd::grow::Args),
+    /// Put an image back as it was before a command run with --undo FILE.
+    #[command(long_about = cmd::undo::LONG_ABOUT)]
+    Undo(cmd::undo::Args),
     /// Write the manual pages of xfskit and every subcommand into a directory.
     #[command(long_about = cmd::docs::MANPAGES_ABOUT)]
     Manpages(cmd::docs::ManpagesArgs),
@@ -194,6 +197,32 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // --undo is taken by the commands that write into an image.
+    let undo_asked =
+        std::env::args_os().any(|a| a == "--undo" || a.to_string_lossy().starts_with("--undo="));
+    let writes = matches!(
+        cli.command,
+        Command::Cp(_)
+            | Command::Mkdir(_)
+            | Command::Rm(_)
+            | Command::Mv(_)
+            | Command::Ln(_)
+            | Command::Chmod(_)
+            | Command::Chown(_)
+            | Command::Touch(_)
+            | Command::Truncate(_)
+            | Command::Setfattr(_)
+            | Command::Chattr(_)
+            | Command::Chproj(_)
+            | Command::Admin(_)
+            | Command::Grow(_)
+            | Command::Quotacheck(_)
+            | Command::Mount(_)
+    );
+    if undo_asked && !writes {
+        errln!("xfskit: --undo is for commands that write into an image (edits, admin, grow, quotacheck, mount)");
+        return ExitCode::from(2);
+    }
     let r = match cli.command {
         Command::Info(a) => cmd::info::run(a),
         Command::Parts(a) => cmd::parts::run(a),
@@ -233,10 +262,14 @@ fn main() -> ExitCode {
         Command::Metadump(a) => cmd::metadump::run(a),
         Command::Mdrestore(a) => cmd::mdrestore::run(a),
         Command::Grow(a) => cmd::grow::run(a),
+        Command::Undo(a) => cmd::undo::run(a),
         Command::Manpages(a) => cmd::docs::manpages(a, Cli::command()),
         Command::Completions(a) => cmd::docs::completions(a, Cli::command()),
     };
     cmd::print_remote_stats();
+    if undo_asked && r.is_ok() && !cmd::UNDO_MADE.load(std::sync::atomic::Ordering::Relaxed) {
+        errln!("xfskit: nothing was written into the image: no undo file was made");
+    }
     // Standard output that could not be written (not a closed pipe, which
     // ends the output quietly) is an I/O error, unless the command failed
     // on its own.

@@ -26,6 +26,7 @@ pub mod quotacheck;
 pub mod recover;
 pub mod stat;
 pub mod timeline;
+pub mod undo;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -109,6 +110,29 @@ pub struct DiskArgs {
     /// holds are not seen) and writing is refused.
     #[arg(long, value_name = "FILE")]
     pub logdev: Option<PathBuf>,
+    /// For commands that write: save the old contents of every block the
+    /// command overwrites in FILE (a new file) first, so that `xfskit undo
+    /// FILE IMAGE` can put the filesystem back as it was (as e2fsck -z).
+    #[arg(long, value_name = "FILE")]
+    pub undo: Option<PathBuf>,
+}
+
+/// Set once an undo file was made (`--undo`).
+pub static UNDO_MADE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The filesystem's device, behind an undo file when `--undo` was given.
+pub fn with_undo(
+    dev: Box<dyn xfskit::dev::Device>,
+    disk: &DiskArgs,
+) -> Result<Box<dyn xfskit::dev::Device>, Error> {
+    Ok(match &disk.undo {
+        Some(path) => {
+            let u = xfskit::dev::UndoDevice::create(dev, path)?;
+            UNDO_MADE.store(true, std::sync::atomic::Ordering::Relaxed);
+            Box::new(u)
+        }
+        None => dev,
+    })
 }
 
 /// Opens the filesystem in an image (bare, partitioned disk or qcow2)

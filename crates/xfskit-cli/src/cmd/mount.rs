@@ -205,7 +205,10 @@ fn open(args: &Args, read_only: bool, filestreams: bool) -> Result<Fs, Error> {
         filestreams,
         ..Default::default()
     };
-    let fs = Fs::from_device_rw(img.device, &super::with_rtdev(&opts, &args.disk))?;
+    let fs = Fs::from_device_rw(
+        super::with_undo(img.device, &args.disk)?,
+        &super::with_rtdev(&opts, &args.disk),
+    )?;
     // As a kernel mount of a quota filesystem: the limits refuse writes
     // past them (EDQUOT).
     fs.enforce_quotas(true);

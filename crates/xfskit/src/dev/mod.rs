@@ -6,6 +6,7 @@ pub mod extlog;
 mod file;
 mod mem;
 pub mod overlay;
+pub mod undo;
 mod window;
 
 pub use aligned::{AlignedBuf, FileData, SharedBytes};
@@ -16,6 +17,7 @@ pub(crate) use file::pwritev_all;
 pub use file::FileDevice;
 pub use mem::MemDevice;
 pub use overlay::{Overlay, OverlayDevice};
+pub use undo::UndoDevice;
 pub use window::Window;
 
 use std::io;

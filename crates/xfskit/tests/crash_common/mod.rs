@@ -81,6 +81,11 @@ impl CrashDevice {
     }
 
     /// The image as the crash left it, written to `out`.
+    /// The sectors (512-byte units) written since the device was made.
+    pub fn touched(&self) -> Vec<u64> {
+        self.sectors.lock().unwrap().keys().copied().collect()
+    }
+
     pub fn save(&self, base: &Path, out: &Path) {
         let st = std::process::Command::new("cp")
             .arg("--sparse=always")

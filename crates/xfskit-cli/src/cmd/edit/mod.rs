@@ -48,7 +48,7 @@ pub fn open_rw(image: &Path, disk: &super::DiskArgs) -> Result<Fs, Error> {
         errln!("xfskit: warning: {}: {note}", image.display());
     }
     Fs::from_device_rw(
-        img.device,
+        super::with_undo(img.device, disk)?,
         &super::with_rtdev(&OpenOptions::default(), disk),
     )
 }
