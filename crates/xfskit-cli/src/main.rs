@@ -112,6 +112,9 @@ enum Command {
     /// Replay the log in place, as a kernel mount would, and leave it clean.
     #[command(long_about = cmd::recover::LONG_ABOUT)]
     Recover(cmd::recover::Args),
+    /// Repair an unmounted filesystem, as xfs_repair (its first steps so far).
+    #[command(long_about = cmd::repair::LONG_ABOUT)]
+    Repair(cmd::repair::Args),
     /// Copy files into an image (SRC... IMAGE:DEST) or out of it (IMAGE:SRC... DEST).
     #[command(long_about = cmd::edit::help::CP, after_help = cmd::edit::help::CP_EXAMPLES)]
     #[command(
@@ -218,9 +221,10 @@ fn main() -> ExitCode {
             | Command::Grow(_)
             | Command::Quotacheck(_)
             | Command::Mount(_)
+            | Command::Repair(_)
     );
     if undo_asked && !writes {
-        errln!("xfskit: --undo is for commands that write into an image (edits, admin, grow, quotacheck, mount)");
+        errln!("xfskit: --undo is for commands that write into an image (edits, admin, grow, quotacheck, mount, repair)");
         return ExitCode::from(2);
     }
     let r = match cli.command {
@@ -243,6 +247,7 @@ fn main() -> ExitCode {
         Command::Build(a) => cmd::build::run(a),
         Command::Log(a) => cmd::log::run(a),
         Command::Recover(a) => cmd::recover::run(a),
+        Command::Repair(a) => cmd::repair::run(a),
         Command::Cp(a) => cmd::edit::cp::run(a),
         Command::Mkdir(a) => cmd::edit::names::mkdir(a),
         Command::Rm(a) => cmd::edit::names::rm(a),

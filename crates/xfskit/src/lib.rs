@@ -41,6 +41,7 @@ mod namei;
 pub mod namespace;
 pub mod paths;
 pub mod quota;
+pub mod repair;
 pub mod rtgroup;
 pub mod scan;
 mod spill;

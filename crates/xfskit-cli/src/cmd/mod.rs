@@ -24,6 +24,7 @@ pub mod parts;
 pub mod quota;
 pub mod quotacheck;
 pub mod recover;
+pub mod repair;
 pub mod stat;
 pub mod timeline;
 pub mod undo;

@@ -143,6 +143,21 @@ pub struct CheckReport {
     /// Linux refuses to mount). Not problems: `xfs_repair -n` reports
     /// none of these.
     pub warnings: Vec<String>,
+    /// The superblock counters as the AG headers sum them (what the
+    /// superblock should hold when the AG headers are right).
+    pub ag_totals: AgCounts,
+}
+
+/// Inode and free block counts summed over the AG headers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgCounts {
+    /// Inodes in the inode btrees (`sb_icount`).
+    pub icount: u64,
+    /// Free inodes in them (`sb_ifree`).
+    pub ifree: u64,
+    /// Free blocks: free space, free lists and non-root btree blocks
+    /// (`sb_fdblocks`).
+    pub fdblocks: u64,
 }
 
 impl CheckReport {
@@ -482,6 +497,11 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         stats,
         unchecked,
         warnings: warnings(geo),
+        ag_totals: AgCounts {
+            icount: totals.icount,
+            ifree: totals.ifree,
+            fdblocks: totals.fdblocks,
+        },
     })
 }
 

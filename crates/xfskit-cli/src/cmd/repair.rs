@@ -1,0 +1,159 @@
+//! `xfskit repair`: xfs_repair's work offline, its first steps so far.
+
+use crate::cmd::out::outln;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use xfskit::repair::{repair, RepairOptions};
+
+/// The long help (`--help`, the man page).
+pub const LONG_ABOUT: &str =
+    "Repair an unmounted XFS filesystem, as xfs_repair does, on any image xfskit
+opens (a bare filesystem, a partition of a raw or qcow2 disk, an LVM volume, a
+VM disk file).
+
+In xfs_repair's order: a dirty log is first replayed in place, exactly as the
+kernel's mount replays it, so no committed change is lost (xfs_repair refuses
+such a filesystem until -L destroys the log); then the filesystem is checked
+as `xfskit check` checks it, which finds what xfs_repair -n finds; then what
+xfskit can fix so far is fixed: secondary superblocks that differ from a sound
+primary are rewritten from it, and the superblock's inode and free block
+counters are set to what the AG headers sum to. A v5 filesystem carries the
+needsrepair feature while these are written, so no kernel mounts it half
+repaired; a repair that was interrupted is finished by running it again.
+Last, the filesystem is checked again and what is still wrong is listed as
+not repaired: fixing the AG headers, btrees, inodes, directories and links
+is not in xfskit yet, and xfs_repair may fix those.
+
+--dry-run says what would be done and writes nothing (the log is replayed in
+memory for the check). --undo FILE saves what the repair overwrites, for
+`xfskit undo FILE IMAGE`. Repair on a clean image writes nothing.
+
+Exit codes: 0 the filesystem is clean (after the fixes; with --dry-run: it
+was clean); 1 problems remain (with --dry-run: problems were found); 2 usage
+error; 3 unsupported; 4 I/O error; 5 corrupt beyond what repair can read.";
+
+/// Arguments of `xfskit repair`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The image file or block device (unmounted).
+    pub image: PathBuf,
+    #[command(flatten)]
+    pub disk: super::DiskArgs,
+    /// Say what would be done; write nothing.
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The check's bound on memory, as for `xfskit check --memory`.
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
+    let memory = match &args.memory {
+        None => 0,
+        Some(m) => match xfskit::build::size::parse_size(m) {
+            Ok(xfskit::build::size::SizeSpec::Fixed(b)) => usize::try_from(b).unwrap_or(usize::MAX),
+            _ => {
+                return Err(xfskit::Error::Invalid(format!(
+                    "--memory takes a size like 256m or 2g, not {m:?}"
+                )))
+            }
+        },
+    };
+    if args.dry_run && args.disk.undo.is_some() {
+        return Err(xfskit::Error::Invalid(
+            "--dry-run writes nothing: no --undo".into(),
+        ));
+    }
+    let img = xfskit::disk::open(
+        &args.image,
+        &xfskit::disk::ImageOptions {
+            partition: args.disk.partition,
+            lv: args.disk.lv.clone(),
+            writable: !args.dry_run,
+        },
+    )?;
+    for note in &img.notes {
+        crate::cmd::out::errln!("xfskit: warning: {}: {note}", args.image.display());
+    }
+    let dev: Arc<dyn xfskit::dev::Device> = Arc::from(super::with_undo(img.device, &args.disk)?);
+    let opts = RepairOptions {
+        dry_run: args.dry_run,
+        memory,
+        open: super::with_rtdev(&xfskit::OpenOptions::default(), &args.disk),
+    };
+    let r = repair(dev, &opts)?;
+    let clean = if args.dry_run {
+        r.found_total == 0
+    } else {
+        r.is_clean()
+    };
+    if args.json {
+        let probs = |v: &[xfskit::check::Problem]| -> Vec<serde_json::Value> {
+            v.iter()
+                .map(|p| {
+                    serde_json::json!({
+                        "what": p.what,
+                        "location": p.location.to_string(),
+                        "detail": p.detail,
+                    })
+                })
+                .collect()
+        };
+        let v = serde_json::json!({
+            "dry_run": args.dry_run,
+            "log": r.log,
+            "found": probs(&r.found),
+            "found_total": r.found_total,
+            "fixes": r.fixes,
+            "remaining": probs(&r.remaining),
+            "unchecked": r.unchecked,
+            "clean": clean,
+        });
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| xfskit::Error::Invalid(e.to_string()))?
+        );
+    } else {
+        if let Some(l) = &r.log {
+            outln!("log: {l}");
+        }
+        if r.found_total == 0 {
+            outln!("no problems found: nothing to repair");
+        } else {
+            outln!("found {} problems:", r.found_total);
+            for p in &r.found {
+                outln!("  {p}");
+            }
+        }
+        let fixed = if args.dry_run { "would fix" } else { "fixed" };
+        for f in &r.fixes {
+            outln!("{fixed}: {f}");
+        }
+        if !r.remaining.is_empty() {
+            let verb = if args.dry_run {
+                "would remain"
+            } else {
+                "not repaired"
+            };
+            outln!("{verb} ({}):", r.remaining.len());
+            for p in &r.remaining {
+                outln!("  {p}");
+            }
+        } else if r.found_total > 0 && !args.dry_run {
+            outln!("the filesystem is clean");
+        }
+        for u in &r.unchecked {
+            outln!("not checked: {u}");
+        }
+    }
+    Ok(if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
