@@ -1,0 +1,126 @@
+//! Crash safety of `repair`, proven by crashing: an image with a damaged
+//! secondary superblock, wrong superblock counters and a dirty log (an
+//! xfskit workload cut part way) is repaired on a device that stops
+//! accepting writes after its N-th write (or tears it), for every N the
+//! repair issues (the log's replay included). After each crash a second
+//! repair, on what the crash left, ends with a filesystem that check and
+//! (with xfsprogs 7.2) xfs_repair -n find clean, holding what the log
+//! held.
+
+mod crash_common;
+mod namespace_common;
+mod write_common;
+
+use crash_common::{CrashDevice, Shared};
+use namespace_common::meta;
+use std::path::Path;
+use std::sync::Arc;
+use write_common::*;
+use xfskit::build::NodeKind;
+use xfskit::repair::{repair, RepairOptions};
+use xfskit::{Fs, OpenOptions};
+
+fn xfsprogs_72() -> Option<std::path::PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-7.2/bin");
+    d.join("xfs_repair").exists().then_some(d)
+}
+
+fn check_clean(dev: Arc<CrashDevice>, what: &str) {
+    let fs = Fs::from_device(Box::new(Shared(dev)), &OpenOptions::default()).unwrap();
+    let r = xfskit::check::check(&fs, &Default::default()).unwrap();
+    assert!(r.is_clean(), "{what}: check after repair: {:?}", r.problems);
+    // What the log held is there.
+    fs.lookup_path(b"/kept/f19")
+        .unwrap_or_else(|e| panic!("{what}: /kept/f19: {e}"));
+}
+
+#[test]
+fn repair_finishes_after_a_crash_at_every_write() {
+    let Some(bin) = xfsprogs_72() else {
+        record_skip("SKIP repair_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+        return;
+    };
+    let s = Scratch::new("repair-crash");
+    let base = s.0.join("base");
+    mkfs_xfs(&base, 320 << 20, "");
+    // Damage: a secondary's geometry and the primary's counters.
+    let (ok, out) = run(
+        bin.join("xfs_db").to_str().unwrap(),
+        &[
+            "-x",
+            "-c",
+            "sb 2",
+            "-c",
+            "write -d dblocks 77",
+            "-c",
+            "sb 0",
+            "-c",
+            "write -d fdblocks 1234",
+            base.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "xfs_db: {out}");
+    // A dirty log: a workload whose last commits are in the log only.
+    {
+        let dev = Arc::new(CrashDevice::new(&base, None, false));
+        let fs =
+            Fs::from_device_rw(Box::new(Shared(dev.clone())), &OpenOptions::default()).unwrap();
+        let root = fs.geometry().root_ino;
+        let d = fs
+            .create(root, b"kept", &NodeKind::Dir, &meta(0o755, 0))
+            .unwrap();
+        for i in 0..20u32 {
+            fs.create(
+                d,
+                format!("f{i}").as_bytes(),
+                &NodeKind::File { size: 0 },
+                &meta(0o644, 0),
+            )
+            .unwrap();
+        }
+        fs.force_log().unwrap();
+        dev.save(&base, &s.0.join("dirty"));
+        std::mem::forget(fs);
+    }
+    let dirty = s.0.join("dirty");
+    // The run without a crash: writes counted.
+    let dev = Arc::new(CrashDevice::new(&dirty, None, false));
+    let r = repair(dev.clone(), &RepairOptions::default()).unwrap();
+    assert!(r.log.is_some(), "the log was not dirty");
+    assert!(r.is_clean(), "{:?}", r.remaining);
+    assert!(!r.fixes.is_empty(), "nothing fixed: {:?}", r.found);
+    let total = dev.writes();
+    check_clean(dev.clone(), "the run without a crash");
+    let full = s.0.join("full");
+    dev.save(&dirty, &full);
+    let (ok, out) = run(
+        bin.join("xfs_repair").to_str().unwrap(),
+        &["-n", full.to_str().unwrap()],
+    );
+    assert!(ok, "xfs_repair -n after the run without a crash:\n{out}");
+    eprintln!("{total} writes; crashing at each, whole and torn");
+    for tear in [false, true] {
+        for n in 1..=total {
+            let what = format!("crash at write {n} of {total} (torn: {tear})");
+            let dev = Arc::new(CrashDevice::new(&dirty, Some(n), tear));
+            assert!(
+                repair(dev.clone(), &RepairOptions::default()).is_err(),
+                "{what}: the repair succeeded"
+            );
+            dev.revive();
+            let r = repair(dev.clone(), &RepairOptions::default())
+                .unwrap_or_else(|e| panic!("{what}: the second repair: {e}"));
+            assert!(r.is_clean(), "{what}: {:?}", r.remaining);
+            check_clean(dev.clone(), &what);
+            if n % 5 == 0 || n == total {
+                let img = s.0.join("img");
+                dev.save(&dirty, &img);
+                let (ok, out) = run(
+                    bin.join("xfs_repair").to_str().unwrap(),
+                    &["-n", img.to_str().unwrap()],
+                );
+                assert!(ok, "{what}: xfs_repair -n:\n{out}");
+            }
+        }
+    }
+}
