@@ -228,7 +228,10 @@ pub(super) fn read_regions(file: &dyn Device, what: &str) -> Result<(Region, Reg
             };
             let bad = if slot.is_some() {
                 Some("names a region a second time".to_string())
-            } else if r.offset < MIB || r.offset % MIB != 0 || r.length == 0 || r.length % MIB != 0
+            } else if r.offset < MIB
+                || !r.offset.is_multiple_of(MIB)
+                || r.length == 0
+                || !r.length.is_multiple_of(MIB)
             {
                 Some(format!(
                     "region at byte {:#x}, {} bytes: not whole MiB past the header section",
@@ -383,7 +386,7 @@ pub(super) fn read_metadata(file: &dyn Device, region: Region, what: &str) -> Re
         ));
     }
     let at_vs = items[1].map_or(0, |i| i.0);
-    if size == 0 || size > 64 << 40 || size % u64::from(logical_sector) != 0 {
+    if size == 0 || size > 64 << 40 || !size.is_multiple_of(u64::from(logical_sector)) {
         return Err(bad(
             at_vs,
             format!("virtual disk size {size} (whole logical sectors, at most 64 TiB)"),
@@ -419,7 +422,7 @@ pub(super) fn parse_locator(pl: &[u8]) -> std::result::Result<Vec<(String, Strin
     }
     let s = |off: u32, len: u16| -> std::result::Result<String, String> {
         let (o, l) = (off as usize, len as usize);
-        if l % 2 != 0 || o.checked_add(l).is_none_or(|e| e > pl.len()) {
+        if !l.is_multiple_of(2) || o.checked_add(l).is_none_or(|e| e > pl.len()) {
             return Err(format!(
                 "a parent locator string at {o}, {l} bytes, lies outside the item"
             ));

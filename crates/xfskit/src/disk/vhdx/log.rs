@@ -70,7 +70,11 @@ pub(super) fn read(
             d,
         )
     };
-    if log.offset < MIB || log.offset % MIB != 0 || log.length == 0 || log.length % MIB != 0 {
+    if log.offset < MIB
+        || !log.offset.is_multiple_of(MIB)
+        || log.length == 0
+        || !log.length.is_multiple_of(MIB)
+    {
         return Err(bad(format!(
             "{} bytes at byte {:#x}: not whole MiB past the header section",
             log.length, log.offset
@@ -189,7 +193,13 @@ fn parse_entry(
     let tail = u64::from(le32(h, 12));
     let seq = le64(h, 16);
     let count = u64::from(le32(h, 24));
-    if len == 0 || len % SECTOR != 0 || len > l || seq == 0 || tail % SECTOR != 0 || tail >= l {
+    if len == 0
+        || !len.is_multiple_of(SECTOR)
+        || len > l
+        || seq == 0
+        || !tail.is_multiple_of(SECTOR)
+        || tail >= l
+    {
         return None;
     }
     let desc_sectors = (count + 2).div_ceil(128);
@@ -212,7 +222,7 @@ fn parse_entry(
     for i in 0..count as usize {
         let d = &e[64 + 32 * i..96 + 32 * i];
         let off = le64(d, 16);
-        if le64(d, 24) != seq || off % SECTOR != 0 {
+        if le64(d, 24) != seq || !off.is_multiple_of(SECTOR) {
             return None;
         }
         let (op, n) = match &d[..4] {
@@ -235,7 +245,7 @@ fn parse_entry(
             }
             b"zero" => {
                 let n = le64(d, 8);
-                if n % SECTOR != 0 {
+                if !n.is_multiple_of(SECTOR) {
                     return None;
                 }
                 (Op::Zero(off, n), n)

@@ -265,7 +265,7 @@ impl Vhdx {
             let i = i as u64;
             let state = e & 7;
             let off = e & OFFSET_MASK;
-            let is_bitmap = (i + 1) % (chunk_ratio + 1) == 0;
+            let is_bitmap = (i + 1).is_multiple_of(chunk_ratio + 1);
             let (need, present) = if is_bitmap {
                 (MIB, state == FULLY_PRESENT)
             } else {

@@ -392,7 +392,61 @@ fn pending_log_entry_is_seen() {
     }
 }
 
-/// qemu-io killed after its log entry: our reader replays QEMU's log.
+/// Three blocks allocated between flushes make a sequence of three log
+/// entries; cut before the flush empties the log, the sequence is replayed
+/// whole, by us in memory and by qemu-img.
+#[test]
+fn log_sequence_of_entries() {
+    let (_, base) = small_image(&[0]);
+    let new: Vec<Vec<u8>> = (0..3).map(|k| pattern(MIB as usize, 60 + k)).collect();
+    let write = |v: &Vhdx| {
+        for (k, d) in new.iter().enumerate() {
+            v.write_at(d, (4 + 3 * k as u64) * MIB).unwrap();
+        }
+    };
+    // The writes up to the flush.
+    let dev = Arc::new(Grow::new(base.clone(), None));
+    let before_flush = {
+        let v = open_rw_on(Path::new("mem.vhdx"), dev.clone()).unwrap();
+        write(&v);
+        let n = dev.writes.load(Ordering::SeqCst);
+        v.flush().unwrap();
+        n
+    };
+    // Cut at the flush's first header write.
+    let dev = Arc::new(Grow::new(base, Some(before_flush + 1)));
+    {
+        let v = open_rw_on(Path::new("mem.vhdx"), dev.clone()).unwrap();
+        write(&v);
+        assert!(v.flush().is_err());
+    }
+    let b = dev.bytes();
+    let v = open_mem(b.clone()).unwrap();
+    assert_eq!(v.replayed_entries(), 3);
+    for (k, d) in new.iter().enumerate() {
+        let mut got = vec![0u8; MIB as usize];
+        v.read_at(&mut got, (4 + 3 * k as u64) * MIB).unwrap();
+        assert!(got == *d, "block {k} of the sequence");
+    }
+    if have_qemu() {
+        let p = tmp("seq.vhdx");
+        std::fs::write(&p, &b).unwrap();
+        let ps = p.to_str().unwrap();
+        let (ok, out) = qemu(&["check", "-r", "all", ps]);
+        assert!(ok, "qemu-img check -r all: {out}");
+        let raw = tmp("seq.raw");
+        let (ok, out) = qemu(&["convert", "-O", "raw", ps, raw.to_str().unwrap()]);
+        assert!(ok, "{out}");
+        let img = std::fs::read(&raw).unwrap();
+        for (k, d) in new.iter().enumerate() {
+            let at = ((4 + 3 * k as u64) * MIB) as usize;
+            assert!(img[at..at + MIB as usize] == d[..], "qemu-img: block {k}");
+        }
+    }
+}
+
+/// A file qemu-io wrote into (QEMU logs each BAT update and applies it at
+/// once) reads back what it wrote.
 #[test]
 fn qemu_io_written_file_reads() {
     if !have_qemu() {

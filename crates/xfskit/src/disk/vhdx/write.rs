@@ -373,9 +373,9 @@ pub(super) fn open_device_rw(
     };
     let flen = host.len();
     if log.length < MIB
-        || log.length % MIB != 0
+        || !log.length.is_multiple_of(MIB)
         || log.offset < MIB
-        || log.offset % MIB != 0
+        || !log.offset.is_multiple_of(MIB)
         || log.offset.checked_add(log.length).is_none_or(|e| e > flen)
     {
         return Err(Error::Unsupported(format!(
