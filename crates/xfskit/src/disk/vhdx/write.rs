@@ -328,12 +328,11 @@ pub(super) fn open_device_rw(
         .clone()
         .ok_or_else(|| Error::Unsupported("no header".into()))?;
     let mut seq = 0;
+    let mut renewed = false;
     if head.log_guid != [0; 16] {
-        // Replay the log for real, then empty it.
-        if let Some(r) = &replay {
-            apply(host.as_ref(), file.as_deref(), r, &what)?;
-            seq = r.seq;
-        }
+        // Replay the log for real, then empty it. The replay is the first
+        // change made to the file: new write GUIDs go first (the log GUID
+        // kept, so that the log stays valid until it is applied).
         let mut w = Writer {
             host: host.clone(),
             file: file.clone(),
@@ -346,15 +345,23 @@ pub(super) fn open_device_rw(
                 length: 0,
             },
             log_active: true,
-            log_guid: [0; 16],
+            log_guid: head.log_guid,
             log_pos: 0,
             seq,
             end: 0,
         };
+        if let Some(r) = &replay {
+            w.renew()?;
+            renewed = true;
+            apply(host.as_ref(), file.as_deref(), r, &what)?;
+            seq = r.seq;
+        }
         let fw = random_guid();
         w.update_headers(|h| {
             h.log_guid = [0; 16];
-            h.file_write = fw;
+            if !renewed {
+                h.file_write = fw;
+            }
         })?;
         head = w.head.clone();
         cur = w.cur;
@@ -390,7 +397,7 @@ pub(super) fn open_device_rw(
         head,
         cur,
         fresh: false,
-        renewed: false,
+        renewed,
         log,
         log_active: false,
         log_guid: [0; 16],
