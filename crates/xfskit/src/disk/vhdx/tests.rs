@@ -845,3 +845,42 @@ fn random_damage_never_panics() {
     }
     println!("{opened} of 2000 damaged files opened");
 }
+
+/// 4096-byte logical sectors (a chunk ratio of 32768 with 1 MiB blocks):
+/// written and read back, in place after a reopen too.
+#[test]
+fn logical_sectors_of_4096() {
+    let p = tmp("4k.vhdx");
+    let v = create(
+        &p,
+        12 * MIB,
+        CreateOptions {
+            block: Some(MIB),
+            sector: 4096,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(v.logical_sector_size(), 4096);
+    assert_eq!(v.chunk_ratio, 32768);
+    let a = pattern(2 * MIB as usize + 8192, 21);
+    v.write_at(&a, 3 * MIB - 4096).unwrap();
+    v.flush().unwrap();
+    drop(v);
+    let w = open_rw(&p).unwrap();
+    w.write_at(&a[..4096], 11 * MIB).unwrap();
+    w.flush().unwrap();
+    drop(w);
+    let r = open_vhdx(
+        &p,
+        Box::new(FileDevice::open_read_only(&p).unwrap()),
+        &no_opener,
+    )
+    .unwrap();
+    let mut got = vec![0u8; a.len()];
+    r.read_at(&mut got, 3 * MIB - 4096).unwrap();
+    assert!(got == a);
+    r.read_at(&mut got[..4096], 11 * MIB).unwrap();
+    assert!(got[..4096] == a[..4096]);
+    assert_eq!(r.physical_sector_size(), 4096);
+}
