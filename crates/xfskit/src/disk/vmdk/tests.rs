@@ -1,0 +1,1 @@
+//! Hostile and malformed input: errors, never panics or huge allocations.
