@@ -295,8 +295,11 @@ fn build_writes_vmdks_qemu_accepts() {
                 std::fs::metadata(&v).expect("stat").len()
             );
             if fmt == "vmdk-stream" && !gpt {
-                // Reproducible: the same bytes again.
-                let v2 = t.join("again.vmdk");
+                // Reproducible: the same bytes again (under the same
+                // name, which the descriptor holds).
+                let again = t.join("again");
+                std::fs::create_dir_all(&again).expect("mkdir");
+                let v2 = again.join(v.file_name().expect("name"));
                 let r = xfskit(
                     &["build", "-q", "--reproducible", "--format", fmt, s(&src), s(&v2)],
                     LIMIT,
