@@ -12,6 +12,8 @@
 //! qemu-img check clean, info gives the subformat and size, compare equals
 //! the raw build, and the raw conversion is xfs_repair-clean.
 //!
+//! An OVA package (tar) of a streamOptimized build reads the same.
+//!
 //! In place: edits into a monolithicSparse VMDK (ours and qemu-img's) and
 //! a split sparse one, then qemu-img check and read back through qemu-img
 //! convert; streamOptimized refused. SKIP without qemu-img.
@@ -203,7 +205,11 @@ fn qemu_check_clean(img: &Path, what: &str) {
 /// xfs_repair -n of the filesystem at `start`..`start+len` of `raw`.
 fn repair_clean(raw: &Path, start: u64, len: u64, tmp: &Path, what: &str) {
     let whole = start == 0 && len == std::fs::metadata(raw).expect("stat").len();
-    let fsimg = if whole { raw.to_path_buf() } else { tmp.join("repair.fs") };
+    let fsimg = if whole {
+        raw.to_path_buf()
+    } else {
+        tmp.join("repair.fs")
+    };
     if !whole {
         sh(&format!(
         "dd if='{}' of='{}' bs=1M iflag=skip_bytes,count_bytes skip={start} count={len} conv=sparse status=none",
@@ -219,7 +225,10 @@ fn repair_clean(raw: &Path, start: u64, len: u64, tmp: &Path, what: &str) {
     if !whole {
         std::fs::remove_file(&fsimg).ok();
     }
-    assert!(out.contains("REPAIR-CLEAN"), "{what}: xfs_repair -n:\n{out}");
+    assert!(
+        out.contains("REPAIR-CLEAN"),
+        "{what}: xfs_repair -n:\n{out}"
+    );
 }
 
 /// Where the filesystem is in the raw disk `raw`: the whole of it, or
@@ -260,7 +269,10 @@ fn build_writes_vmdks_qemu_accepts() {
         let r = xfskit(&a, LIMIT);
         assert_eq!(r.code, 0, "xfskit {a:?}: {}", r.stderr);
         let raw_len = std::fs::metadata(&raw).expect("stat").len();
-        for (fmt, ct) in [("vmdk", "monolithicSparse"), ("vmdk-stream", "streamOptimized")] {
+        for (fmt, ct) in [
+            ("vmdk", "monolithicSparse"),
+            ("vmdk-stream", "streamOptimized"),
+        ] {
             let what = format!("build {tag} --format {fmt}");
             let v = t.join(format!("{tag}-{fmt}.vmdk"));
             let mut a = vec!["build", "-q", "--reproducible", "--format", fmt];
@@ -271,7 +283,10 @@ fn build_writes_vmdks_qemu_accepts() {
             qemu_check_clean(&v, &what);
             let i = info(&v);
             assert_eq!(i["format"], "vmdk", "{what}: {i}");
-            assert_eq!(i["format-specific"]["data"]["create-type"], ct, "{what}: {i}");
+            assert_eq!(
+                i["format-specific"]["data"]["create-type"], ct,
+                "{what}: {i}"
+            );
             let vsize = i["virtual-size"].as_u64().expect("virtual-size");
             assert_eq!(vsize, raw_len.div_ceil(65536) * 65536, "{what}: {i}");
             let cmp = sh(&format!(
@@ -301,11 +316,35 @@ fn build_writes_vmdks_qemu_accepts() {
                 std::fs::create_dir_all(&again).expect("mkdir");
                 let v2 = again.join(v.file_name().expect("name"));
                 let r = xfskit(
-                    &["build", "-q", "--reproducible", "--format", fmt, s(&src), s(&v2)],
+                    &[
+                        "build",
+                        "-q",
+                        "--reproducible",
+                        "--format",
+                        fmt,
+                        s(&src),
+                        s(&v2),
+                    ],
                     LIMIT,
                 );
                 assert_eq!(r.code, 0, "again: {}", r.stderr);
                 sh(&format!("cmp '{}' '{}'", v.display(), v2.display()));
+                // An OVA package of it (the .ovf first), read in place.
+                let ova = t.join("pkg.ova");
+                std::fs::write(
+                    again.join("pkg.ovf"),
+                    "<?xml version=\"1.0\"?>\n<Envelope/>\n",
+                )
+                .expect("write");
+                sh(&format!(
+                    "tar -cf '{}' -C '{}' pkg.ovf '{}'",
+                    ova.display(),
+                    again.display(),
+                    v.file_name().and_then(|n| n.to_str()).expect("name")
+                ));
+                same(&extract(t, &ova, &[], "ova"), &want, "the OVA package");
+                println!("{what}: an OVA package of it reads the same");
+                std::fs::remove_file(&ova).ok();
                 std::fs::remove_file(&v2).ok();
             }
         }
@@ -338,7 +377,10 @@ fn edits_in_place_leave_vmdks_clean() {
     let r = xfskit(&["build", "-q", "--size", "2200m", s(&src), s(&raw)], LIMIT);
     assert_eq!(r.code, 0, "build: {}", r.stderr);
     let ours = t.join("ours.vmdk");
-    let r = xfskit(&["build", "-q", "--format", "vmdk", s(&src), s(&ours)], LIMIT);
+    let r = xfskit(
+        &["build", "-q", "--format", "vmdk", s(&src), s(&ours)],
+        LIMIT,
+    );
     assert_eq!(r.code, 0, "build vmdk: {}", r.stderr);
     let qemu = t.join("qemu.vmdk");
     let split_dir = t.join("split");
@@ -357,7 +399,10 @@ qemu-img convert -O vmdk -o subformat=monolithicFlat '{r}' '{flat}'",
         flat = flat.display(),
     ));
     let blob = t.join("blob.bin");
-    sh(&format!("head -c 5000000 /dev/urandom > '{}'", blob.display()));
+    sh(&format!(
+        "head -c 5000000 /dev/urandom > '{}'",
+        blob.display()
+    ));
     let blob_bytes = std::fs::read(&blob).expect("read");
     for (img, tag) in [
         (&ours, "ours"),
@@ -390,7 +435,11 @@ qemu-img convert -O vmdk -o subformat=monolithicFlat '{r}' '{flat}'",
             .expect("run");
         assert!(got.stdout == blob_bytes, "{tag}: /edited/blob differs");
         let r = xfskit(&["ls", s(&back), "/moved"], LIMIT);
-        assert!(r.code == 0 && r.stdout.contains("file-with-a-longer-name-7"), "{tag}: {}", r.stderr);
+        assert!(
+            r.code == 0 && r.stdout.contains("file-with-a-longer-name-7"),
+            "{tag}: {}",
+            r.stderr
+        );
         let r = xfskit(&["ls", s(&back), "/etc"], LIMIT);
         assert!(!r.stdout.contains("a.hard"), "{tag}: {}", r.stdout);
         let len = std::fs::metadata(&back).expect("stat").len();
@@ -400,7 +449,10 @@ qemu-img convert -O vmdk -o subformat=monolithicFlat '{r}' '{flat}'",
     }
     // streamOptimized is written once.
     let st = t.join("stream.vmdk");
-    let r = xfskit(&["build", "-q", "--format", "vmdk-stream", s(&src), s(&st)], LIMIT);
+    let r = xfskit(
+        &["build", "-q", "--format", "vmdk-stream", s(&src), s(&st)],
+        LIMIT,
+    );
     assert_eq!(r.code, 0, "build stream: {}", r.stderr);
     let before = std::fs::read(&st).expect("read");
     let r = xfskit(&["mkdir", s(&st), "/x"], LIMIT);
@@ -410,5 +462,8 @@ qemu-img convert -O vmdk -o subformat=monolithicFlat '{r}' '{flat}'",
         r.code,
         r.stderr
     );
-    assert!(std::fs::read(&st).expect("read") == before, "the refused edit changed the file");
+    assert!(
+        std::fs::read(&st).expect("read") == before,
+        "the refused edit changed the file"
+    );
 }

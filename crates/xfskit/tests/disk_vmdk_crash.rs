@@ -2,7 +2,8 @@
 //! by crashing: a small edit (a new file whose blocks fall in grains not
 //! yet allocated, then a sync) runs on a VMDK whose host file stops
 //! taking writes after its N-th write, for every N the edit issues. After
-//! each crash the VMDK opens, xfskit's log recovery runs, and the tree is
+//! each crash (the cut write lost, or torn at a 4 KiB boundary) the VMDK
+//! opens, xfskit's log recovery runs, and the tree is
 //! the old one or the new one (the file whole), the old file intact, and
 //! `xfskit check` clean. The host is in memory and grows as grains are
 //! appended. Needs mkfs.xfs; otherwise SKIP.
@@ -26,14 +27,17 @@ struct MemHost {
     data: Mutex<Vec<u8>>,
     writes: Mutex<u64>,
     limit: Option<u64>,
+    /// The cut write lands in part: its first half, at a 4 KiB boundary.
+    tear: bool,
 }
 
 impl MemHost {
-    fn new(data: Vec<u8>, limit: Option<u64>) -> MemHost {
+    fn new(data: Vec<u8>, limit: Option<u64>, tear: bool) -> MemHost {
         MemHost {
             data: Mutex::new(data),
             writes: Mutex::new(0),
             limit,
+            tear,
         }
     }
     fn crashed(&self) -> bool {
@@ -58,15 +62,18 @@ impl Device for MemHost {
             *w += 1;
             *w
         };
-        if self.limit.is_some_and(|l| n >= l) {
-            return Err(io::Error::other("crashed"));
-        }
-        let mut d = self.data.lock().unwrap();
-        let end = off as usize + buf.len();
-        if end > d.len() {
-            d.resize(end, 0);
-        }
-        d[off as usize..end].copy_from_slice(buf);
+        let buf = match self.limit {
+            Some(l) if n > l => return Err(io::Error::other("crashed")),
+            Some(l) if n == l => {
+                let half = (buf.len() / 2) & !4095;
+                if self.tear && half > 0 {
+                    self.put(&buf[..half], off);
+                }
+                return Err(io::Error::other("crashed"));
+            }
+            _ => buf,
+        };
+        self.put(buf, off);
         Ok(())
     }
     fn flush(&self) -> io::Result<()> {
@@ -78,6 +85,17 @@ impl Device for MemHost {
     }
     fn len(&self) -> u64 {
         self.data.lock().unwrap().len() as u64
+    }
+}
+
+impl MemHost {
+    fn put(&self, buf: &[u8], off: u64) {
+        let mut d = self.data.lock().unwrap();
+        let end = off as usize + buf.len();
+        if end > d.len() {
+            d.resize(end, 0);
+        }
+        d[off as usize..end].copy_from_slice(buf);
     }
 }
 
@@ -180,7 +198,7 @@ fn a_crash_at_every_host_write_leaves_old_or_new() {
     }
     let base = std::fs::read(&img).unwrap();
     // The edit without a crash: how many host writes it takes.
-    let full = Arc::new(MemHost::new(base.clone(), None));
+    let full = Arc::new(MemHost::new(base.clone(), None, false));
     {
         let fs = open_fs(&img, full.clone()).unwrap();
         edit(&fs).unwrap();
@@ -189,13 +207,13 @@ fn a_crash_at_every_host_write_leaves_old_or_new() {
     assert!(full.len() > base.len() as u64, "the edit appended no grain");
     eprintln!("{name}: {total} host writes; crashing at each");
     let (mut old, mut new) = (0, 0);
-    for n in 1..=total {
-        let what = format!("crash at host write {n} of {total}");
-        let host = Arc::new(MemHost::new(base.clone(), Some(n)));
+    for (n, tear) in (1..=total).flat_map(|n| [(n, false), (n, true)]) {
+        let what = format!("crash at host write {n} of {total} (torn: {tear})");
+        let host = Arc::new(MemHost::new(base.clone(), Some(n), tear));
         let r = open_fs(&img, host.clone()).and_then(|fs| edit(&fs));
         assert!(r.is_err(), "{what}: the edit succeeded");
         let left = host.data.lock().unwrap().clone();
-        let after = Arc::new(MemHost::new(left, None));
+        let after = Arc::new(MemHost::new(left, None, false));
         let fs = open_fs(&img, after)
             .unwrap_or_else(|e| panic!("{what}: the VMDK or its log does not recover: {e}"));
         assert_eq!(

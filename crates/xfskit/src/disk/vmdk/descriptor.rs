@@ -85,13 +85,8 @@ pub(super) fn parse(text: &[u8], what: &str) -> Result<Descriptor> {
     };
     let text = String::from_utf8_lossy(text);
     let mut d = Descriptor::default();
-    let bad = |n: usize, why: String| {
-        corrupt(
-            "VMDK descriptor",
-            format!("{what}, line {}", n + 1),
-            why,
-        )
-    };
+    let bad =
+        |n: usize, why: String| corrupt("VMDK descriptor", format!("{what}, line {}", n + 1), why);
     for (n, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {

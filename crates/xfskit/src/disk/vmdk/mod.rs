@@ -9,12 +9,15 @@
 //! writes and reads); the code is ours, with a bounds check on every
 //! offset a file gives (`sparse`).
 //!
+//! An OVA package (tar) is read through its first VMDK member (`ova`).
+//!
 //! Written in place: monolithicSparse and the extents of the descriptor
 //! forms (sparse and flat). streamOptimized is written once, by
 //! [`create`] and its finish step (`stream`); in place it is refused.
 
 mod descriptor;
 mod header;
+mod ova;
 mod sparse;
 mod stream;
 #[cfg(test)]
@@ -39,12 +42,14 @@ const GRAIN_SECTORS: u64 = 128;
 const CREATE_MAX: u64 = 2 << 40;
 
 /// True when a file whose first bytes are `head` is a VMDK: a sparse
-/// extent's magic ("KDMV", or the older "COWD", refused when opened) or a
-/// descriptor file's text.
+/// extent's magic ("KDMV", or the older "COWD", refused when opened), a
+/// descriptor file's text, or an OVA package (a tar archive starting with
+/// its `.ovf` descriptor), read through its VMDK member.
 pub fn probe(head: &[u8]) -> bool {
     head.starts_with(header::MAGIC)
         || head.starts_with(header::COWD)
         || descriptor::looks_like(head)
+        || ova::probe(head)
 }
 
 /// One extent of the disk.
@@ -126,6 +131,9 @@ impl Device for Vmdk {
     }
 
     fn flush(&self) -> io::Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
         for (_, _, e) in &self.parts {
             match e {
                 Extent::Sparse(s) => s.commit()?,
@@ -150,7 +158,11 @@ enum Open<'a> {
 /// The disk a VMDK `file` (a sparse extent with its embedded descriptor,
 /// or a descriptor naming extent files) describes, read-only.
 pub fn open(path: &Path, file: Box<dyn Device>, opener: &Opener) -> Result<Arc<dyn Device>> {
-    Ok(Arc::new(open_vmdk(path, Arc::from(file), Open::Read(opener))?))
+    Ok(Arc::new(open_vmdk(
+        path,
+        Arc::from(file),
+        Open::Read(opener),
+    )?))
 }
 
 /// The disk of the VMDK at `path`, written in place (monolithicSparse and
@@ -187,14 +199,24 @@ fn open_vmdk(path: &Path, file: Arc<dyn Device>, how: Open) -> Result<Vmdk> {
         // A sparse header of capacity 0 with a descriptor: the descriptor
         // describes the disk (QEMU reads it so too).
         if let Some(h) = h.filter(|h| h.capacity == 0 && h.desc_offset != 0) {
-            let text = read_text(&name, file.as_ref(), h.desc_offset * SECTOR, h.desc_size * SECTOR)?;
+            let text = read_text(
+                &name,
+                file.as_ref(),
+                h.desc_offset * SECTOR,
+                h.desc_size * SECTOR,
+            )?;
             let d = descriptor::parse(&text, &name)?;
             return from_descriptor(path, d, how);
         }
         let mut s = Sparse::open(&name, file.clone())?;
         let h = &s.header;
         if h.desc_offset != 0 && h.desc_size != 0 {
-            let text = read_text(&name, file.as_ref(), h.desc_offset * SECTOR, h.desc_size * SECTOR)?;
+            let text = read_text(
+                &name,
+                file.as_ref(),
+                h.desc_offset * SECTOR,
+                h.desc_size * SECTOR,
+            )?;
             // A damaged embedded descriptor does not stop the disk being
             // read (the header has what reading needs), a parent does.
             if let Ok(d) = descriptor::parse(&text, &name) {
@@ -212,6 +234,35 @@ fn open_vmdk(path: &Path, file: Arc<dyn Device>, how: Open) -> Result<Vmdk> {
             writable,
         });
     }
+    if ova::probe(&head[..n]) {
+        if writable {
+            return Err(Error::Unsupported(format!(
+                "writing to {name}: an OVA package is read-only (its disk is streamOptimized)"
+            )));
+        }
+        let (mname, w) = ova::vmdk_member(&name, file)?;
+        let mut inner_head = [0u8; 512];
+        let k = w.len().min(512) as usize;
+        w.read_at(&mut inner_head[..k], 0)?;
+        if ova::probe(&inner_head[..k]) {
+            return Err(crate::disk::corrupt(
+                "OVA package",
+                mname,
+                "its disk member is another OVA package",
+            ));
+        }
+        let inner = open_vmdk(Path::new(&mname), Arc::new(w), how)?;
+        if inner
+            .parts
+            .iter()
+            .any(|(_, _, e)| !matches!(e, Extent::Sparse(_)))
+        {
+            return Err(Error::Unsupported(format!(
+                "{mname}: a VMDK in an OVA that names other extent files"
+            )));
+        }
+        return Ok(inner);
+    }
     if !descriptor::looks_like(&head[..n]) {
         return Err(crate::disk::corrupt(
             "VMDK file",
@@ -223,7 +274,10 @@ fn open_vmdk(path: &Path, file: Arc<dyn Device>, how: Open) -> Result<Vmdk> {
         return Err(crate::disk::corrupt(
             "VMDK descriptor",
             name,
-            format!("{} bytes: a descriptor file is at most {DESC_MAX}", file.len()),
+            format!(
+                "{} bytes: a descriptor file is at most {DESC_MAX}",
+                file.len()
+            ),
         ));
     }
     let text = read_text(&name, file.as_ref(), 0, file.len())?;
@@ -260,8 +314,14 @@ fn from_descriptor(path: &Path, d: Descriptor, how: Open) -> Result<Vmdk> {
     let name = path.display().to_string();
     refuse_parent(&name, &d)?;
     match d.create_type.as_str() {
-        "monolithicFlat" | "monolithicSparse" | "twoGbMaxExtentSparse" | "twoGbMaxExtentFlat"
-        | "streamOptimized" | "vmfs" | "custom" | "" => {}
+        "monolithicFlat"
+        | "monolithicSparse"
+        | "twoGbMaxExtentSparse"
+        | "twoGbMaxExtentFlat"
+        | "streamOptimized"
+        | "vmfs"
+        | "custom"
+        | "" => {}
         other => {
             return Err(Error::Unsupported(format!(
                 "{name}: VMDK disks of type {other}"
@@ -280,7 +340,11 @@ fn from_descriptor(path: &Path, d: Descriptor, how: Open) -> Result<Vmdk> {
     let mut at = 0u64;
     for (i, x) in d.extents.iter().enumerate() {
         let len = x.sectors.checked_mul(SECTOR).ok_or_else(|| {
-            crate::disk::corrupt("VMDK descriptor", name.clone(), format!("extent {i}: {} sectors", x.sectors))
+            crate::disk::corrupt(
+                "VMDK descriptor",
+                name.clone(),
+                format!("extent {i}: {} sectors", x.sectors),
+            )
         })?;
         if writable && x.read_only {
             return Err(Error::Unsupported(format!(
@@ -345,7 +409,11 @@ fn from_descriptor(path: &Path, d: Descriptor, how: Open) -> Result<Vmdk> {
         };
         parts.push((at, len, e));
         at = at.checked_add(len).ok_or_else(|| {
-            crate::disk::corrupt("VMDK descriptor", name.clone(), "the extents add up past 2^64 bytes")
+            crate::disk::corrupt(
+                "VMDK descriptor",
+                name.clone(),
+                "the extents add up past 2^64 bytes",
+            )
         })?;
     }
     Ok(Vmdk {
@@ -421,8 +489,8 @@ fn create_sparse(path: &Path, bytes: u64) -> Result<()> {
     let desc_size = 20;
     let rgd_offset = desc_offset + desc_size;
     let gd_offset = rgd_offset + gd_sectors + gt_sectors * gt_count;
-    let overhead = (gd_offset + gd_sectors + gt_sectors * gt_count).div_ceil(GRAIN_SECTORS)
-        * GRAIN_SECTORS;
+    let overhead =
+        (gd_offset + gd_sectors + gt_sectors * gt_count).div_ceil(GRAIN_SECTORS) * GRAIN_SECTORS;
     let h = Header {
         version: 1,
         flags: FLAG_NL_TEST | FLAG_RGD,
@@ -507,8 +575,7 @@ impl Device for HostFile {
 
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
         self.file.write_all_at(buf, off)?;
-        self.len
-            .fetch_max(off + buf.len() as u64, Ordering::AcqRel);
+        self.len.fetch_max(off + buf.len() as u64, Ordering::AcqRel);
         Ok(())
     }
 

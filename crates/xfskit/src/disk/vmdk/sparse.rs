@@ -89,8 +89,11 @@ impl Sparse {
                 "{name}: VMDK3 (COWD, ESX 2) sparse extents"
             )));
         }
-        let mut h = Header::parse(&first)
-            .ok_or_else(|| bad(format!("VMDK {name}: no sparse extent magic (KDMV) at byte 0")))?;
+        let mut h = Header::parse(&first).ok_or_else(|| {
+            bad(format!(
+                "VMDK {name}: no sparse extent magic (KDMV) at byte 0"
+            ))
+        })?;
         if h.gd_offset == GD_AT_END {
             h = read_footer(name, file.as_ref())?;
         }
@@ -106,7 +109,11 @@ impl Sparse {
                 h.compress
             )));
         }
-        let hdr = |why: String| bad(format!("VMDK {name}: sparse extent header at byte 0x0: {why}"));
+        let hdr = |why: String| {
+            bad(format!(
+                "VMDK {name}: sparse extent header at byte 0x0: {why}"
+            ))
+        };
         if h.grain == 0 || h.grain > GRAIN_MAX_SECTORS {
             return Err(hdr(format!(
                 "grain size {} sectors is not in 1..={GRAIN_MAX_SECTORS}",
@@ -398,7 +405,10 @@ impl Sparse {
             }
             Map::Compressed(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
-                format!("VMDK {}: compressed grains are not written in place", self.name),
+                format!(
+                    "VMDK {}: compressed grains are not written in place",
+                    self.name
+                ),
             )),
             Map::Unallocated | Map::Zero => {
                 if piece.iter().all(|&b| b == 0) {
@@ -560,11 +570,12 @@ fn read_footer(name: &str, file: &dyn Device) -> Result<Header> {
 }
 
 /// Inflates `packed` (a zlib stream, or raw deflate) into `out`; returns
-/// how many bytes it filled. Never writes more than `out` holds.
+/// how many bytes it filled. Never writes more than `out` holds: a stream
+/// that would is an error.
 pub(super) fn inflate_into(packed: &[u8], out: &mut [u8]) -> io::Result<usize> {
     let zlib = packed.len() >= 2
         && packed[0] & 0x0f == 8
-        && (u16::from(packed[0]) << 8 | u16::from(packed[1])) % 31 == 0;
+        && ((u16::from(packed[0]) << 8) | u16::from(packed[1])) % 31 == 0;
     let mut r: Box<dyn Read> = if zlib {
         Box::new(flate2::read::ZlibDecoder::new(packed))
     } else {
@@ -573,9 +584,18 @@ pub(super) fn inflate_into(packed: &[u8], out: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < out.len() {
         match r.read(&mut out[n..])? {
-            0 => break,
+            0 => return Ok(n),
             k => n += k,
         }
     }
-    Ok(n)
+    // The stream must end here, its checksum good (as zlib's uncompress
+    // demands): one byte more is the end of it or an error.
+    let mut more = [0u8; 1];
+    match r.read(&mut more)? {
+        0 => Ok(n),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("inflates to more than {} bytes", out.len()),
+        )),
+    }
 }

@@ -73,7 +73,12 @@ impl Stream {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let desc = descriptor::render("streamOptimized", super::cid_for(sectors, &name), sectors, &name);
+        let desc = descriptor::render(
+            "streamOptimized",
+            super::cid_for(sectors, &name),
+            sectors,
+            &name,
+        );
         let desc_sectors = (desc.len() as u64).div_ceil(SECTOR);
         let overhead = (1 + desc_sectors).div_ceil(GRAIN_SECTORS) * GRAIN_SECTORS;
         let header = Header {
@@ -119,7 +124,10 @@ impl Stream {
         if off.checked_add(n as u64).is_none_or(|e| e > self.capacity) {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                format!("{what} past the end of the {}-byte VMDK disk", self.capacity),
+                format!(
+                    "{what} past the end of the {}-byte VMDK disk",
+                    self.capacity
+                ),
             ));
         }
         Ok(())
@@ -222,7 +230,9 @@ impl Stream {
         if let Some(p) = s.buffer.get(&g) {
             return Ok(p.data.clone());
         }
-        Ok(self.stored(s, g)?.map_or_else(|| vec![0u8; GRAIN as usize], |b| b.to_vec()))
+        Ok(self
+            .stored(s, g)?
+            .map_or_else(|| vec![0u8; GRAIN as usize], |b| b.to_vec()))
     }
 
     /// The last copy of grain `g` written out, inflated.
@@ -319,7 +329,13 @@ impl Device for StreamDisk {
                     continue;
                 }
                 let data = st.current(&mut s, g)?;
-                s.buffer.insert(g, Pending { data, touched: tick });
+                s.buffer.insert(
+                    g,
+                    Pending {
+                        data,
+                        touched: tick,
+                    },
+                );
             }
             if let Some(p) = s.buffer.get_mut(&g) {
                 p.data[within..within + n].copy_from_slice(piece);
