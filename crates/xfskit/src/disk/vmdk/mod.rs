@@ -54,7 +54,7 @@ pub fn probe(head: &[u8]) -> bool {
 
 /// One extent of the disk.
 enum Extent {
-    Sparse(Sparse),
+    Sparse(Box<Sparse>),
     Flat { file: Arc<dyn Device>, start: u64 },
     Zero,
 }
@@ -228,7 +228,7 @@ fn open_vmdk(path: &Path, file: Arc<dyn Device>, how: Open) -> Result<Vmdk> {
         }
         let len = s.capacity();
         return Ok(Vmdk {
-            parts: vec![(0, len, Extent::Sparse(s))],
+            parts: vec![(0, len, Extent::Sparse(Box::new(s)))],
             len,
             path: path.to_path_buf(),
             writable,
@@ -403,7 +403,7 @@ fn from_descriptor(path: &Path, d: Descriptor, how: Open) -> Result<Vmdk> {
                     if writable {
                         s.make_writable()?;
                     }
-                    Extent::Sparse(s)
+                    Extent::Sparse(Box::new(s))
                 }
             }
         };
