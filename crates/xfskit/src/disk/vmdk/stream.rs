@@ -198,6 +198,7 @@ impl Stream {
     /// in disk order.
     fn evict(&self, s: &mut State, mut gs: Vec<u64>) -> io::Result<()> {
         gs.sort_unstable();
+        let mut batch: Vec<(u64, Vec<u8>)> = Vec::with_capacity(gs.len());
         for g in gs {
             let Some(p) = s.buffer.remove(&g) else {
                 continue;
@@ -205,21 +206,49 @@ impl Stream {
             if !s.out.contains_key(&g) && p.data.iter().all(|&b| b == 0) {
                 continue;
             }
-            let mut enc =
-                flate2::write::ZlibEncoder::new(vec![0u8; 12], flate2::Compression::default());
-            enc.write_all(&p.data)?;
-            let mut rec = enc.finish()?;
-            let size = (rec.len() - 12) as u32;
-            rec[..8].copy_from_slice(&(g * GRAIN_SECTORS).to_le_bytes());
-            rec[8..12].copy_from_slice(&size.to_le_bytes());
-            rec.resize(rec.len().div_ceil(512) * 512, 0);
-            let at = s.end;
-            let sec = sector_of(at)?;
-            if let Err(e) = s.file.write_all_at(&rec, at) {
-                s.failed = true;
-                return Err(e);
-            }
-            s.end += rec.len() as u64;
+            batch.push((g, p.data));
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // Compressed on every core (the bytes do not depend on how).
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 8)
+            .min(batch.len());
+        let per = batch.len().div_ceil(threads);
+        let records: Vec<io::Result<Vec<u8>>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = batch
+                .chunks(per)
+                .map(|c| {
+                    sc.spawn(move || {
+                        c.iter()
+                            .map(|(g, d)| grain_record(*g, d))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .flat_map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        vec![Err(io::Error::other("a compression thread panicked"))]
+                    })
+                })
+                .collect()
+        });
+        let mut all = Vec::new();
+        let mut at = Vec::with_capacity(batch.len());
+        for ((g, _), r) in batch.iter().zip(records) {
+            let r = r?;
+            at.push((*g, sector_of(s.end + all.len() as u64)?));
+            all.extend_from_slice(&r);
+        }
+        if let Err(e) = s.file.write_all_at(&all, s.end) {
+            s.failed = true;
+            return Err(e);
+        }
+        s.end += all.len() as u64;
+        for (g, sec) in at {
             s.out.insert(g, sec);
         }
         Ok(())
@@ -264,6 +293,19 @@ impl Stream {
         s.inflated.push((at, b.clone()));
         Ok(Some(b))
     }
+}
+
+/// Grain `g` (`data`) compressed behind its grain marker (the first
+/// sector of the grain and the compressed length), padded to a sector.
+fn grain_record(g: u64, data: &[u8]) -> io::Result<Vec<u8>> {
+    let mut enc = flate2::write::ZlibEncoder::new(vec![0u8; 12], flate2::Compression::default());
+    enc.write_all(data)?;
+    let mut rec = enc.finish()?;
+    let size = (rec.len() - 12) as u32;
+    rec[..8].copy_from_slice(&(g * GRAIN_SECTORS).to_le_bytes());
+    rec[8..12].copy_from_slice(&size.to_le_bytes());
+    rec.resize(rec.len().div_ceil(512) * 512, 0);
+    Ok(rec)
 }
 
 fn sector_of(at: u64) -> io::Result<u32> {
