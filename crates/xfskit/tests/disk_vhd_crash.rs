@@ -1,6 +1,7 @@
 //! Crash safety of writes into VHD and VDI containers: a small edit (a
-//! directory and a file of a few hundred KiB, a sync, a writeback, twice) runs on the filesystem
-//! inside a dynamic VHD and a dynamic VDI made by qemu-img, opened in
+//! directory and a 300 KB file, a sync, a writeback; then a directory and
+//! a 3 MB file, which needs new container blocks, the same way) runs on
+//! the filesystem inside a dynamic VHD and a dynamic VDI made by qemu-img, opened in
 //! place on a host file that stops taking writes after its N-th (that one
 //! torn at a sector), for every N the edit issues. After each crash the
 //! container opens again, xfskit's log recovery runs, the filesystem is
@@ -137,7 +138,7 @@ const STEPS: [(&[u8], Option<(u32, u32)>); 4] = [
     (b"/d", None),
     (b"/d/f", Some((300_000, 1))),
     (b"/e", None),
-    (b"/e/g", Some((700_000, 2))),
+    (b"/e/g", Some((3_000_000, 2))),
 ];
 
 fn edit(fs: &Fs) -> xfskit::Result<()> {
@@ -147,7 +148,7 @@ fn edit(fs: &Fs) -> xfskit::Result<()> {
     fs.sync()?;
     fs.writeback()?;
     let e = fs.create(root, b"e", &NodeKind::Dir, &meta(0o40755))?;
-    fs.create_file(e, b"g", &meta(0o100644), &content(700_000, 2), &[])?;
+    fs.create_file(e, b"g", &meta(0o100644), &content(3_000_000, 2), &[])?;
     fs.sync()?;
     fs.writeback()
 }
