@@ -134,7 +134,10 @@ fn content(n: u32, seed: u32) -> Vec<u8> {
 
 /// The edit, step by step: a directory, a file in it, a sync and a
 /// writeback of the metadata in place, then the same again.
-const STEPS: [(&[u8], Option<(u32, u32)>); 4] = [
+/// A path and, for a file, its content's (length, seed).
+type Step = (&'static [u8], Option<(u32, u32)>);
+
+const STEPS: [Step; 4] = [
     (b"/d", None),
     (b"/d/f", Some((300_000, 1))),
     (b"/e", None),

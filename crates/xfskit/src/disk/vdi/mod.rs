@@ -19,7 +19,7 @@
 //! data, and no index is ever handed out twice.
 
 use super::container::{NewDisk, Opener};
-use super::vhd::{new_uuid, read_padded, HostFile};
+use super::vhd::{new_uuid, read_padded, zero_fill, HostFile};
 use crate::dev::Device;
 use crate::disk::{corrupt, corrupt_io, le32, le64};
 use crate::error::{Error, Result};
@@ -288,15 +288,10 @@ impl Vdi {
         // block is a hole; its last sector is written so that the file
         // holds the whole block.
         let have = self.file.len().clamp(start, end);
-        let lo = if have > start { start } else { data + within };
-        let hi = have.max(data + within + piece.len() as u64);
-        let mut bytes = vec![0u8; (hi - lo) as usize];
-        let at = (data + within - lo) as usize;
-        bytes[at..at + piece.len()].copy_from_slice(piece);
-        self.file.write_at(&bytes, lo)?;
-        if hi < end {
-            self.file.write_at(&[0u8; 512], end - 512)?;
-        }
+        zero_fill(&*self.file, start, have)?;
+        self.file.write_at(piece, data + within)?;
+        let tail = data + within + piece.len() as u64;
+        zero_fill(&*self.file, tail.max(have).max(end - 512), end)?;
         if w.sync {
             self.file.flush()?;
         }

@@ -101,3 +101,31 @@ fn garbled_bytes_never_panic() {
         }
     }
 }
+
+#[test]
+fn a_block_allocated_over_stale_bytes_reads_zeros_around_the_write() {
+    let p = tmp("stale");
+    let d = create(&p, 4 * BLOCK).unwrap();
+    d.device.write_at(&[1u8; 512], 0).unwrap();
+    d.finish().unwrap();
+    // A block a crash left written but unreferenced, and the count one
+    // ahead of the map (the crash fell between the two).
+    let mut b = std::fs::read(&p).unwrap();
+    b.extend(std::iter::repeat_n(0xAAu8, BLOCK as usize));
+    b[0x184..0x188].copy_from_slice(&2u32.to_le_bytes());
+    std::fs::write(&p, &b).unwrap();
+    let dev = open_rw(&p).unwrap();
+    dev.write_at(&[2u8; 512], 2 * BLOCK + 4096).unwrap();
+    dev.flush().unwrap();
+    drop(dev);
+    let raw = std::fs::read(&p).unwrap();
+    assert_eq!(le32(&raw, 0x184), 2, "the count follows the map");
+    assert_eq!(raw.len() as u64, le32(&raw, 0x158) as u64 + 2 * BLOCK);
+    let v = Vdi::open(&p, Arc::new(MemDevice::from_bytes(raw))).unwrap();
+    let mut blk = vec![0u8; BLOCK as usize];
+    v.read_at(&mut blk, 2 * BLOCK).unwrap();
+    assert!(blk[..4096].iter().all(|&x| x == 0));
+    assert!(blk[4096..4608].iter().all(|&x| x == 2));
+    assert!(blk[4608..].iter().all(|&x| x == 0));
+    std::fs::remove_file(&p).unwrap();
+}

@@ -32,6 +32,7 @@ mod host;
 mod write;
 
 pub(crate) use host::{new_uuid, read_padded, stamp_time, HostFile};
+pub(crate) use write::zero_fill;
 
 use super::container::{NewDisk, Opener};
 use crate::dev::Device;

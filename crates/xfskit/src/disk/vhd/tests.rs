@@ -180,3 +180,50 @@ fn a_511_byte_footer_is_read() {
     v.read_at(&mut s, 0).unwrap();
     assert_eq!(s, [5u8; 512]);
 }
+
+#[test]
+fn a_block_allocated_over_stale_bytes_reads_zeros_around_the_write() {
+    // A crash can leave an unreferenced block (and a footer) past the
+    // BAT's last block: the next allocation goes there and must not show
+    // the old bytes.
+    let p = tmp("stale");
+    let d = create(&p, 4 * BLOCK, false).unwrap();
+    d.device.write_at(&[1u8; 512], 0).unwrap();
+    d.finish().unwrap();
+    let mut b = std::fs::read(&p).unwrap();
+    let n = b.len();
+    let footer = b[n - 512..].to_vec();
+    b.truncate(n - 512);
+    b.extend(std::iter::repeat_n(0xAAu8, 3 << 20));
+    b.extend_from_slice(&footer);
+    std::fs::write(&p, &b).unwrap();
+    let dev = open_rw(&p).unwrap();
+    dev.write_at(&[2u8; 512], 2 * BLOCK + 4096).unwrap();
+    dev.flush().unwrap();
+    drop(dev);
+    let v = Vhd::open_with(&p, Arc::new(HostFile::open(&p).unwrap()), &no_parent).unwrap();
+    let mut blk = vec![0u8; BLOCK as usize];
+    v.read_at(&mut blk, 2 * BLOCK).unwrap();
+    assert!(blk[..4096].iter().all(|&x| x == 0));
+    assert!(blk[4096..4608].iter().all(|&x| x == 2));
+    assert!(blk[4608..].iter().all(|&x| x == 0));
+    v.read_at(&mut blk[..512], 0).unwrap();
+    assert!(blk[..512].iter().all(|&x| x == 1));
+    // The footer is at the new end, the copy at 0 unchanged.
+    let b = std::fs::read(&p).unwrap();
+    assert_eq!(&b[b.len() - 512..], &footer[..]);
+    std::fs::remove_file(&p).unwrap();
+}
+
+#[test]
+fn differencing_disks_are_not_written() {
+    let mut b = small_dynamic();
+    b[60..64].copy_from_slice(&TYPE_DIFF.to_be_bytes());
+    let c = checksum(&b[..512], 64);
+    b[64..68].copy_from_slice(&c.to_be_bytes());
+    let p = tmp("diff");
+    std::fs::write(&p, &b).unwrap();
+    // Without a parent it does not open at all; with none named, neither.
+    assert!(open_rw(&p).is_err());
+    std::fs::remove_file(&p).unwrap();
+}

@@ -232,18 +232,10 @@ impl Vhd {
         // a crash left unreferenced) are overwritten with zeros; past the
         // file's end the block is a hole, zeros already.
         let have = self.file.len().clamp(data, end);
-        let lo = if have > data { data } else { data + within };
-        let hi = have.max(data + within + piece.len() as u64);
-        let mut bytes = vec![0u8; (hi - lo) as usize];
-        let at = (data + within - lo) as usize;
-        bytes[at..at + piece.len()].copy_from_slice(piece);
         let ones = vec![0xFFu8; bitmap as usize];
-        if lo == data {
-            self.file.write_vectored_at(&[&ones, &bytes], start)?;
-        } else {
-            self.file.write_at(&ones, start)?;
-            self.file.write_at(&bytes, lo)?;
-        }
+        self.file.write_at(&ones, start)?;
+        zero_fill(&*self.file, data, have)?;
+        self.file.write_at(piece, data + within)?;
         self.file.write_at(&self.footer.raw[..FOOTER], end)?;
         if w.sync {
             self.file.flush()?;
@@ -257,4 +249,16 @@ impl Vhd {
         w.full.insert(entry);
         Ok(())
     }
+}
+
+/// Writes zeros over bytes `lo..hi` of `file`, a MiB at a time.
+pub(crate) fn zero_fill(file: &dyn Device, lo: u64, hi: u64) -> io::Result<()> {
+    let zeros = vec![0u8; (hi.saturating_sub(lo)).min(1 << 20) as usize];
+    let mut at = lo;
+    while at < hi {
+        let n = (hi - at).min(zeros.len() as u64) as usize;
+        file.write_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
 }
