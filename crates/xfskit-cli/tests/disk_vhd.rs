@@ -605,3 +605,45 @@ fn edits_in_place_keep_vhd_and_vdi_clean() {
         println!("{what}: edited in place ({before} -> {after} bytes), clean");
     }
 }
+
+/// The read-write FUSE mount of a dynamic VHD and a VDI (built by xfskit):
+/// files written through the mount land in the container, whose raw
+/// conversion is repair-clean and shows the kernel the mount's tree.
+#[test]
+fn the_read_write_mount_writes_into_vhd_and_vdi() {
+    let name = "the_read_write_mount_writes_into_vhd_and_vdi";
+    if common::rwmount::skip_rw(name) {
+        return;
+    }
+    if let Some(t) = missing_tool(&["qemu-img"]) {
+        return skip(name, &format!("{t} is not installed"));
+    }
+    let tmp = TempDir::new("xfskit-vhd-mount");
+    let t = tmp.path();
+    let src = t.join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    populate(&src, false);
+    for (fmt, qfmt) in [("vhd", "vpc"), ("vdi", "vdi")] {
+        let img = t.join(format!("m.{fmt}"));
+        let r = xfskit(&["build", "-q", "--format", fmt, s(&src), s(&img)], LIMIT);
+        assert_eq!(r.code, 0, "build --format {fmt}: {}", r.stderr);
+        let mut m = common::rwmount::RwMount::of_image(&format!("vhd-{fmt}"), &img);
+        sh(&format!(
+            "cd '{}' && mkdir -p through/the/mount && cp -r etc usr/lib through/ && head -c 4000000 /dev/urandom > through/new.bin && rm -rf many && sync",
+            m.mnt.display()
+        ));
+        let want = walk_host(&m.mnt);
+        m.unmount();
+        drop(m);
+        let conv = t.join("conv.img");
+        sh(&format!(
+            "qemu-img convert -f {qfmt} -O raw '{}' '{}'",
+            img.display(),
+            conv.display()
+        ));
+        repair_clean(&conv, fmt);
+        common::assert_kernel_sees(&conv, &t.join("kernel"), &want, true, fmt);
+        std::fs::remove_file(&conv).ok();
+        println!("{fmt}: the mount's writes are in the container, clean");
+    }
+}
