@@ -141,6 +141,14 @@ impl Vdi {
                 path.display()
             )));
         }
+        let data_end = offset_data.saturating_add(blocks * (block + extra));
+        if offset_bmap < HEADER as u64
+            || (offset_data < offset_bmap + blocks * 4 && data_end > offset_bmap)
+        {
+            return bad(format!(
+                "the block map ({offset_bmap:#x}, {blocks} entries) overlaps the header or the data ({offset_data:#x})"
+            ));
+        }
         if offset_bmap.checked_add(blocks * 4).is_none_or(|e| e > flen) {
             return Err(corrupt(
                 "VDI block map",

@@ -129,3 +129,15 @@ fn a_block_allocated_over_stale_bytes_reads_zeros_around_the_write() {
     assert!(blk[4608..].iter().all(|&x| x == 0));
     std::fs::remove_file(&p).unwrap();
 }
+
+#[test]
+fn a_map_over_the_header_or_the_data_is_an_error() {
+    let good = small();
+    let mut b = good.clone();
+    b[0x154..0x158].copy_from_slice(&0u32.to_le_bytes());
+    assert!(open_mem(b).is_err());
+    let mut b = good.clone();
+    b[0x158..0x15c].copy_from_slice(&0x200u32.to_le_bytes());
+    let e = open_mem(b).err().expect("overlap");
+    assert!(e.to_string().contains("overlaps"), "{e}");
+}

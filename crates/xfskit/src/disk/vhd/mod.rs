@@ -372,11 +372,31 @@ impl Vhd {
             .chunks_exact(4)
             .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
+        // The structures a block must not overlap (it is written in place).
+        let fixed_parts = [
+            (0, FOOTER as u64),
+            (at, at + DYN_HEADER as u64),
+            (bat_offset, bat_offset + entries * 4),
+        ];
         for (i, &e) in bat.iter().enumerate() {
             if e == UNALLOCATED {
                 continue;
             }
-            let end = u64::from(e) * 512 + bitmap + block;
+            let start = u64::from(e) * 512;
+            let end = start + bitmap + block;
+            if let Some((lo, hi)) = fixed_parts.iter().find(|(lo, hi)| start < *hi && *lo < end) {
+                return Err(corrupt(
+                    "VHD",
+                    format!(
+                        "BAT entry {i} at byte {:#x} of {}",
+                        bat_offset + 4 * i as u64,
+                        path.display()
+                    ),
+                    format!(
+                        "the block at byte {start:#x} overlaps the footer copy, dynamic header or BAT (bytes {lo:#x}..{hi:#x})"
+                    ),
+                ));
+            }
             if end > flen {
                 return Err(corrupt(
                     "VHD",

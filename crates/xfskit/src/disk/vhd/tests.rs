@@ -227,3 +227,13 @@ fn differencing_disks_are_not_written() {
     assert!(open_rw(&p).is_err());
     std::fs::remove_file(&p).unwrap();
 }
+
+#[test]
+fn a_block_over_the_headers_is_an_error() {
+    let mut b = small_dynamic();
+    // Entry 0 pointed at sector 1: the block would overlap the dynamic
+    // header and the BAT, which writes would then damage.
+    b[1536..1540].copy_from_slice(&1u32.to_be_bytes());
+    let e = open_mem(b).err().expect("overlap");
+    assert!(e.to_string().contains("overlaps"), "{e}");
+}
