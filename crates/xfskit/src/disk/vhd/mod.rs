@@ -413,7 +413,7 @@ impl Vhd {
             }
         }
         let parent = if footer.disk_type == TYPE_DIFF {
-            Some(Vhd::open_parent(path, file, &h, at, size, opener, seen)?)
+            Some(Vhd::open_parent(path, file, &h, at, opener, seen)?)
         } else {
             None
         };
@@ -434,7 +434,6 @@ impl Vhd {
         file: &dyn Device,
         h: &[u8],
         at: u64,
-        _size: u64,
         opener: &Opener,
         seen: &mut Vec<PathBuf>,
     ) -> Result<Arc<dyn Device>> {
