@@ -62,7 +62,7 @@ for f in $FORMATS; do
     c=$(median < "$SCRATCH/conv.times")
     verdict=same
     qemu-img compare -q "$SCRATCH/r.img" "$SCRATCH/d.$f" 2>/dev/null || verdict="DIFFERS from raw"
-    case $f in vhd-fixed) ;; *) qemu-img check -q "$SCRATCH/d.$f" >/dev/null 2>&1 || verdict="$verdict, check NOT CLEAN" ;; esac
+    case $f in vhd|vhd-fixed) ;; *) qemu-img check -q "$SCRATCH/d.$f" >/dev/null 2>&1 || verdict="$verdict, check NOT CLEAN" ;; esac
     printf '%-12s %10.3f %14.3f %6.2fx  %s\n' "$f" "$d" "$c" "$(echo "$c / $d" | bc -l)" "$verdict"
     rm -f "$SCRATCH/d.$f" "$SCRATCH/c.$f"
 done

@@ -28,6 +28,8 @@ __all__ = [
     "mkfs",
     "build",
     "recover",
+    "repair",
+    "undo",
     "Filesystem",
     "DirEntry",
     "StatResult",
@@ -267,6 +269,34 @@ def build(
 def recover(image: Any, *, allow_unfinished_intents: bool = False) -> dict:
     """Replays the log of ``image`` in place, as a kernel mount would."""
     return _xfskit.recover(os.fsdecode(image), allow_unfinished_intents)
+
+
+def repair(
+    image: Any,
+    *,
+    dry_run: bool = False,
+    partition: int | None = None,
+    lv: str | None = None,
+    undo: Any = None,
+) -> dict:
+    """Repairs the filesystem in ``image`` as ``xfskit repair`` does: a
+    dirty log replayed, the check, the fixes xfskit makes, the check again.
+    Returns a dict: ``log``, ``found`` (problems, in words), ``fixes``,
+    ``remaining`` and ``clean``. ``dry_run`` writes nothing; ``undo`` names
+    a new undo file for :func:`undo`."""
+    return _xfskit.repair(
+        os.fsdecode(image),
+        dry_run,
+        partition,
+        lv,
+        None if undo is None else os.fsdecode(undo),
+    )
+
+
+def undo(undo_file: Any, image: Any, *, partition: int | None = None, lv: str | None = None, force: bool = False) -> dict:
+    """Puts back what a command run with an undo file changed in ``image``
+    (``xfskit undo``): ``records``, ``bytes`` and ``torn_tail``."""
+    return _xfskit.undo(os.fsdecode(undo_file), os.fsdecode(image), partition, lv, force)
 
 
 class _ScandirIterator:

@@ -168,3 +168,17 @@ def build(
     jobs: int = 1,
 ) -> dict[str, Any]: ...
 def recover(image: str, allow_unfinished_intents: bool = False) -> dict[str, Any]: ...
+def repair(
+    image: str,
+    dry_run: bool = False,
+    partition: int | None = None,
+    lv: str | None = None,
+    undo: str | None = None,
+) -> dict[str, Any]: ...
+def undo(
+    undo: str,
+    image: str,
+    partition: int | None = None,
+    lv: str | None = None,
+    force: bool = False,
+) -> dict[str, Any]: ...

@@ -266,6 +266,96 @@ fn recover(py: Python<'_>, image: PathBuf, allow_unfinished_intents: bool) -> Py
     Ok(d.unbind())
 }
 
+/// Repairs the filesystem in `image` (any image `open` takes), as
+/// `xfskit repair` does; a dict of what was found, fixed and left.
+#[pyfunction]
+#[pyo3(signature = (image, dry_run=false, partition=None, lv=None, undo=None))]
+fn repair(
+    py: Python<'_>,
+    image: PathBuf,
+    dry_run: bool,
+    partition: Option<u32>,
+    lv: Option<String>,
+    undo: Option<PathBuf>,
+) -> PyResult<Py<PyDict>> {
+    let r = py.detach(|| {
+        let img = xfskit::disk::open(
+            &image,
+            &ImageOptions {
+                partition,
+                lv,
+                writable: !dry_run,
+            },
+        )
+        .py()?;
+        let dev: Box<dyn xfskit::dev::Device> = match &undo {
+            Some(u) => Box::new(xfskit::dev::UndoDevice::create(img.device, u).py()?),
+            None => img.device,
+        };
+        let opts = xfskit::repair::RepairOptions {
+            dry_run,
+            ..Default::default()
+        };
+        xfskit::repair::repair(std::sync::Arc::from(dev), &opts).py()
+    })?;
+    let probs =
+        |v: &[xfskit::check::Problem]| -> Vec<String> { v.iter().map(|p| p.to_string()).collect() };
+    let d = PyDict::new(py);
+    d.set_item("log", r.log.clone())?;
+    d.set_item("found", probs(&r.found))?;
+    d.set_item("found_total", r.found_total)?;
+    d.set_item("fixes", r.fixes.clone())?;
+    d.set_item("remaining", probs(&r.remaining))?;
+    d.set_item("unchecked", r.unchecked.clone())?;
+    d.set_item(
+        "clean",
+        if dry_run {
+            r.found_total == 0
+        } else {
+            r.is_clean()
+        },
+    )?;
+    Ok(d.unbind())
+}
+
+/// Puts back what a write made with an undo file changed (`xfskit undo`).
+#[pyfunction]
+#[pyo3(signature = (undo, image, partition=None, lv=None, force=false))]
+fn undo(
+    py: Python<'_>,
+    undo: PathBuf,
+    image: PathBuf,
+    partition: Option<u32>,
+    lv: Option<String>,
+    force: bool,
+) -> PyResult<Py<PyDict>> {
+    let r = py.detach(|| {
+        let img = xfskit::disk::open(
+            &image,
+            &ImageOptions {
+                partition,
+                lv,
+                writable: true,
+            },
+        )
+        .py()?;
+        xfskit::dev::undo::restore(
+            &undo,
+            img.device.as_ref(),
+            &xfskit::dev::undo::RestoreOptions {
+                dry_run: false,
+                force,
+            },
+        )
+        .py()
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("records", r.records)?;
+    d.set_item("bytes", r.bytes)?;
+    d.set_item("torn_tail", r.torn_tail)?;
+    Ok(d.unbind())
+}
+
 #[pymodule]
 fn _xfskit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -285,5 +375,7 @@ fn _xfskit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mkfs, m)?)?;
     m.add_function(wrap_pyfunction!(build, m)?)?;
     m.add_function(wrap_pyfunction!(recover, m)?)?;
+    m.add_function(wrap_pyfunction!(repair, m)?)?;
+    m.add_function(wrap_pyfunction!(undo, m)?)?;
     Ok(())
 }

@@ -257,9 +257,3 @@ impl NewDisk {
         Ok(())
     }
 }
-
-/// "FORMAT images are not written yet", the refusal of a format module
-/// whose writer is not there.
-pub(crate) fn not_yet(what: &str) -> Error {
-    Error::Unsupported(format!("{what} images cannot be written yet"))
-}
