@@ -45,9 +45,12 @@ mkfs.xfs options may follow SOURCE and IMAGE (or come before them): -b size=, \
 
 Disk images, all without root: --gpt makes IMAGE a GPT disk with one XFS partition \
 (type Linux filesystem 0FC63DAF-8483-4772-8E79-3D69D8477DE4, starting at 1 MiB, its \
-size rounded up to 1 MiB, protective MBR, backup table at the end); --format qcow2 \
-writes a qcow2 v3 file (with or without --gpt); --partition N builds into partition N \
-of an existing raw or qcow2 disk: the filesystem fills the partition, the source is \
+size rounded up to 1 MiB, protective MBR, backup table at the end); --format FMT \
+writes the disk directly in a VM disk format (with or without --gpt): qcow2 (v3), \
+vmdk (monolithicSparse, VMware Workstation), vmdk-stream (streamOptimized, for ESXi \
+and OVA packages; compressed, written once), vhd (dynamic), vhd-fixed (fixed, a whole \
+number of MiB: what Azure takes), vhdx (dynamic, Hyper-V) or vdi (dynamic, VirtualBox); \
+--partition N builds into partition N of an existing raw or VM disk: the filesystem fills the partition, the source is \
 scanned first and refused (exit code 4, nothing written) when it does not fit, and \
 an existing filesystem in the partition needs -f. The rest of the disk is not touched.
 
@@ -61,6 +64,7 @@ Examples:
   tar -C dir -c . | xfskit build - out.img -b size=4096 -m reflink=0
   xfskit build --size 2g --uid-map 1000:0 --gid-map 1000:0 home/ home.img -f
   xfskit build --gpt --format qcow2 rootfs/ disk.qcow2
+  xfskit build --gpt --format vhd-fixed rootfs/ azure.vhd
   xfskit build --partition 3 rootfs.tar disk.img -f";
 
 /// Arguments of `xfskit build`.
@@ -112,9 +116,10 @@ pub struct Args {
     /// must mount; options given explicitly still win.
     #[arg(long, value_name = "VERSION")]
     pub defaults: Option<String>,
-    /// The file format of a new IMAGE: raw (default) or qcow2 (v3, 64 KiB
-    /// clusters; combine with --gpt for a partitioned qcow2 disk).
-    #[arg(long, value_name = "raw|qcow2", default_value = "raw")]
+    /// The file format of a new IMAGE: raw (default), qcow2, vmdk,
+    /// vmdk-stream, vhd, vhd-fixed, vhdx or vdi (combine with --gpt for a
+    /// partitioned disk).
+    #[arg(long, value_name = "FORMAT", default_value = "raw")]
     pub format: String,
     /// SOURCE, IMAGE and mkfs.xfs options.
     #[arg(
