@@ -498,6 +498,13 @@ pub fn scan(
         } else {
             Confidence::Named
         };
+        // A size of 0 beside mapped blocks is an inode the kernel's
+        // inactivation had begun to truncate (the size goes first, then
+        // the extents): the size it had is unknown.
+        let size = c
+            .stale
+            .map(|(_, z)| z)
+            .filter(|&z| z != 0 || extents.is_empty());
         out.push(Deleted {
             ino: *i,
             gen: c.core.gen,
@@ -512,7 +519,7 @@ pub fn scan(
             names: ns,
             extents,
             symlink,
-            size: c.stale.map(|(_, z)| z),
+            size,
             sources,
             confidence,
         });
