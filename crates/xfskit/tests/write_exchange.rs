@@ -40,8 +40,9 @@ fn xfs_io(args: &[&str]) {
 /// a hole punched in `a`, preallocation past its end, blocks shared with
 /// `c`; `b` ending in a partial block; `d` sharing blocks with `c` and
 /// ending in a partial block; `e` plain; `f` (shared blocks) and `g`
-/// (plain) of five blocks each, whose whole exchange clears `f`'s reflink
-/// flag.
+/// (plain) of five blocks each, exchanged whole: Linux 6.18.44 leaves the
+/// reflink flag on `f` (and sets it on `g`), where earlier kernels moved
+/// it to `g` alone.
 fn populate(mnt: &Path) {
     let p = |n: &str| mnt.join(n).display().to_string();
     let (a, b, c, d, e) = (p("a"), p("b"), p("c"), p("d"), p("e"));

@@ -13,14 +13,19 @@
 //! Recovery continues the exchange as the kernel's does, from the logged
 //! offsets and count and from the inodes as replay left them:
 //!
-//! - only the request's parameters are taken from the log (attribute
-//!   fork, set sizes, first file written only); the sizes to set at the
-//!   end are the inodes' sizes now (each file gets the other's, even when
-//!   earlier steps raised one of them: so does Linux 6.18, which the tests
-//!   compare with; Debian's 6.12.117 takes the logged sizes instead, and
-//!   `recover_exchange_to_eof_with_raised_sizes` shows which), and the
-//!   reflink flags are cleared at the end only when the whole of both
-//!   files is still to be exchanged and just one of them has the flag;
+//! - the request's parameters are taken from the log (attribute fork,
+//!   set sizes, first file written only), and with "set sizes" so are the
+//!   sizes to set at the end (`xmi_isize1`, `xmi_isize2`: each file gets
+//!   the size the other had when the exchange began, even when earlier
+//!   steps raised one of them). Linux 6.18.44, which the tests compare
+//!   with, does so (`recover_exchange_to_eof_with_raised_sizes`: the big
+//!   file ends at the small file's logged size, not at the size the small
+//!   file had been raised to); upstream's `xfs_exchmaps_init_intent`
+//!   takes the inodes' sizes at recovery instead. The reflink flags are
+//!   never cleared: Linux 6.18.44 no longer moves them from one file to
+//!   the other (its intents carry no CLEAR_INO*_REFLINK flag, and both
+//!   files keep the flag either had); logged clear flags are ignored, as
+//!   upstream's recovery ignores every logged flag but the request's;
 //! - before the first step, a file gets the reflink flag when the other
 //!   has it, and with large extent counts both get the wide counters;
 //! - each step reads the mapping (extent or hole) at the first file's
@@ -32,7 +37,7 @@
 //!   the other file (unwritten state kept), and a file's size is raised,
 //!   with "set sizes", up to the end of what it now maps (but not past its
 //!   final size), so no mapping lies past the end of the file;
-//! - at the end, with "set sizes", the sizes are exchanged.
+//! - at the end, with "set sizes", the logged sizes are set.
 //!
 //! The kernel's recovery of an XMI takes one step (with the first two
 //! points) when it meets the intent in log order, queueing that pair's
@@ -75,8 +80,9 @@ pub struct Xmi {
     pub blockcount: u64,
     /// `XFS_EXCHMAPS_*` flags.
     pub flags: u64,
-    /// Sizes the operation meant to set (recovery does not use them, as
-    /// the kernel's does not).
+    /// Sizes to set at the end with "set sizes" (-1 otherwise): the
+    /// first file gets `isize1`, the second `isize2`; recovery sets them,
+    /// as Linux 6.18.44's does.
     pub isize1: i64,
     /// Second size.
     pub isize2: i64,
@@ -158,6 +164,11 @@ impl Xmi {
     pub fn check(&self) -> Result<()> {
         if self.flags & !XFS_EXCHMAPS_LOGGED_FLAGS != 0 {
             return Err(self.corrupt(format!("unknown flags {:#x}", self.flags)));
+        }
+        // The sizes to set are the logged ones: a negative one would be
+        // set as a size past any file's end.
+        if self.flags & XFS_EXCHMAPS_SET_SIZES != 0 && (self.isize1 < 0 || self.isize2 < 0) {
+            return Err(self.corrupt(format!("sizes {} and {} to set", self.isize1, self.isize2)));
         }
         for (off, which) in [(self.startoff1, "first"), (self.startoff2, "second")] {
             let ok = off
@@ -254,8 +265,6 @@ pub struct Exchange {
     left: u64,
     isize1: i64,
     isize2: i64,
-    clear1: bool,
-    clear2: bool,
     /// The pair the first step chose, to be exchanged in the second phase
     /// (the kernel queues its block-mapping updates then).
     pending: Option<Pair>,
@@ -275,32 +284,22 @@ pub(crate) type Pair = (
 
 impl Exchange {
     /// The exchange `x` asks for, on its two inodes as they are now (read
-    /// and locked by the caller): the sizes to set at the end (each file
-    /// gets the other's), whether a reflink flag is cleared at the end;
-    /// and before any step, as the kernel's `xfs_exchange_mappings` does
-    /// for a new request and its recovery for a logged one, the reflink
-    /// flag set on both when either has it and the wide extent counters
-    /// on both (large extent counts).
+    /// and locked by the caller), with the sizes to set at the end as `x`
+    /// gives them (the caller of a new exchange puts the inodes' sizes
+    /// there, each file getting the other's; recovery takes the logged
+    /// ones, as Linux 6.18.44 does); and before any step, as the kernel's
+    /// `xfs_exchange_mappings` does for a new request and its recovery for
+    /// a logged one, the reflink flag set on both when either has it and
+    /// the wide extent counters on both (large extent counts). No reflink
+    /// flag is cleared afterwards: Linux 6.18.44 keeps it on both files.
     pub(crate) fn prepare(fs: &Fs, x: &Xmi, ip1: &mut Inode, ip2: &mut Inode) -> Exchange {
-        let block_log = fs.geometry().block_log;
         let flags = x.flags & XFS_EXCHMAPS_PARAMS;
         let (isize1, isize2) = if flags & XFS_EXCHMAPS_SET_SIZES != 0 {
-            (ip2.size as i64, ip1.size as i64)
+            (x.isize1, x.isize2)
         } else {
             (-1, -1)
         };
-        let blocks = |size: u64| size.div_ceil(1 << block_log);
-        let (r1, r2) = (ip1.may_share(), ip2.may_share());
-        let whole = x.startoff1 == 0
-            && x.startoff2 == 0
-            && x.blockcount == blocks(ip1.size)
-            && x.blockcount == blocks(ip2.size);
-        let (clear1, clear2) = if whole && r1 != r2 {
-            (r1, r2)
-        } else {
-            (false, false)
-        };
-        if r1 || r2 {
+        if ip1.may_share() || ip2.may_share() {
             ip1.flags2 |= XFS_DIFLAG2_REFLINK;
             ip2.flags2 |= XFS_DIFLAG2_REFLINK;
         }
@@ -316,8 +315,6 @@ impl Exchange {
             left: x.blockcount,
             isize1,
             isize2,
-            clear1,
-            clear2,
             pending: None,
             pairs: 0,
         }
@@ -344,24 +341,17 @@ impl Exchange {
     }
 
     /// The intent for what is left, under id `id`: the request's
-    /// inodes, the offsets and count still to do, its flags with the
-    /// reflink flags to clear at the end, and the sizes to set (the
-    /// kernel logs the same fields when it relogs a continuing XMI).
+    /// inodes, the offsets and count still to do, its flags, and the
+    /// sizes to set (the kernel logs the same fields when it relogs a
+    /// continuing XMI).
     pub(crate) fn intent(&self, id: u64) -> Xmi {
-        let mut flags = self.flags;
-        if self.clear1 {
-            flags |= XFS_EXCHMAPS_CLEAR_INO1_REFLINK;
-        }
-        if self.clear2 {
-            flags |= XFS_EXCHMAPS_CLEAR_INO2_REFLINK;
-        }
         Xmi {
             id,
             rec_blk: 0,
             startoff1: self.off1,
             startoff2: self.off2,
             blockcount: self.left,
-            flags,
+            flags: self.flags,
             isize1: self.isize1,
             isize2: self.isize2,
             ..self.xmi.clone()
@@ -387,27 +377,15 @@ impl Exchange {
         }
         Ok(pairs)
     }
-
-    /// After the last step: clears the reflink flags [`Exchange::prepare`]
-    /// decided to clear (the kernel's post-operation work).
-    pub(crate) fn clear_reflink(&mut self, ip1: &mut Inode, ip2: &mut Inode) {
-        for (ip, clear) in [(ip1, self.clear1), (ip2, self.clear2)] {
-            if clear {
-                ip.flags2 &= !XFS_DIFLAG2_REFLINK;
-            }
-        }
-        self.clear1 = false;
-        self.clear2 = false;
-    }
 }
 
 /// Starts finishing the exchange `x` names, as the kernel's recovery of
 /// the intent does in one transaction: the request rebuilt from the
-/// inodes, the reflink flags made alike and the wide extent counters set,
-/// and the first pair of mappings chosen (sizes raised, or set at the
-/// end); the kernel only queues that pair's block-mapping updates, and
-/// runs them and the rest of the exchange after every other intent of
-/// the log ([`continue_exchange`]).
+/// logged offsets, count, flags and sizes, the reflink flags made alike
+/// and the wide extent counters set, and the first pair of mappings
+/// chosen (sizes raised, or set at the end); the kernel only queues that
+/// pair's block-mapping updates, and runs them and the rest of the
+/// exchange after every other intent of the log ([`continue_exchange`]).
 pub fn start_exchange(fs: &Fs, x: &Xmi) -> Result<Exchange> {
     x.check()?;
     let block_log = fs.geometry().block_log;
@@ -425,9 +403,9 @@ pub fn start_exchange(fs: &Fs, x: &Xmi) -> Result<Exchange> {
 }
 
 /// Finishes what [`start_exchange`] left, one transaction per pair of
-/// mappings, then clears the reflink flags it decided to clear, and only
-/// then exchanges the pair the first step chose: the kernel's recovery
-/// puts the continuing intent ahead of that step's block-mapping updates.
+/// mappings, and only then exchanges the pair the first step chose: the
+/// kernel's recovery puts the continuing intent ahead of that step's
+/// block-mapping updates.
 pub fn continue_exchange(fs: &Fs, ex: &mut Exchange) -> Result<()> {
     let block_log = fs.geometry().block_log;
     let (i1, i2) = (Ino(ex.xmi.inode1), Ino(ex.xmi.inode2));
@@ -445,21 +423,6 @@ pub fn continue_exchange(fs: &Fs, ex: &mut Exchange) -> Result<()> {
         tp.log_inode(&ip1)?;
         tp.log_inode(&ip2)?;
         tp.commit()?;
-    }
-    if ex.clear1 || ex.clear2 {
-        let mut tp = fs.trans()?;
-        tp.without_quota_limits();
-        lock(&mut tp, &ex.xmi);
-        for (ino, clear) in [(i1, ex.clear1), (i2, ex.clear2)] {
-            if clear {
-                let mut ip = tp.read_inode(ino)?;
-                ip.flags2 &= !XFS_DIFLAG2_REFLINK;
-                tp.log_inode(&ip)?;
-            }
-        }
-        tp.commit()?;
-        ex.clear1 = false;
-        ex.clear2 = false;
     }
     // The kernel queues the first pair's block-mapping updates behind the
     // intent itself, so they run once the rest of the exchange is done.
@@ -650,9 +613,16 @@ mod tests {
             xmi(131, 132, 1, XFS_EXCHMAPS_ATTR_FORK).check(),
             Err(Error::Unsupported(_))
         ));
-        assert!(xmi(131, 132, 1, XFS_EXCHMAPS_LOGGED_FLAGS & !1)
-            .check()
-            .is_ok());
+        let sized = |isize1, isize2| Xmi {
+            isize1,
+            isize2,
+            ..xmi(131, 132, 1, XFS_EXCHMAPS_LOGGED_FLAGS & !1)
+        };
+        assert!(sized(0, 4096).check().is_ok());
+        for (a, b) in [(-1, 4096), (0, -1), (-1, -1)] {
+            let e = sized(a, b).check().expect_err("no size to set");
+            assert!(names_record(&e), "{e}");
+        }
     }
 
     fn meta(mode: u16) -> Meta {
@@ -759,6 +729,8 @@ mod tests {
         let mut x = xmi(f1.0, f2.0, 5, XFS_EXCHMAPS_SET_SIZES);
         x.igen1 = gen(f1);
         x.igen2 = gen(f2);
+        x.isize1 = (8192 + b.len()) as i64;
+        x.isize2 = a.len() as i64;
         assert!(finish(&fs, &x).unwrap() > 0);
         fs.sync().unwrap();
         let mut want2 = vec![0u8; 8192];
@@ -768,6 +740,49 @@ mod tests {
         drop(fs);
         let fs = Fs::open(&path, &OpenOptions::default()).unwrap();
         assert_eq!(read(&fs, f1), want2);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// An exchange to EOF cut short after its first steps: the small
+    /// file's size was raised to the end of what it maps now, and the
+    /// intent logs the sizes the exchange began with. Recovery sets the
+    /// logged sizes, as Linux 6.18.44 does (the big file ends at the small
+    /// file's first size, not at the raised one).
+    #[test]
+    fn logged_sizes_are_set() {
+        let Some((path, fs)) = image("sizes") else {
+            return;
+        };
+        let root = fs.geometry().root_ino;
+        let big = fs
+            .create(root, b"big", &NodeKind::File { size: 0 }, &meta(0o644))
+            .unwrap();
+        let small = fs
+            .create(root, b"small", &NodeKind::File { size: 0 }, &meta(0o644))
+            .unwrap();
+        let a = vec![b'a'; 8 * 4096];
+        fs.write_at(big, 0, &a).unwrap();
+        fs.write_at(small, 0, &[b'b'; 4096]).unwrap();
+        fs.sync().unwrap();
+        // As if the first three blocks had been exchanged already.
+        let (g1, g2) = (fs.inode(big).unwrap().gen, fs.inode(small).unwrap().gen);
+        let mut x = xmi(big.0, small.0, 5, XFS_EXCHMAPS_SET_SIZES);
+        x.startoff1 = 3;
+        x.startoff2 = 3;
+        x.igen1 = g1;
+        x.igen2 = g2;
+        x.isize1 = 4096;
+        x.isize2 = a.len() as i64;
+        let mut tp = fs.trans().unwrap();
+        tp.lock_inode(small);
+        let mut ip = tp.read_inode(small).unwrap();
+        ip.size = 3 * 4096;
+        tp.log_inode(&ip).unwrap();
+        tp.commit().unwrap();
+        assert!(finish(&fs, &x).unwrap() > 0);
+        assert_eq!(fs.inode(big).unwrap().size, 4096);
+        assert_eq!(fs.inode(small).unwrap().size, a.len() as u64);
+        drop(fs);
         let _ = std::fs::remove_file(&path);
     }
 }

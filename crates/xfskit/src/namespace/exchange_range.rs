@@ -37,10 +37,11 @@
 //! exchange from there; the log keeps its tail behind an unfinished
 //! intent and writes no unmount record while one is left, and since
 //! every step logs the intent again the tail follows the exchange: an
-//! exchange of any size runs in a log of any size. Where the kernel
-//! clears the reflink flags in one more step after the last pair (with
-//! an XMI of count zero, which its own recovery refuses), this engine
-//! clears them in the last pair's transaction: the same end state.
+//! exchange of any size runs in a log of any size. The reflink flag is
+//! set on both files when either has it and stays on both afterwards,
+//! even after an exchange of the whole of both files: Linux 6.18.44 no
+//! longer moves it from one file to the other (its intents carry no
+//! CLEAR_INO*_REFLINK flag), and `exchanges_match_the_kernel` compares.
 //! Before it locks anything the file data still pending is written and
 //! flushed, as the kernel flushes both ranges; the free blocks the fork
 //! btrees may need are checked first (as the kernel reserves them), so
@@ -281,8 +282,10 @@ impl Fs {
             startoff2: off2 >> geo.block_log,
             blockcount: len.div_ceil(bs),
             flags: xflags,
-            isize1: -1,
-            isize2: -1,
+            // As the kernel's xfs_exchmaps_init_intent: each file gets the
+            // other's size at the end.
+            isize1: if to_eof { ip2.size as i64 } else { -1 },
+            isize2: if to_eof { ip1.size as i64 } else { -1 },
         };
         self.touch_modify(&mut ip1, now)?;
         self.touch_modify(&mut ip2, now)?;
@@ -329,8 +332,6 @@ impl Fs {
             if more {
                 id = tp.intent_id();
                 tp.log_intent(ex.intent(id).region());
-            } else {
-                ex.clear_reflink(&mut ip1, &mut ip2);
             }
             tp.log_inode(&ip1)?;
             tp.log_inode(&ip2)?;
