@@ -298,7 +298,7 @@ impl Stream {
 /// Grain `g` (`data`) compressed behind its grain marker (the first
 /// sector of the grain and the compressed length), padded to a sector.
 fn grain_record(g: u64, data: &[u8]) -> io::Result<Vec<u8>> {
-    let mut enc = flate2::write::ZlibEncoder::new(vec![0u8; 12], flate2::Compression::default());
+    let mut enc = flate2::write::ZlibEncoder::new(vec![0u8; 12], flate2::Compression::fast());
     enc.write_all(data)?;
     let mut rec = enc.finish()?;
     let size = (rec.len() - 12) as u32;
