@@ -7,6 +7,14 @@
 //! `open_rw` (a local file written in place, where the format allows it)
 //! and `create` (a new file of a given virtual size, written directly).
 //! Formats are told apart by their content, never by the file's name.
+//!
+//! The formats are our own code, as qcow2 is: the crates found for them
+//! read only (vhdx 0.1 loads every table into memory; vhdx-core, a
+//! read-only `Read + Seek` with its writer "planned"; vhd 0.1, a
+//! read-only VHD reader; the VMDK and VDI readers likewise), while xfskit
+//! must write every one in place with the format's crash rules, read
+//! through any [`Device`] (a URL, a Python file object), and bound every
+//! table by the file's size on hostile input.
 
 use super::{qcow2, vdi, vhd, vhdx, vmdk, Format};
 use crate::dev::{Device, FileDevice};
