@@ -17,11 +17,9 @@
 use super::{corrupt_io, Qcow2, L2_COMPRESSED, L2_ZERO, OFFSET_MASK};
 use crate::dev::Device;
 use crate::error::{Error, Result};
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Bit 63 of L1 and L2 entries: the refcount is exactly one.
@@ -40,40 +38,7 @@ pub(super) struct Writer {
     end: u64,
 }
 
-/// The image file, which grows as clusters are allocated.
-struct HostFile {
-    file: File,
-    len: AtomicU64,
-}
-
-impl Device for HostFile {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > self.len.load(Ordering::Acquire))
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "read past the end of the qcow2 file",
-            ));
-        }
-        self.file.read_exact_at(buf, off)
-    }
-
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        self.file.write_all_at(buf, off)?;
-        self.len.fetch_max(off + buf.len() as u64, Ordering::AcqRel);
-        Ok(())
-    }
-
-    fn flush(&self) -> io::Result<()> {
-        self.file.sync_all()
-    }
-
-    fn len(&self) -> u64 {
-        self.len.load(Ordering::Acquire)
-    }
-}
+use crate::dev::GrowFile as HostFile;
 
 impl Qcow2 {
     /// Opens the qcow2 file at `path` for reading and writing (its backing
@@ -81,11 +46,7 @@ impl Qcow2 {
     pub fn open_rw(path: &Path) -> Result<Qcow2> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         crate::dev::lock_for_writing(&file, path)?;
-        let len = file.metadata()?.len();
-        let host = HostFile {
-            file,
-            len: AtomicU64::new(len),
-        };
+        let host = HostFile::from_file(file)?;
         let mut q = Qcow2::open(path, Box::new(host))?;
         let h = &q.header;
         let refuse = |why: &str| {

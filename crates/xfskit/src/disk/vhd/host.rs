@@ -1,93 +1,12 @@
-//! The host file of a VHD or VDI written in place: it grows as blocks are
-//! allocated at its end, so its length is kept here (and not fixed at
-//! open, as [`crate::dev::FileDevice`]'s is). Shared by both formats.
+//! Helpers shared by VHD and VDI: the host file written in place
+//! ([`crate::dev::GrowFile`]), padded reads, new UUIDs and times.
 
 use crate::dev::Device;
-use crate::error::{Error, Result};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A local image file open for reading and writing, locked.
-pub(crate) struct HostFile {
-    file: File,
-    len: AtomicU64,
-}
-
-impl HostFile {
-    /// Opens the existing file at `path` for writing (locked, as every
-    /// writer of an image is).
-    pub(crate) fn open(path: &Path) -> Result<HostFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| named(path, e))?;
-        crate::dev::lock_for_writing(&file, path)?;
-        let len = file.metadata()?.len();
-        Ok(HostFile {
-            file,
-            len: AtomicU64::new(len),
-        })
-    }
-
-    /// Creates `path`, which must not exist, empty.
-    pub(crate) fn create_new(path: &Path) -> Result<HostFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| named(path, e))?;
-        crate::dev::lock_for_writing(&file, path)?;
-        Ok(HostFile {
-            file,
-            len: AtomicU64::new(0),
-        })
-    }
-
-    /// Makes the file `len` bytes long (the new bytes are zeros, a hole).
-    pub(crate) fn set_len(&self, len: u64) -> io::Result<()> {
-        self.file.set_len(len)?;
-        self.len.store(len, Ordering::Release);
-        Ok(())
-    }
-}
-
-fn named(path: &Path, e: io::Error) -> Error {
-    Error::Io(io::Error::new(e.kind(), format!("{}: {e}", path.display())))
-}
-
-impl Device for HostFile {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > self.len.load(Ordering::Acquire))
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "read past the end of the image file",
-            ));
-        }
-        self.file.read_exact_at(buf, off)
-    }
-
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        self.file.write_all_at(buf, off)?;
-        self.len.fetch_max(off + buf.len() as u64, Ordering::AcqRel);
-        Ok(())
-    }
-
-    fn flush(&self) -> io::Result<()> {
-        self.file.sync_all()
-    }
-
-    fn len(&self) -> u64 {
-        self.len.load(Ordering::Acquire)
-    }
-}
+/// The host file of a VHD or VDI written in place.
+pub(crate) use crate::dev::GrowFile as HostFile;
 
 /// Reads `buf` from `file` at `off`; the part past the file's end reads as
 /// zeros (a block whose tail was never written, a file cut short), as QEMU

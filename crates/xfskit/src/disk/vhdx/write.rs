@@ -32,57 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The image file, which grows as blocks are allocated.
-pub(super) struct HostFile {
-    file: File,
-    len: AtomicU64,
-}
-
-impl HostFile {
-    fn new(file: File) -> io::Result<HostFile> {
-        let len = file.metadata()?.len();
-        Ok(HostFile {
-            file,
-            len: AtomicU64::new(len),
-        })
-    }
-
-    fn grow(&self, len: u64) -> io::Result<()> {
-        if len > self.len.load(Ordering::Acquire) {
-            self.file.set_len(len)?;
-            self.len.fetch_max(len, Ordering::AcqRel);
-        }
-        Ok(())
-    }
-}
-
-impl Device for HostFile {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > self.len.load(Ordering::Acquire))
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "read past the end of the VHDX file",
-            ));
-        }
-        self.file.read_exact_at(buf, off)
-    }
-
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        self.file.write_all_at(buf, off)?;
-        self.len.fetch_max(off + buf.len() as u64, Ordering::AcqRel);
-        Ok(())
-    }
-
-    fn flush(&self) -> io::Result<()> {
-        self.file.sync_all()
-    }
-
-    fn len(&self) -> u64 {
-        self.len.load(Ordering::Acquire)
-    }
-}
+pub(super) use crate::dev::GrowFile as HostFile;
 
 /// Write state, under one lock.
 pub(super) struct Writer {
@@ -312,7 +262,7 @@ impl Drop for Vhdx {
 pub(super) fn open_file_rw(path: &Path) -> Result<Vhdx> {
     let file = OpenOptions::new().read(true).write(true).open(path)?;
     crate::dev::lock_for_writing(&file, path)?;
-    let host = Arc::new(HostFile::new(file)?);
+    let host = Arc::new(HostFile::from_file(file)?);
     open_device_rw(path, host.clone(), Some(host))
 }
 
@@ -619,7 +569,7 @@ pub(super) fn create(path: &Path, bytes: u64, o: CreateOptions) -> Result<Vhdx> 
     f.sync_all()?;
     drop(f);
     let file = OpenOptions::new().read(true).write(true).open(path)?;
-    let host = Arc::new(HostFile::new(file)?);
+    let host = Arc::new(HostFile::from_file(file)?);
     let what = path.display().to_string();
     let (headers, cur, _) = Vhdx::parse_headers(host.as_ref(), &what)?;
     let p = Vhdx::parse_rest(host.as_ref(), headers, cur, &what)?;

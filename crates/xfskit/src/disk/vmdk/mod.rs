@@ -33,7 +33,6 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Grain of the files we make: 64 KiB, as VMware and QEMU.
@@ -538,52 +537,4 @@ fn create_sparse(path: &Path, bytes: u64) -> Result<()> {
 }
 
 /// An extent file written in place, which grows as grains are appended.
-struct HostFile {
-    file: File,
-    len: AtomicU64,
-}
-
-impl HostFile {
-    fn open(path: &Path) -> Result<HostFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| at_path(path, e))?;
-        crate::dev::lock_for_writing(&file, path)?;
-        let len = file.metadata()?.len();
-        Ok(HostFile {
-            file,
-            len: AtomicU64::new(len),
-        })
-    }
-}
-
-impl Device for HostFile {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > self.len.load(Ordering::Acquire))
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "read past the end of the VMDK file",
-            ));
-        }
-        self.file.read_exact_at(buf, off)
-    }
-
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        self.file.write_all_at(buf, off)?;
-        self.len.fetch_max(off + buf.len() as u64, Ordering::AcqRel);
-        Ok(())
-    }
-
-    fn flush(&self) -> io::Result<()> {
-        self.file.sync_data()
-    }
-
-    fn len(&self) -> u64 {
-        self.len.load(Ordering::Acquire)
-    }
-}
+use crate::dev::GrowFile as HostFile;
