@@ -17,12 +17,13 @@ kernel's mount replays it, so no committed change is lost (xfs_repair refuses
 such a filesystem until -L destroys the log); then the filesystem is checked
 as `xfskit check` checks it, which finds what xfs_repair -n finds; then what
 xfskit can fix so far is fixed: secondary superblocks that differ from a sound
-primary are rewritten from it, and the superblock's inode and free block
-counters are set to what the AG headers sum to. A v5 filesystem carries the
+primary are rewritten from it, and, when nothing else is wrong, the AG
+headers' counters are set to what their btrees hold and the superblock's inode
+and free block counters to the sums over the AGs. A v5 filesystem carries the
 needsrepair feature while these are written, so no kernel mounts it half
 repaired; a repair that was interrupted is finished by running it again.
 Last, the filesystem is checked again and what is still wrong is listed as
-not repaired: fixing the AG headers, btrees, inodes, directories and links
+not repaired: rebuilding the btrees and fixing inodes, directories and links
 is not in xfskit yet, and xfs_repair may fix those.
 
 --dry-run says what would be done and writes nothing (the log is replayed in

@@ -217,17 +217,29 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
         );
     }
     if u64::from(agf.agf_freeblks.get()) != free {
-        ctx.sink.add(
+        ctx.sink.add_fix(
             "AGF",
             loc(),
             format!("agf_freeblks {}, counted {free}", agf.agf_freeblks.get()),
+            super::FieldFix {
+                header: super::AgHeader::Agf,
+                agno,
+                offset: std::mem::offset_of!(Agf, agf_freeblks),
+                value: u32::try_from(free).unwrap_or(u32::MAX),
+            },
         );
     }
     if agf.agf_longest.get() != longest {
-        ctx.sink.add(
+        ctx.sink.add_fix(
             "AGF",
             loc(),
             format!("agf_longest {}, counted {longest}", agf.agf_longest.get()),
+            super::FieldFix {
+                header: super::AgHeader::Agf,
+                agno,
+                offset: std::mem::offset_of!(Agf, agf_longest),
+                value: longest,
+            },
         );
     }
     heads.freeblks = free;
@@ -249,10 +261,16 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
         }
         btreeblks += n.saturating_sub(1);
         if u64::from(agf.agf_rmap_blocks.get()) != n {
-            ctx.sink.add(
+            ctx.sink.add_fix(
                 "AGF",
                 loc(),
                 format!("agf_rmap_blocks {}, counted {n}", agf.agf_rmap_blocks.get()),
+                super::FieldFix {
+                    header: super::AgHeader::Agf,
+                    agno,
+                    offset: std::mem::offset_of!(Agf, agf_rmap_blocks),
+                    value: u32::try_from(n).unwrap_or(u32::MAX),
+                },
             );
         }
     }
@@ -314,24 +332,36 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
         }
         ctx.map.set_shared(agno, shared);
         if u64::from(agf.agf_refcount_blocks.get()) != n {
-            ctx.sink.add(
+            ctx.sink.add_fix(
                 "AGF",
                 loc(),
                 format!(
                     "agf_refcount_blocks {}, counted {n}",
                     agf.agf_refcount_blocks.get()
                 ),
+                super::FieldFix {
+                    header: super::AgHeader::Agf,
+                    agno,
+                    offset: std::mem::offset_of!(Agf, agf_refcount_blocks),
+                    value: u32::try_from(n).unwrap_or(u32::MAX),
+                },
             );
         }
     }
     if u64::from(agf.agf_btreeblks.get()) != btreeblks {
-        ctx.sink.add(
+        ctx.sink.add_fix(
             "AGF",
             loc(),
             format!(
                 "agf_btreeblks {}, counted {btreeblks}",
                 agf.agf_btreeblks.get()
             ),
+            super::FieldFix {
+                header: super::AgHeader::Agf,
+                agno,
+                offset: std::mem::offset_of!(Agf, agf_btreeblks),
+                value: u32::try_from(btreeblks).unwrap_or(u32::MAX),
+            },
         );
     }
     heads.btreeblks = btreeblks;
@@ -487,17 +517,29 @@ fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
         .inode_chunks
         .fetch_add(chunks.len() as u64, Ordering::Relaxed);
     if u64::from(agi.agi_count.get()) != icount {
-        ctx.sink.add(
+        ctx.sink.add_fix(
             "AGI",
             loc(),
             format!("agi_count {}, counted {icount}", agi.agi_count.get()),
+            super::FieldFix {
+                header: super::AgHeader::Agi,
+                agno,
+                offset: std::mem::offset_of!(Agi, agi_count),
+                value: u32::try_from(icount).unwrap_or(u32::MAX),
+            },
         );
     }
     if u64::from(agi.agi_freecount.get()) != ifree {
-        ctx.sink.add(
+        ctx.sink.add_fix(
             "AGI",
             loc(),
             format!("agi_freecount {}, counted {ifree}", agi.agi_freecount.get()),
+            super::FieldFix {
+                header: super::AgHeader::Agi,
+                agno,
+                offset: std::mem::offset_of!(Agi, agi_freecount),
+                value: u32::try_from(ifree).unwrap_or(u32::MAX),
+            },
         );
     }
     if geo.features.finobt {
@@ -519,18 +561,30 @@ fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
             );
         }
         if geo.features.inobtcnt && u64::from(agi.agi_fblocks.get()) != fblocks {
-            ctx.sink.add(
+            ctx.sink.add_fix(
                 "AGI",
                 loc(),
                 format!("agi_fblocks {}, counted {fblocks}", agi.agi_fblocks.get()),
+                super::FieldFix {
+                    header: super::AgHeader::Agi,
+                    agno,
+                    offset: std::mem::offset_of!(Agi, agi_fblocks),
+                    value: u32::try_from(fblocks).unwrap_or(u32::MAX),
+                },
             );
         }
     }
     if geo.features.inobtcnt && u64::from(agi.agi_iblocks.get()) != iblocks {
-        ctx.sink.add(
+        ctx.sink.add_fix(
             "AGI",
             loc(),
             format!("agi_iblocks {}, counted {iblocks}", agi.agi_iblocks.get()),
+            super::FieldFix {
+                header: super::AgHeader::Agi,
+                agno,
+                offset: std::mem::offset_of!(Agi, agi_iblocks),
+                value: u32::try_from(iblocks).unwrap_or(u32::MAX),
+            },
         );
     }
     for (i, b) in agi.agi_unlinked.iter().enumerate() {

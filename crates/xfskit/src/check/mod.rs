@@ -76,6 +76,31 @@ pub struct Problem {
     pub location: Location,
     /// What is wrong, in words.
     pub detail: String,
+    /// The value a header field should hold, when the check counted it
+    /// (what `repair` writes).
+    pub fix: Option<FieldFix>,
+}
+
+/// The AG header a [`FieldFix`] is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgHeader {
+    /// The AG free space header.
+    Agf,
+    /// The AG inode header.
+    Agi,
+}
+
+/// A 32-bit field of an AG header and the value the check counted for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldFix {
+    /// The header.
+    pub header: AgHeader,
+    /// Its AG.
+    pub agno: u32,
+    /// The field's byte offset in the header.
+    pub offset: usize,
+    /// The value counted.
+    pub value: u32,
 }
 
 impl std::fmt::Display for Problem {
@@ -184,6 +209,27 @@ impl Sink {
                 what,
                 location,
                 detail: detail.into(),
+                fix: None,
+            });
+        }
+    }
+
+    /// [`Sink::add`] of a header field whose right value was counted.
+    pub(crate) fn add_fix(
+        &self,
+        what: &'static str,
+        location: Location,
+        detail: String,
+        fix: FieldFix,
+    ) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        let mut v = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if v.len() < MAX_PROBLEMS {
+            v.push(Problem {
+                what,
+                location,
+                detail,
+                fix: Some(fix),
             });
         }
     }

@@ -9,8 +9,10 @@
 //!    `xfs_repair -n` finds.
 //! 3. **The fixes** xfskit makes so far: secondary superblocks that differ
 //!    from a sound primary are rewritten from it (as xfs_repair rewrites
-//!    them), and the primary's inode and free block counters are set to
-//!    the sums of the AG headers when nothing else is wrong. While fixes
+//!    them); when nothing else is wrong, the AG headers' counters (free
+//!    blocks, longest free extent, btree blocks, inodes, free inodes) are
+//!    set to what the check counted in their btrees, and the primary's
+//!    inode and free block counters to the sums over the AGs. While fixes
 //!    are written, a v5 filesystem carries the `needsrepair` feature, so
 //!    that no kernel mounts it half repaired; the last write clears it.
 //!    Writes are in place, sector by sector, as xfs_repair's (the log is
@@ -22,7 +24,7 @@
 //! A filesystem whose primary superblock carries `needsrepair` (a repair
 //! that stopped part way) is read with the bit cleared in memory.
 
-use crate::check::{check, CheckOptions, Problem};
+use crate::check::{check, AgHeader, CheckOptions, FieldFix, Problem};
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};
 use crate::fs::{Fs, OpenOptions};
@@ -159,6 +161,14 @@ impl Device for Shared {
     }
 }
 
+/// The header's name and its sector in the AG (AGF 1, AGI 2).
+fn field_name(f: &FieldFix) -> (&'static str, u64) {
+    match f.header {
+        AgHeader::Agf => ("AGF", 1),
+        AgHeader::Agi => ("AGI", 2),
+    }
+}
+
 /// The superblock counters a problem's words name (the check's wording).
 fn is_counter_problem(p: &Problem) -> bool {
     p.what == "superblock"
@@ -243,6 +253,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
     let cut = first.stats.problems_total > first.problems.len() as u64;
     let mut secondaries = BTreeSet::new();
     let mut counters = false;
+    let mut fields: Vec<(FieldFix, String)> = Vec::new();
     let mut other = Vec::new();
     for p in &first.problems {
         match (p.what, &p.location) {
@@ -250,8 +261,18 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
                 secondaries.insert(*n);
             }
             _ if is_counter_problem(p) => counters = true,
+            _ if p.fix.is_some() => fields.extend(
+                p.fix
+                    .map(|f| (f, p.detail.split(' ').next().unwrap_or("").to_string())),
+            ),
             _ => other.push(p.clone()),
         }
+    }
+    // Counted values are the right ones only when the btrees they were
+    // counted in are sound: nothing else may be wrong.
+    if !other.is_empty() || cut {
+        other.extend(first.problems.iter().filter(|p| p.fix.is_some()).cloned());
+        fields.clear();
     }
     // The primary is the model of the copies only when it is sound, and
     // the AG headers' sums are the counters only when nothing else is
@@ -279,6 +300,13 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
     }
     let t = first.ag_totals;
     let mut fixes = Vec::new();
+    for (f, field) in &fields {
+        let (name, _) = field_name(f);
+        fixes.push(format!(
+            "AG {} {name}: {field} set to {}, as counted",
+            f.agno, f.value
+        ));
+    }
     if fix_counters {
         fixes.push(format!(
             "superblock counters set to the AG headers' sums: icount {}, ifree {}, fdblocks {}",
@@ -298,8 +326,9 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
         return Ok(report);
     }
 
-    // Writes: needsrepair first, then the copies, then the primary.
-    if fix_counters || !secondaries.is_empty() || marked {
+    // Writes: needsrepair first, then the AG headers and the copies, then
+    // the primary.
+    if fix_counters || !secondaries.is_empty() || !fields.is_empty() || marked {
         let mut p = vec![0u8; sect];
         view.read_at(&mut p, 0).map_err(Error::Io)?;
         if v5 && !marked {
@@ -315,6 +344,27 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
         }
         if v5 {
             set_needsrepair(&mut p, false);
+        }
+        for (f, _) in &fields {
+            let (_, sector) = field_name(f);
+            let at = geo
+                .agb_to_daddr(
+                    crate::geometry::AgNumber(f.agno),
+                    crate::geometry::AgBlock(0),
+                )
+                .bytes()
+                + sector * sect as u64;
+            let mut h = vec![0u8; sect];
+            dev.read_at(&mut h, at).map_err(Error::Io)?;
+            h[f.offset..f.offset + 4].copy_from_slice(&f.value.to_be_bytes());
+            if v5 {
+                let crc = match f.header {
+                    AgHeader::Agf => xfs_format::ag::XFS_AGF_CRC_OFF,
+                    AgHeader::Agi => xfs_format::ag::XFS_AGI_CRC_OFF,
+                };
+                xfs_format::crc::stamp(&mut h, crc);
+            }
+            dev.write_at(&h, at).map_err(Error::Io)?;
         }
         for &n in &secondaries {
             let at = geo.agb_to_daddr(crate::geometry::AgNumber(n), crate::geometry::AgBlock(0));
