@@ -81,17 +81,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let progress = |pass: &str, done: u32, total: u32| {
         errout!("\r\x1b[K{pass}: AG {done}/{total}");
     };
-    let memory = match &args.memory {
-        None => 0,
-        Some(m) => match xfskit::build::size::parse_size(m) {
-            Ok(xfskit::build::size::SizeSpec::Fixed(b)) => usize::try_from(b).unwrap_or(usize::MAX),
-            _ => {
-                return Err(xfskit::Error::Invalid(format!(
-                    "--memory takes a size like 256m or 2g, not {m:?}"
-                )))
-            }
-        },
-    };
+    let memory = super::parse_memory(args.memory.as_deref())?;
     let opts = CheckOptions {
         threads: args.threads,
         progress: if tty { Some(&progress) } else { None },

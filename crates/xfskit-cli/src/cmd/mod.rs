@@ -118,6 +118,32 @@ pub struct DiskArgs {
     pub undo: Option<PathBuf>,
 }
 
+impl DiskArgs {
+    /// How to open the image: the partition and volume given.
+    pub fn image_options(&self, writable: bool) -> xfskit::disk::ImageOptions {
+        xfskit::disk::ImageOptions {
+            partition: self.partition,
+            lv: self.lv.clone(),
+            writable,
+        }
+    }
+}
+
+/// `--memory SIZE` (check, repair) in bytes; 0 when not given.
+pub fn parse_memory(m: Option<&str>) -> Result<usize, Error> {
+    match m {
+        None => Ok(0),
+        Some(m) => match xfskit::build::size::parse_size(m) {
+            Ok(xfskit::build::size::SizeSpec::Fixed(b)) => {
+                Ok(usize::try_from(b).unwrap_or(usize::MAX))
+            }
+            _ => Err(Error::Invalid(format!(
+                "--memory takes a size like 256m or 2g, not {m:?}"
+            ))),
+        },
+    }
+}
+
 /// Set once an undo file was made (`--undo`).
 pub static UNDO_MADE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -148,11 +174,7 @@ pub fn open_in(image: &Path, disk: &DiskArgs, norecovery: bool) -> Result<Fs, Er
 
 /// [`open_in`] with every option.
 pub fn open_with(image: &Path, disk: &DiskArgs, opts: &OpenOptions) -> Result<Fs, Error> {
-    let iopts = xfskit::disk::ImageOptions {
-        partition: disk.partition,
-        lv: disk.lv.clone(),
-        writable: false,
-    };
+    let iopts = disk.image_options(false);
     let img = match remote_url(image) {
         Some(url) => open_remote(url, &iopts)?,
         None => xfskit::disk::open(image, &iopts)?,

@@ -54,30 +54,13 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
-    let memory = match &args.memory {
-        None => 0,
-        Some(m) => match xfskit::build::size::parse_size(m) {
-            Ok(xfskit::build::size::SizeSpec::Fixed(b)) => usize::try_from(b).unwrap_or(usize::MAX),
-            _ => {
-                return Err(xfskit::Error::Invalid(format!(
-                    "--memory takes a size like 256m or 2g, not {m:?}"
-                )))
-            }
-        },
-    };
+    let memory = super::parse_memory(args.memory.as_deref())?;
     if args.dry_run && args.disk.undo.is_some() {
         return Err(xfskit::Error::Invalid(
             "--dry-run writes nothing: no --undo".into(),
         ));
     }
-    let img = xfskit::disk::open(
-        &args.image,
-        &xfskit::disk::ImageOptions {
-            partition: args.disk.partition,
-            lv: args.disk.lv.clone(),
-            writable: !args.dry_run,
-        },
-    )?;
+    let img = xfskit::disk::open(&args.image, &args.disk.image_options(!args.dry_run))?;
     for note in &img.notes {
         crate::cmd::out::errln!("xfskit: warning: {}: {note}", args.image.display());
     }

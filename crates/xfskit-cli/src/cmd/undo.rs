@@ -50,14 +50,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
             "xfskit undo takes the undo file as its first argument, not --undo".into(),
         ));
     }
-    let img = xfskit::disk::open(
-        &args.image,
-        &xfskit::disk::ImageOptions {
-            partition: args.disk.partition,
-            lv: args.disk.lv.clone(),
-            writable: !args.dry_run,
-        },
-    )?;
+    let img = xfskit::disk::open(&args.image, &args.disk.image_options(!args.dry_run))?;
     let r = restore(
         &args.file,
         img.device.as_ref(),

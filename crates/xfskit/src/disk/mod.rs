@@ -249,6 +249,24 @@ pub fn is_corruption(e: &std::io::Error) -> bool {
     e.get_ref().is_some_and(|i| i.is::<ImageCorrupt>())
 }
 
+/// Refuses a `what` ("read", "write") of `len` bytes at `off` that does not
+/// lie inside a `size`-byte disk of the container format `format`.
+pub(crate) fn inside(
+    what: &str,
+    format: &str,
+    size: u64,
+    off: u64,
+    len: usize,
+) -> std::io::Result<()> {
+    if off.checked_add(len as u64).is_none_or(|e| e > size) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("{what} past the end of the {size}-byte {format} disk"),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }

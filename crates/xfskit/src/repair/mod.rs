@@ -24,10 +24,12 @@
 //! A filesystem whose primary superblock carries `needsrepair` (a repair
 //! that stopped part way) is read with the bit cleared in memory.
 
+use crate::bytes::{be16, be32};
 use crate::check::{check, AgHeader, CheckOptions, FieldFix, Problem};
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};
 use crate::fs::{Fs, OpenOptions};
+use crate::log::recover::Shared;
 use crate::log::LogState;
 use std::collections::BTreeSet;
 use std::io;
@@ -78,14 +80,6 @@ const IFREE: usize = std::mem::offset_of!(fsb::Dsb, sb_ifree);
 const FDBLOCKS: usize = std::mem::offset_of!(fsb::Dsb, sb_fdblocks);
 const VERSIONNUM: usize = std::mem::offset_of!(fsb::Dsb, sb_versionnum);
 
-fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
-}
-
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
 fn is_v5(sb: &[u8]) -> bool {
     be16(sb, VERSIONNUM) & fsb::XFS_SB_VERSION_NUMBITS == fsb::XFS_SB_VERSION_5
 }
@@ -132,32 +126,6 @@ impl Device for Unmarked {
     }
     fn log_base(&self) -> Option<(u64, u64)> {
         self.inner.log_base()
-    }
-}
-
-struct Shared(Arc<dyn Device>);
-
-impl Device for Shared {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        self.0.read_at(buf, off)
-    }
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        self.0.write_at(buf, off)
-    }
-    fn write_vectored_at(&self, bufs: &[&[u8]], off: u64) -> io::Result<()> {
-        self.0.write_vectored_at(bufs, off)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.0.flush()
-    }
-    fn len(&self) -> u64 {
-        self.0.len()
-    }
-    fn will_need(&self, off: u64, len: u64) {
-        self.0.will_need(off, len)
-    }
-    fn log_base(&self) -> Option<(u64, u64)> {
-        self.0.log_base()
     }
 }
 

@@ -36,14 +36,7 @@ pub use glob::expand;
 
 /// Opens the filesystem in `image` for writing, journaled.
 pub fn open_rw(image: &Path, disk: &super::DiskArgs) -> Result<Fs, Error> {
-    let img = xfskit::disk::open(
-        image,
-        &xfskit::disk::ImageOptions {
-            partition: disk.partition,
-            lv: disk.lv.clone(),
-            writable: true,
-        },
-    )?;
+    let img = xfskit::disk::open(image, &disk.image_options(true))?;
     for note in &img.notes {
         errln!("xfskit: warning: {}: {note}", image.display());
     }

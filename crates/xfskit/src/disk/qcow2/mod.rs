@@ -361,16 +361,7 @@ impl Qcow2 {
 
 impl Device for Qcow2 {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        let end = off.checked_add(buf.len() as u64);
-        if end.is_none_or(|e| e > self.header.size) {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "read past the end of the {}-byte qcow2 disk",
-                    self.header.size
-                ),
-            ));
-        }
+        crate::disk::inside("read", "qcow2", self.header.size, off, buf.len())?;
         let cluster = self.cluster();
         let mut done = 0usize;
         while done < buf.len() {

@@ -119,15 +119,7 @@ impl Qcow2 {
                 "the qcow2 image is open read-only",
             ));
         };
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > self.header.size)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "write past the end of the qcow2 disk",
-            ));
-        }
+        crate::disk::inside("write", "qcow2", self.header.size, off, buf.len())?;
         let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
         let cluster = self.cluster();
         let mut done = 0usize;

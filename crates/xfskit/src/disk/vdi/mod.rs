@@ -251,15 +251,7 @@ impl Vdi {
                 "the VDI image is open read-only",
             ));
         };
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > self.size)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("write past the end of the {}-byte VDI disk", self.size),
-            ));
-        }
+        crate::disk::inside("write", "VDI", self.size, off, buf.len())?;
         let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
         let block = self.block;
         let mut done = 0usize;
@@ -316,15 +308,7 @@ impl Vdi {
 
 impl Device for Vdi {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > self.size)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("read past the end of the {}-byte VDI disk", self.size),
-            ));
-        }
+        crate::disk::inside("read", "VDI", self.size, off, buf.len())?;
         let block = self.block;
         let mut done = 0usize;
         while done < buf.len() {

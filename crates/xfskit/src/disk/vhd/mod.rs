@@ -616,15 +616,7 @@ fn hex(u: &[u8]) -> String {
 
 impl Device for Vhd {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > self.size)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("read past the end of the {}-byte VHD disk", self.size),
-            ));
-        }
+        crate::disk::inside("read", "VHD", self.size, off, buf.len())?;
         let (block, bitmap, parent) = match &self.layout {
             Layout::Fixed { data_len } => {
                 let n = data_len.saturating_sub(off).min(buf.len() as u64) as usize;

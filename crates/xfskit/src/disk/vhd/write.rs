@@ -132,15 +132,7 @@ impl Vhd {
                 "the VHD image is open read-only",
             ));
         };
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > self.size)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("write past the end of the {}-byte VHD disk", self.size),
-            ));
-        }
+        crate::disk::inside("write", "VHD", self.size, off, buf.len())?;
         let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
         let (block, bitmap, bat_offset) = match &self.layout {
             Layout::Fixed { .. } => {

@@ -439,15 +439,7 @@ impl Vhdx {
 
     /// Reads guest bytes.
     fn read_guest(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > self.size)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "read past the end of the VHDX disk",
-            ));
-        }
+        crate::disk::inside("read", "VHDX", self.size, off, buf.len())?;
         let mut done = 0usize;
         while done < buf.len() {
             let pos = off + done as u64;

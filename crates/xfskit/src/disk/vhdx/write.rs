@@ -169,15 +169,7 @@ impl Vhdx {
                 "the VHDX image is open read-only",
             ));
         };
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > self.size)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "write past the end of the VHDX disk",
-            ));
-        }
+        crate::disk::inside("write", "VHDX", self.size, off, buf.len())?;
         let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
         let mut done = 0usize;
         while done < buf.len() {

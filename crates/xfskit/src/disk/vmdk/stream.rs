@@ -121,15 +121,7 @@ impl Stream {
     }
 
     fn check(&self, off: u64, n: usize, what: &str) -> io::Result<()> {
-        if off.checked_add(n as u64).is_none_or(|e| e > self.capacity) {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{what} past the end of the {}-byte VMDK disk",
-                    self.capacity
-                ),
-            ));
-        }
+        crate::disk::inside(what, "VMDK", self.capacity, off, n)?;
         Ok(())
     }
 
