@@ -257,3 +257,229 @@ fn a_dirty_kernel_log_is_replayed_not_destroyed() {
     eprintln!("files kept: xfskit repair 400, xfs_repair -L {n}");
     assert!(n <= 400);
 }
+
+/// The inode number of `path` in `img`.
+fn ino_of(img: &Path, path: &str) -> u64 {
+    let out = xfskit_ok(&["stat", img.to_str().unwrap(), path]);
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("ino:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no ino for {path}: {out}"))
+}
+
+/// The index of entry `name` of a short-form directory (`list`) or of a
+/// directory block (`bu`), as xfs_db prints it.
+fn entry_index(bin: &Path, img: &Path, dir: u64, block: bool, name: &str) -> usize {
+    let cmds = if block {
+        format!("-c 'inode {dir}' -c 'dblock 0' -c print")
+    } else {
+        format!("-c 'inode {dir}' -c 'print u3'")
+    };
+    let out = sh(&format!(
+        "'{}/xfs_db' -r {cmds} '{}'",
+        bin.display(),
+        img.display()
+    ));
+    let key = if block { "bu[" } else { "list[" };
+    out.lines()
+        .find_map(|l| {
+            let l = l.trim();
+            let at = l.find(key)?;
+            let rest = &l[at + key.len()..];
+            let (idx, tail) = rest.split_once(']')?;
+            (tail.trim() == format!(".name = \"{name}\"")).then(|| idx.parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("no entry {name} in {dir}:\n{out}"))
+}
+
+/// Names, kinds and link counts of everything under `/`, one per line.
+fn tree(img: &Path) -> String {
+    let out = xfskit_ok(&["ls", "-lR", img.to_str().unwrap(), "/"]);
+    // Keep the kind and mode, the link count, the size and the name.
+    out.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() >= 7 {
+                format!("{} {} {} {}", f[0], f[1], f[4], f[7..].join(" "))
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn namespace_damage_is_repaired_keeping_names() {
+    let Some(bin) = bin72() else {
+        skip(
+            "namespace_damage_is_repaired_keeping_names",
+            "no xfsprogs 7.2 at ../shared/xfsprogs-7.2",
+        );
+        return;
+    };
+    let t = TempDir::new("repair-ns");
+    let d = t.path();
+    // A tree with short-form directories and a block directory, on
+    // mkfs.xfs 7.2's defaults (parent pointers) and without them.
+    sh(&format!(
+        "mkdir -p '{0}/s/d1/d2' '{0}/s/big' && echo hi > '{0}/s/d1/f1' && echo yo > '{0}/s/d1/d2/f2' \
+         && echo z > '{0}/s/top' && for i in $(seq 1 40); do echo $i > '{0}/s/big/file'$i; done",
+        d.display()
+    ));
+    let make = |name: &str, opts: &str| {
+        let img = d.join(name);
+        sh(&format!(
+            "truncate -s 320m '{0}' && '{1}/mkfs.xfs' -q -f {opts} '{0}'",
+            img.display(),
+            bin.display()
+        ));
+        xfskit_ok(&[
+            "cp",
+            "-r",
+            &format!("{}/s", d.display()),
+            &format!("{}:/s", img.display()),
+        ]);
+        img
+    };
+    let pptr = make("pptr.img", "");
+    let plain = make("plain.img", "-n parent=0");
+    for base in [&pptr, &plain] {
+        let with_pptr = base == &pptr;
+        let d1 = ino_of(base, "/s/d1");
+        let d2 = ino_of(base, "/s/d1/d2");
+        let f1 = ino_of(base, "/s/d1/f1");
+        let big = ino_of(base, "/s/big");
+        let s = ino_of(base, "/s");
+        // Free inodes of d1's and big's chunks (64 inodes, far fewer used).
+        let free1 = d1 + 50;
+        let free2 = big + 60;
+        let i_f1 = entry_index(&bin, base, d1, false, "f1");
+        let i_d2 = entry_index(&bin, base, d1, false, "d2");
+        let i_b = entry_index(&bin, base, big, true, "file10");
+        let cases: Vec<(&str, String)> = vec![
+            (
+                "nlink",
+                format!("-c 'inode {f1}' -c 'write core.nlinkv2 3'"),
+            ),
+            (
+                "ftype",
+                format!("-c 'inode {d1}' -c 'write u3.sfdir3.list[{i_f1}].filetype 2'"),
+            ),
+            (
+                "dotdot",
+                format!("-c 'inode {d2}' -c 'write u3.sfdir3.hdr.parent.i4 {s}'"),
+            ),
+            (
+                "lost-file",
+                format!("-c 'inode {d1}' -c 'write u3.sfdir3.list[{i_f1}].inumber.i4 {free1}'"),
+            ),
+            (
+                "lost-dir",
+                format!("-c 'inode {d1}' -c 'write u3.sfdir3.list[{i_d2}].inumber.i4 {free1}'"),
+            ),
+            (
+                "block-dir",
+                format!("-c 'inode {big}' -c 'dblock 0' -c 'write bu[{i_b}].inumber {free2}'"),
+            ),
+        ];
+        let whole = tree(base);
+        for (name, cmds) in cases {
+            let tag = format!("{}-{name}", if with_pptr { "pptr" } else { "plain" });
+            let img = d.join(format!("{tag}.img"));
+            let theirs = d.join(format!("{tag}.theirs.img"));
+            sh(&format!(
+                "cp --sparse=always '{0}' '{1}' && '{2}/xfs_db' -x {cmds} '{1}' >/dev/null && cp --sparse=always '{1}' '{3}'",
+                base.display(),
+                img.display(),
+                bin.display(),
+                theirs.display()
+            ));
+            let i = img.to_str().unwrap();
+            let (ok, out) = repair_n(&bin, &img);
+            assert!(!ok, "{tag}: xfs_repair -n finds nothing:\n{out}");
+            let before = sha(&img);
+            let o = xfskit_output(&["repair", "--dry-run", i]);
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            assert_eq!(o.status.code(), Some(1), "{tag}: {text}");
+            assert!(text.contains("would fix: "), "{tag}: {text}");
+            assert!(!text.contains("would remain"), "{tag}: {text}");
+            assert_eq!(sha(&img), before, "{tag}: --dry-run wrote");
+            let undo = d.join(format!("{tag}.undo"));
+            let out = xfskit_ok(&["repair", "--undo", undo.to_str().unwrap(), i]);
+            assert!(out.contains("the filesystem is clean"), "{tag}: {out}");
+            let c = xfskit_output(&["check", i]);
+            assert!(
+                c.status.success(),
+                "{tag}: check after repair: {}",
+                String::from_utf8_lossy(&c.stdout)
+            );
+            let (ok, rn) = repair_n(&bin, &img);
+            assert!(
+                ok,
+                "{tag}: xfs_repair -n after xfskit repair:\n{rn}\nrepair said:\n{out}"
+            );
+            // xfs_repair on the same damage.
+            sh(&format!(
+                "'{}/xfs_repair' '{}' >/dev/null 2>&1",
+                bin.display(),
+                theirs.display()
+            ));
+            let ours = tree(&img);
+            let them = tree(&theirs);
+            let lost = matches!(name, "lost-file" | "lost-dir" | "block-dir");
+            if with_pptr || !lost {
+                // Every name back where it was: the parent pointers say
+                // where a lost name was.
+                assert_eq!(
+                    ours, whole,
+                    "{tag}: the tree differs from the undamaged one\n{out}"
+                );
+                if lost {
+                    assert!(
+                        them.contains("lost+found"),
+                        "{tag}: xfs_repair kept the path too:\n{them}"
+                    );
+                }
+            } else {
+                // Without parent pointers, lost+found by inode number, as
+                // xfs_repair does.
+                assert_eq!(ours, them, "{tag}: differs from xfs_repair's result\n{out}");
+            }
+            for (path, want) in [("/s/top", "z\n"), ("/s/big/file40", "40\n")] {
+                assert_eq!(xfskit_ok(&["cat", i, path]), want, "{tag}: {path}");
+            }
+            // Again: nothing to do, nothing written.
+            let after = sha(&img);
+            let again = xfskit_ok(&["repair", i]);
+            assert!(again.contains("nothing to repair"), "{tag}: {again}");
+            assert_eq!(sha(&img), after, "{tag}: a second repair wrote");
+            // The undo file brings the damage back, byte for byte.
+            let repaired = d.join(format!("{tag}.repaired.img"));
+            sh(&format!(
+                "cp --sparse=always '{}' '{}'",
+                img.display(),
+                repaired.display()
+            ));
+            xfskit_ok(&["undo", undo.to_str().unwrap(), i]);
+            assert_eq!(sha(&img), before, "{tag}: undo");
+            if is_root() {
+                // The kernel mounts the repaired image, reads and writes it.
+                let mnt = d.join("mnt");
+                sh(&format!(
+                    "mkdir -p '{1}' && mount -o loop '{0}' '{1}' && ls -R '{1}' >/dev/null \
+                     && cat '{1}/s/top' >/dev/null && echo new > '{1}/s/new' && umount '{1}'",
+                    repaired.display(),
+                    mnt.display()
+                ));
+                let (ok, rn) = repair_n(&bin, &repaired);
+                assert!(ok, "{tag}: xfs_repair -n after the kernel wrote:\n{rn}");
+            } else {
+                eprintln!("{tag}: not root: the kernel's mount of the repaired image is not tried");
+            }
+            std::fs::remove_file(&img).unwrap();
+            std::fs::remove_file(&repaired).unwrap();
+            std::fs::remove_file(&theirs).unwrap();
+        }
+    }
+}

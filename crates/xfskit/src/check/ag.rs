@@ -221,12 +221,12 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
             "AGF",
             loc(),
             format!("agf_freeblks {}, counted {free}", agf.agf_freeblks.get()),
-            super::FieldFix {
+            super::Fix::AgField(super::FieldFix {
                 header: super::AgHeader::Agf,
                 agno,
                 offset: std::mem::offset_of!(Agf, agf_freeblks),
                 value: u32::try_from(free).unwrap_or(u32::MAX),
-            },
+            }),
         );
     }
     if agf.agf_longest.get() != longest {
@@ -234,12 +234,12 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
             "AGF",
             loc(),
             format!("agf_longest {}, counted {longest}", agf.agf_longest.get()),
-            super::FieldFix {
+            super::Fix::AgField(super::FieldFix {
                 header: super::AgHeader::Agf,
                 agno,
                 offset: std::mem::offset_of!(Agf, agf_longest),
                 value: longest,
-            },
+            }),
         );
     }
     heads.freeblks = free;
@@ -265,12 +265,12 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
                 "AGF",
                 loc(),
                 format!("agf_rmap_blocks {}, counted {n}", agf.agf_rmap_blocks.get()),
-                super::FieldFix {
+                super::Fix::AgField(super::FieldFix {
                     header: super::AgHeader::Agf,
                     agno,
                     offset: std::mem::offset_of!(Agf, agf_rmap_blocks),
                     value: u32::try_from(n).unwrap_or(u32::MAX),
-                },
+                }),
             );
         }
     }
@@ -339,12 +339,12 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
                     "agf_refcount_blocks {}, counted {n}",
                     agf.agf_refcount_blocks.get()
                 ),
-                super::FieldFix {
+                super::Fix::AgField(super::FieldFix {
                     header: super::AgHeader::Agf,
                     agno,
                     offset: std::mem::offset_of!(Agf, agf_refcount_blocks),
                     value: u32::try_from(n).unwrap_or(u32::MAX),
-                },
+                }),
             );
         }
     }
@@ -356,12 +356,12 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
                 "agf_btreeblks {}, counted {btreeblks}",
                 agf.agf_btreeblks.get()
             ),
-            super::FieldFix {
+            super::Fix::AgField(super::FieldFix {
                 header: super::AgHeader::Agf,
                 agno,
                 offset: std::mem::offset_of!(Agf, agf_btreeblks),
                 value: u32::try_from(btreeblks).unwrap_or(u32::MAX),
-            },
+            }),
         );
     }
     heads.btreeblks = btreeblks;
@@ -521,12 +521,12 @@ fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
             "AGI",
             loc(),
             format!("agi_count {}, counted {icount}", agi.agi_count.get()),
-            super::FieldFix {
+            super::Fix::AgField(super::FieldFix {
                 header: super::AgHeader::Agi,
                 agno,
                 offset: std::mem::offset_of!(Agi, agi_count),
                 value: u32::try_from(icount).unwrap_or(u32::MAX),
-            },
+            }),
         );
     }
     if u64::from(agi.agi_freecount.get()) != ifree {
@@ -534,12 +534,12 @@ fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
             "AGI",
             loc(),
             format!("agi_freecount {}, counted {ifree}", agi.agi_freecount.get()),
-            super::FieldFix {
+            super::Fix::AgField(super::FieldFix {
                 header: super::AgHeader::Agi,
                 agno,
                 offset: std::mem::offset_of!(Agi, agi_freecount),
                 value: u32::try_from(ifree).unwrap_or(u32::MAX),
-            },
+            }),
         );
     }
     if geo.features.finobt {
@@ -565,12 +565,12 @@ fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
                 "AGI",
                 loc(),
                 format!("agi_fblocks {}, counted {fblocks}", agi.agi_fblocks.get()),
-                super::FieldFix {
+                super::Fix::AgField(super::FieldFix {
                     header: super::AgHeader::Agi,
                     agno,
                     offset: std::mem::offset_of!(Agi, agi_fblocks),
                     value: u32::try_from(fblocks).unwrap_or(u32::MAX),
-                },
+                }),
             );
         }
     }
@@ -579,12 +579,12 @@ fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
             "AGI",
             loc(),
             format!("agi_iblocks {}, counted {iblocks}", agi.agi_iblocks.get()),
-            super::FieldFix {
+            super::Fix::AgField(super::FieldFix {
                 header: super::AgHeader::Agi,
                 agno,
                 offset: std::mem::offset_of!(Agi, agi_iblocks),
                 value: u32::try_from(iblocks).unwrap_or(u32::MAX),
-            },
+            }),
         );
     }
     for (i, b) in agi.agi_unlinked.iter().enumerate() {

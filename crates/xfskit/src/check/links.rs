@@ -1,7 +1,7 @@
 //! Pass 3, serial: directory tree shape, link counts, superblock counters.
 
 use super::ag::AgHeads;
-use super::Ctx;
+use super::{Ctx, Fix};
 use crate::error::{Location, Result};
 use crate::fs::Fs;
 use crate::inode::FileType;
@@ -115,6 +115,16 @@ struct Pending {
     pos: u32,
     before: String,
     after: String,
+    fix: Option<EntryFix>,
+}
+
+/// What fixes a [`Pending`] entry problem.
+#[derive(Clone, Copy)]
+enum EntryFix {
+    /// Remove the entry.
+    Drop,
+    /// Set the entry's file type to that of `target`.
+    Type { target: u64, ftype: u8 },
 }
 
 /// Checks directory entries against the allocated inodes, ".." pointers,
@@ -146,7 +156,9 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
     let mut parents: crate::spill::Sorter<ParentRec> = ctx.ns.second();
     let mut dir_links: crate::spill::Sorter<DirLinks> = ctx.ns.second();
     let mut pending: Vec<Pending> = Vec::new();
-    let mut bad: Vec<(u64, Vec<(u64, u32)>)> = Vec::new();
+    // (inode, the entries naming it as (directory, position), all of them).
+    type Named = (u64, Vec<(u64, u32)>, bool);
+    let mut bad: Vec<Named> = Vec::new();
     let mut unexplained = 0u64;
     let mut root_ok = false;
     let is_meta = |ino: u64| sb.meta_inodes.contains(&ino);
@@ -186,6 +198,7 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
                     pos: e.pos,
                     before: "entry '".into(),
                     after: format!("' points at inode {k}, which is free or invalid"),
+                    fix: Some(EntryFix::Drop),
                 });
                 continue;
             };
@@ -206,6 +219,7 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
                             "' of a metadata directory points at inode {k}, which is not metadata"
                         )
                     },
+                    fix: None,
                 });
             }
             if e.kind == 0 && ftype_feature {
@@ -214,6 +228,10 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
                     pos: e.pos,
                     before: "entry '".into(),
                     after: "' has no file type".into(),
+                    fix: Some(EntryFix::Type {
+                        target: k,
+                        ftype: t.dirent_code(),
+                    }),
                 });
             }
             if let Some(et) = type_of(e.kind).filter(|&et| et != t) {
@@ -222,6 +240,10 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
                     pos: e.pos,
                     before: "entry '".into(),
                     after: format!("' says {et:?} but inode {k} is {t:?}"),
+                    fix: Some(EntryFix::Type {
+                        target: k,
+                        ftype: t.dirent_code(),
+                    }),
                 });
             }
             if t == FileType::Dir {
@@ -248,10 +270,11 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
         if let Some(p) = parent {
             if is_root(k) {
                 if p != k {
-                    ctx.sink.add(
+                    ctx.sink.add_fix(
                         "directory",
                         at(),
                         format!("root directory's '..' points at {p}, not itself"),
+                        Fix::DotDot { dir: k, parent: k },
                     );
                 }
             } else {
@@ -259,6 +282,10 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
                     parent: p,
                     child: k,
                     held,
+                    holder: match holders.first() {
+                        Some(&h) if !held => h,
+                        _ => u64::MAX,
+                    },
                 })?;
                 if nholders > 1 {
                     let more = if nholders > holders.len() {
@@ -292,7 +319,8 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
                 }
             } else if inode.pcount != ecount || inode.psum != esum {
                 if bad.len() < MAX_EXPLAINED {
-                    bad.push((k, named));
+                    let complete = named.len() == ecount as usize;
+                    bad.push((k, named, complete));
                 } else {
                     unexplained += 1;
                 }
@@ -303,13 +331,14 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
             continue;
         }
         if refs == 0 && !is_root(k) {
-            ctx.sink.add(
+            ctx.sink.add_fix(
                 "inode",
                 at(),
                 format!(
                     "allocated {t:?} with nlink {} is not in any directory (disconnected)",
                     inode.nlink
                 ),
+                Fix::Disconnected { ino: k },
             );
             if t == FileType::Dir {
                 dir_links.push(DirLinks {
@@ -327,10 +356,14 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
                 check: true,
             })?;
         } else if inode.nlink != refs {
-            ctx.sink.add(
+            ctx.sink.add_fix(
                 "inode",
                 at(),
                 format!("nlink {}, counted {refs}", inode.nlink),
+                Fix::Nlink {
+                    ino: k,
+                    nlink: refs,
+                },
             );
         }
     }
@@ -367,27 +400,43 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
         }
         while let Some(p) = parents.take_if(|r| r.parent == k)? {
             let at = Location::Inode(p.child);
+            // The directory that names it is its parent (one that none
+            // names is reconnected, '..' with it).
+            let fix = Some(if p.holder != u64::MAX {
+                Fix::DotDot {
+                    dir: p.child,
+                    parent: p.holder,
+                }
+            } else {
+                Fix::Disconnected { ino: p.child }
+            });
             if d.is_none() {
-                ctx.sink.add(
+                ctx.sink.add_maybe(
                     "directory",
                     at,
                     format!("'..' points at inode {k}, which is not an allocated directory"),
+                    fix,
                 );
             } else if !p.held {
-                ctx.sink.add(
+                ctx.sink.add_maybe(
                     "directory",
                     at,
                     format!("'..' points at directory {k}, which has no entry for it"),
+                    fix,
                 );
             }
         }
         if let Some(d) = d.filter(|d| d.check) {
             let want = n.saturating_add(2);
             if d.nlink != want {
-                ctx.sink.add(
+                ctx.sink.add_fix(
                     "inode",
                     Location::Inode(k),
                     format!("nlink {}, counted {want}", d.nlink),
+                    Fix::Nlink {
+                        ino: k,
+                        nlink: want,
+                    },
                 );
             }
         }
@@ -395,7 +444,7 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
 
     // Names, read again for the problems that show them.
     let mut wanted: Vec<(u64, u32)> = pending.iter().map(|p| (p.dir, p.pos)).collect();
-    for (_, named) in &bad {
+    for (_, named, _) in &bad {
         wanted.extend(named.iter().copied());
     }
     let names = entry_names(fs, wanted);
@@ -407,10 +456,24 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
     };
     for p in &pending {
         let name = name_of(p.dir, p.pos);
-        ctx.sink.add(
+        let known = names.contains_key(&(p.dir, p.pos));
+        let fix = p.fix.filter(|_| known).map(|f| match f {
+            EntryFix::Drop => Fix::DropEntry {
+                dir: p.dir,
+                name: name.clone(),
+            },
+            EntryFix::Type { target, ftype } => Fix::EntryType {
+                dir: p.dir,
+                name: name.clone(),
+                target,
+                ftype,
+            },
+        });
+        ctx.sink.add_maybe(
             "directory entry",
             Location::Inode(p.dir),
             format!("{}{}{}", p.before, String::from_utf8_lossy(&name), p.after),
+            fix,
         );
     }
     if !bad.is_empty() {
@@ -422,8 +485,9 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
         };
         let differs: Vec<super::pptrs::Differs> = bad
             .iter()
-            .map(|(ino, named)| super::pptrs::Differs {
+            .map(|(ino, named, complete)| super::pptrs::Differs {
                 ino: *ino,
+                complete: *complete && named.iter().all(|k| names.contains_key(k)),
                 entries: named
                     .iter()
                     .map(|&(d, pos)| (name_of(d, pos), d, gen_of(d)))

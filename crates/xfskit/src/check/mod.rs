@@ -76,9 +76,79 @@ pub struct Problem {
     pub location: Location,
     /// What is wrong, in words.
     pub detail: String,
-    /// The value a header field should hold, when the check counted it
-    /// (what `repair` writes).
-    pub fix: Option<FieldFix>,
+    /// What would make it right, when the check knows (what `repair`
+    /// does).
+    pub fix: Option<Fix>,
+}
+
+/// A change that makes one problem right, as the check found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fix {
+    /// An AG header field set to the value the check counted.
+    AgField(FieldFix),
+    /// An inode's link count set to the names (and, for a directory,
+    /// subdirectories) counted.
+    Nlink {
+        /// The inode.
+        ino: u64,
+        /// The count.
+        nlink: u32,
+    },
+    /// A directory entry whose target is free or not a valid inode,
+    /// removed.
+    DropEntry {
+        /// The directory.
+        dir: u64,
+        /// The entry's name.
+        name: Vec<u8>,
+    },
+    /// A directory entry's file type set to its target's.
+    EntryType {
+        /// The directory.
+        dir: u64,
+        /// The entry's name.
+        name: Vec<u8>,
+        /// The inode it names.
+        target: u64,
+        /// The file type code of that inode.
+        ftype: u8,
+    },
+    /// A directory's '..' pointed at the directory that names it.
+    DotDot {
+        /// The directory.
+        dir: u64,
+        /// The directory holding its entry.
+        parent: u64,
+    },
+    /// A parent pointer added for an entry that has none.
+    AddParent {
+        /// The inode named.
+        ino: u64,
+        /// The entry's name.
+        name: Vec<u8>,
+        /// The directory holding the entry.
+        dir: u64,
+        /// That directory's generation.
+        gen: u32,
+    },
+    /// A parent pointer that names no entry, removed.
+    DropParent {
+        /// The inode holding it.
+        ino: u64,
+        /// The name it records.
+        name: Vec<u8>,
+        /// The directory it records.
+        dir: u64,
+        /// The generation it records.
+        gen: u32,
+    },
+    /// An allocated inode that no directory names, given a name again:
+    /// back in its old directory when a parent pointer says where, in
+    /// lost+found otherwise.
+    Disconnected {
+        /// The inode.
+        ino: u64,
+    },
 }
 
 /// The AG header a [`FieldFix`] is in.
@@ -214,14 +284,8 @@ impl Sink {
         }
     }
 
-    /// [`Sink::add`] of a header field whose right value was counted.
-    pub(crate) fn add_fix(
-        &self,
-        what: &'static str,
-        location: Location,
-        detail: String,
-        fix: FieldFix,
-    ) {
+    /// [`Sink::add`] of a problem whose fix is known.
+    pub(crate) fn add_fix(&self, what: &'static str, location: Location, detail: String, fix: Fix) {
         self.total.fetch_add(1, Ordering::Relaxed);
         let mut v = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         if v.len() < MAX_PROBLEMS {
@@ -231,6 +295,20 @@ impl Sink {
                 detail,
                 fix: Some(fix),
             });
+        }
+    }
+
+    /// [`Sink::add`] or [`Sink::add_fix`].
+    pub(crate) fn add_maybe(
+        &self,
+        what: &'static str,
+        location: Location,
+        detail: String,
+        fix: Option<Fix>,
+    ) {
+        match fix {
+            Some(f) => self.add_fix(what, location, detail, f),
+            None => self.add(what, location, detail),
         }
     }
 

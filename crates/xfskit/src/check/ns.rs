@@ -169,20 +169,25 @@ pub(crate) struct ParentRec {
     pub parent: u64,
     pub child: u64,
     pub held: bool,
+    /// A directory whose entry names the child, when `parent` holds none
+    /// (u64::MAX: none or not needed).
+    pub holder: u64,
 }
 
 impl Rec for ParentRec {
-    const SIZE: usize = 17;
+    const SIZE: usize = 25;
     fn put(&self, b: &mut [u8]) {
         put_u64(b, 0, self.parent);
         put_u64(b, 8, self.child);
         b[16] = u8::from(self.held);
+        put_u64(b, 17, self.holder);
     }
     fn get(b: &[u8]) -> Self {
         ParentRec {
             parent: get_u64(b, 0),
             child: get_u64(b, 8),
             held: b[16] != 0,
+            holder: get_u64(b, 17),
         }
     }
 }

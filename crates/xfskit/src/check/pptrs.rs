@@ -12,7 +12,7 @@
 //! two sides differ are looked at again, name by name, to say what is
 //! wrong.
 
-use super::Ctx;
+use super::{Ctx, Fix};
 use crate::error::Location;
 use crate::fs::Fs;
 use crate::inode::Inode;
@@ -69,6 +69,8 @@ pub(crate) fn fold(ctx: &Ctx<'_>, ip: &Inode) -> Option<(u32, u64)> {
 pub(crate) struct Differs {
     pub ino: u64,
     pub entries: Vec<(Vec<u8>, u64, u32)>,
+    /// `entries` holds every entry naming the inode (not cut short).
+    pub complete: bool,
 }
 
 /// Says, for each inode of `bad`, which entries lack a pointer and which
@@ -84,25 +86,37 @@ pub(crate) fn explain(ctx: &Ctx<'_>, bad: &[Differs]) {
         let at = || Location::Inode(ino);
         for (name, p, g) in &want {
             if !have.contains(&(name.clone(), *p, *g)) {
-                ctx.sink.add(
+                ctx.sink.add_maybe(
                     "parent pointer",
                     at(),
                     format!(
                         "missing for entry '{}' in directory {p} (generation {g})",
                         String::from_utf8_lossy(name)
                     ),
+                    d.complete.then(|| Fix::AddParent {
+                        ino,
+                        name: name.clone(),
+                        dir: *p,
+                        gen: *g,
+                    }),
                 );
             }
         }
         for (name, p, g) in &have {
             if !want.contains(&(name.clone(), *p, *g)) {
-                ctx.sink.add(
+                ctx.sink.add_maybe(
                     "parent pointer",
                     at(),
                     format!(
                         "'{}' -> directory {p} generation {g} names no directory entry",
                         String::from_utf8_lossy(name)
                     ),
+                    d.complete.then(|| Fix::DropParent {
+                        ino,
+                        name: name.clone(),
+                        dir: *p,
+                        gen: *g,
+                    }),
                 );
             }
         }

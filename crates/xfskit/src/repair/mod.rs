@@ -25,7 +25,9 @@
 //! that stopped part way) is read with the bit cleared in memory.
 
 use crate::bytes::{be16, be32};
-use crate::check::{check, AgHeader, CheckOptions, FieldFix, Problem};
+use crate::check::{check, AgHeader, CheckOptions, FieldFix, Fix, Problem};
+
+mod ns;
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};
 use crate::fs::{Fs, OpenOptions};
@@ -165,7 +167,8 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
     dev.read_at(&mut sb0, 0).map_err(Error::Io)?;
     let v5 = is_v5(&sb0);
     let marked = v5 && be32(&sb0, INCOMPAT) & fsb::XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR != 0;
-    let view: Arc<dyn Device> = if marked {
+    // Read unmarked throughout: the repair marks it while it writes.
+    let view: Arc<dyn Device> = if v5 {
         Arc::new(Unmarked {
             inner: dev.clone(),
             sect,
@@ -186,11 +189,8 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
     let dirty = matches!(probe.log_state(), LogState::Dirty(_));
     drop(probe);
     if dirty {
-        if marked {
-            return Err(Error::Unsupported(
-                "the filesystem is marked needsrepair and its log is dirty: xfskit repair does not replay a log under that mark".into(),
-            ));
-        }
+        // Under needsrepair the log holds the journaled fixes of a repair
+        // that stopped: replayed like any other.
         if opts.dry_run {
             report.log = Some(
                 "the log is dirty: it would be replayed in place as the kernel replays it (read here replayed in memory)".into(),
@@ -217,139 +217,295 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
     report.found_total = first.stats.problems_total;
     report.unchecked = first.unchecked.clone();
 
-    // 3. The fixes that apply.
-    let cut = first.stats.problems_total > first.problems.len() as u64;
-    let mut secondaries = BTreeSet::new();
-    let mut counters = false;
-    let mut fields: Vec<(FieldFix, String)> = Vec::new();
-    let mut other = Vec::new();
-    for p in &first.problems {
-        match (p.what, &p.location) {
-            ("superblock", Location::Sb(n)) if *n > 0 => {
-                secondaries.insert(*n);
-            }
-            _ if is_counter_problem(p) => counters = true,
-            _ if p.fix.is_some() => fields.extend(
-                p.fix
-                    .map(|f| (f, p.detail.split(' ').next().unwrap_or("").to_string())),
-            ),
-            _ => other.push(p.clone()),
-        }
-    }
-    // Counted values are the right ones only when the btrees they were
-    // counted in are sound: nothing else may be wrong.
-    if !other.is_empty() || cut {
-        other.extend(first.problems.iter().filter(|p| p.fix.is_some()).cloned());
-        fields.clear();
-    }
-    // The primary is the model of the copies only when it is sound, and
-    // the AG headers' sums are the counters only when nothing else is
-    // wrong.
-    let primary_sound = !cut && !other.iter().any(|p| p.location == Location::Sb(0));
-    if !primary_sound {
-        other.extend(
-            first
-                .problems
-                .iter()
-                .filter(|p| matches!(p.location, Location::Sb(n) if n > 0))
-                .cloned(),
-        );
-        secondaries.clear();
-    }
-    let fix_counters = counters && other.is_empty() && !cut;
-    if counters && !fix_counters {
-        other.extend(
-            first
-                .problems
-                .iter()
-                .filter(|p| is_counter_problem(p))
-                .cloned(),
-        );
-    }
-    let t = first.ag_totals;
-    let mut fixes = Vec::new();
-    for (f, field) in &fields {
-        let (name, _) = field_name(f);
-        fixes.push(format!(
-            "AG {} {name}: {field} set to {}, as counted",
-            f.agno, f.value
-        ));
-    }
-    if fix_counters {
-        fixes.push(format!(
-            "superblock counters set to the AG headers' sums: icount {}, ifree {}, fdblocks {}",
-            t.icount, t.ifree, t.fdblocks
-        ));
-    }
-    if !secondaries.is_empty() {
-        let list: Vec<String> = secondaries.iter().map(|n| n.to_string()).collect();
-        fixes.push(format!(
-            "secondary superblocks of AG {} rewritten from the primary",
-            list.join(", ")
-        ));
-    }
     if opts.dry_run {
-        report.fixes = fixes;
-        report.remaining = other;
+        let plan = Plan::of(&first);
+        report.fixes = plan.header_words(&first);
+        report.fixes.extend(plan.ns.iter().map(ns::describe));
+        if plan.counters_later {
+            report.fixes.push(
+                "superblock counters set to the AG headers' sums, after the fixes above".into(),
+            );
+        }
+        report.remaining = plan.other;
         return Ok(report);
     }
 
-    // Writes: needsrepair first, then the AG headers and the copies, then
-    // the primary.
-    if fix_counters || !secondaries.is_empty() || !fields.is_empty() || marked {
-        let mut p = vec![0u8; sect];
-        view.read_at(&mut p, 0).map_err(Error::Io)?;
-        if v5 && !marked {
-            let mut m = p.clone();
+    // 3. Rounds of fixes, each followed by the check: a fix may uncover
+    // what the next round fixes (a file put back in a directory has its
+    // link count counted again; the superblock counters are summed only
+    // when everything else is right).
+    let mut current = first;
+    let mut on_disk_mark = marked;
+    let mut wrote = false;
+    let mut failed: Vec<String> = Vec::new();
+    for _round in 0..MAX_ROUNDS {
+        let plan = Plan::of(&current);
+        if plan.is_empty() {
+            break;
+        }
+        // needsrepair before the first write.
+        if v5 && !on_disk_mark {
+            let mut m = vec![0u8; sect];
+            view.read_at(&mut m, 0).map_err(Error::Io)?;
             set_needsrepair(&mut m, true);
             dev.write_at(&m, 0).map_err(Error::Io)?;
             dev.flush().map_err(Error::Io)?;
+            on_disk_mark = true;
         }
-        if fix_counters {
-            p[ICOUNT..ICOUNT + 8].copy_from_slice(&t.icount.to_be_bytes());
-            p[IFREE..IFREE + 8].copy_from_slice(&t.ifree.to_be_bytes());
-            p[FDBLOCKS..FDBLOCKS + 8].copy_from_slice(&t.fdblocks.to_be_bytes());
+        wrote = true;
+        let mut progress = false;
+        if !plan.fields.is_empty() || !plan.secondaries.is_empty() || plan.counters {
+            write_headers(&dev, &view, &geo, sect, v5, &plan, &current)?;
+            report.fixes.extend(plan.header_words(&current));
+            progress = true;
         }
+        if !plan.ns.is_empty() {
+            let fs = Fs::from_device_rw(Box::new(Shared(view.clone())), &opts.open)?;
+            let (done, bad) = ns::apply(&fs, &plan.ns)?;
+            fs.sync()?;
+            drop(fs);
+            progress |= !done.is_empty();
+            report.fixes.extend(done);
+            failed.extend(bad);
+        }
+        let fs = Fs::from_device(Box::new(Shared(view.clone())), &opts.open)?;
+        current = check(&fs, &check_opts)?;
+        if !progress {
+            break;
+        }
+    }
+
+    // 4. The end: the primary without needsrepair, last.
+    if wrote || marked {
+        let mut p = vec![0u8; sect];
+        view.read_at(&mut p, 0).map_err(Error::Io)?;
         if v5 {
             set_needsrepair(&mut p, false);
-        }
-        for (f, _) in &fields {
-            let (_, sector) = field_name(f);
-            let at = geo
-                .agb_to_daddr(
-                    crate::geometry::AgNumber(f.agno),
-                    crate::geometry::AgBlock(0),
-                )
-                .bytes()
-                + sector * sect as u64;
-            let mut h = vec![0u8; sect];
-            dev.read_at(&mut h, at).map_err(Error::Io)?;
-            h[f.offset..f.offset + 4].copy_from_slice(&f.value.to_be_bytes());
-            if v5 {
-                let crc = match f.header {
-                    AgHeader::Agf => xfs_format::ag::XFS_AGF_CRC_OFF,
-                    AgHeader::Agi => xfs_format::ag::XFS_AGI_CRC_OFF,
-                };
-                xfs_format::crc::stamp(&mut h, crc);
-            }
-            dev.write_at(&h, at).map_err(Error::Io)?;
-        }
-        for &n in &secondaries {
-            let at = geo.agb_to_daddr(crate::geometry::AgNumber(n), crate::geometry::AgBlock(0));
-            dev.write_at(&p, at.bytes()).map_err(Error::Io)?;
         }
         dev.flush().map_err(Error::Io)?;
         dev.write_at(&p, 0).map_err(Error::Io)?;
         dev.flush().map_err(Error::Io)?;
         if marked {
-            fixes.push("needsrepair cleared".into());
+            report.fixes.push("needsrepair cleared".into());
         }
     }
-    report.fixes = fixes;
+    for f in failed {
+        report.fixes.push(format!("could not fix: {f}"));
+    }
 
-    // 4. The check again.
+    // 5. What is left, as the check sees it now.
     let fs = Fs::from_device(Box::new(Shared(dev.clone())), &opts.open)?;
     let after = check(&fs, &check_opts)?;
     report.remaining = after.problems;
     Ok(report)
+}
+
+/// Rounds of fixes and checks at most (each round after the first fixes
+/// only what the fixes before it uncovered).
+const MAX_ROUNDS: usize = 6;
+
+/// What one round fixes, from one check's report.
+#[derive(Default)]
+struct Plan {
+    /// Secondary superblocks rewritten from the primary.
+    secondaries: BTreeSet<u32>,
+    /// AG header fields set to what was counted.
+    fields: Vec<(FieldFix, String)>,
+    /// The superblock counters set to the AG headers' sums.
+    counters: bool,
+    /// Namespace fixes (journaled).
+    ns: Vec<Fix>,
+    /// What no fix of this round covers.
+    other: Vec<Problem>,
+    /// The superblock counters are wrong but are summed in a later round,
+    /// after this one's namespace fixes.
+    counters_later: bool,
+}
+
+impl Plan {
+    fn is_empty(&self) -> bool {
+        self.secondaries.is_empty()
+            && self.fields.is_empty()
+            && !self.counters
+            && self.ns.is_empty()
+    }
+
+    /// Chooses the fixes that are safe to make on what `r` found.
+    fn of(r: &crate::check::CheckReport) -> Plan {
+        let cut = r.stats.problems_total > r.problems.len() as u64;
+        let mut plan = Plan::default();
+        let mut counters = false;
+        let mut ns = Vec::new();
+        for p in &r.problems {
+            match (p.what, &p.location, &p.fix) {
+                ("superblock", Location::Sb(n), _) if *n > 0 => {
+                    plan.secondaries.insert(*n);
+                }
+                _ if is_counter_problem(p) => counters = true,
+                (_, _, Some(Fix::AgField(f))) => plan
+                    .fields
+                    .push((*f, p.detail.split(' ').next().unwrap_or("").to_string())),
+                (_, _, Some(f)) => ns.push((f.clone(), p.clone())),
+                _ => plan.other.push(p.clone()),
+            }
+        }
+        let sound = plan.other.is_empty() && !cut;
+        // Counted header values are right only when the btrees they were
+        // counted in are sound; namespace problems do not touch them.
+        if !sound {
+            plan.other.extend(
+                r.problems
+                    .iter()
+                    .filter(|p| matches!(p.fix, Some(Fix::AgField(_))))
+                    .cloned(),
+            );
+            plan.fields.clear();
+        }
+        // Fixes that allocate or free (an entry removed may shrink its
+        // directory; a reconnection may make lost+found or grow it) wait
+        // until the space btrees are sound; the others change an inode or
+        // an entry in place.
+        // A reconnection rewrites the inode's parent pointers itself.
+        let reconnected: BTreeSet<u64> = ns
+            .iter()
+            .filter_map(|(f, _)| match f {
+                Fix::Disconnected { ino } => Some(*ino),
+                _ => None,
+            })
+            .collect();
+        for (f, p) in ns {
+            let allocates = matches!(
+                f,
+                Fix::DropEntry { .. }
+                    | Fix::Disconnected { .. }
+                    | Fix::AddParent { .. }
+                    | Fix::DropParent { .. }
+            );
+            if let Fix::AddParent { ino, .. } | Fix::DropParent { ino, .. } = &f {
+                if reconnected.contains(ino) {
+                    continue;
+                }
+            }
+            if allocates && !sound {
+                plan.other.push(p);
+            } else if !plan.ns.contains(&f) {
+                plan.ns.push(f);
+            }
+        }
+        // The primary is the model of the copies only when it is sound.
+        let primary_sound = !cut && !plan.other.iter().any(|p| p.location == Location::Sb(0));
+        if !primary_sound {
+            plan.other.extend(
+                r.problems
+                    .iter()
+                    .filter(|p| matches!(p.location, Location::Sb(n) if n > 0))
+                    .cloned(),
+            );
+            plan.secondaries.clear();
+        }
+        // The AG headers' sums are the counters only when nothing else is
+        // wrong (namespace fixes may allocate inodes).
+        plan.counters = counters && sound && plan.ns.is_empty() && plan.fields.is_empty();
+        plan.counters_later = counters && sound && !plan.counters;
+        if counters && !sound {
+            plan.other
+                .extend(r.problems.iter().filter(|p| is_counter_problem(p)).cloned());
+        }
+        plan
+    }
+
+    /// The header fixes in words.
+    fn header_words(&self, r: &crate::check::CheckReport) -> Vec<String> {
+        let mut out = Vec::new();
+        for (f, field) in &self.fields {
+            let (name, _) = field_name(f);
+            out.push(format!(
+                "AG {} {name}: {field} set to {}, as counted",
+                f.agno, f.value
+            ));
+        }
+        if self.counters {
+            let t = r.ag_totals;
+            out.push(format!(
+                "superblock counters set to the AG headers' sums: icount {}, ifree {}, fdblocks {}",
+                t.icount, t.ifree, t.fdblocks
+            ));
+        }
+        if !self.secondaries.is_empty() {
+            let list: Vec<String> = self.secondaries.iter().map(|n| n.to_string()).collect();
+            out.push(format!(
+                "secondary superblocks of AG {} rewritten from the primary",
+                list.join(", ")
+            ));
+        }
+        out
+    }
+}
+
+/// Writes a round's header fixes: the AG header fields, the superblock
+/// counters into the primary (which keeps needsrepair until the end), the
+/// secondaries from the primary.
+fn write_headers(
+    dev: &Arc<dyn Device>,
+    view: &Arc<dyn Device>,
+    geo: &crate::geometry::Geometry,
+    sect: usize,
+    v5: bool,
+    plan: &Plan,
+    r: &crate::check::CheckReport,
+) -> Result<()> {
+    // The primary as the model, without the mark.
+    let mut p = vec![0u8; sect];
+    view.read_at(&mut p, 0).map_err(Error::Io)?;
+    if plan.counters {
+        let t = r.ag_totals;
+        p[ICOUNT..ICOUNT + 8].copy_from_slice(&t.icount.to_be_bytes());
+        p[IFREE..IFREE + 8].copy_from_slice(&t.ifree.to_be_bytes());
+        p[FDBLOCKS..FDBLOCKS + 8].copy_from_slice(&t.fdblocks.to_be_bytes());
+    }
+    if v5 {
+        set_needsrepair(&mut p, false);
+    }
+    // One read and one write per header, with all its fields.
+    let mut by_header: std::collections::BTreeMap<(u32, u64), Vec<&FieldFix>> = Default::default();
+    for (f, _) in &plan.fields {
+        by_header
+            .entry((f.agno, field_name(f).1))
+            .or_default()
+            .push(f);
+    }
+    for ((agno, sector), fs) in by_header {
+        let at = geo
+            .agb_to_daddr(crate::geometry::AgNumber(agno), crate::geometry::AgBlock(0))
+            .bytes()
+            + sector * sect as u64;
+        let mut h = vec![0u8; sect];
+        dev.read_at(&mut h, at).map_err(Error::Io)?;
+        for f in &fs {
+            h[f.offset..f.offset + 4].copy_from_slice(&f.value.to_be_bytes());
+        }
+        if v5 {
+            let crc = match fs[0].header {
+                AgHeader::Agf => xfs_format::ag::XFS_AGF_CRC_OFF,
+                AgHeader::Agi => xfs_format::ag::XFS_AGI_CRC_OFF,
+            };
+            xfs_format::crc::stamp(&mut h, crc);
+        }
+        dev.write_at(&h, at).map_err(Error::Io)?;
+    }
+    for &n in &plan.secondaries {
+        let at = geo.agb_to_daddr(crate::geometry::AgNumber(n), crate::geometry::AgBlock(0));
+        dev.write_at(&p, at.bytes()).map_err(Error::Io)?;
+    }
+    dev.flush().map_err(Error::Io)?;
+    if plan.counters {
+        // Still marked: the end clears the mark.
+        let mut m = p.clone();
+        if v5 {
+            set_needsrepair(&mut m, true);
+        }
+        dev.write_at(&m, 0).map_err(Error::Io)?;
+        dev.flush().map_err(Error::Io)?;
+    }
+    Ok(())
 }

@@ -1,0 +1,321 @@
+//! The namespace fixes of a repair: link counts, directory entries, '..'
+//! and disconnected inodes, each one journaled transaction of the engine
+//! (the log is clean when they start, so a crash leaves a log that the
+//! next repair, or a mount, replays).
+//!
+//! Disconnected inodes go back under their own name where the filesystem
+//! still says it: a parent pointer whose directory is allocated, of the
+//! generation recorded, and free of that name gets the entry back (the
+//! file returns to its path); otherwise the inode goes to `lost+found`
+//! (made as xfs_repair makes it, mode 0755, when missing) under the name
+//! of a parent pointer, or under its inode number as xfs_repair names
+//! them, with `.N` added when the name is taken. A directory moved so has
+//! its '..' pointed at its new parent, and its parent pointers are made
+//! to match the one entry that names it.
+
+use crate::check::Fix;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::geometry::Ino;
+use crate::inode::{FileType, Inode};
+use crate::namespace::pptr;
+use crate::trans::Trans;
+
+/// The name xfs_repair gives the directory of reconnected inodes.
+pub(crate) const LOST_FOUND: &[u8] = b"lost+found";
+
+/// The order fixes are made in: counts first (they were counted before
+/// any name changes), entries, '..', then reconnections (which add to the
+/// counts of the directories they fill).
+fn rank(f: &Fix) -> u8 {
+    match f {
+        Fix::AgField(_) => 0,
+        Fix::Nlink { .. } => 1,
+        Fix::DropEntry { .. } => 2,
+        Fix::EntryType { .. } => 3,
+        Fix::DotDot { .. } => 4,
+        Fix::DropParent { .. } => 5,
+        Fix::AddParent { .. } => 6,
+        Fix::Disconnected { .. } => 7,
+    }
+}
+
+/// True for the fixes this module makes.
+pub(crate) fn is_ns(f: &Fix) -> bool {
+    !matches!(f, Fix::AgField(_))
+}
+
+/// Makes each namespace fix on `fs` (opened for writing) and returns what
+/// was done, in words, and what could not be done.
+pub(crate) fn apply(fs: &Fs, fixes: &[Fix]) -> Result<(Vec<String>, Vec<String>)> {
+    let mut order: Vec<&Fix> = fixes.iter().filter(|f| is_ns(f)).collect();
+    order.sort_by_key(|f| rank(f));
+    let mut done = Vec::new();
+    let mut failed = Vec::new();
+    for f in order {
+        match apply_one(fs, f) {
+            Ok(words) => done.push(words),
+            Err(e @ Error::Io(_)) => return Err(e),
+            Err(e) => failed.push(format!("{}: {e}", describe(f))),
+        }
+    }
+    Ok((done, failed))
+}
+
+/// What a fix does, in words (for `--dry-run`).
+pub(crate) fn describe(f: &Fix) -> String {
+    let name = |n: &[u8]| String::from_utf8_lossy(n).into_owned();
+    match f {
+        Fix::AgField(ff) => format!("AG {} header field at offset {} set to {}", ff.agno, ff.offset, ff.value),
+        Fix::Nlink { ino, nlink } => format!("inode {ino}: link count set to {nlink}"),
+        Fix::DropEntry { dir, name: n } => {
+            format!("directory {dir}: entry '{}' removed", name(n))
+        }
+        Fix::EntryType { dir, name: n, .. } => {
+            format!("directory {dir}: entry '{}' given its inode's file type", name(n))
+        }
+        Fix::DotDot { dir, parent } => format!("directory {dir}: '..' set to {parent}"),
+        Fix::AddParent { ino, name: n, dir, .. } => {
+            format!("inode {ino}: parent pointer '{}' -> directory {dir} added", name(n))
+        }
+        Fix::DropParent { ino, name: n, dir, .. } => {
+            format!("inode {ino}: parent pointer '{}' -> directory {dir} removed", name(n))
+        }
+        Fix::Disconnected { ino } => format!(
+            "inode {ino}: named again (in its old directory where a parent pointer says it, else in lost+found)"
+        ),
+    }
+}
+
+fn apply_one(fs: &Fs, f: &Fix) -> Result<String> {
+    let mut tp = fs.trans()?;
+    let words = match f {
+        Fix::AgField(_) => unreachable!("not a namespace fix"),
+        Fix::Nlink { ino, nlink } => {
+            tp.lock_inode(Ino(*ino));
+            let mut ip = tp.read_inode(Ino(*ino))?;
+            let old = ip.nlink;
+            ip.nlink = *nlink;
+            tp.log_inode(&ip)?;
+            format!("inode {ino}: link count {old} set to {nlink}, as counted")
+        }
+        Fix::DropEntry { dir, name } => {
+            tp.lock_inode(Ino(*dir));
+            let mut dp = dir_inode(&mut tp, *dir)?;
+            let was = crate::dir::write::remove(&mut tp, &mut dp, name)?;
+            tp.log_inode(&dp)?;
+            format!(
+                "directory {dir}: entry '{}' (inode {}, free or invalid) removed",
+                String::from_utf8_lossy(name),
+                was.0
+            )
+        }
+        Fix::EntryType {
+            dir,
+            name,
+            target,
+            ftype,
+        } => {
+            tp.lock_inode(Ino(*dir));
+            let mut dp = dir_inode(&mut tp, *dir)?;
+            crate::dir::write::replace(&mut tp, &mut dp, name, Ino(*target), *ftype)?;
+            tp.log_inode(&dp)?;
+            format!(
+                "directory {dir}: entry '{}' given file type {ftype} (inode {target}'s)",
+                String::from_utf8_lossy(name)
+            )
+        }
+        Fix::DotDot { dir, parent } => {
+            tp.lock_inode(Ino(*dir));
+            let mut dp = dir_inode(&mut tp, *dir)?;
+            let old = crate::dir::write::replace(
+                &mut tp,
+                &mut dp,
+                b"..",
+                Ino(*parent),
+                FileType::Dir.dirent_code(),
+            )?;
+            tp.log_inode(&dp)?;
+            format!("directory {dir}: '..' {} set to {parent}", old.0)
+        }
+        Fix::AddParent {
+            ino,
+            name,
+            dir,
+            gen,
+        } => {
+            tp.lock_inode(Ino(*ino));
+            let mut ip = tp.read_inode(Ino(*ino))?;
+            crate::attr::write::set_parent(&mut tp, &mut ip, name, &pptr::rec_of(*dir, *gen))?;
+            tp.log_inode(&ip)?;
+            format!(
+                "inode {ino}: parent pointer '{}' -> directory {dir} added for its entry",
+                String::from_utf8_lossy(name)
+            )
+        }
+        Fix::DropParent {
+            ino,
+            name,
+            dir,
+            gen,
+        } => {
+            tp.lock_inode(Ino(*ino));
+            let mut ip = tp.read_inode(Ino(*ino))?;
+            crate::attr::write::remove_parent(&mut tp, &mut ip, name, &pptr::rec_of(*dir, *gen))?;
+            tp.log_inode(&ip)?;
+            format!(
+                "inode {ino}: parent pointer '{}' -> directory {dir}, which names no entry, removed",
+                String::from_utf8_lossy(name)
+            )
+        }
+        Fix::Disconnected { ino } => reconnect(fs, &mut tp, Ino(*ino))?,
+    };
+    tp.commit()?;
+    Ok(words)
+}
+
+fn dir_inode(tp: &mut Trans<'_>, ino: u64) -> Result<Inode> {
+    let dp = tp.read_inode(Ino(ino))?;
+    if dp.file_type != FileType::Dir {
+        return Err(Error::NotDir(format!("inode {ino}")));
+    }
+    Ok(dp)
+}
+
+/// A directory that can take `name`: allocated, a directory, and (when
+/// `gen` is given) of that generation, with no entry of the name.
+fn takes(tp: &mut Trans<'_>, dir: u64, gen: Option<u32>, name: &[u8]) -> Result<Option<Inode>> {
+    let Ok(dp) = tp.read_inode(Ino(dir)) else {
+        return Ok(None);
+    };
+    if dp.file_type != FileType::Dir || dp.nlink == 0 || gen.is_some_and(|g| g != dp.gen) {
+        return Ok(None);
+    }
+    if crate::dir::write::lookup(tp, &dp, name)?.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(dp))
+}
+
+/// The lost+found directory under the root, made when missing.
+fn lost_found(fs: &Fs, tp: &mut Trans<'_>) -> Result<Inode> {
+    let root = fs.geometry().root_ino;
+    let rp = tp.read_inode(root)?;
+    if let Some((ino, _)) = crate::dir::write::lookup(tp, &rp, LOST_FOUND)? {
+        let dp = tp.read_inode(ino)?;
+        if dp.file_type != FileType::Dir {
+            return Err(Error::Unsupported(format!(
+                "the root's {} is inode {}, not a directory",
+                String::from_utf8_lossy(LOST_FOUND),
+                ino.0
+            )));
+        }
+        return Ok(dp);
+    }
+    let now = fs.now()?;
+    let meta = crate::build::Meta {
+        mode: 0o755,
+        uid: 0,
+        gid: 0,
+        atime: now,
+        mtime: now,
+        ctime: now,
+        crtime: now,
+    };
+    let gen = fs.write_state()?.next_gen();
+    let (dp, rp) = fs.create_in(
+        tp,
+        root,
+        LOST_FOUND,
+        &crate::build::NodeKind::Dir,
+        &meta,
+        now,
+        gen,
+    )?;
+    tp.log_inode(&rp)?;
+    tp.log_inode(&dp)?;
+    Ok(dp)
+}
+
+/// Names disconnected inode `ino` again (see the module's doc).
+fn reconnect(fs: &Fs, tp: &mut Trans<'_>, ino: Ino) -> Result<String> {
+    tp.lock_inode(ino);
+    let mut ip = tp.read_inode(ino)?;
+    let pointers = if pptr::enabled(fs.geometry()) {
+        crate::attr::parent_pointers(fs, &ip).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    // Back where a parent pointer says, when that directory can take it.
+    let mut home = None;
+    for (i, (name, dir, gen)) in pointers.iter().enumerate() {
+        if *dir == ino.0 {
+            continue;
+        }
+        tp.lock_inode(Ino(*dir));
+        if let Some(dp) = takes(tp, *dir, Some(*gen), name)? {
+            home = Some((dp, name.clone(), Some(i)));
+            break;
+        }
+    }
+    let back = home.is_some();
+    let (mut dp, name, kept) = match home {
+        Some(h) => h,
+        None => {
+            let lf = lost_found(fs, tp)?;
+            tp.lock_inode(lf.ino);
+            let base = pointers
+                .first()
+                .map(|p| p.0.clone())
+                .unwrap_or_else(|| ino.0.to_string().into_bytes());
+            let mut name = base.clone();
+            let mut n = 0u32;
+            while crate::dir::write::lookup(tp, &lf, &name)?.is_some() {
+                n += 1;
+                name = base.clone();
+                name.extend_from_slice(format!(".{n}").as_bytes());
+                if name.len() > 255 {
+                    name = format!("{}.{n}", ino.0).into_bytes();
+                }
+            }
+            (lf, name, None)
+        }
+    };
+    crate::dir::write::add(tp, &mut dp, &name, ino, ip.file_type.dirent_code())?;
+    // Parent pointers: the one entry that names it now.
+    for (i, (pname, dir, gen)) in pointers.iter().enumerate() {
+        if Some(i) != kept {
+            match crate::attr::write::remove_parent(tp, &mut ip, pname, &pptr::rec_of(*dir, *gen)) {
+                Ok(()) | Err(Error::NoAttr(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    if kept.is_none() {
+        pptr::add(tp, &mut ip, &dp, &name)?;
+    }
+    if ip.file_type == FileType::Dir {
+        crate::dir::write::replace(tp, &mut ip, b"..", dp.ino, FileType::Dir.dirent_code())?;
+        dp.nlink = dp.nlink.saturating_add(1);
+        ip.nlink = ip.nlink.max(2);
+    } else {
+        ip.nlink = ip.nlink.max(1);
+    }
+    let now = fs.now()?;
+    fs.touch_dir(&mut dp, now)?;
+    tp.log_inode(&ip)?;
+    tp.log_inode(&dp)?;
+    let shown = String::from_utf8_lossy(&name).into_owned();
+    Ok(if back {
+        format!(
+            "inode {}: named '{shown}' in directory {} again, as its parent pointer says",
+            ino.0, dp.ino.0
+        )
+    } else {
+        format!(
+            "inode {}: moved to {} as '{shown}'",
+            ino.0,
+            String::from_utf8_lossy(LOST_FOUND)
+        )
+    })
+}
