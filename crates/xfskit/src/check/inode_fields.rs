@@ -25,6 +25,44 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
     };
     let at = || Location::Inode(ino.ino.0);
     let bad = |d: String| ctx.sink.add("inode", at(), d);
+    // A problem mended by clearing `clear` and setting `set` in the field
+    // at `offset` of `width` bytes.
+    let fixed = |d: String, offset: usize, width: usize, clear: u64, set: u64| {
+        ctx.sink.add_fix(
+            "inode",
+            at(),
+            d,
+            super::Fix::InodeBits {
+                ino: ino.ino.0,
+                offset,
+                width,
+                clear,
+                set,
+            },
+        )
+    };
+    use std::mem::offset_of;
+    // Where the extent counts are: large extent counters move them.
+    let nrext64 = ino.flags2 & di::XFS_DIFLAG2_NREXT64 != 0;
+    let (next_at, next_w, anext_at, anext_w) = if nrext64 {
+        (
+            offset_of!(di::Dinode, di_big_nextents),
+            8,
+            offset_of!(di::Dinode, di_nextents),
+            4,
+        )
+    } else {
+        (
+            offset_of!(di::Dinode, di_nextents),
+            4,
+            offset_of!(di::Dinode, di_anextents),
+            2,
+        )
+    };
+    let (flags_at, flags2_at) = (
+        offset_of!(di::Dinode, di_flags),
+        offset_of!(di::Dinode, di_flags2),
+    );
     let t = ino.file_type;
     let (is_dir, is_reg) = (t == FileType::Dir, t == FileType::File);
     let special = matches!(
@@ -42,7 +80,13 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
     } else {
         let onlink = d.di_onlink.get();
         if onlink != 0 {
-            bad(format!("obsolete 16-bit link count is {onlink}, must be 0"));
+            fixed(
+                format!("obsolete 16-bit link count is {onlink}, must be 0"),
+                offset_of!(di::Dinode, di_onlink),
+                2,
+                0xffff,
+                0,
+            );
         }
         if geo.features.metadir && ctx.meta_roots.contains(&ino.ino.0) {
             bad("should be marked as metadata".into());
@@ -52,41 +96,84 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
     // Flags.
     let f = ino.flags;
     if f & !di::XFS_DIFLAG_ANY != 0 {
-        bad(format!("unknown flags {:#x}", f & !di::XFS_DIFLAG_ANY));
+        let extra = f & !di::XFS_DIFLAG_ANY;
+        fixed(
+            format!("unknown flags {extra:#x}"),
+            flags_at,
+            2,
+            extra.into(),
+            0,
+        );
     }
     if f & (di::XFS_DIFLAG_REALTIME | di::XFS_DIFLAG_RTINHERIT) != 0 && geo.rt_blocks == 0 {
-        bad("realtime flag without a realtime section".into());
+        fixed(
+            "realtime flag without a realtime section".into(),
+            flags_at,
+            2,
+            (di::XFS_DIFLAG_REALTIME | di::XFS_DIFLAG_RTINHERIT).into(),
+            0,
+        );
     }
     if f & di::XFS_DIFLAG_NEWRTBM != 0 && ino.ino != geo.rbm_ino {
-        bad("realtime bitmap flag on an inode that is not the realtime bitmap".into());
+        fixed(
+            "realtime bitmap flag on an inode that is not the realtime bitmap".into(),
+            flags_at,
+            2,
+            di::XFS_DIFLAG_NEWRTBM.into(),
+            0,
+        );
     }
     let dir_only = di::XFS_DIFLAG_RTINHERIT
         | di::XFS_DIFLAG_EXTSZINHERIT
         | di::XFS_DIFLAG_PROJINHERIT
         | di::XFS_DIFLAG_NOSYMLINKS;
     if f & dir_only != 0 && !is_dir {
-        bad(format!("directory flags {:#x} on a {t:?}", f & dir_only));
+        fixed(
+            format!("directory flags {:#x} on a {t:?}", f & dir_only),
+            flags_at,
+            2,
+            (f & dir_only).into(),
+            0,
+        );
     }
     let file_only = di::XFS_DIFLAG_REALTIME | di::XFS_DIFLAG_EXTSIZE;
     if f & file_only != 0 && !is_reg {
-        bad(format!("file flags {:#x} on a {t:?}", f & file_only));
+        fixed(
+            format!("file flags {:#x} on a {t:?}", f & file_only),
+            flags_at,
+            2,
+            (f & file_only).into(),
+            0,
+        );
     }
     let f2 = ino.flags2;
     let realtime = f & (di::XFS_DIFLAG_REALTIME | di::XFS_DIFLAG_RTINHERIT) != 0;
     if f2 & !di::XFS_DIFLAG2_ANY != 0 {
-        bad(format!("unknown flags2 {:#x}", f2 & !di::XFS_DIFLAG2_ANY));
+        let extra = f2 & !di::XFS_DIFLAG2_ANY;
+        fixed(format!("unknown flags2 {extra:#x}"), flags2_at, 8, extra, 0);
     }
     if f2 & di::XFS_DIFLAG2_DAX != 0 && !(is_reg || is_dir) {
-        bad(format!("DAX flag on a {t:?}"));
+        fixed(
+            format!("DAX flag on a {t:?}"),
+            flags2_at,
+            8,
+            di::XFS_DIFLAG2_DAX,
+            0,
+        );
     }
     if f2 & di::XFS_DIFLAG2_REFLINK != 0 {
-        if !geo.features.reflink {
-            bad("reflink flag on a filesystem without reflink".into());
+        let why = if !geo.features.reflink {
+            Some("reflink flag on a filesystem without reflink".to_string())
         } else if !is_reg {
-            bad(format!("reflink flag on a {t:?}"));
+            Some(format!("reflink flag on a {t:?}"))
         } else if realtime && !geo.has_rtgroups() {
             // Realtime groups have refcount btrees of their own.
-            bad("reflink flag on a realtime file".into());
+            Some("reflink flag on a realtime file".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            fixed(why, flags2_at, 8, di::XFS_DIFLAG2_REFLINK, 0);
         }
     }
     let cow_flag = f2 & di::XFS_DIFLAG2_COWEXTSIZE != 0;
@@ -113,7 +200,19 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
         for (name, v) in stamps {
             let nsec = v & 0xffff_ffff;
             if nsec >= 1_000_000_000 {
-                bad(format!("{name} time has {nsec} nanoseconds"));
+                let off = match name {
+                    "access" => offset_of!(di::Dinode, di_atime),
+                    "modification" => offset_of!(di::Dinode, di_mtime),
+                    "change" => offset_of!(di::Dinode, di_ctime),
+                    _ => offset_of!(di::Dinode, di_crtime),
+                };
+                fixed(
+                    format!("{name} time has {nsec} nanoseconds"),
+                    off,
+                    8,
+                    0xffff_ffff,
+                    0,
+                );
             }
         }
     }
@@ -121,19 +220,28 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
     // Extent size hints.
     let hint_flags = di::XFS_DIFLAG_EXTSIZE | di::XFS_DIFLAG_EXTSZINHERIT;
     if f & hint_flags != 0 && ino.extsize == 0 {
-        bad(format!(
-            "extent size flags {:#x} with a zero extent size",
-            f & hint_flags
-        ));
+        fixed(
+            format!(
+                "extent size flags {:#x} with a zero extent size",
+                f & hint_flags
+            ),
+            flags_at,
+            2,
+            (f & hint_flags).into(),
+            0,
+        );
     }
     if ino.extsize != 0 {
         let allowed = (is_reg && f & (di::XFS_DIFLAG_EXTSIZE | di::XFS_DIFLAG_REALTIME) != 0)
             || (is_dir && f & di::XFS_DIFLAG_EXTSZINHERIT != 0);
         if !allowed {
-            bad(format!(
-                "extent size {} without an extent size flag",
-                ino.extsize
-            ));
+            fixed(
+                format!("extent size {} without an extent size flag", ino.extsize),
+                offset_of!(di::Dinode, di_extsize),
+                4,
+                0xffff_ffff,
+                0,
+            );
         } else if ino.extsize > MAX_EXTLEN || ino.extsize > geo.ag_blocks / 2 {
             bad(format!("extent size {} blocks is too large", ino.extsize));
         }
@@ -145,10 +253,16 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
         && d.di_onlink.get() == di::XFS_METAFILE_RTRMAP;
     if ino.cowextsize != 0 && !zoned_rmap {
         if !(cow_flag && (is_reg || is_dir)) {
-            bad(format!(
-                "CoW extent size {} without the CoW extent size flag",
-                ino.cowextsize
-            ));
+            fixed(
+                format!(
+                    "CoW extent size {} without the CoW extent size flag",
+                    ino.cowextsize
+                ),
+                offset_of!(di::Dinode, di_cowextsize),
+                4,
+                0xffff_ffff,
+                0,
+            );
         } else if ino.cowextsize > MAX_EXTLEN || ino.cowextsize > geo.ag_blocks / 2 {
             bad(format!(
                 "CoW extent size {} blocks is too large",
@@ -217,28 +331,43 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
     } else {
         let aformat = d.di_aformat;
         if aformat != 2 {
-            bad(format!("attr fork format {aformat} without an attr fork"));
+            fixed(
+                format!("attr fork format {aformat} without an attr fork"),
+                offset_of!(di::Dinode, di_aformat),
+                1,
+                0xff,
+                2,
+            );
         }
         if ino.anextents != 0 {
-            bad(format!(
-                "{} attr extents without an attr fork",
-                ino.anextents
-            ));
+            fixed(
+                format!("{} attr extents without an attr fork", ino.anextents),
+                anext_at,
+                anext_w,
+                u64::MAX,
+                0,
+            );
         }
     }
 
     // Extent counts.
     if matches!(ino.format, ForkFormat::Local | ForkFormat::Dev) && ino.nextents != 0 {
-        bad(format!(
-            "{} data extents in a {:?} fork",
-            ino.nextents, ino.format
-        ));
+        fixed(
+            format!("{} data extents in a {:?} fork", ino.nextents, ino.format),
+            next_at,
+            next_w,
+            u64::MAX,
+            0,
+        );
     }
     if ino.forkoff != 0 && ino.aformat == ForkFormat::Local && ino.anextents != 0 {
-        bad(format!(
-            "{} attr extents in a local attr fork",
-            ino.anextents
-        ));
+        fixed(
+            format!("{} attr extents in a local attr fork", ino.anextents),
+            anext_at,
+            anext_w,
+            u64::MAX,
+            0,
+        );
     }
     if ino.nblocks < ino.nextents.saturating_add(u64::from(ino.anextents)) {
         bad(format!(

@@ -148,6 +148,37 @@ fn check_cluster(ctx: &Ctx<'_>, c: &Chunk, first: u32, ino0: Ino, raw: &[u8], ou
                 super::inode_fields::check_fields(ctx, &inode, raw);
                 check_one(ctx, &inode, out)
             }
+            Err(e) if header_only(geo, ino, raw).is_some() => {
+                // Sound but for its CRC or magic number: checked as it
+                // is, those to be written again.
+                let (inode, magic) = header_only(geo, ino, raw).expect("decoded above");
+                let detail = if magic {
+                    format!(
+                        "bad magic number {:#06x} or version {} (the rest is a sound inode)",
+                        u16::from_be_bytes([raw[0], raw[1]]),
+                        raw[4]
+                    )
+                } else {
+                    e.to_string()
+                };
+                ctx.sink.add_fix(
+                    "inode",
+                    Location::Inode(ino.0),
+                    detail,
+                    super::Fix::InodeCrc { ino: ino.0, magic },
+                );
+                super::inode_fields::check_fields(ctx, &inode, raw);
+                check_one(ctx, &inode, out)
+            }
+            Err(e) if without_attr_fork(geo, ino, raw).is_some() => {
+                // Sound but for its attribute fork: checked without it,
+                // the fork to be cleared (xfs_repair clears it too).
+                let inode = without_attr_fork(geo, ino, raw).expect("decoded above");
+                ctx.sink
+                    .error_fix(e, ino.0, super::Fix::ClearAttrFork { ino: ino.0 });
+                super::inode_fields::check_fields(ctx, &inode, raw);
+                check_one(ctx, &inode, out)
+            }
             Err(e) => {
                 // Allocated: entries naming it are not "free" ones.
                 out.inodes.push(InodeRec {
@@ -160,10 +191,60 @@ fn check_cluster(ctx: &Ctx<'_>, c: &Chunk, first: u32, ino0: Ino, raw: &[u8], ou
                     psum: 0,
                     meta: false,
                 });
-                ctx.sink.error_in(e, ino.0)
+                ctx.sink
+                    .error_fix(e, ino.0, super::Fix::ClearInode { ino: ino.0 })
             }
         }
     }
+}
+
+/// An inode that fails only its CRC or its magic number: decoded with
+/// both set right, and whether the magic number was wrong.
+fn header_only(geo: &crate::geometry::Geometry, ino: Ino, raw: &[u8]) -> Option<(Inode, bool)> {
+    let version = std::mem::offset_of!(xfs_format::inode::Dinode, di_version);
+    let magic = u16::from_be_bytes([raw[0], raw[1]]) != xfs_format::inode::XFS_DINODE_MAGIC
+        || (geo.v5 && raw[version] != 3);
+    let crc = !inode::crc_ok(geo, raw);
+    if !magic && !crc {
+        return None;
+    }
+    let mut fixed = raw.to_vec();
+    fixed[..2].copy_from_slice(&xfs_format::inode::XFS_DINODE_MAGIC.to_be_bytes());
+    if geo.v5 {
+        fixed[version] = 3;
+        xfs_format::crc::stamp(&mut fixed, xfs_format::inode::XFS_DINODE_CRC_OFF);
+    }
+    Inode::decode(geo, ino, &fixed).ok().map(|i| (i, magic))
+}
+
+/// An inode whose attribute fork alone keeps it from being decoded (its
+/// format or offset), decoded without it.
+fn without_attr_fork(geo: &crate::geometry::Geometry, ino: Ino, raw: &[u8]) -> Option<Inode> {
+    use std::mem::offset_of;
+    use xfs_format::inode::Dinode;
+    let magic = u16::from_be_bytes([raw[0], raw[1]]) == xfs_format::inode::XFS_DINODE_MAGIC;
+    if !magic || !inode::crc_ok(geo, raw) || raw[offset_of!(Dinode, di_forkoff)] == 0 {
+        return None;
+    }
+    let mut fixed = raw.to_vec();
+    fixed[offset_of!(Dinode, di_forkoff)] = 0;
+    fixed[offset_of!(Dinode, di_aformat)] = 2;
+    let nrext64 = fixed[offset_of!(Dinode, di_version)] >= 3 && {
+        let f2 = offset_of!(Dinode, di_flags2);
+        u64::from_be_bytes(fixed[f2..f2 + 8].try_into().expect("8 bytes"))
+            & xfs_format::inode::XFS_DIFLAG2_NREXT64
+            != 0
+    };
+    let (at, w) = if nrext64 {
+        (offset_of!(Dinode, di_nextents), 4)
+    } else {
+        (offset_of!(Dinode, di_anextents), 2)
+    };
+    fixed[at..at + w].fill(0);
+    if geo.v5 {
+        xfs_format::crc::stamp(&mut fixed, xfs_format::inode::XFS_DINODE_CRC_OFF);
+    }
+    Inode::decode(geo, ino, &fixed).ok()
 }
 
 /// A free inode slot must still be a valid, initialised inode (magic and
@@ -246,6 +327,11 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
                     expect_rmap(ctx, ino.ino.0, e, fork);
                 }
             }
+            Err(e) if fork == Fork::Attr => {
+                ok = false;
+                ctx.sink
+                    .error_fix(e, ino.ino.0, super::Fix::ClearAttrFork { ino: ino.ino.0 });
+            }
             Err(e) => {
                 ok = false;
                 ctx.sink.error_in(e, ino.ino.0);
@@ -257,10 +343,17 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
     }
     ctx.quota.add(ino, rtblocks);
     if ok && mapped != ino.nblocks {
-        ctx.sink.add(
+        ctx.sink.add_fix(
             "inode",
             Location::Inode(ino.ino.0),
             format!("nblocks {}, its forks map {mapped}", ino.nblocks),
+            super::Fix::InodeBits {
+                ino: ino.ino.0,
+                offset: std::mem::offset_of!(xfs_format::inode::Dinode, di_nblocks),
+                width: 8,
+                clear: u64::MAX,
+                set: mapped,
+            },
         );
     }
     let pptrs = if crate::namespace::pptr::enabled(ctx.fs.geometry()) {
@@ -304,7 +397,10 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
                     );
                 }
             }
-            Err(e) => ctx.sink.error_in(e, ino.ino.0),
+            Err(e) => {
+                ctx.sink
+                    .error_fix(e, ino.ino.0, super::Fix::ClearAttrFork { ino: ino.ino.0 })
+            }
         }
         super::attr_index::check_attr_blocks(ctx, ino);
     }

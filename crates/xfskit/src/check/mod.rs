@@ -142,6 +142,67 @@ pub enum Fix {
         /// The generation it records.
         gen: u32,
     },
+    /// An inode whose only faults are its CRC and perhaps its magic
+    /// number: both written again (as xfs_repair rewrites them).
+    InodeCrc {
+        /// The inode.
+        ino: u64,
+        /// The magic number is wrong too.
+        magic: bool,
+    },
+    /// A field of an inode's core with bits cleared and set (a flag that
+    /// does not belong, a count or hint that must be zero), as xfs_repair
+    /// clears them.
+    InodeBits {
+        /// The inode.
+        ino: u64,
+        /// The field's byte offset in the core.
+        offset: usize,
+        /// Its width in bytes (2, 4 or 8).
+        width: usize,
+        /// Bits cleared.
+        clear: u64,
+        /// Bits set after.
+        set: u64,
+    },
+    /// An attribute fork that cannot be read, cleared (as xfs_repair
+    /// clears it): no fork offset, an empty extents fork. Its blocks are
+    /// then freed and its parent pointers written again in later rounds.
+    ClearAttrFork {
+        /// The inode.
+        ino: u64,
+    },
+    /// An allocated inode that cannot be decoded, cleared (freed, as
+    /// xfs_repair clears it); entries naming it go in a later round.
+    ClearInode {
+        /// The inode.
+        ino: u64,
+    },
+    /// A reverse mapping that none of its owner's mappings holds (an
+    /// owner cleared or gone), removed.
+    DropRmap {
+        /// Its AG.
+        agno: u32,
+        /// First block in the AG.
+        agbno: u32,
+        /// Blocks.
+        len: u32,
+        /// Owner, file offset and `XFS_RMAP_OFF_*` flags, as recorded.
+        owner: u64,
+        /// File offset.
+        offset: u64,
+        /// Flag bits of the record's offset field.
+        flags: u64,
+    },
+    /// Blocks that are neither free nor in use, returned to free space.
+    FreeBlocks {
+        /// Their AG.
+        agno: u32,
+        /// First block in the AG.
+        agbno: u32,
+        /// Blocks.
+        len: u32,
+    },
     /// An allocated inode that no directory names, given a name again:
     /// back in its old directory when a parent pointer says where, in
     /// lost+found otherwise.
@@ -346,6 +407,19 @@ impl Sink {
                 detail,
             } => self.add(what, inode(location), detail),
             other => self.error(other),
+        }
+    }
+
+    /// [`Sink::error_in`] of an error that `fix` mends.
+    pub(crate) fn error_fix(&self, e: Error, ino: u64, fix: Fix) {
+        match e {
+            Error::BadCrc { what, location } => self.add_fix(what, location, "bad CRC".into(), fix),
+            Error::Corrupt {
+                what,
+                location,
+                detail,
+            } => self.add_fix(what, location, detail, fix),
+            other => self.error_in(other, ino),
         }
     }
 

@@ -407,10 +407,15 @@ impl OwnerMap {
                 gaps.push((at, len));
             }
             for (s, e) in gaps {
-                ctx.sink.add(
+                ctx.sink.add_fix(
                     "block",
                     Location::AgBlock { agno, agbno: s },
                     format!("{} block(s) {s}..{e} are neither free nor in use", e - s),
+                    super::Fix::FreeBlocks {
+                        agno,
+                        agbno: s,
+                        len: e - s,
+                    },
                 );
             }
         }

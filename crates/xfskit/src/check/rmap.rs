@@ -543,10 +543,39 @@ impl<'c, 'a> Tally<'c, 'a> {
             if self.extra > MAX_REPORTS {
                 continue;
             }
-            ctx.sink.add(
+            // A record of a file that none of its mappings holds: its
+            // owner was cleared or is gone, the record goes.
+            let fix = match at(b.start) {
+                Location::AgBlock { agno, agbno }
+                    if covered == u64::from(b.start) && !non_inode(b.owner) =>
+                {
+                    use xfs_format::btree as fb;
+                    let mut flags = 0u64;
+                    for (bit, off) in [
+                        (ATTR, fb::XFS_RMAP_OFF_ATTR_FORK),
+                        (BMBT, fb::XFS_RMAP_OFF_BMBT_BLOCK),
+                        (UNWRITTEN, fb::XFS_RMAP_OFF_UNWRITTEN),
+                    ] {
+                        if b.flags & bit != 0 {
+                            flags |= off;
+                        }
+                    }
+                    Some(super::Fix::DropRmap {
+                        agno,
+                        agbno,
+                        len: b.len,
+                        owner: b.owner,
+                        offset: b.offset,
+                        flags,
+                    })
+                }
+                _ => None,
+            };
+            ctx.sink.add_maybe(
                 what,
                 at(b.start),
                 format!("record {b}: block {covered} is not mapped so by its owner"),
+                fix,
             );
         }
     }

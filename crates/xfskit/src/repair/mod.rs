@@ -254,7 +254,12 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
         }
         wrote = true;
         let mut progress = false;
-        if !plan.fields.is_empty() || !plan.secondaries.is_empty() || plan.counters {
+        if !plan.fields.is_empty()
+            || !plan.secondaries.is_empty()
+            || plan.counters
+            || !plan.crcs.is_empty()
+            || !plan.bits.is_empty()
+        {
             write_headers(&dev, &view, &geo, sect, v5, &plan, &current)?;
             report.fixes.extend(plan.header_words(&current));
             progress = true;
@@ -313,7 +318,11 @@ struct Plan {
     fields: Vec<(FieldFix, String)>,
     /// The superblock counters set to the AG headers' sums.
     counters: bool,
-    /// Namespace fixes (journaled).
+    /// Inodes whose CRC is stamped again (in place).
+    crcs: Vec<u64>,
+    /// Inode core fields changed in place ([`Fix::InodeBits`]).
+    bits: Vec<Fix>,
+    /// Fixes made through the journal.
     ns: Vec<Fix>,
     /// What no fix of this round covers.
     other: Vec<Problem>,
@@ -327,6 +336,8 @@ impl Plan {
         self.secondaries.is_empty()
             && self.fields.is_empty()
             && !self.counters
+            && self.crcs.is_empty()
+            && self.bits.is_empty()
             && self.ns.is_empty()
     }
 
@@ -342,6 +353,12 @@ impl Plan {
                     plan.secondaries.insert(*n);
                 }
                 _ if is_counter_problem(p) => counters = true,
+                (_, _, Some(Fix::InodeCrc { ino, .. })) => plan.crcs.push(*ino),
+                (_, _, Some(f @ (Fix::InodeBits { .. } | Fix::ClearAttrFork { .. }))) => {
+                    if !plan.bits.contains(f) {
+                        plan.bits.push(f.clone())
+                    }
+                }
                 (_, _, Some(Fix::AgField(f))) => plan
                     .fields
                     .push((*f, p.detail.split(' ').next().unwrap_or("").to_string())),
@@ -378,6 +395,9 @@ impl Plan {
                 f,
                 Fix::DropEntry { .. }
                     | Fix::Disconnected { .. }
+                    | Fix::ClearInode { .. }
+                    | Fix::DropRmap { .. }
+                    | Fix::FreeBlocks { .. }
                     | Fix::AddParent { .. }
                     | Fix::DropParent { .. }
             );
@@ -417,6 +437,12 @@ impl Plan {
     /// The header fixes in words.
     fn header_words(&self, r: &crate::check::CheckReport) -> Vec<String> {
         let mut out = Vec::new();
+        for ino in &self.crcs {
+            out.push(format!(
+                "inode {ino}: magic number and CRC written again (nothing else was wrong with it)"
+            ));
+        }
+        out.extend(self.bits.iter().map(ns::describe));
         for (f, field) in &self.fields {
             let (name, _) = field_name(f);
             out.push(format!(
@@ -496,6 +522,71 @@ fn write_headers(
     for &n in &plan.secondaries {
         let at = geo.agb_to_daddr(crate::geometry::AgNumber(n), crate::geometry::AgBlock(0));
         dev.write_at(&p, at.bytes()).map_err(Error::Io)?;
+    }
+    // An inode is no larger than a sector's multiple and is written whole.
+    for &ino in &plan.crcs {
+        let at = geo.ino_to_bytes(crate::geometry::Ino(ino));
+        let mut raw = vec![0u8; geo.inode_size as usize];
+        dev.read_at(&mut raw, at).map_err(Error::Io)?;
+        raw[..2].copy_from_slice(&xfs_format::inode::XFS_DINODE_MAGIC.to_be_bytes());
+        if v5 {
+            raw[std::mem::offset_of!(xfs_format::inode::Dinode, di_version)] = 3;
+            xfs_format::crc::stamp(&mut raw, xfs_format::inode::XFS_DINODE_CRC_OFF);
+        }
+        dev.write_at(&raw, at).map_err(Error::Io)?;
+    }
+    for f in &plan.bits {
+        let (ino, changes) = match *f {
+            Fix::InodeBits {
+                ino,
+                offset,
+                width,
+                clear,
+                set,
+            } => (ino, vec![(offset, width, clear, set)]),
+            Fix::ClearAttrFork { ino } => {
+                use std::mem::offset_of;
+                use xfs_format::inode::Dinode;
+                let nrext64 = {
+                    let mut raw = vec![0u8; geo.inode_size as usize];
+                    dev.read_at(&mut raw, geo.ino_to_bytes(crate::geometry::Ino(ino)))
+                        .map_err(Error::Io)?;
+                    let f2 = offset_of!(Dinode, di_flags2);
+                    raw[4] >= 3
+                        && u64::from_be_bytes(raw[f2..f2 + 8].try_into().expect("8 bytes"))
+                            & xfs_format::inode::XFS_DIFLAG2_NREXT64
+                            != 0
+                };
+                let anext = if nrext64 {
+                    (offset_of!(Dinode, di_nextents), 4)
+                } else {
+                    (offset_of!(Dinode, di_anextents), 2)
+                };
+                (
+                    ino,
+                    vec![
+                        (offset_of!(Dinode, di_forkoff), 1, 0xff, 0),
+                        (offset_of!(Dinode, di_aformat), 1, 0xff, 2),
+                        (anext.0, anext.1, u64::MAX, 0),
+                    ],
+                )
+            }
+            _ => continue,
+        };
+        let at = geo.ino_to_bytes(crate::geometry::Ino(ino));
+        let mut raw = vec![0u8; geo.inode_size as usize];
+        dev.read_at(&mut raw, at).map_err(Error::Io)?;
+        for (offset, width, clear, set) in changes {
+            let field = &mut raw[offset..offset + width];
+            let mut v = [0u8; 8];
+            v[8 - width..].copy_from_slice(field);
+            let new = (u64::from_be_bytes(v) & !clear) | set;
+            field.copy_from_slice(&new.to_be_bytes()[8 - width..]);
+        }
+        if v5 {
+            xfs_format::crc::stamp(&mut raw, xfs_format::inode::XFS_DINODE_CRC_OFF);
+        }
+        dev.write_at(&raw, at).map_err(Error::Io)?;
     }
     dev.flush().map_err(Error::Io)?;
     if plan.counters {

@@ -29,7 +29,13 @@ pub(crate) const LOST_FOUND: &[u8] = b"lost+found";
 /// counts of the directories they fill).
 fn rank(f: &Fix) -> u8 {
     match f {
-        Fix::AgField(_) => 0,
+        Fix::AgField(_)
+        | Fix::InodeCrc { .. }
+        | Fix::InodeBits { .. }
+        | Fix::ClearAttrFork { .. } => 0,
+        Fix::ClearInode { .. } => 1,
+        Fix::DropRmap { .. } => 1,
+        Fix::FreeBlocks { .. } => 1,
         Fix::Nlink { .. } => 1,
         Fix::DropEntry { .. } => 2,
         Fix::EntryType { .. } => 3,
@@ -42,7 +48,10 @@ fn rank(f: &Fix) -> u8 {
 
 /// True for the fixes this module makes.
 pub(crate) fn is_ns(f: &Fix) -> bool {
-    !matches!(f, Fix::AgField(_))
+    !matches!(
+        f,
+        Fix::AgField(_) | Fix::InodeCrc { .. } | Fix::InodeBits { .. } | Fix::ClearAttrFork { .. }
+    )
 }
 
 /// Makes each namespace fix on `fs` (opened for writing) and returns what
@@ -66,7 +75,43 @@ pub(crate) fn apply(fs: &Fs, fixes: &[Fix]) -> Result<(Vec<String>, Vec<String>)
 pub(crate) fn describe(f: &Fix) -> String {
     let name = |n: &[u8]| String::from_utf8_lossy(n).into_owned();
     match f {
-        Fix::AgField(ff) => format!("AG {} header field at offset {} set to {}", ff.agno, ff.offset, ff.value),
+        Fix::AgField(ff) => format!(
+            "AG {} header field at offset {} set to {}",
+            ff.agno, ff.offset, ff.value
+        ),
+        Fix::InodeCrc { ino, .. } => format!("inode {ino}: magic number and CRC written again"),
+        Fix::ClearAttrFork { ino } => {
+            format!("inode {ino}: attribute fork cleared (it cannot be read)")
+        }
+        Fix::InodeBits {
+            ino,
+            offset,
+            clear,
+            set,
+            ..
+        } => {
+            let field = core_field(*offset);
+            if *clear == u64::MAX || (*clear == 0xffff_ffff && field.ends_with("time")) {
+                format!("inode {ino}: {field} set to {set}")
+            } else if *set == 0 {
+                format!("inode {ino}: bits {clear:#x} of {field} cleared")
+            } else {
+                format!("inode {ino}: {field} set to {set}")
+            }
+        }
+        Fix::ClearInode { ino } => format!("inode {ino}: cleared (its core cannot be read)"),
+        Fix::DropRmap {
+            agno,
+            agbno,
+            len,
+            owner,
+            ..
+        } => format!(
+            "AG {agno}: reverse mapping of {len} block(s) at {agbno} for owner {owner}, which no longer maps them, removed"
+        ),
+        Fix::FreeBlocks { agno, agbno, len } => {
+            format!("AG {agno}: {len} block(s) at {agbno} that nothing uses returned to free space")
+        }
         Fix::Nlink { ino, nlink } => format!("inode {ino}: link count set to {nlink}"),
         Fix::DropEntry { dir, name: n } => {
             format!("directory {dir}: entry '{}' removed", name(n))
@@ -87,10 +132,86 @@ pub(crate) fn describe(f: &Fix) -> String {
     }
 }
 
+/// The name of the inode core field at byte `offset` (xfs_db's).
+fn core_field(offset: usize) -> &'static str {
+    use std::mem::offset_of;
+    use xfs_format::inode::Dinode;
+    const FIELDS: &[(usize, &str)] = &[
+        (offset_of!(Dinode, di_onlink), "core.onlink"),
+        (
+            offset_of!(Dinode, di_big_nextents),
+            "core.nextents (large counter)",
+        ),
+        (offset_of!(Dinode, di_atime), "core.atime"),
+        (offset_of!(Dinode, di_mtime), "core.mtime"),
+        (offset_of!(Dinode, di_ctime), "core.ctime"),
+        (offset_of!(Dinode, di_nblocks), "core.nblocks"),
+        (offset_of!(Dinode, di_extsize), "core.extsize"),
+        (offset_of!(Dinode, di_nextents), "core.nextents"),
+        (offset_of!(Dinode, di_anextents), "core.naextents"),
+        (offset_of!(Dinode, di_forkoff), "core.forkoff"),
+        (offset_of!(Dinode, di_aformat), "core.aformat"),
+        (offset_of!(Dinode, di_flags), "core.flags"),
+        (offset_of!(Dinode, di_flags2), "v3.flags2"),
+        (offset_of!(Dinode, di_cowextsize), "v3.cowextsize"),
+        (offset_of!(Dinode, di_crtime), "v3.crtime"),
+    ];
+    FIELDS
+        .iter()
+        .find(|f| f.0 == offset)
+        .map_or("a core field", |f| f.1)
+}
+
 fn apply_one(fs: &Fs, f: &Fix) -> Result<String> {
     let mut tp = fs.trans()?;
     let words = match f {
-        Fix::AgField(_) => unreachable!("not a namespace fix"),
+        Fix::AgField(_)
+        | Fix::InodeCrc { .. }
+        | Fix::InodeBits { .. }
+        | Fix::ClearAttrFork { .. } => {
+            unreachable!("written in place, not through the journal")
+        }
+        Fix::ClearInode { ino } => {
+            let ino = Ino(*ino);
+            tp.lock_inode(ino);
+            // An empty file in its place, which the allocator then frees
+            // as any other (a free core of the next generation).
+            let gen = fs.write_state()?.next_gen();
+            let stand_in = Inode::new(fs.geometry(), ino, 0o100000, gen)?;
+            tp.log_inode(&stand_in)?;
+            crate::ialloc::free_inode(&mut tp, ino)?;
+            format!(
+                "inode {}: cleared (its core could not be read) and freed",
+                ino.0
+            )
+        }
+        Fix::DropRmap {
+            agno,
+            agbno,
+            len,
+            owner,
+            offset,
+            flags,
+        } => {
+            let geo = fs.geometry();
+            let start = geo.fsb_make(
+                crate::geometry::AgNumber(*agno),
+                crate::geometry::AgBlock(*agbno),
+            );
+            crate::alloc::rmap_apply(&mut tp, start, *len, *owner, *offset, *flags, false)?;
+            format!(
+                "AG {agno}: reverse mapping of {len} block(s) at {agbno} for owner {owner}, which no longer maps them, removed"
+            )
+        }
+        Fix::FreeBlocks { agno, agbno, len } => {
+            let geo = fs.geometry();
+            let start = geo.fsb_make(
+                crate::geometry::AgNumber(*agno),
+                crate::geometry::AgBlock(*agbno),
+            );
+            crate::alloc::free_extent_no_rmap(&mut tp, start, *len)?;
+            format!("AG {agno}: {len} block(s) at {agbno} that nothing used returned to free space")
+        }
         Fix::Nlink { ino, nlink } => {
             tp.lock_inode(Ino(*ino));
             let mut ip = tp.read_inode(Ino(*ino))?;
