@@ -278,18 +278,23 @@ def repair(
     partition: int | None = None,
     lv: str | None = None,
     undo: Any = None,
+    zero_log: bool = False,
 ) -> dict:
     """Repairs the filesystem in ``image`` as ``xfskit repair`` does: a
     dirty log replayed, the check, the fixes xfskit makes, the check again.
-    Returns a dict: ``log``, ``found`` (problems, in words), ``fixes``,
-    ``remaining`` and ``clean``. ``dry_run`` writes nothing; ``undo`` names
-    a new undo file for :func:`undo`."""
+    Returns a dict: ``log``, ``log_lost``, ``found`` (problems, in words),
+    ``fixes``, ``remaining`` and ``clean``. ``dry_run`` writes nothing;
+    ``undo`` names a new undo file for :func:`undo`; ``zero_log`` clears a
+    dirty log instead of replaying it, as ``xfs_repair -L`` does
+    (``log_lost`` then says what it held: ``transactions``, ``records``,
+    ``items``...)."""
     return _xfskit.repair(
         os.fsdecode(image),
         dry_run,
         partition,
         lv,
         None if undo is None else os.fsdecode(undo),
+        zero_log,
     )
 
 

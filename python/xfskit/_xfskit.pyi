@@ -174,6 +174,7 @@ def repair(
     partition: int | None = None,
     lv: str | None = None,
     undo: str | None = None,
+    zero_log: bool = False,
 ) -> dict[str, Any]: ...
 def undo(
     undo: str,

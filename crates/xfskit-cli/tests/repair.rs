@@ -7,7 +7,14 @@
 //! does not fix yet is listed as not repaired and nothing is written; a
 //! dirty log left by the kernel (root: loop mount and shutdown) is
 //! replayed, not destroyed: xfs_repair refuses it, xfskit keeps every file
-//! the kernel had synced.
+//! the kernel had synced. `--zero-log` clears such a log as `xfs_repair -L`
+//! 7.2 does (the log area the same block for block), after which both
+//! images are clean for `xfs_repair -n` and check, and the kernel mounts
+//! xfskit's without complaining of metadata LSNs ahead of the log; a
+//! corrupt dirty log is refused (naming the log) unless --zero-log is
+//! given; --dry-run --zero-log writes nothing; and a log formatted behind
+//! the metadata's LSNs (xfs_db logformat -c 1) is formatted past them, as
+//! xfs_repair formats it.
 
 mod common;
 
@@ -482,4 +489,350 @@ fn namespace_damage_is_repaired_keeping_names() {
             std::fs::remove_file(&theirs).unwrap();
         }
     }
+}
+
+/// The log area of `img`: its first byte and its length in bytes (from
+/// `xfskit log --json` and xfs_db's block size).
+fn log_area(bin: &Path, img: &Path) -> (u64, u64) {
+    let v: serde_json::Value =
+        serde_json::from_str(&xfskit_ok(&["log", "--json", img.to_str().unwrap()])).unwrap();
+    let bs = sh(&format!(
+        "'{}/xfs_db' -r -c 'sb 0' -c 'p blocksize' '{}'",
+        bin.display(),
+        img.display()
+    ));
+    let bs: u64 = bs
+        .trim()
+        .trim_start_matches("blocksize = ")
+        .parse()
+        .unwrap();
+    (
+        v["log_start_daddr"].as_u64().unwrap() * 512,
+        v["log_blocks"].as_u64().unwrap() * bs,
+    )
+}
+
+fn log_bytes(bin: &Path, img: &Path) -> Vec<u8> {
+    use std::io::{Read, Seek};
+    let (start, len) = log_area(bin, img);
+    let mut f = std::fs::File::open(img).unwrap();
+    f.seek(std::io::SeekFrom::Start(start)).unwrap();
+    let mut b = vec![0u8; len as usize];
+    f.read_exact(&mut b).unwrap();
+    b
+}
+
+/// The cycle stamped on each 512-byte block of a log (a record header's
+/// second word, any other block's first).
+fn cycles(log: &[u8]) -> Vec<u32> {
+    log.chunks(512)
+        .map(|b| {
+            let w = |o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+            if w(0) == 0xfeed_babe {
+                w(4)
+            } else {
+                w(0)
+            }
+        })
+        .collect()
+}
+
+/// A dirty log left by the kernel (root): 300 files written and frozen
+/// (metadata written back, its LSNs past block 2 of cycle 1), then 100
+/// more, each fsynced (a record each), then a shutdown.
+fn kernel_dirty_log(dir: &Path) -> PathBuf {
+    let img = dir.join("k.img");
+    let mnt = dir.join("mnt");
+    sh(&format!(
+        "truncate -s 1g '{0}' && mkfs.xfs -q -f '{0}' && mkdir -p '{1}' && mount -o loop '{0}' '{1}' \
+         && mkdir '{1}/d' && for i in $(seq 1 300); do echo file $i > '{1}/d/f'$i; done \
+         && xfs_freeze -f '{1}' && xfs_freeze -u '{1}' \
+         && for i in $(seq 301 400); do echo file $i > '{1}/d/f'$i; xfs_io -c fsync '{1}/d/f'$i; done \
+         && xfs_io -x -c 'shutdown -f' '{1}' && umount '{1}'",
+        img.display(),
+        mnt.display()
+    ));
+    img
+}
+
+fn copy(from: &Path, to: &Path) -> PathBuf {
+    sh(&format!(
+        "cp --sparse=always '{}' '{}'",
+        from.display(),
+        to.display()
+    ));
+    to.to_path_buf()
+}
+
+fn run72(bin: &Path, tool: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(bin.join(tool))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Mounts `img` (root), writes a file, unmounts; returns the kernel's
+/// messages meanwhile (those after a marker written to /dev/kmsg).
+fn mount_write_umount(img: &Path, mnt: &Path) -> String {
+    let marker = format!(
+        "xfskit-repair-test-{}-{:?}",
+        std::process::id(),
+        std::time::SystemTime::now()
+    );
+    sh(&format!(
+        "echo '{marker}' > /dev/kmsg && mkdir -p '{1}' && mount -o loop '{0}' '{1}' && echo new > '{1}/new' && umount '{1}'",
+        img.display(),
+        mnt.display()
+    ));
+    let all = sh("dmesg");
+    let at = all
+        .find(&marker)
+        .unwrap_or_else(|| panic!("marker not in dmesg"));
+    all[at..].to_string()
+}
+
+fn log_test_prereqs(name: &str) -> Option<PathBuf> {
+    if !is_root() {
+        skip(name, "needs root (loop mount, shutdown)");
+        return None;
+    }
+    if let Some(m) = missing_tool(&["xfs_io", "mkfs.xfs", "xfs_freeze", "dmesg"]) {
+        skip(name, &m);
+        return None;
+    }
+    let Some(bin) = bin72() else {
+        skip(name, "no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+        return None;
+    };
+    Some(bin)
+}
+
+#[test]
+fn zero_log_clears_a_dirty_kernel_log_as_xfs_repair_l_does() {
+    let Some(bin) = log_test_prereqs("zero_log_clears_a_dirty_kernel_log_as_xfs_repair_l_does")
+    else {
+        return;
+    };
+    let t = TempDir::new("repair-zerolog");
+    let d = t.path();
+    let dirty = kernel_dirty_log(d);
+    let ours = copy(&dirty, &d.join("ours.img"));
+    let theirs = copy(&dirty, &d.join("theirs.img"));
+    let i = ours.to_str().unwrap();
+    let before = sha(&ours);
+
+    // --dry-run says what would be lost and writes nothing.
+    let o = xfskit_output(&["repair", "--dry-run", "--zero-log", "--json", i]);
+    assert!(
+        matches!(o.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["log"].as_str().unwrap().contains("would clear it"), "{v}");
+    assert!(
+        v["log_lost"]["transactions"].as_u64().unwrap() >= 100,
+        "{v}"
+    );
+    assert!(v["log_lost"]["items"]["INODE"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(sha(&ours), before, "--dry-run --zero-log wrote");
+
+    // Cleared, with an undo file that puts the dirty log back.
+    let undo = d.join("zero.undo");
+    let o = xfskit_output(&[
+        "repair",
+        "-L",
+        "--undo",
+        undo.to_str().unwrap(),
+        "--json",
+        i,
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        v["log"].as_str().unwrap().starts_with("cleared the log"),
+        "{v}"
+    );
+    assert!(v["log_lost"]["records"].as_u64().unwrap() >= 100, "{v}");
+    assert_eq!(v["clean"], true, "{v}");
+    let o = run72(&bin, "xfs_repair", &["-L", theirs.to_str().unwrap()]);
+    assert!(
+        o.status.success(),
+        "xfs_repair -L: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // Both clean for xfs_repair -n and check.
+    for img in [&ours, &theirs] {
+        let (ok, out) = repair_n(&bin, img);
+        assert!(ok, "{}: xfs_repair -n:\n{out}", img.display());
+        let c = xfskit_output(&["check", img.to_str().unwrap()]);
+        assert!(
+            c.status.success(),
+            "{}: check: {}",
+            img.display(),
+            String::from_utf8_lossy(&c.stdout)
+        );
+        let log = xfskit_ok(&["log", img.to_str().unwrap()]);
+        assert!(log.contains(", clean"), "{}: {log}", img.display());
+        assert!(
+            log.contains("head: block 0 cycle 4"),
+            "{}: {log}",
+            img.display()
+        );
+        let lp = run72(&bin, "xfs_logprint", &["-t", img.to_str().unwrap()]);
+        let lp = String::from_utf8_lossy(&lp.stdout).into_owned();
+        assert!(
+            lp.contains("state: <CLEAN>"),
+            "{}: xfs_logprint:\n{lp}",
+            img.display()
+        );
+    }
+    // The same log, block for block: the record of cycle 4 at block 0, zeros
+    // to block 512, then records of cycle 3 to the end.
+    let (a, b) = (log_bytes(&bin, &ours), log_bytes(&bin, &theirs));
+    let (ca, cb) = (cycles(&a), cycles(&b));
+    assert_eq!(&ca[..2], &[4, 4]);
+    assert!(ca[2..512].iter().all(|&c| c == 0));
+    assert!(ca[512..].iter().all(|&c| c == 3));
+    assert_eq!(ca, cb, "the cycles differ from xfs_repair -L's");
+    let differ = a.chunks(512).zip(b.chunks(512)).position(|(x, y)| x != y);
+    assert_eq!(
+        differ, None,
+        "the log differs from xfs_repair -L's at block {differ:?}"
+    );
+    // What only the log held is gone from both alike.
+    let n = |img: &Path| {
+        xfskit_ok(&["ls", img.to_str().unwrap(), "/d"])
+            .lines()
+            .count()
+    };
+    assert_eq!(n(&ours), n(&theirs));
+
+    // The undo file brings the dirty log back.
+    let back = copy(&ours, &d.join("back.img"));
+    xfskit_ok(&["undo", undo.to_str().unwrap(), back.to_str().unwrap()]);
+    assert_eq!(sha(&back), before, "undo");
+    std::fs::remove_file(&back).unwrap();
+
+    // The kernel mounts it without finding metadata ahead of the log.
+    let msgs = mount_write_umount(&ours, &d.join("mnt"));
+    assert!(msgs.contains("Ending clean mount"), "{msgs}");
+    assert!(!msgs.contains("ahead of current LSN"), "{msgs}");
+    assert!(!msgs.contains("Corruption"), "{msgs}");
+    let (ok, out) = repair_n(&bin, &ours);
+    assert!(ok, "xfs_repair -n after a kernel mount:\n{out}");
+}
+
+#[test]
+fn a_corrupt_dirty_log_is_refused_unless_zero_log() {
+    let Some(bin) = log_test_prereqs("a_corrupt_dirty_log_is_refused_unless_zero_log") else {
+        return;
+    };
+    let t = TempDir::new("repair-badlog");
+    let d = t.path();
+    let img = kernel_dirty_log(d);
+    let i = img.to_str().unwrap();
+    // Garbage in the data of the oldest record (a bad CRC well behind the
+    // head: no torn write, a corrupt log).
+    let v: serde_json::Value = serde_json::from_str(&xfskit_ok(&["log", "--json", i])).unwrap();
+    assert!(v["records"].as_u64().unwrap() > 20, "{v}");
+    let tail = v["tail"]["block"].as_u64().unwrap();
+    let (start, _) = log_area(&bin, &img);
+    sh(&format!(
+        "printf 'GARBAGEGARBAGE' | dd of='{i}' bs=1 seek={} conv=notrunc status=none",
+        start + (tail + 1) * 512 + 100
+    ));
+    let before = sha(&img);
+    for dry in [false, true] {
+        let mut args = vec!["repair", i];
+        if dry {
+            args.insert(1, "--dry-run");
+        }
+        let o = xfskit_output(&args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(5), "repair {args:?}: {err}");
+        assert!(err.contains("corrupt log at log block"), "{err}");
+        assert!(err.contains("--zero-log"), "{err}");
+        assert_eq!(sha(&img), before, "a refused repair wrote");
+    }
+    // Exit 1: the check finds the superblock counters the log would have
+    // brought up to date.
+    let o = xfskit_output(&["repair", "--dry-run", "-L", i]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{out}");
+    assert!(out.contains("it cannot be read"), "{out}");
+    assert_eq!(sha(&img), before, "--dry-run --zero-log wrote");
+    let out = xfskit_ok(&["repair", "-L", i]);
+    assert!(out.contains("cleared the log"), "{out}");
+    let (ok, rep) = repair_n(&bin, &img);
+    assert!(ok, "xfs_repair -n after repair -L:\n{rep}");
+    let c = xfskit_output(&["check", i]);
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stdout));
+    assert!(xfskit_ok(&["log", i]).contains(", clean"));
+    // A clean log: --zero-log writes nothing.
+    let after = sha(&img);
+    let out = xfskit_ok(&["repair", "-L", i]);
+    assert!(out.contains("the log is clean"), "{out}");
+    assert_eq!(sha(&img), after, "--zero-log on a clean log wrote");
+}
+
+#[test]
+fn a_log_behind_the_metadata_lsns_is_formatted_past_them() {
+    let Some(bin) = bin72() else {
+        skip(
+            "a_log_behind_the_metadata_lsns_is_formatted_past_them",
+            "no xfsprogs 7.2 at ../shared/xfsprogs-7.2",
+        );
+        return;
+    };
+    let t = TempDir::new("repair-lsn");
+    let d = t.path();
+    let ours = image(&bin, d, "ours.img");
+    // Cycle 1 again: the metadata xfskit wrote is stamped at or past the
+    // new head (1:2), which the kernel refuses.
+    let o = run72(
+        &bin,
+        "xfs_db",
+        &["-x", "-c", "logformat -c 1", ours.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let theirs = copy(&ours, &d.join("theirs.img"));
+    let (ok, out) = repair_n(&bin, &ours);
+    assert!(
+        !ok && out.contains("is ahead of log"),
+        "xfs_repair -n:\n{out}"
+    );
+    let i = ours.to_str().unwrap();
+    let c = xfskit_output(&["check", i]);
+    assert!(
+        String::from_utf8_lossy(&c.stdout).contains("the log must be reformatted past it"),
+        "{}",
+        String::from_utf8_lossy(&c.stdout)
+    );
+    let before = sha(&ours);
+    let out = String::from_utf8_lossy(&xfskit_output(&["repair", "-n", i]).stdout).into_owned();
+    assert!(out.contains("would fix: the log formatted anew"), "{out}");
+    assert_eq!(sha(&ours), before, "--dry-run wrote");
+    let out = xfskit_ok(&["repair", i]);
+    assert!(
+        out.contains("fixed: the log formatted anew, its head at 4:0"),
+        "{out}"
+    );
+    assert!(out.contains("the filesystem is clean"), "{out}");
+    let (ok, out) = repair_n(&bin, &ours);
+    assert!(ok, "xfs_repair -n after xfskit repair:\n{out}");
+    let o = run72(&bin, "xfs_repair", &[theirs.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        log_bytes(&bin, &ours) == log_bytes(&bin, &theirs),
+        "the log differs from xfs_repair's"
+    );
+    let again = xfskit_ok(&["repair", i]);
+    assert!(again.contains("nothing to repair"), "{again}");
 }

@@ -269,7 +269,7 @@ fn recover(py: Python<'_>, image: PathBuf, allow_unfinished_intents: bool) -> Py
 /// Repairs the filesystem in `image` (any image `open` takes), as
 /// `xfskit repair` does; a dict of what was found, fixed and left.
 #[pyfunction]
-#[pyo3(signature = (image, dry_run=false, partition=None, lv=None, undo=None))]
+#[pyo3(signature = (image, dry_run=false, partition=None, lv=None, undo=None, zero_log=false))]
 fn repair(
     py: Python<'_>,
     image: PathBuf,
@@ -277,6 +277,7 @@ fn repair(
     partition: Option<u32>,
     lv: Option<String>,
     undo: Option<PathBuf>,
+    zero_log: bool,
 ) -> PyResult<Py<PyDict>> {
     let r = py.detach(|| {
         let img = xfskit::disk::open(
@@ -294,6 +295,7 @@ fn repair(
         };
         let opts = xfskit::repair::RepairOptions {
             dry_run,
+            zero_log,
             ..Default::default()
         };
         xfskit::repair::repair(std::sync::Arc::from(dev), &opts).py()
@@ -302,6 +304,20 @@ fn repair(
         |v: &[xfskit::check::Problem]| -> Vec<String> { v.iter().map(|p| p.to_string()).collect() };
     let d = PyDict::new(py);
     d.set_item("log", r.log.clone())?;
+    let lost = match &r.log_lost {
+        Some(l) => {
+            let ld = PyDict::new(py);
+            ld.set_item("transactions", l.transactions)?;
+            ld.set_item("records", l.records)?;
+            ld.set_item("uncommitted", l.uncommitted)?;
+            ld.set_item("unfinished_intents", l.unfinished_intents)?;
+            ld.set_item("items", l.items.clone())?;
+            ld.set_item("unreadable", l.unreadable.clone())?;
+            Some(ld)
+        }
+        None => None,
+    };
+    d.set_item("log_lost", lost)?;
     d.set_item("found", probs(&r.found))?;
     d.set_item("found_total", r.found_total)?;
     d.set_item("fixes", r.fixes.clone())?;

@@ -5,7 +5,9 @@
 //! repair issues (the log's replay included). After each crash a second
 //! repair, on what the crash left, ends with a filesystem that check and
 //! (with xfsprogs 7.2) xfs_repair -n find clean, holding what the log
-//! held.
+//! held. The same with `zero_log`: the log cleared instead, a crash at
+//! any write of it (the log's chunks included) is finished by a second
+//! `zero_log` repair, to a clean filesystem with a clean log.
 
 mod crash_common;
 mod namespace_common;
@@ -26,24 +28,31 @@ fn xfsprogs_72() -> Option<std::path::PathBuf> {
 }
 
 fn check_clean(dev: Arc<CrashDevice>, what: &str) {
-    let fs = Fs::from_device(Box::new(Shared(dev)), &OpenOptions::default()).unwrap();
-    let r = xfskit::check::check(&fs, &Default::default()).unwrap();
-    assert!(r.is_clean(), "{what}: check after repair: {:?}", r.problems);
+    let fs = check_clean_log_lost(dev, what);
     // What the log held is there.
     fs.lookup_path(b"/kept/f19")
         .unwrap_or_else(|e| panic!("{what}: /kept/f19: {e}"));
 }
 
-#[test]
-fn repair_finishes_after_a_crash_at_every_write() {
-    let Some(bin) = xfsprogs_72() else {
-        record_skip("SKIP repair_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
-        return;
-    };
-    let s = Scratch::new("repair-crash");
+/// Check finds the filesystem clean and its log clean.
+fn check_clean_log_lost(dev: Arc<CrashDevice>, what: &str) -> Fs {
+    let fs = Fs::from_device(Box::new(Shared(dev)), &OpenOptions::default()).unwrap();
+    assert_eq!(
+        fs.log_state(),
+        &xfskit::log::LogState::Clean,
+        "{what}: the log after repair"
+    );
+    let r = xfskit::check::check(&fs, &Default::default()).unwrap();
+    assert!(r.is_clean(), "{what}: check after repair: {:?}", r.problems);
+    fs
+}
+
+/// A damaged image (a secondary's geometry, the primary's counters) with
+/// a dirty log (an xfskit workload whose last commits are in the log
+/// only), made in `s`: its path.
+fn dirty_image(bin: &Path, s: &Scratch) -> std::path::PathBuf {
     let base = s.0.join("base");
     mkfs_xfs(&base, 320 << 20, "");
-    // Damage: a secondary's geometry and the primary's counters.
     let (ok, out) = run(
         bin.join("xfs_db").to_str().unwrap(),
         &[
@@ -60,29 +69,92 @@ fn repair_finishes_after_a_crash_at_every_write() {
         ],
     );
     assert!(ok, "xfs_db: {out}");
-    // A dirty log: a workload whose last commits are in the log only.
-    {
-        let dev = Arc::new(CrashDevice::new(&base, None, false));
-        let fs =
-            Fs::from_device_rw(Box::new(Shared(dev.clone())), &OpenOptions::default()).unwrap();
-        let root = fs.geometry().root_ino;
-        let d = fs
-            .create(root, b"kept", &NodeKind::Dir, &meta(0o755, 0))
-            .unwrap();
-        for i in 0..20u32 {
-            fs.create(
-                d,
-                format!("f{i}").as_bytes(),
-                &NodeKind::File { size: 0 },
-                &meta(0o644, 0),
-            )
-            .unwrap();
-        }
-        fs.force_log().unwrap();
-        dev.save(&base, &s.0.join("dirty"));
-        std::mem::forget(fs);
+    let dev = Arc::new(CrashDevice::new(&base, None, false));
+    let fs = Fs::from_device_rw(Box::new(Shared(dev.clone())), &OpenOptions::default()).unwrap();
+    let root = fs.geometry().root_ino;
+    let d = fs
+        .create(root, b"kept", &NodeKind::Dir, &meta(0o755, 0))
+        .unwrap();
+    for i in 0..20u32 {
+        fs.create(
+            d,
+            format!("f{i}").as_bytes(),
+            &NodeKind::File { size: 0 },
+            &meta(0o644, 0),
+        )
+        .unwrap();
     }
+    fs.force_log().unwrap();
     let dirty = s.0.join("dirty");
+    dev.save(&base, &dirty);
+    std::mem::forget(fs);
+    dirty
+}
+
+#[test]
+fn zero_log_repair_finishes_after_a_crash_at_every_write() {
+    let Some(bin) = xfsprogs_72() else {
+        record_skip("SKIP zero_log_repair_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+        return;
+    };
+    let s = Scratch::new("repair-zerolog-crash");
+    let dirty = dirty_image(&bin, &s);
+    let opts = RepairOptions {
+        zero_log: true,
+        ..Default::default()
+    };
+    let dev = Arc::new(CrashDevice::new(&dirty, None, false));
+    let r = repair(dev.clone(), &opts).unwrap();
+    assert!(
+        r.log_lost.as_ref().is_some_and(|l| l.transactions > 0),
+        "{:?}",
+        r.log
+    );
+    assert!(r.is_clean(), "{:?}", r.remaining);
+    let total = dev.writes();
+    check_clean_log_lost(dev.clone(), "the run without a crash");
+    let full = s.0.join("full");
+    dev.save(&dirty, &full);
+    let (ok, out) = run(
+        bin.join("xfs_repair").to_str().unwrap(),
+        &["-n", full.to_str().unwrap()],
+    );
+    assert!(ok, "xfs_repair -n after the run without a crash:\n{out}");
+    eprintln!("{total} writes; crashing at each, whole and torn");
+    for tear in [false, true] {
+        for n in 1..=total {
+            let what = format!("crash at write {n} of {total} (torn: {tear})");
+            let dev = Arc::new(CrashDevice::new(&dirty, Some(n), tear));
+            assert!(
+                repair(dev.clone(), &opts).is_err(),
+                "{what}: the repair succeeded"
+            );
+            dev.revive();
+            let r = repair(dev.clone(), &opts)
+                .unwrap_or_else(|e| panic!("{what}: the second repair: {e}"));
+            assert!(r.is_clean(), "{what}: {:?}", r.remaining);
+            check_clean_log_lost(dev.clone(), &what);
+            if n % 5 == 0 || n == total {
+                let img = s.0.join("img");
+                dev.save(&dirty, &img);
+                let (ok, out) = run(
+                    bin.join("xfs_repair").to_str().unwrap(),
+                    &["-n", img.to_str().unwrap()],
+                );
+                assert!(ok, "{what}: xfs_repair -n:\n{out}");
+            }
+        }
+    }
+}
+
+#[test]
+fn repair_finishes_after_a_crash_at_every_write() {
+    let Some(bin) = xfsprogs_72() else {
+        record_skip("SKIP repair_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+        return;
+    };
+    let s = Scratch::new("repair-crash");
+    let dirty = dirty_image(&bin, &s);
     // The run without a crash: writes counted.
     let dev = Arc::new(CrashDevice::new(&dirty, None, false));
     let r = repair(dev.clone(), &RepairOptions::default()).unwrap();

@@ -14,8 +14,19 @@ VM disk file).
 
 In xfs_repair's order: a dirty log is first replayed in place, exactly as the
 kernel's mount replays it, so no committed change is lost (xfs_repair refuses
-such a filesystem until -L destroys the log); then the filesystem is checked
-as `xfskit check` checks it, which finds what xfs_repair -n finds; then what
+such a filesystem until -L destroys the log). A dirty log that cannot be
+replayed (a corrupt record, an intent xfskit cannot finish) is refused, the
+error naming the log problem, unless --zero-log (-L) is given: the log is then
+cleared as xfs_repair -L clears it, not replayed, and what it held is lost
+(the report says what: its transactions, records and items). The cleared log
+is clean, its head at block 0 of a cycle 3 past the highest cycle the old
+log or any metadata LSN shows, so that the kernel finds no metadata ahead of
+the log. --zero-log on a clean log writes nothing (xfs_repair -L formats it
+anew): a repair of a clean image changes nothing (but for an image marked
+needsrepair by an interrupted repair, whose log is cleared again).
+
+Then the filesystem is checked as `xfskit check` checks it, which finds what
+xfs_repair -n finds; then what
 xfskit can fix so far is fixed: secondary superblocks that differ from a sound
 primary are rewritten from it, and, when nothing else is wrong, the AG
 headers' counters are set to what their btrees hold and the superblock's inode
@@ -24,15 +35,26 @@ needsrepair feature while these are written, so no kernel mounts it half
 repaired; a repair that was interrupted is finished by running it again.
 Last, the filesystem is checked again and what is still wrong is listed as
 not repaired: rebuilding the btrees and fixing inodes, directories and links
-is not in xfskit yet, and xfs_repair may fix those.
+is not in xfskit yet, and xfs_repair may fix those. Metadata stamped with an
+LSN at or past the log head, which the kernel refuses, gets the log formatted
+past it, as xfs_repair formats it.
 
 --dry-run says what would be done and writes nothing (the log is replayed in
-memory for the check). --undo FILE saves what the repair overwrites, for
+memory for the check; with --zero-log the check reads the filesystem without
+it, and the report says what clearing it would lose). --undo FILE saves what the repair overwrites, for
 `xfskit undo FILE IMAGE`. Repair on a clean image writes nothing.
 
 Exit codes: 0 the filesystem is clean (after the fixes; with --dry-run: it
 was clean); 1 problems remain (with --dry-run: problems were found); 2 usage
-error; 3 unsupported; 4 I/O error; 5 corrupt beyond what repair can read.";
+error; 3 unsupported (a dirty log xfskit cannot replay, without --zero-log);
+4 I/O error; 5 corrupt beyond what repair can read (a dirty log that cannot be
+replayed for its damage, without --zero-log).
+
+Examples:
+  xfskit repair --dry-run disk.img
+  xfskit repair --undo repair.undo disk.img
+  xfskit repair --dry-run --zero-log disk.img   # what clearing the log loses
+  xfskit repair -L disk.img                     # clear a log that cannot be replayed";
 
 /// Arguments of `xfskit repair`.
 #[derive(clap::Args)]
@@ -44,6 +66,10 @@ pub struct Args {
     /// Say what would be done; write nothing.
     #[arg(long, short = 'n')]
     pub dry_run: bool,
+    /// Clear a dirty log instead of replaying it, as xfs_repair -L does:
+    /// the changes it holds are lost. A clean log is left as it is.
+    #[arg(long, short = 'L')]
+    pub zero_log: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -67,6 +93,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let dev: Arc<dyn xfskit::dev::Device> = Arc::from(super::with_undo(img.device, &args.disk)?);
     let opts = RepairOptions {
         dry_run: args.dry_run,
+        zero_log: args.zero_log,
         memory,
         open: super::with_rtdev(&xfskit::OpenOptions::default(), &args.disk),
     };
@@ -91,6 +118,16 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         let v = serde_json::json!({
             "dry_run": args.dry_run,
             "log": r.log,
+            "log_lost": r.log_lost.as_ref().map(|l| serde_json::json!({
+                "transactions": l.transactions,
+                "records": l.records,
+                "uncommitted": l.uncommitted,
+                "unfinished_intents": l.unfinished_intents,
+                "items": l.items,
+                "tail_block": l.tail_head.map(|t| t.0),
+                "head_block": l.tail_head.map(|t| t.1),
+                "unreadable": l.unreadable,
+            })),
             "found": probs(&r.found),
             "found_total": r.found_total,
             "fixes": r.fixes,
@@ -106,7 +143,9 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         if let Some(l) = &r.log {
             outln!("log: {l}");
         }
-        if r.found_total == 0 {
+        if r.found_total == 0 && r.log_lost.is_some() {
+            outln!("no problems found");
+        } else if r.found_total == 0 {
             outln!("no problems found: nothing to repair");
         } else {
             outln!("found {} problems:", r.found_total);

@@ -67,6 +67,10 @@ use std::sync::Mutex;
 /// Problems kept in a report; further ones are only counted.
 pub const MAX_PROBLEMS: usize = 10_000;
 
+/// How the problem of metadata stamped at or past the log head ends its
+/// words (what `repair` fixes by formatting the log past it).
+pub const LSN_AHEAD: &str = "the log must be reformatted past it";
+
 /// One inconsistency found by the check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -636,7 +640,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
             a.what,
             a.location,
             format!(
-                "LSN {}:{} is not behind the log head {}:{} ({} block(s) so): the log must be reformatted past it",
+                "LSN {}:{} is not behind the log head {}:{} ({} block(s) so): {LSN_AHEAD}",
                 a.lsn >> 32,
                 a.lsn as u32,
                 h >> 32,

@@ -8,6 +8,7 @@
 //! bounded read before the head, never the whole log.
 
 pub mod attr;
+pub mod clear;
 pub mod cow;
 pub mod describe;
 pub mod dinode;

@@ -1,7 +1,9 @@
 //! The clean log of a fresh filesystem: the whole log is zero except its first
 //! record, written in cycle 1 at block 0 with head and tail at (1, 0).  The
 //! record holds one operation, an unmount record, so the kernel finds a
-//! cleanly unmounted log and needs no recovery.
+//! cleanly unmounted log and needs no recovery. The record builder is
+//! also what `repair --zero-log` fills a cleared log with
+//! ([`crate::log::clear`]).
 
 use xfs_format::types::Uuid;
 
@@ -38,24 +40,46 @@ fn put32(b: &mut [u8], off: usize, v: u32) {
 /// the log sector size when there is none (0 for 512-byte sectors).  The
 /// returned buffer is what goes at the start of the log; the rest is zero.
 pub(crate) fn first_record(uuid: &Uuid, sunit: u32) -> Vec<u8> {
+    let lsn = 1u64 << 32;
+    unmount_record(uuid, LOG_VERSION_2, sunit, lsn, lsn)
+}
+
+/// A log record holding one unmount record, of the cycle `lsn` names, as
+/// xfsprogs formats one (mkfs, and each record of a log that xfs_repair
+/// -L clears): `sunit` bytes long (at least two blocks; a version 1 log's
+/// record is two blocks whatever `sunit`), as many header blocks as its
+/// size needs (one per 32 KiB), the unmount operation in the first data
+/// block and every other block zero but for the cycle stamped in its
+/// first word. The header's CRC is left zero, as xfsprogs leaves it.
+pub(crate) fn unmount_record(
+    uuid: &Uuid,
+    version: u32,
+    sunit: u32,
+    lsn: u64,
+    tail_lsn: u64,
+) -> Vec<u8> {
+    let v2 = version == LOG_VERSION_2;
     let sunit = sunit as usize;
-    let blocks = (sunit / BBSIZE).max(2);
-    let hdrs = if sunit > HEADER_CYCLE_SIZE {
+    let hdrs = if v2 && sunit > HEADER_CYCLE_SIZE {
         sunit.div_ceil(HEADER_CYCLE_SIZE)
     } else {
         1
     };
+    let blocks = if v2 && sunit > 0 {
+        sunit.div_ceil(BBSIZE)
+    } else {
+        1
+    };
     let mut buf = vec![0u8; blocks.max(hdrs + 1) * BBSIZE];
-    let cycle: u32 = 1;
-    let lsn: u64 = u64::from(cycle) << 32;
+    let cycle = (lsn >> 32) as u32;
     {
         let h = &mut buf[..BBSIZE];
         put32(h, 0, RECORD_MAGIC);
         put32(h, 4, cycle);
-        put32(h, 8, LOG_VERSION_2);
+        put32(h, 8, version);
         put32(h, 12, ((2 * BBSIZE).max(sunit) - hdrs * BBSIZE) as u32);
         h[16..24].copy_from_slice(&lsn.to_be_bytes());
-        h[24..32].copy_from_slice(&lsn.to_be_bytes());
+        h[24..32].copy_from_slice(&tail_lsn.to_be_bytes());
         // h_crc stays zero, as mkfs leaves it.
         put32(h, 36, u32::MAX); // h_prev_block
         put32(h, 40, 1); // h_num_logops
@@ -96,6 +120,14 @@ mod tests {
         assert_eq!(&b[12..16], &512u32.to_be_bytes());
         assert_eq!(&b[512..520], &[0, 0, 0, 1, 0, 0, 0, 8]);
         assert_eq!(&b[44..48], &[0xb0, 0xc0, 0xd0, 0xd0]);
+    }
+
+    #[test]
+    fn version_1_records_are_two_blocks() {
+        let b = unmount_record(&Uuid([7; 16]), 1, 256 * 1024, 3 << 32, 3 << 32);
+        assert_eq!(b.len(), 1024);
+        assert_eq!(&b[8..12], &1u32.to_be_bytes());
+        assert_eq!(&b[512..516], &3u32.to_be_bytes());
     }
 
     #[test]

@@ -9,7 +9,7 @@ mod geometry;
 mod io;
 mod layout;
 mod log;
-mod logwriter;
+pub(crate) mod logwriter;
 mod options;
 mod profiles;
 mod realtime;

@@ -4,7 +4,11 @@
 //! 1. **The log.** A dirty log is replayed in place, exactly as the
 //!    kernel's mount (and `xfskit recover`) replays it, so no committed
 //!    change is lost, where xfs_repair refuses the filesystem until `-L`
-//!    destroys the log.
+//!    destroys the log. A log that cannot be replayed (a corrupt record,
+//!    an intent xfskit cannot finish) is refused, naming the log problem,
+//!    unless [`RepairOptions::zero_log`] asks for it to be cleared, as
+//!    `xfs_repair -L` clears it ([`crate::log::clear`]): the report then
+//!    says what the log held that is lost ([`LogLoss`]).
 //! 2. **The check**: [`crate::check::check`], which finds what
 //!    `xfs_repair -n` finds.
 //! 3. **The fixes** xfskit makes so far: secondary superblocks that differ
@@ -18,22 +22,27 @@
 //!    Writes are in place, sector by sector, as xfs_repair's (the log is
 //!    clean by then), each superblock whole: a crash leaves a filesystem
 //!    that a second repair finishes.
+//!    Metadata stamped with an LSN at or past the log head (which the
+//!    kernel refuses) gets the log formatted past it, as xfs_repair
+//!    formats it.
 //! 4. **The check again**: what is still wrong is reported as not
 //!    repaired (xfskit does not fix it yet; xfs_repair may).
 //!
 //! A filesystem whose primary superblock carries `needsrepair` (a repair
 //! that stopped part way) is read with the bit cleared in memory.
 
-use crate::bytes::{be16, be32};
-use crate::check::{check, AgHeader, CheckOptions, FieldFix, Fix, Problem};
+use crate::buf::verify::lsn_at_or_past;
+use crate::bytes::{be16, be32, be64};
+use crate::check::{check, AgHeader, CheckOptions, FieldFix, Fix, Problem, LSN_AHEAD};
 
 mod ns;
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};
 use crate::fs::{Fs, OpenOptions};
+use crate::log::clear::{cycle_past, highest_cycle, Cleared, ClearedView};
 use crate::log::recover::Shared;
 use crate::log::LogState;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::Arc;
 use xfs_format::sb as fsb;
@@ -44,6 +53,27 @@ pub struct RepairOptions {
     /// Say what would be done, write nothing (the log is replayed in
     /// memory only).
     pub dry_run: bool,
+    /// Clear a dirty log instead of replaying it, as `xfs_repair -L`
+    /// does: what it holds is lost (the report's [`RepairReport::log_lost`]
+    /// says what). The only way past a log that cannot be replayed. A
+    /// clean log is left as it is (a repair of a clean image writes
+    /// nothing), unless the filesystem is marked `needsrepair`: an
+    /// interrupted repair may have been clearing it, and it is cleared
+    /// again.
+    ///
+    /// The cleared log's head is at block 0 of a cycle
+    /// [`crate::log::clear::CYCLE_MARGIN`] (3) past the highest cycle the
+    /// old log shows (its head's, or any of its record headers'), and,
+    /// when the check reads metadata stamped at or past that head, 3
+    /// past the newest such LSN. xfs_repair goes by the newest metadata
+    /// LSN alone (plus 3); the log's own cycle is taken too because the
+    /// kernel never writes metadata stamped past its log head, so that
+    /// cycle also covers the LSNs the check does not read (inodes,
+    /// dquots). Where the two rules differ, ours is the higher cycle;
+    /// where the newest metadata LSN is in the log's own cycle (a log
+    /// that has not wrapped since the metadata was written) they agree,
+    /// and the log is the one xfs_repair -L writes, block for block.
+    pub zero_log: bool,
     /// The check's memory bound (0: its default).
     pub memory: usize,
     /// How to open the filesystem (realtime and external log devices).
@@ -53,8 +83,11 @@ pub struct RepairOptions {
 /// What a repair did (or, with `dry_run`, would do).
 #[derive(Debug, Clone, Default)]
 pub struct RepairReport {
-    /// What was done with the log, when it was dirty.
+    /// What was done with the log, when it was dirty (or `zero_log` was
+    /// asked).
     pub log: Option<String>,
+    /// What a cleared log held (with `dry_run`: would lose).
+    pub log_lost: Option<LogLoss>,
     /// What the first check found.
     pub found: Vec<Problem>,
     /// How many problems it found in all (more than `found` holds when
@@ -67,6 +100,133 @@ pub struct RepairReport {
     pub remaining: Vec<Problem>,
     /// Parts of the filesystem that could not be checked.
     pub unchecked: Vec<String>,
+}
+
+/// What a dirty log held that clearing it loses, as the log reader
+/// (`xfskit log`) reads it.
+#[derive(Debug, Clone, Default)]
+pub struct LogLoss {
+    /// Committed transactions (what replay would have written).
+    pub transactions: usize,
+    /// Records between tail and head.
+    pub records: usize,
+    /// Transactions left open at the head (never replayed anyway).
+    pub uncommitted: usize,
+    /// Intents without their done item (work recovery would finish).
+    pub unfinished_intents: usize,
+    /// The committed transactions' items by type (BUF, INODE, ...).
+    pub items: BTreeMap<&'static str, usize>,
+    /// Tail and head (log blocks), when found.
+    pub tail_head: Option<(u64, u64)>,
+    /// Why the log could not be read, when it could not: what it held is
+    /// then unknown (the counts are 0).
+    pub unreadable: Option<String>,
+}
+
+impl std::fmt::Display for LogLoss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let span = |f: &mut std::fmt::Formatter<'_>| match self.tail_head {
+            Some((t, h)) => write!(f, ", log blocks {t} to {h}"),
+            None => Ok(()),
+        };
+        if let Some(why) = &self.unreadable {
+            write!(f, "what the log held")?;
+            if let Some((t, h)) = self.tail_head {
+                write!(f, " between log blocks {t} and {h}")?;
+            }
+            return write!(f, ", unknown: it cannot be read ({why})");
+        }
+        if self.records == 0 {
+            return write!(f, "nothing (the log held no record)");
+        }
+        let items: Vec<String> = self.items.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        write!(
+            f,
+            "{} committed transactions (items: {}) in {} records",
+            self.transactions,
+            if items.is_empty() {
+                "none".to_string()
+            } else {
+                items.join(", ")
+            },
+            self.records
+        )?;
+        span(f)?;
+        write!(
+            f,
+            "; {} uncommitted, {} unfinished intents",
+            self.uncommitted, self.unfinished_intents
+        )
+    }
+}
+
+/// What the log on `dev` holds, read as `xfskit log` reads it.
+fn log_loss(dev: &dyn Device, geo: &crate::geometry::Geometry) -> LogLoss {
+    let ends = crate::log::log_dev(dev, geo).and_then(|l| crate::log::find::find_ends(&l));
+    let tail_head = ends
+        .as_ref()
+        .ok()
+        .filter(|e| !e.empty && !e.clean)
+        .map(|e| (e.tail_blk, e.head_blk));
+    match crate::log::read_log(dev, geo) {
+        Ok(c) => {
+            let mut items = BTreeMap::new();
+            for t in &c.transactions {
+                for it in &t.items {
+                    *items
+                        .entry(crate::log::item_type_name(it.item_type()))
+                        .or_insert(0) += 1;
+                }
+            }
+            LogLoss {
+                transactions: c.transactions.len(),
+                records: c.records.len(),
+                uncommitted: c.uncommitted,
+                unfinished_intents: crate::log::intents::unfinished(&c.transactions)
+                    .map_or(0, |v| v.len()),
+                items,
+                tail_head,
+                unreadable: None,
+            }
+        }
+        Err(e) => LogLoss {
+            tail_head,
+            unreadable: Some(e.to_string()),
+            ..Default::default()
+        },
+    }
+}
+
+/// What a dirty log that cannot be replayed is refused with: the log
+/// problem, and `--zero-log`.
+fn not_replayable(e: Error) -> Error {
+    const HINT: &str =
+        "repair --zero-log (-L) clears the log instead, and the changes it holds are lost";
+    match &e {
+        Error::Corrupt { location, .. } | Error::BadCrc { location, .. } => Error::Corrupt {
+            what: "log",
+            location: location.clone(),
+            detail: format!("the dirty log cannot be replayed ({e}): {HINT}"),
+        },
+        Error::Unsupported(m) => Error::Unsupported(format!(
+            "the dirty log cannot be replayed by xfskit ({m}): mount the filesystem with the kernel to replay it, or {HINT}"
+        )),
+        _ => e,
+    }
+}
+
+/// The log head the kernel would find on `dev` (`cycle << 32 | block`),
+/// as the check finds it.
+fn log_head(dev: &dyn Device, geo: &crate::geometry::Geometry) -> Option<u64> {
+    crate::log::log_dev(dev, geo)
+        .and_then(|l| crate::log::find::find_ends(&l))
+        .ok()
+        .filter(|e| !e.empty && e.head_cycle > 0)
+        .map(|e| (u64::from(e.head_cycle) << 32) | e.head_blk)
+}
+
+fn lsn_str(lsn: u64) -> String {
+    format!("{}:{}", lsn >> 32, lsn as u32)
 }
 
 impl RepairReport {
@@ -186,9 +346,28 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
             ..opts.open.clone()
         },
     )?;
-    let dirty = matches!(probe.log_state(), LogState::Dirty(_));
+    let state = probe.log_state().clone();
+    let geo0 = probe.geometry().clone();
     drop(probe);
-    if dirty {
+    let dirty = matches!(state, LogState::Dirty(_));
+    // The log to write instead of the old one, and where it is.
+    let mut clear: Option<(Cleared, u64)> = None;
+    if opts.zero_log && state == LogState::External {
+        return Err(Error::Unsupported(crate::log::NEEDS_LOGDEV.into()));
+    }
+    if opts.zero_log && (dirty || marked) {
+        let log = crate::log::log_dev(view.as_ref(), &geo0)?;
+        let ends = crate::log::find::find_ends(&log).ok();
+        report.log_lost = Some(if dirty {
+            log_loss(view.as_ref(), &geo0)
+        } else {
+            LogLoss::default()
+        });
+        let high = highest_cycle(&log, ends.as_ref(), &geo0.uuid)?;
+        clear = Some((Cleared::new(&geo0, log.nbb, cycle_past(high)?), log.start));
+    } else if opts.zero_log {
+        report.log = Some("the log is clean: --zero-log leaves it as it is".into());
+    } else if dirty {
         // Under needsrepair the log holds the journaled fixes of a repair
         // that stopped: replayed like any other.
         if opts.dry_run {
@@ -196,7 +375,8 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
                 "the log is dirty: it would be replayed in place as the kernel replays it (read here replayed in memory)".into(),
             );
         } else {
-            let r = crate::log::recover::recover_device(view.clone(), &Default::default())?;
+            let r = crate::log::recover::recover_device(view.clone(), &Default::default())
+                .map_err(not_replayable)?;
             report.log = Some(format!(
                 "replayed the log as the kernel does: {} transactions in {} records, {} buffers and {} inodes written back",
                 r.stats.transactions, r.records, r.stats.bufs_replayed, r.stats.inodes_replayed
@@ -204,22 +384,97 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
         }
     }
 
-    // 2. The check.
+    // 2. The check: of the filesystem as it is with the log cleared, when
+    // it is to be cleared (nothing is written yet).
+    let check_dev: Arc<dyn Device> = match &clear {
+        Some((c, start)) => Arc::new(ClearedView::new(view.clone(), *start, c.clone())),
+        None => view.clone(),
+    };
     let check_opts = CheckOptions {
         memory: opts.memory,
         ..Default::default()
     };
-    let (first, geo) = {
-        let fs = Fs::from_device(Box::new(Shared(view.clone())), &opts.open)?;
-        (check(&fs, &check_opts)?, fs.geometry().clone())
+    let (first, geo, ahead) = {
+        let fs = Fs::from_device(Box::new(Shared(check_dev.clone())), &opts.open).map_err(|e| {
+            if dirty && clear.is_none() {
+                not_replayable(e)
+            } else {
+                e
+            }
+        })?;
+        let first = check(&fs, &check_opts)?;
+        let geo = fs.geometry().clone();
+        // The newest metadata LSN at or past the log head: what the check
+        // read, and the primary superblock's (the kernel checks it as
+        // it writes the superblock).
+        let mut ahead = fs.lsn_ahead().map(|a| a.lsn);
+        if let (true, Some(head)) = (geo.v5, log_head(fs.device(), &geo)) {
+            let mut sb = vec![0u8; sect];
+            fs.device().read_at(&mut sb, 0).map_err(Error::Io)?;
+            let lsn = be64(&sb, xfs_format::sb::XFS_SB_LSN_OFF);
+            if lsn_at_or_past(lsn, head) && ahead.is_none_or(|a| lsn_at_or_past(lsn, a)) {
+                ahead = Some(lsn);
+            }
+        }
+        (first, geo, ahead)
     };
     report.found = first.problems.clone();
     report.found_total = first.stats.problems_total;
     report.unchecked = first.unchecked.clone();
 
+    // The log formatted anew: the cleared one, or (as xfs_repair formats
+    // it) one past metadata stamped ahead of the log.
+    let writable_log = !crate::log::log_missing(dev.as_ref(), &geo);
+    let format = match (&clear, ahead) {
+        (Some((c, _)), None) => Some(c.clone()),
+        (Some((c, _)), Some(a)) => Some(Cleared::new(
+            &geo,
+            c.nbb,
+            c.cycle.max(cycle_past((a >> 32) as u32)?),
+        )),
+        (None, Some(a)) if writable_log => {
+            let (_, nbb) = crate::log::log_region(dev.as_ref(), &geo)?;
+            Some(Cleared::new(&geo, nbb, cycle_past((a >> 32) as u32)?))
+        }
+        _ => None,
+    };
+    let past = |a: Option<u64>| match a {
+        Some(a) => format!(", past the newest metadata LSN {}", lsn_str(a)),
+        None => String::new(),
+    };
+    if let (Some(_), Some(f)) = (&clear, &format) {
+        let lost = report
+            .log_lost
+            .as_ref()
+            .map_or(String::new(), |l| l.to_string());
+        let head = lsn_str(f.head());
+        let was = if dirty { "dirty" } else { "clean" };
+        report.log = Some(if opts.dry_run {
+            format!(
+                "the log is {was}: --zero-log would clear it, as xfs_repair -L does (its head at {head}{}), losing {lost}; the check below reads the filesystem without it",
+                past(ahead)
+            )
+        } else {
+            format!(
+                "cleared the log, which was {was}, as xfs_repair -L does: lost {lost}; the log is clean, its head at {head}{}",
+                past(ahead)
+            )
+        });
+    }
+
+    let log_words = match (&clear, &format) {
+        (None, Some(f)) => Some(format!(
+            "the log formatted anew, its head at {}{}, as xfs_repair formats it",
+            lsn_str(f.head()),
+            past(ahead)
+        )),
+        _ => None,
+    };
+    let skip_ahead = format.is_some();
     if opts.dry_run {
-        let plan = Plan::of(&first);
-        report.fixes = plan.header_words(&first);
+        let plan = Plan::of(&first, skip_ahead);
+        report.fixes.extend(log_words);
+        report.fixes.extend(plan.header_words(&first));
         report.fixes.extend(plan.ns.iter().map(ns::describe));
         if plan.counters_later {
             report.fixes.push(
@@ -238,8 +493,28 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
     let mut on_disk_mark = marked;
     let mut wrote = false;
     let mut failed: Vec<String> = Vec::new();
+    if let Some(f) = &format {
+        // needsrepair, then the log from block 0 on: a crash part way
+        // leaves the new records at the log's start (an unmount record
+        // first, so a log that is clean), the old ones after, under
+        // needsrepair, which the next repair finishes.
+        if v5 && !on_disk_mark {
+            let mut m = vec![0u8; sect];
+            view.read_at(&mut m, 0).map_err(Error::Io)?;
+            set_needsrepair(&mut m, true);
+            dev.write_at(&m, 0).map_err(Error::Io)?;
+            dev.flush().map_err(Error::Io)?;
+            on_disk_mark = true;
+        }
+        f.write(&crate::log::log_dev(dev.as_ref(), &geo)?)?;
+        dev.flush().map_err(Error::Io)?;
+        wrote = true;
+        report.fixes.extend(log_words.clone());
+        let fs = Fs::from_device(Box::new(Shared(view.clone())), &opts.open)?;
+        current = check(&fs, &check_opts)?;
+    }
     for _round in 0..MAX_ROUNDS {
-        let plan = Plan::of(&current);
+        let plan = Plan::of(&current, skip_ahead);
         if plan.is_empty() {
             break;
         }
@@ -284,6 +559,12 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
     if wrote || marked {
         let mut p = vec![0u8; sect];
         view.read_at(&mut p, 0).map_err(Error::Io)?;
+        if format.is_some() && v5 {
+            // The log holds nothing now: nothing its incompatible
+            // features protect (the kernel clears them as its log idles).
+            let at = std::mem::offset_of!(fsb::Dsb, sb_features_log_incompat);
+            p[at..at + 4].copy_from_slice(&0u32.to_be_bytes());
+        }
         if v5 {
             set_needsrepair(&mut p, false);
         }
@@ -342,7 +623,9 @@ impl Plan {
     }
 
     /// Chooses the fixes that are safe to make on what `r` found.
-    fn of(r: &crate::check::CheckReport) -> Plan {
+    /// `skip_ahead`: metadata LSNs ahead of the log are no problem (the
+    /// log is formatted past them).
+    fn of(r: &crate::check::CheckReport, skip_ahead: bool) -> Plan {
         let cut = r.stats.problems_total > r.problems.len() as u64;
         let mut plan = Plan::default();
         let mut counters = false;
@@ -353,6 +636,7 @@ impl Plan {
                     plan.secondaries.insert(*n);
                 }
                 _ if is_counter_problem(p) => counters = true,
+                _ if skip_ahead && p.detail.ends_with(LSN_AHEAD) => {}
                 (_, _, Some(Fix::InodeCrc { ino, .. })) => plan.crcs.push(*ino),
                 (_, _, Some(f @ (Fix::InodeBits { .. } | Fix::ClearAttrFork { .. }))) => {
                     if !plan.bits.contains(f) {
