@@ -49,6 +49,8 @@ count() {
   local all lf
   all=$("$X" ls -R "$1" / 2>/dev/null | grep -vc -e '^$' -e ':$')
   lf=$("$X" ls -R "$1" /lost+found 2>/dev/null | grep -vc -e '^$' -e ':$')
+  # lost+found itself is not a file kept.
+  if "$X" stat "$1" /lost+found >/dev/null 2>&1; then all=$((all - 1)); fi
   echo "$((all - lf)) $lf"
 }
 pass=0; fail=0; undetected=0; noop=0; fewer=0

@@ -26,18 +26,26 @@ anew): a repair of a clean image changes nothing (but for an image marked
 needsrepair by an interrupted repair, whose log is cleared again).
 
 Then the filesystem is checked as `xfskit check` checks it, which finds what
-xfs_repair -n finds; then what
-xfskit can fix so far is fixed: secondary superblocks that differ from a sound
-primary are rewritten from it, and, when nothing else is wrong, the AG
-headers' counters are set to what their btrees hold and the superblock's inode
-and free block counters to the sums over the AGs. A v5 filesystem carries the
-needsrepair feature while these are written, so no kernel mounts it half
-repaired; a repair that was interrupted is finished by running it again.
-Last, the filesystem is checked again and what is still wrong is listed as
-not repaired: rebuilding the btrees and fixing inodes, directories and links
-is not in xfskit yet, and xfs_repair may fix those. Metadata stamped with an
-LSN at or past the log head, which the kernel refuses, gets the log formatted
-past it, as xfs_repair formats it.
+xfs_repair -n finds; then the fixes are made in rounds, each followed by the
+check, until nothing more can be fixed: secondary superblocks rewritten from a
+sound primary; AG header counters set to what their btrees hold and the
+superblock's counters to the sums over the AGs, when the btrees are sound;
+inode CRCs, magic numbers and versions written again on otherwise sound
+inodes, stray flags and fields cleared, nblocks set to what the forks map, an
+unreadable attribute fork cleared; and, through the journal, inodes that
+cannot be decoded cleared, reverse mappings no owner holds removed, blocks
+nothing uses freed, link counts set, entries naming free inodes removed, entry
+file types and '..' set right, parent pointers made to match the entries, and
+every inode no directory names named again: back in its old directory under
+its old name where a parent pointer says it, else in lost+found (under the
+parent pointer's name, or its inode number). Fixes that allocate or free space
+wait until nothing unfixable is wrong. A v5 filesystem carries the needsrepair
+feature while fixes are written, so no kernel mounts it half repaired; a
+repair that was interrupted is finished by running it again. Last, what is
+still wrong is listed as not repaired: rebuilding damaged btrees, extent maps
+and directory blocks is not in xfskit yet, and xfs_repair may fix those.
+Metadata stamped with an LSN at or past the log head, which the kernel
+refuses, gets the log formatted past it, as xfs_repair formats it.
 
 --dry-run says what would be done and writes nothing (the log is replayed in
 memory for the check; with --zero-log the check reads the filesystem without

@@ -41,7 +41,11 @@ impl Dir<'_, '_> {
     }
 
     fn bad(&self, db: u64, d: String) {
-        self.ctx.sink.error(self.map.corrupt(db, d));
+        let ino = self.map.ino();
+        match super::dirs::reset_fix(self.ctx, ino) {
+            Some(f) => self.ctx.sink.error_fix(self.map.corrupt(db, d), ino, f),
+            None => self.ctx.sink.error(self.map.corrupt(db, d)),
+        }
     }
 }
 

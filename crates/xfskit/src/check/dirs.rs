@@ -35,6 +35,22 @@ fn push(
     });
 }
 
+/// The fix of a damaged directory on a filesystem with parent pointers:
+/// it is emptied and each of its children, named by its parent pointer,
+/// is put back (none without parent pointers, where the names would be
+/// lost).
+pub(crate) fn reset_fix(ctx: &Ctx<'_>, dir: u64) -> Option<super::Fix> {
+    crate::namespace::pptr::enabled(ctx.fs.geometry()).then_some(super::Fix::ResetDir { ino: dir })
+}
+
+/// Reports damage of directory `dir`, with [`reset_fix`].
+fn dir_error(ctx: &Ctx<'_>, dir: u64, e: crate::Error) {
+    match reset_fix(ctx, dir) {
+        Some(f) => ctx.sink.error_fix(e, dir, f),
+        None => ctx.sink.error(e),
+    }
+}
+
 /// Reads directory `ino`'s entries into `out`; problems go to the sink.
 pub(crate) fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
     ctx.counters.directories.fetch_add(1, Ordering::Relaxed);
@@ -44,7 +60,10 @@ pub(crate) fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
         Err(e) => {
             // Keep nothing of a directory that cannot be read whole.
             out.entries.truncate(e0);
-            return ctx.sink.error_in(e, ino.ino.0);
+            return match reset_fix(ctx, ino.ino.0) {
+                Some(f) => ctx.sink.error_fix(e, ino.ino.0, f),
+                None => ctx.sink.error_in(e, ino.ino.0),
+            };
         }
     };
     if matches!(ino.format, ForkFormat::Extents | ForkFormat::Btree) {
@@ -73,18 +92,25 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize) -> Res
                     let dots = e.name == b"." || e.name == b"..";
                     let ftype = ctx.fs.geometry().features.ftype;
                     if dots && ftype && e.file_type != Some(FileType::Dir) {
-                        ctx.sink.error(map.corrupt(
-                            db,
-                            format!(
-                                "'{}' entry has file type {:?}",
-                                String::from_utf8_lossy(e.name),
-                                e.file_type
+                        dir_error(
+                            ctx,
+                            dir.ino.0,
+                            map.corrupt(
+                                db,
+                                format!(
+                                    "'{}' entry has file type {:?}",
+                                    String::from_utf8_lossy(e.name),
+                                    e.file_type
+                                ),
                             ),
-                        ));
+                        );
                     }
                     if e.name == b"." && e.ino.0 != dir.ino.0 {
-                        ctx.sink
-                            .error(map.corrupt(db, format!("'.' points at inode {}", e.ino.0)));
+                        dir_error(
+                            ctx,
+                            dir.ino.0,
+                            map.corrupt(db, format!("'.' points at inode {}", e.ino.0)),
+                        );
                     }
                     if e.name == b".." {
                         if db == 0 {
@@ -103,13 +129,14 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize) -> Res
             let mut dbs = map.dbs_below(u64::MAX);
             let single = dbs.next() == Some(0) && dbs.next().is_none();
             if single && dir.size != bsize {
-                ctx.sink.add(
+                ctx.sink.add_maybe(
                     "directory",
                     crate::error::Location::Inode(dir.ino.0),
                     format!(
                         "single-block directory of size {}, not its block size {bsize}",
                         dir.size
                     ),
+                    reset_fix(ctx, dir.ino.0),
                 );
             }
             if parent.is_none() {
@@ -118,7 +145,7 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize) -> Res
                 } else {
                     "first directory block is missing"
                 };
-                ctx.sink.error(map.corrupt(0, why));
+                dir_error(ctx, dir.ino.0, map.corrupt(0, why));
             }
             Ok(parent)
         }
@@ -143,13 +170,14 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize) -> Res
                     .map(|e| 3 + e.name.len() + ftype_len + inosz)
                     .sum::<usize>();
             if dir.size != used as u64 {
-                ctx.sink.add(
+                ctx.sink.add_maybe(
                     "directory",
                     crate::error::Location::Inode(dir.ino.0),
                     format!(
                         "short form size {}, its header and entries take {used}",
                         dir.size
                     ),
+                    reset_fix(ctx, dir.ino.0),
                 );
             }
             // Each entry keeps the offset it would have in a data block:
@@ -161,24 +189,26 @@ fn read_entries(ctx: &Ctx<'_>, dir: &Inode, out: &mut NsBatch, e0: usize) -> Res
             for e in &sf.entries {
                 let off = usize::from(e.offset);
                 if off < next || off >= ctx.fs.geometry().dir_blk_size as usize {
-                    ctx.sink.add(
+                    ctx.sink.add_maybe(
                         "directory",
                         crate::error::Location::Inode(dir.ino.0),
                         format!(
                             "short form entry '{}' has offset {off}, the entry before ends at {next}",
                             String::from_utf8_lossy(e.name)
                         ),
-                    );
+                    reset_fix(ctx, dir.ino.0),
+                );
                 }
                 next = next.max(off) + crate::dir::data::entry_size(e.name.len(), ftype);
             }
             let mut names: Vec<&[u8]> = sf.entries.iter().map(|e| e.name).collect();
             names.sort_unstable();
             if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-                ctx.sink.add(
+                ctx.sink.add_maybe(
                     "directory",
                     crate::error::Location::Inode(dir.ino.0),
                     format!("two entries named '{}'", String::from_utf8_lossy(w[0])),
+                    reset_fix(ctx, dir.ino.0),
                 );
             }
             for e in &sf.entries {
@@ -217,7 +247,10 @@ fn check_dir_index(ctx: &Ctx<'_>, ino: &Inode) {
             }
         };
         if let Err(e) = map.read(db, &v) {
-            ctx.sink.error_in(e, ino.ino.0);
+            match reset_fix(ctx, ino.ino.0) {
+                Some(f) => ctx.sink.error_fix(e, ino.ino.0, f),
+                None => ctx.sink.error_in(e, ino.ino.0),
+            }
         }
     }
 }

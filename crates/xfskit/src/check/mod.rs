@@ -176,6 +176,14 @@ pub enum Fix {
         /// The inode.
         ino: u64,
     },
+    /// A directory whose blocks or entries are damaged, emptied (its
+    /// blocks freed, its '..' from its parent pointer) on a filesystem
+    /// with parent pointers: its children, disconnected then, are put back
+    /// by their parent pointers.
+    ResetDir {
+        /// The directory.
+        ino: u64,
+    },
     /// An allocated inode that cannot be decoded, cleared (freed, as
     /// xfs_repair clears it); entries naming it go in a later round.
     ClearInode {

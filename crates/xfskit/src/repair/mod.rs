@@ -674,7 +674,20 @@ impl Plan {
                 _ => None,
             })
             .collect();
+        // Entries of a directory that is emptied go with it.
+        let reset: BTreeSet<u64> = ns
+            .iter()
+            .filter_map(|(f, _)| match f {
+                Fix::ResetDir { ino } => Some(*ino),
+                _ => None,
+            })
+            .collect();
         for (f, p) in ns {
+            if let Fix::DropEntry { dir, .. } | Fix::EntryType { dir, .. } = &f {
+                if reset.contains(dir) {
+                    continue;
+                }
+            }
             let allocates = matches!(
                 f,
                 Fix::DropEntry { .. }
@@ -682,6 +695,7 @@ impl Plan {
                     | Fix::ClearInode { .. }
                     | Fix::DropRmap { .. }
                     | Fix::FreeBlocks { .. }
+                    | Fix::ResetDir { .. }
                     | Fix::AddParent { .. }
                     | Fix::DropParent { .. }
             );

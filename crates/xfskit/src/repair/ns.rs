@@ -37,7 +37,8 @@ fn rank(f: &Fix) -> u8 {
         Fix::DropRmap { .. } => 1,
         Fix::FreeBlocks { .. } => 1,
         Fix::Nlink { .. } => 1,
-        Fix::DropEntry { .. } => 2,
+        Fix::ResetDir { .. } => 2,
+        Fix::DropEntry { .. } => 3,
         Fix::EntryType { .. } => 3,
         Fix::DotDot { .. } => 4,
         Fix::DropParent { .. } => 5,
@@ -83,6 +84,9 @@ pub(crate) fn describe(f: &Fix) -> String {
         Fix::ClearAttrFork { ino } => {
             format!("inode {ino}: attribute fork cleared (it cannot be read)")
         }
+        Fix::ResetDir { ino } => format!(
+            "directory {ino}: emptied (it cannot be read whole), its entries put back from its children's parent pointers"
+        ),
         Fix::InodeBits {
             ino,
             offset,
@@ -290,6 +294,42 @@ fn apply_one(fs: &Fs, f: &Fix) -> Result<String> {
             )
         }
         Fix::Disconnected { ino } => reconnect(fs, &mut tp, Ino(*ino))?,
+        Fix::ResetDir { ino } => {
+            let ino = Ino(*ino);
+            tp.lock_inode(ino);
+            let mut dp = dir_inode(&mut tp, ino.0)?;
+            let root = fs.geometry().root_ino;
+            // Its parent: the root's is itself; another's, the first of its
+            // parent pointers naming a live directory (the root otherwise,
+            // until a later round points '..' at whichever names it).
+            let mut parent = root;
+            if ino != root {
+                for (_, p, g) in crate::attr::parent_pointers(fs, &dp).unwrap_or_default() {
+                    if p != ino.0 && live_dir(&mut tp, p, Some(g)).is_some() {
+                        parent = Ino(p);
+                        break;
+                    }
+                }
+            }
+            if matches!(
+                dp.format,
+                crate::inode::ForkFormat::Extents | crate::inode::ForkFormat::Btree
+            ) {
+                crate::bmap::unmap_range(&mut tp, &mut dp, crate::inode::Fork::Data, 0, u64::MAX)?;
+            }
+            dp.format = crate::inode::ForkFormat::Local;
+            dp.data_fork.clear();
+            dp.size = 0;
+            crate::dir::write::init(&mut tp, &mut dp, parent)?;
+            dp.nlink = 2;
+            let now = fs.now()?;
+            fs.touch_dir(&mut dp, now)?;
+            tp.log_inode(&dp)?;
+            format!(
+                "directory {}: emptied (it could not be read whole), '..' set to {}; its children return by their parent pointers",
+                ino.0, parent.0
+            )
+        }
     };
     tp.commit()?;
     Ok(words)
@@ -306,16 +346,20 @@ fn dir_inode(tp: &mut Trans<'_>, ino: u64) -> Result<Inode> {
 /// A directory that can take `name`: allocated, a directory, and (when
 /// `gen` is given) of that generation, with no entry of the name.
 fn takes(tp: &mut Trans<'_>, dir: u64, gen: Option<u32>, name: &[u8]) -> Result<Option<Inode>> {
-    let Ok(dp) = tp.read_inode(Ino(dir)) else {
+    let Some(dp) = live_dir(tp, dir, gen) else {
         return Ok(None);
     };
-    if dp.file_type != FileType::Dir || dp.nlink == 0 || gen.is_some_and(|g| g != dp.gen) {
-        return Ok(None);
-    }
     if crate::dir::write::lookup(tp, &dp, name)?.is_some() {
         return Ok(None);
     }
     Ok(Some(dp))
+}
+
+/// Directory `dir` when it is allocated (and of generation `gen`).
+fn live_dir(tp: &mut Trans<'_>, dir: u64, gen: Option<u32>) -> Option<Inode> {
+    let dp = tp.read_inode(Ino(dir)).ok()?;
+    (dp.file_type == FileType::Dir && dp.nlink != 0 && gen.is_none_or(|g| g == dp.gen))
+        .then_some(dp)
 }
 
 /// The lost+found directory under the root, made when missing.
