@@ -73,7 +73,9 @@ fn superblock_damage_is_repaired_as_xfs_repair_would() {
     let t = TempDir::new("repair-sb");
     let d = t.path();
     let base = image(&bin, d, "base.img");
-    let cases: [(&str, &str); 6] = [
+    let cases: [(&str, &str); 7] = [
+        // AG headers whose identity alone is damaged.
+        ("ag-ident", "-c 'agf 1' -c 'fuzz -d magicnum zeroes' -c 'agi 2' -c 'fuzz -d seqno ones' -c 'agfl 3' -c 'fuzz -d uuid zeroes'"),
         ("fdblocks", "-c 'sb 0' -c 'write -d fdblocks 1234'"),
         ("icount-ifree", "-c 'sb 0' -c 'write -d icount 999' -c 'write -d ifree 7'"),
         ("secondary-dblocks", "-c 'sb 2' -c 'write -d dblocks 77'"),
@@ -364,7 +366,30 @@ fn namespace_damage_is_repaired_keeping_names() {
         let i_f1 = entry_index(&bin, base, d1, false, "f1");
         let i_d2 = entry_index(&bin, base, d1, false, "d2");
         let i_b = entry_index(&bin, base, big, true, "file10");
+        let f2 = ino_of(base, "/s/d1/d2/f2");
         let cases: Vec<(&str, String)> = vec![
+            // Inode cores: rewritten in place, the file kept.
+            ("crc", format!("-c 'inode {f1}' -c 'write -c core.gen 5'")),
+            (
+                "magic",
+                format!("-c 'inode {f1}' -c 'write -d core.magic 0'"),
+            ),
+            (
+                "onlink",
+                format!("-c 'inode {f2}' -c 'write -d core.onlink 7'"),
+            ),
+            (
+                "attr-fork",
+                format!("-c 'inode {f2}' -c 'fuzz -d core.aformat add'"),
+            ),
+            // An inode that cannot be decoded: cleared, as xfs_repair does.
+            ("cleared", format!("-c 'inode {f1}' -c 'write core.mode 0'")),
+            // A directory block that cannot be read: emptied and refilled
+            // from the parent pointers (left alone without them).
+            (
+                "dir-block",
+                format!("-c 'inode {big}' -c 'dblock 0' -c 'fuzz -d bu[3].namelen zeroes'"),
+            ),
             (
                 "nlink",
                 format!("-c 'inode {f1}' -c 'write core.nlinkv2 3'"),
@@ -392,6 +417,9 @@ fn namespace_damage_is_repaired_keeping_names() {
         ];
         let whole = tree(base);
         for (name, cmds) in cases {
+            if name == "dir-block" && !with_pptr {
+                continue;
+            }
             let tag = format!("{}-{name}", if with_pptr { "pptr" } else { "plain" });
             let img = d.join(format!("{tag}.img"));
             let theirs = d.join(format!("{tag}.theirs.img"));
@@ -434,8 +462,13 @@ fn namespace_damage_is_repaired_keeping_names() {
             ));
             let ours = tree(&img);
             let them = tree(&theirs);
-            let lost = matches!(name, "lost-file" | "lost-dir" | "block-dir");
-            if with_pptr || !lost {
+            let lost = matches!(name, "lost-file" | "lost-dir" | "block-dir" | "dir-block");
+            if name == "cleared" {
+                // The file whose inode was cleared is gone, as with
+                // xfs_repair.
+                assert_eq!(ours, them, "{tag}: differs from xfs_repair's result\n{out}");
+                assert!(!ours.contains(" f1"), "{tag}: {ours}");
+            } else if with_pptr || !lost {
                 // Every name back where it was: the parent pointers say
                 // where a lost name was.
                 assert_eq!(

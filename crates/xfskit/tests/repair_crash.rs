@@ -199,8 +199,10 @@ fn repair_finishes_after_a_crash_at_every_write() {
 
 /// The namespace fixes, crashed at every write: on an image of mkfs.xfs
 /// 7.2's defaults (parent pointers), a file's entry made to point at a
-/// free inode (the file is put back under its name by its parent pointer)
-/// and another file's link count made wrong. After each crash a second
+/// free inode (the file is put back under its name by its parent pointer),
+/// another file's link count made wrong, a block directory's entry
+/// damaged (the directory emptied and its 40 files put back) and an
+/// inode's mode zeroed (the inode cleared, its entry removed). After each crash a second
 /// repair leaves a clean filesystem where both files have their names.
 #[test]
 fn namespace_repair_finishes_after_a_crash_at_every_write() {
@@ -219,6 +221,7 @@ fn namespace_repair_finishes_after_a_crash_at_every_write() {
         &["-q", "-f", base.to_str().unwrap()],
     );
     assert!(ok, "mkfs.xfs 7.2: {out}");
+    let mut big_gone = (0, 0);
     let (d1, f1, other) = {
         let fs = open_rw(&base);
         let root = fs.geometry().root_ino;
@@ -231,7 +234,23 @@ fn namespace_repair_finishes_after_a_crash_at_every_write() {
         let other = fs
             .create(root, b"other", &NodeKind::File { size: 0 }, &meta(0o644, 0))
             .unwrap();
+        let big = fs
+            .create(root, b"big", &NodeKind::Dir, &meta(0o755, 0))
+            .unwrap();
+        for i in 0..40 {
+            fs.create(
+                big,
+                format!("file{i}").as_bytes(),
+                &NodeKind::File { size: 0 },
+                &meta(0o644, 0),
+            )
+            .unwrap();
+        }
+        let gone = fs
+            .create(root, b"gone", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+            .unwrap();
         fs.sync().unwrap();
+        big_gone = (big.0, gone.0);
         (d1.0, f1.0, other.0)
     };
     let _ = f1;
@@ -247,6 +266,16 @@ fn namespace_repair_finishes_after_a_crash_at_every_write() {
             &format!("inode {other}"),
             "-c",
             "write core.nlinkv2 4",
+            "-c",
+            &format!("inode {}", big_gone.0),
+            "-c",
+            "dblock 0",
+            "-c",
+            "fuzz -d bu[3].namelen zeroes",
+            "-c",
+            &format!("inode {}", big_gone.1),
+            "-c",
+            "write core.mode 0",
             base.to_str().unwrap(),
         ],
     );
@@ -255,10 +284,11 @@ fn namespace_repair_finishes_after_a_crash_at_every_write() {
         let fs = Fs::from_device(Box::new(Shared(dev)), &OpenOptions::default()).unwrap();
         let r = xfskit::check::check(&fs, &Default::default()).unwrap();
         assert!(r.is_clean(), "{what}: check after repair: {:?}", r.problems);
-        for p in [&b"/d1/f1"[..], b"/other"] {
+        for p in [&b"/d1/f1"[..], b"/other", b"/big/file0", b"/big/file39"] {
             fs.lookup_path(p)
                 .unwrap_or_else(|e| panic!("{what}: {}: {e}", String::from_utf8_lossy(p)));
         }
+        assert!(fs.lookup_path(b"/gone").is_err(), "{what}: /gone is back");
     };
     let dev = Arc::new(CrashDevice::new(&base, None, false));
     let r = repair(dev.clone(), &RepairOptions::default()).unwrap();

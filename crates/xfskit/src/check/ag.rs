@@ -70,9 +70,59 @@ fn read_hdr(
     {
         Ok(b) => Some(b),
         Err(e) => {
+            // A header that is sound once its identity is written again
+            // is read so, with that fix.
+            let at = Daddr(ag0.0 + sector * spd);
+            let mut raw = vec![0u8; geo.sect_size as usize];
+            if ctx.fs.read_bytes(at.bytes(), &mut raw).is_ok() {
+                set_ident(geo, agno, sector, &mut raw);
+                if v.check_structure(geo, at, &raw).is_ok() {
+                    ctx.sink
+                        .error_fix(e, u64::MAX, super::Fix::AgHeaderIdent { agno, sector });
+                    return Some(raw.into());
+                }
+            }
             ctx.sink.error(e);
             None
         }
+    }
+}
+
+/// Writes the identity of AG header `sector` (1 AGF, 2 AGI, 3 AGFL) of AG
+/// `agno` into `raw`: magic number, version, AG number, AG length and (v5)
+/// UUID, and stamps its CRC.
+pub(crate) fn set_ident(geo: &crate::geometry::Geometry, agno: u32, sector: u64, raw: &mut [u8]) {
+    use std::mem::offset_of;
+    use xfs_format::ag::{AgflHdr, Agi};
+    let put = |raw: &mut [u8], at: usize, v: u32| raw[at..at + 4].copy_from_slice(&v.to_be_bytes());
+    let len = geo.ag_len(AgNumber(agno));
+    let (uuid, crc) = match sector {
+        1 => {
+            put(raw, offset_of!(Agf, agf_magicnum), xag::XFS_AGF_MAGIC);
+            put(raw, offset_of!(Agf, agf_versionnum), 1);
+            put(raw, offset_of!(Agf, agf_seqno), agno);
+            put(raw, offset_of!(Agf, agf_length), len);
+            (offset_of!(Agf, agf_uuid), xag::XFS_AGF_CRC_OFF)
+        }
+        2 => {
+            put(raw, offset_of!(Agi, agi_magicnum), xag::XFS_AGI_MAGIC);
+            put(raw, offset_of!(Agi, agi_versionnum), 1);
+            put(raw, offset_of!(Agi, agi_seqno), agno);
+            put(raw, offset_of!(Agi, agi_length), len);
+            (offset_of!(Agi, agi_uuid), xag::XFS_AGI_CRC_OFF)
+        }
+        _ => {
+            if !geo.v5 {
+                return;
+            }
+            put(raw, offset_of!(AgflHdr, agfl_magicnum), xag::XFS_AGFL_MAGIC);
+            put(raw, offset_of!(AgflHdr, agfl_seqno), agno);
+            (offset_of!(AgflHdr, agfl_uuid), xag::XFS_AGFL_CRC_OFF)
+        }
+    };
+    if geo.v5 {
+        raw[uuid..uuid + 16].copy_from_slice(&geo.meta_uuid);
+        xfs_format::crc::stamp(raw, crc);
     }
 }
 

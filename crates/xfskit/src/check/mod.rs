@@ -57,6 +57,7 @@ mod sb;
 pub mod space;
 use crate::spill;
 
+pub(crate) use ag::set_ident as set_ag_ident;
 pub use ns::DEFAULT_MEMORY;
 
 use crate::error::{Error, Location, Result};
@@ -183,6 +184,15 @@ pub enum Fix {
     ResetDir {
         /// The directory.
         ino: u64,
+    },
+    /// An AG header (AGF, AGI or AGFL) whose identity alone is wrong (its
+    /// magic number, version, AG number, AG length, UUID or CRC), which
+    /// is otherwise sound: those written again, as xfs_repair writes them.
+    AgHeaderIdent {
+        /// Its AG.
+        agno: u32,
+        /// Its sector in the AG (1 AGF, 2 AGI, 3 AGFL).
+        sector: u64,
     },
     /// An allocated inode that cannot be decoded, cleared (freed, as
     /// xfs_repair clears it); entries naming it go in a later round.

@@ -638,7 +638,15 @@ impl Plan {
                 _ if is_counter_problem(p) => counters = true,
                 _ if skip_ahead && p.detail.ends_with(LSN_AHEAD) => {}
                 (_, _, Some(Fix::InodeCrc { ino, .. })) => plan.crcs.push(*ino),
-                (_, _, Some(f @ (Fix::InodeBits { .. } | Fix::ClearAttrFork { .. }))) => {
+                (
+                    _,
+                    _,
+                    Some(
+                        f @ (Fix::InodeBits { .. }
+                        | Fix::ClearAttrFork { .. }
+                        | Fix::AgHeaderIdent { .. }),
+                    ),
+                ) => {
                     if !plan.bits.contains(f) {
                         plan.bits.push(f.clone())
                     }
@@ -704,7 +712,13 @@ impl Plan {
                     continue;
                 }
             }
-            if allocates && !sound {
+            // Space changes wait for a check after this round's in-place
+            // fixes: what a damaged header or inode hid is then seen (an
+            // AG whose AGF could not be read shows all its blocks as
+            // unused until then).
+            let in_place =
+                !plan.crcs.is_empty() || !plan.bits.is_empty() || !plan.fields.is_empty();
+            if allocates && (!sound || in_place) {
                 plan.other.push(p);
             } else if !plan.ns.contains(&f) {
                 plan.ns.push(f);
@@ -842,6 +856,17 @@ fn write_headers(
                 clear,
                 set,
             } => (ino, vec![(offset, width, clear, set)]),
+            Fix::AgHeaderIdent { agno, sector } => {
+                let at = geo
+                    .agb_to_daddr(crate::geometry::AgNumber(agno), crate::geometry::AgBlock(0))
+                    .bytes()
+                    + sector * sect as u64;
+                let mut h = vec![0u8; sect];
+                dev.read_at(&mut h, at).map_err(Error::Io)?;
+                crate::check::set_ag_ident(geo, agno, sector, &mut h);
+                dev.write_at(&h, at).map_err(Error::Io)?;
+                continue;
+            }
             Fix::ClearAttrFork { ino } => {
                 use std::mem::offset_of;
                 use xfs_format::inode::Dinode;

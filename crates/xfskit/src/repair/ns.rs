@@ -30,6 +30,7 @@ pub(crate) const LOST_FOUND: &[u8] = b"lost+found";
 fn rank(f: &Fix) -> u8 {
     match f {
         Fix::AgField(_)
+        | Fix::AgHeaderIdent { .. }
         | Fix::InodeCrc { .. }
         | Fix::InodeBits { .. }
         | Fix::ClearAttrFork { .. } => 0,
@@ -51,7 +52,11 @@ fn rank(f: &Fix) -> u8 {
 pub(crate) fn is_ns(f: &Fix) -> bool {
     !matches!(
         f,
-        Fix::AgField(_) | Fix::InodeCrc { .. } | Fix::InodeBits { .. } | Fix::ClearAttrFork { .. }
+        Fix::AgField(_)
+            | Fix::AgHeaderIdent { .. }
+            | Fix::InodeCrc { .. }
+            | Fix::InodeBits { .. }
+            | Fix::ClearAttrFork { .. }
     )
 }
 
@@ -84,6 +89,10 @@ pub(crate) fn describe(f: &Fix) -> String {
         Fix::ClearAttrFork { ino } => {
             format!("inode {ino}: attribute fork cleared (it cannot be read)")
         }
+        Fix::AgHeaderIdent { agno, sector } => format!(
+            "AG {agno} {}: magic number, version, AG number, length, UUID and CRC written again",
+            ["", "AGF", "AGI", "AGFL"][(*sector as usize).min(3)]
+        ),
         Fix::ResetDir { ino } => format!(
             "directory {ino}: emptied (it cannot be read whole), its entries put back from its children's parent pointers"
         ),
@@ -170,6 +179,7 @@ fn apply_one(fs: &Fs, f: &Fix) -> Result<String> {
     let mut tp = fs.trans()?;
     let words = match f {
         Fix::AgField(_)
+        | Fix::AgHeaderIdent { .. }
         | Fix::InodeCrc { .. }
         | Fix::InodeBits { .. }
         | Fix::ClearAttrFork { .. } => {
