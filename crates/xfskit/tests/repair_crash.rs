@@ -221,8 +221,7 @@ fn namespace_repair_finishes_after_a_crash_at_every_write() {
         &["-q", "-f", base.to_str().unwrap()],
     );
     assert!(ok, "mkfs.xfs 7.2: {out}");
-    let mut big_gone = (0, 0);
-    let (d1, f1, other) = {
+    let (d1, f1, other, big_gone) = {
         let fs = open_rw(&base);
         let root = fs.geometry().root_ino;
         let d1 = fs
@@ -250,8 +249,7 @@ fn namespace_repair_finishes_after_a_crash_at_every_write() {
             .create(root, b"gone", &NodeKind::File { size: 0 }, &meta(0o644, 0))
             .unwrap();
         fs.sync().unwrap();
-        big_gone = (big.0, gone.0);
-        (d1.0, f1.0, other.0)
+        (d1.0, f1.0, other.0, (big.0, gone.0))
     };
     let _ = f1;
     let (ok, out) = run(
