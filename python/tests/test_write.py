@@ -183,3 +183,40 @@ def test_repair_and_undo(tmp_path):
     u = xfskit.undo(undo, img)
     assert u["bytes"] > 0 and not u["torn_tail"]
     assert img.read_bytes() == damaged
+
+
+def test_repair_puts_a_lost_file_back_and_fixes_link_counts(tmp_path):
+    """xfskit.repair on namespace damage made with Debian's xfs_db: a file's
+    entry pointed at a free inode (the file lands in lost+found under its
+    inode number, as xfs_repair puts it there, on a filesystem without
+    parent pointers) and another file's link count made wrong."""
+    img = tmp_path / "ns.img"
+    xfskit.mkfs(img, size="320m", defaults="6.1")
+    with xfskit.open(img, writable=True) as fs:
+        fs.makedirs("/d")
+        for name in ("a", "b"):
+            with fs.open(f"/d/{name}", "wb") as f:
+                f.write(name.encode() * 10)
+    with xfskit.open(img) as fs:
+        d, a, b = (fs.stat(p).st_ino for p in ("/d", "/d/a", "/d/b"))
+    out = run(tool("xfs_db", False) + ["-r", "-c", f"inode {d}", "-c", "print u3", str(img)]).stdout
+    index = next(
+        line.split("[")[1].split("]")[0]
+        for line in out.splitlines()
+        if line.strip().endswith('.name = "a"')
+    )
+    run(
+        tool("xfs_db", False)
+        + ["-x", "-c", f"inode {d}", "-c", f"write u3.sfdir3.list[{index}].inumber.i4 {d + 40}",
+           "-c", f"inode {b}", "-c", "write core.nlinkv2 5", str(img)]
+    )
+    assert repair_n(img).returncode != 0
+    r = xfskit.repair(img)
+    assert r["clean"], r
+    assert any("lost+found" in f for f in r["fixes"]), r
+    assert repair_n(img).returncode == 0
+    with xfskit.open(img) as fs:
+        with fs.open(f"/lost+found/{a}", "rb") as f:
+            assert f.read() == b"a" * 10
+        assert fs.stat("/d/b").st_nlink == 1
+        assert sorted(fs.listdir("/d")) == ["b"]

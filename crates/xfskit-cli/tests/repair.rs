@@ -869,3 +869,50 @@ fn a_log_behind_the_metadata_lsns_is_formatted_past_them() {
     let again = xfskit_ok(&["repair", i]);
     assert!(again.contains("nothing to repair"), "{again}");
 }
+
+/// CI's sample of scripts/repair-sweep.sh (fstests' offline fuzz-repair
+/// method): the first three fields of each target structure (inode cores
+/// of a file and a directory, a short-form and a block directory, AGF,
+/// AGI), fuzzed with zeroes and ones by xfs_db 7.2: every case check
+/// flags is repaired to an image that check and xfs_repair -n 7.2 call
+/// clean, keeping at least the files xfs_repair keeps.
+#[test]
+fn fuzz_repair_sample_is_repaired_clean() {
+    let Some(bin) = bin72() else {
+        skip(
+            "fuzz_repair_sample_is_repaired_clean",
+            "no xfsprogs 7.2 at ../shared/xfsprogs-7.2",
+        );
+        return;
+    };
+    let t = TempDir::new("repair-sweep");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/repair-sweep.sh");
+    let o = std::process::Command::new("bash")
+        .arg(&script)
+        .env("XFSPROGS", &bin)
+        .env("XFSKIT", env!("CARGO_BIN_EXE_xfskit"))
+        .env("OUT", t.path())
+        .env("MAXFIELDS", "3")
+        .env("VERBS", "zeroes ones")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let summary = out
+        .lines()
+        .find(|l| l.starts_with("summary: "))
+        .unwrap_or_else(|| panic!("no summary:\n{out}\n{}", String::from_utf8_lossy(&o.stderr)));
+    let n = |what: &str| -> u64 {
+        summary
+            .split(", ")
+            .find_map(|p| p.trim_start_matches("summary: ").strip_prefix(what))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no '{what}' in {summary}"))
+    };
+    eprintln!("{summary}");
+    assert!(o.status.success(), "{out}");
+    assert_eq!(n("not clean "), 0, "{out}");
+    assert_eq!(n("kept fewer files than xfs_repair "), 0, "{out}");
+    assert_eq!(n("not detected by check "), 0, "{out}");
+    // Six structures, three fields, two verbs: most cases change something.
+    assert!(n("repaired clean ") >= 20, "{out}");
+}

@@ -428,19 +428,26 @@ fn check_agfl(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
         agf.agf_flcount.get(),
     );
     let loc = || Location::Other(format!("AG {agno} AGF"));
+    let reset = super::Fix::ResetAgfl { agno, size };
     if first >= size || last >= size || count > size {
-        ctx.sink.add(
+        ctx.sink.add_fix(
             "AGF",
             loc(),
             format!("free list first {first}, last {last}, count {count} (list size {size})"),
+            reset,
         );
         return;
     }
-    if count > 0 && (last + size - first) % size + 1 != count {
-        ctx.sink.add(
+    // An empty list has its first entry just past its last (as the kernel
+    // leaves it as the list drains, and resets it): otherwise the next
+    // block put on it would make first, last and count disagree.
+    let empty_ok = count > 0 || (last + 1) % size == first;
+    if !empty_ok || (count > 0 && (last + size - first) % size + 1 != count) {
+        ctx.sink.add_fix(
             "AGF",
             loc(),
             format!("free list from {first} to {last} does not hold {count} entries"),
+            reset,
         );
     }
     let Some(b) = read_hdr(ctx, agno, xag::XFS_AGFL_SECTOR, &Verifier::Agfl { agno }) else {

@@ -41,6 +41,16 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
             },
         )
     };
+    // A directory whose size or format is wrong is emptied and refilled
+    // from its children's parent pointers (where there are some).
+    let dir_bad = |d: String| {
+        let fix = if ino.file_type == FileType::Dir {
+            super::dirs::reset_fix(ctx, ino.ino.0)
+        } else {
+            None
+        };
+        ctx.sink.add_maybe("inode", at(), d, fix)
+    };
     use std::mem::offset_of;
     // Where the extent counts are: large extent counters move them.
     let nrext64 = ino.flags2 & di::XFS_DIFLAG2_NREXT64 != 0;
@@ -280,20 +290,20 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
     };
     if is_dir {
         if ino.size <= dsize as u64 && ino.format != ForkFormat::Local {
-            bad(format!(
+            dir_bad(format!(
                 "directory of {} bytes in {:?} format fits in the inode",
                 ino.size, ino.format
             ));
         }
         if ino.size > DIR_LEAF_OFFSET && (ino.size as i64) >= 0 {
-            bad(format!(
+            dir_bad(format!(
                 "directory size {} is past the data section",
                 ino.size
             ));
         }
     }
     if (is_dir || t == FileType::Symlink) && ino.size == 0 {
-        bad(format!("{t:?} of size 0"));
+        dir_bad(format!("{t:?} of size 0"));
     }
     if t == FileType::Symlink && ino.size > MAX_PATH {
         bad(format!(
@@ -302,7 +312,7 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
         ));
     }
     if ino.format == ForkFormat::Local && ino.size > dsize as u64 && (ino.size as i64) >= 0 {
-        bad(format!(
+        dir_bad(format!(
             "inline data of {} bytes does not fit the {dsize}-byte data fork",
             ino.size
         ));

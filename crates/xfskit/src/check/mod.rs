@@ -194,6 +194,15 @@ pub enum Fix {
         /// Its sector in the AG (1 AGF, 2 AGI, 3 AGFL).
         sector: u64,
     },
+    /// A free list whose first, last and count do not agree, emptied as
+    /// the kernel resets it (first 0, last the list's size - 1, count 0);
+    /// its blocks are freed in a later round.
+    ResetAgfl {
+        /// Its AG.
+        agno: u32,
+        /// Entries the AGFL holds.
+        size: u32,
+    },
     /// An allocated inode that cannot be decoded, cleared (freed, as
     /// xfs_repair clears it); entries naming it go in a later round.
     ClearInode {

@@ -547,7 +547,9 @@ impl<'c, 'a> Tally<'c, 'a> {
             // owner was cleared or is gone, the record goes.
             let fix = match at(b.start) {
                 Location::AgBlock { agno, agbno }
-                    if covered == u64::from(b.start) && !non_inode(b.owner) =>
+                    if covered == u64::from(b.start)
+                        && (!non_inode(b.owner)
+                            || b.owner == xfs_format::btree::XFS_RMAP_OWN_AG) =>
                 {
                     use xfs_format::btree as fb;
                     let mut flags = 0u64;

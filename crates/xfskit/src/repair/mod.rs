@@ -651,6 +651,28 @@ impl Plan {
                         plan.bits.push(f.clone())
                     }
                 }
+                (_, _, Some(Fix::ResetAgfl { agno, size })) => {
+                    use xfs_format::ag::Agf;
+                    for (offset, value, name) in [
+                        (std::mem::offset_of!(Agf, agf_flfirst), 0, "agf_flfirst"),
+                        (
+                            std::mem::offset_of!(Agf, agf_fllast),
+                            size.saturating_sub(1),
+                            "agf_fllast",
+                        ),
+                        (std::mem::offset_of!(Agf, agf_flcount), 0, "agf_flcount"),
+                    ] {
+                        plan.fields.push((
+                            FieldFix {
+                                header: AgHeader::Agf,
+                                agno: *agno,
+                                offset,
+                                value,
+                            },
+                            format!("{name} (the free list emptied)"),
+                        ));
+                    }
+                }
                 (_, _, Some(Fix::AgField(f))) => plan
                     .fields
                     .push((*f, p.detail.split(' ').next().unwrap_or("").to_string())),
@@ -665,7 +687,7 @@ impl Plan {
             plan.other.extend(
                 r.problems
                     .iter()
-                    .filter(|p| matches!(p.fix, Some(Fix::AgField(_))))
+                    .filter(|p| matches!(p.fix, Some(Fix::AgField(_) | Fix::ResetAgfl { .. })))
                     .cloned(),
             );
             plan.fields.clear();
@@ -757,8 +779,13 @@ impl Plan {
         out.extend(self.bits.iter().map(ns::describe));
         for (f, field) in &self.fields {
             let (name, _) = field_name(f);
+            let why = if field.contains('(') {
+                ""
+            } else {
+                ", as counted"
+            };
             out.push(format!(
-                "AG {} {name}: {field} set to {}, as counted",
+                "AG {} {name}: {field} set to {}{why}",
                 f.agno, f.value
             ));
         }

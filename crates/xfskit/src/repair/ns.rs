@@ -31,6 +31,7 @@ fn rank(f: &Fix) -> u8 {
     match f {
         Fix::AgField(_)
         | Fix::AgHeaderIdent { .. }
+        | Fix::ResetAgfl { .. }
         | Fix::InodeCrc { .. }
         | Fix::InodeBits { .. }
         | Fix::ClearAttrFork { .. } => 0,
@@ -54,6 +55,7 @@ pub(crate) fn is_ns(f: &Fix) -> bool {
         f,
         Fix::AgField(_)
             | Fix::AgHeaderIdent { .. }
+            | Fix::ResetAgfl { .. }
             | Fix::InodeCrc { .. }
             | Fix::InodeBits { .. }
             | Fix::ClearAttrFork { .. }
@@ -89,6 +91,7 @@ pub(crate) fn describe(f: &Fix) -> String {
         Fix::ClearAttrFork { ino } => {
             format!("inode {ino}: attribute fork cleared (it cannot be read)")
         }
+        Fix::ResetAgfl { agno, .. } => format!("AG {agno}: free list emptied"),
         Fix::AgHeaderIdent { agno, sector } => format!(
             "AG {agno} {}: magic number, version, AG number, length, UUID and CRC written again",
             ["", "AGF", "AGI", "AGFL"][(*sector as usize).min(3)]
@@ -120,7 +123,8 @@ pub(crate) fn describe(f: &Fix) -> String {
             owner,
             ..
         } => format!(
-            "AG {agno}: reverse mapping of {len} block(s) at {agbno} for owner {owner}, which no longer maps them, removed"
+            "AG {agno}: reverse mapping of {len} block(s) at {agbno} for {}, which no longer maps them, removed",
+            owner_name(*owner)
         ),
         Fix::FreeBlocks { agno, agbno, len } => {
             format!("AG {agno}: {len} block(s) at {agbno} that nothing uses returned to free space")
@@ -142,6 +146,15 @@ pub(crate) fn describe(f: &Fix) -> String {
         Fix::Disconnected { ino } => format!(
             "inode {ino}: named again (in its old directory where a parent pointer says it, else in lost+found)"
         ),
+    }
+}
+
+/// A reverse mapping's owner in words.
+fn owner_name(owner: u64) -> String {
+    if owner == xfs_format::btree::XFS_RMAP_OWN_AG {
+        "the AG's free space btrees and free list".into()
+    } else {
+        format!("inode {owner}")
     }
 }
 
@@ -180,6 +193,7 @@ fn apply_one(fs: &Fs, f: &Fix) -> Result<String> {
     let words = match f {
         Fix::AgField(_)
         | Fix::AgHeaderIdent { .. }
+        | Fix::ResetAgfl { .. }
         | Fix::InodeCrc { .. }
         | Fix::InodeBits { .. }
         | Fix::ClearAttrFork { .. } => {
@@ -214,7 +228,8 @@ fn apply_one(fs: &Fs, f: &Fix) -> Result<String> {
             );
             crate::alloc::rmap_apply(&mut tp, start, *len, *owner, *offset, *flags, false)?;
             format!(
-                "AG {agno}: reverse mapping of {len} block(s) at {agbno} for owner {owner}, which no longer maps them, removed"
+                "AG {agno}: reverse mapping of {len} block(s) at {agbno} for {}, which no longer maps them, removed",
+                owner_name(*owner)
             )
         }
         Fix::FreeBlocks { agno, agbno, len } => {
