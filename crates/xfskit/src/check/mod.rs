@@ -443,13 +443,23 @@ impl Sink {
 
     /// [`Sink::error_in`] of an error that `fix` mends.
     pub(crate) fn error_fix(&self, e: Error, ino: u64, fix: Fix) {
+        // A block named only by its disk address is named with its inode
+        // too (u64::MAX: no inode).
+        let inode = |location: Location| match location {
+            Location::Daddr(d) if ino != u64::MAX => {
+                Location::Other(format!("daddr {d} of inode {ino}"))
+            }
+            other => other,
+        };
         match e {
-            Error::BadCrc { what, location } => self.add_fix(what, location, "bad CRC".into(), fix),
+            Error::BadCrc { what, location } => {
+                self.add_fix(what, inode(location), "bad CRC".into(), fix)
+            }
             Error::Corrupt {
                 what,
                 location,
                 detail,
-            } => self.add_fix(what, location, detail, fix),
+            } => self.add_fix(what, inode(location), detail, fix),
             other => self.error_in(other, ino),
         }
     }
