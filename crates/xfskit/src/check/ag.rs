@@ -447,7 +447,7 @@ fn check_agfl(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
             "AGF",
             loc(),
             format!("free list from {first} to {last} does not hold {count} entries"),
-            reset,
+            reset.clone(),
         );
     }
     let Some(b) = read_hdr(ctx, agno, xag::XFS_AGFL_SECTOR, &Verifier::Agfl { agno }) else {
@@ -464,8 +464,12 @@ fn check_agfl(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
         };
         let at = move || Location::Other(format!("AG {agno} AGFL entry {idx}"));
         if bno >= aglen {
-            ctx.sink
-                .add("AGFL", at(), format!("block {bno} is outside the AG"));
+            ctx.sink.add_fix(
+                "AGFL",
+                at(),
+                format!("block {bno} is outside the AG"),
+                reset.clone(),
+            );
             continue;
         }
         ctx.map

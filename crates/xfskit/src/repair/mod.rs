@@ -687,10 +687,12 @@ impl Plan {
             plan.other.extend(
                 r.problems
                     .iter()
-                    .filter(|p| matches!(p.fix, Some(Fix::AgField(_) | Fix::ResetAgfl { .. })))
+                    .filter(|p| matches!(p.fix, Some(Fix::AgField(_))))
                     .cloned(),
             );
-            plan.fields.clear();
+            // An emptied free list counts nothing: it is made anyway.
+            plan.fields
+                .retain(|(_, name)| name.ends_with("(the free list emptied)"));
         }
         // Fixes that allocate or free (an entry removed may shrink its
         // directory; a reconnection may make lost+found or grow it) wait
