@@ -57,11 +57,11 @@ files=$("$XFSKIT" ls "$IMG" "/$dir" | wc -l)
 other=$("$XFSKIT" ls "$IMG" / | sed -n 2p)
 f1=$(ino "/$other/$("$XFSKIT" ls "$IMG" "/$other" | head -1)")
 f2=$(ino "/$other/$("$XFSKIT" ls "$IMG" "/$other" | sed -n 2p)")
-field=$("$B/xfs_db" -r -c "inode $d" -c "dblock 0" -c print "$IMG" | awk -F' = ' '/hdr.magic/ {print $1; exit}')
+field=$("$B/xfs_db" -r -c "inode $d" -c "dblock 0" -c print "$IMG" | awk -F' = ' '/hdr.magic/ && !f {print $1; f = 1}')
 damage() {
     cp --sparse=always "$IMG" "$1"
     "$B/xfs_db" -x -c "inode $d" -c "dblock 0" -c "fuzz -d $field zeroes" \
-        -c "inode $f1" -c "write -d core.magic 0" -c "inode $f2" -c "write core.nlinkv2 9" "$1" > /dev/null
+        -c "inode $f1" -c "write -d core.magic 0" -c "inode $f2" -c "write core.nlinkv2 9" "$1" > /dev/null 2>&1
 }
 
 LOG=$WORK/log
@@ -88,8 +88,8 @@ printf '%-14s %9.2f %8d M %8.2fx\n' "xfs_repair" "$rs" $((rm / 1024)) "$(echo "$
 for t in xfskit xfs_repair; do
     img=$WORK/$t.img
     if "$B/xfs_repair" -n "$img" > /dev/null 2>&1; then clean=clean; else clean="NOT clean"; fi
-    back=$("$XFSKIT" ls "$img" "/$dir" 2>/dev/null | wc -l)
-    lost=$("$XFSKIT" ls "$img" /lost+found 2>/dev/null | wc -l)
+    back=$({ "$XFSKIT" ls "$img" "/$dir" 2>/dev/null || true; } | wc -l)
+    lost=$({ "$XFSKIT" ls "$img" /lost+found 2>/dev/null || true; } | wc -l)
     echo "$t: xfs_repair -n $clean after; /$dir holds $back of its $files files, lost+found $lost entries"
 done
 echo "($N files in $DIRS directories, $(nproc) CPUs, median of $RUNS runs; \"xfskit is\": times faster)"
