@@ -91,6 +91,46 @@ fn dirty_image(bin: &Path, s: &Scratch) -> std::path::PathBuf {
     dirty
 }
 
+/// Repairs `image` on a device that fails (whole or torn) at its N-th
+/// write, for every N up to `total`: the repair fails, a second one on
+/// what is left is clean, `verify` holds, and every `every`-th case (and
+/// the last) is clean for xfs_repair -n 7.2.
+fn crash_at_every_write(
+    bin: &Path,
+    s: &Scratch,
+    image: &Path,
+    opts: &RepairOptions,
+    total: u64,
+    every: u64,
+    verify: &dyn Fn(Arc<CrashDevice>, &str),
+) {
+    eprintln!("{total} writes; crashing at each, whole and torn");
+    for tear in [false, true] {
+        for n in 1..=total {
+            let what = format!("crash at write {n} of {total} (torn: {tear})");
+            let dev = Arc::new(CrashDevice::new(image, Some(n), tear));
+            assert!(
+                repair(dev.clone(), opts).is_err(),
+                "{what}: the repair succeeded"
+            );
+            dev.revive();
+            let r = repair(dev.clone(), opts)
+                .unwrap_or_else(|e| panic!("{what}: the second repair: {e}"));
+            assert!(r.is_clean(), "{what}: {:?}", r.remaining);
+            verify(dev.clone(), &what);
+            if n % every == 0 || n == total {
+                let img = s.0.join("img");
+                dev.save(image, &img);
+                let (ok, out) = run(
+                    bin.join("xfs_repair").to_str().unwrap(),
+                    &["-n", img.to_str().unwrap()],
+                );
+                assert!(ok, "{what}: xfs_repair -n:\n{out}");
+            }
+        }
+    }
+}
+
 #[test]
 fn zero_log_repair_finishes_after_a_crash_at_every_write() {
     let Some(bin) = xfsprogs_72() else {
@@ -120,31 +160,9 @@ fn zero_log_repair_finishes_after_a_crash_at_every_write() {
         &["-n", full.to_str().unwrap()],
     );
     assert!(ok, "xfs_repair -n after the run without a crash:\n{out}");
-    eprintln!("{total} writes; crashing at each, whole and torn");
-    for tear in [false, true] {
-        for n in 1..=total {
-            let what = format!("crash at write {n} of {total} (torn: {tear})");
-            let dev = Arc::new(CrashDevice::new(&dirty, Some(n), tear));
-            assert!(
-                repair(dev.clone(), &opts).is_err(),
-                "{what}: the repair succeeded"
-            );
-            dev.revive();
-            let r = repair(dev.clone(), &opts)
-                .unwrap_or_else(|e| panic!("{what}: the second repair: {e}"));
-            assert!(r.is_clean(), "{what}: {:?}", r.remaining);
-            check_clean_log_lost(dev.clone(), &what);
-            if n % 5 == 0 || n == total {
-                let img = s.0.join("img");
-                dev.save(&dirty, &img);
-                let (ok, out) = run(
-                    bin.join("xfs_repair").to_str().unwrap(),
-                    &["-n", img.to_str().unwrap()],
-                );
-                assert!(ok, "{what}: xfs_repair -n:\n{out}");
-            }
-        }
-    }
+    crash_at_every_write(&bin, &s, &dirty, &opts, total, 5, &|d, w| {
+        check_clean_log_lost(d, w);
+    });
 }
 
 #[test]
@@ -170,31 +188,15 @@ fn repair_finishes_after_a_crash_at_every_write() {
         &["-n", full.to_str().unwrap()],
     );
     assert!(ok, "xfs_repair -n after the run without a crash:\n{out}");
-    eprintln!("{total} writes; crashing at each, whole and torn");
-    for tear in [false, true] {
-        for n in 1..=total {
-            let what = format!("crash at write {n} of {total} (torn: {tear})");
-            let dev = Arc::new(CrashDevice::new(&dirty, Some(n), tear));
-            assert!(
-                repair(dev.clone(), &RepairOptions::default()).is_err(),
-                "{what}: the repair succeeded"
-            );
-            dev.revive();
-            let r = repair(dev.clone(), &RepairOptions::default())
-                .unwrap_or_else(|e| panic!("{what}: the second repair: {e}"));
-            assert!(r.is_clean(), "{what}: {:?}", r.remaining);
-            check_clean(dev.clone(), &what);
-            if n % 5 == 0 || n == total {
-                let img = s.0.join("img");
-                dev.save(&dirty, &img);
-                let (ok, out) = run(
-                    bin.join("xfs_repair").to_str().unwrap(),
-                    &["-n", img.to_str().unwrap()],
-                );
-                assert!(ok, "{what}: xfs_repair -n:\n{out}");
-            }
-        }
-    }
+    crash_at_every_write(
+        &bin,
+        &s,
+        &dirty,
+        &RepairOptions::default(),
+        total,
+        5,
+        &check_clean,
+    );
 }
 
 /// The namespace fixes, crashed at every write: on an image of mkfs.xfs
@@ -293,29 +295,5 @@ fn namespace_repair_finishes_after_a_crash_at_every_write() {
     assert!(r.is_clean(), "{:?}", r.remaining);
     let total = dev.writes();
     named(dev.clone(), "the run without a crash");
-    eprintln!("{total} writes; crashing at each, whole and torn");
-    for tear in [false, true] {
-        for n in 1..=total {
-            let what = format!("crash at write {n} of {total} (torn: {tear})");
-            let dev = Arc::new(CrashDevice::new(&base, Some(n), tear));
-            assert!(
-                repair(dev.clone(), &RepairOptions::default()).is_err(),
-                "{what}: the repair succeeded"
-            );
-            dev.revive();
-            let r = repair(dev.clone(), &RepairOptions::default())
-                .unwrap_or_else(|e| panic!("{what}: the second repair: {e}"));
-            assert!(r.is_clean(), "{what}: {:?}", r.remaining);
-            named(dev.clone(), &what);
-            if n % 7 == 0 || n == total {
-                let img = s.0.join("img");
-                dev.save(&base, &img);
-                let (ok, out) = run(
-                    bin.join("xfs_repair").to_str().unwrap(),
-                    &["-n", img.to_str().unwrap()],
-                );
-                assert!(ok, "{what}: xfs_repair -n:\n{out}");
-            }
-        }
-    }
+    crash_at_every_write(&bin, &s, &base, &RepairOptions::default(), total, 7, &named);
 }

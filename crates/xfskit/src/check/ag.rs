@@ -78,7 +78,7 @@ fn read_hdr(
                 set_ident(geo, agno, sector, &mut raw);
                 if v.check_structure(geo, at, &raw).is_ok() {
                     ctx.sink
-                        .error_fix(e, u64::MAX, super::Fix::AgHeaderIdent { agno, sector });
+                        .error_with(e, None, Some(super::Fix::AgHeaderIdent { agno, sector }));
                     return Some(raw.into());
                 }
             }

@@ -41,11 +41,9 @@ impl Dir<'_, '_> {
     }
 
     fn bad(&self, db: u64, d: String) {
-        let ino = self.map.ino();
-        match super::dirs::reset_fix(self.ctx, ino) {
-            Some(f) => self.ctx.sink.error_fix(self.map.corrupt(db, d), ino, f),
-            None => self.ctx.sink.error(self.map.corrupt(db, d)),
-        }
+        let fix = super::dirs::reset_fix(self.ctx, self.map.ino());
+        let ino = fix.as_ref().map(|_| self.map.ino());
+        self.ctx.sink.error_with(self.map.corrupt(db, d), ino, fix);
     }
 }
 

@@ -43,12 +43,11 @@ pub(crate) fn reset_fix(ctx: &Ctx<'_>, dir: u64) -> Option<super::Fix> {
     crate::namespace::pptr::enabled(ctx.fs.geometry()).then_some(super::Fix::ResetDir { ino: dir })
 }
 
-/// Reports damage of directory `dir`, with [`reset_fix`].
+/// Reports damage of directory `dir`, with [`reset_fix`] (named with the
+/// directory when the fix is there, as before fixes were known).
 fn dir_error(ctx: &Ctx<'_>, dir: u64, e: crate::Error) {
-    match reset_fix(ctx, dir) {
-        Some(f) => ctx.sink.error_fix(e, dir, f),
-        None => ctx.sink.error(e),
-    }
+    let fix = reset_fix(ctx, dir);
+    ctx.sink.error_with(e, fix.as_ref().map(|_| dir), fix);
 }
 
 /// Reads directory `ino`'s entries into `out`; problems go to the sink.
@@ -60,10 +59,9 @@ pub(crate) fn check_dir(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
         Err(e) => {
             // Keep nothing of a directory that cannot be read whole.
             out.entries.truncate(e0);
-            return match reset_fix(ctx, ino.ino.0) {
-                Some(f) => ctx.sink.error_fix(e, ino.ino.0, f),
-                None => ctx.sink.error_in(e, ino.ino.0),
-            };
+            return ctx
+                .sink
+                .error_with(e, Some(ino.ino.0), reset_fix(ctx, ino.ino.0));
         }
     };
     if matches!(ino.format, ForkFormat::Extents | ForkFormat::Btree) {
@@ -247,10 +245,8 @@ fn check_dir_index(ctx: &Ctx<'_>, ino: &Inode) {
             }
         };
         if let Err(e) = map.read(db, &v) {
-            match reset_fix(ctx, ino.ino.0) {
-                Some(f) => ctx.sink.error_fix(e, ino.ino.0, f),
-                None => ctx.sink.error_in(e, ino.ino.0),
-            }
+            ctx.sink
+                .error_with(e, Some(ino.ino.0), reset_fix(ctx, ino.ino.0));
         }
     }
 }

@@ -52,23 +52,8 @@ pub(crate) fn check_fields(ctx: &Ctx<'_>, ino: &Inode, raw: &[u8]) {
         ctx.sink.add_maybe("inode", at(), d, fix)
     };
     use std::mem::offset_of;
-    // Where the extent counts are: large extent counters move them.
-    let nrext64 = ino.flags2 & di::XFS_DIFLAG2_NREXT64 != 0;
-    let (next_at, next_w, anext_at, anext_w) = if nrext64 {
-        (
-            offset_of!(di::Dinode, di_big_nextents),
-            8,
-            offset_of!(di::Dinode, di_nextents),
-            4,
-        )
-    } else {
-        (
-            offset_of!(di::Dinode, di_nextents),
-            4,
-            offset_of!(di::Dinode, di_anextents),
-            2,
-        )
-    };
+    let ((next_at, next_w), (anext_at, anext_w)) =
+        super::inodes::extent_count_fields(ino.flags2 & di::XFS_DIFLAG2_NREXT64 != 0);
     let (flags_at, flags2_at) = (
         offset_of!(di::Dinode, di_flags),
         offset_of!(di::Dinode, di_flags2),

@@ -175,8 +175,11 @@ fn check_cluster(ctx: &Ctx<'_>, c: &Chunk, first: u32, ino0: Ino, raw: &[u8], ou
                 // Sound but for its attribute fork: checked without it,
                 // the fork to be cleared (xfs_repair clears it too).
                 let inode = without_attr_fork(geo, ino, raw).expect("decoded above");
-                ctx.sink
-                    .error_fix(e, ino.0, super::Fix::ClearAttrFork { ino: ino.0 });
+                ctx.sink.error_with(
+                    e,
+                    Some(ino.0),
+                    Some(super::Fix::ClearAttrFork { ino: ino.0 }),
+                );
                 super::inode_fields::check_fields(ctx, &inode, raw);
                 check_one(ctx, &inode, out)
             }
@@ -193,7 +196,7 @@ fn check_cluster(ctx: &Ctx<'_>, c: &Chunk, first: u32, ino0: Ino, raw: &[u8], ou
                     meta: false,
                 });
                 ctx.sink
-                    .error_fix(e, ino.0, super::Fix::ClearInode { ino: ino.0 })
+                    .error_with(e, Some(ino.0), Some(super::Fix::ClearInode { ino: ino.0 }))
             }
         }
     }
@@ -205,47 +208,95 @@ fn header_only(geo: &crate::geometry::Geometry, ino: Ino, raw: &[u8]) -> Option<
     let version = std::mem::offset_of!(xfs_format::inode::Dinode, di_version);
     let magic = u16::from_be_bytes([raw[0], raw[1]]) != xfs_format::inode::XFS_DINODE_MAGIC
         || (geo.v5 && raw[version] != 3);
-    let crc = !inode::crc_ok(geo, raw);
-    if !magic && !crc {
+    if !magic && inode::crc_ok(geo, raw) {
         return None;
     }
     let mut fixed = raw.to_vec();
-    fixed[..2].copy_from_slice(&xfs_format::inode::XFS_DINODE_MAGIC.to_be_bytes());
-    if geo.v5 {
-        fixed[version] = 3;
-        xfs_format::crc::stamp(&mut fixed, xfs_format::inode::XFS_DINODE_CRC_OFF);
-    }
+    set_header(geo, &mut fixed);
     Inode::decode(geo, ino, &fixed).ok().map(|i| (i, magic))
 }
 
 /// An inode whose attribute fork alone keeps it from being decoded (its
 /// format or offset), decoded without it.
 fn without_attr_fork(geo: &crate::geometry::Geometry, ino: Ino, raw: &[u8]) -> Option<Inode> {
-    use std::mem::offset_of;
-    use xfs_format::inode::Dinode;
+    let forkoff = std::mem::offset_of!(xfs_format::inode::Dinode, di_forkoff);
     let magic = u16::from_be_bytes([raw[0], raw[1]]) == xfs_format::inode::XFS_DINODE_MAGIC;
-    if !magic || !inode::crc_ok(geo, raw) || raw[offset_of!(Dinode, di_forkoff)] == 0 {
+    if !magic || !inode::crc_ok(geo, raw) || raw[forkoff] == 0 {
         return None;
     }
     let mut fixed = raw.to_vec();
-    fixed[offset_of!(Dinode, di_forkoff)] = 0;
-    fixed[offset_of!(Dinode, di_aformat)] = 2;
-    let nrext64 = fixed[offset_of!(Dinode, di_version)] >= 3 && {
-        let f2 = offset_of!(Dinode, di_flags2);
-        u64::from_be_bytes(fixed[f2..f2 + 8].try_into().expect("8 bytes"))
-            & xfs_format::inode::XFS_DIFLAG2_NREXT64
-            != 0
-    };
-    let (at, w) = if nrext64 {
-        (offset_of!(Dinode, di_nextents), 4)
-    } else {
-        (offset_of!(Dinode, di_anextents), 2)
-    };
-    fixed[at..at + w].fill(0);
-    if geo.v5 {
-        xfs_format::crc::stamp(&mut fixed, xfs_format::inode::XFS_DINODE_CRC_OFF);
-    }
+    clear_attr_fork(geo, &mut fixed);
     Inode::decode(geo, ino, &fixed).ok()
+}
+
+/// Stamps a raw inode's CRC (v5).
+fn stamp(geo: &crate::geometry::Geometry, raw: &mut [u8]) {
+    if geo.v5 {
+        xfs_format::crc::stamp(raw, xfs_format::inode::XFS_DINODE_CRC_OFF);
+    }
+}
+
+/// Writes a raw inode's magic number and (v5) version again, and its CRC
+/// ([`crate::check::Fix::InodeCrc`]).
+pub(crate) fn set_header(geo: &crate::geometry::Geometry, raw: &mut [u8]) {
+    raw[..2].copy_from_slice(&xfs_format::inode::XFS_DINODE_MAGIC.to_be_bytes());
+    if geo.v5 {
+        raw[std::mem::offset_of!(xfs_format::inode::Dinode, di_version)] = 3;
+    }
+    stamp(geo, raw);
+}
+
+/// Where a raw inode keeps its (data, attr) extent counts: (offset,
+/// width) each; large extent counters move them.
+pub(crate) fn extent_count_fields(nrext64: bool) -> ((usize, usize), (usize, usize)) {
+    use std::mem::offset_of;
+    use xfs_format::inode::Dinode;
+    if nrext64 {
+        (
+            (offset_of!(Dinode, di_big_nextents), 8),
+            (offset_of!(Dinode, di_nextents), 4),
+        )
+    } else {
+        (
+            (offset_of!(Dinode, di_nextents), 4),
+            (offset_of!(Dinode, di_anextents), 2),
+        )
+    }
+}
+
+/// Sets bits of a raw inode's core field of `width` bytes at `offset`
+/// ([`crate::check::Fix::InodeBits`]), and its CRC.
+pub(crate) fn set_bits(
+    geo: &crate::geometry::Geometry,
+    raw: &mut [u8],
+    offset: usize,
+    width: usize,
+    clear: u64,
+    set: u64,
+) {
+    let field = &mut raw[offset..offset + width];
+    let mut v = [0u8; 8];
+    v[8 - width..].copy_from_slice(field);
+    let new = (u64::from_be_bytes(v) & !clear) | set;
+    field.copy_from_slice(&new.to_be_bytes()[8 - width..]);
+    stamp(geo, raw);
+}
+
+/// Clears a raw inode's attribute fork: no fork offset, an empty extents
+/// fork ([`crate::check::Fix::ClearAttrFork`]), and stamps its CRC.
+pub(crate) fn clear_attr_fork(geo: &crate::geometry::Geometry, raw: &mut [u8]) {
+    use std::mem::offset_of;
+    use xfs_format::inode::Dinode;
+    let f2 = offset_of!(Dinode, di_flags2);
+    let nrext64 = raw[offset_of!(Dinode, di_version)] >= 3
+        && u64::from_be_bytes(raw[f2..f2 + 8].try_into().expect("8 bytes"))
+            & xfs_format::inode::XFS_DIFLAG2_NREXT64
+            != 0;
+    let (_, (at, w)) = extent_count_fields(nrext64);
+    raw[offset_of!(Dinode, di_forkoff)] = 0;
+    raw[offset_of!(Dinode, di_aformat)] = 2;
+    raw[at..at + w].fill(0);
+    stamp(geo, raw);
 }
 
 /// A free inode slot must still be a valid, initialised inode (magic and
@@ -330,8 +381,11 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
             }
             Err(e) if fork == Fork::Attr => {
                 ok = false;
-                ctx.sink
-                    .error_fix(e, ino.ino.0, super::Fix::ClearAttrFork { ino: ino.ino.0 });
+                ctx.sink.error_with(
+                    e,
+                    Some(ino.ino.0),
+                    Some(super::Fix::ClearAttrFork { ino: ino.ino.0 }),
+                );
             }
             Err(e) => {
                 ok = false;
@@ -398,10 +452,11 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
                     );
                 }
             }
-            Err(e) => {
-                ctx.sink
-                    .error_fix(e, ino.ino.0, super::Fix::ClearAttrFork { ino: ino.ino.0 })
-            }
+            Err(e) => ctx.sink.error_with(
+                e,
+                Some(ino.ino.0),
+                Some(super::Fix::ClearAttrFork { ino: ino.ino.0 }),
+            ),
         }
         super::attr_index::check_attr_blocks(ctx, ino);
     }

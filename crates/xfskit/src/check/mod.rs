@@ -44,7 +44,7 @@ mod attr_index;
 mod dir_index;
 mod dirs;
 mod inode_fields;
-mod inodes;
+pub(crate) mod inodes;
 mod links;
 mod ns;
 mod owners;
@@ -362,35 +362,7 @@ pub(crate) struct Sink {
 }
 
 impl Sink {
-    /// Records a problem.
-    pub(crate) fn add(&self, what: &'static str, location: Location, detail: impl Into<String>) {
-        self.total.fetch_add(1, Ordering::Relaxed);
-        let mut v = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        if v.len() < MAX_PROBLEMS {
-            v.push(Problem {
-                what,
-                location,
-                detail: detail.into(),
-                fix: None,
-            });
-        }
-    }
-
-    /// [`Sink::add`] of a problem whose fix is known.
-    pub(crate) fn add_fix(&self, what: &'static str, location: Location, detail: String, fix: Fix) {
-        self.total.fetch_add(1, Ordering::Relaxed);
-        let mut v = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        if v.len() < MAX_PROBLEMS {
-            v.push(Problem {
-                what,
-                location,
-                detail,
-                fix: Some(fix),
-            });
-        }
-    }
-
-    /// [`Sink::add`] or [`Sink::add_fix`].
+    /// Records a problem, with the fix that mends it when that is known.
     pub(crate) fn add_maybe(
         &self,
         what: &'static str,
@@ -398,22 +370,46 @@ impl Sink {
         detail: String,
         fix: Option<Fix>,
     ) {
-        match fix {
-            Some(f) => self.add_fix(what, location, detail, f),
-            None => self.add(what, location, detail),
+        self.total.fetch_add(1, Ordering::Relaxed);
+        let mut v = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if v.len() < MAX_PROBLEMS {
+            v.push(Problem {
+                what,
+                location,
+                detail,
+                fix,
+            });
         }
     }
 
-    /// Records an engine error met while walking. Errors without a location
-    /// (I/O, unsupported) are kept with their text.
-    pub(crate) fn error(&self, e: Error) {
+    /// Records a problem.
+    pub(crate) fn add(&self, what: &'static str, location: Location, detail: impl Into<String>) {
+        self.add_maybe(what, location, detail.into(), None)
+    }
+
+    /// [`Sink::add`] of a problem whose fix is known.
+    pub(crate) fn add_fix(&self, what: &'static str, location: Location, detail: String, fix: Fix) {
+        self.add_maybe(what, location, detail, Some(fix))
+    }
+
+    /// Records an engine error met while walking, with the fix that mends
+    /// it (errors without a location, I/O and unsupported, are kept with
+    /// their text and no fix). Met in inode `ino`'s blocks, a block named
+    /// only by its disk address is named with the inode too.
+    pub(crate) fn error_with(&self, e: Error, ino: Option<u64>, fix: Option<Fix>) {
+        let at = |location: Location| match (location, ino) {
+            (Location::Daddr(d), Some(ino)) => Location::Other(format!("daddr {d} of inode {ino}")),
+            (other, _) => other,
+        };
         match e {
-            Error::BadCrc { what, location } => self.add(what, location, "bad CRC"),
+            Error::BadCrc { what, location } => {
+                self.add_maybe(what, at(location), "bad CRC".into(), fix)
+            }
             Error::Corrupt {
                 what,
                 location,
                 detail,
-            } => self.add(what, location, detail),
+            } => self.add_maybe(what, at(location), detail, fix),
             Error::Io(e) => self.add("device", Location::Other("read".into()), e.to_string()),
             other => self.add(
                 "structure",
@@ -423,45 +419,14 @@ impl Sink {
         }
     }
 
-    /// Records an engine error met while walking inode `ino`'s blocks: a
-    /// block named only by its disk address is named with its inode too.
-    pub(crate) fn error_in(&self, e: Error, ino: u64) {
-        let inode = |location: Location| match location {
-            Location::Daddr(d) => Location::Other(format!("daddr {d} of inode {ino}")),
-            other => other,
-        };
-        match e {
-            Error::BadCrc { what, location } => self.add(what, inode(location), "bad CRC"),
-            Error::Corrupt {
-                what,
-                location,
-                detail,
-            } => self.add(what, inode(location), detail),
-            other => self.error(other),
-        }
+    /// Records an engine error met while walking.
+    pub(crate) fn error(&self, e: Error) {
+        self.error_with(e, None, None)
     }
 
-    /// [`Sink::error_in`] of an error that `fix` mends.
-    pub(crate) fn error_fix(&self, e: Error, ino: u64, fix: Fix) {
-        // A block named only by its disk address is named with its inode
-        // too (u64::MAX: no inode).
-        let inode = |location: Location| match location {
-            Location::Daddr(d) if ino != u64::MAX => {
-                Location::Other(format!("daddr {d} of inode {ino}"))
-            }
-            other => other,
-        };
-        match e {
-            Error::BadCrc { what, location } => {
-                self.add_fix(what, inode(location), "bad CRC".into(), fix)
-            }
-            Error::Corrupt {
-                what,
-                location,
-                detail,
-            } => self.add_fix(what, inode(location), detail, fix),
-            other => self.error_in(other, ino),
-        }
+    /// [`Sink::error`] of an error met in inode `ino`'s blocks.
+    pub(crate) fn error_in(&self, e: Error, ino: u64) {
+        self.error_with(e, Some(ino), None)
     }
 
     fn total(&self) -> u64 {

@@ -65,7 +65,13 @@ pub(crate) fn remove(tp: &mut Trans<'_>, ip: &mut Inode, dp: &Inode, name: &[u8]
     remove_rec(tp, ip, &rec(dp), name)
 }
 
-fn remove_rec(tp: &mut Trans<'_>, ip: &mut Inode, r: &[u8; 12], name: &[u8]) -> Result<()> {
+/// [`remove`] of a pointer given by its record.
+pub(crate) fn remove_rec(
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    r: &[u8; 12],
+    name: &[u8],
+) -> Result<()> {
     if !enabled(tp.geo()) {
         return Ok(());
     }

@@ -493,19 +493,24 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
     let mut on_disk_mark = marked;
     let mut wrote = false;
     let mut failed: Vec<String> = Vec::new();
-    if let Some(f) = &format {
-        // needsrepair, then the log from block 0 on: a crash part way
-        // leaves the new records at the log's start (an unmount record
-        // first, so a log that is clean), the old ones after, under
-        // needsrepair, which the next repair finishes.
-        if v5 && !on_disk_mark {
+    // needsrepair on a v5 primary before the first write.
+    let mark = |done: &mut bool| -> Result<()> {
+        if v5 && !*done {
             let mut m = vec![0u8; sect];
             view.read_at(&mut m, 0).map_err(Error::Io)?;
             set_needsrepair(&mut m, true);
             dev.write_at(&m, 0).map_err(Error::Io)?;
             dev.flush().map_err(Error::Io)?;
-            on_disk_mark = true;
+            *done = true;
         }
+        Ok(())
+    };
+    if let Some(f) = &format {
+        // needsrepair, then the log from block 0 on: a crash part way
+        // leaves the new records at the log's start (an unmount record
+        // first, so a log that is clean), the old ones after, under
+        // needsrepair, which the next repair finishes.
+        mark(&mut on_disk_mark)?;
         f.write(&crate::log::log_dev(dev.as_ref(), &geo)?)?;
         dev.flush().map_err(Error::Io)?;
         wrote = true;
@@ -519,14 +524,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
             break;
         }
         // needsrepair before the first write.
-        if v5 && !on_disk_mark {
-            let mut m = vec![0u8; sect];
-            view.read_at(&mut m, 0).map_err(Error::Io)?;
-            set_needsrepair(&mut m, true);
-            dev.write_at(&m, 0).map_err(Error::Io)?;
-            dev.flush().map_err(Error::Io)?;
-            on_disk_mark = true;
-        }
+        mark(&mut on_disk_mark)?;
         wrote = true;
         let mut progress = false;
         if !plan.fields.is_empty()
@@ -579,10 +577,14 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
         report.fixes.push(format!("could not fix: {f}"));
     }
 
-    // 5. What is left, as the check sees it now.
-    let fs = Fs::from_device(Box::new(Shared(dev.clone())), &opts.open)?;
-    let after = check(&fs, &check_opts)?;
-    report.remaining = after.problems;
+    // 5. What is left, as the check sees it now (the last check stands
+    // when nothing was written since).
+    report.remaining = if wrote || marked {
+        let fs = Fs::from_device(Box::new(Shared(dev.clone())), &opts.open)?;
+        check(&fs, &check_opts)?.problems
+    } else {
+        current.problems
+    };
     Ok(report)
 }
 
@@ -590,13 +592,23 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
 /// only what the fixes before it uncovered).
 const MAX_ROUNDS: usize = 6;
 
+/// An AG header field a round sets.
+struct HeaderField {
+    fix: FieldFix,
+    /// The field, in words.
+    words: String,
+    /// Its value was counted in the btrees (right only when they are
+    /// sound), not a reset.
+    counted: bool,
+}
+
 /// What one round fixes, from one check's report.
 #[derive(Default)]
 struct Plan {
     /// Secondary superblocks rewritten from the primary.
     secondaries: BTreeSet<u32>,
-    /// AG header fields set to what was counted.
-    fields: Vec<(FieldFix, String)>,
+    /// AG header fields set to what was counted or reset.
+    fields: Vec<HeaderField>,
     /// The superblock counters set to the AG headers' sums.
     counters: bool,
     /// Inodes whose CRC is stamped again (in place).
@@ -662,20 +674,23 @@ impl Plan {
                         ),
                         (std::mem::offset_of!(Agf, agf_flcount), 0, "agf_flcount"),
                     ] {
-                        plan.fields.push((
-                            FieldFix {
+                        plan.fields.push(HeaderField {
+                            fix: FieldFix {
                                 header: AgHeader::Agf,
                                 agno: *agno,
                                 offset,
                                 value,
                             },
-                            format!("{name} (the free list emptied)"),
-                        ));
+                            words: format!("{name} (the free list emptied)"),
+                            counted: false,
+                        });
                     }
                 }
-                (_, _, Some(Fix::AgField(f))) => plan
-                    .fields
-                    .push((*f, p.detail.split(' ').next().unwrap_or("").to_string())),
+                (_, _, Some(Fix::AgField(f))) => plan.fields.push(HeaderField {
+                    fix: *f,
+                    words: p.detail.split(' ').next().unwrap_or("").to_string(),
+                    counted: true,
+                }),
                 (_, _, Some(f)) => ns.push((f.clone(), p.clone())),
                 _ => plan.other.push(p.clone()),
             }
@@ -691,8 +706,7 @@ impl Plan {
                     .cloned(),
             );
             // An emptied free list counts nothing: it is made anyway.
-            plan.fields
-                .retain(|(_, name)| name.ends_with("(the free list emptied)"));
+            plan.fields.retain(|f| !f.counted);
         }
         // Fixes that allocate or free (an entry removed may shrink its
         // directory; a reconnection may make lost+found or grow it) wait
@@ -779,16 +793,12 @@ impl Plan {
             ));
         }
         out.extend(self.bits.iter().map(ns::describe));
-        for (f, field) in &self.fields {
-            let (name, _) = field_name(f);
-            let why = if field.contains('(') {
-                ""
-            } else {
-                ", as counted"
-            };
+        for h in &self.fields {
+            let (name, _) = field_name(&h.fix);
+            let why = if h.counted { ", as counted" } else { "" };
             out.push(format!(
-                "AG {} {name}: {field} set to {}{why}",
-                f.agno, f.value
+                "AG {} {name}: {} set to {}{why}",
+                h.fix.agno, h.words, h.fix.value
             ));
         }
         if self.counters {
@@ -835,7 +845,7 @@ fn write_headers(
     }
     // One read and one write per header, with all its fields.
     let mut by_header: std::collections::BTreeMap<(u32, u64), Vec<&FieldFix>> = Default::default();
-    for (f, _) in &plan.fields {
+    for f in plan.fields.iter().map(|h| &h.fix) {
         by_header
             .entry((f.agno, field_name(f).1))
             .or_default()
@@ -865,80 +875,46 @@ fn write_headers(
         dev.write_at(&p, at.bytes()).map_err(Error::Io)?;
     }
     // An inode is no larger than a sector's multiple and is written whole.
-    for &ino in &plan.crcs {
-        let at = geo.ino_to_bytes(crate::geometry::Ino(ino));
-        let mut raw = vec![0u8; geo.inode_size as usize];
+    // Inodes and AG headers, each read, changed and written whole (an
+    // inode is no larger than a sector's multiple).
+    let rewrite = |at: u64, len: usize, change: &dyn Fn(&mut [u8])| -> Result<()> {
+        let mut raw = vec![0u8; len];
         dev.read_at(&mut raw, at).map_err(Error::Io)?;
-        raw[..2].copy_from_slice(&xfs_format::inode::XFS_DINODE_MAGIC.to_be_bytes());
-        if v5 {
-            raw[std::mem::offset_of!(xfs_format::inode::Dinode, di_version)] = 3;
-            xfs_format::crc::stamp(&mut raw, xfs_format::inode::XFS_DINODE_CRC_OFF);
-        }
-        dev.write_at(&raw, at).map_err(Error::Io)?;
+        change(&mut raw);
+        dev.write_at(&raw, at).map_err(Error::Io)
+    };
+    let inode_at = |ino: u64| geo.ino_to_bytes(crate::geometry::Ino(ino));
+    let isize = geo.inode_size as usize;
+    for &ino in &plan.crcs {
+        rewrite(inode_at(ino), isize, &|raw| {
+            crate::check::inodes::set_header(geo, raw)
+        })?;
     }
     for f in &plan.bits {
-        let (ino, changes) = match *f {
+        match *f {
             Fix::InodeBits {
                 ino,
                 offset,
                 width,
                 clear,
                 set,
-            } => (ino, vec![(offset, width, clear, set)]),
+            } => rewrite(inode_at(ino), isize, &|raw| {
+                crate::check::inodes::set_bits(geo, raw, offset, width, clear, set)
+            })?,
+            Fix::ClearAttrFork { ino } => rewrite(inode_at(ino), isize, &|raw| {
+                crate::check::inodes::clear_attr_fork(geo, raw)
+            })?,
             Fix::AgHeaderIdent { agno, sector } => {
                 let at = geo
                     .agb_to_daddr(crate::geometry::AgNumber(agno), crate::geometry::AgBlock(0))
                     .bytes()
                     + sector * sect as u64;
-                let mut h = vec![0u8; sect];
-                dev.read_at(&mut h, at).map_err(Error::Io)?;
-                crate::check::set_ag_ident(geo, agno, sector, &mut h);
-                dev.write_at(&h, at).map_err(Error::Io)?;
-                continue;
+                rewrite(at, sect, &|raw| {
+                    crate::check::set_ag_ident(geo, agno, sector, raw)
+                })?
             }
-            Fix::ClearAttrFork { ino } => {
-                use std::mem::offset_of;
-                use xfs_format::inode::Dinode;
-                let nrext64 = {
-                    let mut raw = vec![0u8; geo.inode_size as usize];
-                    dev.read_at(&mut raw, geo.ino_to_bytes(crate::geometry::Ino(ino)))
-                        .map_err(Error::Io)?;
-                    let f2 = offset_of!(Dinode, di_flags2);
-                    raw[4] >= 3
-                        && u64::from_be_bytes(raw[f2..f2 + 8].try_into().expect("8 bytes"))
-                            & xfs_format::inode::XFS_DIFLAG2_NREXT64
-                            != 0
-                };
-                let anext = if nrext64 {
-                    (offset_of!(Dinode, di_nextents), 4)
-                } else {
-                    (offset_of!(Dinode, di_anextents), 2)
-                };
-                (
-                    ino,
-                    vec![
-                        (offset_of!(Dinode, di_forkoff), 1, 0xff, 0),
-                        (offset_of!(Dinode, di_aformat), 1, 0xff, 2),
-                        (anext.0, anext.1, u64::MAX, 0),
-                    ],
-                )
-            }
-            _ => continue,
-        };
-        let at = geo.ino_to_bytes(crate::geometry::Ino(ino));
-        let mut raw = vec![0u8; geo.inode_size as usize];
-        dev.read_at(&mut raw, at).map_err(Error::Io)?;
-        for (offset, width, clear, set) in changes {
-            let field = &mut raw[offset..offset + width];
-            let mut v = [0u8; 8];
-            v[8 - width..].copy_from_slice(field);
-            let new = (u64::from_be_bytes(v) & !clear) | set;
-            field.copy_from_slice(&new.to_be_bytes()[8 - width..]);
+            _ => {}
         }
-        if v5 {
-            xfs_format::crc::stamp(&mut raw, xfs_format::inode::XFS_DINODE_CRC_OFF);
-        }
-        dev.write_at(&raw, at).map_err(Error::Io)?;
     }
     dev.flush().map_err(Error::Io)?;
     if plan.counters {

@@ -293,30 +293,31 @@ fn apply_one(fs: &Fs, f: &Fix) -> Result<String> {
             name,
             dir,
             gen,
-        } => {
-            tp.lock_inode(Ino(*ino));
-            let mut ip = tp.read_inode(Ino(*ino))?;
-            crate::attr::write::set_parent(&mut tp, &mut ip, name, &pptr::rec_of(*dir, *gen))?;
-            tp.log_inode(&ip)?;
-            format!(
-                "inode {ino}: parent pointer '{}' -> directory {dir} added for its entry",
-                String::from_utf8_lossy(name)
-            )
         }
-        Fix::DropParent {
+        | Fix::DropParent {
             ino,
             name,
             dir,
             gen,
         } => {
+            let add = matches!(f, Fix::AddParent { .. });
             tp.lock_inode(Ino(*ino));
             let mut ip = tp.read_inode(Ino(*ino))?;
-            crate::attr::write::remove_parent(&mut tp, &mut ip, name, &pptr::rec_of(*dir, *gen))?;
+            let rec = pptr::rec_of(*dir, *gen);
+            let name_s = String::from_utf8_lossy(name);
+            if add {
+                crate::attr::write::set_parent(&mut tp, &mut ip, name, &rec)?;
+            } else {
+                crate::attr::write::remove_parent(&mut tp, &mut ip, name, &rec)?;
+            }
             tp.log_inode(&ip)?;
-            format!(
-                "inode {ino}: parent pointer '{}' -> directory {dir}, which names no entry, removed",
-                String::from_utf8_lossy(name)
-            )
+            if add {
+                format!(
+                    "inode {ino}: parent pointer '{name_s}' -> directory {dir} added for its entry"
+                )
+            } else {
+                format!("inode {ino}: parent pointer '{name_s}' -> directory {dir}, which names no entry, removed")
+            }
         }
         Fix::Disconnected { ino } => reconnect(fs, &mut tp, Ino(*ino))?,
         Fix::ResetDir { ino } => {
@@ -475,10 +476,7 @@ fn reconnect(fs: &Fs, tp: &mut Trans<'_>, ino: Ino) -> Result<String> {
     // Parent pointers: the one entry that names it now.
     for (i, (pname, dir, gen)) in pointers.iter().enumerate() {
         if Some(i) != kept {
-            match crate::attr::write::remove_parent(tp, &mut ip, pname, &pptr::rec_of(*dir, *gen)) {
-                Ok(()) | Err(Error::NoAttr(_)) => {}
-                Err(e) => return Err(e),
-            }
+            pptr::remove_rec(tp, &mut ip, &pptr::rec_of(*dir, *gen), pname)?;
         }
     }
     if kept.is_none() {
