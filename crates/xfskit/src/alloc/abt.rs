@@ -56,6 +56,16 @@ impl Free {
 }
 
 impl AllocBt {
+    /// AG `agno`'s bnobt or cntbt, for a filesystem of `block_size`
+    /// blocks (outside a transaction: the bulk loader's).
+    pub fn new(agno: AgNumber, which: Which, block_size: usize) -> AllocBt {
+        AllocBt {
+            agno,
+            which,
+            block_size,
+        }
+    }
+
     /// A cursor over AG `agno`'s bnobt or cntbt.
     pub fn cursor(tp: &Trans<'_>, agno: AgNumber, which: Which) -> Cursor<AllocBt> {
         Cursor::new(AllocBt {

@@ -13,7 +13,7 @@
 //! moving to and from the free list are owned by the AG. Unwritten
 //! extents need [`rmap_convert`] from the bmap code.
 
-mod abt;
+pub(crate) mod abt;
 mod agf;
 mod choose;
 pub mod filestream;

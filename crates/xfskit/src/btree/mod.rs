@@ -48,6 +48,7 @@
 //! more entries than the fork holds key/pointer pairs.
 
 pub(crate) mod block;
+pub(crate) mod bulk;
 mod cursor;
 pub mod inobt;
 mod modify;

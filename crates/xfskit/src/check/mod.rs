@@ -64,6 +64,7 @@ use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::collections::BTreeSet;
 
 /// Problems kept in a report; further ones are only counted.
 pub const MAX_PROBLEMS: usize = 10_000;
@@ -225,6 +226,30 @@ pub enum Fix {
         /// Flag bits of the record's offset field.
         flags: u64,
     },
+    /// A reverse mapping that is expected and missing, where no record
+    /// of its owner overlaps it, added.
+    AddRmap {
+        /// Its AG.
+        agno: u32,
+        /// First block in the AG.
+        agbno: u32,
+        /// Blocks.
+        len: u32,
+        /// Owner (an inode or an `XFS_RMAP_OWN_*` code).
+        owner: u64,
+        /// File offset.
+        offset: u64,
+        /// `XFS_RMAP_OFF_*` flag bits.
+        flags: u64,
+    },
+    /// An AG's free space btrees (bnobt and cntbt), damaged, built again
+    /// from what everything else in the AG uses
+    /// ([`CheckReport::free_space`] lists what they hold), as xfs_repair
+    /// rebuilds them.
+    RebuildFreeSpace {
+        /// The AG.
+        agno: u32,
+    },
     /// Blocks that are neither free nor in use, returned to free space.
     FreeBlocks {
         /// Their AG.
@@ -333,6 +358,10 @@ pub struct CheckReport {
     /// The superblock counters as the AG headers sum them (what the
     /// superblock should hold when the AG headers are right).
     pub ag_totals: AgCounts,
+    /// Per AG whose free space btrees are damaged ([`Fix::RebuildFreeSpace`]),
+    /// the free extents (start, length) that everything else leaves, in
+    /// block order.
+    pub free_space: Vec<(u32, Vec<(u32, u32)>)>,
 }
 
 /// Inode and free block counts summed over the AG headers.
@@ -651,6 +680,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
             ),
         );
     }
+    let rebuilt = mark_space_rebuilds(&ctx);
     ctx.map.report_unclaimed(&ctx);
     ctx.map.report_refcounts(&ctx);
     // The records come back sorted, so the report does not depend on
@@ -696,6 +726,10 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
             geo.log_blocks
         ));
     }
+    let free_space = rebuilt
+        .iter()
+        .map(|&a| (a, ctx.map.free_space(a)))
+        .collect();
     Ok(CheckReport {
         problems: ctx.sink.into_problems(),
         stats,
@@ -706,7 +740,66 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
             ifree: totals.ifree,
             fdblocks: totals.fdblocks,
         },
+        free_space,
     })
+}
+
+/// The AG a problem is in, where its location says.
+fn problem_ag(geo: &crate::geometry::Geometry, l: &Location) -> Option<u32> {
+    match l {
+        Location::AgBlock { agno, .. } => Some(*agno),
+        Location::Daddr(d) => {
+            let per_ag = u64::from(geo.ag_blocks) * u64::from(geo.block_size >> 9);
+            u32::try_from(d / per_ag.max(1)).ok()
+        }
+        Location::Other(s) => s
+            .strip_prefix("AG ")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok()),
+        _ => None,
+    }
+}
+
+/// Finds the AGs whose free space btrees are damaged (a problem in a
+/// bnobt or cntbt block, or the two disagreeing), marks them for a
+/// rebuild in the ownership map, and gives their problems (and the AGF
+/// counters counted in them) the rebuild as their fix. v5 only (the
+/// rebuilt blocks are v5 blocks).
+fn mark_space_rebuilds(ctx: &Ctx<'_>) -> BTreeSet<u32> {
+    let geo = ctx.fs.geometry();
+    let mut ags = BTreeSet::new();
+    if !geo.v5 {
+        return ags;
+    }
+    let mut kept = ctx.sink.kept.lock().unwrap_or_else(|p| p.into_inner());
+    let tree = |p: &Problem| matches!(p.what, "bnobt block" | "cntbt block" | "free space btrees");
+    for p in kept.iter() {
+        if tree(p) {
+            if let Some(a) = problem_ag(geo, &p.location).filter(|&a| a < geo.ag_count) {
+                ags.insert(a);
+            }
+        }
+    }
+    use xfs_format::ag::Agf;
+    let counted = [
+        std::mem::offset_of!(Agf, agf_freeblks),
+        std::mem::offset_of!(Agf, agf_longest),
+        std::mem::offset_of!(Agf, agf_btreeblks),
+    ];
+    for p in kept.iter_mut() {
+        let Some(agno) = problem_ag(geo, &p.location).filter(|a| ags.contains(a)) else {
+            continue;
+        };
+        let counter = matches!(&p.fix, Some(Fix::AgField(f))
+            if f.header == AgHeader::Agf && counted.contains(&f.offset));
+        if tree(p) || counter {
+            p.fix = Some(Fix::RebuildFreeSpace { agno });
+        }
+    }
+    for &a in &ags {
+        ctx.map.rebuild_free_space(a);
+    }
+    ags
 }
 
 /// The kinds of quota whose counts the primary superblock marks checked

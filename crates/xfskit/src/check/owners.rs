@@ -29,8 +29,11 @@ pub enum Use {
     Log,
     /// A block on the AG free list.
     Agfl,
-    /// A free space, inode, rmap or refcount btree block.
+    /// An inode, rmap or refcount btree block.
     AgBtree,
+    /// A free space btree (bnobt, cntbt) block: free space once those
+    /// trees are rebuilt.
+    SpaceBtree,
     /// Free space.
     Free,
     /// An inode chunk.
@@ -51,7 +54,7 @@ impl Use {
             Use::Header => "AG header",
             Use::Log => "log",
             Use::Agfl => "free list",
-            Use::AgBtree => "AG btree",
+            Use::AgBtree | Use::SpaceBtree => "AG btree",
             Use::Free => "free space",
             Use::Inodes => "inode chunk",
             Use::Data => "file data",
@@ -186,6 +189,9 @@ pub struct OwnerMap {
     ag_len: u32,
     last_len: u32,
     shards: Vec<Mutex<Shard>>,
+    /// AGs whose free space btrees are rebuilt (their unclaimed blocks
+    /// are free space then, not blocks to free).
+    rebuilt: Mutex<std::collections::BTreeSet<u32>>,
 }
 
 impl OwnerMap {
@@ -197,6 +203,7 @@ impl OwnerMap {
             ag_len: geo.ag_len(AgNumber(0)),
             last_len: geo.ag_len(AgNumber(last)),
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            rebuilt: Mutex::default(),
         }
     }
 
@@ -389,8 +396,50 @@ impl OwnerMap {
         true
     }
 
+    /// Marks AG `agno`'s free space btrees as rebuilt: see
+    /// [`OwnerMap::free_space`].
+    pub(crate) fn rebuild_free_space(&self, agno: u32) {
+        self.rebuilt
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(agno);
+    }
+
+    /// The free extents of AG `agno` as everything but its free space
+    /// btrees claims them: the blocks that neither the AG headers, the
+    /// log, the free list, the other AG btrees, inode chunks, files nor
+    /// CoW staging use, with the old free space btrees' blocks and
+    /// records counted free. What a rebuilt bnobt and cntbt hold.
+    pub(crate) fn free_space(&self, agno: u32) -> Vec<(u32, u32)> {
+        let len = self.len_of(agno);
+        let mut free = Vec::new();
+        let mut at = 0u32;
+        self.with_shard(agno, |m| {
+            let end = (u64::from(agno) + 1) << 32;
+            for (&k, &(e, u)) in m.runs.range(key(agno, 0)..end) {
+                if matches!(u, Use::Free | Use::SpaceBtree) {
+                    continue;
+                }
+                let s = k as u32;
+                if s > at {
+                    free.push((at, s - at));
+                }
+                at = at.max(e);
+            }
+        });
+        if at < len {
+            free.push((at, len - at));
+        }
+        free
+    }
+
     /// Reports every run of blocks nobody claimed.
     pub(crate) fn report_unclaimed(&self, ctx: &Ctx<'_>) {
+        let rebuilt = self
+            .rebuilt
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         for agno in 0..self.ag_count {
             let len = self.len_of(agno);
             let mut gaps: Vec<(u32, u32)> = Vec::new();
@@ -407,15 +456,20 @@ impl OwnerMap {
                 gaps.push((at, len));
             }
             for (s, e) in gaps {
-                ctx.sink.add_fix(
-                    "block",
-                    Location::AgBlock { agno, agbno: s },
-                    format!("{} block(s) {s}..{e} are neither free nor in use", e - s),
+                let fix = if rebuilt.contains(&agno) {
+                    super::Fix::RebuildFreeSpace { agno }
+                } else {
                     super::Fix::FreeBlocks {
                         agno,
                         agbno: s,
                         len: e - s,
-                    },
+                    }
+                };
+                ctx.sink.add_fix(
+                    "block",
+                    Location::AgBlock { agno, agbno: s },
+                    format!("{} block(s) {s}..{e} are neither free nor in use", e - s),
+                    fix,
                 );
             }
         }

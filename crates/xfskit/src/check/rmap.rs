@@ -36,6 +36,22 @@ pub(crate) const BMBT: u8 = 2;
 /// Flag: unwritten extent.
 pub(crate) const UNWRITTEN: u8 = 4;
 
+/// The `XFS_RMAP_OFF_*` bits of an offset field for [`Rmap::flags`].
+fn off_flags(flags: u8) -> u64 {
+    use xfs_format::btree as fb;
+    let mut out = 0u64;
+    for (bit, off) in [
+        (ATTR, fb::XFS_RMAP_OFF_ATTR_FORK),
+        (BMBT, fb::XFS_RMAP_OFF_BMBT_BLOCK),
+        (UNWRITTEN, fb::XFS_RMAP_OFF_UNWRITTEN),
+    ] {
+        if flags & bit != 0 {
+            out |= off;
+        }
+    }
+    out
+}
+
 /// One reverse mapping (found in the rmapbt or expected).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Rmap {
@@ -511,7 +527,32 @@ impl<'c, 'a> Tally<'c, 'a> {
                 Some(b) => format!("reverse mapping {b} does not match {w}"),
                 None => format!("no reverse mapping for {w}"),
             };
-            ctx.sink.add(what, at(w.start), d);
+            // Added when no record of its owner overlaps it (one that
+            // does is trimmed first, as a record holding what it should
+            // not, and the mapping added in the round after).
+            let overlapped = found[..i]
+                .iter()
+                .rev()
+                .take_while(|b| b.kind() == w.kind())
+                .any(|b| b.end() > u64::from(w.start))
+                || found[i..]
+                    .iter()
+                    .take_while(|b| b.kind() == w.kind())
+                    .any(|b| u64::from(b.start) < w.end());
+            let fix = match (self.what, at(w.start)) {
+                ("rmapbt", Location::AgBlock { agno, agbno }) if !overlapped => {
+                    Some(super::Fix::AddRmap {
+                        agno,
+                        agbno,
+                        len: w.len,
+                        owner: w.owner,
+                        offset: w.offset,
+                        flags: off_flags(w.flags),
+                    })
+                }
+                _ => None,
+            };
+            ctx.sink.add_maybe(what, at(w.start), d, fix);
         }
 
         // Every record holds only expected blocks of its owner.
@@ -527,58 +568,53 @@ impl<'c, 'a> Tally<'c, 'a> {
                 i -= 1;
                 back += 1;
             }
+            // The runs of b that no expected mapping of its owner holds.
+            let mut gaps: Vec<(u64, u64)> = Vec::new();
             let mut covered = u64::from(b.start);
             for w in &want[i..] {
-                if w.kind() != b.kind() || u64::from(w.start) > covered || covered >= b.end() {
+                if w.kind() != b.kind() || covered >= b.end() || u64::from(w.start) >= b.end() {
                     break;
                 }
                 if w.end() > covered && b.agrees(w) {
+                    if u64::from(w.start) > covered {
+                        gaps.push((covered, u64::from(w.start)));
+                    }
                     covered = w.end();
                 }
             }
-            if covered >= b.end() {
-                continue;
+            if covered < b.end() {
+                gaps.push((covered, b.end()));
             }
-            self.extra += 1;
-            if self.extra > MAX_REPORTS {
-                continue;
-            }
-            // A record of a file that none of its mappings holds: its
-            // owner was cleared or is gone, the record goes.
-            let fix = match at(b.start) {
-                Location::AgBlock { agno, agbno }
-                    if covered == u64::from(b.start)
-                        && (!non_inode(b.owner)
-                            || b.owner == xfs_format::btree::XFS_RMAP_OWN_AG) =>
-                {
-                    use xfs_format::btree as fb;
-                    let mut flags = 0u64;
-                    for (bit, off) in [
-                        (ATTR, fb::XFS_RMAP_OFF_ATTR_FORK),
-                        (BMBT, fb::XFS_RMAP_OFF_BMBT_BLOCK),
-                        (UNWRITTEN, fb::XFS_RMAP_OFF_UNWRITTEN),
-                    ] {
-                        if b.flags & bit != 0 {
-                            flags |= off;
-                        }
-                    }
-                    Some(super::Fix::DropRmap {
+            for (gs, ge) in gaps {
+                self.extra += 1;
+                if self.extra > MAX_REPORTS {
+                    continue;
+                }
+                // The run goes from the record (the whole record when no
+                // mapping of its owner holds any of it: an owner cleared
+                // or gone).
+                let fix = match (self.what, at(gs as u32)) {
+                    ("rmapbt", Location::AgBlock { agno, agbno }) => Some(super::Fix::DropRmap {
                         agno,
                         agbno,
-                        len: b.len,
+                        len: (ge - gs) as u32,
                         owner: b.owner,
-                        offset: b.offset,
-                        flags,
-                    })
-                }
-                _ => None,
-            };
-            ctx.sink.add_maybe(
-                what,
-                at(b.start),
-                format!("record {b}: block {covered} is not mapped so by its owner"),
-                fix,
-            );
+                        offset: if b.has_offset() {
+                            b.offset + (gs - u64::from(b.start))
+                        } else {
+                            b.offset
+                        },
+                        flags: off_flags(b.flags),
+                    }),
+                    _ => None,
+                };
+                ctx.sink.add_maybe(
+                    what,
+                    at(gs as u32),
+                    format!("record {b}: block {gs} is not mapped so by its owner"),
+                    fix,
+                );
+            }
         }
     }
 

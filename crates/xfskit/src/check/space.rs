@@ -121,9 +121,15 @@ fn visit(
         return;
     }
     // Claiming first also stops loops: a block seen twice is a clash.
-    if !ctx
-        .map
-        .claim(&ctx.sink, agno, agbno, 1, Use::AgBtree, what, &loc)
+    let who = if matches!(
+        magic,
+        xfs_format::btree::XFS_ABTB_CRC_MAGIC | xfs_format::btree::XFS_ABTC_CRC_MAGIC
+    ) {
+        Use::SpaceBtree
+    } else {
+        Use::AgBtree
+    };
+    if !ctx.map.claim(&ctx.sink, agno, agbno, 1, who, what, &loc)
     {
         w.whole = false;
         return;

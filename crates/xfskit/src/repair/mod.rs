@@ -36,6 +36,7 @@ use crate::bytes::{be16, be32, be64};
 use crate::check::{check, AgHeader, CheckOptions, FieldFix, Fix, Problem, LSN_AHEAD};
 
 mod ns;
+mod space;
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};
 use crate::fs::{Fs, OpenOptions};
@@ -475,6 +476,11 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
         let plan = Plan::of(&first, skip_ahead);
         report.fixes.extend(log_words);
         report.fixes.extend(plan.header_words(&first));
+        report.fixes.extend(
+            plan.rebuild
+                .iter()
+                .map(|&agno| ns::describe(&Fix::RebuildFreeSpace { agno })),
+        );
         report.fixes.extend(plan.ns.iter().map(ns::describe));
         if plan.counters_later {
             report.fixes.push(
@@ -537,7 +543,26 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
             report.fixes.extend(plan.header_words(&current));
             progress = true;
         }
-        if !plan.ns.is_empty() {
+        for &agno in &plan.rebuild {
+            let free = current
+                .free_space
+                .iter()
+                .find(|(a, _)| *a == agno)
+                .map(|(_, f)| f.as_slice())
+                .unwrap_or_default();
+            match space::rebuild(&dev, &geo, sect, agno, free) {
+                Ok(words) => {
+                    report.fixes.push(words);
+                    progress = true;
+                }
+                Err(e @ Error::Io(_)) => return Err(e),
+                Err(e) => failed.push(format!(
+                    "{}: {e}",
+                    ns::describe(&Fix::RebuildFreeSpace { agno })
+                )),
+            }
+        }
+        if !plan.ns.is_empty() && plan.rebuild.is_empty() {
             let fs = Fs::from_device_rw(Box::new(Shared(view.clone())), &opts.open)?;
             let (done, bad) = ns::apply(&fs, &plan.ns)?;
             fs.sync()?;
@@ -615,6 +640,9 @@ struct Plan {
     crcs: Vec<u64>,
     /// Inode core fields changed in place ([`Fix::InodeBits`]).
     bits: Vec<Fix>,
+    /// AGs whose free space btrees are rebuilt (this round does nothing
+    /// through the journal then: its fixes were found on the old trees).
+    rebuild: BTreeSet<u32>,
     /// Fixes made through the journal.
     ns: Vec<Fix>,
     /// What no fix of this round covers.
@@ -631,6 +659,7 @@ impl Plan {
             && !self.counters
             && self.crcs.is_empty()
             && self.bits.is_empty()
+            && self.rebuild.is_empty()
             && self.ns.is_empty()
     }
 
@@ -642,6 +671,7 @@ impl Plan {
         let mut plan = Plan::default();
         let mut counters = false;
         let mut ns = Vec::new();
+        let mut rebuild: Vec<(u32, &Problem)> = Vec::new();
         for p in &r.problems {
             match (p.what, &p.location, &p.fix) {
                 ("superblock", Location::Sb(n), _) if *n > 0 => {
@@ -686,6 +716,7 @@ impl Plan {
                         });
                     }
                 }
+                (_, _, Some(Fix::RebuildFreeSpace { agno })) => rebuild.push((*agno, p)),
                 (_, _, Some(Fix::AgField(f))) => plan.fields.push(HeaderField {
                     fix: *f,
                     words: p.detail.split(' ').next().unwrap_or("").to_string(),
@@ -712,6 +743,18 @@ impl Plan {
         // directory; a reconnection may make lost+found or grow it) wait
         // until the space btrees are sound; the others change an inode or
         // an entry in place.
+        // Free space btrees are rebuilt from what everything else claims:
+        // only when all of that is known to be right (every problem has
+        // its fix) and nothing is changed in place this round (a damaged
+        // header or inode may hide what it claims).
+        let in_place = !plan.crcs.is_empty() || !plan.bits.is_empty() || !plan.fields.is_empty();
+        for (agno, p) in rebuild {
+            if sound && !in_place && r.free_space.iter().any(|(a, _)| *a == agno) {
+                plan.rebuild.insert(agno);
+            } else {
+                plan.other.push(p.clone());
+            }
+        }
         // A reconnection rewrites the inode's parent pointers itself.
         let reconnected: BTreeSet<u64> = ns
             .iter()
@@ -775,7 +818,11 @@ impl Plan {
         }
         // The AG headers' sums are the counters only when nothing else is
         // wrong (namespace fixes may allocate inodes).
-        plan.counters = counters && sound && plan.ns.is_empty() && plan.fields.is_empty();
+        plan.counters = counters
+            && sound
+            && plan.ns.is_empty()
+            && plan.fields.is_empty()
+            && plan.rebuild.is_empty();
         plan.counters_later = counters && sound && !plan.counters;
         if counters && !sound {
             plan.other

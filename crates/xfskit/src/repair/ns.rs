@@ -34,9 +34,11 @@ fn rank(f: &Fix) -> u8 {
         | Fix::ResetAgfl { .. }
         | Fix::InodeCrc { .. }
         | Fix::InodeBits { .. }
-        | Fix::ClearAttrFork { .. } => 0,
+        | Fix::ClearAttrFork { .. }
+        | Fix::RebuildFreeSpace { .. } => 0,
         Fix::ClearInode { .. } => 1,
         Fix::DropRmap { .. } => 1,
+        Fix::AddRmap { .. } => 2,
         Fix::FreeBlocks { .. } => 1,
         Fix::Nlink { .. } => 1,
         Fix::ResetDir { .. } => 2,
@@ -59,6 +61,7 @@ pub(crate) fn is_ns(f: &Fix) -> bool {
             | Fix::InodeCrc { .. }
             | Fix::InodeBits { .. }
             | Fix::ClearAttrFork { .. }
+            | Fix::RebuildFreeSpace { .. }
     )
 }
 
@@ -125,6 +128,19 @@ pub(crate) fn describe(f: &Fix) -> String {
         } => format!(
             "AG {agno}: reverse mapping of {len} block(s) at {agbno} for {}, which no longer maps them, removed",
             owner_name(*owner)
+        ),
+        Fix::AddRmap {
+            agno,
+            agbno,
+            len,
+            owner,
+            ..
+        } => format!(
+            "AG {agno}: reverse mapping of {len} block(s) at {agbno} for {} added",
+            owner_name(*owner)
+        ),
+        Fix::RebuildFreeSpace { agno } => format!(
+            "AG {agno}: free space btrees (bnobt, cntbt) rebuilt from what the AG uses"
         ),
         Fix::FreeBlocks { agno, agbno, len } => {
             format!("AG {agno}: {len} block(s) at {agbno} that nothing uses returned to free space")
@@ -196,7 +212,8 @@ fn apply_one(fs: &Fs, f: &Fix) -> Result<String> {
         | Fix::ResetAgfl { .. }
         | Fix::InodeCrc { .. }
         | Fix::InodeBits { .. }
-        | Fix::ClearAttrFork { .. } => {
+        | Fix::ClearAttrFork { .. }
+        | Fix::RebuildFreeSpace { .. } => {
             unreachable!("written in place, not through the journal")
         }
         Fix::ClearInode { ino } => {
@@ -229,6 +246,25 @@ fn apply_one(fs: &Fs, f: &Fix) -> Result<String> {
             crate::alloc::rmap_apply(&mut tp, start, *len, *owner, *offset, *flags, false)?;
             format!(
                 "AG {agno}: reverse mapping of {len} block(s) at {agbno} for {}, which no longer maps them, removed",
+                owner_name(*owner)
+            )
+        }
+        Fix::AddRmap {
+            agno,
+            agbno,
+            len,
+            owner,
+            offset,
+            flags,
+        } => {
+            let geo = fs.geometry();
+            let start = geo.fsb_make(
+                crate::geometry::AgNumber(*agno),
+                crate::geometry::AgBlock(*agbno),
+            );
+            crate::alloc::rmap_apply(&mut tp, start, *len, *owner, *offset, *flags, true)?;
+            format!(
+                "AG {agno}: reverse mapping of {len} block(s) at {agbno} for {}, which maps them, added",
                 owner_name(*owner)
             )
         }
