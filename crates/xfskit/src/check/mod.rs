@@ -772,7 +772,10 @@ fn mark_space_rebuilds(ctx: &Ctx<'_>) -> BTreeSet<u32> {
         return ags;
     }
     let mut kept = ctx.sink.kept.lock().unwrap_or_else(|p| p.into_inner());
-    let tree = |p: &Problem| matches!(p.what, "bnobt block" | "cntbt block" | "free space btrees");
+    let tree = |p: &Problem| matches!(
+            p.what,
+            "bnobt block" | "cntbt block" | "bnobt record" | "free space btrees"
+        );
     for p in kept.iter() {
         if tree(p) {
             if let Some(a) = problem_ag(geo, &p.location).filter(|&a| a < geo.ag_count) {

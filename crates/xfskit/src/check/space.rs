@@ -120,25 +120,9 @@ fn visit(
         w.whole = false;
         return;
     }
-    // Claiming first also stops loops: a block seen twice is a clash.
-    let who = if matches!(
-        magic,
-        xfs_format::btree::XFS_ABTB_CRC_MAGIC | xfs_format::btree::XFS_ABTC_CRC_MAGIC
-    ) {
-        Use::SpaceBtree
-    } else {
-        Use::AgBtree
-    };
-    if !ctx.map.claim(&ctx.sink, agno, agbno, 1, who, what, &loc)
-    {
-        w.whole = false;
-        return;
-    }
-    ctx.rmaps.expect(
-        agno,
-        super::rmap::Rmap::ag(agbno, 1, super::rmap::btree_owner(magic)),
-    );
-    w.blocks += 1;
+    // Read and verified first: a block that is not of this tree (a
+    // pointer gone astray, a block overwritten) is not claimed for it,
+    // so that its real owner still claims it.
     let v = Verifier::ShortBtree {
         magic,
         agno,
@@ -152,6 +136,24 @@ fn visit(
             return ctx.sink.error(e);
         }
     };
+    // Claiming also stops loops: a block seen twice is a clash.
+    let who = if matches!(
+        magic,
+        xfs_format::btree::XFS_ABTB_CRC_MAGIC | xfs_format::btree::XFS_ABTC_CRC_MAGIC
+    ) {
+        Use::SpaceBtree
+    } else {
+        Use::AgBtree
+    };
+    if !ctx.map.claim(&ctx.sink, agno, agbno, 1, who, what, &loc) {
+        w.whole = false;
+        return;
+    }
+    ctx.rmaps.expect(
+        agno,
+        super::rmap::Rmap::ag(agbno, 1, super::rmap::btree_owner(magic)),
+    );
+    w.blocks += 1;
     // Sibling pointers chain the blocks of each level left to right.
     let (left, right) = (be32(&blk, 8), be32(&blk, 12));
     if let Some(slot) = w.last.get_mut(level as usize) {

@@ -777,9 +777,13 @@ impl Plan {
                     continue;
                 }
             }
+            // A link count is right only when every name was counted
+            // (an inode btree that cannot be read hides directories).
             let allocates = matches!(
                 f,
-                Fix::DropEntry { .. }
+                Fix::Nlink { .. }
+                    | Fix::AddRmap { .. }
+                    | Fix::DropEntry { .. }
                     | Fix::Disconnected { .. }
                     | Fix::ClearInode { .. }
                     | Fix::DropRmap { .. }
