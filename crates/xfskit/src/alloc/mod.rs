@@ -18,7 +18,7 @@ mod agf;
 mod choose;
 pub mod filestream;
 mod refcount;
-mod rmap;
+pub(crate) mod rmap;
 pub(crate) mod rtalloc;
 pub(crate) mod rtrefc;
 pub(crate) mod rtrmap;

@@ -97,7 +97,7 @@ impl Rmap {
         !non_inode(self.owner) && self.flags & xbt::XFS_RMAP_OFF_BMBT_BLOCK == 0
     }
 
-    fn to_rec(self) -> [u8; 24] {
+    pub(crate) fn to_rec(self) -> [u8; 24] {
         let mut r = [0u8; 24];
         r[0..4].copy_from_slice(&self.start.to_be_bytes());
         r[4..8].copy_from_slice(&self.len.to_be_bytes());
@@ -125,7 +125,7 @@ impl Rmap {
     }
 
     /// True when `self` is directly followed by `next` in one record.
-    fn joins(&self, next: &Rmap) -> bool {
+    pub(crate) fn joins(&self, next: &Rmap) -> bool {
         self.owner == next.owner
             && self.flags == next.flags
             && self.end() == u64::from(next.start)
@@ -150,6 +150,12 @@ pub(crate) struct RmapBt {
 }
 
 impl RmapBt {
+    /// AG `agno`'s rmapbt on a filesystem of `block_size` blocks (outside
+    /// a transaction: the bulk loader's).
+    pub(crate) fn new(agno: AgNumber, block_size: usize) -> RmapBt {
+        RmapBt { agno, block_size }
+    }
+
     pub fn cursor(tp: &Trans<'_>, agno: AgNumber) -> Cursor<RmapBt> {
         Cursor::new(RmapBt {
             agno,

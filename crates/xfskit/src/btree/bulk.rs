@@ -3,8 +3,8 @@
 //! rest of the filesystem says it must hold (the shape of libxfs's
 //! `xfs_btree_bload`, without its slack: blocks are filled evenly).
 //!
-//! Non-overlapping trees only (each node key is its child's first key).
-//! Every block of a level holds the same number of entries give or take
+//! Each node entry holds its child's first key; in an overlapping tree
+//! (the rmapbt) also the highest key below it. Every block of a level holds the same number of entries give or take
 //! one, so a level of two blocks or more keeps each at or above
 //! [`Shape::minrecs`]. The blocks come back as bytes, CRC stamped (v5),
 //! for the caller to write where it wants.
@@ -60,9 +60,10 @@ pub fn build<O: BtreeOps>(
     );
     let mut next = ptrs.iter().copied();
     let mut blocks = Vec::with_capacity(ptrs.len());
-    // The entries of the level being built: leaf records, then (key,
-    // pointer) pairs of the level below.
+    // The entries of the level being built: leaf records, then the
+    // (low key, high key, pointer) of each block of the level below.
     let mut entries: Vec<Vec<u8>> = recs.iter().map(|r| r.to_vec()).collect();
+    let kl = s.key_len;
     let mut root = 0;
     for (level, &count) in shape_levels.iter().enumerate() {
         let lay = Lay::block(&s, level);
@@ -76,18 +77,38 @@ pub fn build<O: BtreeOps>(
             init_header(&s, &mut d, level, daddr(p), uuid);
             lay.set_leftsib(&mut d, if i == 0 { NULL_LONG } else { mine[i - 1] });
             lay.set_rightsib(&mut d, mine.get(i + 1).copied().unwrap_or(NULL_LONG));
-            for (j, e) in entries[at..at + n].iter().enumerate() {
+            let ents = &entries[at..at + n];
+            for (j, e) in ents.iter().enumerate() {
                 lay.set_ent(&mut d, j, e);
             }
             lay.set_numrecs(&mut d, n);
-            // The parent's entry: this block's first key, then its pointer.
-            let mut key = vec![0u8; s.key_len];
+            // The parent's entry: the block's first key (and, overlapping,
+            // the highest key below it), then its pointer.
+            let mut low = vec![0u8; kl];
+            let mut high = vec![0u8; kl];
             if n > 0 {
                 if level == 0 {
-                    ops.key_of_rec(&entries[at], &mut key);
+                    ops.key_of_rec(&ents[0], &mut low);
                 } else {
-                    key.copy_from_slice(&entries[at][..s.key_len]);
+                    low.copy_from_slice(&ents[0][..kl]);
                 }
+                if s.overlapping {
+                    let mut h = vec![0u8; kl];
+                    for (j, e) in ents.iter().enumerate() {
+                        if level == 0 {
+                            ops.high_key_of_rec(e, &mut h);
+                        } else {
+                            h.copy_from_slice(&e[kl..2 * kl]);
+                        }
+                        if j == 0 || ops.cmp_keys(&h, &high) == std::cmp::Ordering::Greater {
+                            high.copy_from_slice(&h);
+                        }
+                    }
+                }
+            }
+            let mut key = low;
+            if s.overlapping {
+                key.extend_from_slice(&high);
             }
             key.extend_from_slice(&lay.ptr_bytes(p));
             up.push(key);

@@ -178,7 +178,7 @@ pub(crate) fn check_ag(ctx: &Ctx<'_>, agno: u32) -> AgHeads {
         let want = ctx.rmaps.take_expected(agno);
         match heads.rmap_ag.take() {
             Some(found) => rmap::compare(ctx, agno, want, found),
-            None => ctx.rmaps.skip(agno),
+            None => ctx.rmaps.skip(agno, want),
         }
     }
     heads

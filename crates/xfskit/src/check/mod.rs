@@ -362,6 +362,12 @@ pub struct CheckReport {
     /// the free extents (start, length) that everything else leaves, in
     /// block order.
     pub free_space: Vec<(u32, Vec<(u32, u32)>)>,
+    /// Per AG whose rmapbt cannot be read whole (rebuilt with its free
+    /// space btrees), what it should hold but for the blocks of those
+    /// three trees: (start, length, owner, offset with its
+    /// `XFS_RMAP_OFF_*` flags), unsorted. The whole set of one such AG
+    /// is held in memory.
+    pub rmap_rebuild: Vec<(u32, Vec<(u32, u32, u64, u64)>)>,
 }
 
 /// Inode and free block counts summed over the AG headers.
@@ -726,9 +732,18 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
             geo.log_blocks
         ));
     }
+    let mut rmap_rebuild = Vec::new();
+    for &a in &rebuilt {
+        if let Some(recs) = rmap::rebuilt_records(&ctx, a) {
+            rmap_rebuild.push((a, recs));
+        }
+    }
     let free_space = rebuilt
         .iter()
-        .map(|&a| (a, ctx.map.free_space(a)))
+        .map(|&a| {
+            let with_rmap = rmap_rebuild.iter().any(|(r, _)| *r == a);
+            (a, ctx.map.free_space(a, with_rmap))
+        })
         .collect();
     Ok(CheckReport {
         problems: ctx.sink.into_problems(),
@@ -741,6 +756,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
             fdblocks: totals.fdblocks,
         },
         free_space,
+        rmap_rebuild,
     })
 }
 
@@ -771,11 +787,17 @@ fn mark_space_rebuilds(ctx: &Ctx<'_>) -> BTreeSet<u32> {
     if !geo.v5 {
         return ags;
     }
+    // An rmapbt that cannot be read whole is rebuilt with the free space
+    // btrees (its blocks come from free space).
+    let rmap_ags: BTreeSet<u32> = ctx.rmaps.skipped().into_iter().collect();
+    ags.extend(rmap_ags.iter().copied());
     let mut kept = ctx.sink.kept.lock().unwrap_or_else(|p| p.into_inner());
-    let tree = |p: &Problem| matches!(
+    let tree = |p: &Problem| {
+        matches!(
             p.what,
             "bnobt block" | "cntbt block" | "bnobt record" | "free space btrees"
-        );
+        )
+    };
     for p in kept.iter() {
         if tree(p) {
             if let Some(a) = problem_ag(geo, &p.location).filter(|&a| a < geo.ag_count) {
@@ -788,6 +810,7 @@ fn mark_space_rebuilds(ctx: &Ctx<'_>) -> BTreeSet<u32> {
         std::mem::offset_of!(Agf, agf_freeblks),
         std::mem::offset_of!(Agf, agf_longest),
         std::mem::offset_of!(Agf, agf_btreeblks),
+        std::mem::offset_of!(Agf, agf_rmap_blocks),
     ];
     for p in kept.iter_mut() {
         let Some(agno) = problem_ag(geo, &p.location).filter(|a| ags.contains(a)) else {
@@ -795,7 +818,8 @@ fn mark_space_rebuilds(ctx: &Ctx<'_>) -> BTreeSet<u32> {
         };
         let counter = matches!(&p.fix, Some(Fix::AgField(f))
             if f.header == AgHeader::Agf && counted.contains(&f.offset));
-        if tree(p) || counter {
+        let rmap_tree = p.what == "rmapbt block" && rmap_ags.contains(&agno);
+        if tree(p) || counter || rmap_tree {
             p.fix = Some(Fix::RebuildFreeSpace { agno });
         }
     }

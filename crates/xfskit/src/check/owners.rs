@@ -34,6 +34,9 @@ pub enum Use {
     /// A free space btree (bnobt, cntbt) block: free space once those
     /// trees are rebuilt.
     SpaceBtree,
+    /// A reverse mapping btree block: free space once that tree is
+    /// rebuilt.
+    RmapBtree,
     /// Free space.
     Free,
     /// An inode chunk.
@@ -54,7 +57,7 @@ impl Use {
             Use::Header => "AG header",
             Use::Log => "log",
             Use::Agfl => "free list",
-            Use::AgBtree | Use::SpaceBtree => "AG btree",
+            Use::AgBtree | Use::SpaceBtree | Use::RmapBtree => "AG btree",
             Use::Free => "free space",
             Use::Inodes => "inode chunk",
             Use::Data => "file data",
@@ -409,15 +412,16 @@ impl OwnerMap {
     /// btrees claims them: the blocks that neither the AG headers, the
     /// log, the free list, the other AG btrees, inode chunks, files nor
     /// CoW staging use, with the old free space btrees' blocks and
-    /// records counted free. What a rebuilt bnobt and cntbt hold.
-    pub(crate) fn free_space(&self, agno: u32) -> Vec<(u32, u32)> {
+    /// records counted free (and the old rmapbt's blocks too, with
+    /// `rmap`: it is rebuilt as well). What a rebuilt bnobt and cntbt hold.
+    pub(crate) fn free_space(&self, agno: u32, rmap: bool) -> Vec<(u32, u32)> {
         let len = self.len_of(agno);
         let mut free = Vec::new();
         let mut at = 0u32;
         self.with_shard(agno, |m| {
             let end = (u64::from(agno) + 1) << 32;
             for (&k, &(e, u)) in m.runs.range(key(agno, 0)..end) {
-                if matches!(u, Use::Free | Use::SpaceBtree) {
+                if matches!(u, Use::Free | Use::SpaceBtree) || (rmap && u == Use::RmapBtree) {
                     continue;
                 }
                 let s = k as u32;
@@ -431,6 +435,18 @@ impl OwnerMap {
             free.push((at, len - at));
         }
         free
+    }
+
+    /// The runs of AG `agno` the free list claims, as (start, length).
+    pub(crate) fn agfl_runs(&self, agno: u32) -> Vec<(u32, u32)> {
+        self.with_shard(agno, |m| {
+            let end = (u64::from(agno) + 1) << 32;
+            m.runs
+                .range(key(agno, 0)..end)
+                .filter(|(_, &(_, u))| u == Use::Agfl)
+                .map(|(&k, &(e, _))| (k as u32, e - k as u32))
+                .collect()
+        })
     }
 
     /// Reports every run of blocks nobody claimed.

@@ -37,7 +37,7 @@ pub(crate) const BMBT: u8 = 2;
 pub(crate) const UNWRITTEN: u8 = 4;
 
 /// The `XFS_RMAP_OFF_*` bits of an offset field for [`Rmap::flags`].
-fn off_flags(flags: u8) -> u64 {
+pub(crate) fn off_flags(flags: u8) -> u64 {
     use xfs_format::btree as fb;
     let mut out = 0u64;
     for (bit, off) in [
@@ -353,7 +353,8 @@ fn rec_high(r: &[u8]) -> Key {
 /// the key its parent holds for it (`parent`: low key then high key, 40
 /// bytes): the parent's low key is the block's first key, and nothing in
 /// the block goes past the parent's high key; in a node, the low keys
-/// are in order.
+/// are in order. Returns false when a key is wrong (the tree then cannot
+/// be searched, and is rebuilt).
 pub(crate) fn check_keys(
     ctx: &Ctx<'_>,
     agno: u32,
@@ -361,12 +362,14 @@ pub(crate) fn check_keys(
     level: u32,
     blk: &[u8],
     parent: Option<&[u8]>,
-) {
+) -> bool {
+    let ok = std::cell::Cell::new(true);
     const HDR: usize = 56;
     const REC: usize = 24;
     const KEY: usize = 20;
     let numrecs = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
     let bad = |d: String| {
+        ok.set(false);
         ctx.sink
             .add("rmapbt block", Location::AgBlock { agno, agbno }, d)
     };
@@ -400,7 +403,7 @@ pub(crate) fn check_keys(
         }
     }
     let Some(p) = parent.filter(|p| p.len() >= 2 * KEY) else {
-        return;
+        return ok.get();
     };
     let (low, high) = (key_at(&p[..KEY]), key_at(&p[KEY..2 * KEY]));
     if let Some(&(first, _)) = entries.first() {
@@ -420,6 +423,7 @@ pub(crate) fn check_keys(
             show(high)
         ));
     }
+    ok.get()
 }
 
 /// Reports at most this many mismatches of one kind per AG; the rest are counted.
@@ -724,6 +728,8 @@ pub(crate) struct Rmaps {
     shards: Vec<Mutex<Shard>>,
     /// AGs whose rmapbt could not be read whole: not compared.
     skip: Mutex<HashSet<u32>>,
+    /// What those AGs' rmapbts should hold, for their rebuild.
+    rebuild: Mutex<HashMap<u32, Vec<Rmap>>>,
     /// The first error writing or reading a spill file.
     failed: Mutex<Option<std::io::Error>>,
 }
@@ -754,6 +760,7 @@ impl Rmaps {
                 })
                 .collect(),
             skip: Mutex::new(HashSet::new()),
+            rebuild: Mutex::new(HashMap::new()),
             failed: Mutex::new(None),
         }
     }
@@ -793,9 +800,26 @@ impl Rmaps {
         self.note(res);
     }
 
-    /// Leaves AG `agno` out of the comparison.
-    pub(crate) fn skip(&self, agno: u32) {
+    /// Leaves AG `agno` out of the comparison (its rmapbt could not be
+    /// read whole), keeping what it should hold (`want`, what pass 1
+    /// expects, and the file mappings [`Rmaps::finish`] adds) for its
+    /// rebuild. The AG's whole set is held in memory.
+    pub(crate) fn skip(&self, agno: u32, want: Vec<Rmap>) {
         lock(&self.skip).insert(agno);
+        lock(&self.rebuild).entry(agno).or_default().extend(want);
+    }
+
+    /// What AG `agno`'s rmapbt should hold, when it was skipped: every
+    /// mapping expected (unsorted, maybe repeated).
+    pub(crate) fn take_rebuild(&self, agno: u32) -> Option<Vec<Rmap>> {
+        lock(&self.rebuild).remove(&agno)
+    }
+
+    /// The AGs skipped.
+    pub(crate) fn skipped(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = lock(&self.rebuild).keys().copied().collect();
+        v.sort_unstable();
+        v
     }
 
     /// Takes what pass 1 expects of AG `agno` (no file has been read yet).
@@ -861,6 +885,10 @@ impl Rmaps {
             }
             let agno = g.0;
             if skip.contains(&agno) {
+                lock(&self.rebuild)
+                    .entry(agno)
+                    .or_default()
+                    .extend(wg.iter().copied());
                 continue;
             }
             if cur.as_ref().is_none_or(|(a, _)| *a != agno) {
@@ -881,6 +909,28 @@ impl Rmaps {
         }
         Ok(())
     }
+}
+
+/// What AG `agno`'s rebuilt rmapbt holds but for its own blocks and the
+/// free space btrees' (which the rebuild places): every mapping expected
+/// but the AG's own (`XFS_RMAP_OWN_AG`), and the free list's blocks as
+/// the AG's, as (start, length, owner, offset with `XFS_RMAP_OFF_*`
+/// flags), unsorted. None when the AG's rmapbt was read whole.
+pub(crate) fn rebuilt_records(ctx: &Ctx<'_>, agno: u32) -> Option<Vec<(u32, u32, u64, u64)>> {
+    let want = ctx.rmaps.take_rebuild(agno)?;
+    let own_ag = xfs_format::btree::XFS_RMAP_OWN_AG;
+    let mut out: Vec<(u32, u32, u64, u64)> = want
+        .into_iter()
+        .filter(|r| r.owner != own_ag)
+        .map(|r| (r.start, r.len, r.owner, r.offset | off_flags(r.flags)))
+        .collect();
+    out.extend(
+        ctx.map
+            .agfl_runs(agno)
+            .into_iter()
+            .map(|(s, l)| (s, l, own_ag, 0)),
+    );
+    Some(out)
 }
 
 /// The k-way merge of the shards' sorted streams.

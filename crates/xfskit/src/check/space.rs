@@ -142,6 +142,8 @@ fn visit(
         xfs_format::btree::XFS_ABTB_CRC_MAGIC | xfs_format::btree::XFS_ABTC_CRC_MAGIC
     ) {
         Use::SpaceBtree
+    } else if magic == xfs_format::btree::XFS_RMAP_CRC_MAGIC {
+        Use::RmapBtree
     } else {
         Use::AgBtree
     };
@@ -180,7 +182,9 @@ fn visit(
     let hdr = ctx.fs.geometry().layout().sblock_hdr;
     let numrecs = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
     if magic == xfs_format::btree::XFS_RMAP_CRC_MAGIC {
-        super::rmap::check_keys(ctx, agno, agbno, level, &blk, want_key);
+        if !super::rmap::check_keys(ctx, agno, agbno, level, &blk, want_key) {
+            w.whole = false;
+        }
     }
     // The parent's key is the lowest key below it: our first record's or
     // first key's leading bytes (rmap keys differ from records: above).

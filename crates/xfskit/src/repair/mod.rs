@@ -476,11 +476,14 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
         let plan = Plan::of(&first, skip_ahead);
         report.fixes.extend(log_words);
         report.fixes.extend(plan.header_words(&first));
-        report.fixes.extend(
-            plan.rebuild
-                .iter()
-                .map(|&agno| ns::describe(&Fix::RebuildFreeSpace { agno })),
-        );
+        report.fixes.extend(plan.rebuild.iter().map(|&agno| {
+            let words = ns::describe(&Fix::RebuildFreeSpace { agno });
+            if first.rmap_rebuild.iter().any(|(a, _)| *a == agno) {
+                format!("{words}, and its rmapbt, which cannot be read whole, with them")
+            } else {
+                words
+            }
+        }));
         report.fixes.extend(plan.ns.iter().map(ns::describe));
         if plan.counters_later {
             report.fixes.push(
@@ -550,7 +553,12 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
                 .find(|(a, _)| *a == agno)
                 .map(|(_, f)| f.as_slice())
                 .unwrap_or_default();
-            match space::rebuild(&dev, &geo, sect, agno, free) {
+            let rmaps = current
+                .rmap_rebuild
+                .iter()
+                .find(|(a, _)| *a == agno)
+                .map(|(_, r)| r.as_slice());
+            match space::rebuild(&dev, &geo, sect, agno, free, rmaps) {
                 Ok(words) => {
                     report.fixes.push(words);
                     progress = true;

@@ -14,8 +14,14 @@
 //! then wrong, and the next round's check gives them their fixes (the
 //! old blocks' records trimmed, the new blocks' added) through the
 //! journal.
+//!
+//! An rmapbt that cannot be read whole is rebuilt with them, from the
+//! mappings the check expects
+//! ([`crate::check::CheckReport::rmap_rebuild`]) and one record of the
+//! AG's own for the three new trees' blocks (which then need no fix).
 
 use crate::alloc::abt::{AllocBt, Which};
+use crate::alloc::rmap::{Rmap, RmapBt};
 use crate::btree::bulk;
 use crate::btree::BtreeOps;
 use crate::bytes::be32;
@@ -26,6 +32,34 @@ use std::mem::offset_of;
 use std::sync::Arc;
 use xfs_format::ag::Agf;
 
+/// `recs` (start, length, owner, offset with flags) sorted in rmapbt
+/// order, repeats dropped and records that continue each other joined.
+fn rmap_order(recs: &[(u32, u32, u64, u64)]) -> Vec<Rmap> {
+    use xfs_format::btree as xbt;
+    let flags = xbt::XFS_RMAP_OFF_ATTR_FORK | xbt::XFS_RMAP_OFF_BMBT_BLOCK | xbt::XFS_RMAP_OFF_UNWRITTEN;
+    let mut v: Vec<Rmap> = recs
+        .iter()
+        .map(|&(start, len, owner, off)| Rmap {
+            start,
+            len,
+            owner,
+            offset: off & xbt::XFS_RMAP_OFF_MASK,
+            flags: off & flags,
+        })
+        .collect();
+    let key = |r: &Rmap| (r.start, r.owner, r.offset | (r.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN), r.len, r.flags);
+    v.sort_unstable_by_key(key);
+    v.dedup();
+    let mut out: Vec<Rmap> = Vec::with_capacity(v.len());
+    for r in v {
+        match out.last_mut() {
+            Some(l) if l.joins(&r) => l.len += r.len,
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
 /// Rebuilds AG `agno`'s free space btrees to hold `free` (start, length;
 /// in block order) on `dev`, whose sectors are `sect` bytes. Returns what
 /// was done, in words.
@@ -35,6 +69,7 @@ pub(super) fn rebuild(
     sect: usize,
     agno: u32,
     free: &[(u32, u32)],
+    rmaps: Option<&[(u32, u32, u64, u64)]>,
 ) -> Result<String> {
     let ag = AgNumber(agno);
     let bs = geo.block_size as usize;
@@ -43,30 +78,62 @@ pub(super) fn rebuild(
         AllocBt::new(ag, Which::Cnt, bs),
     );
     let need_of = |t: &AllocBt| bulk::level_blocks(&t.shape(), free.len());
-    let (bno_levels, cnt_levels) = (need_of(&bno), need_of(&cnt));
     let (nb, nc) = (
-        bno_levels.iter().sum::<usize>(),
-        cnt_levels.iter().sum::<usize>(),
+        need_of(&bno).iter().sum::<usize>(),
+        need_of(&cnt).iter().sum::<usize>(),
     );
-    let total = (nb + nc) as u32;
-    // The largest extent (the first of equals) gives up its tail: it
-    // must keep a block, so that no extent goes and the trees' size holds.
-    let big = free
-        .iter()
-        .enumerate()
-        .max_by_key(|(i, e)| (e.1, std::cmp::Reverse(*i)))
-        .map(|(i, _)| i)
-        .filter(|&i| free[i].1 > total)
-        .ok_or_else(|| {
-            Error::NoSpace(format!(
-                "AG {agno}: no free extent of more than {total} blocks to hold the rebuilt free space btrees"
-            ))
-        })?;
+    let rmapbt = RmapBt::new(ag, bs);
+    // The rmapbt's size depends on its records, which include the run
+    // of the new trees' blocks, which joins its neighbours or not
+    // depending on where it lands: sized again until it holds.
+    let mut rmap_n = rmaps.map_or(0, |r| r.len() + 1);
+    let mut placed = None;
+    for _ in 0..4 {
+        let nr = if rmaps.is_some() {
+            bulk::level_blocks(&rmapbt.shape(), rmap_n).iter().sum()
+        } else {
+            0
+        };
+        let total = (nb + nc + nr) as u32;
+        // The largest extent (the first of equals) gives up its tail: it
+        // must keep a block, so that no extent goes and the free space
+        // trees' size holds.
+        let big = free
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, e)| (e.1, std::cmp::Reverse(*i)))
+            .map(|(i, _)| i)
+            .filter(|&i| free[i].1 > total)
+            .ok_or_else(|| {
+                Error::NoSpace(format!(
+                    "AG {agno}: no free extent of more than {total} blocks to hold the rebuilt btrees"
+                ))
+            })?;
+        let first = free[big].0 + free[big].1 - total;
+        let recs = rmaps.map(|r| {
+            let mut all = r.to_vec();
+            all.push((first, total, xfs_format::btree::XFS_RMAP_OWN_AG, 0));
+            rmap_order(&all)
+        });
+        let fits = recs.as_ref().is_none_or(|v| {
+            bulk::level_blocks(&rmapbt.shape(), v.len()).iter().sum::<usize>() == nr
+        });
+        if fits {
+            placed = Some((big, first, total, nr, recs));
+            break;
+        }
+        rmap_n = recs.map_or(0, |v| v.len());
+    }
+    let Some((big, first, total, nr, rmap_recs)) = placed else {
+        return Err(Error::Unsupported(format!(
+            "AG {agno}: the rebuilt rmapbt's size does not settle"
+        )));
+    };
     let mut free = free.to_vec();
     free[big].1 -= total;
-    let first = free[big].0 + free[big].1;
     let ptrs: Vec<u64> = (u64::from(first)..u64::from(first + total)).collect();
-    let (bno_ptrs, cnt_ptrs) = ptrs.split_at(nb);
+    let (bno_ptrs, rest) = ptrs.split_at(nb);
+    let (cnt_ptrs, rmap_ptrs) = rest.split_at(nc);
 
     let recs: Vec<[u8; 8]> = free
         .iter()
@@ -81,10 +148,15 @@ pub(super) fn rebuild(
     let mut by_cnt = by_bno.clone();
     by_cnt.sort_by_key(|r| (be32(r, 4), be32(r, 0)));
     let daddr = |p: u64| geo.agb_to_daddr(ag, AgBlock(p as u32)).0;
-    let trees = [
+    let mut trees = vec![
         bulk::build(&bno, &by_bno, bno_ptrs, &daddr, &geo.meta_uuid),
         bulk::build(&cnt, &by_cnt, cnt_ptrs, &daddr, &geo.meta_uuid),
     ];
+    if let Some(recs) = &rmap_recs {
+        let raw: Vec<[u8; 24]> = recs.iter().map(|r| r.to_rec()).collect();
+        let refs: Vec<&[u8]> = raw.iter().map(|r| &r[..]).collect();
+        trees.push(bulk::build(&rmapbt, &refs, rmap_ptrs, &daddr, &geo.meta_uuid));
+    }
     for t in &trees {
         for (p, d) in &t.blocks {
             dev.write_at(d, geo.agb_to_daddr(ag, AgBlock(*p as u32)).bytes())
@@ -107,7 +179,9 @@ pub(super) fn rebuild(
     }
     let freeblks: u64 = free.iter().map(|e| u64::from(e.1)).sum();
     let longest = free.iter().map(|e| e.1).max().unwrap_or(0);
-    let rmap_blocks = if geo.features.rmapbt {
+    let rmap_blocks = if rmap_recs.is_some() {
+        nr as u32 - 1
+    } else if geo.features.rmapbt {
         be32(&h, offset_of!(Agf, agf_rmap_blocks)).saturating_sub(1)
     } else {
         0
@@ -121,11 +195,20 @@ pub(super) fn rebuild(
     set(offset_of!(Agf, agf_freeblks), freeblks as u32);
     set(offset_of!(Agf, agf_longest), longest);
     set(offset_of!(Agf, agf_btreeblks), btreeblks);
+    if let Some(t) = trees.get(2) {
+        set(offset_of!(Agf, agf_rmap_root), t.root as u32);
+        set(offset_of!(Agf, agf_rmap_level), t.levels as u32);
+        set(offset_of!(Agf, agf_rmap_blocks), nr as u32);
+    }
     xfs_format::crc::stamp(&mut h, xfs_format::ag::XFS_AGF_CRC_OFF);
     dev.write_at(&h, at).map_err(Error::Io)?;
     dev.flush().map_err(Error::Io)?;
+    let rmap_words = match &rmap_recs {
+        Some(r) => format!("; rmapbt rebuilt: {} record(s) in {nr} block(s)", r.len()),
+        None => String::new(),
+    };
     Ok(format!(
-        "AG {agno}: free space btrees rebuilt from what the AG uses: {} free extent(s), {freeblks} block(s), in {nb} bnobt and {nc} cntbt block(s) at {first}",
+        "AG {agno}: free space btrees rebuilt from what the AG uses: {} free extent(s), {freeblks} block(s), in {nb} bnobt and {nc} cntbt block(s) at {first}{rmap_words}",
         free.len()
     ))
 }
