@@ -212,7 +212,7 @@ fn fragmented(bin: &Path, dir: &Path, rmapbt: bool) -> PathBuf {
     img
 }
 
-/// Free space btrees and rmapbts damaged in AG 0 of a fragmented image
+/// Free space btrees, rmapbts and finobts damaged in AG 0 of a fragmented image
 /// (two-level trees), with and without the rmapbt, are rebuilt: check and
 /// xfs_repair -n 7.2 are clean after, the files' data is kept, a second
 /// repair writes nothing and (root) the kernel allocates from the
@@ -232,15 +232,19 @@ fn ag_btrees_are_rebuilt() {
             d.display()
         ));
         // (name, damage, an rmapbt's, xfs_repair -n sees it)
-        for (name, damage, rmap, theirs) in [
-            ("bnobt leaf", "-c 'agf 0' -c 'addr bnoroot' -c 'addr ptrs[2]' -c 'write -d magic 0'", false, true),
-            ("cntbt root", "-c 'agf 0' -c 'write -d cntroot 0' -c 'sb 0' -c 'write -d fdblocks 3'", false, true),
-            ("bnobt level", "-c 'agf 0' -c 'write -d bnolevel 1'", false, true),
-            ("rmapbt leaf", "-c 'agf 0' -c 'addr rmaproot' -c 'addr ptrs[3]' -c 'write -d magic 0'", true, true),
-            ("rmapbt root", "-c 'agf 0' -c 'write -d rmaproot 0' -c 'sb 0' -c 'write -d fdblocks 3'", true, true),
+        const SPACE: &str = "free space btrees (bnobt, cntbt) rebuilt";
+        const FINO: &str = "free inode btree rebuilt from the inode btree";
+        for (name, damage, rmap, theirs, words) in [
+            ("bnobt leaf", "-c 'agf 0' -c 'addr bnoroot' -c 'addr ptrs[2]' -c 'write -d magic 0'", false, true, SPACE),
+            ("cntbt root", "-c 'agf 0' -c 'write -d cntroot 0' -c 'sb 0' -c 'write -d fdblocks 3'", false, true, SPACE),
+            ("bnobt level", "-c 'agf 0' -c 'write -d bnolevel 1'", false, true, SPACE),
+            ("rmapbt leaf", "-c 'agf 0' -c 'addr rmaproot' -c 'addr ptrs[3]' -c 'write -d magic 0'", true, true, SPACE),
+            ("rmapbt root", "-c 'agf 0' -c 'write -d rmaproot 0' -c 'sb 0' -c 'write -d fdblocks 3'", true, true, SPACE),
             // A node's low key that is not its child's first: xfs_repair
             // 7.2 -n does not look; a lookup would go astray.
-            ("rmapbt key", "-c 'agf 0' -c 'addr rmaproot' -c 'write -d keys[2].startblock 7'", true, false),
+            ("rmapbt key", "-c 'agf 0' -c 'addr rmaproot' -c 'write -d keys[2].startblock 7'", true, false, SPACE),
+            ("finobt root", "-c 'agi 0' -c 'write -d free_root 0'", false, true, FINO),
+            ("finobt record", "-c 'agi 0' -c 'addr free_root' -c 'write -d recs[3].freecount 9'", false, true, FINO),
         ] {
             if rmap && !rmapbt {
                 continue;
@@ -255,14 +259,14 @@ fn ag_btrees_are_rebuilt() {
             let before = sha(&img);
             let dry = xfskit_output(&["repair", "--dry-run", i]);
             let dry = String::from_utf8_lossy(&dry.stdout).into_owned();
-            assert!(
-                dry.contains("would fix: AG 0: free space btrees (bnobt, cntbt) rebuilt"),
-                "{name}: {dry}"
-            );
+            assert!(dry.contains(&format!("would fix: AG 0: {words}")), "{name}: {dry}");
             assert_eq!(dry.contains("and its rmapbt"), rmap, "{name}: {dry}");
             assert_eq!(sha(&img), before, "{name}: --dry-run wrote");
             let out = xfskit_ok(&["repair", i]);
-            assert!(out.contains("free space btrees rebuilt"), "{name}: {out}");
+            assert!(
+                out.contains(if words == SPACE { "free space btrees rebuilt" } else { FINO }),
+                "{name}: {out}"
+            );
             assert_eq!(out.contains("rmapbt rebuilt"), rmap, "{name}: {out}");
             assert!(out.contains("the filesystem is clean"), "{name}: {out}");
             let c = xfskit_output(&["check", i]);

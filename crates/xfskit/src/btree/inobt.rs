@@ -42,6 +42,17 @@ const IBLOCKS: usize = offset_of!(Agi, agi_iblocks);
 const FBLOCKS: usize = offset_of!(Agi, agi_fblocks);
 
 impl InobtOps {
+    /// AG `agno`'s inobt or finobt, to call its [`BtreeOps`] directly.
+    pub(crate) fn new(tp: &Trans<'_>, agno: AgNumber, tree: InoTree) -> InobtOps {
+        let geo = tp.geo();
+        InobtOps {
+            agno,
+            tree,
+            block_size: geo.block_size as usize,
+            inobtcount: geo.features.inobtcnt,
+        }
+    }
+
     /// A cursor over AG `agno`'s inobt or finobt.
     pub fn cursor(tp: &Trans<'_>, agno: AgNumber, tree: InoTree) -> Cursor<InobtOps> {
         let geo = tp.geo();

@@ -50,7 +50,7 @@ mod ns;
 mod owners;
 mod pptrs;
 mod quota;
-mod rmap;
+pub(crate) mod rmap;
 mod rt;
 mod rtgroups;
 mod sb;
@@ -247,6 +247,12 @@ pub enum Fix {
     /// ([`CheckReport::free_space`] lists what they hold), as xfs_repair
     /// rebuilds them.
     RebuildFreeSpace {
+        /// The AG.
+        agno: u32,
+    },
+    /// An AG's free inode btree, damaged, built again from its inode
+    /// btree (every chunk with a free inode), through the journal.
+    RebuildFinobt {
         /// The AG.
         agno: u32,
     },
@@ -821,6 +827,38 @@ fn mark_space_rebuilds(ctx: &Ctx<'_>) -> BTreeSet<u32> {
         let rmap_tree = p.what == "rmapbt block" && rmap_ags.contains(&agno);
         if tree(p) || counter || rmap_tree {
             p.fix = Some(Fix::RebuildFreeSpace { agno });
+        }
+    }
+    // A finobt is rebuilt from a sound inobt (xfs_repair rebuilds both).
+    if geo.features.finobt {
+        let mut fino = BTreeSet::new();
+        let mut ino_bad = BTreeSet::new();
+        for p in kept.iter() {
+            let Some(a) = problem_ag(geo, &p.location).filter(|&a| a < geo.ag_count) else {
+                continue;
+            };
+            match p.what {
+                "finobt block" | "finobt" => {
+                    fino.insert(a);
+                }
+                "inobt block" => {
+                    ino_bad.insert(a);
+                }
+                _ => {}
+            }
+        }
+        let fblocks = std::mem::offset_of!(xfs_format::ag::Agi, agi_fblocks);
+        for p in kept.iter_mut() {
+            let Some(agno) = problem_ag(geo, &p.location)
+                .filter(|a| fino.contains(a) && !ino_bad.contains(a))
+            else {
+                continue;
+            };
+            let counter = matches!(&p.fix, Some(Fix::AgField(f))
+                if f.header == AgHeader::Agi && f.offset == fblocks);
+            if matches!(p.what, "finobt block" | "finobt") || counter {
+                p.fix = Some(Fix::RebuildFinobt { agno });
+            }
         }
     }
     for &a in &ags {

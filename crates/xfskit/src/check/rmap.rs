@@ -156,7 +156,7 @@ impl Rmap {
 }
 
 /// Words for an owner.
-fn owner_name(owner: u64) -> String {
+pub(crate) fn owner_name(owner: u64) -> String {
     match owner {
         xbt::XFS_RMAP_OWN_FS => "AG headers".into(),
         xbt::XFS_RMAP_OWN_LOG => "the log".into(),

@@ -19,6 +19,7 @@ pub(crate) mod agi;
 mod chunk;
 mod rec;
 mod tree;
+pub(crate) use tree::rebuild_finobt;
 
 use crate::buf::Verifier;
 use crate::bytes::be32;

@@ -115,3 +115,41 @@ pub(crate) fn delete(tp: &mut Trans<'_>, agno: AgNumber, tree: Tree, startino: u
     }
     c.delete(tp)
 }
+
+/// Makes AG `agno`'s finobt anew in `tp` (repair's): an empty leaf for
+/// its root (the old tree's blocks are left for repair's next round to free),
+/// then every inobt record with a free inode inserted. Returns how many.
+pub(crate) fn rebuild_finobt(tp: &mut Trans<'_>, agno: AgNumber) -> Result<usize> {
+    use crate::btree::{BtreeOps, InoTree, InobtOps};
+    use xfs_format::ag::Agi;
+    let sparse = tp.geo().features.sparse_inodes;
+    let mut recs = Vec::new();
+    {
+        let mut c = InobtOps::cursor(tp, agno, InoTree::Inobt);
+        let mut more = c.lookup(tp, &0u32.to_be_bytes(), Dir::Ge)?;
+        while more {
+            let r = IRec::decode(&c.get_rec(tp)?, sparse)?;
+            if r.freecount > 0 {
+                recs.push(r);
+            }
+            more = c.increment(tp)?;
+        }
+    }
+    let id = super::agi::read_agi(tp, agno)?;
+    if tp.geo().features.inobtcnt {
+        super::agi::set(tp, id, std::mem::offset_of!(Agi, agi_fblocks), 0);
+    }
+    let mut ops = InobtOps::new(tp, agno, InoTree::Finobt);
+    let ptr = ops.alloc_block(tp, 0)?;
+    let s = ops.shape();
+    let daddr = ops.ptr_daddr(tp, ptr)?;
+    let b = tp.get_buf(daddr, s.block_size as u32, Some(s.crc_off()));
+    let uuid = tp.geo().meta_uuid;
+    crate::btree::block::init_header(&s, tp.buf_mut(b), 0, daddr.0, &uuid);
+    ops.set_root(tp, ptr, 1)?;
+    for r in &recs {
+        insert(tp, agno, Tree::Fino, r)?;
+    }
+    Ok(recs.len())
+}
+

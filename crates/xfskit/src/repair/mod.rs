@@ -791,6 +791,7 @@ impl Plan {
                 f,
                 Fix::Nlink { .. }
                     | Fix::AddRmap { .. }
+                    | Fix::RebuildFinobt { .. }
                     | Fix::DropEntry { .. }
                     | Fix::Disconnected { .. }
                     | Fix::ClearInode { .. }

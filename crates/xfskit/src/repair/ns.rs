@@ -39,6 +39,7 @@ fn rank(f: &Fix) -> u8 {
         Fix::ClearInode { .. } => 1,
         Fix::DropRmap { .. } => 1,
         Fix::AddRmap { .. } => 2,
+        Fix::RebuildFinobt { .. } => 2,
         Fix::FreeBlocks { .. } => 1,
         Fix::Nlink { .. } => 1,
         Fix::ResetDir { .. } => 2,
@@ -142,6 +143,9 @@ pub(crate) fn describe(f: &Fix) -> String {
         Fix::RebuildFreeSpace { agno } => format!(
             "AG {agno}: free space btrees (bnobt, cntbt) rebuilt from what the AG uses"
         ),
+        Fix::RebuildFinobt { agno } => {
+            format!("AG {agno}: free inode btree rebuilt from the inode btree")
+        }
         Fix::FreeBlocks { agno, agbno, len } => {
             format!("AG {agno}: {len} block(s) at {agbno} that nothing uses returned to free space")
         }
@@ -170,7 +174,7 @@ fn owner_name(owner: u64) -> String {
     if owner == xfs_format::btree::XFS_RMAP_OWN_AG {
         "the AG's free space btrees and free list".into()
     } else {
-        format!("inode {owner}")
+        crate::check::rmap::owner_name(owner)
     }
 }
 
@@ -267,6 +271,10 @@ fn apply_one(fs: &Fs, f: &Fix) -> Result<String> {
                 "AG {agno}: reverse mapping of {len} block(s) at {agbno} for {}, which maps them, added",
                 owner_name(*owner)
             )
+        }
+        Fix::RebuildFinobt { agno } => {
+            let n = crate::ialloc::rebuild_finobt(&mut tp, crate::geometry::AgNumber(*agno))?;
+            format!("AG {agno}: free inode btree rebuilt from the inode btree: {n} chunk(s) with free inodes")
         }
         Fix::FreeBlocks { agno, agbno, len } => {
             let geo = fs.geometry();
