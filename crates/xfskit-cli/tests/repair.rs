@@ -165,7 +165,7 @@ fn damage_not_handled_yet_is_left_as_it_is() {
     let d = t.path();
     let img = image(&bin, d, "agf.img");
     sh(&format!(
-        "'{}/xfs_db' -x -c 'agi 1' -c 'addr root' -c 'write -d magic 0' -c 'sb 0' -c 'write -d fdblocks 3' '{}' >/dev/null",
+        "'{}/xfs_db' -x -c 'agf 1' -c 'addr refcntroot' -c 'write -d magic 0' -c 'sb 0' -c 'write -d fdblocks 3' '{}' >/dev/null",
         bin.display(),
         img.display()
     ));
@@ -212,7 +212,7 @@ fn fragmented(bin: &Path, dir: &Path, rmapbt: bool) -> PathBuf {
     img
 }
 
-/// Free space btrees, rmapbts and finobts damaged in AG 0 of a fragmented image
+/// Free space btrees, rmapbts, inobts and finobts damaged in AG 0 of a fragmented image
 /// (two-level trees), with and without the rmapbt, are rebuilt: check and
 /// xfs_repair -n 7.2 are clean after, the files' data is kept, a second
 /// repair writes nothing and (root) the kernel allocates from the
@@ -234,6 +234,7 @@ fn ag_btrees_are_rebuilt() {
         // (name, damage, an rmapbt's, xfs_repair -n sees it)
         const SPACE: &str = "free space btrees (bnobt, cntbt) rebuilt";
         const FINO: &str = "free inode btree rebuilt from the inode btree";
+        const INO: &str = "inode btree rebuilt from the inode chunks the rmapbt records";
         for (name, damage, rmap, theirs, words) in [
             ("bnobt leaf", "-c 'agf 0' -c 'addr bnoroot' -c 'addr ptrs[2]' -c 'write -d magic 0'", false, true, SPACE),
             ("cntbt root", "-c 'agf 0' -c 'write -d cntroot 0' -c 'sb 0' -c 'write -d fdblocks 3'", false, true, SPACE),
@@ -245,10 +246,13 @@ fn ag_btrees_are_rebuilt() {
             ("rmapbt key", "-c 'agf 0' -c 'addr rmaproot' -c 'write -d keys[2].startblock 7'", true, false, SPACE),
             ("finobt root", "-c 'agi 0' -c 'write -d free_root 0'", false, true, FINO),
             ("finobt record", "-c 'agi 0' -c 'addr free_root' -c 'write -d recs[3].freecount 9'", false, true, FINO),
+            ("inobt root", "-c 'agi 0' -c 'write -d root 0' -c 'sb 0' -c 'write -d icount 9'", true, true, INO),
+            ("inobt block", "-c 'agi 0' -c 'addr root' -c 'write -d magic 0'", true, true, INO),
         ] {
             if rmap && !rmapbt {
                 continue;
             }
+            let rebuilt_rmap = name.starts_with("rmapbt");
             let name = format!("{name} (rmapbt={rmapbt})");
             let img = copy(&base, &d.join("case.img"));
             let i = img.to_str().unwrap();
@@ -260,14 +264,14 @@ fn ag_btrees_are_rebuilt() {
             let dry = xfskit_output(&["repair", "--dry-run", i]);
             let dry = String::from_utf8_lossy(&dry.stdout).into_owned();
             assert!(dry.contains(&format!("would fix: AG 0: {words}")), "{name}: {dry}");
-            assert_eq!(dry.contains("and its rmapbt"), rmap, "{name}: {dry}");
+            assert_eq!(dry.contains("and its rmapbt"), rebuilt_rmap, "{name}: {dry}");
             assert_eq!(sha(&img), before, "{name}: --dry-run wrote");
             let out = xfskit_ok(&["repair", i]);
             assert!(
-                out.contains(if words == SPACE { "free space btrees rebuilt" } else { FINO }),
+                out.contains(if words == SPACE { "free space btrees rebuilt" } else { words }),
                 "{name}: {out}"
             );
-            assert_eq!(out.contains("rmapbt rebuilt"), rmap, "{name}: {out}");
+            assert_eq!(out.contains("rmapbt rebuilt"), rebuilt_rmap, "{name}: {out}");
             assert!(out.contains("the filesystem is clean"), "{name}: {out}");
             let c = xfskit_output(&["check", i]);
             assert!(c.status.success(), "{name}: {}", String::from_utf8_lossy(&c.stdout));

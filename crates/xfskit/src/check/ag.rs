@@ -5,7 +5,7 @@ use super::rmap::{self, Rmap};
 use super::space::{walk_short, walk_short_whole, Use};
 use super::Ctx;
 use crate::buf::verify::Verifier;
-use crate::bytes::be32;
+use crate::bytes::{be16, be32};
 use crate::error::Location;
 use crate::geometry::{AgNumber, Daddr, Geometry};
 use std::sync::atomic::Ordering;
@@ -503,8 +503,15 @@ fn decode_inobt(geo: &Geometry, r: &[u8]) -> Chunk {
     }
 }
 
-/// Walks an inode btree, checking each record; returns (records, blocks).
-fn walk_inobt(ctx: &Ctx<'_>, agno: u32, magic: u32, root: u32, levels: u32) -> (Vec<Chunk>, u64) {
+/// Walks an inode btree, checking each record; returns (records, blocks,
+/// whether every block could be read).
+fn walk_inobt(
+    ctx: &Ctx<'_>,
+    agno: u32,
+    magic: u32,
+    root: u32,
+    levels: u32,
+) -> (Vec<Chunk>, u64, bool) {
     let geo = ctx.fs.geometry();
     let what = if magic == xbt::XFS_FIBT_CRC_MAGIC {
         "finobt block"
@@ -513,7 +520,7 @@ fn walk_inobt(ctx: &Ctx<'_>, agno: u32, magic: u32, root: u32, levels: u32) -> (
     };
     let aglen = u64::from(geo.ag_len(AgNumber(agno)));
     let mut out: Vec<Chunk> = Vec::new();
-    let blocks = walk_short(ctx, agno, magic, root, levels, &mut |r, blk| {
+    let (blocks, whole) = walk_short_whole(ctx, agno, magic, root, levels, &mut |r, blk| {
         let c = decode_inobt(geo, r);
         let bad = |d: String| {
             ctx.sink
@@ -559,19 +566,86 @@ fn walk_inobt(ctx: &Ctx<'_>, agno: u32, magic: u32, root: u32, levels: u32) -> (
             out.push(c);
         }
     });
-    (out, blocks)
+    (out, blocks, whole)
+}
+
+/// The inode chunks of AG `agno` as its rmapbt's inode chunk records
+/// (`rm`) place them, for an inobt that cannot be read: each 64-inode
+/// chunk those records reach, its holes where they do not, and its free
+/// inodes those whose core has no mode (read here). Chunks that are not
+/// whole on a filesystem without sparse inodes are left out.
+fn chunks_from_rmap(ctx: &Ctx<'_>, agno: u32, rm: &[Rmap]) -> Vec<Chunk> {
+    let geo = ctx.fs.geometry();
+    let log = u32::from(geo.inopb_log);
+    let mut present: std::collections::BTreeMap<u64, u64> = Default::default();
+    for r in rm.iter().filter(|r| r.owner == xbt::XFS_RMAP_OWN_INODES) {
+        let lo = u64::from(r.start) << log;
+        let hi = (u64::from(r.start) + u64::from(r.len)) << log;
+        let mut c = lo & !63;
+        while c < hi && c <= u64::from(u32::MAX) {
+            let from = lo.max(c) - c;
+            let to = hi.min(c + 64) - c;
+            let mask = if to - from == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << (to - from)) - 1) << from
+            };
+            *present.entry(c).or_default() |= mask;
+            c += 64;
+        }
+    }
+    let isize = geo.inode_size as usize;
+    let mut out = Vec::new();
+    for (startino, mask) in present {
+        let mut holemask = 0u16;
+        for g in 0..16 {
+            if (mask >> (4 * g)) & 0xf == 0 {
+                holemask |= 1 << g;
+            }
+        }
+        if holemask != 0 && !geo.features.sparse_inodes {
+            continue;
+        }
+        let first = geo.ino_make(AgNumber(agno), startino as u32);
+        let mut raw = vec![0u8; 64 * isize];
+        if ctx.fs.read_bytes(geo.ino_to_bytes(first), &mut raw).is_err() {
+            continue;
+        }
+        let mut free = !mask;
+        for i in 0..64usize {
+            if mask & (1 << i) != 0 && be16(&raw, i * isize + 2) == 0 {
+                free |= 1 << i;
+            }
+        }
+        out.push(Chunk {
+            startino: startino as u32,
+            holemask,
+            count: mask.count_ones(),
+            freecount: (free & mask).count_ones(),
+            free,
+        });
+    }
+    out
 }
 
 fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
     let geo = ctx.fs.geometry();
     let loc = || Location::Other(format!("AG {agno} AGI"));
-    let (chunks, iblocks) = walk_inobt(
+    let (mut chunks, iblocks, whole) = walk_inobt(
         ctx,
         agno,
         xbt::XFS_IBT_CRC_MAGIC,
         agi.agi_root.get(),
         agi.agi_level.get(),
     );
+    // An inobt that cannot be read is rebuilt from the chunks the rmapbt
+    // records, when it could be read whole: those are checked instead.
+    if !whole && geo.v5 {
+        if let Some(rm) = &heads.rmap_ag {
+            chunks = chunks_from_rmap(ctx, agno, rm);
+            super::lock_map(&ctx.inobt_rebuild).insert(agno, chunks.clone());
+        }
+    }
     let icount: u64 = chunks.iter().map(|c| u64::from(c.count)).sum();
     let ifree: u64 = chunks.iter().map(|c| u64::from(c.freecount)).sum();
     ctx.counters
@@ -604,7 +678,7 @@ fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
         );
     }
     if geo.features.finobt {
-        let (fchunks, fblocks) = walk_inobt(
+        let (fchunks, fblocks, _) = walk_inobt(
             ctx,
             agno,
             xbt::XFS_FIBT_CRC_MAGIC,

@@ -256,6 +256,13 @@ pub enum Fix {
         /// The AG.
         agno: u32,
     },
+    /// An AG's inode btree that cannot be read, built again from the
+    /// inode chunks its rmapbt records ([`CheckReport::inobt_rebuild`]),
+    /// and its finobt from that, through the journal.
+    RebuildInobt {
+        /// The AG.
+        agno: u32,
+    },
     /// Blocks that are neither free nor in use, returned to free space.
     FreeBlocks {
         /// Their AG.
@@ -374,7 +381,15 @@ pub struct CheckReport {
     /// `XFS_RMAP_OFF_*` flags), unsorted. The whole set of one such AG
     /// is held in memory.
     pub rmap_rebuild: Vec<(u32, Vec<(u32, u32, u64, u64)>)>,
+    /// Per AG whose inobt cannot be read (rebuilt from its rmapbt's inode
+    /// chunk records, with the finobt), its chunks: (first AG inode, hole
+    /// mask, inodes, free inodes, free mask), in order.
+    pub inobt_rebuild: Vec<(u32, Vec<InodeChunk>)>,
 }
+
+/// An inode btree record: (first AG inode, hole mask, inodes, free
+/// inodes, free mask).
+pub type InodeChunk = (u32, u16, u8, u8, u64);
 
 /// Inode and free block counts summed over the AG headers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -511,6 +526,14 @@ pub(crate) struct Ctx<'a> {
     pub(crate) rtg: rtgroups::RtgState,
     /// What each user, group and project uses, for the quota counts.
     pub(crate) quota: quota::Usage,
+    /// Per AG whose inobt cannot be read, the chunks its rmapbt records
+    /// (what the rebuilt inobt holds).
+    pub(crate) inobt_rebuild: Mutex<std::collections::BTreeMap<u32, Vec<ag::Chunk>>>,
+}
+
+/// Locks a mutex of the check's state, poisoned or not.
+pub(crate) fn lock_map<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Runs `work(i)` for every `i` in `0..count` on at most `threads`
@@ -609,6 +632,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         rt: rt::RtClaims::default(),
         rtg: rtgroups::RtgState::default(),
         quota: quota::Usage::new(&sb0_for_quota, geo.v5, metadir_quota_files(fs)),
+        inobt_rebuild: Mutex::default(),
     };
     // Metadata stamped at or past the log head is noted as it is read
     // (xfs_repair reformats the log then; the kernel refuses the blocks).
@@ -751,6 +775,16 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
             (a, ctx.map.free_space(a, with_rmap))
         })
         .collect();
+    let inobt_rebuild = std::mem::take(&mut *lock_map(&ctx.inobt_rebuild))
+        .into_iter()
+        .map(|(a, chunks)| {
+            let recs = chunks
+                .iter()
+                .map(|c| (c.startino, c.holemask, c.count as u8, c.freecount as u8, c.free))
+                .collect();
+            (a, recs)
+        })
+        .collect();
     Ok(CheckReport {
         problems: ctx.sink.into_problems(),
         stats,
@@ -763,6 +797,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         },
         free_space,
         rmap_rebuild,
+        inobt_rebuild,
     })
 }
 
@@ -829,6 +864,27 @@ fn mark_space_rebuilds(ctx: &Ctx<'_>) -> BTreeSet<u32> {
             p.fix = Some(Fix::RebuildFreeSpace { agno });
         }
     }
+    // An inobt rebuilt from the rmapbt's chunks (its finobt with it).
+    let ino_ags: BTreeSet<u32> = lock_map(&ctx.inobt_rebuild).keys().copied().collect();
+    {
+        use xfs_format::ag::Agi;
+        let counted = [
+            std::mem::offset_of!(Agi, agi_count),
+            std::mem::offset_of!(Agi, agi_freecount),
+            std::mem::offset_of!(Agi, agi_iblocks),
+            std::mem::offset_of!(Agi, agi_fblocks),
+        ];
+        for p in kept.iter_mut() {
+            let Some(agno) = problem_ag(geo, &p.location).filter(|a| ino_ags.contains(a)) else {
+                continue;
+            };
+            let counter = matches!(&p.fix, Some(Fix::AgField(f))
+                if f.header == AgHeader::Agi && counted.contains(&f.offset));
+            if matches!(p.what, "inobt block" | "finobt block" | "finobt") || counter {
+                p.fix = Some(Fix::RebuildInobt { agno });
+            }
+        }
+    }
     // A finobt is rebuilt from a sound inobt (xfs_repair rebuilds both).
     if geo.features.finobt {
         let mut fino = BTreeSet::new();
@@ -850,7 +906,7 @@ fn mark_space_rebuilds(ctx: &Ctx<'_>) -> BTreeSet<u32> {
         let fblocks = std::mem::offset_of!(xfs_format::ag::Agi, agi_fblocks);
         for p in kept.iter_mut() {
             let Some(agno) = problem_ag(geo, &p.location)
-                .filter(|a| fino.contains(a) && !ino_bad.contains(a))
+                .filter(|a| fino.contains(a) && !ino_bad.contains(a) && !ino_ags.contains(a))
             else {
                 continue;
             };

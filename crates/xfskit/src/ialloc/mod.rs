@@ -19,7 +19,8 @@ pub(crate) mod agi;
 mod chunk;
 mod rec;
 mod tree;
-pub(crate) use tree::rebuild_finobt;
+pub(crate) use rec::IRec;
+pub(crate) use tree::{rebuild_finobt, rebuild_inobt};
 
 use crate::buf::Verifier;
 use crate::bytes::be32;
@@ -29,7 +30,6 @@ use crate::inode::ForkFormat;
 use crate::trans::{BufId, Trans};
 use agi::off;
 use chunk::ChunkGeo;
-use rec::IRec;
 use tree::Tree;
 use xfs_format::ag::{Agf, XFS_AGF_SECTOR};
 use xfs_format::btree::XFS_INODES_PER_CHUNK;

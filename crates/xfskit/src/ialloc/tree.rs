@@ -153,3 +153,38 @@ pub(crate) fn rebuild_finobt(tp: &mut Trans<'_>, agno: AgNumber) -> Result<usize
     Ok(recs.len())
 }
 
+
+/// Makes AG `agno`'s inobt anew in `tp` (repair's) holding `recs` (in
+/// order), its counters (`agi_count`, `agi_freecount`, `agi_iblocks`)
+/// from them, then its finobt from it. The old trees' blocks are left for
+/// repair's next round to free.
+pub(crate) fn rebuild_inobt(tp: &mut Trans<'_>, agno: AgNumber, recs: &[IRec]) -> Result<()> {
+    use crate::btree::{BtreeOps, InoTree, InobtOps};
+    use xfs_format::ag::Agi;
+    for r in recs {
+        r.check()?;
+    }
+    let id = super::agi::read_agi(tp, agno)?;
+    if tp.geo().features.inobtcnt {
+        super::agi::set(tp, id, std::mem::offset_of!(Agi, agi_iblocks), 0);
+    }
+    let count: u32 = recs.iter().map(|r| u32::from(r.count)).sum();
+    let free: u32 = recs.iter().map(|r| u32::from(r.freecount)).sum();
+    super::agi::set(tp, id, std::mem::offset_of!(Agi, agi_count), count);
+    super::agi::set(tp, id, std::mem::offset_of!(Agi, agi_freecount), free);
+    let mut ops = InobtOps::new(tp, agno, InoTree::Inobt);
+    let ptr = ops.alloc_block(tp, 0)?;
+    let s = ops.shape();
+    let daddr = ops.ptr_daddr(tp, ptr)?;
+    let b = tp.get_buf(daddr, s.block_size as u32, Some(s.crc_off()));
+    let uuid = tp.geo().meta_uuid;
+    crate::btree::block::init_header(&s, tp.buf_mut(b), 0, daddr.0, &uuid);
+    ops.set_root(tp, ptr, 1)?;
+    for r in recs {
+        insert(tp, agno, Tree::Ino, r)?;
+    }
+    if tp.geo().features.finobt {
+        rebuild_finobt(tp, agno)?;
+    }
+    Ok(())
+}

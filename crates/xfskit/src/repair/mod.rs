@@ -572,7 +572,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
         }
         if !plan.ns.is_empty() && plan.rebuild.is_empty() {
             let fs = Fs::from_device_rw(Box::new(Shared(view.clone())), &opts.open)?;
-            let (done, bad) = ns::apply(&fs, &plan.ns)?;
+            let (done, bad) = ns::apply(&fs, &plan.ns, &current)?;
             fs.sync()?;
             drop(fs);
             progress |= !done.is_empty();
@@ -792,6 +792,7 @@ impl Plan {
                 Fix::Nlink { .. }
                     | Fix::AddRmap { .. }
                     | Fix::RebuildFinobt { .. }
+                    | Fix::RebuildInobt { .. }
                     | Fix::DropEntry { .. }
                     | Fix::Disconnected { .. }
                     | Fix::ClearInode { .. }

@@ -40,6 +40,7 @@ fn rank(f: &Fix) -> u8 {
         Fix::DropRmap { .. } => 1,
         Fix::AddRmap { .. } => 2,
         Fix::RebuildFinobt { .. } => 2,
+        Fix::RebuildInobt { .. } => 2,
         Fix::FreeBlocks { .. } => 1,
         Fix::Nlink { .. } => 1,
         Fix::ResetDir { .. } => 2,
@@ -68,13 +69,18 @@ pub(crate) fn is_ns(f: &Fix) -> bool {
 
 /// Makes each namespace fix on `fs` (opened for writing) and returns what
 /// was done, in words, and what could not be done.
-pub(crate) fn apply(fs: &Fs, fixes: &[Fix]) -> Result<(Vec<String>, Vec<String>)> {
+/// `report` is the check's that found them (what rebuilt trees hold).
+pub(crate) fn apply(
+    fs: &Fs,
+    fixes: &[Fix],
+    report: &crate::check::CheckReport,
+) -> Result<(Vec<String>, Vec<String>)> {
     let mut order: Vec<&Fix> = fixes.iter().filter(|f| is_ns(f)).collect();
     order.sort_by_key(|f| rank(f));
     let mut done = Vec::new();
     let mut failed = Vec::new();
     for f in order {
-        match apply_one(fs, f) {
+        match apply_one(fs, f, report) {
             Ok(words) => done.push(words),
             Err(e @ Error::Io(_)) => return Err(e),
             Err(e) => failed.push(format!("{}: {e}", describe(f))),
@@ -146,6 +152,9 @@ pub(crate) fn describe(f: &Fix) -> String {
         Fix::RebuildFinobt { agno } => {
             format!("AG {agno}: free inode btree rebuilt from the inode btree")
         }
+        Fix::RebuildInobt { agno } => format!(
+            "AG {agno}: inode btree rebuilt from the inode chunks the rmapbt records (and the free inode btree from it)"
+        ),
         Fix::FreeBlocks { agno, agbno, len } => {
             format!("AG {agno}: {len} block(s) at {agbno} that nothing uses returned to free space")
         }
@@ -208,7 +217,7 @@ fn core_field(offset: usize) -> &'static str {
         .map_or("a core field", |f| f.1)
 }
 
-fn apply_one(fs: &Fs, f: &Fix) -> Result<String> {
+fn apply_one(fs: &Fs, f: &Fix, report: &crate::check::CheckReport) -> Result<String> {
     let mut tp = fs.trans()?;
     let words = match f {
         Fix::AgField(_)
@@ -270,6 +279,29 @@ fn apply_one(fs: &Fs, f: &Fix) -> Result<String> {
             format!(
                 "AG {agno}: reverse mapping of {len} block(s) at {agbno} for {}, which maps them, added",
                 owner_name(*owner)
+            )
+        }
+        Fix::RebuildInobt { agno } => {
+            let recs: Vec<crate::ialloc::IRec> = report
+                .inobt_rebuild
+                .iter()
+                .find(|(a, _)| a == agno)
+                .map(|(_, r)| r.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(|&(startino, holemask, count, freecount, free)| crate::ialloc::IRec {
+                    startino,
+                    holemask,
+                    count,
+                    freecount,
+                    free,
+                })
+                .collect();
+            crate::ialloc::rebuild_inobt(&mut tp, crate::geometry::AgNumber(*agno), &recs)?;
+            let inodes: u32 = recs.iter().map(|r| u32::from(r.count)).sum();
+            format!(
+                "AG {agno}: inode btree rebuilt from the inode chunks the rmapbt records: {} chunk(s), {inodes} inodes (and the free inode btree from it)",
+                recs.len()
             )
         }
         Fix::RebuildFinobt { agno } => {
