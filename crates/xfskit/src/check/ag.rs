@@ -722,15 +722,24 @@ fn check_agi(ctx: &Ctx<'_>, agno: u32, agi: &Agi, heads: &mut AgHeads) {
             }),
         );
     }
+    // A bucket is emptied as xfs_repair empties it: the inodes on its
+    // list are then found by the namespace check (named nowhere, they go
+    // to lost+found).
     for (i, b) in agi.agi_unlinked.iter().enumerate() {
         if b.get() != u32::MAX {
-            ctx.sink.add(
+            ctx.sink.add_fix(
                 "AGI",
                 loc(),
                 format!(
                     "unlinked bucket {i} is not empty (inode {}): unlinked inodes remain",
                     b.get()
                 ),
+                super::Fix::AgField(super::FieldFix {
+                    header: super::AgHeader::Agi,
+                    agno,
+                    offset: std::mem::offset_of!(Agi, agi_unlinked) + 4 * i,
+                    value: u32::MAX,
+                }),
             );
         }
     }

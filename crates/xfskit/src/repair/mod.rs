@@ -300,6 +300,14 @@ fn field_name(f: &FieldFix) -> (&'static str, u64) {
     }
 }
 
+/// Offset of the AGI's unlinked buckets.
+const UNLINKED: usize = std::mem::offset_of!(xfs_format::ag::Agi, agi_unlinked);
+
+/// An AGI unlinked bucket emptied (a reset, right whatever else is wrong).
+fn is_unlinked_bucket(f: &FieldFix) -> bool {
+    f.header == AgHeader::Agi && (UNLINKED..UNLINKED + 64 * 4).contains(&f.offset)
+}
+
 /// The superblock counters a problem's words name (the check's wording).
 fn is_counter_problem(p: &Problem) -> bool {
     p.what == "superblock"
@@ -725,6 +733,16 @@ impl Plan {
                     }
                 }
                 (_, _, Some(Fix::RebuildFreeSpace { agno })) => rebuild.push((*agno, p)),
+                (_, _, Some(Fix::AgField(f))) if is_unlinked_bucket(f) => {
+                    plan.fields.push(HeaderField {
+                        fix: *f,
+                        words: format!(
+                            "unlinked bucket {} (emptied)",
+                            (f.offset - UNLINKED) / 4
+                        ),
+                        counted: false,
+                    })
+                }
                 (_, _, Some(Fix::AgField(f))) => plan.fields.push(HeaderField {
                     fix: *f,
                     words: p.detail.split(' ').next().unwrap_or("").to_string(),
