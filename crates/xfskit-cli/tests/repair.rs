@@ -165,7 +165,9 @@ fn damage_not_handled_yet_is_left_as_it_is() {
     let d = t.path();
     let img = image(&bin, d, "agf.img");
     sh(&format!(
-        "'{}/xfs_db' -x -c 'agf 1' -c 'addr refcntroot' -c 'write -d magic 0' -c 'sb 0' -c 'write -d fdblocks 3' '{}' >/dev/null",
+        // An inobt whose chunks would come from an rmapbt that cannot be
+        // read either.
+        "'{}/xfs_db' -x -c 'agi 1' -c 'write -d root 0' -c 'agf 1' -c 'write -d rmaproot 0' -c 'sb 0' -c 'write -d fdblocks 3' '{}' >/dev/null",
         bin.display(),
         img.display()
     ));
@@ -212,7 +214,7 @@ fn fragmented(bin: &Path, dir: &Path, rmapbt: bool) -> PathBuf {
     img
 }
 
-/// Free space btrees, rmapbts, inobts and finobts damaged in AG 0 of a fragmented image
+/// Free space, rmap, inode, free inode and refcount btrees damaged in AG 0 of a fragmented image
 /// (two-level trees), with and without the rmapbt, are rebuilt: check and
 /// xfs_repair -n 7.2 are clean after, the files' data is kept, a second
 /// repair writes nothing and (root) the kernel allocates from the
@@ -235,6 +237,7 @@ fn ag_btrees_are_rebuilt() {
         const SPACE: &str = "free space btrees (bnobt, cntbt) rebuilt";
         const FINO: &str = "free inode btree rebuilt from the inode btree";
         const INO: &str = "inode btree rebuilt from the inode chunks the rmapbt records";
+        const REFC: &str = "refcount btree rebuilt from the files' data mappings";
         for (name, damage, rmap, theirs, words) in [
             ("bnobt leaf", "-c 'agf 0' -c 'addr bnoroot' -c 'addr ptrs[2]' -c 'write -d magic 0'", false, true, SPACE),
             ("cntbt root", "-c 'agf 0' -c 'write -d cntroot 0' -c 'sb 0' -c 'write -d fdblocks 3'", false, true, SPACE),
@@ -248,6 +251,7 @@ fn ag_btrees_are_rebuilt() {
             ("finobt record", "-c 'agi 0' -c 'addr free_root' -c 'write -d recs[3].freecount 9'", false, true, FINO),
             ("inobt root", "-c 'agi 0' -c 'write -d root 0' -c 'sb 0' -c 'write -d icount 9'", true, true, INO),
             ("inobt block", "-c 'agi 0' -c 'addr root' -c 'write -d magic 0'", true, true, INO),
+            ("refcountbt root", "-c 'agf 0' -c 'write -d refcntroot 0'", true, true, REFC),
         ] {
             if rmap && !rmapbt {
                 continue;
@@ -302,6 +306,52 @@ fn ag_btrees_are_rebuilt() {
             }
         }
     }
+}
+
+/// Shared extents the kernel made (cp --reflink of 300 files) survive a
+/// refcount btree whose root is lost: the rebuilt tree holds the records
+/// the kernel's did, and xfs_repair -n 7.2 counts the same owners.
+#[test]
+fn refcount_btree_of_reflinked_files_is_rebuilt() {
+    let name = "refcount_btree_of_reflinked_files_is_rebuilt";
+    if !is_root() {
+        skip(name, "needs root (a loop mount to reflink files)");
+        return;
+    }
+    let Some(bin) = bin72() else {
+        skip(name, "no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+        return;
+    };
+    let t = TempDir::new("repair-refc");
+    let d = t.path();
+    let img = d.join("rl.img");
+    let i = img.to_str().unwrap();
+    let mnt = d.join("mnt");
+    sh(&format!(
+        "truncate -s 320m '{i}' && '{0}/mkfs.xfs' -q -f '{i}' && mkdir -p '{1}' && mount -o loop '{i}' '{1}' && mkdir '{1}/d' && for n in $(seq 1 300); do head -c 20000 /dev/urandom > '{1}/d/a'$n && cp --reflink=always '{1}/d/a'$n '{1}/d/b'$n; done && umount '{1}'",
+        bin.display(),
+        mnt.display()
+    ));
+    let recs = || {
+        sh(&format!(
+            "'{}/xfs_db' -r -c 'agf 0' -c 'addr refcntroot' -c 'print recs' '{i}'",
+            bin.display()
+        ))
+    };
+    let before = recs();
+    assert!(before.contains(",2,0]"), "no shared extents: {before}");
+    sh(&format!(
+        "'{}/xfs_db' -x -c 'agf 0' -c 'write -d refcntroot 0' '{i}' >/dev/null",
+        bin.display()
+    ));
+    let (ok, _) = repair_n(&bin, &img);
+    assert!(!ok, "xfs_repair -n sees no damage");
+    let out = xfskit_ok(&["repair", i]);
+    assert!(out.contains("refcount btree rebuilt from the files' data mappings"), "{out}");
+    assert!(out.contains("the filesystem is clean"), "{out}");
+    let (ok, out) = repair_n(&bin, &img);
+    assert!(ok, "xfs_repair -n after xfskit repair:\n{out}");
+    assert_eq!(recs(), before, "the shared extents differ from the kernel's");
 }
 
 #[test]

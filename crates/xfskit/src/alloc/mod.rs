@@ -14,6 +14,7 @@
 //! extents need [`rmap_convert`] from the bmap code.
 
 pub(crate) mod abt;
+pub(crate) use refcount::rebuild as rebuild_refcount;
 mod agf;
 mod choose;
 pub mod filestream;

@@ -430,3 +430,33 @@ pub(crate) fn cow_remove(tp: &mut Trans<'_>, agno: AgNumber, start: u32, len: u3
     }
     Ok(())
 }
+
+/// Makes AG `agno`'s refcount btree anew in `tp` (repair's) holding the
+/// shared extents `recs` (start, length, owners; in order, maximal): a new
+/// empty root, then each record inserted. The old tree's blocks are left
+/// for repair's next round to free.
+pub(crate) fn rebuild(tp: &mut Trans<'_>, agno: AgNumber, recs: &[(u32, u32, u32)]) -> Result<()> {
+    let id = agf::read_agf(tp, agno)?;
+    agf::set(tp, id, BLOCKS, 0);
+    let mut ops = RefcountBt {
+        agno,
+        block_size: tp.geo().block_size as usize,
+    };
+    let ptr = ops.alloc_block(tp, 0)?;
+    let s = ops.shape();
+    let daddr = ops.ptr_daddr(tp, ptr)?;
+    let b = tp.get_buf(daddr, s.block_size as u32, Some(s.crc_off()));
+    let uuid = tp.geo().meta_uuid;
+    crate::btree::block::init_header(&s, tp.buf_mut(b), 0, daddr.0, &uuid);
+    ops.set_root(tp, ptr, 1)?;
+    for &(start, len, count) in recs {
+        if count < 2 || len == 0 || start & XFS_REFC_COWFLAG != 0 {
+            return Err(Error::Invalid(format!(
+                "refcount record {start}+{len} of {count} owners"
+            )));
+        }
+        let mut c = RefcountBt::cursor(tp, agno);
+        c.insert(tp, &Refc { start, len, count }.to_rec())?;
+    }
+    Ok(())
+}

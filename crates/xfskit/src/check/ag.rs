@@ -328,7 +328,7 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
         let mut last_rc: Option<((bool, u64), u64)> = None;
         let mut shared = Vec::new();
         let mut cow = Vec::new();
-        let n = walk_short(
+        let (n, whole) = walk_short_whole(
             ctx,
             agno,
             xbt::XFS_REFC_CRC_MAGIC,
@@ -380,7 +380,15 @@ fn check_agf(ctx: &Ctx<'_>, agno: u32, agf: &Agf, heads: &mut AgHeads) {
             ctx.rmaps
                 .expect(agno, Rmap::ag(s, l, xbt::XFS_RMAP_OWN_COW));
         }
-        ctx.map.set_shared(agno, shared);
+        // A tree that cannot be read is rebuilt from the files' mappings
+        // (the rmapbt's expected records): until then any block may be
+        // shared.
+        if !whole && geo.v5 && ctx.rmaps.on() {
+            ctx.map.set_shared_unknown(agno);
+            ctx.rmaps.keep_files(agno);
+        } else {
+            ctx.map.set_shared(agno, shared);
+        }
         if u64::from(agf.agf_refcount_blocks.get()) != n {
             ctx.sink.add_fix(
                 "AGF",

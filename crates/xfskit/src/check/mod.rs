@@ -263,6 +263,14 @@ pub enum Fix {
         /// The AG.
         agno: u32,
     },
+    /// An AG's refcount btree that cannot be read, built again from the
+    /// files' data mappings ([`CheckReport::refcount_rebuild`]), through
+    /// the journal (copy-on-write staging extents are not kept: their
+    /// mappings go, and their blocks are freed, in later rounds).
+    RebuildRefcount {
+        /// The AG.
+        agno: u32,
+    },
     /// Blocks that are neither free nor in use, returned to free space.
     FreeBlocks {
         /// Their AG.
@@ -385,6 +393,9 @@ pub struct CheckReport {
     /// chunk records, with the finobt), its chunks: (first AG inode, hole
     /// mask, inodes, free inodes, free mask), in order.
     pub inobt_rebuild: Vec<(u32, Vec<InodeChunk>)>,
+    /// Per AG whose refcount btree cannot be read, the shared extents its
+    /// files' data mappings make: (start, length, owners), in order.
+    pub refcount_rebuild: Vec<(u32, Vec<(u32, u32, u32)>)>,
 }
 
 /// An inode btree record: (first AG inode, hole mask, inodes, free
@@ -785,6 +796,12 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
             (a, recs)
         })
         .collect();
+    let refcount_rebuild = ctx
+        .rmaps
+        .kept_files()
+        .into_iter()
+        .map(|a| (a, ctx.rmaps.take_refcounts(a)))
+        .collect();
     Ok(CheckReport {
         problems: ctx.sink.into_problems(),
         stats,
@@ -798,6 +815,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         free_space,
         rmap_rebuild,
         inobt_rebuild,
+        refcount_rebuild,
     })
 }
 
@@ -862,6 +880,19 @@ fn mark_space_rebuilds(ctx: &Ctx<'_>) -> BTreeSet<u32> {
         let rmap_tree = p.what == "rmapbt block" && rmap_ags.contains(&agno);
         if tree(p) || counter || rmap_tree {
             p.fix = Some(Fix::RebuildFreeSpace { agno });
+        }
+    }
+    // A refcount btree rebuilt from the files' mappings.
+    let refc_ags: BTreeSet<u32> = ctx.rmaps.kept_files().into_iter().collect();
+    let refc_blocks = std::mem::offset_of!(xfs_format::ag::Agf, agf_refcount_blocks);
+    for p in kept.iter_mut() {
+        let Some(agno) = problem_ag(geo, &p.location).filter(|a| refc_ags.contains(a)) else {
+            continue;
+        };
+        let counter = matches!(&p.fix, Some(Fix::AgField(f))
+            if f.header == AgHeader::Agf && f.offset == refc_blocks);
+        if p.what == "refcountbt block" || counter {
+            p.fix = Some(Fix::RebuildRefcount { agno });
         }
     }
     // An inobt rebuilt from the rmapbt's chunks (its finobt with it).

@@ -91,6 +91,9 @@ struct Shard {
     shared_claims: HashMap<u32, Vec<(u32, u32)>>,
     /// Runs in the map when it was last rebuilt (see [`Shard::compact`]).
     packed: usize,
+    /// AGs whose refcount btree could not be read: any block may be
+    /// shared, and the counts are not compared (the tree is rebuilt).
+    unknown: std::collections::HashSet<u32>,
 }
 
 /// Fewest runs in a shard before it is ever rebuilt.
@@ -244,6 +247,21 @@ impl OwnerMap {
         });
     }
 
+    /// Records that AG `agno`'s refcount btree could not be read: file data
+    /// may claim any of its blocks more than once (the rebuilt tree counts
+    /// them), and no count is compared.
+    pub(crate) fn set_shared_unknown(&self, agno: u32) {
+        if agno >= self.ag_count {
+            return;
+        }
+        let len = self.len_of(agno);
+        self.with_shard(agno, |m| {
+            m.shared.insert(agno, vec![(0, len)]);
+            m.refcounts.remove(&agno);
+            m.unknown.insert(agno);
+        });
+    }
+
     /// Reports every shared record whose reference count is not the number
     /// of file data mappings of each of its blocks (xfs_repair recounts
     /// them from the files).
@@ -364,7 +382,7 @@ impl OwnerMap {
             for (fs, fe) in free {
                 m.insert(agno, fs, fe, who);
             }
-            if who == Use::Data {
+            if who == Use::Data && !m.unknown.contains(&agno) {
                 if let Some(sh) = m.shared.get(&agno) {
                     let i = sh
                         .partition_point(|&(ss, sl)| u64::from(ss) + u64::from(sl) <= u64::from(s));

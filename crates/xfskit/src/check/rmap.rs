@@ -730,6 +730,9 @@ pub(crate) struct Rmaps {
     skip: Mutex<HashSet<u32>>,
     /// What those AGs' rmapbts should hold, for their rebuild.
     rebuild: Mutex<HashMap<u32, Vec<Rmap>>>,
+    /// Per AG whose refcount btree is rebuilt, the file data mappings
+    /// expected there (what the shared counts are counted from).
+    refc: Mutex<HashMap<u32, Vec<Rmap>>>,
     /// The first error writing or reading a spill file.
     failed: Mutex<Option<std::io::Error>>,
 }
@@ -761,6 +764,7 @@ impl Rmaps {
                 .collect(),
             skip: Mutex::new(HashSet::new()),
             rebuild: Mutex::new(HashMap::new()),
+            refc: Mutex::new(HashMap::new()),
             failed: Mutex::new(None),
         }
     }
@@ -813,6 +817,47 @@ impl Rmaps {
     /// mapping expected (unsorted, maybe repeated).
     pub(crate) fn take_rebuild(&self, agno: u32) -> Option<Vec<Rmap>> {
         lock(&self.rebuild).remove(&agno)
+    }
+
+    /// Keeps the file data mappings expected in AG `agno` for
+    /// [`Rmaps::take_refcounts`] (its refcount btree is rebuilt).
+    pub(crate) fn keep_files(&self, agno: u32) {
+        lock(&self.refc).entry(agno).or_default();
+    }
+
+    /// The AGs whose file data mappings were kept.
+    pub(crate) fn kept_files(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = lock(&self.refc).keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The shared extents of AG `agno` as the files' data mappings kept
+    /// there overlap: maximal runs of two owners or more, as (start,
+    /// length, owners), in order (what its rebuilt refcount btree holds).
+    pub(crate) fn take_refcounts(&self, agno: u32) -> Vec<(u32, u32, u32)> {
+        let maps = lock(&self.refc).remove(&agno).unwrap_or_default();
+        let mut edges: Vec<(u64, i64)> = Vec::with_capacity(2 * maps.len());
+        for r in maps.iter().filter(|r| r.flags & (ATTR | BMBT) == 0) {
+            edges.push((u64::from(r.start), 1));
+            edges.push((r.end(), -1));
+        }
+        edges.sort_unstable();
+        let mut out: Vec<(u32, u32, u32)> = Vec::new();
+        let mut n = 0i64;
+        let mut at = 0u64;
+        for (x, d) in edges {
+            if x > at && n >= 2 {
+                let (s, l, c) = (at as u32, (x - at) as u32, n as u32);
+                match out.last_mut() {
+                    Some(p) if p.0 + p.1 == s && p.2 == c && p.1 + l <= (1 << 31) - 1 => p.1 += l,
+                    _ => out.push((s, l, c)),
+                }
+            }
+            at = x;
+            n += d;
+        }
+        out
     }
 
     /// The AGs skipped.
@@ -884,6 +929,9 @@ impl Rmaps {
                 fg.push(r.r);
             }
             let agno = g.0;
+            if let Some(v) = lock(&self.refc).get_mut(&agno) {
+                v.extend(wg.iter().copied());
+            }
             if skip.contains(&agno) {
                 lock(&self.rebuild)
                     .entry(agno)

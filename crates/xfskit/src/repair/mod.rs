@@ -811,6 +811,7 @@ impl Plan {
                     | Fix::AddRmap { .. }
                     | Fix::RebuildFinobt { .. }
                     | Fix::RebuildInobt { .. }
+                    | Fix::RebuildRefcount { .. }
                     | Fix::DropEntry { .. }
                     | Fix::Disconnected { .. }
                     | Fix::ClearInode { .. }

@@ -41,6 +41,7 @@ fn rank(f: &Fix) -> u8 {
         Fix::AddRmap { .. } => 2,
         Fix::RebuildFinobt { .. } => 2,
         Fix::RebuildInobt { .. } => 2,
+        Fix::RebuildRefcount { .. } => 2,
         Fix::FreeBlocks { .. } => 1,
         Fix::Nlink { .. } => 1,
         Fix::ResetDir { .. } => 2,
@@ -151,6 +152,9 @@ pub(crate) fn describe(f: &Fix) -> String {
         ),
         Fix::RebuildFinobt { agno } => {
             format!("AG {agno}: free inode btree rebuilt from the inode btree")
+        }
+        Fix::RebuildRefcount { agno } => {
+            format!("AG {agno}: refcount btree rebuilt from the files' data mappings")
         }
         Fix::RebuildInobt { agno } => format!(
             "AG {agno}: inode btree rebuilt from the inode chunks the rmapbt records (and the free inode btree from it)"
@@ -279,6 +283,19 @@ fn apply_one(fs: &Fs, f: &Fix, report: &crate::check::CheckReport) -> Result<Str
             format!(
                 "AG {agno}: reverse mapping of {len} block(s) at {agbno} for {}, which maps them, added",
                 owner_name(*owner)
+            )
+        }
+        Fix::RebuildRefcount { agno } => {
+            let recs = report
+                .refcount_rebuild
+                .iter()
+                .find(|(a, _)| a == agno)
+                .map(|(_, r)| r.as_slice())
+                .unwrap_or_default();
+            crate::alloc::rebuild_refcount(&mut tp, crate::geometry::AgNumber(*agno), recs)?;
+            format!(
+                "AG {agno}: refcount btree rebuilt from the files' data mappings: {} shared extent(s)",
+                recs.len()
             )
         }
         Fix::RebuildInobt { agno } => {
