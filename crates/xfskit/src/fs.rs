@@ -533,7 +533,7 @@ impl Fs {
         } else {
             intents
         };
-        crate::log::recover::finish(dev.clone(), &rec.contents.ends, &intents)?;
+        crate::log::recover::finish(dev.clone(), &rec.contents.ends, &intents, false)?;
         let o = OpenOptions {
             norecovery: true,
             ..opts.clone()

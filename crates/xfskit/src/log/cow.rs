@@ -15,15 +15,15 @@ use crate::geometry::AgNumber;
 pub struct CowReport {
     /// Staging extents freed.
     pub freed: usize,
-    /// AGs whose staging extents were left (none since the reference
-    /// count btree is edited through the btree engine; kept for the
-    /// report's shape).
+    /// AGs whose staging extents were left: their reference count btree
+    /// could not be read (only when that was allowed).
     pub left_in_ags: Vec<u32>,
 }
 
 /// Frees the CoW staging extents of a filesystem opened for writing, one
-/// transaction per AG.
-pub fn clear_cow_staging(fs: &Fs) -> Result<CowReport> {
+/// transaction per AG. With `damaged_ok`, an AG whose refcount btree
+/// cannot be read is left (and listed) instead of failing.
+pub fn clear_cow_staging(fs: &Fs, damaged_ok: bool) -> Result<CowReport> {
     let mut report = CowReport::default();
     let geo = fs.geometry().clone();
     if !geo.features.reflink {
@@ -31,7 +31,16 @@ pub fn clear_cow_staging(fs: &Fs) -> Result<CowReport> {
     }
     for agno in 0..geo.ag_count {
         let mut tp = fs.trans()?;
-        let n = crate::alloc::free_cow_staging(&mut tp, AgNumber(agno))?;
+        let n = match crate::alloc::free_cow_staging(&mut tp, AgNumber(agno)) {
+            Ok(n) => n,
+            Err(crate::error::Error::Corrupt { .. } | crate::error::Error::BadCrc { .. })
+                if damaged_ok =>
+            {
+                report.left_in_ags.push(agno);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         if n > 0 {
             report.freed += n;
             tp.commit()?;

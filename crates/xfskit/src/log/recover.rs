@@ -58,6 +58,10 @@ pub struct RecoverOptions {
     /// [`crate::Fs::recover`] (a device handed to [`recover_device`]
     /// carries its log itself: [`crate::dev::WithLog`]).
     pub logdev: Option<std::path::PathBuf>,
+    /// Leave the copy-on-write staging extents of an AG whose refcount
+    /// btree cannot be read (the kernel's mount fails there): repair's
+    /// replay, whose check then finds the tree and rebuilds it.
+    pub damaged_refcount_ok: bool,
 }
 
 /// Recovers the filesystem on `dev` in place.
@@ -131,14 +135,14 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
             shared.clone(),
             rec.overlay.clone(),
         ));
-        finish(trial, &ends, &intents)?;
+        finish(trial, &ends, &intents, opts.damaged_refcount_ok)?;
     }
     for (daddr, bytes) in rec.overlay.runs() {
         dev.write_at(&bytes, daddr * BB).map_err(Error::Io)?;
         report.sectors_written += bytes.len() / BB as usize;
     }
     dev.flush().map_err(Error::Io)?;
-    let after = finish(shared, &ends, &intents)?;
+    let after = finish(shared, &ends, &intents, opts.damaged_refcount_ok)?;
     report.efi_extents_freed = after.efi_extents_freed;
     report.rui_updates = after.rui_updates;
     report.xmi_exchanged = after.xmi_exchanged;
@@ -160,10 +164,12 @@ pub fn recover_device(shared: Arc<dyn Device>, opts: &RecoverOptions) -> Result<
 /// the next recovery (the kernel's or ours) replays, finishing only what
 /// is left. Only when everything is done and written back does an unmount
 /// record make the log clean.
+/// `damaged_refcount_ok`: see [`RecoverOptions::damaged_refcount_ok`].
 pub fn finish(
     shared: Arc<dyn Device>,
     ends: &super::LogEnds,
     intents: &[super::intents::Intent],
+    damaged_refcount_ok: bool,
 ) -> Result<AfterReplay> {
     let dev = shared.as_ref();
     // Geometry may have changed with a replayed superblock.
@@ -191,7 +197,7 @@ pub fn finish(
         super::intents::finish_intents(&fs, intents)?
     };
     let unlinked = super::unlinked::process_unlinked(&fs)?;
-    let cow = super::cow::clear_cow_staging(&fs)?;
+    let cow = super::cow::clear_cow_staging(&fs, damaged_refcount_ok)?;
     // Everything is logged with its done items: the tail may move, and
     // the sync writes back, moves it and leaves an unmount record.
     fs.write_state()?.unpin_log();

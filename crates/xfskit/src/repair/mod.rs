@@ -384,8 +384,14 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
                 "the log is dirty: it would be replayed in place as the kernel replays it (read here replayed in memory)".into(),
             );
         } else {
-            let r = crate::log::recover::recover_device(view.clone(), &Default::default())
-                .map_err(not_replayable)?;
+            let r = crate::log::recover::recover_device(
+                view.clone(),
+                &crate::log::recover::RecoverOptions {
+                    damaged_refcount_ok: true,
+                    ..Default::default()
+                },
+            )
+            .map_err(not_replayable)?;
             report.log = Some(format!(
                 "replayed the log as the kernel does: {} transactions in {} records, {} buffers and {} inodes written back",
                 r.stats.transactions, r.records, r.stats.bufs_replayed, r.stats.inodes_replayed

@@ -24,7 +24,7 @@ use crate::trans::Trans;
 /// The name xfs_repair gives the directory of reconnected inodes.
 pub(crate) const LOST_FOUND: &[u8] = b"lost+found";
 
-/// The order fixes are made in: counts first (they were counted before
+/// The order fixes are made in: rebuilt AG btrees, then counts (they were counted before
 /// any name changes), entries, '..', then reconnections (which add to the
 /// counts of the directories they fill).
 fn rank(f: &Fix) -> u8 {
@@ -36,21 +36,21 @@ fn rank(f: &Fix) -> u8 {
         | Fix::InodeBits { .. }
         | Fix::ClearAttrFork { .. }
         | Fix::RebuildFreeSpace { .. } => 0,
-        Fix::ClearInode { .. } => 1,
-        Fix::DropRmap { .. } => 1,
-        Fix::AddRmap { .. } => 2,
-        Fix::RebuildFinobt { .. } => 2,
-        Fix::RebuildInobt { .. } => 2,
-        Fix::RebuildRefcount { .. } => 2,
-        Fix::FreeBlocks { .. } => 1,
-        Fix::Nlink { .. } => 1,
-        Fix::ResetDir { .. } => 2,
-        Fix::DropEntry { .. } => 3,
-        Fix::EntryType { .. } => 3,
-        Fix::DotDot { .. } => 4,
-        Fix::DropParent { .. } => 5,
-        Fix::AddParent { .. } => 6,
-        Fix::Disconnected { .. } => 7,
+        // The AG btrees first: the frees and mappings after them (and
+        // the intents they log, which a replay finishes) walk those trees.
+        Fix::RebuildRefcount { .. } | Fix::RebuildInobt { .. } | Fix::RebuildFinobt { .. } => 1,
+        Fix::ClearInode { .. } => 2,
+        Fix::DropRmap { .. } => 2,
+        Fix::FreeBlocks { .. } => 2,
+        Fix::Nlink { .. } => 2,
+        Fix::AddRmap { .. } => 3,
+        Fix::ResetDir { .. } => 3,
+        Fix::DropEntry { .. } => 4,
+        Fix::EntryType { .. } => 4,
+        Fix::DotDot { .. } => 5,
+        Fix::DropParent { .. } => 6,
+        Fix::AddParent { .. } => 7,
+        Fix::Disconnected { .. } => 8,
     }
 }
 
