@@ -8,8 +8,13 @@
 # peak RSS, then checks both results with xfs_repair -n and says where each
 # left the files of the damaged directory (back in it, or in lost+found).
 #
+# DAMAGE=btrees damages the AG btrees instead: in every AG the free space
+# btrees' and the rmapbt's roots, the refcount btree's and the finobt's
+# (both tools rebuild them; the files all stay).
+#
 # Usage (as root):  bench/repair.sh        N=200000 DIRS=200 bench/repair.sh
 #   N, DIRS   files and directories (default 1000000 and 1000)
+#   DAMAGE    dir (default: the directory, inode and link count above) or btrees
 #   IMG       the undamaged image (default /var/tmp/xfskit-bench-repair-nN-dDIRS.img,
 #             kept for reruns; REBUILD=1 makes it again); SIZE (default 4G)
 #   RUNS      runs of each tool, the median is shown (default 3)
@@ -21,6 +26,7 @@ DIRS=${DIRS:-1000}
 IMG=${IMG:-/var/tmp/xfskit-bench-repair-n$N-d$DIRS.img}
 SIZE=${SIZE:-4G}
 RUNS=${RUNS:-3}
+DAMAGE=${DAMAGE:-dir}
 REBUILD=${REBUILD:-0}
 MNT=/var/tmp/xfskit-bench-repair.mnt
 
@@ -58,8 +64,18 @@ other=$("$XFSKIT" ls "$IMG" / | sed -n 2p)
 f1=$(ino "/$other/$("$XFSKIT" ls "$IMG" "/$other" | head -1)")
 f2=$(ino "/$other/$("$XFSKIT" ls "$IMG" "/$other" | sed -n 2p)")
 field=$("$B/xfs_db" -r -c "inode $d" -c "dblock 0" -c print "$IMG" | awk -F' = ' '/hdr.magic/ && !f {print $1; f = 1}')
+agcount=$("$B/xfs_db" -r -c "sb 0" -c "print agcount" "$IMG" | awk '{print $3}')
+btree_cmds=()
+for ((a = 0; a < agcount; a++)); do
+    btree_cmds+=(-c "agf $a" -c "write -d bnoroot 0" -c "write -d rmaproot 0" -c "write -d refcntroot 0" \
+        -c "agi $a" -c "write -d free_root 0")
+done
 damage() {
     cp --sparse=always "$IMG" "$1"
+    if [ "$DAMAGE" = btrees ]; then
+        "$B/xfs_db" -x "${btree_cmds[@]}" "$1" > /dev/null 2>&1
+        return
+    fi
     "$B/xfs_db" -x -c "inode $d" -c "dblock 0" -c "fuzz -d $field zeroes" \
         -c "inode $f1" -c "write -d core.magic 0" -c "inode $f2" -c "write core.nlinkv2 9" "$1" > /dev/null 2>&1
 }
@@ -92,4 +108,4 @@ for t in xfskit xfs_repair; do
     lost=$({ "$XFSKIT" ls "$img" /lost+found 2>/dev/null || true; } | wc -l)
     echo "$t: xfs_repair -n $clean after; /$dir holds $back of its $files files, lost+found $lost entries"
 done
-echo "($N files in $DIRS directories, $(nproc) CPUs, median of $RUNS runs; \"xfskit is\": times faster)"
+echo "($N files in $DIRS directories, damage: $DAMAGE, $(nproc) CPUs, median of $RUNS runs; \"xfskit is\": times faster)"

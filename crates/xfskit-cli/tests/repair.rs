@@ -204,13 +204,22 @@ fn fragmented(bin: &Path, dir: &Path, rmapbt: bool) -> PathBuf {
         u8::from(rmapbt)
     ));
     let i = img.to_str().unwrap();
-    xfskit_ok(&["cp", "-r", &format!("{}/f", dir.display()), &format!("{i}:/f")]);
+    xfskit_ok(&[
+        "cp",
+        "-r",
+        &format!("{}/f", dir.display()),
+        &format!("{i}:/f"),
+    ]);
     xfskit_ok(&["rm", i, "/f/*[13579]"]);
     let levels = sh(&format!(
         "'{}/xfs_db' -r -c 'agf 0' -c 'print bnolevel' '{i}'",
         bin.display()
     ));
-    assert_eq!(levels.trim(), "bnolevel = 2", "the test needs a two-level bnobt");
+    assert_eq!(
+        levels.trim(),
+        "bnolevel = 2",
+        "the test needs a two-level bnobt"
+    );
     img
 }
 
@@ -222,7 +231,10 @@ fn fragmented(bin: &Path, dir: &Path, rmapbt: bool) -> PathBuf {
 #[test]
 fn ag_btrees_are_rebuilt() {
     let Some(bin) = bin72() else {
-        skip("ag_btrees_are_rebuilt", "no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+        skip(
+            "ag_btrees_are_rebuilt",
+            "no xfsprogs 7.2 at ../shared/xfsprogs-7.2",
+        );
         return;
     };
     let t = TempDir::new("repair-space");
@@ -239,19 +251,85 @@ fn ag_btrees_are_rebuilt() {
         const INO: &str = "inode btree rebuilt from the inode chunks the rmapbt records";
         const REFC: &str = "refcount btree rebuilt from the files' data mappings";
         for (name, damage, rmap, theirs, words) in [
-            ("bnobt leaf", "-c 'agf 0' -c 'addr bnoroot' -c 'addr ptrs[2]' -c 'write -d magic 0'", false, true, SPACE),
-            ("cntbt root", "-c 'agf 0' -c 'write -d cntroot 0' -c 'sb 0' -c 'write -d fdblocks 3'", false, true, SPACE),
-            ("bnobt level", "-c 'agf 0' -c 'write -d bnolevel 1'", false, true, SPACE),
-            ("rmapbt leaf", "-c 'agf 0' -c 'addr rmaproot' -c 'addr ptrs[3]' -c 'write -d magic 0'", true, true, SPACE),
-            ("rmapbt root", "-c 'agf 0' -c 'write -d rmaproot 0' -c 'sb 0' -c 'write -d fdblocks 3'", true, true, SPACE),
+            (
+                "bnobt leaf",
+                "-c 'agf 0' -c 'addr bnoroot' -c 'addr ptrs[2]' -c 'write -d magic 0'",
+                false,
+                true,
+                SPACE,
+            ),
+            (
+                "cntbt root",
+                "-c 'agf 0' -c 'write -d cntroot 0' -c 'sb 0' -c 'write -d fdblocks 3'",
+                false,
+                true,
+                SPACE,
+            ),
+            (
+                "bnobt level",
+                "-c 'agf 0' -c 'write -d bnolevel 1'",
+                false,
+                true,
+                SPACE,
+            ),
+            (
+                "rmapbt leaf",
+                "-c 'agf 0' -c 'addr rmaproot' -c 'addr ptrs[3]' -c 'write -d magic 0'",
+                true,
+                true,
+                SPACE,
+            ),
+            (
+                "rmapbt root",
+                "-c 'agf 0' -c 'write -d rmaproot 0' -c 'sb 0' -c 'write -d fdblocks 3'",
+                true,
+                true,
+                SPACE,
+            ),
             // A node's low key that is not its child's first: xfs_repair
             // 7.2 -n does not look; a lookup would go astray.
-            ("rmapbt key", "-c 'agf 0' -c 'addr rmaproot' -c 'write -d keys[2].startblock 7'", true, false, SPACE),
-            ("finobt root", "-c 'agi 0' -c 'write -d free_root 0'", false, true, FINO),
-            ("finobt record", "-c 'agi 0' -c 'addr free_root' -c 'write -d recs[3].freecount 9'", false, true, FINO),
-            ("inobt root", "-c 'agi 0' -c 'write -d root 0' -c 'sb 0' -c 'write -d icount 9'", true, true, INO),
-            ("inobt block", "-c 'agi 0' -c 'addr root' -c 'write -d magic 0'", true, true, INO),
-            ("refcountbt root", "-c 'agf 0' -c 'write -d refcntroot 0'", true, true, REFC),
+            (
+                "rmapbt key",
+                "-c 'agf 0' -c 'addr rmaproot' -c 'write -d keys[2].startblock 7'",
+                true,
+                false,
+                SPACE,
+            ),
+            (
+                "finobt root",
+                "-c 'agi 0' -c 'write -d free_root 0'",
+                false,
+                true,
+                FINO,
+            ),
+            (
+                "finobt record",
+                "-c 'agi 0' -c 'addr free_root' -c 'write -d recs[3].freecount 9'",
+                false,
+                true,
+                FINO,
+            ),
+            (
+                "inobt root",
+                "-c 'agi 0' -c 'write -d root 0' -c 'sb 0' -c 'write -d icount 9'",
+                true,
+                true,
+                INO,
+            ),
+            (
+                "inobt block",
+                "-c 'agi 0' -c 'addr root' -c 'write -d magic 0'",
+                true,
+                true,
+                INO,
+            ),
+            (
+                "refcountbt root",
+                "-c 'agf 0' -c 'write -d refcntroot 0'",
+                true,
+                true,
+                REFC,
+            ),
         ] {
             if rmap && !rmapbt {
                 continue;
@@ -260,25 +338,47 @@ fn ag_btrees_are_rebuilt() {
             let name = format!("{name} (rmapbt={rmapbt})");
             let img = copy(&base, &d.join("case.img"));
             let i = img.to_str().unwrap();
-            sh(&format!("'{}/xfs_db' -x {damage} '{i}' >/dev/null", bin.display()));
+            sh(&format!(
+                "'{}/xfs_db' -x {damage} '{i}' >/dev/null",
+                bin.display()
+            ));
             let (ok, _) = repair_n(&bin, &img);
             assert_eq!(!ok, theirs, "{name}: xfs_repair -n");
             assert!(!xfskit_output(&["check", i]).status.success(), "{name}");
             let before = sha(&img);
             let dry = xfskit_output(&["repair", "--dry-run", i]);
             let dry = String::from_utf8_lossy(&dry.stdout).into_owned();
-            assert!(dry.contains(&format!("would fix: AG 0: {words}")), "{name}: {dry}");
-            assert_eq!(dry.contains("and its rmapbt"), rebuilt_rmap, "{name}: {dry}");
+            assert!(
+                dry.contains(&format!("would fix: AG 0: {words}")),
+                "{name}: {dry}"
+            );
+            assert_eq!(
+                dry.contains("and its rmapbt"),
+                rebuilt_rmap,
+                "{name}: {dry}"
+            );
             assert_eq!(sha(&img), before, "{name}: --dry-run wrote");
             let out = xfskit_ok(&["repair", i]);
             assert!(
-                out.contains(if words == SPACE { "free space btrees rebuilt" } else { words }),
+                out.contains(if words == SPACE {
+                    "free space btrees rebuilt"
+                } else {
+                    words
+                }),
                 "{name}: {out}"
             );
-            assert_eq!(out.contains("rmapbt rebuilt"), rebuilt_rmap, "{name}: {out}");
+            assert_eq!(
+                out.contains("rmapbt rebuilt"),
+                rebuilt_rmap,
+                "{name}: {out}"
+            );
             assert!(out.contains("the filesystem is clean"), "{name}: {out}");
             let c = xfskit_output(&["check", i]);
-            assert!(c.status.success(), "{name}: {}", String::from_utf8_lossy(&c.stdout));
+            assert!(
+                c.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&c.stdout)
+            );
             let (ok, out) = repair_n(&bin, &img);
             assert!(ok, "{name}: xfs_repair -n after xfskit repair:\n{out}");
             let got = sh(&format!(
@@ -302,7 +402,9 @@ fn ag_btrees_are_rebuilt() {
                 let (ok, out) = repair_n(&bin, &img);
                 assert!(ok, "{name}: xfs_repair -n after the kernel wrote:\n{out}");
             } else {
-                eprintln!("{name}: not root: the kernel's writes into the rebuilt trees are not tried");
+                eprintln!(
+                    "{name}: not root: the kernel's writes into the rebuilt trees are not tried"
+                );
             }
         }
     }
@@ -347,11 +449,18 @@ fn refcount_btree_of_reflinked_files_is_rebuilt() {
     let (ok, _) = repair_n(&bin, &img);
     assert!(!ok, "xfs_repair -n sees no damage");
     let out = xfskit_ok(&["repair", i]);
-    assert!(out.contains("refcount btree rebuilt from the files' data mappings"), "{out}");
+    assert!(
+        out.contains("refcount btree rebuilt from the files' data mappings"),
+        "{out}"
+    );
     assert!(out.contains("the filesystem is clean"), "{out}");
     let (ok, out) = repair_n(&bin, &img);
     assert!(ok, "xfs_repair -n after xfskit repair:\n{out}");
-    assert_eq!(recs(), before, "the shared extents differ from the kernel's");
+    assert_eq!(
+        recs(),
+        before,
+        "the shared extents differ from the kernel's"
+    );
 }
 
 #[test]

@@ -326,7 +326,12 @@ fn btree_rebuilds_finish_after_a_crash_at_every_write() {
         let root = fs.geometry().root_ino;
         for d in 0..3 {
             let dir = fs
-                .create(root, format!("d{d}").as_bytes(), &NodeKind::Dir, &meta(0o755, 0))
+                .create(
+                    root,
+                    format!("d{d}").as_bytes(),
+                    &NodeKind::Dir,
+                    &meta(0o755, 0),
+                )
                 .unwrap();
             for i in 0..10 {
                 fs.create(

@@ -73,6 +73,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let opts = RecoverOptions {
         allow_unfinished_intents: args.allow_unfinished_intents,
         logdev: args.logdev.clone(),
+        ..Default::default()
     };
     let r = xfskit::Fs::recover(&args.image, &opts)?;
     let s = &r.stats;

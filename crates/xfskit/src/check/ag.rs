@@ -616,7 +616,11 @@ fn chunks_from_rmap(ctx: &Ctx<'_>, agno: u32, rm: &[Rmap]) -> Vec<Chunk> {
         }
         let first = geo.ino_make(AgNumber(agno), startino as u32);
         let mut raw = vec![0u8; 64 * isize];
-        if ctx.fs.read_bytes(geo.ino_to_bytes(first), &mut raw).is_err() {
+        if ctx
+            .fs
+            .read_bytes(geo.ino_to_bytes(first), &mut raw)
+            .is_err()
+        {
             continue;
         }
         let mut free = !mask;

@@ -62,9 +62,9 @@ pub use ns::DEFAULT_MEMORY;
 
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::collections::BTreeSet;
 
 /// Problems kept in a report; further ones are only counted.
 pub const MAX_PROBLEMS: usize = 10_000;
@@ -388,15 +388,22 @@ pub struct CheckReport {
     /// three trees: (start, length, owner, offset with its
     /// `XFS_RMAP_OFF_*` flags), unsorted. The whole set of one such AG
     /// is held in memory.
-    pub rmap_rebuild: Vec<(u32, Vec<(u32, u32, u64, u64)>)>,
+    pub rmap_rebuild: Vec<(u32, Vec<RmapRecord>)>,
     /// Per AG whose inobt cannot be read (rebuilt from its rmapbt's inode
     /// chunk records, with the finobt), its chunks: (first AG inode, hole
     /// mask, inodes, free inodes, free mask), in order.
     pub inobt_rebuild: Vec<(u32, Vec<InodeChunk>)>,
     /// Per AG whose refcount btree cannot be read, the shared extents its
     /// files' data mappings make: (start, length, owners), in order.
-    pub refcount_rebuild: Vec<(u32, Vec<(u32, u32, u32)>)>,
+    pub refcount_rebuild: Vec<(u32, Vec<SharedExtent>)>,
 }
+
+/// A reverse mapping: (start, length, owner, offset with its
+/// `XFS_RMAP_OFF_*` flags).
+pub type RmapRecord = (u32, u32, u64, u64);
+
+/// A shared extent: (start, length, owners).
+pub type SharedExtent = (u32, u32, u32);
 
 /// An inode btree record: (first AG inode, hole mask, inodes, free
 /// inodes, free mask).
@@ -791,7 +798,15 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         .map(|(a, chunks)| {
             let recs = chunks
                 .iter()
-                .map(|c| (c.startino, c.holemask, c.count as u8, c.freecount as u8, c.free))
+                .map(|c| {
+                    (
+                        c.startino,
+                        c.holemask,
+                        c.count as u8,
+                        c.freecount as u8,
+                        c.free,
+                    )
+                })
                 .collect();
             (a, recs)
         })

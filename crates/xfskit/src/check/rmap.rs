@@ -850,7 +850,7 @@ impl Rmaps {
             if x > at && n >= 2 {
                 let (s, l, c) = (at as u32, (x - at) as u32, n as u32);
                 match out.last_mut() {
-                    Some(p) if p.0 + p.1 == s && p.2 == c && p.1 + l <= (1 << 31) - 1 => p.1 += l,
+                    Some(p) if p.0 + p.1 == s && p.2 == c && p.1 + l < (1 << 31) => p.1 += l,
                     _ => out.push((s, l, c)),
                 }
             }

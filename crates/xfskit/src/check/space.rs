@@ -181,10 +181,10 @@ fn visit(
     let (_, rsz, ksz, psz) = short_btree_sizes(magic);
     let hdr = ctx.fs.geometry().layout().sblock_hdr;
     let numrecs = usize::from(u16::from_be_bytes([blk[6], blk[7]]));
-    if magic == xfs_format::btree::XFS_RMAP_CRC_MAGIC {
-        if !super::rmap::check_keys(ctx, agno, agbno, level, &blk, want_key) {
-            w.whole = false;
-        }
+    if magic == xfs_format::btree::XFS_RMAP_CRC_MAGIC
+        && !super::rmap::check_keys(ctx, agno, agbno, level, &blk, want_key)
+    {
+        w.whole = false;
     }
     // The parent's key is the lowest key below it: our first record's or
     // first key's leading bytes (rmap keys differ from records: above).

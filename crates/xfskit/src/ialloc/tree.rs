@@ -153,7 +153,6 @@ pub(crate) fn rebuild_finobt(tp: &mut Trans<'_>, agno: AgNumber) -> Result<usize
     Ok(recs.len())
 }
 
-
 /// Makes AG `agno`'s inobt anew in `tp` (repair's) holding `recs` (in
 /// order), its counters (`agi_count`, `agi_freecount`, `agi_iblocks`)
 /// from them, then its finobt from it. The old trees' blocks are left for

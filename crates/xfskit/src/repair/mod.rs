@@ -742,10 +742,7 @@ impl Plan {
                 (_, _, Some(Fix::AgField(f))) if is_unlinked_bucket(f) => {
                     plan.fields.push(HeaderField {
                         fix: *f,
-                        words: format!(
-                            "unlinked bucket {} (emptied)",
-                            (f.offset - UNLINKED) / 4
-                        ),
+                        words: format!("unlinked bucket {} (emptied)", (f.offset - UNLINKED) / 4),
                         counted: false,
                     })
                 }

@@ -306,13 +306,15 @@ fn apply_one(fs: &Fs, f: &Fix, report: &crate::check::CheckReport) -> Result<Str
                 .map(|(_, r)| r.as_slice())
                 .unwrap_or_default()
                 .iter()
-                .map(|&(startino, holemask, count, freecount, free)| crate::ialloc::IRec {
-                    startino,
-                    holemask,
-                    count,
-                    freecount,
-                    free,
-                })
+                .map(
+                    |&(startino, holemask, count, freecount, free)| crate::ialloc::IRec {
+                        startino,
+                        holemask,
+                        count,
+                        freecount,
+                        free,
+                    },
+                )
                 .collect();
             crate::ialloc::rebuild_inobt(&mut tp, crate::geometry::AgNumber(*agno), &recs)?;
             let inodes: u32 = recs.iter().map(|r| u32::from(r.count)).sum();

@@ -36,7 +36,8 @@ use xfs_format::ag::Agf;
 /// order, repeats dropped and records that continue each other joined.
 fn rmap_order(recs: &[(u32, u32, u64, u64)]) -> Vec<Rmap> {
     use xfs_format::btree as xbt;
-    let flags = xbt::XFS_RMAP_OFF_ATTR_FORK | xbt::XFS_RMAP_OFF_BMBT_BLOCK | xbt::XFS_RMAP_OFF_UNWRITTEN;
+    let flags =
+        xbt::XFS_RMAP_OFF_ATTR_FORK | xbt::XFS_RMAP_OFF_BMBT_BLOCK | xbt::XFS_RMAP_OFF_UNWRITTEN;
     let mut v: Vec<Rmap> = recs
         .iter()
         .map(|&(start, len, owner, off)| Rmap {
@@ -47,7 +48,15 @@ fn rmap_order(recs: &[(u32, u32, u64, u64)]) -> Vec<Rmap> {
             flags: off & flags,
         })
         .collect();
-    let key = |r: &Rmap| (r.start, r.owner, r.offset | (r.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN), r.len, r.flags);
+    let key = |r: &Rmap| {
+        (
+            r.start,
+            r.owner,
+            r.offset | (r.flags & !xbt::XFS_RMAP_OFF_UNWRITTEN),
+            r.len,
+            r.flags,
+        )
+    };
     v.sort_unstable_by_key(key);
     v.dedup();
     let mut out: Vec<Rmap> = Vec::with_capacity(v.len());
@@ -116,7 +125,10 @@ pub(super) fn rebuild(
             rmap_order(&all)
         });
         let fits = recs.as_ref().is_none_or(|v| {
-            bulk::level_blocks(&rmapbt.shape(), v.len()).iter().sum::<usize>() == nr
+            bulk::level_blocks(&rmapbt.shape(), v.len())
+                .iter()
+                .sum::<usize>()
+                == nr
         });
         if fits {
             placed = Some((big, first, total, nr, recs));
@@ -155,7 +167,13 @@ pub(super) fn rebuild(
     if let Some(recs) = &rmap_recs {
         let raw: Vec<[u8; 24]> = recs.iter().map(|r| r.to_rec()).collect();
         let refs: Vec<&[u8]> = raw.iter().map(|r| &r[..]).collect();
-        trees.push(bulk::build(&rmapbt, &refs, rmap_ptrs, &daddr, &geo.meta_uuid));
+        trees.push(bulk::build(
+            &rmapbt,
+            &refs,
+            rmap_ptrs,
+            &daddr,
+            &geo.meta_uuid,
+        ));
     }
     for t in &trees {
         for (p, d) in &t.blocks {
@@ -166,8 +184,8 @@ pub(super) fn rebuild(
     dev.flush().map_err(Error::Io)?;
 
     // The AGF names them last.
-    let at = geo.agb_to_daddr(ag, AgBlock(0)).bytes()
-        + xfs_format::ag::XFS_AGF_SECTOR * sect as u64;
+    let at =
+        geo.agb_to_daddr(ag, AgBlock(0)).bytes() + xfs_format::ag::XFS_AGF_SECTOR * sect as u64;
     let mut h = vec![0u8; sect];
     dev.read_at(&mut h, at).map_err(Error::Io)?;
     if be32(&h, 0) != xfs_format::ag::XFS_AGF_MAGIC {
