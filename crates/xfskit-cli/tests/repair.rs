@@ -19,7 +19,7 @@
 mod common;
 
 use common::disks::sh;
-use common::fixtures::{xfskit_ok, xfskit_output};
+use common::fixtures::{output_text, xfskit_ok, xfskit_output};
 use common::{is_root, missing_tool, skip, TempDir};
 use std::path::{Path, PathBuf};
 
@@ -461,6 +461,111 @@ fn refcount_btree_of_reflinked_files_is_rebuilt() {
         before,
         "the shared extents differ from the kernel's"
     );
+}
+
+/// A data fork that cannot be read (extent count zeroed or out of range,
+/// format set to btree) is rebuilt from the inode's reverse mappings:
+/// the file keeps its five extents and its contents, a block directory
+/// its entries, where xfs_repair 7.2 clears the inode or drops its
+/// blocks; check and xfs_repair -n are clean after, and a second repair
+/// writes nothing. Without an rmapbt, repair does what xfs_repair does
+/// (the block count follows the fork, the blocks are freed).
+#[test]
+fn data_forks_are_rebuilt_from_the_rmapbt() {
+    let Some(bin) = bin72() else {
+        skip(
+            "data_forks_are_rebuilt_from_the_rmapbt",
+            "no xfsprogs 7.2 at ../shared/xfsprogs-7.2",
+        );
+        return;
+    };
+    let t = TempDir::new("repair-fork");
+    let d = t.path();
+    let sparse = d.join("sp");
+    // Five 64 KiB pieces 1 MiB apart: five extents.
+    sh(&format!(
+        "for i in 0 2 4 6 8; do head -c 65536 /dev/urandom | dd of='{0}' bs=64k seek=$((i*16)) conv=notrunc status=none; done && mkdir -p '{1}/big' && for i in $(seq 1 40); do echo $i > '{1}/big/file'$i; done",
+        sparse.display(),
+        d.display()
+    ));
+    let want = sha(&sparse);
+    for rmapbt in [true, false] {
+        let base = d.join(format!("base-{rmapbt}.img"));
+        let b = base.to_str().unwrap();
+        sh(&format!(
+            "truncate -s 320m '{b}' && '{}/mkfs.xfs' -q -f -m rmapbt={} '{b}'",
+            bin.display(),
+            u8::from(rmapbt)
+        ));
+        xfskit_ok(&["cp", sparse.to_str().unwrap(), &format!("{b}:/sp")]);
+        xfskit_ok(&[
+            "cp",
+            "-r",
+            &format!("{}/big", d.display()),
+            &format!("{b}:/big"),
+        ]);
+        let map = xfskit_ok(&["stat", b, "/sp"]);
+        assert_eq!(
+            map.lines().filter(|l| l.contains(" 000000")).count(),
+            5,
+            "the test needs five extents:\n{map}"
+        );
+        let (sp, big) = (ino_of(&base, "/sp"), ino_of(&base, "/big"));
+        let listing = xfskit_ok(&["ls", b, "/big"]);
+        let cases: &[(&str, u64, &str)] = if rmapbt {
+            &[
+                ("nextents zeroed", sp, "write -d core.nextents 0"),
+                ("nextents out of range", sp, "write -d core.nextents 2018"),
+                ("format btree", sp, "write -d core.format 3"),
+                ("directory nextents zeroed", big, "write -d core.nextents 0"),
+            ]
+        } else {
+            &[("nextents zeroed, no rmapbt", sp, "write -d core.nextents 0")]
+        };
+        for &(name, ino, damage) in cases {
+            let img = copy(&base, &d.join("case.img"));
+            let i = img.to_str().unwrap();
+            sh(&format!(
+                "'{}/xfs_db' -x -c 'inode {ino}' -c '{damage}' '{i}' >/dev/null",
+                bin.display()
+            ));
+            let (ok, _) = repair_n(&bin, &img);
+            assert!(!ok, "{name}: xfs_repair -n sees no damage");
+            let out = output_text(&xfskit_output(&["repair", i]));
+            assert!(out.contains("the filesystem is clean"), "{name}:\n{out}");
+            let rebuilt = out.contains("data fork rebuilt from the rmapbt");
+            assert_eq!(rebuilt, rmapbt, "{name}:\n{out}");
+            let (ok, theirs) = repair_n(&bin, &img);
+            assert!(ok, "{name}: xfs_repair -n after xfskit repair:\n{theirs}");
+            let check = xfskit_output(&["check", i]);
+            assert!(
+                check.status.success(),
+                "{name}: check after repair:\n{}",
+                output_text(&check)
+            );
+            let before = sha(&img);
+            let again = output_text(&xfskit_output(&["repair", i]));
+            assert!(
+                again.contains("nothing to repair"),
+                "{name}: second repair:\n{again}"
+            );
+            assert_eq!(sha(&img), before, "{name}: a second repair wrote");
+            if rmapbt {
+                let out_file = d.join("out");
+                let _ = std::fs::remove_file(&out_file);
+                xfskit_ok(&["cp", &format!("{i}:/sp"), out_file.to_str().unwrap()]);
+                assert_eq!(sha(&out_file), want, "{name}: /sp's contents changed");
+                assert_eq!(
+                    xfskit_ok(&["ls", i, "/big"]),
+                    listing,
+                    "{name}: /big's entries"
+                );
+            } else {
+                // As xfs_repair: the blocks the fork no longer maps freed.
+                assert!(out.contains("core.nblocks set to 0"), "{name}:\n{out}");
+            }
+        }
+    }
 }
 
 #[test]

@@ -299,6 +299,63 @@ pub(crate) fn clear_attr_fork(geo: &crate::geometry::Geometry, raw: &mut [u8]) {
     stamp(geo, raw);
 }
 
+/// Notes that `ino`'s data fork may be rebuilt from its reverse mappings
+/// (it cannot be read, or maps fewer blocks than the inode counts).
+fn suspect_fork(ctx: &Ctx<'_>, ino: &Inode) {
+    let size = match ino.forkoff {
+        0 => (ctx.fs.geometry().inode_size as usize)
+            .saturating_sub(xfs_format::inode::LITERAL_OFFSET),
+        f => usize::from(f) * 8,
+    };
+    ctx.rmaps.suspect(
+        ino.ino.0,
+        super::rmap::Suspect {
+            nblocks: ino.nblocks,
+            capacity: (size / std::mem::size_of::<xfs_format::btree::BmbtRec>()) as u64,
+        },
+    );
+}
+
+/// Writes a raw inode's data fork as the extents `extents` (file block,
+/// filesystem block, length, unwritten) in the inode, with the block
+/// count `nblocks` ([`crate::check::Fix::RebuildFork`]), and stamps its CRC.
+pub(crate) fn set_data_extents(
+    geo: &crate::geometry::Geometry,
+    raw: &mut [u8],
+    extents: &[(u64, u64, u64, bool)],
+    nblocks: u64,
+) {
+    use std::mem::offset_of;
+    use xfs_format::btree::BmbtRec;
+    use xfs_format::inode::{Dinode, LITERAL_OFFSET};
+    let f2 = offset_of!(Dinode, di_flags2);
+    let nrext64 = u64::from_be_bytes(raw[f2..f2 + 8].try_into().expect("8 bytes"))
+        & xfs_format::inode::XFS_DIFLAG2_NREXT64
+        != 0;
+    let ((at, w), _) = extent_count_fields(nrext64);
+    let n = extents.len() as u64;
+    raw[at..at + w].copy_from_slice(&n.to_be_bytes()[8 - w..]);
+    raw[offset_of!(Dinode, di_format)] = 2;
+    let nb = offset_of!(Dinode, di_nblocks);
+    raw[nb..nb + 8].copy_from_slice(&nblocks.to_be_bytes());
+    let end = match raw[offset_of!(Dinode, di_forkoff)] {
+        0 => raw.len(),
+        f => LITERAL_OFFSET + usize::from(f) * 8,
+    };
+    raw[LITERAL_OFFSET..end].fill(0);
+    for (i, &(startoff, startblock, blockcount, unwritten)) in extents.iter().enumerate() {
+        let rec = BmbtRec::pack(&xfs_format::types::BmbtIrec {
+            startoff,
+            startblock,
+            blockcount,
+            unwritten,
+        });
+        let o = LITERAL_OFFSET + i * 16;
+        raw[o..o + 16].copy_from_slice(zerocopy::IntoBytes::as_bytes(&rec));
+    }
+    stamp(geo, raw);
+}
+
 /// A free inode slot must still be a valid, initialised inode (magic and
 /// CRC, as `xfs_repair` expects) with mode 0.
 fn check_free(ctx: &Ctx<'_>, ino: Ino, raw: &[u8]) {
@@ -390,6 +447,9 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
             Err(e) => {
                 ok = false;
                 ctx.sink.error_in(e, ino.ino.0);
+                if !realtime {
+                    suspect_fork(ctx, ino);
+                }
             }
         }
         if format == ForkFormat::Btree {
@@ -398,6 +458,9 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
     }
     ctx.quota.add(ino, rtblocks);
     if ok && mapped != ino.nblocks {
+        if !realtime {
+            suspect_fork(ctx, ino);
+        }
         ctx.sink.add_fix(
             "inode",
             Location::Inode(ino.ino.0),

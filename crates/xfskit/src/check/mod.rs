@@ -271,6 +271,20 @@ pub enum Fix {
         /// The AG.
         agno: u32,
     },
+    /// A data fork that cannot be read, or that maps fewer blocks than
+    /// its inode counts, written again from the inode's reverse mappings
+    /// (when they hold exactly the blocks the inode counts, nothing else
+    /// uses them, and they fit in the inode as extents): in place, as
+    /// xfs_repair rebuilds a fork from the rmapbt.
+    RebuildFork {
+        /// The inode.
+        ino: u64,
+        /// Its extents: (file block, filesystem block, length, unwritten),
+        /// in file order.
+        extents: Vec<(u64, u64, u64, bool)>,
+        /// The blocks it counts then (`di_nblocks`).
+        nblocks: u64,
+    },
     /// Blocks that are neither free nor in use, returned to free space.
     FreeBlocks {
         /// Their AG.
@@ -710,6 +724,7 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
     }
 
     ctx.rmaps.finish(&ctx).map_err(Error::Io)?;
+    attach_fork_rebuilds(&ctx);
     ctx.quota.finish(&ctx);
     // The realtime section, when its device was given (as xfs_repair
     // needs it): bitmap, summary and free count against the files.
@@ -832,6 +847,46 @@ pub fn check(fs: &Fs, opts: &CheckOptions<'_>) -> Result<CheckReport> {
         inobt_rebuild,
         refcount_rebuild,
     })
+}
+
+/// Gives the problems of each inode whose data fork [`rmap::Rmaps::finish`]
+/// rebuilt from the rmapbt that rebuild as their fix: its fork and block
+/// count problems, and every other problem of the inode that has no fix
+/// of its own (the next round's check finds again what the rebuild does
+/// not mend).
+fn attach_fork_rebuilds(ctx: &Ctx<'_>) {
+    let forks = ctx.rmaps.take_fork_rebuilds();
+    if forks.is_empty() {
+        return;
+    }
+    let by_ino: std::collections::HashMap<u64, &rmap::ForkRebuild> =
+        forks.iter().map(|f| (f.0, f)).collect();
+    let nblocks = std::mem::offset_of!(xfs_format::inode::Dinode, di_nblocks);
+    let mut kept = ctx.sink.kept.lock().unwrap_or_else(|p| p.into_inner());
+    for p in kept.iter_mut() {
+        let ino = match p.location {
+            Location::Inode(i) => i,
+            Location::InodeBlock {
+                ino, fork: "data", ..
+            } => ino,
+            _ => continue,
+        };
+        let Some(&(ino, ref extents, blocks)) = by_ino.get(&ino).map(|f| &**f) else {
+            continue;
+        };
+        let replace = match &p.fix {
+            None => true,
+            Some(Fix::InodeBits { offset, .. }) => *offset == nblocks,
+            _ => false,
+        };
+        if replace {
+            p.fix = Some(Fix::RebuildFork {
+                ino,
+                extents: extents.clone(),
+                nblocks: blocks,
+            });
+        }
+    }
 }
 
 /// The AG a problem is in, where its location says.

@@ -417,6 +417,20 @@ impl OwnerMap {
         true
     }
 
+    /// True when file data may claim `[s, e)` of AG `agno` without a
+    /// clash: nothing claims it, or only other file data where the
+    /// refcount btree says the blocks are shared.
+    pub(crate) fn free_for_data(&self, agno: u32, s: u32, e: u32) -> bool {
+        if agno >= self.ag_count || s >= e || e > self.len_of(agno) {
+            return false;
+        }
+        self.with_shard(agno, |m| {
+            m.overlaps(agno, s, e).into_iter().all(|(os, oe, ou)| {
+                ou == Use::Data && (m.unknown.contains(&agno) || m.unshared(agno, os, oe).is_none())
+            })
+        })
+    }
+
     /// Marks AG `agno`'s free space btrees as rebuilt: see
     /// [`OwnerMap::free_space`].
     pub(crate) fn rebuild_free_space(&self, agno: u32) {

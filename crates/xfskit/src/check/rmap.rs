@@ -733,9 +733,34 @@ pub(crate) struct Rmaps {
     /// Per AG whose refcount btree is rebuilt, the file data mappings
     /// expected there (what the shared counts are counted from).
     refc: Mutex<HashMap<u32, Vec<Rmap>>>,
+    /// Inodes whose data fork may be rebuilt from their reverse
+    /// mappings (it cannot be read, or maps fewer blocks than the inode
+    /// counts): what each needs.
+    suspects: Mutex<HashMap<u64, Suspect>>,
+    /// The data forks rebuilt from the rmapbt ([`Rmaps::take_fork_rebuilds`]).
+    forks: Mutex<Vec<ForkRebuild>>,
     /// The first error writing or reading a spill file.
     failed: Mutex<Option<std::io::Error>>,
 }
+
+/// What an inode whose data fork is in doubt needs for its fork to be
+/// rebuilt from its reverse mappings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Suspect {
+    /// The blocks the inode counts (`di_nblocks`): its records in the
+    /// rmapbt must come to exactly these.
+    pub nblocks: u64,
+    /// Extent records its data fork holds in the inode.
+    pub capacity: u64,
+}
+
+/// A data fork rebuilt from the rmapbt: the inode, its extents (file
+/// block, filesystem block, length, unwritten) in file order, and the
+/// blocks the inode counts then.
+pub(crate) type ForkRebuild = (u64, Vec<(u64, u64, u64, bool)>, u64);
+
+/// Longest extent a bmbt record holds (21 bits of length).
+const MAX_EXTENT: u64 = (1 << 21) - 1;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -765,6 +790,8 @@ impl Rmaps {
             skip: Mutex::new(HashSet::new()),
             rebuild: Mutex::new(HashMap::new()),
             refc: Mutex::new(HashMap::new()),
+            suspects: Mutex::new(HashMap::new()),
+            forks: Mutex::new(Vec::new()),
             failed: Mutex::new(None),
         }
     }
@@ -860,6 +887,21 @@ impl Rmaps {
         out
     }
 
+    /// Notes that inode `ino`'s data fork may be rebuilt from its
+    /// reverse mappings ([`Rmaps::finish`] decides).
+    pub(crate) fn suspect(&self, ino: u64, s: Suspect) {
+        if self.on {
+            lock(&self.suspects).insert(ino, s);
+        }
+    }
+
+    /// The data forks [`Rmaps::finish`] rebuilt from the rmapbt, by inode.
+    pub(crate) fn take_fork_rebuilds(&self) -> Vec<ForkRebuild> {
+        let mut v = std::mem::take(&mut *lock(&self.forks));
+        v.sort_unstable_by_key(|f| f.0);
+        v
+    }
+
     /// The AGs skipped.
     pub(crate) fn skipped(&self) -> Vec<u32> {
         let mut v: Vec<u32> = lock(&self.rebuild).keys().copied().collect();
@@ -911,6 +953,13 @@ impl Rmaps {
         let mut wg: Vec<Rmap> = Vec::new();
         let mut fg: Vec<Rmap> = Vec::new();
         let mut cur: Option<(u32, Tally)> = None;
+        let suspects = std::mem::take(&mut *lock(&self.suspects));
+        // Per suspect: the blocks all its records hold, those of them in
+        // its data fork's bmbt, whether any AG of its records was skipped,
+        // and its data fork's groups (AG, expected, found), compared only
+        // if the fork is not rebuilt.
+        type Diverted = (u64, u64, bool, Vec<(u32, Vec<Rmap>, Vec<Rmap>)>);
+        let mut diverted: HashMap<u64, Diverted> = HashMap::new();
         loop {
             let g = match (
                 want.peek().map(AgRmap::group),
@@ -931,6 +980,20 @@ impl Rmaps {
             let agno = g.0;
             if let Some(v) = lock(&self.refc).get_mut(&agno) {
                 v.extend(wg.iter().copied());
+            }
+            let owner = (g.1).0;
+            if suspects.contains_key(&owner) {
+                let d = diverted.entry(owner).or_default();
+                let held = fg.iter().map(|r| u64::from(r.len)).sum::<u64>();
+                d.0 += held;
+                if (g.1).1 == BMBT {
+                    d.1 += held;
+                }
+                d.2 |= skip.contains(&agno);
+                if (g.1).1 == 0 && !skip.contains(&agno) {
+                    d.3.push((agno, wg.clone(), fg.clone()));
+                    continue;
+                }
             }
             if skip.contains(&agno) {
                 lock(&self.rebuild)
@@ -955,7 +1018,115 @@ impl Rmaps {
         if let Some((_, t)) = cur {
             t.end();
         }
+        let mut owners: Vec<u64> = diverted.keys().copied().collect();
+        owners.sort_unstable();
+        for owner in owners {
+            let (held, bmbt, skipped, groups) = diverted.remove(&owner).expect("listed");
+            let s = suspects[&owner];
+            let rebuilt = (!skipped && held == s.nblocks)
+                .then(|| rebuilt_fork(ctx, &groups, s))
+                .flatten();
+            match rebuilt {
+                Some(extents) => {
+                    for (agno, want, found) in &groups {
+                        claim_unheld(ctx, *agno, owner, want, found);
+                    }
+                    // The data fork's bmbt blocks go with its btree.
+                    lock(&self.forks).push((owner, extents, held - bmbt));
+                }
+                None => {
+                    for (agno, mut want, found) in groups {
+                        let at = Box::new(move |agbno| Location::AgBlock { agno, agbno });
+                        let mut t = Tally::new(ctx, "rmapbt", at, format!("AG {agno} rmapbt"));
+                        t.compare(&mut want, &found);
+                        t.end();
+                    }
+                }
+            }
+        }
         Ok(())
+    }
+}
+
+/// The data fork of inode `ino` as its rmapbt records (`groups`: per AG,
+/// expected and found) say it: its extents in file order. None when the records overlap in the file, do not fit in
+/// the inode's fork, or hold blocks something else uses.
+fn rebuilt_fork(
+    ctx: &Ctx<'_>,
+    groups: &[(u32, Vec<Rmap>, Vec<Rmap>)],
+    s: Suspect,
+) -> Option<Vec<(u64, u64, u64, bool)>> {
+    let geo = ctx.fs.geometry();
+    let mut recs: Vec<(u64, u64, u64, bool)> = Vec::new();
+    for (agno, want, found) in groups {
+        for r in found {
+            let fsb = geo
+                .fsb_make(AgNumber(*agno), crate::geometry::AgBlock(r.start))
+                .0;
+            recs.push((r.offset, fsb, u64::from(r.len), r.flags & UNWRITTEN != 0));
+        }
+        for (s, e) in unheld(want, found) {
+            if !ctx.map.free_for_data(*agno, s, e) {
+                return None;
+            }
+        }
+    }
+    if recs.is_empty() {
+        return None;
+    }
+    recs.sort_unstable();
+    let mut out: Vec<(u64, u64, u64, bool)> = Vec::new();
+    for (off, fsb, len, unwritten) in recs {
+        if out.last().is_some_and(|p| p.0 + p.2 > off) {
+            return None;
+        }
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(MAX_EXTENT);
+            out.push((off + done, fsb + done, n, unwritten));
+            done += n;
+        }
+    }
+    (out.len() as u64 <= s.capacity).then_some(out)
+}
+
+/// The runs of the records `found` (sorted) that no mapping of `want`
+/// holds: what the inode's fork, as read, did not claim.
+fn unheld(want: &[Rmap], found: &[Rmap]) -> Vec<(u32, u32)> {
+    let mut gaps = Vec::new();
+    for b in found {
+        let mut covered = u64::from(b.start);
+        let mut held: Vec<&Rmap> = want
+            .iter()
+            .filter(|w| b.agrees(w) && w.end() > u64::from(b.start) && u64::from(w.start) < b.end())
+            .collect();
+        held.sort_unstable_by_key(|w| w.start);
+        for w in held {
+            if u64::from(w.start) > covered {
+                gaps.push((covered as u32, w.start));
+            }
+            covered = covered.max(w.end());
+        }
+        if covered < b.end() {
+            gaps.push((covered as u32, b.end() as u32));
+        }
+    }
+    gaps
+}
+
+/// Claims for inode `ino` the blocks of its records that its fork, as
+/// read, did not.
+fn claim_unheld(ctx: &Ctx<'_>, agno: u32, ino: u64, want: &[Rmap], found: &[Rmap]) {
+    for (s, e) in unheld(want, found) {
+        ctx.map.claim(
+            &ctx.sink,
+            agno,
+            s,
+            u64::from(e - s),
+            super::owners::Use::Data,
+            "extent map",
+            &|| Location::Inode(ino),
+        );
     }
 }
 

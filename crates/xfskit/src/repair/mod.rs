@@ -708,6 +708,7 @@ impl Plan {
                     Some(
                         f @ (Fix::InodeBits { .. }
                         | Fix::ClearAttrFork { .. }
+                        | Fix::RebuildFork { .. }
                         | Fix::AgHeaderIdent { .. }),
                     ),
                 ) => {
@@ -986,6 +987,13 @@ fn write_headers(
             })?,
             Fix::ClearAttrFork { ino } => rewrite(inode_at(ino), isize, &|raw| {
                 crate::check::inodes::clear_attr_fork(geo, raw)
+            })?,
+            Fix::RebuildFork {
+                ino,
+                ref extents,
+                nblocks,
+            } => rewrite(inode_at(ino), isize, &|raw| {
+                crate::check::inodes::set_data_extents(geo, raw, extents, nblocks)
             })?,
             Fix::AgHeaderIdent { agno, sector } => {
                 let at = geo

@@ -35,6 +35,7 @@ fn rank(f: &Fix) -> u8 {
         | Fix::InodeCrc { .. }
         | Fix::InodeBits { .. }
         | Fix::ClearAttrFork { .. }
+        | Fix::RebuildFork { .. }
         | Fix::RebuildFreeSpace { .. } => 0,
         // The AG btrees first: the frees and mappings after them (and
         // the intents they log, which a replay finishes) walk those trees.
@@ -64,6 +65,7 @@ pub(crate) fn is_ns(f: &Fix) -> bool {
             | Fix::InodeCrc { .. }
             | Fix::InodeBits { .. }
             | Fix::ClearAttrFork { .. }
+            | Fix::RebuildFork { .. }
             | Fix::RebuildFreeSpace { .. }
     )
 }
@@ -102,6 +104,15 @@ pub(crate) fn describe(f: &Fix) -> String {
         Fix::ClearAttrFork { ino } => {
             format!("inode {ino}: attribute fork cleared (it cannot be read)")
         }
+        Fix::RebuildFork {
+            ino,
+            extents,
+            nblocks,
+        } => format!(
+            "inode {ino}: data fork rebuilt from the rmapbt ({} extent(s), {} block(s) mapped), nblocks {nblocks}",
+            extents.len(),
+            extents.iter().map(|e| e.2).sum::<u64>()
+        ),
         Fix::ResetAgfl { agno, .. } => format!("AG {agno}: free list emptied"),
         Fix::AgHeaderIdent { agno, sector } => format!(
             "AG {agno} {}: magic number, version, AG number, length, UUID and CRC written again",
@@ -230,6 +241,7 @@ fn apply_one(fs: &Fs, f: &Fix, report: &crate::check::CheckReport) -> Result<Str
         | Fix::InodeCrc { .. }
         | Fix::InodeBits { .. }
         | Fix::ClearAttrFork { .. }
+        | Fix::RebuildFork { .. }
         | Fix::RebuildFreeSpace { .. } => {
             unreachable!("written in place, not through the journal")
         }
