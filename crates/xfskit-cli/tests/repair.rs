@@ -792,6 +792,17 @@ fn namespace_damage_is_repaired_keeping_names() {
                 "block-dir",
                 format!("-c 'inode {big}' -c 'dblock 0' -c 'write bu[{i_b}].inumber {free2}'"),
             ),
+            // A second entry for a directory (one pointing at its own
+            // directory, one elsewhere): dropped, the file it named
+            // put back by its parent pointer.
+            (
+                "dir-twice",
+                format!("-c 'inode {d1}' -c 'write u3.sfdir3.list[{i_f1}].inumber.i4 {d1}'"),
+            ),
+            (
+                "dir-twice-block",
+                format!("-c 'inode {big}' -c 'dblock 0' -c 'write bu[{i_b}].inumber {d1}'"),
+            ),
         ];
         let whole = tree(base);
         for (name, cmds) in cases {
@@ -840,7 +851,15 @@ fn namespace_damage_is_repaired_keeping_names() {
             ));
             let ours = tree(&img);
             let them = tree(&theirs);
-            let lost = matches!(name, "lost-file" | "lost-dir" | "block-dir" | "dir-block");
+            let lost = matches!(
+                name,
+                "lost-file"
+                    | "lost-dir"
+                    | "block-dir"
+                    | "dir-block"
+                    | "dir-twice"
+                    | "dir-twice-block"
+            );
             if name == "cleared" {
                 // The file whose inode was cleared is gone, as with
                 // xfs_repair.

@@ -191,6 +191,11 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
         let mut held = false;
         let parent = dir.map(|d| d.parent).filter(|&p| p != u64::MAX);
         let mut named: Vec<(u64, u32)> = Vec::new();
+        // Entries naming a directory from outside the directory its '..'
+        // names: second names, dropped when that one names it too.
+        // What else they count for (their type, the parent's subdirectory,
+        // the parent pointer) waits until it is known they stay.
+        let mut extra: Vec<crate::check::ns::EntryRec> = Vec::new();
         while let Some(e) = entries.take_if(|r| r.target == k)? {
             let Some(inode) = inode else {
                 pending.push(Pending {
@@ -207,6 +212,18 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
             }
             let t = type_of(inode.kind).expect("decoded");
             refs = refs.saturating_add(1);
+            if t == FileType::Dir
+                && parent.is_some_and(|p| p != e.dir)
+                && extra.len() < MAX_ENTRIES_EXPLAINED
+                && !is_root(k)
+            {
+                nholders += 1;
+                if holders.len() < MAX_HOLDERS_SHOWN {
+                    holders.push(e.dir);
+                }
+                extra.push(e);
+                continue;
+            }
             if metadir.is_some() && inode.meta != e.dir_meta {
                 pending.push(Pending {
                     dir: e.dir,
@@ -262,6 +279,59 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
                 }
             }
         }
+        let drop_extra = held && !is_meta(k) && !extra.is_empty();
+        for e in &extra {
+            if drop_extra {
+                let p = parent.expect("extra entries have a parent");
+                pending.push(Pending {
+                    dir: e.dir,
+                    pos: e.pos,
+                    before: "entry '".into(),
+                    after: format!(
+                        "' names directory {k}, which directory {p} (its '..') names: \
+                         a second entry for a directory ({nholders} in all)"
+                    ),
+                    fix: Some(EntryFix::Drop),
+                });
+                continue;
+            }
+            // Kept: counted as any other entry.
+            if let Some(et) = type_of(e.kind).filter(|&et| et != FileType::Dir) {
+                pending.push(Pending {
+                    dir: e.dir,
+                    pos: e.pos,
+                    before: "entry '".into(),
+                    after: format!("' says {et:?} but inode {k} is Dir"),
+                    fix: Some(EntryFix::Type {
+                        target: k,
+                        ftype: FileType::Dir.dirent_code(),
+                    }),
+                });
+            } else if e.kind == 0 && ftype_feature {
+                pending.push(Pending {
+                    dir: e.dir,
+                    pos: e.pos,
+                    before: "entry '".into(),
+                    after: "' has no file type".into(),
+                    fix: Some(EntryFix::Type {
+                        target: k,
+                        ftype: FileType::Dir.dirent_code(),
+                    }),
+                });
+            }
+            subdirs.push(Key(e.dir))?;
+            if pptr {
+                ecount = ecount.saturating_add(1);
+                esum = esum.wrapping_add(e.fp);
+                if named.len() < MAX_ENTRIES_EXPLAINED {
+                    named.push((e.dir, e.pos));
+                }
+            }
+        }
+        if drop_extra {
+            // The entries dropped do not name it.
+            refs = refs.saturating_sub(extra.len() as u32);
+        }
         let Some(inode) = inode.filter(|r| r.kind != KIND_UNDECODED) else {
             continue;
         };
@@ -287,7 +357,7 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
                         _ => u64::MAX,
                     },
                 })?;
-                if nholders > 1 {
+                if nholders > 1 && !drop_extra {
                     let more = if nholders > holders.len() {
                         format!(" and {} more", nholders - holders.len())
                     } else {

@@ -362,7 +362,7 @@ fn apply_one(fs: &Fs, f: &Fix, report: &crate::check::CheckReport) -> Result<Str
             let was = crate::dir::write::remove(&mut tp, &mut dp, name)?;
             tp.log_inode(&dp)?;
             format!(
-                "directory {dir}: entry '{}' (inode {}, free or invalid) removed",
+                "directory {dir}: entry '{}' (naming inode {}) removed",
                 String::from_utf8_lossy(name),
                 was.0
             )
