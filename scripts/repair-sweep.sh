@@ -10,7 +10,8 @@
 # lost+found are counted.
 #
 # Usage: scripts/repair-sweep.sh [TARGETS...]
-#   targets: file-core dir-core sfdir blockdir agf agi sb (default: all)
+#   targets: file-core dir-core sfdir blockdir agf agi sb sb0 (sb: the secondary
+#   of AG 1, sb0: the primary; default: all but sb and sb0)
 # Environment: XFSPROGS (default ../shared/xfsprogs-7.2/bin), XFSKIT (default
 #   target/debug/xfskit), OUT (default /tmp/repair-sweep), VERBS, MAXFIELDS.
 # Prints one line per case and a summary; exits 1 if any case failed.
@@ -42,6 +43,7 @@ addr() {
     agf) echo "-c 'agf 1'|";;
     agi) echo "-c 'agi 1'|";;
     sb) echo "-c 'sb 1'|";;
+    sb0) echo "-c 'sb 0'|";;
   esac
 }
 # Files reachable outside lost+found, and inside it.

@@ -73,7 +73,7 @@ fn superblock_damage_is_repaired_as_xfs_repair_would() {
     let t = TempDir::new("repair-sb");
     let d = t.path();
     let base = image(&bin, d, "base.img");
-    let cases: [(&str, &str); 7] = [
+    let cases: [(&str, &str); 14] = [
         // AG headers whose identity alone is damaged.
         ("ag-ident", "-c 'agf 1' -c 'fuzz -d magicnum zeroes' -c 'agi 2' -c 'fuzz -d seqno ones' -c 'agfl 3' -c 'fuzz -d uuid zeroes'"),
         ("fdblocks", "-c 'sb 0' -c 'write -d fdblocks 1234'"),
@@ -83,7 +83,26 @@ fn superblock_damage_is_repaired_as_xfs_repair_would() {
         ("secondaries", "-c 'sb 1' -c 'write -d agcount 9' -c 'sb 3' -c 'write uuid 11111111-2222-3333-4444-555555555555'"),
         // An interrupted repair: the feature word with needsrepair (1 << 4).
         ("needsrepair", "-c 'sb 0' -c 'write -d fdblocks 5' -c 'print features_incompat'"),
+        // A primary that cannot be read as one: found again from the
+        // secondaries, as xfs_repair finds it.
+        ("primary-magic", "-c 'sb 0' -c 'write -d magicnum 0'"),
+        ("primary-crc", "-c 'sb 0' -c 'write -c dblocks 1'"),
+        ("primary-agcount", "-c 'sb 0' -c 'write -d agcount 0'"),
+        ("primary-blocksize", "-c 'sb 0' -c 'write -d blocksize 1000' -c 'write -d fdblocks 9'"),
+        // A primary that reads as one but whose geometry the secondaries
+        // outvote: its geometry taken from them, its own fields kept.
+        ("primary-logstart", "-c 'sb 0' -c 'write -d logstart 0'"),
+        ("primary-versionnum", "-c 'sb 0' -c 'write -d versionnum 0x34b5'"),
+        ("primary-uuid", "-c 'sb 0' -c 'write -d uuid 11111111-2222-3333-4444-555555555555'"),
     ];
+    let print_sb0 = |img: &Path| {
+        sh(&format!(
+            "'{}/xfs_db' -r -c 'sb 0' -c print '{}'",
+            bin.display(),
+            img.display()
+        ))
+    };
+    let sb0 = print_sb0(&base);
     for (name, cmds) in cases {
         let img = d.join(format!("{name}.img"));
         sh(&format!(
@@ -134,19 +153,35 @@ fn superblock_damage_is_repaired_as_xfs_repair_would() {
             "{name}: check after repair: {}",
             String::from_utf8_lossy(&c.stdout)
         );
-        let (ok, out) = repair_n(&bin, &img);
-        assert!(ok, "{name}: xfs_repair -n after xfskit repair:\n{out}");
+        let (ok, rn) = repair_n(&bin, &img);
+        assert!(ok, "{name}: xfs_repair -n after xfskit repair:\n{rn}");
         assert!(
             xfskit_ok(&["cat", i, "/s/t/n"]).starts_with("1\n2\n3\n"),
             "{name}: the file is gone"
         );
+        if name.starts_with("primary-") {
+            assert!(
+                out.contains("primary superblock written from the secondary of AG 1"),
+                "{name}: {out}"
+            );
+            assert_eq!(
+                print_sb0(&img),
+                sb0,
+                "{name}: the primary differs from the undamaged one"
+            );
+        }
         // Again: nothing to do, nothing written.
         let after = sha(&img);
         let again = xfskit_ok(&["repair", i]);
         assert!(again.contains("nothing to repair"), "{name}: {again}");
         assert_eq!(sha(&img), after, "{name}: a second repair wrote");
-        // The undo file brings the damage back, byte for byte.
-        xfskit_ok(&["undo", undo.to_str().unwrap(), i]);
+        // The undo file brings the damage back, byte for byte (past the
+        // UUID check when the repair gave the primary its UUID back).
+        let mut args = vec!["undo", undo.to_str().unwrap(), i];
+        if name == "primary-uuid" {
+            args.insert(1, "--force");
+        }
+        xfskit_ok(&args);
         assert_eq!(sha(&img), before, "{name}: undo");
         std::fs::remove_file(&img).unwrap();
     }

@@ -27,12 +27,16 @@ needsrepair by an interrupted repair, whose log is cleared again).
 
 Then the filesystem is checked as `xfskit check` checks it, which finds what
 xfs_repair -n finds; then the fixes are made in rounds, each followed by the
-check, until nothing more can be fixed: secondary superblocks rewritten from a
-sound primary; AG header counters set to what their btrees hold and the
+check, until nothing more can be fixed: a primary superblock that cannot be
+read found again from the secondaries (first, as xfs_repair finds it: the
+device is searched for a copy that most of the others agree with); secondary
+superblocks rewritten from a sound primary; AG header counters set to what their btrees hold and the
 superblock's counters to the sums over the AGs, when the btrees are sound;
 inode CRCs, magic numbers and versions written again on otherwise sound
 inodes, stray flags and fields cleared, nblocks set to what the forks map, an
-unreadable attribute fork cleared; and, through the journal, inodes that
+unreadable attribute fork cleared, a data fork that cannot be read (or maps
+less than its inode counts) rebuilt from the inode's reverse mappings; and,
+through the journal, AG btrees rebuilt, inodes that
 cannot be decoded cleared, reverse mappings no owner holds removed, blocks
 nothing uses freed, link counts set, entries naming free inodes removed, entry
 file types and '..' set right, parent pointers made to match the entries, and
@@ -42,8 +46,9 @@ parent pointer's name, or its inode number). Fixes that allocate or free space
 wait until nothing unfixable is wrong. A v5 filesystem carries the needsrepair
 feature while fixes are written, so no kernel mounts it half repaired; a
 repair that was interrupted is finished by running it again. Last, what is
-still wrong is listed as not repaired: rebuilding damaged btrees, extent maps
-and directory blocks is not in xfskit yet, and xfs_repair may fix those.
+still wrong is listed as not repaired (a damaged bmbt, directories without
+parent pointers to refill them: xfs_repair may fix those). The AG btrees
+(free space, rmap, inode, free inode, refcount) are rebuilt when damaged.
 Metadata stamped with an LSN at or past the log head, which the kernel
 refuses, gets the log formatted past it, as xfs_repair formats it.
 
