@@ -56,10 +56,13 @@ fn fingerprint(key: u64, bytes: &[u8]) -> u64 {
     h
 }
 
+/// A bit of a name: (byte counted from the name's end, bit).
+type Bit = (usize, u8);
+
 /// Pairs of (byte counted from the name's end, bit) that land on the same
 /// hash bit: flipping both keeps the hash. Byte `j` from the end has its
 /// bit `k` on hash bit `(k + 7 j) mod 32`; only the last six bytes are used.
-fn flip_pairs(len: usize) -> Vec<((usize, u8), (usize, u8))> {
+fn flip_pairs(len: usize) -> Vec<(Bit, Bit)> {
     let n = len.min(6);
     let mut bits = Vec::new();
     for j in 0..n {
@@ -125,11 +128,7 @@ fn solve(old: &[u8], mut state: u64) -> Vec<u8> {
 /// The `seq`-th alternate of `name`: the bit pairs named by `seq`'s set
 /// bits flipped. `Err(())` when `seq` is past what the name's length
 /// allows; `Ok(None)` when the result holds a 0 or '/'.
-fn alternate(
-    name: &[u8],
-    seq: u32,
-    pairs: &[((usize, u8), (usize, u8))],
-) -> Result<Option<Vec<u8>>, ()> {
+fn alternate(name: &[u8], seq: u32, pairs: &[(Bit, Bit)]) -> Result<Option<Vec<u8>>, ()> {
     if seq == 0 {
         return Ok(Some(name.to_vec()));
     }
@@ -256,20 +255,13 @@ mod tests {
                 assert!(!new.iter().any(|&c| invalid(c)));
             }
         }
-        // Names whose hash puts 0 or '/' into the solved bytes.
-        let mut fixed = 0;
+        // Many names: some solve to a 0 or '/' and are fixed up.
         for s in 0..20000u64 {
             let old = format!("n{s:07}").into_bytes();
-            let x = hashname(&old);
-            let groups = [x >> 28, x >> 21, x >> 14, x >> 7, x].map(|g| (g & 0x7f) as u8);
-            if groups.iter().any(|&g| invalid(g)) {
-                fixed += 1;
-            }
             let new = solve(&old, mix(s));
-            assert_eq!(hashname(&new), x);
+            assert_eq!(hashname(&new), hashname(&old));
             assert!(!new.iter().any(|&c| invalid(c)), "{new:?}");
         }
-        assert!(fixed > 0);
     }
 
     #[test]

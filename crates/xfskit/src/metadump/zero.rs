@@ -413,12 +413,9 @@ impl Ctx<'_> {
                 break;
             }
             let mut nl = usize::from(fork[p]);
-            if nl == 0 {
-                if i + 1 != count {
-                    break;
-                }
-                nl = size.saturating_sub(p + 3);
-            } else if p + entsize(nl) > size {
+            // A zero length, or an entry past the size: only the last
+            // entry is then taken, to the end of the size.
+            if nl == 0 || p + entsize(nl) > size {
                 if i + 1 != count {
                     break;
                 }
