@@ -51,14 +51,21 @@ pub struct Args {
     pub image: PathBuf,
     /// The metadump file to write (`-` for standard output).
     pub out: PathBuf,
-    /// Do not obfuscate names and attribute values (xfs_metadump -o).
-    /// Required for now: obfuscation is not done yet.
+    /// Do not obfuscate names, symbolic link targets and attribute names
+    /// and values (xfs_metadump -o).
     #[arg(short = 'o')]
     pub no_obfuscate: bool,
-    /// Copy whole metadata blocks, stale bytes included (xfs_metadump -a).
-    /// Required for now: zeroing stale bytes is not done yet.
+    /// Copy whole metadata blocks, stale bytes included (xfs_metadump -a);
+    /// without it the bytes no structure uses are zeroed.
     #[arg(short = 'a')]
     pub all_blocks: bool,
+    /// Seed of the obfuscation: the same image and seed give the same dump.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Seed the obfuscation with SOURCE_DATE_EPOCH (0 when unset), as
+    /// `xfskit build --reproducible` takes its UUID from it.
+    #[arg(long)]
+    pub reproducible: bool,
     /// The file format: 2 (the default; extent records, external log
     /// contents possible) or 1 (xfs_metadump's older index-block format).
     #[arg(short = 'v', long = "format-version", value_name = "VERSION", default_value_t = 2,
@@ -74,22 +81,29 @@ pub struct Args {
     pub disk: DiskArgs,
 }
 
+/// The obfuscation seed: --seed, else SOURCE_DATE_EPOCH (or 0) with
+/// --reproducible, else none (a fresh one each run).
+fn seed(args: &Args) -> Result<Option<u64>, xfskit::Error> {
+    if let Some(s) = args.seed {
+        return Ok(Some(s));
+    }
+    if !args.reproducible {
+        return Ok(None);
+    }
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
+            xfskit::Error::Invalid(format!(
+                "SOURCE_DATE_EPOCH={v:?} is not a number of seconds (--reproducible seeds the \
+                 obfuscation with it)"
+            ))
+        }),
+        Err(_) => Ok(Some(0)),
+    }
+}
+
 /// Runs the command.
 pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
-    if !args.no_obfuscate {
-        return Err(xfskit::Error::Unsupported(
-            "obfuscation (xfs_metadump's default) is not done yet: give -o for a dump with \
-             the names as they are"
-                .into(),
-        ));
-    }
-    if !args.all_blocks {
-        return Err(xfskit::Error::Unsupported(
-            "zeroing stale bytes of metadata blocks (xfs_metadump's default) is not done yet: \
-             give -a to copy whole blocks"
-                .into(),
-        ));
-    }
+    let seed = seed(&args)?;
     // Never replayed (the log is copied as it is), and a damaged root
     // inode does not stop the dump: it is copied like any other.
     let open = xfskit::OpenOptions {
@@ -102,6 +116,7 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         version: args.format_version,
         full_blocks: args.all_blocks,
         obfuscate: !args.no_obfuscate,
+        seed,
     };
     let show = args.progress;
     let mut progress = |s: &str| {

@@ -10,6 +10,8 @@
 //! realtime device are not copied.
 
 use super::format::*;
+use super::obfuscate::Obfuscator;
+use super::zero::{Ctx, Kind};
 use crate::error::{Error, Location, Result};
 use crate::geometry::{AgBlock, AgNumber, FsBlock, Ino};
 use crate::inode::bmap::{for_each_extent, Fork};
@@ -24,10 +26,14 @@ pub struct DumpOptions {
     /// The file format: 1 or 2.
     pub version: u32,
     /// Copy whole metadata blocks (xfs_metadump -a): the stale bytes are
-    /// kept. Only this is supported for now; without it the caller refuses.
+    /// kept. Without it they are zeroed, as xfs_metadump zeroes them.
     pub full_blocks: bool,
-    /// Obfuscate names (not yet supported: the caller refuses).
+    /// Obfuscate names, symbolic link targets and attribute names and
+    /// values (xfs_metadump's default; -o turns it off).
     pub obfuscate: bool,
+    /// The obfuscation's seed: the same seed, the same dump. None: a
+    /// fresh one each time.
+    pub seed: Option<u64>,
 }
 
 /// What a dump wrote.
@@ -43,30 +49,31 @@ pub struct DumpReport {
     pub warnings: Vec<String>,
 }
 
-/// The data-device sectors to copy, merged into sorted runs at the end.
+/// One range of data-device sectors to copy, and what it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Item {
+    daddr: u64,
+    sectors: u64,
+    kind: Kind,
+}
+
+/// The data-device sectors to copy, sorted at the end.
 #[derive(Default)]
 struct Plan {
-    runs: Vec<(u64, u64)>,
+    items: Vec<Item>,
+    /// Directory blocks whose fs blocks are not contiguous: their pieces.
+    gathered: Vec<(Vec<(u64, u64)>, Kind)>,
 }
 
 impl Plan {
-    fn add(&mut self, daddr: u64, sectors: u64) {
+    fn add(&mut self, daddr: u64, sectors: u64, kind: Kind) {
         if sectors > 0 {
-            self.runs.push((daddr, sectors));
+            self.items.push(Item {
+                daddr,
+                sectors,
+                kind,
+            });
         }
-    }
-
-    /// The runs sorted, overlapping or touching ones merged.
-    fn merged(mut self) -> Vec<(u64, u64)> {
-        self.runs.sort_unstable();
-        let mut out: Vec<(u64, u64)> = Vec::with_capacity(self.runs.len());
-        for (s, l) in self.runs {
-            match out.last_mut() {
-                Some((ps, pl)) if *ps + *pl >= s => *pl = (*pl).max(s + l - *ps),
-                _ => out.push((s, l)),
-            }
-        }
-        out
     }
 }
 
@@ -108,7 +115,16 @@ impl Walker<'_> {
 
     /// A short-pointer AG btree: every block, from the root. `keylen` is a
     /// node's key size (both keys of an overlapping btree's entry).
-    fn short_btree(&mut self, agno: u32, what: &str, root: u32, levels: u32, keylen: usize) {
+    #[allow(clippy::too_many_arguments)]
+    fn short_btree(
+        &mut self,
+        agno: u32,
+        what: &str,
+        root: u32,
+        levels: u32,
+        keylen: usize,
+        kind: Kind,
+    ) {
         let geo = self.fs.geometry();
         let bs = geo.block_size as usize;
         let hdr = geo.layout().sblock_hdr;
@@ -128,7 +144,7 @@ impl Walker<'_> {
                     continue;
                 }
                 let d = self.agb(agno, agbno);
-                self.plan.add(d, (bs / 512) as u64);
+                self.plan.add(d, (bs / 512) as u64, kind);
                 if level == 0 {
                     continue;
                 }
@@ -166,10 +182,20 @@ impl Walker<'_> {
         let ss = u64::from(geo.sect_size / 512);
         let base = self.agb(agno, 0);
         // Superblock, AGF, AGI, AGFL: one sector each.
-        self.plan.add(base, 4 * ss);
+        self.plan.add(base, ss, Kind::Sb);
+        self.plan.add(base + ss, 2 * ss, Kind::Raw);
         let agf = self.read(base + ss, geo.sect_size as usize)?;
         let agi = self.read(base + 2 * ss, geo.sect_size as usize)?;
         let be32 = |b: &[u8], o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+        // AGF: agf_flfirst 40, agf_fllast 44.
+        self.plan.add(
+            base + 3 * ss,
+            ss,
+            Kind::Agfl {
+                first: be32(&agf, 40),
+                last: be32(&agf, 44),
+            },
+        );
         let (rmap, reflink, finobt) = (
             geo.features.rmapbt,
             geo.features.reflink,
@@ -183,6 +209,7 @@ impl Walker<'_> {
             be32(&agf, 16),
             be32(&agf, 28),
             8,
+            Kind::AllocBt,
         );
         self.short_btree(
             agno,
@@ -190,6 +217,7 @@ impl Walker<'_> {
             be32(&agf, 20),
             be32(&agf, 32),
             8,
+            Kind::AllocBt,
         );
         if rmap {
             self.short_btree(
@@ -198,6 +226,7 @@ impl Walker<'_> {
                 be32(&agf, 24),
                 be32(&agf, 36),
                 40,
+                Kind::Raw,
             );
         }
         if reflink {
@@ -207,10 +236,18 @@ impl Walker<'_> {
                 be32(&agf, 88),
                 be32(&agf, 92),
                 4,
+                Kind::Raw,
             );
         }
         // AGI: root 20, level 24; free inode btree root 328, level 332.
-        self.short_btree(agno, "inode btree", be32(&agi, 20), be32(&agi, 24), 4);
+        self.short_btree(
+            agno,
+            "inode btree",
+            be32(&agi, 20),
+            be32(&agi, 24),
+            4,
+            Kind::InoBt,
+        );
         if finobt {
             self.short_btree(
                 agno,
@@ -218,6 +255,7 @@ impl Walker<'_> {
                 be32(&agi, 328),
                 be32(&agi, 332),
                 4,
+                Kind::InoBt,
             );
         }
         let _ = NULLAGBLOCK;
@@ -262,7 +300,17 @@ impl Walker<'_> {
             let d0 = self.agb(agno, agbno);
             let daddr = d0 + within / 512;
             let bytes = n * isz;
-            self.plan.add(daddr, bytes.div_ceil(512) as u64);
+            let first_ino =
+                (u64::from(agno) << (geo.ag_blk_log + geo.inopb_log)) | u64::from(agino);
+            let off = agino - c.startino;
+            self.plan.add(
+                daddr,
+                bytes.div_ceil(512) as u64,
+                Kind::Inodes {
+                    ino: first_ino,
+                    free: c.free >> off,
+                },
+            );
             if alloc & mask == 0 {
                 continue;
             }
@@ -316,7 +364,7 @@ impl Walker<'_> {
                     ));
                     continue;
                 };
-                self.plan.add(d, (bs / 512) as u64);
+                self.plan.add(d, (bs / 512) as u64, Kind::Bmbt);
                 if lvl == 0 {
                     continue;
                 }
@@ -343,7 +391,7 @@ impl Walker<'_> {
     fn fork_blocks(&mut self, inode: &Inode, fork: Fork) {
         let mut runs = Vec::new();
         let r = for_each_extent(self.fs, inode, fork, &mut |e| {
-            runs.push((e.start.0, e.len));
+            runs.push((e.offset, e.start.0, e.len));
             Ok(())
         });
         if let Err(e) = r {
@@ -351,10 +399,70 @@ impl Walker<'_> {
         }
         let geo = self.fs.geometry();
         let spb = u64::from(geo.block_size / 512);
-        for (start, len) in runs {
+        let ino = inode.ino.0;
+        let meta =
+            geo.features.metadir && inode.flags2 & xfs_format::inode::XFS_DIFLAG2_METADATA != 0;
+        let dir = fork == Fork::Data && inode.file_type == FileType::Dir;
+        let fsbcount = u64::from((geo.dir_blk_size / geo.block_size).max(1));
+        let block_form = runs.last().is_some_and(|&(o, _, l)| o + l == fsbcount);
+        // A directory block spread over several extents, gathered.
+        let mut pieces: Vec<(u64, u64)> = Vec::new();
+        let mut have = 0u64;
+        for (off, start, len) in runs {
             // An extent never crosses an AG; copy it block run by block run.
-            if let Some(d) = self.fsb_daddr(start) {
-                self.plan.add(d, len * spb);
+            let Some(d) = self.fsb_daddr(start) else {
+                continue;
+            };
+            if fork == Fork::Attr {
+                for i in 0..len {
+                    let kind = Kind::Attr {
+                        ino,
+                        off: off + i,
+                        meta,
+                    };
+                    self.plan.add(d + i * spb, spb, kind);
+                }
+            } else if dir && fsbcount == 1 {
+                for i in 0..len {
+                    let kind = Kind::Dir {
+                        ino,
+                        off: off + i,
+                        block_form,
+                        single: true,
+                        meta,
+                    };
+                    self.plan.add(d + i * spb, spb, kind);
+                }
+            } else if dir {
+                let kind = Kind::Dir {
+                    ino,
+                    off,
+                    block_form,
+                    single: false,
+                    meta,
+                };
+                let mut left = len;
+                let mut at = d;
+                while left > 0 {
+                    let n = left.min(fsbcount - have);
+                    pieces.push((at, n * spb));
+                    have += n;
+                    left -= n;
+                    at += n * spb;
+                    if have == fsbcount {
+                        if pieces.len() == 1 {
+                            self.plan.add(pieces[0].0, pieces[0].1, kind);
+                        } else {
+                            self.plan.gathered.push((std::mem::take(&mut pieces), kind));
+                        }
+                        pieces.clear();
+                        have = 0;
+                    }
+                }
+            } else if inode.file_type == FileType::Symlink {
+                self.plan.add(d, len * spb, Kind::Symlink { meta });
+            } else {
+                self.plan.add(d, len * spb, Kind::Raw);
             }
         }
     }
@@ -393,6 +501,86 @@ impl Walker<'_> {
             }
         }
     }
+}
+
+/// Where dumped sectors go: v2 extent records or v1 index blocks.
+struct Emitter<'a> {
+    out: &'a mut dyn Write,
+    version: u32,
+    /// v1: the mb_info byte, the index being filled and its sectors.
+    info: u8,
+    index: Vec<u64>,
+    data: Vec<u8>,
+    records: u64,
+    bytes: u64,
+}
+
+/// Sectors per v2 record (8 MiB).
+const MAXREC: u64 = 1 << 14;
+
+impl Emitter<'_> {
+    fn emit(&mut self, daddr: u64, b: &[u8]) -> Result<()> {
+        let n = (b.len() / 512) as u64;
+        if self.version == 2 {
+            let mut off = 0;
+            while off < n {
+                let k = (n - off).min(MAXREC);
+                self.out.write_all(&(daddr + off).to_be_bytes())?;
+                self.out.write_all(&(k as u32).to_be_bytes())?;
+                self.out
+                    .write_all(&b[(off * 512) as usize..((off + k) * 512) as usize])?;
+                self.records += 1;
+                self.bytes += k * 512;
+                off += k;
+            }
+            return Ok(());
+        }
+        for i in 0..n {
+            self.index.push(daddr + i);
+            self.data
+                .extend_from_slice(&b[(i * 512) as usize..((i + 1) * 512) as usize]);
+            self.records += 1;
+            self.bytes += 512;
+            if self.index.len() == MD1_MAX_INDICES {
+                self.flush_v1()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush_v1(&mut self) -> Result<()> {
+        let mut blk = vec![0u8; MD1_BLOCK];
+        blk[..4].copy_from_slice(&MD1_MAGIC.to_be_bytes());
+        blk[4..6].copy_from_slice(&(self.index.len() as u16).to_be_bytes());
+        blk[6] = 9;
+        blk[7] = self.info;
+        for (i, d) in self.index.iter().enumerate() {
+            blk[8 + i * 8..16 + i * 8].copy_from_slice(&d.to_be_bytes());
+        }
+        self.out.write_all(&blk)?;
+        self.out.write_all(&self.data)?;
+        self.index.clear();
+        self.data.clear();
+        Ok(())
+    }
+}
+
+/// The seed of a dump's obfuscation when none is given: fresh each run.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// The inode of /lost+found, when the root directory has one.
+fn orphanage(fs: &Fs) -> Option<u64> {
+    fs.lookup_path(b"/lost+found").ok().map(|i| i.ino.0)
 }
 
 /// Writes a metadump of `fs` (opened without log recovery) to `out`.
@@ -441,116 +629,180 @@ pub fn dump(
             w.warn(format!("AG {agno}: {e}"));
         }
     }
-    progress("Copying log");
-    let log_d = geo.fsb_to_daddr(geo.log_start).0;
-    w.plan.add(
-        log_d,
-        u64::from(geo.log_blocks) * u64::from(geo.block_size / 512),
-    );
     let mut rep = DumpReport {
         dirty_log: dirty,
         warnings: std::mem::take(&mut w.warnings),
         ..Default::default()
     };
+    let mut plan = std::mem::take(&mut w.plan);
+    let transform = !opts.full_blocks || opts.obfuscate;
+    let mut ctx = Ctx {
+        geo,
+        zero: !opts.full_blocks,
+        obf: opts
+            .obfuscate
+            .then(|| Obfuscator::new(opts.seed.unwrap_or_else(random_seed))),
+        root: geo.root_ino.0,
+        orphanage: if opts.obfuscate { orphanage(fs) } else { None },
+        parent: geo.features_incompat & xfs_format::sb::XFS_SB_FEAT_INCOMPAT_PARENT != 0,
+        ascii_ci: geo.versionnum & xfs_format::sb::XFS_SB_VERSION_BORGBIT != 0,
+    };
+
     let dev_sectors = geo.data_blocks * u64::from(geo.block_size / 512);
-    let runs: Vec<(u64, u64)> = std::mem::take(&mut w.plan)
-        .merged()
-        .into_iter()
-        .map(|(s, l)| (s, l.min(dev_sectors.saturating_sub(s))))
-        .filter(|&(_, l)| l > 0)
-        .collect();
+    plan.items.retain_mut(|it| {
+        if it.daddr + it.sectors > dev_sectors {
+            it.sectors = dev_sectors.saturating_sub(it.daddr);
+            it.kind = Kind::Raw;
+        }
+        it.sectors > 0
+    });
+    plan.items.sort_unstable();
+    plan.items.dedup();
     let read = |d: u64, n: u64| -> Result<Vec<u8>> {
         let mut b = vec![0u8; (n * 512) as usize];
         fs.read_bytes(d * 512, &mut b)
             .map_err(|e| Error::corrupt("metadata", Location::Daddr(d), e.to_string()))?;
         Ok(b)
     };
-    // Sector 0 first: the primary superblock starts the dump.
-    const MAXREC: u64 = 1 << 14; // sectors per record (8 MiB)
-    match opts.version {
-        2 => {
-            let mut compat = 0;
-            if opts.obfuscate {
-                compat |= MD2_COMPAT_OBFUSCATED;
-            }
-            if opts.full_blocks {
-                compat |= MD2_COMPAT_FULLBLOCKS;
-            }
-            if dirty {
-                compat |= MD2_COMPAT_DIRTYLOG;
-            }
-            let mut h = Vec::with_capacity(MD2_HDR);
-            h.extend(MD2_MAGIC.to_be_bytes());
-            h.extend(2u32.to_be_bytes());
-            h.extend(compat.to_be_bytes());
-            h.extend(0u32.to_be_bytes());
-            h.extend(0u64.to_be_bytes());
-            out.write_all(&h)?;
-            for &(s, l) in &runs {
-                let mut off = 0;
-                while off < l {
-                    let n = (l - off).min(MAXREC);
-                    let b = read(s + off, n)?;
-                    out.write_all(&(s + off).to_be_bytes())?;
-                    out.write_all(&(n as u32).to_be_bytes())?;
-                    out.write_all(&b)?;
-                    rep.records += 1;
-                    rep.bytes += n * 512;
-                    off += n;
-                }
+
+    let mut info = MD1_INFO_FLAGS;
+    let mut compat = 0;
+    if opts.obfuscate {
+        info |= MD1_OBFUSCATED;
+        compat |= MD2_COMPAT_OBFUSCATED;
+    }
+    if opts.full_blocks {
+        info |= MD1_FULLBLOCKS;
+        compat |= MD2_COMPAT_FULLBLOCKS;
+    }
+    if dirty {
+        info |= MD1_DIRTYLOG;
+        compat |= MD2_COMPAT_DIRTYLOG;
+    }
+    if opts.version == 2 {
+        let mut h = Vec::with_capacity(MD2_HDR);
+        h.extend(MD2_MAGIC.to_be_bytes());
+        h.extend(2u32.to_be_bytes());
+        h.extend(compat.to_be_bytes());
+        h.extend(0u32.to_be_bytes());
+        h.extend(0u64.to_be_bytes());
+        out.write_all(&h)?;
+    }
+    let mut em = Emitter {
+        out,
+        version: opts.version,
+        info,
+        index: Vec::with_capacity(MD1_MAX_INDICES),
+        data: Vec::with_capacity(MD1_MAX_INDICES * 512),
+        records: 0,
+        bytes: 0,
+    };
+    // Runs of touching or overlapping items, read at once; sector 0 (the
+    // primary superblock) first.
+    let items = &plan.items;
+    let mut i = 0;
+    while i < items.len() {
+        let start = items[i].daddr;
+        let mut end = start + items[i].sectors;
+        let mut j = i + 1;
+        while j < items.len()
+            && (items[j].daddr < end
+                || (items[j].daddr == end && end + items[j].sectors - start <= MAXREC))
+        {
+            end = end.max(items[j].daddr + items[j].sectors);
+            j += 1;
+        }
+        let mut b = read(start, end - start)?;
+        if transform {
+            for it in &items[i..j] {
+                let o = ((it.daddr - start) * 512) as usize;
+                ctx.apply(it.kind, &mut b[o..o + (it.sectors * 512) as usize]);
             }
         }
-        _ => {
-            let mut info = MD1_INFO_FLAGS;
-            if opts.obfuscate {
-                info |= MD1_OBFUSCATED;
+        em.emit(start, &b)?;
+        i = j;
+    }
+    for (pieces, kind) in &plan.gathered {
+        let mut b = Vec::new();
+        for &(d, n) in pieces {
+            if d + n > dev_sectors {
+                continue;
             }
-            if opts.full_blocks {
-                info |= MD1_FULLBLOCKS;
-            }
-            if dirty {
-                info |= MD1_DIRTYLOG;
-            }
-            let mut index: Vec<u64> = Vec::with_capacity(MD1_MAX_INDICES);
-            let mut data: Vec<u8> = Vec::with_capacity(MD1_MAX_INDICES * 512);
-            let flush =
-                |out: &mut dyn Write, index: &mut Vec<u64>, data: &mut Vec<u8>| -> Result<()> {
-                    let mut blk = vec![0u8; MD1_BLOCK];
-                    blk[..4].copy_from_slice(&MD1_MAGIC.to_be_bytes());
-                    blk[4..6].copy_from_slice(&(index.len() as u16).to_be_bytes());
-                    blk[6] = 9;
-                    blk[7] = info;
-                    for (i, d) in index.iter().enumerate() {
-                        blk[8 + i * 8..16 + i * 8].copy_from_slice(&d.to_be_bytes());
-                    }
-                    out.write_all(&blk)?;
-                    out.write_all(data)?;
-                    index.clear();
-                    data.clear();
-                    Ok(())
-                };
-            for &(s, l) in &runs {
-                let mut off = 0;
-                while off < l {
-                    let n = (l - off).min(MAXREC);
-                    let b = read(s + off, n)?;
-                    for i in 0..n {
-                        index.push(s + off + i);
-                        data.extend_from_slice(&b[(i * 512) as usize..((i + 1) * 512) as usize]);
-                        rep.records += 1;
-                        rep.bytes += 512;
-                        if index.len() == MD1_MAX_INDICES {
-                            flush(out, &mut index, &mut data)?;
-                        }
-                    }
-                    off += n;
-                }
-            }
-            // The last index block is never full: an empty one ends a file
-            // whose blocks filled the previous one exactly.
-            flush(out, &mut index, &mut data)?;
+            b.extend(read(d, n)?);
+        }
+        if b.len() as u64 != pieces.iter().map(|p| p.1 * 512).sum::<u64>() {
+            continue;
+        }
+        if transform {
+            ctx.apply(*kind, &mut b);
+        }
+        let mut o = 0;
+        for &(d, n) in pieces {
+            let len = (n * 512) as usize;
+            em.emit(d, &b[o..o + len])?;
+            o += len;
         }
     }
-    out.flush()?;
+
+    progress("Copying log");
+    let log_d = geo.fsb_to_daddr(geo.log_start).0;
+    let log_n = (u64::from(geo.log_blocks) * u64::from(geo.block_size / 512))
+        .min(dev_sectors.saturating_sub(log_d));
+    // Without -a, or when obfuscating, a clean log is rewritten cleared as
+    // xfs_metadump rewrites it; a dirty one is copied as it is.
+    let cleared = if transform && matches!(fs.log_state(), LogState::Clean) {
+        let log = crate::log::log_dev(fs.device(), geo)?;
+        crate::log::find::find_ends(&log)
+            .ok()
+            .filter(|e| e.clean && !e.empty)
+            .map(|e| {
+                let cycle = if geo.v5 {
+                    e.head_cycle.saturating_add(1)
+                } else {
+                    1
+                };
+                crate::log::clear::Cleared::new(geo, log_n, cycle)
+            })
+    } else {
+        None
+    };
+    if dirty && opts.obfuscate {
+        rep.warnings.push(
+            "the log is dirty and copied as it is: its changes are not obfuscated, and \
+             replaying them into the obfuscated image can leak names or damage it (mount the \
+             filesystem to clean the log, or give -o)"
+                .into(),
+        );
+    }
+    let mut off = 0;
+    while off < log_n {
+        let n = (log_n - off).min(MAXREC);
+        let b = match &cleared {
+            Some(c) => {
+                let mut b = vec![0u8; (n * 512) as usize];
+                c.fill(off, &mut b);
+                b
+            }
+            None => read(log_d + off, n)?,
+        };
+        em.emit(log_d + off, &b)?;
+        off += n;
+    }
+    if opts.version == 1 {
+        // The last index block is never full: an empty one ends a file
+        // whose blocks filled the previous one exactly.
+        em.flush_v1()?;
+    }
+    rep.records = em.records;
+    rep.bytes = em.bytes;
+    if let Some(o) = &ctx.obf {
+        if o.duplicates > 0 {
+            rep.warnings.push(format!(
+                "{} names found no obfuscated name of their own and were kept",
+                o.duplicates
+            ));
+        }
+    }
+    em.out.flush()?;
     Ok(rep)
 }

@@ -3,7 +3,9 @@
 
 pub mod dump;
 pub mod format;
+pub mod obfuscate;
 pub mod restore;
+pub mod zero;
 
 pub use dump::{dump, DumpOptions, DumpReport};
 pub use format::Header;
