@@ -19,30 +19,47 @@ AGFL; every block of the free space, inode, free inode, reverse mapping
 and reference count btrees; the inode clusters of every inode chunk; for
 each inode in use its bmbt blocks, its extended attribute blocks, and the
 blocks of directories, symbolic links and metadata files (realtime bitmap
-and summary, quota files, metadata directory files); the internal log, as
-it is (a dirty log is copied dirty and the dump says so; it is never
+and summary, quota files, metadata directory files); the internal log (a
+dirty log is copied as it is and the dump says so; it is never
 replayed). File data and the realtime device are not copied. Damaged
 structures are gone past: what can be read is copied and, with -w, each
 problem is printed.
 
+By default, as xfs_metadump does, the bytes no structure uses are zeroed
+(btree blocks past their records, free inodes' literal areas, inode forks
+past what they hold, directory and attribute blocks' free space and
+padding, the AGFL outside its list, symlink blocks past the target; a
+clean log is written cleared, a dirty one copied as it is), and names are
+obfuscated: every directory entry name, symlink target component and
+attribute name of 5 bytes or more becomes a random name of the same length
+and the same hash (lost+found and its orphans named by inode number kept;
+a parent pointer gets its entry's new name), attribute values become 'v's
+and the label 'L's. -a keeps whole blocks, -o keeps the names. The random
+names differ each run unless --seed N (or --reproducible, seeded by
+SOURCE_DATE_EPOCH) is given. A dirty log is not obfuscated (a warning
+says so).
+Restored, a dump equals xfs_metadump 7.2's with the same -o or -o -a,
+byte for byte.
+
 The image is only read, opened as every xfskit command opens one (a bare
 filesystem, a partitioned disk, qcow2, LVM, an object store URL).
 
-Not yet done: obfuscation (xfs_metadump's default), so -o is required; and
-the zeroing of stale bytes (xfs_metadump's default without -a), so -a is
-required. Both are refused with exit 3 until then. Not dumped yet either
-(exit 3): an external log; realtime groups (their realtime superblocks and
-realtime rmap and refcount btrees). A classic realtime section needs
-nothing from the realtime device: its bitmap and summary are copied.
+Not dumped yet (exit 3): an external log; realtime groups (their realtime
+superblocks and realtime rmap and refcount btrees). A classic realtime
+section needs nothing from the realtime device: its bitmap and summary are
+copied.
 
-Exit codes: 0 written; 2 usage; 3 unsupported (see above); 4 I/O error;
+Exit codes: 0 written; 2 usage (a bad --seed or SOURCE_DATE_EPOCH); 3
+unsupported (see above); 4 I/O error;
 5 the primary superblock is corrupt or fails its CRC (xfs_metadump dumps
 such a filesystem anyway; xfskit cannot open it yet).
 
 Examples:
-  xfskit metadump -o -a disk.img fs.md
+  xfskit metadump disk.img fs.md
+  xfskit metadump --seed 42 disk.img fs.md
+  xfskit metadump -o disk.img fs.md
   xfskit metadump -o -a -v 1 disk.qcow2 fs.md1
-  xfskit metadump -o -a disk.img - | zstd > fs.md.zst";
+  xfskit metadump -o disk.img - | zstd > fs.md.zst";
 
 /// Arguments of `xfskit metadump`.
 #[derive(clap::Args)]
@@ -139,6 +156,9 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
     let r = metadump::dump(&fs, &mut out, &opts, &mut progress)?;
     if show {
         errln!("");
+    }
+    if let Some(w) = &r.log_warning {
+        errln!("xfskit metadump: warning: {w}");
     }
     if args.warnings {
         for w in &r.warnings {

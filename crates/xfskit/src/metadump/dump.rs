@@ -47,6 +47,9 @@ pub struct DumpReport {
     pub dirty_log: bool,
     /// Problems met and gone past (the damaged structure left uncopied).
     pub warnings: Vec<String>,
+    /// An obfuscated dump's dirty log, copied as it is (xfs_metadump
+    /// always warns of it).
+    pub log_warning: Option<String>,
 }
 
 /// One range of data-device sectors to copy, and what it holds.
@@ -767,7 +770,7 @@ pub fn dump(
         None
     };
     if dirty && opts.obfuscate {
-        rep.warnings.push(
+        rep.log_warning = Some(
             "the log is dirty and copied as it is: its changes are not obfuscated, and \
              replaying them into the obfuscated image can leak names or damage it (mount the \
              filesystem to clean the log, or give -o)"

@@ -204,10 +204,13 @@ impl Obfuscator {
         }
         let oldfp = fingerprint(scope ^ self.seed, name);
         let cand = self.candidate(scope, name);
-        let pairs = flip_pairs(name.len());
-        let first = self.alternates.get(&oldfp).copied().unwrap_or(0);
-        let mut seq = first;
+        // The bit pairs are only needed for an alternate (rare).
+        let mut pairs = Vec::new();
+        let mut seq = self.alternates.get(&oldfp).copied().unwrap_or(0);
         loop {
+            if seq != 0 && pairs.is_empty() {
+                pairs = flip_pairs(name.len());
+            }
             match alternate(&cand, seq, &pairs) {
                 Err(()) => {
                     self.duplicates += 1;
