@@ -571,6 +571,73 @@ fn kernel_tree_and_dirty_log() {
     );
 }
 
+/// 1 KiB blocks with 8 KiB directory blocks (a directory block is several
+/// fs blocks), many files, half of them deleted: zeroed and obfuscated as
+/// xfs_metadump does. The first record, the superblock, is one of its own:
+/// xfs_mdrestore refuses a longer one, which AG 0's contiguous headers and
+/// btrees made here before.
+#[test]
+fn small_blocks_large_directory_blocks() {
+    let Some(bin) = xfsprogs_72_bin() else {
+        skip(
+            "small_blocks_large_directory_blocks",
+            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
+        );
+        return;
+    };
+    if !is_root() {
+        skip(
+            "small_blocks_large_directory_blocks",
+            "the tree is made by a kernel loop mount: needs root",
+        );
+        return;
+    }
+    let dir = TempDir::new("metadump-small-blocks");
+    let d = dir.path();
+    let img = d.join("m.img");
+    File::create(&img).unwrap().set_len(320 << 20).unwrap();
+    tool_72(
+        &bin,
+        "mkfs.xfs",
+        &["-q", "-b", "size=1024", "-n", "size=8192", s(&img)],
+    );
+    let mnt = d.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    if !Command::new("mount")
+        .args(["-o", "loop", s(&img), s(&mnt)])
+        .status()
+        .unwrap()
+        .success()
+    {
+        skip("small_blocks_large_directory_blocks", "loop mount failed");
+        return;
+    }
+    std::fs::create_dir(mnt.join("fill")).unwrap();
+    for i in 0..6000 {
+        std::fs::write(mnt.join(format!("fill/f{i}")), [b'a'; 1024]).unwrap();
+    }
+    for i in (0..6000).step_by(2) {
+        std::fs::remove_file(mnt.join(format!("fill/f{i}"))).unwrap();
+    }
+    Command::new("sync").status().unwrap();
+    std::fs::create_dir(mnt.join("big")).unwrap();
+    for k in 0..1500 {
+        std::fs::write(mnt.join(format!("big/entry-with-a-long-name-{k}")), b"").unwrap();
+    }
+    for k in (0..1500).step_by(5) {
+        std::fs::remove_file(mnt.join(format!("big/entry-with-a-long-name-{k}"))).unwrap();
+    }
+    common::must_umount(&mnt);
+    compare(&bin, d, &img, "1 KiB blocks, 8 KiB directory blocks", true);
+    obfuscated(
+        &bin,
+        d,
+        &img,
+        "1 KiB blocks, 8 KiB directory blocks",
+        &["entry-with-a-long-name"],
+    );
+}
+
 #[test]
 fn qcow2_gpt_disk_is_dumped() {
     let Some(bin) = xfsprogs_72_bin() else {
