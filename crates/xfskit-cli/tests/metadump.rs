@@ -19,6 +19,7 @@ mod common;
 use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_bin};
 use common::{is_root, skip, TempDir};
 use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -198,6 +199,16 @@ fn obfuscated(bin: &Path, dir: &Path, img: &Path, label: &str, secrets: &[&str])
         }
     }
     assert!(changed > 10, "{label}: only {changed} long names");
+    // No two entries of a directory got the same new name.
+    let mut names: Vec<(u64, &[u8])> = got_entries.iter().map(|e| (e.0, &e.1[..])).collect();
+    names.sort();
+    let n = names.len();
+    names.dedup();
+    assert_eq!(
+        names.len(),
+        n,
+        "{label}: two entries of a directory share a name"
+    );
     for secret in secrets {
         assert!(
             !holds(&bytes, secret.as_bytes()),
@@ -438,6 +449,24 @@ fn kernel_tree_and_dirty_log() {
     }
     for i in (0..300).step_by(4) {
         std::fs::remove_dir(mnt.join(format!("deep/nested/tree/subdirectory-{i}"))).unwrap();
+    }
+    // Five-byte names with the same hash in one directory: their
+    // obfuscated names (no random part at that length) need alternates,
+    // which the parent pointers must follow.
+    std::fs::create_dir(mnt.join("colliding")).unwrap();
+    let hash = |n: &[u8]| n.iter().fold(0u32, |h, &b| h.rotate_left(7) ^ u32::from(b));
+    for base in [b"abcde", b"fghij", b"klmno", b"pqrst", b"uvwxy"] {
+        let mut alt1 = *base;
+        alt1[4] ^= 0x80;
+        alt1[3] ^= 1;
+        let mut alt2 = *base;
+        alt2[3] ^= 0x80;
+        alt2[2] ^= 1;
+        for n in [*base, alt1, alt2] {
+            assert_eq!(hash(&n), hash(base));
+            let name = std::ffi::OsStr::from_bytes(&n);
+            std::fs::write(mnt.join("colliding").join(name), b"c").unwrap();
+        }
     }
     // Hard links, devices, fifos, symlinks inline and remote.
     std::fs::write(mnt.join("small/linked-file"), b"l").unwrap();
