@@ -19,6 +19,7 @@ mod common;
 use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_bin};
 use common::{is_root, skip, TempDir};
 use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -198,6 +199,16 @@ fn obfuscated(bin: &Path, dir: &Path, img: &Path, label: &str, secrets: &[&str])
         }
     }
     assert!(changed > 10, "{label}: only {changed} long names");
+    // No two entries of a directory got the same new name.
+    let mut names: Vec<(u64, &[u8])> = got_entries.iter().map(|e| (e.0, &e.1[..])).collect();
+    names.sort();
+    let n = names.len();
+    names.dedup();
+    assert_eq!(
+        names.len(),
+        n,
+        "{label}: two entries of a directory share a name"
+    );
     for secret in secrets {
         assert!(
             !holds(&bytes, secret.as_bytes()),
@@ -439,6 +450,24 @@ fn kernel_tree_and_dirty_log() {
     for i in (0..300).step_by(4) {
         std::fs::remove_dir(mnt.join(format!("deep/nested/tree/subdirectory-{i}"))).unwrap();
     }
+    // Five-byte names with the same hash in one directory: their
+    // obfuscated names (no random part at that length) need alternates,
+    // which the parent pointers must follow.
+    std::fs::create_dir(mnt.join("colliding")).unwrap();
+    let hash = |n: &[u8]| n.iter().fold(0u32, |h, &b| h.rotate_left(7) ^ u32::from(b));
+    for base in [b"abcde", b"fghij", b"klmno", b"pqrst", b"uvwxy"] {
+        let mut alt1 = *base;
+        alt1[4] ^= 0x80;
+        alt1[3] ^= 1;
+        let mut alt2 = *base;
+        alt2[3] ^= 0x80;
+        alt2[2] ^= 1;
+        for n in [*base, alt1, alt2] {
+            assert_eq!(hash(&n), hash(base));
+            let name = std::ffi::OsStr::from_bytes(&n);
+            std::fs::write(mnt.join("colliding").join(name), b"c").unwrap();
+        }
+    }
     // Hard links, devices, fifos, symlinks inline and remote.
     std::fs::write(mnt.join("small/linked-file"), b"l").unwrap();
     std::fs::hard_link(
@@ -568,6 +597,73 @@ fn kernel_tree_and_dirty_log() {
         String::from_utf8_lossy(&out.stderr).contains("the log is dirty"),
         "{}",
         output_text(&out)
+    );
+}
+
+/// 1 KiB blocks with 8 KiB directory blocks (a directory block is several
+/// fs blocks), many files, half of them deleted: zeroed and obfuscated as
+/// xfs_metadump does. The first record, the superblock, is one of its own:
+/// xfs_mdrestore refuses a longer one, which AG 0's contiguous headers and
+/// btrees made here before.
+#[test]
+fn small_blocks_large_directory_blocks() {
+    let Some(bin) = xfsprogs_72_bin() else {
+        skip(
+            "small_blocks_large_directory_blocks",
+            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
+        );
+        return;
+    };
+    if !is_root() {
+        skip(
+            "small_blocks_large_directory_blocks",
+            "the tree is made by a kernel loop mount: needs root",
+        );
+        return;
+    }
+    let dir = TempDir::new("metadump-small-blocks");
+    let d = dir.path();
+    let img = d.join("m.img");
+    File::create(&img).unwrap().set_len(320 << 20).unwrap();
+    tool_72(
+        &bin,
+        "mkfs.xfs",
+        &["-q", "-b", "size=1024", "-n", "size=8192", s(&img)],
+    );
+    let mnt = d.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    if !Command::new("mount")
+        .args(["-o", "loop", s(&img), s(&mnt)])
+        .status()
+        .unwrap()
+        .success()
+    {
+        skip("small_blocks_large_directory_blocks", "loop mount failed");
+        return;
+    }
+    std::fs::create_dir(mnt.join("fill")).unwrap();
+    for i in 0..6000 {
+        std::fs::write(mnt.join(format!("fill/f{i}")), [b'a'; 1024]).unwrap();
+    }
+    for i in (0..6000).step_by(2) {
+        std::fs::remove_file(mnt.join(format!("fill/f{i}"))).unwrap();
+    }
+    Command::new("sync").status().unwrap();
+    std::fs::create_dir(mnt.join("big")).unwrap();
+    for k in 0..1500 {
+        std::fs::write(mnt.join(format!("big/entry-with-a-long-name-{k}")), b"").unwrap();
+    }
+    for k in (0..1500).step_by(5) {
+        std::fs::remove_file(mnt.join(format!("big/entry-with-a-long-name-{k}"))).unwrap();
+    }
+    common::must_umount(&mnt);
+    compare(&bin, d, &img, "1 KiB blocks, 8 KiB directory blocks", true);
+    obfuscated(
+        &bin,
+        d,
+        &img,
+        "1 KiB blocks, 8 KiB directory blocks",
+        &["entry-with-a-long-name"],
     );
 }
 

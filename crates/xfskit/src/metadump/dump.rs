@@ -722,7 +722,15 @@ pub fn dump(
                 ctx.apply(it.kind, &mut b[o..o + (it.sectors * 512) as usize]);
             }
         }
-        em.emit(start, &b)?;
+        // xfs_mdrestore reads the first record as the superblock alone (a
+        // longer one is refused): it gets a record of its own.
+        let ss = (geo.sect_size as usize).min(b.len());
+        if start == 0 && i == 0 {
+            em.emit(0, &b[..ss])?;
+            em.emit((ss / 512) as u64, &b[ss..])?;
+        } else {
+            em.emit(start, &b)?;
+        }
         i = j;
     }
     for (pieces, kind) in &plan.gathered {

@@ -237,6 +237,11 @@ impl Obfuscator {
                 }
             }
             seq += 1;
+            // Thousands of taken alternates: a pathological directory.
+            if seq >= 1 << 16 {
+                self.duplicates += 1;
+                return;
+            }
         }
     }
 }

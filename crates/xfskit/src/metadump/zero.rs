@@ -699,7 +699,7 @@ impl Ctx<'_> {
                 magic16 != 0xfebe
             };
             if remote {
-                let space = if geo.v5 { bs - 56 } else { bs };
+                let space = if geo.v5 { bs.saturating_sub(56) } else { bs };
                 b[bs - space..].fill(b'v');
             }
         }
@@ -714,7 +714,7 @@ impl Ctx<'_> {
         let v5 = be16(b, 8) == 0x3bee;
         let hdr = if v5 { 80 } else { 32 };
         let count = usize::from(be16(b, if v5 { 56 } else { 12 }));
-        let rmt_space = if geo.v5 { bs - 56 } else { bs };
+        let rmt_space = if geo.v5 { bs.saturating_sub(56) } else { bs };
         if count == 0 || count * 8 + hdr > rmt_space {
             return;
         }
