@@ -506,39 +506,49 @@ fn primary_superblock_repair_finishes_after_a_crash_at_every_write() {
         }
         fs.sync().unwrap();
     }
-    let (ok, out) = run(
-        bin.join("xfs_db").to_str().unwrap(),
-        &[
-            "-x",
-            "-c",
-            "sb 0",
-            "-c",
-            "write -d magicnum 0",
-            base.to_str().unwrap(),
-        ],
-    );
-    assert!(ok, "xfs_db: {out}");
-    let all = |dev: Arc<CrashDevice>, what: &str| {
-        let fs = Fs::from_device(Box::new(Shared(dev)), &OpenOptions::default()).unwrap();
-        let r = xfskit::check::check(&fs, &Default::default()).unwrap();
-        assert!(r.is_clean(), "{what}: check after repair: {:?}", r.problems);
-        for i in 0..10 {
-            let p = format!("/f{i}");
-            fs.lookup_path(p.as_bytes())
-                .unwrap_or_else(|e| panic!("{what}: {p}: {e}"));
+    let pristine = s.0.join("pristine");
+    std::fs::copy(&base, &pristine).unwrap();
+    // A primary found again from the secondaries, and one whose root
+    // inode and stripe unit are reset in place.
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["write -d magicnum 0"],
+            "primary superblock written from the secondary of AG 1",
+        ),
+        (
+            &["write -d rootino 0", "write -d unit 3"],
+            "primary superblock: root inode set to",
+        ),
+    ];
+    for (writes, fix) in cases {
+        std::fs::copy(&pristine, &base).unwrap();
+        let mut args = vec!["-x", "-c", "sb 0"];
+        for w in writes {
+            args.extend(["-c", w]);
         }
-    };
-    let dev = Arc::new(CrashDevice::new(&base, None, false));
-    let r = repair(dev.clone(), &RepairOptions::default()).unwrap();
-    assert!(r.is_clean(), "{:?}", r.remaining);
-    assert!(
-        r.fixes
-            .iter()
-            .any(|f| f.contains("primary superblock written from the secondary of AG 1")),
-        "{:?}",
-        r.fixes
-    );
-    let total = dev.writes();
-    all(dev.clone(), "the run without a crash");
-    crash_at_every_write(&bin, &s, &base, &RepairOptions::default(), total, 1, &all);
+        args.push(base.to_str().unwrap());
+        let (ok, out) = run(bin.join("xfs_db").to_str().unwrap(), &args);
+        assert!(ok, "xfs_db: {out}");
+        let all = |dev: Arc<CrashDevice>, what: &str| {
+            let fs = Fs::from_device(Box::new(Shared(dev)), &OpenOptions::default()).unwrap();
+            let r = xfskit::check::check(&fs, &Default::default()).unwrap();
+            assert!(r.is_clean(), "{what}: check after repair: {:?}", r.problems);
+            for i in 0..10 {
+                let p = format!("/f{i}");
+                fs.lookup_path(p.as_bytes())
+                    .unwrap_or_else(|e| panic!("{what}: {p}: {e}"));
+            }
+        };
+        let dev = Arc::new(CrashDevice::new(&base, None, false));
+        let r = repair(dev.clone(), &RepairOptions::default()).unwrap();
+        assert!(r.is_clean(), "{:?}", r.remaining);
+        assert!(
+            r.fixes.iter().any(|f| f.contains(fix)),
+            "{fix}: {:?}",
+            r.fixes
+        );
+        let total = dev.writes();
+        all(dev.clone(), "the run without a crash");
+        crash_at_every_write(&bin, &s, &base, &RepairOptions::default(), total, 1, &all);
+    }
 }

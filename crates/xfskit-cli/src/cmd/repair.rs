@@ -29,7 +29,10 @@ Then the filesystem is checked as `xfskit check` checks it, which finds what
 xfs_repair -n finds; then the fixes are made in rounds, each followed by the
 check, until nothing more can be fixed: a primary superblock that cannot be
 read found again from the secondaries (first, as xfs_repair finds it: the
-device is searched for a copy that most of the others agree with); secondary
+device is searched for a copy that most of the others agree with); the
+primary's fields that xfs_repair resets on their own reset (flags, shared_vn,
+inprogress, quota fields without quotas, stripe unit and width, unknown
+log-incompatible bits, the root and realtime inode numbers); secondary
 superblocks rewritten from a sound primary; AG header counters set to what their btrees hold and the
 superblock's counters to the sums over the AGs, when the btrees are sound;
 inode CRCs, magic numbers and versions written again on otherwise sound

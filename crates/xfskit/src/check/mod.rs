@@ -53,7 +53,7 @@ mod quota;
 pub(crate) mod rmap;
 mod rt;
 mod rtgroups;
-mod sb;
+pub(crate) mod sb;
 pub mod space;
 use crate::spill;
 

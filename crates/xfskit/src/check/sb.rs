@@ -497,7 +497,7 @@ pub(crate) fn check_sb(ctx: &Ctx<'_>, agno: u32, primary: &[u8]) {
 /// smallest free list and an internal log that lies in AG 0, rounded up to
 /// the stripe unit or else to the inode chunk alignment (xfs_repair's
 /// rule, libxfs's `xfs_ialloc_calc_rootino`).
-fn calc_root_ino(geo: &crate::geometry::Geometry) -> u64 {
+pub(crate) fn calc_root_ino(geo: &crate::geometry::Geometry) -> u64 {
     let f = &geo.features;
     let bs = u64::from(geo.block_size);
     let ag = u64::from(geo.ag_blocks);

@@ -12,7 +12,8 @@
 //! 2. **The check**: [`crate::check::check`], which finds what
 //!    `xfs_repair -n` finds.
 //! 0. **The primary superblock**, when it cannot be read as one, is found
-//!    again from the secondaries and written first (`primary_from_secondaries`).
+//!    again from the secondaries; then the fields xfs_repair resets on
+//!    their own are reset in it; it is written first (`sb.rs`).
 //! 3. **The fixes** xfskit makes so far: secondary superblocks that differ
 //!    from a sound primary are rewritten from it (as xfs_repair rewrites
 //!    them); when nothing else is wrong, the AG headers' counters (free
@@ -38,6 +39,7 @@ use crate::bytes::{be16, be32, be64};
 use crate::check::{check, AgHeader, CheckOptions, FieldFix, Fix, Problem, LSN_AHEAD};
 
 mod ns;
+mod sb;
 mod space;
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};
@@ -45,6 +47,7 @@ use crate::fs::{Fs, OpenOptions};
 use crate::log::clear::{cycle_past, highest_cycle, Cleared, ClearedView};
 use crate::log::recover::Shared;
 use crate::log::LogState;
+use sb::{primary_from_secondaries, Primary};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::Arc;
@@ -294,331 +297,6 @@ impl Device for Unmarked {
     }
 }
 
-/// A device whose first sector reads as `sector` (a primary superblock
-/// found again, in a dry run, which writes nothing).
-struct Primary {
-    inner: Arc<dyn Device>,
-    sector: Vec<u8>,
-}
-
-impl Device for Primary {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        self.inner.read_at(buf, off)?;
-        let sect = self.sector.len() as u64;
-        if off < sect {
-            let end = (off + buf.len() as u64).min(sect);
-            buf[..(end - off) as usize].copy_from_slice(&self.sector[off as usize..end as usize]);
-        }
-        Ok(())
-    }
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        self.inner.write_at(buf, off)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-    fn len(&self) -> u64 {
-        self.inner.len()
-    }
-    fn log_base(&self) -> Option<(u64, u64)> {
-        self.inner.log_base()
-    }
-}
-
-/// A primary superblock made again from a secondary.
-struct FoundPrimary {
-    /// What was wrong with the old one.
-    why: String,
-    /// The new primary sector.
-    sector: Vec<u8>,
-    /// The AG whose secondary it comes from.
-    agno: u32,
-    /// Secondaries read to confirm it, and how many of them agree.
-    read: u32,
-    agree: u32,
-}
-
-/// The byte ranges of a superblock that every copy holds alike: its
-/// geometry, UUID, versions and features (not the root inodes, which
-/// mkfs.xfs leaves null in some secondaries, nor the counters).
-fn sb_geometry_bytes(sb: &[u8]) -> Vec<u8> {
-    let mut sb = sb.to_vec();
-    if sb.len() < GEOMETRY_END {
-        sb.resize(GEOMETRY_END, 0);
-    }
-    clear_runtime_bits(&mut sb);
-    GEOMETRY
-        .iter()
-        .flat_map(|r| sb[r.clone()].iter().copied())
-        .collect()
-}
-
-/// The version and feature bits the kernel sets in the primary alone, as
-/// the filesystem comes to use them (the first attribute, quotas,
-/// 32-bit project ids): no disagreement with the secondaries.
-const RUNTIME_VERSION: u16 =
-    fsb::XFS_SB_VERSION_ATTRBIT | fsb::XFS_SB_VERSION_NLINKBIT | fsb::XFS_SB_VERSION_QUOTABIT;
-const RUNTIME_FEATURES2: u32 = fsb::XFS_SB_VERSION2_ATTR2BIT | fsb::XFS_SB_VERSION2_PROJID32BIT;
-
-fn clear_runtime_bits(sb: &mut [u8]) {
-    use std::mem::offset_of;
-    let v = offset_of!(fsb::Dsb, sb_versionnum);
-    let nv = be16(sb, v) & !RUNTIME_VERSION;
-    sb[v..v + 2].copy_from_slice(&nv.to_be_bytes());
-    for f in [
-        offset_of!(fsb::Dsb, sb_features2),
-        offset_of!(fsb::Dsb, sb_bad_features2),
-    ] {
-        let nf = be32(sb, f) & !RUNTIME_FEATURES2;
-        sb[f..f + 4].copy_from_slice(&nf.to_be_bytes());
-    }
-}
-
-/// The byte ranges of [`sb_geometry_bytes`].
-const GEOMETRY: [std::ops::Range<usize>; 7] = {
-    use std::mem::offset_of;
-    [
-        0..offset_of!(fsb::Dsb, sb_rootino),
-        offset_of!(fsb::Dsb, sb_rextsize)..offset_of!(fsb::Dsb, sb_inprogress),
-        offset_of!(fsb::Dsb, sb_imax_pct)..offset_of!(fsb::Dsb, sb_icount),
-        offset_of!(fsb::Dsb, sb_inoalignmt)..offset_of!(fsb::Dsb, sb_unit),
-        offset_of!(fsb::Dsb, sb_dirblklog)..offset_of!(fsb::Dsb, sb_features_log_incompat),
-        offset_of!(fsb::Dsb, sb_spino_align)..offset_of!(fsb::Dsb, sb_pquotino),
-        offset_of!(fsb::Dsb, sb_meta_uuid)..offset_of!(fsb::Dsb, sb_meta_uuid) + 16,
-    ]
-};
-const GEOMETRY_END: usize = std::mem::offset_of!(fsb::Dsb, sb_meta_uuid) + 16;
-
-/// Writes the geometry ranges of [`sb_geometry_bytes`] from `from` into
-/// `to`, keeping `to`'s runtime version and feature bits.
-fn set_geometry_bytes(to: &mut [u8], from: &[u8]) {
-    use std::mem::offset_of;
-    let v = offset_of!(fsb::Dsb, sb_versionnum);
-    let keep_v = be16(to, v) & RUNTIME_VERSION;
-    let f2 = [
-        offset_of!(fsb::Dsb, sb_features2),
-        offset_of!(fsb::Dsb, sb_bad_features2),
-    ];
-    let keep_f2 = f2.map(|f| be32(to, f) & RUNTIME_FEATURES2);
-    for r in GEOMETRY {
-        to[r.clone()].copy_from_slice(&from[r]);
-    }
-    let nv = be16(to, v) | keep_v;
-    to[v..v + 2].copy_from_slice(&nv.to_be_bytes());
-    for (f, k) in f2.into_iter().zip(keep_f2) {
-        let nf = be32(to, f) | k;
-        to[f..f + 4].copy_from_slice(&nf.to_be_bytes());
-    }
-}
-
-/// Secondaries read to confirm a candidate.
-const SB_CONFIRM: u32 = 8;
-
-/// When the primary superblock cannot be read as one (bad magic, CRC or
-/// geometry), finds the filesystem again from its secondaries as
-/// xfs_repair does: the device is searched from the start, sector by
-/// sector, for a superblock that is valid by itself and lies where its
-/// own geometry puts AG 1 (or a later AG); it is taken when most of the
-/// secondaries it locates (up to [`SB_CONFIRM`]) agree with it. The new
-/// primary is that copy with `sb_inprogress` cleared and, on a
-/// filesystem without a metadata directory, the realtime bitmap and
-/// summary inodes that mkfs leaves out of the secondaries set to the two
-/// after the root (where mkfs puts them, as xfs_repair sets them). The
-/// superblock counters are summed again later. None when the primary is
-/// sound. The search reads up to the first secondary (one AG), as
-/// xfs_repair's does.
-fn primary_from_secondaries(dev: &dyn Device) -> Result<Option<FoundPrimary>> {
-    let read_sector = |off: u64| -> Result<Vec<u8>> {
-        let mut s = vec![0u8; 512];
-        dev.read_at(&mut s, off).map_err(Error::Io)?;
-        let sect = usize::from(be16(&s, std::mem::offset_of!(fsb::Dsb, sb_sectsize)));
-        if sect > 512 && sect.is_power_of_two() && sect <= 32768 && off + sect as u64 <= dev.len() {
-            s = vec![0u8; sect];
-            dev.read_at(&mut s, off).map_err(Error::Io)?;
-        }
-        Ok(s)
-    };
-    if dev.len() < 512 {
-        return Err(Error::corrupt(
-            "superblock",
-            Location::Sb(0),
-            "the device is shorter than a sector",
-        ));
-    }
-    let mut primary = read_sector(0)?;
-    let mut verdict = crate::geometry::Geometry::from_superblock(&primary);
-    let marked =
-        is_v5(&primary) && be32(&primary, INCOMPAT) & fsb::XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR != 0;
-    if marked && matches!(verdict, Err(Error::Unsupported(_))) {
-        // A repair that stopped part way left needsrepair (its CRC is
-        // sound, checked first): the rest is judged without it.
-        set_needsrepair(&mut primary, false);
-        xfs_format::crc::stamp(&mut primary, fsb::XFS_SB_CRC_OFF);
-        verdict = crate::geometry::Geometry::from_superblock(&primary);
-    }
-    // A primary that reads as one is kept unless most of the secondaries
-    // its geometry locates disagree with it on the geometry.
-    let mut sound = None;
-    let why = match verdict {
-        Ok(geo) => {
-            let ag_bytes = u64::from(geo.ag_blocks) * u64::from(geo.block_size);
-            let mine = sb_geometry_bytes(&primary);
-            let (mut read, mut agree) = (0u32, 0u32);
-            for a in 1..geo.ag_count.min(1 + SB_CONFIRM) {
-                read += 1;
-                let at = u64::from(a) * ag_bytes;
-                if at < dev.len()
-                    && matches!(read_sector(at), Ok(o) if sb_geometry_bytes(&o) == mine)
-                {
-                    agree += 1;
-                }
-            }
-            if read == 0 || agree * 2 > read {
-                return Ok(None);
-            }
-            sound = Some(primary.clone());
-            format!(
-                "its geometry differs from that of {} of the {read} secondaries it locates",
-                read - agree
-            )
-        }
-        Err(Error::Corrupt { detail, .. }) => detail,
-        Err(Error::BadCrc { .. }) => "bad CRC".to_string(),
-        Err(e) => return Err(e),
-    };
-    const CHUNK: usize = 1 << 20;
-    let mut buf = vec![0u8; CHUNK];
-    let mut at = 0u64;
-    while at < dev.len() {
-        let n = (dev.len() - at).min(CHUNK as u64) as usize;
-        dev.read_at(&mut buf[..n], at).map_err(Error::Io)?;
-        for i in (0..n.saturating_sub(3)).step_by(512) {
-            let off = at + i as u64;
-            if off == 0 || be32(&buf, i) != fsb::XFS_SB_MAGIC {
-                continue;
-            }
-
-            let Some(mut p) = confirm_secondary(dev, off, &read_sector)? else {
-                continue;
-            };
-            if let Some(old) = &sound {
-                // The primary's own fields kept (root and quota inodes,
-                // counters, flags), its geometry taken from the copies.
-                if sb_geometry_bytes(&p.sector) == sb_geometry_bytes(old) {
-                    return Ok(None);
-                }
-                let mut merged = old.clone();
-                set_geometry_bytes(&mut merged, &p.sector);
-                merged[std::mem::offset_of!(fsb::Dsb, sb_inprogress)] = 0;
-                if is_v5(&merged) {
-                    xfs_format::crc::stamp(&mut merged, fsb::XFS_SB_CRC_OFF);
-                }
-                if crate::geometry::Geometry::from_superblock(&merged).is_err() {
-                    continue;
-                }
-                p.sector = merged;
-            }
-            return Ok(Some(FoundPrimary { why, ..p }));
-        }
-        at += n as u64;
-    }
-    if sound.is_some() {
-        // No copy to take its place: the primary stays.
-        return Ok(None);
-    }
-    Err(Error::corrupt(
-        "superblock",
-        Location::Sb(0),
-        format!("{why}; no secondary superblock was found on the device to take its place"),
-    ))
-}
-
-/// The primary that the superblock at byte `off` gives, when it is a
-/// sound secondary where its geometry puts an AG and most of the other
-/// secondaries it locates agree with it.
-fn confirm_secondary(
-    dev: &dyn Device,
-    off: u64,
-    read_sector: &dyn Fn(u64) -> Result<Vec<u8>>,
-) -> Result<Option<FoundPrimary>> {
-    let cand = read_sector(off)?;
-    let Ok(geo) = crate::geometry::Geometry::from_superblock(&cand) else {
-        return Ok(None);
-    };
-    let ag_bytes = u64::from(geo.ag_blocks) * u64::from(geo.block_size);
-    if ag_bytes == 0 || !off.is_multiple_of(ag_bytes) {
-        return Ok(None);
-    }
-    let agno = off / ag_bytes;
-    if agno == 0
-        || agno >= u64::from(geo.ag_count)
-        || geo.data_blocks.saturating_mul(u64::from(geo.block_size)) > dev.len()
-    {
-        return Ok(None);
-    }
-    use std::mem::offset_of;
-    let root_at = offset_of!(fsb::Dsb, sb_rootino);
-    let null = u64::MAX.to_be_bytes();
-    let shared = sb_geometry_bytes(&cand);
-    let (mut read, mut agree) = (0u32, 0u32);
-    let mut root: Option<[u8; 8]> = None;
-    for a in (1..geo.ag_count)
-        .filter(|&a| u64::from(a) != agno)
-        .take(SB_CONFIRM as usize)
-    {
-        read += 1;
-        let at = u64::from(a) * ag_bytes;
-        let Ok(other) = read_sector(at)
-            .map_err(|_| ())
-            .and_then(|o| (at < dev.len()).then_some(o).ok_or(()))
-        else {
-            continue;
-        };
-        if sb_geometry_bytes(&other) == shared {
-            agree += 1;
-            if other[root_at..root_at + 8] != null {
-                root.get_or_insert(other[root_at..root_at + 8].try_into().expect("8 bytes"));
-            }
-        }
-    }
-    if read > 0 && agree * 2 <= read {
-        return Ok(None);
-    }
-    let mut sector = cand;
-    {
-        sector[offset_of!(fsb::Dsb, sb_inprogress)] = 0;
-        // The root from a copy that has it.
-        if sector[root_at..root_at + 8] == null {
-            if let Some(r) = root {
-                sector[root_at..root_at + 8].copy_from_slice(&r);
-            }
-        }
-        let (rbm, rsum) = (
-            offset_of!(fsb::Dsb, sb_rbmino),
-            offset_of!(fsb::Dsb, sb_rsumino),
-        );
-        if !geo.features.metadir
-            && sector[rbm..rbm + 8] == null
-            && sector[rsum..rsum + 8] == null
-            && sector[root_at..root_at + 8] != null
-        {
-            let root = be64(&sector, root_at);
-            sector[rbm..rbm + 8].copy_from_slice(&(root + 1).to_be_bytes());
-            sector[rsum..rsum + 8].copy_from_slice(&(root + 2).to_be_bytes());
-        }
-        if geo.v5 {
-            xfs_format::crc::stamp(&mut sector, fsb::XFS_SB_CRC_OFF);
-        }
-    }
-    Ok(Some(FoundPrimary {
-        why: String::new(),
-        sector,
-        agno: agno as u32,
-        read: read + 1,
-        agree: agree + 1,
-    }))
-}
-
 /// The header's name and its sector in the AG (AGF 1, AGI 2).
 fn field_name(f: &FieldFix) -> (&'static str, u64) {
     match f.header {
@@ -644,26 +322,39 @@ fn is_counter_problem(p: &Problem) -> bool {
             .any(|f| p.detail.starts_with(f))
 }
 
+/// The primary superblock's sector as it is on `dev`.
+fn read_primary(dev: &dyn Device) -> Result<Vec<u8>> {
+    let mut s = vec![0u8; 512];
+    dev.read_at(&mut s, 0).map_err(Error::Io)?;
+    let sect = usize::from(be16(&s, std::mem::offset_of!(fsb::Dsb, sb_sectsize)));
+    if sect > 512 && sect.is_power_of_two() && sect <= 32768 && sect as u64 <= dev.len() {
+        s = vec![0u8; sect];
+        dev.read_at(&mut s, 0).map_err(Error::Io)?;
+    }
+    Ok(s)
+}
+
 /// Repairs the filesystem on `dev`.
 pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport> {
     // The primary as it is: a repair that stopped part way left
     // needsrepair set, which is read as clear until the repair ends.
-    let mut found_primary = None;
-    let dev = match primary_from_secondaries(dev.as_ref())? {
-        None => dev,
-        Some(p) => {
-            let sector = p.sector.clone();
-            found_primary = Some(p);
-            if opts.dry_run {
-                Arc::new(Primary { inner: dev, sector }) as Arc<dyn Device>
-            } else {
-                // Written first, in place, as xfs_repair writes it: what
-                // follows reads it.
-                dev.write_at(&sector, 0).map_err(Error::Io)?;
-                dev.flush().map_err(Error::Io)?;
-                dev
-            }
-        }
+    let found_primary = primary_from_secondaries(dev.as_ref())?;
+    let mut sector = match &found_primary {
+        Some(p) => p.sector.clone(),
+        None => read_primary(dev.as_ref())?,
+    };
+    let mut resets = sb::reset_fields(dev.as_ref(), &mut sector);
+    resets.extend(sb::reset_root_inodes(dev.clone(), &mut sector, &opts.open));
+    let dev = if found_primary.is_none() && resets.is_empty() {
+        dev
+    } else if opts.dry_run {
+        Arc::new(Primary { inner: dev, sector }) as Arc<dyn Device>
+    } else {
+        // Written first, in place, as xfs_repair writes it: what
+        // follows reads it.
+        dev.write_at(&sector, 0).map_err(Error::Io)?;
+        dev.flush().map_err(Error::Io)?;
+        dev
     };
     let mut sb0 = vec![0u8; 512];
     dev.read_at(&mut sb0, 0).map_err(Error::Io)?;
@@ -695,6 +386,16 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
             "primary superblock written from the secondary of AG {} ({} of {} secondaries read agree)",
             p.agno, p.agree, p.read
         ));
+    }
+    for r in resets {
+        report.found.push(Problem {
+            what: "superblock",
+            location: Location::Sb(0),
+            detail: r.problem,
+            fix: None,
+        });
+        report.found_total += 1;
+        report.fixes.push(r.fix);
     }
 
     // 1. The log.
