@@ -1038,3 +1038,128 @@ fn realtime_blocks_are_counted_apart() {
     assert_eq!(rc, 0, "after the chown:\n{out}");
     assert_eq!(rtq(&img).1, 10 + 100, "after the chown");
 }
+
+/// `xfskit repair` of quota counts made wrong by xfs_db 7.2 on a
+/// mkfs.xfs 7.2 image whose quotas `xfskit quotacheck` turned on: the
+/// records are counted again (the quota report is the undamaged one's,
+/// xfs_repair -n 7.2 and check clean after, a second repair finds
+/// nothing); a record that is not a valid dquot of its slot is made anew,
+/// as xfs_repair makes it.
+#[test]
+fn repair_counts_quotas_again() {
+    let test = "repair_counts_quotas_again";
+    let Some(bin) = xfsprogs_72_bin() else {
+        skip(test, "xfsprogs 7.2 is not beside the project");
+        return;
+    };
+    let dir = TempDir::new("quota-repair");
+    let img = dir.path().join("q.img");
+    Command::new("truncate")
+        .args(["-s", "512M", s(&img)])
+        .status()
+        .unwrap();
+    let o = Command::new(bin.join("mkfs.xfs"))
+        .args(["-q", "-f"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "mkfs.xfs 7.2: {o:?}");
+    populate(&img, dir.path());
+    xfskit(&["quotacheck", s(&img)]);
+    assert_eq!(qflags(&bin, &img) & CHKD, CHKD);
+    let report = |img: &Path| {
+        ["-u", "-g", "-p"]
+            .map(|k| xfskit(&["quota", "--json", k, s(img)]))
+            .join("\n")
+    };
+    let want = report(&img);
+    let small = xfskit(&["stat", s(&img), "/a/small"]);
+    let small_ino = small
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ino:"))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_else(|| panic!("no ino in {small}"));
+    let owner = format!("inode {small_ino}");
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "user bcount",
+            vec!["dquot -u 1000", "write diskdq.bcount 5"],
+        ),
+        (
+            "group icount",
+            vec!["dquot -g 2001", "write diskdq.icount 99"],
+        ),
+        (
+            "project rtbcount",
+            vec!["dquot -p 42", "write diskdq.rtbcount 3"],
+        ),
+        ("root's counts", vec!["dquot -u 0", "write diskdq.bcount 0"]),
+        // An owner without a record: its record is made.
+        (
+            "owner without a record",
+            vec![&owner, "write core.uid 5000"],
+        ),
+        // A record that is not a dquot: made anew (without limits, which
+        // this image sets none of), as xfs_repair makes it.
+        (
+            "magic",
+            vec!["dquot -u 1001", "write -d diskdq.magic 0x1234"],
+        ),
+        ("id", vec!["dquot -g 2000", "write -d diskdq.id 7"]),
+    ];
+    for (name, cmds) in cases {
+        let copy = dir.path().join("c.img");
+        std::fs::copy(&img, &copy).unwrap();
+        let mut db = Command::new(bin.join("xfs_db"));
+        db.arg("-x");
+        for c in &cmds {
+            db.args(["-c", c]);
+        }
+        let o = db.arg(&copy).output().unwrap();
+        assert!(o.status.success(), "xfs_db {cmds:?}: {o:?}");
+        let (rc, rep) = repair_n(&bin, &copy);
+        assert_ne!(rc, 0, "{name}: xfs_repair -n does not flag it:\n{rep}");
+        let o = xfskit_output(&["repair", s(&copy)]);
+        let out = common::output_text_of(&o);
+        assert_eq!(o.status.code(), Some(0), "{name}: repair:\n{out}");
+        let c = xfskit_output(&["check", s(&copy)]);
+        assert!(
+            c.status.success(),
+            "{name}: check after repair:\n{}",
+            common::output_text_of(&c)
+        );
+        let (rc, rep) = repair_n(&bin, &copy);
+        assert_eq!(
+            rc, 0,
+            "{name}: xfs_repair -n after repair:\n{rep}\nrepair said:\n{out}"
+        );
+        {
+            assert!(
+                out.contains("counted again into the records"),
+                "{name}: {out}"
+            );
+            if name == "magic" || name == "id" {
+                assert!(
+                    out.contains("1 records that were not valid dquots made anew"),
+                    "{name}: {out}"
+                );
+            }
+            assert_eq!(qflags(&bin, &copy) & CHKD, CHKD, "{name}: {out}");
+            if name == "owner without a record" {
+                assert!(
+                    xfskit(&["quota", "--json", "-u", s(&copy)]).contains("\"id\":5000")
+                        || xfskit(&["quota", "--json", "-u", s(&copy)]).contains("\"id\": 5000"),
+                    "{name}: no record for uid 5000"
+                );
+            } else {
+                assert_eq!(
+                    report(&copy),
+                    want,
+                    "{name}: the counts differ from the undamaged ones"
+                );
+            }
+        }
+        let again = xfskit(&["repair", s(&copy)]);
+        assert!(again.contains("nothing to repair"), "{name}: {again}");
+    }
+}

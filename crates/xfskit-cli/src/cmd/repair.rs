@@ -45,8 +45,9 @@ nothing uses freed, link counts set, entries naming free inodes removed, entry
 file types and '..' set right, parent pointers made to match the entries, and
 every inode no directory names named again: back in its old directory under
 its old name where a parent pointer says it, else in lost+found (under the
-parent pointer's name, or its inode number). Fixes that allocate or free space
-wait until nothing unfixable is wrong. A v5 filesystem carries the needsrepair
+parent pointer's name, or its inode number); last, quota counts that do not
+match the files counted again into their records (a damaged record made anew).
+Fixes that allocate or free space wait until nothing unfixable is wrong. A v5 filesystem carries the needsrepair
 feature while fixes are written, so no kernel mounts it half repaired; a
 repair that was interrupted is finished by running it again. Last, what is
 still wrong is listed as not repaired (a damaged bmbt, directories without

@@ -294,6 +294,15 @@ pub enum Fix {
         /// Blocks.
         len: u32,
     },
+    /// A quota file whose counts do not match what the files use (or
+    /// that lacks a record an owner needs, or holds one that is not a
+    /// valid dquot), counted again: its records rewritten with the counts
+    /// found, one that is not a valid dquot of its slot made anew without
+    /// limits, as xfs_repair makes it.
+    RecountQuota {
+        /// The kind of quota.
+        kind: crate::quota::Kind,
+    },
     /// An allocated inode that no directory names, given a name again:
     /// back in its old directory when a parent pointer says where, in
     /// lost+found otherwise.

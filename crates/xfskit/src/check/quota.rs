@@ -47,6 +47,18 @@ struct Kind {
     counts: Mutex<BTreeMap<u32, Count>>,
 }
 
+impl Kind {
+    /// The fix of this kind's counts.
+    fn fix(&self) -> super::Fix {
+        let kind = match self.dqtype {
+            XFS_DQTYPE_USER => crate::quota::Kind::User,
+            XFS_DQTYPE_GROUP => crate::quota::Kind::Group,
+            _ => crate::quota::Kind::Project,
+        };
+        super::Fix::RecountQuota { kind }
+    }
+}
+
 /// The usage the inode pass gathers, per kind compared.
 #[derive(Default)]
 pub(crate) struct Usage {
@@ -199,8 +211,12 @@ fn compare(ctx: &Ctx<'_>, k: &Kind, mut counts: BTreeMap<u32, Count>) {
                 }
             }
             if let Some(why) = bad {
-                ctx.sink
-                    .add(k.name, at, format!("dquot block fails verification: {why}"));
+                ctx.sink.add_fix(
+                    k.name,
+                    at,
+                    format!("dquot block fails verification: {why}"),
+                    k.fix(),
+                );
                 return;
             }
             for j in 0..per_block {
@@ -220,10 +236,11 @@ fn compare(ctx: &Ctx<'_>, k: &Kind, mut counts: BTreeMap<u32, Count>) {
                     ("icount", d.d_icount.get(), want.inodes),
                 ] {
                     if have != want {
-                        ctx.sink.add(
+                        ctx.sink.add_fix(
                             k.name,
                             loc(),
                             format!("id {id} has {field} {have}, expected {want}"),
+                            k.fix(),
                         );
                     }
                 }
@@ -231,13 +248,14 @@ fn compare(ctx: &Ctx<'_>, k: &Kind, mut counts: BTreeMap<u32, Count>) {
         }
     }
     for (id, c) in counts {
-        ctx.sink.add(
+        ctx.sink.add_fix(
             k.name,
             Location::Inode(k.ino),
             format!(
                 "record for id {id} not found on disk (bcount {} rtbcount {} icount {})",
                 c.blocks, c.rtblocks, c.inodes
             ),
+            k.fix(),
         );
     }
 }

@@ -420,29 +420,36 @@ pub(super) fn add_block(
             lsn_off: None,
         },
     );
-    let uuid = if geo.features.meta_uuid {
-        geo.meta_uuid
-    } else {
-        geo.uuid
-    };
+    let geo = geo.clone();
     let buf = tp.buf_mut(b);
     for j in 0..per_block {
         let id = fb * per_block + j;
         let slot = &mut buf[j as usize * XFS_DQBLK_SIZE..(j as usize + 1) * XFS_DQBLK_SIZE];
-        let q = Dqblk::mut_from_prefix(slot).expect("136 bytes").0;
-        q.dd_diskdq.d_magic.set(xfs_format::quota::XFS_DQUOT_MAGIC);
-        q.dd_diskdq.d_version = xfs_format::quota::XFS_DQUOT_VERSION;
-        q.dd_diskdq.d_id.set(id as u32);
-        q.dd_diskdq.d_type = kind.dqtype();
-        if id > 0 && geo.features.bigtime {
-            q.dd_diskdq.d_type |= XFS_DQTYPE_BIGTIME;
-        }
-        if geo.v5 {
-            q.dd_uuid.0 = uuid;
-            xfs_format::crc::stamp(slot, XFS_DQUOT_CRC_OFF);
-        }
+        init_record(&geo, slot, id as u32, kind);
     }
     Ok(b)
+}
+
+/// Writes into `slot` the empty record of `id` (no counts, no limits), as
+/// the kernel makes a new one.
+pub(crate) fn init_record(geo: &Geometry, slot: &mut [u8], id: u32, kind: Kind) {
+    slot[..XFS_DQBLK_SIZE].fill(0);
+    let q = Dqblk::mut_from_prefix(slot).expect("136 bytes").0;
+    q.dd_diskdq.d_magic.set(xfs_format::quota::XFS_DQUOT_MAGIC);
+    q.dd_diskdq.d_version = xfs_format::quota::XFS_DQUOT_VERSION;
+    q.dd_diskdq.d_id.set(id);
+    q.dd_diskdq.d_type = kind.dqtype();
+    if id > 0 && geo.features.bigtime {
+        q.dd_diskdq.d_type |= XFS_DQTYPE_BIGTIME;
+    }
+    if geo.v5 {
+        q.dd_uuid.0 = if geo.features.meta_uuid {
+            geo.meta_uuid
+        } else {
+            geo.uuid
+        };
+        xfs_format::crc::stamp(slot, XFS_DQUOT_CRC_OFF);
+    }
 }
 
 /// Where the record of `id` lives: its block's disk address and the

@@ -43,6 +43,9 @@ pub struct EnabledKind {
     pub made: bool,
     /// Ids with a record that counts something.
     pub ids: usize,
+    /// Records that were not valid dquots of their slot, made anew
+    /// ([`recount`] only; their limits are lost).
+    pub reset: usize,
 }
 
 const S_IFREG: u16 = 0o100000;
@@ -238,7 +241,13 @@ fn make_metadir_file(fs: &Fs, kind: Kind) -> Result<u64> {
 /// `fs` is consumed: it is synced, and an open that goes on writing must
 /// be a new one (this one's writes would not keep the new counts).
 pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
-    let fs = &fs;
+    turn_on(&fs, opts, false)
+}
+
+/// [`enable`]'s work; `recounting`: the kinds were on, their "checked"
+/// bits cleared on disk since `fs` was opened (its geometry still has
+/// them).
+fn turn_on(fs: &Fs, opts: &EnableOptions, recounting: bool) -> Result<Vec<EnabledKind>> {
     let geo = fs.geometry();
     let ws = fs.write_state()?;
     let want = [opts.user, opts.group, opts.project];
@@ -252,7 +261,7 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
     }
     // Accounting flags without "checked" (mkfs's quota options, or a
     // kernel that never mounted with them) are what this completes.
-    if (0..3).any(|i| want[i] && geo.qflags & Kind::ALL[i].chkd(geo.v5) != 0) {
+    if !recounting && (0..3).any(|i| want[i] && geo.qflags & Kind::ALL[i].chkd(geo.v5) != 0) {
         return Err(Error::Invalid(
             "quotas are on already (the superblock marks their counts checked)".into(),
         ));
@@ -333,6 +342,7 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
         }
         let mut grace = [super::DEFAULT_GRACE; 3];
         let mut ids = 0;
+        let mut reset = 0;
         for &fb in blocks.keys() {
             if fb * per_block > u64::from(u32::MAX) {
                 break;
@@ -355,6 +365,12 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
             for j in 0..per_block {
                 let id = fb * per_block + j;
                 let slot = &mut buf[j as usize * XFS_DQBLK_SIZE..(j as usize + 1) * XFS_DQBLK_SIZE];
+                if super::record_problem(geo, slot, id as u32, k.dqtype()).is_some() && recounting {
+                    // Not a record of its slot: made anew, as xfs_repair
+                    // makes it (its limits are lost).
+                    super::acct::init_record(geo, slot, id as u32, k);
+                    reset += 1;
+                }
                 if let Some(why) = super::record_problem(geo, slot, id as u32, k.dqtype()) {
                     return Err(Error::corrupt(
                         "dquot",
@@ -409,6 +425,7 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
             ino: qino,
             made: made[i],
             ids,
+            reset,
         });
     }
     // Last, the flags: accounting, enforcement and "checked" together.
@@ -428,4 +445,31 @@ pub fn enable(fs: Fs, opts: &EnableOptions) -> Result<Vec<EnabledKind>> {
     tp.commit()?;
     fs.sync()?;
     Ok(out)
+}
+
+/// Counts `kind` again into its quota file (a repair of counts that do
+/// not match the files): its "checked" bit cleared in one transaction,
+/// then every record recounted as [`enable`] counts them, a record that
+/// is not a valid dquot of its slot made anew (as xfs_repair makes it),
+/// and the bit set again with the kind's accounting and enforcement flags
+/// as they were. `fs` is consumed and synced, as by [`enable`].
+pub fn recount(fs: Fs, kind: Kind) -> Result<EnabledKind> {
+    let geo = fs.geometry().clone();
+    {
+        let mut tp = fs.trans()?;
+        let b = join_sb(&mut tp)?;
+        let sb = sb_mut(tp.buf_mut(b))?;
+        sb.sb_qflags.set(sb.sb_qflags.get() & !kind.chkd(geo.v5));
+        tp.commit()?;
+    }
+    fs.sync()?;
+    let opts = EnableOptions {
+        user: kind == Kind::User,
+        group: kind == Kind::Group,
+        project: kind == Kind::Project,
+        // The enforcement bit is left as it is.
+        enforce: false,
+    };
+    let mut done = turn_on(&fs, &opts, true)?;
+    Ok(done.remove(0))
 }

@@ -9,7 +9,7 @@
 
 pub(crate) mod acct;
 mod enable;
-pub use enable::{enable, EnableOptions, EnabledKind};
+pub use enable::{enable, recount, EnableOptions, EnabledKind};
 
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;

@@ -559,6 +559,12 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
                 "superblock counters set to the AG headers' sums, after the fixes above".into(),
             );
         }
+        report.fixes.extend(
+            plan.quotas
+                .iter()
+                .chain(&plan.quotas_later)
+                .map(|&kind| ns::describe(&Fix::RecountQuota { kind })),
+        );
         report.remaining = plan.other;
         return Ok(report);
     }
@@ -648,6 +654,27 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
             report.fixes.extend(done);
             failed.extend(bad);
         }
+        for &kind in &plan.quotas {
+            let fs = Fs::from_device_rw(Box::new(Shared(view.clone())), &opts.open)?;
+            let name = kind.name();
+            let words = match crate::quota::recount(fs, kind) {
+                Ok(k) if k.reset > 0 => format!(
+                    "{name} quota: counted again into the records of quota file {} ({} ids using something; {} records that were not valid dquots made anew without limits, as xfs_repair makes them)",
+                    k.ino, k.ids, k.reset
+                ),
+                Ok(k) => format!(
+                    "{name} quota: counted again into the records of quota file {} ({} ids using something)",
+                    k.ino, k.ids
+                ),
+                Err(e @ Error::Io(_)) => return Err(e),
+                Err(e) => {
+                    failed.push(format!("{name} quota counted again: {e}"));
+                    continue;
+                }
+            };
+            report.fixes.push(words);
+            progress = true;
+        }
         let fs = Fs::from_device(Box::new(Shared(view.clone())), &opts.open)?;
         current = check(&fs, &check_opts)?;
         if !progress {
@@ -727,6 +754,10 @@ struct Plan {
     /// The superblock counters are wrong but are summed in a later round,
     /// after this one's namespace fixes.
     counters_later: bool,
+    /// Kinds of quota counted again (when nothing else is wrong).
+    quotas: Vec<crate::quota::Kind>,
+    /// Kinds of quota counted again in a later round.
+    quotas_later: Vec<crate::quota::Kind>,
 }
 
 impl Plan {
@@ -738,6 +769,7 @@ impl Plan {
             && self.bits.is_empty()
             && self.rebuild.is_empty()
             && self.ns.is_empty()
+            && self.quotas.is_empty()
     }
 
     /// Chooses the fixes that are safe to make on what `r` found.
@@ -749,8 +781,10 @@ impl Plan {
         let mut counters = false;
         let mut ns = Vec::new();
         let mut rebuild: Vec<(u32, &Problem)> = Vec::new();
+        let mut quotas: Vec<(crate::quota::Kind, &Problem)> = Vec::new();
         for p in &r.problems {
             match (p.what, &p.location, &p.fix) {
+                (_, _, Some(Fix::RecountQuota { kind })) => quotas.push((*kind, p)),
                 ("superblock", Location::Sb(n), _) if *n > 0 => {
                     plan.secondaries.insert(*n);
                 }
@@ -916,6 +950,27 @@ impl Plan {
             && plan.fields.is_empty()
             && plan.rebuild.is_empty();
         plan.counters_later = counters && sound && !plan.counters;
+        // Quota counts follow every file's blocks: counted again only when
+        // nothing else changes them (the rest, and the counters, first).
+        let quota_now = sound
+            && plan.ns.is_empty()
+            && plan.fields.is_empty()
+            && plan.rebuild.is_empty()
+            && plan.crcs.is_empty()
+            && plan.bits.is_empty();
+        for (kind, p) in quotas {
+            let to = match (quota_now, sound) {
+                (true, _) => &mut plan.quotas,
+                (false, true) => &mut plan.quotas_later,
+                (false, false) => {
+                    plan.other.push(p.clone());
+                    continue;
+                }
+            };
+            if !to.contains(&kind) {
+                to.push(kind);
+            }
+        }
         if counters && !sound {
             plan.other
                 .extend(r.problems.iter().filter(|p| is_counter_problem(p)).cloned());

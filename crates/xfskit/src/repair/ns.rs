@@ -52,6 +52,7 @@ fn rank(f: &Fix) -> u8 {
         Fix::DropParent { .. } => 6,
         Fix::AddParent { .. } => 7,
         Fix::Disconnected { .. } => 8,
+        Fix::RecountQuota { .. } => 9,
     }
 }
 
@@ -67,6 +68,7 @@ pub(crate) fn is_ns(f: &Fix) -> bool {
             | Fix::ClearAttrFork { .. }
             | Fix::RebuildFork { .. }
             | Fix::RebuildFreeSpace { .. }
+            | Fix::RecountQuota { .. }
     )
 }
 
@@ -138,6 +140,10 @@ pub(crate) fn describe(f: &Fix) -> String {
             }
         }
         Fix::ClearInode { ino } => format!("inode {ino}: cleared (its core cannot be read)"),
+        Fix::RecountQuota { kind } => format!(
+            "{} quota: counted again into its records (one that is not a valid dquot made anew)",
+            kind.name()
+        ),
         Fix::DropRmap {
             agno,
             agbno,
@@ -245,6 +251,7 @@ fn apply_one(fs: &Fs, f: &Fix, report: &crate::check::CheckReport) -> Result<Str
         | Fix::RebuildFreeSpace { .. } => {
             unreachable!("written in place, not through the journal")
         }
+        Fix::RecountQuota { .. } => unreachable!("made by quota::recount"),
         Fix::ClearInode { ino } => {
             let ino = Ino(*ino);
             tp.lock_inode(ino);
