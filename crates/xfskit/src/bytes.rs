@@ -1,6 +1,10 @@
-//! Big-endian field reads at byte offsets, for code that walks packed
-//! on-disk layouts. Callers bounds-check `off` first (these index and so
-//! panic on a short slice, like any slice index).
+//! Big-endian field reads and writes at byte offsets, for code that walks
+//! packed on-disk layouts.
+//!
+//! The plain reads and the `put_` writes index, and so panic on a short
+//! slice like any slice index: callers bounds-check `off` first. The
+//! `_or0` reads give 0 when the field does not fit in the slice, for
+//! callers that treat a short buffer as zeroed.
 
 /// The big-endian u16 at `off`.
 pub(crate) fn be16(b: &[u8], off: usize) -> u16 {
@@ -17,4 +21,51 @@ pub(crate) fn be64(b: &[u8], off: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[off..off + 8]);
     u64::from_be_bytes(a)
+}
+
+/// The big-endian u32 at `off`, or 0 when `b` ends before it does.
+pub(crate) fn be32_or0(b: &[u8], off: usize) -> u32 {
+    b.get(off..off + 4)
+        .map_or(0, |x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
+}
+
+/// Stores `v` big-endian at `off`.
+pub(crate) fn put_be32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Stores `v` big-endian at `off`.
+pub(crate) fn put_be64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_and_writes_round_trip() {
+        let mut b = [0u8; 16];
+        b[..2].copy_from_slice(&[1, 2]);
+        put_be32(&mut b, 2, 0x0304_0506);
+        put_be64(&mut b, 6, 0x0708_090a_0b0c_0d0e);
+        assert_eq!(b[..14], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
+        assert_eq!(be16(&b, 0), 0x0102);
+        assert_eq!(be32(&b, 2), 0x0304_0506);
+        assert_eq!(be64(&b, 6), 0x0708_090a_0b0c_0d0e);
+    }
+
+    #[test]
+    fn checked_reads_of_a_short_slice() {
+        let b = [1u8, 2, 3, 4, 5];
+        assert_eq!(be32_or0(&b, 1), 0x0203_0405);
+        assert_eq!(be32_or0(&b, 2), 0);
+        assert_eq!(be32_or0(&b, 9), 0);
+    }
+
+    #[test]
+    #[should_panic]
+    fn plain_reads_panic_on_a_short_slice() {
+        be32(&[0u8; 3], 0);
+    }
 }

@@ -31,6 +31,7 @@
 //! keeps it (the damage stays visible in the dump).
 
 use super::obfuscate::{hashname, Obfuscator, SCOPE_ATTR};
+use crate::bytes::{be16, be32, be64};
 use crate::geometry::Geometry;
 use xfs_format::crc;
 
@@ -96,16 +97,6 @@ const DIFLAG2_NREXT64: u64 = 1 << 4;
 const DIFLAG2_METADATA: u64 = 1 << 5;
 const ATTR_LOCAL: u8 = 1 << 0;
 const ATTR_PARENT: u8 = 1 << 3;
-
-fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
-}
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes(b[o..o + 4].try_into().unwrap())
-}
-fn be64(b: &[u8], o: usize) -> u64 {
-    u64::from_be_bytes(b[o..o + 8].try_into().unwrap())
-}
 
 /// Zeroes `b[from..to]`, clipped to `b`.
 fn zero(b: &mut [u8], from: usize, to: usize) {
