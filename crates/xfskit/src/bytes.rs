@@ -30,6 +30,11 @@ pub(crate) fn be32_or0(b: &[u8], off: usize) -> u32 {
 }
 
 /// Stores `v` big-endian at `off`.
+pub(crate) fn put_be16(b: &mut [u8], off: usize, v: u16) {
+    b[off..off + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Stores `v` big-endian at `off`.
 pub(crate) fn put_be32(b: &mut [u8], off: usize, v: u32) {
     b[off..off + 4].copy_from_slice(&v.to_be_bytes());
 }
@@ -46,7 +51,7 @@ mod tests {
     #[test]
     fn reads_and_writes_round_trip() {
         let mut b = [0u8; 16];
-        b[..2].copy_from_slice(&[1, 2]);
+        put_be16(&mut b, 0, 0x0102);
         put_be32(&mut b, 2, 0x0304_0506);
         put_be64(&mut b, 6, 0x0708_090a_0b0c_0d0e);
         assert_eq!(b[..14], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
