@@ -1,10 +1,12 @@
-//! Big-endian field reads and writes at byte offsets, for code that walks
-//! packed on-disk layouts.
+//! Field reads and writes at byte offsets, for code that walks packed
+//! layouts: big-endian for XFS's on-disk and logged structures,
+//! little-endian for the log's in-memory item formats.
 //!
 //! The plain reads and the `put_` writes index, and so panic on a short
 //! slice like any slice index: callers bounds-check `off` first. The
 //! `_or0` reads give 0 when the field does not fit in the slice, for
-//! callers that treat a short buffer as zeroed.
+//! callers that treat a short buffer as zeroed; the `get_` reads give
+//! None.
 
 /// The big-endian u16 at `off`.
 pub(crate) fn be16(b: &[u8], off: usize) -> u16 {
@@ -27,6 +29,24 @@ pub(crate) fn be64(b: &[u8], off: usize) -> u64 {
 pub(crate) fn be32_or0(b: &[u8], off: usize) -> u32 {
     b.get(off..off + 4)
         .map_or(0, |x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
+}
+
+/// The little-endian u32 at `off`.
+pub(crate) fn le32(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+/// The little-endian u64 at `off`.
+pub(crate) fn le64(b: &[u8], off: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[off..off + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// The little-endian u32 at `off`, or None when `b` ends before it does.
+pub(crate) fn get_le32(b: &[u8], off: usize) -> Option<u32> {
+    let x = b.get(off..off + 4)?;
+    Some(u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
 }
 
 /// Stores `v` big-endian at `off`.
@@ -58,6 +78,8 @@ mod tests {
         assert_eq!(be16(&b, 0), 0x0102);
         assert_eq!(be32(&b, 2), 0x0304_0506);
         assert_eq!(be64(&b, 6), 0x0708_090a_0b0c_0d0e);
+        assert_eq!(le32(&b, 2), 0x0605_0403);
+        assert_eq!(le64(&b, 6), 0x0e0d_0c0b_0a09_0807);
     }
 
     #[test]
@@ -66,6 +88,8 @@ mod tests {
         assert_eq!(be32_or0(&b, 1), 0x0203_0405);
         assert_eq!(be32_or0(&b, 2), 0);
         assert_eq!(be32_or0(&b, 9), 0);
+        assert_eq!(get_le32(&b, 1), Some(0x0504_0302));
+        assert_eq!(get_le32(&b, 2), None);
     }
 
     #[test]
