@@ -1,6 +1,8 @@
 //! Field reads and writes at byte offsets, for code that walks packed
-//! layouts: big-endian for XFS's on-disk and logged structures,
-//! little-endian for the log's in-memory item formats.
+//! layouts: big-endian for XFS's on-disk and logged structures and the
+//! big-endian container formats (qcow2, VHD), little-endian for the log's
+//! in-memory item formats and the other containers and partition tables
+//! (VHDX, VMDK, VDI, GPT, MBR, LVM labels).
 //!
 //! The plain reads and the `put_` writes index, and so panic on a short
 //! slice like any slice index: callers bounds-check `off` first. The
@@ -29,6 +31,11 @@ pub(crate) fn be64(b: &[u8], off: usize) -> u64 {
 pub(crate) fn be32_or0(b: &[u8], off: usize) -> u32 {
     b.get(off..off + 4)
         .map_or(0, |x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
+}
+
+/// The little-endian u16 at `off`.
+pub(crate) fn le16(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes([b[off], b[off + 1]])
 }
 
 /// The little-endian u32 at `off`.
@@ -64,6 +71,16 @@ pub(crate) fn put_be64(b: &mut [u8], off: usize, v: u64) {
     b[off..off + 8].copy_from_slice(&v.to_be_bytes());
 }
 
+/// Stores `v` little-endian at `off`.
+pub(crate) fn put_le32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Stores `v` little-endian at `off`.
+pub(crate) fn put_le64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,8 +95,12 @@ mod tests {
         assert_eq!(be16(&b, 0), 0x0102);
         assert_eq!(be32(&b, 2), 0x0304_0506);
         assert_eq!(be64(&b, 6), 0x0708_090a_0b0c_0d0e);
+        assert_eq!(le16(&b, 0), 0x0201);
         assert_eq!(le32(&b, 2), 0x0605_0403);
         assert_eq!(le64(&b, 6), 0x0e0d_0c0b_0a09_0807);
+        put_le32(&mut b, 0, 0x0102_0304);
+        put_le64(&mut b, 4, 0x0506_0708_090a_0b0c);
+        assert_eq!(b[..12], [4, 3, 2, 1, 12, 11, 10, 9, 8, 7, 6, 5]);
     }
 
     #[test]
