@@ -213,16 +213,34 @@ pub const XFS_DIR3_FT_WHT: u8 = 8;
 /// One past the largest valid directory entry file type.
 pub const XFS_DIR3_FT_MAX: u8 = 9;
 
-/// Maps the S_IFMT bits of an inode mode to a directory entry file type.
+/// The file type bits of an inode's `di_mode`.
+pub const S_IFMT: u16 = 0o170000;
+/// File type (in [`S_IFMT`]): named pipe.
+pub const S_IFIFO: u16 = 0o010000;
+/// File type (in [`S_IFMT`]): character device.
+pub const S_IFCHR: u16 = 0o020000;
+/// File type (in [`S_IFMT`]): directory.
+pub const S_IFDIR: u16 = 0o040000;
+/// File type (in [`S_IFMT`]): block device.
+pub const S_IFBLK: u16 = 0o060000;
+/// File type (in [`S_IFMT`]): regular file.
+pub const S_IFREG: u16 = 0o100000;
+/// File type (in [`S_IFMT`]): symbolic link.
+pub const S_IFLNK: u16 = 0o120000;
+/// File type (in [`S_IFMT`]): socket.
+pub const S_IFSOCK: u16 = 0o140000;
+
+/// Maps the [`S_IFMT`] bits of an inode mode to a directory entry file
+/// type.
 pub fn ftype_from_mode(mode: u16) -> u8 {
-    match mode & 0o170000 {
-        0o100000 => XFS_DIR3_FT_REG_FILE,
-        0o040000 => XFS_DIR3_FT_DIR,
-        0o020000 => XFS_DIR3_FT_CHRDEV,
-        0o060000 => XFS_DIR3_FT_BLKDEV,
-        0o010000 => XFS_DIR3_FT_FIFO,
-        0o140000 => XFS_DIR3_FT_SOCK,
-        0o120000 => XFS_DIR3_FT_SYMLINK,
+    match mode & S_IFMT {
+        S_IFREG => XFS_DIR3_FT_REG_FILE,
+        S_IFDIR => XFS_DIR3_FT_DIR,
+        S_IFCHR => XFS_DIR3_FT_CHRDEV,
+        S_IFBLK => XFS_DIR3_FT_BLKDEV,
+        S_IFIFO => XFS_DIR3_FT_FIFO,
+        S_IFSOCK => XFS_DIR3_FT_SOCK,
+        S_IFLNK => XFS_DIR3_FT_SYMLINK,
         _ => XFS_DIR3_FT_UNKNOWN,
     }
 }

@@ -23,6 +23,7 @@
 //! filesystem (the new AGs' blocks lie past its end); after it, recovery
 //! (ours or the kernel's) gives the new one.
 
+use crate::bytes::{be32, put_be32, put_be64};
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
 use crate::geometry::{AgBlock, AgNumber, Daddr, Geometry};
@@ -157,16 +158,6 @@ const BT_KIND: BufKind = BufKind {
     blft: blft::BTREE,
     lsn_off: Some(offset_of!(BtreeBlockShort, bb_lsn)),
 };
-
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes(b[o..o + 4].try_into().unwrap_or([0; 4]))
-}
-fn put32(b: &mut [u8], o: usize, v: u32) {
-    b[o..o + 4].copy_from_slice(&v.to_be_bytes());
-}
-fn put64(b: &mut [u8], o: usize, v: u64) {
-    b[o..o + 8].copy_from_slice(&v.to_be_bytes());
-}
 
 /// AG block numbers of a fresh AG's fixed blocks.
 struct Fixed {
@@ -405,7 +396,7 @@ fn quota_inos_to_disk(s: &mut [u8]) {
         offset_of!(Dsb, sb_pquotino),
     ] {
         if crate::bytes::be64(s, off) == 0 {
-            put64(s, off, u64::MAX);
+            put_be64(s, off, u64::MAX);
         }
     }
 }
@@ -417,8 +408,8 @@ fn grow_data(fs: &Fs, geo: &Geometry, plan: &GrowPlan) -> Result<()> {
     // The new primary sector, copied into each new AG.
     let mut sb = vec![0u8; ss];
     fs.device().read_at(&mut sb, 0).map_err(Error::Io)?;
-    put64(&mut sb, offset_of!(Dsb, sb_dblocks), plan.new_dblocks);
-    put32(&mut sb, offset_of!(Dsb, sb_agcount), plan.new_agcount);
+    put_be64(&mut sb, offset_of!(Dsb, sb_dblocks), plan.new_dblocks);
+    put_be32(&mut sb, offset_of!(Dsb, sb_agcount), plan.new_agcount);
     quota_inos_to_disk(&mut sb);
     // 1. New AGs, in space nothing references yet.
     let mut added_free = 0u64;
@@ -538,29 +529,29 @@ fn grow_data(fs: &Fs, geo: &Geometry, plan: &GrowPlan) -> Result<()> {
             b[6..8].copy_from_slice(&(recs.len() as u16).to_be_bytes());
             for (i, &(s, l)) in recs.iter().enumerate() {
                 let o = XFS_BTREE_SBLOCK_CRC_LEN + 8 * i;
-                put32(b, o, s);
-                put32(b, o + 4, l);
+                put_be32(b, o, s);
+                put_be32(b, o + 4, l);
             }
         };
         write_recs(tp.buf_mut(bno_id), &by_bno);
         write_recs(tp.buf_mut(cnt_id), &by_cnt);
         let longest = by_cnt.last().map_or(0, |r| r.1);
         let b = tp.buf_mut(agf_id);
-        put32(b, offset_of!(Agf, agf_length), new_len);
+        put_be32(b, offset_of!(Agf, agf_length), new_len);
         let fb = be32(b, offset_of!(Agf, agf_freeblks));
-        put32(b, offset_of!(Agf, agf_freeblks), fb + ext);
-        put32(b, offset_of!(Agf, agf_longest), longest);
+        put_be32(b, offset_of!(Agf, agf_freeblks), fb + ext);
+        put_be32(b, offset_of!(Agf, agf_longest), longest);
         let b = tp.buf_mut(agi_id);
-        put32(b, offset_of!(Agi, agi_length), new_len);
+        put_be32(b, offset_of!(Agi, agi_length), new_len);
         added_free += u64::from(ext);
     }
     let sb_id = tp.read_raw_buf(Daddr(0), ss as u32, SB_KIND, Some(fsb::XFS_SB_CRC_OFF))?;
     let fd_off = offset_of!(Dsb, sb_fdblocks);
     let b = tp.buf_mut(sb_id);
-    put64(b, offset_of!(Dsb, sb_dblocks), plan.new_dblocks);
-    put32(b, offset_of!(Dsb, sb_agcount), plan.new_agcount);
+    put_be64(b, offset_of!(Dsb, sb_dblocks), plan.new_dblocks);
+    put_be32(b, offset_of!(Dsb, sb_agcount), plan.new_agcount);
     let fd = crate::bytes::be64(b, fd_off);
-    put64(b, fd_off, fd + added_free);
+    put_be64(b, fd_off, fd + added_free);
     quota_inos_to_disk(b);
     tp.delta_mut().fdblocks += added_free as i64;
     tp.commit()?;

@@ -299,23 +299,10 @@ pub(crate) fn lowest<const N: usize>(heads: [Option<u64>; N]) -> Option<u64> {
     heads.into_iter().flatten().min()
 }
 
-/// Big-endian helpers for the encodings.
-pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_be_bytes());
-}
-pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
-}
-pub(crate) fn get_u64(b: &[u8], at: usize) -> u64 {
-    u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-pub(crate) fn get_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bytes::{be32, be64, put_be32, put_be64};
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
     struct Pair(u64, u32);
@@ -323,11 +310,11 @@ mod tests {
     impl Rec for Pair {
         const SIZE: usize = 12;
         fn put(&self, out: &mut [u8]) {
-            put_u64(out, 0, self.0);
-            put_u32(out, 8, self.1);
+            put_be64(out, 0, self.0);
+            put_be32(out, 8, self.1);
         }
         fn get(b: &[u8]) -> Self {
-            Pair(get_u64(b, 0), get_u32(b, 8))
+            Pair(be64(b, 0), be32(b, 8))
         }
     }
 

@@ -8,7 +8,7 @@ mod support;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::{can_mount, make_image, write_fragmented, Scratch};
+use support::{be32, can_mount, make_image, write_fragmented, Scratch};
 use xfskit::check::{check, CheckOptions, CheckReport};
 use xfskit::geometry::{AgBlock, AgNumber};
 use xfskit::inode::{self, Fork};
@@ -130,10 +130,6 @@ fn patch(img: &Path, off: u64, len: usize, crc: Option<usize>, f: impl FnOnce(&m
         xfs_format::crc::stamp(&mut b, c);
     }
     wr(img, off, &b);
-}
-
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes(b[o..o + 4].try_into().expect("4 bytes"))
 }
 
 struct Case {

@@ -4,11 +4,13 @@
 //! wrong counter is reported with the sum this test computes from all the
 //! AGFs and AGIs), and a bad counter in the last AG's AGF or AGI is found.
 
+mod support;
 mod write_common;
 
 use std::mem::offset_of;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use support::be32;
 use xfs_format::ag::{Agf, Agi, XFS_AGF_CRC_OFF, XFS_AGI_CRC_OFF};
 use xfs_format::sb::{Dsb, XFS_SB_CRC_OFF};
 use xfskit::check::{check, CheckOptions, CheckReport};
@@ -59,10 +61,6 @@ fn wr(img: &Path, off: u64, b: &[u8]) {
         .open(img)
         .expect("open rw");
     f.write_all_at(b, off).expect("write");
-}
-
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes(b[o..o + 4].try_into().expect("4 bytes"))
 }
 
 /// Adds `delta` to the big-endian u32 at `field` of the sector at `off`

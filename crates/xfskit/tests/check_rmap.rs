@@ -11,15 +11,11 @@ mod support;
 
 use std::path::Path;
 use std::process::Command;
-use support::{be32, can_mount, make_image, rd, run_check, wr, Scratch};
+use support::{be32, be64, can_mount, make_image, rd, run_check, wr, Scratch};
 use xfskit::check::CheckReport;
 use xfskit::geometry::{AgBlock, AgNumber};
 use xfskit::inode::{self, Fork};
 use xfskit::{Fs, OpenOptions};
-
-fn be64(b: &[u8], o: usize) -> u64 {
-    u64::from_be_bytes(b[o..o + 8].try_into().expect("8 bytes"))
-}
 
 fn populate(mnt: &Path) {
     std::fs::write(mnt.join("data"), vec![3u8; 256 << 10]).expect("write");

@@ -9,25 +9,20 @@
 
 mod crash_common;
 mod namespace_common;
+mod support;
 mod write_common;
 
 use crash_common::{CrashDevice, Shared};
 use namespace_common::*;
 use std::path::Path;
 use std::sync::Arc;
+use support::{be32, be64};
 use write_common::*;
 use xfskit::build::NodeKind;
 use xfskit::grow;
 use xfskit::{Fs, OpenOptions};
 
 const BIG: u64 = 700 << 20;
-
-fn be64(b: &[u8], o: usize) -> u64 {
-    u64::from_be_bytes(b[o..o + 8].try_into().unwrap())
-}
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes(b[o..o + 4].try_into().unwrap())
-}
 
 /// (dblocks, agcount) of every superblock the primary's agcount names.
 fn sizes(img: &Path) -> Vec<(u64, u32)> {

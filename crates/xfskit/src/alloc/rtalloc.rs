@@ -23,6 +23,7 @@
 //! The bitmap inode's lock (the group's, with realtime groups) serialises
 //! every change to them.
 
+use crate::bytes::{be32, be64};
 use crate::error::{Error, Location, Result};
 use crate::geometry::{Daddr, FsBlock};
 use crate::inode::Fork;
@@ -197,22 +198,20 @@ impl Rt {
             return Ok(());
         };
         let b = tp.buf(id);
-        let be32 = |o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-        let be64 = |o: usize| u64::from_be_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
         let (what, magic, owner) = if bitmap {
             ("realtime bitmap", rtg::XFS_RTBITMAP_MAGIC, self.rbm_ino)
         } else {
             ("realtime summary", rtg::XFS_RTSUMMARY_MAGIC, self.rsum_ino)
         };
         let mut bad = Vec::new();
-        if be32(0) != magic {
-            bad.push(format!("bad magic {:#010x}", be32(0)));
+        if be32(b, 0) != magic {
+            bad.push(format!("bad magic {:#010x}", be32(b, 0)));
         } else {
-            if be64(8) != owner {
-                bad.push(format!("owner {}, want inode {owner}", be64(8)));
+            if be64(b, 8) != owner {
+                bad.push(format!("owner {}, want inode {owner}", be64(b, 8)));
             }
-            if be64(16) != daddr.0 {
-                bad.push(format!("blkno {}, want {}", be64(16), daddr.0));
+            if be64(b, 16) != daddr.0 {
+                bad.push(format!("blkno {}, want {}", be64(b, 16), daddr.0));
             }
             if b[32..48] != tp.geo().meta_uuid {
                 bad.push("uuid is not the filesystem's".into());

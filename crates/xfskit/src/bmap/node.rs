@@ -6,6 +6,7 @@ use super::fork::{self, corrupt, pack, unpack};
 use super::space as alloc;
 use crate::alloc::{AllocReq, Owner};
 use crate::buf::verify::Verifier;
+use crate::bytes::{be16, be64};
 use crate::error::{Error, Result};
 use crate::geometry::{FsBlock, Geometry};
 use crate::inode::bmap::{BMBT_HDR, BMDR_HDR, REC_SIZE};
@@ -89,16 +90,6 @@ pub(crate) fn block_max(geo: &Geometry) -> usize {
 /// Key+pointer pairs of a root of `fork_size` bytes.
 pub(crate) fn root_max(fork_size: usize) -> usize {
     fork_size.saturating_sub(BMDR_HDR) / 16
-}
-
-pub(crate) fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
-}
-
-pub(crate) fn be64(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_be_bytes(a)
 }
 
 pub(crate) fn owner(ip: &Inode, fork: Fork) -> Owner {

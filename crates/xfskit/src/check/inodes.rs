@@ -7,6 +7,7 @@ use super::ns::{kind_of, InodeRec, NsBatch, KIND_UNDECODED};
 use super::space::Use;
 use super::Ctx;
 use crate::buf::verify::Verifier;
+use crate::bytes::be64;
 use crate::error::Location;
 use crate::geometry::{FsBlock, Ino};
 use crate::inode::{self, FileType, Fork, ForkFormat, Inode};
@@ -587,7 +588,6 @@ fn bmbt_blocks(ctx: &Ctx<'_>, ino: &Inode, fork: Fork) -> u64 {
     if level == 0 || level > 9 || numrecs > maxrecs {
         return 0;
     }
-    let be64 = |b: &[u8], o: usize| u64::from_be_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
     let bad = |d: String| {
         ctx.sink.add(
             "bmbt block",

@@ -9,8 +9,9 @@
 //! directory and position, and the name is read again when the report is
 //! written.
 
+use crate::bytes::{be32, be64, put_be32, put_be64};
 use crate::inode::FileType;
-use crate::spill::{get_u32, get_u64, put_u32, put_u64, Rec, Sorter, SpillConfig};
+use crate::spill::{Rec, Sorter, SpillConfig};
 use std::io;
 use std::sync::Mutex;
 
@@ -64,25 +65,25 @@ pub(crate) struct InodeRec {
 impl Rec for InodeRec {
     const SIZE: usize = 31;
     fn put(&self, b: &mut [u8]) {
-        put_u64(b, 0, self.ino);
+        put_be64(b, 0, self.ino);
         b[8] = self.kind;
-        put_u32(b, 9, self.nlink);
-        put_u32(b, 13, self.gen);
+        put_be32(b, 9, self.nlink);
+        put_be32(b, 13, self.gen);
         b[17] = u8::from(self.pptr_ok);
-        put_u32(b, 18, self.pcount);
-        put_u64(b, 22, self.psum);
+        put_be32(b, 18, self.pcount);
+        put_be64(b, 22, self.psum);
         b[30] = u8::from(self.meta);
     }
     fn get(b: &[u8]) -> Self {
         InodeRec {
             meta: b[30] != 0,
-            ino: get_u64(b, 0),
+            ino: be64(b, 0),
             kind: b[8],
-            nlink: get_u32(b, 9),
-            gen: get_u32(b, 13),
+            nlink: be32(b, 9),
+            gen: be32(b, 13),
             pptr_ok: b[17] != 0,
-            pcount: get_u32(b, 18),
-            psum: get_u64(b, 22),
+            pcount: be32(b, 18),
+            psum: be64(b, 22),
         }
     }
 }
@@ -108,20 +109,20 @@ pub(crate) struct EntryRec {
 impl Rec for EntryRec {
     const SIZE: usize = 29;
     fn put(&self, b: &mut [u8]) {
-        put_u64(b, 0, self.target);
-        put_u64(b, 8, self.dir);
-        put_u32(b, 16, self.pos);
+        put_be64(b, 0, self.target);
+        put_be64(b, 8, self.dir);
+        put_be32(b, 16, self.pos);
         b[20] = self.kind | if self.dir_meta { 0x80 } else { 0 };
-        put_u64(b, 21, self.fp);
+        put_be64(b, 21, self.fp);
     }
     fn get(b: &[u8]) -> Self {
         EntryRec {
-            target: get_u64(b, 0),
-            dir: get_u64(b, 8),
-            pos: get_u32(b, 16),
+            target: be64(b, 0),
+            dir: be64(b, 8),
+            pos: be32(b, 16),
             kind: b[20] & 0x7f,
             dir_meta: b[20] & 0x80 != 0,
-            fp: get_u64(b, 21),
+            fp: be64(b, 21),
         }
     }
 }
@@ -137,13 +138,13 @@ pub(crate) struct DirRec {
 impl Rec for DirRec {
     const SIZE: usize = 16;
     fn put(&self, b: &mut [u8]) {
-        put_u64(b, 0, self.ino);
-        put_u64(b, 8, self.parent);
+        put_be64(b, 0, self.ino);
+        put_be64(b, 8, self.parent);
     }
     fn get(b: &[u8]) -> Self {
         DirRec {
-            ino: get_u64(b, 0),
-            parent: get_u64(b, 8),
+            ino: be64(b, 0),
+            parent: be64(b, 8),
         }
     }
 }
@@ -155,10 +156,10 @@ pub(crate) struct Key(pub u64);
 impl Rec for Key {
     const SIZE: usize = 8;
     fn put(&self, b: &mut [u8]) {
-        put_u64(b, 0, self.0);
+        put_be64(b, 0, self.0);
     }
     fn get(b: &[u8]) -> Self {
-        Key(get_u64(b, 0))
+        Key(be64(b, 0))
     }
 }
 
@@ -177,17 +178,17 @@ pub(crate) struct ParentRec {
 impl Rec for ParentRec {
     const SIZE: usize = 25;
     fn put(&self, b: &mut [u8]) {
-        put_u64(b, 0, self.parent);
-        put_u64(b, 8, self.child);
+        put_be64(b, 0, self.parent);
+        put_be64(b, 8, self.child);
         b[16] = u8::from(self.held);
-        put_u64(b, 17, self.holder);
+        put_be64(b, 17, self.holder);
     }
     fn get(b: &[u8]) -> Self {
         ParentRec {
-            parent: get_u64(b, 0),
-            child: get_u64(b, 8),
+            parent: be64(b, 0),
+            child: be64(b, 8),
             held: b[16] != 0,
-            holder: get_u64(b, 17),
+            holder: be64(b, 17),
         }
     }
 }
@@ -204,14 +205,14 @@ pub(crate) struct DirLinks {
 impl Rec for DirLinks {
     const SIZE: usize = 13;
     fn put(&self, b: &mut [u8]) {
-        put_u64(b, 0, self.ino);
-        put_u32(b, 8, self.nlink);
+        put_be64(b, 0, self.ino);
+        put_be32(b, 8, self.nlink);
         b[12] = u8::from(self.check);
     }
     fn get(b: &[u8]) -> Self {
         DirLinks {
-            ino: get_u64(b, 0),
-            nlink: get_u32(b, 8),
+            ino: be64(b, 0),
+            nlink: be32(b, 8),
             check: b[12] != 0,
         }
     }

@@ -20,10 +20,10 @@
 //! merges the two sorted streams one owner of one AG at a time.
 
 use super::Ctx;
-use crate::bytes::{be32, be64};
+use crate::bytes::{be32, be64, put_be32, put_be64};
 use crate::error::Location;
 use crate::geometry::{AgNumber, Ino};
-use crate::spill::{get_u32, get_u64, put_u32, put_u64, Peek, Rec, Sorter, SpillConfig};
+use crate::spill::{Peek, Rec, Sorter, SpillConfig};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -681,21 +681,21 @@ impl Ord for AgRmap {
 impl Rec for AgRmap {
     const SIZE: usize = 29;
     fn put(&self, b: &mut [u8]) {
-        put_u32(b, 0, self.agno);
-        put_u32(b, 4, self.r.start);
-        put_u32(b, 8, self.r.len);
-        put_u64(b, 12, self.r.owner);
-        put_u64(b, 20, self.r.offset);
+        put_be32(b, 0, self.agno);
+        put_be32(b, 4, self.r.start);
+        put_be32(b, 8, self.r.len);
+        put_be64(b, 12, self.r.owner);
+        put_be64(b, 20, self.r.offset);
         b[28] = self.r.flags;
     }
     fn get(b: &[u8]) -> Self {
         AgRmap {
-            agno: get_u32(b, 0),
+            agno: be32(b, 0),
             r: Rmap {
-                start: get_u32(b, 4),
-                len: get_u32(b, 8),
-                owner: get_u64(b, 12),
-                offset: get_u64(b, 20),
+                start: be32(b, 4),
+                len: be32(b, 8),
+                owner: be64(b, 12),
+                offset: be64(b, 20),
                 flags: b[28],
             },
         }

@@ -23,6 +23,7 @@
 use super::rmap::{self, Rmap};
 use super::rt::set_bits;
 use super::Ctx;
+use crate::bytes::{be16, be32, be64};
 use crate::error::Location;
 use crate::geometry::FsBlock;
 use crate::inode::{self, Extent, FileType, Fork, ForkFormat, Inode};
@@ -116,16 +117,6 @@ pub(crate) struct RtgState {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
-}
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes(b[o..o + 4].try_into().unwrap_or([0; 4]))
-}
-fn be64(b: &[u8], o: usize) -> u64 {
-    u64::from_be_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]))
 }
 
 impl RtgState {

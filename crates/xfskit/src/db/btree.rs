@@ -4,6 +4,7 @@
 //! (memory: one block per level).
 
 use crate::buf::verify::Verifier;
+use crate::bytes::be32_or0;
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
 use crate::geometry::{AgBlock, AgNumber, Daddr};
@@ -23,12 +24,6 @@ pub(crate) fn hdr_daddr(fs: &Fs, agno: u32, sector: u64) -> Daddr {
 pub(crate) fn read_hdr(fs: &Fs, agno: u32, sector: u64, v: &Verifier<'_>) -> Result<Arc<[u8]>> {
     let geo = fs.geometry();
     fs.read_meta(hdr_daddr(fs, agno, sector), geo.sect_size, v)
-}
-
-/// A big-endian u32 at `off` of a header known to be long enough.
-pub(crate) fn be32(b: &[u8], off: usize) -> u32 {
-    b.get(off..off + 4)
-        .map_or(0, |x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
 }
 
 /// One btree of an AG: its name for messages, root, height, block magic
@@ -111,7 +106,7 @@ fn visit(
     let ptrs = &body[maxrecs * t.key_len..];
     for i in 0..numrecs {
         if keep(&body[i * t.key_len..(i + 1) * t.key_len]) {
-            visit(fs, t, be32(ptrs, i * 4), level - 1, keep, f)?;
+            visit(fs, t, be32_or0(ptrs, i * 4), level - 1, keep, f)?;
         }
     }
     Ok(())

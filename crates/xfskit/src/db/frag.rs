@@ -7,6 +7,7 @@
 //! inodes read, and each fork's extent records streamed (one bmbt block
 //! per level held); nothing kept per inode.
 
+use crate::bytes::be64;
 use crate::error::Result;
 use crate::fs::Fs;
 use crate::geometry::{AgNumber, Ino};
@@ -101,8 +102,7 @@ pub fn scan(fs: &Fs, opts: Options, each: &mut dyn FnMut(u64, Report)) -> Result
     let geo = fs.geometry();
     let mut sb = vec![0u8; geo.sect_size as usize];
     fs.read_bytes(0, &mut sb)?;
-    let be64 = |off: usize| u64::from_be_bytes(sb[off..off + 8].try_into().unwrap_or([0; 8]));
-    let quota = [be64(160), be64(168), be64(232)];
+    let quota = [be64(&sb, 160), be64(&sb, 168), be64(&sb, 232)];
     let rt_meta = [geo.rbm_ino.0, geo.rsum_ino.0];
     let isize = geo.inode_size as usize;
     let ipc = geo.inodes_per_cluster().clamp(1, 64);

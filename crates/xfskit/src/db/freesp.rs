@@ -7,8 +7,9 @@
 //! per level held; the histogram has one bin per power of two (or per the
 //! bins asked for).
 
-use super::btree::{be32, read_hdr, walk, Tree};
+use super::btree::{read_hdr, walk, Tree};
 use crate::buf::verify::Verifier;
+use crate::bytes::be32_or0;
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
 use crate::geometry::{AgBlock, AgNumber};
@@ -179,9 +180,9 @@ fn scan_ag(
 ) -> Result<()> {
     let geo = fs.geometry();
     let agf = read_hdr(fs, agno, XFS_AGF_SECTOR, &Verifier::Agf { agno })?;
-    let flfirst = be32(&agf, 40);
-    let fllast = be32(&agf, 44);
-    let flcount = be32(&agf, 48);
+    let flfirst = be32_or0(&agf, 40);
+    let fllast = be32_or0(&agf, 44);
+    let flcount = be32_or0(&agf, 48);
     if flcount != 0 {
         let start = if geo.v5 { XFS_AGFL_HDR_SIZE } else { 0 };
         let size = ((geo.sect_size as usize - start) / 4) as u32;
@@ -201,7 +202,7 @@ fn scan_ag(
                 r,
                 extent,
                 agno,
-                be32(&agfl, start + 4 * i as usize),
+                be32_or0(&agfl, start + 4 * i as usize),
                 1,
             );
             if i == fllast {
@@ -211,9 +212,19 @@ fn scan_ag(
         }
     }
     let (what, root, levels, magic) = if opts.by_size {
-        ("cntbt", be32(&agf, 20), be32(&agf, 32), XFS_ABTC_CRC_MAGIC)
+        (
+            "cntbt",
+            be32_or0(&agf, 20),
+            be32_or0(&agf, 32),
+            XFS_ABTC_CRC_MAGIC,
+        )
     } else {
-        ("bnobt", be32(&agf, 16), be32(&agf, 28), XFS_ABTB_CRC_MAGIC)
+        (
+            "bnobt",
+            be32_or0(&agf, 16),
+            be32_or0(&agf, 28),
+            XFS_ABTB_CRC_MAGIC,
+        )
     };
     let t = Tree {
         what,
@@ -225,7 +236,15 @@ fn scan_ag(
         key_len: 8,
     };
     walk(fs, &t, &mut |rec| {
-        add(fs, opts, r, extent, agno, be32(rec, 0), be32(rec, 4));
+        add(
+            fs,
+            opts,
+            r,
+            extent,
+            agno,
+            be32_or0(rec, 0),
+            be32_or0(rec, 4),
+        );
         Ok(())
     })
 }

@@ -6,8 +6,9 @@
 //! keys overlap it (a node key holds the lowest and the highest block its
 //! subtree maps), one block per level held.
 
-use super::btree::{be32, read_hdr, walk_where, Tree};
+use super::btree::{read_hdr, walk_where, Tree};
 use crate::buf::verify::Verifier;
+use crate::bytes::be32_or0;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::{AgNumber, FsBlock};
@@ -138,18 +139,18 @@ pub fn scan(
         let t = Tree {
             what: "rmap btree",
             agno,
-            root: be32(&agf, 24),
-            levels: be32(&agf, 36),
+            root: be32_or0(&agf, 24),
+            levels: be32_or0(&agf, 36),
             magic: XFS_RMAP_CRC_MAGIC,
             rec_len: REC_LEN,
             key_len: 2 * KEY_LEN,
         };
         // A node key: the lowest block the subtree maps, then (in the high
         // key) the highest.
-        let keep = |k: &[u8]| be32(k, 0) <= high && be32(k, KEY_LEN) >= low;
+        let keep = |k: &[u8]| be32_or0(k, 0) <= high && be32_or0(k, KEY_LEN) >= low;
         walk_where(fs, &t, &keep, &mut |r| {
-            let agbno = be32(r, 0);
-            let len = be32(r, 4);
+            let agbno = be32_or0(r, 0);
+            let len = be32_or0(r, 4);
             let last = u64::from(agbno) + u64::from(len.max(1)) - 1;
             if agbno > high || last < u64::from(low) {
                 return Ok(());

@@ -9,7 +9,8 @@
 //! 88 entry array CRC32. Entry: 0 type GUID, 16 unique GUID, 32 first LBA,
 //! 40 last LBA (inclusive), 48 attributes, 56 name (36 UTF-16LE units).
 
-use super::{corrupt, le32, le64, Partition, Scheme, Table};
+use super::{corrupt, Partition, Scheme, Table};
+use crate::bytes::{le32, le64};
 use crate::dev::Device;
 use crate::error::Result;
 

@@ -4,6 +4,7 @@
 //! of the disk. Field layout as [`super::gpt`] reads it.
 
 use super::gpt::crc32;
+use crate::bytes::{put_le32, put_le64};
 use crate::dev::Device;
 use crate::error::{Error, Result};
 
@@ -45,14 +46,6 @@ pub fn layout_for(size_bytes: u64) -> Layout {
     }
 }
 
-fn put32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-fn put64(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
-
 /// Marks a 16-byte random value as a version 4 GUID (as stored: the
 /// version lives in the high nibble of the little-endian third field).
 fn as_guid_v4(mut g: [u8; 16]) -> [u8; 16] {
@@ -74,19 +67,19 @@ fn header(
     let last = l.disk_bytes / SECTOR - 1;
     let mut h = vec![0u8; SECTOR as usize];
     h[0..8].copy_from_slice(b"EFI PART");
-    put32(&mut h, 8, 0x0001_0000);
-    put32(&mut h, 12, 92);
-    put64(&mut h, 24, my_lba);
-    put64(&mut h, 32, alt_lba);
-    put64(&mut h, 40, 2 + ARRAY_SECTORS);
-    put64(&mut h, 48, last - 1 - ARRAY_SECTORS);
+    put_le32(&mut h, 8, 0x0001_0000);
+    put_le32(&mut h, 12, 92);
+    put_le64(&mut h, 24, my_lba);
+    put_le64(&mut h, 32, alt_lba);
+    put_le64(&mut h, 40, 2 + ARRAY_SECTORS);
+    put_le64(&mut h, 48, last - 1 - ARRAY_SECTORS);
     h[56..72].copy_from_slice(disk_guid);
-    put64(&mut h, 72, array_lba);
-    put32(&mut h, 80, ENTRIES as u32);
-    put32(&mut h, 84, ENTRY_SIZE as u32);
-    put32(&mut h, 88, array_crc);
+    put_le64(&mut h, 72, array_lba);
+    put_le32(&mut h, 80, ENTRIES as u32);
+    put_le32(&mut h, 84, ENTRY_SIZE as u32);
+    put_le32(&mut h, 88, array_crc);
     let crc = crc32(&h[..92]);
-    put32(&mut h, 16, crc);
+    put_le32(&mut h, 16, crc);
     h
 }
 
@@ -122,8 +115,8 @@ pub fn write_single(
     mbr[e + 1..e + 4].copy_from_slice(&[0x00, 0x02, 0x00]);
     mbr[e + 4] = 0xEE;
     mbr[e + 5..e + 8].copy_from_slice(&[0xFF, 0xFF, 0xFF]);
-    put32(&mut mbr, e + 8, 1);
-    put32(
+    put_le32(&mut mbr, e + 8, 1);
+    put_le32(
         &mut mbr,
         e + 12,
         (sectors - 1).min(u64::from(u32::MAX)) as u32,
@@ -134,8 +127,8 @@ pub fn write_single(
     let mut array = vec![0u8; (ENTRIES * ENTRY_SIZE) as usize];
     array[0..16].copy_from_slice(type_guid);
     array[16..32].copy_from_slice(&part_guid);
-    put64(&mut array, 32, l.start_bytes / SECTOR);
-    put64(&mut array, 40, (l.start_bytes + l.size_bytes) / SECTOR - 1);
+    put_le64(&mut array, 32, l.start_bytes / SECTOR);
+    put_le64(&mut array, 40, (l.start_bytes + l.size_bytes) / SECTOR - 1);
     for (i, u) in name.encode_utf16().take(36).enumerate() {
         array[56 + 2 * i..58 + 2 * i].copy_from_slice(&u.to_le_bytes());
     }

@@ -6,23 +6,11 @@
 
 use super::gpt::crc32;
 use super::qcow2::header;
+use crate::bytes::{le32, le64, put_le32, put_le64};
 use crate::dev::Device;
 use crate::error::{Error, Result};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap_or([0; 4]))
-}
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]))
-}
-fn put32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-fn put64(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
 
 /// Sets the virtual size of the qcow2 file at `path` to `size` bytes (a
 /// multiple of 512, not smaller than now). Refused (Unsupported): internal
@@ -153,18 +141,18 @@ pub fn gpt_grow(dev: &dyn Device, number: u32) -> Result<(u64, u64)> {
         }
     }
     let new_end = end.max(new_last_usable);
-    put64(&mut array, e + 40, new_end);
+    put_le64(&mut array, e + 40, new_end);
     let acrc = crc32(&array[..array_bytes as usize]);
     let mk = |my: u64, alt: u64, arr: u64| {
         let mut x = h.clone();
-        put64(&mut x, 24, my);
-        put64(&mut x, 32, alt);
-        put64(&mut x, 48, new_last_usable);
-        put64(&mut x, 72, arr);
-        put32(&mut x, 88, acrc);
-        put32(&mut x, 16, 0);
+        put_le64(&mut x, 24, my);
+        put_le64(&mut x, 32, alt);
+        put_le64(&mut x, 48, new_last_usable);
+        put_le64(&mut x, 72, arr);
+        put_le32(&mut x, 88, acrc);
+        put_le32(&mut x, 16, 0);
         let c = crc32(&x[..hsize]);
-        put32(&mut x, 16, c);
+        put_le32(&mut x, 16, c);
         x
     };
     // The backup first, where nothing points yet; then the primary.
@@ -181,7 +169,7 @@ pub fn gpt_grow(dev: &dyn Device, number: u32) -> Result<(u64, u64)> {
     let mut mbr = vec![0u8; SECTOR as usize];
     dev.read_at(&mut mbr, 0).map_err(Error::Io)?;
     if mbr[450] == 0xEE && mbr[510] == 0x55 && mbr[511] == 0xAA {
-        put32(
+        put_le32(
             &mut mbr,
             446 + 12,
             (sectors - 1).min(u64::from(u32::MAX)) as u32,

@@ -7,7 +7,8 @@
 //! first entry is a logical partition relative to the EBR, its second the
 //! next EBR relative to the extended partition's start.
 
-use super::{corrupt, le32, Partition, Scheme, Table};
+use super::{corrupt, Partition, Scheme, Table};
+use crate::bytes::le32;
 use crate::dev::Device;
 use crate::error::Result;
 

@@ -36,6 +36,7 @@
 //! unsupported.
 
 use crate::attr::Namespace;
+use crate::bytes::{le32, le64};
 use crate::error::{Error, Location, Result};
 use crate::geometry::{Geometry, Ino};
 use xfs_format::attr::{XFS_ATTR_INCOMPLETE, XFS_ATTR_NSP_ONDISK_MASK, XFS_ATTR_PARENT};
@@ -76,14 +77,6 @@ pub struct Attri {
     pub value: Vec<u8>,
     /// The new value of a parent pointer replace.
     pub new_value: Vec<u8>,
-}
-
-fn le32(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
-}
-
-fn le64(b: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
 }
 
 /// The operation's name as `xfskit log` shows it.

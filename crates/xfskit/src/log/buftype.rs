@@ -6,6 +6,7 @@
 //! LSN of the last checkpoint that logged it. Every v5 metadata block
 //! names itself, so both follow from the first bytes.
 
+use crate::bytes::{be16, be32};
 use xfs_format::ag::{XFS_AGFL_MAGIC, XFS_AGF_MAGIC, XFS_AGI_MAGIC};
 use xfs_format::attr::{XFS_ATTR3_LEAF_MAGIC, XFS_ATTR3_RMT_MAGIC};
 use xfs_format::btree::{
@@ -54,14 +55,6 @@ pub(crate) struct BufKind {
     pub blft: u16,
     /// Byte offset of the block's LSN (None: not stamped, inode clusters).
     pub lsn_off: Option<usize>,
-}
-
-fn be32(b: &[u8], off: usize) -> u32 {
-    u32::from_be_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
-fn be16(b: &[u8], off: usize) -> u16 {
-    u16::from_be_bytes([b[off], b[off + 1]])
 }
 
 /// The kind of the metadata block `b`, or None when its magic number is

@@ -11,6 +11,7 @@
 
 use super::buftype::{self, BufKind, BLFT_SHIFT};
 use super::item_inode::{icreate_region, inode_regions, Icreate};
+use crate::bytes::{be16, be32};
 use crate::error::{Error, Result};
 use crate::geometry::{AgBlock, Geometry, Ino};
 use std::collections::BTreeMap;
@@ -242,23 +243,20 @@ pub(crate) fn live_chunks(data: &[u8]) -> Option<DirtyMap> {
     use xfs_format::dir::block::XFS_DIR3_LEAF_HDR_SIZE;
     let len = data.len();
     let kind = buftype::classify(data)?;
-    let be16 = |o: usize| u16::from_be_bytes([data[o], data[o + 1]]) as usize;
-    let be32 =
-        |o: usize| u32::from_be_bytes([data[o], data[o + 1], data[o + 2], data[o + 3]]) as usize;
     match kind.blft {
         buftype::blft::DIR_DATA => Some(DirtyMap::nonzero(data)),
         buftype::blft::DIR_BLOCK => {
             let mut m = DirtyMap::nonzero(data);
-            let leaf = 8usize.saturating_add(be32(len - 8).saturating_mul(8));
+            let leaf = 8usize.saturating_add((be32(data, len - 8) as usize).saturating_mul(8));
             m.set_range(len.saturating_sub(leaf), leaf.min(len));
             Some(m)
         }
         buftype::blft::DIR_LEAF1 | buftype::blft::DIR_LEAFN => {
             let mut m = DirtyMap::nonzero(data);
-            let ents = XFS_DIR3_LEAF_HDR_SIZE + be16(56) * 8;
+            let ents = XFS_DIR3_LEAF_HDR_SIZE + usize::from(be16(data, 56)) * 8;
             m.set_range(0, ents.min(len));
             if kind.blft == buftype::blft::DIR_LEAF1 {
-                let tail = 4usize.saturating_add(be32(len - 4).saturating_mul(2));
+                let tail = 4usize.saturating_add((be32(data, len - 4) as usize).saturating_mul(2));
                 m.set_range(len.saturating_sub(tail), tail.min(len));
             }
             Some(m)

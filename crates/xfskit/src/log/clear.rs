@@ -28,6 +28,7 @@
 
 use super::find::LogEnds;
 use super::record::{LogDev, BB};
+use crate::bytes::be32;
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};
 use crate::geometry::Geometry;
@@ -182,12 +183,11 @@ pub fn highest_cycle(log: &LogDev<'_>, ends: Option<&LogEnds>, uuid: &[u8; 16]) 
         let n = CHUNK_BBS.min(log.nbb - blk);
         let b = log.read(blk, n)?;
         for h in b.chunks_exact(BB as usize) {
-            let be32 = |o: usize| u32::from_be_bytes(h[o..o + 4].try_into().unwrap());
-            let cycle = be32(4);
+            let cycle = be32(h, 4);
             let ours = &h[304..320] == uuid || h[304..320] == [0; 16];
-            if be32(0) == XLOG_HEADER_MAGIC_NUM
-                && matches!(be32(8), 1 | 2)
-                && be32(16) == cycle
+            if be32(h, 0) == XLOG_HEADER_MAGIC_NUM
+                && matches!(be32(h, 8), 1 | 2)
+                && be32(h, 16) == cycle
                 && ours
             {
                 high = high.max(cycle);
@@ -272,10 +272,6 @@ impl Device for ClearedView {
 mod tests {
     use super::*;
     use crate::dev::MemDevice;
-
-    fn be32(b: &[u8], o: usize) -> u32 {
-        u32::from_be_bytes(b[o..o + 4].try_into().unwrap())
-    }
 
     fn cleared(v5: bool, sunit: u32, nbb: u64, cycle: u32) -> Cleared {
         Cleared::with(v5, true, [9; 16], sunit, nbb, cycle)

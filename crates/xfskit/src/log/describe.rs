@@ -9,6 +9,7 @@ use super::buftype::{classify, BLFT_SHIFT};
 use super::replay::{intent_id, BufFmt, ItemAt};
 use super::replay_inode::parse_inode_fmt;
 use super::trans::{Item, Trans};
+use crate::bytes::get_le32;
 use serde_json::{json, Value};
 use xfs_format::log_item::{self as li, item_type_name};
 use zerocopy::FromBytes;
@@ -72,10 +73,6 @@ fn ilog_names(fields: u32) -> Vec<&'static str> {
     .filter(|(b, _)| fields & b != 0)
     .map(|(_, n)| *n)
     .collect()
-}
-
-fn le32(r: &[u8], o: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(r.get(o..o + 4)?.try_into().ok()?))
 }
 
 /// Describes item `index` of `t`; a malformed item is described as such
@@ -196,7 +193,7 @@ pub fn item(t: &Trans, index: usize) -> Described {
                 Ok(id) => id,
                 Err(e) => return bad(e),
             };
-            let n = le32(&it.regions[0], 4).unwrap_or(0);
+            let n = get_le32(&it.regions[0], 4).unwrap_or(0);
             Described {
                 kind,
                 text: format!("{kind} id {id:#x}: {n} extents"),

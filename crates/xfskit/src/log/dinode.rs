@@ -8,6 +8,7 @@
 //!
 //! Recovery uses the log -> disk direction; the log writer the other.
 
+use crate::bytes::be16;
 use crate::error::{Error, Location, Result};
 use xfs_format::btree::{XFS_BMAP_CRC_MAGIC, XFS_BTREE_LBLOCK_CRC_LEN};
 use xfs_format::inode::{Dinode, XFS_DIFLAG2_BIGTIME, XFS_DIFLAG2_NREXT64};
@@ -177,10 +178,6 @@ pub fn disk_to_log_dinode(from: &Dinode, lsn: u64) -> LogDinode {
 /// Keys that fit in an on-disk fork root of `len` bytes.
 fn bmdr_maxrecs(len: usize) -> usize {
     len.saturating_sub(BMDR_HDR) / (KEY_LEN + PTR_LEN)
-}
-
-fn be16(b: &[u8], off: usize) -> u16 {
-    u16::from_be_bytes([b[off], b[off + 1]])
 }
 
 /// Converts a logged btree root (`src`, the whole logged region) into the

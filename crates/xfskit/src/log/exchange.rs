@@ -49,6 +49,7 @@
 //! Only data forks of regular files are finished here; the kernel uses
 //! the attribute-fork variant and directories only for online repair.
 
+use crate::bytes::{le32, le64};
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
 use crate::geometry::{FsBlock, Ino};
@@ -86,14 +87,6 @@ pub struct Xmi {
     pub isize1: i64,
     /// Second size.
     pub isize2: i64,
-}
-
-fn le32(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
-}
-
-fn le64(b: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
 }
 
 /// The largest block offset a file may map (the kernel's `XFS_MAX_FILEOFF`).

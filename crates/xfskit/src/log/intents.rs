@@ -27,6 +27,7 @@
 
 use super::trans::Trans as LogTrans;
 use crate::alloc::{ag_rmap_overlapping, free_extent_no_rmap, rmap_apply};
+use crate::bytes::{le32, le64};
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
 use crate::geometry::FsBlock;
@@ -109,14 +110,6 @@ pub struct Efi {
     pub extents: Vec<(u64, u32)>,
     /// Frees realtime extents (`XFS_LI_EFI_RT`, realtime groups).
     pub realtime: bool,
-}
-
-fn le32(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
-fn le64(b: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
 }
 
 /// The EFIs and RUIs of `transactions` whose done item is not among

@@ -11,6 +11,7 @@
 //! the next cycle. The CRC covers the header, the extended headers and the
 //! data as stored.
 
+use crate::bytes::put_be32;
 use xfs_format::log::{
     xlog_assign_lsn, xlog_rec_crc, XlogOpHeader, XLOG_CONTINUE_TRANS, XLOG_CYCLE_DATA_WORDS,
     XLOG_END_TRANS, XLOG_FMT_LINUX_LE, XLOG_HEADER_CYCLE_SIZE, XLOG_HEADER_MAGIC_NUM,
@@ -187,20 +188,20 @@ fn seal(geo: &LogGeo, cur: &mut Cursor, tail: u64, mut data: Vec<u8>, nops: u32)
     let mut rec = vec![0u8; hdrs * XLOG_HEADER_SIZE + padded];
     {
         let h = &mut rec[..XLOG_HEADER_SIZE];
-        put32(h, 0, XLOG_HEADER_MAGIC_NUM);
-        put32(h, 4, cur.cycle);
-        put32(h, 8, XLOG_VERSION_2);
-        put32(h, 12, padded as u32);
+        put_be32(h, 0, XLOG_HEADER_MAGIC_NUM);
+        put_be32(h, 4, cur.cycle);
+        put_be32(h, 8, XLOG_VERSION_2);
+        put_be32(h, 12, padded as u32);
         h[16..24].copy_from_slice(&lsn.to_be_bytes());
         h[24..32].copy_from_slice(&tail.to_be_bytes());
-        put32(h, 36, cur.prev);
-        put32(h, 40, nops);
+        put_be32(h, 36, cur.prev);
+        put_be32(h, 40, nops);
         for (i, w) in words.iter().take(XLOG_CYCLE_DATA_WORDS).enumerate() {
-            put32(h, 44 + 4 * i, *w);
+            put_be32(h, 44 + 4 * i, *w);
         }
-        put32(h, 300, XLOG_FMT_LINUX_LE);
+        put_be32(h, 300, XLOG_FMT_LINUX_LE);
         h[304..320].copy_from_slice(&geo.uuid);
-        put32(h, 320, geo.h_size);
+        put_be32(h, 320, geo.h_size);
     }
     for x in 1..hdrs {
         let h = &mut rec[x * XLOG_HEADER_SIZE..(x + 1) * XLOG_HEADER_SIZE];
@@ -210,7 +211,7 @@ fn seal(geo: &LogGeo, cur: &mut Cursor, tail: u64, mut data: Vec<u8>, nops: u32)
         } else {
             cur.cycle
         };
-        put32(h, 0, c);
+        put_be32(h, 0, c);
         let from = x * XLOG_CYCLE_DATA_WORDS;
         for (i, w) in words
             .iter()
@@ -218,7 +219,7 @@ fn seal(geo: &LogGeo, cur: &mut Cursor, tail: u64, mut data: Vec<u8>, nops: u32)
             .take(XLOG_CYCLE_DATA_WORDS)
             .enumerate()
         {
-            put32(h, 4 + 4 * i, *w);
+            put_be32(h, 4 + 4 * i, *w);
         }
     }
     rec[hdrs * XLOG_HEADER_SIZE..].copy_from_slice(&data);
@@ -232,10 +233,6 @@ fn seal(geo: &LogGeo, cur: &mut Cursor, tail: u64, mut data: Vec<u8>, nops: u32)
     rec[32..36].copy_from_slice(&crc.to_le_bytes());
     cur.advance((rec.len() / BB) as u64, geo.nbb);
     (blk, rec)
-}
-
-fn put32(b: &mut [u8], off: usize, v: u32) {
-    b[off..off + 4].copy_from_slice(&v.to_be_bytes());
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! The log is addressed in 512-byte basic blocks (BB) from its start and
 //! wraps at its end; a record may straddle the end.
 
+use crate::bytes::be32;
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};
 use xfs_format::log::{
@@ -69,10 +70,6 @@ pub fn cycle_of(b: &[u8]) -> u32 {
     } else {
         w0
     }
-}
-
-pub(crate) fn be32(b: &[u8], off: usize) -> u32 {
-    u32::from_be_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
 
 /// True when a block starts with the record header magic.

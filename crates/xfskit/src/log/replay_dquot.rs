@@ -13,6 +13,7 @@
 
 use super::replay::{ItemAt, Replayer};
 use super::trans::Item;
+use crate::bytes::le32;
 use crate::error::Result;
 use xfs_format::quota::{
     dquot_problem, DiskDquot, XFS_DISK_DQUOT_SIZE, XFS_DQBLK_SIZE, XFS_DQTYPE_GROUP,
@@ -67,11 +68,10 @@ pub(crate) fn replay_dquot(rp: &mut Replayer<'_>, it: &Item, lsn: u64, at: ItemA
         .first()
         .filter(|r| r.len() >= DQ_LOGFORMAT_SIZE)
         .ok_or_else(|| bad("format region too short".into()))?;
-    let le32 = |o: usize| u32::from_le_bytes([f[o], f[o + 1], f[o + 2], f[o + 3]]);
-    let id = le32(4);
+    let id = le32(f, 4);
     let blkno = i64::from_le_bytes(f[8..16].try_into().expect("8 bytes"));
-    let len = le32(16) as i32;
-    let boffset = le32(20) as usize;
+    let len = le32(f, 16) as i32;
+    let boffset = le32(f, 20) as usize;
     let rec = it
         .regions
         .get(1)

@@ -1,12 +1,9 @@
 //! The superblock's lazily kept counters after a replay.
 
 use super::replay::Replayer;
+use crate::bytes::be32;
 use crate::error::{Error, Location, Result};
 use crate::geometry::{AgBlock, AgNumber};
-
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
 
 /// Recomputes `sb_icount`, `sb_ifree` and `sb_fdblocks` from the AG
 /// headers, as the kernel does when it mounts a filesystem whose log was

@@ -2,6 +2,7 @@
 //! replay, both chosen by the block's magic number (and for stamping, the
 //! buffer type the log item names), as the kernel's recovery does.
 
+use crate::bytes::be32;
 use xfs_format::ag::{XFS_AGFL_LSN_OFF, XFS_AGF_LSN_OFF, XFS_AGI_LSN_OFF};
 use xfs_format::btree::{XFS_BTREE_LBLOCK_LSN_OFF, XFS_BTREE_SBLOCK_LSN_OFF};
 use xfs_format::log_item::*;
@@ -37,10 +38,6 @@ struct Layout {
     lsn: usize,
     uuid: usize,
     crc: usize,
-}
-
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }
 
 fn layout_by_magic(b: &[u8]) -> Option<Layout> {

@@ -12,6 +12,7 @@
 use super::format::*;
 use super::obfuscate::Obfuscator;
 use super::zero::{Ctx, Kind};
+use crate::bytes::be32;
 use crate::error::{Error, Location, Result};
 use crate::geometry::{AgBlock, AgNumber, FsBlock, Ino};
 use crate::inode::bmap::{for_each_extent, Fork};
@@ -189,7 +190,6 @@ impl Walker<'_> {
         self.plan.add(base + ss, 2 * ss, Kind::Raw);
         let agf = self.read(base + ss, geo.sect_size as usize)?;
         let agi = self.read(base + 2 * ss, geo.sect_size as usize)?;
-        let be32 = |b: &[u8], o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
         // AGF: agf_flfirst 40, agf_fllast 44.
         self.plan.add(
             base + 3 * ss,

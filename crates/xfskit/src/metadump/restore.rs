@@ -6,6 +6,7 @@
 //! its CRC recomputed, the rest of its sector zero.
 
 use super::format::*;
+use crate::bytes::be32;
 use crate::error::{Error, Location, Result};
 use std::fs::File;
 use std::io::Read;
@@ -100,10 +101,9 @@ pub fn read_header(r: &mut impl Read) -> Result<Header> {
         MD2_MAGIC => {
             let mut h = [0u8; MD2_HDR - 4];
             src.fill(&mut h, "metadump v2 header", false)?;
-            let be32 = |i: usize| u32::from_be_bytes(h[i..i + 4].try_into().unwrap());
-            let version = be32(0);
-            let compat = be32(4);
-            let incompat = be32(8);
+            let version = be32(&h, 0);
+            let compat = be32(&h, 4);
+            let incompat = be32(&h, 8);
             let reserved = u64::from_be_bytes(h[12..20].try_into().unwrap());
             if version != 2 {
                 return Err(Error::corrupt(

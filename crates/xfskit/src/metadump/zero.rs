@@ -31,8 +31,15 @@
 //! keeps it (the damage stays visible in the dump).
 
 use super::obfuscate::{hashname, Obfuscator, SCOPE_ATTR};
+use crate::bytes::{be16, be32, be64};
 use crate::geometry::Geometry;
+use xfs_format::attr::{XFS_ATTR_LOCAL, XFS_ATTR_PARENT};
 use xfs_format::crc;
+use xfs_format::inode::{XFS_DIFLAG2_METADATA, XFS_DIFLAG2_NREXT64};
+use xfs_format::types::{
+    S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, XFS_DINODE_FMT_BTREE, XFS_DINODE_FMT_EXTENTS,
+    XFS_DINODE_FMT_LOCAL,
+};
 
 /// What a block copied into a metadump is, for what is done to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -83,28 +90,6 @@ pub struct Ctx<'a> {
     /// Directory names hash case-insensitively: their hash cannot be kept
     /// by this obfuscation, so they are left as they are.
     pub ascii_ci: bool,
-}
-
-const S_IFMT: u16 = 0o170000;
-const S_IFDIR: u16 = 0o040000;
-const S_IFREG: u16 = 0o100000;
-const S_IFLNK: u16 = 0o120000;
-const FMT_LOCAL: u8 = 1;
-const FMT_EXTENTS: u8 = 2;
-const FMT_BTREE: u8 = 3;
-const DIFLAG2_NREXT64: u64 = 1 << 4;
-const DIFLAG2_METADATA: u64 = 1 << 5;
-const ATTR_LOCAL: u8 = 1 << 0;
-const ATTR_PARENT: u8 = 1 << 3;
-
-fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
-}
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes(b[o..o + 4].try_into().unwrap())
-}
-fn be64(b: &[u8], o: usize) -> u64 {
-    u64::from_be_bytes(b[o..o + 8].try_into().unwrap())
 }
 
 /// Zeroes `b[from..to]`, clipped to `b`.
@@ -260,8 +245,8 @@ impl Ctx<'_> {
             let forkoff = usize::from(d[82]);
             let dsize = if forkoff != 0 { forkoff * 8 } else { litino };
             let flags2 = if version >= 3 { be64(d, 120) } else { 0 };
-            let meta = geo.features.metadir && version >= 3 && flags2 & DIFLAG2_METADATA != 0;
-            let nrext64 = version >= 3 && flags2 & DIFLAG2_NREXT64 != 0;
+            let meta = geo.features.metadir && version >= 3 && flags2 & XFS_DIFLAG2_METADATA != 0;
+            let nrext64 = version >= 3 && flags2 & XFS_DIFLAG2_NREXT64 != 0;
             let (dnext, anext) = if nrext64 {
                 (be64(d, 24), u64::from(be32(d, 76)))
             } else {
@@ -270,7 +255,9 @@ impl Ctx<'_> {
             match mode & S_IFMT {
                 S_IFDIR | S_IFLNK | S_IFREG => {
                     match format {
-                        FMT_LOCAL if (self.zero || self.obfuscating()) && dsize <= litino => {
+                        XFS_DINODE_FMT_LOCAL
+                            if (self.zero || self.obfuscating()) && dsize <= litino =>
+                        {
                             let (c, rest) = d.split_at_mut(core);
                             let size = be64(c, 56);
                             let fork = &mut rest[..dsize];
@@ -280,7 +267,7 @@ impl Ctx<'_> {
                                 self.sf_symlink(fork, size);
                             }
                         }
-                        FMT_EXTENTS => {
+                        XFS_DINODE_FMT_EXTENTS => {
                             let max = if nrext64 {
                                 (1 << 48) - 1
                             } else {
@@ -288,10 +275,12 @@ impl Ctx<'_> {
                             };
                             self.ex_fork(&mut d[core..core + dsize.min(litino)], dnext, max);
                         }
-                        FMT_BTREE => self.bt_fork(&mut d[core..core + dsize.min(litino)]),
+                        XFS_DINODE_FMT_BTREE => {
+                            self.bt_fork(&mut d[core..core + dsize.min(litino)])
+                        }
                         _ => {}
                     }
-                    if format == FMT_LOCAL {
+                    if format == XFS_DINODE_FMT_LOCAL {
                         new_crc = true;
                     }
                 }
@@ -307,13 +296,13 @@ impl Ctx<'_> {
                 let (c, rest) = d.split_at_mut(core);
                 let afork = &mut rest[dsize..];
                 match c[83] {
-                    FMT_LOCAL => {
+                    XFS_DINODE_FMT_LOCAL => {
                         new_crc = true;
                         if self.zero || self.obfuscating() {
                             self.sf_attr(ino, afork, meta);
                         }
                     }
-                    FMT_EXTENTS => {
+                    XFS_DINODE_FMT_EXTENTS => {
                         let max = if nrext64 {
                             u64::from(u32::MAX)
                         } else {
@@ -321,7 +310,7 @@ impl Ctx<'_> {
                         };
                         self.ex_fork(afork, anext, max);
                     }
-                    FMT_BTREE => self.bt_fork(afork),
+                    XFS_DINODE_FMT_BTREE => self.bt_fork(afork),
                     _ => {}
                 }
             }
@@ -506,8 +495,8 @@ impl Ctx<'_> {
                 break;
             }
             let (n0, v0) = (p + 3, p + 3 + nl);
-            if flags & ATTR_PARENT != 0 {
-                if self.obfuscating() && flags & !ATTR_PARENT == 0 {
+            if flags & XFS_ATTR_PARENT != 0 {
+                if self.obfuscating() && flags & !XFS_ATTR_PARENT == 0 {
                     let value = fork[v0..v0 + vl].to_vec();
                     let mut name = fork[n0..v0].to_vec();
                     self.pptr(ino, &mut name, &value, meta);
@@ -727,7 +716,7 @@ impl Ctx<'_> {
             if nameidx > bs {
                 break;
             }
-            if flags & ATTR_LOCAL != 0 {
+            if flags & XFS_ATTR_LOCAL != 0 {
                 if nameidx + 3 > bs {
                     break;
                 }
@@ -740,11 +729,11 @@ impl Ctx<'_> {
                 if v0 + vl > bs {
                     break;
                 }
-                if flags & ATTR_PARENT != 0 {
+                if flags & XFS_ATTR_PARENT != 0 {
                     if self.obfuscating() {
                         let value = b[v0..v0 + vl].to_vec();
                         let mut name = b[n0..v0].to_vec();
-                        if flags & !(ATTR_PARENT | ATTR_LOCAL) == 0 {
+                        if flags & !(XFS_ATTR_PARENT | XFS_ATTR_LOCAL) == 0 {
                             self.pptr(ino, &mut name, &value, meta);
                         }
                         b[n0..v0].copy_from_slice(&name);
@@ -771,7 +760,7 @@ impl Ctx<'_> {
                 if n0 + nl > bs {
                     break;
                 }
-                if flags & ATTR_PARENT == 0 && self.obfuscating() && !meta {
+                if flags & XFS_ATTR_PARENT == 0 && self.obfuscating() && !meta {
                     let mut name = b[n0..n0 + nl].to_vec();
                     self.attr_name(ino, &mut name);
                     b[n0..n0 + nl].copy_from_slice(&name);

@@ -5,6 +5,7 @@
 //! also what `repair --zero-log` fills a cleared log with
 //! ([`crate::log::clear`]).
 
+use crate::bytes::put_be32;
 use xfs_format::types::Uuid;
 
 const BBSIZE: usize = 512;
@@ -31,10 +32,6 @@ const H_CYCLE_DATA: usize = 44;
 const H_FMT: usize = 300;
 const H_FS_UUID: usize = 304;
 const H_SIZE: usize = 320;
-
-fn put32(b: &mut [u8], off: usize, v: u32) {
-    b[off..off + 4].copy_from_slice(&v.to_be_bytes());
-}
 
 /// Build the first log record: `sunit` is the log stripe unit in bytes, or
 /// the log sector size when there is none (0 for 512-byte sectors).  The
@@ -74,36 +71,36 @@ pub(crate) fn unmount_record(
     let cycle = (lsn >> 32) as u32;
     {
         let h = &mut buf[..BBSIZE];
-        put32(h, 0, RECORD_MAGIC);
-        put32(h, 4, cycle);
-        put32(h, 8, version);
-        put32(h, 12, ((2 * BBSIZE).max(sunit) - hdrs * BBSIZE) as u32);
+        put_be32(h, 0, RECORD_MAGIC);
+        put_be32(h, 4, cycle);
+        put_be32(h, 8, version);
+        put_be32(h, 12, ((2 * BBSIZE).max(sunit) - hdrs * BBSIZE) as u32);
         h[16..24].copy_from_slice(&lsn.to_be_bytes());
         h[24..32].copy_from_slice(&tail_lsn.to_be_bytes());
         // h_crc stays zero, as mkfs leaves it.
-        put32(h, 36, u32::MAX); // h_prev_block
-        put32(h, 40, 1); // h_num_logops
-        put32(h, H_FMT, FMT_LINUX);
+        put_be32(h, 36, u32::MAX); // h_prev_block
+        put_be32(h, 40, 1); // h_num_logops
+        put_be32(h, H_FMT, FMT_LINUX);
         h[H_FS_UUID..H_FS_UUID + 16].copy_from_slice(&uuid.0);
-        put32(h, H_SIZE, (sunit as u32).max(BIG_RECORD_BSIZE));
+        put_be32(h, H_SIZE, (sunit as u32).max(BIG_RECORD_BSIZE));
     }
     // Extended headers carry only the cycle.
     for i in 1..hdrs {
-        put32(&mut buf[i * BBSIZE..], 0, cycle);
+        put_be32(&mut buf[i * BBSIZE..], 0, cycle);
     }
     // The unmount record: operation header then payload; its first word
     // moves to the header's cycle data and is replaced by the cycle.
     let u = hdrs * BBSIZE;
-    put32(&mut buf[u..], 4, 8); // oh_len
+    put_be32(&mut buf[u..], 4, 8); // oh_len
     buf[u + 8] = CLIENT_LOG;
     buf[u + 9] = OP_UNMOUNT;
     buf[u + 12..u + 14].copy_from_slice(&UNMOUNT_MAGIC.to_le_bytes());
-    put32(&mut buf, H_CYCLE_DATA, UNMOUNT_TID);
-    put32(&mut buf[u..], 0, cycle);
+    put_be32(&mut buf, H_CYCLE_DATA, UNMOUNT_TID);
+    put_be32(&mut buf[u..], 0, cycle);
     // Remaining blocks of the record: zero, stamped with the cycle.
     let total = buf.len() / BBSIZE;
     for i in hdrs + 1..total {
-        put32(&mut buf[i * BBSIZE..], 0, cycle);
+        put_be32(&mut buf[i * BBSIZE..], 0, cycle);
     }
     buf
 }

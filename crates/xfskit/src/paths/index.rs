@@ -11,12 +11,13 @@
 //! child stays in memory; a lookup then reads a stride of records and the
 //! names it needs.
 
+use crate::bytes::{be32, be64, put_be32, put_be64};
 use crate::dir;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::Ino;
 use crate::scan::{self, BulkstatOptions};
-use crate::spill::{get_u32, get_u64, put_u32, put_u64, Rec, Sorter, SpillConfig};
+use crate::spill::{Rec, Sorter, SpillConfig};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
@@ -41,18 +42,18 @@ struct Entry {
 impl Rec for Entry {
     const SIZE: usize = 29;
     fn put(&self, b: &mut [u8]) {
-        put_u64(b, 0, self.child);
-        put_u64(b, 8, self.dir);
-        put_u64(b, 16, self.name_at);
-        put_u32(b, 24, self.gen);
+        put_be64(b, 0, self.child);
+        put_be64(b, 8, self.dir);
+        put_be64(b, 16, self.name_at);
+        put_be32(b, 24, self.gen);
         b[28] = self.name_len;
     }
     fn get(b: &[u8]) -> Self {
         Entry {
-            child: get_u64(b, 0),
-            dir: get_u64(b, 8),
-            name_at: get_u64(b, 16),
-            gen: get_u32(b, 24),
+            child: be64(b, 0),
+            dir: be64(b, 8),
+            name_at: be64(b, 16),
+            gen: be32(b, 24),
             name_len: b[28],
         }
     }

@@ -277,3 +277,8 @@ pub fn wr(img: &Path, off: u64, b: &[u8]) {
 pub fn be32(b: &[u8], o: usize) -> u32 {
     u32::from_be_bytes(b[o..o + 4].try_into().expect("4 bytes"))
 }
+
+/// The big-endian u64 at `o` of `b`.
+pub fn be64(b: &[u8], o: usize) -> u64 {
+    u64::from_be_bytes(b[o..o + 8].try_into().expect("8 bytes"))
+}

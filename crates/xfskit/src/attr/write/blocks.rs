@@ -14,6 +14,7 @@ use crate::attr::node::{
     DA3_NODE_MAGIC, DA_MAXDEPTH, NODE_COUNT, NODE_ENTRY, NODE_ENT_BEFORE, NODE_HDR, NODE_LEVEL,
 };
 use crate::attr::{loc, Namespace, ValueRef, FLAG_LOCAL};
+use crate::bytes::put_be16;
 use crate::error::{Error, Result};
 
 /// Size of the da3 block info every leaf and node starts with.
@@ -160,11 +161,11 @@ pub(crate) fn encode_leaf(buf: &mut [u8], ents: &[LEnt]) {
     let table_end = LEAF_HDR + ents.len() * ENTRY_SIZE;
     // A 64 KiB block's "first used = block size" does not fit 16 bits.
     let firstused = if top >= 1 << 16 { 0 } else { top as u16 };
-    put16(buf, HDR_COUNT, ents.len() as u16);
-    put16(buf, HDR_USEDBYTES, used as u16);
-    put16(buf, HDR_FIRSTUSED, firstused);
-    put16(buf, HDR_FREEMAP, table_end as u16);
-    put16(buf, HDR_FREEMAP + 2, (top - table_end) as u16);
+    put_be16(buf, HDR_COUNT, ents.len() as u16);
+    put_be16(buf, HDR_USEDBYTES, used as u16);
+    put_be16(buf, HDR_FIRSTUSED, firstused);
+    put_be16(buf, HDR_FREEMAP, table_end as u16);
+    put_be16(buf, HDR_FREEMAP + 2, (top - table_end) as u16);
 }
 
 /// One da node entry: the highest hash below `before`, and the child.
@@ -211,8 +212,8 @@ pub(crate) fn decode_node(ino: u64, dablk: u64, buf: &[u8]) -> Result<(u16, Vec<
 pub(crate) fn encode_node(buf: &mut [u8], level: u16, ents: &[NEnt]) {
     buf[INFO_SIZE..].fill(0);
     buf[INFO_MAGIC..INFO_MAGIC + 2].copy_from_slice(&DA3_NODE_MAGIC.to_be_bytes());
-    put16(buf, NODE_COUNT, ents.len() as u16);
-    put16(buf, NODE_LEVEL, level);
+    put_be16(buf, NODE_COUNT, ents.len() as u16);
+    put_be16(buf, NODE_LEVEL, level);
     for (i, e) in ents.iter().enumerate() {
         let o = NODE_HDR + i * NODE_ENTRY;
         buf[o..o + 4].copy_from_slice(&e.hash.to_be_bytes());
@@ -247,10 +248,6 @@ pub(crate) fn set_back(buf: &mut [u8], v: u32) {
 /// Sets the recorded block number (disk address) of a da3 block.
 pub(crate) fn set_blkno(buf: &mut [u8], daddr: u64) {
     buf[INFO_BLKNO..INFO_BLKNO + 8].copy_from_slice(&daddr.to_be_bytes());
-}
-
-fn put16(buf: &mut [u8], off: usize, v: u16) {
-    buf[off..off + 2].copy_from_slice(&v.to_be_bytes());
 }
 
 /// Where to cut an overfull entry list so every piece fits a block of

@@ -5,12 +5,10 @@
 //! down to short form when the entries fit the inode.
 
 use super::dblock;
-use super::layout::{
-    dataptr, init_da3_hdr, leaf_db, leaf_ent, put16, put32, put_leaf_ent, DA_COUNT,
-};
+use super::layout::{dataptr, init_da3_hdr, leaf_db, leaf_ent, put_leaf_ent, DA_COUNT};
 use super::sf::{Sf, SfEnt};
 use super::store::{must_get, Store};
-use crate::bytes::be32;
+use crate::bytes::{be32, put_be16, put_be32};
 use crate::dir::data::{
     entry_size, BLOCK_TAIL_SIZE, DATA_HDR_SIZE, LEAF_ENTRY_SIZE, XDB3_MAGIC, XDD3_MAGIC,
 };
@@ -27,8 +25,8 @@ pub(crate) fn write_leaf(b: &mut [u8], ents: &[(u32, u32)]) {
     for (i, &(h, a)) in ents.iter().enumerate() {
         put_leaf_ent(b, start + i * LEAF_ENTRY_SIZE, h, a);
     }
-    put32(b, bs - 8, ents.len() as u32);
-    put32(b, bs - 4, 0);
+    put_be32(b, bs - 8, ents.len() as u32);
+    put_be32(b, bs - 4, 0);
 }
 
 /// The live leaf entries of a single block, stale ones squeezed out (the
@@ -166,19 +164,19 @@ pub(crate) fn to_leaf(st: &mut dyn Store, dp: &mut Inode) -> Result<()> {
     let owner = dp.ino.0;
     let bs = geo.dir_blk_size as usize;
     let (mut b, start, ents) = load(st, dp)?;
-    put32(&mut b, 0, XDD3_MAGIC);
+    put_be32(&mut b, 0, XDD3_MAGIC);
     dblock::write_free(&mut b, start, bs - start);
     dblock::normalize(&geo, owner, 0, &mut b, bs)?;
     let ldb = leaf_db(&geo);
     let daddr = st.alloc(dp, ldb)?;
     let mut l = vec![0u8; bs];
     init_da3_hdr(&mut l, DIR3_LEAF1_MAGIC, daddr, owner, &geo);
-    put16(&mut l, DA_COUNT, ents.len() as u16);
+    put_be16(&mut l, DA_COUNT, ents.len() as u16);
     for (i, &(h, a)) in ents.iter().enumerate() {
         put_leaf_ent(&mut l, DA3_HDR_SIZE + i * LEAF_ENTRY_SIZE, h, a);
     }
-    put32(&mut l, bs - 4, 1);
-    put16(&mut l, bs - 6, dblock::best(&b));
+    put_be32(&mut l, bs - 4, 1);
+    put_be16(&mut l, bs - 6, dblock::best(&b));
     st.put(dp, 0, &b)?;
     st.put(dp, ldb, &l)?;
     Ok(())

@@ -4,8 +4,8 @@
 //! merged with their neighbours and the best-free table always lists the
 //! three longest, as xfs_repair expects.
 
-use super::layout::{put16, put64, BESTFREE_OFF};
-use crate::bytes::{be16, be64};
+use super::layout::BESTFREE_OFF;
+use crate::bytes::{be16, be64, put_be16, put_be64};
 use crate::dir::data::{entry_size, DATA_ALIGN, DATA_HDR_SIZE, FREE_TAG};
 use crate::dir::DirError;
 use crate::error::Result;
@@ -102,10 +102,10 @@ pub(crate) fn entries(
 
 /// Writes an unused region.
 pub(crate) fn write_free(buf: &mut [u8], off: usize, len: usize) {
-    put16(buf, off, FREE_TAG);
-    put16(buf, off + 2, len as u16);
+    put_be16(buf, off, FREE_TAG);
+    put_be16(buf, off + 2, len as u16);
     buf[off + 4..off + len - 2].fill(0);
-    put16(buf, off + len - 2, off as u16);
+    put_be16(buf, off + len - 2, off as u16);
 }
 
 /// Writes an entry at `off`; returns its size.
@@ -119,13 +119,13 @@ pub(crate) fn write_entry(
 ) -> usize {
     let size = entry_size(name.len(), geo.features.ftype);
     buf[off..off + size].fill(0);
-    put64(buf, off, ino);
+    put_be64(buf, off, ino);
     buf[off + 8] = name.len() as u8;
     buf[off + 9..off + 9 + name.len()].copy_from_slice(name);
     if geo.features.ftype {
         buf[off + 9 + name.len()] = ftype;
     }
-    put16(buf, off + size - 2, off as u16);
+    put_be16(buf, off + size - 2, off as u16);
     size
 }
 
@@ -159,8 +159,8 @@ fn set_bestfree(buf: &mut [u8], slots: &[Slot]) {
     free.sort_by(|a, b| b.len.cmp(&a.len).then(a.off.cmp(&b.off)));
     for i in 0..3 {
         let (o, l) = free.get(i).map_or((0, 0), |s| (s.off, s.len));
-        put16(buf, BESTFREE_OFF + 4 * i, o as u16);
-        put16(buf, BESTFREE_OFF + 4 * i + 2, l as u16);
+        put_be16(buf, BESTFREE_OFF + 4 * i, o as u16);
+        put_be16(buf, BESTFREE_OFF + 4 * i + 2, l as u16);
     }
 }
 

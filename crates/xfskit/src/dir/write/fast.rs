@@ -13,12 +13,12 @@
 use super::dblock::Ent;
 use super::fastblock::{place, read_table, shrink_tail, spot};
 use super::layout::{
-    da_magic, put16, put32, BESTFREE_OFF, DA_COUNT, DA_STALE_LEVEL, FREE_HDR_SIZE, FREE_NVALID,
-    NULL_DATAOFF, XDF3_MAGIC,
+    da_magic, BESTFREE_OFF, DA_COUNT, DA_STALE_LEVEL, FREE_HDR_SIZE, FREE_NVALID, NULL_DATAOFF,
+    XDF3_MAGIC,
 };
 use super::node;
 use super::store::Store;
-use crate::bytes::{be16, be32, be64};
+use crate::bytes::{be16, be32, be64, put_be16, put_be32};
 use crate::dir::data::{
     entry_size, BLOCK_TAIL_SIZE, DATA_ALIGN, DATA_HDR_SIZE, FREE_TAG, LEAF_ENTRY_SIZE,
     LEAF_SPACE_OFFSET, XDB3_MAGIC, XDD3_MAGIC,
@@ -272,8 +272,8 @@ fn insert_hash(b: &mut [u8], base: usize, n: usize, h: u32, ptr: u32) -> usize {
     let pos = bound(b, base, n, h, true);
     let at = base + pos * LEAF_ENTRY_SIZE;
     b.copy_within(at..base + n * LEAF_ENTRY_SIZE, at + LEAF_ENTRY_SIZE);
-    put32(b, at, h);
-    put32(b, at + 4, ptr);
+    put_be32(b, at, h);
+    put_be32(b, at + 4, ptr);
     pos
 }
 
@@ -342,9 +342,9 @@ pub(crate) fn add_block(
     // The leaf entries before the new one move down by one entry.
     b.copy_within(start..start + pos * LEAF_ENTRY_SIZE, new_start);
     let at = new_start + pos * LEAF_ENTRY_SIZE;
-    put32(b, at, h);
-    put32(b, at + 4, d.ptr(0, s.at));
-    put32(b, bs - 8, (n + 1) as u32);
+    put_be32(b, at, h);
+    put_be32(b, at + 4, d.ptr(0, s.at));
+    put_be32(b, bs - 8, (n + 1) as u32);
     Ok(true)
 }
 
@@ -384,9 +384,9 @@ pub(crate) fn add_leaf(
         return Ok(false);
     };
     let lb = st.edit(dp, ldb)?;
-    put16(lb, bests_at + 2 * db as usize, best);
+    put_be16(lb, bests_at + 2 * db as usize, best);
     insert_hash(lb, DA3_HDR_SIZE, n, name_hash(name), ptr);
-    put16(lb, DA_COUNT, (n + 1) as u16);
+    put_be16(lb, DA_COUNT, (n + 1) as u16);
     Ok(true)
 }
 
@@ -458,7 +458,7 @@ pub(crate) fn add_node(
     let Some((best, ptr)) = place_in(st, dp, d, db, need, ino, name, ftype)? else {
         return Ok(false);
     };
-    put16(st.edit(dp, fdb)?, FREE_HDR_SIZE + 2 * slot, best);
+    put_be16(st.edit(dp, fdb)?, FREE_HDR_SIZE + 2 * slot, best);
     let h = name_hash(name);
     // The hash entry: in place when its leaf has room and no stale entries.
     if let Some((nodes, leaf)) = descend(st, dp, d, h)? {
@@ -467,7 +467,7 @@ pub(crate) fn add_node(
             if be16(lb, DA_STALE_LEVEL) == 0 && n < (bs - DA3_HDR_SIZE) / LEAF_ENTRY_SIZE {
                 let lb = st.edit(dp, leaf)?;
                 let pos = insert_hash(lb, DA3_HDR_SIZE, n, h, ptr);
-                put16(lb, DA_COUNT, (n + 1) as u16);
+                put_be16(lb, DA_COUNT, (n + 1) as u16);
                 if pos == n {
                     node::fix_parents(st, dp, &nodes, h)?;
                 }

@@ -5,8 +5,8 @@
 
 use super::dblock::write_free;
 use super::fast::Dims;
-use super::layout::{put16, put64, BESTFREE_OFF};
-use crate::bytes::be16;
+use super::layout::BESTFREE_OFF;
+use crate::bytes::{be16, put_be16, put_be64};
 use crate::dir::data::{entry_size, DATA_ALIGN, DATA_HDR_SIZE, FREE_TAG};
 use crate::dir::DirError;
 use crate::error::Result;
@@ -62,13 +62,13 @@ pub(crate) fn place(
     let full = table.len() == 3;
     let third = table.last().map_or(0, |e| e.1);
     b[s.at..s.at + size].fill(0);
-    put64(b, s.at, ino);
+    put_be64(b, s.at, ino);
     b[s.at + 8] = name.len() as u8;
     b[s.at + 9..s.at + 9 + name.len()].copy_from_slice(name);
     if d.ftype {
         b[s.at + 9 + name.len()] = ftype;
     }
-    put16(b, s.at + size - 2, s.at as u16);
+    put_be16(b, s.at + size - 2, s.at as u16);
     if rest > 0 {
         write_free(b, s.at + size, rest);
     }
@@ -107,8 +107,8 @@ fn write_table(b: &mut [u8], mut table: Vec<(usize, usize)>) {
     table.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
     for k in 0..3 {
         let (o, l) = table.get(k).copied().unwrap_or((0, 0));
-        put16(b, BESTFREE_OFF + 4 * k, o as u16);
-        put16(b, BESTFREE_OFF + 4 * k + 2, l as u16);
+        put_be16(b, BESTFREE_OFF + 4 * k, o as u16);
+        put_be16(b, BESTFREE_OFF + 4 * k + 2, l as u16);
     }
 }
 

@@ -5,11 +5,11 @@
 //! block with no used slot is freed.
 
 use super::layout::{
-    free_db, init_dir3_hdr, leaf_db, put16, put32, FREE_FIRSTDB, FREE_HDR_SIZE, FREE_NUSED,
-    FREE_NVALID, NULL_DATAOFF, XDF3_MAGIC,
+    free_db, init_dir3_hdr, leaf_db, FREE_FIRSTDB, FREE_HDR_SIZE, FREE_NUSED, FREE_NVALID,
+    NULL_DATAOFF, XDF3_MAGIC,
 };
 use super::store::{must_get, Store};
-use crate::bytes::{be16, be32};
+use crate::bytes::{be16, be32, put_be16, put_be32};
 use crate::dir::DirError;
 use crate::error::Result;
 use crate::geometry::Geometry;
@@ -38,14 +38,14 @@ pub(crate) fn bests(owner: u64, fdb: u64, b: &[u8]) -> Result<Vec<u16>> {
 
 fn encode(b: &mut [u8], v: &[u16]) {
     b[FREE_HDR_SIZE..].fill(0);
-    put32(b, FREE_NVALID, v.len() as u32);
-    put32(
+    put_be32(b, FREE_NVALID, v.len() as u32);
+    put_be32(
         b,
         FREE_NUSED,
         v.iter().filter(|&&x| x != NULL_DATAOFF).count() as u32,
     );
     for (i, &x) in v.iter().enumerate() {
-        put16(b, FREE_HDR_SIZE + 2 * i, x);
+        put_be16(b, FREE_HDR_SIZE + 2 * i, x);
     }
 }
 
@@ -64,7 +64,7 @@ pub(crate) fn set(st: &mut dyn Store, dp: &mut Inode, db: u64, val: Option<u16>)
             let daddr = st.alloc(dp, fdb)?;
             let mut b = vec![0u8; geo.dir_blk_size as usize];
             init_dir3_hdr(&mut b, XDF3_MAGIC, daddr, dp.ino.0, &geo);
-            put32(&mut b, FREE_FIRSTDB, ((fdb - free_db(&geo)) * per) as u32);
+            put_be32(&mut b, FREE_FIRSTDB, ((fdb - free_db(&geo)) * per) as u32);
             b
         }
     };

@@ -2,7 +2,7 @@
 //! the v5 block headers, the free-index block, the three regions of a
 //! directory's address space, and data pointers.
 
-use crate::bytes::{be16, be32};
+use crate::bytes::{be16, be32, put_be32};
 use crate::dir::data::{DATA_ALIGN, LEAF_SPACE_OFFSET};
 use crate::geometry::{Daddr, Geometry};
 
@@ -114,21 +114,6 @@ pub(crate) fn set_da3_blkno(buf: &mut [u8], daddr: Daddr) {
     buf[16..24].copy_from_slice(&daddr.0.to_be_bytes());
 }
 
-/// Stores a big-endian u16.
-pub(crate) fn put16(b: &mut [u8], off: usize, v: u16) {
-    b[off..off + 2].copy_from_slice(&v.to_be_bytes());
-}
-
-/// Stores a big-endian u32.
-pub(crate) fn put32(b: &mut [u8], off: usize, v: u32) {
-    b[off..off + 4].copy_from_slice(&v.to_be_bytes());
-}
-
-/// Stores a big-endian u64.
-pub(crate) fn put64(b: &mut [u8], off: usize, v: u64) {
-    b[off..off + 8].copy_from_slice(&v.to_be_bytes());
-}
-
 /// Reads a leaf entry (hash, address) at `off`.
 pub(crate) fn leaf_ent(b: &[u8], off: usize) -> (u32, u32) {
     (be32(b, off), be32(b, off + 4))
@@ -136,8 +121,8 @@ pub(crate) fn leaf_ent(b: &[u8], off: usize) -> (u32, u32) {
 
 /// Writes a leaf entry at `off`.
 pub(crate) fn put_leaf_ent(b: &mut [u8], off: usize, hash: u32, addr: u32) {
-    put32(b, off, hash);
-    put32(b, off + 4, addr);
+    put_be32(b, off, hash);
+    put_be32(b, off + 4, addr);
 }
 
 /// The da3 magic of a leaf or node block.

@@ -6,12 +6,12 @@
 
 use super::dblock::{self, Ent};
 use super::layout::{
-    da_magic, dataptr, free_db, init_dir3_hdr, leaf_db, leaf_ent, put16, put32, put_leaf_ent,
-    split_ptr, DA_COUNT, DA_STALE_LEVEL, FREE_FIRSTDB, FREE_HDR_SIZE, FREE_NUSED, FREE_NVALID,
-    NULL_DATAOFF, XDF3_MAGIC,
+    da_magic, dataptr, free_db, init_dir3_hdr, leaf_db, leaf_ent, put_leaf_ent, split_ptr,
+    DA_COUNT, DA_STALE_LEVEL, FREE_FIRSTDB, FREE_HDR_SIZE, FREE_NUSED, FREE_NVALID, NULL_DATAOFF,
+    XDF3_MAGIC,
 };
 use super::store::{must_get, Store};
-use crate::bytes::{be16, be32};
+use crate::bytes::{be16, be32, put_be16, put_be32};
 use crate::dir::data::{entry_size, BLOCK_TAIL_SIZE, LEAF_ENTRY_SIZE, XDB3_MAGIC, XDD3_MAGIC};
 use crate::dir::lookup::{name_hash, DA3_HDR_SIZE, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC};
 use crate::dir::DirError;
@@ -58,15 +58,15 @@ impl Leaf1 {
     pub(crate) fn encode(&self, b: &mut [u8]) {
         let bs = b.len();
         b[DA3_HDR_SIZE..].fill(0);
-        put16(b, DA_COUNT, self.ents.len() as u16);
-        put16(b, DA_STALE_LEVEL, 0);
+        put_be16(b, DA_COUNT, self.ents.len() as u16);
+        put_be16(b, DA_STALE_LEVEL, 0);
         for (i, &(h, a)) in self.ents.iter().enumerate() {
             put_leaf_ent(b, DA3_HDR_SIZE + i * LEAF_ENTRY_SIZE, h, a);
         }
-        put32(b, bs - 4, self.bests.len() as u32);
+        put_be32(b, bs - 4, self.bests.len() as u32);
         let at = bs - 4 - self.bests.len() * 2;
         for (i, &v) in self.bests.iter().enumerate() {
-            put16(b, at + 2 * i, v);
+            put_be16(b, at + 2 * i, v);
         }
     }
 }
@@ -251,7 +251,7 @@ pub(crate) fn try_to_block(st: &mut dyn Store, dp: &mut Inode) -> Result<bool> {
     if last.len > need {
         dblock::write_free(&mut b, last.off, last.len - need);
     }
-    put32(&mut b, 0, XDB3_MAGIC);
+    put_be32(&mut b, 0, XDB3_MAGIC);
     super::block::write_leaf(&mut b, &l.ents);
     dblock::normalize(&geo, dp.ino.0, 0, &mut b, start)?;
     st.put(dp, 0, &b)?;
@@ -271,17 +271,17 @@ pub(crate) fn to_node(st: &mut dyn Store, dp: &mut Inode) -> Result<()> {
     let daddr = st.alloc(dp, fdb)?;
     let mut f = vec![0u8; bs];
     init_dir3_hdr(&mut f, XDF3_MAGIC, daddr, dp.ino.0, &geo);
-    put32(&mut f, FREE_FIRSTDB, 0);
-    put32(&mut f, FREE_NVALID, l.bests.len() as u32);
+    put_be32(&mut f, FREE_FIRSTDB, 0);
+    put_be32(&mut f, FREE_NVALID, l.bests.len() as u32);
     let used = l.bests.iter().filter(|&&v| v != NULL_DATAOFF).count();
-    put32(&mut f, FREE_NUSED, used as u32);
+    put_be32(&mut f, FREE_NUSED, used as u32);
     for (i, &v) in l.bests.iter().enumerate() {
-        put16(&mut f, FREE_HDR_SIZE + 2 * i, v);
+        put_be16(&mut f, FREE_HDR_SIZE + 2 * i, v);
     }
     lb[DA3_HDR_SIZE..].fill(0);
-    put16(&mut lb, super::layout::DA_MAGIC, DIR3_LEAFN_MAGIC);
-    put16(&mut lb, DA_COUNT, l.ents.len() as u16);
-    put16(&mut lb, DA_STALE_LEVEL, 0);
+    put_be16(&mut lb, super::layout::DA_MAGIC, DIR3_LEAFN_MAGIC);
+    put_be16(&mut lb, DA_COUNT, l.ents.len() as u16);
+    put_be16(&mut lb, DA_STALE_LEVEL, 0);
     for (i, &(h, a)) in l.ents.iter().enumerate() {
         put_leaf_ent(&mut lb, DA3_HDR_SIZE + i * LEAF_ENTRY_SIZE, h, a);
     }

@@ -9,12 +9,12 @@
 use super::dblock::{self, Ent};
 use super::freeidx;
 use super::layout::{
-    da_magic, da_to_db, dataptr, db_to_da, free_db, init_da3_hdr, leaf_db, leaf_ent, put16, put32,
-    put_leaf_ent, set_da3_blkno, DA_BACK, DA_COUNT, DA_FORW, DA_STALE_LEVEL,
+    da_magic, da_to_db, dataptr, db_to_da, free_db, init_da3_hdr, leaf_db, leaf_ent, put_leaf_ent,
+    set_da3_blkno, DA_BACK, DA_COUNT, DA_FORW, DA_STALE_LEVEL,
 };
 use super::leaf::{self, Leaf1};
 use super::store::{first_hole, must_get, Store};
-use crate::bytes::{be16, be32};
+use crate::bytes::{be16, be32, put_be16, put_be32};
 use crate::dir::data::{entry_size, LEAF_ENTRY_SIZE};
 use crate::dir::lookup::{
     name_hash, DA3_HDR_SIZE, DA3_NODE_MAGIC, DIR3_LEAF1_MAGIC, DIR3_LEAFN_MAGIC,
@@ -57,9 +57,9 @@ fn live_ents(b: &[u8]) -> Vec<(u32, u32)> {
 
 fn write_ents(b: &mut [u8], ents: &[(u32, u32)]) {
     b[DA3_HDR_SIZE..].fill(0);
-    put16(b, DA_COUNT, ents.len() as u16);
+    put_be16(b, DA_COUNT, ents.len() as u16);
     if da_magic(b) != DA3_NODE_MAGIC {
-        put16(b, DA_STALE_LEVEL, 0);
+        put_be16(b, DA_STALE_LEVEL, 0);
     }
     for (i, &(h, a)) in ents.iter().enumerate() {
         put_leaf_ent(b, DA3_HDR_SIZE + i * LEAF_ENTRY_SIZE, h, a);
@@ -176,15 +176,15 @@ fn split(
     let (ndb, daddr) = alloc_da(st, dp)?;
     let mut nb = vec![0u8; b.len()];
     init_da3_hdr(&mut nb, da_magic(&b), daddr, dp.ino.0, &geo);
-    put16(&mut nb, DA_STALE_LEVEL, be16(&b, DA_STALE_LEVEL));
+    put_be16(&mut nb, DA_STALE_LEVEL, be16(&b, DA_STALE_LEVEL));
     let forw = be32(&b, DA_FORW);
-    put32(&mut nb, DA_FORW, forw);
-    put32(&mut nb, DA_BACK, db_to_da(&geo, db));
-    put32(&mut b, DA_FORW, db_to_da(&geo, ndb));
+    put_be32(&mut nb, DA_FORW, forw);
+    put_be32(&mut nb, DA_BACK, db_to_da(&geo, db));
+    put_be32(&mut b, DA_FORW, db_to_da(&geo, ndb));
     if forw != 0 {
         let fdb = da_to_db(&geo, forw);
         let mut fb = must_get(st, dp, fdb)?;
-        put32(&mut fb, DA_BACK, db_to_da(&geo, ndb));
+        put_be32(&mut fb, DA_BACK, db_to_da(&geo, ndb));
         st.put(dp, fdb, &fb)?;
     }
     write_ents(&mut b, l);
@@ -211,9 +211,9 @@ fn split_root(st: &mut dyn Store, dp: &mut Inode, b: &[u8], ents: &[(u32, u32)])
     let mut half = |db: u64, daddr, part: &[(u32, u32)], forw: u32, back: u32| -> Result<()> {
         let mut nb = vec![0u8; b.len()];
         init_da3_hdr(&mut nb, magic, daddr, dp.ino.0, &geo);
-        put16(&mut nb, DA_STALE_LEVEL, level);
-        put32(&mut nb, DA_FORW, forw);
-        put32(&mut nb, DA_BACK, back);
+        put_be16(&mut nb, DA_STALE_LEVEL, level);
+        put_be32(&mut nb, DA_FORW, forw);
+        put_be32(&mut nb, DA_BACK, back);
         write_ents(&mut nb, part);
         st.put(dp, db, &nb)
     };
@@ -222,7 +222,7 @@ fn split_root(st: &mut dyn Store, dp: &mut Inode, b: &[u8], ents: &[(u32, u32)])
     let raddr = st.daddr(dp, root)?;
     let mut rb = vec![0u8; b.len()];
     init_da3_hdr(&mut rb, DA3_NODE_MAGIC, raddr, dp.ino.0, &geo);
-    put16(&mut rb, DA_STALE_LEVEL, level + 1);
+    put_be16(&mut rb, DA_STALE_LEVEL, level + 1);
     write_ents(
         &mut rb,
         &[
@@ -240,13 +240,13 @@ fn unlink(st: &mut dyn Store, dp: &mut Inode, db: u64, b: &[u8]) -> Result<()> {
     if back != 0 {
         let pdb = da_to_db(&geo, back);
         let mut pb = must_get(st, dp, pdb)?;
-        put32(&mut pb, DA_FORW, forw);
+        put_be32(&mut pb, DA_FORW, forw);
         st.put(dp, pdb, &pb)?;
     }
     if forw != 0 {
         let ndb = da_to_db(&geo, forw);
         let mut nb = must_get(st, dp, ndb)?;
-        put32(&mut nb, DA_BACK, back);
+        put_be32(&mut nb, DA_BACK, back);
         st.put(dp, ndb, &nb)?;
     }
     st.free(dp, db)
@@ -452,8 +452,8 @@ fn collapse_root(st: &mut dyn Store, dp: &mut Inode) -> Result<()> {
         let mut cb = must_get(st, dp, cdb)?;
         let raddr = st.daddr(dp, root)?;
         set_da3_blkno(&mut cb, raddr);
-        put32(&mut cb, DA_FORW, 0);
-        put32(&mut cb, DA_BACK, 0);
+        put_be32(&mut cb, DA_FORW, 0);
+        put_be32(&mut cb, DA_BACK, 0);
         st.put(dp, root, &cb)?;
         st.free(dp, cdb)?;
     }
@@ -482,7 +482,7 @@ fn try_to_leaf(st: &mut dyn Store, dp: &mut Inode) -> Result<bool> {
     if !l.fits(rb.len()) {
         return Ok(false);
     }
-    put16(&mut rb, super::layout::DA_MAGIC, DIR3_LEAF1_MAGIC);
+    put_be16(&mut rb, super::layout::DA_MAGIC, DIR3_LEAF1_MAGIC);
     l.encode(&mut rb);
     st.put(dp, root, &rb)?;
     st.free(dp, fdb)?;

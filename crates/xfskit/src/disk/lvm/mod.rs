@@ -14,6 +14,7 @@
 
 pub mod text;
 
+use crate::bytes::{le32, le64};
 use crate::dev::Device;
 use text::{Section, Value};
 
@@ -33,14 +34,6 @@ fn crc(b: &[u8]) -> u32 {
         }
     }
     c
-}
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from(le32(b, at)) | (u64::from(le32(b, at + 4)) << 32)
 }
 
 /// A physical volume and the volume group text found on it.

@@ -5,6 +5,7 @@
 //! guest writes later is allocated by [`super::Qcow2::open_rw`]'s writer.
 
 use super::header::MAGIC;
+use crate::bytes::{put_be32, put_be64};
 use crate::error::{Error, Result};
 use std::io::Write;
 use std::path::Path;
@@ -35,21 +36,19 @@ pub fn create(path: &Path, size_bytes: u64) -> Result<()> {
     let used = 3 + l1_clusters;
     let mut img = vec![0u8; (used * CLUSTER) as usize];
     let h = &mut img[..CLUSTER as usize];
-    let be32 = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_be_bytes());
-    let be64 = |b: &mut [u8], at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_be_bytes());
     h[0..4].copy_from_slice(MAGIC);
-    be32(h, 4, 3); // version
-    be32(h, 20, CLUSTER_BITS);
-    be64(h, 24, size_bytes);
-    be32(h, 36, l1_entries as u32);
-    be64(h, 40, l1_off);
-    be64(h, 48, rt_off);
-    be32(h, 56, 1); // refcount table clusters
-    be32(h, 96, 4); // refcount order: 16 bits
-    be32(h, 100, HEADER_LEN);
+    put_be32(h, 4, 3); // version
+    put_be32(h, 20, CLUSTER_BITS);
+    put_be64(h, 24, size_bytes);
+    put_be32(h, 36, l1_entries as u32);
+    put_be64(h, 40, l1_off);
+    put_be64(h, 48, rt_off);
+    put_be32(h, 56, 1); // refcount table clusters
+    put_be32(h, 96, 4); // refcount order: 16 bits
+    put_be32(h, 100, HEADER_LEN);
     // Byte 104 (compression type 0, deflate) and the end-of-extensions
     // marker after the header are zeros already.
-    be64(&mut img, rt_off as usize, rb_off);
+    put_be64(&mut img, rt_off as usize, rb_off);
     for c in 0..used {
         let at = (rb_off + 2 * c) as usize;
         img[at..at + 2].copy_from_slice(&1u16.to_be_bytes());

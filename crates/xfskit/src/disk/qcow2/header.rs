@@ -17,6 +17,7 @@
 //! v3) up to the end of the first cluster: type (u32), length (u32), data
 //! padded to 8 bytes; type 0 ends the list.
 
+use crate::bytes::{be32, be64};
 use crate::disk::corrupt;
 use crate::error::{Error, Result};
 
@@ -75,14 +76,6 @@ pub struct Header {
     pub refcount_order: u32,
     /// Autoclear feature bits (v3), cleared by writers that do not know them.
     pub autoclear: u64,
-}
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn be64(b: &[u8], at: usize) -> u64 {
-    (u64::from(be32(b, at)) << 32) | u64::from(be32(b, at + 4))
 }
 
 /// Parses and checks the header in `first` (the first cluster of the file,

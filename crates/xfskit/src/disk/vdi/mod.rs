@@ -20,8 +20,9 @@
 
 use super::container::{NewDisk, Opener};
 use super::vhd::{new_uuid, read_padded, zero_fill, HostFile};
+use crate::bytes::{le32, le64};
 use crate::dev::Device;
-use crate::disk::{corrupt, corrupt_io, le32, le64};
+use crate::disk::{corrupt, corrupt_io};
 use crate::error::{Error, Result};
 use std::io;
 use std::path::{Path, PathBuf};

@@ -35,6 +35,7 @@ pub(crate) use host::{new_uuid, read_padded, stamp_time, HostFile};
 pub(crate) use write::zero_fill;
 
 use super::container::{NewDisk, Opener};
+use crate::bytes::{be16, be32, be64};
 use crate::dev::Device;
 use crate::disk::corrupt;
 use crate::error::{Error, Result};
@@ -67,20 +68,6 @@ const CHAIN_MAX: usize = 16;
 const BITMAP_CACHE: usize = 4096;
 /// Seconds from the Unix epoch to the VHD epoch, 2000-01-01 00:00 UTC.
 const VHD_EPOCH: u64 = 946_684_800;
-
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn be64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_be_bytes(a)
-}
 
 /// The ones' complement of the byte sum of `b`, the checksum field (at
 /// `skip`, 4 bytes) counted as zeros.

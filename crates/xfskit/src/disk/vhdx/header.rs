@@ -3,7 +3,8 @@
 //! 2.6). Every offset and length read here is checked against the file
 //! before it is used.
 
-use super::{guid, le16, le32, le64, MIB};
+use super::{guid, MIB};
+use crate::bytes::{le16, le32, le64};
 use crate::dev::Device;
 use crate::error::{Error, Result};
 

@@ -10,7 +10,8 @@
 //! `tail` names; each entry in it has the next sequence number.
 
 use super::header::{crc_ok, set_crc, Region};
-use super::{le32, le64, MIB};
+use super::MIB;
+use crate::bytes::{le32, le64};
 use crate::dev::Device;
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;

@@ -19,7 +19,7 @@ mod write;
 
 use super::container::{NewDisk, Opener};
 use super::corrupt_io;
-pub(crate) use super::{le32, le64};
+use crate::bytes::{le16, le32, le64};
 use crate::dev::Device;
 use crate::error::{Error, Result};
 use header::{Header, Meta, Region};
@@ -42,10 +42,6 @@ const PARTIALLY_PRESENT: u64 = 7;
 const OFFSET_MASK: u64 = !(MIB - 1);
 /// Differencing chains longer than this are refused.
 const MAX_CHAIN: usize = 64;
-
-pub(crate) fn le16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
 
 /// A GUID in the mixed-endian byte order of the specification.
 pub(crate) const fn guid(d1: u32, d2: u16, d3: u16, d4: [u8; 8]) -> [u8; 16] {

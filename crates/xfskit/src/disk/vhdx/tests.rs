@@ -6,6 +6,7 @@
 use super::header::{set_crc, HEADER_OFFSETS, REGION_OFFSETS};
 use super::write::{create, CreateOptions};
 use super::*;
+use crate::bytes::{put_le32, put_le64};
 use crate::dev::FileDevice;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -588,14 +589,6 @@ fn must_fail(bytes: Vec<u8>, what: &str) {
     }
 }
 
-fn put32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-fn put64(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
-
 /// Region table 1 (with the fix-up of its checksum and of the copy).
 fn edit_regions(b: &mut [u8], f: impl Fn(&mut [u8])) {
     for &off in &REGION_OFFSETS {
@@ -636,19 +629,19 @@ fn damaged_files_give_errors() {
     must_fail(b, "both region tables bad");
     // Huge regions, entry counts.
     let mut b = good.clone();
-    edit_regions(&mut b, |t| put32(t, 16 + 24, 0xfff0_0000));
+    edit_regions(&mut b, |t| put_le32(t, 16 + 24, 0xfff0_0000));
     must_fail(b, "a 4 GiB BAT region");
     let mut b = good.clone();
-    edit_regions(&mut b, |t| put64(t, 16 + 16, 1 << 62));
+    edit_regions(&mut b, |t| put_le64(t, 16 + 16, 1 << 62));
     must_fail(b, "a BAT region far past the end");
     let mut b = good.clone();
-    edit_regions(&mut b, |t| put32(t, 8, 100_000));
+    edit_regions(&mut b, |t| put_le32(t, 8, 100_000));
     must_fail(b, "100000 region entries");
     // The BAT and metadata regions overlapping.
     let mut b = good.clone();
     edit_regions(&mut b, |t| {
         let bat = u64::from_le_bytes(t[32..40].try_into().unwrap());
-        put64(t, 48 + 16, bat);
+        put_le64(t, 48 + 16, bat);
     });
     must_fail(b, "overlapping regions");
     // Metadata: huge count, an item outside the region, a huge size.
@@ -660,28 +653,28 @@ fn damaged_files_give_errors() {
     b[meta_off + 10..meta_off + 12].copy_from_slice(&60000u16.to_le_bytes());
     must_fail(b, "60000 metadata entries");
     let mut b = good.clone();
-    put32(&mut b, meta_off + 32 + 16, 0xffff_0000);
+    put_le32(&mut b, meta_off + 32 + 16, 0xffff_0000);
     must_fail(b, "file parameters far outside the region");
     let mut b = good.clone();
     // Item 1 is the virtual size, at 64 KiB + 8.
-    put64(&mut b, meta_off + 65536 + 8, 1 << 50);
+    put_le64(&mut b, meta_off + 65536 + 8, 1 << 50);
     must_fail(b, "a petabyte disk with a small BAT");
     let mut b = good.clone();
-    put32(&mut b, meta_off + 65536, 3 << 20);
+    put_le32(&mut b, meta_off + 65536, 3 << 20);
     must_fail(b, "a 3 MiB block size");
     // A BAT entry past the end of the file, one in the header section, a
     // bad state.
     let mut b = good.clone();
-    put64(&mut b, bat_off + 8 * 5, (1 << 40) | FULLY_PRESENT);
+    put_le64(&mut b, bat_off + 8 * 5, (1 << 40) | FULLY_PRESENT);
     must_fail(b, "a block past the end");
     let mut b = good.clone();
-    put64(&mut b, bat_off + 8 * 5, FULLY_PRESENT);
+    put_le64(&mut b, bat_off + 8 * 5, FULLY_PRESENT);
     must_fail(b, "a block in the header section");
     let mut b = good.clone();
-    put64(&mut b, bat_off + 8 * 5, 4);
+    put_le64(&mut b, bat_off + 8 * 5, 4);
     must_fail(b, "state 4");
     let mut b = good.clone();
-    put64(&mut b, bat_off + 8 * 5, (3 * MIB) | PARTIALLY_PRESENT);
+    put_le64(&mut b, bat_off + 8 * 5, (3 * MIB) | PARTIALLY_PRESENT);
     must_fail(b, "partially present without a parent");
 }
 
@@ -695,8 +688,8 @@ fn damaged_logs() {
         for &h in &HEADER_OFFSETS {
             let s = &mut b[h as usize..h as usize + 4096];
             s[48..64].copy_from_slice(&[7u8; 16]);
-            put32(s, 68, len);
-            put64(s, 72, off);
+            put_le32(s, 68, len);
+            put_le64(s, 72, off);
             set_crc(s, 4);
         }
     };
@@ -746,7 +739,7 @@ fn damaged_logs() {
     with_log(&mut b, MIB as u32, MIB);
     let mut forged = e.clone();
     forged[4] ^= 1;
-    put32(&mut forged, 8, MIB as u32);
+    put_le32(&mut forged, 8, MIB as u32);
     for k in 0..256usize {
         let at = MIB as usize + 4096 * k;
         b[at..at + 64].copy_from_slice(&forged[..64]);

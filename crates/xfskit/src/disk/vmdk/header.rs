@@ -3,6 +3,8 @@
 //! first sector of a sparse extent and, for a streamOptimized file whose
 //! header says `GD_AT_END`, again in the footer near the end.
 
+use crate::bytes::{le32, le64};
+
 /// The magic at byte 0 of a sparse extent (the u32 0x564d444b stored
 /// little-endian).
 pub(super) const MAGIC: &[u8; 4] = b"KDMV";
@@ -46,16 +48,6 @@ pub(super) struct Header {
     pub overhead: u64,
     pub unclean: u8,
     pub compress: u16,
-}
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn le64(b: &[u8], at: usize) -> u64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(x)
 }
 
 impl Header {
