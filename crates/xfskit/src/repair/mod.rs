@@ -35,7 +35,7 @@
 //! that stopped part way) is read with the bit cleared in memory.
 
 use crate::buf::verify::lsn_at_or_past;
-use crate::bytes::{be16, be32, be64};
+use crate::bytes::{be16, be32, be64, put_be32, put_be64};
 use crate::check::{check, AgHeader, CheckOptions, FieldFix, Fix, Problem, LSN_AHEAD};
 
 mod ns;
@@ -259,7 +259,7 @@ fn set_needsrepair(sb: &mut [u8], on: bool) {
     } else {
         inc &= !fsb::XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR;
     }
-    sb[INCOMPAT..INCOMPAT + 4].copy_from_slice(&inc.to_be_bytes());
+    put_be32(sb, INCOMPAT, inc);
     xfs_format::crc::stamp(sb, fsb::XFS_SB_CRC_OFF);
 }
 
@@ -690,7 +690,7 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
             // The log holds nothing now: nothing its incompatible
             // features protect (the kernel clears them as its log idles).
             let at = std::mem::offset_of!(fsb::Dsb, sb_features_log_incompat);
-            p[at..at + 4].copy_from_slice(&0u32.to_be_bytes());
+            put_be32(&mut p, at, 0u32);
         }
         if v5 {
             set_needsrepair(&mut p, false);
@@ -1030,9 +1030,9 @@ fn write_headers(
     view.read_at(&mut p, 0).map_err(Error::Io)?;
     if plan.counters {
         let t = r.ag_totals;
-        p[ICOUNT..ICOUNT + 8].copy_from_slice(&t.icount.to_be_bytes());
-        p[IFREE..IFREE + 8].copy_from_slice(&t.ifree.to_be_bytes());
-        p[FDBLOCKS..FDBLOCKS + 8].copy_from_slice(&t.fdblocks.to_be_bytes());
+        put_be64(&mut p, ICOUNT, t.icount);
+        put_be64(&mut p, IFREE, t.ifree);
+        put_be64(&mut p, FDBLOCKS, t.fdblocks);
     }
     if v5 {
         set_needsrepair(&mut p, false);

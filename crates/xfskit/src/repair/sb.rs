@@ -5,7 +5,7 @@
 //! their own ([`reset_fields`], [`reset_root_inodes`]).
 
 use super::{is_v5, set_needsrepair, INCOMPAT};
-use crate::bytes::{be16, be32, be64};
+use crate::bytes::{be16, be32, be64, put_be16, put_be32, put_be64};
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};
 use crate::fs::{Fs, OpenOptions};
@@ -83,13 +83,13 @@ fn clear_runtime_bits(sb: &mut [u8]) {
     use std::mem::offset_of;
     let v = offset_of!(fsb::Dsb, sb_versionnum);
     let nv = be16(sb, v) & !RUNTIME_VERSION;
-    sb[v..v + 2].copy_from_slice(&nv.to_be_bytes());
+    put_be16(sb, v, nv);
     for f in [
         offset_of!(fsb::Dsb, sb_features2),
         offset_of!(fsb::Dsb, sb_bad_features2),
     ] {
         let nf = be32(sb, f) & !RUNTIME_FEATURES2;
-        sb[f..f + 4].copy_from_slice(&nf.to_be_bytes());
+        put_be32(sb, f, nf);
     }
 }
 
@@ -135,10 +135,10 @@ fn set_geometry_bytes(to: &mut [u8], from: &[u8]) {
         to[r.clone()].copy_from_slice(&from[r]);
     }
     let nv = be16(to, v) | keep_v;
-    to[v..v + 2].copy_from_slice(&nv.to_be_bytes());
+    put_be16(to, v, nv);
     for (f, k) in f2.into_iter().zip(keep_f2) {
         let nf = be32(to, f) | k;
-        to[f..f + 4].copy_from_slice(&nf.to_be_bytes());
+        put_be32(to, f, nf);
     }
 }
 
@@ -368,8 +368,8 @@ fn confirm_secondary(
             && sector[root_at..root_at + 8] != null
         {
             let root = be64(&sector, root_at);
-            sector[rbm..rbm + 8].copy_from_slice(&(root + 1).to_be_bytes());
-            sector[rsum..rsum + 8].copy_from_slice(&(root + 2).to_be_bytes());
+            put_be64(&mut sector, rbm, root + 1);
+            put_be64(&mut sector, rsum, root + 2);
         }
         if geo.v5 {
             xfs_format::crc::stamp(&mut sector, fsb::XFS_SB_CRC_OFF);
@@ -389,18 +389,6 @@ fn confirm_secondary(
 pub(super) struct FieldReset {
     pub(super) problem: String,
     pub(super) fix: String,
-}
-
-fn put16(b: &mut [u8], off: usize, v: u16) {
-    b[off..off + 2].copy_from_slice(&v.to_be_bytes());
-}
-
-fn put32(b: &mut [u8], off: usize, v: u32) {
-    b[off..off + 4].copy_from_slice(&v.to_be_bytes());
-}
-
-fn put64(b: &mut [u8], off: usize, v: u64) {
-    b[off..off + 8].copy_from_slice(&v.to_be_bytes());
 }
 
 /// True when a stripe unit and width are what xfs_repair accepts: both
@@ -476,7 +464,7 @@ pub(super) fn reset_fields(dev: &dyn Device, sector: &mut [u8]) -> Vec<FieldRese
                     format!("{name} {v} without quotas"),
                     &format!("{name} set to null"),
                 );
-                put64(sector, off, xfs_format::types::NULLFSINO);
+                put_be64(sector, off, xfs_format::types::NULLFSINO);
             }
         }
         let qf = offset_of!(fsb::Dsb, sb_qflags);
@@ -485,7 +473,7 @@ pub(super) fn reset_fields(dev: &dyn Device, sector: &mut [u8]) -> Vec<FieldRese
                 format!("quota flags {:#x} without quotas", be16(sector, qf)),
                 "quota flags set to 0",
             );
-            put16(sector, qf, 0);
+            put_be16(sector, qf, 0);
         }
     }
     let fr = offset_of!(fsb::Dsb, sb_frextents);
@@ -494,7 +482,7 @@ pub(super) fn reset_fields(dev: &dyn Device, sector: &mut [u8]) -> Vec<FieldRese
             format!("no realtime section but frextents {}", be64(sector, fr)),
             "frextents set to 0",
         );
-        put64(sector, fr, 0);
+        put_be64(sector, fr, 0);
     }
     let (uo, wo) = (
         offset_of!(fsb::Dsb, sb_unit),
@@ -509,8 +497,8 @@ pub(super) fn reset_fields(dev: &dyn Device, sector: &mut [u8]) -> Vec<FieldRese
             format!("stripe unit {su}, width {sw} for AGs of {agb} blocks"),
             &format!("stripe unit and width set to {nu} and {nw}, as the secondaries hold them"),
         );
-        put32(sector, uo, nu);
-        put32(sector, wo, nw);
+        put_be32(sector, uo, nu);
+        put_be32(sector, wo, nw);
     }
     if v5 {
         let li = offset_of!(fsb::Dsb, sb_features_log_incompat);
@@ -521,7 +509,7 @@ pub(super) fn reset_fields(dev: &dyn Device, sector: &mut [u8]) -> Vec<FieldRese
                 format!("unknown log_incompat feature bits {unknown:#x}"),
                 &format!("log_incompat feature bits {unknown:#x} cleared"),
             );
-            put32(sector, li, bits & !unknown);
+            put_be32(sector, li, bits & !unknown);
         }
     }
     if !out.is_empty() && v5 {
@@ -624,7 +612,7 @@ pub(super) fn reset_root_inodes(
                 problem: format!("root inode {root} is not a root directory"),
                 fix: format!("primary superblock: root inode set to {want}, where mkfs puts it"),
             });
-            put64(sector, ro, want);
+            put_be64(sector, ro, want);
             root = want;
         }
     }
@@ -649,7 +637,7 @@ pub(super) fn reset_root_inodes(
                     problem: format!("{name} {have}, mkfs puts it at {want}"),
                     fix: format!("primary superblock: {name} set to {want}"),
                 });
-                put64(sector, off, want);
+                put_be64(sector, off, want);
             }
         }
     }
