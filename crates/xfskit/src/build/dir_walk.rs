@@ -28,11 +28,7 @@ use super::prefetch::{Budget, Producer};
 use super::read_data::{read_chunks, ALIGNED_MIN};
 use crate::dev::AlignedBuf;
 use crate::error::{Error, Result};
-
-pub(crate) const S_IFMT: u16 = 0o170000;
-pub(crate) const S_IFDIR: u16 = 0o040000;
-pub(crate) const S_IFREG: u16 = 0o100000;
-pub(crate) const S_IFLNK: u16 = 0o120000;
+pub(crate) use xfs_format::types::{S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 
 /// Bytes of the window a worker charges for a file it leaves open.
 const OPEN_FILE_COST: usize = CHUNK_BYTES;

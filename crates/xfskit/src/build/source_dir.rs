@@ -32,11 +32,7 @@ use crate::dev::AlignedBuf;
 use crate::error::{Error, Result};
 use crate::geometry::Ino;
 use crate::inode::Timestamp;
-
-const S_IFCHR: u16 = 0o020000;
-const S_IFBLK: u16 = 0o060000;
-const S_IFIFO: u16 = 0o010000;
-const S_IFSOCK: u16 = 0o140000;
+use xfs_format::types::{S_IFBLK, S_IFCHR, S_IFIFO, S_IFSOCK};
 
 fn ts(t: &rustix::fs::StatxTimestamp) -> Timestamp {
     Timestamp {

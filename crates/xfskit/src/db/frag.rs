@@ -13,6 +13,7 @@ use crate::fs::Fs;
 use crate::geometry::{AgNumber, Ino};
 use crate::inode::{decode_checked, for_each_extent, Fork, ForkFormat, Inode};
 use crate::scan::inobt;
+use xfs_format::types::{S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 
 /// Which forks count (xfs_db's -a -d -f -l -q -R -r; all when none is
 /// chosen).
@@ -67,10 +68,6 @@ pub struct Report {
     pub ideal: u64,
 }
 
-const S_IFMT: u16 = 0o170000;
-const S_IFDIR: u16 = 0o040000;
-const S_IFREG: u16 = 0o100000;
-const S_IFLNK: u16 = 0o120000;
 const DIFLAG_REALTIME: u16 = 0x1;
 
 /// Counts `fork` of `ip`: its records and its runs.

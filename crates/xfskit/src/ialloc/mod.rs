@@ -34,9 +34,7 @@ use tree::Tree;
 use xfs_format::ag::{Agf, XFS_AGF_SECTOR};
 use xfs_format::btree::XFS_INODES_PER_CHUNK;
 use xfs_format::types::NULLAGINO;
-
-const S_IFMT: u16 = 0o170000;
-const S_IFDIR: u16 = 0o040000;
+use xfs_format::types::{S_IFDIR, S_IFMT};
 
 /// The AG the next new directory starts its search in: the one the
 /// transaction was given ([`Trans::start_dirs_at`]), else the filesystem's

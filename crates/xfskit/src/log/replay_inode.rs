@@ -13,11 +13,9 @@ use crate::error::Result;
 use crate::geometry::Geometry;
 use xfs_format::inode::{Dinode, XFS_DINODE_CRC_OFF, XFS_DINODE_MAGIC, XFS_DINODE_SIZE};
 use xfs_format::log_item::*;
+use xfs_format::types::{S_IFDIR, S_IFMT, S_IFREG};
 use zerocopy::{FromBytes, IntoBytes};
 
-const S_IFMT: u16 = 0o170000;
-const S_IFREG: u16 = 0o100000;
-const S_IFDIR: u16 = 0o040000;
 const FMT_LOCAL: u8 = 1;
 const FMT_EXTENTS: u8 = 2;
 const FMT_BTREE: u8 = 3;

@@ -19,9 +19,8 @@ use zerocopy::{FromZeros, IntoBytes};
 use super::features::AUTOFSCK_NAME;
 use super::geometry::MkfsGeometry;
 use super::rtgroups::{RgFile, RgFileKind};
+use xfs_format::types::{S_IFDIR, S_IFREG};
 
-const S_IFDIR: u16 = 0o040000;
-const S_IFREG: u16 = 0o100000;
 const IN_BIGTIME: u32 = 8;
 const IN_NREXT64: u32 = 0x20;
 

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use xfs_format::quota::{Dqblk, XFS_DQBLK_SIZE, XFS_DQTYPE_BIGTIME, XFS_DQUOT_CRC_OFF};
 use xfs_format::sb::Dsb;
+use xfs_format::types::S_IFREG;
 use zerocopy::FromBytes;
 
 /// Which quotas to turn on.
@@ -47,8 +48,6 @@ pub struct EnabledKind {
     /// ([`recount`] only; their limits are lost).
     pub reset: usize,
 }
-
-const S_IFREG: u16 = 0o100000;
 
 /// Per (kind index, id): blocks, inodes, realtime blocks.
 type Usage = BTreeMap<(usize, u32), [u64; 3]>;
