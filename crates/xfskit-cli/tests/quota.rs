@@ -40,6 +40,50 @@ fn repair_n(bin: &Path, img: &Path) -> (i32, String) {
     )
 }
 
+/// A copy of `img` in `dir` damaged by xfs_db 7.2's `cmds`, which
+/// xfs_repair -n 7.2 must flag (case `name`), and what xfs_repair -n said.
+fn damaged_copy(
+    bin: &Path,
+    img: &Path,
+    dir: &Path,
+    name: &str,
+    cmds: &[&str],
+) -> (PathBuf, String) {
+    let copy = dir.join("c.img");
+    std::fs::copy(img, &copy).unwrap();
+    let mut db = Command::new(bin.join("xfs_db"));
+    db.arg("-x");
+    for c in cmds {
+        db.args(["-c", c]);
+    }
+    let o = db.arg(&copy).output().unwrap();
+    assert!(o.status.success(), "xfs_db {cmds:?}: {o:?}");
+    let (rc, rep) = repair_n(bin, &copy);
+    assert_ne!(rc, 0, "{name}: xfs_repair -n does not flag it:\n{rep}");
+    (copy, rep)
+}
+
+/// A 512 MiB image in `dir` made by mkfs.xfs 7.2 (options `mkfs`),
+/// populated, its quotas turned on by `xfskit quotacheck`.
+fn quota_image_72(bin: &Path, dir: &Path, mkfs: &[&str]) -> PathBuf {
+    let img = dir.join("q.img");
+    Command::new("truncate")
+        .args(["-s", "512M", s(&img)])
+        .status()
+        .unwrap();
+    let o = Command::new(bin.join("mkfs.xfs"))
+        .args(["-q", "-f"])
+        .args(mkfs)
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "mkfs.xfs 7.2 {mkfs:?}: {o:?}");
+    populate(&img, dir);
+    xfskit(&["quotacheck", s(&img)]);
+    assert_eq!(qflags(bin, &img) & CHKD, CHKD);
+    img
+}
+
 /// `sb_qflags` as xfs_db 7.2 prints it.
 fn qflags(bin: &Path, img: &Path) -> u16 {
     let o = Command::new(bin.join("xfs_db"))
@@ -365,17 +409,7 @@ fn check_compares_quota_counts_as_xfs_repair_does() {
         ),
     ];
     for (name, cmds) in cases {
-        let copy = dir.path().join("c.img");
-        std::fs::copy(&img, &copy).unwrap();
-        let mut db = Command::new(bin.join("xfs_db"));
-        db.arg("-x");
-        for c in &cmds {
-            db.args(["-c", c]);
-        }
-        let o = db.arg(&copy).output().unwrap();
-        assert!(o.status.success(), "xfs_db {cmds:?}: {o:?}");
-        let (rc, rep) = repair_n(&bin, &copy);
-        assert_ne!(rc, 0, "{name}: xfs_repair -n does not flag it:\n{rep}");
+        let (copy, rep) = damaged_copy(&bin, &img, dir.path(), name, &cmds);
         let o = xfskit_output(&["check", s(&copy)]);
         let out = common::output_text_of(&o);
         assert_eq!(
@@ -784,21 +818,7 @@ fn quotas_stay_exact_on(test: &str, mkfs: &[&str]) {
         return;
     };
     let dir = TempDir::new("quota72");
-    let img = dir.path().join("q.img");
-    Command::new("truncate")
-        .args(["-s", "512M", s(&img)])
-        .status()
-        .unwrap();
-    let o = Command::new(bin.join("mkfs.xfs"))
-        .args(["-q", "-f"])
-        .args(mkfs)
-        .arg(&img)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "mkfs.xfs 7.2 {mkfs:?}: {o:?}");
-    populate(&img, dir.path());
-    xfskit(&["quotacheck", s(&img)]);
-    assert_eq!(qflags(&bin, &img) & CHKD, CHKD);
+    let img = quota_image_72(&bin, dir.path(), mkfs);
     let (rc, out) = repair_n(&bin, &img);
     assert_eq!(rc, 0, "xfs_repair -n 7.2 after quotacheck:\n{out}");
     let i = s(&img);
@@ -1053,20 +1073,7 @@ fn repair_counts_quotas_again() {
         return;
     };
     let dir = TempDir::new("quota-repair");
-    let img = dir.path().join("q.img");
-    Command::new("truncate")
-        .args(["-s", "512M", s(&img)])
-        .status()
-        .unwrap();
-    let o = Command::new(bin.join("mkfs.xfs"))
-        .args(["-q", "-f"])
-        .arg(&img)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "mkfs.xfs 7.2: {o:?}");
-    populate(&img, dir.path());
-    xfskit(&["quotacheck", s(&img)]);
-    assert_eq!(qflags(&bin, &img) & CHKD, CHKD);
+    let img = quota_image_72(&bin, dir.path(), &[]);
     let report = |img: &Path| {
         ["-u", "-g", "-p"]
             .map(|k| xfskit(&["quota", "--json", k, s(img)]))
@@ -1108,17 +1115,7 @@ fn repair_counts_quotas_again() {
         ("id", vec!["dquot -g 2000", "write -d diskdq.id 7"]),
     ];
     for (name, cmds) in cases {
-        let copy = dir.path().join("c.img");
-        std::fs::copy(&img, &copy).unwrap();
-        let mut db = Command::new(bin.join("xfs_db"));
-        db.arg("-x");
-        for c in &cmds {
-            db.args(["-c", c]);
-        }
-        let o = db.arg(&copy).output().unwrap();
-        assert!(o.status.success(), "xfs_db {cmds:?}: {o:?}");
-        let (rc, rep) = repair_n(&bin, &copy);
-        assert_ne!(rc, 0, "{name}: xfs_repair -n does not flag it:\n{rep}");
+        let (copy, _) = damaged_copy(&bin, &img, dir.path(), name, &cmds);
         let o = xfskit_output(&["repair", s(&copy)]);
         let out = common::output_text_of(&o);
         assert_eq!(o.status.code(), Some(0), "{name}: repair:\n{out}");

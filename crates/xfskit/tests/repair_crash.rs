@@ -475,13 +475,9 @@ fn fork_rebuild_finishes_after_a_crash_at_every_write() {
 /// A primary superblock with its magic number gone, found again from the
 /// secondaries and its counters summed, cut at every write of the repair,
 /// whole and torn: a second repair ends clean with every file.
-#[test]
-fn primary_superblock_repair_finishes_after_a_crash_at_every_write() {
-    let Some(bin) = xfsprogs_72() else {
-        record_skip("SKIP primary_superblock_repair_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
-        return;
-    };
-    let s = Scratch::new("repair-crash-sb0");
+/// A 320 MiB mkfs.xfs 7.2 image in `s` with ten empty files /f0../f9 at
+/// the root, file `i` owned by `uid(i)`: its path.
+fn ten_files(bin: &Path, s: &Scratch, uid: fn(u32) -> u32) -> std::path::PathBuf {
     let base = s.0.join("base");
     std::fs::File::create(&base)
         .unwrap()
@@ -492,20 +488,38 @@ fn primary_superblock_repair_finishes_after_a_crash_at_every_write() {
         &["-q", "-f", base.to_str().unwrap()],
     );
     assert!(ok, "mkfs.xfs 7.2: {out}");
-    {
-        let fs = open_rw(&base);
-        let root = fs.geometry().root_ino;
-        for i in 0..10 {
-            fs.create(
-                root,
-                format!("f{i}").as_bytes(),
-                &NodeKind::File { size: 0 },
-                &meta(0o644, 0),
-            )
-            .unwrap();
-        }
-        fs.sync().unwrap();
+    let fs = open_rw(&base);
+    let root = fs.geometry().root_ino;
+    for i in 0..10u32 {
+        fs.create(
+            root,
+            format!("f{i}").as_bytes(),
+            &NodeKind::File { size: 0 },
+            &meta(0o644, uid(i)),
+        )
+        .unwrap();
     }
+    fs.sync().unwrap();
+    base
+}
+
+/// The ten files of [`ten_files`] are found.
+fn ten_files_there(fs: &Fs, what: &str) {
+    for i in 0..10 {
+        let p = format!("/f{i}");
+        fs.lookup_path(p.as_bytes())
+            .unwrap_or_else(|e| panic!("{what}: {p}: {e}"));
+    }
+}
+
+#[test]
+fn primary_superblock_repair_finishes_after_a_crash_at_every_write() {
+    let Some(bin) = xfsprogs_72() else {
+        record_skip("SKIP primary_superblock_repair_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+        return;
+    };
+    let s = Scratch::new("repair-crash-sb0");
+    let base = ten_files(&bin, &s, |_| 0);
     let pristine = s.0.join("pristine");
     std::fs::copy(&base, &pristine).unwrap();
     // A primary found again from the secondaries, and one whose root
@@ -533,11 +547,7 @@ fn primary_superblock_repair_finishes_after_a_crash_at_every_write() {
             let fs = Fs::from_device(Box::new(Shared(dev)), &OpenOptions::default()).unwrap();
             let r = xfskit::check::check(&fs, &Default::default()).unwrap();
             assert!(r.is_clean(), "{what}: check after repair: {:?}", r.problems);
-            for i in 0..10 {
-                let p = format!("/f{i}");
-                fs.lookup_path(p.as_bytes())
-                    .unwrap_or_else(|e| panic!("{what}: {p}: {e}"));
-            }
+            ten_files_there(&fs, what);
         };
         let dev = Arc::new(CrashDevice::new(&base, None, false));
         let r = repair(dev.clone(), &RepairOptions::default()).unwrap();
@@ -566,30 +576,7 @@ fn quota_recount_finishes_after_a_crash_at_every_write() {
         return;
     };
     let s = Scratch::new("repair-crash-quota");
-    let base = s.0.join("base");
-    std::fs::File::create(&base)
-        .unwrap()
-        .set_len(320 << 20)
-        .unwrap();
-    let (ok, out) = run(
-        bin.join("mkfs.xfs").to_str().unwrap(),
-        &["-q", "-f", base.to_str().unwrap()],
-    );
-    assert!(ok, "mkfs.xfs 7.2: {out}");
-    {
-        let fs = open_rw(&base);
-        let root = fs.geometry().root_ino;
-        for i in 0..10u32 {
-            fs.create(
-                root,
-                format!("f{i}").as_bytes(),
-                &NodeKind::File { size: 0 },
-                &meta(0o644, 1000 + i % 2),
-            )
-            .unwrap();
-        }
-        fs.sync().unwrap();
-    }
+    let base = ten_files(&bin, &s, |i| 1000 + i % 2);
     let on = xfskit::quota::EnableOptions {
         user: true,
         group: true,
@@ -611,11 +598,7 @@ fn quota_recount_finishes_after_a_crash_at_every_write() {
     assert!(ok, "xfs_db: {out}");
     let all = |dev: Arc<CrashDevice>, what: &str| {
         let fs = check_clean_log_lost(dev, what);
-        for i in 0..10 {
-            let p = format!("/f{i}");
-            fs.lookup_path(p.as_bytes())
-                .unwrap_or_else(|e| panic!("{what}: {p}: {e}"));
-        }
+        ten_files_there(&fs, what);
     };
     let dev = Arc::new(CrashDevice::new(&base, None, false));
     let r = repair(dev.clone(), &RepairOptions::default()).unwrap();

@@ -322,18 +322,6 @@ fn is_counter_problem(p: &Problem) -> bool {
             .any(|f| p.detail.starts_with(f))
 }
 
-/// The primary superblock's sector as it is on `dev`.
-fn read_primary(dev: &dyn Device) -> Result<Vec<u8>> {
-    let mut s = vec![0u8; 512];
-    dev.read_at(&mut s, 0).map_err(Error::Io)?;
-    let sect = usize::from(be16(&s, std::mem::offset_of!(fsb::Dsb, sb_sectsize)));
-    if sect > 512 && sect.is_power_of_two() && sect <= 32768 && sect as u64 <= dev.len() {
-        s = vec![0u8; sect];
-        dev.read_at(&mut s, 0).map_err(Error::Io)?;
-    }
-    Ok(s)
-}
-
 /// Repairs the filesystem on `dev`.
 pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport> {
     // The primary as it is: a repair that stopped part way left
@@ -341,10 +329,13 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
     let found_primary = primary_from_secondaries(dev.as_ref())?;
     let mut sector = match &found_primary {
         Some(p) => p.sector.clone(),
-        None => read_primary(dev.as_ref())?,
+        None => sb::read_sb_sector(dev.as_ref(), 0)?,
     };
     let mut resets = sb::reset_fields(dev.as_ref(), &mut sector);
     resets.extend(sb::reset_root_inodes(dev.clone(), &mut sector, &opts.open));
+    // What the primary is from here on (the device reads it so).
+    let sb0 = sector.clone();
+    let sect = sb0.len();
     let dev = if found_primary.is_none() && resets.is_empty() {
         dev
     } else if opts.dry_run {
@@ -356,12 +347,6 @@ pub fn repair(dev: Arc<dyn Device>, opts: &RepairOptions) -> Result<RepairReport
         dev.flush().map_err(Error::Io)?;
         dev
     };
-    let mut sb0 = vec![0u8; 512];
-    dev.read_at(&mut sb0, 0).map_err(Error::Io)?;
-    let sect =
-        usize::from(be16(&sb0, std::mem::offset_of!(fsb::Dsb, sb_sectsize))).clamp(512, 32768);
-    let mut sb0 = vec![0u8; sect];
-    dev.read_at(&mut sb0, 0).map_err(Error::Io)?;
     let v5 = is_v5(&sb0);
     let marked = v5 && be32(&sb0, INCOMPAT) & fsb::XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR != 0;
     // Read unmarked throughout: the repair marks it while it writes.

@@ -159,16 +159,6 @@ const SB_CONFIRM: u32 = 8;
 /// sound. The search reads up to the first secondary (one AG), as
 /// xfs_repair's does.
 pub(super) fn primary_from_secondaries(dev: &dyn Device) -> Result<Option<FoundPrimary>> {
-    let read_sector = |off: u64| -> Result<Vec<u8>> {
-        let mut s = vec![0u8; 512];
-        dev.read_at(&mut s, off).map_err(Error::Io)?;
-        let sect = usize::from(be16(&s, std::mem::offset_of!(fsb::Dsb, sb_sectsize)));
-        if sect > 512 && sect.is_power_of_two() && sect <= 32768 && off + sect as u64 <= dev.len() {
-            s = vec![0u8; sect];
-            dev.read_at(&mut s, off).map_err(Error::Io)?;
-        }
-        Ok(s)
-    };
     if dev.len() < 512 {
         return Err(Error::corrupt(
             "superblock",
@@ -176,7 +166,7 @@ pub(super) fn primary_from_secondaries(dev: &dyn Device) -> Result<Option<FoundP
             "the device is shorter than a sector",
         ));
     }
-    let mut primary = read_sector(0)?;
+    let mut primary = read_sb_sector(dev, 0)?;
     let mut verdict = crate::geometry::Geometry::from_superblock(&primary);
     let marked =
         is_v5(&primary) && be32(&primary, INCOMPAT) & fsb::XFS_SB_FEAT_INCOMPAT_NEEDSREPAIR != 0;
@@ -196,7 +186,7 @@ pub(super) fn primary_from_secondaries(dev: &dyn Device) -> Result<Option<FoundP
     let mut unsupported = None;
     let why = match verdict {
         Ok(_) | Err(Error::Unsupported(_)) => {
-            let (read, agree) = own_copies(dev, &primary, &read_sector);
+            let (read, agree) = own_copies(dev, &primary);
             if read == 0 || agree * 2 > read {
                 return verdict.map(|_| None);
             }
@@ -236,7 +226,7 @@ pub(super) fn primary_from_secondaries(dev: &dyn Device) -> Result<Option<FoundP
                 continue;
             }
 
-            let Some(mut p) = confirm_secondary(dev, off, &read_sector)? else {
+            let Some(mut p) = confirm_secondary(dev, off)? else {
                 continue;
             };
             if let Some(old) = &sound {
@@ -270,43 +260,56 @@ pub(super) fn primary_from_secondaries(dev: &dyn Device) -> Result<Option<FoundP
     ))
 }
 
-/// Of the secondaries the primary's own AG size locates (up to
-/// [`SB_CONFIRM`]), how many are read and how many hold its geometry
-/// bytes.
-fn own_copies(
-    dev: &dyn Device,
-    primary: &[u8],
-    read_sector: &dyn Fn(u64) -> Result<Vec<u8>>,
-) -> (u32, u32) {
+/// The superblock sector at byte `off` of `dev`: 512 bytes, or the sector
+/// size it names when that is one (a power of two up to 32 KiB that fits).
+pub(super) fn read_sb_sector(dev: &dyn Device, off: u64) -> Result<Vec<u8>> {
+    let mut s = vec![0u8; 512];
+    dev.read_at(&mut s, off).map_err(Error::Io)?;
+    let sect = usize::from(be16(&s, std::mem::offset_of!(fsb::Dsb, sb_sectsize)));
+    if sect > 512 && sect.is_power_of_two() && sect <= 32768 && off + sect as u64 <= dev.len() {
+        s = vec![0u8; sect];
+        dev.read_at(&mut s, off).map_err(Error::Io)?;
+    }
+    Ok(s)
+}
+
+/// Byte offsets of the secondaries the primary's own AG size and count
+/// locate (AG 1 on, up to [`SB_CONFIRM`]); none when its AG size is no
+/// whole number of sectors.
+fn own_secondaries(primary: &[u8]) -> Vec<u64> {
     use std::mem::offset_of;
     let bs = u64::from(be32(primary, offset_of!(fsb::Dsb, sb_blocksize)));
     let agb = u64::from(be32(primary, offset_of!(fsb::Dsb, sb_agblocks)));
     let agc = be32(primary, offset_of!(fsb::Dsb, sb_agcount));
     let ag_bytes = bs.saturating_mul(agb);
     if ag_bytes < 512 || !ag_bytes.is_multiple_of(512) {
-        return (0, 0);
+        return Vec::new();
     }
+    (1..agc.min(1 + SB_CONFIRM))
+        .map(|a| u64::from(a).saturating_mul(ag_bytes))
+        .collect()
+}
+
+/// Of the secondaries [`own_secondaries`] locates, how many are read and
+/// how many hold the primary's geometry bytes.
+fn own_copies(dev: &dyn Device, primary: &[u8]) -> (u32, u32) {
     let mine = sb_geometry_bytes(primary);
-    let (mut read, mut agree) = (0u32, 0u32);
-    for a in 1..agc.min(1 + SB_CONFIRM) {
-        read += 1;
-        let at = u64::from(a).saturating_mul(ag_bytes);
-        if at < dev.len() && matches!(read_sector(at), Ok(o) if sb_geometry_bytes(&o) == mine) {
-            agree += 1;
-        }
-    }
-    (read, agree)
+    let at = own_secondaries(primary);
+    let agree = at
+        .iter()
+        .filter(|&&at| {
+            at < dev.len()
+                && matches!(read_sb_sector(dev, at), Ok(o) if sb_geometry_bytes(&o) == mine)
+        })
+        .count();
+    (at.len() as u32, agree as u32)
 }
 
 /// The primary that the superblock at byte `off` gives, when it is a
 /// sound secondary where its geometry puts an AG and most of the other
 /// secondaries it locates agree with it.
-fn confirm_secondary(
-    dev: &dyn Device,
-    off: u64,
-    read_sector: &dyn Fn(u64) -> Result<Vec<u8>>,
-) -> Result<Option<FoundPrimary>> {
-    let cand = read_sector(off)?;
+fn confirm_secondary(dev: &dyn Device, off: u64) -> Result<Option<FoundPrimary>> {
+    let cand = read_sb_sector(dev, off)?;
     let Ok(geo) = crate::geometry::Geometry::from_superblock(&cand) else {
         return Ok(None);
     };
@@ -333,7 +336,7 @@ fn confirm_secondary(
     {
         read += 1;
         let at = u64::from(a) * ag_bytes;
-        let Ok(other) = read_sector(at)
+        let Ok(other) = read_sb_sector(dev, at)
             .map_err(|_| ())
             .and_then(|o| (at < dev.len()).then_some(o).ok_or(()))
         else {
@@ -424,29 +427,24 @@ pub(super) fn reset_fields(dev: &dyn Device, sector: &mut [u8]) -> Vec<FieldRese
             fix: format!("primary superblock: {fix}"),
         })
     };
-    let flags = offset_of!(fsb::Dsb, sb_flags);
-    if sector[flags] != 0 {
-        push(
-            format!("flags {:#x} (no flag is defined on disk)", sector[flags]),
-            "flags set to 0",
-        );
-        sector[flags] = 0;
-    }
-    let svn = offset_of!(fsb::Dsb, sb_shared_vn);
-    if sector[svn] != 0 {
-        push(
-            format!("shared_vn {} (must be 0)", sector[svn]),
-            "shared_vn set to 0",
-        );
-        sector[svn] = 0;
-    }
-    let inp = offset_of!(fsb::Dsb, sb_inprogress);
-    if sector[inp] != 0 {
-        push(
-            format!("inprogress {}: mkfs did not finish", sector[inp]),
-            "inprogress set to 0",
-        );
-        sector[inp] = 0;
+    // One-byte fields that must be 0, with the check's words for them.
+    type Words = fn(u8) -> String;
+    let zero: [(usize, &str, Words); 3] = [
+        (offset_of!(fsb::Dsb, sb_flags), "flags", |v| {
+            format!("flags {v:#x} (no flag is defined on disk)")
+        }),
+        (offset_of!(fsb::Dsb, sb_shared_vn), "shared_vn", |v| {
+            format!("shared_vn {v} (must be 0)")
+        }),
+        (offset_of!(fsb::Dsb, sb_inprogress), "inprogress", |v| {
+            format!("inprogress {v}: mkfs did not finish")
+        }),
+    ];
+    for (off, name, words) in zero {
+        if sector[off] != 0 {
+            push(words(sector[off]), &format!("{name} set to 0"));
+            sector[off] = 0;
+        }
     }
     let metadir = v5 && be32(sector, INCOMPAT) & fsb::XFS_SB_FEAT_INCOMPAT_METADIR != 0;
     if vn & fsb::XFS_SB_VERSION_QUOTABIT == 0 && !metadir {
@@ -522,18 +520,17 @@ pub(super) fn reset_fields(dev: &dyn Device, sector: &mut [u8]) -> Vec<FieldRese
 /// [`SB_CONFIRM`]) hold, among those that fit the filesystem.
 fn secondaries_stripe(dev: &dyn Device, primary: &[u8], dalign: bool) -> Option<(u32, u32)> {
     use std::mem::offset_of;
-    let bs = u64::from(be32(primary, offset_of!(fsb::Dsb, sb_blocksize)));
     let agb = be32(primary, offset_of!(fsb::Dsb, sb_agblocks));
-    let agc = be32(primary, offset_of!(fsb::Dsb, sb_agcount));
-    let ag_bytes = bs.saturating_mul(u64::from(agb));
     let mut seen: Vec<((u32, u32), u32)> = Vec::new();
     let mut read = 0;
-    for a in 1..agc.min(1 + SB_CONFIRM) {
-        let at = u64::from(a).saturating_mul(ag_bytes);
-        let mut s = vec![0u8; 512];
-        if at >= dev.len() || dev.read_at(&mut s, at).is_err() || be32(&s, 0) != fsb::XFS_SB_MAGIC {
+    for at in own_secondaries(primary) {
+        let Some(s) = (at < dev.len())
+            .then(|| read_sb_sector(dev, at).ok())
+            .flatten()
+            .filter(|s| be32(s, 0) == fsb::XFS_SB_MAGIC)
+        else {
             continue;
-        }
+        };
         read += 1;
         let pair = (
             be32(&s, offset_of!(fsb::Dsb, sb_unit)),
