@@ -737,3 +737,159 @@ fn a_second_writer_of_a_mounted_image_is_refused() {
     assert!(m.p("x").is_dir());
     m.finish();
 }
+
+/// One statx field set of `p`, asking the kernel for `mask` only (as
+/// `stat -c %A` asks for the mode alone): what its attribute cache holds
+/// for those fields unless they were invalidated.
+fn statx_of(p: &Path, mask: u32) -> libc::statx {
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statx(libc::AT_FDCWD, c(p).as_ptr(), 0, mask, &mut st) };
+    assert_eq!(errno(r.into()), 0, "statx {}", p.display());
+    st
+}
+
+fn ns(t: libc::statx_timestamp) -> i128 {
+    i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec)
+}
+
+/// As mount(8) mounts a kernel XFS for root, the mount is suid and dev
+/// unless told otherwise: a device node opens (generic/184, 306, 434).
+/// Attributes a request changes without answering with them are seen by
+/// the next stat that asks only for them: set-id bits a direct write by
+/// the owner drops (generic/355) and the ctime of a file attribute ioctl
+/// (generic/277).
+#[test]
+fn root_mounts_devices_and_stat_sees_changes_at_once() {
+    if skip("root_mounts_devices_and_stat_sees_changes_at_once") {
+        return;
+    }
+    let m = RwMount::new("devattrs", 320, &[]);
+    let flags = mount_flags(&m.mnt);
+    for f in ["nosuid", "nodev"] {
+        assert!(!flags.iter().any(|x| x == f), "{f} in {flags:?}");
+    }
+    let null = m.p("null");
+    let r = unsafe {
+        libc::mknod(
+            c(&null).as_ptr(),
+            libc::S_IFCHR | 0o666,
+            libc::makedev(1, 3),
+        )
+    };
+    assert_eq!(errno(r.into()), 0, "mknod");
+    assert_eq!(err_of(fs::write(&null, b"into the null device")), 0);
+
+    // A direct write by an owner without CAP_FSETID drops set-user-id,
+    // and set-group-id where the group may execute.
+    use common::rwmount::as_user;
+    let f = m.p("setid");
+    fs::write(&f, vec![7u8; 8192]).unwrap();
+    std::os::unix::fs::chown(&f, Some(1000), Some(1000)).unwrap();
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o6754)).unwrap();
+    assert_eq!(statx_of(&f, libc::STATX_MODE).stx_mode & 0o7777, 0o6754);
+    let out = format!("of={}", f.display());
+    let (ok, err) = as_user(
+        1000,
+        &[
+            "dd",
+            "if=/dev/zero",
+            &out,
+            "bs=4096",
+            "count=1",
+            "oflag=direct",
+            "conv=notrunc",
+            "status=none",
+        ],
+    );
+    assert!(ok, "direct write as the owner: {err}");
+    assert_eq!(
+        statx_of(&f, libc::STATX_MODE).stx_mode & 0o7777,
+        0o754,
+        "mode after the direct write"
+    );
+
+    // FS_IOC_SETFLAGS stamps ctime; a stat asking for ctime alone sees it.
+    let g = m.p("flags");
+    fs::write(&g, b"x").unwrap();
+    let before = ns(statx_of(&g, libc::STATX_CTIME).stx_ctime);
+    let file = fs::File::open(&g).unwrap();
+    let noatime: libc::c_long = 0x80; // FS_NOATIME_FL
+    let r = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            0x4008_6602, // FS_IOC_SETFLAGS
+            &noatime,
+        )
+    };
+    assert_eq!(errno(r.into()), 0, "FS_IOC_SETFLAGS");
+    drop(file);
+    let after = ns(statx_of(&g, libc::STATX_CTIME).stx_ctime);
+    assert!(after > before, "ctime {before} -> {after} after chattr");
+    m.finish();
+}
+
+/// The atime options as the kernel's (generic/003), kept by the server
+/// (FUSE leaves access times to it): relatime by default (the first read
+/// after a change stamps atime, the next does not), strictatime (every
+/// read that opens the file again), noatime (none), nodiratime (listing a
+/// directory leaves its atime); the words reach the kernel's FUSE, which
+/// refuses them as mount data, no more.
+#[test]
+fn reads_stamp_access_times_as_the_mount_options_say() {
+    if skip("reads_stamp_access_times_as_the_mount_options_say") {
+        return;
+    }
+    let atime = |p: &Path| ns(statx_of(p, libc::STATX_ATIME).stx_atime);
+    let mut m = RwMount::new("atime", 320, &[]);
+    let f = m.p("file");
+    fs::write(&f, b"read me").unwrap();
+    let d = m.p("dir");
+    fs::create_dir(&d).unwrap();
+    let a0 = atime(&f);
+    fs::read(&f).unwrap();
+    let a1 = atime(&f);
+    assert!(
+        a1 > a0,
+        "relatime: the first read after a change stamps ({a0} -> {a1})"
+    );
+    fs::read(&f).unwrap();
+    assert_eq!(atime(&f), a1, "relatime: a second read does not");
+    let d0 = atime(&d);
+    fs::read_dir(&d).unwrap().for_each(drop);
+    let d1 = atime(&d);
+    assert!(d1 > d0, "relatime: listing a new directory stamps it");
+
+    m.unmount();
+    m.mount(&["-o", "strictatime"]);
+    let s0 = atime(&f);
+    fs::read(&f).unwrap();
+    let s1 = atime(&f);
+    fs::read(&f).unwrap();
+    let s2 = atime(&f);
+    assert!(
+        s0 < s1 && s1 < s2,
+        "strictatime: every read stamps ({s0} {s1} {s2})"
+    );
+
+    m.unmount();
+    m.mount(&["-o", "noatime"]);
+    let g = m.p("other");
+    fs::write(&g, b"not stamped").unwrap();
+    let n0 = atime(&g);
+    fs::read(&g).unwrap();
+    assert_eq!(atime(&g), n0, "noatime");
+
+    m.unmount();
+    m.mount(&["-o", "relatime,nodiratime,lazytime"]);
+    let e = m.p("dir2");
+    fs::create_dir(&e).unwrap();
+    let e0 = atime(&e);
+    fs::read_dir(&e).unwrap().for_each(drop);
+    assert_eq!(atime(&e), e0, "nodiratime");
+    let h = m.p("third");
+    fs::write(&h, b"stamped").unwrap();
+    let h0 = atime(&h);
+    fs::read(&h).unwrap();
+    assert!(atime(&h) > h0, "relatime files under nodiratime");
+    m.finish();
+}

@@ -228,6 +228,9 @@ impl XfsFuse {
             self.fs
                 .drop_privileges(self.ino(node), &change)
                 .map_err(|e| to_errno(&e))?;
+            // The kernel keeps the mode it had (the WRITE's answer has no
+            // attributes): a stat must see the bits gone.
+            self.attrs_changed(node);
         }
         // With the writeback cache the kernel keeps mtime and ctime (stamped
         // at write(2), sent later in a SETATTR); the WRITE, which may come

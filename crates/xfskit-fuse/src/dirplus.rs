@@ -118,6 +118,9 @@ impl XfsFuse {
         offset: u64,
         reply: &mut impl DirPlusSink,
     ) -> Result<(), Errno> {
+        if offset == 0 {
+            self.note_access(dir);
+        }
         // The kernel makes no dentries of "." and "..": their attributes
         // only carry the number and type shown to readdir.
         let dot = |ino: Ino| {

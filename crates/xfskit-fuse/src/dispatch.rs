@@ -547,7 +547,15 @@ impl XfsFuse {
             // kernel's VFS refuses it on kernel XFS.
             let i = self.inode(ino)?;
             open_allowed(&i, flags)?;
-            return Ok(Some((0, FopenFlags::FOPEN_KEEP_CACHE)));
+            // strictatime: every read stamps the atime, and only reads
+            // that reach us can; the page cache is dropped at each open
+            // so that a file read again is read here again.
+            let keep = if self.atime == xfskit::namespace::AtimePolicy::Strict {
+                FopenFlags::empty()
+            } else {
+                FopenFlags::FOPEN_KEEP_CACHE
+            };
+            return Ok(Some((0, keep)));
         }
         let rd = self.reader_by_node(ino)?;
         if self.skip_open.load(Relaxed) {

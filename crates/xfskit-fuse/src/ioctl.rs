@@ -156,8 +156,11 @@ impl XfsFuse {
         }
         self.fs
             .set_file_attr(ip.ino, &set)
-            .map(drop)
-            .map_err(|e| to_errno(&e))
+            .map_err(|e| to_errno(&e))?;
+        // The ioctl's answer carries no attributes: the ctime (and the
+        // mode, where set-id bits went) the kernel cached are stale.
+        self.attrs_changed(node);
+        Ok(())
     }
 
     /// FS_IOC_SETFSLABEL: CAP_SYS_ADMIN, at most the 12 bytes of

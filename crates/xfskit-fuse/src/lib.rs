@@ -35,6 +35,7 @@ use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use std::io;
 use std::path::Path;
 use std::time::Duration;
+use xfskit::namespace::AtimePolicy;
 use xfskit::Fs;
 
 /// Default READ workers: enough reads in flight to keep an SSD or a
@@ -172,8 +173,18 @@ pub fn fuser_config(opts: &MountOptions, euid: u32, writable: bool) -> Config {
         // `Subtype` for fusermount3 only; the kernel takes the subtype as a
         // mount option too, so /proc/mounts shows "fuse.xfskit" either way.
         o.push(MountOption::CUSTOM("subtype=xfskit".into()));
+        // mount(8) run by root mounts suid and dev unless told otherwise,
+        // kernel XFS included; fuser's own default would be nosuid,nodev.
+        o.push(MountOption::Suid);
+        o.push(MountOption::Dev);
     }
     for s in words(&opts.extra) {
+        if SERVED_ATIME.contains(&s) {
+            // FUSE inodes are S_NOATIME to the VFS: access times are the
+            // server's (atime_policies), and the kernel's FUSE refuses
+            // these words as mount data (EINVAL).
+            continue;
+        }
         let opt = parse_option(s);
         // As mount(8) reads them, the last of two opposite options wins
         // (fuser refuses a list holding both); this also lets `ro` or `rw`
@@ -203,6 +214,52 @@ fn words(lists: &[String]) -> impl Iterator<Item = &str> {
         .iter()
         .flat_map(|s| s.split(','))
         .filter(|s| !s.is_empty())
+}
+
+/// Access-time words that mount(8) turns into mount flags and the
+/// server keeps itself (see [`atime_policies`]).
+const SERVED_ATIME: [&str; 8] = [
+    "relatime",
+    "norelatime",
+    "strictatime",
+    "nostrictatime",
+    "diratime",
+    "nodiratime",
+    "lazytime",
+    "nolazytime",
+];
+
+/// When reads stamp access times, for files and for directories, as the
+/// kernel reads the `-o` words: relatime unless `noatime` (the last of it
+/// and `atime`) or `strictatime` (which wins over `noatime`, as the
+/// kernel's MS_STRICTATIME does); directories as files unless
+/// `nodiratime`. `lazytime` only delays the kernel's writes of the times.
+pub fn atime_policies(extra: &[String]) -> (AtimePolicy, AtimePolicy) {
+    let (mut noatime, mut strict, mut nodiratime) = (false, false, false);
+    for w in words(extra) {
+        match w {
+            "noatime" => noatime = true,
+            "atime" => noatime = false,
+            "strictatime" => strict = true,
+            "nostrictatime" => strict = false,
+            "nodiratime" => nodiratime = true,
+            "diratime" => nodiratime = false,
+            _ => {}
+        }
+    }
+    let files = if strict {
+        AtimePolicy::Strict
+    } else if noatime {
+        AtimePolicy::Never
+    } else {
+        AtimePolicy::Relative
+    };
+    let dirs = if nodiratime {
+        AtimePolicy::Never
+    } else {
+        files
+    };
+    (files, dirs)
 }
 
 /// Whether the last of `ro` and `rw` in the `-o` lists `extra` is `rw`
@@ -278,9 +335,11 @@ pub fn mount(fs: Fs, mountpoint: &Path, opts: &MountOptions) -> io::Result<Mount
     let pool = xfs.read_pool();
     xfs.want_uring = opts.io_uring;
     xfs.write_behind = opts.write_behind;
+    (xfs.atime, xfs.dir_atime) = atime_policies(&opts.extra);
     // Kept for the rest of the process: every serving thread borrows it.
     let xfs: &'static XfsFuse = Box::leak(Box::new(xfs));
     let session = Session::new(xfs, mountpoint, &config)?;
+    let _ = xfs.notifier.set(session.notifier());
     if opts.writeback_cache && fs.is_writable() && opts.max_dirty > 0 {
         if let Err(e) = bdi::raise_dirty_limit(mountpoint, opts.max_dirty) {
             eprintln!(
@@ -343,6 +402,44 @@ mod tests {
         assert!(o.contains(&MountOption::RO) && !o.contains(&MountOption::RW));
         let o = options(&["ro", "rw"], true);
         assert!(o.contains(&MountOption::RW) && !o.contains(&MountOption::RO));
+    }
+
+    #[test]
+    fn root_mounts_suid_and_dev_unless_told_otherwise() {
+        let o = options(&[], true);
+        assert!(o.contains(&MountOption::Suid) && o.contains(&MountOption::Dev));
+        let o = options(&["nosuid,nodev"], true);
+        assert!(!o.contains(&MountOption::Suid) && !o.contains(&MountOption::Dev));
+        let user = fuser_config(&MountOptions::default(), 1000, true).mount_options;
+        assert!(!user.contains(&MountOption::Suid) && !user.contains(&MountOption::Dev));
+    }
+
+    #[test]
+    fn atime_words_are_the_servers() {
+        let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        use AtimePolicy::*;
+        assert_eq!(atime_policies(&l(&[])), (Relative, Relative));
+        assert_eq!(atime_policies(&l(&["relatime"])), (Relative, Relative));
+        assert_eq!(atime_policies(&l(&["nodiratime"])), (Relative, Never));
+        assert_eq!(atime_policies(&l(&["noatime"])), (Never, Never));
+        assert_eq!(
+            atime_policies(&l(&["noatime", "atime"])),
+            (Relative, Relative)
+        );
+        assert_eq!(
+            atime_policies(&l(&["strictatime,noatime"])),
+            (Strict, Strict)
+        );
+        assert_eq!(
+            atime_policies(&l(&["ro,strictatime,nodiratime"])),
+            (Strict, Never)
+        );
+        // None of them reaches the kernel as mount data (it refuses them).
+        let o = options(&["relatime,strictatime,nodiratime,lazytime,noexec"], true);
+        assert!(o.contains(&MountOption::NoExec));
+        assert!(!o
+            .iter()
+            .any(|x| matches!(x, MountOption::CUSTOM(c) if c.contains("atime"))));
     }
 
     #[test]

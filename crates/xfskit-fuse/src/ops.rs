@@ -36,6 +36,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use xfskit::inode::{FileReader, FileType, Inode};
+use xfskit::namespace::AtimePolicy;
 use xfskit::{Fs, Ino};
 
 /// FUSE's node id of the root directory.
@@ -105,6 +106,13 @@ pub struct XfsFuse {
     /// WRITEs answered before they are done (crate::behind), io_uring only.
     pub(crate) behind: crate::behind::Behind,
     pub(crate) write_behind: bool,
+    /// When reads stamp access times (the mount's `noatime`, `relatime`,
+    /// `strictatime`), for files and for directories (`nodiratime`).
+    pub(crate) atime: AtimePolicy,
+    pub(crate) dir_atime: AtimePolicy,
+    /// The kernel's side of the session, told when an inode's attributes
+    /// change behind a request that does not answer with them.
+    pub(crate) notifier: OnceLock<fuser::Notifier>,
 }
 
 impl XfsFuse {
@@ -132,6 +140,45 @@ impl XfsFuse {
             uring_granted: AtomicBool::new(false),
             behind: crate::behind::Behind::new(crate::uring::possible_cpus()),
             write_behind: false,
+            atime: AtimePolicy::Relative,
+            dir_atime: AtimePolicy::Relative,
+            notifier: OnceLock::new(),
+        }
+    }
+
+    /// Records a read of `i` (data read, or a directory listed from its
+    /// start) as the kernel's touch_atime does: on a read-write mount its
+    /// atime is stamped where the mount's policy asks. A failure is not
+    /// the read's: like the kernel, the read goes on.
+    pub(crate) fn note_access(&self, i: &Inode) {
+        let policy = if i.file_type == FileType::Dir {
+            self.dir_atime
+        } else {
+            self.atime
+        };
+        if !self.writable || policy == AtimePolicy::Never {
+            return;
+        }
+        let Ok(now) = self.fs.clock() else { return };
+        if policy.needs_update(i, now) {
+            if let Err(e) = self.fs.mark_access(i.ino, policy) {
+                eprintln!(
+                    "xfskit mount: inode {}: access time not stamped: {e}",
+                    i.ino.0
+                );
+            }
+        }
+    }
+
+    /// Tells the kernel that `node`'s attributes changed where the
+    /// request that changed them does not answer with attributes (a
+    /// write that dropped set-id bits, a file attribute ioctl), so that
+    /// the next stat asks again instead of showing the cached ones.
+    pub(crate) fn attrs_changed(&self, node: INodeNo) {
+        if let Some(n) = self.notifier.get() {
+            // A negative offset: the attributes only, not the page cache.
+            // ENOENT (the kernel holds no such inode) needs nothing.
+            let _ = n.inval_inode(node, -1, 0);
         }
     }
 
@@ -262,6 +309,9 @@ impl XfsFuse {
         offset: u64,
         reply: &mut impl DirSink,
     ) -> Result<(), Errno> {
+        if offset == 0 {
+            self.note_access(dir);
+        }
         if offset < OFF_DOT
             && reply.add(
                 INodeNo(dir.ino.0),
@@ -334,6 +384,7 @@ impl XfsFuse {
             if i.file_type == FileType::Dir {
                 return Err(Errno::EISDIR);
             }
+            self.note_access(&i);
             return FileReader::new(self.fs, &i)
                 .map(Arc::new)
                 .map_err(|e| to_errno(&e));

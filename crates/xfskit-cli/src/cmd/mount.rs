@@ -31,7 +31,10 @@ pub struct Args {
     pub norecovery: bool,
     /// Extra mount options, comma-separated (e.g. `-o noexec,nosuid`); of
     /// two opposite ones (suid and nosuid, ro and rw...) the last wins, as
-    /// with mount(8); `ro` mounts read-only.
+    /// with mount(8); `ro` mounts read-only. Run by root the mount is suid
+    /// and dev, as mount(8) mounts a kernel XFS (`-o nosuid,nodev` for an
+    /// untrusted image). Access times as the kernel keeps them: `relatime`
+    /// (the default), `strictatime`, `noatime`, `nodiratime`.
     /// `filestreams` is XFS's: read-write, each directory's files get their
     /// data from one AG, and directories written at the same time get
     /// different AGs (as the kernel's `-o filestreams`; without it, only

@@ -11,6 +11,7 @@
 //! the lazy way: a change increments it only if someone queried it
 //! ([`Fs::change_cookie`]) since the last increment.
 
+mod atime;
 mod batch;
 mod build;
 mod create;
@@ -27,6 +28,7 @@ mod rtdata;
 mod setattr;
 mod xattr;
 
+pub use atime::AtimePolicy;
 pub use batch::{NewFile, NewFileOwned, BATCH_BYTES, BATCH_FILES};
 pub(crate) use create::symlink_to_local;
 pub use exchange_range::ExchangeFlags;
