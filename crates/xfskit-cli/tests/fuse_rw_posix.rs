@@ -893,3 +893,77 @@ fn reads_stamp_access_times_as_the_mount_options_say() {
     assert!(atime(&h) > h0, "relatime files under nodiratime");
     m.finish();
 }
+
+/// XFS_IOC_GOINGDOWN (fstests' godown, `xfs_io -x -c shutdown`): what was
+/// written before it survives (the mount makes every committed change
+/// durable first), every request after it fails with EIO, nothing more
+/// reaches the image, so its log is left to replay; the kernel's recovery
+/// and xfskit's then give the same files, and xfs_repair -n is clean.
+#[test]
+fn shutdown_leaves_the_log_to_replay() {
+    if skip("shutdown_leaves_the_log_to_replay") {
+        return;
+    }
+    let mut m = RwMount::new("godown", 320, &[]);
+    fs::write(m.p("synced"), b"synced data").unwrap();
+    fs::File::open(m.p("synced")).unwrap().sync_all().unwrap();
+    fs::write(m.p("unsynced"), b"written, not synced").unwrap();
+    fs::create_dir(m.p("dir")).unwrap();
+    let d = fs::File::open(&m.mnt).unwrap();
+    let flags: u32 = 1; // LOGFLUSH, as godown -f
+    let r = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&d),
+            0x8004_587d, // XFS_IOC_GOINGDOWN
+            &flags,
+        )
+    };
+    assert_eq!(errno(r.into()), 0, "XFS_IOC_GOINGDOWN");
+    drop(d);
+    assert_eq!(
+        err_of(fs::write(m.p("after"), b"x")),
+        libc::EIO,
+        "create after"
+    );
+    let listed = fs::read_dir(m.p("dir")).and_then(|r| r.collect::<Result<Vec<_>, _>>());
+    assert_eq!(err_of(listed), libc::EIO, "readdir after");
+    m.unmount();
+    // The log is dirty: xfs_repair -n refuses to check it.
+    let (rc, _) = common::repair_check(&m.image);
+    assert_ne!(rc, 0, "xfs_repair -n of an image whose log needs replay");
+    let copy = m.dir.join("copy.img");
+    fs::copy(&m.image, &copy).unwrap();
+    // The kernel replays the log.
+    let kdir = m.dir.join("kernel");
+    fs::create_dir_all(&kdir).unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "xfs", "-o", "loop"])
+        .arg(&copy)
+        .arg(&kdir)
+        .status()
+        .unwrap();
+    assert!(st.success(), "kernel mount");
+    let kernel: Vec<(String, Vec<u8>)> = ["synced", "unsynced"]
+        .iter()
+        .map(|n| (n.to_string(), fs::read(kdir.join(n)).unwrap()))
+        .collect();
+    assert!(kdir.join("dir").is_dir());
+    common::must_umount(&kdir);
+    assert_eq!(
+        common::repair_check(&copy).0,
+        0,
+        "xfs_repair -n after the kernel"
+    );
+    // xfskit's own replay, at the next mount, gives the same.
+    m.mount(&[]);
+    for (n, data) in &kernel {
+        assert_eq!(
+            &fs::read(m.p(n)).unwrap(),
+            data,
+            "{n} after xfskit's replay"
+        );
+    }
+    assert_eq!(kernel[0].1, b"synced data");
+    assert_eq!(kernel[1].1, b"written, not synced");
+    m.finish();
+}

@@ -43,6 +43,10 @@ impl Filesystem for &'static XfsFuse {
     }
 
     fn destroy(&mut self) {
+        if self.fs.is_shut_down() {
+            // Nothing more is written after XFS_IOC_GOINGDOWN (see serve).
+            return;
+        }
         self.behind.settle_all();
         self.free_all_orphans();
         if let Err(e) = self.do_sync() {

@@ -29,6 +29,10 @@ const GETFLAGS: [u32; 2] = [0x8008_6601, 0x8004_6601];
 const SETFLAGS: [u32; 2] = [0x4008_6602, 0x4004_6602];
 /// `FS_IOC_FSGETXATTR`.
 const FSGETXATTR: u32 = 0x801c_581f;
+/// `XFS_IOC_GOINGDOWN` (`_IOR('X', 125, __u32)`). Its flags word is an
+/// input that FUSE does not carry for an `_IOR` command: every shutdown
+/// is taken as LOGFLUSH (what was committed survives).
+const GOINGDOWN: u32 = 0x8004_587d;
 /// `FS_IOC_FSSETXATTR`.
 const FSSETXATTR: u32 = 0x401c_5820;
 /// `FS_IOC_GETFSLABEL` (`char[256]` out).
@@ -102,6 +106,18 @@ impl XfsFuse {
                     clear_setid: false,
                 };
                 self.set_fileattr(who, node, set)?;
+                Vec::new()
+            }
+            GOINGDOWN => {
+                if !who.capable(CAP_SYS_ADMIN) {
+                    return Err(Errno::EPERM);
+                }
+                self.check_writable()?;
+                self.behind.settle_all();
+                if let Err(e) = self.fs.shut_down() {
+                    eprintln!("xfskit mount: shutting down: the last flush failed: {e}");
+                }
+                eprintln!("xfskit mount: filesystem shut down (XFS_IOC_GOINGDOWN): every request now fails with EIO");
                 Vec::new()
             }
             GETFSLABEL => {

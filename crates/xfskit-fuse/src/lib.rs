@@ -145,6 +145,12 @@ impl Mounted {
     pub fn serve(self) -> io::Result<()> {
         let served = self.session.run();
         let fs = self.xfs.fs;
+        if fs.is_shut_down() {
+            // XFS_IOC_GOINGDOWN: nothing more is written; the log holds
+            // what was committed and the next mount replays it.
+            eprintln!("xfskit mount: the filesystem was shut down: the image is not written back (its log is replayed at the next mount)");
+            return served;
+        }
         if fs.is_writable() {
             // Writes answered but not yet done are done first.
             self.xfs.behind.settle_all();

@@ -82,7 +82,9 @@ impl From<&fuser::Request> for Caller {
 
 impl XfsFuse {
     pub(crate) fn check_writable(&self) -> Result<(), Errno> {
-        if self.writable {
+        if self.fs.is_shut_down() {
+            Err(Errno::EIO)
+        } else if self.writable {
             Ok(())
         } else {
             Err(Errno::EROFS)

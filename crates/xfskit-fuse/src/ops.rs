@@ -210,6 +210,10 @@ impl XfsFuse {
     /// Inode `ino`, from the cache or read, checked and decoded.
     pub(crate) fn inode_by_ino(&self, ino: Ino) -> Result<Arc<Inode>, Errno> {
         if self.writable {
+            if self.fs.is_shut_down() {
+                // After XFS_IOC_GOINGDOWN every request fails, as on XFS.
+                return Err(Errno::EIO);
+            }
             // A number the kernel still holds is kept until its last
             // FORGET (crate::orphans); one freed anyway reads as ENOENT.
             return match self.fs.live_inode(ino) {

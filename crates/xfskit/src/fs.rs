@@ -72,6 +72,9 @@ pub struct Fs {
     lsn_limit: std::sync::atomic::AtomicU64,
     /// The newest block LSN read at or past `lsn_limit`.
     lsn_ahead: std::sync::Mutex<Option<LsnAhead>>,
+    /// Read-write: the gate every I/O to the device goes through, closed
+    /// by [`Fs::shut_down`].
+    gate: Option<Arc<crate::dev::Gate>>,
 }
 
 /// Metadata read with an LSN at or past the log head (see
@@ -190,7 +193,10 @@ impl Fs {
         let mut o = opts.clone();
         // Recovered above: no replay here; a log still dirty is refused.
         o.norecovery = true;
-        let mut fs = Fs::open_device(Box::new(crate::log::recover::Shared(dev)), &o)?;
+        let gate = Arc::new(crate::dev::Gate::new(dev));
+        let gated: Arc<dyn Device> = gate.clone();
+        let mut fs = Fs::open_device(Box::new(crate::log::recover::Shared(gated)), &o)?;
+        fs.gate = Some(gate);
         if let Some(p) = &opts.rtdev {
             // Realtime files' data is written there.
             fs.rt = Some(open_rtdev_writable(p, &fs.geo)?);
@@ -262,6 +268,34 @@ impl Fs {
         ws.force_log(self.dev.as_ref())
     }
 
+    /// Shuts the filesystem down, as XFS_IOC_GOINGDOWN does: what was
+    /// committed is made durable first (pending file data written in
+    /// place, then the log forced, as fsync does for every inode), then
+    /// every read and write of the device fails with EIO, and so does
+    /// every change. Nothing more reaches the device, so the log stays
+    /// dirty: the next mount (the kernel's or xfskit's) replays it. The
+    /// error of that last flush, if any, is returned; the filesystem is
+    /// down either way.
+    pub fn shut_down(&self) -> Result<()> {
+        let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
+        let flushed = if ws.journaled() {
+            ws.flush_data(self.dev.as_ref())
+                .and_then(|()| ws.force_log(self.dev.as_ref()))
+                .and_then(|()| Ok(self.dev.flush()?))
+        } else {
+            Ok(())
+        };
+        if let Some(g) = &self.gate {
+            g.close();
+        }
+        flushed
+    }
+
+    /// True once [`Fs::shut_down`] was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.gate.as_ref().is_some_and(|g| g.is_closed())
+    }
+
     /// Makes the changes to inode `ino` durable: pending file data is
     /// written in place, and the log is forced when the committed list
     /// holds the inode (the whole list then, as the kernel forces its log
@@ -289,7 +323,7 @@ impl Fs {
 
     /// Starts a transaction. Fails on a filesystem opened read-only.
     pub fn trans(&self) -> Result<Trans<'_>> {
-        let ws = self.write.as_ref().ok_or(Error::ReadOnly)?;
+        let ws = self.write_state()?;
         Ok(Trans::new(self, ws))
     }
 
@@ -392,6 +426,9 @@ impl Fs {
 
     /// Write-side state (None when opened read-only).
     pub(crate) fn write_state(&self) -> Result<&WriteState> {
+        if self.is_shut_down() {
+            return Err(Error::Io(crate::dev::gate_error()));
+        }
         self.write.as_ref().ok_or(Error::ReadOnly)
     }
 
@@ -494,6 +531,7 @@ impl Fs {
             unreplayed: None,
             lsn_limit: std::sync::atomic::AtomicU64::new(0),
             lsn_ahead: std::sync::Mutex::new(None),
+            gate: None,
         };
         fs.log_state = crate::log::inspect(&fs)?;
         if matches!(fs.log_state, LogState::Dirty(_)) && !opts.norecovery {
