@@ -657,7 +657,9 @@ fn holey_file(path: &Path, n: u64, seed: u64) -> Vec<u8> {
     for i in 0..n {
         let piece: Vec<u8> = (0..4096)
             .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 (x >> 56) as u8
             })
             .collect();
@@ -692,8 +694,14 @@ fn data_forks_too_big_for_the_inode_are_rebuilt_as_a_bmbt() {
         (
             600u64,
             &[
-                ("leaf magic", &["addr u3.bmbt.ptrs[2]", "write -d magic 0"][..]),
-                ("leaf owner", &["addr u3.bmbt.ptrs[3]", "write -d owner 5"][..]),
+                (
+                    "leaf magic",
+                    &["addr u3.bmbt.ptrs[2]", "write -d magic 0"][..],
+                ),
+                (
+                    "leaf owner",
+                    &["addr u3.bmbt.ptrs[3]", "write -d owner 5"][..],
+                ),
                 (
                     "leaf records out of order",
                     &["addr u3.bmbt.ptrs[1]", "write -d recs[5].startoff 0"][..],
@@ -706,7 +714,10 @@ fn data_forks_too_big_for_the_inode_are_rebuilt_as_a_bmbt() {
         (
             4000,
             &[
-                ("node magic", &["addr u3.bmbt.ptrs[1]", "write -d magic 0"][..]),
+                (
+                    "node magic",
+                    &["addr u3.bmbt.ptrs[1]", "write -d magic 0"][..],
+                ),
                 (
                     "leaf under a node",
                     &["addr u3.bmbt.ptrs[1]", "addr ptrs[3]", "write -d magic 0"][..],

@@ -19,9 +19,9 @@
 //! memory bound and spill sorted runs past it; the comparison at the end
 //! merges the two sorted streams one owner of one AG at a time.
 
+use super::owners::Use;
 use super::Ctx;
 use crate::bytes::{be32, be64, put_be32, put_be64};
-use super::owners::Use;
 use crate::error::Location;
 use crate::geometry::{AgNumber, Ino};
 use crate::spill::{Peek, Rec, Sorter, SpillConfig};
