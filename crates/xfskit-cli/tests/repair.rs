@@ -648,6 +648,162 @@ fn data_forks_are_rebuilt_from_the_rmapbt() {
     }
 }
 
+/// A file of `n` 4 KiB pieces 8 KiB apart (`n` extents once copied in),
+/// of bytes made from a seed.
+fn holey_file(path: &Path, n: u64, seed: u64) -> Vec<u8> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::File::create(path).unwrap();
+    let mut x = seed;
+    for i in 0..n {
+        let piece: Vec<u8> = (0..4096)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (x >> 56) as u8
+            })
+            .collect();
+        f.seek(SeekFrom::Start(i * 8192)).unwrap();
+        f.write_all(&piece).unwrap();
+    }
+    drop(f);
+    std::fs::read(path).unwrap()
+}
+
+/// A data fork whose extents do not fit in the inode, its bmbt damaged
+/// with xfs_db 7.2 (a leaf's or node's magic, the root in the inode,
+/// records out of order), is rebuilt from the rmapbt as a bmbt through
+/// the journal: the file keeps every extent and its contents (read back
+/// by xfskit and, as root, by the kernel), the new tree is a btree of
+/// the same extent count, xfs_repair -n and check are clean after, and a
+/// second repair writes nothing. xfs_repair 7.2 would clear such inodes
+/// or drop their blocks.
+#[test]
+fn data_forks_too_big_for_the_inode_are_rebuilt_as_a_bmbt() {
+    let Some(bin) = bin72() else {
+        skip(
+            "data_forks_too_big_for_the_inode_are_rebuilt_as_a_bmbt",
+            "no xfsprogs 7.2 at ../shared/xfsprogs-7.2",
+        );
+        return;
+    };
+    let t = TempDir::new("repair-bmbt");
+    let d = t.path();
+    // 600 extents: a one-level tree of three leaves; 4000: two levels.
+    for (n, cases) in [
+        (
+            600u64,
+            &[
+                (
+                    "leaf magic",
+                    &["addr u3.bmbt.ptrs[2]", "write -d magic 0"][..],
+                ),
+                (
+                    "leaf owner",
+                    &["addr u3.bmbt.ptrs[3]", "write -d owner 5"][..],
+                ),
+                (
+                    "leaf records out of order",
+                    &["addr u3.bmbt.ptrs[1]", "write -d recs[5].startoff 0"][..],
+                ),
+                ("root level", &["write -d u3.bmbt.level 0"][..]),
+                ("root pointer", &["write -d u3.bmbt.ptrs[2] 99999"][..]),
+                ("root numrecs", &["write -d u3.bmbt.numrecs 1"][..]),
+            ][..],
+        ),
+        (
+            4000,
+            &[
+                (
+                    "node magic",
+                    &["addr u3.bmbt.ptrs[1]", "write -d magic 0"][..],
+                ),
+                (
+                    "leaf under a node",
+                    &["addr u3.bmbt.ptrs[1]", "addr ptrs[3]", "write -d magic 0"][..],
+                ),
+            ][..],
+        ),
+    ] {
+        let src = d.join(format!("src{n}"));
+        let want = holey_file(&src, n, n);
+        let base = d.join(format!("base{n}.img"));
+        let b = base.to_str().unwrap();
+        sh(&format!(
+            "truncate -s 320m '{b}' && '{}/mkfs.xfs' -q -f '{b}'",
+            bin.display()
+        ));
+        xfskit_ok(&["cp", src.to_str().unwrap(), &format!("{b}:/f")]);
+        let stat = xfskit_ok(&["stat", b, "/f"]);
+        assert!(
+            stat.contains("format: Btree") && stat.contains(&format!("nextents: {n}")),
+            "the test needs a btree fork of {n} extents:\n{stat}"
+        );
+        let ino = ino_of(&base, "/f");
+        for &(name, damage) in cases {
+            let name = format!("{name} ({n} extents)");
+            let img = copy(&base, &d.join("case.img"));
+            let i = img.to_str().unwrap();
+            let cmds: String = damage.iter().map(|c| format!(" -c '{c}'")).collect();
+            sh(&format!(
+                "'{}/xfs_db' -x -c 'inode {ino}'{cmds} '{i}' >/dev/null",
+                bin.display()
+            ));
+            let (ok, _) = repair_n(&bin, &img);
+            assert!(!ok, "{name}: xfs_repair -n sees no damage");
+            let out = output_text(&xfskit_output(&["repair", i]));
+            assert!(
+                out.contains(&format!(
+                    "inode {ino}: data fork rebuilt from the rmapbt as a bmbt: {n} extent(s)"
+                )),
+                "{name}:\n{out}"
+            );
+            assert!(out.contains("the filesystem is clean"), "{name}:\n{out}");
+            let (ok, theirs) = repair_n(&bin, &img);
+            assert!(ok, "{name}: xfs_repair -n after xfskit repair:\n{theirs}");
+            let check = xfskit_output(&["check", i]);
+            assert!(
+                check.status.success(),
+                "{name}: check after repair:\n{}",
+                output_text(&check)
+            );
+            let stat = xfskit_ok(&["stat", i, "/f"]);
+            assert!(
+                stat.contains("format: Btree") && stat.contains(&format!("nextents: {n}")),
+                "{name}: not a btree of {n} extents after repair:\n{stat}"
+            );
+            let out_file = d.join("out");
+            let _ = std::fs::remove_file(&out_file);
+            xfskit_ok(&["cp", &format!("{i}:/f"), out_file.to_str().unwrap()]);
+            assert!(
+                std::fs::read(&out_file).unwrap() == want,
+                "{name}: /f's contents changed"
+            );
+            let before = sha(&img);
+            let again = output_text(&xfskit_output(&["repair", i]));
+            assert!(
+                again.contains("nothing to repair"),
+                "{name}: second repair:\n{again}"
+            );
+            assert_eq!(sha(&img), before, "{name}: a second repair wrote");
+            if is_root() {
+                let mnt = d.join("mnt");
+                let kernel = d.join("kernel");
+                sh(&format!(
+                    "mkdir -p '{1}' && mount -o ro,loop '{0}' '{1}' && {{ cp '{1}/f' '{2}' || true; }} && umount '{1}'",
+                    img.display(),
+                    mnt.display(),
+                    kernel.display()
+                ));
+                assert!(
+                    std::fs::read(&kernel).unwrap() == want,
+                    "{name}: the kernel reads other contents"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn a_dirty_kernel_log_is_replayed_not_destroyed() {
     if !is_root() {

@@ -472,6 +472,90 @@ fn fork_rebuild_finishes_after_a_crash_at_every_write() {
     crash_at_every_write(&bin, &s, &base, &RepairOptions::default(), total, 2, &whole);
 }
 
+/// A file's data fork of 40 extents (more than fit in the inode) whose
+/// bmbt root in the inode is damaged (its level zeroed with xfs_db 7.2),
+/// rebuilt as a bmbt from its reverse mappings through the journal, cut
+/// at every write of the repair, whole and torn: a second repair ends
+/// clean with the file's contents.
+#[test]
+fn bmbt_fork_rebuild_finishes_after_a_crash_at_every_write() {
+    let Some(bin) = xfsprogs_72() else {
+        record_skip("SKIP bmbt_fork_rebuild_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+        return;
+    };
+    let s = Scratch::new("repair-crash-bmbt");
+    let base = s.0.join("base");
+    std::fs::File::create(&base)
+        .unwrap()
+        .set_len(320 << 20)
+        .unwrap();
+    let (ok, out) = run(
+        bin.join("mkfs.xfs").to_str().unwrap(),
+        &["-q", "-f", base.to_str().unwrap()],
+    );
+    assert!(ok, "mkfs.xfs 7.2: {out}");
+    const PIECES: u64 = 40;
+    let piece = |k: u64| -> Vec<u8> { (0..4096u64).map(|i| (i * 5 + k * 11) as u8).collect() };
+    let ino = {
+        let fs = open_rw(&base);
+        let root = fs.geometry().root_ino;
+        let f = fs
+            .create(root, b"a", &NodeKind::File { size: 0 }, &meta(0o644, 0))
+            .unwrap();
+        for k in 0..PIECES {
+            fs.write_at(f, k * 8192, &piece(k)).unwrap();
+        }
+        fs.sync().unwrap();
+        let ip = fs.inode(f).unwrap();
+        assert_eq!(
+            ip.format,
+            xfskit::inode::ForkFormat::Btree,
+            "the test needs a btree fork"
+        );
+        f
+    };
+    let (ok, out) = run(
+        bin.join("xfs_db").to_str().unwrap(),
+        &[
+            "-x",
+            "-c",
+            &format!("inode {}", ino.0),
+            "-c",
+            "write -d u3.bmbt.level 0",
+            base.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "xfs_db: {out}");
+    let whole = |dev: Arc<CrashDevice>, what: &str| {
+        let fs = Fs::from_device(Box::new(Shared(dev)), &OpenOptions::default()).unwrap();
+        let r = xfskit::check::check(&fs, &Default::default()).unwrap();
+        assert!(r.is_clean(), "{what}: check after repair: {:?}", r.problems);
+        let a = fs
+            .lookup_path(b"/a")
+            .unwrap_or_else(|e| panic!("{what}: /a: {e}"));
+        assert_eq!(a.nextents, PIECES, "{what}: /a's extents");
+        for k in 0..PIECES {
+            let mut buf = vec![0u8; 4096];
+            let n = xfskit::inode::read_at(&fs, &a, k * 8192, &mut buf).unwrap();
+            assert_eq!(n, buf.len(), "{what}: piece {k} short");
+            assert!(buf == piece(k), "{what}: piece {k} differs");
+        }
+    };
+    let dev = Arc::new(CrashDevice::new(&base, None, false));
+    let r = repair(dev.clone(), &RepairOptions::default()).unwrap();
+    assert!(r.is_clean(), "{:?}", r.remaining);
+    assert!(
+        r.fixes.iter().any(|f| f.contains(&format!(
+            "data fork rebuilt from the rmapbt as a bmbt: {PIECES} extent(s)"
+        ))),
+        "{:?}",
+        r.fixes
+    );
+    let total = dev.writes();
+    whole(dev.clone(), "the run without a crash");
+    crash_at_every_write(&bin, &s, &base, &RepairOptions::default(), total, 3, &whole);
+}
+
 /// A primary superblock with its magic number gone, found again from the
 /// secondaries and its counters summed, cut at every write of the repair,
 /// whole and torn: a second repair ends clean with every file.

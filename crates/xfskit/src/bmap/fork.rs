@@ -340,3 +340,50 @@ pub(crate) fn replace(
         f => Err(Error::Invalid(format!("cannot map blocks in a {f:?} fork"))),
     }
 }
+
+/// Writes `ip`'s data fork again as a bmbt holding `recs` (more than fit
+/// in the inode, sorted, not overlapping; their blocks already allocated
+/// to it), for a fork rebuilt from the rmapbt: the old bmbt blocks `old`
+/// (first block, length) are freed with their reverse mappings, the fork
+/// starts empty with `nblocks` blocks counted (those of `recs`), and the
+/// tree is built the way a growing file builds it (one leaf, then
+/// inserts), each new block allocated with its reverse mapping and
+/// counted in `ip.nblocks`. The caller logs the inode.
+pub(crate) fn rebuild_data_btree(
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    recs: &[Extent],
+    nblocks: u64,
+    old: &[(FsBlock, u32)],
+) -> Result<()> {
+    let geo = tp.geo();
+    let fork = Fork::Data;
+    if !edit::well_formed(recs) || recs.iter().any(|e| e.len == 0) {
+        return Err(corrupt(
+            ip,
+            fork,
+            "rebuilt extent records overlap, are empty or are out of order",
+        ));
+    }
+    if recs.len() <= max_inline(geo, ip, fork)? {
+        return Err(Error::Invalid(format!(
+            "inode {}: {} extents fit in the inode, not rebuilt as a bmbt",
+            ip.ino.0,
+            recs.len()
+        )));
+    }
+    let owner = node::owner(ip, fork);
+    for &(start, len) in old {
+        super::space::free_extent(tp, start, len, &owner)?;
+    }
+    bytes_reset(geo, ip, fork)?;
+    ip.format = ForkFormat::Extents;
+    ip.nextents = 0;
+    ip.nblocks = nblocks;
+    let first = recs.len().min(node::block_max(geo));
+    bmbt::create(tp, ip, fork, &recs[..first])?;
+    for e in &recs[first..] {
+        bmbt::insert(tp, ip, fork, e)?;
+    }
+    set_count(ip, fork, recs.len() as u64)
+}

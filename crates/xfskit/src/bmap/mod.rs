@@ -28,6 +28,7 @@ use crate::inode::{Extent, Fork, ForkFormat, Inode};
 use crate::trans::Trans;
 
 pub use cow::{unshare_range, CowPiece};
+pub(crate) use fork::rebuild_data_btree;
 
 /// The whole mapping of a fork, as this transaction sees it.
 pub fn extents(tp: &mut Trans<'_>, ip: &Inode, fork: Fork) -> Result<Vec<Extent>> {

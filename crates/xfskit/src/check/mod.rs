@@ -285,6 +285,21 @@ pub enum Fix {
         /// The blocks it counts then (`di_nblocks`).
         nblocks: u64,
     },
+    /// As [`Fix::RebuildFork`], for extents that do not fit in the inode:
+    /// the fork built as a bmbt through the journal (new blocks from free
+    /// space, with their reverse mappings), the old bmbt blocks the
+    /// rmapbt records freed with their records, in one transaction.
+    RebuildForkBtree {
+        /// The inode.
+        ino: u64,
+        /// Its extents: (file block, filesystem block, length, unwritten),
+        /// in file order.
+        extents: Vec<(u64, u64, u64, bool)>,
+        /// The blocks its extents hold (the new bmbt blocks are added).
+        nblocks: u64,
+        /// The old bmbt blocks: (AG, first block, length).
+        old_bmbt: Vec<(u32, u32, u32)>,
+    },
     /// Blocks that are neither free nor in use, returned to free space.
     FreeBlocks {
         /// Their AG.
@@ -869,18 +884,27 @@ fn attach_fork_rebuilds(ctx: &Ctx<'_>) {
         return;
     }
     let by_ino: std::collections::HashMap<u64, &rmap::ForkRebuild> =
-        forks.iter().map(|f| (f.0, f)).collect();
+        forks.iter().map(|f| (f.ino, f)).collect();
     let nblocks = std::mem::offset_of!(xfs_format::inode::Dinode, di_nblocks);
     let mut kept = ctx.sink.kept.lock().unwrap_or_else(|p| p.into_inner());
     for p in kept.iter_mut() {
-        let ino = match p.location {
-            Location::Inode(i) => i,
+        let ino = match &p.location {
+            Location::Inode(i) => *i,
             Location::InodeBlock {
                 ino, fork: "data", ..
-            } => ino,
+            } => *ino,
+            // A block of its fork named by its disk address ([`Sink::error_with`]).
+            Location::Other(s) => match s
+                .strip_prefix("daddr ")
+                .and_then(|r| r.split_once(" of inode "))
+                .and_then(|(_, i)| i.parse().ok())
+            {
+                Some(i) => i,
+                None => continue,
+            },
             _ => continue,
         };
-        let Some(&(ino, ref extents, blocks)) = by_ino.get(&ino).map(|f| &**f) else {
+        let Some(f) = by_ino.get(&ino) else {
             continue;
         };
         let replace = match &p.fix {
@@ -889,10 +913,18 @@ fn attach_fork_rebuilds(ctx: &Ctx<'_>) {
             _ => false,
         };
         if replace {
-            p.fix = Some(Fix::RebuildFork {
-                ino,
-                extents: extents.clone(),
-                nblocks: blocks,
+            p.fix = Some(match &f.old_bmbt {
+                None => Fix::RebuildFork {
+                    ino,
+                    extents: f.extents.clone(),
+                    nblocks: f.nblocks,
+                },
+                Some(old) => Fix::RebuildForkBtree {
+                    ino,
+                    extents: f.extents.clone(),
+                    nblocks: f.nblocks,
+                    old_bmbt: old.clone(),
+                },
             });
         }
     }

@@ -431,6 +431,14 @@ impl OwnerMap {
         })
     }
 
+    /// True when nothing claims blocks `s..e` of AG `agno` (inside it).
+    pub(crate) fn unclaimed(&self, agno: u32, s: u32, e: u32) -> bool {
+        if agno >= self.ag_count || s >= e || e > self.len_of(agno) {
+            return false;
+        }
+        self.with_shard(agno, |m| m.overlaps(agno, s, e).is_empty())
+    }
+
     /// Marks AG `agno`'s free space btrees as rebuilt: see
     /// [`OwnerMap::free_space`].
     pub(crate) fn rebuild_free_space(&self, agno: u32) {

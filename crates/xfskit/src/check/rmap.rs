@@ -19,6 +19,7 @@
 //! memory bound and spill sorted runs past it; the comparison at the end
 //! merges the two sorted streams one owner of one AG at a time.
 
+use super::owners::Use;
 use super::Ctx;
 use crate::bytes::{be32, be64, put_be32, put_be64};
 use crate::error::Location;
@@ -754,10 +755,21 @@ pub(crate) struct Suspect {
     pub capacity: u64,
 }
 
-/// A data fork rebuilt from the rmapbt: the inode, its extents (file
-/// block, filesystem block, length, unwritten) in file order, and the
-/// blocks the inode counts then.
-pub(crate) type ForkRebuild = (u64, Vec<(u64, u64, u64, bool)>, u64);
+/// A data fork rebuilt from the rmapbt.
+#[derive(Debug, Clone)]
+pub(crate) struct ForkRebuild {
+    /// The inode.
+    pub ino: u64,
+    /// Its extents (file block, filesystem block, length, unwritten) in
+    /// file order.
+    pub extents: Vec<(u64, u64, u64, bool)>,
+    /// The blocks its extents hold (`di_nblocks` of an extents fork).
+    pub nblocks: u64,
+    /// None when the extents fit in the inode; otherwise the fork is
+    /// built as a bmbt, and these are its old bmbt blocks as the rmapbt
+    /// records them (AG, first block, length), freed with their records.
+    pub old_bmbt: Option<Vec<(u32, u32, u32)>>,
+}
 
 /// Longest extent a bmbt record holds (21 bits of length).
 const MAX_EXTENT: u64 = (1 << 21) - 1;
@@ -898,7 +910,7 @@ impl Rmaps {
     /// The data forks [`Rmaps::finish`] rebuilt from the rmapbt, by inode.
     pub(crate) fn take_fork_rebuilds(&self) -> Vec<ForkRebuild> {
         let mut v = std::mem::take(&mut *lock(&self.forks));
-        v.sort_unstable_by_key(|f| f.0);
+        v.sort_unstable_by_key(|f| f.ino);
         v
     }
 
@@ -956,9 +968,11 @@ impl Rmaps {
         let suspects = std::mem::take(&mut *lock(&self.suspects));
         // Per suspect: the blocks all its records hold, those of them in
         // its data fork's bmbt, whether any AG of its records was skipped,
-        // and its data fork's groups (AG, expected, found), compared only
-        // if the fork is not rebuilt.
-        type Diverted = (u64, u64, bool, Vec<(u32, Vec<Rmap>, Vec<Rmap>)>);
+        // its data fork's groups (AG, expected, found), compared only if
+        // the fork is not rebuilt, and its data fork bmbt's groups,
+        // compared unless the fork is rebuilt as a bmbt.
+        type Groups = Vec<(u32, Vec<Rmap>, Vec<Rmap>)>;
+        type Diverted = (u64, u64, bool, Groups, Groups);
         let mut diverted: HashMap<u64, Diverted> = HashMap::new();
         loop {
             let g = match (
@@ -994,6 +1008,10 @@ impl Rmaps {
                     d.3.push((agno, wg.clone(), fg.clone()));
                     continue;
                 }
+                if (g.1).1 == BMBT && !skip.contains(&agno) {
+                    d.4.push((agno, wg.clone(), fg.clone()));
+                    continue;
+                }
             }
             if skip.contains(&agno) {
                 lock(&self.rebuild)
@@ -1021,26 +1039,61 @@ impl Rmaps {
         let mut owners: Vec<u64> = diverted.keys().copied().collect();
         owners.sort_unstable();
         for owner in owners {
-            let (held, bmbt, skipped, groups) = diverted.remove(&owner).expect("listed");
+            let (held, bmbt, skipped, groups, bmbt_groups) =
+                diverted.remove(&owner).expect("listed");
             let s = suspects[&owner];
+            // A fork built as a bmbt frees the old bmbt blocks the rmapbt
+            // records: only when nothing else claims them.
             let rebuilt = (!skipped && held == s.nblocks)
-                .then(|| rebuilt_fork(ctx, &groups, s))
-                .flatten();
+                .then(|| rebuilt_fork(ctx, &groups))
+                .flatten()
+                .filter(|e| {
+                    e.len() as u64 <= s.capacity
+                        || bmbt_groups.iter().all(|(agno, want, found)| {
+                            unheld(want, found)
+                                .into_iter()
+                                .all(|(s, e)| ctx.map.unclaimed(*agno, s, e))
+                        })
+                });
+            let compare = |groups: Groups| {
+                for (agno, mut want, found) in groups {
+                    let at = Box::new(move |agbno| Location::AgBlock { agno, agbno });
+                    let mut t = Tally::new(ctx, "rmapbt", at, format!("AG {agno} rmapbt"));
+                    t.compare(&mut want, &found);
+                    t.end();
+                }
+            };
             match rebuilt {
                 Some(extents) => {
                     for (agno, want, found) in &groups {
-                        claim_unheld(ctx, *agno, owner, want, found);
+                        claim_unheld(ctx, *agno, owner, want, found, Use::Data);
                     }
+                    let old_bmbt = if extents.len() as u64 <= s.capacity {
+                        // In place: the old bmbt blocks' records are
+                        // compared as ever (later rounds free them).
+                        compare(bmbt_groups);
+                        None
+                    } else {
+                        // Built as a bmbt through the journal, which
+                        // frees the old bmbt blocks the rmapbt records.
+                        let mut old = Vec::new();
+                        for (agno, want, found) in &bmbt_groups {
+                            claim_unheld(ctx, *agno, owner, want, found, Use::Bmbt);
+                            old.extend(found.iter().map(|r| (*agno, r.start, r.len)));
+                        }
+                        Some(old)
+                    };
                     // The data fork's bmbt blocks go with its btree.
-                    lock(&self.forks).push((owner, extents, held - bmbt));
+                    lock(&self.forks).push(ForkRebuild {
+                        ino: owner,
+                        extents,
+                        nblocks: held - bmbt,
+                        old_bmbt,
+                    });
                 }
                 None => {
-                    for (agno, mut want, found) in groups {
-                        let at = Box::new(move |agbno| Location::AgBlock { agno, agbno });
-                        let mut t = Tally::new(ctx, "rmapbt", at, format!("AG {agno} rmapbt"));
-                        t.compare(&mut want, &found);
-                        t.end();
-                    }
+                    compare(groups);
+                    compare(bmbt_groups);
                 }
             }
         }
@@ -1049,12 +1102,11 @@ impl Rmaps {
 }
 
 /// The data fork of inode `ino` as its rmapbt records (`groups`: per AG,
-/// expected and found) say it: its extents in file order. None when the records overlap in the file, do not fit in
-/// the inode's fork, or hold blocks something else uses.
+/// expected and found) say it: its extents in file order. None when the
+/// records overlap in the file or hold blocks something else uses.
 fn rebuilt_fork(
     ctx: &Ctx<'_>,
     groups: &[(u32, Vec<Rmap>, Vec<Rmap>)],
-    s: Suspect,
 ) -> Option<Vec<(u64, u64, u64, bool)>> {
     let geo = ctx.fs.geometry();
     let mut recs: Vec<(u64, u64, u64, bool)> = Vec::new();
@@ -1087,7 +1139,7 @@ fn rebuilt_fork(
             done += n;
         }
     }
-    (out.len() as u64 <= s.capacity).then_some(out)
+    Some(out)
 }
 
 /// The runs of the records `found` (sorted) that no mapping of `want`
@@ -1116,14 +1168,14 @@ fn unheld(want: &[Rmap], found: &[Rmap]) -> Vec<(u32, u32)> {
 
 /// Claims for inode `ino` the blocks of its records that its fork, as
 /// read, did not.
-fn claim_unheld(ctx: &Ctx<'_>, agno: u32, ino: u64, want: &[Rmap], found: &[Rmap]) {
+fn claim_unheld(ctx: &Ctx<'_>, agno: u32, ino: u64, want: &[Rmap], found: &[Rmap], what: Use) {
     for (s, e) in unheld(want, found) {
         ctx.map.claim(
             &ctx.sink,
             agno,
             s,
             u64::from(e - s),
-            super::owners::Use::Data,
+            what,
             "extent map",
             &|| Location::Inode(ino),
         );

@@ -890,6 +890,7 @@ impl Plan {
                     | Fix::RebuildFinobt { .. }
                     | Fix::RebuildInobt { .. }
                     | Fix::RebuildRefcount { .. }
+                    | Fix::RebuildForkBtree { .. }
                     | Fix::DropEntry { .. }
                     | Fix::Disconnected { .. }
                     | Fix::ClearInode { .. }

@@ -40,6 +40,8 @@ fn rank(f: &Fix) -> u8 {
         // The AG btrees first: the frees and mappings after them (and
         // the intents they log, which a replay finishes) walk those trees.
         Fix::RebuildRefcount { .. } | Fix::RebuildInobt { .. } | Fix::RebuildFinobt { .. } => 1,
+        // A file's data mapping before anything that reads or frees space.
+        Fix::RebuildForkBtree { .. } => 2,
         Fix::ClearInode { .. } => 2,
         Fix::DropRmap { .. } => 2,
         Fix::FreeBlocks { .. } => 2,
@@ -114,6 +116,17 @@ pub(crate) fn describe(f: &Fix) -> String {
             "inode {ino}: data fork rebuilt from the rmapbt ({} extent(s), {} block(s) mapped), nblocks {nblocks}",
             extents.len(),
             extents.iter().map(|e| e.2).sum::<u64>()
+        ),
+        Fix::RebuildForkBtree {
+            ino,
+            extents,
+            nblocks,
+            old_bmbt,
+        } => format!(
+            "inode {ino}: data fork rebuilt from the rmapbt as a bmbt ({} extent(s), {} block(s) mapped, {nblocks} in extents), its {} old bmbt block(s) freed",
+            extents.len(),
+            extents.iter().map(|e| e.2).sum::<u64>(),
+            old_bmbt.iter().map(|b| u64::from(b.2)).sum::<u64>()
         ),
         Fix::ResetAgfl { agno, .. } => format!("AG {agno}: free list emptied"),
         Fix::AgHeaderIdent { agno, sector } => format!(
@@ -345,6 +358,48 @@ fn apply_one(fs: &Fs, f: &Fix, report: &crate::check::CheckReport) -> Result<Str
         Fix::RebuildFinobt { agno } => {
             let n = crate::ialloc::rebuild_finobt(&mut tp, crate::geometry::AgNumber(*agno))?;
             format!("AG {agno}: free inode btree rebuilt from the inode btree: {n} chunk(s) with free inodes")
+        }
+        Fix::RebuildForkBtree {
+            ino,
+            extents,
+            nblocks,
+            old_bmbt,
+        } => {
+            let geo = fs.geometry();
+            let ino = Ino(*ino);
+            tp.lock_inode(ino);
+            let mut ip = tp.read_inode(ino)?;
+            let old: Vec<(crate::geometry::FsBlock, u32)> = old_bmbt
+                .iter()
+                .map(|&(agno, agbno, len)| {
+                    (
+                        geo.fsb_make(
+                            crate::geometry::AgNumber(agno),
+                            crate::geometry::AgBlock(agbno),
+                        ),
+                        len,
+                    )
+                })
+                .collect();
+            let ext: Vec<crate::inode::Extent> = extents
+                .iter()
+                .map(|&(offset, start, len, unwritten)| crate::inode::Extent {
+                    offset,
+                    start: crate::geometry::FsBlock(start),
+                    len,
+                    unwritten,
+                })
+                .collect();
+            crate::bmap::rebuild_data_btree(&mut tp, &mut ip, &ext, *nblocks, &old)?;
+            tp.log_inode(&ip)?;
+            format!(
+                "inode {}: data fork rebuilt from the rmapbt as a bmbt: {} extent(s), {} bmbt block(s), nblocks {}; {} old bmbt block(s) freed",
+                ino.0,
+                ext.len(),
+                ip.nblocks - nblocks,
+                ip.nblocks,
+                old.iter().map(|o| u64::from(o.1)).sum::<u64>()
+            )
         }
         Fix::FreeBlocks { agno, agbno, len } => {
             let geo = fs.geometry();
