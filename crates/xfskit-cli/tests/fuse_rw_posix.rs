@@ -808,6 +808,32 @@ fn root_mounts_devices_and_stat_sees_changes_at_once() {
         "mode after the direct write"
     );
 
+    // fallocate by a caller without CAP_FSETID outside the file's group
+    // drops both bits, even set-group-id without group execute
+    // (generic/683-685); root's keeps them.
+    let h = m.p("falloc");
+    fs::write(&h, b"").unwrap();
+    fs::set_permissions(&h, fs::Permissions::from_mode(0o6666)).unwrap();
+    let (ok, err) = as_user(1000, &["fallocate", "-l", "8192", &h.display().to_string()]);
+    assert!(ok, "fallocate as another user: {err}");
+    assert_eq!(
+        statx_of(&h, libc::STATX_MODE).stx_mode & 0o7777,
+        0o666,
+        "after fallocate"
+    );
+    fs::set_permissions(&h, fs::Permissions::from_mode(0o6666)).unwrap();
+    let st = std::process::Command::new("fallocate")
+        .args(["-l", "16384"])
+        .arg(&h)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert_eq!(
+        statx_of(&h, libc::STATX_MODE).stx_mode & 0o7777,
+        0o6666,
+        "root's fallocate"
+    );
+
     // FS_IOC_SETFLAGS stamps ctime; a stat asking for ctime alone sees it.
     let g = m.p("flags");
     fs::write(&g, b"x").unwrap();

@@ -248,8 +248,13 @@ impl XfsFuse {
 
     /// fallocate(2): preallocation (growing the size unless KEEP_SIZE),
     /// PUNCH_HOLE (with KEEP_SIZE, as Linux requires) and ZERO_RANGE.
+    /// A caller without CAP_FSETID drops the set-id bits first, as the
+    /// VFS's file_modified does on kernel XFS (the kernel's FUSE leaves it
+    /// to the server): set-user-id always, set-group-id where the group
+    /// may execute or the caller is not in the file's group.
     pub(crate) fn do_fallocate(
         &self,
+        who: Caller,
         node: INodeNo,
         offset: u64,
         len: u64,
@@ -257,6 +262,26 @@ impl XfsFuse {
     ) -> Result<(), Errno> {
         self.check_writable()?;
         let ino = self.ino(node);
+        let ip = self.inode(node)?;
+        if ip.mode & 0o6000 != 0
+            && ip.file_type != FileType::Dir
+            && !who.capable(crate::creds::CAP_FSETID)
+        {
+            let mut m = ip.mode & 0o7777 & !0o4000;
+            if m & 0o2010 == 0o2010 || !who.in_group_or_fsetid(ip.gid) {
+                m &= !0o2000;
+            }
+            if m != ip.mode & 0o7777 {
+                let change = AttrChange {
+                    mode: Some(m),
+                    ..Default::default()
+                };
+                self.fs
+                    .drop_privileges(ino, &change)
+                    .map_err(|e| to_errno(&e))?;
+                self.attrs_changed(node);
+            }
+        }
         let keep = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
         let known =
             libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE;

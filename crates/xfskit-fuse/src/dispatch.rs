@@ -406,7 +406,7 @@ impl Filesystem for &'static XfsFuse {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -414,9 +414,11 @@ impl Filesystem for &'static XfsFuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        answer!(self.do_fallocate(ino, offset, length, mode), reply, |()| {
-            reply.ok()
-        });
+        answer!(
+            self.do_fallocate(req.into(), ino, offset, length, mode),
+            reply,
+            |()| { reply.ok() }
+        );
     }
 
     fn copy_file_range(

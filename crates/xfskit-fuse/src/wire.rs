@@ -579,7 +579,7 @@ fn decide(
         }
         op::FALLOCATE => {
             let (offset, length, mode) = (a.u64(8), a.u64(16), a.u32(24) as i32);
-            fs.do_fallocate(node, offset, length, mode)?;
+            fs.do_fallocate(who, node, offset, length, mode)?;
             Reply::Empty
         }
         op::LSEEK => Reply::Offset(fs.do_lseek(node, a.u64(8) as i64, a.u32(16) as i32)?),
