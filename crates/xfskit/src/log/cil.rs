@@ -22,6 +22,7 @@ pub(crate) const CHUNK: usize = 128;
 /// Buffer log item type.
 const XFS_LI_BUF: u16 = 0x123c;
 const XFS_LI_DQUOT: u16 = 0x123d;
+use xfs_format::log_item::XFS_BLF_INODE_BUF;
 use xfs_format::quota::XFS_DISK_DQUOT_SIZE;
 /// `blf_flags`: the buffer was freed; replay nothing of it before this.
 const XFS_BLF_CANCEL: u16 = 1 << 1;
@@ -294,6 +295,9 @@ pub(crate) struct Cil {
     pub done: Vec<Vec<Vec<u8>>>,
     /// Dquot records by byte offset, newest bytes.
     pub dquots: BTreeMap<u64, CilDquot>,
+    /// Byte offsets of inodes (in `inodes`) whose `di_next_unlinked`
+    /// changed: logged as inode buffer items of their clusters too.
+    pub unlinked: std::collections::BTreeSet<u64>,
     /// Bytes the checkpoint will log, roughly.
     pub bytes: usize,
 }
@@ -417,6 +421,13 @@ impl Cil {
         }
     }
 
+    /// Notes that the inode at byte `off` changed its `di_next_unlinked`.
+    pub(crate) fn add_unlinked(&mut self, off: u64) {
+        if self.unlinked.insert(off) {
+            self.bytes += CHUNK + 64;
+        }
+    }
+
     /// Adds a new inode chunk (whose cluster buffers are `clusters`).
     pub(crate) fn add_icreate(&mut self, c: Icreate, clusters: &[(u64, u32)]) {
         for &(o, l) in clusters {
@@ -440,6 +451,44 @@ pub(crate) fn chunk_clusters(
         let ino = geo.ino_make(crate::geometry::AgNumber(c.agno), b << geo.inopb_log);
         out.push(cg.cluster_of(geo, ino)?);
         b += bpc;
+    }
+    Ok(out)
+}
+
+/// The inode cluster buffers whose `di_next_unlinked` fields the
+/// checkpoint logs: by byte offset, the chunks covering those fields and
+/// the cluster's bytes there, taken from the inodes' newest bytes (what
+/// their in-place writes put in the cluster; the rest stays zero and is
+/// not logged). An inode no longer in the checkpoint (its chunk freed:
+/// the cluster is cancelled) is left out.
+fn unlinked_clusters(
+    cil: &Cil,
+    geo: &Geometry,
+    cg: &ClusterGeo,
+) -> Result<BTreeMap<u64, (DirtyMap, Vec<u8>)>> {
+    use xfs_format::inode::XFS_DINODE_NEXT_UNLINKED_OFF as NEXT;
+    let mut out: BTreeMap<u64, (DirtyMap, Vec<u8>)> = BTreeMap::new();
+    for &off in &cil.unlinked {
+        let Some((ino, data)) = cil.inodes.get(&off) else {
+            continue;
+        };
+        let (coff, clen) = cg.cluster_of(geo, *ino)?;
+        let at = (off - coff) as usize;
+        if at + data.len() > clen as usize {
+            return Err(Error::Invalid(format!(
+                "inode {} lies outside its cluster buffer",
+                ino.0
+            )));
+        }
+        let (map, bytes) = out
+            .entry(coff)
+            .or_insert_with(|| (DirtyMap::new(clen as usize), vec![0; clen as usize]));
+        map.set_range(at + NEXT, 4);
+        // The chunks the field touches, filled from the inode's bytes.
+        let lo = (at + NEXT) / CHUNK * CHUNK;
+        let hi = ((at + NEXT + 4).div_ceil(CHUNK) * CHUNK).min(clen as usize);
+        let (ilo, ihi) = (lo.max(at), hi.min(at + data.len()));
+        bytes[ilo..ihi].copy_from_slice(&data[ilo - at..ihi - at]);
     }
     Ok(out)
 }
@@ -520,6 +569,17 @@ pub(crate) fn format(cil: &Cil, geo: &Geometry, cg: &ClusterGeo, tid: u32) -> Re
     for c in &cil.icreates {
         regions.push(icreate_region(geo, c));
         logged.extend(chunk_clusters(geo, cg, c)?);
+        items += 1;
+    }
+    for (cluster, (map, bytes)) in unlinked_clusters(cil, geo, cg)? {
+        let len = bytes.len();
+        let runs = map.runs(len);
+        let flags = buftype::blft::DINO << BLFT_SHIFT | XFS_BLF_INODE_BUF;
+        regions.push(blf(cluster, len as u32, flags, runs.len(), &map));
+        for (s, e) in runs {
+            regions.push(bytes[s..e].to_vec());
+        }
+        logged.push((cluster, len as u32));
         items += 1;
     }
     for (ino, data) in cil.inodes.values() {

@@ -244,6 +244,14 @@ impl Journal {
         Ok(())
     }
 
+    /// Notes that the inode at byte `off` (added to the next checkpoint)
+    /// changed its `di_next_unlinked`: the checkpoint logs the field in
+    /// its cluster as an inode buffer item.
+    pub(crate) fn add_unlinked(&mut self, off: u64) {
+        self.clean = false;
+        self.cil.add_unlinked(off);
+    }
+
     /// Adds a new inode chunk to the next checkpoint.
     pub(crate) fn add_icreate(&mut self, c: Icreate) -> Result<()> {
         self.clean = false;

@@ -89,6 +89,7 @@ pub fn process_unlinked(fs: &Fs) -> Result<UnlinkedReport> {
             }
             crate::ialloc::agi::set(&mut tp, agi, at, ip.next_unlinked);
             ip.next_unlinked = NULLAGINO;
+            tp.log_unlinked(ino);
             if ip.nlink == 0 {
                 tp.log_inode(&ip)?;
                 crate::namespace::remove::destroy(&mut tp, ip)?;

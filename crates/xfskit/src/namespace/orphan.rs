@@ -36,6 +36,7 @@ pub(crate) fn add(tp: &mut Trans<'_>, ip: &mut Inode) -> Result<()> {
     let agi = crate::ialloc::agi::read_agi(tp, agno)?;
     let at = bucket_off(agino);
     ip.next_unlinked = crate::ialloc::agi::get(tp, agi, at);
+    tp.log_unlinked(ip.ino);
     crate::ialloc::agi::set(tp, agi, at, agino);
     Ok(())
 }
@@ -203,9 +204,11 @@ impl Fs {
                     }
                     pp.next_unlinked = ip.next_unlinked;
                     tp.log_inode(&pp)?;
+                    tp.log_unlinked(p);
                 }
             }
             ip.next_unlinked = NULLAGINO;
+            tp.log_unlinked(ino);
             super::remove::destroy(&mut tp, ip)?;
             return tp.commit();
         }

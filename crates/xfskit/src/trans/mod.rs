@@ -94,6 +94,9 @@ pub struct Trans<'a> {
     qbefore: BTreeMap<u64, crate::quota::acct::Use>,
     /// Realtime blocks each realtime inode gained (lost: negative).
     qrt: BTreeMap<u64, i64>,
+    /// Inodes whose `di_next_unlinked` this transaction changed (see
+    /// [`Trans::log_unlinked`]).
+    unlinked: Vec<u64>,
     /// Quota limits may refuse this transaction (not a step of an
     /// operation that cannot stop half-way).
     quota_limits: bool,
@@ -119,6 +122,7 @@ impl<'a> Trans<'a> {
             dir_start: None,
             qbefore: BTreeMap::new(),
             qrt: BTreeMap::new(),
+            unlinked: Vec::new(),
             quota_limits: true,
         }
     }
@@ -418,6 +422,18 @@ impl<'a> Trans<'a> {
         Ok(())
     }
 
+    /// Notes that inode `ino`'s `di_next_unlinked` changed (it is logged
+    /// with [`Trans::log_inode`] too). Recovery takes that field from no
+    /// inode item, only from an inode buffer item of the inode's cluster,
+    /// so the checkpoint also logs the field's chunk of the cluster as
+    /// one (the inode's own new bytes there: what its in-place write puts
+    /// in the cluster), as the kernel's unlinked list code logs it.
+    pub(crate) fn log_unlinked(&mut self, ino: Ino) {
+        if self.ws.journaled() && !self.unlinked.contains(&ino.0) {
+            self.unlinked.push(ino.0);
+        }
+    }
+
     /// With quotas kept exact, notes what inode `ino` counted for before
     /// this transaction, the first time the transaction logs it: nothing
     /// when its chunk is new here.
@@ -599,6 +615,9 @@ impl<'a> Trans<'a> {
         for (ino, raw) in std::mem::take(&mut self.inodes) {
             // Inodes were encoded with their CRC.
             let logged = !self.covered.contains(&ino);
+            if logged && self.unlinked.contains(&ino) {
+                c.unlinked.push(geo.ino_to_bytes(Ino(ino)));
+            }
             c.inodes
                 .push((geo.ino_to_bytes(Ino(ino)), Ino(ino), raw, logged));
         }

@@ -95,6 +95,10 @@ pub(crate) struct Commit {
     pub done: Vec<Vec<Vec<u8>>>,
     /// Changed dquot records, logged as dquot items.
     pub dquots: Vec<crate::log::cil::CilDquot>,
+    /// Byte offsets of the inodes (among `inodes`, logged) whose
+    /// `di_next_unlinked` changed: their clusters are logged as inode
+    /// buffers too.
+    pub unlinked: Vec<u64>,
 }
 
 /// What the committer should do after publishing.
@@ -342,6 +346,11 @@ impl WriteState {
                 };
                 if let Some(old) = d.insert(off, p) {
                     removed += old.data.len();
+                }
+            }
+            if let Some(j) = j.as_mut() {
+                for off in c.unlinked {
+                    j.add_unlinked(off);
                 }
             }
             lock(&self.counters).add(delta);
