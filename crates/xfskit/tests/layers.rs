@@ -57,14 +57,7 @@ const LAYERS: &[(&str, bool, &[&str])] = &[
 
 /// Edges that still point the wrong way: (file, target module, reason).
 const EXCEPTIONS: &[(&str, &str, &str)] = &[
-    ("check/dirs.rs", "namespace", "the parent-pointer feature test lives in namespace/pptr.rs"),
-    ("check/inodes.rs", "namespace", "the parent-pointer feature test lives in namespace/pptr.rs"),
-    ("check/links.rs", "namespace", "the parent-pointer feature test lives in namespace/pptr.rs"),
-    ("dev/undo.rs", "admin", "uuid_string lives in admin.rs"),
-    ("error.rs", "disk", "damage inside an io::Error is recognised by disk::is_corruption"),
-    ("fs.rs", "admin", "uuid_string lives in admin.rs"),
     ("log/attr.rs", "namespace", "recovered xattr intents finish through the write API"),
-    ("log/clear.rs", "mkfs", "the unmount record is built by mkfs/logwriter.rs"),
     ("log/unlinked.rs", "namespace", "unlinked inodes are freed through namespace/remove.rs"),
     ("namespace/batch.rs", "build", "Meta and NodeKind live in build/target.rs"),
     ("namespace/build.rs", "build", "Meta and NodeKind live in build/target.rs"),
