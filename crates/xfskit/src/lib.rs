@@ -2,16 +2,16 @@
 //!
 //! Layers, lowest first; a module uses only modules of lower layers (or,
 //! in the core, of its own), and `tests/layers.rs` fails when an edge
-//! points up (its list of remaining exceptions is short and explicit):
+//! points up (a remaining exception would be listed there with its reason):
 //! 1. leaves: `bytes`, [`error`], `sys`
 //! 2. [`dev`] (positional devices), then [`disk`] (disk images)
 //! 3. [`geometry`] (the validated superblock)
 //! 4. [`buf`] (verified, cached metadata buffers), [`rtgroup`]
 //! 5. the core, one circle as libxfs's is: [`fs`] (an open filesystem),
 //!    [`trans`], [`log`] (journal and recovery), [`inode`], [`bmap`],
-//!    [`btree`], [`alloc`], [`ialloc`], [`dir`], [`attr`], [`quota`]
-//!    (records and accounting; not `quota::enable`)
-//! 6. reads over the core: [`scan`], [`symlink`], `namei`, [`walk`],
+//!    [`btree`], [`alloc`], [`ialloc`], [`dir`], [`attr`], [`symlink`],
+//!    [`quota`] (records and accounting; not `quota::enable`)
+//! 6. reads over the core: [`scan`], `namei`, [`walk`],
 //!    `spill`, [`info`]; then [`paths`], [`db`], [`extract`]
 //! 7. [`check`] (read-only verification)
 //! 8. [`mkfs`]
