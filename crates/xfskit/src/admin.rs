@@ -128,18 +128,7 @@ pub fn parse_uuid(s: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
-/// A UUID in its usual lowercase 8-4-4-4-12 form.
-pub fn uuid_string(u: &[u8; 16]) -> String {
-    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
+pub use crate::bytes::uuid_string;
 
 /// The label `xfs_admin -L` would write for `arg`: at most
 /// [`LABEL_MAX`] bytes (a longer one is refused: xfs_admin cuts it to 12

@@ -119,3 +119,16 @@ mod tests {
         be32(&[0u8; 3], 0);
     }
 }
+
+/// A UUID in its usual lowercase 8-4-4-4-12 form.
+pub fn uuid_string(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}

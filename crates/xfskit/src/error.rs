@@ -142,7 +142,7 @@ impl Error {
             Error::NotPermitted(_) => libc::EPERM,
             Error::QuotaExceeded(_) => libc::EDQUOT,
             Error::Corrupt { .. } | Error::BadCrc { .. } => libc::EUCLEAN,
-            Error::Io(e) if crate::disk::is_corruption(e) => libc::EUCLEAN,
+            Error::Io(e) if is_corruption(e) => libc::EUCLEAN,
             Error::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
             Error::DirtyLog(_) => libc::EIO,
         }
@@ -153,4 +153,28 @@ impl Error {
     pub fn is_corruption(&self) -> bool {
         self.errno() == libc::EUCLEAN
     }
+}
+
+/// A damaged image found while reading through a `Device` (which speaks
+/// `io::Error`): carried inside the `io::Error` so that callers can tell it
+/// from a failing disk with [`is_corruption`].
+#[derive(Debug)]
+pub struct ImageCorrupt(pub String);
+
+impl fmt::Display for ImageCorrupt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "corrupt image: {}", self.0)
+    }
+}
+
+impl std::error::Error for ImageCorrupt {}
+
+/// An `io::Error` carrying an [`ImageCorrupt`].
+pub(crate) fn corrupt_io(msg: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, ImageCorrupt(msg))
+}
+
+/// True when `e` reports a damaged image rather than a failing disk.
+pub fn is_corruption(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|i| i.is::<ImageCorrupt>())
 }

@@ -890,8 +890,8 @@ fn with_logdev(dev: Arc<dyn Device>, path: &Path, writable: bool) -> Result<Arc<
             return Err(Error::Invalid(format!(
                 "the log device {} holds the log of another filesystem (its records name UUID {}, this filesystem is {})",
                 path.display(),
-                crate::admin::uuid_string(&other),
-                crate::admin::uuid_string(&geo.uuid)
+                crate::bytes::uuid_string(&other),
+                crate::bytes::uuid_string(&geo.uuid)
             )));
         }
     }

@@ -595,6 +595,12 @@ impl Geometry {
         self.agb_to_daddr(agno, agbno)
     }
 
+    /// True when the filesystem keeps parent pointers (the PARENT
+    /// incompatible feature).
+    pub fn has_parent(&self) -> bool {
+        self.features_incompat & xfs_format::sb::XFS_SB_FEAT_INCOMPAT_PARENT != 0
+    }
+
     /// True when the realtime section is divided into realtime groups
     /// (metadir filesystems with a realtime section).
     pub fn has_rtgroups(&self) -> bool {

@@ -2,6 +2,7 @@
 //! named JSON fields ([`to_json`]): shared by `xfskit info` and the Python
 //! package's `Filesystem.info`.
 
+use crate::bytes::uuid_string;
 use crate::geometry::Geometry;
 use xfs_format::sb;
 
@@ -166,17 +167,6 @@ pub fn render_rt(g: &Geometry, name: &str, rtdev: Option<&str>) -> String {
     s
 }
 
-fn uuid_string(u: &[u8; 16]) -> String {
-    let h: Vec<String> = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        h[0..4].concat(),
-        h[4..6].concat(),
-        h[6..8].concat(),
-        h[8..10].concat(),
-        h[10..].concat()
-    )
-}
 
 /// Every feature the superblock names, as booleans from its feature
 /// words (v5: the version and features2 bits every v5 filesystem has, then

@@ -1,10 +1,24 @@
 //! xfskit: a userspace engine for the XFS filesystem.
 //!
-//! Layers, bottom up: [`dev`] (positional devices), [`buf`] (verified,
-//! cached metadata buffers), [`geometry`] (the validated superblock),
-//! [`inode`] (inodes, fork maps, file contents), [`dir`], [`attr`] and
-//! [`symlink`] (namespace), [`log`] (log state), [`fs`] (an open
-//! filesystem tying them together).
+//! Layers, lowest first; a module uses only modules of lower layers (or,
+//! in the core, of its own), and `tests/layers.rs` fails when an edge
+//! points up (a remaining exception would be listed there with its reason):
+//! 1. leaves: `bytes`, [`error`], `sys`
+//! 2. [`dev`] (positional devices), then [`disk`] (disk images)
+//! 3. [`geometry`] (the validated superblock)
+//! 4. [`buf`] (verified, cached metadata buffers), [`rtgroup`]
+//! 5. the core, one circle as libxfs's is: [`fs`] (an open filesystem),
+//!    [`trans`], [`log`] (journal and recovery), [`inode`], [`bmap`],
+//!    [`btree`], [`alloc`], [`ialloc`], [`dir`], [`attr`], [`symlink`],
+//!    [`quota`] (records and accounting; not `quota::enable`)
+//! 6. reads over the core: [`scan`], `namei`, [`walk`],
+//!    `spill`, [`info`]; then [`paths`], [`db`], [`extract`]
+//! 7. [`check`] (read-only verification)
+//! 8. [`mkfs`]
+//! 9. [`namespace`] (the write API: create, link, write, xattrs...)
+//! 10. [`build`] (images from directories and tars)
+//! 11. tools: [`admin`], [`grow`], `quota::enable`, [`bodyfile`],
+//!     [`forensic`], [`metadump`]; then [`repair`]
 //!
 //! Unsafe code is denied everywhere but in `sys`, which wraps the one
 //! system call that libc and rustix do not (yet) wrap and one slice

@@ -20,7 +20,7 @@ fn push(
     name: &[u8],
     file_type: Option<FileType>,
 ) {
-    let fp = if crate::namespace::pptr::enabled(ctx.fs.geometry()) {
+    let fp = if ctx.fs.geometry().has_parent() {
         super::pptrs::fingerprint(target, dir.ino.0, dir.gen, name)
     } else {
         0
@@ -40,7 +40,7 @@ fn push(
 /// is put back (none without parent pointers, where the names would be
 /// lost).
 pub(crate) fn reset_fix(ctx: &Ctx<'_>, dir: u64) -> Option<super::Fix> {
-    crate::namespace::pptr::enabled(ctx.fs.geometry()).then_some(super::Fix::ResetDir { ino: dir })
+    ctx.fs.geometry().has_parent().then_some(super::Fix::ResetDir { ino: dir })
 }
 
 /// Reports damage of directory `dir`, with [`reset_fix`] (named with the

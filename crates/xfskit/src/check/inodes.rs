@@ -475,7 +475,7 @@ fn check_one(ctx: &Ctx<'_>, ino: &Inode, out: &mut NsBatch) {
             },
         );
     }
-    let pptrs = if crate::namespace::pptr::enabled(ctx.fs.geometry()) {
+    let pptrs = if ctx.fs.geometry().has_parent() {
         super::pptrs::fold(ctx, ino)
     } else {
         None

@@ -141,7 +141,7 @@ pub(crate) fn check_namespace(ctx: &Ctx<'_>, sb: &SbCounters) -> std::io::Result
     let fs = ctx.fs;
     let root = fs.geometry().root_ino.0;
     let ftype_feature = fs.geometry().features.ftype;
-    let pptr = crate::namespace::pptr::enabled(fs.geometry());
+    let pptr = fs.geometry().has_parent();
     fn take<R: crate::spill::Rec>(
         m: &std::sync::Mutex<crate::spill::Sorter<R>>,
         cfg: &crate::spill::SpillConfig,

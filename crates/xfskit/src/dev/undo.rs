@@ -381,7 +381,7 @@ pub fn restore(path: &Path, dev: &dyn Device, opts: &RestoreOptions) -> Result<R
         return Err(Error::Invalid(format!(
             "{} was made for the filesystem with UUID {}, and this one is another (use --force to put it back anyway)",
             path.display(),
-            crate::admin::uuid_string(&h.uuid)
+            crate::bytes::uuid_string(&h.uuid)
         )));
     }
     let mut done = Restored {

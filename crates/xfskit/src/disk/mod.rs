@@ -29,6 +29,11 @@ pub mod vmdk;
 
 pub use select::{list, list_device, open, open_device, open_partition};
 
+/// Damage carried inside an `io::Error` (kept in error.rs, the lowest layer,
+/// so that [`Error::errno`] recognises it).
+pub use crate::error::{is_corruption, ImageCorrupt};
+pub(crate) use crate::error::corrupt_io;
+
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};
 use std::fmt;
@@ -223,30 +228,6 @@ pub fn read_table(disk: &dyn Device) -> Result<Option<Table>> {
 /// A corruption error of a disk structure, located in words.
 pub(crate) fn corrupt(what: &'static str, whr: String, detail: impl Into<String>) -> Error {
     Error::corrupt(what, Location::Other(whr), detail)
-}
-
-/// A damaged image found while reading through a [`Device`] (which speaks
-/// `io::Error`): carried inside the `io::Error` so that callers can tell it
-/// from a failing disk with [`is_corruption`].
-#[derive(Debug)]
-pub struct ImageCorrupt(pub String);
-
-impl fmt::Display for ImageCorrupt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "corrupt image: {}", self.0)
-    }
-}
-
-impl std::error::Error for ImageCorrupt {}
-
-/// An `io::Error` carrying an [`ImageCorrupt`].
-pub(crate) fn corrupt_io(msg: String) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, ImageCorrupt(msg))
-}
-
-/// True when `e` reports a damaged image rather than a failing disk.
-pub fn is_corruption(e: &std::io::Error) -> bool {
-    e.get_ref().is_some_and(|i| i.is::<ImageCorrupt>())
 }
 
 /// Refuses a `what` ("read", "write") of `len` bytes at `off` that does not

@@ -410,3 +410,29 @@ pub fn free_inode(tp: &mut Trans<'_>, ino: Ino) -> Result<()> {
     tp.log_inode(&free)?;
     Ok(())
 }
+
+/// Frees everything `ip` owns and the inode itself.
+pub(crate) fn destroy(tp: &mut Trans<'_>, mut ip: crate::inode::Inode) -> Result<()> {
+    if matches!(ip.format, ForkFormat::Extents | ForkFormat::Btree) {
+        crate::bmap::unmap_range(tp, &mut ip, crate::inode::Fork::Data, 0, u64::MAX)?;
+    }
+    if ip.has_attr_fork() && matches!(ip.aformat, ForkFormat::Extents | ForkFormat::Btree) {
+        crate::bmap::unmap_range(tp, &mut ip, crate::inode::Fork::Attr, 0, u64::MAX)?;
+    }
+    // The allocator reads the inode back: it must see the empty forks.
+    ip.nlink = 0;
+    ip.size = 0;
+    if ip.has_attr_fork() {
+        ip.forkoff = 0;
+        ip.attr_fork.clear();
+        ip.anextents = 0;
+    }
+    if matches!(ip.format, ForkFormat::Local) {
+        ip.data_fork.clear();
+    }
+    tp.log_inode(&ip)?;
+    if let Ok(ws) = tp.fs().write_state() {
+        ws.filestreams.forget(ip.ino);
+    }
+    free_inode(tp, ip.ino)
+}

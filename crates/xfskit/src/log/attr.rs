@@ -346,7 +346,7 @@ pub(crate) fn finish_attri(tp: &mut crate::trans::Trans<'_>, a: &Attri) -> Resul
             if !ip.has_attr_fork() {
                 return Ok(());
             }
-            crate::namespace::set_disk_in(tp, &mut ip, ns, &a.name, &a.value)?;
+            crate::attr::write::set_disk_in(tp, &mut ip, ns, &a.name, &a.value)?;
         }
         XFS_ATTRI_OP_FLAGS_REMOVE => {
             match crate::attr::write::remove(tp, &mut ip, ns, &a.name) {
@@ -354,7 +354,7 @@ pub(crate) fn finish_attri(tp: &mut crate::trans::Trans<'_>, a: &Attri) -> Resul
                 Err(Error::NoAttr(_)) => return Ok(()),
                 r => r?,
             }
-            crate::namespace::symlink_to_local(tp, &mut ip)?;
+            crate::symlink::symlink_to_local(tp, &mut ip)?;
         }
         _ => return Err(a.corrupt(format!("operation {}", a.op))),
     }
@@ -384,7 +384,7 @@ fn finish_parent(
         }
         XFS_ATTRI_OP_FLAGS_PPTR_REMOVE => {
             gone_ok(remove_parent(tp, ip, &a.name, &a.value))?;
-            crate::namespace::symlink_to_local(tp, ip)?;
+            crate::symlink::symlink_to_local(tp, ip)?;
         }
         XFS_ATTRI_OP_FLAGS_PPTR_REPLACE => {
             if ip.has_attr_fork() {

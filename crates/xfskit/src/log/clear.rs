@@ -32,7 +32,7 @@ use crate::bytes::be32;
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};
 use crate::geometry::Geometry;
-use crate::mkfs::logwriter::unmount_record;
+use super::clean_record::unmount_record;
 use std::io;
 use std::sync::Arc;
 use xfs_format::log::{xlog_assign_lsn, XLOG_HEADER_MAGIC_NUM};

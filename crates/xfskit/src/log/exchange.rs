@@ -541,7 +541,7 @@ pub(crate) fn exchange_pair(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::target::{Meta, NodeKind};
+    use crate::namespace::{Meta, NodeKind};
     use crate::inode::Timestamp;
     use crate::OpenOptions;
 

@@ -47,6 +47,7 @@ use zerocopy::FromBytes;
 
 pub(crate) mod buftype;
 pub(crate) mod cil;
+pub(crate) mod clean_record;
 pub(crate) mod item_inode;
 pub(crate) mod journal;
 mod pack;

@@ -92,7 +92,7 @@ pub fn process_unlinked(fs: &Fs) -> Result<UnlinkedReport> {
             tp.log_unlinked(ino);
             if ip.nlink == 0 {
                 tp.log_inode(&ip)?;
-                crate::namespace::remove::destroy(&mut tp, ip)?;
+                crate::ialloc::destroy(&mut tp, ip)?;
                 report.freed += 1;
             } else {
                 tp.log_inode(&ip)?;

@@ -14,7 +14,8 @@ use super::geometry::{compute_geometry, DeviceTopology, MkfsGeometry, TargetKind
 use super::io::{IoStats, Sink, WriteBatch};
 use super::options::{MkfsError, MkfsOptions};
 use super::rootdir::{root_chunk, rtdir_chunk, Timestamp};
-use super::{agwrite, logwriter, wipe, writer};
+use super::{agwrite, wipe, writer};
+use crate::log::clean_record;
 use crate::dev::Device;
 
 /// Bytes mkfs clears at the start and end of the target to kill old
@@ -348,7 +349,7 @@ fn write_fs(
     } else {
         u32::from(g.logsectsize)
     };
-    let record = logwriter::first_record(&uuid, lsunit);
+    let record = clean_record::first_record(&uuid, lsunit);
     match &g.logdev {
         None => batch.push(log_off, record),
         Some(name) => write_external_log(name, log_len, &record, &mut stats)?,

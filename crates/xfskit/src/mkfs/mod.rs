@@ -9,7 +9,6 @@ mod geometry;
 mod io;
 mod layout;
 mod log;
-pub(crate) mod logwriter;
 mod options;
 mod profiles;
 mod realtime;

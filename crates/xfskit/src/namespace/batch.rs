@@ -5,7 +5,7 @@
 //! for the batch instead of once per file.
 
 use super::build::{map_data, CREATE_DATA_MAX, CREATE_XATTRS_MAX};
-use crate::build::{Meta, NodeKind};
+use super::{Meta, NodeKind};
 use crate::dev::FileData;
 use crate::error::Result;
 use crate::fs::Fs;

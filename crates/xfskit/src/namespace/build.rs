@@ -4,7 +4,7 @@
 //! as [`Fs::create`] + [`Fs::write_at_opt`] (times untouched) +
 //! [`Fs::set_xattr_opt`] (times untouched) for each xattr, in that order.
 
-use crate::build::{Meta, NodeKind};
+use super::{Meta, NodeKind};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::{FsBlock, Ino};

@@ -1,11 +1,11 @@
 //! Creating inodes (files, directories, symlinks, device nodes, fifos,
 //! sockets) and hard links.
 
-use crate::build::{Meta, NodeKind};
+use super::{Meta, NodeKind};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use crate::geometry::{Daddr, Ino};
-use crate::inode::{FileType, Fork, ForkFormat, Inode, Timestamp};
+use crate::geometry::Ino;
+use crate::inode::{FileType, Inode, Timestamp};
 use crate::trans::Trans;
 use xfs_format::symlink as xsl;
 
@@ -199,7 +199,7 @@ impl Fs {
                     }
                 }
             }
-            NodeKind::Symlink(t) => write_symlink(tp, &mut ip, t)?,
+            NodeKind::Symlink(t) => crate::symlink::write_symlink(tp, &mut ip, t)?,
             NodeKind::CharDev { major, minor } | NodeKind::BlockDev { major, minor } => {
                 ip.set_rdev(*major, *minor)
             }
@@ -294,106 +294,4 @@ pub(crate) fn inherit_flags(ip: &mut Inode, dp: &Inode, has_rt: bool) {
         ip.cowextsize = dp.cowextsize;
     }
     ip.flags2 |= dp.flags2 & di::XFS_DIFLAG2_DAX;
-}
-
-/// Moves an inline symlink target into a remote block.
-pub(crate) fn symlink_to_remote(tp: &mut Trans<'_>, ip: &mut Inode) -> Result<()> {
-    if ip.format != ForkFormat::Local {
-        return Ok(());
-    }
-    let size = usize::try_from(ip.size).unwrap_or(usize::MAX);
-    let target = ip
-        .data_fork
-        .get(..size)
-        .ok_or_else(|| Error::Invalid(format!("inode {}: symlink longer than its fork", ip.ino.0)))?
-        .to_vec();
-    write_remote_symlink(tp, ip, &target)
-}
-
-/// Moves a remote symlink target back into the inode when it fits the
-/// data fork (after its xattrs gave the room back): xfs_repair 6.1 calls a
-/// remote target that would fit inline a format mismatch.
-pub(crate) fn symlink_to_local(tp: &mut Trans<'_>, ip: &mut Inode) -> Result<()> {
-    if ip.file_type != FileType::Symlink || ip.format != ForkFormat::Extents {
-        return Ok(());
-    }
-    let room = if ip.forkoff != 0 {
-        usize::from(ip.forkoff) * 8
-    } else {
-        Inode::literal_size(tp.geo())
-    };
-    let size = usize::try_from(ip.size).unwrap_or(usize::MAX);
-    if size > room {
-        return Ok(());
-    }
-    let target = crate::symlink::read_link(tp.fs(), ip)?;
-    if target.len() != size {
-        return Err(Error::corrupt(
-            "symlink",
-            crate::error::Location::Inode(ip.ino.0),
-            format!("target of {} bytes, size {size}", target.len()),
-        ));
-    }
-    let blocks = xsl::symlink_blocks(size, tp.geo().block_size as usize) as u64;
-    crate::bmap::unmap_range(tp, ip, Fork::Data, 0, blocks)?;
-    ip.format = ForkFormat::Local;
-    ip.nextents = 0;
-    ip.data_fork = target;
-    Ok(())
-}
-
-/// Stores a symlink target inline when it fits the data fork, else in
-/// remote blocks, each extent starting with a self-describing header.
-fn write_symlink(tp: &mut Trans<'_>, ip: &mut Inode, target: &[u8]) -> Result<()> {
-    let geo = tp.geo();
-    ip.size = target.len() as u64;
-    let room = if ip.forkoff != 0 {
-        usize::from(ip.forkoff) * 8
-    } else {
-        Inode::literal_size(geo)
-    };
-    if target.len() <= room {
-        ip.format = ForkFormat::Local;
-        ip.data_fork = target.to_vec();
-        return Ok(());
-    }
-    write_remote_symlink(tp, ip, target)
-}
-
-fn write_remote_symlink(tp: &mut Trans<'_>, ip: &mut Inode, target: &[u8]) -> Result<()> {
-    let geo = tp.geo();
-    ip.size = target.len() as u64;
-    ip.format = ForkFormat::Extents;
-    ip.data_fork.clear();
-    let bsize = geo.block_size as usize;
-    let blocks = xsl::symlink_blocks(target.len(), bsize) as u64;
-    let map = crate::bmap::alloc_range(tp, ip, Fork::Data, 0, blocks, false, None)?;
-    let mut done = 0usize;
-    for e in map {
-        if done >= target.len() {
-            break;
-        }
-        let len = (e.len as usize) * bsize;
-        let daddr: Daddr = geo.fsb_to_daddr(e.start);
-        let id = tp.get_buf(daddr, len as u32, Some(xsl::XFS_SYMLINK_CRC_OFF));
-        let chunk = (len - xsl::XFS_SYMLINK_HDR_SIZE).min(target.len() - done);
-        let b = tp.buf_mut(id);
-        b[0..4].copy_from_slice(&xsl::XFS_SYMLINK_MAGIC.to_be_bytes());
-        b[4..8].copy_from_slice(&(done as u32).to_be_bytes());
-        b[8..12].copy_from_slice(&(chunk as u32).to_be_bytes());
-        b[16..32].copy_from_slice(&geo.meta_uuid);
-        b[32..40].copy_from_slice(&ip.ino.0.to_be_bytes());
-        b[40..48].copy_from_slice(&daddr.0.to_be_bytes());
-        let h = xsl::XFS_SYMLINK_HDR_SIZE;
-        b[h..h + chunk].copy_from_slice(&target[done..done + chunk]);
-        done += chunk;
-    }
-    if done != target.len() {
-        return Err(Error::NoSpace(format!(
-            "symlink inode {}: mapped blocks hold {done} of {} bytes",
-            ip.ino.0,
-            target.len()
-        )));
-    }
-    Ok(())
 }

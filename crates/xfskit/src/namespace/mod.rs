@@ -19,6 +19,7 @@ mod data;
 mod exchange;
 mod exchange_range;
 mod fileattr;
+mod meta;
 pub(crate) mod guard;
 mod orphan;
 pub(crate) mod pptr;
@@ -30,14 +31,13 @@ mod xattr;
 
 pub use atime::AtimePolicy;
 pub use batch::{NewFile, NewFileOwned, BATCH_BYTES, BATCH_FILES};
-pub(crate) use create::symlink_to_local;
 pub use exchange_range::ExchangeFlags;
+pub use meta::{Meta, NodeKind};
 pub use fileattr::{
     fl, flags_of_xflags, fsxattr_of, xflags_of_flags, FileAttrSet, FsxAttr, XFLAGS_COMMON,
 };
 pub use remove::InUse;
 pub use setattr::{AgCounters, AttrChange, SetTime};
-pub(crate) use xattr::set_disk_in;
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;

@@ -20,7 +20,7 @@ use crate::trans::Trans;
 
 /// True when the filesystem keeps parent pointers.
 pub(crate) fn enabled(geo: &Geometry) -> bool {
-    geo.features_incompat & xfs_format::sb::XFS_SB_FEAT_INCOMPAT_PARENT != 0
+    geo.has_parent()
 }
 
 /// The parent record naming directory `dp`.

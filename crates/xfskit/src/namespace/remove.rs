@@ -6,34 +6,11 @@ use super::create::read_dir_inode;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::Ino;
-use crate::inode::{FileType, Fork, ForkFormat, Inode, Timestamp};
+use crate::inode::{FileType, Inode, Timestamp};
 use crate::trans::Trans;
 
-/// Frees everything `ip` owns and the inode itself.
-pub(crate) fn destroy(tp: &mut Trans<'_>, mut ip: Inode) -> Result<()> {
-    if matches!(ip.format, ForkFormat::Extents | ForkFormat::Btree) {
-        crate::bmap::unmap_range(tp, &mut ip, Fork::Data, 0, u64::MAX)?;
-    }
-    if ip.has_attr_fork() && matches!(ip.aformat, ForkFormat::Extents | ForkFormat::Btree) {
-        crate::bmap::unmap_range(tp, &mut ip, Fork::Attr, 0, u64::MAX)?;
-    }
-    // The allocator reads the inode back: it must see the empty forks.
-    ip.nlink = 0;
-    ip.size = 0;
-    if ip.has_attr_fork() {
-        ip.forkoff = 0;
-        ip.attr_fork.clear();
-        ip.anextents = 0;
-    }
-    if matches!(ip.format, ForkFormat::Local) {
-        ip.data_fork.clear();
-    }
-    tp.log_inode(&ip)?;
-    if let Ok(ws) = tp.fs().write_state() {
-        ws.filestreams.forget(ip.ino);
-    }
-    crate::ialloc::free_inode(tp, ip.ino)
-}
+pub(crate) use crate::ialloc::destroy;
+
 
 /// Tells whether an inode whose last name goes away is still in use (an
 /// open file): it then becomes an orphan instead of being freed.
@@ -173,7 +150,7 @@ impl Fs {
         sname: &[u8],
         ddir: Ino,
         dname: &[u8],
-        meta: &crate::build::Meta,
+        meta: &crate::namespace::Meta,
         in_use: InUse<'_>,
     ) -> Result<Option<Ino>> {
         self.rename_as(sdir, sname, ddir, dname, in_use, Some(meta))
@@ -186,7 +163,7 @@ impl Fs {
         ddir: Ino,
         dname: &[u8],
         in_use: InUse<'_>,
-        whiteout: Option<&crate::build::Meta>,
+        whiteout: Option<&crate::namespace::Meta>,
     ) -> Result<Option<Ino>> {
         super::check_name(sname)?;
         super::check_name(dname)?;
@@ -302,7 +279,7 @@ impl Fs {
                 crate::dir::write::remove(&mut tp, &mut sdp, sname)?;
             }
             Some(meta) => {
-                let kind = crate::build::NodeKind::CharDev { major: 0, minor: 0 };
+                let kind = crate::namespace::NodeKind::CharDev { major: 0, minor: 0 };
                 let mut m = meta.clone();
                 m.mode = 0;
                 let wip = self.new_inode_in(&mut tp, &mut sdp, sname, &kind, &m, gen, None)?;

@@ -2,11 +2,10 @@
 
 use crate::attr::acl::{disk_name as xfs_acl_name, from_linux as acl_from_vfs};
 use crate::attr::{parse_full_name, Namespace};
-use crate::build::Meta;
+use super::Meta;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::Ino;
-use crate::inode::{FileType, ForkFormat};
 
 /// Longest attribute name XFS stores.
 const XATTR_NAME_MAX: usize = 255;
@@ -89,7 +88,7 @@ impl Fs {
         let mut ip = tp.read_inode(ino)?;
         super::guard::may_change(&ip, "removing an xattr")?;
         crate::attr::write::remove(&mut tp, &mut ip, ns, &n)?;
-        super::create::symlink_to_local(&mut tp, &mut ip)?;
+        crate::symlink::symlink_to_local(&mut tp, &mut ip)?;
         self.touch_change(&mut ip, now)?;
         tp.log_inode(&ip)?;
         tp.commit()
@@ -155,30 +154,6 @@ pub(crate) fn set_xattr_in(
         )));
     }
     let (ns, n, v) = disk_name(name, Some(value))?;
-    set_disk_in(tp, ip, ns, &n, &v.unwrap_or_default())
+    crate::attr::write::set_disk_in(tp, ip, ns, &n, &v.unwrap_or_default())
 }
 
-/// Sets the on-disk attribute `name` of namespace `ns` on `ip` inside
-/// `tp`, moving inline directory or symlink data out of the inode when
-/// the attribute fork needs the room (the caller logs `ip`).
-pub(crate) fn set_disk_in(
-    tp: &mut crate::trans::Trans<'_>,
-    ip: &mut crate::inode::Inode,
-    ns: Namespace,
-    n: &[u8],
-    v: &[u8],
-) -> Result<()> {
-    match crate::attr::write::set(tp, ip, ns, n, v) {
-        Err(Error::Unsupported(_)) if ip.format == ForkFormat::Local && !ip.has_attr_fork() => {
-            // The inline data leaves the inode to make room, as the
-            // kernel does: directories become a block, symlinks remote.
-            match ip.file_type {
-                FileType::Dir => crate::dir::write::make_room(tp, ip)?,
-                FileType::Symlink => super::create::symlink_to_remote(tp, ip)?,
-                _ => {}
-            }
-            crate::attr::write::set(tp, ip, ns, n, v)
-        }
-        r => r,
-    }
-}

@@ -573,7 +573,7 @@ fn lost_found(fs: &Fs, tp: &mut Trans<'_>) -> Result<Inode> {
         return Ok(dp);
     }
     let now = fs.now()?;
-    let meta = crate::build::Meta {
+    let meta = crate::namespace::Meta {
         mode: 0o755,
         uid: 0,
         gid: 0,
@@ -587,7 +587,7 @@ fn lost_found(fs: &Fs, tp: &mut Trans<'_>) -> Result<Inode> {
         tp,
         root,
         LOST_FOUND,
-        &crate::build::NodeKind::Dir,
+        &crate::namespace::NodeKind::Dir,
         &meta,
         now,
         gen,

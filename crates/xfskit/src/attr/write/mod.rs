@@ -382,3 +382,28 @@ fn leaf_to_sf(tp: &mut Trans<'_>, ip: &mut Inode) -> Result<()> {
     ip.attr_fork = sf::encode(&ents);
     Ok(())
 }
+
+/// Sets the on-disk attribute `name` of namespace `ns` on `ip` inside
+/// `tp`, moving inline directory or symlink data out of the inode when
+/// the attribute fork needs the room (the caller logs `ip`).
+pub(crate) fn set_disk_in(
+    tp: &mut Trans<'_>,
+    ip: &mut Inode,
+    ns: Namespace,
+    n: &[u8],
+    v: &[u8],
+) -> Result<()> {
+    match set(tp, ip, ns, n, v) {
+        Err(Error::Unsupported(_)) if ip.format == ForkFormat::Local && !ip.has_attr_fork() => {
+            // The inline data leaves the inode to make room, as the
+            // kernel does: directories become a block, symlinks remote.
+            match ip.file_type {
+                crate::inode::FileType::Dir => crate::dir::write::make_room(tp, ip)?,
+                crate::inode::FileType::Symlink => crate::symlink::symlink_to_remote(tp, ip)?,
+                _ => {}
+            }
+            set(tp, ip, ns, n, v)
+        }
+        r => r,
+    }
+}

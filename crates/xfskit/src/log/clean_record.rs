@@ -3,7 +3,7 @@
 //! record holds one operation, an unmount record, so the kernel finds a
 //! cleanly unmounted log and needs no recovery. The record builder is
 //! also what `repair --zero-log` fills a cleared log with
-//! ([`crate::log::clear`]).
+//! ([`crate::log::clear`]); mkfs writes it through `first_record`.
 
 use crate::bytes::put_be32;
 use xfs_format::types::Uuid;
