@@ -1053,7 +1053,10 @@ fn shutdown_with_orphans_replays_their_unlinked_chains() {
     common::must_umount(&kdir);
     let (rc, out) = common::repair_check(&copy);
     assert_eq!(rc, 0, "xfs_repair -n after the kernel's replay:\n{out}");
-    assert_eq!(kernel_used, named, "inodes in use after the kernel's replay");
+    assert_eq!(
+        kernel_used, named,
+        "inodes in use after the kernel's replay"
+    );
     // xfskit's replay at the next mount frees the orphans too.
     m.mount(&[]);
     assert_eq!(

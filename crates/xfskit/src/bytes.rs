@@ -81,6 +81,19 @@ pub(crate) fn put_le64(b: &mut [u8], off: usize, v: u64) {
     b[off..off + 8].copy_from_slice(&v.to_le_bytes());
 }
 
+/// A UUID in its usual lowercase 8-4-4-4-12 form.
+pub fn uuid_string(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,17 +131,4 @@ mod tests {
     fn plain_reads_panic_on_a_short_slice() {
         be32(&[0u8; 3], 0);
     }
-}
-
-/// A UUID in its usual lowercase 8-4-4-4-12 form.
-pub fn uuid_string(u: &[u8; 16]) -> String {
-    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
 }

@@ -167,7 +167,6 @@ pub fn render_rt(g: &Geometry, name: &str, rtdev: Option<&str>) -> String {
     s
 }
 
-
 /// Every feature the superblock names, as booleans from its feature
 /// words (v5: the version and features2 bits every v5 filesystem has, then
 /// the compat, ro_compat, incompat and log_incompat bits by name).

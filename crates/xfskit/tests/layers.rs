@@ -50,7 +50,14 @@ const LAYERS: &[(&str, bool, &[&str])] = &[
     (
         "tools",
         false,
-        &["admin", "grow", "quota/enable", "bodyfile", "forensic", "metadump"],
+        &[
+            "admin",
+            "grow",
+            "quota/enable",
+            "bodyfile",
+            "forensic",
+            "metadump",
+        ],
     ),
     ("repair", false, &["repair"]),
 ];
@@ -105,7 +112,10 @@ fn code_only(src: &str) -> Vec<u8> {
     };
     while i < b.len() {
         if b[i..].starts_with(b"//") {
-            let end = b[i..].iter().position(|&c| c == b'\n').map_or(b.len(), |n| i + n);
+            let end = b[i..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(b.len(), |n| i + n);
             blank(&mut out, i, end);
             i = end;
         } else if b[i..].starts_with(b"/*") {
@@ -151,7 +161,10 @@ fn code_only(src: &str) -> Vec<u8> {
         } else if b[i] == b'\'' {
             // A char literal ('x', '\n', '\u{..}'), not a lifetime ('a).
             let end = if b.get(i + 1) == Some(&b'\\') {
-                b[i + 2..].iter().position(|&c| c == b'\'').map(|n| i + 2 + n + 1)
+                b[i + 2..]
+                    .iter()
+                    .position(|&c| c == b'\'')
+                    .map(|n| i + 2 + n + 1)
             } else if b.get(i + 2) == Some(&b'\'') {
                 Some(i + 3)
             } else {
@@ -310,7 +323,11 @@ fn violations() -> BTreeMap<(String, String), Vec<usize>> {
         let mods = drop_test_items(&mut code);
         let mp = module_path(&rel);
         for m in mods {
-            let base = if rel.file_name().unwrap() == "lib.rs" { String::new() } else { format!("{mp}/") };
+            let base = if rel.file_name().unwrap() == "lib.rs" {
+                String::new()
+            } else {
+                format!("{mp}/")
+            };
             test_files.insert(format!("{base}{m}"));
         }
         codes.push((rel, mp, code));
@@ -321,7 +338,9 @@ fn violations() -> BTreeMap<(String, String), Vec<usize>> {
         if name == "lib.rs"
             || name == "tests.rs"
             || rel.components().any(|c| c.as_os_str() == "tests")
-            || test_files.iter().any(|t| mp == t || mp.starts_with(&format!("{t}/")))
+            || test_files
+                .iter()
+                .any(|t| mp == t || mp.starts_with(&format!("{t}/")))
         {
             continue;
         }
@@ -337,7 +356,11 @@ fn violations() -> BTreeMap<(String, String), Vec<usize>> {
                 .map(|(_, m)| *m)
                 .or_else(|| cands.iter().find_map(|c| lay.owner(c)));
             let Some(to) = target else {
-                panic!("{}:{line}: crate::{} is in no layer of LAYERS", rel.display(), top);
+                panic!(
+                    "{}:{line}: crate::{} is in no layer of LAYERS",
+                    rel.display(),
+                    top
+                );
             };
             if to == from || mp.starts_with(&format!("{to}/")) {
                 continue; // inside its own module
@@ -359,13 +382,18 @@ fn layers_point_one_way() {
     let bad = violations();
     let mut msgs = Vec::new();
     let layer_of = |m: &str| {
-        LAYERS.iter().find(|(_, _, ms)| ms.contains(&m)).map_or("?", |(n, _, _)| *n)
+        LAYERS
+            .iter()
+            .find(|(_, _, ms)| ms.contains(&m))
+            .map_or("?", |(n, _, _)| *n)
     };
     for ((file, to), lines) in &bad {
         if EXCEPTIONS.iter().any(|(f, t, _)| f == file && t == to) {
             continue;
         }
-        let from = Layering::new().owner(&module_path(Path::new(file))).unwrap();
+        let from = Layering::new()
+            .owner(&module_path(Path::new(file)))
+            .unwrap();
         msgs.push(format!(
             "src/{file}:{lines:?} uses crate::{} ({} layer) from {from} ({} layer)",
             to.replace('/', "::"),
@@ -375,10 +403,16 @@ fn layers_point_one_way() {
     }
     for (f, t, why) in EXCEPTIONS {
         if !bad.contains_key(&(f.to_string(), t.to_string())) {
-            msgs.push(format!("exception src/{f} -> {t} ({why}) is no longer needed: remove it"));
+            msgs.push(format!(
+                "exception src/{f} -> {t} ({why}) is no longer needed: remove it"
+            ));
         }
     }
-    assert!(msgs.is_empty(), "edges against the layer order:\n{}", msgs.join("\n"));
+    assert!(
+        msgs.is_empty(),
+        "edges against the layer order:\n{}",
+        msgs.join("\n")
+    );
 }
 
 /// The rules themselves: a use from a lower layer is found, a test module
@@ -392,8 +426,17 @@ fn the_scanner_sees_edges() {
     let mut code = code_only(src);
     let mods = drop_test_items(&mut code);
     assert_eq!(mods, ["more"]);
-    let paths: Vec<_> = crate_paths(&code).into_iter().map(|(l, c)| (l, c[0].clone())).collect();
-    assert_eq!(paths, [(1, "fs/Fs".to_string()), (2, "quota/acct/Use/default".to_string())]);
+    let paths: Vec<_> = crate_paths(&code)
+        .into_iter()
+        .map(|(l, c)| (l, c[0].clone()))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            (1, "fs/Fs".to_string()),
+            (2, "quota/acct/Use/default".to_string())
+        ]
+    );
     let lay = Layering::new();
     assert_eq!(lay.owner("quota/acct/Use/default"), Some("quota"));
     assert_eq!(lay.owner("quota/enable/enable"), Some("quota/enable"));

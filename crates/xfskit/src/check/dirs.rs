@@ -40,7 +40,10 @@ fn push(
 /// is put back (none without parent pointers, where the names would be
 /// lost).
 pub(crate) fn reset_fix(ctx: &Ctx<'_>, dir: u64) -> Option<super::Fix> {
-    ctx.fs.geometry().has_parent().then_some(super::Fix::ResetDir { ino: dir })
+    ctx.fs
+        .geometry()
+        .has_parent()
+        .then_some(super::Fix::ResetDir { ino: dir })
 }
 
 /// Reports damage of directory `dir`, with [`reset_fix`] (named with the

@@ -29,10 +29,10 @@ pub mod vmdk;
 
 pub use select::{list, list_device, open, open_device, open_partition};
 
+pub(crate) use crate::error::corrupt_io;
 /// Damage carried inside an `io::Error` (kept in error.rs, the lowest layer,
 /// so that [`Error::errno`] recognises it).
 pub use crate::error::{is_corruption, ImageCorrupt};
-pub(crate) use crate::error::corrupt_io;
 
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};

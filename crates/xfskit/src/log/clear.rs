@@ -26,13 +26,13 @@
 //! 1 as xfs_repair clears it first, the record at block 0 with LSN and
 //! tail `(1, 0)` and every other block zero (the head at `(1, n)`).
 
+use super::clean_record::unmount_record;
 use super::find::LogEnds;
 use super::record::{LogDev, BB};
 use crate::bytes::be32;
 use crate::dev::Device;
 use crate::error::{Error, Location, Result};
 use crate::geometry::Geometry;
-use super::clean_record::unmount_record;
 use std::io;
 use std::sync::Arc;
 use xfs_format::log::{xlog_assign_lsn, XLOG_HEADER_MAGIC_NUM};

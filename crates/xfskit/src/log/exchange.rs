@@ -541,8 +541,8 @@ pub(crate) fn exchange_pair(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::namespace::{Meta, NodeKind};
     use crate::inode::Timestamp;
+    use crate::namespace::{Meta, NodeKind};
     use crate::OpenOptions;
 
     fn xmi(inode1: u64, inode2: u64, blockcount: u64, flags: u64) -> Xmi {

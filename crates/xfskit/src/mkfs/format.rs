@@ -15,8 +15,8 @@ use super::io::{IoStats, Sink, WriteBatch};
 use super::options::{MkfsError, MkfsOptions};
 use super::rootdir::{root_chunk, rtdir_chunk, Timestamp};
 use super::{agwrite, wipe, writer};
-use crate::log::clean_record;
 use crate::dev::Device;
+use crate::log::clean_record;
 
 /// Bytes mkfs clears at the start and end of the target to kill old
 /// signatures (as mkfs.xfs does).

@@ -19,8 +19,8 @@ mod data;
 mod exchange;
 mod exchange_range;
 mod fileattr;
-mod meta;
 pub(crate) mod guard;
+mod meta;
 mod orphan;
 pub(crate) mod pptr;
 mod reflink;
@@ -32,10 +32,10 @@ mod xattr;
 pub use atime::AtimePolicy;
 pub use batch::{NewFile, NewFileOwned, BATCH_BYTES, BATCH_FILES};
 pub use exchange_range::ExchangeFlags;
-pub use meta::{Meta, NodeKind};
 pub use fileattr::{
     fl, flags_of_xflags, fsxattr_of, xflags_of_flags, FileAttrSet, FsxAttr, XFLAGS_COMMON,
 };
+pub use meta::{Meta, NodeKind};
 pub use remove::InUse;
 pub use setattr::{AgCounters, AttrChange, SetTime};
 

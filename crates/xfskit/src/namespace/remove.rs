@@ -11,7 +11,6 @@ use crate::trans::Trans;
 
 pub(crate) use crate::ialloc::destroy;
 
-
 /// Tells whether an inode whose last name goes away is still in use (an
 /// open file): it then becomes an orphan instead of being freed.
 pub type InUse<'a> = &'a dyn Fn(Ino) -> bool;

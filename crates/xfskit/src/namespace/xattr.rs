@@ -1,8 +1,8 @@
 //! Extended attributes and inode attributes (owner, mode, times).
 
+use super::Meta;
 use crate::attr::acl::{disk_name as xfs_acl_name, from_linux as acl_from_vfs};
 use crate::attr::{parse_full_name, Namespace};
-use super::Meta;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::Ino;
@@ -156,4 +156,3 @@ pub(crate) fn set_xattr_in(
     let (ns, n, v) = disk_name(name, Some(value))?;
     crate::attr::write::set_disk_in(tp, ip, ns, &n, &v.unwrap_or_default())
 }
-
