@@ -149,7 +149,12 @@ impl Mounted {
             // XFS_IOC_GOINGDOWN: nothing more is written; the log holds
             // what was committed and the next mount replays it.
             eprintln!("xfskit mount: the filesystem was shut down: the image is not written back (its log is replayed at the next mount)");
-            return served;
+            // The shutdown was asked for: the mount ends as it should,
+            // whatever the requests after it met.
+            if let Err(e) = served {
+                eprintln!("xfskit mount: after the shutdown: {e}");
+            }
+            return Ok(());
         }
         if fs.is_writable() {
             // Writes answered but not yet done are done first.

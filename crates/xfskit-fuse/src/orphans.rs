@@ -109,6 +109,11 @@ impl XfsFuse {
     /// Frees one orphan (called with the orphans locked, which keeps frees
     /// one at a time as the engine wants); a failure is logged, not fatal.
     fn free(&self, ino: Ino) {
+        if self.fs.is_shut_down() {
+            // Nothing is written any more: the orphan stays on its
+            // unlinked list, which the next mount's recovery frees.
+            return;
+        }
         self.behind.settle(ino);
         if let Err(e) = self.fs.free_orphan(ino) {
             let errno: Errno = to_errno(&e);
