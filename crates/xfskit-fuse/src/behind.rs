@@ -320,6 +320,13 @@ impl XfsFuse {
         if !b.is_on() {
             return self.do_write(node, offset, data, kill, appending, None);
         }
+        if kill && self.kill_privileges(node, true)?.is_some() {
+            // Set-id bits to drop: done before the answer, so that a stat
+            // after the write (answered from the kernel's cache, which
+            // the drop invalidates) sees them gone.
+            b.settle(ino);
+            return self.do_write(node, offset, data, kill, appending, None);
+        }
         let n = self.write_allowed(offset, data.len())?;
         self.fs
             .check_write(ino, appending)

@@ -179,7 +179,7 @@ impl XfsFuse {
     /// bits (`setid`); None when the mode stays. A file capability is not
     /// ours to drop: the VFS removes `security.capability` itself, with a
     /// REMOVEXATTR, before it sends the change.
-    fn kill_privileges(&self, node: INodeNo, setid: bool) -> Result<Option<u16>, Errno> {
+    pub(crate) fn kill_privileges(&self, node: INodeNo, setid: bool) -> Result<Option<u16>, Errno> {
         if !setid {
             return Ok(None);
         }
