@@ -920,6 +920,20 @@ fn reads_stamp_access_times_as_the_mount_options_say() {
     m.finish();
 }
 
+/// Mounts `image` with the kernel's XFS through a loop device at `dir`
+/// (created); returns `dir`.
+fn kernel_mount(image: &Path, dir: &Path) -> std::path::PathBuf {
+    fs::create_dir_all(dir).unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "xfs", "-o", "loop"])
+        .arg(image)
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(st.success(), "kernel mount of {}", image.display());
+    dir.to_path_buf()
+}
+
 /// XFS_IOC_GOINGDOWN (fstests' godown, `xfs_io -x -c shutdown`): what was
 /// written before it survives (the mount makes every committed change
 /// durable first), every request after it fails with EIO, nothing more
@@ -960,15 +974,7 @@ fn shutdown_leaves_the_log_to_replay() {
     let copy = m.dir.join("copy.img");
     fs::copy(&m.image, &copy).unwrap();
     // The kernel replays the log.
-    let kdir = m.dir.join("kernel");
-    fs::create_dir_all(&kdir).unwrap();
-    let st = std::process::Command::new("mount")
-        .args(["-t", "xfs", "-o", "loop"])
-        .arg(&copy)
-        .arg(&kdir)
-        .status()
-        .unwrap();
-    assert!(st.success(), "kernel mount");
+    let kdir = kernel_mount(&copy, &m.dir.join("kernel"));
     let kernel: Vec<(String, Vec<u8>)> = ["synced", "unsynced"]
         .iter()
         .map(|n| (n.to_string(), fs::read(kdir.join(n)).unwrap()))
@@ -1040,15 +1046,7 @@ fn shutdown_with_orphans_replays_their_unlinked_chains() {
     m.unmount();
     let copy = m.dir.join("copy.img");
     fs::copy(&m.image, &copy).unwrap();
-    let kdir = m.dir.join("kernel");
-    fs::create_dir_all(&kdir).unwrap();
-    let st = std::process::Command::new("mount")
-        .args(["-t", "xfs", "-o", "loop"])
-        .arg(&copy)
-        .arg(&kdir)
-        .status()
-        .unwrap();
-    assert!(st.success(), "kernel mount");
+    let kdir = kernel_mount(&copy, &m.dir.join("kernel"));
     let kernel_used = inodes_in_use(&kdir);
     common::must_umount(&kdir);
     let (rc, out) = common::repair_check(&copy);

@@ -440,15 +440,7 @@ fn hex(v: u64) -> String {
 
 /// A UUID in its usual text form.
 pub fn uuid_text(u: &[u8; 16]) -> String {
-    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
+    crate::bytes::uuid_string(u)
 }
 
 /// One field as xfs_db prints it (`name = value`, no newline).
