@@ -34,7 +34,8 @@ show or change the label and UUID (admin), grow a filesystem offline (grow), \
 mount them through FUSE (mount), scan every inode in parallel (bulkstat), print a forensic \
 timeline of every inode for mactime and plaso (timeline), and show or \
 replay the log (log, recover). A log left dirty by a crash is replayed in memory when an \
-image is opened: the image is only read.\n\n\
+image is opened to be read: the image is only read (but `mount -o ro`, as a kernel mount, \
+replays it into the image).\n\n\
 IMAGE may be a bare XFS filesystem, a partitioned disk (MBR or GPT, LVM2 linear volumes) or a \
 qcow2 file (v2 or v3, compressed clusters and backing files included) holding either: the XFS \
 partition or volume is found by its superblock, or named with --partition N or --lv VG/LV \

@@ -23,7 +23,10 @@ pub struct Args {
     pub disk: super::DiskArgs,
     /// The directory to mount on.
     pub mountpoint: PathBuf,
-    /// Mount read-only (the default is read-write when the image is writable).
+    /// Mount read-only and never write the image: a dirty log is replayed
+    /// in memory only (the default is read-write when the image is
+    /// writable). `-o ro` is a kernel mount's read-only instead: a dirty
+    /// log is first replayed into the image when it can be written.
     #[arg(long)]
     pub read_only: bool,
     /// Read even if the log needs replay (like the kernel's norecovery).
@@ -31,7 +34,7 @@ pub struct Args {
     pub norecovery: bool,
     /// Extra mount options, comma-separated (e.g. `-o noexec,nosuid`); of
     /// two opposite ones (suid and nosuid, ro and rw...) the last wins, as
-    /// with mount(8); `ro` mounts read-only. Run by root the mount is suid
+    /// with mount(8); `ro` mounts read-only (see --read-only). Run by root the mount is suid
     /// and dev, as mount(8) mounts a kernel XFS (`-o nosuid,nodev` for an
     /// untrusted image). Access times as the kernel keeps them: `relatime`
     /// (the default), `strictatime`, `noatime`, `nodiratime`.
@@ -167,10 +170,17 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
 /// for writing unless `read_only` or it cannot be written (a read-only
 /// file or device), then read-only. A dirty log is recovered first.
 fn open(args: &Args, read_only: bool, filestreams: bool) -> Result<Fs, Error> {
+    let remote = super::remote_url(&args.image).is_some();
+    if read_only && !args.read_only && !args.norecovery && !remote {
+        // `-o ro`, as mount(8) passes it: a kernel mount read-only still
+        // replays a dirty log into the device (and frees the inodes left
+        // unlinked), so that the filesystem is clean afterwards.
+        replay_for_ro(args, filestreams)?;
+    }
     if read_only || args.norecovery {
         return super::open_in(&args.image, &args.disk, args.norecovery);
     }
-    if super::remote_url(&args.image).is_some() {
+    if remote {
         // Read in place through the remote device, which cannot write.
         errln!(
             "xfskit mount: {} is a URL: mounting read-only",
@@ -216,6 +226,34 @@ fn open(args: &Args, read_only: bool, filestreams: bool) -> Result<Fs, Error> {
     // past them (EDQUOT).
     fs.enforce_quotas(true);
     Ok(fs)
+}
+
+/// For `-o ro`: replays a dirty log into the image when the image can be
+/// written, as a kernel mount does. An image that cannot be written (or
+/// whose format xfskit does not write) keeps its log, which the read-only
+/// mount then replays in memory.
+fn replay_for_ro(args: &Args, filestreams: bool) -> Result<(), Error> {
+    let probe = super::open_in(&args.image, &args.disk, true)?;
+    let dirty = matches!(probe.log_state(), xfskit::log::LogState::Dirty(_));
+    drop(probe);
+    if !dirty {
+        return Ok(());
+    }
+    match open(args, false, filestreams) {
+        Ok(fs) if fs.is_writable() => {
+            fs.sync()?;
+            errln!(
+                "xfskit mount: replayed the log into {}, as a kernel mount -o ro does",
+                args.image.display()
+            );
+        }
+        Ok(_) => {}
+        Err(e) => errln!(
+            "xfskit mount: the log of {} is replayed in memory only: {e}",
+            args.image.display()
+        ),
+    }
+    Ok(())
 }
 
 /// Takes the XFS options out of `-o` lists: (filestreams, the rest for FUSE).
