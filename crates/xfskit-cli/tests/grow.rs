@@ -7,7 +7,7 @@
 //! so only their geometry is compared). `xfs_repair -n` 7.2 is clean, the
 //! kernel mounts the result, shows the space in df, and a file larger than
 //! the old filesystem written there reads back. Refusals: shrink, v4, a
-//! bad SIZE, a qcow2 or partitioned disk.
+//! bad SIZE, a partition that is not the last one.
 
 mod common;
 
@@ -252,16 +252,72 @@ fn grow_refusals_and_noop() {
     );
     let o = xfskit_grow(&[s(&v4), "1G"]);
     assert_eq!(o.status.code(), Some(3), "v4: {}", output_text(&o));
-    // An MBR disk.
+    // An MBR disk whose XFS partition is not the last one.
     let disk = t.path().join("disk");
+    sh(&format!(
+        "truncate -s 800M {0}; printf 'start=2048, size=320M, type=83\\nsize=320M, type=83\\n' | sfdisk -q {0} >/dev/null",
+        s(&disk)
+    ));
+    let o = xfskit_output(&["mkfs", "--partition", "1", s(&disk)]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let o = xfskit_grow(&["--partition", "1", s(&disk), "2G"]);
+    assert_eq!(o.status.code(), Some(3), "mbr: {}", output_text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not the last one"),
+        "{}",
+        output_text(&o)
+    );
+}
+
+/// An MBR disk of 400 MiB grown to 1 GiB: the partition fills the disk
+/// (sfdisk reads the new size and verifies the table), the filesystem
+/// fills the partition, xfs_repair -n 7.2 is clean on the partition and
+/// its file reads back.
+#[test]
+fn grow_mbr_disk() {
+    let test = "grow_mbr_disk";
+    let Some(bin) = xfsprogs_72_bin() else {
+        return skip(test, "no xfsprogs 7.2");
+    };
+    if let Some(t) = common::missing_tool(&["sfdisk"]) {
+        return skip(test, &format!("no {t}"));
+    }
+    let t = TempDir::new(test);
+    let (disk, part, file) = (
+        t.path().join("disk"),
+        t.path().join("part"),
+        t.path().join("file"),
+    );
     sh(&format!(
         "truncate -s 400M {0}; echo 'start=2048, type=83' | sfdisk -q {0} >/dev/null",
         s(&disk)
     ));
     let o = xfskit_output(&["mkfs", "--partition", "1", s(&disk)]);
     assert!(o.status.success(), "{}", output_text(&o));
+    std::fs::write(&file, b"before the grow\n").unwrap();
+    let o = xfskit_output(&["cp", s(&file), &format!("{}:/hello", s(&disk))]);
+    assert!(o.status.success(), "{}", output_text(&o));
     let o = xfskit_grow(&[s(&disk), "1G"]);
-    assert_eq!(o.status.code(), Some(3), "mbr: {}", output_text(&o));
+    assert!(o.status.success(), "{}", output_text(&o));
+    let sectors = (1u64 << 30) / 512 - 2048;
+    let dump = sh(&format!("sfdisk -d {0}; sfdisk -V {0}", s(&disk)));
+    assert!(
+        dump.contains(&format!("start=        2048, size=     {sectors}")),
+        "{dump}"
+    );
+    let info = String::from_utf8_lossy(&xfskit_output(&["info", s(&disk)]).stdout).into_owned();
+    assert!(
+        info.contains(&format!("blocks={},", sectors * 512 / 4096)),
+        "{info}"
+    );
+    let o = xfskit_output(&["cat", s(&disk), "/hello"]);
+    assert_eq!(o.stdout, b"before the grow\n", "{}", output_text(&o));
+    sh(&format!(
+        "dd if={} of={} bs=1M skip=1 status=none",
+        s(&disk),
+        s(&part)
+    ));
+    repair_clean(&bin, &part, "the grown MBR partition");
 }
 
 /// The case: a qcow2 GPT disk of 2 GiB grown to 20 GiB; the

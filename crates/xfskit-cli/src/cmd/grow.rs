@@ -14,8 +14,10 @@ the last AG is extended to a full AG, new AGs are added after it (the
 last one possibly shorter), and every superblock gets the new size and
 AG count.
 
-IMAGE is a bare filesystem (raw file), or a GPT disk, raw or qcow2, whose
-XFS partition is the last one (--partition N to name it). SIZE is the new
+IMAGE is a bare filesystem (raw file), or a GPT or MBR disk, raw or
+qcow2, whose XFS partition is the last one (--partition N to name it; on
+an MBR disk a primary partition, 1 to 4, grown up to the 2 TiB an MBR
+entry can hold). SIZE is the new
 size of the image (of the filesystem for a bare one; of the whole disk
 otherwise) in bytes, with an optional binary suffix (K, M, G, T, P, E:
 powers of 1024), or `+SIZE` for that much more than now. Without SIZE
@@ -25,7 +27,8 @@ grown in this order: the raw file's length or the qcow2 virtual size
 (its header; refused when the qcow2 L1 table would have to move, or the
 file has snapshots or a backing file), then the GPT (the backup entry
 array and header written at the new end first, then the primary with the
-partition extended to the last usable sector, and the protective MBR),
+partition extended to the last usable sector, and the protective MBR) or
+the MBR entry (one sector),
 then the filesystem to fill the partition. As the kernel does, the size
 is cut to whole filesystem blocks and a trailing piece after the last
 whole AG smaller than 64 blocks is left unused (a message says how much).
@@ -203,12 +206,6 @@ fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit:
         ));
     };
     drop(dev);
-    if table.scheme != Scheme::Gpt {
-        return Ok(refuse(
-            &args.image,
-            "MBR disks are not supported by grow yet (GPT only)",
-        ));
-    }
     // The partition: named, or the one holding this filesystem.
     let opened = disk::open(
         &args.image,
@@ -270,7 +267,11 @@ fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit:
         }
     }
     let (dev, _) = disk::open_disk(&args.image, true)?;
-    let (_, len) = match disk::grow::gpt_grow(&*dev, number) {
+    let grown = match table.scheme {
+        Scheme::Gpt => disk::grow::gpt_grow(&*dev, number),
+        Scheme::Mbr => disk::grow::mbr_grow(&*dev, number),
+    };
+    let (_, len) = match grown {
         Ok(r) => r,
         Err(e) => {
             errln!(

@@ -179,3 +179,70 @@ pub fn gpt_grow(dev: &dyn Device, number: u32) -> Result<(u64, u64)> {
     dev.flush().map_err(Error::Io)?;
     Ok((start * SECTOR, (new_end + 1 - start) * SECTOR))
 }
+
+/// The CHS triple of an MBR entry for `lba`, with the 255-head, 63-sector
+/// geometry that partitioning tools use for disk images; past what CHS
+/// can address, its maximum (1023, 254, 63), which readers take as "use
+/// the LBA fields".
+fn chs(lba: u64) -> [u8; 3] {
+    const HEADS: u64 = 255;
+    const SPT: u64 = 63;
+    if lba >= 1024 * HEADS * SPT {
+        return [0xFE, 0xFF, 0xFF];
+    }
+    let c = lba / (HEADS * SPT);
+    let h = (lba / SPT) % HEADS;
+    let s = lba % SPT + 1;
+    [h as u8, (s as u8) | (((c >> 8) as u8 & 3) << 6), c as u8]
+}
+
+/// Grows the primary MBR partition `number` (1 to 4) on `dev` (a disk
+/// already `dev.len()` bytes long) to the end of the disk, or to the
+/// 2^32 sectors an entry can hold. It must be the last partition on the
+/// disk: no primary entry, and so no extended partition, starts after it.
+/// One sector is written. Returns (start, length) in bytes.
+pub fn mbr_grow(dev: &dyn Device, number: u32) -> Result<(u64, u64)> {
+    let bad = |d: String| Error::Unsupported(format!("grow: MBR: {d}"));
+    let mut mbr = vec![0u8; SECTOR as usize];
+    dev.read_at(&mut mbr, 0).map_err(Error::Io)?;
+    if mbr[510..512] != [0x55, 0xAA] {
+        return Err(bad("no boot signature in sector 0".into()));
+    }
+    if !(1..=4).contains(&number) {
+        return Err(bad(format!(
+            "partition {number} is a logical one; only primary partitions (1 to 4) are grown"
+        )));
+    }
+    let at = |i: usize| 446 + 16 * i;
+    let e = at(number as usize - 1);
+    let kind = mbr[e + 4];
+    let start = u64::from(le32(&mbr, e + 8));
+    let len = u64::from(le32(&mbr, e + 12));
+    if kind == 0 || len == 0 {
+        return Err(bad(format!("partition {number} is unused")));
+    }
+    if matches!(kind, 0x05 | 0x0F | 0x85 | 0xEE) {
+        return Err(bad(format!(
+            "partition {number} is an extended or protective entry (type {kind:#04x})"
+        )));
+    }
+    for i in 0..4 {
+        let o = at(i);
+        if i + 1 != number as usize && mbr[o + 4] != 0 && u64::from(le32(&mbr, o + 8)) > start {
+            return Err(bad(format!(
+                "partition {number} is not the last one (partition {} follows it)",
+                i + 1
+            )));
+        }
+    }
+    let sectors = dev.len() / SECTOR;
+    let new_len = sectors
+        .saturating_sub(start)
+        .min(u64::from(u32::MAX))
+        .max(len);
+    put_le32(&mut mbr, e + 12, new_len as u32);
+    mbr[e + 5..e + 8].copy_from_slice(&chs(start + new_len - 1));
+    dev.write_at(&mbr, 0).map_err(Error::Io)?;
+    dev.flush().map_err(Error::Io)?;
+    Ok((start * SECTOR, new_len * SECTOR))
+}
