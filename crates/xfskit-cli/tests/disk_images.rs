@@ -9,7 +9,9 @@
 
 mod common;
 
-use common::disks::{partx_range, sh, sparse_file, xfskit, DevMount, LoopRange};
+use common::disks::{
+    lvm_layout, partx_range, sh, sparse_file, xfskit, DevMount, LoopRange, LVM, LVM_CONF,
+};
 use common::{diff_walks, is_root, missing_tool, skip, walk_host, Entry, TempDir};
 use std::path::Path;
 use std::time::Duration;
@@ -233,11 +235,6 @@ qemu-img rebase -b '{b}' -F raw '{over_raw}'
     assert_eq!((r.code, r.stdout.as_str()), (0, "second version\n"));
 }
 
-/// LVM commands without device-mapper (this kernel has none): metadata
-/// only, no activation, no udev.
-const LVM: &str = "LVM_SUPPRESS_FD_WARNINGS=1 DM_DISABLE_UDEV=1";
-const LVM_CONF: &str = "--driverloaded n --config 'activation{udev_sync=0 udev_rules=0} devices{obtain_device_list_from_udev=0} backup{backup=0 archive=0}'";
-
 /// Linear LVs made by the lvm2 tools (one of two segments), XFS placed at
 /// the extents LVM reports (`lvs --segments`, `pvs`), compared with the
 /// kernel's walk of the same filesystem; then damaged metadata.
@@ -279,31 +276,7 @@ lvcreate -q {LVM_CONF} -an -Zn -y -n root -L 320M {vg}
 lvcreate -q {LVM_CONF} -an -Zn -y -n swap -L 64M {vg}
 lvextend -q {LVM_CONF} -L +100M {vg}/root 2>/dev/null"
         ));
-        let q = |what: &str| sh(&format!("export {LVM}; {what} 2>/dev/null"));
-        let pe_start: u64 = q(&format!(
-            "pvs {LVM_CONF} --noheadings --units b --nosuffix -o pe_start {d}"
-        ))
-        .trim()
-        .parse()
-        .expect("pe_start");
-        let ext: u64 = q(&format!(
-            "vgs {LVM_CONF} --noheadings --units b --nosuffix -o vg_extent_size {vg}"
-        ))
-        .trim()
-        .parse()
-        .expect("extent size");
-        // "start size first-last" per segment of root, in PEs.
-        let segs: Vec<(u64, u64, u64)> = q(&format!(
-            "lvs {LVM_CONF} --segments --noheadings -o seg_start_pe,seg_size_pe,seg_pe_ranges {vg}/root"
-        ))
-        .lines()
-        .map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            let first = w[2].rsplit(':').next().and_then(|r| r.split('-').next()).expect("range");
-            (w[0].parse().expect("start"), w[1].parse().expect("size"), first.parse().expect("pe"))
-        })
-        .collect();
-        (pe_start, ext, segs)
+        lvm_layout(d, &vg, "root")
     };
     assert_eq!(segs.len(), 2, "root should have two segments: {segs:?}");
     let lv_bytes: u64 = segs.iter().map(|s| s.1 * ext).sum();

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::disks::sh;
+use common::disks::{lvm_layout, partx_range, sh, LoopRange, LVM, LVM_CONF};
 use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_bin};
 use common::{require_root, skip, TempDir};
 use std::path::Path;
@@ -401,4 +401,109 @@ fn grow_qcow2_gpt_2g_to_20g() {
         ["before the grow", "3221225472", "new"],
         "{out}"
     );
+}
+
+/// An LVM volume in the last GPT partition of a raw disk, grown from 800
+/// MiB to 1200 MiB: the partition, then the PV, then the volume (root,
+/// 320 MiB with swap after it, so the new extents come as a second
+/// segment, as lvextend gives them), then XFS. The lvm2 tools read the new
+/// metadata (vgck, pvs, lvs), sgdisk -v is clean, xfs_repair -n 7.2 is
+/// clean on the volume laid end to end as lvs reports its segments, and
+/// the file reads back.
+#[test]
+fn grow_lvm_volume() {
+    let test = "grow_lvm_volume";
+    let Some(bin) = xfsprogs_72_bin() else {
+        return skip(test, "no xfsprogs 7.2");
+    };
+    if !require_root(test) {
+        return;
+    }
+    let tools = ["sgdisk", "partx", "losetup", "pvcreate", "lvcreate"];
+    if let Some(t) = common::missing_tool(&tools) {
+        return skip(test, &format!("no {t}"));
+    }
+    let t = TempDir::new(test);
+    let (disk, fsimg, file, vol) = (
+        t.path().join("disk"),
+        t.path().join("fs"),
+        t.path().join("file"),
+        t.path().join("vol"),
+    );
+    let vg = format!("xfskit_grow_{}", std::process::id());
+    let lv = format!("{vg}/root");
+    sh(&format!(
+        "truncate -s 800M {0}; sgdisk -n1:2048:+8M -t1:ef00 -n2:0:0 -t2:8e00 {0} >/dev/null",
+        s(&disk)
+    ));
+    let (s2, n2) = partx_range(&disk, 2);
+    let (pe_start, ext, segs) = {
+        let l = LoopRange::new(&disk, s2, n2);
+        let d = &l.dev;
+        sh(&format!(
+            "export {LVM}
+pvcreate -q {LVM_CONF} {d}
+vgcreate -q {LVM_CONF} -s 4M {vg} {d}
+lvcreate -q {LVM_CONF} -an -Zn -y -n root -L 320M {vg}
+lvcreate -q {LVM_CONF} -an -Zn -y -n swap -L 64M {vg}"
+        ));
+        lvm_layout(d, &vg, "root")
+    };
+    assert_eq!(segs, [(0, 80, 0)], "root before the grow");
+    mkfs(&bin.join("mkfs.xfs"), &fsimg, "320M", &[]);
+    sh(&format!(
+        "dd if={} of={} bs=1M oflag=seek_bytes seek={} conv=notrunc status=none",
+        s(&fsimg),
+        s(&disk),
+        s2 + pe_start
+    ));
+    std::fs::write(&file, b"before the grow\n").unwrap();
+    let o = xfskit_output(&["cp", "--lv", &lv, s(&file), &format!("{}:/hello", s(&disk))]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let o = xfskit_grow(&["--lv", &lv, s(&disk), "1200M"]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let v = sh(&format!("sgdisk -v {}", s(&disk)));
+    assert!(v.contains("No problems found"), "{v}");
+    let (s2b, n2b) = partx_range(&disk, 2);
+    assert_eq!(s2b, s2);
+    assert!(
+        n2b > n2 + 390 * 1024 * 1024,
+        "partition 2: {n2} -> {n2b} bytes"
+    );
+    let (pv_size, segs) = {
+        let l = LoopRange::new(&disk, s2, n2b);
+        let d = &l.dev;
+        let pv_size = sh(&format!(
+            "export {LVM}; vgck {LVM_CONF} {vg} 2>/dev/null; pvs {LVM_CONF} --noheadings --units b --nosuffix -o pv_size {d} 2>/dev/null"
+        ));
+        (pv_size, lvm_layout(d, &vg, "root").2)
+    };
+    let pe_count = (n2b - pe_start) / ext;
+    assert_eq!(pv_size.trim(), (pe_count * ext).to_string(), "pv_size");
+    // root's old extents, swap's 16 after them, then the rest for root.
+    assert_eq!(
+        segs,
+        [(0, 80, 0), (80, pe_count - 96, 96)],
+        "root after the grow"
+    );
+    let lv_bytes = (pe_count - 16) * ext;
+    for (start, size, pe) in &segs {
+        sh(&format!(
+            "dd if={} of={} bs=1M iflag=skip_bytes,count_bytes oflag=seek_bytes skip={} count={} seek={} conv=notrunc status=none",
+            s(&disk),
+            s(&vol),
+            s2 + pe_start + pe * ext,
+            size * ext,
+            start * ext
+        ));
+    }
+    repair_clean(&bin, &vol, "the grown volume");
+    let info = String::from_utf8_lossy(&xfskit_output(&["info", "--lv", &lv, s(&disk)]).stdout)
+        .into_owned();
+    assert!(
+        info.contains(&format!("blocks={},", lv_bytes / 4096)),
+        "{info}"
+    );
+    let o = xfskit_output(&["cat", "--lv", &lv, s(&disk), "/hello"]);
+    assert_eq!(o.stdout, b"before the grow\n", "{}", output_text(&o));
 }

@@ -17,7 +17,12 @@ AG count.
 IMAGE is a bare filesystem (raw file), or a GPT or MBR disk, raw or
 qcow2, whose XFS partition is the last one (--partition N to name it; on
 an MBR disk a primary partition, 1 to 4, grown up to the 2 TiB an MBR
-entry can hold). SIZE is the new
+entry can hold), or an LVM2 linear volume on such a disk (--lv VG/LV to
+name it), its PV the last partition or the whole disk: the PV is grown
+to fill the partition or disk as pvresize does, then the volume takes
+every free extent as lvextend -l +100%FREE does (its last segment
+extended, new linear segments after it), in new metadata committed by
+one write of the metadata area's header. SIZE is the new
 size of the image (of the filesystem for a bare one; of the whole disk
 otherwise) in bytes, with an optional binary suffix (K, M, G, T, P, E:
 powers of 1024), or `+SIZE` for that much more than now. Without SIZE
@@ -52,9 +57,11 @@ the same command again after an interrupted run finishes it (secondary
 superblocks left behind are brought in line).
 
 Refused (exit 3): shrinking; v4 filesystems; a realtime section; an
-external log; a metadata directory (realtime groups); MBR disks and LVM
-volumes (not done yet); a partition that is not the disk's last; a last
-AG whose free-space btrees have more than one level (not done yet).
+external log; a metadata directory (realtime groups); a partition that
+is not the disk's last (on an MBR disk, a logical one); an LVM volume
+group of more than one PV, or with segments other than linear and
+striped ones; a last AG whose free-space btrees have more than one level
+(not done yet).
 
 Exit codes: 0 done (or nothing to do); 2 usage error (a bad SIZE); 3
 unsupported (see above); 4 I/O error; 5 corrupt filesystem.
@@ -63,12 +70,14 @@ Examples:
   xfskit grow disk.img 20G
   xfskit grow disk.img +10G
   xfskit grow vm.qcow2 20G                   # GPT disk: disk, table, partition, XFS
+  xfskit grow --lv vg0/root disk.img 40G     # LVM: disk, table, PV, volume, XFS
   truncate -s 8G disk.img && xfskit grow disk.img";
 
 /// Arguments of `xfskit grow`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The image: a bare filesystem, or a raw or qcow2 GPT disk.
+    /// The image: a bare filesystem, or a raw or qcow2 disk (GPT, MBR, an
+    /// LVM volume).
     pub image: PathBuf,
     /// New size of the image (bytes, K/M/G/T/P/E suffixes), `+SIZE` to
     /// add, or absent to fill the image as it is.
@@ -120,12 +129,6 @@ pub fn run(args: Args) -> Result<ExitCode, xfskit::Error> {
         },
         None => None,
     };
-    if args.disk.lv.is_some() {
-        return Ok(refuse(
-            &args.image,
-            "LVM volumes are not supported by grow yet",
-        ));
-    }
     if args.disk.rtdev.is_some() {
         return Ok(refuse(&args.image, "a realtime section cannot be grown"));
     }
@@ -192,34 +195,44 @@ fn checked_geometry(args: &Args) -> Result<xfskit::Geometry, ExitCode> {
 /// A qcow2 or partitioned raw disk: SIZE is the disk's new size; the
 /// disk is grown, then its GPT, then the filesystem in the partition.
 fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit::Error> {
-    use xfskit::disk::{self, Format, Scheme};
+    use xfskit::disk::{self, Scheme};
     let geo = match checked_geometry(args) {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
     let (dev, format) = disk::open_disk(&args.image, false)?;
     let cur = dev.len();
-    let Some(table) = disk::read_table(&*dev)? else {
+    let table = disk::read_table(&*dev)?;
+    drop(dev);
+    // The partition: named, or the one holding this filesystem; or the
+    // LVM volume, named or found, and the partition of its PV.
+    let opened = disk::open(
+        &args.image,
+        &disk::ImageOptions {
+            partition: args.disk.partition,
+            lv: args.disk.lv.clone(),
+            writable: false,
+        },
+    )?;
+    let part_len = opened.device.len();
+    let volume = opened.volume.clone();
+    let pv_partition = opened.partition.as_ref().map(|p| p.number);
+    drop(opened);
+    let Some(table) = table.filter(|_| volume.is_none() || pv_partition.is_some()) else {
+        if let Some(v) = &volume {
+            return grow_volume(args, size, cur, format, v, None, &geo);
+        }
         return Ok(refuse(
             &args.image,
             "no partition table and no XFS superblock at its start",
         ));
     };
-    drop(dev);
-    // The partition: named, or the one holding this filesystem.
-    let opened = disk::open(
-        &args.image,
-        &disk::ImageOptions {
-            partition: args.disk.partition,
-            lv: None,
-            writable: false,
-        },
-    )?;
-    let part_len = opened.device.len();
-    drop(opened);
-    let number = match args.disk.partition {
-        Some(n) => n,
-        None => {
+    let number = match (
+        args.disk.partition,
+        pv_partition.filter(|_| volume.is_some()),
+    ) {
+        (Some(n), _) | (None, Some(n)) => n,
+        (None, None) => {
             let mut xfs = Vec::new();
             for p in &table.partitions {
                 if p.size_bytes == part_len {
@@ -244,15 +257,53 @@ fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit:
             &format!("the disk is {cur} bytes; shrinking it is not supported"),
         ));
     }
+    if let Some(code) = grow_container(args, format, want)? {
+        return Ok(code);
+    }
+    let (dev, _) = disk::open_disk(&args.image, true)?;
+    let grown = match table.scheme {
+        Scheme::Gpt => disk::grow::gpt_grow(&*dev, number),
+        Scheme::Mbr => disk::grow::mbr_grow(&*dev, number),
+    };
+    let (start, len) = match grown {
+        Ok(r) => r,
+        Err(e) => return Ok(failed(args, &e)),
+    };
+    drop(dev);
+    if let Some(v) = &volume {
+        return grow_volume(args, None, want, format, v, Some((start, len)), &geo);
+    }
+    let mut a = args.disk.clone();
+    a.partition = Some(number);
+    let args = Args {
+        image: args.image.clone(),
+        size: None,
+        disk: a,
+    };
+    finish(&args, &geo, len, false)
+}
+
+/// Says why a step failed: the exit code.
+fn failed(args: &Args, e: &xfskit::Error) -> ExitCode {
+    errln!(
+        "xfskit grow: {}: {}",
+        args.image.display(),
+        super::message(e)
+    );
+    ExitCode::from(super::code_of(e))
+}
+
+/// Grows the disk file to `want` bytes: the qcow2 virtual size, or the
+/// raw file's length. Some(exit code) when refused.
+fn grow_container(
+    args: &Args,
+    format: xfskit::disk::Format,
+    want: u64,
+) -> Result<Option<ExitCode>, xfskit::Error> {
     match format {
-        Format::Qcow2 => {
-            if let Err(e) = disk::grow::qcow2_resize(&args.image, want) {
-                errln!(
-                    "xfskit grow: {}: {}",
-                    args.image.display(),
-                    super::message(&e)
-                );
-                return Ok(ExitCode::from(super::code_of(&e)));
+        xfskit::disk::Format::Qcow2 => {
+            if let Err(e) = xfskit::disk::grow::qcow2_resize(&args.image, want) {
+                return Ok(Some(failed(args, &e)));
             }
         }
         _ => {
@@ -266,31 +317,60 @@ fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit:
             }
         }
     }
-    let (dev, _) = disk::open_disk(&args.image, true)?;
-    let grown = match table.scheme {
-        Scheme::Gpt => disk::grow::gpt_grow(&*dev, number),
-        Scheme::Mbr => disk::grow::mbr_grow(&*dev, number),
-    };
-    let (_, len) = match grown {
-        Ok(r) => r,
-        Err(e) => {
-            errln!(
-                "xfskit grow: {}: {}",
-                args.image.display(),
-                super::message(&e)
-            );
-            return Ok(ExitCode::from(super::code_of(&e)));
+    Ok(None)
+}
+
+/// An LVM volume `vg_lv` ("VG/LV"): the disk grown to SIZE first when
+/// its PV is the whole disk (`pv` None; a PV in a partition comes here
+/// with its partition grown: (start, length) in bytes), then the PV to
+/// fill its space and the volume by every free extent, then the
+/// filesystem to fill the volume.
+fn grow_volume(
+    args: &Args,
+    size: Option<(bool, u64)>,
+    cur: u64,
+    format: xfskit::disk::Format,
+    vg_lv: &str,
+    pv: Option<(u64, u64)>,
+    geo: &xfskit::Geometry,
+) -> Result<ExitCode, xfskit::Error> {
+    use xfskit::disk;
+    let (vg, lv) = vg_lv.split_once('/').unwrap_or((vg_lv, ""));
+    let (pv_start, pv_len) = match pv {
+        Some(range) => range,
+        None => {
+            let want = match size {
+                None => cur,
+                Some((true, add)) => cur.saturating_add(add),
+                Some((false, v)) => v,
+            } / 512
+                * 512;
+            if want < cur {
+                return Ok(refuse(
+                    &args.image,
+                    &format!("the disk is {cur} bytes; shrinking it is not supported"),
+                ));
+            }
+            if let Some(code) = grow_container(args, format, want)? {
+                return Ok(code);
+            }
+            (0, want)
         }
+    };
+    let (dev, _) = disk::open_disk(&args.image, true)?;
+    let lv_len = match disk::grow::lvm_grow(&dev, pv_start, pv_len, vg, lv) {
+        Ok(n) => n,
+        Err(e) => return Ok(failed(args, &e)),
     };
     drop(dev);
     let mut a = args.disk.clone();
-    a.partition = Some(number);
+    a.lv = Some(vg_lv.to_string());
     let args = Args {
         image: args.image.clone(),
         size: None,
         disk: a,
     };
-    finish(&args, &geo, len, false)
+    finish(&args, geo, lv_len, false)
 }
 
 /// Grows the filesystem to `want` bytes (extending a bare image file).

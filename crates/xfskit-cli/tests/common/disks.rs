@@ -94,6 +94,49 @@ pub fn xfskit(args: &[&str], limit: Duration) -> Run {
     }
 }
 
+/// LVM commands without device-mapper (this kernel has none): metadata
+/// only, no activation, no udev.
+pub const LVM: &str = "LVM_SUPPRESS_FD_WARNINGS=1 DM_DISABLE_UDEV=1";
+pub const LVM_CONF: &str = "--driverloaded n --config 'activation{udev_sync=0 udev_rules=0} devices{obtain_device_list_from_udev=0} backup{backup=0 archive=0}'";
+
+/// What the lvm2 tools say of volume `vg`/`lv` on the PV device `d`:
+/// (the PV's first extent in bytes, the extent size in bytes, and per
+/// segment (first extent in the volume, extents, first extent on the PV)).
+pub fn lvm_layout(d: &str, vg: &str, lv: &str) -> (u64, u64, Vec<(u64, u64, u64)>) {
+    let q = |what: &str| sh(&format!("export {LVM}; {what} 2>/dev/null"));
+    let pe_start: u64 = q(&format!(
+        "pvs {LVM_CONF} --noheadings --units b --nosuffix -o pe_start {d}"
+    ))
+    .trim()
+    .parse()
+    .expect("pe_start");
+    let ext: u64 = q(&format!(
+        "vgs {LVM_CONF} --noheadings --units b --nosuffix -o vg_extent_size {vg}"
+    ))
+    .trim()
+    .parse()
+    .expect("extent size");
+    let segs = q(&format!(
+        "lvs {LVM_CONF} --segments --noheadings -o seg_start_pe,seg_size_pe,seg_pe_ranges {vg}/{lv}"
+    ))
+    .lines()
+    .map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let first = w[2]
+            .rsplit(':')
+            .next()
+            .and_then(|r| r.split('-').next())
+            .expect("range");
+        (
+            w[0].parse().expect("start"),
+            w[1].parse().expect("size"),
+            first.parse().expect("pe"),
+        )
+    })
+    .collect();
+    (pe_start, ext, segs)
+}
+
 /// A loop device over a byte range of a file; detached on drop.
 pub struct LoopRange {
     pub dev: String,

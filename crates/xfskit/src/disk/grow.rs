@@ -246,3 +246,18 @@ pub fn mbr_grow(dev: &dyn Device, number: u32) -> Result<(u64, u64)> {
     dev.flush().map_err(Error::Io)?;
     Ok((start * SECTOR, new_len * SECTOR))
 }
+
+/// Grows the LVM2 PV at `pv_start` (`pv_len` bytes, its new size) of
+/// `disk` to fill that space, and its linear volume `vg`/`lv` by every
+/// free extent (see [`super::lvm::grow::extend`]). Returns the volume's
+/// size in bytes.
+pub fn lvm_grow(
+    disk: &std::sync::Arc<dyn Device>,
+    pv_start: u64,
+    pv_len: u64,
+    vg: &str,
+    lv: &str,
+) -> Result<u64> {
+    let pv = crate::dev::Window::new(disk.clone(), pv_start, pv_len)?;
+    super::lvm::grow::extend(&pv, vg, lv, None)
+}

@@ -12,6 +12,7 @@
 //! UUID with their first extent, LVs as segments of extents on PVs. Only
 //! linear segments (striped with one stripe) are mapped.
 
+pub mod grow;
 pub mod text;
 
 use crate::bytes::{le32, le64};
@@ -25,7 +26,7 @@ const MDA_MAGIC: &[u8; 16] = b" LVM2 x[5A%r0N*>";
 /// Metadata text larger than this is refused (real text is a few KiB).
 const TEXT_MAX: u64 = 16 << 20;
 
-fn crc(b: &[u8]) -> u32 {
+pub(crate) fn crc(b: &[u8]) -> u32 {
     let mut c = CRC_INIT;
     for &x in b {
         c ^= u32::from(x);
@@ -68,10 +69,25 @@ pub struct Lv {
     pub unsupported: Option<String>,
 }
 
-/// Reads the PV label and metadata of `dev` (a partition or whole disk):
-/// None when it holds no LVM2 label; an error message when it holds a
-/// damaged one.
-pub fn read_pv(dev: &dyn Device) -> Result<Option<Pv>, String> {
+/// The label of a PV: where it is and what its PV header lists.
+pub(crate) struct Label {
+    /// The sector holding it (0 to 3).
+    pub sector_no: u64,
+    /// That sector.
+    pub sector: [u8; 512],
+    /// Where the PV header starts in the sector.
+    pub header_at: usize,
+    /// The PV's UUID, 32 characters without dashes.
+    pub uuid_raw: String,
+    /// The metadata areas: (offset, size) in bytes.
+    pub mdas: Vec<(u64, u64)>,
+}
+
+/// Byte of the PV header's device size (u64 LE), after the UUID.
+pub(crate) const PVH_DEV_SIZE: usize = 32;
+
+/// Finds and checks the label of `dev`: None when there is none.
+pub(crate) fn read_label(dev: &dyn Device) -> Result<Option<Label>, String> {
     let mut sector = [0u8; 512];
     let mut found = None;
     for n in 0..4u64 {
@@ -121,19 +137,53 @@ pub fn read_pv(dev: &dyn Device) -> Result<Option<Pv>, String> {
             list.push((off, size));
         }
     }
-    let Some(&(mda, mda_size)) = lists[1].first() else {
-        return Err(format!("LVM PV {uuid_raw} has no metadata area"));
+    let [_, mdas] = lists;
+    Ok(Some(Label {
+        sector_no: n,
+        sector,
+        header_at: h,
+        uuid_raw,
+        mdas,
+    }))
+}
+
+/// Reads the PV label and metadata of `dev` (a partition or whole disk):
+/// None when it holds no LVM2 label; an error message when it holds a
+/// damaged one.
+pub fn read_pv(dev: &dyn Device) -> Result<Option<Pv>, String> {
+    let Some(label) = read_label(dev)? else {
+        return Ok(None);
     };
-    let text = metadata_text(dev, mda, mda_size)?;
+    let Some(&(mda, mda_size)) = label.mdas.first() else {
+        return Err(format!("LVM PV {} has no metadata area", label.uuid_raw));
+    };
+    let text = metadata_text(dev, mda, mda_size)?.text;
     let meta = text::parse(&text).map_err(|e| format!("LVM metadata at byte {mda}: {e}"))?;
     Ok(Some(Pv {
-        uuid: dashed(&uuid_raw),
+        uuid: dashed(&label.uuid_raw),
         meta,
     }))
 }
 
+/// A metadata area's current text, and where it lies in the area.
+pub(crate) struct AreaText {
+    /// The area's 512-byte header.
+    pub header: [u8; 512],
+    /// The area's size.
+    pub area: u64,
+    /// The text's offset in the area.
+    pub offset: u64,
+    /// The text (its size is the header's).
+    pub text: Vec<u8>,
+}
+
+/// Bytes of the metadata area header: the CRC, then the first location
+/// (offset, size, checksum, flags) of the text.
+pub(crate) const MDAH_CRC: usize = 0;
+pub(crate) const MDAH_LOCN: usize = 40;
+
 /// The current metadata text of the area at `mda` (`size` bytes).
-fn metadata_text(dev: &dyn Device, mda: u64, size: u64) -> Result<Vec<u8>, String> {
+pub(crate) fn metadata_text(dev: &dyn Device, mda: u64, size: u64) -> Result<AreaText, String> {
     let whr = format!("LVM metadata area header at byte {mda}");
     let mut hdr = [0u8; 512];
     dev.read_at(&mut hdr, mda)
@@ -178,11 +228,16 @@ fn metadata_text(dev: &dyn Device, mda: u64, size: u64) -> Result<Vec<u8>, Strin
             "{whr}: bad text CRC (stored {sum:#010x}, computed {computed:#010x})"
         ));
     }
-    Ok(text)
+    Ok(AreaText {
+        header: hdr,
+        area,
+        offset: off,
+        text,
+    })
 }
 
 /// "AbCdEf...": 32 characters as 6-4-4-4-4-4-6.
-fn dashed(raw: &str) -> String {
+pub(crate) fn dashed(raw: &str) -> String {
     let mut out = String::new();
     let mut rest = raw;
     for n in [6, 4, 4, 4, 4, 4, 6] {

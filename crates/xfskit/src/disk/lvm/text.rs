@@ -56,6 +56,76 @@ impl Section {
     }
 }
 
+impl Section {
+    /// The subsection `key`, to change.
+    pub fn section_mut(&mut self, key: &str) -> Option<&mut Section> {
+        self.entries.iter_mut().find_map(|(k, v)| match v {
+            Value::Section(s) if k == key => Some(s),
+            _ => None,
+        })
+    }
+
+    /// Sets `key` to `value`, in place when it is there, at the end
+    /// otherwise.
+    pub fn set(&mut self, key: &str, value: Value) {
+        match self.entries.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) => *v = value,
+            None => self.entries.push((key.to_string(), value)),
+        }
+    }
+}
+
+/// The text of `top`, as LVM writes it: one `key = value` per line,
+/// sections as `name {` ... `}` (comments are not kept).
+pub fn write(top: &Section) -> Vec<u8> {
+    fn value(out: &mut Vec<u8>, v: &Value) {
+        match v {
+            Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+            Value::Str(s) => {
+                out.push(b'"');
+                for &c in s.as_bytes() {
+                    if c == b'"' || c == b'\\' {
+                        out.push(b'\\');
+                    }
+                    out.push(c);
+                }
+                out.push(b'"');
+            }
+            Value::List(items) => {
+                out.push(b'[');
+                for (i, x) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.extend_from_slice(b", ");
+                    }
+                    value(out, x);
+                }
+                out.push(b']');
+            }
+            Value::Section(s) => section(out, s),
+        }
+    }
+    fn section(out: &mut Vec<u8>, s: &Section) {
+        for (k, v) in &s.entries {
+            out.extend_from_slice(k.as_bytes());
+            match v {
+                Value::Section(inner) => {
+                    out.extend_from_slice(b" {\n");
+                    section(out, inner);
+                    out.extend_from_slice(b"}\n");
+                }
+                _ => {
+                    out.extend_from_slice(b" = ");
+                    value(out, v);
+                    out.push(b'\n');
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    section(&mut out, top);
+    out
+}
+
 /// Deepest nesting accepted (real metadata nests 4 deep).
 const DEPTH_MAX: usize = 16;
 
@@ -258,6 +328,14 @@ description = "a \"quoted\" word"
             &Value::List(vec![Value::Str("pv0".into()), Value::Int(0)])
         );
         assert_eq!(top.str("description"), Some("a \"quoted\" word"));
+    }
+
+    #[test]
+    fn written_text_parses_back_the_same() {
+        let top = parse(SAMPLE.as_bytes()).unwrap();
+        let text = write(&top);
+        assert_eq!(parse(&text).unwrap(), top);
+        assert!(String::from_utf8_lossy(&text).contains("description = \"a \\\"quoted\\\" word\""));
     }
 
     #[test]
