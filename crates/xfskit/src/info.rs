@@ -17,7 +17,7 @@ struct Flags {
     zoned: bool,
 }
 
-const VERSION_BORGBIT: u16 = 0x4000;
+use xfs_format::sb::XFS_SB_VERSION_BORGBIT as VERSION_BORGBIT;
 
 /// The attr= value xfs_info prints: 2 with attr2 (every v5), else 1 when
 /// the v4 attribute bit is set, else 0.

@@ -247,27 +247,9 @@ pub fn list_names(fs: &Fs, inode: &Inode) -> Result<Vec<XattrName>> {
         .collect())
 }
 
-/// Hash of an attribute name (without namespace prefix) as XFS computes it
-/// to order leaf entries and index node blocks: each group of four bytes is
-/// folded into the running hash rotated by 28 bits, the 1-3 trailing bytes
-/// with a rotation of 7 bits per byte.
-pub fn name_hash(name: &[u8]) -> u32 {
-    let mut h = 0u32;
-    let mut chunks = name.chunks_exact(4);
-    for c in &mut chunks {
-        h = (u32::from(c[0]) << 21)
-            ^ (u32::from(c[1]) << 14)
-            ^ (u32::from(c[2]) << 7)
-            ^ u32::from(c[3])
-            ^ h.rotate_left(28);
-    }
-    let rest = chunks.remainder();
-    let mut tail = 0u32;
-    for &b in rest {
-        tail = (tail << 7) ^ u32::from(b);
-    }
-    tail ^ h.rotate_left(7 * rest.len() as u32)
-}
+/// Hash of an attribute name (without namespace prefix), the one hash of
+/// directory and attribute names.
+pub use xfs_format::da::da_hashname as name_hash;
 
 /// Parent pointers of `inode` as (directory entry name, parent inode,
 /// parent generation), in on-disk order.

@@ -36,11 +36,8 @@ const MAX_DEPTH: u16 = 5;
 /// Leaf-form tail at the end of the leaf block: count of best-free slots.
 const LEAF1_TAIL_SIZE: usize = 4;
 
-/// The XFS directory name hash: rotate left by 7 and xor in each byte.
-pub fn name_hash(name: &[u8]) -> u32 {
-    name.iter()
-        .fold(0u32, |h, &b| h.rotate_left(7) ^ u32::from(b))
-}
+/// The XFS directory name hash (that of attribute names too).
+pub use xfs_format::da::da_hashname as name_hash;
 
 enum Probe {
     Found(Ino),

@@ -29,9 +29,7 @@ use std::collections::HashMap;
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 /// The directory/attribute name hash.
-pub fn hashname(name: &[u8]) -> u32 {
-    xfs_format::da::da_hashname(name)
-}
+pub use xfs_format::da::da_hashname as hashname;
 
 fn invalid(c: u8) -> bool {
     c == 0 || c == b'/'
