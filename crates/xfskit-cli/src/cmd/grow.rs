@@ -192,8 +192,9 @@ fn checked_geometry(args: &Args) -> Result<xfskit::Geometry, ExitCode> {
     Ok(geo)
 }
 
-/// A qcow2 or partitioned raw disk: SIZE is the disk's new size; the
-/// disk is grown, then its GPT, then the filesystem in the partition.
+/// A qcow2 or raw disk: SIZE is the disk's new size; the disk is grown,
+/// then its partition table (GPT or MBR) and the partition, then the LVM
+/// PV and volume when the filesystem is in one, then the filesystem.
 fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit::Error> {
     use xfskit::disk::{self, Scheme};
     let geo = match checked_geometry(args) {
@@ -220,7 +221,11 @@ fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit:
     drop(opened);
     let Some(table) = table.filter(|_| volume.is_none() || pv_partition.is_some()) else {
         if let Some(v) = &volume {
-            return grow_volume(args, size, cur, format, v, None, &geo);
+            let want = match grow_container(args, size, cur, format)? {
+                Ok(w) => w,
+                Err(code) => return Ok(code),
+            };
+            return grow_volume(args, v, (0, want), &geo);
         }
         return Ok(refuse(
             &args.image,
@@ -245,19 +250,7 @@ fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit:
             }
         }
     };
-    let want = match size {
-        None => cur,
-        Some((true, add)) => cur.saturating_add(add),
-        Some((false, v)) => v,
-    } / 512
-        * 512;
-    if want < cur {
-        return Ok(refuse(
-            &args.image,
-            &format!("the disk is {cur} bytes; shrinking it is not supported"),
-        ));
-    }
-    if let Some(code) = grow_container(args, format, want)? {
+    if let Err(code) = grow_container(args, size, cur, format)? {
         return Ok(code);
     }
     let (dev, _) = disk::open_disk(&args.image, true)?;
@@ -271,7 +264,7 @@ fn grow_disk(args: &Args, size: Option<(bool, u64)>) -> Result<ExitCode, xfskit:
     };
     drop(dev);
     if let Some(v) = &volume {
-        return grow_volume(args, None, want, format, v, Some((start, len)), &geo);
+        return grow_volume(args, v, (start, len), &geo);
     }
     let mut a = args.disk.clone();
     a.partition = Some(number);
@@ -293,17 +286,30 @@ fn failed(args: &Args, e: &xfskit::Error) -> ExitCode {
     ExitCode::from(super::code_of(e))
 }
 
-/// Grows the disk file to `want` bytes: the qcow2 virtual size, or the
-/// raw file's length. Some(exit code) when refused.
+/// Grows the disk file (of `cur` bytes) to SIZE: the qcow2 virtual size,
+/// or the raw file's length. The new size, or the exit code of a refusal.
 fn grow_container(
     args: &Args,
+    size: Option<(bool, u64)>,
+    cur: u64,
     format: xfskit::disk::Format,
-    want: u64,
-) -> Result<Option<ExitCode>, xfskit::Error> {
+) -> Result<Result<u64, ExitCode>, xfskit::Error> {
+    let want = match size {
+        None => cur,
+        Some((true, add)) => cur.saturating_add(add),
+        Some((false, v)) => v,
+    } / 512
+        * 512;
+    if want < cur {
+        return Ok(Err(refuse(
+            &args.image,
+            &format!("the disk is {cur} bytes; shrinking it is not supported"),
+        )));
+    }
     match format {
         xfskit::disk::Format::Qcow2 => {
             if let Err(e) = xfskit::disk::grow::qcow2_resize(&args.image, want) {
-                return Ok(Some(failed(args, &e)));
+                return Ok(Err(failed(args, &e)));
             }
         }
         _ => {
@@ -317,48 +323,23 @@ fn grow_container(
             }
         }
     }
-    Ok(None)
+    Ok(Ok(want))
 }
 
-/// An LVM volume `vg_lv` ("VG/LV"): the disk grown to SIZE first when
-/// its PV is the whole disk (`pv` None; a PV in a partition comes here
-/// with its partition grown: (start, length) in bytes), then the PV to
-/// fill its space and the volume by every free extent, then the
-/// filesystem to fill the volume.
+/// An LVM volume `vg_lv` ("VG/LV") whose PV lies at `pv` (start, length in
+/// bytes) of the disk, already grown (the disk, and the partition when
+/// the PV is in one): the PV grown to fill that space and the volume by
+/// every free extent, then the filesystem to fill the volume.
 fn grow_volume(
     args: &Args,
-    size: Option<(bool, u64)>,
-    cur: u64,
-    format: xfskit::disk::Format,
     vg_lv: &str,
-    pv: Option<(u64, u64)>,
+    pv: (u64, u64),
     geo: &xfskit::Geometry,
 ) -> Result<ExitCode, xfskit::Error> {
     use xfskit::disk;
     let (vg, lv) = vg_lv.split_once('/').unwrap_or((vg_lv, ""));
-    let (pv_start, pv_len) = match pv {
-        Some(range) => range,
-        None => {
-            let want = match size {
-                None => cur,
-                Some((true, add)) => cur.saturating_add(add),
-                Some((false, v)) => v,
-            } / 512
-                * 512;
-            if want < cur {
-                return Ok(refuse(
-                    &args.image,
-                    &format!("the disk is {cur} bytes; shrinking it is not supported"),
-                ));
-            }
-            if let Some(code) = grow_container(args, format, want)? {
-                return Ok(code);
-            }
-            (0, want)
-        }
-    };
     let (dev, _) = disk::open_disk(&args.image, true)?;
-    let lv_len = match disk::grow::lvm_grow(&dev, pv_start, pv_len, vg, lv) {
+    let lv_len = match disk::grow::lvm_grow(&dev, pv.0, pv.1, vg, lv) {
         Ok(n) => n,
         Err(e) => return Ok(failed(args, &e)),
     };
