@@ -518,3 +518,71 @@ lvcreate -q {LVM_CONF} -an -Zn -y -n swap -L 64M {vg}"
     let o = xfskit_output(&["cat", "--lv", &lv, s(&disk), "/hello"]);
     assert_eq!(o.stdout, b"before the grow\n", "{}", output_text(&o));
 }
+
+/// An LVM volume whose PV is the whole disk (no partition table), grown
+/// from 600 MiB to 1 GiB: the disk file, the PV and the volume (its one
+/// segment extended), then XFS; the lvm2 tools read it and xfs_repair -n
+/// 7.2 is clean on the volume.
+#[test]
+fn grow_lvm_volume_on_a_whole_disk_pv() {
+    let test = "grow_lvm_volume_on_a_whole_disk_pv";
+    let Some(bin) = xfsprogs_72_bin() else {
+        return skip(test, "no xfsprogs 7.2");
+    };
+    if !require_root(test) {
+        return;
+    }
+    if let Some(t) = common::missing_tool(&["losetup", "pvcreate", "lvcreate"]) {
+        return skip(test, &format!("no {t}"));
+    }
+    let t = TempDir::new(test);
+    let (disk, fsimg, vol) = (
+        t.path().join("disk"),
+        t.path().join("fs"),
+        t.path().join("vol"),
+    );
+    let vg = format!("xfskit_whole_{}", std::process::id());
+    let lv = format!("{vg}/data");
+    sh(&format!("truncate -s 600M {}", s(&disk)));
+    let (pe_start, _, segs) = {
+        let l = LoopRange::new(&disk, 0, 600 << 20);
+        let d = &l.dev;
+        sh(&format!(
+            "export {LVM}
+pvcreate -q {LVM_CONF} {d}
+vgcreate -q {LVM_CONF} -s 4M {vg} {d}
+lvcreate -q {LVM_CONF} -an -Zn -y -n data -L 320M {vg}"
+        ));
+        lvm_layout(d, &vg, "data")
+    };
+    assert_eq!(segs, [(0, 80, 0)]);
+    mkfs(&bin.join("mkfs.xfs"), &fsimg, "320M", &[]);
+    sh(&format!(
+        "dd if={} of={} bs=1M oflag=seek_bytes seek={pe_start} conv=notrunc status=none",
+        s(&fsimg),
+        s(&disk)
+    ));
+    let o = xfskit_grow(&[s(&disk), "1G"]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    assert_eq!(std::fs::metadata(&disk).unwrap().len(), 1 << 30);
+    let segs = {
+        let l = LoopRange::new(&disk, 0, 1 << 30);
+        sh(&format!("export {LVM}; vgck {LVM_CONF} {vg} 2>/dev/null"));
+        lvm_layout(&l.dev, &vg, "data").2
+    };
+    let extents = ((1u64 << 30) - pe_start) / (4 << 20);
+    assert_eq!(segs, [(0, extents, 0)], "data after the grow");
+    sh(&format!(
+        "dd if={} of={} bs=1M iflag=skip_bytes,count_bytes skip={pe_start} count={} status=none",
+        s(&disk),
+        s(&vol),
+        extents * (4 << 20)
+    ));
+    repair_clean(&bin, &vol, "the grown whole-disk volume");
+    let info = String::from_utf8_lossy(&xfskit_output(&["info", "--lv", &lv, s(&disk)]).stdout)
+        .into_owned();
+    assert!(
+        info.contains(&format!("blocks={},", extents * (4 << 20) / 4096)),
+        "{info}"
+    );
+}
