@@ -332,27 +332,43 @@ for d in $(seq 1 30); do mkdir d$d; for i in $(seq 1 200); do echo "file $d $i" 
     ));
     let img = Image::make(Kind::Gpt, t);
     let s = src.to_str().expect("utf-8");
-    // Kill copies at several points of their run (the whole copy takes
-    // under a second here): before anything reached the log, while the
-    // log is written, while it is written back in place.
-    let t0 = Instant::now();
-    let r = xfskit(&["cp", "-a", s, &format!("{}:/full", img.s())], LIMIT);
-    assert_eq!(r.code, 0, "a whole copy: {}", r.stderr);
-    let full_ms = t0.elapsed().as_millis() as u64;
-    println!("a whole copy takes {full_ms} ms");
-    let mut killed = 0;
-    for pct in [30u64, 60, 80, 88, 94, 98] {
-        let delay_ms = full_ms * pct / 100;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_xfskit"))
-            .args(["cp", "-a", s, &format!("{}:/copy{delay_ms}", img.s())])
+    if let Some(t) = missing_tool(&["strace"]) {
+        return skip(
+            name,
+            &format!("{t} is not installed (scripts/test.sh installs it)"),
+        );
+    }
+    // Kill copies at several points of their run, at the N-th write they
+    // issue (strace sends SIGKILL as that pwritev is entered, whatever the
+    // machine's speed): before anything reached the log, while the log is
+    // written, while it is written back in place.
+    let trace = t.join("trace");
+    let bin = env!("CARGO_BIN_EXE_xfskit");
+    sh(&format!(
+        "strace -f -qq -o '{}' -e trace=pwritev {bin} cp -a '{s}' '{}:/full' >/dev/null",
+        trace.display(),
+        img.s()
+    ));
+    let writes = std::fs::read_to_string(&trace)
+        .expect("strace output")
+        .lines()
+        .filter(|l| l.contains("pwritev("))
+        .count() as u64;
+    println!("a whole copy issues {writes} pwritev calls");
+    assert!(writes >= 8, "only {writes} writes in a whole copy");
+    for n in [1, writes / 4, writes / 2, writes * 3 / 4, writes - 1] {
+        let st = std::process::Command::new("strace")
+            .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=pwritev", "-e"])
+            .arg(format!("inject=pwritev:signal=KILL:when={n}"))
+            .args([bin, "cp", "-a", s, &format!("{}:/copy{n}", img.s())])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("run xfskit");
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        let running = child.try_wait().expect("wait").is_none();
-        let _ = child.kill();
-        let _ = child.wait();
+            .status()
+            .expect("run strace");
+        assert!(
+            !st.success(),
+            "the copy killed at write {n} of {writes} finished"
+        );
         // xfs_repair -n refuses a filesystem whose log needs replay: say
         // whether the kill left one.
         let l = img.loop_dev();
@@ -364,8 +380,7 @@ for d in $(seq 1 30); do mkdir d$d; for i in $(seq 1 200); do echo "file $d $i" 
         // The kernel replays the log at mount and shows a tree it can walk.
         let entries = img.with_mount(&t.join("mnt"), |m| walk_host(m).len());
         println!(
-            "kill after {delay_ms} ms ({}): log {}, then the kernel mounted {entries} entries",
-            if running { "copying" } else { "already done" },
+            "killed at write {n}: log {}, then the kernel mounted {entries} entries",
             if dirty.contains("DIRTY") {
                 "needed replay"
             } else {
@@ -373,11 +388,12 @@ for d in $(seq 1 30); do mkdir d$d; for i in $(seq 1 200); do echo "file $d $i" 
             }
         );
         img.assert_clean(&format!(
-            "a cp killed after {delay_ms} ms, then a kernel mount"
+            "a cp killed at write {n} of {writes}, then a kernel mount"
         ));
-        killed += usize::from(running);
+        // Room for the next copy: what this one left is removed.
+        let r = xfskit(&["rm", "-rf", img.s(), &format!("/copy{n}")], LIMIT);
+        assert_eq!(r.code, 0, "rm after the kill at write {n}: {}", r.stderr);
     }
-    assert!(killed > 0, "every copy finished before it could be killed");
     // xfskit's next edit recovers the log itself, too.
     let r = xfskit(&["mkdir", img.s(), "/after"], LIMIT);
     assert_eq!(r.code, 0, "an edit after the kill: {}", r.stderr);
