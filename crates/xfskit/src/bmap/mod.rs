@@ -13,6 +13,7 @@
 pub(crate) mod bmbt;
 mod cow;
 mod edit;
+pub mod exchmaps;
 mod fork;
 mod node;
 pub(crate) mod rt;
