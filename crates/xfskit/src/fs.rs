@@ -228,14 +228,14 @@ impl Fs {
             fdblocks: crate::bytes::be64(&sb, SB_FDBLOCKS_OFF),
         };
         let mut ws = WriteState::new();
-        ws.quota_chkd = std::sync::atomic::AtomicU16::new(
+        ws.quota.chkd = std::sync::atomic::AtomicU16::new(
             crate::bytes::be16(&sb, xfs_format::sb::XFS_SB_QFLAGS_OFF)
                 & xfs_format::sb::XFS_ALL_QUOTA_CHKD,
         );
         if fs.geo.qflags & xfs_format::sb::XFS_ALL_QUOTA_ACCT != 0 {
-            ws.quota = Some(crate::quota::acct::Acct::open(&fs));
+            ws.quota.acct = Some(crate::quota::acct::Acct::open(&fs));
         }
-        ws.filestreams.all = opts.filestreams;
+        ws.alloc.filestreams.all = opts.filestreams;
         if let Some((meta, data)) = opts.pending_limits {
             ws.dirty_limit = meta.max(1);
             ws.data_limit = data.max(1);

@@ -231,12 +231,12 @@ impl Fs {
     /// creates do by themselves). Nothing on a read-only filesystem.
     pub fn note_parent(&self, file: Ino, dir: Ino) {
         if let Ok(ws) = self.write_state() {
-            ws.filestreams.note_parent(file, dir);
+            ws.alloc.filestreams.note_parent(file, dir);
         }
     }
 
     /// The filestream state (None when read-only).
     pub fn filestreams(&self) -> Option<&Filestreams> {
-        self.write_state().ok().map(|ws| &ws.filestreams)
+        self.write_state().ok().map(|ws| &ws.alloc.filestreams)
     }
 }

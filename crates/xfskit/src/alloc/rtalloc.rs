@@ -428,6 +428,7 @@ pub(crate) fn rt_alloc_blocks(
         None => {
             let ws = tp.fs().write_state()?;
             let n = ws
+                .alloc
                 .rtg_rotor
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             (n % count.max(1), 0)

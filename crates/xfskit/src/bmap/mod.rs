@@ -13,6 +13,7 @@
 pub(crate) mod bmbt;
 mod cow;
 mod edit;
+pub mod exchmaps;
 mod fork;
 mod node;
 pub(crate) mod rt;
@@ -93,7 +94,7 @@ fn target(tp: &Trans<'_>, ip: &Inode, prev: Option<&Extent>, hint: Option<FsBloc
 /// follows, if it streams and its directory is known.
 fn stream_ag(tp: &Trans<'_>, ip: &Inode) -> Option<u32> {
     let fs = tp.fs();
-    let fsm = &fs.write_state().ok()?.filestreams;
+    let fsm = &fs.write_state().ok()?.alloc.filestreams;
     if !fsm.applies(ip.flags) {
         return None;
     }
@@ -214,7 +215,7 @@ pub fn alloc_range_min(
         if stream.is_some() {
             let ag = tp.geo().fsb_split(start).0 .0;
             if let Ok(ws) = tp.fs().write_state() {
-                ws.filestreams.landed(ip.ino, ag);
+                ws.alloc.filestreams.landed(ip.ino, ag);
             }
         }
         if unwritten {

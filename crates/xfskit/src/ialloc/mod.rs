@@ -8,7 +8,7 @@
 //! btree (when present) finds the free inode nearest the parent.
 //!
 //! The directory rotor is a counter in the filesystem's write state
-//! (`WriteState::dir_rotor`), so two builds of one image place alike.
+//! (`AllocPolicy::dir_rotor`), so two builds of one image place alike.
 //! Freeing the last used inode of a chunk frees the chunk (the kernel's
 //! default, no `ikeep`), except when one block holds several chunks.
 //! The inodes of a new chunk are logged whole as free inodes (generation
@@ -432,7 +432,7 @@ pub(crate) fn destroy(tp: &mut Trans<'_>, mut ip: crate::inode::Inode) -> Result
     }
     tp.log_inode(&ip)?;
     if let Ok(ws) = tp.fs().write_state() {
-        ws.filestreams.forget(ip.ino);
+        ws.alloc.filestreams.forget(ip.ino);
     }
     free_inode(tp, ip.ino)
 }

@@ -26,18 +26,11 @@
 //!   the other (its intents carry no CLEAR_INO*_REFLINK flag, and both
 //!   files keep the flag either had); logged clear flags are ignored, as
 //!   upstream's recovery ignores every logged flag but the request's;
-//! - before the first step, a file gets the reflink flag when the other
-//!   has it, and with large extent counts both get the wide counters;
-//! - each step reads the mapping (extent or hole) at the first file's
-//!   offset, and the one at the second file's offset over as many
-//!   blocks; with "first file written only", a hole or unwritten extent
-//!   in the first file is skipped; two holes, or two mappings of the same
-//!   blocks, are skipped; otherwise both are unmapped (with their reverse
-//!   mappings, blocks neither freed nor released) and each mapped into
-//!   the other file (unwritten state kept), and a file's size is raised,
-//!   with "set sizes", up to the end of what it now maps (but not past its
-//!   final size), so no mapping lies past the end of the file;
-//! - at the end, with "set sizes", the logged sizes are set.
+//! - the steps are the bmap layer's ([`crate::bmap::exchmaps`], the
+//!   ones [`Fs::exchange_range`] runs): before the first, the reflink
+//!   flags made alike and the wide extent counters set; then a pair of
+//!   different mappings per step, exchanged with their reverse mappings,
+//!   sizes raised with "set sizes", and the logged sizes set at the end.
 //!
 //! The kernel's recovery of an XMI takes one step (with the first two
 //! points) when it meets the intent in log order, queueing that pair's
@@ -46,15 +39,18 @@
 //! first pair last. So do we, so that the fork btrees see the kernel's
 //! order of changes (and take its shape, and use as many blocks).
 //!
-//! Only data forks of regular files are finished here; the kernel uses
-//! the attribute-fork variant and directories only for online repair.
+//! This module holds what is about the log: the XMI as logged ([`Xmi`]:
+//! decoded, encoded, checked), the inodes it names read and checked, and
+//! recovery's order of transactions. Only data forks of regular files are
+//! finished here; the kernel uses the attribute-fork variant and
+//! directories only for online repair.
 
+use crate::bmap::exchmaps::{exchange_pair, Exchange, Pair};
 use crate::bytes::{le32, le64};
 use crate::error::{Error, Location, Result};
 use crate::fs::Fs;
-use crate::geometry::{FsBlock, Ino};
-use crate::inode::{FileType, Fork, Inode};
-use xfs_format::inode::{XFS_DIFLAG2_NREXT64, XFS_DIFLAG2_REFLINK};
+use crate::geometry::Ino;
+use crate::inode::{FileType, Inode};
 use xfs_format::log_intent::*;
 use xfs_format::types::{BMBT_BLOCKCOUNT_MASK, BMBT_STARTOFF_MASK};
 
@@ -140,7 +136,7 @@ impl Xmi {
         f.as_bytes().to_vec()
     }
 
-    fn corrupt(&self, detail: impl Into<String>) -> Error {
+    pub(crate) fn corrupt(&self, detail: impl Into<String>) -> Error {
         Error::corrupt(
             "mapping-exchange intent",
             Location::Log {
@@ -190,27 +186,6 @@ impl Xmi {
     }
 }
 
-/// The mapping (an extent or a hole) at block `off` of `ip`'s data fork,
-/// at most `max` blocks long.
-fn mapping_at(
-    tp: &mut crate::trans::Trans<'_>,
-    ip: &Inode,
-    off: u64,
-    max: u64,
-) -> Result<(Option<(FsBlock, bool)>, u64)> {
-    match crate::bmap::next_extent(tp, ip, Fork::Data, off)? {
-        Some(e) if e.offset <= off => {
-            let skip = off - e.offset;
-            Ok((
-                Some((FsBlock(e.start.0 + skip), e.unwritten)),
-                (e.len - skip).min(max),
-            ))
-        }
-        Some(e) => Ok((None, (e.offset - off).min(max))),
-        None => Ok((None, max)),
-    }
-}
-
 /// Reads one of the intent's inodes, with the kernel's checks: in use,
 /// of the logged generation; and a regular file.
 fn read_checked(tp: &mut crate::trans::Trans<'_>, x: &Xmi, ino: u64, gen: u32) -> Result<Inode> {
@@ -235,140 +210,25 @@ fn read_checked(tp: &mut crate::trans::Trans<'_>, x: &Xmi, ino: u64, gen: u32) -
     Ok(ip)
 }
 
-/// Raises `ip`'s size to the end of block `end` if that is more, but not
-/// past `limit` (negative: no limit set, nothing changes).
-fn raise_size(ip: &mut Inode, block_log: u8, end: u64, limit: i64) {
-    if limit < 0 {
-        return;
-    }
-    let bytes = u64::try_from(u128::from(end) << block_log).unwrap_or(u64::MAX);
-    let len = bytes.min(limit as u64);
-    if len > ip.size {
-        ip.size = len;
-    }
-}
-
-/// An exchange being finished: what is left of it.
+/// An exchange recovery started: the exchange, and the pair of mappings
+/// its first step chose, exchanged only at the end.
 #[derive(Debug, Clone)]
-pub struct Exchange {
-    xmi: Xmi,
-    flags: u64,
-    off1: u64,
-    off2: u64,
-    left: u64,
-    isize1: i64,
-    isize2: i64,
+pub struct Recovering {
+    ex: Exchange,
     /// The pair the first step chose, to be exchanged in the second phase
     /// (the kernel queues its block-mapping updates then).
     pending: Option<Pair>,
-    /// Pairs of mappings exchanged so far.
-    pub pairs: usize,
 }
 
-/// A pair of mappings to exchange: offsets, mappings (None: a hole),
-/// length.
-pub(crate) type Pair = (
-    u64,
-    u64,
-    Option<(FsBlock, bool)>,
-    Option<(FsBlock, bool)>,
-    u64,
-);
-
-impl Exchange {
-    /// The exchange `x` asks for, on its two inodes as they are now (read
-    /// and locked by the caller), with the sizes to set at the end as `x`
-    /// gives them (the caller of a new exchange puts the inodes' sizes
-    /// there, each file getting the other's; recovery takes the logged
-    /// ones, as Linux 6.18.44 does); and before any step, as the kernel's
-    /// `xfs_exchange_mappings` does for a new request and its recovery for
-    /// a logged one, the reflink flag set on both when either has it and
-    /// the wide extent counters on both (large extent counts). No reflink
-    /// flag is cleared afterwards: Linux 6.18.44 keeps it on both files.
-    pub(crate) fn prepare(fs: &Fs, x: &Xmi, ip1: &mut Inode, ip2: &mut Inode) -> Exchange {
-        let flags = x.flags & XFS_EXCHMAPS_PARAMS;
-        let (isize1, isize2) = if flags & XFS_EXCHMAPS_SET_SIZES != 0 {
-            (x.isize1, x.isize2)
-        } else {
-            (-1, -1)
-        };
-        if ip1.may_share() || ip2.may_share() {
-            ip1.flags2 |= XFS_DIFLAG2_REFLINK;
-            ip2.flags2 |= XFS_DIFLAG2_REFLINK;
-        }
-        if fs.geometry().features.nrext64 {
-            ip1.flags2 |= XFS_DIFLAG2_NREXT64;
-            ip2.flags2 |= XFS_DIFLAG2_NREXT64;
-        }
-        Exchange {
-            xmi: x.clone(),
-            flags,
-            off1: x.startoff1,
-            off2: x.startoff2,
-            left: x.blockcount,
-            isize1,
-            isize2,
-            pending: None,
-            pairs: 0,
-        }
+impl Recovering {
+    /// The intent being finished (`xmi_id`).
+    pub fn id(&self) -> u64 {
+        self.ex.id()
     }
 
-    /// The next pair of different mappings of a new exchange, chosen in
-    /// the caller's transaction as the kernel's `xfs_exchmaps_finish_one`
-    /// chooses it (what needs no exchange skipped, the sizes raised for
-    /// the pair, or set at the end), not yet exchanged
-    /// ([`exchange_pair`] does that). None when nothing was left.
-    pub(crate) fn next_pair(
-        &mut self,
-        tp: &mut crate::trans::Trans<'_>,
-        ip1: &mut Inode,
-        ip2: &mut Inode,
-    ) -> Result<Option<Pair>> {
-        let block_log = tp.geo().block_log;
-        self.choose(tp, ip1, ip2, block_log)
-    }
-
-    /// Blocks still to exchange.
-    pub(crate) fn left(&self) -> u64 {
-        self.left
-    }
-
-    /// The intent for what is left, under id `id`: the request's
-    /// inodes, the offsets and count still to do, its flags, and the
-    /// sizes to set (the kernel logs the same fields when it relogs a
-    /// continuing XMI).
-    pub(crate) fn intent(&self, id: u64) -> Xmi {
-        Xmi {
-            id,
-            rec_blk: 0,
-            startoff1: self.off1,
-            startoff2: self.off2,
-            blockcount: self.left,
-            flags: self.flags,
-            isize1: self.isize1,
-            isize2: self.isize2,
-            ..self.xmi.clone()
-        }
-    }
-
-    /// The number of pairs of mappings a new exchange will exchange,
-    /// with nothing changed.
-    pub(crate) fn plan(
-        &self,
-        tp: &mut crate::trans::Trans<'_>,
-        ip1: &Inode,
-        ip2: &Inode,
-    ) -> Result<u64> {
-        let block_log = tp.geo().block_log;
-        let mut ex = self.clone();
-        let (mut a, mut b) = (ip1.clone(), ip2.clone());
-        let mut pairs = 0;
-        while ex.left > 0 {
-            if ex.choose(tp, &mut a, &mut b, block_log)?.is_some() {
-                pairs += 1;
-            }
-        }
-        Ok(pairs)
+    /// Pairs of mappings exchanged so far.
+    pub fn pairs(&self) -> usize {
+        self.ex.pairs
     }
 }
 
@@ -379,38 +239,36 @@ impl Exchange {
 /// chosen (sizes raised, or set at the end); the kernel only queues that
 /// pair's block-mapping updates, and runs them and the rest of the
 /// exchange after every other intent of the log ([`continue_exchange`]).
-pub fn start_exchange(fs: &Fs, x: &Xmi) -> Result<Exchange> {
+/// The steps are the bmap layer's ([`crate::bmap::exchmaps`]).
+pub fn start_exchange(fs: &Fs, x: &Xmi) -> Result<Recovering> {
     x.check()?;
-    let block_log = fs.geometry().block_log;
     let mut tp = fs.trans()?;
     tp.without_quota_limits();
-    lock(&mut tp, x);
+    lock(&mut tp, (Ino(x.inode1), Ino(x.inode2)));
     let mut ip1 = read_checked(&mut tp, x, x.inode1, x.igen1)?;
     let mut ip2 = read_checked(&mut tp, x, x.inode2, x.igen2)?;
     let mut ex = Exchange::prepare(fs, x, &mut ip1, &mut ip2);
-    ex.pending = ex.choose(&mut tp, &mut ip1, &mut ip2, block_log)?;
+    let pending = ex.next_pair(&mut tp, &mut ip1, &mut ip2)?;
     tp.log_inode(&ip1)?;
     tp.log_inode(&ip2)?;
     tp.commit()?;
-    Ok(ex)
+    Ok(Recovering { ex, pending })
 }
 
 /// Finishes what [`start_exchange`] left, one transaction per pair of
 /// mappings, and only then exchanges the pair the first step chose: the
 /// kernel's recovery puts the continuing intent ahead of that step's
 /// block-mapping updates.
-pub fn continue_exchange(fs: &Fs, ex: &mut Exchange) -> Result<()> {
-    let block_log = fs.geometry().block_log;
-    let (i1, i2) = (Ino(ex.xmi.inode1), Ino(ex.xmi.inode2));
-    while ex.left > 0 {
+pub fn continue_exchange(fs: &Fs, r: &mut Recovering) -> Result<()> {
+    let ex = &mut r.ex;
+    let (i1, i2) = ex.inodes();
+    while ex.left() > 0 {
         let mut tp = fs.trans()?;
         tp.without_quota_limits();
-        lock(&mut tp, &ex.xmi);
+        lock(&mut tp, (i1, i2));
         let mut ip1 = tp.read_inode(i1)?;
         let mut ip2 = tp.read_inode(i2)?;
-        if let Some((off1, off2, m1, m2, len)) =
-            ex.choose(&mut tp, &mut ip1, &mut ip2, block_log)?
-        {
+        if let Some((off1, off2, m1, m2, len)) = ex.next_pair(&mut tp, &mut ip1, &mut ip2)? {
             exchange_pair(&mut tp, &mut ip1, off1, m1, &mut ip2, off2, m2, len)?;
         }
         tp.log_inode(&ip1)?;
@@ -419,10 +277,10 @@ pub fn continue_exchange(fs: &Fs, ex: &mut Exchange) -> Result<()> {
     }
     // The kernel queues the first pair's block-mapping updates behind the
     // intent itself, so they run once the rest of the exchange is done.
-    if let Some((off1, off2, m1, m2, len)) = ex.pending.take() {
+    if let Some((off1, off2, m1, m2, len)) = r.pending.take() {
         let mut tp = fs.trans()?;
         tp.without_quota_limits();
-        lock(&mut tp, &ex.xmi);
+        lock(&mut tp, (i1, i2));
         let mut ip1 = tp.read_inode(i1)?;
         let mut ip2 = tp.read_inode(i2)?;
         exchange_pair(&mut tp, &mut ip1, off1, m1, &mut ip2, off2, m2, len)?;
@@ -433,109 +291,9 @@ pub fn continue_exchange(fs: &Fs, ex: &mut Exchange) -> Result<()> {
     Ok(())
 }
 
-impl Exchange {
-    /// The intent being finished (`xmi_id`).
-    pub fn id(&self) -> u64 {
-        self.xmi.id
-    }
-}
-
-fn lock(tp: &mut crate::trans::Trans<'_>, x: &Xmi) {
-    tp.lock_inode(Ino(x.inode1.min(x.inode2)));
-    tp.lock_inode(Ino(x.inode1.max(x.inode2)));
-}
-
-impl Exchange {
-    /// One step but for the exchange itself: skips what needs no
-    /// exchange, chooses the next pair of different mappings (and raises
-    /// the sizes for it), and sets the sizes when nothing is left.
-    fn choose(
-        &mut self,
-        tp: &mut crate::trans::Trans<'_>,
-        ip1: &mut Inode,
-        ip2: &mut Inode,
-        block_log: u8,
-    ) -> Result<Option<Pair>> {
-        let mut found = None;
-        while self.left > 0 {
-            let (m1, len1) = mapping_at(tp, ip1, self.off1, self.left)?;
-            if self.flags & XFS_EXCHMAPS_INO1_WRITTEN != 0 && !matches!(m1, Some((_, false))) {
-                self.advance(len1);
-                continue;
-            }
-            let (m2, len) = mapping_at(tp, ip2, self.off2, len1)?;
-            let same = match (m1, m2) {
-                (None, None) => true,
-                (Some((a, ua)), Some((b, ub))) if a == b => {
-                    if ua != ub {
-                        return Err(self.xmi.corrupt(format!(
-                            "blocks {} mapped written and unwritten by the two files",
-                            a.0
-                        )));
-                    }
-                    true
-                }
-                _ => false,
-            };
-            if !same {
-                found = Some((self.off1, self.off2, m1, m2, len));
-                break;
-            }
-            self.advance(len);
-        }
-        if let Some((off1, off2, _, _, len)) = found {
-            raise_size(ip1, block_log, off1 + len, self.isize1);
-            raise_size(ip2, block_log, off2 + len, self.isize2);
-            self.advance(len);
-            self.pairs += 1;
-        }
-        if self.left == 0 && self.flags & XFS_EXCHMAPS_SET_SIZES != 0 {
-            ip1.size = self.isize1 as u64;
-            ip2.size = self.isize2 as u64;
-        }
-        Ok(found)
-    }
-
-    fn advance(&mut self, len: u64) {
-        self.off1 += len;
-        self.off2 += len;
-        self.left -= len;
-    }
-}
-
-/// Exchanges one pair of mappings of `len` blocks: each file's mapping at
-/// its offset (None: a hole) goes to the other file at its offset, with
-/// its reverse mapping.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn exchange_pair(
-    tp: &mut crate::trans::Trans<'_>,
-    ip1: &mut Inode,
-    off1: u64,
-    m1: Option<(FsBlock, bool)>,
-    ip2: &mut Inode,
-    off2: u64,
-    m2: Option<(FsBlock, bool)>,
-    len: u64,
-) -> Result<()> {
-    if m1.is_some() {
-        crate::bmap::unmap_only(tp, ip1, Fork::Data, off1, len)?;
-    }
-    if m2.is_some() {
-        crate::bmap::unmap_only(tp, ip2, Fork::Data, off2, len)?;
-    }
-    for (ip, off, m) in [(ip1, off1, m2), (ip2, off2, m1)] {
-        let Some((start, unwritten)) = m else {
-            continue;
-        };
-        crate::bmap::map_given_as(tp, ip, Fork::Data, off, start, len, unwritten)?;
-        let flags = if unwritten {
-            xfs_format::btree::XFS_RMAP_OFF_UNWRITTEN
-        } else {
-            0
-        };
-        crate::alloc::rmap_apply(tp, start, len as u32, ip.ino.0, off, flags, true)?;
-    }
-    Ok(())
+fn lock(tp: &mut crate::trans::Trans<'_>, (i1, i2): (Ino, Ino)) {
+    tp.lock_inode(i1.min(i2));
+    tp.lock_inode(i1.max(i2));
 }
 
 #[cfg(test)]
@@ -666,7 +424,7 @@ mod tests {
     fn finish(fs: &Fs, x: &Xmi) -> Result<usize> {
         let mut ex = start_exchange(fs, x)?;
         continue_exchange(fs, &mut ex)?;
-        Ok(ex.pairs)
+        Ok(ex.pairs())
     }
 
     #[test]

@@ -685,7 +685,7 @@ fn finish_all(fs: &Fs, intents: &[Intent]) -> Result<Finished> {
     let mut exchanged = 0;
     for ex in &mut started {
         super::exchange::continue_exchange(fs, ex)?;
-        exchanged += ex.pairs;
+        exchanged += ex.pairs();
         let mut tp = fs.trans()?;
         tp.log_done(done_item(XFS_LI_XMD, ex.id()));
         tp.commit()?;

@@ -194,8 +194,8 @@ impl Fs {
             NodeKind::File { size } => {
                 ip.size = *size;
                 if let Ok(ws) = self.write_state() {
-                    if ws.filestreams.applies(ip.flags) {
-                        ws.filestreams.note_parent(ino, parent);
+                    if ws.alloc.filestreams.applies(ip.flags) {
+                        ws.alloc.filestreams.note_parent(ino, parent);
                     }
                 }
             }

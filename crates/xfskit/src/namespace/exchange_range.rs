@@ -18,11 +18,11 @@
 //! times. Set-id bits are left to the caller (the kernel clears them for
 //! callers without CAP_FSETID; the FUSE layer does that for writes).
 //!
-//! The steps are those of recovery's continuation of a logged intent
-//! ([`crate::log::exchange`]): the same step machinery, from the kernel's
-//! `xfs_exchmaps_finish_one`, pair of mappings by pair of mappings in
-//! order, with reverse mappings, sizes, reflink and large extent count
-//! flags.
+//! The steps are the bmap layer's ([`crate::bmap::exchmaps`]), which
+//! recovery's continuation of a logged intent ([`crate::log::exchange`])
+//! runs too: the kernel's `xfs_exchmaps_finish_one`, pair of mappings by
+//! pair of mappings in order, with reverse mappings, sizes, reflink and
+//! large extent count flags.
 //!
 //! Logging, as the kernel logs it: the first transaction changes the
 //! times and flags of both inodes and logs a mapping-exchange intent
@@ -53,11 +53,12 @@
 //! (the kernel allows ranges that do not overlap), realtime files.
 
 use super::guard;
+use crate::bmap::exchmaps::{exchange_pair, Exchange};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::geometry::Ino;
 use crate::inode::{FileType, Inode};
-use crate::log::exchange::{exchange_pair, Exchange, Xmi};
+use crate::log::exchange::Xmi;
 use crate::log::intents::done_item;
 use crate::trans::Trans;
 use xfs_format::inode::XFS_DIFLAG_REALTIME;

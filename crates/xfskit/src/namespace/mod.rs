@@ -93,6 +93,7 @@ impl Fs {
     /// after its last entry. Removing and renaming still stamp them.
     pub fn keep_dir_times(&self, on: bool) -> Result<()> {
         self.write_state()?
+            .clock
             .keep_dir_times
             .store(on, std::sync::atomic::Ordering::Relaxed);
         Ok(())
@@ -100,8 +101,11 @@ impl Fs {
 
     /// True when [`Fs::keep_dir_times`] is on.
     pub fn keeps_dir_times(&self) -> bool {
-        self.write_state()
-            .is_ok_and(|w| w.keep_dir_times.load(std::sync::atomic::Ordering::Relaxed))
+        self.write_state().is_ok_and(|w| {
+            w.clock
+                .keep_dir_times
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })
     }
 
     /// Seeds the inode generation numbers (reproducible images).

@@ -282,7 +282,7 @@ pub(crate) fn prepare(fs: &Fs, owners: &[[u32; 3]]) -> Result<()> {
     let Ok(ws) = fs.write_state() else {
         return Ok(());
     };
-    let Some(acct) = ws.quota.as_ref().filter(|a| a.exact()) else {
+    let Some(acct) = ws.quota.acct.as_ref().filter(|a| a.exact()) else {
         return Ok(());
     };
     let geo = fs.geometry();
@@ -328,7 +328,7 @@ impl Fs {
     pub(crate) fn quota_exact(&self) -> bool {
         self.write_state()
             .ok()
-            .and_then(|ws| ws.quota.as_ref())
+            .and_then(|ws| ws.quota.acct.as_ref())
             .is_some_and(Acct::exact)
     }
 
@@ -370,7 +370,7 @@ impl Fs {
     pub fn quotas_enforced(&self) -> bool {
         self.write_state()
             .ok()
-            .and_then(|ws| ws.quota.as_ref())
+            .and_then(|ws| ws.quota.acct.as_ref())
             .is_some_and(|a| {
                 a.enforce.load(std::sync::atomic::Ordering::Relaxed)
                     && a.enforced.iter().any(|&e| e)
@@ -382,7 +382,11 @@ impl Fs {
     /// past a soft limit whose grace period is over, fails with
     /// `QuotaExceeded`; id 0 is never refused.
     pub fn enforce_quotas(&self, on: bool) {
-        if let Some(a) = self.write_state().ok().and_then(|ws| ws.quota.as_ref()) {
+        if let Some(a) = self
+            .write_state()
+            .ok()
+            .and_then(|ws| ws.quota.acct.as_ref())
+        {
             a.enforce.store(on, std::sync::atomic::Ordering::Relaxed);
         }
     }

@@ -5,7 +5,7 @@
 //! A buffer committed again (the same block changed by the next
 //! transaction, the usual case) touches only the hash map.
 
-use super::state::Pending;
+use super::pending::Pending;
 use crate::buf::fasthash::FastMap;
 use std::collections::BTreeSet;
 

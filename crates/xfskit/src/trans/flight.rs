@@ -12,7 +12,7 @@
 
 use super::datarun::{pieces_at, Run};
 use super::dirty::Dirty;
-use super::state::{Pending, WriteStats};
+use super::pending::{Pending, WriteStats};
 use crate::dev::Device;
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;

@@ -13,15 +13,28 @@
 //! and inode locks; they are released at commit or drop. Work in
 //! different AGs never serializes.
 
+mod clock;
+mod combiner;
+mod counters;
 mod datarun;
 mod dirty;
 mod flight;
+mod generations;
 mod locks;
+mod log_handle;
+mod pending;
+mod policy;
+mod quota_state;
 mod state;
+mod writeback;
 
+pub use clock::Clock;
+pub use counters::SbDelta;
 pub use locks::LockSet;
-pub(crate) use state::{After, Commit};
-pub use state::{Pending, SbDelta, WriteState, WriteStats};
+pub(crate) use pending::{After, Commit};
+pub use pending::{Pending, WriteStats};
+pub use policy::AllocPolicy;
+pub use state::WriteState;
 
 use crate::buf::fasthash::FastMap;
 use crate::buf::Verifier;
@@ -438,7 +451,7 @@ impl<'a> Trans<'a> {
     /// this transaction, the first time the transaction logs it: nothing
     /// when its chunk is new here.
     fn note_quota_before(&mut self, ino: Ino) {
-        let Some(acct) = self.ws.quota.as_ref().filter(|a| a.exact()) else {
+        let Some(acct) = self.ws.quota.acct.as_ref().filter(|a| a.exact()) else {
             return;
         };
         if self.qbefore.contains_key(&ino.0) {
@@ -624,7 +637,8 @@ impl<'a> Trans<'a> {
         let next = self.ws.publish(c, &self.delta);
         if let Some((held, bits)) = quota_first {
             self.ws
-                .quota_chkd
+                .quota
+                .chkd
                 .fetch_and(!bits, std::sync::atomic::Ordering::AcqRel);
             drop(held);
         }
@@ -644,7 +658,7 @@ impl<'a> Trans<'a> {
     #[allow(clippy::type_complexity)]
     fn account_quotas(&mut self) -> Result<(Option<std::sync::MutexGuard<'a, ()>>, u16)> {
         let ws = self.ws;
-        let Some(acct) = ws.quota.as_ref().filter(|a| a.exact()) else {
+        let Some(acct) = ws.quota.acct.as_ref().filter(|a| a.exact()) else {
             return Ok((None, 0));
         };
         if self.qbefore.is_empty() {
@@ -685,15 +699,16 @@ impl<'a> Trans<'a> {
         let ws = self.ws;
         let want = inexact
             | ws.quota
+                .acct
                 .as_ref()
                 .map_or(xfs_format::sb::XFS_ALL_QUOTA_CHKD, |a| a.never_exact());
-        if ws.quota_chkd.load(Ordering::Acquire) & want == 0
+        if ws.quota.chkd.load(Ordering::Acquire) & want == 0
             || (self.inodes.is_empty() && !self.bufs.iter().any(|b| b.dirty || b.stale))
         {
             return Ok(None);
         }
-        let held = ws.quota_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let bits = ws.quota_chkd.load(Ordering::Acquire) & want;
+        let held = ws.quota.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let bits = ws.quota.chkd.load(Ordering::Acquire) & want;
         if bits == 0 {
             return Ok(None);
         }
