@@ -356,18 +356,10 @@ umount /mnt
     assert!(xfskit(&["check", i]).contains("no problems"));
 }
 
-/// Damage to dquots and to what they count, each made with xfs_db 7.2:
-/// xfs_repair -n flags every one, and so must check.
-#[test]
-fn check_compares_quota_counts_as_xfs_repair_does() {
-    let test = "check_compares_quota_counts_as_xfs_repair_does";
-    let Some((vm, bin)) = ready(test) else {
-        return;
-    };
-    let dir = TempDir::new("quota");
-    let (img, one) = quota_image(&vm, &bin, dir.path());
-    let inode = format!("inode {one}");
-    let cases: Vec<(&str, Vec<&str>)> = vec![
+/// Damages to a dquot's counts (the case's name, xfs_db 7.2's commands):
+/// the first cases of the check and of the repair tests.
+fn wrong_counts<'a>() -> Vec<(&'a str, Vec<&'a str>)> {
+    vec![
         (
             "user bcount",
             vec!["dquot -u 1000", "write diskdq.bcount 5"],
@@ -381,6 +373,22 @@ fn check_compares_quota_counts_as_xfs_repair_does() {
             vec!["dquot -p 42", "write diskdq.rtbcount 3"],
         ),
         ("root's counts", vec!["dquot -u 0", "write diskdq.bcount 0"]),
+    ]
+}
+
+/// Damage to dquots and to what they count, each made with xfs_db 7.2:
+/// xfs_repair -n flags every one, and so must check.
+#[test]
+fn check_compares_quota_counts_as_xfs_repair_does() {
+    let test = "check_compares_quota_counts_as_xfs_repair_does";
+    let Some((vm, bin)) = ready(test) else {
+        return;
+    };
+    let dir = TempDir::new("quota");
+    let (img, one) = quota_image(&vm, &bin, dir.path());
+    let inode = format!("inode {one}");
+    let mut cases = wrong_counts();
+    cases.extend([
         ("id", vec!["dquot -u 1001", "write -d diskdq.id 7"]),
         (
             "magic",
@@ -407,7 +415,7 @@ fn check_compares_quota_counts_as_xfs_repair_does() {
             "an owner without a record",
             vec![&inode, "write core.uid 5000"],
         ),
-    ];
+    ]);
     for (name, cmds) in cases {
         let (copy, rep) = damaged_copy(&bin, &img, dir.path(), name, &cmds);
         let o = xfskit_output(&["check", s(&copy)]);
@@ -1087,20 +1095,8 @@ fn repair_counts_quotas_again() {
         .map(|v| v.trim().to_string())
         .unwrap_or_else(|| panic!("no ino in {small}"));
     let owner = format!("inode {small_ino}");
-    let cases: Vec<(&str, Vec<&str>)> = vec![
-        (
-            "user bcount",
-            vec!["dquot -u 1000", "write diskdq.bcount 5"],
-        ),
-        (
-            "group icount",
-            vec!["dquot -g 2001", "write diskdq.icount 99"],
-        ),
-        (
-            "project rtbcount",
-            vec!["dquot -p 42", "write diskdq.rtbcount 3"],
-        ),
-        ("root's counts", vec!["dquot -u 0", "write diskdq.bcount 0"]),
+    let mut cases = wrong_counts();
+    cases.extend([
         // An owner without a record: its record is made.
         (
             "owner without a record",
@@ -1113,7 +1109,7 @@ fn repair_counts_quotas_again() {
             vec!["dquot -u 1001", "write -d diskdq.magic 0x1234"],
         ),
         ("id", vec!["dquot -g 2000", "write -d diskdq.id 7"]),
-    ];
+    ]);
     for (name, cmds) in cases {
         let (copy, _) = damaged_copy(&bin, &img, dir.path(), name, &cmds);
         let o = xfskit_output(&["repair", s(&copy)]);

@@ -186,25 +186,7 @@ fn realtime_files_through_the_read_only_mount() {
 fn info_names_the_realtime_device_as_xfs_db_does() {
     const TEST: &str = "info_names_the_realtime_device_as_xfs_db_does";
     let Some(im) = make(TEST) else { return };
-    for with in [true, false] {
-        let mut db = tool(&im.x615, "xfs_db");
-        db.arg("-r");
-        let mut args = vec!["info"];
-        if with {
-            db.arg("-R").arg(&im.rtdev);
-            args.extend(["--rtdev", s(&im.rtdev)]);
-        }
-        let want = run_ok(db.args(["-c", "info"]).arg(&im.img), "xfs_db info");
-        args.push(s(&im.img));
-        let o = xfskit(&args);
-        assert!(o.status.success(), "info: {}", output_text(&o));
-        assert_eq!(
-            String::from_utf8_lossy(&o.stdout),
-            want,
-            "info vs xfs_db (-R: {with})"
-        );
-        assert!(want.contains("rtextents=4096"), "{want}");
-    }
+    im.assert_info_equals_xfs_db("rtextents=4096");
 }
 
 /// `check --rtdev` and `xfs_repair -n -r` on the image as made, then with

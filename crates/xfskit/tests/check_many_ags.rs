@@ -10,7 +10,7 @@ mod write_common;
 use std::mem::offset_of;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use support::be32;
+use support::{be32, Scratch};
 use xfs_format::ag::{Agf, Agi, XFS_AGF_CRC_OFF, XFS_AGI_CRC_OFF};
 use xfs_format::sb::{Dsb, XFS_SB_CRC_OFF};
 use xfskit::check::{check, CheckOptions, CheckReport};
@@ -18,15 +18,6 @@ use xfskit::geometry::{AgBlock, AgNumber};
 use xfskit::{Fs, OpenOptions};
 
 const AGS: u32 = 2048;
-
-/// A temporary directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Makes the sparse image of [`AGS`] AGs.
 fn make(s: &Scratch) -> PathBuf {
@@ -81,10 +72,7 @@ fn shows(r: &CheckReport, what: &str, detail: &str) -> bool {
 
 #[test]
 fn thousands_of_ags_check_clean_and_counters_are_folded() {
-    let dir = std::env::temp_dir().join(format!("xfskit-many-ags-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch");
-    let s = Scratch(dir);
+    let s = Scratch::new("many-ags");
     let t = std::time::Instant::now();
     let img = make(&s);
     eprintln!("mkfs of {AGS} AGs: {:?}", t.elapsed());

@@ -249,8 +249,7 @@ fn edits_inside_vhd_and_vdi_survive_a_crash_at_every_write() {
     let name = "edits_inside_vhd_and_vdi_survive_a_crash_at_every_write";
     for t in ["mkfs.xfs", "qemu-img"] {
         if !run("sh", &["-c", &format!("command -v {t}")]).0 {
-            println!("SKIP {name}: {t} is not installed");
-            write_common::record_skip(&format!("SKIP {name}: {t} is not installed"));
+            write_common::skip(name, &format!("{t} is not installed"));
             return;
         }
     }

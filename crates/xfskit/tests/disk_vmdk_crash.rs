@@ -163,7 +163,7 @@ fn a_crash_at_every_host_write_leaves_old_or_new() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !have {
-        println!("SKIP {name}: mkfs.xfs is not installed");
+        xfskit_testkit::skip(name, "mkfs.xfs is not installed");
         return;
     }
     let d = scratch();

@@ -87,6 +87,30 @@ impl RtImage {
         (o.status.success(), output_text(&o))
     }
 
+    /// `xfskit info` prints what xfs_db 6.15's `info` prints, with the
+    /// realtime device named and without it; that output contains `has`.
+    pub fn assert_info_equals_xfs_db(&self, has: &str) {
+        for with in [true, false] {
+            let mut db = tool(&self.x615, "xfs_db");
+            db.arg("-r");
+            let mut args = vec!["info"];
+            if with {
+                db.arg("-R").arg(&self.rtdev);
+                args.extend(["--rtdev", s(&self.rtdev)]);
+            }
+            let want = run_ok(db.args(["-c", "info"]).arg(&self.img), "xfs_db info");
+            args.push(s(&self.img));
+            let o = super::fixtures::xfskit_output(&args);
+            assert!(o.status.success(), "info: {}", output_text(&o));
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout),
+                want,
+                "info vs xfs_db (-R: {with})"
+            );
+            assert!(want.contains(has), "{want}");
+        }
+    }
+
     /// Mounts the image read-only through `xfskit mount --rtdev` and
     /// checks that every file reads back as made; the mount must exit
     /// cleanly when terminated.

@@ -1,14 +1,10 @@
 //! Shared helpers for write-engine tests: fresh images made by the real
 //! mkfs.xfs, xfs_repair -n, and a kernel loop mount.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use xfskit::{Fs, OpenOptions};
-
-#[path = "../umount_retry/mod.rs"]
-#[allow(clippy::duplicate_mod)] // several helper modules of one test file include it
-mod umount_retry;
 
 /// Runs a command, returning success and its combined output.
 pub fn run(cmd: &str, args: &[&str]) -> (bool, String) {
@@ -31,11 +27,7 @@ fn run_command(c: &mut Command, name: &str) -> (bool, String) {
     }
 }
 
-/// True when running as root (loop mounts possible).
-pub fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
+pub use xfskit_testkit::{is_root, skip, Scratch};
 
 /// True (after printing why and recording the skip in
 /// `$XFSKIT_SKIP_LOG`, so that it is not counted as passed) when test
@@ -44,43 +36,8 @@ pub fn skip_unless_root(test: &str) -> bool {
     if is_root() {
         return false;
     }
-    record_skip(&format!("SKIP {test}: needs root for a kernel mount"));
+    skip(test, "needs root for a kernel mount");
     true
-}
-
-/// Prints `line` and adds it to `$XFSKIT_SKIP_LOG`, so that the skipped
-/// test is not counted as passed.
-pub fn record_skip(line: &str) {
-    eprintln!("{line}");
-    if let Some(p) = std::env::var_os("XFSKIT_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-        {
-            let _ = writeln!(f, "{line}");
-        }
-    }
-}
-
-/// A scratch directory removed on drop.
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    /// A new scratch directory named after `tag`.
-    pub fn new(tag: &str) -> Scratch {
-        let d = std::env::temp_dir().join(format!("xfskit-w-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Makes a `size`-byte image at `path` with the installed mkfs.xfs and
@@ -141,7 +98,7 @@ pub fn kernel_umount(mnt: &Path) {
     assert!(ok, "umount {}: {out}", mnt.display());
 }
 
-pub use umount_retry::umount;
+pub use xfskit_testkit::umount;
 
 /// Mounts `img` read-write and unmounts it, so that the kernel replays
 /// its log (see [`kernel_mount_rw_at`]).
@@ -273,7 +230,7 @@ pub fn skip_without_615(test: &str) -> bool {
             (false, out) => format!("xfsprogs 6.15 does not run: {}", out.trim()),
         },
     };
-    record_skip(&format!("SKIP {test}: {why}"));
+    skip(test, &why);
     true
 }
 
@@ -619,6 +576,6 @@ pub fn skip_without_72(test: &str) -> bool {
             Err(e) => format!("xfsprogs 7.2 does not run: {e}"),
         },
     };
-    record_skip(&format!("SKIP {test}: {why}"));
+    skip(test, &why);
     true
 }
