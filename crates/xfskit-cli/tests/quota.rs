@@ -14,7 +14,7 @@ mod common;
 
 use common::fixtures::xfskit_ok as xfskit;
 
-use common::fixtures::{xfskit_output, xfsprogs_72_bin};
+use common::fixtures::{xfskit_output, xfsprogs_72_or_skip};
 use common::vm::Vm;
 use common::{skip, TempDir};
 use std::path::{Path, PathBuf};
@@ -100,10 +100,7 @@ const CHKD: u16 = 0x0004 | 0x0100 | 0x0400;
 
 /// What is needed, or why the test cannot run.
 fn ready(test: &str) -> Option<(Vm, PathBuf)> {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(test, "xfsprogs 7.2 is not beside the project");
-        return None;
-    };
+    let bin = xfsprogs_72_or_skip(test)?;
     match Vm::find() {
         Ok(vm) => Some((vm, bin)),
         Err(why) => {
@@ -446,11 +443,7 @@ fn db_print(bin: &Path, img: &Path, what: &str) -> String {
 /// the first quota mount makes them and counts).
 #[test]
 fn mkfs_quota_options_as_mkfs_xfs_72() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "mkfs_quota_options_as_mkfs_xfs_72",
-            "xfsprogs 7.2 is not beside the project",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("mkfs_quota_options_as_mkfs_xfs_72") else {
         return;
     };
     let dir = TempDir::new("quota-mkfs");
@@ -821,8 +814,7 @@ fn quotacheck_turns_quotas_on_as_the_kernels_first_quota_mount() {
 /// the judge; a count damaged by xfs_db 7.2 shows that it compares them,
 /// and that `xfskit check` does too.
 fn quotas_stay_exact_on(test: &str, mkfs: &[&str]) {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(test, "xfsprogs 7.2 is not beside the project");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
         return;
     };
     let dir = TempDir::new("quota72");
@@ -931,8 +923,7 @@ fn quotas_in_a_metadata_directory_stay_exact_through_edits() {
 #[test]
 fn build_with_quota_options_makes_the_counts() {
     let test = "build_with_quota_options_makes_the_counts";
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(test, "xfsprogs 7.2 is not beside the project");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
         return;
     };
     if !common::is_root() {
@@ -989,8 +980,7 @@ fn realtime_blocks_are_counted_apart() {
     // turns them off there), so xfskit quotacheck makes the counts and
     // xfs_repair -n 7.2 (with the realtime device) compares them.
     let test = "realtime_blocks_are_counted_apart";
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(test, "xfsprogs 7.2 is not beside the project");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
         return;
     };
     let dir = TempDir::new("quota-rt");
@@ -1076,8 +1066,7 @@ fn realtime_blocks_are_counted_apart() {
 #[test]
 fn repair_counts_quotas_again() {
     let test = "repair_counts_quotas_again";
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(test, "xfsprogs 7.2 is not beside the project");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
         return;
     };
     let dir = TempDir::new("quota-repair");

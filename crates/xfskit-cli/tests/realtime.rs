@@ -68,24 +68,8 @@ impl Default for Layout {
 fn realtime_files_read_with_rtdev() {
     const TEST: &str = "realtime_files_read_with_rtdev";
     let Some(im) = make(TEST) else { return };
+    im.assert_files_read_with_rtdev("/one");
     let (img, rtdev) = (s(&im.img), s(&im.rtdev));
-    for (path, want) in &im.files {
-        let o = xfskit(&["cat", "--rtdev", rtdev, img, path]);
-        assert!(o.status.success(), "cat {path}: {}", output_text(&o));
-        assert!(o.stdout == *want, "cat {path}: the bytes differ");
-    }
-    // Without the device: exactly that, exit 3.
-    let o = xfskit(&["cat", img, "/one"]);
-    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
-    assert!(output_text(&o).contains("needs the realtime device: --rtdev"));
-
-    let dest = im.dir.join("out");
-    let o = xfskit(&["extract", "-q", "--rtdev", rtdev, img, s(&dest)]);
-    assert_eq!(o.status.code(), Some(0), "extract: {}", output_text(&o));
-    for (path, want) in &im.files {
-        let got = std::fs::read(dest.join(&path[1..])).expect("extracted");
-        assert!(got == *want, "extract {path}: the bytes differ");
-    }
 
     // stat maps a realtime file's data in realtime device units (512
     // bytes), without AG columns, as xfs_bmap -v does.

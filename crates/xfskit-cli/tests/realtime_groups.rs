@@ -84,23 +84,8 @@ fn make(test: &str) -> Option<RtImage> {
 fn rtgroup_files_read_with_rtdev() {
     const TEST: &str = "rtgroup_files_read_with_rtdev";
     let Some(im) = make(TEST) else { return };
+    let dest = im.assert_files_read_with_rtdev("/two");
     let (img, rtdev) = (s(&im.img), s(&im.rtdev));
-    for (path, want) in &im.files {
-        let o = xfskit(&["cat", "--rtdev", rtdev, img, path]);
-        assert!(o.status.success(), "cat {path}: {}", output_text(&o));
-        assert!(o.stdout == *want, "cat {path}: the bytes differ");
-    }
-    let o = xfskit(&["cat", img, "/two"]);
-    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
-    assert!(output_text(&o).contains("needs the realtime device: --rtdev"));
-
-    let dest = im.dir.join("out");
-    let o = xfskit(&["extract", "-q", "--rtdev", rtdev, img, s(&dest)]);
-    assert_eq!(o.status.code(), Some(0), "extract: {}", output_text(&o));
-    for (path, want) in &im.files {
-        let got = std::fs::read(dest.join(&path[1..])).expect("extracted");
-        assert!(got == *want, "extract {path}: the bytes differ");
-    }
     // The metadata directory tree stays hidden.
     let mut names: Vec<String> = std::fs::read_dir(&dest)
         .expect("read_dir")

@@ -1012,16 +1012,8 @@ fn recover_exchange_to_eof_with_raised_sizes() {
     if !require_root(test) {
         return;
     }
-    let tmp = TempDir::new(test);
-    let dir = tmp.path().to_path_buf();
-    // XFSKIT_KEEP_IMAGES=1 keeps the images, as in exchange_intents.
-    if std::env::var_os("XFSKIT_KEEP_IMAGES").is_some() {
-        std::mem::forget(tmp);
-    }
+    let (_tmp, dir, img, mnt) = exchange_scratch(test);
     let dir = dir.as_path();
-    let img = dir.join("xmi.img");
-    let mnt = dir.join("mnt");
-    std::fs::create_dir_all(&mnt).expect("mkdir");
     let mut found = None;
     for attempt in 0..16u64 {
         fresh_mount_with(&img, &mnt, &[], INCOMPAT_EXCHRANGE);
@@ -1070,6 +1062,25 @@ fn recover_exchange_to_eof_with_raised_sizes() {
     recoveries_agree(test, dir, &img, &mnt);
 }
 
+/// A scratch directory for `test`, the path of its image `xmi.img` and
+/// its mount point `mnt` (made). XFSKIT_KEEP_IMAGES=1 keeps it (the
+/// images dirty, kernel-recovered, xfskit-recovered) for a look
+/// afterwards: then no guard is returned.
+fn exchange_scratch(test: &str) -> (Option<TempDir>, PathBuf, PathBuf, PathBuf) {
+    let tmp = TempDir::new(test);
+    let dir = tmp.path().to_path_buf();
+    let tmp = if std::env::var_os("XFSKIT_KEEP_IMAGES").is_some() {
+        std::mem::forget(tmp);
+        None
+    } else {
+        Some(tmp)
+    };
+    let img = dir.join("xmi.img");
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt).expect("mkdir");
+    (tmp, dir, img, mnt)
+}
+
 /// Incompat feature bit of the exchange-range feature.
 const INCOMPAT_EXCHRANGE: u32 = 1 << 6;
 
@@ -1077,17 +1088,8 @@ fn exchange_intents(test: &str, mkfs_args: &[&str], clones: bool) {
     if !require_root(test) {
         return;
     }
-    let tmp = TempDir::new(test);
-    let dir = tmp.path().to_path_buf();
-    // XFSKIT_KEEP_IMAGES=1 keeps the images (dirty, kernel-recovered,
-    // xfskit-recovered) in the temporary directory for a look afterwards.
-    if std::env::var_os("XFSKIT_KEEP_IMAGES").is_some() {
-        std::mem::forget(tmp);
-    }
+    let (_tmp, dir, img, mnt) = exchange_scratch(test);
     let dir = dir.as_path();
-    let img = dir.join("xmi.img");
-    let mnt = dir.join("mnt");
-    std::fs::create_dir_all(&mnt).expect("mkdir");
     const PAIRS: usize = 3;
     let mut tries = 0;
     let mut found = None;

@@ -8,9 +8,8 @@ mod support;
 mod write_common;
 
 use std::mem::offset_of;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use support::{be32, Scratch};
+use support::{be32, rd, wr, Scratch};
 use xfs_format::ag::{Agf, Agi, XFS_AGF_CRC_OFF, XFS_AGI_CRC_OFF};
 use xfs_format::sb::{Dsb, XFS_SB_CRC_OFF};
 use xfskit::check::{check, CheckOptions, CheckReport};
@@ -37,21 +36,6 @@ fn run_check(img: &Path) -> CheckReport {
         },
     )
     .expect("check runs")
-}
-
-fn rd(img: &Path, off: u64, len: usize) -> Vec<u8> {
-    let f = std::fs::File::open(img).expect("open");
-    let mut b = vec![0u8; len];
-    f.read_exact_at(&mut b, off).expect("read");
-    b
-}
-
-fn wr(img: &Path, off: u64, b: &[u8]) {
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(img)
-        .expect("open rw");
-    f.write_all_at(b, off).expect("write");
 }
 
 /// Adds `delta` to the big-endian u32 at `field` of the sector at `off`

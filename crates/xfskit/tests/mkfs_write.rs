@@ -15,6 +15,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use write_common::run;
 
 use xfskit::mkfs::{mkfs_with, parse_mkfs_args, MkfsError, Timestamp, WriteOptions};
 
@@ -23,20 +24,6 @@ const TS: Timestamp = Timestamp {
     secs: 1_700_000_000,
     nsec: 0,
 };
-
-fn run(cmd: &str, args: &[&str]) -> (bool, String) {
-    match Command::new(cmd).args(args).output() {
-        Ok(o) => (
-            o.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-        ),
-        Err(e) => (false, format!("cannot run {cmd}: {e}")),
-    }
-}
 
 fn need_tools() {
     for t in ["mkfs.xfs", "xfs_repair", "xfs_db"] {

@@ -328,6 +328,16 @@ pub fn xfsprogs_72_bin() -> Option<PathBuf> {
     d.join("mkfs.xfs").exists().then_some(d)
 }
 
+/// [`xfsprogs_72_bin`], or None after recording that `test` is skipped
+/// without it.
+pub fn xfsprogs_72_or_skip(test: &str) -> Option<PathBuf> {
+    let bin = xfsprogs_72_bin();
+    if bin.is_none() {
+        super::skip(test, "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2");
+    }
+    bin
+}
+
 /// Runs xfsprogs 7.2's `name` from `bin` (see [`xfsprogs_72_bin`]) with
 /// `args`; panics with its output on failure, else returns it (stdout,
 /// then stderr).

@@ -359,10 +359,16 @@ pub fn set_incompat(img: &Path, bits: u32, on: bool) {
     f.sync_all().unwrap();
 }
 
-/// Makes a `size`-byte image at `img` with xfskit's mkfs and a realtime
-/// section on `rt` (`rtsize` bytes), `opts` being further mkfs.xfs
-/// options (e.g. "-r extsize=16k"; their -r sub-options join rtdev's).
-pub fn mkfs_rt(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
+/// Makes the empty image files `img` (`size` bytes) and `rt` (`rtsize`
+/// bytes); returns the mkfs options of `opts` but its `-r` ones, and
+/// those joined to `rtdev=RT` (the argument of one `-r`).
+fn rt_files_and_args(
+    img: &Path,
+    size: u64,
+    rt: &Path,
+    rtsize: u64,
+    opts: &str,
+) -> (Vec<String>, String) {
     for (p, n) in [(img, size), (rt, rtsize)] {
         let _ = std::fs::remove_file(p);
         std::fs::File::create(p).unwrap().set_len(n).unwrap();
@@ -377,6 +383,14 @@ pub fn mkfs_rt(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
             args.push(a.to_string());
         }
     }
+    (args, r)
+}
+
+/// Makes a `size`-byte image at `img` with xfskit's mkfs and a realtime
+/// section on `rt` (`rtsize` bytes), `opts` being further mkfs.xfs
+/// options (e.g. "-r extsize=16k"; their -r sub-options join rtdev's).
+pub fn mkfs_rt(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
+    let (mut args, r) = rt_files_and_args(img, size, rt, rtsize, opts);
     args.extend(["-q".into(), "-r".into(), r, img.display().to_string()]);
     let o = xfskit::mkfs::parse_mkfs_args(&args).unwrap();
     xfskit::mkfs::mkfs_with(img, &o, &xfskit::mkfs::WriteOptions::default()).unwrap();
@@ -386,21 +400,8 @@ pub fn mkfs_rt(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
 /// the xfstests environment so that small sizes pass): `-m metadir=1`
 /// plus `opts`; `-r` options in `opts` join `rtdev=RT` (as [`mkfs_rt`]).
 pub fn mkfs_615_rtg(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
-    for (p, n) in [(img, size), (rt, rtsize)] {
-        let _ = std::fs::remove_file(p);
-        std::fs::File::create(p).unwrap().set_len(n).unwrap();
-    }
+    let (mut args, r) = rt_files_and_args(img, size, rt, rtsize, opts);
     let dir = xfsprogs_615().expect("xfsprogs 6.15 beside the project");
-    let mut args: Vec<String> = Vec::new();
-    let mut r = format!("rtdev={}", rt.display());
-    let mut it = opts.split_whitespace();
-    while let Some(a) = it.next() {
-        if a == "-r" {
-            r = format!("{r},{}", it.next().unwrap());
-        } else {
-            args.push(a.to_string());
-        }
-    }
     args.extend([
         "-q".into(),
         "-f".into(),
