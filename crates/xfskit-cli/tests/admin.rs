@@ -16,7 +16,7 @@ use common::fixtures::xfskit_ok as xfskit;
 
 use common::disks::{sh, DevMount};
 use common::editimg::{Image, Kind};
-use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_bin};
+use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_or_skip};
 use common::{require_root, skip, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -166,8 +166,8 @@ fn copy(from: &Path, to: &Path) {
 
 #[test]
 fn label_set_clear_and_too_long() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("label_set_clear_and_too_long", "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip("label_set_clear_and_too_long") else {
+        return;
     };
     let t = TempDir::new("admin-label");
     for debian in [false, true] {
@@ -303,8 +303,8 @@ fn uuid_steps(bin: &Path, a: &Path, b: &Path, after: &str) {
 
 #[test]
 fn uuid_generate_explicit_nil_restore() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("uuid_generate_explicit_nil_restore", "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip("uuid_generate_explicit_nil_restore") else {
+        return;
     };
     let t = TempDir::new("admin-uuid");
     for debian in [false, true] {
@@ -328,8 +328,8 @@ fn uuid_generate_explicit_nil_restore() {
 
 #[test]
 fn label_and_uuid_in_qcow2() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("label_and_uuid_in_qcow2", "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip("label_and_uuid_in_qcow2") else {
+        return;
     };
     if let Some(t) = common::missing_tool(&["qemu-img"]) {
         return skip("label_and_uuid_in_qcow2", &format!("no {t}"));
@@ -391,8 +391,8 @@ fn kernel_mounts_and_writes_after_changes() {
     if !require_root("kernel_mounts_and_writes_after_changes") {
         return;
     }
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("kernel_mounts_and_writes_after_changes", "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip("kernel_mounts_and_writes_after_changes") else {
+        return;
     };
     let t = TempDir::new("admin-kernel");
     let mnt = t.path().join("mnt");
@@ -449,8 +449,8 @@ fn uuid_refuses_a_dirty_log() {
     if !require_root("uuid_refuses_a_dirty_log") {
         return;
     }
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("uuid_refuses_a_dirty_log", "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip("uuid_refuses_a_dirty_log") else {
+        return;
     };
     let t = TempDir::new("admin-dirty");
     let img = t.path().join("d.img");
@@ -619,11 +619,8 @@ fn assert_repair_clean(bin: &Path, img: &Path, after: &str) {
 
 #[test]
 fn features_added_one_by_one_as_xfs_admin_adds_them() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip(
-            "features_added_one_by_one_as_xfs_admin_adds_them",
-            "no xfsprogs 7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("features_added_one_by_one_as_xfs_admin_adds_them") else {
+        return;
     };
     let t = TempDir::new("admin-features");
     let proto = protofile(t.path(), 6000);
@@ -733,8 +730,8 @@ fn features_added_one_by_one_as_xfs_admin_adds_them() {
 /// cannot add, are refused by name.
 #[test]
 fn debian_61_defaults_brought_forward() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("debian_61_defaults_brought_forward", "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip("debian_61_defaults_brought_forward") else {
+        return;
     };
     let t = TempDir::new("admin-forward");
     let proto = protofile(t.path(), 3000);
@@ -801,8 +798,8 @@ fn debian_61_defaults_brought_forward() {
 /// errors (exit 2); nothing is written either way.
 #[test]
 fn features_refused() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("features_refused", "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip("features_refused") else {
+        return;
     };
     let t = TempDir::new("admin-refused");
     let v4 = t.path().join("v4.img");
@@ -956,11 +953,9 @@ fn kernel_reads_the_same_tree_after_features_are_added() {
     if !require_root("kernel_reads_the_same_tree_after_features_are_added") {
         return;
     }
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip(
-            "kernel_reads_the_same_tree_after_features_are_added",
-            "no xfsprogs 7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("kernel_reads_the_same_tree_after_features_are_added")
+    else {
+        return;
     };
     let t = TempDir::new("admin-features-kernel");
     let mnt = t.path().join("mnt");
@@ -1036,8 +1031,8 @@ fn kernel_reads_the_same_tree_after_features_are_added() {
 
 #[test]
 fn features_added_in_qcow2() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("features_added_in_qcow2", "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip("features_added_in_qcow2") else {
+        return;
     };
     if let Some(t) = common::missing_tool(&["qemu-img"]) {
         return skip("features_added_in_qcow2", &format!("no {t}"));

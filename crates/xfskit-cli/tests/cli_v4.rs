@@ -7,7 +7,7 @@
 mod common;
 
 use common::fixtures::{output_text, repair_check, xfskit_output};
-use common::skip::skip;
+use common::skip;
 use common::TempDir;
 use std::fs;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -125,7 +125,7 @@ struct Images {
 }
 
 fn images(test: &str) -> Option<Images> {
-    if common::skip::missing_tool(&["mkfs.xfs", "xfs_repair"]).is_some() {
+    if common::missing_tool(&["mkfs.xfs", "xfs_repair"]).is_some() {
         skip(test, "mkfs.xfs or xfs_repair not installed");
         return None;
     }

@@ -8,8 +8,8 @@
 mod common;
 
 use common::disks::sh;
-use common::fixtures::{tool_72, xfsprogs_72_bin};
-use common::{skip, TempDir};
+use common::fixtures::{tool_72, xfsprogs_72_or_skip};
+use common::TempDir;
 use std::process::Command;
 
 fn xfskit(args: &[&str]) -> (i32, String, String) {
@@ -29,11 +29,7 @@ fn fsmap_matches_xfs_db_over_every_range() {
     if !common::require_root("fsmap_matches_xfs_db_over_every_range") {
         return;
     }
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "fsmap_matches_xfs_db_over_every_range",
-            "xfsprogs 7.2 missing",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("fsmap_matches_xfs_db_over_every_range") else {
         return;
     };
     let t = TempDir::new("xfskit-fsmap");

@@ -18,7 +18,7 @@ use common::{
     walk_host, Entry, Fnv64, Kind, LoopMount, TempDir,
 };
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use xfskit::inode::{FileReader, FileType};
 use xfskit::walk::{self, Control};
@@ -117,45 +117,6 @@ fn walk_library(image: &Path) -> Vec<Entry> {
         .collect()
 }
 
-/// A scratch XFS filesystem mounted read-write (extract destination that
-/// holds large xattrs of every namespace); unmounted on drop.
-struct ScratchXfs {
-    mnt: PathBuf,
-}
-
-impl ScratchXfs {
-    fn new(dir: &Path) -> ScratchXfs {
-        let img = dir.join("scratch.img");
-        std::fs::File::create(&img)
-            .and_then(|f| f.set_len(2 << 30))
-            .expect("scratch image");
-        let ok = Command::new("mkfs.xfs")
-            .args(["-q", "-f"])
-            .arg(&img)
-            .status()
-            .expect("mkfs.xfs")
-            .success();
-        assert!(ok, "mkfs.xfs failed");
-        let mnt = dir.join("scratch");
-        std::fs::create_dir_all(&mnt).expect("mkdir");
-        let ok = Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&img)
-            .arg(&mnt)
-            .status()
-            .expect("mount")
-            .success();
-        assert!(ok, "mount scratch failed");
-        ScratchXfs { mnt }
-    }
-}
-
-impl Drop for ScratchXfs {
-    fn drop(&mut self) {
-        common::must_umount(&self.mnt);
-    }
-}
-
 fn report(name: &str, what: &str, diffs: &[String], failures: &mut Vec<String>) {
     if !diffs.is_empty() {
         failures.push(format!("{name}: {what}:\n  {}", diffs.join("\n  ")));
@@ -189,7 +150,8 @@ fn library_walk_extract_and_fuse_match_kernel() {
         return;
     }
     let tmp = TempDir::new("xfskit-diff");
-    let scratch = ScratchXfs::new(tmp.path());
+    // An extract destination that holds large xattrs of every namespace.
+    let scratch = common::fixtures::scratch_xfs(tmp.path(), 2 << 30);
     let mut failures = Vec::new();
     for name in fixture_names() {
         let img = unpack_fixture(&name, tmp.path());
@@ -212,7 +174,7 @@ fn library_walk_extract_and_fuse_match_kernel() {
             &mut failures,
         );
 
-        let dest = scratch.mnt.join(&name);
+        let dest = scratch.0.join(&name);
         let out = Command::new(env!("CARGO_BIN_EXE_xfskit"))
             .args(["extract", "-q"])
             .arg(&img)

@@ -200,6 +200,22 @@ fn qemu_made_vhdx_reads_as_the_raw_disk() {
     }
 }
 
+/// `xfskit build -q --size 300m src out`, which must succeed.
+fn build_300m(src: &str, out: &Path) {
+    let r = xfskit(
+        &[
+            "build",
+            "-q",
+            "--size",
+            "300m",
+            src,
+            out.to_str().expect("utf-8"),
+        ],
+        LIMIT,
+    );
+    assert_eq!(r.code, 0, "build: {}", r.stderr);
+}
+
 #[test]
 fn build_format_vhdx_equals_the_raw_build() {
     let name = "build_format_vhdx_equals_the_raw_build";
@@ -214,18 +230,7 @@ fn build_format_vhdx_equals_the_raw_build() {
     // A first build reads the source and so moves its atimes (relatime):
     // the builds compared come after it and see the same times.
     let warm = t.join("warm.img");
-    let r = xfskit(
-        &[
-            "build",
-            "-q",
-            "--size",
-            "300m",
-            s,
-            warm.to_str().expect("utf-8"),
-        ],
-        LIMIT,
-    );
-    assert_eq!(r.code, 0, "build: {}", r.stderr);
+    build_300m(s, &warm);
     std::fs::remove_file(&warm).ok();
     for gpt in [false, true] {
         let kind = if gpt { "gpt" } else { "bare" };
@@ -341,18 +346,7 @@ fn edits_in_place_leave_vhdx_clean() {
     make_source(&src);
     let s = src.to_str().expect("utf-8");
     let raw = t.join("bare.img");
-    let r = xfskit(
-        &[
-            "build",
-            "-q",
-            "--size",
-            "300m",
-            s,
-            raw.to_str().expect("utf-8"),
-        ],
-        LIMIT,
-    );
-    assert_eq!(r.code, 0, "build: {}", r.stderr);
+    build_300m(s, &raw);
     let ours = t.join("ours.vhdx");
     let r = xfskit(
         &[

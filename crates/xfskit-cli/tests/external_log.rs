@@ -14,7 +14,7 @@ mod common;
 use common::fixtures::xfskit_ok as xfskit;
 
 use common::fixtures::with_logdev_mount as with_mount;
-use common::fixtures::{tool_72, xfskit_output, xfsprogs_72_bin};
+use common::fixtures::{tool_72, xfskit_output, xfsprogs_72_or_skip};
 use common::{is_root, skip, TempDir};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -59,8 +59,8 @@ fn repair_clean(bin: &Path, img: &Path, log: &Path) {
 
 #[test]
 fn offline_edits_and_refusals() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("offline_edits_and_refusals", "xfsprogs 7.2 not found");
+    let Some(bin) = xfsprogs_72_or_skip("offline_edits_and_refusals") else {
+        return;
     };
     let t = TempDir::new("extlog");
     let (img, log) = make(&bin, t.path(), "a");
@@ -127,8 +127,8 @@ fn offline_edits_and_refusals() {
 
 #[test]
 fn kernel_dirty_log_replayed_and_recovered() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("kernel_dirty_log", "xfsprogs 7.2 not found");
+    let Some(bin) = xfsprogs_72_or_skip("kernel_dirty_log") else {
+        return;
     };
     if !is_root() || !Path::new("/usr/sbin/xfs_io").exists() {
         return skip("kernel_dirty_log", "needs root and /usr/sbin/xfs_io");

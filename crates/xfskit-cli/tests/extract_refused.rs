@@ -13,28 +13,11 @@ use common::{require_root, TempDir};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use xfskit_testkit::Mounted;
 
 fn sh(script: &str) {
     let o = Command::new("sh").args(["-c", script]).output().unwrap();
     assert!(o.status.success(), "{script}: {}", text(&o));
-}
-
-/// Something mounted at a directory; unmounted when dropped.
-struct Mounted(PathBuf);
-
-impl Mounted {
-    fn new(args: &[&str], at: &Path) -> Mounted {
-        std::fs::create_dir_all(at).unwrap();
-        let o = Command::new("mount").args(args).arg(at).output().unwrap();
-        assert!(o.status.success(), "mount {args:?}: {}", text(&o));
-        Mounted(at.to_path_buf())
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        common::must_umount(&self.0);
-    }
 }
 
 /// The source tree: (path, contents) of its files, then its directories

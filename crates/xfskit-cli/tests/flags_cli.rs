@@ -8,8 +8,8 @@
 mod common;
 
 use common::disks::sh;
-use common::fixtures::{tool_72, xfskit_output as xfskit, xfsprogs_72_bin};
-use common::{skip, TempDir};
+use common::fixtures::{tool_72, xfskit_output as xfskit, xfsprogs_72_or_skip};
+use common::TempDir;
 use std::path::Path;
 
 fn ok(args: &[&str]) -> String {
@@ -48,11 +48,7 @@ fn flags_and_project_ids_match_xfs_io_both_ways() {
     if !common::require_root("flags_and_project_ids_match_xfs_io_both_ways") {
         return;
     }
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "flags_and_project_ids_match_xfs_io_both_ways",
-            "xfsprogs 7.2 missing",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("flags_and_project_ids_match_xfs_io_both_ways") else {
         return;
     };
     let t = TempDir::new("xfskit-flags");

@@ -291,7 +291,7 @@ fn errno_of<T>(r: std::io::Result<T>) -> i32 {
 #[test]
 fn fuse_mount_matches_kernel() {
     if let Some(why) = skip_reason() {
-        println!("SKIP fuse_mount_matches_kernel: {why}");
+        xfskit_testkit::skip("fuse_mount_matches_kernel", &why);
         return;
     }
     let mut scratch = Scratch::new("fuse-test");

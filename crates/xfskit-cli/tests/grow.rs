@@ -12,7 +12,7 @@
 mod common;
 
 use common::disks::{lvm_layout, partx_range, sh, LoopRange, LVM, LVM_CONF};
-use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_bin};
+use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_or_skip};
 use common::{require_root, skip, TempDir};
 use std::path::Path;
 
@@ -100,8 +100,8 @@ fn repair_clean(bin: &Path, img: &Path, what: &str) {
 }
 
 fn against_kernel(test: &str, mk: &Path, extra: &[&str], size0: &str, size1: &str, rmap: bool) {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip(test, "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
+        return;
     };
     if !require_root(test) {
         return;
@@ -166,8 +166,8 @@ fn against_kernel(test: &str, mk: &Path, extra: &[&str], size0: &str, size1: &st
 #[test]
 fn grow_72_defaults_like_xfs_growfs() {
     // The last AG short (agcount=3): it is extended, then new AGs added.
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("grow_72", "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip("grow_72") else {
+        return;
     };
     against_kernel(
         "grow_72",
@@ -182,8 +182,8 @@ fn grow_72_defaults_like_xfs_growfs() {
 #[test]
 fn grow_72_fill_the_file_like_xfs_growfs() {
     // Whole AGs before, a short new last AG after.
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("grow_72_fill", "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip("grow_72_fill") else {
+        return;
     };
     against_kernel(
         "grow_72_fill",
@@ -209,8 +209,8 @@ fn grow_61_defaults_like_xfs_growfs() {
 
 #[test]
 fn grow_refusals_and_noop() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("grow_refusals", "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip("grow_refusals") else {
+        return;
     };
     let t = TempDir::new("grow_refusals");
     let img = t.path().join("img");
@@ -276,8 +276,8 @@ fn grow_refusals_and_noop() {
 #[test]
 fn grow_mbr_disk() {
     let test = "grow_mbr_disk";
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip(test, "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
+        return;
     };
     if let Some(t) = common::missing_tool(&["sfdisk"]) {
         return skip(test, &format!("no {t}"));
@@ -327,8 +327,8 @@ fn grow_mbr_disk() {
 #[test]
 fn grow_qcow2_gpt_2g_to_20g() {
     let test = "grow_qcow2_gpt";
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip(test, "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
+        return;
     };
     if let Some(t) = common::missing_tool(&["qemu-img", "sgdisk"]) {
         return skip(test, &format!("no {t}"));
@@ -413,8 +413,8 @@ fn grow_qcow2_gpt_2g_to_20g() {
 #[test]
 fn grow_lvm_volume() {
     let test = "grow_lvm_volume";
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip(test, "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
+        return;
     };
     if !require_root(test) {
         return;
@@ -526,8 +526,8 @@ lvcreate -q {LVM_CONF} -an -Zn -y -n swap -L 64M {vg}"
 #[test]
 fn grow_lvm_volume_on_a_whole_disk_pv() {
     let test = "grow_lvm_volume_on_a_whole_disk_pv";
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip(test, "no xfsprogs 7.2");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
+        return;
     };
     if !require_root(test) {
         return;

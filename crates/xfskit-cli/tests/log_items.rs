@@ -8,8 +8,8 @@
 mod common;
 
 use common::disks::sh;
-use common::fixtures::{tool_72, xfsprogs_72_bin};
-use common::{skip, TempDir};
+use common::fixtures::{tool_72, xfsprogs_72_or_skip};
+use common::TempDir;
 use std::process::Command;
 
 /// `key:VALUE` out of an xfs_logprint line (hex with 0x, else decimal).
@@ -105,8 +105,7 @@ fn items_match_xfs_logprint() {
     if !common::require_root("items_match_xfs_logprint") {
         return;
     }
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip("items_match_xfs_logprint", "xfsprogs 7.2 missing");
+    let Some(bin) = xfsprogs_72_or_skip("items_match_xfs_logprint") else {
         return;
     };
     let t = TempDir::new("xfskit-logitems");

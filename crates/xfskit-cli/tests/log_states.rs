@@ -13,7 +13,7 @@ mod common;
 
 use common::fixtures::xfskit_ok as xfskit;
 
-use common::fixtures::{tool_72, xfskit_output, xfsprogs_72_bin};
+use common::fixtures::{tool_72, xfskit_output, xfsprogs_72_or_skip};
 use common::{is_root, must_umount, skip, TempDir};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -109,11 +109,7 @@ const STATES: [&str; 5] = [
 /// again; the log clean after each and the result clean and readable.
 #[test]
 fn edits_and_mounts_start_from_every_cleared_log() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "edits_and_mounts_start_from_every_cleared_log",
-            "../shared/xfsprogs-7.2 is missing",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("edits_and_mounts_start_from_every_cleared_log") else {
         return;
     };
     for state in STATES {
@@ -201,11 +197,7 @@ fn edits_and_mounts_start_from_every_cleared_log() {
 /// write into cleanly.
 #[test]
 fn recover_then_edits_from_every_cleared_log() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "recover_then_edits_from_every_cleared_log",
-            "../shared/xfsprogs-7.2 is missing",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("recover_then_edits_from_every_cleared_log") else {
         return;
     };
     for state in STATES {

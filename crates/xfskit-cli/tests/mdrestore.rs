@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_bin};
+use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_or_skip};
 use common::{is_root, skip, TempDir};
 use std::fs::File;
 use std::io::Read;
@@ -109,11 +109,7 @@ fn compare_restores(bin: &Path, dir: &Path, img: &Path, label: &str, all: &[&[&s
 
 #[test]
 fn restores_equal_xfs_mdrestore() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "restores_equal_xfs_mdrestore",
-            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("restores_equal_xfs_mdrestore") else {
         return;
     };
     let dir = TempDir::new("mdrestore");
@@ -154,11 +150,7 @@ fn restores_equal_xfs_mdrestore() {
 
 #[test]
 fn dirty_log_restores_equal() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "dirty_log_restores_equal",
-            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("dirty_log_restores_equal") else {
         return;
     };
     if !is_root() {
@@ -201,11 +193,7 @@ fn dirty_log_restores_equal() {
 
 #[test]
 fn external_log_needs_logdev() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "external_log_needs_logdev",
-            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("external_log_needs_logdev") else {
         return;
     };
     let dir = TempDir::new("mdrestore-extlog");
@@ -246,11 +234,7 @@ fn external_log_needs_logdev() {
 
 #[test]
 fn damaged_dumps_are_named_errors() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "damaged_dumps_are_named_errors",
-            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("damaged_dumps_are_named_errors") else {
         return;
     };
     let dir = TempDir::new("mdrestore-damaged");

@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_bin};
+use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_bin, xfsprogs_72_or_skip};
 use common::{is_root, skip, TempDir};
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
@@ -278,11 +278,7 @@ fn i_dirty(bin: &Path, md: &Path) -> bool {
 
 #[test]
 fn dumps_restore_as_xfs_metadump_s() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "dumps_restore_as_xfs_metadump_s",
-            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("dumps_restore_as_xfs_metadump_s") else {
         return;
     };
     let dir = TempDir::new("metadump");
@@ -388,11 +384,7 @@ fn dumps_restore_as_xfs_metadump_s() {
 
 #[test]
 fn kernel_tree_and_dirty_log() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "kernel_tree_and_dirty_log",
-            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("kernel_tree_and_dirty_log") else {
         return;
     };
     if !is_root() {
@@ -607,11 +599,7 @@ fn kernel_tree_and_dirty_log() {
 /// btrees made here before.
 #[test]
 fn small_blocks_large_directory_blocks() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "small_blocks_large_directory_blocks",
-            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("small_blocks_large_directory_blocks") else {
         return;
     };
     if !is_root() {
@@ -669,11 +657,7 @@ fn small_blocks_large_directory_blocks() {
 
 #[test]
 fn qcow2_gpt_disk_is_dumped() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "qcow2_gpt_disk_is_dumped",
-            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("qcow2_gpt_disk_is_dumped") else {
         return;
     };
     let dir = TempDir::new("metadump-qcow2");

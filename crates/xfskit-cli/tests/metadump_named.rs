@@ -3,18 +3,14 @@
 
 mod common;
 
-use common::fixtures::{xfskit_output, xfsprogs_72_bin};
-use common::{skip, TempDir};
+use common::fixtures::{xfskit_output, xfsprogs_72_or_skip};
+use common::TempDir;
 use std::fs::File;
 use std::process::Command;
 
 #[test]
 fn metadump_files_are_named() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "metadump_files_are_named",
-            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("metadump_files_are_named") else {
         return;
     };
     let dir = TempDir::new("metadump-named");

@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::fixtures::{xfskit_output, xfsprogs_72_bin};
-use common::{skip, TempDir};
+use common::fixtures::{xfskit_output, xfsprogs_72_or_skip};
+use common::TempDir;
 use std::fs::File;
 use std::process::Command;
 
@@ -57,11 +57,7 @@ fn said(out: &std::process::Output) -> String {
 
 #[test]
 fn concurrency_geometry_matches_mkfs_xfs_72() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "concurrency_geometry_matches_mkfs_xfs_72",
-            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("concurrency_geometry_matches_mkfs_xfs_72") else {
         return;
     };
     let dir = TempDir::new("mkfs-concurrency");
@@ -111,11 +107,7 @@ fn concurrency_geometry_matches_mkfs_xfs_72() {
 
 #[test]
 fn concurrency_images_are_clean() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "concurrency_images_are_clean",
-            "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("concurrency_images_are_clean") else {
         return;
     };
     let dir = TempDir::new("mkfs-concurrency-img");

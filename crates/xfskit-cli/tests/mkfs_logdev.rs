@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_bin};
+use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_or_skip};
 use common::fixtures::{with_logdev_mount as with_mount, Loops};
 use common::{is_root, must_umount, skip, TempDir};
 use std::fs::{self, File};
@@ -214,8 +214,8 @@ fn rows_against(
 /// finds ours clean.
 #[test]
 fn external_log_matches_mkfs_xfs_72() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("external_log_matches_mkfs_xfs_72", "xfsprogs 7.2 not found");
+    let Some(bin) = xfsprogs_72_or_skip("external_log_matches_mkfs_xfs_72") else {
+        return;
     };
     let errs = rows_against(&bin, &bin.join("mkfs.xfs"), &[], ROWS);
     assert!(errs.is_empty(), "{}", errs.join("\n"));
@@ -224,8 +224,8 @@ fn external_log_matches_mkfs_xfs_72() {
 /// The same against Debian's mkfs.xfs 6.1 (xfskit with `--defaults 6.1`).
 #[test]
 fn external_log_matches_mkfs_xfs_61() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("external_log_matches_mkfs_xfs_61", "xfsprogs 7.2 not found");
+    let Some(bin) = xfsprogs_72_or_skip("external_log_matches_mkfs_xfs_61") else {
+        return;
     };
     let mkfs = Path::new("/usr/sbin/mkfs.xfs");
     if !mkfs.exists() {
@@ -350,8 +350,8 @@ fn xfskit_ok(args: &[&str]) -> String {
 /// xfs_repair -n -l stays clean throughout.
 #[test]
 fn external_log_kernel_mounts_and_xfskit_writes() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("external_log_kernel_mounts", "xfsprogs 7.2 not found");
+    let Some(bin) = xfsprogs_72_or_skip("external_log_kernel_mounts") else {
+        return;
     };
     if !is_root() {
         return skip("external_log_kernel_mounts", "needs root for loop mounts");
@@ -396,8 +396,8 @@ fn external_log_kernel_mounts_and_xfskit_writes() {
 /// the files back with --logdev.
 #[test]
 fn build_with_an_external_log() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("build_with_an_external_log", "xfsprogs 7.2 not found");
+    let Some(bin) = xfsprogs_72_or_skip("build_with_an_external_log") else {
+        return;
     };
     let t = TempDir::new("mkfs-logdev-build");
     let src = t.path().join("src");
@@ -431,8 +431,8 @@ fn build_with_an_external_log() {
 /// the kernel mounts it and writes.
 #[test]
 fn external_log_on_block_devices() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        return skip("external_log_on_block_devices", "xfsprogs 7.2 not found");
+    let Some(bin) = xfsprogs_72_or_skip("external_log_on_block_devices") else {
+        return;
     };
     if !is_root() {
         return skip(

@@ -14,7 +14,7 @@ mod common;
 
 use common::fixtures::xfskit_ok as xfskit;
 
-use common::fixtures::{xfskit_output, xfsprogs_72_bin};
+use common::fixtures::{xfskit_output, xfsprogs_72_or_skip};
 use common::vm::Vm;
 use common::{skip, TempDir};
 use std::path::{Path, PathBuf};
@@ -100,10 +100,7 @@ const CHKD: u16 = 0x0004 | 0x0100 | 0x0400;
 
 /// What is needed, or why the test cannot run.
 fn ready(test: &str) -> Option<(Vm, PathBuf)> {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(test, "xfsprogs 7.2 is not beside the project");
-        return None;
-    };
+    let bin = xfsprogs_72_or_skip(test)?;
     match Vm::find() {
         Ok(vm) => Some((vm, bin)),
         Err(why) => {
@@ -356,18 +353,10 @@ umount /mnt
     assert!(xfskit(&["check", i]).contains("no problems"));
 }
 
-/// Damage to dquots and to what they count, each made with xfs_db 7.2:
-/// xfs_repair -n flags every one, and so must check.
-#[test]
-fn check_compares_quota_counts_as_xfs_repair_does() {
-    let test = "check_compares_quota_counts_as_xfs_repair_does";
-    let Some((vm, bin)) = ready(test) else {
-        return;
-    };
-    let dir = TempDir::new("quota");
-    let (img, one) = quota_image(&vm, &bin, dir.path());
-    let inode = format!("inode {one}");
-    let cases: Vec<(&str, Vec<&str>)> = vec![
+/// Damages to a dquot's counts (the case's name, xfs_db 7.2's commands):
+/// the first cases of the check and of the repair tests.
+fn wrong_counts<'a>() -> Vec<(&'a str, Vec<&'a str>)> {
+    vec![
         (
             "user bcount",
             vec!["dquot -u 1000", "write diskdq.bcount 5"],
@@ -381,6 +370,22 @@ fn check_compares_quota_counts_as_xfs_repair_does() {
             vec!["dquot -p 42", "write diskdq.rtbcount 3"],
         ),
         ("root's counts", vec!["dquot -u 0", "write diskdq.bcount 0"]),
+    ]
+}
+
+/// Damage to dquots and to what they count, each made with xfs_db 7.2:
+/// xfs_repair -n flags every one, and so must check.
+#[test]
+fn check_compares_quota_counts_as_xfs_repair_does() {
+    let test = "check_compares_quota_counts_as_xfs_repair_does";
+    let Some((vm, bin)) = ready(test) else {
+        return;
+    };
+    let dir = TempDir::new("quota");
+    let (img, one) = quota_image(&vm, &bin, dir.path());
+    let inode = format!("inode {one}");
+    let mut cases = wrong_counts();
+    cases.extend([
         ("id", vec!["dquot -u 1001", "write -d diskdq.id 7"]),
         (
             "magic",
@@ -407,7 +412,7 @@ fn check_compares_quota_counts_as_xfs_repair_does() {
             "an owner without a record",
             vec![&inode, "write core.uid 5000"],
         ),
-    ];
+    ]);
     for (name, cmds) in cases {
         let (copy, rep) = damaged_copy(&bin, &img, dir.path(), name, &cmds);
         let o = xfskit_output(&["check", s(&copy)]);
@@ -438,11 +443,7 @@ fn db_print(bin: &Path, img: &Path, what: &str) -> String {
 /// the first quota mount makes them and counts).
 #[test]
 fn mkfs_quota_options_as_mkfs_xfs_72() {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(
-            "mkfs_quota_options_as_mkfs_xfs_72",
-            "xfsprogs 7.2 is not beside the project",
-        );
+    let Some(bin) = xfsprogs_72_or_skip("mkfs_quota_options_as_mkfs_xfs_72") else {
         return;
     };
     let dir = TempDir::new("quota-mkfs");
@@ -813,8 +814,7 @@ fn quotacheck_turns_quotas_on_as_the_kernels_first_quota_mount() {
 /// the judge; a count damaged by xfs_db 7.2 shows that it compares them,
 /// and that `xfskit check` does too.
 fn quotas_stay_exact_on(test: &str, mkfs: &[&str]) {
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(test, "xfsprogs 7.2 is not beside the project");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
         return;
     };
     let dir = TempDir::new("quota72");
@@ -923,8 +923,7 @@ fn quotas_in_a_metadata_directory_stay_exact_through_edits() {
 #[test]
 fn build_with_quota_options_makes_the_counts() {
     let test = "build_with_quota_options_makes_the_counts";
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(test, "xfsprogs 7.2 is not beside the project");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
         return;
     };
     if !common::is_root() {
@@ -981,8 +980,7 @@ fn realtime_blocks_are_counted_apart() {
     // turns them off there), so xfskit quotacheck makes the counts and
     // xfs_repair -n 7.2 (with the realtime device) compares them.
     let test = "realtime_blocks_are_counted_apart";
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(test, "xfsprogs 7.2 is not beside the project");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
         return;
     };
     let dir = TempDir::new("quota-rt");
@@ -1068,8 +1066,7 @@ fn realtime_blocks_are_counted_apart() {
 #[test]
 fn repair_counts_quotas_again() {
     let test = "repair_counts_quotas_again";
-    let Some(bin) = xfsprogs_72_bin() else {
-        skip(test, "xfsprogs 7.2 is not beside the project");
+    let Some(bin) = xfsprogs_72_or_skip(test) else {
         return;
     };
     let dir = TempDir::new("quota-repair");
@@ -1087,20 +1084,8 @@ fn repair_counts_quotas_again() {
         .map(|v| v.trim().to_string())
         .unwrap_or_else(|| panic!("no ino in {small}"));
     let owner = format!("inode {small_ino}");
-    let cases: Vec<(&str, Vec<&str>)> = vec![
-        (
-            "user bcount",
-            vec!["dquot -u 1000", "write diskdq.bcount 5"],
-        ),
-        (
-            "group icount",
-            vec!["dquot -g 2001", "write diskdq.icount 99"],
-        ),
-        (
-            "project rtbcount",
-            vec!["dquot -p 42", "write diskdq.rtbcount 3"],
-        ),
-        ("root's counts", vec!["dquot -u 0", "write diskdq.bcount 0"]),
+    let mut cases = wrong_counts();
+    cases.extend([
         // An owner without a record: its record is made.
         (
             "owner without a record",
@@ -1113,7 +1098,7 @@ fn repair_counts_quotas_again() {
             vec!["dquot -u 1001", "write -d diskdq.magic 0x1234"],
         ),
         ("id", vec!["dquot -g 2000", "write -d diskdq.id 7"]),
-    ];
+    ]);
     for (name, cmds) in cases {
         let (copy, _) = damaged_copy(&bin, &img, dir.path(), name, &cmds);
         let o = xfskit_output(&["repair", s(&copy)]);

@@ -68,24 +68,8 @@ impl Default for Layout {
 fn realtime_files_read_with_rtdev() {
     const TEST: &str = "realtime_files_read_with_rtdev";
     let Some(im) = make(TEST) else { return };
+    im.assert_files_read_with_rtdev("/one");
     let (img, rtdev) = (s(&im.img), s(&im.rtdev));
-    for (path, want) in &im.files {
-        let o = xfskit(&["cat", "--rtdev", rtdev, img, path]);
-        assert!(o.status.success(), "cat {path}: {}", output_text(&o));
-        assert!(o.stdout == *want, "cat {path}: the bytes differ");
-    }
-    // Without the device: exactly that, exit 3.
-    let o = xfskit(&["cat", img, "/one"]);
-    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
-    assert!(output_text(&o).contains("needs the realtime device: --rtdev"));
-
-    let dest = im.dir.join("out");
-    let o = xfskit(&["extract", "-q", "--rtdev", rtdev, img, s(&dest)]);
-    assert_eq!(o.status.code(), Some(0), "extract: {}", output_text(&o));
-    for (path, want) in &im.files {
-        let got = std::fs::read(dest.join(&path[1..])).expect("extracted");
-        assert!(got == *want, "extract {path}: the bytes differ");
-    }
 
     // stat maps a realtime file's data in realtime device units (512
     // bytes), without AG columns, as xfs_bmap -v does.
@@ -186,25 +170,7 @@ fn realtime_files_through_the_read_only_mount() {
 fn info_names_the_realtime_device_as_xfs_db_does() {
     const TEST: &str = "info_names_the_realtime_device_as_xfs_db_does";
     let Some(im) = make(TEST) else { return };
-    for with in [true, false] {
-        let mut db = tool(&im.x615, "xfs_db");
-        db.arg("-r");
-        let mut args = vec!["info"];
-        if with {
-            db.arg("-R").arg(&im.rtdev);
-            args.extend(["--rtdev", s(&im.rtdev)]);
-        }
-        let want = run_ok(db.args(["-c", "info"]).arg(&im.img), "xfs_db info");
-        args.push(s(&im.img));
-        let o = xfskit(&args);
-        assert!(o.status.success(), "info: {}", output_text(&o));
-        assert_eq!(
-            String::from_utf8_lossy(&o.stdout),
-            want,
-            "info vs xfs_db (-R: {with})"
-        );
-        assert!(want.contains("rtextents=4096"), "{want}");
-    }
+    im.assert_info_equals_xfs_db("rtextents=4096");
 }
 
 /// `check --rtdev` and `xfs_repair -n -r` on the image as made, then with

@@ -84,23 +84,8 @@ fn make(test: &str) -> Option<RtImage> {
 fn rtgroup_files_read_with_rtdev() {
     const TEST: &str = "rtgroup_files_read_with_rtdev";
     let Some(im) = make(TEST) else { return };
+    let dest = im.assert_files_read_with_rtdev("/two");
     let (img, rtdev) = (s(&im.img), s(&im.rtdev));
-    for (path, want) in &im.files {
-        let o = xfskit(&["cat", "--rtdev", rtdev, img, path]);
-        assert!(o.status.success(), "cat {path}: {}", output_text(&o));
-        assert!(o.stdout == *want, "cat {path}: the bytes differ");
-    }
-    let o = xfskit(&["cat", img, "/two"]);
-    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
-    assert!(output_text(&o).contains("needs the realtime device: --rtdev"));
-
-    let dest = im.dir.join("out");
-    let o = xfskit(&["extract", "-q", "--rtdev", rtdev, img, s(&dest)]);
-    assert_eq!(o.status.code(), Some(0), "extract: {}", output_text(&o));
-    for (path, want) in &im.files {
-        let got = std::fs::read(dest.join(&path[1..])).expect("extracted");
-        assert!(got == *want, "extract {path}: the bytes differ");
-    }
     // The metadata directory tree stays hidden.
     let mut names: Vec<String> = std::fs::read_dir(&dest)
         .expect("read_dir")
@@ -173,25 +158,7 @@ fn rtgroup_files_read_with_rtdev() {
 fn rtgroup_info_equals_xfs_db() {
     const TEST: &str = "rtgroup_info_equals_xfs_db";
     let Some(im) = make(TEST) else { return };
-    for with in [true, false] {
-        let mut db = tool(&im.x615, "xfs_db");
-        db.arg("-r");
-        let mut args = vec!["info"];
-        if with {
-            db.arg("-R").arg(&im.rtdev);
-            args.extend(["--rtdev", s(&im.rtdev)]);
-        }
-        let want = run_ok(db.args(["-c", "info"]).arg(&im.img), "xfs_db info");
-        args.push(s(&im.img));
-        let o = xfskit(&args);
-        assert!(o.status.success(), "info: {}", output_text(&o));
-        assert_eq!(
-            String::from_utf8_lossy(&o.stdout),
-            want,
-            "info vs xfs_db (-R: {with})"
-        );
-        assert!(want.contains("rgcount=3"), "{want}");
-    }
+    im.assert_info_equals_xfs_db("rgcount=3");
 }
 
 /// The wrong device, a device of another filesystem, and writing.
@@ -813,7 +780,7 @@ fn rtgroup_edits_write_and_free() {
 fn xfskit_mkfs_rtgroups_take_realtime_writes() {
     const TEST: &str = "xfskit_mkfs_rtgroups_take_realtime_writes";
     let Some(x615) = common::fixtures::xfsprogs_615() else {
-        skip::skip(TEST, "xfsprogs 6.15 is not beside the project");
+        skip(TEST, "xfsprogs 6.15 is not beside the project");
         return;
     };
     let tmp = common::TempDir::new("xfskit-mkfs-rtg");

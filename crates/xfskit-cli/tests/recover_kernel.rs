@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use xfskit_testkit::Mounted;
 
 fn xfskit(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_xfskit"))
@@ -183,29 +184,6 @@ fn extra(root: &Path, walk: &[Entry]) -> BTreeMap<String, (i64, i64, i64, i64, u
         .collect()
 }
 
-/// A scratch XFS filesystem to extract into; unmounted on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(dir: &Path) -> Scratch {
-        let img = dir.join("scratch.img");
-        std::fs::File::create(&img)
-            .and_then(|f| f.set_len(1 << 30))
-            .expect("scratch");
-        run("mkfs.xfs", &["-q", "-f", s(&img)]);
-        let mnt = dir.join("scratch");
-        std::fs::create_dir_all(&mnt).expect("mkdir");
-        run("mount", &["-o", "loop", s(&img), s(&mnt)]);
-        Scratch(mnt)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        common::must_umount(&self.0);
-    }
-}
-
 /// How the workload runs.
 struct Opts {
     /// Also clone files with `cp --reflink`.
@@ -304,7 +282,7 @@ fn check_with(test: &str, mkfs_args: &[&str], opts: &Opts) {
     drop(km);
 
     // In memory: extract from the dirty image itself.
-    let scratch = Scratch::new(dir);
+    let scratch = common::fixtures::scratch_xfs(dir, 1 << 30);
     let dest = scratch.0.join("out");
     let e = xfskit(&["extract", s(&dirty), s(&dest)]);
     assert!(
@@ -986,16 +964,6 @@ fn file_facts(root: &Path) -> BTreeMap<String, (String, u64, String)> {
         .collect()
 }
 
-/// Unmounts a mount point when dropped (a test that fails part way must
-/// not leave its mounts behind).
-struct Unmount(PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        common::must_umount(&self.0);
-    }
-}
-
 /// Pairs of fragmented files exchanged with `XFS_IOC_EXCHANGE_RANGE` in
 /// a loop (whole files to their ends, ranges, only where the first file
 /// is written, durable or not) on a filesystem with the exchange-range
@@ -1044,20 +1012,12 @@ fn recover_exchange_to_eof_with_raised_sizes() {
     if !require_root(test) {
         return;
     }
-    let tmp = TempDir::new(test);
-    let dir = tmp.path().to_path_buf();
-    // XFSKIT_KEEP_IMAGES=1 keeps the images, as in exchange_intents.
-    if std::env::var_os("XFSKIT_KEEP_IMAGES").is_some() {
-        std::mem::forget(tmp);
-    }
+    let (_tmp, dir, img, mnt) = exchange_scratch(test);
     let dir = dir.as_path();
-    let img = dir.join("xmi.img");
-    let mnt = dir.join("mnt");
-    std::fs::create_dir_all(&mnt).expect("mkdir");
     let mut found = None;
     for attempt in 0..16u64 {
         fresh_mount_with(&img, &mnt, &[], INCOMPAT_EXCHRANGE);
-        let guard = Unmount(mnt.clone());
+        let guard = Mounted(mnt.clone());
         let (a, b) = (mnt.join("a"), mnt.join("b"));
         write_pattern(&a, 6000, 0, 0x41, false);
         write_pattern(&b, 1, 0, 0x62, false);
@@ -1102,6 +1062,25 @@ fn recover_exchange_to_eof_with_raised_sizes() {
     recoveries_agree(test, dir, &img, &mnt);
 }
 
+/// A scratch directory for `test`, the path of its image `xmi.img` and
+/// its mount point `mnt` (made). XFSKIT_KEEP_IMAGES=1 keeps it (the
+/// images dirty, kernel-recovered, xfskit-recovered) for a look
+/// afterwards: then no guard is returned.
+fn exchange_scratch(test: &str) -> (Option<TempDir>, PathBuf, PathBuf, PathBuf) {
+    let tmp = TempDir::new(test);
+    let dir = tmp.path().to_path_buf();
+    let tmp = if std::env::var_os("XFSKIT_KEEP_IMAGES").is_some() {
+        std::mem::forget(tmp);
+        None
+    } else {
+        Some(tmp)
+    };
+    let img = dir.join("xmi.img");
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt).expect("mkdir");
+    (tmp, dir, img, mnt)
+}
+
 /// Incompat feature bit of the exchange-range feature.
 const INCOMPAT_EXCHRANGE: u32 = 1 << 6;
 
@@ -1109,24 +1088,15 @@ fn exchange_intents(test: &str, mkfs_args: &[&str], clones: bool) {
     if !require_root(test) {
         return;
     }
-    let tmp = TempDir::new(test);
-    let dir = tmp.path().to_path_buf();
-    // XFSKIT_KEEP_IMAGES=1 keeps the images (dirty, kernel-recovered,
-    // xfskit-recovered) in the temporary directory for a look afterwards.
-    if std::env::var_os("XFSKIT_KEEP_IMAGES").is_some() {
-        std::mem::forget(tmp);
-    }
+    let (_tmp, dir, img, mnt) = exchange_scratch(test);
     let dir = dir.as_path();
-    let img = dir.join("xmi.img");
-    let mnt = dir.join("mnt");
-    std::fs::create_dir_all(&mnt).expect("mkdir");
     const PAIRS: usize = 3;
     let mut tries = 0;
     let mut found = None;
     for attempt in 0..12u64 {
         tries += 1;
         fresh_mount_with(&img, &mnt, mkfs_args, INCOMPAT_EXCHRANGE);
-        let guard = Unmount(mnt.clone());
+        let guard = Mounted(mnt.clone());
         for p in 0..PAIRS {
             let a = mnt.join(format!("a{p}"));
             let b = mnt.join(format!("b{p}"));
@@ -1313,7 +1283,7 @@ fn recoveries_agree(test: &str, dir: &Path, img: &Path, mnt: &Path) {
     );
     let facts = |img: &Path| {
         run("mount", &["-o", "loop,ro,nouuid", s(img), s(&mnt)]);
-        let _g = Unmount(mnt.clone());
+        let _g = Mounted(mnt.clone());
         file_facts(&mnt)
     };
     // Without the feature bit (the log is clean: no log item needs it
@@ -1452,7 +1422,7 @@ fn parent_pointer_filesystems_recover_and_take_writes() {
     std::fs::create_dir_all(&mnt).expect("mkdir");
     fresh_mount_with(&img, &mnt, &[], INCOMPAT_PARENT);
     {
-        let _g = Unmount(mnt.clone());
+        let _g = Mounted(mnt.clone());
         let script = format!(
             "set -e; cd {m}; mkdir -p d/e; for i in $(seq 1 300); do echo $i > d/f$i; done; \
              sync; for i in $(seq 1 200); do mv d/f$i d/e/g$i; ln d/e/g$i d/h$i; done; \
@@ -1481,12 +1451,12 @@ fn parent_pointer_filesystems_recover_and_take_writes() {
     );
     run("mount", &["-o", "loop,nouuid", s(&kimg), s(&mnt)]);
     let want = {
-        let _g = Unmount(mnt.clone());
+        let _g = Mounted(mnt.clone());
         walk_host(&mnt)
     };
     run("mount", &["-o", "loop,ro,nouuid", s(&ximg), s(&mnt)]);
     let got = {
-        let _g = Unmount(mnt.clone());
+        let _g = Mounted(mnt.clone());
         walk_host(&mnt)
     };
     let d = diff_walks(&want, &got);

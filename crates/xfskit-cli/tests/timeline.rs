@@ -433,8 +433,7 @@ fn timeline_matches_the_kernel(test: &str, mkfs: &Path, log: Log) {
 #[test]
 fn timeline_of_an_image_with_parent_pointers_matches_stat_and_mactime() {
     const TEST: &str = "timeline_of_an_image_with_parent_pointers_matches_stat_and_mactime";
-    let Some(bin) = common::fixtures::xfsprogs_72_bin() else {
-        skip(TEST, "xfsprogs 7.2 is missing (../shared/xfsprogs-7.2)");
+    let Some(bin) = common::fixtures::xfsprogs_72_or_skip(TEST) else {
         return;
     };
     timeline_matches_the_kernel(TEST, &bin.join("mkfs.xfs"), Log::Clean);
@@ -458,8 +457,7 @@ fn timeline_without_parent_pointers_matches_stat_and_mactime() {
 #[test]
 fn timeline_of_a_dirty_log_matches_the_kernels_replay() {
     const TEST: &str = "timeline_of_a_dirty_log_matches_the_kernels_replay";
-    let Some(bin) = common::fixtures::xfsprogs_72_bin() else {
-        skip(TEST, "xfsprogs 7.2 is missing (../shared/xfsprogs-7.2)");
+    let Some(bin) = common::fixtures::xfsprogs_72_or_skip(TEST) else {
         return;
     };
     timeline_matches_the_kernel(TEST, &bin.join("mkfs.xfs"), Log::Dirty);

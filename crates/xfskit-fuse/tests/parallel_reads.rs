@@ -31,7 +31,7 @@ fn aligned(v: &mut [u8]) -> &mut [u8] {
 #[test]
 fn overlapping_reads_return_the_right_bytes() {
     if let Some(why) = skip_reason() {
-        eprintln!("SKIP overlapping_reads_return_the_right_bytes: {why}");
+        xfskit_testkit::skip("overlapping_reads_return_the_right_bytes", &why);
         return;
     }
     let scratch = Scratch::new("fuse-par");

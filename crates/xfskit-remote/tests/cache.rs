@@ -120,23 +120,33 @@ fn will_need_reads_ahead() {
         &data[8 * CHUNK as usize..16 * CHUNK as usize]
     );
     assert_eq!(dev.stats().requests, 2, "the read found it all");
-    // Read-ahead fills at most half the cache: it starts (more is
-    // fetched), and stops at the bound.
+    // Read-ahead fills at most half the cache (16 of its 32 chunks): of
+    // 0..64 it asks for the 8 chunks before those held and the 8 after
+    // them, in two requests, and for nothing past that bound.
     dev.will_need(0, 64 * CHUNK);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while dev.stats().bytes <= 8 * CHUNK {
-        assert!(
-            Instant::now() < deadline,
-            "the second read-ahead never started"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(
-        dev.stats().bytes <= 8 * CHUNK + 16 * CHUNK,
-        "{:?}",
-        dev.stats()
+    // The chunks it asked for are claimed before `will_need` returns, so
+    // these reads wait for its two requests instead of sending their own.
+    assert_eq!(
+        read(&dev, 0, 8 * CHUNK as usize),
+        &data[..8 * CHUNK as usize]
     );
+    assert_eq!(
+        read(&dev, 16 * CHUNK, 8 * CHUNK as usize),
+        &data[16 * CHUNK as usize..24 * CHUNK as usize]
+    );
+    let s = dev.stats();
+    assert_eq!(s.requests, 4, "read-ahead sent two requests: {s:?}");
+    assert_eq!(s.bytes, 8 * CHUNK + 16 * CHUNK, "{s:?}");
+    // The first chunk past the bound was not asked for: reading it sends
+    // a request for it alone. Had read-ahead gone on, the read would wait
+    // for a longer request of the read-ahead's and more bytes would count.
+    assert_eq!(
+        read(&dev, 24 * CHUNK, 10),
+        &data[24 * CHUNK as usize..24 * CHUNK as usize + 10]
+    );
+    let s = dev.stats();
+    assert_eq!(s.requests, 5, "{s:?}");
+    assert_eq!(s.bytes, 25 * CHUNK, "{s:?}");
 }
 
 #[test]

@@ -122,9 +122,7 @@ fn copy(a: &Path, b: &Path) {
 /// superblock copy is in the logged transaction (few AGs).
 fn crash_at_every_write(tag: &str, ags: u32, size: &str, files: u32, tear: bool, logged: bool) {
     let Some(bin) = xfsprogs_72() else {
-        record_skip(&format!(
-            "SKIP {tag}: no xfsprogs 7.2 at ../shared/xfsprogs-7.2"
-        ));
+        skip(tag, "no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
         return;
     };
     let s = Scratch::new(tag);
@@ -242,7 +240,7 @@ fn crash_at_every_write(tag: &str, ags: u32, size: &str, files: u32, tear: bool,
         );
     }
     if !is_root() {
-        record_skip(&format!("SKIP {tag} (kernel recovery part): needs root"));
+        skip(&format!("{tag} (kernel recovery part)"), "needs root");
     }
 }
 

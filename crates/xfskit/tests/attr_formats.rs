@@ -2,14 +2,14 @@
 //! loop-mounted image made by mkfs.xfs, read back with xfskit and compared
 //! with what we set and what getfattr reported while mounted.
 
-mod umount_retry;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use xfskit::attr::{self, Namespace};
 use xfskit::geometry::Ino;
 use xfskit::inode::{extents, Fork, ForkFormat};
 use xfskit::{Error, Fs, OpenOptions};
+use xfskit_testkit::LoopImage;
 
 type Attrs = BTreeMap<Vec<u8>, Vec<u8>>;
 /// Full names and values to set on one file.
@@ -21,7 +21,7 @@ fn can_run() -> bool {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
     if uid.as_deref().ok() != Some("0") {
-        println!("SKIP: attr_formats needs root for loop mounts");
+        xfskit_testkit::skip("attr_formats", "needs root for loop mounts");
         return false;
     }
     for tool in ["mkfs.xfs", "getfattr", "mount"] {
@@ -31,69 +31,11 @@ fn can_run() -> bool {
             .map(|o| !o.status.success())
             .unwrap_or(true)
         {
-            println!("SKIP: {tool} is not installed");
+            xfskit_testkit::skip("attr_formats", &format!("{tool} is not installed"));
             return false;
         }
     }
     true
-}
-
-/// A sparse image file and its mount point; unmounts and deletes on drop.
-struct Img {
-    path: PathBuf,
-    mnt: PathBuf,
-    mounted: bool,
-}
-
-impl Img {
-    fn new(tag: &str, mkfs_args: &[&str]) -> Img {
-        let base = std::env::temp_dir().join(format!("xfskit-attr-{}-{tag}", std::process::id()));
-        let path = base.with_extension("img");
-        let mnt = base.with_extension("mnt");
-        let f = std::fs::File::create(&path).unwrap();
-        f.set_len(300 << 20).unwrap();
-        let st = Command::new("mkfs.xfs")
-            .args(["-q", "-f"])
-            .args(mkfs_args)
-            .arg(&path)
-            .status()
-            .unwrap();
-        assert!(st.success(), "mkfs.xfs {mkfs_args:?}");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let mut img = Img {
-            path,
-            mnt,
-            mounted: false,
-        };
-        img.mount();
-        img
-    }
-
-    fn mount(&mut self) {
-        let st = Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&self.path)
-            .arg(&self.mnt)
-            .status()
-            .unwrap();
-        assert!(st.success(), "mount failed");
-        self.mounted = true;
-    }
-
-    fn umount(&mut self) {
-        umount_retry::must_umount(&self.mnt);
-        self.mounted = false;
-    }
-}
-
-impl Drop for Img {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = Command::new("umount").arg(&self.mnt).status();
-        }
-        let _ = std::fs::remove_dir(&self.mnt);
-        let _ = std::fs::remove_file(&self.path);
-    }
 }
 
 fn set(path: &Path, name: &str, value: &[u8]) {
@@ -206,7 +148,8 @@ fn attr_root(fs: &Fs, ino: u64) -> (u16, u16) {
 }
 
 fn roundtrip(tag: &str, mkfs_args: &[&str]) {
-    let mut img = Img::new(tag, mkfs_args);
+    let mut img = LoopImage::mkfs(&format!("attr-{tag}"), 300 << 20, mkfs_args);
+    img.mount("loop");
     let mut files = Vec::new();
     for (name, attrs) in plan() {
         let p = img.mnt.join(name);
@@ -345,7 +288,8 @@ fn corrupt_leaf_and_remote_blocks_are_reported() {
     if !can_run() {
         return;
     }
-    let mut img = Img::new("corrupt", &[]);
+    let mut img = LoopImage::mkfs("attr-corrupt", 300 << 20, &[]);
+    img.mount("loop");
     let leaf = img.mnt.join("leaf");
     std::fs::write(&leaf, b"x").unwrap();
     for i in 0..30 {

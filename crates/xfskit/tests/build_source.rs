@@ -536,7 +536,10 @@ fn build_runs_mkfs_then_the_engine() {
 #[test]
 fn estimate_matches_a_kernel_copy() {
     if !is_root() || !Path::new("/dev/loop-control").exists() {
-        println!("SKIP: estimate_matches_a_kernel_copy needs root and loop devices");
+        xfskit_testkit::skip(
+            "estimate_matches_a_kernel_copy",
+            "needs root and loop devices",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -2,68 +2,13 @@
 //! on images made by mkfs.xfs and filled through a loop mount.
 //! Needs root (loop mounts); prints SKIP otherwise.
 
-mod umount_retry;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use xfskit::scan::{self, Bstat, BulkstatOptions};
 use xfskit::{Fs, OpenOptions};
-
-struct Scratch {
-    img: PathBuf,
-    mnt: PathBuf,
-    mounted: bool,
-}
-
-impl Scratch {
-    fn new(tag: &str, mkfs_args: &[&str]) -> Scratch {
-        let base =
-            std::env::temp_dir().join(format!("xfskit-bulkstat-{}-{tag}", std::process::id()));
-        let img = base.with_extension("img");
-        let mnt = base.with_extension("mnt");
-        std::fs::create_dir_all(&mnt).expect("mountpoint");
-        let f = std::fs::File::create(&img).expect("image");
-        f.set_len(300 << 20).expect("size");
-        run(
-            "mkfs.xfs",
-            &[&["-q", "-f"][..], mkfs_args, &[img.to_str().expect("utf8")]].concat(),
-        );
-        Scratch {
-            img,
-            mnt,
-            mounted: false,
-        }
-    }
-
-    fn mount(&mut self, opts: &str) {
-        run(
-            "mount",
-            &[
-                "-o",
-                opts,
-                self.img.to_str().expect("utf8"),
-                self.mnt.to_str().expect("utf8"),
-            ],
-        );
-        self.mounted = true;
-    }
-
-    fn umount(&mut self) {
-        umount_retry::must_umount(&self.mnt);
-        self.mounted = false;
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = Command::new("umount").arg(&self.mnt).status();
-        }
-        let _ = std::fs::remove_dir(&self.mnt);
-        let _ = std::fs::remove_file(&self.img);
-    }
-}
+use xfskit_testkit::LoopImage;
 
 fn run(cmd: &str, args: &[&str]) -> String {
     let out = Command::new(cmd)
@@ -78,14 +23,14 @@ fn run(cmd: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf8 output")
 }
 
-fn can_run() -> bool {
+fn can_run(test: &str) -> bool {
     if run("id", &["-u"]).trim() != "0" {
-        println!("SKIP: not root, cannot loop-mount XFS images");
+        xfskit_testkit::skip(test, "not root, cannot loop-mount XFS images");
         return false;
     }
     for tool in ["mkfs.xfs", "xfs_io"] {
         if Command::new(tool).arg("-V").output().is_err() {
-            println!("SKIP: {tool} is not installed");
+            xfskit_testkit::skip(test, &format!("{tool} is not installed"));
             return false;
         }
     }
@@ -273,7 +218,7 @@ fn compare(ours: &Bstat, k: &BTreeMap<String, String>) -> Vec<String> {
 }
 
 fn check_variant(tag: &str, mkfs_args: &[&str]) {
-    let mut s = Scratch::new(tag, mkfs_args);
+    let mut s = LoopImage::mkfs(&format!("bulkstat-{tag}"), 300 << 20, mkfs_args);
     s.mount("loop");
     populate(&s.mnt);
     s.umount();
@@ -291,7 +236,7 @@ fn check_variant(tag: &str, mkfs_args: &[&str]) {
         kernel.len()
     );
 
-    let fs = Fs::open(&s.img, &OpenOptions::default()).expect("open");
+    let fs = Fs::open(&s.path, &OpenOptions::default()).expect("open");
     let mut ours: Vec<Bstat> = Vec::new();
     let stats = scan::for_each_batch(&fs, &BulkstatOptions::default(), |b| {
         ours.extend_from_slice(b);
@@ -407,21 +352,21 @@ fn check_variant(tag: &str, mkfs_args: &[&str]) {
 
 #[test]
 fn matches_kernel_bulkstat_default() {
-    if can_run() {
+    if can_run("matches_kernel_bulkstat_default") {
         check_variant("default", &[]);
     }
 }
 
 #[test]
 fn matches_kernel_bulkstat_sparse_1k_blocks() {
-    if can_run() {
+    if can_run("matches_kernel_bulkstat_sparse_1k_blocks") {
         check_variant("sparse1k", &["-i", "sparse=1", "-b", "size=1024"]);
     }
 }
 
 #[test]
 fn matches_kernel_bulkstat_2k_inodes() {
-    if can_run() {
+    if can_run("matches_kernel_bulkstat_2k_inodes") {
         check_variant("isize2k", &["-i", "size=2048"]);
     }
 }

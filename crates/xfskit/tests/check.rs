@@ -5,10 +5,9 @@
 
 mod support;
 
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::{be32, can_mount, make_image, write_fragmented, Scratch};
+use support::{be32, can_mount, make_image, rd, wr, write_fragmented, Scratch};
 use xfskit::check::{check, CheckOptions, CheckReport};
 use xfskit::geometry::{AgBlock, AgNumber};
 use xfskit::inode::{self, Fork};
@@ -105,21 +104,6 @@ fn clean_images_have_no_problems() {
         let (ok, out) = repair_n(&img);
         assert!(ok, "xfs_repair -n not clean for {args:?}:\n{out}");
     }
-}
-
-fn rd(img: &Path, off: u64, len: usize) -> Vec<u8> {
-    let f = std::fs::File::open(img).expect("open");
-    let mut b = vec![0u8; len];
-    f.read_exact_at(&mut b, off).expect("read");
-    b
-}
-
-fn wr(img: &Path, off: u64, b: &[u8]) {
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(img)
-        .expect("open rw");
-    f.write_all_at(b, off).expect("write");
 }
 
 /// Reads `len` bytes at `off`, lets `f` change them, restamps the CRC at `crc` and writes back.

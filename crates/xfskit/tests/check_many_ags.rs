@@ -8,9 +8,8 @@ mod support;
 mod write_common;
 
 use std::mem::offset_of;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use support::be32;
+use support::{be32, rd, wr, Scratch};
 use xfs_format::ag::{Agf, Agi, XFS_AGF_CRC_OFF, XFS_AGI_CRC_OFF};
 use xfs_format::sb::{Dsb, XFS_SB_CRC_OFF};
 use xfskit::check::{check, CheckOptions, CheckReport};
@@ -18,15 +17,6 @@ use xfskit::geometry::{AgBlock, AgNumber};
 use xfskit::{Fs, OpenOptions};
 
 const AGS: u32 = 2048;
-
-/// A temporary directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Makes the sparse image of [`AGS`] AGs.
 fn make(s: &Scratch) -> PathBuf {
@@ -48,21 +38,6 @@ fn run_check(img: &Path) -> CheckReport {
     .expect("check runs")
 }
 
-fn rd(img: &Path, off: u64, len: usize) -> Vec<u8> {
-    let f = std::fs::File::open(img).expect("open");
-    let mut b = vec![0u8; len];
-    f.read_exact_at(&mut b, off).expect("read");
-    b
-}
-
-fn wr(img: &Path, off: u64, b: &[u8]) {
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(img)
-        .expect("open rw");
-    f.write_all_at(b, off).expect("write");
-}
-
 /// Adds `delta` to the big-endian u32 at `field` of the sector at `off`
 /// and restamps the CRC at `crc_off`.
 fn bump32(img: &Path, off: u64, len: usize, field: usize, crc_off: usize, delta: u32) {
@@ -81,10 +56,7 @@ fn shows(r: &CheckReport, what: &str, detail: &str) -> bool {
 
 #[test]
 fn thousands_of_ags_check_clean_and_counters_are_folded() {
-    let dir = std::env::temp_dir().join(format!("xfskit-many-ags-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch");
-    let s = Scratch(dir);
+    let s = Scratch::new("many-ags");
     let t = std::time::Instant::now();
     let img = make(&s);
     eprintln!("mkfs of {AGS} AGs: {:?}", t.elapsed());

@@ -4,7 +4,7 @@
 
 mod dir_common;
 
-use dir_common::{cannot_run, ino_of, populate, Image};
+use dir_common::{cannot_run, ino_of, mkfs_mounted, populate, Image};
 use xfskit::inode::{extents, Fork};
 use xfskit::{dir, Error, Fs, Ino, OpenOptions};
 
@@ -13,14 +13,14 @@ use xfskit::{dir, Error, Fs, Ino, OpenOptions};
 /// bytes, the directory inode and the byte offset of its first block.
 fn image_with_block_dir() -> Option<(Image, u64, u64, usize)> {
     if let Some(why) = cannot_run() {
-        println!("SKIP: {why}");
+        xfskit_testkit::skip("dir_corrupt", &why);
         return None;
     }
-    let mut img = Image::mkfs_mounted("corrupt", &["-n", "size=65536"]);
+    let mut img = mkfs_mounted("corrupt", &["-n", "size=65536"]);
     let d = img.mnt.join("d");
     populate(&d, 50);
     let ino = ino_of(&d);
-    img.unmount();
+    img.umount();
     let fs = Fs::open(&img.path, &OpenOptions::default()).expect("open");
     let inode = fs.inode(Ino(ino)).expect("inode");
     let map = extents(&fs, &inode, Fork::Data).expect("extents");

@@ -4,7 +4,9 @@
 
 mod dir_common;
 
-use dir_common::{cannot_run, ino_of, kernel_listing, long_name, populate, Image};
+use dir_common::{
+    cannot_run, ino_of, kernel_listing, long_name, mkfs_mounted, populate, xfs_db, Image,
+};
 use std::collections::BTreeSet;
 use xfskit::buf::verify::Verifier;
 use xfskit::dir::{self, data::DirMap, lookup as dlookup};
@@ -49,7 +51,7 @@ fn form(fs: &Fs, ino: u64) -> &'static str {
 
 /// core.format as xfs_db prints it ("local", "extents", "btree").
 fn db_format(img: &Image, ino: u64) -> String {
-    let out = img.xfs_db(&[format!("inode {ino}"), "print core.format".into()]);
+    let out = xfs_db(img, &[format!("inode {ino}"), "print core.format".into()]);
     out.split('(')
         .nth(1)
         .and_then(|s| s.split(')').next())
@@ -118,9 +120,9 @@ fn build(img: &Image) -> Recorded {
 }
 
 fn check(tag: &str, args: &[&str]) -> BTreeSet<&'static str> {
-    let mut img = Image::mkfs_mounted(tag, args);
+    let mut img = mkfs_mounted(tag, args);
     let rec = build(&img);
-    img.unmount();
+    img.umount();
     let fs = Fs::open(&img.path, &OpenOptions::default()).expect("open");
     let mut forms = BTreeSet::new();
     for (rel, ino, want) in &rec.dirs {
@@ -231,7 +233,7 @@ fn check(tag: &str, args: &[&str]) -> BTreeSet<&'static str> {
 #[test]
 fn all_formats_match_kernel_listing() {
     if let Some(why) = cannot_run() {
-        println!("SKIP all_formats_match_kernel_listing: {why}");
+        xfskit_testkit::skip("all_formats_match_kernel_listing", &why);
         return;
     }
     let configs: [(&str, &[&str]); 4] = [

@@ -14,26 +14,7 @@ const MIB: u64 = 1 << 20;
 /// Partition 2 of the test disk starts here.
 const P2: u64 = 9 * MIB;
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn skip(test: &str, why: &str) {
-    println!("SKIP {test}: {why}");
-    if let Some(p) = std::env::var_os("XFSKIT_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-        {
-            let _ = writeln!(f, "SKIP {test}: {why}");
-        }
-    }
-}
+use xfskit_testkit::{have_tool as have, skip};
 
 fn sh(script: &str) {
     let ok = Command::new("bash")

@@ -18,26 +18,7 @@ const MIB: u64 = 1 << 20;
 const P1: u64 = MIB;
 const FS_BYTES: u64 = 300 * MIB;
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn skip(test: &str, why: &str) {
-    println!("SKIP {test}: {why}");
-    if let Some(p) = std::env::var_os("XFSKIT_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-        {
-            let _ = writeln!(f, "SKIP {test}: {why}");
-        }
-    }
-}
+use xfskit_testkit::{have_tool as have, skip};
 
 /// Runs a script; returns (success, output).
 fn sh(script: &str) -> (bool, String) {

@@ -9,8 +9,10 @@
 //! steps (each file with all its data). SKIP without mkfs.xfs or
 //! qemu-img.
 
+mod crash_common;
 mod write_common;
 
+use crash_common::Shared;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -87,24 +89,6 @@ impl Device for HostMem {
 
     fn len(&self) -> u64 {
         self.bytes.lock().unwrap().len() as u64
-    }
-}
-
-/// Shares the host between the container and the test.
-struct Shared(Arc<dyn Device>);
-
-impl Device for Shared {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        self.0.read_at(buf, off)
-    }
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        self.0.write_at(buf, off)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.0.flush()
-    }
-    fn len(&self) -> u64 {
-        self.0.len()
     }
 }
 
@@ -249,8 +233,7 @@ fn edits_inside_vhd_and_vdi_survive_a_crash_at_every_write() {
     let name = "edits_inside_vhd_and_vdi_survive_a_crash_at_every_write";
     for t in ["mkfs.xfs", "qemu-img"] {
         if !run("sh", &["-c", &format!("command -v {t}")]).0 {
-            println!("SKIP {name}: {t} is not installed");
-            write_common::record_skip(&format!("SKIP {name}: {t} is not installed"));
+            write_common::skip(name, &format!("{t} is not installed"));
             return;
         }
     }

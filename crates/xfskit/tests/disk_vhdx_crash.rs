@@ -22,26 +22,7 @@ use xfskit::{Fs, OpenOptions};
 
 const MIB: u64 = 1 << 20;
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn skip(test: &str, why: &str) {
-    println!("SKIP {test}: {why}");
-    if let Some(p) = std::env::var_os("XFSKIT_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-        {
-            let _ = writeln!(f, "SKIP {test}: {why}");
-        }
-    }
-}
+use xfskit_testkit::{have_tool as have, skip};
 
 /// A host file in memory over a base file: writes land in a map of
 /// 512-byte sectors (growing the file when past its end) until the

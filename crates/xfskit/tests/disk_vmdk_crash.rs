@@ -8,8 +8,10 @@
 //! `xfskit check` clean. The host is in memory and grows as grains are
 //! appended. Needs mkfs.xfs; otherwise SKIP.
 
+mod crash_common;
 mod namespace_common;
 
+use crash_common::Shared;
 use namespace_common::meta;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -99,24 +101,6 @@ impl MemHost {
     }
 }
 
-/// An `Arc` of a device as the `Box` the filesystem takes.
-struct Disk(Arc<dyn Device>);
-
-impl Device for Disk {
-    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        self.0.read_at(buf, off)
-    }
-    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
-        self.0.write_at(buf, off)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.0.flush()
-    }
-    fn len(&self) -> u64 {
-        self.0.len()
-    }
-}
-
 fn content(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
         .map(|k| (k as u32).wrapping_mul(2_654_435_761).to_le_bytes()[1] ^ seed)
@@ -145,7 +129,7 @@ fn edit(fs: &Fs) -> xfskit::Result<()> {
 
 fn open_fs(img: &Path, host: Arc<MemHost>) -> xfskit::Result<Fs> {
     let dev = vmdk::open_rw_on(img, host)?;
-    Fs::from_device_rw(Box::new(Disk(dev)), &OpenOptions::default())
+    Fs::from_device_rw(Box::new(Shared(dev)), &OpenOptions::default())
 }
 
 fn scratch() -> PathBuf {
@@ -163,7 +147,7 @@ fn a_crash_at_every_host_write_leaves_old_or_new() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !have {
-        println!("SKIP {name}: mkfs.xfs is not installed");
+        xfskit_testkit::skip(name, "mkfs.xfs is not installed");
         return;
     }
     let d = scratch();
@@ -190,7 +174,7 @@ fn a_crash_at_every_host_write_leaves_old_or_new() {
     }
     {
         let dev = vmdk::open_rw(&img).unwrap();
-        let fs = Fs::from_device_rw(Box::new(Disk(dev)), &OpenOptions::default()).unwrap();
+        let fs = Fs::from_device_rw(Box::new(Shared(dev)), &OpenOptions::default()).unwrap();
         let root = fs.geometry().root_ino;
         fs.create_file(root, b"old", &meta(0o100644, 0), &content(70_000, 1), &[])
             .unwrap();

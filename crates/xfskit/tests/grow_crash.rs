@@ -64,7 +64,7 @@ fn file_reads_back(img: &Path, what: &str) {
 
 fn crash_at_every_write(tag: &str, tear: bool) {
     let Some(bin) = xfsprogs_72_bin() else {
-        record_skip(&format!("SKIP {tag}: no xfsprogs 7.2"));
+        skip(tag, "no xfsprogs 7.2");
         return;
     };
     let s = Scratch::new(tag);
@@ -196,7 +196,7 @@ fn crash_at_every_write(tag: &str, tear: bool) {
         "{tag}: crashes left old {seen_old}, new {seen_new}, lagging copies {lagging}"
     );
     if !is_root() {
-        record_skip(&format!("SKIP {tag} (kernel recovery part): needs root"));
+        skip(&format!("{tag} (kernel recovery part)"), "needs root");
     }
 }
 

@@ -243,29 +243,9 @@ fn workload(fs: &Fs, steps: u32) -> Outcome {
                     }
                 }
                 _ => {
-                    let (pp, pino) = dirs[rng.below(dirs.len() as u64) as usize].clone();
-                    let name = format!("f{step}");
-                    let p = join(&pp, &name);
-                    let r = fs.create(
-                        pino,
-                        name.as_bytes(),
-                        &NodeKind::File { size: 0 },
-                        &meta(0o640, 7),
-                    );
-                    let ino = *r.as_ref().unwrap_or(&Ino(0));
-                    m.add(p.clone(), desc('f', 0o640, 7), ino);
-                    out.after(&m, r)?;
-                    files.push(p.clone());
-                    let id = m.paths[&p];
-                    out.touch(&mut m, id);
-                    let n = rng.below(6000) as usize;
-                    let data = rng.bytes(n);
-                    let r = fs.write_at(ino, 0, &data);
-                    m.nodes.get_mut(&id).unwrap().data = data;
-                    out.after(&m, r)?;
-                    if n > 0 {
-                        out.touch(&mut m, id);
-                    }
+                    let (ino, id) = new_file(
+                        fs, &mut m, &mut out, &mut rng, &dirs, &mut files, step, 6000,
+                    )?;
                     if step % 4 == 1 {
                         let r = fs.set_xattr(ino, b"user.s", b"x");
                         let x = &mut m.nodes.get_mut(&id).unwrap().xattrs;
@@ -279,6 +259,46 @@ fn workload(fs: &Fs, steps: u32) -> Outcome {
         Ok(())
     })();
     out
+}
+
+/// Creates the file `f{step}` in one of `dirs` picked at random and
+/// writes fewer than `max` random bytes to it, following both in the
+/// model and in `files`; returns its inode and its id in the model.
+#[allow(clippy::too_many_arguments)]
+fn new_file(
+    fs: &Fs,
+    m: &mut Model,
+    out: &mut Outcome,
+    rng: &mut Rng,
+    dirs: &[(Vec<u8>, Ino)],
+    files: &mut Vec<Vec<u8>>,
+    step: u32,
+    max: u64,
+) -> xfskit::Result<(Ino, usize)> {
+    let (pp, pino) = dirs[rng.below(dirs.len() as u64) as usize].clone();
+    let name = format!("f{step}");
+    let p = join(&pp, &name);
+    let r = fs.create(
+        pino,
+        name.as_bytes(),
+        &NodeKind::File { size: 0 },
+        &meta(0o640, 7),
+    );
+    let ino = *r.as_ref().unwrap_or(&Ino(0));
+    m.add(p.clone(), desc('f', 0o640, 7), ino);
+    out.after(m, r)?;
+    files.push(p.clone());
+    let id = m.paths[&p];
+    out.touch(m, id);
+    let n = rng.below(max) as usize;
+    let data = rng.bytes(n);
+    let r = fs.write_at(ino, 0, &data);
+    m.nodes.get_mut(&id).unwrap().data = data;
+    out.after(m, r)?;
+    if n > 0 {
+        out.touch(m, id);
+    }
+    Ok((ino, id))
 }
 
 fn split(p: &[u8]) -> (Vec<u8>, Vec<u8>) {
@@ -805,29 +825,9 @@ fn random_workload(fs: &Fs, seed: u64, steps: u32) -> Outcome {
             }
             match op {
                 0..=2 => {
-                    let (pp, pino) = dirs[rng.below(dirs.len() as u64) as usize].clone();
-                    let name = format!("f{step}");
-                    let p = join(&pp, &name);
-                    let r = fs.create(
-                        pino,
-                        name.as_bytes(),
-                        &NodeKind::File { size: 0 },
-                        &meta(0o640, 7),
-                    );
-                    let ino = *r.as_ref().unwrap_or(&Ino(0));
-                    m.add(p.clone(), desc('f', 0o640, 7), ino);
-                    out.after(&m, r)?;
-                    files.push(p.clone());
-                    let id = m.paths[&p];
-                    out.touch(&mut m, id);
-                    let n = rng.below(40_000) as usize;
-                    let data = rng.bytes(n);
-                    let r = fs.write_at(ino, 0, &data);
-                    m.nodes.get_mut(&id).unwrap().data = data;
-                    out.after(&m, r)?;
-                    if n > 0 {
-                        out.touch(&mut m, id);
-                    }
+                    new_file(
+                        fs, &mut m, &mut out, &mut rng, &dirs, &mut files, step, 40_000,
+                    )?;
                 }
                 3 | 4 => {
                     let p = pick(&mut rng, &files);

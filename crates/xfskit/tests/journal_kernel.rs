@@ -64,7 +64,7 @@ fn workload(fs: &Fs, rng: &mut Rng, files: usize) {
 
 fn check_replay(tag: &str, mkfs_opts: &str, files: usize, limits: Option<(usize, usize)>) {
     if !is_root() {
-        eprintln!("SKIP {tag}: the kernel's log replay needs root (loop mount)");
+        xfskit_testkit::skip(tag, "the kernel's log replay needs root (loop mount)");
         return;
     }
     let s = Scratch::new(tag);
@@ -191,7 +191,10 @@ impl xfskit::dev::Device for NoFlush {
 #[test]
 fn kernel_replays_a_log_that_wrapped() {
     if !is_root() {
-        eprintln!("SKIP kernel_replays_a_log_that_wrapped: the kernel's log replay needs root");
+        xfskit_testkit::skip(
+            "kernel_replays_a_log_that_wrapped",
+            "the kernel's log replay needs root",
+        );
         return;
     }
     let s = Scratch::new("jk-wrap");
@@ -304,7 +307,10 @@ fn fsync_forces_only_what_the_inode_needs() {
     // it is now, never synced) when the kernel replays it.
     std::mem::forget(fs);
     if !is_root() {
-        eprintln!("SKIP fsync_forces_only_what_the_inode_needs: kernel replay needs root");
+        xfskit_testkit::skip(
+            "fsync_forces_only_what_the_inode_needs",
+            "kernel replay needs root",
+        );
         return;
     }
     kernel_replay(&img).unwrap();

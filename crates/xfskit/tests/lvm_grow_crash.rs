@@ -52,7 +52,7 @@ fn lvm_grow_survives_a_crash_at_every_write() {
         .output()
         .is_err()
     {
-        record_skip(&format!("SKIP {test}: pvcreate (lvm2) is not installed"));
+        xfskit_testkit::skip(test, "pvcreate (lvm2) is not installed");
         return;
     }
     let dir = Scratch::new("lvm-grow-crash");

@@ -15,6 +15,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use write_common::run;
 
 use xfskit::mkfs::{mkfs_with, parse_mkfs_args, MkfsError, Timestamp, WriteOptions};
 
@@ -23,20 +24,6 @@ const TS: Timestamp = Timestamp {
     secs: 1_700_000_000,
     nsec: 0,
 };
-
-fn run(cmd: &str, args: &[&str]) -> (bool, String) {
-    match Command::new(cmd).args(args).output() {
-        Ok(o) => (
-            o.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-        ),
-        Err(e) => (false, format!("cannot run {cmd}: {e}")),
-    }
-}
 
 fn need_tools() {
     for t in ["mkfs.xfs", "xfs_repair", "xfs_db"] {
@@ -56,6 +43,16 @@ fn tmpdir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("xfskit-mkfs-write-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// Panics with every difference found, one row per line, unless none.
+fn assert_no_row_differs(errs: &[String]) {
+    assert!(
+        errs.is_empty(),
+        "{} rows differ:\n{}",
+        errs.len(),
+        errs.join("\n")
+    );
 }
 
 fn sparse(path: &Path, size: u64) {
@@ -399,12 +396,7 @@ fn headers_match_mkfs_xfs_small() {
         errs.extend(row(&dir, size, opts, whole, repair));
     }
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        errs.is_empty(),
-        "{} rows differ:\n{}",
-        errs.len(),
-        errs.join("\n")
-    );
+    assert_no_row_differs(&errs);
 }
 
 /// A directory on a filesystem that holds sparse files beyond 16 TiB.
@@ -459,7 +451,10 @@ impl Drop for BigScratch {
 fn headers_match_mkfs_xfs_huge() {
     need_tools();
     let Some(s) = BigScratch::get() else {
-        println!("SKIP headers_match_mkfs_xfs_huge: set XFSKIT_SCRATCH or run as root (tmpfs)");
+        xfskit_testkit::skip(
+            "headers_match_mkfs_xfs_huge",
+            "set XFSKIT_SCRATCH or run as root (tmpfs)",
+        );
         return;
     };
     let mut errs = Vec::new();
@@ -471,12 +466,7 @@ fn headers_match_mkfs_xfs_huge() {
     ] {
         errs.extend(row(&s.dir, size, opts, false, false));
     }
-    assert!(
-        errs.is_empty(),
-        "{} rows differ:\n{}",
-        errs.len(),
-        errs.join("\n")
-    );
+    assert_no_row_differs(&errs);
 }
 
 #[test]
@@ -607,7 +597,7 @@ fn dry_run_writes_nothing() {
 fn kernel_mounts_and_writes() {
     need_tools();
     if !is_root() {
-        println!("SKIP kernel_mounts_and_writes: needs root for loop mounts");
+        xfskit_testkit::skip("kernel_mounts_and_writes", "needs root for loop mounts");
         return;
     }
     let dir = tmpdir("mount");
@@ -814,12 +804,7 @@ fn headers_match_mkfs_xfs_615_newer_defaults() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        errs.is_empty(),
-        "{} rows differ:\n{}",
-        errs.len(),
-        errs.join("\n")
-    );
+    assert_no_row_differs(&errs);
 }
 
 /// Option sets compared with mkfs.xfs 7.2 (its own defaults; xfskit's
@@ -935,12 +920,7 @@ fn headers_match_mkfs_xfs_72() {
         errs.extend(e.into_iter().map(|e| format!("size {size} [{opts}]: {e}")));
     }
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        errs.is_empty(),
-        "{} rows differ:\n{}",
-        errs.len(),
-        errs.join("\n")
-    );
+    assert_no_row_differs(&errs);
     // The rows without an attribute are -m rmapbt=0 and -n parent=0 alone.
     assert_eq!(attrs, rows.len() - 2, "rows whose root has xfs:autofsck");
 }
@@ -1013,12 +993,7 @@ fn metadir_headers_match_mkfs_xfs_615() {
         errs.extend(e.into_iter().map(|e| format!("size {size} [{opts}]: {e}")));
     }
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        errs.is_empty(),
-        "{} rows differ:\n{}",
-        errs.len(),
-        errs.join("\n")
-    );
+    assert_no_row_differs(&errs);
 }
 
 /// A metadir filesystem made by xfskit takes the engine's writes (a
@@ -1201,12 +1176,7 @@ fn realtime_rows(tag: &str, rows: &[(u64, u64, &str, &str)], extra: &str) {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        errs.is_empty(),
-        "{} rows differ:\n{}",
-        errs.len(),
-        errs.join("\n")
-    );
+    assert_no_row_differs(&errs);
 }
 
 /// Rows of realtime groups (`-m metadir=1` with `-r rtdev=`): (data size,

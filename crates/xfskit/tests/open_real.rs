@@ -16,7 +16,7 @@ mod tempfile_path {
     impl TempImage {
         pub fn mkfs(args: &[&str]) -> Option<TempImage> {
             if Command::new("mkfs.xfs").arg("-V").output().is_err() {
-                println!("SKIP: mkfs.xfs is not installed");
+                xfskit_testkit::skip("open_real", "mkfs.xfs is not installed");
                 return None;
             }
             static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

@@ -7,7 +7,7 @@ mod write_common;
 
 use std::fs;
 use std::path::Path;
-use write_common::{record_skip, run};
+use write_common::{run, skip};
 use xfskit::inode::{read_at, ForkFormat};
 use xfskit::{Error, Fs, OpenOptions};
 
@@ -46,7 +46,7 @@ fn make(img: &Path, dir: &Path, opts: &[&str]) -> bool {
     std::env::set_var("QA_CHECK_FS", "1");
     let (ok, out) = run("mkfs.xfs", &args);
     if !ok && out.contains("cannot run") {
-        record_skip(&format!("SKIP read_v4: {out}"));
+        skip("read_v4", &out);
         return false;
     }
     assert!(ok, "mkfs.xfs {opts:?}: {out}");

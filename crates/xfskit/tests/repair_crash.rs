@@ -15,14 +15,14 @@ mod write_common;
 
 use crash_common::{CrashDevice, Shared};
 use namespace_common::meta;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use write_common::*;
 use xfskit::build::NodeKind;
-use xfskit::repair::{repair, RepairOptions};
+use xfskit::repair::{repair, RepairOptions, RepairReport};
 use xfskit::{Fs, OpenOptions};
 
-fn xfsprogs_72() -> Option<std::path::PathBuf> {
+fn xfsprogs_72() -> Option<PathBuf> {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-7.2/bin");
     d.join("xfs_repair").exists().then_some(d)
 }
@@ -131,10 +131,48 @@ fn crash_at_every_write(
     }
 }
 
+/// Repairs `base` once without a crash: the repair must end clean,
+/// `fixes` looks at what it reports fixed and `verify` at the result;
+/// then the same repair cut at every write ([`crash_at_every_write`]).
+fn repair_then_crash_at_every_write(
+    bin: &Path,
+    s: &Scratch,
+    base: &Path,
+    every: u64,
+    fixes: &dyn Fn(&RepairReport),
+    verify: &dyn Fn(Arc<CrashDevice>, &str),
+) {
+    let dev = Arc::new(CrashDevice::new(base, None, false));
+    let r = repair(dev.clone(), &RepairOptions::default()).unwrap();
+    assert!(r.is_clean(), "{:?}", r.remaining);
+    fixes(&r);
+    let total = dev.writes();
+    verify(dev.clone(), "the run without a crash");
+    crash_at_every_write(
+        bin,
+        s,
+        base,
+        &RepairOptions::default(),
+        total,
+        every,
+        verify,
+    );
+}
+
+/// The bin directory of xfsprogs 7.2 beside the project, or None after
+/// recording that `test` is skipped without it.
+fn xfsprogs_72_or_skip(test: &str) -> Option<PathBuf> {
+    let bin = xfsprogs_72();
+    if bin.is_none() {
+        skip(test, "no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+    }
+    bin
+}
+
 #[test]
 fn zero_log_repair_finishes_after_a_crash_at_every_write() {
-    let Some(bin) = xfsprogs_72() else {
-        record_skip("SKIP zero_log_repair_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+    let Some(bin) = xfsprogs_72_or_skip("zero_log_repair_finishes_after_a_crash_at_every_write")
+    else {
         return;
     };
     let s = Scratch::new("repair-zerolog-crash");
@@ -167,8 +205,7 @@ fn zero_log_repair_finishes_after_a_crash_at_every_write() {
 
 #[test]
 fn repair_finishes_after_a_crash_at_every_write() {
-    let Some(bin) = xfsprogs_72() else {
-        record_skip("SKIP repair_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+    let Some(bin) = xfsprogs_72_or_skip("repair_finishes_after_a_crash_at_every_write") else {
         return;
     };
     let s = Scratch::new("repair-crash");
@@ -208,8 +245,8 @@ fn repair_finishes_after_a_crash_at_every_write() {
 /// repair leaves a clean filesystem where both files have their names.
 #[test]
 fn namespace_repair_finishes_after_a_crash_at_every_write() {
-    let Some(bin) = xfsprogs_72() else {
-        record_skip("SKIP namespace_repair_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+    let Some(bin) = xfsprogs_72_or_skip("namespace_repair_finishes_after_a_crash_at_every_write")
+    else {
         return;
     };
     let s = Scratch::new("repair-crash-ns");
@@ -290,12 +327,7 @@ fn namespace_repair_finishes_after_a_crash_at_every_write() {
         }
         assert!(fs.lookup_path(b"/gone").is_err(), "{what}: /gone is back");
     };
-    let dev = Arc::new(CrashDevice::new(&base, None, false));
-    let r = repair(dev.clone(), &RepairOptions::default()).unwrap();
-    assert!(r.is_clean(), "{:?}", r.remaining);
-    let total = dev.writes();
-    named(dev.clone(), "the run without a crash");
-    crash_at_every_write(&bin, &s, &base, &RepairOptions::default(), total, 7, &named);
+    repair_then_crash_at_every_write(&bin, &s, &base, 7, &|_| {}, &named);
 }
 
 /// The AG btree rebuilds, crashed at every write: on mkfs.xfs 7.2's
@@ -306,8 +338,8 @@ fn namespace_repair_finishes_after_a_crash_at_every_write() {
 /// a clean filesystem holding every file.
 #[test]
 fn btree_rebuilds_finish_after_a_crash_at_every_write() {
-    let Some(bin) = xfsprogs_72() else {
-        record_skip("SKIP btree_rebuilds_finish_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+    let Some(bin) = xfsprogs_72_or_skip("btree_rebuilds_finish_after_a_crash_at_every_write")
+    else {
         return;
     };
     let s = Scratch::new("repair-crash-btrees");
@@ -381,20 +413,23 @@ fn btree_rebuilds_finish_after_a_crash_at_every_write() {
             }
         }
     };
-    let dev = Arc::new(CrashDevice::new(&base, None, false));
-    let r = repair(dev.clone(), &RepairOptions::default()).unwrap();
-    assert!(r.is_clean(), "{:?}", r.remaining);
-    for w in [
-        "rmapbt rebuilt",
-        "refcount btree rebuilt",
-        "free inode btree rebuilt",
-        "inode btree rebuilt",
-    ] {
-        assert!(r.fixes.iter().any(|f| f.contains(w)), "{w}: {:?}", r.fixes);
-    }
-    let total = dev.writes();
-    all(dev.clone(), "the run without a crash");
-    crash_at_every_write(&bin, &s, &base, &RepairOptions::default(), total, 9, &all);
+    repair_then_crash_at_every_write(
+        &bin,
+        &s,
+        &base,
+        9,
+        &|r| {
+            for w in [
+                "rmapbt rebuilt",
+                "refcount btree rebuilt",
+                "free inode btree rebuilt",
+                "inode btree rebuilt",
+            ] {
+                assert!(r.fixes.iter().any(|f| f.contains(w)), "{w}: {:?}", r.fixes);
+            }
+        },
+        &all,
+    );
 }
 
 /// A file's data fork rebuilt from its reverse mappings (its extent count
@@ -403,8 +438,8 @@ fn btree_rebuilds_finish_after_a_crash_at_every_write() {
 /// contents.
 #[test]
 fn fork_rebuild_finishes_after_a_crash_at_every_write() {
-    let Some(bin) = xfsprogs_72() else {
-        record_skip("SKIP fork_rebuild_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+    let Some(bin) = xfsprogs_72_or_skip("fork_rebuild_finishes_after_a_crash_at_every_write")
+    else {
         return;
     };
     let s = Scratch::new("repair-crash-fork");
@@ -457,19 +492,22 @@ fn fork_rebuild_finishes_after_a_crash_at_every_write() {
             assert!(buf == piece(k), "{what}: piece {k} differs");
         }
     };
-    let dev = Arc::new(CrashDevice::new(&base, None, false));
-    let r = repair(dev.clone(), &RepairOptions::default()).unwrap();
-    assert!(r.is_clean(), "{:?}", r.remaining);
-    assert!(
-        r.fixes
-            .iter()
-            .any(|f| f.contains("data fork rebuilt from the rmapbt (3 extent(s)")),
-        "{:?}",
-        r.fixes
+    repair_then_crash_at_every_write(
+        &bin,
+        &s,
+        &base,
+        2,
+        &|r| {
+            assert!(
+                r.fixes
+                    .iter()
+                    .any(|f| f.contains("data fork rebuilt from the rmapbt (3 extent(s)")),
+                "{:?}",
+                r.fixes
+            );
+        },
+        &whole,
     );
-    let total = dev.writes();
-    whole(dev.clone(), "the run without a crash");
-    crash_at_every_write(&bin, &s, &base, &RepairOptions::default(), total, 2, &whole);
 }
 
 /// A file's data fork of 40 extents (more than fit in the inode) whose
@@ -479,8 +517,8 @@ fn fork_rebuild_finishes_after_a_crash_at_every_write() {
 /// clean with the file's contents.
 #[test]
 fn bmbt_fork_rebuild_finishes_after_a_crash_at_every_write() {
-    let Some(bin) = xfsprogs_72() else {
-        record_skip("SKIP bmbt_fork_rebuild_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+    let Some(bin) = xfsprogs_72_or_skip("bmbt_fork_rebuild_finishes_after_a_crash_at_every_write")
+    else {
         return;
     };
     let s = Scratch::new("repair-crash-bmbt");
@@ -541,19 +579,22 @@ fn bmbt_fork_rebuild_finishes_after_a_crash_at_every_write() {
             assert!(buf == piece(k), "{what}: piece {k} differs");
         }
     };
-    let dev = Arc::new(CrashDevice::new(&base, None, false));
-    let r = repair(dev.clone(), &RepairOptions::default()).unwrap();
-    assert!(r.is_clean(), "{:?}", r.remaining);
-    assert!(
-        r.fixes.iter().any(|f| f.contains(&format!(
-            "data fork rebuilt from the rmapbt as a bmbt: {PIECES} extent(s)"
-        ))),
-        "{:?}",
-        r.fixes
+    repair_then_crash_at_every_write(
+        &bin,
+        &s,
+        &base,
+        3,
+        &|r| {
+            assert!(
+                r.fixes.iter().any(|f| f.contains(&format!(
+                    "data fork rebuilt from the rmapbt as a bmbt: {PIECES} extent(s)"
+                ))),
+                "{:?}",
+                r.fixes
+            );
+        },
+        &whole,
     );
-    let total = dev.writes();
-    whole(dev.clone(), "the run without a crash");
-    crash_at_every_write(&bin, &s, &base, &RepairOptions::default(), total, 3, &whole);
 }
 
 /// A primary superblock with its magic number gone, found again from the
@@ -598,8 +639,9 @@ fn ten_files_there(fs: &Fs, what: &str) {
 
 #[test]
 fn primary_superblock_repair_finishes_after_a_crash_at_every_write() {
-    let Some(bin) = xfsprogs_72() else {
-        record_skip("SKIP primary_superblock_repair_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+    let Some(bin) =
+        xfsprogs_72_or_skip("primary_superblock_repair_finishes_after_a_crash_at_every_write")
+    else {
         return;
     };
     let s = Scratch::new("repair-crash-sb0");
@@ -633,17 +675,20 @@ fn primary_superblock_repair_finishes_after_a_crash_at_every_write() {
             assert!(r.is_clean(), "{what}: check after repair: {:?}", r.problems);
             ten_files_there(&fs, what);
         };
-        let dev = Arc::new(CrashDevice::new(&base, None, false));
-        let r = repair(dev.clone(), &RepairOptions::default()).unwrap();
-        assert!(r.is_clean(), "{:?}", r.remaining);
-        assert!(
-            r.fixes.iter().any(|f| f.contains(fix)),
-            "{fix}: {:?}",
-            r.fixes
+        repair_then_crash_at_every_write(
+            &bin,
+            &s,
+            &base,
+            1,
+            &|r| {
+                assert!(
+                    r.fixes.iter().any(|f| f.contains(fix)),
+                    "{fix}: {:?}",
+                    r.fixes
+                );
+            },
+            &all,
         );
-        let total = dev.writes();
-        all(dev.clone(), "the run without a crash");
-        crash_at_every_write(&bin, &s, &base, &RepairOptions::default(), total, 1, &all);
     }
 }
 
@@ -655,8 +700,8 @@ fn primary_superblock_repair_finishes_after_a_crash_at_every_write() {
 /// to recount, as xfs_repair leaves them).
 #[test]
 fn quota_recount_finishes_after_a_crash_at_every_write() {
-    let Some(bin) = xfsprogs_72() else {
-        record_skip("SKIP quota_recount_finishes_after_a_crash_at_every_write: no xfsprogs 7.2 at ../shared/xfsprogs-7.2");
+    let Some(bin) = xfsprogs_72_or_skip("quota_recount_finishes_after_a_crash_at_every_write")
+    else {
         return;
     };
     let s = Scratch::new("repair-crash-quota");
@@ -684,17 +729,20 @@ fn quota_recount_finishes_after_a_crash_at_every_write() {
         let fs = check_clean_log_lost(dev, what);
         ten_files_there(&fs, what);
     };
-    let dev = Arc::new(CrashDevice::new(&base, None, false));
-    let r = repair(dev.clone(), &RepairOptions::default()).unwrap();
-    assert!(r.is_clean(), "{:?}", r.remaining);
-    assert!(
-        r.fixes
-            .iter()
-            .any(|f| f.starts_with("user quota: counted again into the records")),
-        "{:?}",
-        r.fixes
+    repair_then_crash_at_every_write(
+        &bin,
+        &s,
+        &base,
+        3,
+        &|r| {
+            assert!(
+                r.fixes
+                    .iter()
+                    .any(|f| f.starts_with("user quota: counted again into the records")),
+                "{:?}",
+                r.fixes
+            );
+        },
+        &all,
     );
-    let total = dev.writes();
-    all(dev.clone(), "the run without a crash");
-    crash_at_every_write(&bin, &s, &base, &RepairOptions::default(), total, 3, &all);
 }

@@ -174,13 +174,11 @@ fn fill_parent_ag_2k_inodes_no_sparse() {
 /// rotating over the AGs, then everything freed in two rounds (half the
 /// inodes of each chunk, then the rest, which frees the chunks).
 fn many_chunks(opts: &str) {
-    let s = Scratch::new(&format!("ialloc-many{}", opts.replace([' ', '='], "")));
-    let img = s.0.join("a.img");
-    mkfs_xfs(&img, 320 << 20, opts);
-    let fs = open_rw(&img);
-    let geo = fs.geometry().clone();
+    let (_s, img, fs, geo, before_chunks) = fresh_image(
+        &format!("ialloc-many{}", opts.replace([' ', '='], "")),
+        opts,
+    );
     let root = geo.root_ino;
-    let before_chunks = chunks(&fs);
     let agcount = geo.ag_count;
     // Directories: consecutive ones land in consecutive AGs.
     let dirs = alloc_n(&fs, root, S_IFDIR, 2 * agcount as usize);
@@ -262,12 +260,7 @@ fn many_chunks_stripe_aligned() {
 /// levels (leaf splits, new roots), then shrink again as chunks go.
 #[test]
 fn deep_inode_btrees() {
-    let s = Scratch::new("ialloc-deep");
-    let img = s.0.join("a.img");
-    mkfs_xfs(&img, 320 << 20, "-b size=1024");
-    let fs = open_rw(&img);
-    let geo = fs.geometry().clone();
-    let before_chunks = chunks(&fs);
+    let (_s, img, fs, geo, before_chunks) = fresh_image("ialloc-deep", "-b size=1024");
     let files = alloc_n(&fs, geo.root_ino, S_IFREG, 12000);
     let nchunks = chunks(&fs).len();
     assert!(nchunks >= 12000 / 64, "{nchunks} chunks");
@@ -288,28 +281,14 @@ fn deep_inode_btrees() {
     let mut rest = rest;
     rest.reverse();
     free_all(&fs, &rest);
-    fs.sync().unwrap();
-    drop(fs);
-    assert_repair_clean(&img);
-    let fs = open_rw(&img);
-    assert_eq!(chunks(&fs), before_chunks);
-    let g = fs.geometry();
-    assert_eq!(
-        (g.icount, g.ifree, g.fdblocks),
-        (geo.icount, geo.ifree, geo.fdblocks)
-    );
+    assert_restored(fs, &img, &before_chunks, &geo);
 }
 
 /// Threads allocating and freeing at once, in their own AGs and in a
 /// shared one: every inode is handed out once and the result is clean.
 #[test]
 fn concurrent_alloc_and_free() {
-    let s = Scratch::new("ialloc-threads");
-    let img = s.0.join("a.img");
-    mkfs_xfs(&img, 320 << 20, "");
-    let fs = open_rw(&img);
-    let geo = fs.geometry().clone();
-    let before_chunks = chunks(&fs);
+    let (_s, img, fs, geo, before_chunks) = fresh_image("ialloc-threads", "");
     // One directory per AG to give each thread a parent there.
     let dirs = alloc_n(&fs, geo.root_ino, S_IFDIR, geo.ag_count as usize);
     let results: Vec<Vec<Ino>> = std::thread::scope(|sc| {
@@ -342,16 +321,7 @@ fn concurrent_alloc_and_free() {
     assert_repair_only_disconnected(&img, &live);
     let fs = open_rw(&img);
     free_all(&fs, &live);
-    fs.sync().unwrap();
-    drop(fs);
-    assert_repair_clean(&img);
-    let fs = open_rw(&img);
-    assert_eq!(chunks(&fs), before_chunks);
-    let g = fs.geometry();
-    assert_eq!(
-        (g.icount, g.ifree, g.fdblocks),
-        (geo.icount, geo.ifree, geo.fdblocks)
-    );
+    assert_restored(fs, &img, &before_chunks, &geo);
 }
 
 /// 64 KiB blocks with 512-byte inodes: one block holds two chunks, which

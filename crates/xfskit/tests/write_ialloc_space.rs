@@ -62,16 +62,7 @@ fn sparse_chunks_on_fragmented_space() {
     assert_kernel_sees(&img, &mine, &[]);
     let fs = open_rw(&img);
     free_all(&fs, &mine);
-    fs.sync().unwrap();
-    drop(fs);
-    assert_repair_clean(&img);
-    let fs = open_rw(&img);
-    assert_eq!(chunks(&fs), before_chunks);
-    let g = fs.geometry();
-    assert_eq!(
-        (g.icount, g.ifree, g.fdblocks),
-        (geo.icount, geo.ifree, geo.fdblocks)
-    );
+    assert_restored(fs, &img, &before_chunks, &geo);
 }
 
 /// A full AG sends new files to the next one; a full filesystem gives
@@ -79,12 +70,7 @@ fn sparse_chunks_on_fragmented_space() {
 /// done.
 #[test]
 fn full_ags_and_full_filesystem() {
-    let s = Scratch::new("ialloc-full");
-    let img = s.0.join("a.img");
-    mkfs_xfs(&img, 320 << 20, "");
-    let fs = open_rw(&img);
-    let geo = fs.geometry().clone();
-    let before_chunks = chunks(&fs);
+    let (_s, img, fs, geo, before_chunks) = fresh_image("ialloc-full", "");
     let t1 = take_all_space(&fs, AgNumber(1));
     let over = alloc_n(&fs, geo.ino_make(AgNumber(1), 64), S_IFREG, 100);
     assert!(
@@ -108,16 +94,7 @@ fn full_ags_and_full_filesystem() {
     for (ag, t) in &taken {
         give_back(&fs, *ag, t);
     }
-    fs.sync().unwrap();
-    drop(fs);
-    assert_repair_clean(&img);
-    let fs = open_rw(&img);
-    assert_eq!(chunks(&fs), before_chunks);
-    let g = fs.geometry();
-    assert_eq!(
-        (g.icount, g.ifree, g.fdblocks),
-        (geo.icount, geo.ifree, geo.fdblocks)
-    );
+    assert_restored(fs, &img, &before_chunks, &geo);
 }
 
 /// Sparse pieces of one chunk allocated at different times merge into
@@ -192,16 +169,7 @@ fn sparse_pieces_merge() {
     for (s, l) in runs(&leaked.clone()) {
         give(&fs, &mut leaked, s, l);
     }
-    fs.sync().unwrap();
-    drop(fs);
-    assert_repair_clean(&img);
-    let fs = open_rw(&img);
-    assert_eq!(chunks(&fs), before_chunks);
-    let g = fs.geometry();
-    assert_eq!(
-        (g.icount, g.ifree, g.fdblocks),
-        (geo.icount, geo.ifree, geo.fdblocks)
-    );
+    assert_restored(fs, &img, &before_chunks, &geo);
 }
 
 /// Freeing what is not an in-use inode is refused and changes nothing.

@@ -166,7 +166,7 @@ fn kernel_clones_with_rmapbt() {
 
 fn kernel_clones(test: &str, opts: &str) {
     if !is_root() {
-        eprintln!("SKIP {test}: needs root for the kernel's clones");
+        xfskit_testkit::skip(test, "needs root for the kernel's clones");
         if let Ok(p) = std::env::var("XFSKIT_SKIP_LOG") {
             use std::io::Write;
             if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(p) {

@@ -6,7 +6,6 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Suffix of a compressed fixture image.
 const IMAGE_SUFFIX: &str = ".img.zst";
@@ -65,10 +64,7 @@ pub fn expected_counts(name: &str) -> BTreeMap<String, usize> {
 }
 
 /// Whether the test process runs as root.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
+pub use xfskit_testkit::is_root;
 
 /// True when running as root; otherwise prints why `test` cannot run.
 pub fn require_root(test: &str) -> bool {
@@ -80,33 +76,27 @@ pub fn require_root(test: &str) -> bool {
     }
 }
 
-/// A scratch directory under the system temp dir, removed on drop.
-#[derive(Debug)]
-pub struct TempDir {
-    path: PathBuf,
-}
+/// A scratch directory under the system temp dir, removed on drop (after
+/// what is still mounted in it is unmounted).
+pub use xfskit_testkit::Scratch as TempDir;
 
-impl TempDir {
-    /// Create a fresh, empty directory whose name starts with `prefix`.
-    pub fn new(prefix: &str) -> TempDir {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
-        TempDir { path }
-    }
-
-    /// The directory's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.path);
-    }
+/// A fresh XFS filesystem of `size` bytes (mkfs.xfs defaults) in
+/// `dir/scratch.img`, loop-mounted read-write at `dir/scratch`: a scratch
+/// destination for extracts; unmounted on drop.
+pub fn scratch_xfs(dir: &Path, size: u64) -> xfskit_testkit::Mounted {
+    let img = dir.join("scratch.img");
+    fs::File::create(&img)
+        .and_then(|f| f.set_len(size))
+        .expect("scratch image");
+    let ok = Command::new("mkfs.xfs")
+        .args(["-q", "-f"])
+        .arg(&img)
+        .status()
+        .expect("mkfs.xfs")
+        .success();
+    assert!(ok, "mkfs.xfs failed");
+    let img = img.to_str().expect("utf-8 path");
+    xfskit_testkit::Mounted::new(&["-o", "loop", img], &dir.join("scratch"))
 }
 
 /// An image loop-mounted read-only by the kernel (`mount -o loop,ro`);
@@ -336,6 +326,16 @@ pub fn output_text(o: &std::process::Output) -> String {
 pub fn xfsprogs_72_bin() -> Option<PathBuf> {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/xfsprogs-7.2/bin");
     d.join("mkfs.xfs").exists().then_some(d)
+}
+
+/// [`xfsprogs_72_bin`], or None after recording that `test` is skipped
+/// without it.
+pub fn xfsprogs_72_or_skip(test: &str) -> Option<PathBuf> {
+    let bin = xfsprogs_72_bin();
+    if bin.is_none() {
+        super::skip(test, "xfsprogs 7.2 not found at ../shared/xfsprogs-7.2");
+    }
+    bin
 }
 
 /// Runs xfsprogs 7.2's `name` from `bin` (see [`xfsprogs_72_bin`]) with

@@ -87,6 +87,54 @@ impl RtImage {
         (o.status.success(), output_text(&o))
     }
 
+    /// Every file reads back as made through `cat --rtdev` and `extract
+    /// --rtdev` (into `dir/out`, returned); without the device, `cat` of
+    /// `path` exits 3 and says it needs it.
+    pub fn assert_files_read_with_rtdev(&self, path: &str) -> PathBuf {
+        let xfskit = super::fixtures::xfskit_output;
+        let (img, rtdev) = (s(&self.img), s(&self.rtdev));
+        for (path, want) in &self.files {
+            let o = xfskit(&["cat", "--rtdev", rtdev, img, path]);
+            assert!(o.status.success(), "cat {path}: {}", output_text(&o));
+            assert!(o.stdout == *want, "cat {path}: the bytes differ");
+        }
+        let o = xfskit(&["cat", img, path]);
+        assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
+        assert!(output_text(&o).contains("needs the realtime device: --rtdev"));
+        let dest = self.dir.join("out");
+        let o = xfskit(&["extract", "-q", "--rtdev", rtdev, img, s(&dest)]);
+        assert_eq!(o.status.code(), Some(0), "extract: {}", output_text(&o));
+        for (path, want) in &self.files {
+            let got = std::fs::read(dest.join(&path[1..])).expect("extracted");
+            assert!(got == *want, "extract {path}: the bytes differ");
+        }
+        dest
+    }
+
+    /// `xfskit info` prints what xfs_db 6.15's `info` prints, with the
+    /// realtime device named and without it; that output contains `has`.
+    pub fn assert_info_equals_xfs_db(&self, has: &str) {
+        for with in [true, false] {
+            let mut db = tool(&self.x615, "xfs_db");
+            db.arg("-r");
+            let mut args = vec!["info"];
+            if with {
+                db.arg("-R").arg(&self.rtdev);
+                args.extend(["--rtdev", s(&self.rtdev)]);
+            }
+            let want = run_ok(db.args(["-c", "info"]).arg(&self.img), "xfs_db info");
+            args.push(s(&self.img));
+            let o = super::fixtures::xfskit_output(&args);
+            assert!(o.status.success(), "info: {}", output_text(&o));
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout),
+                want,
+                "info vs xfs_db (-R: {with})"
+            );
+            assert!(want.contains(has), "{want}");
+        }
+    }
+
     /// Mounts the image read-only through `xfskit mount --rtdev` and
     /// checks that every file reads back as made; the mount must exit
     /// cleanly when terminated.

@@ -34,7 +34,7 @@ pub fn rw_skip_reason() -> Option<String> {
 pub fn skip_rw(test: &str) -> bool {
     match rw_skip_reason() {
         Some(why) => {
-            super::skip::skip(test, &why);
+            super::skip(test, &why);
             true
         }
         None => false,

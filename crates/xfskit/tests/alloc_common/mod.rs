@@ -10,10 +10,6 @@ use xfskit::alloc::{ag_free_extents, alloc_extent, free_extent, AllocReq, Owner}
 use xfskit::geometry::{AgBlock, AgNumber, FsBlock};
 use xfskit::{Fs, OpenOptions};
 
-#[path = "../umount_retry/mod.rs"]
-#[allow(clippy::duplicate_mod)] // several helper modules of one test file include it
-mod umount_retry;
-
 pub const OWNER: Owner = Owner::Inode {
     ino: xfskit::Ino(128),
     attr_fork: false,
@@ -294,7 +290,7 @@ pub fn kernel_rw_churn(img: &Path) {
             std::fs::remove_file(mnt.join(format!("f{i}"))).unwrap();
         }
     });
-    let (ok, out) = umount_retry::umount(&mnt);
+    let (ok, out) = xfskit_testkit::umount(&mnt);
     assert!(ok, "umount: {out}");
     let _ = std::fs::remove_dir(&mnt);
     if let Err(e) = r {

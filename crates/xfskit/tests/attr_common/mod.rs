@@ -10,10 +10,6 @@ use xfskit::attr::{self, Namespace};
 use xfskit::inode::ForkFormat;
 use xfskit::{Fs, Ino};
 
-#[path = "../umount_retry/mod.rs"]
-#[allow(clippy::duplicate_mod)] // several helper modules of one test file include it
-mod umount_retry;
-
 pub type Model = BTreeMap<(Namespace, Vec<u8>), Vec<u8>>;
 
 /// One test filesystem: the image, and the files the kernel made in it
@@ -31,7 +27,7 @@ pub struct Img {
 /// '/' makes a directory, a leading '@' a symlink), opens it for writing.
 pub fn image(tag: &str, opts: &str, names: &[&str]) -> Option<Img> {
     if !is_root() {
-        eprintln!("SKIP {tag}: needs root to let the kernel create the inodes");
+        xfskit_testkit::skip(tag, "needs root to let the kernel create the inodes");
         return None;
     }
     let dir = Scratch::new(tag);
@@ -70,7 +66,7 @@ pub fn image(tag: &str, opts: &str, names: &[&str]) -> Option<Img> {
             std::fs::write(mnt.join(n), b"data").unwrap();
         }
     }
-    let (ok, out) = umount_retry::umount(&mnt);
+    let (ok, out) = xfskit_testkit::umount(&mnt);
     assert!(ok, "umount: {out}");
     let fs = open_rw(&path);
     let files = names

@@ -153,10 +153,11 @@ impl Device for CrashDevice {
     }
 }
 
-/// Shares a crash device between the filesystem and the test.
-pub struct Shared(pub Arc<CrashDevice>);
+/// Shares a device (a crash device unless said otherwise) between the
+/// filesystem, which takes a `Box`, and the test, which keeps an `Arc`.
+pub struct Shared<D: Device + ?Sized = CrashDevice>(pub Arc<D>);
 
-impl Device for Shared {
+impl<D: Device + ?Sized> Device for Shared<D> {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
         self.0.read_at(buf, off)
     }

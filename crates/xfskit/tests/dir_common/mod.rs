@@ -2,19 +2,11 @@
 //! populated through a kernel loop mount.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-#[path = "../umount_retry/mod.rs"]
-#[allow(clippy::duplicate_mod)] // several helper modules of one test file include it
-mod umount_retry;
-
-/// A sparse image file and, while populated, its mount point.
-pub struct Image {
-    pub path: PathBuf,
-    pub mnt: PathBuf,
-    mounted: bool,
-}
+/// An image made by mkfs.xfs, with its mount point.
+pub use xfskit_testkit::LoopImage as Image;
 
 /// Returns why the root-only tests cannot run, if they cannot.
 pub fn cannot_run() -> Option<String> {
@@ -40,70 +32,22 @@ fn euid() -> Option<u32> {
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
-impl Image {
-    /// Makes a 300 MiB image with `mkfs.xfs -f <args>` and mounts it.
-    pub fn mkfs_mounted(tag: &str, args: &[&str]) -> Image {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let base =
-            std::env::temp_dir().join(format!("xfskit-dir-{}-{tag}-{n}", std::process::id()));
-        let path = base.with_extension("img");
-        let mnt = base.with_extension("mnt");
-        let f = std::fs::File::create(&path).expect("create image");
-        f.set_len(300 << 20).expect("size image");
-        drop(f);
-        let st = Command::new("mkfs.xfs")
-            .args(["-q", "-f"])
-            .args(args)
-            .arg(&path)
-            .status()
-            .expect("mkfs.xfs");
-        assert!(st.success(), "mkfs.xfs {args:?} failed");
-        std::fs::create_dir_all(&mnt).expect("mount point");
-        let mut img = Image {
-            path,
-            mnt,
-            mounted: false,
-        };
-        let st = Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&img.path)
-            .arg(&img.mnt)
-            .status()
-            .expect("mount");
-        assert!(st.success(), "mount failed");
-        img.mounted = true;
-        img
-    }
-
-    /// Unmounts (flushing everything to the image).
-    pub fn unmount(&mut self) {
-        if self.mounted {
-            umount_retry::must_umount(&self.mnt);
-            self.mounted = false;
-        }
-    }
-
-    /// Runs xfs_db read-only with the given commands; returns stdout.
-    pub fn xfs_db(&self, cmds: &[String]) -> String {
-        let mut c = Command::new("xfs_db");
-        c.arg("-r");
-        for cmd in cmds {
-            c.arg("-c").arg(cmd);
-        }
-        let out = c.arg(&self.path).output().expect("xfs_db");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
+/// Makes a 300 MiB image with `mkfs.xfs -f <args>` and mounts it.
+pub fn mkfs_mounted(tag: &str, args: &[&str]) -> Image {
+    let mut img = Image::mkfs(&format!("dir-{tag}"), 300 << 20, args);
+    img.mount("loop");
+    img
 }
 
-impl Drop for Image {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = Command::new("umount").arg(&self.mnt).status();
-        }
-        let _ = std::fs::remove_dir(&self.mnt);
-        let _ = std::fs::remove_file(&self.path);
+/// Runs xfs_db read-only on `img` with the given commands; returns stdout.
+pub fn xfs_db(img: &Image, cmds: &[String]) -> String {
+    let mut c = Command::new("xfs_db");
+    c.arg("-r");
+    for cmd in cmds {
+        c.arg("-c").arg(cmd);
     }
+    let out = c.arg(&img.path).output().expect("xfs_db");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A long, distinct entry name.

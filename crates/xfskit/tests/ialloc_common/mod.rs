@@ -6,16 +6,12 @@
 
 use crate::write_common::*;
 use std::collections::BTreeMap;
-use std::path::Path;
-use xfskit::geometry::{AgNumber, Ino};
+use std::path::{Path, PathBuf};
+use xfskit::geometry::{AgNumber, Geometry, Ino};
 use xfskit::ialloc::{alloc_inode, free_inode};
 use xfskit::inode::Inode;
 use xfskit::scan::inobt;
 use xfskit::Fs;
-
-#[path = "../umount_retry/mod.rs"]
-#[allow(clippy::duplicate_mod)] // several helper modules of one test file include it
-mod umount_retry;
 
 pub const S_IFREG: u16 = 0o100000;
 
@@ -58,8 +54,41 @@ pub fn free_all(fs: &Fs, inos: &[Ino]) {
     }
 }
 
+/// The inode chunks of every AG, as [`chunks`] lists them.
+pub type Chunks = BTreeMap<(u32, u32), (u8, u8, u64)>;
+
+/// A fresh 320 MiB image `a.img` made with mkfs.xfs `opts` in a new
+/// scratch directory named after `tag`, open for writing, with its
+/// geometry and its inode chunks as made.
+pub fn fresh_image(tag: &str, opts: &str) -> (Scratch, PathBuf, Fs, Geometry, Chunks) {
+    let s = Scratch::new(tag);
+    let img = s.0.join("a.img");
+    mkfs_xfs(&img, 320 << 20, opts);
+    let fs = open_rw(&img);
+    let geo = fs.geometry().clone();
+    let before = chunks(&fs);
+    (s, img, fs, geo, before)
+}
+
+/// Syncs and closes `fs` (all it allocated freed again); then
+/// `xfs_repair -n` must find `img` clean, and its inode chunks and its
+/// counters of inodes, free inodes and free blocks must be as they were
+/// (`before_chunks`, `geo`).
+pub fn assert_restored(fs: Fs, img: &Path, before_chunks: &Chunks, geo: &Geometry) {
+    fs.sync().unwrap();
+    drop(fs);
+    assert_repair_clean(img);
+    let fs = open_rw(img);
+    assert_eq!(chunks(&fs), *before_chunks);
+    let g = fs.geometry();
+    assert_eq!(
+        (g.icount, g.ifree, g.fdblocks),
+        (geo.icount, geo.ifree, geo.fdblocks)
+    );
+}
+
 /// Every inobt record of every AG: (agno, startino) -> (count, freecount, free).
-pub fn chunks(fs: &Fs) -> BTreeMap<(u32, u32), (u8, u8, u64)> {
+pub fn chunks(fs: &Fs) -> Chunks {
     let mut m = BTreeMap::new();
     for ag in 0..fs.geometry().ag_count {
         inobt::walk(fs, ag, 0, |r| {
@@ -184,7 +213,7 @@ pub fn with_rw_mount<T>(img: &Path, what: &str, f: impl FnOnce(&Path) -> T) -> O
     let (ok, out) = run("mount", &["-o", "loop", &img.display().to_string(), &m]);
     assert!(ok, "mount: {out}");
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mnt)));
-    let (ok, out) = umount_retry::umount(&mnt);
+    let (ok, out) = xfskit_testkit::umount(&mnt);
     assert!(ok, "umount: {out}");
     let _ = std::fs::remove_dir(&mnt);
     match r {

@@ -1,7 +1,7 @@
 //! Shared helpers for the engine's integration tests: images made by the
 //! real mkfs.xfs and populated through a kernel loop mount, a device that
 //! overlays byte patches on an image, and a full tree walk.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::collections::{BTreeMap, HashSet};
 use std::io;
@@ -11,48 +11,7 @@ use xfskit::dev::{Device, FileDevice};
 use xfskit::inode::{FileReader, FileType};
 use xfskit::{Fs, Ino, OpenOptions};
 
-#[path = "../umount_retry/mod.rs"]
-#[allow(clippy::duplicate_mod)] // several helper modules of one test file include it
-mod umount_retry;
-
-/// True when the tests can loop-mount (root with XFS and loop support).
-pub fn can_mount(test: &str) -> bool {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout == b"0\n")
-        .unwrap_or(false);
-    if !root {
-        println!("SKIP {test}: needs root to loop-mount an XFS image");
-        return false;
-    }
-    if Command::new("mkfs.xfs").arg("-V").output().is_err() {
-        println!("SKIP {test}: mkfs.xfs is not installed");
-        return false;
-    }
-    true
-}
-
-/// A scratch directory removed on drop.
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    pub fn new(tag: &str) -> Scratch {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let p = std::env::temp_dir().join(format!("xfskit-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("scratch dir");
-        Scratch(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.join("mnt")).output();
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use xfskit_testkit::{can_mount, Scratch};
 
 pub fn run(cmd: &str, args: &[&str]) {
     let st = Command::new(cmd)
@@ -81,7 +40,7 @@ pub fn make_image(s: &Scratch, args: &[&str], populate: impl FnOnce(&Path)) -> P
         &["-o", "loop,nouuid", imgs, mnt.to_str().expect("utf8")],
     );
     populate(&mnt);
-    umount_retry::must_umount(&mnt);
+    xfskit_testkit::must_umount(&mnt);
     img
 }
 

@@ -1,14 +1,10 @@
 //! Shared helpers for write-engine tests: fresh images made by the real
 //! mkfs.xfs, xfs_repair -n, and a kernel loop mount.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use xfskit::{Fs, OpenOptions};
-
-#[path = "../umount_retry/mod.rs"]
-#[allow(clippy::duplicate_mod)] // several helper modules of one test file include it
-mod umount_retry;
 
 /// Runs a command, returning success and its combined output.
 pub fn run(cmd: &str, args: &[&str]) -> (bool, String) {
@@ -31,11 +27,7 @@ fn run_command(c: &mut Command, name: &str) -> (bool, String) {
     }
 }
 
-/// True when running as root (loop mounts possible).
-pub fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
+pub use xfskit_testkit::{is_root, skip, Scratch};
 
 /// True (after printing why and recording the skip in
 /// `$XFSKIT_SKIP_LOG`, so that it is not counted as passed) when test
@@ -44,43 +36,8 @@ pub fn skip_unless_root(test: &str) -> bool {
     if is_root() {
         return false;
     }
-    record_skip(&format!("SKIP {test}: needs root for a kernel mount"));
+    skip(test, "needs root for a kernel mount");
     true
-}
-
-/// Prints `line` and adds it to `$XFSKIT_SKIP_LOG`, so that the skipped
-/// test is not counted as passed.
-pub fn record_skip(line: &str) {
-    eprintln!("{line}");
-    if let Some(p) = std::env::var_os("XFSKIT_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-        {
-            let _ = writeln!(f, "{line}");
-        }
-    }
-}
-
-/// A scratch directory removed on drop.
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    /// A new scratch directory named after `tag`.
-    pub fn new(tag: &str) -> Scratch {
-        let d = std::env::temp_dir().join(format!("xfskit-w-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Makes a `size`-byte image at `path` with the installed mkfs.xfs and
@@ -141,7 +98,7 @@ pub fn kernel_umount(mnt: &Path) {
     assert!(ok, "umount {}: {out}", mnt.display());
 }
 
-pub use umount_retry::umount;
+pub use xfskit_testkit::umount;
 
 /// Mounts `img` read-write and unmounts it, so that the kernel replays
 /// its log (see [`kernel_mount_rw_at`]).
@@ -273,7 +230,7 @@ pub fn skip_without_615(test: &str) -> bool {
             (false, out) => format!("xfsprogs 6.15 does not run: {}", out.trim()),
         },
     };
-    record_skip(&format!("SKIP {test}: {why}"));
+    skip(test, &why);
     true
 }
 
@@ -402,10 +359,16 @@ pub fn set_incompat(img: &Path, bits: u32, on: bool) {
     f.sync_all().unwrap();
 }
 
-/// Makes a `size`-byte image at `img` with xfskit's mkfs and a realtime
-/// section on `rt` (`rtsize` bytes), `opts` being further mkfs.xfs
-/// options (e.g. "-r extsize=16k"; their -r sub-options join rtdev's).
-pub fn mkfs_rt(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
+/// Makes the empty image files `img` (`size` bytes) and `rt` (`rtsize`
+/// bytes); returns the mkfs options of `opts` but its `-r` ones, and
+/// those joined to `rtdev=RT` (the argument of one `-r`).
+fn rt_files_and_args(
+    img: &Path,
+    size: u64,
+    rt: &Path,
+    rtsize: u64,
+    opts: &str,
+) -> (Vec<String>, String) {
     for (p, n) in [(img, size), (rt, rtsize)] {
         let _ = std::fs::remove_file(p);
         std::fs::File::create(p).unwrap().set_len(n).unwrap();
@@ -420,6 +383,14 @@ pub fn mkfs_rt(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
             args.push(a.to_string());
         }
     }
+    (args, r)
+}
+
+/// Makes a `size`-byte image at `img` with xfskit's mkfs and a realtime
+/// section on `rt` (`rtsize` bytes), `opts` being further mkfs.xfs
+/// options (e.g. "-r extsize=16k"; their -r sub-options join rtdev's).
+pub fn mkfs_rt(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
+    let (mut args, r) = rt_files_and_args(img, size, rt, rtsize, opts);
     args.extend(["-q".into(), "-r".into(), r, img.display().to_string()]);
     let o = xfskit::mkfs::parse_mkfs_args(&args).unwrap();
     xfskit::mkfs::mkfs_with(img, &o, &xfskit::mkfs::WriteOptions::default()).unwrap();
@@ -429,21 +400,8 @@ pub fn mkfs_rt(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
 /// the xfstests environment so that small sizes pass): `-m metadir=1`
 /// plus `opts`; `-r` options in `opts` join `rtdev=RT` (as [`mkfs_rt`]).
 pub fn mkfs_615_rtg(img: &Path, size: u64, rt: &Path, rtsize: u64, opts: &str) {
-    for (p, n) in [(img, size), (rt, rtsize)] {
-        let _ = std::fs::remove_file(p);
-        std::fs::File::create(p).unwrap().set_len(n).unwrap();
-    }
+    let (mut args, r) = rt_files_and_args(img, size, rt, rtsize, opts);
     let dir = xfsprogs_615().expect("xfsprogs 6.15 beside the project");
-    let mut args: Vec<String> = Vec::new();
-    let mut r = format!("rtdev={}", rt.display());
-    let mut it = opts.split_whitespace();
-    while let Some(a) = it.next() {
-        if a == "-r" {
-            r = format!("{r},{}", it.next().unwrap());
-        } else {
-            args.push(a.to_string());
-        }
-    }
     args.extend([
         "-q".into(),
         "-f".into(),
@@ -619,6 +577,6 @@ pub fn skip_without_72(test: &str) -> bool {
             Err(e) => format!("xfsprogs 7.2 does not run: {e}"),
         },
     };
-    record_skip(&format!("SKIP {test}: {why}"));
+    skip(test, &why);
     true
 }
