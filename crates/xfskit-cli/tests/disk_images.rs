@@ -10,7 +10,7 @@
 mod common;
 
 use common::disks::{
-    lvm_layout, partx_range, sh, sparse_file, xfskit, DevMount, LoopRange, LVM, LVM_CONF,
+    lvm_layout, lvm_make, partx_range, sh, sparse_file, xfskit, DevMount, LoopRange, LVM, LVM_CONF,
 };
 use common::{diff_walks, is_root, missing_tool, skip, walk_host, Entry, TempDir};
 use std::path::Path;
@@ -268,13 +268,9 @@ fn lvm_volumes_match_the_kernel() {
     let (pe_start, ext, segs) = {
         let l = LoopRange::new(&disk, s2, n2);
         let d = &l.dev;
+        lvm_make(d, &vg, &[("root", "320M"), ("swap", "64M")]);
         sh(&format!(
-            "export {LVM}
-pvcreate -q {LVM_CONF} {d}
-vgcreate -q {LVM_CONF} -s 4M {vg} {d}
-lvcreate -q {LVM_CONF} -an -Zn -y -n root -L 320M {vg}
-lvcreate -q {LVM_CONF} -an -Zn -y -n swap -L 64M {vg}
-lvextend -q {LVM_CONF} -L +100M {vg}/root 2>/dev/null"
+            "export {LVM}; lvextend -q {LVM_CONF} -L +100M {vg}/root 2>/dev/null"
         ));
         lvm_layout(d, &vg, "root")
     };

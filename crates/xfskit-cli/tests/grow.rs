@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::disks::{lvm_layout, partx_range, sh, LoopRange, LVM, LVM_CONF};
+use common::disks::{lvm_layout, lvm_make, partx_range, sh, LoopRange, LVM, LVM_CONF};
 use common::fixtures::{output_text, tool_72, xfskit_output, xfsprogs_72_or_skip};
 use common::{require_root, skip, TempDir};
 use std::path::Path;
@@ -440,13 +440,7 @@ fn grow_lvm_volume() {
     let (pe_start, ext, segs) = {
         let l = LoopRange::new(&disk, s2, n2);
         let d = &l.dev;
-        sh(&format!(
-            "export {LVM}
-pvcreate -q {LVM_CONF} {d}
-vgcreate -q {LVM_CONF} -s 4M {vg} {d}
-lvcreate -q {LVM_CONF} -an -Zn -y -n root -L 320M {vg}
-lvcreate -q {LVM_CONF} -an -Zn -y -n swap -L 64M {vg}"
-        ));
+        lvm_make(d, &vg, &[("root", "320M"), ("swap", "64M")]);
         lvm_layout(d, &vg, "root")
     };
     assert_eq!(segs, [(0, 80, 0)], "root before the grow");
@@ -547,12 +541,7 @@ fn grow_lvm_volume_on_a_whole_disk_pv() {
     let (pe_start, _, segs) = {
         let l = LoopRange::new(&disk, 0, 600 << 20);
         let d = &l.dev;
-        sh(&format!(
-            "export {LVM}
-pvcreate -q {LVM_CONF} {d}
-vgcreate -q {LVM_CONF} -s 4M {vg} {d}
-lvcreate -q {LVM_CONF} -an -Zn -y -n data -L 320M {vg}"
-        ));
+        lvm_make(d, &vg, &[("data", "320M")]);
         lvm_layout(d, &vg, "data")
     };
     assert_eq!(segs, [(0, 80, 0)]);

@@ -99,6 +99,21 @@ pub fn xfskit(args: &[&str], limit: Duration) -> Run {
 pub const LVM: &str = "LVM_SUPPRESS_FD_WARNINGS=1 DM_DISABLE_UDEV=1";
 pub const LVM_CONF: &str = "--driverloaded n --config 'activation{udev_sync=0 udev_rules=0} devices{obtain_device_list_from_udev=0} backup{backup=0 archive=0}'";
 
+/// Makes a PV on device `d`, a volume group `vg` on it (4 MiB extents)
+/// and, in order, the volumes `lvs` as (name, lvcreate -L size), metadata
+/// only (not activated, not zeroed).
+pub fn lvm_make(d: &str, vg: &str, lvs: &[(&str, &str)]) {
+    let mut script = format!(
+        "export {LVM}\npvcreate -q {LVM_CONF} {d}\nvgcreate -q {LVM_CONF} -s 4M {vg} {d}\n"
+    );
+    for (name, size) in lvs {
+        script.push_str(&format!(
+            "lvcreate -q {LVM_CONF} -an -Zn -y -n {name} -L {size} {vg}\n"
+        ));
+    }
+    sh(&script);
+}
+
 /// What the lvm2 tools say of volume `vg`/`lv` on the PV device `d`:
 /// (the PV's first extent in bytes, the extent size in bytes, and per
 /// segment (first extent in the volume, extents, first extent on the PV)).
